@@ -1,0 +1,58 @@
+// Dataset: a random-access set of labelled uint8 HWC images; readers register by `type:` name.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/io/config.h"
+#include "core/tensor/shape.h"
+
+namespace trainer {
+
+// Raised for unreadable or inconsistent data; the CLI prints it and exits 3.
+class DataError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;  // message names the path (and offset) at fault
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  virtual Shape sample_shape() const = 0;  // H, W, C
+  virtual int num_classes() const = 0;
+  virtual std::vector<std::string> class_names() const;  // default: "0", "1", ...
+  // Writes sample i's pixels (sample_shape().numel() bytes, HWC, uint8) and returns its label.
+  // Must be safe to call from several threads at once.
+  virtual int32_t get(int64_t i, uint8_t* pixels) const = 0;
+  virtual std::string describe() const = 0;  // "image_folder datasets/cifar10/train: 50000 images, 10 classes"
+};
+
+// A view on some samples of another dataset (validation_split, limit:).
+class SubsetDataset final : public Dataset {
+ public:
+  SubsetDataset(std::shared_ptr<const Dataset> base, std::vector<int64_t> indices, std::string what);
+  int64_t size() const override { return int64_t(indices_.size()); }
+  Shape sample_shape() const override { return base_->sample_shape(); }
+  int num_classes() const override { return base_->num_classes(); }
+  std::vector<std::string> class_names() const override { return base_->class_names(); }
+  int32_t get(int64_t i, uint8_t* pixels) const override { return base_->get(indices_[size_t(i)], pixels); }
+  std::string describe() const override;
+
+ private:
+  std::shared_ptr<const Dataset> base_;
+  std::vector<int64_t> indices_;
+  std::string what_;
+};
+
+// Readers: `type: synthetic | image_folder | cifar10_bin | mnist_idx`, each reading its own keys
+// from the section (data.train / data.val) through a MapReader (unknown keys are config errors).
+// `base_dir` resolves relative paths (the directory the command runs in).
+using DatasetFactory = std::function<std::shared_ptr<Dataset>(cfg::MapReader& spec, const std::string& base_dir)>;
+void register_dataset(const std::string& type, DatasetFactory f);
+std::vector<std::string> dataset_types();
+std::shared_ptr<Dataset> make_dataset(const cfg::Node& spec, const std::string& base_dir);
+
+}  // namespace trainer

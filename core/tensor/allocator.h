@@ -1,0 +1,43 @@
+// Allocators: the interface and the host allocator that reuses freed blocks by size.
+#pragma once
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "core/tensor/device.h"
+
+namespace trainer {
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* p, size_t bytes) = 0;
+  virtual Device device() const = 0;
+};
+
+// 64-byte aligned host memory; freed blocks are kept on per-size free lists and handed out again,
+// so a training step that allocates the same shapes every time touches malloc only in step one.
+class HostAllocator final : public Allocator {
+ public:
+  explicit HostAllocator(Device d = Device::cpu()) : device_(d) {}
+  ~HostAllocator() override;
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p, size_t bytes) override;
+  Device device() const override { return device_; }
+  size_t cached_bytes() const;
+  void release_cache();
+
+ private:
+  static size_t round(size_t bytes);
+  Device device_;
+  mutable std::mutex mu_;
+  std::map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
+};
+
+// The process-wide host allocator (used for CPU tensors unless a context supplies its own).
+HostAllocator& host_allocator();
+
+}  // namespace trainer

@@ -1,0 +1,23 @@
+// Device: where a tensor lives and an op runs (a CPU replica or one CUDA GPU).
+#pragma once
+#include <string>
+
+namespace trainer {
+
+enum class DeviceKind { CPU = 0, CUDA = 1 };
+constexpr int kNumDeviceKinds = 2;
+
+struct Device {
+  DeviceKind kind = DeviceKind::CPU;
+  int index = 0;  // GPU ordinal, or the replica's number for CPU replicas
+
+  static Device cpu(int i = 0) { return {DeviceKind::CPU, i}; }
+  static Device cuda(int i) { return {DeviceKind::CUDA, i}; }
+  bool is_cpu() const { return kind == DeviceKind::CPU; }
+  bool operator==(const Device& o) const { return kind == o.kind && index == o.index; }
+  std::string str() const { return (kind == DeviceKind::CPU ? "cpu:" : "cuda:") + std::to_string(index); }
+};
+
+inline const char* device_kind_name(DeviceKind k) { return k == DeviceKind::CPU ? "cpu" : "cuda"; }
+
+}  // namespace trainer

@@ -71,6 +71,13 @@ class Node {
   std::string path_;
 };
 
+template <> std::string Node::as<std::string>() const;
+template <> int64_t Node::as<int64_t>() const;
+template <> int Node::as<int>() const;
+template <> double Node::as<double>() const;
+template <> float Node::as<float>() const;
+template <> bool Node::as<bool>() const;
+
 // Reads one map (a config section or a layer) and remembers every key asked for, so `finish()`
 // can reject the keys nobody asked for: "unknown key 'filtrs' in conv2d layer (did you mean
 // 'filters'?)". Asking for a key, present or not, makes it known.

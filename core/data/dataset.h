@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/io/config.h"
@@ -54,5 +55,14 @@ using DatasetFactory = std::function<std::shared_ptr<Dataset>(cfg::MapReader& sp
 void register_dataset(const std::string& type, DatasetFactory f);
 std::vector<std::string> dataset_types();
 std::shared_ptr<Dataset> make_dataset(const cfg::Node& spec, const std::string& base_dir);
+
+// Keys every dataset section accepts besides its reader's own (handled by make_dataset):
+//   limit: N   use only N samples, evenly spaced over the set (class-sorted sets stay balanced).
+
+// `validation_split: f` as Keras does it: no shuffle, the LAST fraction f of the samples is the
+// validation set (first = train: samples [0, floor(n * (1 - f))), second = the rest).
+// `seed` is unused (reserved for a shuffled split). DataError when either part would be empty.
+std::pair<std::shared_ptr<Dataset>, std::shared_ptr<Dataset>> split_dataset(std::shared_ptr<Dataset> ds,
+                                                                            double fraction, uint64_t seed = 0);
 
 }  // namespace trainer

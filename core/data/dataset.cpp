@@ -1,0 +1,103 @@
+// Dataset registry (type name -> factory), make_dataset, SubsetDataset and split_dataset.
+#include "core/data/dataset.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+namespace trainer {
+
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, DatasetFactory> factories;
+};
+
+// Function-local static: safe to use from other translation units' static initialisers.
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace
+
+std::vector<std::string> Dataset::class_names() const {
+  std::vector<std::string> names;
+  for (int i = 0; i < num_classes(); ++i) names.push_back(std::to_string(i));
+  return names;
+}
+
+void register_dataset(const std::string& type, DatasetFactory f) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (!r.factories.emplace(type, std::move(f)).second)
+    throw std::logic_error("dataset type '" + type + "' registered twice");
+}
+
+std::vector<std::string> dataset_types() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<std::string> types;
+  for (const auto& [name, f] : r.factories) types.push_back(name);
+  return types;  // sorted (std::map)
+}
+
+std::shared_ptr<Dataset> make_dataset(const cfg::Node& spec, const std::string& base_dir) {
+  std::string what = spec.path().empty() ? "dataset" : "dataset " + spec.path();
+  if (!spec.defined()) spec.fail(fmt::format("{} is missing (give a mapping with a 'type:')", what));
+  cfg::MapReader reader(spec, what);
+  std::string type = reader.get_choice("type", dataset_types());
+  std::optional<int64_t> limit;
+  if (reader.has("limit")) limit = reader.get_int("limit", std::nullopt, 1, INT64_MAX);
+  DatasetFactory factory;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    factory = r.factories.at(type);
+  }
+  std::shared_ptr<Dataset> ds = factory(reader, base_dir);
+  reader.finish();
+  if (limit && *limit < ds->size()) {
+    std::vector<int64_t> idx(static_cast<size_t>(*limit));
+    for (int64_t i = 0; i < *limit; ++i) idx[size_t(i)] = i * ds->size() / *limit;
+    ds = std::make_shared<SubsetDataset>(ds, std::move(idx), fmt::format("limit: {}", *limit));
+  }
+  return ds;
+}
+
+SubsetDataset::SubsetDataset(std::shared_ptr<const Dataset> base, std::vector<int64_t> indices, std::string what)
+    : base_(std::move(base)), indices_(std::move(indices)), what_(std::move(what)) {
+  if (!base_) throw std::invalid_argument("SubsetDataset: no base dataset");
+  for (int64_t i : indices_)
+    if (i < 0 || i >= base_->size())
+      throw std::out_of_range(fmt::format("SubsetDataset: index {} outside a dataset of {}", i, base_->size()));
+}
+
+std::string SubsetDataset::describe() const {
+  return fmt::format("{} ({}: {} of {} samples)", base_->describe(), what_, size(), base_->size());
+}
+
+std::pair<std::shared_ptr<Dataset>, std::shared_ptr<Dataset>> split_dataset(std::shared_ptr<Dataset> ds,
+                                                                            double fraction, uint64_t /*seed*/) {
+  if (!ds) throw std::invalid_argument("split_dataset: no dataset");
+  if (!(fraction > 0.0 && fraction < 1.0))
+    throw std::invalid_argument(fmt::format("validation_split must be in (0, 1), not {}", fraction));
+  const int64_t n = ds->size();
+  const int64_t split_at = int64_t(std::floor(double(n) * (1.0 - fraction)));  // as Keras
+  if (split_at <= 0 || split_at >= n)
+    throw DataError(fmt::format("validation_split {} of {} ({} samples) leaves an empty {} set", fraction,
+                                ds->describe(), n, split_at <= 0 ? "training" : "validation"));
+  std::vector<int64_t> train(static_cast<size_t>(split_at)), val(static_cast<size_t>(n - split_at));
+  for (int64_t i = 0; i < split_at; ++i) train[size_t(i)] = i;
+  for (int64_t i = split_at; i < n; ++i) val[size_t(i - split_at)] = i;
+  auto t = std::make_shared<SubsetDataset>(ds, std::move(train), fmt::format("validation_split {}: training part", fraction));
+  auto v = std::make_shared<SubsetDataset>(ds, std::move(val), fmt::format("validation_split {}: validation part", fraction));
+  return {t, v};
+}
+
+}  // namespace trainer

@@ -1,0 +1,83 @@
+// Helpers shared by the dataset readers: path resolution, whole-file reads, a parallel loop.
+#include "core/data/util.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "core/data/dataset.h"
+
+namespace trainer::data_util {
+
+std::string resolve_path(const std::string& base_dir, const std::string& path) {
+  std::filesystem::path p(path);
+  if (p.is_absolute() || base_dir.empty()) return p.lexically_normal().string();
+  return (std::filesystem::path(base_dir) / p).lexically_normal().string();
+}
+
+std::vector<uint8_t> read_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw DataError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  std::vector<uint8_t> out;
+  uint8_t buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.insert(out.end(), buf, buf + n);
+  bool bad = std::ferror(f) != 0;
+  int err = errno;
+  std::fclose(f);
+  if (bad) throw DataError(fmt::format("{}: read error: {}", path, std::strerror(err)));
+  return out;
+}
+
+int default_threads(int cap) {
+  int hw = int(std::thread::hardware_concurrency());
+  return std::clamp(hw, 2, std::max(cap, 2));
+}
+
+void parallel_for(int64_t n, int threads, const std::function<void(int64_t)>& fn, int64_t grain) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  int64_t chunks = (n + grain - 1) / grain;
+  threads = int(std::clamp<int64_t>(threads, 1, chunks));
+  std::atomic<int64_t> next_chunk{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  int64_t error_index = INT64_MAX;
+  std::exception_ptr error;
+  // Chunks are claimed in increasing order and none is claimed after a failure, so every index
+  // below the failing one has been run: the error reported is the lowest-index one, always.
+  auto work = [&] {
+    while (!failed.load(std::memory_order_relaxed)) {
+      int64_t c = next_chunk.fetch_add(1);
+      if (c >= chunks) return;
+      for (int64_t i = c * grain, end = std::min(n, i + grain); i < end; ++i) {
+        try {
+          fn(i);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (i < error_index) error_index = i, error = std::current_exception();
+          failed = true;
+          break;
+        }
+      }
+    }
+  };
+  if (threads == 1) {
+    work();
+  } else {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) pool.emplace_back(work);
+    for (auto& t : pool) t.join();
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace trainer::data_util

@@ -1,0 +1,210 @@
+// CPU pooling: oneDNN max/average 2-D pooling on NHWC (max keeps its workspace per shape), and global pooling loops.
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <unordered_map>
+
+#include "core/ops/cpu/cpu_context.h"
+#include "core/ops/cpu/cpu_util.h"
+#include "core/ops/pooling.h"
+
+namespace trainer {
+namespace {
+
+using dnnl::memory;
+
+struct PoolPlan {
+  Window1d h, w;
+  memory::desc src_md, dst_md;
+  dnnl::pooling_forward::primitive_desc train_pd, infer_pd;
+  dnnl::pooling_forward train, infer;
+  bool have_bwd = false;
+  dnnl::pooling_backward::primitive_desc bwd_pd;
+  dnnl::pooling_backward bwd;
+};
+
+class CpuPool2d final : public Pool2dKernel {
+ public:
+  CpuPool2d(OpContext& ctx, const Pool2dParams& p) : c_(cpu_context(ctx)), p_(p) {
+    if (p.kh < 1 || p.kw < 1 || p.sh < 1 || p.sw < 1)
+      cpu::fail("pool2d: pool size {}x{} and strides {}x{} must be positive", p.kh, p.kw, p.sh, p.sw);
+  }
+
+  void forward(const Tensor& x, Tensor& y, bool training) override {
+    cpu::require_rank("pool2d", "x", x, 4);
+    Shape ys = pool2d_output_shape(x.shape().without_batch(), p_).with_batch(x.dim(0));
+    cpu::require_shape("pool2d", "y", y, ys);
+    if (y.numel() == 0) return;
+    PoolPlan& pl = plan(x.shape());
+    auto& eng = c_.engine();
+    bool use_train = training && p_.kind == PoolKind::Max;
+    auto& pd = use_train ? pl.train_pd : pl.infer_pd;
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, cpu::mem(pl.src_md, eng, x.data())},
+                                            {DNNL_ARG_DST, cpu::mem(pl.dst_md, eng, y.data())},
+                                            {DNNL_ARG_SCRATCHPAD, cpu::scratchpad(pd, eng)}};
+    if (use_train) args[DNNL_ARG_WORKSPACE] = memory(pl.train_pd.workspace_desc(), eng, workspace(pl, x, true)->data());
+    (use_train ? pl.train : pl.infer).execute(c_.stream(), args);
+    c_.stream().wait();
+  }
+
+  // y is not needed: max pooling uses the workspace of the training forward of x.
+  void backward(const Tensor& x, const Tensor& /*y*/, const Tensor& dy, Tensor& dx) override {
+    cpu::require_rank("pool2d", "x", x, 4);
+    Shape ys = pool2d_output_shape(x.shape().without_batch(), p_).with_batch(x.dim(0));
+    cpu::require_shape("pool2d", "dy", dy, ys);
+    cpu::require_shape("pool2d", "dx", dx, x.shape());
+    if (dy.numel() == 0) {
+      std::memset(dx.data(), 0, dx.bytes());
+      return;
+    }
+    PoolPlan& pl = plan(x.shape());
+    auto& eng = c_.engine();
+    Tensor* ws = p_.kind == PoolKind::Max ? workspace(pl, x, false) : nullptr;
+    if (p_.kind == PoolKind::Max && !ws) {
+      // No training forward of this input preceded: recompute the argmax positions.
+      ws = workspace(pl, x, true);
+      Tensor tmp = c_.empty(ys);
+      pl.train.execute(c_.stream(), {{DNNL_ARG_SRC, cpu::mem(pl.src_md, eng, x.data())},
+                                     {DNNL_ARG_DST, cpu::mem(pl.dst_md, eng, tmp.data())},
+                                     {DNNL_ARG_WORKSPACE, memory(pl.train_pd.workspace_desc(), eng, ws->data())},
+                                     {DNNL_ARG_SCRATCHPAD, cpu::scratchpad(pl.train_pd, eng)}});
+    }
+    if (!pl.have_bwd) {
+      dnnl::pooling_backward::desc d(alg(), pl.src_md, pl.dst_md, {p_.sh, p_.sw}, {p_.kh, p_.kw},
+                                     {pl.h.pad_before, pl.w.pad_before}, {pl.h.pad_after, pl.w.pad_after});
+      pl.bwd_pd = dnnl::pooling_backward::primitive_desc(d, cpu::user_scratchpad_attr(), eng, pl.train_pd);
+      pl.bwd = dnnl::pooling_backward(pl.bwd_pd);
+      pl.have_bwd = true;
+    }
+    std::unordered_map<int, memory> args = {{DNNL_ARG_DIFF_DST, cpu::mem(pl.dst_md, eng, dy.data())},
+                                            {DNNL_ARG_DIFF_SRC, cpu::mem(pl.src_md, eng, dx.data())},
+                                            {DNNL_ARG_SCRATCHPAD, cpu::scratchpad(pl.bwd_pd, eng)}};
+    if (p_.kind == PoolKind::Max)
+      args[DNNL_ARG_WORKSPACE] = memory(pl.train_pd.workspace_desc(), eng, ws->data());
+    pl.bwd.execute(c_.stream(), args);
+    c_.stream().wait();
+  }
+
+ private:
+  dnnl::algorithm alg() const {
+    return p_.kind == PoolKind::Max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding;
+  }
+
+  PoolPlan& plan(const Shape& xs) {
+    return cache_.get(xs.dims(), [&] {
+      PoolPlan pl;
+      pl.h = window_1d(xs[1], p_.kh, p_.sh, 1, p_.padding);
+      pl.w = window_1d(xs[2], p_.kw, p_.sw, 1, p_.padding);
+      pl.src_md = cpu::nhwc_md(xs);
+      pl.dst_md = cpu::nhwc_md({xs[0], pl.h.out, pl.w.out, xs[3]});
+      memory::dims strides = {p_.sh, p_.sw}, kernel = {p_.kh, p_.kw};
+      memory::dims pad_l = {pl.h.pad_before, pl.w.pad_before}, pad_r = {pl.h.pad_after, pl.w.pad_after};
+      auto& eng = c_.engine();
+      auto attr = cpu::user_scratchpad_attr();
+      dnnl::pooling_forward::desc dt(dnnl::prop_kind::forward_training, alg(), pl.src_md, pl.dst_md, strides, kernel,
+                                     pad_l, pad_r);
+      pl.train_pd = dnnl::pooling_forward::primitive_desc(dt, attr, eng);
+      pl.train = dnnl::pooling_forward(pl.train_pd);
+      dnnl::pooling_forward::desc di(dnnl::prop_kind::forward_inference, alg(), pl.src_md, pl.dst_md, strides, kernel,
+                                     pad_l, pad_r);
+      pl.infer_pd = dnnl::pooling_forward::primitive_desc(di, attr, eng);
+      pl.infer = dnnl::pooling_forward(pl.infer_pd);
+      return pl;
+    });
+  }
+
+  // Max pooling's argmax workspace of a training forward, keyed by the input's address and shape, so
+  // several forwards (pipeline micro-batches) may precede their backwards. Null when absent and !make.
+  Tensor* workspace(PoolPlan& pl, const Tensor& x, bool make) {
+    std::vector<int64_t> key = x.shape().dims();
+    key.push_back(int64_t(reinterpret_cast<intptr_t>(x.data())));
+    if (!make) return workspaces_.find(key);
+    return &workspaces_.get(key, [&] { return c_.empty({int64_t(pl.train_pd.workspace_desc().get_size())}, DType::U8); });
+  }
+
+  CpuContext& c_;
+  Pool2dParams p_;
+  cpu::ShapeCache<PoolPlan> cache_;
+  cpu::ShapeCache<Tensor, 16> workspaces_;
+};
+
+class CpuGlobalPool final : public GlobalPoolKernel {
+ public:
+  CpuGlobalPool(OpContext&, const GlobalPoolParams& p) : p_(p) {}
+
+  void forward(const Tensor& x, Tensor& y) override {
+    cpu::require_rank("global_pool", "x", x, 4);
+    int64_t n = x.dim(0), hw = x.dim(1) * x.dim(2), C = x.dim(3);
+    cpu::require_shape("global_pool", "y", y, {n, C});
+    const float* xp = x.f32();
+    float* yp = y.f32();
+    bool avg = p_.kind == PoolKind::Avg;
+    if (hw == 0) {
+      std::memset(yp, 0, y.bytes());
+      return;
+    }
+    float inv = 1.0f / float(hw);
+#pragma omp parallel for schedule(static) if (x.numel() > cpu::kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) {
+      float* __restrict o = yp + i * C;
+      const float* __restrict src = xp + i * hw * C;
+      for (int64_t c = 0; c < C; ++c) o[c] = avg ? 0.0f : -std::numeric_limits<float>::infinity();
+      for (int64_t s = 0; s < hw; ++s) {
+        const float* __restrict r = src + s * C;
+        if (avg) {
+#pragma omp simd
+          for (int64_t c = 0; c < C; ++c) o[c] += r[c];
+        } else {
+#pragma omp simd
+          for (int64_t c = 0; c < C; ++c) o[c] = r[c] > o[c] ? r[c] : o[c];
+        }
+      }
+      if (avg)
+        for (int64_t c = 0; c < C; ++c) o[c] *= inv;
+    }
+  }
+
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) override {
+    cpu::require_rank("global_pool", "x", x, 4);
+    int64_t n = x.dim(0), hw = x.dim(1) * x.dim(2), C = x.dim(3);
+    cpu::require_shape("global_pool", "dy", dy, {n, C});
+    cpu::require_shape("global_pool", "dx", dx, x.shape());
+    bool avg = p_.kind == PoolKind::Avg;
+    if (!avg) cpu::require_shape("global_pool", "y", y, {n, C});
+    if (hw == 0) return;
+    const float* xp = x.f32();
+    const float* dyp = dy.f32();
+    float* dxp = dx.f32();
+    float inv = 1.0f / float(hw);
+#pragma omp parallel for schedule(static) if (x.numel() > cpu::kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) {
+      const float* __restrict g = dyp + i * C;
+      float* __restrict d = dxp + i * hw * C;
+      if (avg) {
+        for (int64_t s = 0; s < hw; ++s)
+#pragma omp simd
+          for (int64_t c = 0; c < C; ++c) d[s * C + c] = g[c] * inv;
+      } else {
+        // The gradient goes to the first position holding the maximum (as TF's argmax).
+        const float* __restrict src = xp + i * hw * C;
+        const float* __restrict ym = y.f32() + i * C;
+        std::memset(d, 0, size_t(hw * C) * sizeof(float));
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t s = 0; s < hw; ++s)
+            if (src[s * C + c] == ym[c]) {
+              d[s * C + c] = g[c];
+              break;
+            }
+      }
+    }
+  }
+
+ private:
+  GlobalPoolParams p_;
+};
+
+static RegisterKernel<Pool2dKernel, CpuPool2d> reg_pool(DeviceKind::CPU);
+static RegisterKernel<GlobalPoolKernel, CpuGlobalPool> reg_global(DeviceKind::CPU);
+
+}  // namespace
+}  // namespace trainer

@@ -1,0 +1,138 @@
+// CPU softmax: last-axis softmax forward/backward and fused softmax cross-entropy with accuracy.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "core/ops/cpu/cpu_context.h"
+#include "core/ops/cpu/cpu_util.h"
+#include "core/ops/softmax.h"
+
+namespace trainer {
+namespace {
+
+// Max and log(sum(exp(x - max))) of one row.
+inline void row_lse(const float* x, int64_t C, float& mx, float& lse) {
+  mx = x[0];
+  for (int64_t j = 1; j < C; ++j) mx = x[j] > mx ? x[j] : mx;
+  double s = 0;
+  for (int64_t j = 0; j < C; ++j) s += std::exp(double(x[j] - mx));
+  lse = float(std::log(s));
+}
+
+inline int64_t argmax(const float* x, int64_t C) {
+  int64_t k = 0;
+  for (int64_t j = 1; j < C; ++j)
+    if (x[j] > x[k]) k = j;
+  return k;
+}
+
+class CpuSoftmax final : public SoftmaxKernel {
+ public:
+  CpuSoftmax(OpContext&, const SoftmaxParams&) {}
+
+  void forward(const Tensor& x, Tensor& y) override {
+    auto [rows, C] = dims("softmax", x);
+    cpu::require_shape("softmax", "y", y, x.shape());
+    const float* xp = x.f32();
+    float* yp = y.f32();
+#pragma omp parallel for schedule(static) if (rows * C > cpu::kParallelGrain)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* a = xp + r * C;
+      float* o = yp + r * C;
+      float mx = a[0];
+      for (int64_t j = 1; j < C; ++j) mx = a[j] > mx ? a[j] : mx;
+      float s = 0;
+      for (int64_t j = 0; j < C; ++j) {
+        o[j] = std::exp(a[j] - mx);
+        s += o[j];
+      }
+      float inv = 1.0f / s;
+      for (int64_t j = 0; j < C; ++j) o[j] *= inv;
+    }
+  }
+
+  void backward(const Tensor& y, const Tensor& dy, Tensor& dx) override {
+    auto [rows, C] = dims("softmax", y);
+    cpu::require_shape("softmax", "dy", dy, y.shape());
+    cpu::require_shape("softmax", "dx", dx, y.shape());
+    const float* yp = y.f32();
+    const float* gp = dy.f32();
+    float* op = dx.f32();
+#pragma omp parallel for schedule(static) if (rows * C > cpu::kParallelGrain)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* a = yp + r * C;
+      const float* g = gp + r * C;
+      float* o = op + r * C;
+      float dot = 0;
+      for (int64_t j = 0; j < C; ++j) dot += a[j] * g[j];
+      for (int64_t j = 0; j < C; ++j) o[j] = a[j] * (g[j] - dot);
+    }
+  }
+
+  LossStats cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float grad_scale) override {
+    cpu::require_rank("cross_entropy", "logits", logits, 2);
+    int64_t N = logits.dim(0), C = logits.dim(1);
+    if (C == 0) cpu::fail("cross_entropy: logits have no classes");
+    if (!labels.defined()) cpu::fail("cross_entropy: labels are undefined");
+    bool sparse = labels.dtype() == DType::I32;
+    if (sparse) {
+      if (labels.shape() != Shape{N})
+        cpu::fail("cross_entropy: i32 labels have shape [{}], expected [{}]", labels.shape().str(), N);
+      const int32_t* lp = labels.i32();
+      for (int64_t i = 0; i < N; ++i)
+        if (lp[i] < 0 || lp[i] >= C)
+          throw std::out_of_range(
+              fmt::format("cross_entropy: label {} (sample {}) is outside the {} classes [0, {})", lp[i], i, C, C));
+    } else {
+      cpu::require_shape("cross_entropy", "labels", labels, logits.shape());
+    }
+    bool grad = dlogits.defined();
+    if (grad) cpu::require_shape("cross_entropy", "dlogits", dlogits, logits.shape());
+    const float* xp = logits.f32();
+    float* dp = grad ? dlogits.f32() : nullptr;
+    double loss = 0;
+    int64_t correct = 0;
+#pragma omp parallel for schedule(static) reduction(+ : loss, correct) if (N * C > cpu::kParallelGrain)
+    for (int64_t i = 0; i < N; ++i) {
+      const float* a = xp + i * C;
+      float mx, lse;
+      row_lse(a, C, mx, lse);
+      int64_t pred = argmax(a, C);
+      if (sparse) {
+        int64_t lab = labels.i32()[i];
+        loss += double(lse) - double(a[lab] - mx);
+        correct += pred == lab;
+        if (grad) {
+          float* d = dp + i * C;
+          for (int64_t j = 0; j < C; ++j) d[j] = (std::exp(a[j] - mx - lse) - (j == lab ? 1.0f : 0.0f)) * grad_scale;
+        }
+      } else {
+        const float* t = labels.f32() + i * C;
+        double l = 0;
+        for (int64_t j = 0; j < C; ++j)
+          if (t[j] != 0.0f) l -= double(t[j]) * (double(a[j] - mx) - double(lse));
+        loss += l;
+        correct += pred == argmax(t, C);
+        if (grad) {
+          float* d = dp + i * C;
+          for (int64_t j = 0; j < C; ++j) d[j] = (std::exp(a[j] - mx - lse) - t[j]) * grad_scale;
+        }
+      }
+    }
+    return {loss, correct, N};
+  }
+
+ private:
+  static std::pair<int64_t, int64_t> dims(const char* op, const Tensor& x) {
+    cpu::require_f32(op, "x", x);
+    if (x.shape().rank() == 0) cpu::fail("{}: x must have rank >= 1", op);
+    int64_t C = x.shape().back();
+    return {C ? x.numel() / C : 0, C};
+  }
+};
+
+static RegisterKernel<SoftmaxKernel, CpuSoftmax> reg(DeviceKind::CPU);
+
+}  // namespace
+}  // namespace trainer

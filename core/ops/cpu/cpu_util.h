@@ -1,0 +1,100 @@
+// Helpers shared by the CPU kernels: argument checks, oneDNN descriptors, per-shape caches, scratch.
+#pragma once
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <dnnl.hpp>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor/tensor.h"
+
+namespace trainer::cpu {
+
+// Loops over fewer elements than this run on the calling thread: an OpenMP fork/join costs more.
+constexpr int64_t kParallelGrain = 1 << 15;
+
+template <class... A>
+[[noreturn]] void fail(fmt::format_string<A...> f, A&&... args) {
+  throw std::invalid_argument(fmt::format(f, std::forward<A>(args)...));
+}
+
+inline void require_f32(const char* op, const char* name, const Tensor& t) {
+  if (!t.defined()) fail("{}: {} is undefined", op, name);
+  if (t.dtype() != DType::F32) fail("{}: {} must be f32, got {}", op, name, dtype_name(t.dtype()));
+  if (!t.device().is_cpu()) fail("{}: {} is on {}, not the CPU", op, name, t.device().str());
+}
+
+inline void require_shape(const char* op, const char* name, const Tensor& t, const Shape& want) {
+  require_f32(op, name, t);
+  if (t.shape() != want) fail("{}: {} has shape [{}], expected [{}]", op, name, t.shape().str(), want.str());
+}
+
+inline void require_rank(const char* op, const char* name, const Tensor& t, size_t rank) {
+  require_f32(op, name, t);
+  if (t.shape().rank() != rank) fail("{}: {} must have rank {}, got [{}]", op, name, rank, t.shape().str());
+}
+
+inline void require_same_numel(const char* op, const char* a, const Tensor& ta, const char* b, const Tensor& tb) {
+  if (ta.numel() != tb.numel())
+    fail("{}: {} [{}] and {} [{}] differ in size", op, a, ta.shape().str(), b, tb.shape().str());
+}
+
+// oneDNN's NCHW-ordered dims for an NHWC tensor [N,H,W,C].
+inline dnnl::memory::dims nchw_dims(const Shape& s) { return {s[0], s[3], s[1], s[2]}; }
+
+inline dnnl::memory::desc nhwc_md(const Shape& s) {
+  return dnnl::memory::desc(nchw_dims(s), dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc);
+}
+
+inline dnnl::memory mem(const dnnl::memory::desc& md, dnnl::engine& eng, const void* p) {
+  return dnnl::memory(md, eng, const_cast<void*>(p));
+}
+
+// A small map from a shape key to per-shape state (oneDNN primitives, workspaces). The batch may
+// change between calls (training batch, last partial batch, evaluation), so a few entries are kept;
+// the oldest is dropped beyond `kMax`.
+template <class Value, size_t kMax = 8>
+class ShapeCache {
+ public:
+  using Key = std::vector<int64_t>;
+  template <class Make>
+  Value& get(const Key& k, Make&& make) {
+    for (auto& e : entries_)
+      if (e.first == k) return *e.second;
+    if (entries_.size() >= kMax) entries_.erase(entries_.begin());
+    entries_.emplace_back(k, std::make_unique<Value>(make()));
+    return *entries_.back().second;
+  }
+  Value* find(const Key& k) {
+    for (auto& e : entries_)
+      if (e.first == k) return e.second.get();
+    return nullptr;
+  }
+
+ private:
+  std::vector<std::pair<Key, std::unique_ptr<Value>>> entries_;
+};
+
+// Grow-only 64-byte aligned buffers, one set per thread (a replica's kernels run on its worker
+// thread, one at a time). `slot` distinguishes buffers needed at the same time.
+void* thread_scratch(int slot, size_t bytes);
+enum ScratchSlot { kScratchDnnl = 0, kScratchReduce = 1, kScratchSlots = 2 };
+
+// A oneDNN scratchpad memory for a primitive descriptor (user scratchpad mode).
+inline dnnl::memory scratchpad(const dnnl::primitive_desc_base& pd, dnnl::engine& eng) {
+  dnnl::memory::desc md = pd.scratchpad_desc();
+  return dnnl::memory(md, eng, thread_scratch(kScratchDnnl, md.get_size()));
+}
+
+inline dnnl::primitive_attr user_scratchpad_attr() {
+  dnnl::primitive_attr a;
+  a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return a;
+}
+
+}  // namespace trainer::cpu

@@ -1,0 +1,189 @@
+// conv2d tests: forward/backward against the float64 reference on corner and random shapes, caching, errors.
+#include <sstream>
+
+#include "core/ops/conv2d.h"
+#include "test_util.h"
+
+using namespace trainer;
+using namespace trainer::test;
+
+namespace {
+
+struct ConvCase {
+  int64_t n, h, w, c, f;
+  int kh, kw, sh = 1, sw = 1, dh = 1, dw = 1;
+  Padding pad = Padding::Valid;
+  bool bias = true;
+  bool want_dx = true;
+};
+
+std::string describe(const ConvCase& k) {
+  std::ostringstream s;
+  s << "x " << k.n << "x" << k.h << "x" << k.w << "x" << k.c << ", " << k.f << " filters " << k.kh << "x" << k.kw
+    << ", stride " << k.sh << "x" << k.sw << ", dilation " << k.dh << "x" << k.dw << ", " << padding_name(k.pad)
+    << (k.bias ? "" : ", no bias") << (k.want_dx ? "" : ", no dx");
+  return s.str();
+}
+
+Conv2dParams params_of(const ConvCase& k) {
+  Conv2dParams p;
+  p.filters = k.f;
+  p.kh = k.kh, p.kw = k.kw, p.sh = k.sh, p.sw = k.sw, p.dh = k.dh, p.dw = k.dw;
+  p.padding = k.pad;
+  p.bias = k.bias;
+  return p;
+}
+
+// Runs forward and backward of `kernel` (made from the case when null) and checks every output.
+void check_case(const ConvCase& k, std::mt19937_64& rng, Conv2dKernel* kernel = nullptr) {
+  INFO(describe(k));
+  Conv2dParams p = params_of(k);
+  std::unique_ptr<Conv2dKernel> own;
+  if (!kernel) {
+    own = make_kernel<Conv2dKernel>(cpu_ctx(), p);
+    kernel = own.get();
+  }
+  Shape xs{k.n, k.h, k.w, k.c};
+  ConvGeometry g = conv2d_geometry(xs, p);
+  REQUIRE(g.oh > 0);
+  REQUIRE(g.ow > 0);
+  Tensor x = random_tensor(xs, rng);
+  Tensor w = random_tensor(conv2d_weight_shape(k.c, p), rng);
+  Tensor b = k.bias ? random_tensor({k.f}, rng) : Tensor();
+  Tensor y = cpu_ctx().empty({k.n, g.oh, g.ow, k.f});
+  poison(y);
+  kernel->forward(x, w, b, y);
+
+  ref::ConvDims d{k.n, k.h, k.w, k.c, g.oh, g.ow, k.f, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, g.pt, g.pl};
+  ref::Vec xv = to_vec(x), wv = to_vec(w), bv = k.bias ? to_vec(b) : ref::Vec();
+  check_close("y", y, ref::conv2d_forward(d, xv, wv, k.bias ? &bv : nullptr));
+
+  Tensor dy = random_tensor(y.shape(), rng);
+  Tensor dx = k.want_dx ? cpu_ctx().empty(xs) : Tensor();
+  Tensor dw = cpu_ctx().empty(w.shape());
+  Tensor db = k.bias ? cpu_ctx().empty({k.f}) : Tensor();
+  if (dx.defined()) poison(dx);
+  poison(dw);
+  if (db.defined()) poison(db);
+  kernel->backward(x, w, dy, dx, dw, db);
+  ref::Vec rdx, rdw, rdb;
+  ref::conv2d_backward(d, xv, wv, to_vec(dy), rdx, rdw, rdb);
+  if (k.want_dx) check_close("dx", dx, rdx);
+  check_close("dw", dw, rdw);
+  if (k.bias) check_close("db", db, rdb);
+}
+
+}  // namespace
+
+TEST_CASE("conv2d geometry follows Keras 'same' padding (smaller half before)") {
+  Conv2dParams p;
+  p.filters = 1, p.kh = 4, p.kw = 2, p.sh = 1, p.sw = 2, p.padding = Padding::Same;
+  ConvGeometry g = conv2d_geometry({1, 5, 5, 1}, p);
+  CHECK(g.oh == 5);
+  CHECK(g.pt == 1);
+  CHECK(g.pb == 2);
+  CHECK(g.ow == 3);
+  CHECK(g.pl == 0);
+  CHECK(g.pr == 1);
+}
+
+TEST_CASE("conv2d forward and backward match float64 reference on corner cases") {
+  std::mt19937_64 rng(101);
+  const Padding S = Padding::Same, V = Padding::Valid;
+  std::vector<ConvCase> cases = {
+      {2, 5, 6, 3, 4, 1, 1},                          // pointwise
+      {1, 7, 7, 4, 5, 3, 3, 1, 1, 1, 1, S},           // batch 1, 3x3 same
+      {2, 9, 8, 3, 6, 5, 5, 2, 2, 1, 1, S},           // 5x5 stride 2 same
+      {2, 13, 11, 2, 3, 7, 7, 3, 3, 1, 1, V},         // 7x7 stride 3 valid
+      {2, 13, 12, 3, 4, 7, 7, 3, 3, 1, 1, S},         // 7x7 stride 3 same
+      {2, 6, 7, 3, 4, 2, 2, 1, 1, 1, 1, S},           // even kernel, same: padding after only
+      {2, 7, 9, 5, 3, 4, 4, 2, 2, 1, 1, S},           // even kernel, stride 2, same
+      {2, 2, 3, 3, 4, 5, 5, 1, 1, 1, 1, S},           // input smaller than the kernel, same
+      {1, 1, 1, 3, 2, 3, 3, 1, 1, 1, 1, S},           // 1x1 input, 3x3 same
+      {2, 4, 4, 3, 2, 3, 3, 3, 3, 1, 1, S},           // stride 3 same on 4 -> 2
+      {2, 9, 10, 3, 4, 3, 3, 1, 1, 2, 2, S},          // dilation 2 same
+      {2, 11, 9, 2, 3, 3, 3, 2, 1, 2, 2, V},          // dilation 2 valid, stride 2x1
+      {2, 8, 9, 3, 4, 3, 3, 1, 1, 2, 1, S},           // dilation 2x1
+      {2, 7, 8, 3, 5, 1, 3, 1, 1, 1, 1, S},           // 1x3
+      {2, 8, 7, 3, 5, 3, 1, 1, 1, 1, 1, S},           // 3x1
+      {2, 9, 11, 4, 3, 3, 5, 1, 2, 1, 1, S},          // 3x5, stride 1x2
+      {2, 10, 11, 3, 4, 2, 3, 2, 3, 1, 1, V},         // 2x3, stride 2x3 valid
+      {3, 6, 6, 5, 7, 3, 3, 1, 1, 1, 1, S, false},    // no bias
+      {2, 6, 6, 5, 7, 3, 3, 2, 2, 1, 1, V, true, false},  // no dx (first layer)
+      {2, 3, 3, 2, 2, 3, 3, 1, 1, 1, 1, V},           // input equals kernel: 1x1 output
+  };
+  for (const auto& c : cases) check_case(c, rng);
+}
+
+TEST_CASE("conv2d forward and backward match float64 reference on random shapes") {
+  std::mt19937_64 rng(202);
+  const int ks[] = {1, 2, 3, 5, 7};
+  int done = 0;
+  while (done < 40) {
+    ConvCase c{uniform_int(rng, 1, 3), uniform_int(rng, 1, 12), uniform_int(rng, 1, 12), uniform_int(rng, 1, 9),
+               uniform_int(rng, 1, 10), ks[uniform_int(rng, 0, 4)], ks[uniform_int(rng, 0, 4)]};
+    c.sh = int(uniform_int(rng, 1, 3));
+    c.sw = int(uniform_int(rng, 1, 3));
+    c.dh = uniform_int(rng, 0, 4) == 0 ? 2 : 1;
+    c.dw = uniform_int(rng, 0, 4) == 0 ? 2 : 1;
+    c.pad = uniform_int(rng, 0, 1) ? Padding::Same : Padding::Valid;
+    c.bias = uniform_int(rng, 0, 3) != 0;
+    c.want_dx = uniform_int(rng, 0, 5) != 0;
+    ConvGeometry g = conv2d_geometry({c.n, c.h, c.w, c.c}, params_of(c));
+    if (g.oh == 0 || g.ow == 0) continue;  // the window does not fit: the layer rejects it
+    check_case(c, rng);
+    ++done;
+  }
+}
+
+TEST_CASE("conv2d matches float64 reference on MiniGoogLeNet-sized layers") {
+  // Channel counts large enough for oneDNN's blocked (JIT / brgemm) implementations.
+  std::mt19937_64 rng(303);
+  const Padding S = Padding::Same, V = Padding::Valid;
+  std::vector<ConvCase> cases = {
+      {2, 12, 12, 3, 96, 3, 3, 1, 1, 1, 1, S, true, false},  // stem: 3 input channels, no dx
+      {2, 12, 12, 96, 32, 1, 1, 1, 1, 1, 1, S},
+      {2, 12, 12, 64, 48, 3, 3, 1, 1, 1, 1, S},
+      {2, 15, 15, 80, 80, 3, 3, 2, 2, 1, 1, V},  // downsample
+      {2, 7, 7, 160, 48, 1, 1, 1, 1, 1, 1, S},
+      {2, 7, 7, 240, 160, 3, 3, 1, 1, 1, 1, S},
+  };
+  for (const auto& c : cases) check_case(c, rng);
+}
+
+TEST_CASE("conv2d kernel serves changing batch sizes from its shape cache") {
+  std::mt19937_64 rng(404);
+  ConvCase c{4, 8, 8, 16, 24, 3, 3, 1, 1, 1, 1, Padding::Same};
+  auto kernel = make_kernel<Conv2dKernel>(cpu_ctx(), params_of(c));
+  for (int64_t n : {4, 1, 3, 4, 1}) {
+    c.n = n;
+    check_case(c, rng, kernel.get());
+  }
+  c.h = 5;  // a new spatial size as well
+  check_case(c, rng, kernel.get());
+}
+
+TEST_CASE("conv2d handles an empty batch and rejects mismatched shapes") {
+  std::mt19937_64 rng(505);
+  Conv2dParams p;
+  p.filters = 4, p.kh = 3, p.kw = 3, p.padding = Padding::Same;
+  auto k = make_kernel<Conv2dKernel>(cpu_ctx(), p);
+  Tensor w = random_tensor({3, 3, 2, 4}, rng), b = random_tensor({4}, rng);
+  Tensor x0 = cpu_ctx().empty({0, 5, 5, 2}), y0 = cpu_ctx().empty({0, 5, 5, 4});
+  REQUIRE_NOTHROW(k->forward(x0, w, b, y0));
+  Tensor dw = random_tensor(w.shape(), rng), db = random_tensor({4}, rng), dx0 = cpu_ctx().empty(x0.shape());
+  REQUIRE_NOTHROW(k->backward(x0, w, y0, dx0, dw, db));
+  CHECK(std::all_of(dw.f32(), dw.f32() + dw.numel(), [](float v) { return v == 0.0f; }));
+  CHECK(std::all_of(db.f32(), db.f32() + db.numel(), [](float v) { return v == 0.0f; }));
+
+  Tensor x = random_tensor({1, 5, 5, 2}, rng), y = cpu_ctx().empty({1, 5, 5, 4});
+  Tensor bad_w = random_tensor({3, 3, 3, 4}, rng);
+  CHECK_THROWS_AS(k->forward(x, bad_w, b, y), std::invalid_argument);
+  Tensor bad_y = cpu_ctx().empty({1, 4, 5, 4});
+  CHECK_THROWS_AS(k->forward(x, w, b, bad_y), std::invalid_argument);
+  Tensor bad_b = random_tensor({5}, rng);
+  CHECK_THROWS_AS(k->forward(x, w, bad_b, y), std::invalid_argument);
+  CHECK_THROWS_AS(k->forward(x, w, Tensor(), y), std::invalid_argument);
+  Tensor x3 = random_tensor({5, 5, 2}, rng);
+  CHECK_THROWS_AS(k->forward(x3, w, b, y), std::invalid_argument);
+}

@@ -1,0 +1,335 @@
+// Float64 reference implementations (plain loops, no cleverness) for the op tests.
+#include "reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace trainer::ref {
+
+Vec conv2d_forward(const ConvDims& d, const Vec& x, const Vec& w, const Vec* b) {
+  Vec y(size_t(d.n * d.oh * d.ow * d.oc), 0.0);
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t oy = 0; oy < d.oh; ++oy)
+      for (int64_t ox = 0; ox < d.ow; ++ox)
+        for (int64_t co = 0; co < d.oc; ++co) {
+          double s = b ? (*b)[co] : 0.0;
+          for (int ky = 0; ky < d.kh; ++ky)
+            for (int kx = 0; kx < d.kw; ++kx) {
+              int64_t iy = oy * d.sh - d.pt + ky * d.dh, ix = ox * d.sw - d.pl + kx * d.dw;
+              if (iy < 0 || iy >= d.ih || ix < 0 || ix >= d.iw) continue;
+              for (int64_t ci = 0; ci < d.ic; ++ci)
+                s += x[((n * d.ih + iy) * d.iw + ix) * d.ic + ci] * w[((ky * d.kw + kx) * d.ic + ci) * d.oc + co];
+            }
+          y[((n * d.oh + oy) * d.ow + ox) * d.oc + co] = s;
+        }
+  return y;
+}
+
+void conv2d_backward(const ConvDims& d, const Vec& x, const Vec& w, const Vec& dy, Vec& dx, Vec& dw, Vec& db) {
+  dx.assign(x.size(), 0.0);
+  dw.assign(w.size(), 0.0);
+  db.assign(size_t(d.oc), 0.0);
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t oy = 0; oy < d.oh; ++oy)
+      for (int64_t ox = 0; ox < d.ow; ++ox)
+        for (int64_t co = 0; co < d.oc; ++co) {
+          double g = dy[((n * d.oh + oy) * d.ow + ox) * d.oc + co];
+          db[co] += g;
+          for (int ky = 0; ky < d.kh; ++ky)
+            for (int kx = 0; kx < d.kw; ++kx) {
+              int64_t iy = oy * d.sh - d.pt + ky * d.dh, ix = ox * d.sw - d.pl + kx * d.dw;
+              if (iy < 0 || iy >= d.ih || ix < 0 || ix >= d.iw) continue;
+              for (int64_t ci = 0; ci < d.ic; ++ci) {
+                size_t xi = size_t(((n * d.ih + iy) * d.iw + ix) * d.ic + ci);
+                size_t wi = size_t(((ky * d.kw + kx) * d.ic + ci) * d.oc + co);
+                dx[xi] += g * w[wi];
+                dw[wi] += g * x[xi];
+              }
+            }
+        }
+}
+
+static void channel_stats(const Vec& x, int64_t m, int64_t C, Vec& mean, Vec& var) {
+  mean.assign(size_t(C), 0.0);
+  var.assign(size_t(C), 0.0);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < C; ++c) mean[c] += x[r * C + c];
+  for (auto& v : mean) v /= double(m);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < C; ++c) var[c] += (x[r * C + c] - mean[c]) * (x[r * C + c] - mean[c]);
+  for (auto& v : var) v /= double(m);  // biased
+}
+
+BnTrain batchnorm_train(const Vec& x, int64_t m, int64_t C, const Vec& gamma, const Vec& beta, const Vec& running_mean,
+                        const Vec& running_var, double momentum, double eps) {
+  BnTrain o;
+  Vec var;
+  channel_stats(x, m, C, o.mean, var);
+  o.invstd.resize(size_t(C));
+  o.running_mean.resize(size_t(C));
+  o.running_var.resize(size_t(C));
+  for (int64_t c = 0; c < C; ++c) {
+    o.invstd[c] = 1.0 / std::sqrt(var[c] + eps);
+    o.running_mean[c] = momentum * running_mean[c] + (1 - momentum) * o.mean[c];
+    o.running_var[c] = momentum * running_var[c] + (1 - momentum) * var[c] * double(m) / double(m - 1);
+  }
+  o.y.resize(x.size());
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < C; ++c)
+      o.y[r * C + c] = gamma[c] * (x[r * C + c] - o.mean[c]) * o.invstd[c] + beta[c];
+  return o;
+}
+
+Vec batchnorm_infer(const Vec& x, int64_t m, int64_t C, const Vec& gamma, const Vec& beta, const Vec& running_mean,
+                    const Vec& running_var, double eps) {
+  Vec y(x.size());
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < C; ++c)
+      y[r * C + c] = gamma[c] * (x[r * C + c] - running_mean[c]) / std::sqrt(running_var[c] + eps) + beta[c];
+  return y;
+}
+
+void batchnorm_backward(const Vec& x, int64_t m, int64_t C, const Vec& gamma, const Vec& dy, double eps, Vec& dx,
+                        Vec& dgamma, Vec& dbeta) {
+  Vec mean, var;
+  channel_stats(x, m, C, mean, var);
+  dgamma.assign(size_t(C), 0.0);
+  dbeta.assign(size_t(C), 0.0);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < C; ++c) {
+      double xhat = (x[r * C + c] - mean[c]) / std::sqrt(var[c] + eps);
+      dbeta[c] += dy[r * C + c];
+      dgamma[c] += dy[r * C + c] * xhat;
+    }
+  // dx = gamma * invstd / m * (m * dy - sum(dy) - xhat * sum(dy * xhat))
+  dx.resize(x.size());
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < C; ++c) {
+      double is = 1.0 / std::sqrt(var[c] + eps);
+      double xhat = (x[r * C + c] - mean[c]) * is;
+      dx[r * C + c] = gamma[c] * is / double(m) * (double(m) * dy[r * C + c] - dbeta[c] - xhat * dgamma[c]);
+    }
+}
+
+// Calls f(iy, ix) for each in-bounds input position of output (oy, ox)'s window.
+template <class F>
+static void window(const PoolDims& d, int64_t oy, int64_t ox, F&& f) {
+  for (int ky = 0; ky < d.kh; ++ky)
+    for (int kx = 0; kx < d.kw; ++kx) {
+      int64_t iy = oy * d.sh - d.pt + ky, ix = ox * d.sw - d.pl + kx;
+      if (iy >= 0 && iy < d.ih && ix >= 0 && ix < d.iw) f(iy, ix);
+    }
+}
+
+Vec pool2d_forward(const PoolDims& d, const Vec& x, bool max) {
+  Vec y(size_t(d.n * d.oh * d.ow * d.c));
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t oy = 0; oy < d.oh; ++oy)
+      for (int64_t ox = 0; ox < d.ow; ++ox)
+        for (int64_t c = 0; c < d.c; ++c) {
+          double acc = max ? -std::numeric_limits<double>::infinity() : 0.0;
+          int cnt = 0;
+          window(d, oy, ox, [&](int64_t iy, int64_t ix) {
+            double v = x[((n * d.ih + iy) * d.iw + ix) * d.c + c];
+            acc = max ? std::max(acc, v) : acc + v;
+            ++cnt;
+          });
+          y[((n * d.oh + oy) * d.ow + ox) * d.c + c] = max ? acc : acc / cnt;
+        }
+  return y;
+}
+
+Vec pool2d_backward(const PoolDims& d, const Vec& x, const Vec& dy, bool max) {
+  Vec dx(x.size(), 0.0);
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t oy = 0; oy < d.oh; ++oy)
+      for (int64_t ox = 0; ox < d.ow; ++ox)
+        for (int64_t c = 0; c < d.c; ++c) {
+          double g = dy[((n * d.oh + oy) * d.ow + ox) * d.c + c];
+          int cnt = 0;
+          double best = -std::numeric_limits<double>::infinity();
+          size_t arg = 0;
+          window(d, oy, ox, [&](int64_t iy, int64_t ix) {
+            size_t i = size_t(((n * d.ih + iy) * d.iw + ix) * d.c + c);
+            if (x[i] > best) best = x[i], arg = i;
+            ++cnt;
+          });
+          if (max) {
+            dx[arg] += g;
+          } else {
+            window(d, oy, ox, [&](int64_t iy, int64_t ix) { dx[((n * d.ih + iy) * d.iw + ix) * d.c + c] += g / cnt; });
+          }
+        }
+  return dx;
+}
+
+Vec global_pool_forward(const Vec& x, int64_t n, int64_t hw, int64_t c, bool max) {
+  Vec y(size_t(n * c));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < c; ++k) {
+      double acc = max ? -std::numeric_limits<double>::infinity() : 0.0;
+      for (int64_t s = 0; s < hw; ++s) {
+        double v = x[(i * hw + s) * c + k];
+        acc = max ? std::max(acc, v) : acc + v;
+      }
+      y[i * c + k] = max ? acc : acc / double(hw);
+    }
+  return y;
+}
+
+Vec global_pool_backward(const Vec& x, const Vec& dy, int64_t n, int64_t hw, int64_t c, bool max) {
+  Vec dx(x.size(), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < c; ++k) {
+      if (max) {
+        int64_t arg = 0;
+        for (int64_t s = 1; s < hw; ++s)
+          if (x[(i * hw + s) * c + k] > x[(i * hw + arg) * c + k]) arg = s;
+        dx[(i * hw + arg) * c + k] = dy[i * c + k];
+      } else {
+        for (int64_t s = 0; s < hw; ++s) dx[(i * hw + s) * c + k] = dy[i * c + k] / double(hw);
+      }
+    }
+  return dx;
+}
+
+Vec dense_forward(const Vec& x, const Vec& w, const Vec* b, int64_t n, int64_t k, int64_t u) {
+  Vec y(size_t(n * u));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < u; ++j) {
+      double s = b ? (*b)[j] : 0.0;
+      for (int64_t l = 0; l < k; ++l) s += x[i * k + l] * w[l * u + j];
+      y[i * u + j] = s;
+    }
+  return y;
+}
+
+void dense_backward(const Vec& x, const Vec& w, const Vec& dy, int64_t n, int64_t k, int64_t u, Vec& dx, Vec& dw,
+                    Vec& db) {
+  dx.assign(size_t(n * k), 0.0);
+  dw.assign(size_t(k * u), 0.0);
+  db.assign(size_t(u), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < u; ++j) {
+      double g = dy[i * u + j];
+      db[j] += g;
+      for (int64_t l = 0; l < k; ++l) {
+        dx[i * k + l] += g * w[l * u + j];
+        dw[l * u + j] += g * x[i * k + l];
+      }
+    }
+}
+
+static double act(int kind, double v) {
+  switch (kind) {
+    case 1: return v > 0 ? v : 0;
+    case 2: return std::min(std::max(v, 0.0), 6.0);
+    case 3: return 1.0 / (1.0 + std::exp(-v));
+    case 4: return std::tanh(v);
+    default: return v;
+  }
+}
+
+static double act_grad(int kind, double v) {
+  switch (kind) {
+    case 1: return v > 0 ? 1 : 0;
+    case 2: return v > 0 && v < 6 ? 1 : 0;
+    case 3: { double s = act(3, v); return s * (1 - s); }
+    case 4: { double t = std::tanh(v); return 1 - t * t; }
+    default: return 1;
+  }
+}
+
+Vec activation_forward(int kind, const Vec& x) {
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = act(kind, x[i]);
+  return y;
+}
+
+Vec activation_backward(int kind, const Vec& x, const Vec& dy) {
+  Vec dx(x.size());
+  for (size_t i = 0; i < x.size(); ++i) dx[i] = dy[i] * act_grad(kind, x[i]);
+  return dx;
+}
+
+Vec softmax_forward(const Vec& x, int64_t rows, int64_t C) {
+  Vec y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double mx = *std::max_element(x.begin() + r * C, x.begin() + (r + 1) * C), s = 0;
+    for (int64_t j = 0; j < C; ++j) s += std::exp(x[r * C + j] - mx);
+    for (int64_t j = 0; j < C; ++j) y[r * C + j] = std::exp(x[r * C + j] - mx) / s;
+  }
+  return y;
+}
+
+Vec softmax_backward(const Vec& y, const Vec& dy, int64_t rows, int64_t C) {
+  Vec dx(y.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double dot = 0;
+    for (int64_t j = 0; j < C; ++j) dot += y[r * C + j] * dy[r * C + j];
+    for (int64_t j = 0; j < C; ++j) dx[r * C + j] = y[r * C + j] * (dy[r * C + j] - dot);
+  }
+  return dx;
+}
+
+Xent cross_entropy(const Vec& logits, const Vec& targets, int64_t rows, int64_t C, double grad_scale) {
+  Xent o;
+  Vec p = softmax_forward(logits, rows, C);
+  o.dlogits.resize(logits.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t pred = 0, lab = 0;
+    for (int64_t j = 0; j < C; ++j) {
+      size_t i = size_t(r * C + j);
+      if (targets[i] != 0) o.loss_sum -= targets[i] * std::log(p[i]);
+      if (logits[i] > logits[r * C + pred]) pred = j;
+      if (targets[i] > targets[r * C + lab]) lab = j;
+      o.dlogits[i] = (p[i] - targets[i]) * grad_scale;
+    }
+    o.correct += pred == lab;
+  }
+  return o;
+}
+
+void sgd_step(Vec& w, const Vec& g, Vec& v, double lr, double momentum, double wd, double scale, bool nesterov) {
+  for (size_t i = 0; i < w.size(); ++i) {
+    double gi = g[i] * scale + wd * w[i];
+    v[i] = momentum * v[i] + gi;
+    w[i] -= lr * (nesterov ? gi + momentum * v[i] : v[i]);
+  }
+}
+
+void adam_step(Vec& w, const Vec& g, Vec& m, Vec& v, double lr, double b1, double b2, double eps, double wd,
+               double scale, bool decoupled, int t) {
+  double bias1 = 1 - std::pow(b1, t), bias2 = 1 - std::pow(b2, t);
+  for (size_t i = 0; i < w.size(); ++i) {
+    double gi = g[i] * scale + (decoupled ? 0.0 : wd * w[i]);
+    m[i] = b1 * m[i] + (1 - b1) * gi;
+    v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+    double step = lr * (m[i] / bias1) / (std::sqrt(v[i] / bias2) + eps);
+    if (decoupled) w[i] -= lr * wd * w[i];
+    w[i] -= step;
+  }
+}
+
+void rmsprop_step(Vec& w, const Vec& g, Vec& ms, Vec& mom, Vec& mg, double lr, double rho, double momentum, double eps,
+                  double wd, double scale, bool centered) {
+  for (size_t i = 0; i < w.size(); ++i) {
+    double gi = g[i] * scale + wd * w[i];
+    ms[i] = rho * ms[i] + (1 - rho) * gi * gi;
+    double var = ms[i];
+    if (centered) {
+      mg[i] = rho * mg[i] + (1 - rho) * gi;
+      var -= mg[i] * mg[i];
+    }
+    double step = lr * gi / (std::sqrt(var) + eps);
+    if (momentum != 0) {
+      mom[i] = momentum * mom[i] + step;
+      w[i] -= mom[i];
+    } else {
+      w[i] -= step;
+    }
+  }
+}
+
+}  // namespace trainer::ref

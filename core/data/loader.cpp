@@ -1,0 +1,199 @@
+// Loader: shuffling, sharding, and the worker threads that prepare batches ahead of the consumer.
+#include "core/data/loader.h"
+
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <stdexcept>
+#include <thread>
+
+namespace trainer {
+
+namespace {
+constexpr uint64_t kPermTag = 0x7065726d5f746167ULL;  // distinct streams for shuffling and augmenting
+constexpr uint64_t kAugTag = 0x6175676d5f746167ULL;
+}  // namespace
+
+// Batches are claimed in order by the workers (at most `depth` ahead of the consumer), built
+// without the lock, and handed over by index, so the consumer sees them in order whatever the
+// timing. `generation` changes with every start_epoch, so late batches of an old epoch are dropped.
+struct Loader::State {
+  struct Slot {
+    Batch batch;
+    std::exception_ptr error;
+  };
+  std::mutex mu;
+  std::condition_variable work_cv, ready_cv;
+  bool stop = false, started = false;
+  uint64_t generation = 0;
+  int64_t epoch = 0;
+  std::shared_ptr<const std::vector<int64_t>> perm;
+  int64_t num_batches = 0, next_claim = 0, next_consume = 0;
+  int64_t depth = 1;
+  std::map<int64_t, Slot> ready;
+  std::exception_ptr failed;  // sticky until the next start_epoch
+  std::vector<std::thread> threads;
+};
+
+Loader::Loader(std::shared_ptr<const Dataset> ds, LoaderOptions opt)
+    : ds_(std::move(ds)),
+      opt_(std::move(opt)),
+      transform_(opt_.augment, ds_ ? ds_->sample_shape() : Shape{1, 1, 1}, opt_.stats),
+      st_(std::make_unique<State>()) {
+  if (!ds_) throw std::invalid_argument("Loader: no dataset");
+  shape_ = ds_->sample_shape();
+  if (shape_.rank() != 3) throw std::invalid_argument("Loader: samples must be H, W, C");
+  if (opt_.batch_size < 1) throw std::invalid_argument("Loader: batch_size must be at least 1");
+  if (opt_.replicas < 1 || opt_.rank < 0 || opt_.rank >= opt_.replicas)
+    throw std::invalid_argument(fmt::format("Loader: rank {} of {} replicas", opt_.rank, opt_.replicas));
+  if (opt_.workers < 0) throw std::invalid_argument("Loader: workers must be >= 0");
+  st_->depth = std::max<int64_t>({1, opt_.prefetch, opt_.workers});
+  for (int i = 0; i < opt_.workers; ++i) st_->threads.emplace_back([this] { worker_loop(); });
+}
+
+Loader::~Loader() {
+  {
+    std::lock_guard<std::mutex> lock(st_->mu);
+    st_->stop = true;
+  }
+  st_->work_cv.notify_all();
+  for (auto& t : st_->threads) t.join();
+}
+
+std::vector<int64_t> Loader::permutation(int64_t n, uint64_t seed, int64_t epoch, bool shuffle) {
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  std::iota(p.begin(), p.end(), int64_t(0));
+  if (shuffle) {
+    Rng rng{kPermTag, seed, uint64_t(epoch)};
+    for (int64_t i = n - 1; i > 0; --i) std::swap(p[size_t(i)], p[size_t(rng.uniform_int(0, i))]);
+  }
+  return p;
+}
+
+int64_t Loader::batches_per_epoch() const {
+  const int64_t n = ds_->size(), g = opt_.batch_size * opt_.replicas;
+  return opt_.drop_last ? n / g : (n + g - 1) / g;
+}
+
+int64_t Loader::samples_per_epoch() const {
+  const int64_t n = ds_->size(), g = opt_.batch_size * opt_.replicas, r = opt_.rank, R = opt_.replicas;
+  int64_t s = (n / g) * opt_.batch_size;
+  if (!opt_.drop_last) s += (r + 1) * (n % g) / R - r * (n % g) / R;
+  return s;
+}
+
+void Loader::start_epoch(int64_t epoch) {
+  auto perm = std::make_shared<const std::vector<int64_t>>(permutation(ds_->size(), opt_.seed, epoch, opt_.shuffle));
+  {
+    std::lock_guard<std::mutex> lock(st_->mu);
+    ++st_->generation;
+    st_->epoch = epoch;
+    st_->perm = std::move(perm);
+    st_->num_batches = batches_per_epoch();
+    st_->next_claim = st_->next_consume = 0;
+    st_->ready.clear();
+    st_->failed = nullptr;
+    st_->started = true;
+  }
+  st_->work_cv.notify_all();
+}
+
+void Loader::produce(int64_t k, int64_t epoch, const std::vector<int64_t>& perm, Batch& out) const {
+  const int64_t n = int64_t(perm.size()), R = opt_.replicas, g = opt_.batch_size * R;
+  const int64_t first = k * g, m_global = std::min(g, n - first);
+  const int64_t lo = first + opt_.rank * m_global / R, hi = first + (opt_.rank + 1) * m_global / R, m = hi - lo;
+  Allocator& alloc = opt_.allocator ? *opt_.allocator : host_allocator();
+  out.images = Tensor::empty(shape_.with_batch(m), DType::F32, alloc);
+  out.labels = Tensor::empty(Shape{m}, DType::I32, alloc);
+  out.size = m;
+  out.global_size = m_global;
+  out.index = k;
+  out.indices.assign(perm.begin() + lo, perm.begin() + hi);
+  const size_t elems = size_t(shape_.numel());
+  std::vector<uint8_t> px(elems);
+  float* images = out.images.f32();
+  int32_t* labels = out.labels.i32();
+  const bool random = opt_.augment.random();
+  const int classes = ds_->num_classes();
+  for (int64_t j = 0; j < m; ++j) {
+    const int64_t idx = out.indices[size_t(j)];
+    const int32_t label = ds_->get(idx, px.data());
+    if (label < 0 || label >= classes)
+      throw DataError(fmt::format("{}: sample {} has label {}, outside 0..{}", ds_->describe(), idx, label,
+                                  classes - 1));
+    RandomParams p;
+    if (random) {
+      Rng rng{kAugTag, opt_.seed, uint64_t(epoch), uint64_t(idx)};
+      p = transform_.draw(rng);
+    }
+    transform_.apply(px.data(), images + size_t(j) * elems, p);
+    labels[j] = label;
+  }
+}
+
+void Loader::worker_loop() {
+  State& s = *st_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  for (;;) {
+    s.work_cv.wait(lock, [&] {
+      return s.stop || (s.started && s.next_claim < s.num_batches && s.next_claim < s.next_consume + s.depth);
+    });
+    if (s.stop) return;
+    const int64_t k = s.next_claim++, epoch = s.epoch;
+    const uint64_t generation = s.generation;
+    std::shared_ptr<const std::vector<int64_t>> perm = s.perm;
+    lock.unlock();
+    State::Slot slot;
+    try {
+      produce(k, epoch, *perm, slot.batch);
+    } catch (...) {
+      slot.error = std::current_exception();
+    }
+    lock.lock();
+    if (generation == s.generation) {
+      s.ready.emplace(k, std::move(slot));
+      s.ready_cv.notify_all();
+    }
+  }
+}
+
+bool Loader::next(Batch& b) {
+  State& s = *st_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  if (!s.started) throw std::logic_error("Loader::next called before start_epoch");
+  if (s.failed) std::rethrow_exception(s.failed);
+  if (s.next_consume >= s.num_batches) return false;
+  if (opt_.workers == 0) {  // synchronous: prepare it here
+    const int64_t k = s.next_consume, epoch = s.epoch;
+    std::shared_ptr<const std::vector<int64_t>> perm = s.perm;
+    lock.unlock();
+    Batch out;
+    try {
+      produce(k, epoch, *perm, out);
+    } catch (...) {
+      lock.lock();
+      s.failed = std::current_exception();
+      throw;
+    }
+    lock.lock();
+    ++s.next_consume;
+    b = std::move(out);
+    return true;
+  }
+  s.ready_cv.wait(lock, [&] { return s.ready.count(s.next_consume) > 0; });
+  auto node = s.ready.extract(s.next_consume);
+  ++s.next_consume;
+  s.work_cv.notify_all();  // the window moved: workers may claim more
+  if (node.mapped().error) {
+    s.failed = node.mapped().error;
+    std::rethrow_exception(s.failed);
+  }
+  b = std::move(node.mapped().batch);
+  return true;
+}
+
+}  // namespace trainer

@@ -1,0 +1,80 @@
+// Loader: batches of float images from a Dataset, shuffled, augmented and sharded per replica,
+// prepared ahead by worker threads into a bounded queue; every result a pure function of the seed.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/data/dataset.h"
+#include "core/data/transforms.h"
+#include "core/tensor/tensor.h"
+
+namespace trainer {
+
+struct Batch {
+  Tensor images;                 // f32 [size, H, W, C], host memory (from LoaderOptions::allocator)
+  Tensor labels;                 // i32 [size]
+  int64_t size = 0;              // this replica's samples; 0 is possible in a final partial batch
+  int64_t global_size = 0;       // samples in this step over all replicas (weight losses by size/global_size)
+  int64_t index = 0;             // the batch's number within the epoch
+  std::vector<int64_t> indices;  // the dataset indices of the samples, in order
+};
+
+struct LoaderOptions {
+  int64_t batch_size = 32;  // per replica
+  bool shuffle = true;      // a new permutation every epoch: a pure function of (seed, epoch)
+  bool drop_last = false;   // drop the final partial (global) batch
+  uint64_t seed = 0;        // shuffling and augmentation
+  // Random transforms apply when `augment` enables them: give validation/test loaders
+  // augment.without_random(). `stats` (from compute_stats over the TRAINING set) is required when
+  // augment.needs_stats().
+  Augment augment;
+  std::shared_ptr<const NormStats> stats;
+  int workers = 2;          // threads preparing batches; 0 prepares them in next() on the caller's thread
+  int prefetch = 3;         // batches prepared ahead (raised to `workers` when smaller)
+  // Data parallelism: each epoch's permutation is cut into global batches of batch_size * replicas
+  // samples, and replica `rank` takes the rank-th contiguous part of each (so the replicas' shards
+  // are disjoint, cover the epoch, and concatenated in rank order equal one replica's batch of
+  // batch_size * replicas). A final partial global batch of M samples is split as evenly as
+  // possible (replica r takes [r*M/R, (r+1)*M/R)), so every replica has the same batches_per_epoch.
+  int rank = 0;
+  int replicas = 1;
+  Allocator* allocator = nullptr;  // host_allocator() when null (e.g. a pinned-memory allocator)
+};
+
+class Loader {
+ public:
+  // Throws std::invalid_argument for bad options, DataError when stats do not fit the dataset.
+  Loader(std::shared_ptr<const Dataset> ds, LoaderOptions opt);
+  ~Loader();  // stops the workers; safe at any point of an epoch
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // Begins epoch `epoch` (any earlier epoch's unread batches are discarded) and starts prefetching.
+  void start_epoch(int64_t epoch);
+  // The next batch of the current epoch; false once the epoch is done. An exception thrown while
+  // preparing a batch (e.g. a DataError) is rethrown here, when that batch is due, and again on
+  // every later call until start_epoch.
+  bool next(Batch& b);
+
+  int64_t batches_per_epoch() const;
+  int64_t samples_per_epoch() const;  // this replica's
+  const Dataset& dataset() const { return *ds_; }
+  const LoaderOptions& options() const { return opt_; }
+
+  // The permutation of epoch `epoch` (identity without shuffle); exposed for tests and resumption.
+  static std::vector<int64_t> permutation(int64_t n, uint64_t seed, int64_t epoch, bool shuffle);
+
+ private:
+  struct State;
+  void produce(int64_t batch, int64_t epoch, const std::vector<int64_t>& perm, Batch& out) const;
+  void worker_loop();
+
+  std::shared_ptr<const Dataset> ds_;
+  LoaderOptions opt_;
+  SampleTransform transform_;
+  Shape shape_;
+  std::unique_ptr<State> st_;
+};
+
+}  // namespace trainer

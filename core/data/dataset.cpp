@@ -7,7 +7,10 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <stdexcept>
+
+#include "core/data/random.h"
 
 namespace trainer {
 
@@ -63,8 +66,14 @@ std::shared_ptr<Dataset> make_dataset(const cfg::Node& spec, const std::string& 
   std::shared_ptr<Dataset> ds = factory(reader, base_dir);
   reader.finish();
   if (limit && *limit < ds->size()) {
-    std::vector<int64_t> idx(static_cast<size_t>(*limit));
-    for (int64_t i = 0; i < *limit; ++i) idx[size_t(i)] = i * ds->size() / *limit;
+    // A fixed pseudo-random choice, kept in dataset order: balanced in expectation whether the
+    // set is sorted by class (image_folder) or interleaved (cifar10_bin, synthetic).
+    std::vector<int64_t> idx(static_cast<size_t>(ds->size()));
+    std::iota(idx.begin(), idx.end(), int64_t(0));
+    Rng rng{0x6c696d6974ULL, uint64_t(ds->size()), uint64_t(*limit)};
+    for (int64_t i = 0; i < *limit; ++i) std::swap(idx[size_t(i)], idx[size_t(rng.uniform_int(i, ds->size() - 1))]);
+    idx.resize(static_cast<size_t>(*limit));
+    std::sort(idx.begin(), idx.end());
     ds = std::make_shared<SubsetDataset>(ds, std::move(idx), fmt::format("limit: {}", *limit));
   }
   return ds;

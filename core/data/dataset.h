@@ -57,7 +57,8 @@ std::vector<std::string> dataset_types();
 std::shared_ptr<Dataset> make_dataset(const cfg::Node& spec, const std::string& base_dir);
 
 // Keys every dataset section accepts besides its reader's own (handled by make_dataset):
-//   limit: N   use only N samples, evenly spaced over the set (class-sorted sets stay balanced).
+//   limit: N   use only N samples: a fixed pseudo-random choice (the same for the same set and N),
+//              kept in dataset order, so class-sorted and interleaved sets both stay balanced.
 
 // `validation_split: f` as Keras does it: no shuffle, the LAST fraction f of the samples is the
 // validation set (first = train: samples [0, floor(n * (1 - f))), second = the rest).

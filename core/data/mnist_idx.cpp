@@ -54,10 +54,10 @@ std::shared_ptr<Dataset> make_mnist_idx(cfg::MapReader& r, const std::string& ba
   const std::string labels_path = data_util::resolve_path(base_dir, labels_given);
 
   std::vector<uint8_t> img = read_maybe_gz(images_path);
-  if (img.size() < 16) throw DataError(fmt::format("{}: too short for an IDX image header", images_path));
-  if (be32(&img[0]) != 2051)
+  if (img.size() >= 4 && be32(&img[0]) != 2051)
     throw DataError(fmt::format("{}: not an IDX image file (magic 0x{:08x}, expected 0x00000803)", images_path,
                                 be32(&img[0])));
+  if (img.size() < 16) throw DataError(fmt::format("{}: too short for an IDX image header", images_path));
   const uint64_t n = be32(&img[4]), rows = be32(&img[8]), cols = be32(&img[12]);
   if (rows == 0 || cols == 0 || rows > 65536 || cols > 65536)
     throw DataError(fmt::format("{}: implausible image size {}x{}", images_path, rows, cols));
@@ -66,10 +66,10 @@ std::shared_ptr<Dataset> make_mnist_idx(cfg::MapReader& r, const std::string& ba
                                 images_path, img.size(), n, rows, cols, 16 + n * rows * cols));
 
   std::vector<uint8_t> lab = read_maybe_gz(labels_path);
-  if (lab.size() < 8) throw DataError(fmt::format("{}: too short for an IDX label header", labels_path));
-  if (be32(&lab[0]) != 2049)
+  if (lab.size() >= 4 && be32(&lab[0]) != 2049)
     throw DataError(fmt::format("{}: not an IDX label file (magic 0x{:08x}, expected 0x00000801)", labels_path,
                                 be32(&lab[0])));
+  if (lab.size() < 8) throw DataError(fmt::format("{}: too short for an IDX label header", labels_path));
   const uint64_t nl = be32(&lab[4]);
   if (nl != n)
     throw DataError(fmt::format("{} has {} images but {} has {} labels", images_path, n, labels_path, nl));

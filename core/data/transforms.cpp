@@ -167,8 +167,15 @@ void SampleTransform::apply(const uint8_t* src, float* dst, const RandomParams& 
   thread_local std::vector<int> cols, rows;
   cols.resize(size_t(w_));
   rows.resize(size_t(h_));
-  for (int x = 0; x < w_; ++x) cols[size_t(x)] = std::clamp((p.flip_h ? w_ - 1 - x : x) - p.dx, 0, w_ - 1);
-  for (int y = 0; y < h_; ++y) rows[size_t(y)] = std::clamp((p.flip_v ? h_ - 1 - y : y) - p.dy, 0, h_ - 1);
+  // Flip first, then shift: (dy, dx) is how far the content moves in the output either way.
+  for (int x = 0; x < w_; ++x) {
+    int sx = std::clamp(x - p.dx, 0, w_ - 1);
+    cols[size_t(x)] = p.flip_h ? w_ - 1 - sx : sx;
+  }
+  for (int y = 0; y < h_; ++y) {
+    int sy = std::clamp(y - p.dy, 0, h_ - 1);
+    rows[size_t(y)] = p.flip_v ? h_ - 1 - sy : sy;
+  }
   const size_t C = size_t(c_), row_len = size_t(w_) * C;
   for (int y = 0; y < h_; ++y) {
     const uint8_t* srow = src + size_t(rows[size_t(y)]) * row_len;

@@ -80,8 +80,8 @@ class SampleTransform {
   const Augment& augment() const { return aug_; }
   // Draws in a fixed order: flip_h, flip_v, dy, dx (only those the augment enables).
   RandomParams draw(Rng& rng) const;
-  // dst[y, x, c] = (src[sy, sx, c] - sub[y, x, c]) * mul[y, x, c], where (sy, sx) is (y, x) flipped,
-  // then shifted back by (dy, dx) and clamped to the image.
+  // The sample flipped, then moved by (dy, dx) with edge pixels repeated into the uncovered border,
+  // then normalised: dst[y, x, c] = (flipped[clamp(y - dy), clamp(x - dx), c] - sub[y, x, c]) * mul[y, x, c].
   void apply(const uint8_t* src, float* dst, const RandomParams& p) const;
 
  private:

@@ -175,7 +175,8 @@ TEST_CASE("image_folder: real CIFAR-10 JPEGs (100 per class)") {
     return;
   }
   TempDir d;
-  std::string cmd = "tar -xzf '" + tarball + "' -C '" + d.path() + "'";
+  // Only files 0000..0149 of each class: creating 10,000 small files is slow on some disks.
+  std::string cmd = "tar -xzf '" + tarball + "' -C '" + d.path() + "' --wildcards '*/00[0-9][0-9].jpg' '*/01[0-4][0-9].jpg'";
   REQUIRE(std::system(cmd.c_str()) == 0);
   auto ds = dataset_from("{type: image_folder, path: cifar10-jpg/test, limit_per_class: 100}", d.path());
   REQUIRE(ds->size() == 1000);

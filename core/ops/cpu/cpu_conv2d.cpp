@@ -38,12 +38,13 @@ struct ConvPlan {
   Tensor dw_buf;
 };
 
-// A reorder from `from` to `to` and a buffer for the non-user side, unless the layouts agree.
+// A reorder from `from` to `to` and a buffer laid out as `buf_md` (the primitive's side), unless
+// the two layouts agree (then the user's HWIO buffer is used directly and `r` stays empty).
 void make_reorder(CpuContext& c, const memory::desc& from, const memory::desc& to, dnnl::reorder& r, Tensor& buf,
-                  const memory::desc& other) {
+                  const memory::desc& buf_md) {
   if (from == to) return;
   r = dnnl::reorder(dnnl::reorder::primitive_desc(c.engine(), from, c.engine(), to));
-  buf = c.empty({int64_t(other.get_size())}, DType::U8);
+  buf = c.empty({int64_t(buf_md.get_size())}, DType::U8);
 }
 
 class CpuConv2d final : public Conv2dKernel {

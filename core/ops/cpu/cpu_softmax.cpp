@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <vector>
 
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
@@ -91,9 +92,11 @@ class CpuSoftmax final : public SoftmaxKernel {
     if (grad) cpu::require_shape("cross_entropy", "dlogits", dlogits, logits.shape());
     const float* xp = logits.f32();
     float* dp = grad ? dlogits.f32() : nullptr;
-    double loss = 0;
-    int64_t correct = 0;
-#pragma omp parallel for schedule(static) reduction(+ : loss, correct) if (N * C > cpu::kParallelGrain)
+    // Per-sample results are summed afterwards in sample order, so the loss does not depend on the
+    // thread count or on how OpenMP combines partial sums.
+    std::vector<double> losses(static_cast<size_t>(N));
+    std::vector<uint8_t> hits(static_cast<size_t>(N));
+#pragma omp parallel for schedule(static) if (N * C > cpu::kParallelGrain)
     for (int64_t i = 0; i < N; ++i) {
       const float* a = xp + i * C;
       float mx, lse;
@@ -101,8 +104,8 @@ class CpuSoftmax final : public SoftmaxKernel {
       int64_t pred = argmax(a, C);
       if (sparse) {
         int64_t lab = labels.i32()[i];
-        loss += double(lse) - double(a[lab] - mx);
-        correct += pred == lab;
+        losses[i] = double(lse) - double(a[lab] - mx);
+        hits[i] = pred == lab;
         if (grad) {
           float* d = dp + i * C;
           for (int64_t j = 0; j < C; ++j) d[j] = (std::exp(a[j] - mx - lse) - (j == lab ? 1.0f : 0.0f)) * grad_scale;
@@ -112,13 +115,19 @@ class CpuSoftmax final : public SoftmaxKernel {
         double l = 0;
         for (int64_t j = 0; j < C; ++j)
           if (t[j] != 0.0f) l -= double(t[j]) * (double(a[j] - mx) - double(lse));
-        loss += l;
-        correct += pred == argmax(t, C);
+        losses[i] = l;
+        hits[i] = pred == argmax(t, C);
         if (grad) {
           float* d = dp + i * C;
           for (int64_t j = 0; j < C; ++j) d[j] = (std::exp(a[j] - mx - lse) - t[j]) * grad_scale;
         }
       }
+    }
+    double loss = 0;
+    int64_t correct = 0;
+    for (int64_t i = 0; i < N; ++i) {
+      loss += losses[i];
+      correct += hits[i];
     }
     return {loss, correct, N};
   }

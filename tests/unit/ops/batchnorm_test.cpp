@@ -161,3 +161,23 @@ TEST_CASE("batchnorm handles an empty batch and rejects mismatched shapes") {
   Tensor bad_y = cpu_ctx().empty({1, 2, 2, 5});
   CHECK_THROWS_AS(k->forward_infer(t.x, t.gamma, t.beta, t.rm, t.rv, bad_y), std::invalid_argument);
 }
+
+TEST_CASE("batchnorm statistics and gradients are bit-identical from run to run") {
+  std::mt19937_64 rng(16);
+  auto k = make_kernel<BatchNormKernel>(cpu_ctx(), BatchNormParams{});
+  Shape s{32, 9, 9, 40};
+  BnTensors t = make_inputs(s, rng, 0.5);
+  Tensor dy = random_tensor(s, rng);
+  std::vector<std::vector<float>> runs;
+  for (int r = 0; r < 2; ++r) {
+    Tensor rm = from_vec({40}, to_vec(t.rm)), rv = from_vec({40}, to_vec(t.rv));
+    Tensor y = cpu_ctx().empty(s), mean = cpu_ctx().empty({40}), is = cpu_ctx().empty({40});
+    Tensor dx = cpu_ctx().empty(s), dg = cpu_ctx().empty({40}), db = cpu_ctx().empty({40});
+    k->forward_train(t.x, t.gamma, t.beta, y, mean, is, rm, rv);
+    k->backward(t.x, t.gamma, dy, mean, is, dx, dg, db);
+    std::vector<float> all;
+    for (Tensor* v : {&y, &mean, &is, &rm, &rv, &dx, &dg, &db}) all.insert(all.end(), v->f32(), v->f32() + v->numel());
+    runs.push_back(std::move(all));
+  }
+  CHECK(std::memcmp(runs[0].data(), runs[1].data(), runs[0].size() * sizeof(float)) == 0);
+}

@@ -187,3 +187,24 @@ TEST_CASE("conv2d handles an empty batch and rejects mismatched shapes") {
   Tensor x3 = random_tensor({5, 5, 2}, rng);
   CHECK_THROWS_AS(k->forward(x3, w, b, y), std::invalid_argument);
 }
+
+TEST_CASE("conv2d and its gradients are bit-identical from run to run") {
+  // Resuming from a checkpoint must reproduce an uninterrupted run exactly on CPU.
+  std::mt19937_64 rng(606);
+  Conv2dParams p;
+  p.filters = 48, p.kh = 3, p.kw = 3, p.padding = Padding::Same;
+  auto k = make_kernel<Conv2dKernel>(cpu_ctx(), p);
+  Tensor x = random_tensor({8, 15, 15, 64}, rng), w = random_tensor({3, 3, 64, 48}, rng), b = random_tensor({48}, rng);
+  Tensor dy = random_tensor({8, 15, 15, 48}, rng);
+  std::vector<std::vector<float>> runs;
+  for (int r = 0; r < 2; ++r) {
+    Tensor y = cpu_ctx().empty(dy.shape()), dx = cpu_ctx().empty(x.shape()), dw = cpu_ctx().empty(w.shape()),
+           db = cpu_ctx().empty({48});
+    k->forward(x, w, b, y);
+    k->backward(x, w, dy, dx, dw, db);
+    std::vector<float> all;
+    for (Tensor* t : {&y, &dx, &dw, &db}) all.insert(all.end(), t->f32(), t->f32() + t->numel());
+    runs.push_back(std::move(all));
+  }
+  CHECK(std::memcmp(runs[0].data(), runs[1].data(), runs[0].size() * sizeof(float)) == 0);
+}

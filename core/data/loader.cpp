@@ -86,7 +86,8 @@ int64_t Loader::samples_per_epoch() const {
   return s;
 }
 
-void Loader::start_epoch(int64_t epoch) {
+void Loader::start_epoch(int64_t epoch, int64_t first_batch) {
+  if (first_batch < 0) throw std::invalid_argument("Loader::start_epoch: first_batch must be >= 0");
   auto perm = std::make_shared<const std::vector<int64_t>>(permutation(ds_->size(), opt_.seed, epoch, opt_.shuffle));
   {
     std::lock_guard<std::mutex> lock(st_->mu);
@@ -94,7 +95,7 @@ void Loader::start_epoch(int64_t epoch) {
     st_->epoch = epoch;
     st_->perm = std::move(perm);
     st_->num_batches = batches_per_epoch();
-    st_->next_claim = st_->next_consume = 0;
+    st_->next_claim = st_->next_consume = std::min(first_batch, st_->num_batches);
     st_->ready.clear();
     st_->failed = nullptr;
     st_->started = true;

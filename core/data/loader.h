@@ -42,6 +42,7 @@ struct LoaderOptions {
   Allocator* allocator = nullptr;  // host_allocator() when null (e.g. a pinned-memory allocator)
 };
 
+// One consumer thread calls start_epoch/next; the workers are internal.
 class Loader {
  public:
   // Throws std::invalid_argument for bad options, DataError when stats do not fit the dataset.
@@ -51,7 +52,9 @@ class Loader {
   Loader& operator=(const Loader&) = delete;
 
   // Begins epoch `epoch` (any earlier epoch's unread batches are discarded) and starts prefetching.
-  void start_epoch(int64_t epoch);
+  // `first_batch` > 0 resumes inside the epoch (after a checkpoint): the batches from there on are
+  // exactly those an uninterrupted epoch would have produced.
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
   // The next batch of the current epoch; false once the epoch is done. An exception thrown while
   // preparing a batch (e.g. a DataError) is rethrown here, when that batch is due, and again on
   // every later call until start_epoch.

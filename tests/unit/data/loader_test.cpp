@@ -104,7 +104,7 @@ TEST_CASE("loader: an epoch covers every sample once, with a final partial batch
   CHECK(!l.next(b));  // stays finished
 }
 
-TEST_CASE("loader: drop_last drops the partial batch; no shuffle keeps order") {
+TEST_CASE("loader: drop_last drops the partial batch, no shuffle keeps order") {
   auto ds = counting(103);
   Loader l(ds, opts(10, 1, false, true));
   CHECK(l.batches_per_epoch() == 10);
@@ -259,4 +259,24 @@ TEST_CASE("loader: restarting or destroying mid-epoch neither hangs nor mixes ep
     CHECK(restarted == all_indices(epoch(fresh, 1)));
   }
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+}
+
+TEST_CASE("loader: resuming inside an epoch gives the remaining batches unchanged") {
+  auto ds = test::dataset_from("{type: synthetic, size: 40, image_size: 8}");
+  LoaderOptions o = opts(6, 2);
+  o.augment.shift = 0.25f;
+  o.augment.flip_horizontal = true;
+  Loader l(ds, o);
+  auto full = epoch(l, 4);
+  REQUIRE(full.size() == 7);
+  l.start_epoch(4, 3);
+  std::vector<Batch> rest;
+  Batch b;
+  while (l.next(b)) rest.push_back(std::move(b));
+  REQUIRE(rest.size() == 4);
+  CHECK(rest[0].index == 3);
+  CHECK(all_pixels(rest) == all_pixels(std::vector<Batch>(std::make_move_iterator(full.begin() + 3),
+                                                          std::make_move_iterator(full.end()))));
+  l.start_epoch(4, 99);
+  CHECK(!l.next(b));
 }

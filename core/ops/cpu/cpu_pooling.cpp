@@ -83,6 +83,7 @@ class CpuPool2d final : public Pool2dKernel {
       args[DNNL_ARG_WORKSPACE] = memory(pl.train_pd.workspace_desc(), eng, ws->data());
     pl.bwd.execute(c_.stream(), args);
     c_.stream().wait();
+    if (ws) workspaces_.erase(ws_key(x));  // consumed: a second backward recomputes it
   }
 
  private:
@@ -114,18 +115,23 @@ class CpuPool2d final : public Pool2dKernel {
   }
 
   // Max pooling's argmax workspace of a training forward, keyed by the input's address and shape, so
-  // several forwards (pipeline micro-batches) may precede their backwards. Null when absent and !make.
-  Tensor* workspace(PoolPlan& pl, const Tensor& x, bool make) {
+  // several forwards (pipeline micro-batches) may precede their backwards; backward releases it.
+  // Null when absent and !make. Beyond the cache's bound the oldest is dropped (and recomputed).
+  static std::vector<int64_t> ws_key(const Tensor& x) {
     std::vector<int64_t> key = x.shape().dims();
     key.push_back(int64_t(reinterpret_cast<intptr_t>(x.data())));
-    if (!make) return workspaces_.find(key);
-    return &workspaces_.get(key, [&] { return c_.empty({int64_t(pl.train_pd.workspace_desc().get_size())}, DType::U8); });
+    return key;
+  }
+  Tensor* workspace(PoolPlan& pl, const Tensor& x, bool make) {
+    if (!make) return workspaces_.find(ws_key(x));
+    return &workspaces_.get(ws_key(x),
+                            [&] { return c_.empty({int64_t(pl.train_pd.workspace_desc().get_size())}, DType::U8); });
   }
 
   CpuContext& c_;
   Pool2dParams p_;
   cpu::ShapeCache<PoolPlan> cache_;
-  cpu::ShapeCache<Tensor, 16> workspaces_;
+  cpu::ShapeCache<Tensor, 32> workspaces_;
 };
 
 class CpuGlobalPool final : public GlobalPoolKernel {

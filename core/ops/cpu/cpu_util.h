@@ -75,6 +75,13 @@ class ShapeCache {
       if (e.first == k) return e.second.get();
     return nullptr;
   }
+  void erase(const Key& k) {
+    for (auto it = entries_.begin(); it != entries_.end(); ++it)
+      if (it->first == k) {
+        entries_.erase(it);
+        return;
+      }
+  }
 
  private:
   std::vector<std::pair<Key, std::unique_ptr<Value>>> entries_;

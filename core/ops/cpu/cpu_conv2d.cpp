@@ -1,4 +1,4 @@
-// CPU conv2d: oneDNN convolution forward/backward on NHWC activations, HWIO weights reordered to the primitive's layout.
+// CPU conv2d: oneDNN convolution forward/backward on NHWC activations; HWIO weights reordered for the primitives.
 #include <cstring>
 #include <unordered_map>
 
@@ -52,8 +52,8 @@ class CpuConv2d final : public Conv2dKernel {
   CpuConv2d(OpContext& ctx, const Conv2dParams& p) : c_(cpu_context(ctx)), p_(p) {
     if (p.filters <= 0) cpu::fail("conv2d: filters must be positive, got {}", p.filters);
     if (p.kh < 1 || p.kw < 1 || p.sh < 1 || p.sw < 1 || p.dh < 1 || p.dw < 1)
-      cpu::fail("conv2d: kernel {}x{}, strides {}x{} and dilation {}x{} must be positive", p.kh, p.kw, p.sh, p.sw,
-                p.dh, p.dw);
+      cpu::fail("conv2d: kernel {}x{}, strides {}x{} and dilation {}x{} must be positive", p.kh, p.kw, p.sh, p.sw, p.dh,
+                p.dw);
   }
 
   void forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
@@ -149,11 +149,11 @@ class CpuConv2d final : public Conv2dKernel {
     pl.pad_l = {g.pt, g.pl};
     pl.pad_r = {g.pb, g.pr};
     auto alg = dnnl::algorithm::convolution_direct;
-    auto d = p_.bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, pl.src_md, any_w,
-                                                       pl.bias_md, pl.dst_md, pl.strides, pl.dilates, pl.pad_l,
-                                                       pl.pad_r)
-                     : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, pl.src_md, any_w,
-                                                       pl.dst_md, pl.strides, pl.dilates, pl.pad_l, pl.pad_r);
+    auto d = p_.bias
+                 ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, pl.src_md, any_w, pl.bias_md,
+                                                   pl.dst_md, pl.strides, pl.dilates, pl.pad_l, pl.pad_r)
+                 : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, pl.src_md, any_w, pl.dst_md,
+                                                   pl.strides, pl.dilates, pl.pad_l, pl.pad_r);
     pl.fwd_pd = dnnl::convolution_forward::primitive_desc(d, cpu::user_scratchpad_attr(), c_.engine());
     pl.fwd = dnnl::convolution_forward(pl.fwd_pd);
     make_reorder(c_, pl.user_w_md, pl.fwd_pd.weights_desc(), pl.w_to_fwd, pl.w_fwd, pl.fwd_pd.weights_desc());
@@ -167,8 +167,7 @@ class CpuConv2d final : public Conv2dKernel {
     pl.bwd_data_pd =
         dnnl::convolution_backward_data::primitive_desc(d, cpu::user_scratchpad_attr(), c_.engine(), pl.fwd_pd);
     pl.bwd_data = dnnl::convolution_backward_data(pl.bwd_data_pd);
-    make_reorder(c_, pl.user_w_md, pl.bwd_data_pd.weights_desc(), pl.w_to_bwd, pl.w_bwd,
-                 pl.bwd_data_pd.weights_desc());
+    make_reorder(c_, pl.user_w_md, pl.bwd_data_pd.weights_desc(), pl.w_to_bwd, pl.w_bwd, pl.bwd_data_pd.weights_desc());
     pl.have_bwd_data = true;
   }
 

@@ -68,7 +68,7 @@ class CpuOptimUpdate final : public OptimUpdateKernel {
     float* __restrict vp = v.f32();
     int64_t n = w.numel();
     const float lr = s.lr, b1 = s.beta1, b2 = s.beta2, eps = s.epsilon, sc = s.grad_scale;
-    const float l2 = s.decoupled ? 0.0f : s.weight_decay;   // added to the gradient
+    const float l2 = s.decoupled ? 0.0f : s.weight_decay;        // added to the gradient
     const float dec = s.decoupled ? lr * s.weight_decay : 0.0f;  // AdamW: w -= lr*wd*w
     const float ib1 = 1.0f / s.bias1, ib2 = 1.0f / s.bias2;
 #pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)

@@ -1,4 +1,4 @@
-// CPU pooling: oneDNN max/average 2-D pooling on NHWC (max keeps its workspace per shape), and global pooling loops.
+// CPU pooling: oneDNN max/avg 2-D pooling on NHWC (max keeps a workspace per training input) and global pooling.
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -79,8 +79,7 @@ class CpuPool2d final : public Pool2dKernel {
     std::unordered_map<int, memory> args = {{DNNL_ARG_DIFF_DST, cpu::mem(pl.dst_md, eng, dy.data())},
                                             {DNNL_ARG_DIFF_SRC, cpu::mem(pl.src_md, eng, dx.data())},
                                             {DNNL_ARG_SCRATCHPAD, cpu::scratchpad(pl.bwd_pd, eng)}};
-    if (p_.kind == PoolKind::Max)
-      args[DNNL_ARG_WORKSPACE] = memory(pl.train_pd.workspace_desc(), eng, ws->data());
+    if (p_.kind == PoolKind::Max) args[DNNL_ARG_WORKSPACE] = memory(pl.train_pd.workspace_desc(), eng, ws->data());
     pl.bwd.execute(c_.stream(), args);
     c_.stream().wait();
     if (ws) workspaces_.erase(ws_key(x));  // consumed: a second backward recomputes it

@@ -1,8 +1,8 @@
 // Per-thread grow-only scratch buffers for the CPU kernels.
+#include "core/ops/cpu/cpu_util.h"
+
 #include <cstdlib>
 #include <new>
-
-#include "core/ops/cpu/cpu_util.h"
 
 namespace trainer::cpu {
 

@@ -1,5 +1,6 @@
 // batchnorm tests: training/inference forward, running statistics and backward against float64 references.
 #include "core/ops/batchnorm.h"
+
 #include "test_util.h"
 
 using namespace trainer;
@@ -63,13 +64,13 @@ void check_train(const Shape& s, double offset, std::mt19937_64& rng) {
 TEST_CASE("batchnorm training forward and backward match float64 reference") {
   std::mt19937_64 rng(11);
   check_train({2, 5, 7, 3}, 0.0, rng);
-  check_train({1, 3, 3, 1}, 0.5, rng);         // batch 1, one channel
+  check_train({1, 3, 3, 1}, 0.5, rng);  // batch 1, one channel
   check_train({4, 9, 7, 13}, 0.0, rng);
-  check_train({64, 8, 8, 32}, 1.0, rng);       // many rows: several reduction chunks, threads
+  check_train({64, 8, 8, 32}, 1.0, rng);  // many rows: several reduction chunks, threads
   check_train({16, 15, 15, 80}, 0.0, rng);
-  check_train({33, 10}, 0.0, rng);             // 2-D [N, C] (after a dense layer)
-  check_train({2, 17}, -3.0, rng);             // two samples
-  check_train({8, 6, 6, 5}, 100.0, rng);       // |mean| >> std: the one-pass variance must stay accurate
+  check_train({33, 10}, 0.0, rng);        // 2-D [N, C] (after a dense layer)
+  check_train({2, 17}, -3.0, rng);        // two samples
+  check_train({8, 6, 6, 5}, 100.0, rng);  // |mean| >> std: the one-pass variance must stay accurate
 }
 
 TEST_CASE("batchnorm running statistics follow several training steps") {

@@ -1,7 +1,8 @@
 // conv2d tests: forward/backward against the float64 reference on corner and random shapes, caching, errors.
+#include "core/ops/conv2d.h"
+
 #include <sstream>
 
-#include "core/ops/conv2d.h"
 #include "test_util.h"
 
 using namespace trainer;
@@ -91,26 +92,26 @@ TEST_CASE("conv2d forward and backward match float64 reference on corner cases")
   std::mt19937_64 rng(101);
   const Padding S = Padding::Same, V = Padding::Valid;
   std::vector<ConvCase> cases = {
-      {2, 5, 6, 3, 4, 1, 1},                          // pointwise
-      {1, 7, 7, 4, 5, 3, 3, 1, 1, 1, 1, S},           // batch 1, 3x3 same
-      {2, 9, 8, 3, 6, 5, 5, 2, 2, 1, 1, S},           // 5x5 stride 2 same
-      {2, 13, 11, 2, 3, 7, 7, 3, 3, 1, 1, V},         // 7x7 stride 3 valid
-      {2, 13, 12, 3, 4, 7, 7, 3, 3, 1, 1, S},         // 7x7 stride 3 same
-      {2, 6, 7, 3, 4, 2, 2, 1, 1, 1, 1, S},           // even kernel, same: padding after only
-      {2, 7, 9, 5, 3, 4, 4, 2, 2, 1, 1, S},           // even kernel, stride 2, same
-      {2, 2, 3, 3, 4, 5, 5, 1, 1, 1, 1, S},           // input smaller than the kernel, same
-      {1, 1, 1, 3, 2, 3, 3, 1, 1, 1, 1, S},           // 1x1 input, 3x3 same
-      {2, 4, 4, 3, 2, 3, 3, 3, 3, 1, 1, S},           // stride 3 same on 4 -> 2
-      {2, 9, 10, 3, 4, 3, 3, 1, 1, 2, 2, S},          // dilation 2 same
-      {2, 11, 9, 2, 3, 3, 3, 2, 1, 2, 2, V},          // dilation 2 valid, stride 2x1
-      {2, 8, 9, 3, 4, 3, 3, 1, 1, 2, 1, S},           // dilation 2x1
-      {2, 7, 8, 3, 5, 1, 3, 1, 1, 1, 1, S},           // 1x3
-      {2, 8, 7, 3, 5, 3, 1, 1, 1, 1, 1, S},           // 3x1
-      {2, 9, 11, 4, 3, 3, 5, 1, 2, 1, 1, S},          // 3x5, stride 1x2
-      {2, 10, 11, 3, 4, 2, 3, 2, 3, 1, 1, V},         // 2x3, stride 2x3 valid
-      {3, 6, 6, 5, 7, 3, 3, 1, 1, 1, 1, S, false},    // no bias
+      {2, 5, 6, 3, 4, 1, 1},                              // pointwise
+      {1, 7, 7, 4, 5, 3, 3, 1, 1, 1, 1, S},               // batch 1, 3x3 same
+      {2, 9, 8, 3, 6, 5, 5, 2, 2, 1, 1, S},               // 5x5 stride 2 same
+      {2, 13, 11, 2, 3, 7, 7, 3, 3, 1, 1, V},             // 7x7 stride 3 valid
+      {2, 13, 12, 3, 4, 7, 7, 3, 3, 1, 1, S},             // 7x7 stride 3 same
+      {2, 6, 7, 3, 4, 2, 2, 1, 1, 1, 1, S},               // even kernel, same: padding after only
+      {2, 7, 9, 5, 3, 4, 4, 2, 2, 1, 1, S},               // even kernel, stride 2, same
+      {2, 2, 3, 3, 4, 5, 5, 1, 1, 1, 1, S},               // input smaller than the kernel, same
+      {1, 1, 1, 3, 2, 3, 3, 1, 1, 1, 1, S},               // 1x1 input, 3x3 same
+      {2, 4, 4, 3, 2, 3, 3, 3, 3, 1, 1, S},               // stride 3 same on 4 -> 2
+      {2, 9, 10, 3, 4, 3, 3, 1, 1, 2, 2, S},              // dilation 2 same
+      {2, 11, 9, 2, 3, 3, 3, 2, 1, 2, 2, V},              // dilation 2 valid, stride 2x1
+      {2, 8, 9, 3, 4, 3, 3, 1, 1, 2, 1, S},               // dilation 2x1
+      {2, 7, 8, 3, 5, 1, 3, 1, 1, 1, 1, S},               // 1x3
+      {2, 8, 7, 3, 5, 3, 1, 1, 1, 1, 1, S},               // 3x1
+      {2, 9, 11, 4, 3, 3, 5, 1, 2, 1, 1, S},              // 3x5, stride 1x2
+      {2, 10, 11, 3, 4, 2, 3, 2, 3, 1, 1, V},             // 2x3, stride 2x3 valid
+      {3, 6, 6, 5, 7, 3, 3, 1, 1, 1, 1, S, false},        // no bias
       {2, 6, 6, 5, 7, 3, 3, 2, 2, 1, 1, V, true, false},  // no dx (first layer)
-      {2, 3, 3, 2, 2, 3, 3, 1, 1, 1, 1, V},           // input equals kernel: 1x1 output
+      {2, 3, 3, 2, 2, 3, 3, 1, 1, 1, 1, V},               // input equals kernel: 1x1 output
   };
   for (const auto& c : cases) check_case(c, rng);
 }
@@ -120,7 +121,7 @@ TEST_CASE("conv2d forward and backward match float64 reference on random shapes"
   const int ks[] = {1, 2, 3, 5, 7};
   int done = 0;
   while (done < 40) {
-    ConvCase c{uniform_int(rng, 1, 3), uniform_int(rng, 1, 12), uniform_int(rng, 1, 12), uniform_int(rng, 1, 9),
+    ConvCase c{uniform_int(rng, 1, 3),  uniform_int(rng, 1, 12),    uniform_int(rng, 1, 12),   uniform_int(rng, 1, 9),
                uniform_int(rng, 1, 10), ks[uniform_int(rng, 0, 4)], ks[uniform_int(rng, 0, 4)]};
     c.sh = int(uniform_int(rng, 1, 3));
     c.sw = int(uniform_int(rng, 1, 3));

@@ -12,11 +12,11 @@ TEST_CASE("dense forward and backward match float64 reference") {
     int64_t n, k, u;
     bool bias, dx;
   };
-  std::vector<Case> cases = {{1, 1, 1, true, true},    {3, 5, 7, true, true},     {64, 336, 10, true, true},
-                             {17, 33, 65, false, true}, {5, 128, 3, true, false},  {1, 100, 200, true, true}};
+  std::vector<Case> cases = {{1, 1, 1, true, true},     {3, 5, 7, true, true},    {64, 336, 10, true, true},
+                             {17, 33, 65, false, true}, {5, 128, 3, true, false}, {1, 100, 200, true, true}};
   for (int i = 0; i < 10; ++i)
-    cases.push_back({uniform_int(rng, 1, 40), uniform_int(rng, 1, 70), uniform_int(rng, 1, 50), uniform_int(rng, 0, 1) == 1,
-                     uniform_int(rng, 0, 3) != 0});
+    cases.push_back({uniform_int(rng, 1, 40), uniform_int(rng, 1, 70), uniform_int(rng, 1, 50),
+                     uniform_int(rng, 0, 1) == 1, uniform_int(rng, 0, 3) != 0});
   for (const auto& c : cases) {
     INFO("x " << c.n << "x" << c.k << " -> " << c.u << (c.bias ? "" : ", no bias") << (c.dx ? "" : ", no dx"));
     auto kernel = make_kernel<DenseKernel>(cpu_ctx(), DenseParams{c.u, c.bias});

@@ -1,7 +1,8 @@
 // elementwise and dropout tests: add/accumulate/scale, last-axis concat/split, Philox dropout masks.
+#include "core/ops/elementwise.h"
+
 #include <map>
 
-#include "core/ops/elementwise.h"
 #include "core/ops/philox.h"
 #include "test_util.h"
 

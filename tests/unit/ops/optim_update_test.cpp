@@ -1,7 +1,8 @@
 // optim_update tests: SGD, Adam(W) and RMSprop over several steps against float64 references.
+#include "core/ops/optim_update.h"
+
 #include <cmath>
 
-#include "core/ops/optim_update.h"
 #include "test_util.h"
 
 using namespace trainer;
@@ -73,7 +74,14 @@ TEST_CASE("optim_update adam and adamw match float64 reference") {
     ref::Vec rm(kLen, 0.0), rv(kLen, 0.0);
     const float b1 = 0.9f, b2 = 0.999f;
     for (int t = 1; t <= kSteps; ++t) {
-      AdamStep st{1e-3f, b1, b2, 1e-7f, c.wd, 0.5f, c.decoupled, float(1 - std::pow(double(b1), t)),
+      AdamStep st{1e-3f,
+                  b1,
+                  b2,
+                  1e-7f,
+                  c.wd,
+                  0.5f,
+                  c.decoupled,
+                  float(1 - std::pow(double(b1), t)),
                   float(1 - std::pow(double(b2), t))};
       k->adam(b.w, b.grads[t - 1], m, v, st);
       ref::adam_step(b.rw, to_vec(b.grads[t - 1]), rm, rv, st.lr, b1, b2, st.epsilon, c.wd, st.grad_scale, c.decoupled,
@@ -111,7 +119,9 @@ TEST_CASE("optim_update rmsprop matches float64 reference (centered, momentum)")
   // Unused state buffers may be absent.
   Buffers b = make(rng);
   Tensor ms = cpu_ctx().zeros({kLen}), none1, none2;
-  REQUIRE_NOTHROW(k->rmsprop(b.w, b.grads[0], ms, none1, none2, RmspropStep{1e-3f, 0.9f, 0.0f, 1e-7f, 0.0f, 1.0f, false}));
-  CHECK_THROWS_AS(k->rmsprop(b.w, b.grads[0], ms, none1, none2, RmspropStep{1e-3f, 0.9f, 0.0f, 1e-7f, 0.0f, 1.0f, true}),
-                  std::invalid_argument);
+  REQUIRE_NOTHROW(
+      k->rmsprop(b.w, b.grads[0], ms, none1, none2, RmspropStep{1e-3f, 0.9f, 0.0f, 1e-7f, 0.0f, 1.0f, false}));
+  CHECK_THROWS_AS(
+      k->rmsprop(b.w, b.grads[0], ms, none1, none2, RmspropStep{1e-3f, 0.9f, 0.0f, 1e-7f, 0.0f, 1.0f, true}),
+      std::invalid_argument);
 }

@@ -1,7 +1,8 @@
 // pool2d and global_pool tests: max/avg forward/backward against float64 references, padding corners, micro-batches.
+#include "core/ops/pooling.h"
+
 #include <sstream>
 
-#include "core/ops/pooling.h"
 #include "test_util.h"
 
 using namespace trainer;
@@ -30,7 +31,7 @@ Pool2dParams params_of(const PoolCase& k, PoolKind kind) {
 void check_case(const PoolCase& k, PoolKind kind, std::mt19937_64& rng) {
   bool max = kind == PoolKind::Max;
   INFO((max ? "max" : "avg") << " pool " << k.kh << "x" << k.kw << "/" << k.sh << "x" << k.sw << " "
-                              << padding_name(k.pad) << " on " << k.n << "x" << k.h << "x" << k.w << "x" << k.c);
+                             << padding_name(k.pad) << " on " << k.n << "x" << k.h << "x" << k.w << "x" << k.c);
   auto kernel = make_kernel<Pool2dKernel>(cpu_ctx(), params_of(k, kind));
   ref::PoolDims d = dims_of(k);
   REQUIRE(d.oh > 0);
@@ -56,16 +57,15 @@ TEST_CASE("pool2d max and avg match float64 reference on corner cases") {
   std::mt19937_64 rng(21);
   const Padding S = Padding::Same, V = Padding::Valid;
   std::vector<PoolCase> cases = {
-      {2, 8, 8, 3, 2, 2, 2, 2, V},      // Keras default
-      {2, 9, 7, 5, 2, 2, 2, 2, V},      // odd sizes drop the last row/column
-      {2, 9, 7, 5, 2, 2, 2, 2, S},      // odd sizes, same: padding after
-      {2, 32, 32, 4, 3, 3, 2, 2, V},    // MiniGoogLeNet's 3/2
-      {1, 15, 15, 7, 3, 3, 2, 2, S},
-      {2, 6, 7, 3, 3, 3, 1, 1, S},      // stride 1 same: padding both sides
-      {2, 10, 11, 2, 3, 2, 3, 2, S},    // non-square pool and strides
-      {2, 2, 3, 3, 5, 5, 1, 1, S},      // input smaller than the pool, same
-      {3, 7, 7, 16, 7, 7, 1, 1, V},     // whole-image window
-      {2, 5, 5, 33, 1, 1, 2, 2, V},     // 1x1 subsampling
+      {2, 8, 8, 3, 2, 2, 2, 2, V},                                 // Keras default
+      {2, 9, 7, 5, 2, 2, 2, 2, V},                                 // odd sizes drop the last row/column
+      {2, 9, 7, 5, 2, 2, 2, 2, S},                                 // odd sizes, same: padding after
+      {2, 32, 32, 4, 3, 3, 2, 2, V},                               // MiniGoogLeNet's 3/2
+      {1, 15, 15, 7, 3, 3, 2, 2, S}, {2, 6, 7, 3, 3, 3, 1, 1, S},  // stride 1 same: padding both sides
+      {2, 10, 11, 2, 3, 2, 3, 2, S},                               // non-square pool and strides
+      {2, 2, 3, 3, 5, 5, 1, 1, S},                                 // input smaller than the pool, same
+      {3, 7, 7, 16, 7, 7, 1, 1, V},                                // whole-image window
+      {2, 5, 5, 33, 1, 1, 2, 2, V},                                // 1x1 subsampling
   };
   for (const auto& c : cases) {
     check_case(c, PoolKind::Max, rng);
@@ -77,9 +77,15 @@ TEST_CASE("pool2d max and avg match float64 reference on random shapes") {
   std::mt19937_64 rng(22);
   int done = 0;
   while (done < 30) {
-    PoolCase c{uniform_int(rng, 1, 3), uniform_int(rng, 1, 11), uniform_int(rng, 1, 11), uniform_int(rng, 1, 20),
-               int(uniform_int(rng, 1, 4)), int(uniform_int(rng, 1, 4)), int(uniform_int(rng, 1, 3)),
-               int(uniform_int(rng, 1, 3)), uniform_int(rng, 0, 1) ? Padding::Same : Padding::Valid};
+    PoolCase c{uniform_int(rng, 1, 3),
+               uniform_int(rng, 1, 11),
+               uniform_int(rng, 1, 11),
+               uniform_int(rng, 1, 20),
+               int(uniform_int(rng, 1, 4)),
+               int(uniform_int(rng, 1, 4)),
+               int(uniform_int(rng, 1, 3)),
+               int(uniform_int(rng, 1, 3)),
+               uniform_int(rng, 0, 1) ? Padding::Same : Padding::Valid};
     ref::PoolDims d = dims_of(c);
     if (d.oh == 0 || d.ow == 0) continue;
     check_case(c, PoolKind::Max, rng);

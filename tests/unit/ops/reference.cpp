@@ -76,8 +76,7 @@ BnTrain batchnorm_train(const Vec& x, int64_t m, int64_t C, const Vec& gamma, co
   }
   o.y.resize(x.size());
   for (int64_t r = 0; r < m; ++r)
-    for (int64_t c = 0; c < C; ++c)
-      o.y[r * C + c] = gamma[c] * (x[r * C + c] - o.mean[c]) * o.invstd[c] + beta[c];
+    for (int64_t c = 0; c < C; ++c) o.y[r * C + c] = gamma[c] * (x[r * C + c] - o.mean[c]) * o.invstd[c] + beta[c];
   return o;
 }
 
@@ -223,21 +222,35 @@ void dense_backward(const Vec& x, const Vec& w, const Vec& dy, int64_t n, int64_
 
 static double act(int kind, double v) {
   switch (kind) {
-    case 1: return v > 0 ? v : 0;
-    case 2: return std::min(std::max(v, 0.0), 6.0);
-    case 3: return 1.0 / (1.0 + std::exp(-v));
-    case 4: return std::tanh(v);
-    default: return v;
+    case 1:
+      return v > 0 ? v : 0;
+    case 2:
+      return std::min(std::max(v, 0.0), 6.0);
+    case 3:
+      return 1.0 / (1.0 + std::exp(-v));
+    case 4:
+      return std::tanh(v);
+    default:
+      return v;
   }
 }
 
 static double act_grad(int kind, double v) {
   switch (kind) {
-    case 1: return v > 0 ? 1 : 0;
-    case 2: return v > 0 && v < 6 ? 1 : 0;
-    case 3: { double s = act(3, v); return s * (1 - s); }
-    case 4: { double t = std::tanh(v); return 1 - t * t; }
-    default: return 1;
+    case 1:
+      return v > 0 ? 1 : 0;
+    case 2:
+      return v > 0 && v < 6 ? 1 : 0;
+    case 3: {
+      double s = act(3, v);
+      return s * (1 - s);
+    }
+    case 4: {
+      double t = std::tanh(v);
+      return 1 - t * t;
+    }
+    default:
+      return 1;
   }
 }
 

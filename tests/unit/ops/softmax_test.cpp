@@ -1,5 +1,6 @@
 // softmax tests: forward/backward and cross-entropy (index and one-hot/probability labels) against float64 references.
 #include "core/ops/softmax.h"
+
 #include "test_util.h"
 
 using namespace trainer;

@@ -1,8 +1,7 @@
 // Shared helpers for the op tests: the CPU context, random tensors, float64 conversion, the closeness check.
 #pragma once
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <random>

@@ -113,9 +113,25 @@ bool Node::as<bool>() const {
 
 size_t Node::size() const { return node_.IsSequence() || node_.IsMap() ? node_.size() : (defined() ? 1 : 0); }
 
+Node Node::resolve(Node n) const {
+  if (!env_ || !n.node_.IsScalar()) return n;
+  const std::string& s = n.node_.Scalar();
+  if (s.size() < 2 || s[0] != '$' || s == "$input" || s == "$inputs") return n;
+  auto it = env_->find(s.substr(1));
+  if (it == env_->end()) {
+    std::vector<std::string> names;
+    for (const auto& [k, v] : *env_) names.push_back("$" + k);
+    n.fail(fmt::format("'{}' is not a parameter of this block{}", s, suggestion(s, names)));
+  }
+  Node bound = it->second;
+  bound.path_ = n.path_;
+  return bound;
+}
+
 Node Node::at(size_t i) const {
   if (!node_.IsSequence()) fail(fmt::format("'{}' must be a list, not {}", path_, shown(node_)));
-  return Node(doc_, node_[i], fmt::format("{}[{}]", path_, i));
+  const YAML::Node& cn = node_;
+  return resolve(Node(doc_, cn[i], fmt::format("{}[{}]", path_, i), env_));
 }
 
 std::vector<Node> Node::items() const {
@@ -135,14 +151,20 @@ std::vector<std::string> Node::keys() const {
   return out;
 }
 
-bool Node::has(const std::string& key) const { return node_.IsMap() && node_[key].IsDefined(); }
+bool Node::has(const std::string& key) const {
+  if (!node_.IsMap()) return false;
+  const YAML::Node& cn = node_;
+  return cn[key].IsDefined();
+}
 
 Node Node::child(const std::string& key) const {
   std::string p = path_.empty() ? key : path_ + "." + key;
   if (!node_.IsMap()) return Node(doc_, YAML::Node(YAML::NodeType::Undefined), p);
   // const access: never inserts the key
   const YAML::Node& cn = node_;
-  return Node(doc_, cn[key], p);
+  YAML::Node c = cn[key];  // const access never inserts; an absent key gives an invalid node
+  if (!c.IsDefined()) return Node(doc_, YAML::Node(YAML::NodeType::Undefined), p, env_);
+  return resolve(Node(doc_, c, p, env_));
 }
 
 // ---- did-you-mean ----------------------------------------------------------------------------
@@ -257,7 +279,7 @@ void MapReader::finish() const {
   for (auto it = y.begin(); it != y.end(); ++it) {
     std::string k = it->first.Scalar();
     if (!known_.count(k)) {
-      Node key_node(map_.doc(), it->first, map_.path());
+      Node key_node(map_.doc(), it->first, map_.path());  // points at the key itself
       key_node.fail(fmt::format("unknown key '{}' in {}{}", k, what_, suggestion(k, known)));
     }
   }

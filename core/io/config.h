@@ -2,6 +2,7 @@
 #pragma once
 #include <yaml-cpp/yaml.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -34,11 +35,33 @@ struct Document {
   std::vector<Override> overrides;
 };
 
+class Node;
+// Block parameters in scope: a scalar "$name" read through a Node with bindings stands for the
+// bound node (which keeps its own location for messages).
+using Bindings = std::map<std::string, Node>;
+
 class Node {
  public:
   Node() = default;
-  Node(std::shared_ptr<Document> doc, YAML::Node n, std::string path)
-      : doc_(std::move(doc)), node_(std::move(n)), path_(std::move(path)) {}
+  Node(std::shared_ptr<Document> doc, YAML::Node n, std::string path,
+       std::shared_ptr<const Bindings> env = nullptr)
+      : doc_(std::move(doc)), node_(std::move(n)), path_(std::move(path)), env_(std::move(env)) {}
+  // Value semantics: assigning rebinds this handle. (YAML::Node's own operator= writes through
+  // to the node it refers to, which would silently rewrite the document.)
+  Node(const Node&) = default;
+  Node& operator=(const Node& o) {
+    if (this != &o) {
+      doc_ = o.doc_;
+      node_.reset(o.node_);
+      path_ = o.path_;
+      env_ = o.env_;
+    }
+    return *this;
+  }
+
+  // The same node read with block parameters `env` in scope.
+  Node with_bindings(std::shared_ptr<const Bindings> env) const { return Node(doc_, node_, path_, std::move(env)); }
+  const std::shared_ptr<const Bindings>& bindings() const { return env_; }
 
   bool defined() const { return node_.IsDefined() && !node_.IsNull(); }
   bool is_map() const { return node_.IsMap(); }
@@ -66,9 +89,11 @@ class Node {
   Node child(const std::string& key) const;  // undefined Node when absent
 
  private:
+  Node resolve(Node n) const;  // applies the bindings to a child
   std::shared_ptr<Document> doc_;
   YAML::Node node_;
   std::string path_;
+  std::shared_ptr<const Bindings> env_;
 };
 
 template <> std::string Node::as<std::string>() const;

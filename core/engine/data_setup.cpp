@@ -1,0 +1,50 @@
+// The `data:` section: datasets, normalisation statistics and the train/val loaders.
+#include "core/engine/data_setup.h"
+
+#include <fmt/format.h>
+
+namespace trainer {
+
+DataSetup setup_data(const Experiment& e, const std::string& base_dir) {
+  cfg::MapReader r(e.data, "the data section");
+  DataSetup d;
+  cfg::Node train_node = r.required("train");
+  d.train = make_dataset(train_node, base_dir);
+  cfg::Node val_node = r.optional("val");
+  double split = r.get_float("validation_split", 0.0, 0.0, 0.99);
+  if (val_node.defined() && split > 0)
+    r.required("validation_split").fail("give either data.val or data.validation_split, not both");
+  if (val_node.defined()) d.val = make_dataset(val_node, base_dir);
+  if (split > 0) std::tie(d.train, d.val) = split_dataset(d.train, split, e.seed);
+  Augment aug = parse_augment(r.optional("augment"));
+  int workers = int(r.get_int("workers", 2, 0, 64));
+  r.finish();
+
+  for (const auto& [ds, node] : {std::pair{d.train, train_node}, std::pair{d.val, val_node}}) {
+    if (!ds) continue;
+    if (ds->sample_shape() != e.model.input)
+      node.fail(fmt::format("this set's images are {}, but model.input is {}", ds->sample_shape().str(), e.model.input.str()));
+  }
+  auto stats = std::make_shared<const NormStats>(compute_stats(*d.train, aug.mean));
+
+  LoaderOptions lo;
+  lo.batch_size = e.train.batch_size;
+  lo.shuffle = e.train.shuffle;
+  lo.drop_last = e.train.drop_last;
+  lo.seed = e.seed;
+  lo.augment = aug;
+  lo.stats = stats;
+  lo.workers = workers;
+  d.train_loader = std::make_unique<Loader>(d.train, lo);
+  if (d.val) {
+    LoaderOptions vo = lo;
+    vo.batch_size = e.train.eval_batch_size > 0 ? e.train.eval_batch_size : e.train.batch_size;
+    vo.shuffle = false;
+    vo.drop_last = false;
+    vo.augment = aug.without_random();
+    d.val_loader = std::make_unique<Loader>(d.val, vo);
+  }
+  return d;
+}
+
+}  // namespace trainer

@@ -1,0 +1,20 @@
+// The `data:` section: training/validation sets, augmentation and their loaders.
+#pragma once
+#include <memory>
+
+#include "core/data/dataset.h"
+#include "core/data/loader.h"
+#include "core/engine/experiment.h"
+
+namespace trainer {
+
+struct DataSetup {
+  std::shared_ptr<Dataset> train, val;
+  std::unique_ptr<Loader> train_loader, val_loader;
+};
+
+// Reads `data: {train, val | validation_split, augment, workers}`; opens the sets (DataError
+// on unreadable data) and checks that their images fit the model's input.
+DataSetup setup_data(const Experiment& e, const std::string& base_dir);
+
+}  // namespace trainer

@@ -1,0 +1,67 @@
+// Reading and checking a whole experiment config.
+#include "core/engine/experiment.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "core/graph/graph.h"
+#include "core/optim/optimizer.h"
+#include "core/optim/schedule.h"
+
+namespace trainer {
+
+Experiment load_experiment(const std::string& file, const std::vector<std::string>& overrides) {
+  return read_experiment(cfg::load_document(file, overrides));
+}
+
+static void read_train(cfg::MapReader r, TrainOptions& t) {
+  t.epochs = int(r.get_int("epochs", 1, 1, 1000000));
+  t.batch_size = r.get_int("batch_size", 32, 1, 1 << 20);
+  t.eval_batch_size = r.get_int("eval_batch_size", 0, 0, 1 << 20);
+  t.drop_last = r.get<bool>("drop_last", false);
+  t.shuffle = r.get<bool>("shuffle", true);
+  t.steps_per_epoch = r.get_int("steps_per_epoch", 0, 0, INT64_MAX);
+  t.loss = r.get_choice("loss", {"sparse_categorical_crossentropy", "categorical_crossentropy"},
+                        "sparse_categorical_crossentropy");
+  r.finish();
+}
+
+static void read_devices(cfg::MapReader r, DeviceRequest& d) {
+  cfg::Node gpus = r.optional("gpus");
+  for (const cfg::Node& g : gpus.items()) {
+    int i = g.as<int>();
+    if (i < 0) g.fail("GPU ordinals are 0 or more");
+    d.gpus.push_back(i);
+  }
+  d.cpu_replicas = int(r.get_int("cpu", 1, 1, 1024));
+  d.threads = int(r.get_int("threads", 0, 0, 4096));
+  r.finish();
+}
+
+Experiment read_experiment(std::shared_ptr<cfg::Document> doc) {
+  Experiment e;
+  e.doc = doc;
+  cfg::Node root = cfg::root(doc);
+  if (!root.defined()) throw cfg::ConfigError(doc->file, "the config is empty");
+  cfg::MapReader r(root, "the config");
+  std::string stem = std::filesystem::path(doc->file).stem().string();
+  e.name = r.get<std::string>("name", stem.empty() ? std::string("run") : stem);
+  e.seed = uint64_t(r.get_int("seed", 42, 0, INT64_MAX));
+  e.model = parse_model(r.required("model"));
+  e.data = r.required("data");
+  e.optimizer = r.optional("optimizer");
+  e.schedule = r.optional("schedule");
+  read_train(cfg::MapReader(r.optional("train"), "the train section"), e.train);
+  read_devices(cfg::MapReader(r.optional("devices"), "the devices section"), e.devices);
+  e.strategy = r.get_choice("strategy", {"data_parallel"}, "data_parallel");
+  r.finish();
+
+  // Everything else that needs no data or device is checked now, so a typo fails in a second.
+  Graph check(e.model);
+  make_optimizer(e.optimizer);
+  make_schedule(e.schedule, e.train.epochs);
+  return e;
+}
+
+}  // namespace trainer

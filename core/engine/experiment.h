@@ -1,0 +1,45 @@
+// Experiment: one YAML file read and checked as a whole — every top-level section, with
+// did-you-mean for unknown keys — before anything is built.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/graph/model_spec.h"
+#include "core/io/config.h"
+
+namespace trainer {
+
+struct TrainOptions {
+  int epochs = 1;
+  int64_t batch_size = 32;       // per replica
+  int64_t eval_batch_size = 0;   // 0: the training batch size
+  bool drop_last = false;
+  bool shuffle = true;
+  int64_t steps_per_epoch = 0;   // 0: the whole training set
+  std::string loss = "sparse_categorical_crossentropy";
+};
+
+struct DeviceRequest {
+  std::vector<int> gpus;  // empty: CPU
+  int cpu_replicas = 1;
+  int threads = 0;        // CPU compute threads per replica (0: every core)
+};
+
+struct Experiment {
+  std::shared_ptr<cfg::Document> doc;
+  std::string name;
+  uint64_t seed = 42;
+  ModelSpec model;
+  cfg::Node data, optimizer, schedule;  // read by their own modules
+  TrainOptions train;
+  DeviceRequest devices;
+  std::string strategy = "data_parallel";
+};
+
+// Loads `file` with `overrides` and checks everything that can be checked without data or a
+// device: the model graph (shapes, parameters), the optimizer and the schedule.
+Experiment load_experiment(const std::string& file, const std::vector<std::string>& overrides);
+Experiment read_experiment(std::shared_ptr<cfg::Document> doc);
+
+}  // namespace trainer

@@ -1,0 +1,60 @@
+// Replica construction and the per-batch steps.
+#include "core/engine/replica.h"
+
+#include <fmt/format.h>
+
+namespace trainer {
+
+Replica::Replica(const Experiment& e, Device device, int threads) {
+  ContextOptions o;
+  o.threads = threads;
+  ctx_ = make_context(device, o);
+  graph_ = std::make_unique<Graph>(e.model);
+  graph_->bind(*ctx_, e.seed);
+  optimizer_ = make_optimizer(e.optimizer);
+  optimizer_->bind(*ctx_, graph_->params().trainable_floats());
+  loss_ = make_kernel<SoftmaxKernel>(*ctx_, {});
+  int out = graph_->output_node();
+  const GraphNode& n = graph_->nodes()[size_t(out)];
+  // Keras' softmax + crossentropy: the loss is computed from the softmax's input (logits), which
+  // is exact and stable; otherwise the output is taken as logits (from_logits=True).
+  fused_ = n.layer->type() == "softmax" && n.inputs[0] >= 0;
+  logits_ = fused_ ? n.inputs[0] : out;
+  if (graph_->nodes()[size_t(logits_)].shape.rank() != 1)
+    n.layer->spec().fail(fmt::format("the model output must be a vector of class scores, got {}",
+                                     graph_->nodes()[size_t(logits_)].shape.str()));
+}
+
+Tensor Replica::to_device(const Tensor& host) {
+  if (ctx_->device().is_cpu()) return host;
+  Tensor& dst = host.dtype() == DType::I32 ? dev_labels_ : dev_images_;
+  if (dst.shape() != host.shape() || dst.dtype() != host.dtype()) dst = ctx_->empty(host.shape(), host.dtype());
+  ctx_->copy_from_host(dst.data(), host.data(), host.bytes());
+  return dst;
+}
+
+LossStats Replica::compute_gradients(const Tensor& images, const Tensor& labels, float grad_scale, uint64_t step_seed) {
+  Tensor x = to_device(images), y = to_device(labels);
+  graph_->set_step_seed(step_seed);
+  graph_->forward(x, true, logits_);
+  Tensor& dlogits = graph_->grad(logits_);
+  LossStats s = loss_->cross_entropy(graph_->output(logits_), y, dlogits, grad_scale);
+  graph_->backward(dlogits, logits_);
+  return s;
+}
+
+LossStats Replica::train_step(const Tensor& images, const Tensor& labels, float lr, uint64_t step_seed) {
+  LossStats s = compute_gradients(images, labels, 1.0f / float(images.dim(0)), step_seed);
+  Tensor w = graph_->params().trainable_weights();
+  optimizer_->step(w, graph_->params().grads(), lr, 1.0f);
+  return s;
+}
+
+LossStats Replica::eval_step(const Tensor& images, const Tensor& labels) {
+  Tensor x = to_device(images), y = to_device(labels);
+  graph_->forward(x, false, logits_);
+  Tensor none;
+  return loss_->cross_entropy(graph_->output(logits_), y, none, 1.0f);
+}
+
+}  // namespace trainer

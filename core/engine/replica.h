@@ -1,0 +1,42 @@
+// Replica: one device's copy of the model — its context, graph, parameters and optimizer —
+// and the training/evaluation step on a batch.
+#pragma once
+#include <memory>
+
+#include "core/engine/experiment.h"
+#include "core/graph/graph.h"
+#include "core/ops/softmax.h"
+#include "core/optim/optimizer.h"
+
+namespace trainer {
+
+class Replica {
+ public:
+  Replica(const Experiment& e, Device device, int threads);
+
+  // forward, fused softmax cross-entropy, backward and the optimizer update; returns the
+  // batch's loss sum and correct count. `grad_scale` is 1 / the global batch.
+  LossStats train_step(const Tensor& images, const Tensor& labels, float lr, uint64_t step_seed);
+  LossStats eval_step(const Tensor& images, const Tensor& labels);
+  // Only forward + loss + backward (no update): the gradient is left in params().grads().
+  LossStats compute_gradients(const Tensor& images, const Tensor& labels, float grad_scale, uint64_t step_seed);
+
+  OpContext& context() { return *ctx_; }
+  Graph& graph() { return *graph_; }
+  Optimizer& optimizer() { return *optimizer_; }
+  int logits_node() const { return logits_; }
+  bool fused_softmax() const { return fused_; }
+
+ private:
+  Tensor to_device(const Tensor& host);
+
+  std::unique_ptr<OpContext> ctx_;
+  std::unique_ptr<Graph> graph_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<SoftmaxKernel> loss_;
+  int logits_ = -1;
+  bool fused_ = false;  // the output layer is a softmax, fused into the loss
+  Tensor dev_images_, dev_labels_;
+};
+
+}  // namespace trainer

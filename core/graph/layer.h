@@ -1,0 +1,92 @@
+// Layer: one node of the static graph — reads its config, infers its shape, declares its
+// parameters, and runs forward/backward through the op kernels of its replica's device.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/io/config.h"
+#include "core/ops/context.h"
+
+namespace trainer {
+
+enum class InitKind { Zeros, Ones, GlorotUniform, GlorotNormal, HeUniform, HeNormal, LecunNormal };
+
+struct ParamSpec {
+  std::string name;  // "kernel", "bias", "gamma", "moving_mean", ...
+  Shape shape;
+  InitKind init = InitKind::Zeros;
+  bool trainable = true;
+  int64_t fan_in = 1, fan_out = 1;  // for the variance-scaling initialisers
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  const std::string& name() const { return name_; }
+  const std::string& type() const { return type_; }
+  const cfg::Node& spec() const { return spec_; }  // for messages at the layer's location
+  void set_identity(std::string name, std::string type, cfg::Node spec) {
+    name_ = std::move(name);
+    type_ = std::move(type);
+    spec_ = std::move(spec);
+  }
+
+  // How many inputs the layer takes (max -1: any number).
+  virtual int min_inputs() const { return 1; }
+  virtual int max_inputs() const { return 1; }
+  // Output shape (without batch) from input shapes (without batch); a shape that cannot work
+  // is reported with spec().fail(...).
+  virtual Shape infer(const std::vector<Shape>& inputs) = 0;
+  // Parameters, after infer().
+  virtual std::vector<ParamSpec> params() const { return {}; }
+  // Forward multiply-adds x2 per sample, after infer().
+  virtual int64_t flops() const { return 0; }
+
+  // Runtime, once per replica: receive the context and views of this layer's parameters and
+  // gradients (in the order of params(); gradients only for trainable ones).
+  virtual void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) {
+    ctx_ = &ctx;
+    params_ = std::move(params);
+    grads_ = std::move(grads);
+  }
+  // x: inputs [N, ...]; y: preallocated output [N, ...] (a layer may instead make y a view of x).
+  virtual void forward(const std::vector<const Tensor*>& x, Tensor& y, bool training) = 0;
+  // dx[i] is overwritten with the gradient for input i, or undefined when not needed; parameter
+  // gradients are overwritten in the views given to bind().
+  virtual void backward(const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                        const std::vector<Tensor*>& dx) = 0;
+  // Layers with run-to-run randomness (dropout) get a fresh seed each step.
+  virtual void set_step_seed(uint64_t) {}
+
+ protected:
+  OpContext& ctx() const { return *ctx_; }
+  OpContext* ctx_ = nullptr;
+  std::vector<Tensor> params_, grads_;
+
+ private:
+  std::string name_, type_;
+  cfg::Node spec_;
+};
+
+// Layer types by config name. A factory reads the layer's own keys from the reader (name, type
+// and inputs are read by the graph builder).
+using LayerFactory = std::function<std::unique_ptr<Layer>(cfg::MapReader& spec)>;
+struct LayerInfo {
+  std::string keras_name;  // for the summary: "Conv2D"
+  LayerFactory make;
+};
+void register_layer(const std::string& type, LayerInfo info);
+const LayerInfo* find_layer(const std::string& type);
+std::vector<std::string> layer_types();
+
+template <class L>
+struct RegisterLayer {
+  RegisterLayer(const char* type, const char* keras_name) {
+    register_layer(type, {keras_name, [](cfg::MapReader& r) { return std::unique_ptr<Layer>(std::make_unique<L>(r)); }});
+  }
+};
+
+}  // namespace trainer

@@ -1,0 +1,77 @@
+// Merge layers: concat (channel axis, Keras concatenate) and add (residual sum).
+#include <fmt/format.h>
+
+#include "core/graph/layers/common.h"
+#include "core/ops/elementwise.h"
+
+namespace trainer {
+namespace {
+
+class Concat final : public Layer {
+ public:
+  explicit Concat(cfg::MapReader& r) {
+    cfg::Node axis = r.optional("axis");
+    if (axis.defined() && axis.as<int>() != -1) axis.fail("concat joins along the channel (last) axis: axis must be -1");
+  }
+  int min_inputs() const override { return 2; }
+  int max_inputs() const override { return -1; }
+  Shape infer(const std::vector<Shape>& in) override {
+    Shape out = in[0];
+    for (size_t i = 1; i < in.size(); ++i) {
+      bool ok = in[i].rank() == out.rank();
+      for (size_t d = 0; ok && d + 1 < out.rank(); ++d) ok = in[i][d] == out[d];
+      if (!ok)
+        spec().fail(fmt::format("concat '{}': inputs {} and {} differ in more than the channel axis", name(),
+                                in[0].str(), in[i].str()));
+      out[out.rank() - 1] += in[i].back();
+    }
+    return out;
+  }
+  void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
+    Layer::bind(ctx, std::move(params), std::move(grads));
+    k_ = make_kernel<ElementwiseKernel>(ctx, {});
+  }
+  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override { k_->concat(x, y); }
+  void backward(const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    k_->split(dy, dx);
+  }
+
+ private:
+  std::unique_ptr<ElementwiseKernel> k_;
+};
+
+class Add final : public Layer {
+ public:
+  explicit Add(cfg::MapReader&) {}
+  int min_inputs() const override { return 2; }
+  int max_inputs() const override { return -1; }
+  Shape infer(const std::vector<Shape>& in) override {
+    for (size_t i = 1; i < in.size(); ++i)
+      if (in[i] != in[0])
+        spec().fail(fmt::format("add '{}': input shapes {} and {} differ", name(), in[0].str(), in[i].str()));
+    elems_ = in[0].numel() * int64_t(in.size() - 1);
+    return in[0];
+  }
+  int64_t flops() const override { return elems_; }
+  void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
+    Layer::bind(ctx, std::move(params), std::move(grads));
+    k_ = make_kernel<ElementwiseKernel>(ctx, {});
+  }
+  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override { k_->add(x, y); }
+  void backward(const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    for (Tensor* d : dx)
+      if (d->defined()) ctx().copy(d->data(), dy.data(), dy.bytes());
+  }
+
+ private:
+  int64_t elems_ = 0;
+  std::unique_ptr<ElementwiseKernel> k_;
+};
+
+RegisterLayer<Concat> reg_concat("concat", "Concatenate");
+RegisterLayer<Add> reg_add("add", "Add");
+
+}  // namespace
+}  // namespace trainer

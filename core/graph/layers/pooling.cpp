@@ -1,0 +1,83 @@
+// Pooling layers: max_pool2d, avg_pool2d (Keras MaxPooling2D/AveragePooling2D) and
+// global_avg_pool2d (GlobalAveragePooling2D).
+#include <fmt/format.h>
+
+#include "core/graph/layers/common.h"
+#include "core/ops/pooling.h"
+
+namespace trainer {
+namespace {
+
+class Pool2d : public Layer {
+ public:
+  Pool2d(cfg::MapReader& r, PoolKind kind) {
+    p_.kind = kind;
+    std::tie(p_.kh, p_.kw) = r.get_pair("pool", std::pair{2, 2});
+    // Keras: strides default to the pool size.
+    std::tie(p_.sh, p_.sw) = r.get_pair("strides", std::pair{p_.kh, p_.kw});
+    p_.padding = read_padding(r, "valid");
+  }
+  Shape infer(const std::vector<Shape>& in) override {
+    const Shape& x = in[0];
+    if (x.rank() != 3) spec().fail(fmt::format("{} '{}' needs an image input (H, W, C), got {}", type(), name(), x.str()));
+    Shape o = pool2d_output_shape(x, p_);
+    if (o[0] <= 0 || o[1] <= 0)
+      spec().fail(fmt::format("{} '{}': a {}x{} window does not fit its {}x{} input with padding '{}'", type(), name(), p_.kh,
+                              p_.kw, x[0], x[1], padding_name(p_.padding)));
+    flops_ = o.numel() * p_.kh * p_.kw;
+    return o;
+  }
+  int64_t flops() const override { return flops_; }
+  void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
+    Layer::bind(ctx, std::move(params), std::move(grads));
+    k_ = make_kernel<Pool2dKernel>(ctx, p_);
+  }
+  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool training) override { k_->forward(*x[0], y, training); }
+  void backward(const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    if (dx[0]->defined()) k_->backward(*x[0], y, dy, *dx[0]);
+  }
+
+ private:
+  Pool2dParams p_;
+  int64_t flops_ = 0;
+  std::unique_ptr<Pool2dKernel> k_;
+};
+
+struct MaxPool2d final : Pool2d {
+  explicit MaxPool2d(cfg::MapReader& r) : Pool2d(r, PoolKind::Max) {}
+};
+struct AvgPool2d final : Pool2d {
+  explicit AvgPool2d(cfg::MapReader& r) : Pool2d(r, PoolKind::Avg) {}
+};
+
+class GlobalAvgPool2d final : public Layer {
+ public:
+  explicit GlobalAvgPool2d(cfg::MapReader&) {}
+  Shape infer(const std::vector<Shape>& in) override {
+    if (in[0].rank() != 3) spec().fail(fmt::format("global_avg_pool2d '{}' needs an image input, got {}", name(), in[0].str()));
+    flops_ = in[0].numel();
+    return {in[0][2]};
+  }
+  int64_t flops() const override { return flops_; }
+  void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
+    Layer::bind(ctx, std::move(params), std::move(grads));
+    k_ = make_kernel<GlobalPoolKernel>(ctx, {PoolKind::Avg});
+  }
+  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override { k_->forward(*x[0], y); }
+  void backward(const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    if (dx[0]->defined()) k_->backward(*x[0], y, dy, *dx[0]);
+  }
+
+ private:
+  int64_t flops_ = 0;
+  std::unique_ptr<GlobalPoolKernel> k_;
+};
+
+RegisterLayer<MaxPool2d> reg_max("max_pool2d", "MaxPooling2D");
+RegisterLayer<AvgPool2d> reg_avg("avg_pool2d", "AveragePooling2D");
+RegisterLayer<GlobalAvgPool2d> reg_gap("global_avg_pool2d", "GlobalAveragePooling2D");
+
+}  // namespace
+}  // namespace trainer

@@ -1,0 +1,60 @@
+// Shape-only and regularising layers: flatten and dropout.
+#include <fmt/format.h>
+
+#include "core/graph/layers/common.h"
+#include "core/ops/elementwise.h"
+
+namespace trainer {
+namespace {
+
+class Flatten final : public Layer {
+ public:
+  explicit Flatten(cfg::MapReader&) {}
+  Shape infer(const std::vector<Shape>& in) override { return {in[0].numel()}; }
+  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override {
+    ctx().copy(y.data(), x[0]->data(), y.bytes());
+  }
+  void backward(const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    if (dx[0]->defined()) ctx().copy(dx[0]->data(), dy.data(), dy.bytes());
+  }
+};
+
+class Dropout final : public Layer {
+ public:
+  explicit Dropout(cfg::MapReader& r) { p_.rate = float(r.get_float("rate", std::nullopt, 0.0, 0.999)); }
+  Shape infer(const std::vector<Shape>& in) override { return in[0]; }
+  void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
+    Layer::bind(ctx, std::move(params), std::move(grads));
+    k_ = make_kernel<DropoutKernel>(ctx, p_);
+  }
+  void set_step_seed(uint64_t seed) override { seed_ = seed; }
+  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool training) override {
+    training_ = training && p_.rate > 0;
+    if (!training_) {
+      ctx().copy(y.data(), x[0]->data(), y.bytes());
+      return;
+    }
+    if (mask_.shape() != x[0]->shape()) mask_ = ctx().empty(x[0]->shape(), DType::U8);
+    k_->forward(*x[0], y, mask_, seed_);
+  }
+  void backward(const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    if (!dx[0]->defined()) return;
+    if (training_) k_->backward(dy, mask_, *dx[0]);
+    else ctx().copy(dx[0]->data(), dy.data(), dy.bytes());
+  }
+
+ private:
+  DropoutParams p_;
+  uint64_t seed_ = 0;
+  bool training_ = false;
+  Tensor mask_;
+  std::unique_ptr<DropoutKernel> k_;
+};
+
+RegisterLayer<Flatten> reg_flatten("flatten", "Flatten");
+RegisterLayer<Dropout> reg_dropout("dropout", "Dropout");
+
+}  // namespace
+}  // namespace trainer

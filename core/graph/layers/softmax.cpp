@@ -1,0 +1,38 @@
+// softmax layer (Keras Activation("softmax")): the model's probabilities; in training the
+// engine fuses it with the cross-entropy loss and starts backward from its input.
+#include <fmt/format.h>
+
+#include "core/graph/layers/common.h"
+#include "core/ops/softmax.h"
+
+namespace trainer {
+namespace {
+
+class Softmax final : public Layer {
+ public:
+  explicit Softmax(cfg::MapReader&) {}
+  Shape infer(const std::vector<Shape>& in) override {
+    if (in[0].rank() != 1) spec().fail(fmt::format("softmax '{}' needs a flat input, got {}", name(), in[0].str()));
+    elems_ = in[0].numel();
+    return in[0];
+  }
+  int64_t flops() const override { return 3 * elems_; }
+  void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
+    Layer::bind(ctx, std::move(params), std::move(grads));
+    k_ = make_kernel<SoftmaxKernel>(ctx, {});
+  }
+  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override { k_->forward(*x[0], y); }
+  void backward(const std::vector<const Tensor*>&, const Tensor& y, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    if (dx[0]->defined()) k_->backward(y, dy, *dx[0]);
+  }
+
+ private:
+  int64_t elems_ = 0;
+  std::unique_ptr<SoftmaxKernel> k_;
+};
+
+RegisterLayer<Softmax> reg("softmax", "Activation");
+
+}  // namespace
+}  // namespace trainer

@@ -1,0 +1,290 @@
+// Flattening of `model:`: block expansion with parameters, input resolution, cycle checks.
+#include "core/graph/model_spec.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "core/graph/layer.h"
+
+namespace trainer {
+namespace {
+
+constexpr int kMaxBlockDepth = 16;
+
+// A reference to a layer by the name it has in some scope (the top level or a block instance).
+struct Ref {
+  std::string name;
+  int scope = 0;
+  cfg::Node where;
+};
+
+struct Scope {
+  std::string prefix;                // "incep1/" ("" at the top level)
+  std::string block;                 // the block type ("" at the top level)
+  std::vector<Ref> block_inputs;     // what $input means here
+  std::map<std::string, Ref> local;  // local name -> its output (a layer, or a block's last layer)
+  std::map<std::string, std::string> layer_of;  // local name -> expanded layer name (plain layers)
+};
+
+struct BlockDef {
+  cfg::Node node;
+  cfg::Node layers;
+  std::vector<std::string> params;
+  std::map<std::string, cfg::Node> defaults;
+};
+
+class Expander {
+ public:
+  Expander(const cfg::Node& model, std::string input_name) : input_name_(std::move(input_name)) {
+    cfg::Node blocks = model.child("blocks");
+    if (blocks.defined()) {
+      if (!blocks.is_map()) blocks.fail("'model.blocks' must map block names to {params, layers}");
+      for (const std::string& name : blocks.keys()) read_block(name, blocks.child(name));
+    }
+  }
+
+  void expand_top(const cfg::Node& layers) {
+    scopes_.push_back(Scope{});
+    scopes_[0].local[input_name_] = Ref{input_name_, -1, layers};
+    expand_list(layers, 0, {Ref{input_name_, -1, layers}}, 0);
+  }
+
+  // Resolves every reference to an expanded layer name.
+  std::string resolve(const Ref& r, const std::string& context) const {
+    Ref cur = r;
+    for (int hops = 0; hops < 64; ++hops) {
+      if (cur.scope < 0) return cur.name;  // the model input
+      const Scope& s = scopes_[size_t(cur.scope)];
+      auto lit = s.layer_of.find(cur.name);
+      if (lit != s.layer_of.end()) return lit->second;
+      auto it = s.local.find(cur.name);
+      if (it == s.local.end()) {
+        std::vector<std::string> names;
+        for (const auto& [k, v] : s.local) names.push_back(k);
+        std::string in = s.block.empty() ? "the model" : fmt::format("block '{}'", s.block);
+        cur.where.fail(fmt::format("{} names input '{}', which is not a layer of {}{}", context, cur.name, in,
+                                   cfg::suggestion(cur.name, names)));
+      }
+      cur = it->second;
+    }
+    r.where.fail("input references loop through blocks");
+  }
+
+  std::vector<LayerDef> defs;
+  std::vector<std::vector<Ref>> def_inputs;
+
+ private:
+  void read_block(const std::string& name, const cfg::Node& node) {
+    cfg::MapReader r(node, fmt::format("block '{}'", name));
+    BlockDef b;
+    b.node = node;
+    b.layers = r.required("layers");
+    if (!b.layers.is_seq() || b.layers.size() == 0) b.layers.fail(fmt::format("block '{}' needs a non-empty list of layers", name));
+    cfg::Node params = r.optional("params");
+    if (params.is_map()) {
+      for (const std::string& p : params.keys()) {
+        b.params.push_back(p);
+        cfg::Node d = params.child(p);
+        if (d.defined()) b.defaults[p] = d;
+      }
+    } else if (params.defined()) {
+      for (const cfg::Node& p : params.items()) b.params.push_back(p.as<std::string>());
+    }
+    r.finish();
+    if (find_layer(name)) node.fail(fmt::format("block '{}' has the name of a built-in layer type", name));
+    blocks_[name] = std::move(b);
+  }
+
+  // Expands one list of layers in scope `sc`; returns the reference to its last layer.
+  Ref expand_list(const cfg::Node& list, int sc, std::vector<Ref> first_inputs, int depth) {
+    if (!list.is_seq()) list.fail("'layers' must be a list of layers");
+    std::vector<Ref> prev = std::move(first_inputs);
+    Ref last;
+    std::map<std::string, int> auto_names;
+    for (const cfg::Node& item : list.items()) {
+      if (!item.is_map()) item.fail("a layer must be a mapping like {name: conv1, type: conv2d, ...}");
+      cfg::MapReader r(item, "layer");
+      std::string type = r.get<std::string>("type");
+      cfg::Node name_node = r.optional("name");
+      std::string local = name_node.defined() ? name_node.as<std::string>()
+                                              : fmt::format("{}_{}", type, ++auto_names[type]);
+      if (local.empty() || local.find('/') != std::string::npos || local[0] == '$')
+        (name_node.defined() ? name_node : item).fail(fmt::format("'{}' is not a valid layer name", local));
+      Scope& s = scopes_[size_t(sc)];
+      if (s.local.count(local)) (name_node.defined() ? name_node : item).fail(fmt::format("layer name '{}' is used twice", local));
+
+      std::vector<Ref> inputs;
+      cfg::Node in = r.optional("inputs");
+      if (in.defined()) {
+        for (const cfg::Node& i : in.items()) {
+          std::string n = i.as<std::string>();
+          if (n == "$input" || n == "$inputs") {
+            if (s.block.empty()) i.fail("'$input' is only meaningful inside a block");
+            for (Ref b : s.block_inputs) inputs.push_back(b);
+          } else {
+            inputs.push_back(Ref{n, sc, i});
+          }
+        }
+        if (inputs.empty()) in.fail("'inputs' must name at least one layer");
+      } else {
+        inputs = prev;
+      }
+
+      std::string expanded = s.prefix + local;
+      auto bit = blocks_.find(type);
+      if (bit != blocks_.end()) {
+        if (depth >= kMaxBlockDepth) item.fail(fmt::format("blocks nest more than {} deep (does '{}' use itself?)", kMaxBlockDepth, type));
+        last = expand_block(bit->first, bit->second, r, item, expanded, inputs, depth);
+        scopes_[size_t(sc)].local[local] = last;
+      } else {
+        if (!find_layer(type)) {
+          std::vector<std::string> known = layer_types();
+          for (const auto& [k, v] : blocks_) known.push_back(k);
+          r.required("type").fail(fmt::format("unknown layer type '{}'{}", type, cfg::suggestion(type, known)));
+        }
+        LayerDef d;
+        d.name = expanded;
+        d.type = type;
+        d.node = item;
+        defs.push_back(std::move(d));
+        def_inputs.push_back(inputs);
+        Scope& s2 = scopes_[size_t(sc)];
+        s2.layer_of[local] = expanded;
+        s2.local[local] = Ref{local, sc, item};
+        last = Ref{local, sc, item};
+      }
+      prev = {last};
+    }
+    return last;
+  }
+
+  Ref expand_block(const std::string& type, const BlockDef& b, cfg::MapReader& r, const cfg::Node& item,
+                   const std::string& expanded, const std::vector<Ref>& inputs, int depth) {
+    auto env = std::make_shared<cfg::Bindings>();
+    for (const std::string& p : b.params) {
+      cfg::Node v = r.optional(p);
+      if (v.defined()) {
+        (*env)[p] = v;
+      } else if (b.defaults.count(p)) {
+        (*env)[p] = b.defaults.at(p);
+      } else {
+        item.fail(fmt::format("block '{}' needs parameter '{}'", type, p));
+      }
+    }
+    r.finish();  // keys that are neither name/type/inputs nor parameters: did-you-mean over params
+    Scope inner;
+    inner.prefix = expanded + "/";
+    inner.block = type;
+    inner.block_inputs = inputs;
+    scopes_.push_back(std::move(inner));
+    int sc = int(scopes_.size()) - 1;
+    cfg::Node layers = b.layers.with_bindings(env);
+    return expand_list(layers, sc, inputs, depth + 1);
+  }
+
+  std::string input_name_;
+  std::map<std::string, BlockDef> blocks_;
+  std::vector<Scope> scopes_;
+};
+
+// Kahn's algorithm in file order; what remains is on a cycle, which is reported.
+std::vector<LayerDef> topo_sort(std::vector<LayerDef> defs, const std::string& input_name) {
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < defs.size(); ++i) index[defs[i].name] = i;
+  std::vector<int> pending(defs.size(), 0);
+  std::vector<std::vector<size_t>> users(defs.size());
+  for (size_t i = 0; i < defs.size(); ++i)
+    for (const std::string& in : defs[i].inputs)
+      if (in != input_name) {
+        ++pending[i];
+        users[index.at(in)].push_back(i);
+      }
+  std::vector<LayerDef> out;
+  std::vector<bool> done(defs.size(), false);
+  std::set<size_t> ready;
+  for (size_t i = 0; i < defs.size(); ++i)
+    if (!pending[i]) ready.insert(i);
+  while (!ready.empty()) {
+    size_t i = *ready.begin();
+    ready.erase(ready.begin());
+    done[i] = true;
+    out.push_back(defs[i]);
+    for (size_t u : users[i])
+      if (--pending[u] == 0) ready.insert(u);
+  }
+  if (out.size() != defs.size()) {
+    // Walk back along unfinished inputs until a layer repeats: that is the cycle.
+    size_t start = 0;
+    while (done[start]) ++start;
+    std::vector<size_t> path;
+    std::map<size_t, size_t> pos;
+    size_t cur = start;
+    while (!pos.count(cur)) {
+      pos[cur] = path.size();
+      path.push_back(cur);
+      for (const std::string& in : defs[cur].inputs)
+        if (in != input_name && !done[index.at(in)]) {
+          cur = index.at(in);
+          break;
+        }
+    }
+    std::string cycle;
+    for (size_t k = path.size(); k-- > pos[cur];) cycle += defs[path[k]].name + " -> ";
+    cycle += defs[cur].name;
+    defs[cur].node.fail("the layers form a cycle: " + cycle);
+  }
+  return out;
+}
+
+}  // namespace
+
+ModelSpec parse_model(const cfg::Node& model) {
+  cfg::MapReader r(model, "the model section");
+  ModelSpec spec;
+  cfg::Node input = r.required("input");
+  std::vector<int64_t> dims;
+  for (const cfg::Node& d : input.items()) {
+    int64_t v = d.as<int64_t>();
+    if (v <= 0) d.fail("input dimensions must be positive");
+    dims.push_back(v);
+  }
+  if (dims.size() != 3 && dims.size() != 1)
+    input.fail("'model.input' must be [height, width, channels] (or [features])");
+  spec.input = Shape(dims);
+  r.allow({"blocks"});
+  cfg::Node layers = r.required("layers");
+  cfg::Node output = r.optional("output");
+  r.finish();
+
+  Expander ex(model, spec.input_name);
+  ex.expand_top(layers);
+  if (ex.defs.empty()) layers.fail("the model has no layers");
+  std::map<std::string, size_t> names;
+  for (size_t i = 0; i < ex.defs.size(); ++i) {
+    LayerDef& d = ex.defs[i];
+    for (const Ref& ref : ex.def_inputs[i]) d.inputs.push_back(ex.resolve(ref, fmt::format("layer '{}'", d.name)));
+    if (std::find(d.inputs.begin(), d.inputs.end(), d.name) != d.inputs.end())
+      d.node.fail(fmt::format("layer '{}' takes its own output as input", d.name));
+  }
+  spec.output = ex.defs.back().name;
+  if (output.defined()) {
+    std::string o = output.as<std::string>();
+    bool found = false;
+    for (const LayerDef& d : ex.defs) found |= d.name == o;
+    if (!found) {
+      std::vector<std::string> all;
+      for (const LayerDef& d : ex.defs) all.push_back(d.name);
+      output.fail(fmt::format("output '{}' is not a layer{}", o, cfg::suggestion(o, all)));
+    }
+    spec.output = o;
+  }
+  spec.layers = topo_sort(std::move(ex.defs), spec.input_name);
+  return spec;
+}
+
+}  // namespace trainer

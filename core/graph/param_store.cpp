@@ -1,0 +1,101 @@
+// ParamStore layout, allocation, initialisation (Keras initialisers) and host transfer.
+#include "core/graph/param_store.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+namespace trainer {
+
+static int64_t align16(int64_t n) { return (n + 15) & ~int64_t(15); }
+
+void ParamStore::layout(std::vector<ParamEntry> entries) {
+  std::stable_partition(entries.begin(), entries.end(), [](const ParamEntry& e) { return e.spec.trainable; });
+  int64_t off = 0;
+  trainable_floats_ = 0;
+  for (ParamEntry& e : entries) {
+    e.offset = off;
+    off += align16(e.spec.shape.numel());
+    if (e.spec.trainable) trainable_floats_ = off;
+  }
+  total_floats_ = off;
+  entries_ = std::move(entries);
+}
+
+int64_t ParamStore::count(bool trainable) const {
+  int64_t n = 0;
+  for (const ParamEntry& e : entries_)
+    if (e.spec.trainable == trainable) n += e.spec.shape.numel();
+  return n;
+}
+
+static uint64_t fnv1a(const std::string& s, uint64_t seed) {
+  uint64_t h = 1469598103934665603ull ^ (seed * 0x9E3779B97F4A7C15ull);
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+void init_param(const ParamSpec& spec, const std::string& name, uint64_t seed, float* out) {
+  int64_t n = spec.shape.numel();
+  std::mt19937_64 rng(fnv1a(name, seed));
+  double fan_in = double(spec.fan_in), fan_out = double(spec.fan_out);
+  auto uniform = [&](double limit) {
+    std::uniform_real_distribution<double> d(-limit, limit);
+    for (int64_t i = 0; i < n; ++i) out[i] = float(d(rng));
+  };
+  // Keras draws "normal" initialisers from a normal truncated at two standard deviations,
+  // with the standard deviation corrected for the truncation (0.87962566103423978).
+  auto truncated = [&](double stddev) {
+    std::normal_distribution<double> d(0.0, stddev / 0.87962566103423978);
+    for (int64_t i = 0; i < n; ++i) {
+      double v;
+      do v = d(rng);
+      while (std::abs(v) > 2 * stddev / 0.87962566103423978);
+      out[i] = float(v);
+    }
+  };
+  switch (spec.init) {
+    case InitKind::Zeros: std::fill(out, out + n, 0.f); break;
+    case InitKind::Ones: std::fill(out, out + n, 1.f); break;
+    case InitKind::GlorotUniform: uniform(std::sqrt(6.0 / (fan_in + fan_out))); break;
+    case InitKind::GlorotNormal: truncated(std::sqrt(2.0 / (fan_in + fan_out))); break;
+    case InitKind::HeUniform: uniform(std::sqrt(6.0 / fan_in)); break;
+    case InitKind::HeNormal: truncated(std::sqrt(2.0 / fan_in)); break;
+    case InitKind::LecunNormal: truncated(std::sqrt(1.0 / fan_in)); break;
+  }
+}
+
+void ParamStore::allocate(OpContext& ctx, uint64_t seed) {
+  weights_ = ctx.zeros(Shape{total_floats_});
+  grads_ = ctx.zeros(Shape{std::max<int64_t>(trainable_floats_, 1)});
+  std::vector<float> host(size_t(total_floats_), 0.f);
+  for (const ParamEntry& e : entries_) init_param(e.spec, e.name, seed, host.data() + e.offset);
+  upload(ctx, host);
+}
+
+Tensor ParamStore::trainable_weights() const {
+  return Tensor::view(weights_.data(), Shape{trainable_floats_}, DType::F32, weights_.device());
+}
+
+Tensor ParamStore::weight_view(size_t i) const {
+  const ParamEntry& e = entries_[i];
+  return Tensor::view(weights_.f32() + e.offset, e.spec.shape, DType::F32, weights_.device());
+}
+
+Tensor ParamStore::grad_view(size_t i) const {
+  const ParamEntry& e = entries_[i];
+  if (!e.spec.trainable) return Tensor();
+  return Tensor::view(grads_.f32() + e.offset, e.spec.shape, DType::F32, grads_.device());
+}
+
+std::vector<float> ParamStore::download(OpContext& ctx) const {
+  std::vector<float> host(static_cast<size_t>(total_floats_));
+  ctx.copy_to_host(host.data(), weights_.data(), host.size() * sizeof(float));
+  return host;
+}
+
+void ParamStore::upload(OpContext& ctx, const std::vector<float>& values) {
+  ctx.copy_from_host(weights_.data(), values.data(), values.size() * sizeof(float));
+}
+
+}  // namespace trainer

@@ -1,0 +1,48 @@
+// Adam and AdamW (decoupled weight decay), with bias correction (Keras/PyTorch defaults).
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "core/optim/optimizer.h"
+
+namespace trainer {
+namespace {
+
+class Adam final : public Optimizer {
+ public:
+  Adam(cfg::MapReader& r, bool decoupled) : decoupled_(decoupled) {
+    lr_ = r.get_float("lr", 1e-3, 0.0, 1e6);
+    b1_ = float(r.get_float("beta1", 0.9, 0.0, 0.999999));
+    b2_ = float(r.get_float("beta2", 0.999, 0.0, 0.9999999));
+    eps_ = float(r.get_float("epsilon", 1e-7, 0.0, 1.0));  // Keras' default
+    wd_ = float(r.get_float("weight_decay", decoupled ? 0.01 : 0.0, 0.0, 1.0));
+  }
+  void bind(OpContext& ctx, int64_t n) override {
+    k_ = make_kernel<OptimUpdateKernel>(ctx, {});
+    m_ = ctx.zeros(Shape{n});
+    v_ = ctx.zeros(Shape{n});
+  }
+  void step(Tensor& w, const Tensor& g, float lr, float scale) override {
+    ++steps_;
+    float bias1 = float(1.0 - std::pow(double(b1_), double(steps_)));
+    float bias2 = float(1.0 - std::pow(double(b2_), double(steps_)));
+    k_->adam(w, g, m_, v_, AdamStep{lr, b1_, b2_, eps_, wd_, scale, decoupled_, bias1, bias2});
+  }
+  std::vector<std::pair<std::string, Tensor*>> state() override { return {{"m", &m_}, {"v", &v_}}; }
+  std::string describe() const override {
+    return fmt::format("{}(lr={:g}, beta1={:g}, beta2={:g}, epsilon={:g}, weight_decay={:g})", decoupled_ ? "AdamW" : "Adam",
+                       lr_, b1_, b2_, eps_, wd_);
+  }
+
+ private:
+  bool decoupled_;
+  float b1_, b2_, eps_, wd_;
+  Tensor m_, v_;
+};
+
+const bool reg = (register_optimizer("adam", [](cfg::MapReader& r) { return std::unique_ptr<Optimizer>(new Adam(r, false)); }),
+                  register_optimizer("adamw", [](cfg::MapReader& r) { return std::unique_ptr<Optimizer>(new Adam(r, true)); }),
+                  true);
+
+}  // namespace
+}  // namespace trainer

@@ -1,0 +1,46 @@
+// RMSprop (Keras semantics: rho 0.9, epsilon 1e-7, optional momentum and centering).
+#include <fmt/format.h>
+
+#include "core/optim/optimizer.h"
+
+namespace trainer {
+namespace {
+
+class Rmsprop final : public Optimizer {
+ public:
+  explicit Rmsprop(cfg::MapReader& r) {
+    lr_ = r.get_float("lr", 1e-3, 0.0, 1e6);
+    rho_ = float(r.get_float("rho", 0.9, 0.0, 1.0));
+    momentum_ = float(r.get_float("momentum", 0.0, 0.0, 1.0));
+    eps_ = float(r.get_float("epsilon", 1e-7, 0.0, 1.0));
+    wd_ = float(r.get_float("weight_decay", 0.0, 0.0, 1.0));
+    centered_ = r.get<bool>("centered", false);
+  }
+  void bind(OpContext& ctx, int64_t n) override {
+    k_ = make_kernel<OptimUpdateKernel>(ctx, {});
+    ms_ = ctx.zeros(Shape{n});
+    mom_ = ctx.zeros(Shape{n});
+    mg_ = ctx.zeros(Shape{n});
+  }
+  void step(Tensor& w, const Tensor& g, float lr, float scale) override {
+    k_->rmsprop(w, g, ms_, mom_, mg_, RmspropStep{lr, rho_, momentum_, eps_, wd_, scale, centered_});
+    ++steps_;
+  }
+  std::vector<std::pair<std::string, Tensor*>> state() override {
+    return {{"mean_square", &ms_}, {"momentum", &mom_}, {"mean_grad", &mg_}};
+  }
+  std::string describe() const override {
+    return fmt::format("RMSprop(lr={:g}, rho={:g}, momentum={:g}, epsilon={:g}{})", lr_, rho_, momentum_, eps_,
+                       centered_ ? ", centered" : "");
+  }
+
+ private:
+  float rho_, momentum_, eps_, wd_;
+  bool centered_;
+  Tensor ms_, mom_, mg_;
+};
+
+const bool reg = (register_optimizer("rmsprop", [](cfg::MapReader& r) { return std::unique_ptr<Optimizer>(new Rmsprop(r)); }), true);
+
+}  // namespace
+}  // namespace trainer

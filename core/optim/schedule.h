@@ -1,0 +1,31 @@
+// Learning-rate schedules: constant, poly (Keras per-epoch form or per step), step, cosine,
+// exponential, each with an optional linear warmup.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "core/io/config.h"
+
+namespace trainer {
+
+class Schedule {
+ public:
+  virtual ~Schedule() = default;
+  // The learning rate for `epoch` (0-based) at fraction `progress` in [0, 1) through it.
+  double lr(double base_lr, int epoch, double progress) const;
+  virtual std::string describe() const = 0;
+
+  int total_epochs = 1;
+  double warmup_epochs = 0;     // linear from warmup_start * lr to lr over this many epochs
+  double warmup_start = 0.0;
+  bool per_step = false;        // false: the rate changes at epoch boundaries (Keras LearningRateScheduler)
+
+ protected:
+  // The factor applied to the base rate at time t (epochs, continuous or whole).
+  virtual double factor(double t) const = 0;
+};
+
+// `schedule:` section (absent: constant). `epochs` is train.epochs.
+std::unique_ptr<Schedule> make_schedule(const cfg::Node& section, int epochs);
+
+}  // namespace trainer

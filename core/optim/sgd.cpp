@@ -1,0 +1,40 @@
+// SGD with momentum, Nesterov momentum and L2 weight decay (PyTorch/Keras semantics).
+#include <fmt/format.h>
+
+#include "core/optim/optimizer.h"
+
+namespace trainer {
+namespace {
+
+class Sgd final : public Optimizer {
+ public:
+  explicit Sgd(cfg::MapReader& r) {
+    lr_ = r.get_float("lr", 0.01, 0.0, 1e6);
+    momentum_ = float(r.get_float("momentum", 0.0, 0.0, 1.0));
+    nesterov_ = r.get<bool>("nesterov", false);
+    wd_ = float(r.get_float("weight_decay", 0.0, 0.0, 1.0));
+    if (nesterov_ && momentum_ == 0) r.required("nesterov").fail("nesterov needs momentum > 0");
+  }
+  void bind(OpContext& ctx, int64_t n) override {
+    k_ = make_kernel<OptimUpdateKernel>(ctx, {});
+    velocity_ = ctx.zeros(Shape{n});
+  }
+  void step(Tensor& w, const Tensor& g, float lr, float scale) override {
+    k_->sgd(w, g, velocity_, SgdStep{lr, momentum_, wd_, scale, nesterov_});
+    ++steps_;
+  }
+  std::vector<std::pair<std::string, Tensor*>> state() override { return {{"momentum", &velocity_}}; }
+  std::string describe() const override {
+    return fmt::format("SGD(lr={:g}, momentum={:g}{}, weight_decay={:g})", lr_, momentum_, nesterov_ ? ", nesterov" : "", wd_);
+  }
+
+ private:
+  float momentum_, wd_;
+  bool nesterov_;
+  Tensor velocity_;
+};
+
+const bool reg = (register_optimizer("sgd", [](cfg::MapReader& r) { return std::unique_ptr<Optimizer>(new Sgd(r)); }), true);
+
+}  // namespace
+}  // namespace trainer

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs every dependency from Debian 12's packages (idempotent) and builds trainer into build/.
+#   scripts/setup.sh            # install what is missing, configure, build
+#   BUILD_DIR=out scripts/setup.sh
+# Environment: CI=true turns compiler warnings into errors; TRAINER_CUDA=AUTO|ON|OFF (default AUTO:
+# the CUDA backend is compiled whenever nvcc is found, e.g. /usr/local/cuda/bin/nvcc).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake ninja-build pkg-config   # toolchain
+  libyaml-cpp-dev                                 # configs
+  libcli11-dev                                    # command line
+  libspdlog-dev libfmt-dev                        # formatting, logging
+  catch2                                          # tests (v2, header-only)
+  libdnnl-dev                                     # oneDNN: CPU conv/pool/BN/matmul
+  libturbojpeg0-dev libpng-dev zlib1g-dev         # image and .gz decoding
+  tar gzip                                        # unpacking test data
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  # A fresh machine has no package lists: update once, then install.
+  if ! $SUDO apt-get install -y --no-install-recommends "${missing[@]}" >/tmp/trainer-apt.log 2>&1; then
+    $SUDO apt-get update >>/tmp/trainer-apt.log 2>&1
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}" \
+      >>/tmp/trainer-apt.log 2>&1 || { tail -20 /tmp/trainer-apt.log; exit 1; }
+  fi
+fi
+
+build=${BUILD_DIR:-build}
+werror=OFF
+[ "${CI:-}" = "true" ] && werror=ON
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAINER_WERROR=$werror \
+  -DTRAINER_CUDA="${TRAINER_CUDA:-AUTO}" >/dev/null
+cmake --build "$build" --parallel
+echo "setup: built $build/trainer"

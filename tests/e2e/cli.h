@@ -1,0 +1,22 @@
+// Helpers for end-to-end tests: run the trainer binary, capture exit code and output.
+#pragma once
+#include <string>
+
+namespace e2e {
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+// Runs `trainer <args>` (args are passed to /bin/sh as written) in `cwd` (default: a fresh
+// temporary directory shared by the test executable).
+Result trainer(const std::string& args, const std::string& cwd = "");
+// A fresh, empty temporary directory.
+std::string temp_dir(const std::string& tag);
+void write_file(const std::string& path, const std::string& text);
+std::string read_file(const std::string& path);
+// The folder with the shared real data (TRAINER_DATA, default <repo>/../shared/data); "" when absent.
+std::string shared_data_dir();
+
+}  // namespace e2e

@@ -1,2 +1,0 @@
-#include <catch2/catch.hpp>
-TEST_CASE("placeholder") { CHECK(true); }

@@ -1,0 +1,114 @@
+// End-to-end training: the README's quickstart, a real CIFAR-10 slice, summary, smoke.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <vector>
+
+#include "cli.h"
+
+namespace {
+
+// The last row of metrics.csv as column -> value.
+std::map<std::string, double> last_metrics(const std::string& run_dir) {
+  std::stringstream ss(e2e::read_file(run_dir + "/metrics.csv"));
+  std::string header, line, last;
+  std::getline(ss, header);
+  while (std::getline(ss, line))
+    if (!line.empty()) last = line;
+  std::map<std::string, double> m;
+  std::stringstream h(header), v(last);
+  for (std::string k, x; std::getline(h, k, ',') && std::getline(v, x, ',');) m[k] = x.empty() ? -1 : std::stod(x);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("e2e summary: MiniGoogLeNet matches Keras' parameter counts and shapes") {
+  auto r = e2e::trainer("summary '" TRAINER_SOURCE_DIR "/configs/minigooglenet.yaml'");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("Total params: 1,656,250"));
+  CHECK_THAT(r.out, Catch::Contains("Trainable params: 1,652,826"));
+  CHECK_THAT(r.out, Catch::Contains("Non-trainable params: 3,424"));
+  CHECK_THAT(r.out, Catch::Contains("(None, 32, 32, 96)"));
+  CHECK_THAT(r.out, Catch::Contains("(None, 15, 15, 160)"));
+  CHECK_THAT(r.out, Catch::Contains("(None, 7, 7, 240)"));
+  CHECK_THAT(r.out, Catch::Contains("(None, 7, 7, 336)"));
+}
+
+TEST_CASE("e2e smoke: configs/smoke.yaml trains and writes its run directory") {
+  std::string dir = e2e::temp_dir("smoke");
+  auto r = e2e::trainer("run '" TRAINER_SOURCE_DIR "/configs/smoke.yaml' --run-dir run --json", dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("Epoch 1/2") && Catch::Contains("Epoch 2/2"));
+  CHECK(std::filesystem::exists(dir + "/run/config.yaml"));
+  CHECK(std::filesystem::exists(dir + "/run/train.log"));
+  auto m = last_metrics(dir + "/run");
+  CHECK(m.count("val_accuracy"));
+  CHECK(m["loss"] > 0);
+  // Runs are never overwritten.
+  auto again = e2e::trainer("run '" TRAINER_SOURCE_DIR "/configs/smoke.yaml' --run-dir run", dir);
+  CHECK(again.code != 0);
+}
+
+TEST_CASE("e2e quickstart: the README's main job reaches >= 90% validation accuracy") {
+  std::string dir = e2e::temp_dir("quickstart");
+  auto r = e2e::trainer("run '" TRAINER_SOURCE_DIR "/configs/quickstart.yaml' --run-dir run", dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  auto m = last_metrics(dir + "/run");
+  WARN("quickstart val_accuracy = " << m["val_accuracy"]);
+  CHECK(m["val_accuracy"] >= 0.90);
+}
+
+TEST_CASE("e2e cifar10: a small CNN on a slice of the real CIFAR-10 images learns") {
+  std::string data = e2e::shared_data_dir();
+  if (data.empty()) {
+    WARN("skipped: the CIFAR-10 tarballs are not in TRAINER_DATA or ../shared/data");
+    return;
+  }
+  std::string dir = e2e::temp_dir("cifar");
+  // 500 training images per class (5,000) and 100 test images per class (1,000).
+  std::string unpack = "tar -xzf '" + data + "/cifar10-jpg-train.tar.gz' -C '" + dir +
+                       "' --wildcards 'cifar10-jpg/train/*/0[0-4]??.jpg' && tar -xzf '" + data +
+                       "/cifar10-jpg-test.tar.gz' -C '" + dir + "' --wildcards 'cifar10-jpg/test/*/00??.jpg'";
+  REQUIRE(std::system(unpack.c_str()) == 0);
+  e2e::write_file(dir + "/cifar_slice.yaml", R"(
+name: cifar_slice
+seed: 3
+model:
+  input: [32, 32, 3]
+  blocks:
+    cbr:
+      params: {filters: null, stride: 1}
+      layers:
+        - {name: conv, type: conv2d, filters: $filters, kernel: 3, strides: $stride, padding: same, use_bias: false}
+        - {name: bn, type: batchnorm}
+        - {name: relu, type: relu}
+  layers:
+    - {name: b1, type: cbr, filters: 32}
+    - {name: b2, type: cbr, filters: 32, stride: 2}
+    - {name: b3, type: cbr, filters: 64}
+    - {name: b4, type: cbr, filters: 64, stride: 2}
+    - {name: gap, type: global_avg_pool2d}
+    - {name: dense, type: dense, units: 10}
+    - {name: softmax, type: softmax}
+data:
+  train: {type: image_folder, path: cifar10-jpg/train}
+  val: {type: image_folder, path: cifar10-jpg/test}
+  augment: {flip: horizontal, mean: per_channel}
+train: {epochs: 4, batch_size: 64}
+optimizer: {type: adam, lr: 2.0e-3}
+schedule: {type: cosine}
+)");
+  auto r = e2e::trainer("run cifar_slice.yaml --run-dir run", dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  auto m = last_metrics(dir + "/run");
+  WARN("CIFAR-10 slice (5,000 train / 1,000 test images, 312 steps): val_accuracy = " << m["val_accuracy"]);
+  CHECK(m["val_accuracy"] >= 0.35);  // chance is 0.10
+  std::filesystem::remove_all(dir);
+}

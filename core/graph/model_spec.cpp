@@ -233,8 +233,12 @@ std::vector<LayerDef> topo_sort(std::vector<LayerDef> defs, const std::string& i
           break;
         }
     }
+    // path walks from consumers to producers: reversed, it is the data flow; start it at `cur`.
+    std::vector<size_t> flow(path.begin() + long(pos[cur]), path.end());
+    std::reverse(flow.begin(), flow.end());
+    std::rotate(flow.begin(), std::find(flow.begin(), flow.end(), cur), flow.end());
     std::string cycle;
-    for (size_t k = path.size(); k-- > pos[cur];) cycle += defs[path[k]].name + " -> ";
+    for (size_t k : flow) cycle += defs[k].name + " -> ";
     cycle += defs[cur].name;
     defs[cur].node.fail("the layers form a cycle: " + cycle);
   }

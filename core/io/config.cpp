@@ -218,7 +218,17 @@ Node MapReader::optional(const std::string& key) {
 
 Node MapReader::required(const std::string& key) {
   Node n = optional(key);
-  if (!n.defined()) map_.fail(fmt::format("missing required key '{}' in {}", key, what_));
+  if (!n.defined()) {
+    // A misspelt key is the likelier mistake than a forgotten one: say so, at the typo.
+    const YAML::Node& y = map_.yaml();
+    if (y.IsMap())
+      for (auto it = y.begin(); it != y.end(); ++it) {
+        std::string k = it->first.Scalar();
+        if (!known_.count(k) && did_you_mean(k, {key}) == key)
+          Node(map_.doc(), it->first, map_.path()).fail(fmt::format("unknown key '{}' in {} (did you mean '{}'?)", k, what_, key));
+      }
+    map_.fail(fmt::format("missing required key '{}' in {}", key, what_));
+  }
   return n;
 }
 

@@ -38,7 +38,7 @@ TEST_CASE("e2e config error: unknown key suggests the nearest valid one") {
   CHECK_THAT(r.err, StartsWith("bad.yaml:9:1: unknown key 'optimzer'") && Contains("did you mean 'optimizer'"));
   auto r2 = run_config(std::string(kModel) + "train: {epochs: 1, bacth_size: 8}\n");
   CHECK(r2.code == 2);
-  CHECK_THAT(r2.err, StartsWith("bad.yaml:9:19: unknown key 'bacth_size'") && Contains("did you mean 'batch_size'"));
+  CHECK_THAT(r2.err, StartsWith("bad.yaml:9:20: unknown key 'bacth_size'") && Contains("did you mean 'batch_size'"));
 }
 
 TEST_CASE("e2e config error: wrong type") {
@@ -69,7 +69,7 @@ TEST_CASE("e2e config error: unknown layer type") {
   auto r = run_config("model:\n  input: [8, 8, 3]\n  layers:\n    - {name: c, type: convolution2d, filters: 2}\n"
                       "data: {train: {type: synthetic}}\n");
   CHECK(r.code == 2);
-  CHECK_THAT(r.err, StartsWith("bad.yaml:4:22: unknown layer type 'convolution2d'"));
+  CHECK_THAT(r.err, StartsWith("bad.yaml:4:23: unknown layer type 'convolution2d'"));
 }
 
 TEST_CASE("e2e config error: missing input") {
@@ -77,7 +77,7 @@ TEST_CASE("e2e config error: missing input") {
                       "    - {name: j, type: concat, inputs: [c, conv]}\n"
                       "data: {train: {type: synthetic}}\n");
   CHECK(r.code == 2);
-  CHECK_THAT(r.err, StartsWith("bad.yaml:5:42:") && Contains("input 'conv'"));
+  CHECK_THAT(r.err, StartsWith("bad.yaml:5:43:") && Contains("input 'conv'"));
 }
 
 TEST_CASE("e2e config error: cycle") {

@@ -1,0 +1,92 @@
+// A whole small graph (conv, batchnorm, tanh, pooling, concat, add, dense, softmax) against
+// central finite differences of its loss.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "core/graph/graph.h"
+#include "core/ops/softmax.h"
+
+using namespace trainer;
+
+namespace {
+
+const char* kNet = R"(
+model:
+  input: [9, 9, 3]
+  layers:
+    - {name: c1, type: conv2d, filters: 4, kernel: 3, strides: 2, padding: same}
+    - {name: bn, type: batchnorm}
+    - {name: t1, type: tanh}
+    - {name: left, type: conv2d, filters: 3, kernel: 1, inputs: [t1]}
+    - {name: right, type: max_pool2d, pool: 2, strides: 1, padding: same, inputs: [t1]}
+    - {name: right2, type: conv2d, filters: 3, kernel: [3, 2], padding: same}
+    - {name: cat, type: concat, inputs: [left, right, right2]}
+    - {name: sum, type: add, inputs: [cat, cat]}
+    - {name: t2, type: sigmoid}
+    - {name: pool, type: avg_pool2d, pool: 2, padding: same}
+    - {name: flat, type: flatten}
+    - {name: dense, type: dense, units: 5}
+    - {name: softmax, type: softmax}
+)";
+
+struct Setup {
+  std::unique_ptr<OpContext> ctx = make_context(Device::cpu(), {2});
+  std::unique_ptr<Graph> g;
+  std::unique_ptr<SoftmaxKernel> loss;
+  Tensor x, labels;
+  int logits = 0;
+
+  Setup() {
+    auto doc = cfg::parse_document(kNet, "gradcheck.yaml");
+    g = std::make_unique<Graph>(parse_model(cfg::root(doc).child("model")));
+    g->bind(*ctx, 5);
+    loss = make_kernel<SoftmaxKernel>(*ctx, {});
+    logits = g->node_index("dense");
+    std::mt19937_64 rng(9);
+    std::normal_distribution<float> n(0.f, 1.f);
+    x = Tensor::empty(Shape{3, 9, 9, 3});
+    for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = n(rng);
+    labels = Tensor::empty(Shape{3}, DType::I32);
+    for (int i = 0; i < 3; ++i) labels.i32()[i] = int32_t(rng() % 5);
+  }
+  double loss_value() {
+    g->forward(x, true, logits);
+    Tensor none;
+    return loss->cross_entropy(g->output(logits), labels, none, 1.f).loss_sum / 3.0;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("gradcheck: a whole small graph's gradients match finite differences") {
+  Setup s;
+  s.g->forward(s.x, true, s.logits);
+  Tensor& dl = s.g->grad(s.logits);
+  s.loss->cross_entropy(s.g->output(s.logits), s.labels, dl, 1.f / 3.f);
+  s.g->backward(dl, s.logits);
+  std::vector<float> analytic(s.g->params().grads().f32(), s.g->params().grads().f32() + s.g->params().trainable_floats());
+
+  float* w = s.g->params().weights().f32();
+  int checked = 0;
+  for (const ParamEntry& e : s.g->params().entries()) {
+    if (!e.spec.trainable) continue;
+    int64_t n = e.spec.shape.numel();
+    for (int64_t k = 0; k < std::min<int64_t>(n, 12); ++k) {
+      int64_t i = e.offset + (k * 7919) % n;
+      const double eps = 2e-3;
+      float saved = w[i];
+      w[i] = saved + float(eps);
+      double up = s.loss_value();
+      w[i] = saved - float(eps);
+      double down = s.loss_value();
+      w[i] = saved;
+      double fd = (up - down) / (2 * eps), an = analytic[size_t(i)];
+      INFO(e.name << "[" << (i - e.offset) << "]: finite difference " << fd << ", backprop " << an);
+      CHECK(std::abs(fd - an) <= 3e-2 * std::max(std::abs(fd), std::abs(an)) + 5e-4);
+      ++checked;
+    }
+  }
+  CHECK(checked > 60);
+}

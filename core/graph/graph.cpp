@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <map>
 
 #include "core/ops/elementwise.h"
@@ -108,6 +109,32 @@ void Graph::set_step_seed(uint64_t seed) {
   for (size_t i = 0; i < nodes_.size(); ++i) nodes_[i].layer->set_step_seed(seed * 1000003ull + i);
 }
 
+void Graph::set_profiling(bool on) {
+  if (on && !profiling_) times_.assign(nodes_.size(), LayerTime{});  // a fresh count; kept after
+  profiling_ = on;
+}
+
+namespace {
+// Adds the wall time of its scope (after synchronising the context) to `*acc`, when enabled.
+class ScopeTimer {
+ public:
+  ScopeTimer(bool on, OpContext& ctx, double* acc) : on_(on), ctx_(ctx), acc_(acc) {
+    if (on_) t0_ = std::chrono::steady_clock::now();
+  }
+  ~ScopeTimer() {
+    if (!on_) return;
+    ctx_.synchronize();
+    *acc_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+ private:
+  bool on_;
+  OpContext& ctx_;
+  double* acc_;
+  std::chrono::steady_clock::time_point t0_;
+};
+}  // namespace
+
 void Graph::forward(const Tensor& x, bool training, int until) {
   if (!ctx_) throw std::logic_error("Graph::forward before bind");
   if (x.shape().without_batch() != input_shape_)
@@ -121,6 +148,7 @@ void Graph::forward(const Tensor& x, bool training, int until) {
     GraphNode& n = nodes_[size_t(i)];
     in.clear();
     for (int j : n.inputs) in.push_back(j < 0 ? input_ : &acts_[size_t(j)]);
+    ScopeTimer t(profiling_, *ctx_, profiling_ ? &times_[size_t(i)].forward : nullptr);
     n.layer->forward(in, acts_[size_t(i)], training);
   }
 }
@@ -174,6 +202,7 @@ void Graph::backward(const Tensor& dy_from, int from) {
     }
     dx.clear();
     for (Tensor& t : dx_store) dx.push_back(&t);
+    ScopeTimer t(profiling_, *ctx_, profiling_ ? &times_[size_t(i)].backward : nullptr);
     n.layer->backward(in, acts_[size_t(i)], *dy, dx);
     for (size_t k = 0; k < n.inputs.size(); ++k)
       if (accumulate_into[k] >= 0) elementwise_->accumulate(dx_store[k], grads_[size_t(accumulate_into[k])]);

@@ -46,6 +46,13 @@ class Graph {
   void backward(const Tensor& dy_from, int from);
   Tensor& grad(int node) { return grads_[size_t(node)]; }
   void set_step_seed(uint64_t seed);
+  // Per-node wall time of forward and backward, accumulated while profiling is on (the context
+  // is synchronised around every layer, so this slows training down: for `trainer bench`).
+  void set_profiling(bool on);
+  struct LayerTime {
+    double forward = 0, backward = 0;  // seconds
+  };
+  const std::vector<LayerTime>& layer_times() const { return times_; }
 
  private:
   void ensure_buffers(int64_t batch);
@@ -62,6 +69,8 @@ class Graph {
   Tensor scratch_;  // for a second contribution to an input's gradient
   std::vector<bool> grad_written_;
   std::unique_ptr<ElementwiseKernel> elementwise_;
+  bool profiling_ = false;
+  std::vector<LayerTime> times_;
 };
 
 }  // namespace trainer

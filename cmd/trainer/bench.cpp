@@ -1,0 +1,42 @@
+// `trainer bench CONFIG [--steps N] [--warmup N] [--layers] [--threads N] [--set k=v]...`
+#include <fmt/format.h>
+
+#include "cmd/trainer/command.h"
+#include "core/engine/bench.h"
+
+namespace trainer::cli {
+namespace {
+
+struct BenchArgs {
+  std::string config;
+  std::vector<std::string> sets;
+  int threads = 0;
+  BenchOptions o;
+};
+
+int run(const BenchArgs& a) {
+  std::vector<std::string> sets = a.sets;
+  if (a.threads > 0) sets.push_back("devices.threads=" + std::to_string(a.threads));
+  Experiment e = load_experiment(a.config, sets);
+  BenchResult r = bench(e, a.o);
+  for (const std::string& l : r.layer_lines) fmt::print("{}\n", l);
+  fmt::print("{{\"model\": \"{}\", \"device\": \"{}\", \"threads\": {}, \"batch\": {}, \"steps\": {}, "
+             "\"images_per_sec\": {:.2f}, \"ms_per_step\": {:.2f}, \"gflops_per_sec\": {:.1f}}}\n",
+             e.name, r.device, r.threads, r.batch, a.o.steps, r.images_per_second, r.ms_per_step, r.gflops_per_second);
+  return kOk;
+}
+
+const RegisterCommand reg({"bench", "Time training steps on synthetic batches (images/s, ms/step, per-layer times)",
+                           [](CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  app.add_option("config", a->config, "Experiment YAML file")->required();
+  app.add_option("--set", a->sets, "Override a config key (value parsed as YAML)");
+  app.add_option("--steps", a->o.steps, "Timed steps (default 20)")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", a->o.warmup, "Untimed steps first (default 3)")->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", a->threads, "CPU compute threads")->check(CLI::PositiveNumber);
+  app.add_flag("--layers", a->o.layers, "Also time every layer's forward and backward");
+  return [a] { return run(*a); };
+}});
+
+}  // namespace
+}  // namespace trainer::cli

@@ -1,0 +1,26 @@
+// bench(): training throughput of a config's model on synthetic batches (no data loading), with
+// optional per-layer forward/backward times — what `trainer bench` prints.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/engine/experiment.h"
+
+namespace trainer {
+
+struct BenchOptions {
+  int steps = 20, warmup = 3;
+  bool layers = false;  // per-layer times (synchronised per layer: slower overall)
+};
+
+struct BenchResult {
+  std::string device;
+  int threads = 0;
+  int64_t batch = 0;
+  double images_per_second = 0, ms_per_step = 0, gflops_per_second = 0;
+  std::vector<std::string> layer_lines;  // "name  fwd ms  bwd ms", slowest first
+};
+
+BenchResult bench(const Experiment& e, const BenchOptions& o);
+
+}  // namespace trainer

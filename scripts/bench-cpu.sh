@@ -30,5 +30,5 @@ done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 mo=$(median "${ours[@]}") mt=$(median "${theirs[@]}")
 printf '\nMiniGoogLeNet training, fp32, batch %s, %s threads (median of %s rounds of %s steps)\n' "$batch" "$threads" "$rounds" "$steps"
-printf '  %-28s %10s img/s\n' "trainer" "$mo" "PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') channels-last" "$mt"
-printf '  %-28s %10s\n' "ratio trainer/PyTorch" "$(awk -v a="$mo" -v b="$mt" 'BEGIN {printf "%.2fx", a/b}')"
+printf '  %-36s %10s img/s\n' "trainer" "$mo" "PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') channels-last" "$mt"
+printf '  %-36s %10s\n' "ratio trainer/PyTorch" "$(awk -v a="$mo" -v b="$mt" 'BEGIN {printf "%.2fx", a/b}')"

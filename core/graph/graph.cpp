@@ -182,7 +182,10 @@ void Graph::backward(const Tensor& dy_from, int from) {
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       int j = n.inputs[k];
       in.push_back(j < 0 ? input_ : &acts_[size_t(j)]);
-      if (j < 0) continue;  // no gradient for the model input
+      if (j < 0) {  // no gradient for the model input: an undefined tensor that still has its shape
+        dx_store[k] = Tensor::view(nullptr, input_->shape(), DType::F32, input_->device());
+        continue;
+      }
       Tensor& g = grads_[size_t(j)];
       bool taken = grad_written_[size_t(j)];
       for (size_t q = 0; q < k; ++q) taken |= n.inputs[q] == j;

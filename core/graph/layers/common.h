@@ -18,11 +18,27 @@ inline InitKind read_init(cfg::MapReader& r, const std::string& key, const char*
   return InitKind::Zeros;
 }
 
-// Undefined tensor for "no such input/parameter".
-inline Tensor& none() {
-  thread_local Tensor t;
-  t = Tensor();
-  return t;
-}
+// A layer whose op takes (input, kernel weights, optional bias) — conv2d and dense share this
+// runtime; they differ in config, shapes and parameters.
+template <class Kernel>
+class KernelBiasLayer : public Layer {
+ public:
+  void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
+    Layer::bind(ctx, std::move(params), std::move(grads));
+    k_ = make_kernel<Kernel>(ctx, p_);
+  }
+  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override {
+    k_->forward(*x[0], params_[0], p_.bias ? params_[1] : Tensor(), y);
+  }
+  void backward(const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    Tensor db = p_.bias ? grads_[1] : Tensor();
+    k_->backward(*x[0], params_[0], dy, *dx[0], grads_[0], db);
+  }
+
+ protected:
+  typename Kernel::Params p_;
+  std::unique_ptr<Kernel> k_;
+};
 
 }  // namespace trainer

@@ -7,7 +7,7 @@
 namespace trainer {
 namespace {
 
-class Conv2d final : public Layer {
+class Conv2d final : public KernelBiasLayer<Conv2dKernel> {
  public:
   explicit Conv2d(cfg::MapReader& r) {
     p_.filters = r.get_int("filters", std::nullopt, 1, 1 << 20);
@@ -41,27 +41,10 @@ class Conv2d final : public Layer {
 
   int64_t flops() const override { return 2 * out_.numel() * p_.kh * p_.kw * cin_; }
 
-  void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
-    Layer::bind(ctx, std::move(params), std::move(grads));
-    k_ = make_kernel<Conv2dKernel>(ctx, p_);
-  }
-
-  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override {
-    k_->forward(*x[0], params_[0], p_.bias ? params_[1] : none(), y);
-  }
-
-  void backward(const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
-                const std::vector<Tensor*>& dx) override {
-    Tensor db = p_.bias ? grads_[1] : Tensor();
-    k_->backward(*x[0], params_[0], dy, *dx[0], grads_[0], db);
-  }
-
  private:
-  Conv2dParams p_;
   InitKind kernel_init_;
   int64_t cin_ = 0;
   Shape out_;
-  std::unique_ptr<Conv2dKernel> k_;
 };
 
 RegisterLayer<Conv2d> reg("conv2d", "Conv2D");

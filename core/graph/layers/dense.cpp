@@ -7,7 +7,7 @@
 namespace trainer {
 namespace {
 
-class Dense final : public Layer {
+class Dense final : public KernelBiasLayer<DenseKernel> {
  public:
   explicit Dense(cfg::MapReader& r) {
     p_.units = r.get_int("units", std::nullopt, 1, 1 << 24);
@@ -27,24 +27,9 @@ class Dense final : public Layer {
     return ps;
   }
   int64_t flops() const override { return 2 * k_in_ * p_.units; }
-  void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
-    Layer::bind(ctx, std::move(params), std::move(grads));
-    k_ = make_kernel<DenseKernel>(ctx, p_);
-  }
-  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override {
-    k_->forward(*x[0], params_[0], p_.bias ? params_[1] : none(), y);
-  }
-  void backward(const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
-                const std::vector<Tensor*>& dx) override {
-    Tensor db = p_.bias ? grads_[1] : Tensor();
-    k_->backward(*x[0], params_[0], dy, *dx[0], grads_[0], db);
-  }
-
  private:
-  DenseParams p_;
   InitKind init_;
   int64_t k_in_ = 0;
-  std::unique_ptr<DenseKernel> k_;
 };
 
 RegisterLayer<Dense> reg("dense", "Dense");

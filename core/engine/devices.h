@@ -9,11 +9,6 @@
 
 namespace trainer {
 
-class DeviceError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 std::vector<Device> select_devices(const DeviceRequest& r);
 // One line per visible device, for `trainer devices`.
 std::vector<std::string> describe_devices();

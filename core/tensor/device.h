@@ -1,5 +1,6 @@
 // Device: where a tensor lives and an op runs (a CPU replica or one CUDA GPU).
 #pragma once
+#include <stdexcept>
 #include <string>
 
 namespace trainer {
@@ -16,6 +17,13 @@ struct Device {
   bool is_cpu() const { return kind == DeviceKind::CPU; }
   bool operator==(const Device& o) const { return kind == o.kind && index == o.index; }
   std::string str() const { return (kind == DeviceKind::CPU ? "cpu:" : "cuda:") + std::to_string(index); }
+};
+
+// A device or communication failure (the CLI exits 4): a CUDA/cuDNN/cuBLAS/NCCL error with the
+// library's message and file:line, an impossible device request, a lost peer.
+class DeviceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 inline const char* device_kind_name(DeviceKind k) { return k == DeviceKind::CPU ? "cpu" : "cuda"; }

@@ -1,0 +1,78 @@
+// CudaContext: one GPU replica's stream, cuDNN and cuBLAS(Lt) handles, bounded workspace and
+// caching allocators (device memory, pinned host staging); CUDA_CHECK-style error macros.
+#pragma once
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <memory>
+
+#include "core/ops/context.h"
+
+namespace trainer {
+
+// Throw DeviceError("<file>:<line>: <call>: <library message>") on failure.
+[[noreturn]] void cuda_fail(const char* what, const char* msg, const char* file, int line);
+#define CUDA_CHECK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) ::trainer::cuda_fail(#x, cudaGetErrorString(e_), __FILE__, __LINE__); } while (0)
+#define CUDNN_CHECK(x) do { cudnnStatus_t s_ = (x); if (s_ != CUDNN_STATUS_SUCCESS) ::trainer::cuda_fail(#x, cudnnGetErrorString(s_), __FILE__, __LINE__); } while (0)
+#define CUBLAS_CHECK(x) do { cublasStatus_t s_ = (x); if (s_ != CUBLAS_STATUS_SUCCESS) ::trainer::cuda_fail(#x, cublasGetStatusString(s_), __FILE__, __LINE__); } while (0)
+
+// Device memory with per-size free lists: after the first step, the step loop never calls
+// cudaMalloc/cudaFree. Blocks are stream-ordered on the owning context's stream.
+class CudaAllocator final : public Allocator {
+ public:
+  explicit CudaAllocator(int device);
+  ~CudaAllocator() override;
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p, size_t bytes) override;
+  Device device() const override { return Device::cuda(device_); }
+  size_t cached_bytes() const;
+
+ private:
+  struct Impl;
+  int device_;
+  std::unique_ptr<Impl> impl_;
+};
+
+class CudaContext final : public OpContext {
+ public:
+  CudaContext(Device d, const ContextOptions& o);
+  ~CudaContext() override;
+  Allocator& allocator() override { return *alloc_; }
+  void synchronize() override;
+  // Host->device through a pinned staging buffer, asynchronous on stream() (the staging buffer
+  // is reused only after the copy that used it has finished).
+  void copy_from_host(void* dst, const void* src, size_t bytes) override;
+  void copy_to_host(void* dst, const void* src, size_t bytes) override;  // synchronous
+  void copy(void* dst, const void* src, size_t bytes) override;          // async on stream()
+  void fill_zero(void* dst, size_t bytes) override;                      // async on stream()
+  void bind_thread() override;                                           // cudaSetDevice
+
+  cudaStream_t stream() const { return stream_; }
+  cudnnHandle_t cudnn() const { return cudnn_; }
+  cublasHandle_t cublas() const { return cublas_; }
+  cublasLtHandle_t cublas_lt() const { return cublas_lt_; }
+  // A scratch buffer of at least `bytes` on this device (grows; bounded by kMaxWorkspace).
+  void* workspace(size_t bytes);
+  static constexpr size_t kMaxWorkspace = size_t(256) << 20;
+  const cudaDeviceProp& properties() const { return props_; }
+
+ private:
+  int index_;
+  cudaStream_t stream_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  cublasLtHandle_t cublas_lt_ = nullptr;
+  std::unique_ptr<CudaAllocator> alloc_;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  void* pinned_ = nullptr;  // staging for copy_from_host
+  size_t pinned_bytes_ = 0;
+  cudaEvent_t pinned_free_ = nullptr;
+  cudaDeviceProp props_{};
+};
+
+inline CudaContext& cuda_context(OpContext& c) { return static_cast<CudaContext&>(c); }
+
+}  // namespace trainer

@@ -9,4 +9,9 @@ build=${BUILD_DIR:-build}
 [ -f "$build/build.ninja" ] || scripts/setup.sh
 cmake --build "$build" --parallel
 cd "$build"
+set +e
 ctest --output-on-failure --timeout 900 "$@"
+rc=$?
+# Figures the tests report and every skip with its reason (Catch2 WARN lines), also when passing.
+grep -h -A1 ": warning:" Testing/Temporary/LastTest.log | grep -vE "^--$|: warning:$" | sed 's/^ */  /' | sort -u
+exit $rc

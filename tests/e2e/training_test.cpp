@@ -43,7 +43,7 @@ TEST_CASE("e2e smoke: configs/smoke.yaml trains and writes its run directory") {
   auto r = e2e::trainer("run '" TRAINER_SOURCE_DIR "/configs/smoke.yaml' --run-dir run --json", dir);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
-  CHECK_THAT(r.out, Catch::Contains("Epoch 1/2") && Catch::Contains("Epoch 2/2"));
+  CHECK_THAT(r.out, Catch::Contains("Epoch 1/3") && Catch::Contains("Epoch 3/3"));
   CHECK(std::filesystem::exists(dir + "/run/config.yaml"));
   CHECK(std::filesystem::exists(dir + "/run/train.log"));
   auto m = last_metrics(dir + "/run");
@@ -111,4 +111,18 @@ schedule: {type: cosine}
   WARN("CIFAR-10 slice (5,000 train / 1,000 test images, 312 steps): val_accuracy = " << m["val_accuracy"]);
   CHECK(m["val_accuracy"] >= 0.35);  // chance is 0.10
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("e2e smoke on CUDA: configs/smoke.yaml trains on GPU 0") {
+  auto dev = e2e::trainer("devices");
+  if (dev.out.find("cuda:0:") == std::string::npos) {
+    WARN("cuda: skipped, no GPU visible (" << dev.out.substr(dev.out.find("cuda")) << ")");
+    return;
+  }
+  std::string dir = e2e::temp_dir("smoke-cuda");
+  auto r = e2e::trainer("run '" TRAINER_SOURCE_DIR "/configs/smoke.yaml' --gpus 0 --run-dir run", dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  auto m = last_metrics(dir + "/run");
+  CHECK(m["val_accuracy"] > 0.2);
 }

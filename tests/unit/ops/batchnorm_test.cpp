@@ -1,7 +1,7 @@
 // batchnorm tests: training/inference forward, running statistics and backward against float64 references.
 #include "core/ops/batchnorm.h"
 
-#include "test_util.h"
+#include "backends.h"
 
 using namespace trainer;
 using namespace trainer::test;
@@ -23,93 +23,101 @@ BnTensors make_inputs(const Shape& s, std::mt19937_64& rng, double offset) {
   return t;
 }
 
-void check_train(const Shape& s, double offset, std::mt19937_64& rng) {
+BnTensors upload(const Backend& be, const BnTensors& h) {
+  return {be.upload(h.x), be.upload(h.gamma), be.upload(h.beta), be.upload(h.rm), be.upload(h.rv)};
+}
+
+void check_train(const Backend& be, const Shape& s, double offset, std::mt19937_64& rng) {
   INFO("x [" << s.str() << "], values around " << offset);
   BatchNormParams p;
   p.momentum = 0.9f;
   p.epsilon = 1e-3f;
-  auto k = make_kernel<BatchNormKernel>(cpu_ctx(), p);
+  auto k = make_kernel<BatchNormKernel>(be.ctx(), p);
   int64_t C = s.back(), m = s.numel() / C;
-  BnTensors t = make_inputs(s, rng, offset);
-  ref::BnTrain want = ref::batchnorm_train(to_vec(t.x), m, C, to_vec(t.gamma), to_vec(t.beta), to_vec(t.rm),
-                                           to_vec(t.rv), p.momentum, p.epsilon);
-  Tensor y = cpu_ctx().empty(s), mean = cpu_ctx().empty({C}), invstd = cpu_ctx().empty({C});
-  poison(y), poison(mean), poison(invstd);
+  BnTensors h = make_inputs(s, rng, offset), t = upload(be, h);
+  ref::BnTrain want = ref::batchnorm_train(to_vec(h.x), m, C, to_vec(h.gamma), to_vec(h.beta), to_vec(h.rm),
+                                           to_vec(h.rv), p.momentum, p.epsilon);
+  Tensor y = be.nan(s), mean = be.nan({C}), invstd = be.nan({C});
   k->forward_train(t.x, t.gamma, t.beta, y, mean, invstd, t.rm, t.rv);
-  check_close("y", y, want.y);
-  check_close("save_mean", mean, want.mean);
-  check_close("save_invstd", invstd, want.invstd);
-  check_close("running_mean", t.rm, want.running_mean);
-  check_close("running_var", t.rv, want.running_var);
+  be.check("y", y, want.y);
+  be.check("save_mean", mean, want.mean);
+  be.check("save_invstd", invstd, want.invstd);
+  be.check("running_mean", t.rm, want.running_mean);
+  be.check("running_var", t.rv, want.running_var);
 
-  Tensor dy = random_tensor(s, rng);
-  Tensor dx = cpu_ctx().empty(s), dgamma = cpu_ctx().empty({C}), dbeta = cpu_ctx().empty({C});
-  poison(dx), poison(dgamma), poison(dbeta);
+  Tensor hdy = random_tensor(s, rng), dy = be.upload(hdy);
+  Tensor dx = be.nan(s), dgamma = be.nan({C}), dbeta = be.nan({C});
   k->backward(t.x, t.gamma, dy, mean, invstd, dx, dgamma, dbeta);
   ref::Vec rdx, rdg, rdb;
-  ref::batchnorm_backward(to_vec(t.x), m, C, to_vec(t.gamma), to_vec(dy), p.epsilon, rdx, rdg, rdb);
-  check_close("dx", dx, rdx);
-  check_close("dgamma", dgamma, rdg);
-  check_close("dbeta", dbeta, rdb);
+  ref::batchnorm_backward(to_vec(h.x), m, C, to_vec(h.gamma), to_vec(hdy), p.epsilon, rdx, rdg, rdb);
+  be.check("dx", dx, rdx);
+  be.check("dgamma", dgamma, rdg);
+  be.check("dbeta", dbeta, rdb);
 
   Tensor none;  // dx may be undefined
-  Tensor dg2 = cpu_ctx().empty({C}), db2 = cpu_ctx().empty({C});
+  Tensor dg2 = be.nan({C}), db2 = be.nan({C});
   k->backward(t.x, t.gamma, dy, mean, invstd, none, dg2, db2);
-  check_close("dgamma without dx", dg2, rdg);
-  check_close("dbeta without dx", db2, rdb);
+  be.check("dgamma without dx", dg2, rdg);
+  be.check("dbeta without dx", db2, rdb);
 }
 
 }  // namespace
 
 TEST_CASE("batchnorm training forward and backward match float64 reference") {
-  std::mt19937_64 rng(11);
-  check_train({2, 5, 7, 3}, 0.0, rng);
-  check_train({1, 3, 3, 1}, 0.5, rng);  // batch 1, one channel
-  check_train({4, 9, 7, 13}, 0.0, rng);
-  check_train({64, 8, 8, 32}, 1.0, rng);  // many rows: several reduction chunks, threads
-  check_train({16, 15, 15, 80}, 0.0, rng);
-  check_train({33, 10}, 0.0, rng);        // 2-D [N, C] (after a dense layer)
-  check_train({2, 17}, -3.0, rng);        // two samples
-  check_train({8, 6, 6, 5}, 100.0, rng);  // |mean| >> std: the one-pass variance must stay accurate
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(11);
+    check_train(be, {2, 5, 7, 3}, 0.0, rng);
+    check_train(be, {1, 3, 3, 1}, 0.5, rng);  // batch 1, one channel
+    check_train(be, {4, 9, 7, 13}, 0.0, rng);
+    check_train(be, {64, 8, 8, 32}, 1.0, rng);  // many rows: several reduction chunks, threads
+    check_train(be, {16, 15, 15, 80}, 0.0, rng);
+    check_train(be, {33, 10}, 0.0, rng);        // 2-D [N, C] (after a dense layer)
+    check_train(be, {2, 17}, -3.0, rng);        // two samples
+    check_train(be, {8, 6, 6, 5}, 100.0, rng);  // |mean| >> std: the one-pass variance must stay accurate
+  }
 }
 
 TEST_CASE("batchnorm running statistics follow several training steps") {
-  std::mt19937_64 rng(12);
   BatchNormParams p;  // Keras defaults: momentum 0.99, epsilon 1e-3
-  auto k = make_kernel<BatchNormKernel>(cpu_ctx(), p);
   Shape s{3, 4, 5, 6};
-  BnTensors t = make_inputs(s, rng, 0.3);
-  ref::Vec rm = to_vec(t.rm), rv = to_vec(t.rv);
-  Tensor y = cpu_ctx().empty(s), mean = cpu_ctx().empty({6}), invstd = cpu_ctx().empty({6});
-  for (int step = 0; step < 5; ++step) {
-    Tensor x = random_tensor(s, rng, -1.0 + step, 2.0 + step);
-    k->forward_train(x, t.gamma, t.beta, y, mean, invstd, t.rm, t.rv);
-    ref::BnTrain want = ref::batchnorm_train(to_vec(x), s.numel() / 6, 6, to_vec(t.gamma), to_vec(t.beta), rm, rv,
-                                             p.momentum, p.epsilon);
-    rm = want.running_mean, rv = want.running_var;
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(12);
+    auto k = make_kernel<BatchNormKernel>(be.ctx(), p);
+    BnTensors h = make_inputs(s, rng, 0.3), t = upload(be, h);
+    ref::Vec rm = to_vec(h.rm), rv = to_vec(h.rv);
+    Tensor y = be.empty(s), mean = be.empty({6}), invstd = be.empty({6});
+    for (int step = 0; step < 5; ++step) {
+      Tensor hx = random_tensor(s, rng, -1.0 + step, 2.0 + step);
+      k->forward_train(be.upload(hx), t.gamma, t.beta, y, mean, invstd, t.rm, t.rv);
+      ref::BnTrain want = ref::batchnorm_train(to_vec(hx), s.numel() / 6, 6, to_vec(h.gamma), to_vec(h.beta), rm, rv,
+                                               p.momentum, p.epsilon);
+      rm = want.running_mean, rv = want.running_var;
+    }
+    be.check("running_mean", t.rm, rm);
+    be.check("running_var", t.rv, rv);
   }
-  check_close("running_mean", t.rm, rm);
-  check_close("running_var", t.rv, rv);
 }
 
 TEST_CASE("batchnorm inference uses the running statistics") {
-  std::mt19937_64 rng(13);
   BatchNormParams p;
-  auto k = make_kernel<BatchNormKernel>(cpu_ctx(), p);
-  for (Shape s : {Shape{2, 3, 4, 5}, Shape{7, 11}, Shape{64, 4, 4, 96}}) {
-    BnTensors t = make_inputs(s, rng, 0.0);
-    int64_t C = s.back();
-    Tensor y = cpu_ctx().empty(s);
-    poison(y);
-    k->forward_infer(t.x, t.gamma, t.beta, t.rm, t.rv, y);
-    check_close("y", y,
-                ref::batchnorm_infer(to_vec(t.x), s.numel() / C, C, to_vec(t.gamma), to_vec(t.beta), to_vec(t.rm),
-                                     to_vec(t.rv), p.epsilon));
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(13);
+    auto k = make_kernel<BatchNormKernel>(be.ctx(), p);
+    for (Shape s : {Shape{2, 3, 4, 5}, Shape{7, 11}, Shape{64, 4, 4, 96}}) {
+      BnTensors h = make_inputs(s, rng, 0.0), t = upload(be, h);
+      int64_t C = s.back();
+      Tensor y = be.nan(s);
+      k->forward_infer(t.x, t.gamma, t.beta, t.rm, t.rv, y);
+      be.check("y", y,
+               ref::batchnorm_infer(to_vec(h.x), s.numel() / C, C, to_vec(h.gamma), to_vec(h.beta), to_vec(h.rm),
+                                    to_vec(h.rv), p.epsilon));
+    }
   }
 }
 
 TEST_CASE("batchnorm reference gradient agrees with finite differences") {
-  // Validates the analytical reference itself: L = sum(dy * bn(x)), central differences in double.
+  // Host only (no kernel runs): validates the analytical reference itself: L = sum(dy * bn(x)),
+  // central differences in double.
   std::mt19937_64 rng(14);
   int64_t m = 6, C = 3;
   double eps = 1e-3;
@@ -143,27 +151,29 @@ TEST_CASE("batchnorm reference gradient agrees with finite differences") {
 }
 
 TEST_CASE("batchnorm handles an empty batch and rejects mismatched shapes") {
-  std::mt19937_64 rng(15);
-  auto k = make_kernel<BatchNormKernel>(cpu_ctx(), BatchNormParams{});
-  BnTensors t = make_inputs({1, 2, 2, 4}, rng, 0.0);
-  Tensor x0 = cpu_ctx().empty({0, 2, 2, 4}), y0 = cpu_ctx().empty({0, 2, 2, 4});
-  Tensor mean = cpu_ctx().empty({4}), invstd = cpu_ctx().empty({4});
-  ref::Vec rm = to_vec(t.rm);
-  REQUIRE_NOTHROW(k->forward_train(x0, t.gamma, t.beta, y0, mean, invstd, t.rm, t.rv));
-  check_close("running_mean untouched", t.rm, rm, 0.0);
-  REQUIRE_NOTHROW(k->forward_infer(x0, t.gamma, t.beta, t.rm, t.rv, y0));
-  Tensor dg = random_tensor({4}, rng), db = random_tensor({4}, rng);
-  REQUIRE_NOTHROW(k->backward(x0, t.gamma, y0, mean, invstd, y0, dg, db));
-  check_close("dgamma", dg, ref::Vec(4, 0.0), 0.0);
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(15);
+    auto k = make_kernel<BatchNormKernel>(be.ctx(), BatchNormParams{});
+    BnTensors h = make_inputs({1, 2, 2, 4}, rng, 0.0), t = upload(be, h);
+    Tensor x0 = be.empty({0, 2, 2, 4}), y0 = be.empty({0, 2, 2, 4});
+    Tensor mean = be.empty({4}), invstd = be.empty({4});
+    REQUIRE_NOTHROW(k->forward_train(x0, t.gamma, t.beta, y0, mean, invstd, t.rm, t.rv));
+    be.check("running_mean untouched", t.rm, to_vec(h.rm), 0.0);
+    REQUIRE_NOTHROW(k->forward_infer(x0, t.gamma, t.beta, t.rm, t.rv, y0));
+    Tensor dg = be.upload(random_tensor({4}, rng)), db = be.upload(random_tensor({4}, rng));
+    REQUIRE_NOTHROW(k->backward(x0, t.gamma, y0, mean, invstd, y0, dg, db));
+    be.check("dgamma", dg, ref::Vec(4, 0.0), 0.0);
 
-  Tensor y = cpu_ctx().empty({1, 2, 2, 4});
-  Tensor bad = random_tensor({5}, rng);
-  CHECK_THROWS_AS(k->forward_train(t.x, bad, t.beta, y, mean, invstd, t.rm, t.rv), std::invalid_argument);
-  Tensor bad_y = cpu_ctx().empty({1, 2, 2, 5});
-  CHECK_THROWS_AS(k->forward_infer(t.x, t.gamma, t.beta, t.rm, t.rv, bad_y), std::invalid_argument);
+    Tensor y = be.empty({1, 2, 2, 4});
+    Tensor bad = be.upload(random_tensor({5}, rng));
+    CHECK_THROWS_AS(k->forward_train(t.x, bad, t.beta, y, mean, invstd, t.rm, t.rv), std::invalid_argument);
+    Tensor bad_y = be.empty({1, 2, 2, 5});
+    CHECK_THROWS_AS(k->forward_infer(t.x, t.gamma, t.beta, t.rm, t.rv, bad_y), std::invalid_argument);
+  }
 }
 
 TEST_CASE("batchnorm statistics and gradients are bit-identical from run to run") {
+  // CPU only: bit-exact resume is a CPU promise (DESIGN.md); GPU reductions may use atomics.
   std::mt19937_64 rng(16);
   auto k = make_kernel<BatchNormKernel>(cpu_ctx(), BatchNormParams{});
   Shape s{32, 9, 9, 40};

@@ -4,174 +4,194 @@
 #include <map>
 
 #include "core/ops/philox.h"
-#include "test_util.h"
+#include "backends.h"
 
 using namespace trainer;
 using namespace trainer::test;
 
 TEST_CASE("elementwise add, accumulate and scale match float64 reference") {
-  std::mt19937_64 rng(41);
-  auto k = make_kernel<ElementwiseKernel>(cpu_ctx(), ElementwiseParams{});
-  for (Shape s : {Shape{1}, Shape{3, 5, 7}, Shape{64, 16, 16, 48}}) {
-    INFO("shape [" << s.str() << "]");
-    std::vector<Tensor> xs;
-    for (int i = 0; i < 4; ++i) xs.push_back(random_tensor(s, rng));
-    for (size_t n = 1; n <= 4; ++n) {
-      std::vector<const Tensor*> in;
-      ref::Vec want(size_t(s.numel()), 0.0);
-      for (size_t i = 0; i < n; ++i) {
-        in.push_back(&xs[i]);
-        ref::Vec v = to_vec(xs[i]);
-        for (size_t j = 0; j < want.size(); ++j) want[j] += v[j];
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(41);
+    auto k = make_kernel<ElementwiseKernel>(be.ctx(), ElementwiseParams{});
+    for (Shape s : {Shape{1}, Shape{3, 5, 7}, Shape{64, 16, 16, 48}}) {
+      INFO("shape [" << s.str() << "]");
+      std::vector<ref::Vec> hs;
+      std::vector<Tensor> xs;
+      for (int i = 0; i < 4; ++i) {
+        Tensor h = random_tensor(s, rng);
+        hs.push_back(to_vec(h));
+        xs.push_back(be.upload(h));
       }
-      Tensor y = cpu_ctx().empty(s);
-      poison(y);
-      k->add(in, y);
-      check_close("add of " + std::to_string(n), y, want);
-    }
-    // add where the output is one of the first two inputs
-    ref::Vec a = to_vec(xs[0]), b = to_vec(xs[1]), sum(a.size());
-    for (size_t j = 0; j < a.size(); ++j) sum[j] = a[j] + b[j];
-    Tensor y = from_vec(s, a);
-    k->add({&y, &xs[1]}, y);
-    check_close("add in place", y, sum);
+      for (size_t n = 1; n <= 4; ++n) {
+        std::vector<const Tensor*> in;
+        ref::Vec want(size_t(s.numel()), 0.0);
+        for (size_t i = 0; i < n; ++i) {
+          in.push_back(&xs[i]);
+          for (size_t j = 0; j < want.size(); ++j) want[j] += hs[i][j];
+        }
+        Tensor y = be.nan(s);
+        k->add(in, y);
+        be.check("add of " + std::to_string(n), y, want);
+      }
+      // add where the output is one of the first two inputs
+      const ref::Vec &a = hs[0], &b = hs[1];
+      ref::Vec sum(a.size());
+      for (size_t j = 0; j < a.size(); ++j) sum[j] = a[j] + b[j];
+      Tensor y = be.upload(from_vec(s, a));
+      k->add({&y, &xs[1]}, y);
+      be.check("add in place", y, sum);
 
-    Tensor acc = from_vec(s, a);
-    k->accumulate(xs[1], acc);
-    check_close("accumulate", acc, sum);
-    k->scale(acc, -0.5f);
-    for (auto& v : sum) v *= -0.5;
-    check_close("scale", acc, sum);
+      Tensor acc = be.upload(from_vec(s, a));
+      k->accumulate(xs[1], acc);
+      be.check("accumulate", acc, sum);
+      k->scale(acc, -0.5f);
+      for (auto& v : sum) v *= -0.5;
+      be.check("scale", acc, sum);
+    }
+    Tensor a = be.empty({2, 3}), b = be.empty({3, 2});
+    CHECK_THROWS_AS(k->accumulate(a, b), std::invalid_argument);
+    CHECK_THROWS_AS(k->add({&a}, b), std::invalid_argument);
   }
-  Tensor a = cpu_ctx().empty({2, 3}), b = cpu_ctx().empty({3, 2});
-  CHECK_THROWS_AS(k->accumulate(a, b), std::invalid_argument);
-  CHECK_THROWS_AS(k->add({&a}, b), std::invalid_argument);
 }
 
 TEST_CASE("elementwise concat and split along the last axis are inverse") {
-  std::mt19937_64 rng(42);
-  auto k = make_kernel<ElementwiseKernel>(cpu_ctx(), ElementwiseParams{});
-  for (std::vector<int64_t> lead : {std::vector<int64_t>{1}, {2, 3, 5}, {64, 15, 15}, {0, 4, 4}}) {
-    std::vector<int64_t> widths = {3, 1, 17, 8};
-    std::vector<Tensor> parts;
-    int64_t total = 0;
-    for (int64_t w : widths) {
-      std::vector<int64_t> d = lead;
-      d.push_back(w);
-      parts.push_back(random_tensor(Shape(d), rng));
-      total += w;
-    }
-    std::vector<int64_t> yd = lead;
-    yd.push_back(total);
-    Shape ys(yd);
-    INFO("y [" << ys.str() << "]");
-    int64_t rows = ys.numel() / total;
-    ref::Vec want(size_t(ys.numel()));
-    for (int64_t r = 0, off = 0; r < rows; ++r, off = 0)
-      for (size_t i = 0; i < parts.size(); ++i) {
-        for (int64_t j = 0; j < widths[i]; ++j) want[size_t(r * total + off + j)] = parts[i].f32()[r * widths[i] + j];
-        off += widths[i];
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(42);
+    auto k = make_kernel<ElementwiseKernel>(be.ctx(), ElementwiseParams{});
+    for (std::vector<int64_t> lead : {std::vector<int64_t>{1}, {2, 3, 5}, {64, 15, 15}, {0, 4, 4}}) {
+      std::vector<int64_t> widths = {3, 1, 17, 8};
+      std::vector<ref::Vec> hparts;
+      std::vector<Tensor> parts;
+      int64_t total = 0;
+      for (int64_t w : widths) {
+        std::vector<int64_t> d = lead;
+        d.push_back(w);
+        Tensor h = random_tensor(Shape(d), rng);
+        hparts.push_back(to_vec(h));
+        parts.push_back(be.upload(h));
+        total += w;
       }
-    Tensor y = cpu_ctx().empty(ys);
-    poison(y);
-    std::vector<const Tensor*> in;
-    for (auto& p : parts) in.push_back(&p);
-    k->concat(in, y);
-    check_close("concat", y, want, 0.0);
+      std::vector<int64_t> yd = lead;
+      yd.push_back(total);
+      Shape ys(yd);
+      INFO("y [" << ys.str() << "]");
+      int64_t rows = ys.numel() / total;
+      ref::Vec want(size_t(ys.numel()));
+      for (int64_t r = 0, off = 0; r < rows; ++r, off = 0)
+        for (size_t i = 0; i < parts.size(); ++i) {
+          for (int64_t j = 0; j < widths[i]; ++j)
+            want[size_t(r * total + off + j)] = hparts[i][size_t(r * widths[i] + j)];
+          off += widths[i];
+        }
+      Tensor y = be.nan(ys);
+      std::vector<const Tensor*> in;
+      for (auto& p : parts) in.push_back(&p);
+      k->concat(in, y);
+      be.check("concat", y, want, 0.0);
 
-    std::vector<Tensor> back;
-    for (auto& p : parts) back.push_back(cpu_ctx().empty(p.shape()));
-    // Part 1 is skipped: an undefined tensor that still carries its shape.
-    back[1] = Tensor::view(nullptr, parts[1].shape(), DType::F32, Device::cpu());
-    std::vector<Tensor*> outs;
-    for (auto& b : back) outs.push_back(&b);
-    k->split(y, outs);
-    for (size_t i : {0, 2, 3}) check_close("split part " + std::to_string(i), back[i], to_vec(parts[i]), 0.0);
-    // A single skipped part without a shape takes the remaining width.
-    Tensor none;
-    outs[1] = &none;
-    for (size_t i : {0, 2, 3}) poison(back[i]);
-    k->split(y, outs);
-    for (size_t i : {0, 2, 3}) check_close("split part " + std::to_string(i), back[i], to_vec(parts[i]), 0.0);
+      std::vector<Tensor> back;
+      for (auto& p : parts) back.push_back(be.nan(p.shape()));
+      // Part 1 is skipped: an undefined tensor that still carries its shape.
+      back[1] = be.undefined(parts[1].shape());
+      std::vector<Tensor*> outs;
+      for (auto& b : back) outs.push_back(&b);
+      k->split(y, outs);
+      for (size_t i : {0, 2, 3}) be.check("split part " + std::to_string(i), back[i], hparts[i], 0.0);
+      // A single skipped part without a shape takes the remaining width.
+      Tensor none;
+      outs[1] = &none;
+      for (size_t i : {0, 2, 3}) back[i] = be.nan(parts[i].shape());
+      k->split(y, outs);
+      for (size_t i : {0, 2, 3}) be.check("split part " + std::to_string(i), back[i], hparts[i], 0.0);
+    }
+    Tensor a = be.empty({2, 3}), b = be.empty({3, 2}), y = be.empty({2, 5});
+    CHECK_THROWS_AS(k->concat({&a, &b}, y), std::invalid_argument);
+    Tensor c = be.empty({2, 3});
+    CHECK_THROWS_AS(k->concat({&a, &c}, y), std::invalid_argument);  // 6 channels into 5
+    Tensor n1, n2;
+    CHECK_THROWS_AS(k->split(y, {&a, &n1, &n2}), std::invalid_argument);  // two unknown widths
   }
-  Tensor a = cpu_ctx().empty({2, 3}), b = cpu_ctx().empty({3, 2}), y = cpu_ctx().empty({2, 5});
-  CHECK_THROWS_AS(k->concat({&a, &b}, y), std::invalid_argument);
-  Tensor c = cpu_ctx().empty({2, 3});
-  CHECK_THROWS_AS(k->concat({&a, &c}, y), std::invalid_argument);  // 6 channels into 5
-  Tensor n1, n2;
-  CHECK_THROWS_AS(k->split(y, {&a, &n1, &n2}), std::invalid_argument);  // two unknown widths
 }
 
 TEST_CASE("dropout masks are a pure function of (seed, index) with the right keep rate") {
-  std::mt19937_64 rng(43);
   DropoutParams p;
   p.rate = 0.3f;
-  auto k = make_kernel<DropoutKernel>(cpu_ctx(), p);
   Shape s{64, 16, 16, 8};  // 131072 elements
-  Tensor x = random_tensor(s, rng, 0.5, 1.5), y = cpu_ctx().empty(s), mask = cpu_ctx().empty(s, DType::U8);
-  k->forward(x, y, mask, 1234);
-  int64_t kept = 0;
-  const uint8_t* m = mask.as<uint8_t>();
-  bool values_ok = true, binary = true;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    kept += m[i];
-    double want = m[i] ? x.f32()[i] / (1.0 - 0.3) : 0.0;
-    values_ok = values_ok && std::fabs(y.f32()[i] - want) <= 1e-6 * std::fabs(want) + 1e-12;
-    binary = binary && (m[i] == 0 || m[i] == 1);
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(43);
+    auto k = make_kernel<DropoutKernel>(be.ctx(), p);
+    Tensor hx = random_tensor(s, rng, 0.5, 1.5);
+    Tensor x = be.upload(hx), y = be.nan(s), mask = be.empty(s, DType::U8);
+    k->forward(x, y, mask, 1234);
+    Tensor hy = be.download(y), hmask = be.download(mask);
+    int64_t kept = 0;
+    const uint8_t* m = hmask.as<uint8_t>();
+    bool values_ok = true, binary = true;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      kept += m[i];
+      double want = m[i] ? hx.f32()[i] / (1.0 - 0.3) : 0.0;
+      values_ok = values_ok && std::fabs(hy.f32()[i] - want) <= 1e-6 * std::fabs(want) + 1e-12;
+      binary = binary && (m[i] == 0 || m[i] == 1);
+    }
+    CHECK(values_ok);
+    CHECK(binary);
+    double rate = 1.0 - double(kept) / double(x.numel());
+    // Binomial std of the drop fraction is sqrt(0.3*0.7/131072) ~ 0.0013: allow 5 sigma.
+    CHECK(std::fabs(rate - 0.3) < 0.0065);
+
+    // The mask of element i matches the documented Philox rule, whatever the tensor's size (and
+    // so is the same on every backend).
+    uint32_t thr = dropout_threshold(0.3f);
+    for (int64_t i : {int64_t(0), int64_t(1), int64_t(5), int64_t(99999), x.numel() - 1}) {
+      Philox4 r = dropout_words(uint64_t(i / 4), 1234);
+      CHECK(m[i] == ((r.v[i % 4] >> 8) >= thr));
+    }
+    // A smaller tensor (not a multiple of 4) with the same seed gets the same leading mask.
+    Tensor hsx = Tensor::empty({1021});
+    std::memcpy(hsx.data(), hx.data(), hsx.bytes());
+    Tensor sy = be.empty({1021}), sm = be.empty({1021}, DType::U8);
+    k->forward(be.upload(hsx), sy, sm, 1234);
+    CHECK(std::memcmp(be.download(sm).data(), hmask.data(), 1021) == 0);
+
+    // Same seed -> same mask, different seed -> different mask.
+    Tensor mask2 = be.empty(s, DType::U8), mask3 = be.empty(s, DType::U8);
+    k->forward(x, y, mask2, 1234);
+    CHECK(std::memcmp(hmask.data(), be.download(mask2).data(), size_t(x.numel())) == 0);
+    k->forward(x, y, mask3, 1235);
+    CHECK(std::memcmp(hmask.data(), be.download(mask3).data(), size_t(x.numel())) != 0);
+
+    // Backward uses the saved mask and the same scale.
+    Tensor hdy = random_tensor(s, rng), dx = be.nan(s);
+    k->backward(be.upload(hdy), mask, dx);
+    ref::Vec want(size_t(s.numel()));
+    for (int64_t i = 0; i < s.numel(); ++i) want[size_t(i)] = m[i] ? hdy.f32()[i] / 0.7 : 0.0;
+    be.check("dx", dx, want, 1e-6);
   }
-  CHECK(values_ok);
-  CHECK(binary);
-  double rate = 1.0 - double(kept) / double(x.numel());
-  // Binomial std of the drop fraction is sqrt(0.3*0.7/131072) ~ 0.0013: allow 5 sigma.
-  CHECK(std::fabs(rate - 0.3) < 0.0065);
-
-  // The mask of element i matches the documented Philox rule, whatever the tensor's size.
-  uint32_t thr = dropout_threshold(0.3f);
-  for (int64_t i : {int64_t(0), int64_t(1), int64_t(5), int64_t(99999), x.numel() - 1}) {
-    Philox4 r = dropout_words(uint64_t(i / 4), 1234);
-    CHECK(m[i] == ((r.v[i % 4] >> 8) >= thr));
-  }
-  // A smaller tensor (not a multiple of 4) with the same seed gets the same leading mask.
-  Tensor sx = cpu_ctx().empty({1021});
-  std::memcpy(sx.data(), x.data(), sx.bytes());
-  Tensor sy = cpu_ctx().empty({1021}), sm = cpu_ctx().empty({1021}, DType::U8);
-  k->forward(sx, sy, sm, 1234);
-  CHECK(std::memcmp(sm.data(), mask.data(), 1021) == 0);
-
-  // Same seed -> same mask, different seed -> different mask.
-  Tensor mask2 = cpu_ctx().empty(s, DType::U8), mask3 = cpu_ctx().empty(s, DType::U8);
-  k->forward(x, y, mask2, 1234);
-  CHECK(std::memcmp(mask.data(), mask2.data(), size_t(x.numel())) == 0);
-  k->forward(x, y, mask3, 1235);
-  CHECK(std::memcmp(mask.data(), mask3.data(), size_t(x.numel())) != 0);
-
-  // Backward uses the saved mask and the same scale.
-  Tensor dy = random_tensor(s, rng), dx = cpu_ctx().empty(s);
-  k->backward(dy, mask, dx);
-  ref::Vec want(size_t(s.numel()));
-  for (int64_t i = 0; i < s.numel(); ++i) want[i] = m[i] ? dy.f32()[i] / 0.7 : 0.0;
-  check_close("dx", dx, want, 1e-6);
 }
 
 TEST_CASE("dropout with rate 0 is the identity; bad rates and masks are rejected") {
-  std::mt19937_64 rng(44);
-  auto k = make_kernel<DropoutKernel>(cpu_ctx(), DropoutParams{0.0f});
-  Tensor x = random_tensor({5, 7}, rng), y = cpu_ctx().empty({5, 7}), mask = cpu_ctx().empty({5, 7}, DType::U8);
-  k->forward(x, y, mask, 99);
-  check_close("y", y, to_vec(x), 0.0);
-  Tensor dy = random_tensor({5, 7}, rng), dx = cpu_ctx().empty({5, 7});
-  k->backward(dy, mask, dx);
-  check_close("dx", dx, to_vec(dy), 0.0);
-  CHECK_THROWS_AS(make_kernel<DropoutKernel>(cpu_ctx(), DropoutParams{1.0f}), std::invalid_argument);
-  CHECK_THROWS_AS(make_kernel<DropoutKernel>(cpu_ctx(), DropoutParams{-0.1f}), std::invalid_argument);
-  Tensor bad_mask = cpu_ctx().empty({5, 7});
-  CHECK_THROWS_AS(k->forward(x, y, bad_mask, 1), std::invalid_argument);
-  Tensor x0 = cpu_ctx().empty({0, 7}), m0 = cpu_ctx().empty({0, 7}, DType::U8);
-  auto k2 = make_kernel<DropoutKernel>(cpu_ctx(), DropoutParams{0.5f});
-  REQUIRE_NOTHROW(k2->forward(x0, x0, m0, 1));
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(44);
+    auto k = make_kernel<DropoutKernel>(be.ctx(), DropoutParams{0.0f});
+    Tensor hx = random_tensor({5, 7}, rng);
+    Tensor x = be.upload(hx), y = be.nan({5, 7}), mask = be.empty({5, 7}, DType::U8);
+    k->forward(x, y, mask, 99);
+    be.check("y", y, to_vec(hx), 0.0);
+    Tensor hdy = random_tensor({5, 7}, rng), dx = be.nan({5, 7});
+    k->backward(be.upload(hdy), mask, dx);
+    be.check("dx", dx, to_vec(hdy), 0.0);
+    CHECK_THROWS_AS(make_kernel<DropoutKernel>(be.ctx(), DropoutParams{1.0f}), std::invalid_argument);
+    CHECK_THROWS_AS(make_kernel<DropoutKernel>(be.ctx(), DropoutParams{-0.1f}), std::invalid_argument);
+    Tensor bad_mask = be.empty({5, 7});
+    CHECK_THROWS_AS(k->forward(x, y, bad_mask, 1), std::invalid_argument);
+    Tensor x0 = be.empty({0, 7}), m0 = be.empty({0, 7}, DType::U8);
+    auto k2 = make_kernel<DropoutKernel>(be.ctx(), DropoutParams{0.5f});
+    REQUIRE_NOTHROW(k2->forward(x0, x0, m0, 1));
+  }
 }
 
 TEST_CASE("dropout Philox-4x32-10 matches the Random123 known-answer vectors") {
+  // Host only: the generator every backend shares (philox.h is host and device code).
   // From Random123's kat_vectors: philox4x32 10 rounds.
   Philox4 a = philox4x32(0, 0, 0, 0, 0, 0);
   CHECK(a.v[0] == 0x6627e8d5u);

@@ -3,7 +3,7 @@
 
 #include <sstream>
 
-#include "test_util.h"
+#include "backends.h"
 
 using namespace trainer;
 using namespace trainer::test;
@@ -28,33 +28,30 @@ Pool2dParams params_of(const PoolCase& k, PoolKind kind) {
   return p;
 }
 
-void check_case(const PoolCase& k, PoolKind kind, std::mt19937_64& rng) {
+void check_case(const Backend& be, const PoolCase& k, PoolKind kind, std::mt19937_64& rng) {
   bool max = kind == PoolKind::Max;
   INFO((max ? "max" : "avg") << " pool " << k.kh << "x" << k.kw << "/" << k.sh << "x" << k.sw << " "
                              << padding_name(k.pad) << " on " << k.n << "x" << k.h << "x" << k.w << "x" << k.c);
-  auto kernel = make_kernel<Pool2dKernel>(cpu_ctx(), params_of(k, kind));
+  auto kernel = make_kernel<Pool2dKernel>(be.ctx(), params_of(k, kind));
   ref::PoolDims d = dims_of(k);
   REQUIRE(d.oh > 0);
   REQUIRE(d.ow > 0);
-  Tensor x = random_tensor({k.n, k.h, k.w, k.c}, rng);
-  Tensor y = cpu_ctx().empty({k.n, d.oh, d.ow, k.c});
-  poison(y);
+  Tensor hx = random_tensor({k.n, k.h, k.w, k.c}, rng), x = be.upload(hx);
+  Tensor y = be.nan({k.n, d.oh, d.ow, k.c});
   kernel->forward(x, y, true);
-  ref::Vec xv = to_vec(x);
-  check_close("y", y, ref::pool2d_forward(d, xv, max));
-  Tensor dy = random_tensor(y.shape(), rng), dx = cpu_ctx().empty(x.shape());
-  poison(dx);
-  kernel->backward(x, y, dy, dx);
-  check_close("dx", dx, ref::pool2d_backward(d, xv, to_vec(dy), max));
-  Tensor yi = cpu_ctx().empty(y.shape());
+  ref::Vec xv = to_vec(hx);
+  be.check("y", y, ref::pool2d_forward(d, xv, max));
+  Tensor hdy = random_tensor(y.shape(), rng), dx = be.nan(x.shape());
+  kernel->backward(x, y, be.upload(hdy), dx);
+  be.check("dx", dx, ref::pool2d_backward(d, xv, to_vec(hdy), max));
+  Tensor yi = be.nan(y.shape());
   kernel->forward(x, yi, false);  // inference gives the same values
-  check_close("y (inference)", yi, ref::pool2d_forward(d, xv, max));
+  be.check("y (inference)", yi, ref::pool2d_forward(d, xv, max));
 }
 
 }  // namespace
 
 TEST_CASE("pool2d max and avg match float64 reference on corner cases") {
-  std::mt19937_64 rng(21);
   const Padding S = Padding::Same, V = Padding::Valid;
   std::vector<PoolCase> cases = {
       {2, 8, 8, 3, 2, 2, 2, 2, V},                                 // Keras default
@@ -67,93 +64,104 @@ TEST_CASE("pool2d max and avg match float64 reference on corner cases") {
       {3, 7, 7, 16, 7, 7, 1, 1, V},                                // whole-image window
       {2, 5, 5, 33, 1, 1, 2, 2, V},                                // 1x1 subsampling
   };
-  for (const auto& c : cases) {
-    check_case(c, PoolKind::Max, rng);
-    check_case(c, PoolKind::Avg, rng);
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(21);
+    for (const auto& c : cases) {
+      check_case(be, c, PoolKind::Max, rng);
+      check_case(be, c, PoolKind::Avg, rng);
+    }
   }
 }
 
 TEST_CASE("pool2d max and avg match float64 reference on random shapes") {
-  std::mt19937_64 rng(22);
-  int done = 0;
-  while (done < 30) {
-    PoolCase c{uniform_int(rng, 1, 3),
-               uniform_int(rng, 1, 11),
-               uniform_int(rng, 1, 11),
-               uniform_int(rng, 1, 20),
-               int(uniform_int(rng, 1, 4)),
-               int(uniform_int(rng, 1, 4)),
-               int(uniform_int(rng, 1, 3)),
-               int(uniform_int(rng, 1, 3)),
-               uniform_int(rng, 0, 1) ? Padding::Same : Padding::Valid};
-    ref::PoolDims d = dims_of(c);
-    if (d.oh == 0 || d.ow == 0) continue;
-    check_case(c, PoolKind::Max, rng);
-    check_case(c, PoolKind::Avg, rng);
-    ++done;
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(22);
+    int done = 0;
+    while (done < 30) {
+      PoolCase c{uniform_int(rng, 1, 3),
+                 uniform_int(rng, 1, 11),
+                 uniform_int(rng, 1, 11),
+                 uniform_int(rng, 1, 20),
+                 int(uniform_int(rng, 1, 4)),
+                 int(uniform_int(rng, 1, 4)),
+                 int(uniform_int(rng, 1, 3)),
+                 int(uniform_int(rng, 1, 3)),
+                 uniform_int(rng, 0, 1) ? Padding::Same : Padding::Valid};
+      ref::PoolDims d = dims_of(c);
+      if (d.oh == 0 || d.ow == 0) continue;
+      check_case(be, c, PoolKind::Max, rng);
+      check_case(be, c, PoolKind::Avg, rng);
+      ++done;
+    }
   }
 }
 
 TEST_CASE("pool2d max backward pairs each input with its own forward (micro-batches, batch changes)") {
-  std::mt19937_64 rng(23);
   PoolCase c{2, 9, 9, 6, 3, 3, 2, 2, Padding::Valid};
-  auto kernel = make_kernel<Pool2dKernel>(cpu_ctx(), params_of(c, PoolKind::Max));
-  ref::PoolDims d = dims_of(c);
-  // Three forwards (one of another batch size) before their backwards, in reverse order.
-  std::vector<Tensor> xs = {random_tensor({2, 9, 9, 6}, rng), random_tensor({2, 9, 9, 6}, rng),
-                            random_tensor({1, 9, 9, 6}, rng)};
-  std::vector<Tensor> ys;
-  for (auto& x : xs) {
-    ys.push_back(cpu_ctx().empty({x.dim(0), d.oh, d.ow, 6}));
-    kernel->forward(x, ys.back(), true);
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(23);
+    auto kernel = make_kernel<Pool2dKernel>(be.ctx(), params_of(c, PoolKind::Max));
+    ref::PoolDims d = dims_of(c);
+    // Three forwards (one of another batch size) before their backwards, in reverse order.
+    std::vector<Tensor> hxs = {random_tensor({2, 9, 9, 6}, rng), random_tensor({2, 9, 9, 6}, rng),
+                               random_tensor({1, 9, 9, 6}, rng)};
+    std::vector<Tensor> xs, ys;
+    for (auto& hx : hxs) {
+      xs.push_back(be.upload(hx));
+      ys.push_back(be.empty({hx.dim(0), d.oh, d.ow, 6}));
+      kernel->forward(xs.back(), ys.back(), true);
+    }
+    for (int i = 2; i >= 0; --i) {
+      d.n = xs[i].dim(0);
+      Tensor hdy = random_tensor(ys[i].shape(), rng), dx = be.nan(xs[i].shape());
+      kernel->backward(xs[i], ys[i], be.upload(hdy), dx);
+      be.check("dx of micro-batch " + std::to_string(i), dx,
+               ref::pool2d_backward(d, to_vec(hxs[i]), to_vec(hdy), true));
+    }
+    // A backward without a training forward of that input recomputes the argmax.
+    Tensor hx = random_tensor({2, 9, 9, 6}, rng), x = be.upload(hx), y = be.empty({2, d.oh, d.ow, 6});
+    kernel->forward(x, y, false);
+    d.n = 2;
+    Tensor hdy = random_tensor(y.shape(), rng), dx = be.nan(x.shape());
+    kernel->backward(x, y, be.upload(hdy), dx);
+    be.check("dx after an inference forward", dx, ref::pool2d_backward(d, to_vec(hx), to_vec(hdy), true));
   }
-  for (int i = 2; i >= 0; --i) {
-    d.n = xs[i].dim(0);
-    Tensor dy = random_tensor(ys[i].shape(), rng), dx = cpu_ctx().empty(xs[i].shape());
-    kernel->backward(xs[i], ys[i], dy, dx);
-    check_close("dx of micro-batch " + std::to_string(i), dx, ref::pool2d_backward(d, to_vec(xs[i]), to_vec(dy), true));
-  }
-  // A backward without a training forward of that input recomputes the argmax.
-  Tensor x = random_tensor({2, 9, 9, 6}, rng), y = cpu_ctx().empty({2, d.oh, d.ow, 6});
-  kernel->forward(x, y, false);
-  d.n = 2;
-  Tensor dy = random_tensor(y.shape(), rng), dx = cpu_ctx().empty(x.shape());
-  kernel->backward(x, y, dy, dx);
-  check_close("dx after an inference forward", dx, ref::pool2d_backward(d, to_vec(x), to_vec(dy), true));
 }
 
 TEST_CASE("pool2d handles an empty batch and rejects mismatched shapes") {
-  std::mt19937_64 rng(24);
   PoolCase c{0, 6, 6, 3, 2, 2, 2, 2, Padding::Valid};
-  auto kernel = make_kernel<Pool2dKernel>(cpu_ctx(), params_of(c, PoolKind::Max));
-  Tensor x0 = cpu_ctx().empty({0, 6, 6, 3}), y0 = cpu_ctx().empty({0, 3, 3, 3});
-  REQUIRE_NOTHROW(kernel->forward(x0, y0, true));
-  REQUIRE_NOTHROW(kernel->backward(x0, y0, y0, x0));
-  Tensor x = random_tensor({1, 6, 6, 3}, rng), bad = cpu_ctx().empty({1, 2, 3, 3});
-  CHECK_THROWS_AS(kernel->forward(x, bad, true), std::invalid_argument);
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(24);
+    auto kernel = make_kernel<Pool2dKernel>(be.ctx(), params_of(c, PoolKind::Max));
+    Tensor x0 = be.empty({0, 6, 6, 3}), y0 = be.empty({0, 3, 3, 3});
+    REQUIRE_NOTHROW(kernel->forward(x0, y0, true));
+    REQUIRE_NOTHROW(kernel->backward(x0, y0, y0, x0));
+    Tensor x = be.upload(random_tensor({1, 6, 6, 3}, rng)), bad = be.empty({1, 2, 3, 3});
+    CHECK_THROWS_AS(kernel->forward(x, bad, true), std::invalid_argument);
+  }
 }
 
 TEST_CASE("global_pool avg and max match float64 reference") {
-  std::mt19937_64 rng(25);
-  for (PoolKind kind : {PoolKind::Avg, PoolKind::Max}) {
-    bool max = kind == PoolKind::Max;
-    auto k = make_kernel<GlobalPoolKernel>(cpu_ctx(), GlobalPoolParams{kind});
-    for (Shape s : {Shape{2, 7, 7, 336}, Shape{1, 1, 1, 5}, Shape{3, 5, 4, 17}, Shape{64, 8, 8, 10}}) {
-      INFO((max ? "max" : "avg") << " over [" << s.str() << "]");
-      int64_t hw = s[1] * s[2];
-      Tensor x = random_tensor(s, rng), y = cpu_ctx().empty({s[0], s[3]});
-      poison(y);
-      k->forward(x, y);
-      check_close("y", y, ref::global_pool_forward(to_vec(x), s[0], hw, s[3], max));
-      Tensor dy = random_tensor(y.shape(), rng), dx = cpu_ctx().empty(s);
-      poison(dx);
-      k->backward(x, y, dy, dx);
-      check_close("dx", dx, ref::global_pool_backward(to_vec(x), to_vec(dy), s[0], hw, s[3], max));
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(25);
+    for (PoolKind kind : {PoolKind::Avg, PoolKind::Max}) {
+      bool max = kind == PoolKind::Max;
+      auto k = make_kernel<GlobalPoolKernel>(be.ctx(), GlobalPoolParams{kind});
+      for (Shape s : {Shape{2, 7, 7, 336}, Shape{1, 1, 1, 5}, Shape{3, 5, 4, 17}, Shape{64, 8, 8, 10}}) {
+        INFO((max ? "max" : "avg") << " over [" << s.str() << "]");
+        int64_t hw = s[1] * s[2];
+        Tensor hx = random_tensor(s, rng), x = be.upload(hx), y = be.nan({s[0], s[3]});
+        k->forward(x, y);
+        be.check("y", y, ref::global_pool_forward(to_vec(hx), s[0], hw, s[3], max));
+        Tensor hdy = random_tensor(y.shape(), rng), dx = be.nan(s);
+        k->backward(x, y, be.upload(hdy), dx);
+        be.check("dx", dx, ref::global_pool_backward(to_vec(hx), to_vec(hdy), s[0], hw, s[3], max));
+      }
+      Tensor x0 = be.empty({0, 3, 3, 4}), y0 = be.empty({0, 4});
+      REQUIRE_NOTHROW(k->forward(x0, y0));
+      REQUIRE_NOTHROW(k->backward(x0, y0, y0, x0));
+      Tensor x = be.upload(random_tensor({2, 3, 3, 4}, rng)), bad = be.empty({2, 5});
+      CHECK_THROWS_AS(k->forward(x, bad), std::invalid_argument);
     }
-    Tensor x0 = cpu_ctx().empty({0, 3, 3, 4}), y0 = cpu_ctx().empty({0, 4});
-    REQUIRE_NOTHROW(k->forward(x0, y0));
-    REQUIRE_NOTHROW(k->backward(x0, y0, y0, x0));
-    Tensor x = random_tensor({2, 3, 3, 4}, rng), bad = cpu_ctx().empty({2, 5});
-    CHECK_THROWS_AS(k->forward(x, bad), std::invalid_argument);
   }
 }

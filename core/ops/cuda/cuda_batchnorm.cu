@@ -1,0 +1,221 @@
+// CUDA batchnorm: cuDNN spatial batch normalisation over NHWC (other ranks as [rows, C, 1, 1]); one-row batches here.
+#include <climits>
+#include <cmath>
+
+#include "core/ops/batchnorm.h"
+#include "core/ops/cuda/cuda_context.h"
+#include "core/ops/cuda/cuda_util.cuh"
+
+// cuDNN's legacy batch-norm API (cudnn_ops.h; cuDNN 9 API reference, cudnn_ops library:
+// cudnnBatchNormalizationForwardTraining / ForwardInference / Backward, cudnnDeriveBNTensorDescriptor)
+// with CUDNN_BATCHNORM_SPATIAL: one statistic per channel over N x H x W. Mapping to our contract:
+//  - exponentialAverageFactor = 1 - momentum: cuDNN updates running = running * (1 - factor) +
+//    batch * factor (cudnn_ops.h), Keras running = momentum * running + (1 - momentum) * batch.
+//  - cuDNN's running variance takes the unbiased batch variance (n / (n - 1)), as ours (PyTorch's
+//    cuDNN and native paths agree on this). A batch of one row would divide by zero there, so
+//    N*H*W == 1 is computed here as the CPU backend does (variance 0, unbiased variance 0).
+//  - resultSaveMean / resultSaveInvVariance are the batch mean and 1 / sqrt(var + eps) (the
+//    "inverse variance" is the inverse standard deviation), i.e. our save_mean / save_invstd, and
+//    backward takes them back as savedMean / savedInvVariance.
+//  - epsilon is passed as a double and must be >= CUDNN_BN_MIN_EPSILON (0 in cuDNN 9).
+// SPATIAL rather than SPATIAL_PERSISTENT: the persistent kernels may overflow to NaN/Inf for some
+// inputs (cudnn_ops.h: "imposes some limits on the range of values") and PyTorch reports accuracy
+// losses with them. Undefined gamma/beta mean 1/0 (cached device vectors); an undefined dx (or
+// dgamma/dbeta) is computed into scratch, since cuDNN writes all three.
+
+namespace trainer {
+namespace {
+
+constexpr const char* kOp = "batchnorm";
+
+__global__ void fill_kernel(float* __restrict__ p, int64_t n, float v) { CUDA_GRID_LOOP(i, n) p[i] = v; }
+
+// A batch of one row (m == 1), per channel, in double as the CPU backend: mean = x, variance 0,
+// y = x * (g * is) + (beta - mean * g * is), running_var = momentum * running_var (+ (1 - momentum) * 0).
+__global__ void one_row_forward_kernel(const float* __restrict__ x, const float* __restrict__ gamma,
+                                       const float* __restrict__ beta, float* __restrict__ y, float* __restrict__ mean,
+                                       float* __restrict__ invstd, float* __restrict__ rm, float* __restrict__ rv,
+                                       int64_t C, double eps, double mom) {
+  CUDA_GRID_LOOP(c, C) {
+    const double mu = x[c];
+    const double is = 1.0 / sqrt(eps);
+    const double g = gamma ? double(gamma[c]) : 1.0, be = beta ? double(beta[c]) : 0.0;
+    mean[c] = float(mu);
+    invstd[c] = float(is);
+    y[c] = x[c] * float(g * is) + float(be - mu * g * is);
+    rm[c] = float(mom * rm[c] + (1.0 - mom) * mu);
+    rv[c] = float(mom * rv[c]);
+  }
+}
+
+// The CPU backend's backward for m == 1: db = dy, dg = dy * (x - mean) * is,
+// dx = p * dy + q * (x - mean) + r with p = g * is, q = -g * is^2 * dg, r = -p * db.
+__global__ void one_row_backward_kernel(const float* __restrict__ x, const float* __restrict__ gamma,
+                                        const float* __restrict__ dy, const float* __restrict__ mean,
+                                        const float* __restrict__ invstd, float* __restrict__ dx,
+                                        float* __restrict__ dgamma, float* __restrict__ dbeta, int64_t C) {
+  CUDA_GRID_LOOP(c, C) {
+    const double d = double(x[c]) - double(mean[c]);
+    const double is = invstd[c], g = gamma ? double(gamma[c]) : 1.0;
+    const double db = dy[c], dg = db * d * is;
+    if (dbeta) dbeta[c] = float(db);
+    if (dgamma) dgamma[c] = float(dg);
+    if (dx) {
+      const double p = g * is;
+      dx[c] = float(p * db + (-g * is * is * dg) * d - p * db);
+    }
+  }
+}
+
+class CudaBatchNorm final : public BatchNormKernel {
+ public:
+  CudaBatchNorm(OpContext& ctx, const BatchNormParams& p) : c_(cuda_context(ctx)), p_(p) {
+    if (!(p.epsilon > 0)) cuda::fail(kOp, ": epsilon must be positive, got ", p.epsilon);
+    if (double(p.epsilon) < CUDNN_BN_MIN_EPSILON)
+      cuda::fail(kOp, ": epsilon ", p.epsilon, " is below cuDNN's minimum ", CUDNN_BN_MIN_EPSILON);
+    CUDNN_CHECK(cudnnCreateTensorDescriptor(&xd_));
+    CUDNN_CHECK(cudnnCreateTensorDescriptor(&pd_));
+  }
+  ~CudaBatchNorm() override {
+    cudnnDestroyTensorDescriptor(pd_);
+    cudnnDestroyTensorDescriptor(xd_);
+  }
+  CudaBatchNorm(const CudaBatchNorm&) = delete;
+  CudaBatchNorm& operator=(const CudaBatchNorm&) = delete;
+
+  void forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& save_mean,
+                     Tensor& save_invstd, Tensor& running_mean, Tensor& running_var) override {
+    const int64_t C = channels(x), m = C ? x.numel() / C : 0;
+    check_vec("gamma", gamma, C, true);
+    check_vec("beta", beta, C, true);
+    check_vec("save_mean", save_mean, C, false);
+    check_vec("save_invstd", save_invstd, C, false);
+    check_vec("running_mean", running_mean, C, false);
+    check_vec("running_var", running_var, C, false);
+    cuda::require_shape(kOp, "y", y, x.shape(), dev());
+    if (C == 0) return;
+    const unsigned grid = cuda::grid_for(C, c_);
+    if (m == 0) {  // no samples: no statistics; leave the running statistics alone
+      c_.fill_zero(save_mean.data(), save_mean.bytes());
+      TRAINER_LAUNCH(fill_kernel, grid, cuda::kBlock, c_.stream(), save_invstd.f32(), C, 1.0f / std::sqrt(p_.epsilon));
+      return;
+    }
+    if (m == 1) {
+      TRAINER_LAUNCH(one_row_forward_kernel, grid, cuda::kBlock, c_.stream(), x.f32(), opt(gamma), opt(beta), y.f32(),
+                     save_mean.f32(), save_invstd.f32(), running_mean.f32(), running_var.f32(), C, double(p_.epsilon),
+                     double(p_.momentum));
+      return;
+    }
+    describe(x, C, m);
+    const float one = 1.0f, zero = 0.0f;
+    CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
+        c_.cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, xd_, x.data(), xd_, y.data(), pd_, scale(gamma, C),
+        shift(beta, C), 1.0 - double(p_.momentum), running_mean.data(), running_var.data(), double(p_.epsilon),
+        save_mean.data(), save_invstd.data()));
+  }
+
+  void forward_infer(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                     const Tensor& running_var, Tensor& y) override {
+    const int64_t C = channels(x), m = C ? x.numel() / C : 0;
+    check_vec("gamma", gamma, C, true);
+    check_vec("beta", beta, C, true);
+    check_vec("running_mean", running_mean, C, false);
+    check_vec("running_var", running_var, C, false);
+    cuda::require_shape(kOp, "y", y, x.shape(), dev());
+    if (m == 0 || C == 0) return;
+    describe(x, C, m);
+    const float one = 1.0f, zero = 0.0f;
+    // y = gamma * (x - running_mean) / sqrt(running_var + eps) + beta (any m, including 1).
+    CUDNN_CHECK(cudnnBatchNormalizationForwardInference(c_.cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, xd_, x.data(),
+                                                        xd_, y.data(), pd_, scale(gamma, C), shift(beta, C),
+                                                        running_mean.data(), running_var.data(), double(p_.epsilon)));
+  }
+
+  void backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, const Tensor& save_mean,
+                const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) override {
+    const int64_t C = channels(x), m = C ? x.numel() / C : 0;
+    check_vec("gamma", gamma, C, true);
+    check_vec("save_mean", save_mean, C, false);
+    check_vec("save_invstd", save_invstd, C, false);
+    check_vec("dgamma", dgamma, C, true);
+    check_vec("dbeta", dbeta, C, true);
+    cuda::require_shape(kOp, "dy", dy, x.shape(), dev());
+    if (dx.defined()) cuda::require_shape(kOp, "dx", dx, x.shape(), dev());
+    if (C == 0) return;
+    if (m == 0) {
+      if (dgamma.defined()) c_.fill_zero(dgamma.data(), dgamma.bytes());
+      if (dbeta.defined()) c_.fill_zero(dbeta.data(), dbeta.bytes());
+      return;
+    }
+    if (m == 1) {
+      TRAINER_LAUNCH(one_row_backward_kernel, cuda::grid_for(C, c_), cuda::kBlock, c_.stream(), x.f32(), opt(gamma),
+                     dy.f32(), save_mean.f32(), save_invstd.f32(), opt(dx), opt(dgamma), opt(dbeta), C);
+      return;
+    }
+    describe(x, C, m);
+    // cuDNN writes dx, dgamma and dbeta: scratch stands in for the undefined ones (returned to the
+    // stream-ordered allocator after the call is queued).
+    Tensor dx_tmp = dx.defined() ? Tensor() : c_.empty(x.shape());
+    Tensor dg_tmp = dgamma.defined() ? Tensor() : c_.empty({C});
+    Tensor db_tmp = dbeta.defined() ? Tensor() : c_.empty({C});
+    const float one = 1.0f, zero = 0.0f;  // alpha/beta for data and parameter gradients: overwrite
+    CUDNN_CHECK(cudnnBatchNormalizationBackward(
+        c_.cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, xd_, x.data(), xd_, dy.data(), xd_,
+        (dx.defined() ? dx : dx_tmp).data(), pd_, scale(gamma, C), (dgamma.defined() ? dgamma : dg_tmp).data(),
+        (dbeta.defined() ? dbeta : db_tmp).data(), double(p_.epsilon), save_mean.data(), save_invstd.data()));
+  }
+
+ private:
+  Device dev() const { return c_.device(); }
+
+  int64_t channels(const Tensor& x) const {
+    cuda::require_f32(kOp, "x", x, dev());
+    if (x.shape().rank() < 2) cuda::fail(kOp, ": x must have rank >= 2, got [", x.shape().str(), "]");
+    return x.shape().back();
+  }
+
+  void check_vec(const char* name, const Tensor& t, int64_t C, bool optional) const {
+    if (optional && !t.defined()) return;
+    cuda::require_shape(kOp, name, t, {C}, dev());
+  }
+
+  static float* opt(const Tensor& t) { return t.defined() ? t.f32() : nullptr; }
+
+  // x as a 4-D NHWC tensor: [N, H, W, C] as is; any other rank as [rows, C, 1, 1] (the same memory:
+  // spatial statistics over N x 1 x 1 are the statistics over all rows). Then the derived
+  // per-channel descriptor (1 x C x 1 x 1) for scale, bias, means and variances.
+  void describe(const Tensor& x, int64_t C, int64_t m) {
+    if (x.numel() > INT_MAX || C > INT_MAX)  // cuDNN's legacy tensors use 32-bit sizes and strides
+      cuda::fail(kOp, ": x [", x.shape().str(), "] is too large for cuDNN (more than 2^31 - 1 elements)");
+    const Shape& s = x.shape();
+    if (s.rank() == 4)
+      CUDNN_CHECK(cudnnSetTensor4dDescriptor(xd_, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, int(s[0]), int(C), int(s[1]),
+                                             int(s[2])));
+    else
+      CUDNN_CHECK(cudnnSetTensor4dDescriptor(xd_, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, int(m), int(C), 1, 1));
+    CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(pd_, xd_, CUDNN_BATCHNORM_SPATIAL));
+  }
+
+  // gamma, or a cached vector of C ones when undefined; beta, or C zeros.
+  const void* scale(const Tensor& gamma, int64_t C) {
+    return gamma.defined() ? gamma.data() : constant(ones_, C, 1.0f);
+  }
+  const void* shift(const Tensor& beta, int64_t C) { return beta.defined() ? beta.data() : constant(zeros_, C, 0.0f); }
+  const float* constant(Tensor& t, int64_t C, float v) {
+    if (t.numel() != C) {
+      t = c_.empty({C});
+      TRAINER_LAUNCH(fill_kernel, cuda::grid_for(C, c_), cuda::kBlock, c_.stream(), t.f32(), C, v);
+    }
+    return t.f32();
+  }
+
+  CudaContext& c_;
+  BatchNormParams p_;
+  cudnnTensorDescriptor_t xd_ = nullptr, pd_ = nullptr;
+  Tensor ones_, zeros_;
+};
+
+static RegisterKernel<BatchNormKernel, CudaBatchNorm> reg(DeviceKind::CUDA);
+
+}  // namespace
+}  // namespace trainer

@@ -1,0 +1,200 @@
+// CUDA pool2d: NHWC max/avg pooling kernels with Keras padding (odd 'same' included), deterministic gather backward.
+#include <climits>
+
+#include "core/ops/cuda/cuda_context.h"
+#include "core/ops/cuda/cuda_util.cuh"
+#include "core/ops/pooling.h"
+
+// Why not cudnnPoolingForward/Backward: cuDNN pads symmetrically, and Keras' 'same' puts the odd
+// padding row/column after (bottom/right); average pooling must also exclude that padding from its
+// count, which explicit padding cannot express. These kernels implement the CPU backend's
+// semantics directly (the float64 reference in tests/unit/ops/reference.cpp):
+//   max: the largest in-bounds value; its gradient goes to the first position of the window, in
+//        row-major window order, holding that maximum (strict '>' scan, as the reference);
+//   avg: the mean of the in-bounds values (padding excluded from the count).
+// Backward is a gather (one thread per input element summing the outputs whose window covers it
+// in a fixed order): no atomics, bit-reproducible. Max pooling recomputes the argmax from x in
+// backward, so forward keeps no state and any number of forwards may precede their backwards.
+
+namespace trainer {
+namespace {
+
+constexpr const char* kOp = "pool2d";
+
+struct PoolGeom {
+  int n, ih, iw, c, oh, ow;
+  int kh, kw, sh, sw;
+  int pt, pl;  // padding before (top, left); the padding after is implied by oh/ow
+};
+
+// The in-bounds part [k0, k1) of a window of size k starting at input row (or column) `start`.
+__device__ __forceinline__ void clip_window(int start, int k, int in, int& k0, int& k1) {
+  k0 = start < 0 ? -start : 0;
+  k1 = in - start < k ? in - start : k;
+  if (k1 < k0) k1 = k0;
+}
+
+// One thread per output element (c fastest: neighbouring threads read neighbouring channels).
+// Max: y = the maximum (when y != nullptr) and arg = its input position iy * iw + ix (when
+// arg != nullptr). Avg: y = the mean over the in-bounds window.
+__global__ void pool_forward_kernel(const float* __restrict__ x, float* __restrict__ y, int* __restrict__ arg,
+                                    PoolGeom g, bool is_max) {
+  const int64_t total = int64_t(g.n) * g.oh * g.ow * g.c;
+  CUDA_GRID_LOOP(i, total) {
+    const int c = int(i % g.c);
+    int64_t r = i / g.c;
+    const int ox = int(r % g.ow);
+    r /= g.ow;
+    const int oy = int(r % g.oh);
+    const int64_t n = r / g.oh;
+    const int y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
+    int ky0, ky1, kx0, kx1;
+    clip_window(y0, g.kh, g.ih, ky0, ky1);
+    clip_window(x0, g.kw, g.iw, kx0, kx1);
+    const float* xn = x + n * g.ih * g.iw * g.c + c;
+    if (is_max) {
+      float best = -INFINITY;
+      int best_pos = (y0 + ky0) * g.iw + (x0 + kx0);  // the first in-bounds position if none is > -inf
+      for (int ky = ky0; ky < ky1; ++ky)
+        for (int kx = kx0; kx < kx1; ++kx) {
+          const int pos = (y0 + ky) * g.iw + (x0 + kx);
+          const float v = xn[int64_t(pos) * g.c];
+          if (v > best) {
+            best = v;
+            best_pos = pos;
+          }
+        }
+      if (y) y[i] = best;
+      if (arg) arg[i] = best_pos;
+    } else {
+      float s = 0.0f;
+      for (int ky = ky0; ky < ky1; ++ky)
+        for (int kx = kx0; kx < kx1; ++kx) s += xn[int64_t((y0 + ky) * g.iw + (x0 + kx)) * g.c];
+      const int cnt = (ky1 - ky0) * (kx1 - kx0);
+      y[i] = cnt > 0 ? s / float(cnt) : 0.0f;
+    }
+  }
+}
+
+// The outputs o in [o0, o1] (inclusive; empty when o1 < o0) whose window, starting at o * s - p
+// with size k, covers input index i: o * s - p <= i <= o * s - p + k - 1.
+__device__ __forceinline__ void covering(int i, int k, int s, int p, int out, int& o0, int& o1) {
+  const int lo = i + p - k + 1;  // o * s >= lo
+  o0 = lo <= 0 ? 0 : (lo + s - 1) / s;
+  o1 = (i + p) / s;  // i + p >= 0
+  if (o1 > out - 1) o1 = out - 1;
+}
+
+// One thread per input element: dx = Σ over covering outputs (oy, then ox ascending) of
+// max: dy if this element is the output's argmax; avg: dy / (in-bounds count of that window).
+__global__ void pool_backward_kernel(const float* __restrict__ dy, const int* __restrict__ arg, float* __restrict__ dx,
+                                     PoolGeom g, bool is_max) {
+  const int64_t total = int64_t(g.n) * g.ih * g.iw * g.c;
+  CUDA_GRID_LOOP(i, total) {
+    const int c = int(i % g.c);
+    int64_t r = i / g.c;
+    const int ix = int(r % g.iw);
+    r /= g.iw;
+    const int iy = int(r % g.ih);
+    const int64_t n = r / g.ih;
+    int oy0, oy1, ox0, ox1;
+    covering(iy, g.kh, g.sh, g.pt, g.oh, oy0, oy1);
+    covering(ix, g.kw, g.sw, g.pl, g.ow, ox0, ox1);
+    const int pos = iy * g.iw + ix;
+    float acc = 0.0f;
+    for (int oy = oy0; oy <= oy1; ++oy) {
+      int ky0, ky1;
+      clip_window(oy * g.sh - g.pt, g.kh, g.ih, ky0, ky1);
+      for (int ox = ox0; ox <= ox1; ++ox) {
+        const int64_t o = ((n * g.oh + oy) * g.ow + ox) * g.c + c;
+        if (is_max) {
+          if (arg[o] == pos) acc += dy[o];
+        } else {
+          int kx0, kx1;
+          clip_window(ox * g.sw - g.pl, g.kw, g.iw, kx0, kx1);
+          acc += dy[o] / float((ky1 - ky0) * (kx1 - kx0));  // >= 1: the window covers (iy, ix)
+        }
+      }
+    }
+    dx[i] = acc;
+  }
+}
+
+int to_int(int64_t v, const char* what) {
+  if (v < 0 || v > INT_MAX) cuda::fail(kOp, ": ", what, " = ", v, " is too large");
+  return int(v);
+}
+
+class CudaPool2d final : public Pool2dKernel {
+ public:
+  CudaPool2d(OpContext& ctx, const Pool2dParams& p) : c_(cuda_context(ctx)), p_(p) {
+    if (p.kh < 1 || p.kw < 1 || p.sh < 1 || p.sw < 1)
+      cuda::fail(kOp, ": pool size ", p.kh, "x", p.kw, " and strides ", p.sh, "x", p.sw, " must be positive");
+  }
+
+  void forward(const Tensor& x, Tensor& y, bool /*training*/) override {
+    cuda::require_rank(kOp, "x", x, 4, dev());
+    cuda::require_shape(kOp, "y", y, out_shape(x), dev());
+    if (y.numel() == 0) return;
+    PoolGeom g = geometry(x);
+    TRAINER_LAUNCH(pool_forward_kernel, cuda::grid_for(y.numel(), c_), cuda::kBlock, c_.stream(), x.f32(), y.f32(),
+                   nullptr, g, p_.kind == PoolKind::Max);
+  }
+
+  // y is not needed: max pooling recomputes its argmax from x.
+  void backward(const Tensor& x, const Tensor& /*y*/, const Tensor& dy, Tensor& dx) override {
+    cuda::require_rank(kOp, "x", x, 4, dev());
+    Shape ys = out_shape(x);
+    cuda::require_shape(kOp, "dy", dy, ys, dev());
+    cuda::require_shape(kOp, "dx", dx, x.shape(), dev());
+    if (dx.numel() == 0) return;
+    if (dy.numel() == 0) {  // no output covers anything
+      c_.fill_zero(dx.data(), dx.bytes());
+      return;
+    }
+    PoolGeom g = geometry(x);
+    const bool is_max = p_.kind == PoolKind::Max;
+    const int* arg = nullptr;
+    Tensor argmax;
+    if (is_max) {
+      argmax = c_.empty(ys, DType::I32);
+      TRAINER_LAUNCH(pool_forward_kernel, cuda::grid_for(dy.numel(), c_), cuda::kBlock, c_.stream(), x.f32(), nullptr,
+                     argmax.i32(), g, true);
+      arg = argmax.i32();
+    }
+    TRAINER_LAUNCH(pool_backward_kernel, cuda::grid_for(dx.numel(), c_), cuda::kBlock, c_.stream(), dy.f32(), arg,
+                   dx.f32(), g, is_max);
+  }
+
+ private:
+  Device dev() const { return c_.device(); }
+
+  Shape out_shape(const Tensor& x) const {
+    return pool2d_output_shape(x.shape().without_batch(), p_).with_batch(x.dim(0));
+  }
+
+  PoolGeom geometry(const Tensor& x) const {
+    Window1d h = window_1d(x.dim(1), p_.kh, p_.sh, 1, p_.padding);
+    Window1d w = window_1d(x.dim(2), p_.kw, p_.sw, 1, p_.padding);
+    // Positions iy * iw + ix are ints; element indices are 64-bit.
+    to_int(x.dim(1) * x.dim(2), "H*W");
+    PoolGeom g;
+    g.n = to_int(x.dim(0), "batch");
+    g.ih = int(x.dim(1));
+    g.iw = int(x.dim(2));
+    g.c = to_int(x.dim(3), "channels");
+    g.oh = to_int(h.out, "output height");
+    g.ow = to_int(w.out, "output width");
+    g.kh = p_.kh, g.kw = p_.kw, g.sh = p_.sh, g.sw = p_.sw;
+    g.pt = h.pad_before, g.pl = w.pad_before;
+    return g;
+  }
+
+  CudaContext& c_;
+  Pool2dParams p_;
+};
+
+static RegisterKernel<Pool2dKernel, CudaPool2d> reg(DeviceKind::CUDA);
+
+}  // namespace
+}  // namespace trainer

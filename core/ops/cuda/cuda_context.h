@@ -42,7 +42,8 @@ class CudaContext final : public OpContext {
   Allocator& allocator() override { return *alloc_; }
   void synchronize() override;
   // Host->device through a pinned staging buffer, asynchronous on stream() (the staging buffer
-  // is reused only after the copy that used it has finished).
+  // is reused only after the copy that used it has finished). `src` is read before the call
+  // returns, so it may be pageable memory that the caller reuses at once.
   void copy_from_host(void* dst, const void* src, size_t bytes) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;  // synchronous
   void copy(void* dst, const void* src, size_t bytes) override;          // async on stream()
@@ -53,12 +54,14 @@ class CudaContext final : public OpContext {
   cudnnHandle_t cudnn() const { return cudnn_; }
   cublasHandle_t cublas() const { return cublas_; }
   cublasLtHandle_t cublas_lt() const { return cublas_lt_; }
-  // A scratch buffer of at least `bytes` on this device (grows; bounded by kMaxWorkspace).
+  // A scratch buffer of at least `bytes` on this device (grows; bounded by kMaxWorkspace, beyond
+  // which it throws DeviceError). The pointer stays valid until a later call asks for more bytes.
   void* workspace(size_t bytes);
   static constexpr size_t kMaxWorkspace = size_t(256) << 20;
   const cudaDeviceProp& properties() const { return props_; }
 
  private:
+  void release() noexcept;  // frees everything created so far (destructor, failed constructor)
   int index_;
   cudaStream_t stream_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;

@@ -1,0 +1,264 @@
+// CudaContext (stream, cuDNN/cuBLAS(Lt) handles, workspace, pinned staging), the caching CudaAllocator, cuda_fail, and the CUDA context registration.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/ops/cuda/cuda_context.h"
+#include "core/ops/cuda/cuda_util.cuh"
+
+namespace trainer {
+
+void cuda_fail(const char* what, const char* msg, const char* file, int line) {
+  // Name the file from the source tree's root ("core/ops/cuda/x.cu"), not the build machine's path.
+  std::string f = file;
+  size_t at = f.rfind("core/");
+  if (at != std::string::npos) f = f.substr(at);
+  throw DeviceError(f + ":" + std::to_string(line) + ": " + what + ": " + msg);
+}
+
+namespace {
+
+constexpr size_t kMiB = size_t(1) << 20;
+
+// Makes `device` current for the scope (allocator calls may come from any thread).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&prev_) != cudaSuccess) prev_ = -1;
+    if (prev_ != device) CUDA_CHECK(cudaSetDevice(device));
+    else prev_ = -1;  // nothing to restore
+  }
+  ~DeviceGuard() {
+    if (prev_ >= 0) cudaSetDevice(prev_);  // best effort; a destructor must not throw
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = -1;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// CudaAllocator
+
+struct CudaAllocator::Impl {
+  mutable std::mutex mu;
+  std::map<size_t, std::vector<void*>> free;  // rounded size -> idle blocks
+  size_t cached = 0;    // bytes on the free lists
+  size_t reserved = 0;  // bytes obtained from cudaMalloc and not yet returned
+
+  // 512 B granularity below 1 MiB (many small tensors share a list), 2 MiB pages above.
+  static size_t round(size_t bytes) {
+    if (bytes == 0) bytes = 1;  // a zero-element tensor still needs a distinct non-null pointer
+    if (bytes < kMiB) return (bytes + 511) & ~size_t(511);
+    return (bytes + 2 * kMiB - 1) & ~(2 * kMiB - 1);
+  }
+
+  // cudaFree every cached block (caller holds mu and has made the device current). Cached blocks
+  // may still be read by queued work of the owning stream, so the device is drained first.
+  void release_locked(bool throw_on_error) {
+    if (free.empty()) return;
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess && throw_on_error) cuda_fail("cudaDeviceSynchronize", cudaGetErrorString(e), __FILE__, __LINE__);
+    for (auto& [size, list] : free) {
+      while (!list.empty()) {
+        cudaError_t f = cudaFree(list.back());
+        if (f != cudaSuccess && throw_on_error) cuda_fail("cudaFree", cudaGetErrorString(f), __FILE__, __LINE__);
+        list.pop_back();
+        reserved -= size;
+        cached -= size;
+      }
+    }
+    free.clear();
+  }
+};
+
+CudaAllocator::CudaAllocator(int device) : device_(device), impl_(std::make_unique<Impl>()) {}
+
+CudaAllocator::~CudaAllocator() {
+  // Blocks still handed out (tensors outliving their context) are not freed here.
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  int prev = -1;
+  if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
+  cudaSetDevice(device_);
+  impl_->release_locked(false);
+  if (prev >= 0 && prev != device_) cudaSetDevice(prev);
+  cudaGetLastError();  // leave no sticky error behind from a failed teardown
+}
+
+void* CudaAllocator::allocate(size_t bytes) {
+  const size_t r = Impl::round(bytes);
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto it = impl_->free.find(r);
+  if (it != impl_->free.end() && !it->second.empty()) {
+    void* p = it->second.back();
+    it->second.pop_back();
+    impl_->cached -= r;
+    return p;
+  }
+  DeviceGuard guard(device_);
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, r);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // clear the error and retry once with the cache given back
+    impl_->release_locked(true);
+    e = cudaMalloc(&p, r);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      size_t free_b = 0, total_b = 0;
+      if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) cudaGetLastError();
+      throw DeviceError(cuda::cat("CUDA out of memory on cuda:", device_, ": allocating ", bytes, " bytes (", r,
+                                  " after rounding) failed; the GPU has ", free_b / kMiB, " MiB free of ",
+                                  total_b / kMiB, " MiB, this replica holds ", impl_->reserved / kMiB,
+                                  " MiB (after releasing its cache)"));
+    }
+  }
+  if (e != cudaSuccess) cuda_fail("cudaMalloc", cudaGetErrorString(e), __FILE__, __LINE__);
+  impl_->reserved += r;
+  return p;
+}
+
+void CudaAllocator::deallocate(void* p, size_t bytes) {
+  if (!p) return;
+  const size_t r = Impl::round(bytes);
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->free[r].push_back(p);
+  impl_->cached += r;
+}
+
+size_t CudaAllocator::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->cached;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CudaContext
+
+CudaContext::CudaContext(Device d, const ContextOptions& /*o*/) : OpContext(d), index_(d.index) {
+  if (d.kind != DeviceKind::CUDA) throw DeviceError("CudaContext made for " + d.str());
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw DeviceError(cuda::cat("cannot use ", d.str(), ": ", cudaGetErrorString(e)));
+  }
+  if (index_ < 0 || index_ >= n) throw DeviceError(cuda::cat("cannot use ", d.str(), ": ", n, " GPU(s) visible"));
+  try {
+    CUDA_CHECK(cudaSetDevice(index_));
+    CUDA_CHECK(cudaGetDeviceProperties(&props_, index_));
+    alloc_ = std::make_unique<CudaAllocator>(index_);
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&pinned_free_, cudaEventDisableTiming));
+    CUDNN_CHECK(cudnnCreate(&cudnn_));
+    CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
+    CUBLAS_CHECK(cublasCreate(&cublas_));
+    CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+    // fp32 stays fp32: no TF32 tensor-core math unless a kernel asks for it explicitly.
+    CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+    CUBLAS_CHECK(cublasLtCreate(&cublas_lt_));
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+// Frees everything in dependency order; never throws (errors at teardown are ignored).
+void CudaContext::release() noexcept {
+  cudaSetDevice(index_);
+  if (stream_) cudaStreamSynchronize(stream_);
+  if (workspace_ && alloc_) {
+    try {
+      alloc_->deallocate(workspace_, workspace_bytes_);
+    } catch (...) {
+    }
+  }
+  workspace_ = nullptr;
+  workspace_bytes_ = 0;
+  alloc_.reset();  // frees the cached device blocks
+  if (cublas_lt_) cublasLtDestroy(cublas_lt_);
+  if (cublas_) cublasDestroy(cublas_);
+  if (cudnn_) cudnnDestroy(cudnn_);
+  cublas_lt_ = nullptr;
+  cublas_ = nullptr;
+  cudnn_ = nullptr;
+  if (pinned_) cudaFreeHost(pinned_);
+  pinned_ = nullptr;
+  pinned_bytes_ = 0;
+  if (pinned_free_) cudaEventDestroy(pinned_free_);
+  pinned_free_ = nullptr;
+  if (stream_) cudaStreamDestroy(stream_);
+  stream_ = nullptr;
+  cudaGetLastError();
+}
+
+CudaContext::~CudaContext() { release(); }
+
+void CudaContext::bind_thread() { CUDA_CHECK(cudaSetDevice(index_)); }
+
+void CudaContext::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+void CudaContext::copy_from_host(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  // The previous copy_from_host may still be reading the staging buffer: wait for it (an event
+  // never recorded counts as complete).
+  CUDA_CHECK(cudaEventSynchronize(pinned_free_));
+  if (bytes > pinned_bytes_) {
+    size_t want = (std::max(bytes, pinned_bytes_ * 2) + kMiB - 1) & ~(kMiB - 1);
+    if (pinned_) CUDA_CHECK(cudaFreeHost(pinned_));
+    pinned_ = nullptr;
+    pinned_bytes_ = 0;
+    CUDA_CHECK(cudaHostAlloc(&pinned_, want, cudaHostAllocDefault));
+    pinned_bytes_ = want;
+  }
+  std::memcpy(pinned_, src, bytes);
+  CUDA_CHECK(cudaMemcpyAsync(dst, pinned_, bytes, cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaEventRecord(pinned_free_, stream_));
+}
+
+void CudaContext::copy_to_host(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaContext::copy(void* dst, const void* src, size_t bytes) {
+  // cudaMemcpyDefault: also a peer copy between two GPUs (device-parallel boundaries). The ranges
+  // must not partially overlap (unlike the CPU backend's memmove).
+  if (bytes == 0 || dst == src) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
+}
+
+void CudaContext::fill_zero(void* dst, size_t bytes) {
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
+}
+
+void* CudaContext::workspace(size_t bytes) {
+  if (bytes <= workspace_bytes_) return workspace_;
+  if (bytes > kMaxWorkspace)
+    throw DeviceError(cuda::cat("cuda:", index_, ": a workspace of ", bytes / kMiB, " MiB was requested; the bound is ",
+                                kMaxWorkspace / kMiB, " MiB"));
+  // Grow geometrically (capped) so a sequence of slightly larger requests reallocates rarely. The
+  // old block goes back to the stream-ordered allocator: work already queued may still use it,
+  // and anything that reuses it is queued after that work.
+  size_t want = std::min(kMaxWorkspace, std::max(bytes, workspace_bytes_ * 2));
+  void* p = alloc_->allocate(want);
+  if (workspace_) alloc_->deallocate(workspace_, workspace_bytes_);
+  workspace_ = p;
+  workspace_bytes_ = want;
+  return workspace_;
+}
+
+[[maybe_unused]] static const bool registered = [] {
+  register_context(DeviceKind::CUDA, [](Device d, const ContextOptions& o) {
+    return std::unique_ptr<OpContext>(std::make_unique<CudaContext>(d, o));
+  });
+  return true;
+}();
+
+}  // namespace trainer

@@ -1,0 +1,325 @@
+// CUDA element-wise ops: sum of tensors, accumulate, scale, last-axis concat/split, and Philox dropout (masks bit-identical to the CPU's).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/ops/cuda/cuda_context.h"
+#include "core/ops/cuda/cuda_util.cuh"
+#include "core/ops/elementwise.h"
+#include "core/ops/philox.h"
+
+namespace trainer {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Kernels
+
+// Up to kAddFan inputs summed per launch, left to right, as the CPU does: y = ((x0 + x1) + x2) + ...
+constexpr int kAddFan = 8;
+struct AddTable {
+  const float* p[kAddFan];
+  int count;  // >= 2
+};
+
+__global__ void add_kernel(AddTable t, float* y, int64_t n) {
+  CUDA_GRID_LOOP(i, n) {
+    float s = t.p[0][i] + t.p[1][i];
+#pragma unroll
+    for (int k = 2; k < kAddFan; ++k)  // constant indices: the table stays in parameter space
+      if (k < t.count) s += t.p[k][i];
+    y[i] = s;
+  }
+}
+
+__global__ void add_vec_kernel(AddTable t, float4* y, int64_t n4) {
+  CUDA_GRID_LOOP(i, n4) {
+    float4 s = reinterpret_cast<const float4*>(t.p[0])[i];
+    float4 b = reinterpret_cast<const float4*>(t.p[1])[i];
+    s.x += b.x, s.y += b.y, s.z += b.z, s.w += b.w;
+#pragma unroll
+    for (int k = 2; k < kAddFan; ++k)
+      if (k < t.count) {
+        float4 c = reinterpret_cast<const float4*>(t.p[k])[i];
+        s.x += c.x, s.y += c.y, s.z += c.z, s.w += c.w;
+      }
+    y[i] = s;
+  }
+}
+
+// dst[r, j] = src[r, j] for r < rows, j < cols, with row strides (leading dimensions) in elements of T.
+template <class T>
+__global__ void copy_cols_kernel(const T* src, int64_t src_ld, T* dst, int64_t dst_ld, int64_t rows, int64_t cols) {
+  CUDA_GRID_LOOP(i, rows * cols) {
+    int64_t r = i / cols, j = i - r * cols;
+    dst[r * dst_ld + j] = src[r * src_ld + j];
+  }
+}
+
+struct AddF {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct ScaleF {
+  float a;
+  __device__ float operator()(float v) const { return v * a; }
+};
+
+// Thread per group of 4 elements: group g uses philox4x32(counter = g, key = seed) and element
+// 4g + j keeps when (word j >> 8) >= thr, exactly as cpu_elementwise.cpp (see philox.h).
+__global__ void dropout_fwd_kernel(const float* x, float* y, uint8_t* m, int64_t n, uint64_t seed, uint32_t thr,
+                                   float scale, bool vec) {
+  const int64_t groups = (n + 3) / 4;
+  CUDA_GRID_LOOP(gi, groups) {
+    Philox4 r = dropout_words(uint64_t(gi), seed);
+    const int64_t base = gi * 4;
+    if (vec) {  // n % 4 == 0, x and y 16-byte aligned, m 4-byte aligned
+      float4 a = reinterpret_cast<const float4*>(x)[gi];
+      uchar4 k;
+      k.x = (r.v[0] >> 8) >= thr;
+      k.y = (r.v[1] >> 8) >= thr;
+      k.z = (r.v[2] >> 8) >= thr;
+      k.w = (r.v[3] >> 8) >= thr;
+      float4 o;
+      o.x = k.x ? a.x * scale : 0.0f;
+      o.y = k.y ? a.y * scale : 0.0f;
+      o.z = k.z ? a.z * scale : 0.0f;
+      o.w = k.w ? a.w * scale : 0.0f;
+      reinterpret_cast<uchar4*>(m)[gi] = k;
+      reinterpret_cast<float4*>(y)[gi] = o;
+    } else {
+      const int64_t cnt = n - base < 4 ? n - base : 4;
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (j < cnt) {
+          uint8_t keep = (r.v[j] >> 8) >= thr;
+          float a = x[base + j];
+          m[base + j] = keep;
+          y[base + j] = keep ? a * scale : 0.0f;
+        }
+    }
+  }
+}
+
+__global__ void dropout_bwd_kernel(const float* g, const uint8_t* m, float* dx, int64_t n, float scale) {
+  CUDA_GRID_LOOP(i, n) dx[i] = m[i] ? g[i] * scale : 0.0f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side
+
+// [rows, width] view of a tensor whose last axis is `width`.
+int64_t rows_of(const Tensor& t) { return t.shape().rank() ? t.numel() / std::max<int64_t>(t.shape().back(), 1) : 1; }
+
+// Leading dimensions (all but the last) agree.
+bool same_lead(const Shape& a, const Shape& b) {
+  if (a.rank() != b.rank() || a.rank() == 0) return false;
+  for (size_t i = 0; i + 1 < a.rank(); ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
+class CudaElementwise final : public ElementwiseKernel {
+ public:
+  CudaElementwise(OpContext& ctx, const ElementwiseParams&) : c_(cuda_context(ctx)) {}
+
+  void add(const std::vector<const Tensor*>& xs, Tensor& y) override {
+    const Device dev = c_.device();
+    cuda::require_f32("add", "y", y, dev);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (!xs[i]) cuda::fail("add: input ", i, " is null");
+      cuda::require_shape("add", ("input " + std::to_string(i)).c_str(), *xs[i], y.shape(), dev);
+    }
+    float* o = y.f32();
+    // As the CPU backend: inputs 0 and 1 may alias y, later ones may not (the result would not
+    // depend on it here, but both backends accept the same calls).
+    for (size_t k = 2; k < xs.size(); ++k)
+      if (xs[k]->f32() == o) cuda::fail("add: input ", k, " aliases the output");
+    const int64_t n = y.numel();
+    if (xs.empty()) {
+      c_.fill_zero(o, y.bytes());
+      return;
+    }
+    if (xs.size() == 1) {
+      if (xs[0]->data() != o) c_.copy(o, xs[0]->data(), y.bytes());
+      return;
+    }
+    if (n == 0) return;
+    // First launch: x0 + x1 + ... + x7; each further launch continues y + x8 + ... + x14, so the
+    // summation order is the CPU's left-to-right order.
+    size_t next = 0;
+    while (next < xs.size()) {
+      AddTable t{};
+      int cnt = 0;
+      if (next > 0) t.p[cnt++] = o;
+      while (cnt < kAddFan && next < xs.size()) t.p[cnt++] = xs[next++]->f32();
+      t.count = cnt;  // >= 2: the first launch takes two inputs or more, each later one y and one or more
+      bool vec = n % 4 == 0 && cuda::aligned16(o);
+      for (int k = 0; k < cnt; ++k) vec = vec && cuda::aligned16(t.p[k]);
+      if (vec)
+        TRAINER_LAUNCH(add_vec_kernel, cuda::grid_for(n / 4, c_), cuda::kBlock, c_.stream(), t,
+                       reinterpret_cast<float4*>(o), n / 4);
+      else
+        TRAINER_LAUNCH(add_kernel, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), t, o, n);
+    }
+  }
+
+  void accumulate(const Tensor& x, Tensor& y) override {
+    const Device dev = c_.device();
+    cuda::require_f32("accumulate", "y", y, dev);
+    cuda::require_shape("accumulate", "x", x, y.shape(), dev);
+    cuda::map2(c_, y.f32(), x.f32(), y.f32(), y.numel(), AddF{});
+  }
+
+  void scale(Tensor& y, float a) override {
+    cuda::require_f32("scale", "y", y, c_.device());
+    cuda::map1(c_, y.f32(), y.f32(), y.numel(), ScaleF{a});
+  }
+
+  void concat(const std::vector<const Tensor*>& xs, Tensor& y) override {
+    const Device dev = c_.device();
+    cuda::require_f32("concat", "y", y, dev);
+    if (y.shape().rank() == 0) cuda::fail("concat: y must have rank >= 1");
+    std::vector<Seg> segs;
+    int64_t off = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (!xs[i]) cuda::fail("concat: input ", i, " is null");
+      const Tensor& x = *xs[i];
+      cuda::require_f32("concat", "input", x, dev);
+      if (!same_lead(x.shape(), y.shape()))
+        cuda::fail("concat: input ", i, " [", x.shape().str(), "] does not match y [", y.shape().str(),
+                   "] outside the last axis");
+      segs.push_back({x.f32(), off, x.shape().back()});
+      off += x.shape().back();
+    }
+    int64_t width = y.shape().back();
+    if (off != width) cuda::fail("concat: inputs have ", off, " channels in all, y has ", width);
+    copy_segments(segs, y.f32(), rows_of(y), width, true);
+  }
+
+  void split(const Tensor& dy, const std::vector<Tensor*>& dxs) override {
+    const Device dev = c_.device();
+    cuda::require_f32("split", "dy", dy, dev);
+    if (dy.shape().rank() == 0) cuda::fail("split: dy must have rank >= 1");
+    int64_t width = dy.shape().back();
+    // An undefined output is skipped, but its width is needed for the offsets of the others: it is
+    // its shape's last axis when it carries one (Tensor::view(nullptr, shape, ...)), otherwise the
+    // remainder when it is the only one without a shape.
+    std::vector<int64_t> w(dxs.size(), -1);
+    int64_t known = 0, unknown = 0;
+    for (size_t i = 0; i < dxs.size(); ++i) {
+      const Tensor* t = dxs[i];
+      if (t && t->shape().rank() > 0) {
+        if (!same_lead(t->shape(), dy.shape()))
+          cuda::fail("split: output ", i, " [", t->shape().str(), "] does not match dy [", dy.shape().str(),
+                     "] outside the last axis");
+        w[i] = t->shape().back();
+        known += w[i];
+      } else {
+        if (t && t->defined()) cuda::fail("split: output ", i, " is defined but has no shape");
+        ++unknown;
+      }
+    }
+    if (unknown > 1) cuda::fail("split: ", unknown, " skipped outputs carry no shape, so the offsets are unknown");
+    if (unknown == 1)
+      for (auto& v : w)
+        if (v < 0) v = width - known;
+    if (unknown == 0 && known != width) cuda::fail("split: outputs have ", known, " channels in all, dy has ", width);
+    if (unknown == 1 && known > width) cuda::fail("split: outputs have ", known, " channels, more than dy's ", width);
+    std::vector<Seg> segs;
+    int64_t off = 0;
+    for (size_t i = 0; i < dxs.size(); ++i) {
+      if (dxs[i] && dxs[i]->defined()) {
+        cuda::require_f32("split", "output", *dxs[i], dev);
+        segs.push_back({dxs[i]->f32(), off, w[i]});
+      }
+      off += w[i];
+    }
+    copy_segments(segs, const_cast<float*>(dy.f32()), rows_of(dy), width, false);
+  }
+
+ private:
+  struct Seg {
+    const float* p;  // the [rows, c] tensor
+    int64_t off, c;  // its columns in the wide tensor
+  };
+
+  // into_wide: wide[r, off + j] = seg[r, j]; otherwise seg[r, j] = wide[r, off + j]. One launch per
+  // segment; float4 when the offsets, widths and pointers allow it.
+  void copy_segments(const std::vector<Seg>& segs, float* wide, int64_t rows, int64_t width, bool into_wide) {
+    if (rows == 0) return;
+    for (const Seg& s : segs) {
+      if (s.c == 0) continue;
+      float* narrow = const_cast<float*>(s.p);
+      float* wcol = wide + s.off;
+      const float* src = into_wide ? narrow : wcol;
+      float* dst = into_wide ? wcol : narrow;
+      int64_t src_ld = into_wide ? s.c : width, dst_ld = into_wide ? width : s.c;
+      bool vec = s.c % 4 == 0 && width % 4 == 0 && cuda::aligned16(src) && cuda::aligned16(dst);
+      if (vec)
+        TRAINER_LAUNCH(copy_cols_kernel<float4>, cuda::grid_for(rows * (s.c / 4), c_), cuda::kBlock, c_.stream(),
+                       reinterpret_cast<const float4*>(src), src_ld / 4, reinterpret_cast<float4*>(dst), dst_ld / 4,
+                       rows, s.c / 4);
+      else
+        TRAINER_LAUNCH(copy_cols_kernel<float>, cuda::grid_for(rows * s.c, c_), cuda::kBlock, c_.stream(), src,
+                       src_ld, dst, dst_ld, rows, s.c);
+    }
+  }
+
+  CudaContext& c_;
+};
+
+class CudaDropout final : public DropoutKernel {
+ public:
+  CudaDropout(OpContext& ctx, const DropoutParams& p) : c_(cuda_context(ctx)), rate_(p.rate) {
+    if (!(p.rate >= 0.0f && p.rate < 1.0f)) cuda::fail("dropout: rate must be in [0, 1), got ", p.rate);
+  }
+
+  void forward(const Tensor& x, Tensor& y, Tensor& mask, uint64_t seed) override {
+    const Device dev = c_.device();
+    cuda::require_f32("dropout", "x", x, dev);
+    cuda::require_shape("dropout", "y", y, x.shape(), dev);
+    check_mask(mask, x.shape());
+    const int64_t n = x.numel();
+    const float* a = x.f32();
+    float* o = y.f32();
+    uint8_t* m = mask.as<uint8_t>();
+    if (rate_ == 0.0f) {
+      if (o != a) c_.copy(o, a, x.bytes());
+      if (n > 0) CUDA_CHECK(cudaMemsetAsync(m, 1, size_t(n), c_.stream()));
+      return;
+    }
+    if (n == 0) return;
+    const uint32_t thr = dropout_threshold(rate_);
+    const float scale = 1.0f / (1.0f - rate_);
+    const bool vec = n % 4 == 0 && cuda::aligned16(a) && cuda::aligned16(o) && cuda::aligned4(m);
+    TRAINER_LAUNCH(dropout_fwd_kernel, cuda::grid_for((n + 3) / 4, c_), cuda::kBlock, c_.stream(), a, o, m, n, seed,
+                   thr, scale, vec);
+  }
+
+  void backward(const Tensor& dy, const Tensor& mask, Tensor& dx) override {
+    const Device dev = c_.device();
+    cuda::require_f32("dropout", "dy", dy, dev);
+    cuda::require_shape("dropout", "dx", dx, dy.shape(), dev);
+    check_mask(mask, dy.shape());
+    const int64_t n = dy.numel();
+    const float scale = 1.0f / (1.0f - rate_);
+    TRAINER_LAUNCH(dropout_bwd_kernel, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), dy.f32(),
+                   mask.as<const uint8_t>(), dx.f32(), n, scale);
+  }
+
+ private:
+  void check_mask(const Tensor& mask, const Shape& s) const {
+    if (!mask.defined()) cuda::fail("dropout: mask is undefined");
+    if (mask.dtype() != DType::U8) cuda::fail("dropout: mask must be u8, got ", dtype_name(mask.dtype()));
+    if (!(mask.device() == c_.device())) cuda::fail("dropout: mask is on ", mask.device().str(), ", not ", c_.device().str());
+    if (mask.numel() != s.numel())
+      cuda::fail("dropout: mask [", mask.shape().str(), "] does not match x [", s.str(), "]");
+  }
+  CudaContext& c_;
+  float rate_;
+};
+
+static RegisterKernel<ElementwiseKernel, CudaElementwise> reg_ew(DeviceKind::CUDA);
+static RegisterKernel<DropoutKernel, CudaDropout> reg_drop(DeviceKind::CUDA);
+
+}  // namespace
+}  // namespace trainer

@@ -1,0 +1,232 @@
+// CUDA softmax: last-axis softmax forward/backward and fused softmax cross-entropy with accuracy (one block per row, deterministic reductions).
+#include <climits>
+#include <stdexcept>
+#include <utility>
+
+#include "core/ops/cuda/cuda_context.h"
+#include "core/ops/cuda/cuda_util.cuh"
+#include "core/ops/softmax.h"
+
+namespace trainer {
+namespace {
+
+using cuda::block_max;
+using cuda::block_sum;
+
+// ---------------------------------------------------------------------------------------------
+// Kernels: block b handles rows b, b + gridDim.x, ...; thread t handles columns t, t + blockDim.x, ...
+// Every thread of a block runs every iteration (the row loop is uniform), so the reductions'
+// __syncthreads are reached by all.
+
+// y = exp(x - max) / sum(exp(x - max)). y may alias x: all of a row is read (for the max) before
+// a thread writes, and each thread writes only the columns it read.
+__global__ void softmax_fwd_kernel(const float* x, float* y, int64_t rows, int64_t C) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* a = x + r * C;
+    float* o = y + r * C;
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) mx = fmaxf(mx, a[j]);
+    mx = block_max(mx);
+    float s = 0.0f;
+    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
+      float e = expf(a[j] - mx);
+      o[j] = e;
+      s += e;
+    }
+    s = block_sum(s);
+    const float inv = 1.0f / s;
+    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) o[j] *= inv;
+  }
+}
+
+// dx = y * (dy - sum(dy * y)). dx may alias dy (the dot is complete before any write).
+__global__ void softmax_bwd_kernel(const float* y, const float* dy, float* dx, int64_t rows, int64_t C) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* a = y + r * C;
+    const float* g = dy + r * C;
+    float* o = dx + r * C;
+    float dot = 0.0f;
+    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) dot += a[j] * g[j];
+    dot = block_sum(dot);
+    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) o[j] = a[j] * (g[j] - dot);
+  }
+}
+
+// Per-sample cross-entropy as cpu_softmax.cpp: lse = log(sum exp(x - max)) in double; the loss is
+// lse - (x[label] - max) (index labels) or -sum_j t_j (x_j - max - lse) over t_j != 0 (probability
+// labels); hit = argmax(x) == label (resp. argmax(t)); d = (exp(x - max - lse) - target) * scale.
+// status[i]: 1 hit, 0 miss, -1 label out of range (no loss, d's row zeroed).
+template <bool kSparse>
+__global__ void xent_rows_kernel(const float* x, const int32_t* lab, const float* t, float* d, float grad_scale,
+                                 int64_t N, int64_t C, double* losses, int32_t* status) {
+  for (int64_t i = blockIdx.x; i < N; i += gridDim.x) {
+    const float* a = x + i * C;
+    float* dr = d ? d + i * C : nullptr;
+    int64_t label = 0;
+    if constexpr (kSparse) {
+      const int32_t l = lab[i];  // the same value in every thread: the branch is uniform
+      if (l < 0 || int64_t(l) >= C) {
+        if (threadIdx.x == 0) {
+          losses[i] = 0.0;
+          status[i] = -1;
+        }
+        if (dr)
+          for (int64_t j = threadIdx.x; j < C; j += blockDim.x) dr[j] = 0.0f;
+        continue;
+      }
+      label = l;
+    }
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) mx = fmaxf(mx, a[j]);
+    mx = block_max(mx);
+    double s = 0.0;
+    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) s += exp(double(a[j] - mx));
+    s = block_sum(s);
+    const float lse = float(log(s));
+    const long long pred = cuda::row_argmax(a, C);
+    double loss;
+    bool hit;
+    if constexpr (kSparse) {
+      loss = double(lse) - double(a[label] - mx);
+      hit = pred == label;
+    } else {
+      const float* tr = t + i * C;
+      double l = 0.0;
+      for (int64_t j = threadIdx.x; j < C; j += blockDim.x)
+        if (tr[j] != 0.0f) l -= double(tr[j]) * (double(a[j] - mx) - double(lse));
+      loss = block_sum(l);
+      hit = pred == cuda::row_argmax(tr, C);
+    }
+    if (threadIdx.x == 0) {
+      losses[i] = loss;
+      status[i] = hit ? 1 : 0;
+    }
+    if (dr) {
+      for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
+        float target;
+        if constexpr (kSparse) target = j == label ? 1.0f : 0.0f;
+        else target = t[i * C + j];
+        dr[j] = (expf(a[j] - mx - lse) - target) * grad_scale;
+      }
+    }
+  }
+}
+
+struct XentResult {
+  double loss_sum;
+  long long correct;
+  long long bad_sample;  // the first sample whose label is out of range, or -1
+};
+
+// One block: fixed-order sums over the samples (bit-reproducible for a given N).
+__global__ void xent_finalize_kernel(const double* losses, const int32_t* status, int64_t N, XentResult* out) {
+  double s = 0.0;
+  long long hits = 0, bad = LLONG_MAX;
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
+    s += losses[i];
+    const int32_t st = status[i];
+    if (st > 0) ++hits;
+    if (st < 0 && i < bad) bad = i;
+  }
+  s = block_sum(s);
+  hits = block_sum(hits);
+  bad = cuda::block_min(bad);
+  if (threadIdx.x == 0) {
+    out->loss_sum = s;
+    out->correct = hits;
+    out->bad_sample = bad == LLONG_MAX ? -1 : bad;
+  }
+}
+
+constexpr unsigned kFinalizeBlock = 256;
+
+// ---------------------------------------------------------------------------------------------
+// Host side
+
+class CudaSoftmax final : public SoftmaxKernel {
+ public:
+  CudaSoftmax(OpContext& ctx, const SoftmaxParams&) : c_(cuda_context(ctx)) {}
+
+  void forward(const Tensor& x, Tensor& y) override {
+    auto [rows, C] = dims("softmax", x);
+    cuda::require_shape("softmax", "y", y, x.shape(), c_.device());
+    if (rows == 0 || C == 0) return;
+    TRAINER_LAUNCH(softmax_fwd_kernel, row_grid(rows), cuda::row_block(C), c_.stream(), x.f32(), y.f32(), rows, C);
+  }
+
+  void backward(const Tensor& y, const Tensor& dy, Tensor& dx) override {
+    auto [rows, C] = dims("softmax", y);
+    cuda::require_shape("softmax", "dy", dy, y.shape(), c_.device());
+    cuda::require_shape("softmax", "dx", dx, y.shape(), c_.device());
+    if (rows == 0 || C == 0) return;
+    TRAINER_LAUNCH(softmax_bwd_kernel, row_grid(rows), cuda::row_block(C), c_.stream(), y.f32(), dy.f32(), dx.f32(),
+                   rows, C);
+  }
+
+  // Synchronises the stream: the loss and hit count are reduced on the GPU and copied back (a few
+  // bytes) before returning, and an out-of-range label found on the GPU is reported from here.
+  LossStats cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float grad_scale) override {
+    const Device dev = c_.device();
+    cuda::require_rank("cross_entropy", "logits", logits, 2, dev);
+    const int64_t N = logits.dim(0), C = logits.dim(1);
+    if (C == 0) cuda::fail("cross_entropy: logits have no classes");
+    if (!labels.defined()) cuda::fail("cross_entropy: labels are undefined");
+    const bool sparse = labels.dtype() == DType::I32;
+    if (sparse) {
+      cuda::require_dtype("cross_entropy", "labels", labels, DType::I32, dev);
+      if (labels.shape() != Shape{N})
+        cuda::fail("cross_entropy: i32 labels have shape [", labels.shape().str(), "], expected [", N, "]");
+    } else {
+      cuda::require_shape("cross_entropy", "labels", labels, logits.shape(), dev);
+    }
+    const bool grad = dlogits.defined();
+    if (grad) cuda::require_shape("cross_entropy", "dlogits", dlogits, logits.shape(), dev);
+    if (N == 0) return {0.0, 0, 0};
+
+    // Per-sample losses and statuses, then the result struct (doubles first: 8-byte aligned).
+    const size_t loss_bytes = size_t(N) * sizeof(double), status_bytes = size_t(N) * sizeof(int32_t);
+    const size_t res_off = (loss_bytes + status_bytes + 15) & ~size_t(15);
+    cuda::DeviceBuffer buf(c_.allocator(), res_off + sizeof(XentResult));
+    double* losses = buf.as<double>();
+    int32_t* status = reinterpret_cast<int32_t*>(buf.as<char>() + loss_bytes);
+    XentResult* res = reinterpret_cast<XentResult*>(buf.as<char>() + res_off);
+
+    float* dp = grad ? dlogits.f32() : nullptr;
+    if (sparse)
+      TRAINER_LAUNCH(xent_rows_kernel<true>, row_grid(N), cuda::row_block(C), c_.stream(), logits.f32(),
+                     labels.i32(), static_cast<const float*>(nullptr), dp, grad_scale, N, C, losses, status);
+    else
+      TRAINER_LAUNCH(xent_rows_kernel<false>, row_grid(N), cuda::row_block(C), c_.stream(), logits.f32(),
+                     static_cast<const int32_t*>(nullptr), labels.f32(), dp, grad_scale, N, C, losses, status);
+    TRAINER_LAUNCH(xent_finalize_kernel, 1u, kFinalizeBlock, c_.stream(), losses, status, N, res);
+
+    XentResult host{};
+    c_.copy_to_host(&host, res, sizeof host);  // synchronises
+    if (host.bad_sample >= 0) {
+      int32_t bad_label = 0;
+      c_.copy_to_host(&bad_label, labels.i32() + host.bad_sample, sizeof bad_label);
+      throw std::out_of_range(cuda::cat("cross_entropy: label ", bad_label, " (sample ", host.bad_sample,
+                                        ") is outside the ", C, " classes [0, ", C, ")"));
+    }
+    return {host.loss_sum, int64_t(host.correct), N};
+  }
+
+ private:
+  // [rows, C] of a tensor whose last axis is C.
+  std::pair<int64_t, int64_t> dims(const char* op, const Tensor& x) const {
+    cuda::require_f32(op, "x", x, c_.device());
+    if (x.shape().rank() == 0) cuda::fail(op, ": x must have rank >= 1");
+    int64_t C = x.shape().back();
+    return {C ? x.numel() / C : 0, C};
+  }
+
+  // One block per row, at most 2^20 blocks (the kernels loop over further rows).
+  static unsigned row_grid(int64_t rows) { return unsigned(rows < (int64_t(1) << 20) ? rows : (int64_t(1) << 20)); }
+
+  CudaContext& c_;
+};
+
+static RegisterKernel<SoftmaxKernel, CudaSoftmax> reg(DeviceKind::CUDA);
+
+}  // namespace
+}  // namespace trainer

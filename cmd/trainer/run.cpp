@@ -4,7 +4,6 @@
 
 #include <csignal>
 #include <cstdlib>
-#include <sstream>
 
 #include "cmd/trainer/command.h"
 #include "core/engine/fit.h"
@@ -25,31 +24,10 @@ extern "C" void on_signal(int) {
   if (interrupt_requests().fetch_add(1) >= 1) std::_Exit(kInterrupted);
 }
 
-std::vector<std::string> device_overrides(const RunArgs& a) {
-  std::vector<std::string> s;
-  if (!a.gpus.empty()) {
-    std::string list;
-    std::stringstream ss(a.gpus);
-    for (std::string g; std::getline(ss, g, ',');) list += (list.empty() ? "" : ", ") + g;
-    if (a.gpus.find(',') == std::string::npos && a.gpus != "0") {
-      // `--gpus 4` means four GPUs (0..3); `--gpus 0` or a list names ordinals.
-      int n = std::atoi(a.gpus.c_str());
-      list.clear();
-      for (int i = 0; i < n; ++i) list += (i ? ", " : "") + std::to_string(i);
-    }
-    s.push_back("devices.gpus=[" + list + "]");
-  }
-  if (a.cpu > 0) {
-    s.push_back("devices.gpus=[]");
-    s.push_back("devices.cpu=" + std::to_string(a.cpu));
-  }
-  if (a.threads > 0) s.push_back("devices.threads=" + std::to_string(a.threads));
-  return s;
-}
-
 int run(const RunArgs& a) {
   std::vector<std::string> sets = a.sets;
-  for (const std::string& s : device_overrides(a)) sets.push_back(s);
+  for (const std::string& s : device_overrides(a.gpus, a.cpu)) sets.push_back(s);
+  if (a.threads > 0) sets.push_back("devices.threads=" + std::to_string(a.threads));
   Experiment e = load_experiment(a.config, sets);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
@@ -71,7 +49,7 @@ const RegisterCommand reg({"run", "Train the model a config describes", [](CLI::
   auto a = std::make_shared<RunArgs>();
   app.add_option("config", a->config, "Experiment YAML file")->required();
   app.add_option("--set", a->sets, "Override a config key, e.g. --set optimizer.lr=0.01 (value parsed as YAML)");
-  CLI::Option* gpus = app.add_option("--gpus", a->gpus, "GPUs: a count (4) or a list of ordinals (0,2)");
+  CLI::Option* gpus = app.add_option("--gpus", a->gpus, "GPUs: a count (4), ordinals (0,2 or 0,0 or 1,), or all");
   app.add_option("--cpu", a->cpu, "Train on CPU with N replicas")->check(CLI::PositiveNumber)->excludes(gpus);
   app.add_option("--threads", a->threads, "CPU compute threads per replica (default: every core)")->check(CLI::PositiveNumber);
   app.add_option("--run-dir", a->run_dir, "Write the run here (must be new or empty) instead of runs/<name>/<stamp>");

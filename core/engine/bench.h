@@ -16,8 +16,10 @@ struct BenchOptions {
 struct BenchResult {
   std::string device;
   int threads = 0;
-  int64_t batch = 0;
+  int64_t batch = 0;  // global
   double images_per_second = 0, ms_per_step = 0, gflops_per_second = 0;
+  double allreduce_ms_per_step = 0;  // rank 0's gradient all-reduce work per step
+  double hidden_fraction = 1;        // the part of it that overlapped backward
   std::vector<std::string> layer_lines;  // "name  fwd ms  bwd ms", slowest first
 };
 

@@ -5,7 +5,7 @@
 
 namespace trainer {
 
-DataSetup setup_data(const Experiment& e, const std::string& base_dir) {
+DataSetup setup_data(const Experiment& e, const std::string& base_dir, int replicas) {
   cfg::MapReader r(e.data, "the data section");
   DataSetup d;
   cfg::Node train_node = r.required("train");
@@ -34,15 +34,17 @@ DataSetup setup_data(const Experiment& e, const std::string& base_dir) {
   lo.seed = e.seed;
   lo.augment = aug;
   lo.stats = stats;
-  lo.workers = workers;
-  d.train_loader = std::make_unique<Loader>(d.train, lo);
-  if (d.val) {
-    LoaderOptions vo = lo;
-    vo.batch_size = e.train.eval_batch_size > 0 ? e.train.eval_batch_size : e.train.batch_size;
-    vo.shuffle = false;
-    vo.drop_last = false;
-    vo.augment = aug.without_random();
-    d.val_loader = std::make_unique<Loader>(d.val, vo);
+  lo.workers = workers > 0 ? std::max(1, workers / replicas) : 0;
+  lo.replicas = replicas;
+  LoaderOptions vo = lo;
+  vo.batch_size = e.train.eval_batch_size > 0 ? e.train.eval_batch_size : e.train.batch_size;
+  vo.shuffle = false;
+  vo.drop_last = false;
+  vo.augment = aug.without_random();
+  for (int r = 0; r < replicas; ++r) {
+    lo.rank = vo.rank = r;
+    d.train_loaders.push_back(std::make_unique<Loader>(d.train, lo));
+    if (d.val) d.val_loaders.push_back(std::make_unique<Loader>(d.val, vo));
   }
   return d;
 }

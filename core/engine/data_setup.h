@@ -10,11 +10,12 @@ namespace trainer {
 
 struct DataSetup {
   std::shared_ptr<Dataset> train, val;
-  std::unique_ptr<Loader> train_loader, val_loader;
+  // One loader per replica: replica r reads the r-th shard of every global batch.
+  std::vector<std::unique_ptr<Loader>> train_loaders, val_loaders;
 };
 
 // Reads `data: {train, val | validation_split, augment, workers}`; opens the sets (DataError
 // on unreadable data) and checks that their images fit the model's input.
-DataSetup setup_data(const Experiment& e, const std::string& base_dir);
+DataSetup setup_data(const Experiment& e, const std::string& base_dir, int replicas = 1);
 
 }  // namespace trainer

@@ -1,12 +1,16 @@
-// Device selection and discovery.
+// Device selection, thread budgets, communicators and discovery.
 #include "core/engine/devices.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <set>
 #include <thread>
 
+#include "core/dist/local_comm.h"
 #include "core/ops/context.h"
 #ifdef TRAINER_HAVE_CUDA
+#include "core/dist/nccl_comm.h"
 #include "core/ops/cuda/cuda_devices.h"
 #endif
 
@@ -24,23 +28,43 @@ static std::vector<int> visible_gpus(std::string& why) {
 }
 
 std::vector<Device> select_devices(const DeviceRequest& r) {
-  if (!r.gpus.empty()) {
+  std::vector<Device> out;
+  if (!r.gpus.empty() || r.all_gpus) {
     std::string why;
     std::vector<int> vis = visible_gpus(why);
-    for (int g : r.gpus)
+    if (vis.empty()) throw DeviceError(fmt::format("GPUs were requested but none is visible: {}", why));
+    std::vector<int> want = r.all_gpus ? vis : r.gpus;
+    for (int g : want)
       if (std::find(vis.begin(), vis.end(), g) == vis.end())
-        throw DeviceError(vis.empty() ? fmt::format("GPU {} was requested but no GPU is visible: {}", g, why)
-                                      : fmt::format("GPU {} was requested but only {} GPU(s) are visible", g, vis.size()));
-    if (r.gpus.size() > 1)
-      throw DeviceError("several GPUs need the data-parallel engine, which this version does not have yet; use one GPU");
-    if (!has_backend(DeviceKind::CUDA))
-      throw DeviceError("this build compiles the CUDA runtime but has no CUDA kernels yet; train on the CPU (--cpu 1)");
-    return {Device::cuda(r.gpus[0])};
+        throw DeviceError(fmt::format("GPU {} was requested but only {} GPU(s) are visible (ordinals 0-{}; CUDA_VISIBLE_DEVICES "
+                                      "renumbers them)", g, vis.size(), vis.size() - 1));
+    std::set<int> distinct(want.begin(), want.end());
+    if (distinct.size() != 1 && distinct.size() != want.size())
+      throw DeviceError("list each GPU once (NCCL between GPUs), or one GPU several times (replicas sharing it); "
+                        "not a mix");
+    if (!has_backend(DeviceKind::CUDA)) throw DeviceError("this build has no CUDA kernels; train on the CPU (--cpu N)");
+    for (int g : want) out.push_back(Device::cuda(g));
+    return out;
   }
-  if (r.cpu_replicas > 1)
-    throw DeviceError(fmt::format("{} CPU replicas need the data-parallel engine, which this version does not have yet; "
-                                  "use --cpu 1 (all cores serve one replica)", r.cpu_replicas));
-  return {Device::cpu(0)};
+  for (int i = 0; i < r.cpu_replicas; ++i) out.push_back(Device::cpu(i));
+  return out;
+}
+
+int threads_per_replica(const DeviceRequest& r, int replicas) {
+  if (r.threads > 0) return r.threads;
+  int hw = std::max(1, int(std::thread::hardware_concurrency()));
+  return std::max(1, hw / std::max(1, replicas));
+}
+
+std::vector<std::unique_ptr<Communicator>> make_communicators(const std::vector<Device>& devices,
+                                                              const std::vector<OpContext*>& contexts) {
+  bool distinct_gpus = devices.size() > 1 && !devices[0].is_cpu() && !(devices[0] == devices[1]);
+  if (!distinct_gpus) return make_local_comms(contexts);
+#ifdef TRAINER_HAVE_CUDA
+  return make_nccl_comms(devices, contexts);
+#else
+  throw DeviceError("several GPUs need NCCL, which this build lacks");
+#endif
 }
 
 std::vector<std::string> describe_devices() {

@@ -24,11 +24,17 @@ static void read_train(cfg::MapReader r, TrainOptions& t) {
   t.steps_per_epoch = r.get_int("steps_per_epoch", 0, 0, INT64_MAX);
   t.loss = r.get_choice("loss", {"sparse_categorical_crossentropy", "categorical_crossentropy"},
                         "sparse_categorical_crossentropy");
+  t.bucket_mb = r.get_float("bucket_mb", 1.0, 0.001, 4096.0);
+  t.sync_bn = r.get<bool>("sync_bn", false);
   r.finish();
 }
 
 static void read_devices(cfg::MapReader r, DeviceRequest& d) {
   cfg::Node gpus = r.optional("gpus");
+  if (gpus.is_scalar() && gpus.scalar() == "all") {
+    d.all_gpus = true;
+    gpus = cfg::Node();
+  }
   for (const cfg::Node& g : gpus.items()) {
     int i = g.as<int>();
     if (i < 0) g.fail("GPU ordinals are 0 or more");
@@ -56,6 +62,10 @@ Experiment read_experiment(std::shared_ptr<cfg::Document> doc) {
   read_devices(cfg::MapReader(r.optional("devices"), "the devices section"), e.devices);
   e.strategy = r.get_choice("strategy", {"data_parallel"}, "data_parallel");
   r.finish();
+  if (e.optimizer.defined()) {
+    cfg::MapReader o(e.optimizer, "the optimizer section");
+    e.lr_scaling = o.get_choice("lr_scaling", {"none", "linear"}, "none");
+  }
 
   // Everything else that needs no data or device is checked now, so a typo fails in a second.
   Graph check(e.model);

@@ -18,10 +18,13 @@ struct TrainOptions {
   bool shuffle = true;
   int64_t steps_per_epoch = 0;   // 0: the whole training set
   std::string loss = "sparse_categorical_crossentropy";
+  double bucket_mb = 1.0;        // data parallelism: gradient all-reduce bucket size
+  bool sync_bn = false;          // data parallelism: batch-norm statistics over the global batch
 };
 
 struct DeviceRequest {
   std::vector<int> gpus;  // empty: CPU
+  bool all_gpus = false;  // `gpus: all`: every visible GPU
   int cpu_replicas = 1;
   int threads = 0;        // CPU compute threads per replica (0: every core)
 };
@@ -35,6 +38,7 @@ struct Experiment {
   TrainOptions train;
   DeviceRequest devices;
   std::string strategy = "data_parallel";
+  std::string lr_scaling = "none";  // optimizer.lr_scaling: none | linear (lr x replicas, Goyal et al.)
 };
 
 // Loads `file` with `overrides` and checks everything that can be checked without data or a

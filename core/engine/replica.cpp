@@ -12,7 +12,7 @@ Replica::Replica(const Experiment& e, Device device, int threads) {
   graph_ = std::make_unique<Graph>(e.model);
   graph_->bind(*ctx_, e.seed);
   optimizer_ = make_optimizer(e.optimizer);
-  optimizer_->bind(*ctx_, graph_->params().trainable_floats());
+  optimizer_->bind(*ctx_, graph_->params().trainable_weights(), graph_->params().trainable_grads());
   loss_ = make_kernel<SoftmaxKernel>(*ctx_, {});
   int out = graph_->output_node();
   const GraphNode& n = graph_->nodes()[size_t(out)];
@@ -45,8 +45,7 @@ LossStats Replica::compute_gradients(const Tensor& images, const Tensor& labels,
 
 LossStats Replica::train_step(const Tensor& images, const Tensor& labels, float lr, uint64_t step_seed) {
   LossStats s = compute_gradients(images, labels, 1.0f / float(images.dim(0)), step_seed);
-  Tensor w = graph_->params().trainable_weights();
-  optimizer_->step(w, graph_->params().grads(), lr, 1.0f);
+  optimizer_->step(lr, 1.0f);
   return s;
 }
 

@@ -55,12 +55,19 @@ Graph::Graph(const ModelSpec& spec) : input_shape_(spec.input) {
   }
   output_ = index.at(spec.output);
   store_.layout(std::move(entries));
+  frontier_.assign(nodes_.size() + 1, 0);
   // layout() reorders entries (trainable first): map each node's parameters by name again.
   std::map<std::string, size_t> by_name;
   for (size_t i = 0; i < store_.entries().size(); ++i) by_name[store_.entries()[i].name] = i;
   for (GraphNode& n : nodes_)
     for (size_t p = 0; p < n.params.size(); ++p)
       n.params[p] = by_name.at(n.layer->name() + "/" + n.layer->params()[p].name);
+  frontier_[nodes_.size()] = store_.trainable_floats();
+  for (size_t i = nodes_.size(); i-- > 0;) {
+    frontier_[i] = frontier_[i + 1];
+    for (size_t p : nodes_[i].params)
+      if (store_.entries()[p].spec.trainable) frontier_[i] = std::min(frontier_[i], store_.entries()[p].offset);
+  }
 }
 
 int Graph::node_index(const std::string& name) const {
@@ -164,6 +171,7 @@ void Graph::zero_param_grads(const GraphNode& n) {
 void Graph::backward(const Tensor& dy_from, int from) {
   std::fill(grad_written_.begin(), grad_written_.end(), false);
   for (size_t i = size_t(from) + 1; i < nodes_.size(); ++i) zero_param_grads(nodes_[i]);
+  if (hook_) hook_(frontier_[size_t(from) + 1]);
   std::vector<const Tensor*> in;
   std::vector<Tensor> dx_store;
   std::vector<Tensor*> dx;
@@ -173,6 +181,7 @@ void Graph::backward(const Tensor& dy_from, int from) {
     const Tensor* dy = i == from ? &dy_from : &grads_[size_t(i)];
     if (i != from && !grad_written_[size_t(i)]) {  // nothing downstream reached this node
       zero_param_grads(n);
+      if (hook_) hook_(frontier_[size_t(i)]);
       continue;
     }
     in.clear();
@@ -209,7 +218,9 @@ void Graph::backward(const Tensor& dy_from, int from) {
     n.layer->backward(in, acts_[size_t(i)], *dy, dx);
     for (size_t k = 0; k < n.inputs.size(); ++k)
       if (accumulate_into[k] >= 0) elementwise_->accumulate(dx_store[k], grads_[size_t(accumulate_into[k])]);
+    if (hook_ && frontier_[size_t(i)] < frontier_[size_t(i) + 1]) hook_(frontier_[size_t(i)]);
   }
+  if (hook_) hook_(0);
 }
 
 }  // namespace trainer

@@ -1,6 +1,7 @@
 // Graph: a replica's instance of a ModelSpec — layers in topological order, shapes, the
 // parameter store, activation/gradient buffers, and the forward/backward passes.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,11 @@ class Graph {
   // Parameter gradients are overwritten (the gradient buffer holds this batch's gradient).
   void backward(const Tensor& dy_from, int from);
   Tensor& grad(int node) { return grads_[size_t(node)]; }
+  // Called during backward each time the gradients of every trainable parameter at flat offset
+  // >= `frontier` are final (parameters are laid out in layer order, so backward finishes them
+  // from the end of the gradient buffer towards 0); the last call has frontier 0. Data
+  // parallelism starts a bucket's all-reduce from here while backward goes on.
+  void set_backward_hook(std::function<void(int64_t frontier)> hook) { hook_ = std::move(hook); }
   void set_step_seed(uint64_t seed);
   // Per-node wall time of forward and backward, accumulated while profiling is on (the context
   // is synchronised around every layer, so this slows training down: for `trainer bench`).
@@ -69,6 +75,8 @@ class Graph {
   Tensor scratch_;  // for a second contribution to an input's gradient
   std::vector<bool> grad_written_;
   std::unique_ptr<ElementwiseKernel> elementwise_;
+  std::function<void(int64_t)> hook_;
+  std::vector<int64_t> frontier_;  // per node: lowest trainable offset of this node and later ones
   bool profiling_ = false;
   std::vector<LayerTime> times_;
 };

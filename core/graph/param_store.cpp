@@ -77,6 +77,15 @@ Tensor ParamStore::trainable_weights() const {
   return Tensor::view(weights_.data(), Shape{trainable_floats_}, DType::F32, weights_.device());
 }
 
+Tensor ParamStore::trainable_grads() const {
+  return Tensor::view(grads_.data(), Shape{trainable_floats_}, DType::F32, grads_.device());
+}
+
+Tensor ParamStore::frozen_weights() const {
+  return Tensor::view(weights_.f32() + trainable_floats_, Shape{total_floats_ - trainable_floats_}, DType::F32,
+                      weights_.device());
+}
+
 Tensor ParamStore::weight_view(size_t i) const {
   const ParamEntry& e = entries_[i];
   return Tensor::view(weights_.f32() + e.offset, e.spec.shape, DType::F32, weights_.device());

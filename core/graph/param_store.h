@@ -31,6 +31,10 @@ class ParamStore {
   Tensor& grads() { return grads_; }
   // The trainable prefix of the weights, as long as grads().
   Tensor trainable_weights() const;
+  Tensor trainable_grads() const;  // grads() without its padding: as long as trainable_weights()
+  // The parameters that are not trained (batch-norm running statistics): what data-parallel
+  // replicas copy from rank 0 to stay identical.
+  Tensor frozen_weights() const;
   Tensor weight_view(size_t i) const;
   Tensor grad_view(size_t i) const;  // undefined for non-trainable parameters
 

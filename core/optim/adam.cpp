@@ -17,16 +17,15 @@ class Adam final : public Optimizer {
     eps_ = float(r.get_float("epsilon", 1e-7, 0.0, 1.0));  // Keras' default
     wd_ = float(r.get_float("weight_decay", decoupled ? 0.01 : 0.0, 0.0, 1.0));
   }
-  void bind(OpContext& ctx, int64_t n) override {
-    k_ = make_kernel<OptimUpdateKernel>(ctx, {});
+  void allocate_state(OpContext& ctx, int64_t n) override {
     m_ = ctx.zeros(Shape{n});
     v_ = ctx.zeros(Shape{n});
   }
-  void step(Tensor& w, const Tensor& g, float lr, float scale) override {
-    ++steps_;
+  void update(int64_t b, int64_t e, float lr, float scale) override {
     float bias1 = float(1.0 - std::pow(double(b1_), double(steps_)));
     float bias2 = float(1.0 - std::pow(double(b2_), double(steps_)));
-    k_->adam(w, g, m_, v_, AdamStep{lr, b1_, b2_, eps_, wd_, scale, decoupled_, bias1, bias2});
+    Tensor w = range(weights_, b, e), m = range(m_, b, e), v = range(v_, b, e);
+    k_->adam(w, range(grads_, b, e), m, v, AdamStep{lr, b1_, b2_, eps_, wd_, scale, decoupled_, bias1, bias2});
   }
   std::vector<std::pair<std::string, Tensor*>> state() override { return {{"m", &m_}, {"v", &v_}}; }
   std::string describe() const override {

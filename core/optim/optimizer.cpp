@@ -10,6 +10,14 @@ static std::map<std::string, OptimizerFactory>& optimizers() {
   return t;
 }
 
+void Optimizer::bind(OpContext& ctx, Tensor weights, Tensor grads) {
+  if (weights.numel() != grads.numel()) throw std::logic_error("optimizer: weights and gradients differ in length");
+  weights_ = weights;
+  grads_ = grads;
+  k_ = make_kernel<OptimUpdateKernel>(ctx, {});
+  allocate_state(ctx, weights.numel());
+}
+
 void register_optimizer(const std::string& type, OptimizerFactory f) { optimizers()[type] = std::move(f); }
 
 std::unique_ptr<Optimizer> make_optimizer(const cfg::Node& section) {

@@ -14,10 +14,18 @@ namespace trainer {
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // Allocates state buffers for `n` floats on the context's device (zeroed).
-  virtual void bind(OpContext& ctx, int64_t n) = 0;
-  // One update with learning rate `lr`; gradients are multiplied by grad_scale first.
-  virtual void step(Tensor& weights, const Tensor& grads, float lr, float grad_scale) = 0;
+  // Binds the flat trainable weights and their gradients (equal lengths, on ctx's device) and
+  // allocates the state buffers (zeroed).
+  void bind(OpContext& ctx, Tensor weights, Tensor grads);
+  // One optimisation step is begin_step() and then update() over every element once, in as
+  // many ranges as convenient (data parallelism updates each gradient bucket as soon as its
+  // all-reduce is done). Gradients are multiplied by grad_scale first.
+  void begin_step() { ++steps_; }
+  virtual void update(int64_t begin, int64_t end, float lr, float grad_scale) = 0;
+  void step(float lr, float grad_scale) {
+    begin_step();
+    update(0, weights_.numel(), lr, grad_scale);
+  }
   // State buffers by name, for checkpoints ("momentum", "m", "v", ...).
   virtual std::vector<std::pair<std::string, Tensor*>> state() = 0;
   int64_t steps() const { return steps_; }
@@ -27,6 +35,10 @@ class Optimizer {
   virtual std::string describe() const = 0;
 
  protected:
+  virtual void allocate_state(OpContext& ctx, int64_t n) = 0;
+  // The [begin, end) range of a flat buffer (undefined stays undefined).
+  static Tensor range(const Tensor& t, int64_t begin, int64_t end) { return t.defined() ? t.slice(begin, end) : t; }
+  Tensor weights_, grads_;
   double lr_ = 0.01;
   int64_t steps_ = 0;
   std::unique_ptr<OptimUpdateKernel> k_;

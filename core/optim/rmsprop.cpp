@@ -16,15 +16,14 @@ class Rmsprop final : public Optimizer {
     wd_ = float(r.get_float("weight_decay", 0.0, 0.0, 1.0));
     centered_ = r.get<bool>("centered", false);
   }
-  void bind(OpContext& ctx, int64_t n) override {
-    k_ = make_kernel<OptimUpdateKernel>(ctx, {});
+  void allocate_state(OpContext& ctx, int64_t n) override {
     ms_ = ctx.zeros(Shape{n});
     mom_ = ctx.zeros(Shape{n});
     mg_ = ctx.zeros(Shape{n});
   }
-  void step(Tensor& w, const Tensor& g, float lr, float scale) override {
-    k_->rmsprop(w, g, ms_, mom_, mg_, RmspropStep{lr, rho_, momentum_, eps_, wd_, scale, centered_});
-    ++steps_;
+  void update(int64_t b, int64_t e, float lr, float scale) override {
+    Tensor w = range(weights_, b, e), ms = range(ms_, b, e), mom = range(mom_, b, e), mg = range(mg_, b, e);
+    k_->rmsprop(w, range(grads_, b, e), ms, mom, mg, RmspropStep{lr, rho_, momentum_, eps_, wd_, scale, centered_});
   }
   std::vector<std::pair<std::string, Tensor*>> state() override {
     return {{"mean_square", &ms_}, {"momentum", &mom_}, {"mean_grad", &mg_}};

@@ -15,13 +15,10 @@ class Sgd final : public Optimizer {
     wd_ = float(r.get_float("weight_decay", 0.0, 0.0, 1.0));
     if (nesterov_ && momentum_ == 0) r.required("nesterov").fail("nesterov needs momentum > 0");
   }
-  void bind(OpContext& ctx, int64_t n) override {
-    k_ = make_kernel<OptimUpdateKernel>(ctx, {});
-    velocity_ = ctx.zeros(Shape{n});
-  }
-  void step(Tensor& w, const Tensor& g, float lr, float scale) override {
-    k_->sgd(w, g, velocity_, SgdStep{lr, momentum_, wd_, scale, nesterov_});
-    ++steps_;
+  void allocate_state(OpContext& ctx, int64_t n) override { velocity_ = ctx.zeros(Shape{n}); }
+  void update(int64_t b, int64_t e, float lr, float scale) override {
+    Tensor w = range(weights_, b, e), v = range(velocity_, b, e);
+    k_->sgd(w, range(grads_, b, e), v, SgdStep{lr, momentum_, wd_, scale, nesterov_});
   }
   std::vector<std::pair<std::string, Tensor*>> state() override { return {{"momentum", &velocity_}}; }
   std::string describe() const override {

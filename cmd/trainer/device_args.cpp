@@ -1,0 +1,42 @@
+// Parsing of --gpus / --cpu into config overrides (shared by run and bench).
+#include <cctype>
+#include <sstream>
+
+#include "cmd/trainer/command.h"
+#include "core/io/config.h"
+
+namespace trainer::cli {
+
+std::vector<std::string> device_overrides(const std::string& gpus, int cpu) {
+  std::vector<std::string> s;
+  if (!gpus.empty()) {
+    auto bad = [&] {
+      throw cfg::ConfigError("--gpus " + gpus, "expected a GPU count (4), ordinals (0,2 or 0,0 or 1,) or 'all'");
+    };
+    if (gpus == "all") {
+      s.push_back("devices.gpus=all");
+    } else {
+      std::vector<std::string> parts;
+      std::stringstream ss(gpus);
+      for (std::string p; std::getline(ss, p, ',');) parts.push_back(p);
+      for (const std::string& p : parts)
+        if (p.empty() || p.size() > 4 || !std::all_of(p.begin(), p.end(), [](unsigned char c) { return std::isdigit(c); }))
+          bad();
+      std::string list;
+      if (parts.size() == 1 && gpus.find(',') == std::string::npos && parts[0] != "0") {
+        int n = std::stoi(parts[0]);
+        for (int i = 0; i < n; ++i) list += (i ? ", " : "") + std::to_string(i);
+      } else {
+        for (const std::string& p : parts) list += (list.empty() ? "" : ", ") + p;
+      }
+      s.push_back("devices.gpus=[" + list + "]");
+    }
+  }
+  if (cpu > 0) {
+    s.push_back("devices.gpus=[]");
+    s.push_back("devices.cpu=" + std::to_string(cpu));
+  }
+  return s;
+}
+
+}  // namespace trainer::cli

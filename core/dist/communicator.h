@@ -1,0 +1,48 @@
+// Communicator: the collectives that keep data-parallel replicas in step (sum all-reduce,
+// broadcast, small host reductions, barrier), and abort, which wakes every waiting rank.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/ops/context.h"
+
+namespace trainer {
+
+// A collective failed or was aborted because another rank failed (the CLI exits 4).
+class CommError : public DeviceError {
+ public:
+  using DeviceError::DeviceError;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // In-place element-wise sum over the ranks of a float tensor on this rank's device; every
+  // rank passes a tensor of the same length. Deterministic for a fixed number of ranks (each
+  // element is summed in rank order 0..N-1).
+  virtual void all_reduce_sum(Tensor& buf) = 0;
+  // Every rank's `buf` takes root's values.
+  virtual void broadcast(Tensor& buf, int root) = 0;
+  // In-place sum over the ranks of a few host values (metrics, batch-norm statistics).
+  virtual void all_reduce_host(std::vector<double>& values) = 0;
+  virtual void barrier() = 0;
+  // Makes every pending and future collective of every rank throw CommError(why).
+  virtual void abort(const std::string& why) = 0;
+};
+
+// A communicator of one rank: every collective is the identity (single-device runs).
+class SoloComm final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  void all_reduce_sum(Tensor&) override {}
+  void broadcast(Tensor&, int) override {}
+  void all_reduce_host(std::vector<double>&) override {}
+  void barrier() override {}
+  void abort(const std::string&) override {}
+};
+
+}  // namespace trainer

@@ -1,0 +1,123 @@
+// LocalComm: rendezvous-based collectives among threads. An all-reduce is a reduce-scatter and
+// an all-gather in one: rank r sums slice r of every rank's buffer (in rank order) and writes it
+// back into every buffer; slices are disjoint, so ranks never write the same memory.
+#include "core/dist/local_comm.h"
+
+#include <fmt/format.h>
+
+namespace trainer {
+
+LocalGroup::LocalGroup(int size)
+    : size_(size), ptrs_(size_t(size)), arrived_(size_t(size), 0), departed_(size_t(size), 0), host_(size_t(size)) {}
+
+void LocalGroup::check() const {
+  if (aborted_) throw CommError("collective aborted: " + why_);
+}
+
+void LocalGroup::arrive(int rank, uint64_t seq, void* ptr) {
+  std::unique_lock<std::mutex> lock(mu_);
+  check();
+  ptrs_[size_t(rank)] = ptr;
+  arrived_[size_t(rank)] = seq;
+  cv_.notify_all();
+  cv_.wait(lock, [&] {
+    if (aborted_) return true;
+    for (uint64_t a : arrived_)
+      if (a < seq) return false;
+    return true;
+  });
+  check();
+}
+
+void LocalGroup::depart(int rank, uint64_t seq) {
+  std::unique_lock<std::mutex> lock(mu_);
+  check();
+  departed_[size_t(rank)] = seq;
+  cv_.notify_all();
+  // Nobody may reuse (or free) its buffer for the next collective before every rank is done
+  // reading and writing this one.
+  cv_.wait(lock, [&] {
+    if (aborted_) return true;
+    for (uint64_t d : departed_)
+      if (d < seq) return false;
+    return true;
+  });
+  check();
+}
+
+void LocalGroup::abort(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!aborted_) why_ = why;
+  aborted_ = true;
+  cv_.notify_all();
+}
+
+LocalComm::LocalComm(std::shared_ptr<LocalGroup> group, int rank, OpContext& ctx)
+    : group_(std::move(group)), rank_(rank), ctx_(ctx), k_(make_kernel<ElementwiseKernel>(ctx, {})) {}
+
+void LocalComm::all_reduce_sum(Tensor& buf) {
+  int n = size();
+  if (n == 1) return;
+  uint64_t seq = ++seq_;
+  ctx_.synchronize();  // this rank's writes to buf are complete before others read it
+  group_->arrive(rank_, seq, buf.data());
+  int64_t len = buf.numel();
+  int64_t begin = len * rank_ / n, end = len * (rank_ + 1) / n;
+  if (end > begin) {
+    std::vector<Tensor> parts;
+    std::vector<const Tensor*> xs;
+    for (int q = 0; q < n; ++q)
+      parts.push_back(Tensor::view(static_cast<float*>(group_->pointer(q)) + begin, Shape{end - begin}, DType::F32, buf.device()));
+    for (const Tensor& t : parts) xs.push_back(&t);
+    if (scratch_.numel() < end - begin) scratch_ = ctx_.empty(Shape{end - begin});
+    Tensor sum = scratch_.slice(0, end - begin);
+    k_->add(xs, sum);
+    for (Tensor& t : parts) ctx_.copy(t.data(), sum.data(), sum.bytes());
+    ctx_.synchronize();
+  }
+  group_->depart(rank_, seq);
+}
+
+void LocalComm::broadcast(Tensor& buf, int root) {
+  if (size() == 1) return;
+  uint64_t seq = ++seq_;
+  ctx_.synchronize();
+  group_->arrive(rank_, seq, buf.data());
+  if (rank_ != root) {
+    ctx_.copy(buf.data(), group_->pointer(root), buf.bytes());
+    ctx_.synchronize();
+  }
+  group_->depart(rank_, seq);
+}
+
+void LocalComm::all_reduce_host(std::vector<double>& values) {
+  if (size() == 1) return;
+  uint64_t seq = ++seq_;
+  group_->arrive(rank_, seq, &values);
+  // Every rank sums all ranks' values itself, in rank order (identical results everywhere).
+  std::vector<double> total(values.size(), 0.0);
+  for (int q = 0; q < size(); ++q) {
+    const auto& v = *static_cast<std::vector<double>*>(group_->pointer(q));
+    if (v.size() != values.size())
+      throw CommError(fmt::format("all_reduce_host: rank {} sent {} values, rank {} sent {}", q, v.size(), rank_, values.size()));
+    for (size_t i = 0; i < v.size(); ++i) total[i] += v[i];
+  }
+  group_->depart(rank_, seq);  // nobody overwrites `values` until everyone has read it
+  values = std::move(total);
+}
+
+void LocalComm::barrier() {
+  if (size() == 1) return;
+  uint64_t seq = ++seq_;
+  group_->arrive(rank_, seq, nullptr);
+  group_->depart(rank_, seq);
+}
+
+std::vector<std::unique_ptr<Communicator>> make_local_comms(const std::vector<OpContext*>& contexts) {
+  auto group = std::make_shared<LocalGroup>(int(contexts.size()));
+  std::vector<std::unique_ptr<Communicator>> out;
+  for (size_t r = 0; r < contexts.size(); ++r) out.push_back(std::make_unique<LocalComm>(group, int(r), *contexts[r]));
+  return out;
+}
+
+}  // namespace trainer

@@ -1,0 +1,62 @@
+// LocalComm: the replicas of one process as threads, over host memory (CPU replicas) or the
+// memory of one GPU listed twice; ranks meet at a rendezvous per collective.
+#pragma once
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+
+#include "core/dist/communicator.h"
+#include "core/ops/elementwise.h"
+
+namespace trainer {
+
+// State shared by the ranks of one LocalComm group.
+class LocalGroup {
+ public:
+  explicit LocalGroup(int size);
+  int size() const { return size_; }
+
+ private:
+  friend class LocalComm;
+  // Blocks until all ranks have arrived at collective number `seq` (or throws on abort).
+  void arrive(int rank, uint64_t seq, void* ptr);
+  void* pointer(int rank) const { return ptrs_[size_t(rank)]; }
+  void depart(int rank, uint64_t seq);
+  void abort(const std::string& why);
+  void check() const;  // throws CommError when aborted
+
+  int size_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<void*> ptrs_;
+  std::vector<uint64_t> arrived_, departed_;
+  std::vector<std::vector<double>*> host_;
+  bool aborted_ = false;
+  std::string why_;
+};
+
+class LocalComm final : public Communicator {
+ public:
+  // `ctx` is this rank's context: reductions of this rank's slice run on it.
+  LocalComm(std::shared_ptr<LocalGroup> group, int rank, OpContext& ctx);
+  int rank() const override { return rank_; }
+  int size() const override { return group_->size(); }
+  void all_reduce_sum(Tensor& buf) override;
+  void broadcast(Tensor& buf, int root) override;
+  void all_reduce_host(std::vector<double>& values) override;
+  void barrier() override;
+  void abort(const std::string& why) override { group_->abort(why); }
+
+ private:
+  std::shared_ptr<LocalGroup> group_;
+  int rank_;
+  OpContext& ctx_;
+  std::unique_ptr<ElementwiseKernel> k_;
+  Tensor scratch_;
+  uint64_t seq_ = 0;
+};
+
+// One communicator per rank over a fresh group.
+std::vector<std::unique_ptr<Communicator>> make_local_comms(const std::vector<OpContext*>& contexts);
+
+}  // namespace trainer

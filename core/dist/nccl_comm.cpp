@@ -1,0 +1,434 @@
+// NcclComm: ranks as threads of one process, one GPU each; NCCL collectives on each replica's stream, abortable waits.
+// Design, after the NCCL 2.28 user guide ("Using NCCL"):
+// - Communicators are non-blocking (ncclConfig_t.blocking = 0), made by ncclGetUniqueId and
+//   ncclCommInitRankConfig per device inside one group call (what ncclCommInitAll does, which only
+//   makes blocking ones): no NCCL call can then block the host, e.g. in lazy connection setup with
+//   a peer that died; calls return ncclInProgress and ncclCommGetAsyncError is polled until
+//   ncclSuccess ("Nonblocking group operation", "Fault tolerance").
+// - One thread per rank, each calling only its own communicator: collectives need no group calls
+//   ("Group calls": only a thread driving several devices must group).
+// - Waits poll cudaEventQuery, ncclCommGetAsyncError and the group's abort flag rather than block
+//   in cudaStreamSynchronize ("Asynchronous errors and error handling"). A later version can hand
+//   events to the caller instead of waiting here.
+// - A communicator is touched by its own rank's thread only ("Thread safety"). abort() raises the
+//   group's flag; a waiting rank sees it within ~1 ms, ncclCommAbort-s its own communicator (whose
+//   kernels, spinning on peers, then quit) and throws CommError; later calls throw before touching
+//   NCCL. The last owner of the group finalizes (or aborts) what is left, from one thread.
+// - Sums: NCCL's ring and tree all-reduces are deterministic for a fixed topology, rank count and
+//   size, and all ranks get the same bits (NVIDIA/nccl#855); per element the order is the ring's or
+//   tree's, not rank order. NVLS (in-switch reduction) differs from call to call (NVIDIA/nccl#1497),
+//   so it is excluded unless the user set NCCL_ALGO.
+#include "core/dist/nccl_comm.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "core/ops/cuda/cuda_context.h"
+
+namespace trainer {
+namespace {
+
+std::string nccl_message(ncclResult_t r) {
+  std::string m = ncclGetErrorString(r);
+  const char* last = ncclGetLastError(nullptr);  // the argument is unused by NCCL
+  if (last != nullptr && *last != '\0') m += std::string(" (") + last + ")";
+  return m;
+}
+
+// Throw DeviceError("<file>:<line>: <call>: <NCCL message>") on failure.
+#define NCCL_CHECK(x) do { ncclResult_t r_ = (x); \
+  if (r_ != ncclSuccess) ::trainer::cuda_fail(#x, ::trainer::nccl_message(r_).c_str(), __FILE__, __LINE__); } while (0)
+
+// "<file>:<line>" from the source tree's root, as cuda_fail writes it.
+std::string where(const char* file, int line) {
+  std::string f = file;
+  size_t at = f.rfind("core/");
+  return (at == std::string::npos ? f : f.substr(at)) + ":" + std::to_string(line);
+}
+
+// Restores the calling thread's current device.
+struct DeviceGuard {
+  int saved = -1;
+  DeviceGuard() { if (cudaGetDevice(&saved) != cudaSuccess) saved = -1; }
+  ~DeviceGuard() { if (saved >= 0) (void)cudaSetDevice(saved); }
+};
+
+// Polling pace: yield for the first millisecond (short collectives), then sleep 50 us, doubling to 1 ms.
+class Backoff {
+ public:
+  void pause() {
+    if (std::chrono::steady_clock::now() - start_ < std::chrono::milliseconds(1)) return std::this_thread::yield();
+    std::this_thread::sleep_for(nap_);
+    nap_ = std::min(nap_ * 2, std::chrono::microseconds(1000));
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::microseconds nap_{50};
+};
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::F16: return ncclFloat16;
+    case DType::BF16: return ncclBfloat16;
+    case DType::I32: return ncclInt32;
+    case DType::U8: return ncclUint8;
+    default: return ncclFloat32;
+  }
+}
+
+// State shared by the ranks of one group.
+class NcclGroup {
+ public:
+  explicit NcclGroup(std::vector<int> devices) : devices_(std::move(devices)), comms_(devices_.size(), nullptr) {}
+  NcclGroup(const NcclGroup&) = delete;
+  NcclGroup& operator=(const NcclGroup&) = delete;
+
+  // Runs when the last rank's communicator is gone (or make_nccl_comms failed): no other thread uses
+  // a communicator any more. Never throws.
+  ~NcclGroup() {
+    DeviceGuard guard;
+    bool live = false;
+    for (ncclComm_t c : comms_) live = live || c != nullptr;
+    if (!live) return;
+    bool clean = !aborted() && std::all_of(comms_.begin(), comms_.end(), [](ncclComm_t c) { return c != nullptr; });
+    if (clean) {
+      // Flush and release network/proxy resources of all ranks together (one thread, several
+      // devices: a group call), wait (bounded) for every communicator to quiesce, then free.
+      bool ok = ncclGroupStart() == ncclSuccess;
+      for (size_t r = 0; ok && r < comms_.size(); ++r) {
+        ok = cudaSetDevice(devices_[r]) == cudaSuccess;
+        ncclResult_t f = ok ? ncclCommFinalize(comms_[r]) : ncclInternalError;
+        ok = ok && (f == ncclSuccess || f == ncclInProgress);
+      }
+      ncclResult_t e = ncclGroupEnd();
+      ok = ok && (e == ncclSuccess || e == ncclInProgress);
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      for (size_t r = 0; ok && r < comms_.size(); ++r) {
+        Backoff b;
+        for (;;) {
+          ncclResult_t s = ncclInProgress;
+          if (ncclCommGetAsyncError(comms_[r], &s) != ncclSuccess || (s != ncclSuccess && s != ncclInProgress)) ok = false;
+          else if (s == ncclInProgress && std::chrono::steady_clock::now() > deadline) ok = false;
+          if (!ok || s == ncclSuccess) break;
+          b.pause();
+        }
+      }
+      clean = ok;
+    }
+    for (size_t r = 0; r < comms_.size(); ++r) {
+      if (comms_[r] == nullptr) continue;
+      (void)cudaSetDevice(devices_[r]);
+      if (clean) (void)ncclCommDestroy(comms_[r]);
+      else (void)ncclCommAbort(comms_[r]);
+      comms_[r] = nullptr;
+    }
+  }
+
+  int size() const { return int(devices_.size()); }
+  int device(int r) const { return devices_[size_t(r)]; }
+  ncclComm_t& comm(int r) { return comms_[size_t(r)]; }
+
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  void abort(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_.load(std::memory_order_relaxed)) return;
+    why_ = why;
+    aborted_.store(true, std::memory_order_release);
+  }
+  std::string why() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return why_;
+  }
+  // Called by rank r's own thread only: aborts its communicator, whose
+  // kernels then stop waiting for peers. NCCL frees the process's communicators when the last one
+  // of the clique is destroyed or aborted, so peers still running are unaffected. Never throws.
+  void abort_comm(int r) noexcept {
+    ncclComm_t c = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::swap(c, comms_[size_t(r)]);
+    }
+    if (c == nullptr) return;
+    DeviceGuard guard;
+    (void)cudaSetDevice(devices_[size_t(r)]);
+    (void)ncclCommAbort(c);
+  }
+
+ private:
+  std::vector<int> devices_;
+  std::vector<ncclComm_t> comms_;  // null once aborted by its rank
+  mutable std::mutex mu_;
+  std::atomic<bool> aborted_{false};
+  std::string why_;
+};
+
+class NcclComm final : public Communicator {
+ public:
+  NcclComm(std::shared_ptr<NcclGroup> group, int rank, CudaContext& ctx)
+      : group_(std::move(group)), rank_(rank), device_(group_->device(rank)), stream_(ctx.stream()) {
+    DeviceGuard guard;
+    try {
+      CUDA_CHECK(cudaSetDevice(device_));
+      CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+      CUDA_CHECK(cudaMalloc(&dev_scratch_, kScratch));
+      CUDA_CHECK(cudaMallocHost(&host_scratch_, kScratch));
+      CUDA_CHECK(cudaMemset(dev_scratch_, 0, kScratch));
+      scratch_bytes_ = kScratch;
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  ~NcclComm() override { release(); }
+
+  int rank() const override { return rank_; }
+  int size() const override { return group_->size(); }
+
+  void all_reduce_sum(Tensor& buf) override {
+    ncclComm_t c = begin();
+    check_device(buf, "all_reduce_sum");
+    if (buf.numel() == 0) return;
+    ncclDataType_t t = nccl_type(buf.dtype());
+    enqueued(c, ncclAllReduce(buf.data(), buf.data(), size_t(buf.numel()), t, ncclSum, c, stream_), "ncclAllReduce", __LINE__);
+    wait(c);
+  }
+
+  void broadcast(Tensor& buf, int root) override {
+    ncclComm_t c = begin();
+    if (root < 0 || root >= size()) fail(fmt::format("{}: broadcast: root {} out of 0..{}", where(__FILE__, __LINE__), root, size() - 1));
+    check_device(buf, "broadcast");
+    if (buf.bytes() == 0) return;
+    enqueued(c, ncclBroadcast(buf.data(), buf.data(), buf.bytes(), ncclUint8, root, c, stream_), "ncclBroadcast", __LINE__);
+    wait(c);
+  }
+
+  // Every rank must pass the same number of values (NCCL cannot check it: a mismatch hangs until abort).
+  void all_reduce_host(std::vector<double>& values) override {
+    ncclComm_t c = begin();
+    if (values.empty()) return;
+    size_t bytes = values.size() * sizeof(double);
+    reserve(bytes);
+    std::memcpy(host_scratch_, values.data(), bytes);
+    comm_cuda(cudaMemcpyAsync(dev_scratch_, host_scratch_, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync", __LINE__);
+    enqueued(c, ncclAllReduce(dev_scratch_, dev_scratch_, values.size(), ncclFloat64, ncclSum, c, stream_), "ncclAllReduce", __LINE__);
+    comm_cuda(cudaMemcpyAsync(host_scratch_, dev_scratch_, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync", __LINE__);
+    wait(c);
+    std::memcpy(values.data(), host_scratch_, bytes);
+  }
+
+  // An all-reduce completes on a rank only once every rank has contributed.
+  void barrier() override {
+    ncclComm_t c = begin();
+    enqueued(c, ncclAllReduce(dev_scratch_, dev_scratch_, 1, ncclFloat32, ncclSum, c, stream_), "ncclAllReduce", __LINE__);
+    wait(c);
+  }
+
+  void abort(const std::string& why) override { group_->abort(why); }
+
+ private:
+  static constexpr size_t kScratch = size_t(64) << 10;  // 8192 doubles: metrics and batch-norm statistics
+
+  // Throws before touching NCCL once the group is aborted; makes this rank's device current.
+  ncclComm_t begin() {
+    if (group_->aborted()) aborted();
+    ncclComm_t c = group_->comm(rank_);
+    if (c == nullptr) aborted();
+    comm_cuda(cudaSetDevice(device_), "cudaSetDevice", __LINE__);
+    return c;
+  }
+
+  void check_device(const Tensor& buf, const char* op) {
+    if (!(buf.device() == Device::cuda(device_)))
+      fail(fmt::format("{}: {}: rank {} got a tensor on {}, expected cuda:{}", where(__FILE__, __LINE__), op, rank_,
+                       buf.device().str(), device_));
+  }
+
+  // After an NCCL call: ncclInProgress (non-blocking communicator) means the operation is not yet on
+  // the stream; nothing else may be issued to the stream before the state turns ncclSuccess.
+  void enqueued(ncclComm_t c, ncclResult_t r, const char* call, int line) {
+    if (r == ncclSuccess) return;
+    if (r != ncclInProgress) fail(fmt::format("{}: {}: {}", where(__FILE__, line), call, nccl_message(r)));
+    Backoff b;
+    for (;;) {
+      if (group_->aborted()) aborted();
+      ncclResult_t s = ncclInProgress;
+      ncclResult_t q = ncclCommGetAsyncError(c, &s);
+      if (q != ncclSuccess) fail(fmt::format("{}: ncclCommGetAsyncError: {}", where(__FILE__, __LINE__), nccl_message(q)));
+      if (s == ncclSuccess) return;
+      if (s != ncclInProgress) fail(fmt::format("{}: {} (asynchronous): {}", where(__FILE__, line), call, nccl_message(s)));
+      b.pause();
+    }
+  }
+
+  // Waits until everything issued so far on the stream has finished, or the group is aborted, or
+  // NCCL reports an asynchronous error (then this rank's communicator is aborted and CommError thrown).
+  void wait(ncclComm_t c) {
+    comm_cuda(cudaEventRecord(done_, stream_), "cudaEventRecord", __LINE__);
+    Backoff b;
+    for (;;) {
+      cudaError_t e = cudaEventQuery(done_);
+      if (e == cudaSuccess) return;
+      if (e != cudaErrorNotReady) comm_cuda(e, "cudaEventQuery", __LINE__);
+      if (group_->aborted()) aborted();
+      ncclResult_t s = ncclSuccess;
+      ncclResult_t q = ncclCommGetAsyncError(c, &s);
+      if (q != ncclSuccess) fail(fmt::format("{}: ncclCommGetAsyncError: {}", where(__FILE__, __LINE__), nccl_message(q)));
+      if (s != ncclSuccess && s != ncclInProgress)
+        fail(fmt::format("{}: NCCL asynchronous error on rank {} (cuda:{}): {}", where(__FILE__, __LINE__), rank_, device_,
+                         nccl_message(s)));
+      b.pause();
+    }
+  }
+
+  void comm_cuda(cudaError_t e, const char* call, int line) {
+    if (e != cudaSuccess) fail(fmt::format("{}: {}: {}", where(__FILE__, line), call, cudaGetErrorString(e)));
+  }
+
+  // Grows the scratch buffers (rare: beyond 8192 doubles). Old buffers are kept until destruction:
+  // cudaFree/cudaFreeHost synchronise, which could wait on a peer's collective.
+  void reserve(size_t bytes) {
+    if (bytes <= scratch_bytes_) return;
+    size_t n = std::max(bytes, 2 * scratch_bytes_);
+    retired_.push_back({dev_scratch_, host_scratch_});
+    dev_scratch_ = host_scratch_ = nullptr;
+    scratch_bytes_ = 0;
+    comm_cuda(cudaMalloc(&dev_scratch_, n), "cudaMalloc", __LINE__);
+    comm_cuda(cudaMallocHost(&host_scratch_, n), "cudaMallocHost", __LINE__);
+    scratch_bytes_ = n;
+  }
+
+  // This rank fails: every rank's collectives stop (abort), and this one reports why.
+  [[noreturn]] void fail(const std::string& msg) {
+    group_->abort(msg);
+    group_->abort_comm(rank_);
+    throw CommError(msg);
+  }
+  [[noreturn]] void aborted() {
+    group_->abort_comm(rank_);
+    throw CommError("collective aborted: " + group_->why());
+  }
+
+  void release() noexcept {
+    DeviceGuard guard;
+    if (cudaSetDevice(device_) != cudaSuccess) return;
+    auto free_pair = [](void* d, void* h) {
+      if (d != nullptr) (void)cudaFree(d);
+      if (h != nullptr) (void)cudaFreeHost(h);
+    };
+    for (auto& [d, h] : retired_) free_pair(d, h);
+    free_pair(dev_scratch_, host_scratch_);
+    retired_.clear();
+    dev_scratch_ = host_scratch_ = nullptr;
+    if (done_ != nullptr) (void)cudaEventDestroy(done_);
+    done_ = nullptr;
+  }
+
+  std::shared_ptr<NcclGroup> group_;
+  int rank_;
+  int device_;
+  cudaStream_t stream_;
+  cudaEvent_t done_ = nullptr;
+  void* dev_scratch_ = nullptr;   // all_reduce_host / barrier operands on the device
+  void* host_scratch_ = nullptr;  // pinned: both copies stay asynchronous, so waits stay abortable
+  size_t scratch_bytes_ = 0;
+  std::vector<std::pair<void*, void*>> retired_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<Device>& devices,
+                                                           const std::vector<OpContext*>& contexts) {
+  const int n = int(devices.size());
+  if (n == 0 || contexts.size() != devices.size())
+    throw DeviceError(fmt::format("make_nccl_comms: {} devices but {} contexts", devices.size(), contexts.size()));
+  int visible = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&visible));
+  std::vector<int> devs;
+  for (int r = 0; r < n; ++r) {
+    const Device& d = devices[size_t(r)];
+    if (d.is_cpu() || d.index < 0 || d.index >= visible)
+      throw DeviceError(fmt::format("NCCL rank {}: {} is not one of the {} visible GPU(s)", r, d.str(), visible));
+    if (contexts[size_t(r)] == nullptr || !(contexts[size_t(r)]->device() == d))
+      throw DeviceError(fmt::format("NCCL rank {}: its context is not on {}", r, d.str()));
+    devs.push_back(d.index);
+  }
+  if (std::set<int>(devs.begin(), devs.end()).size() != devs.size())
+    throw DeviceError("NCCL needs distinct GPUs (one rank per GPU); replicas sharing a GPU use LocalComm");
+
+  // Determinism (see the top of this file): keep NCCL off NVLS unless the user chose the algorithms.
+  // NCCL reads NCCL_ALGO when a communicator is created.
+  if (std::getenv("NCCL_ALGO") == nullptr) setenv("NCCL_ALGO", "^NVLS", 0);
+
+  DeviceGuard guard;
+  auto group = std::make_shared<NcclGroup>(devs);  // on failure its destructor aborts what was created
+  try {
+    ncclUniqueId id;
+    NCCL_CHECK(ncclGetUniqueId(&id));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    std::vector<ncclConfig_t> configs(size_t(n), config);
+
+    // One thread creating the communicators of several devices: a group call (NCCL "Group calls").
+    std::string first_error;
+    NCCL_CHECK(ncclGroupStart());
+    for (int r = 0; r < n && first_error.empty(); ++r) {
+      int d = devs[size_t(r)];
+      cudaError_t e = cudaSetDevice(d);
+      ncclResult_t res = e == cudaSuccess ? ncclCommInitRankConfig(&group->comm(r), n, id, r, &configs[size_t(r)]) : ncclSuccess;
+      if (e != cudaSuccess)
+        first_error = fmt::format("{}: cudaSetDevice({}): {}", where(__FILE__, __LINE__), d, cudaGetErrorString(e));
+      else if (res != ncclSuccess && res != ncclInProgress)
+        first_error = fmt::format("{}: ncclCommInitRankConfig(rank {}, cuda:{}): {}", where(__FILE__, __LINE__), r, d, nccl_message(res));
+    }
+    ncclResult_t end = ncclGroupEnd();
+    if (end != ncclSuccess && end != ncclInProgress) {
+      // A failed group is undone by NCCL (as in ncclCommInitAll): leave its communicators alone.
+      for (int r = 0; r < n; ++r) group->comm(r) = nullptr;
+      if (first_error.empty())
+        first_error = fmt::format("{}: ncclGroupEnd (communicator creation): {}", where(__FILE__, __LINE__), nccl_message(end));
+    }
+    if (!first_error.empty()) throw DeviceError(first_error);
+
+    // Wait until every rank is ready (bounded: all ranks live in this process, none can be missing).
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+    for (int r = 0; r < n; ++r) {
+      Backoff b;
+      for (;;) {
+        ncclResult_t s = ncclInProgress;
+        ncclResult_t q = ncclCommGetAsyncError(group->comm(r), &s);
+        std::string err;
+        if (q != ncclSuccess) err = "ncclCommGetAsyncError: " + nccl_message(q);
+        else if (s != ncclSuccess && s != ncclInProgress) err = "communicator creation: " + nccl_message(s);
+        else if (s == ncclInProgress && std::chrono::steady_clock::now() > deadline) err = "communicator creation took over 300 s";
+        if (!err.empty())
+          throw DeviceError(fmt::format("{}: NCCL rank {} (cuda:{}): {}", where(__FILE__, __LINE__), r, devs[size_t(r)], err));
+        if (s == ncclSuccess) break;
+        b.pause();
+      }
+      int dev = -1;
+      NCCL_CHECK(ncclCommCuDevice(group->comm(r), &dev));
+      if (dev != devs[size_t(r)])
+        throw DeviceError(fmt::format("NCCL rank {} was created on cuda:{} instead of cuda:{}", r, dev, devs[size_t(r)]));
+    }
+
+    std::vector<std::unique_ptr<Communicator>> out;
+    for (int r = 0; r < n; ++r) out.push_back(std::make_unique<NcclComm>(group, r, cuda_context(*contexts[size_t(r)])));
+    return out;
+  } catch (const std::exception& e) {
+    group->abort(e.what());  // so that the group's destructor aborts rather than finalizes
+    throw;
+  }
+}
+
+}  // namespace trainer

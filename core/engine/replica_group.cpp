@@ -1,0 +1,73 @@
+// Replica threads and failure propagation.
+#include "core/engine/replica_group.h"
+
+#include <fmt/format.h>
+
+#include <mutex>
+#include <thread>
+
+#include "core/data/dataset.h"
+#include "core/engine/devices.h"
+
+namespace trainer {
+
+ReplicaGroup::ReplicaGroup(const Experiment& e, const std::vector<Device>& devices, int threads) : devices_(devices) {
+  std::vector<OpContext*> contexts;
+  for (size_t r = 0; r < devices.size(); ++r) {
+    workers_.push_back(std::make_unique<Worker>(e, int(r), devices[r], threads));
+    contexts.push_back(&workers_.back()->replica().context());
+  }
+  // Two groups: gradients (communication threads) and control (worker threads), so the two
+  // threads of a rank never interleave collectives on one communicator.
+  grad_comms_ = make_communicators(devices, contexts);
+  ctl_comms_ = make_communicators(devices, contexts);
+  for (size_t r = 0; r < devices.size(); ++r) workers_[r]->attach(*grad_comms_[r], *ctl_comms_[r]);
+}
+
+void ReplicaGroup::run(const std::function<void(Worker&)>& fn) {
+  std::mutex mu;
+  std::exception_ptr first;
+  int first_rank = -1;
+  auto body = [&](int r) {
+    try {
+      workers_[size_t(r)]->bind_thread();
+      fn(*workers_[size_t(r)]);
+    } catch (...) {
+      std::string what = "unknown error";
+      try {
+        throw;
+      } catch (const std::exception& x) {
+        what = x.what();
+      } catch (...) {
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first) return;  // a consequence of the first failure (an aborted collective)
+        first = std::current_exception();
+        first_rank = r;
+      }
+      std::string why = fmt::format("replica {} failed: {}", r, what);
+      grad_comms_[0]->abort(why);
+      ctl_comms_[0]->abort(why);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int r = 1; r < size(); ++r) threads.emplace_back(body, r);
+  body(0);  // rank 0 on the calling thread
+  for (std::thread& t : threads) t.join();
+  if (!first) return;
+  try {
+    std::rethrow_exception(first);
+  } catch (const DataError&) {
+    throw;
+  } catch (const cfg::ConfigError&) {
+    throw;
+  } catch (const DeviceError&) {
+    throw;
+  } catch (const std::exception& x) {
+    if (size() == 1) throw;
+    throw DeviceError(fmt::format("replica {} failed: {}", first_rank, x.what()));
+  }
+}
+
+}  // namespace trainer

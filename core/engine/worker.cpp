@@ -1,0 +1,63 @@
+// The data-parallel step of one replica.
+#include "core/engine/worker.h"
+
+namespace trainer {
+
+Worker::Worker(const Experiment& e, int rank, Device device, int threads)
+    : rank_(rank), bucket_floats_(std::max<int64_t>(1, int64_t(e.train.bucket_mb * (1 << 20) / sizeof(float)))) {
+  rep_ = std::make_unique<Replica>(e, device, threads);
+}
+
+void Worker::attach(Communicator& grad, Communicator& ctl) {
+  ctl_ = &ctl;
+  ParamStore& ps = rep_->graph().params();
+  std::vector<int64_t> cuts;
+  for (const ParamEntry& p : ps.entries())
+    if (p.spec.trainable) cuts.push_back(p.offset);
+  buckets_ = std::make_unique<GradBuckets>(ps.trainable_grads(), cuts, bucket_floats_, grad, rep_->context());
+  rep_->graph().set_backward_hook([this](int64_t frontier) { buckets_->on_frontier(frontier); });
+}
+
+void Worker::broadcast_parameters() {
+  Tensor w = rep_->graph().params().weights();
+  ctl_->broadcast(w, 0);
+}
+
+LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop) {
+  buckets_->start_step();
+  // The loss gradient is scaled by 1 / global batch, so the all-reduced sum is the gradient
+  // of the mean loss over the global batch: averaging needs no pass of its own.
+  float grad_scale = b.global_size > 0 ? 1.0f / float(b.global_size) : 0.0f;
+  LossStats s = rep_->compute_gradients(b.images, b.labels, grad_scale, seed);
+  Optimizer& opt = rep_->optimizer();
+  opt.begin_step();
+  const auto& bk = buckets_->buckets();
+  for (size_t i = bk.size(); i-- > 0;) {  // in the order their all-reduces finish
+    buckets_->wait(i);
+    opt.update(bk[i].begin, bk[i].end, lr, 1.0f);
+  }
+  Tensor frozen = rep_->graph().params().frozen_weights();
+  if (frozen.numel() > 0) ctl_->broadcast(frozen, 0);
+  std::vector<double> v{s.loss_sum, double(s.correct), double(s.count), stop ? 1.0 : 0.0};
+  ctl_->all_reduce_host(v);
+  stop = v[3] > 0;
+  return {v[0], int64_t(v[1]), int64_t(v[2])};
+}
+
+LossStats Worker::evaluate(Loader& loader) {
+  LossStats total;
+  loader.start_epoch(0);
+  Batch b;
+  while (loader.next(b)) {
+    if (b.size == 0) continue;
+    LossStats s = rep_->eval_step(b.images, b.labels);
+    total.loss_sum += s.loss_sum;
+    total.correct += s.correct;
+    total.count += s.count;
+  }
+  std::vector<double> v{total.loss_sum, double(total.correct), double(total.count)};
+  ctl_->all_reduce_host(v);
+  return {v[0], int64_t(v[1]), int64_t(v[2])};
+}
+
+}  // namespace trainer

@@ -1,0 +1,132 @@
+// Data-parallel invariants: N replicas x batch B/N == 1 replica x batch B; replicas stay
+// bitwise identical after every step; a failing replica stops the others promptly.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "core/data/loader.h"
+#include "core/engine/replica_group.h"
+
+using namespace trainer;
+
+namespace {
+
+std::string config(const std::string& optimizer, bool batchnorm, bool sync_bn) {
+  std::string bn = batchnorm ? "    - {name: bn, type: batchnorm}\n" : "";
+  return R"(
+name: dp
+seed: 5
+model:
+  input: [8, 8, 3]
+  layers:
+    - {name: conv1, type: conv2d, filters: 6, kernel: 3, padding: same}
+)" + bn + R"(    - {name: relu1, type: relu}
+    - {name: pool, type: max_pool2d, pool: 2}
+    - {name: conv2, type: conv2d, filters: 8, kernel: 3, strides: 2, padding: same}
+    - {name: relu2, type: relu}
+    - {name: flat, type: flatten}
+    - {name: dense, type: dense, units: 5}
+    - {name: softmax, type: softmax}
+data:
+  train: {type: synthetic, size: 240, image_size: 8, classes: 5, seed: 3}
+train: {batch_size: 12, sync_bn: )" + std::string(sync_bn ? "true" : "false") + R"(, bucket_mb: 0.001}
+optimizer: )" + optimizer + "\n";
+}
+
+// Trains `replicas` CPU replicas (one thread each) for `steps` steps on global batches of 12;
+// returns rank 0's final parameters, checking after every step that all ranks agree bitwise.
+std::vector<float> train(const std::string& yaml, int replicas, int steps, bool* identical) {
+  Experiment e = read_experiment(cfg::parse_document(yaml, "dp.yaml"));
+  e.train.batch_size = 12 / replicas;
+  std::vector<Device> devices;
+  for (int r = 0; r < replicas; ++r) devices.push_back(Device::cpu(r));
+  ReplicaGroup group(e, devices, 1);
+  auto ds = make_dataset(cfg::root(e.doc).child("data").child("train"), ".");
+  std::vector<std::vector<float>> weights(static_cast<size_t>(replicas));
+  *identical = true;
+  group.run([&](Worker& w) {
+    LoaderOptions lo;
+    lo.batch_size = e.train.batch_size;
+    lo.seed = 9;
+    lo.workers = 0;
+    lo.augment.scale = 1.0f / 255;
+    lo.rank = w.rank();
+    lo.replicas = replicas;
+    Loader loader(ds, lo);
+    loader.start_epoch(0);
+    w.broadcast_parameters();
+    Batch b;
+    bool stop = false;
+    for (int s = 0; s < steps; ++s) {
+      if (!loader.next(b)) throw std::logic_error("the loader ran out of batches");  // no Catch macros off the main thread
+      w.train_step(b, 0.05f, uint64_t(s), stop);
+      weights[size_t(w.rank())] = w.replica().graph().params().download(w.replica().context());
+      w.control().barrier();
+      if (w.rank() == 0)
+        for (int r = 1; r < replicas; ++r)
+          if (std::memcmp(weights[0].data(), weights[size_t(r)].data(), weights[0].size() * sizeof(float)) != 0)
+            *identical = false;
+      w.control().barrier();
+    }
+  });
+  return weights[0];
+}
+
+void check_equivalent(const std::string& yaml, int replicas) {
+  bool same1 = true, sameN = true;
+  std::vector<float> one = train(yaml, 1, 10, &same1);
+  std::vector<float> many = train(yaml, replicas, 10, &sameN);
+  REQUIRE(one.size() == many.size());
+  double diff = 0, norm = 0, maxdiff = 0, maxabs = 0;
+  for (size_t i = 0; i < one.size(); ++i) {
+    double d = double(many[i]) - double(one[i]);
+    diff += d * d;
+    norm += double(one[i]) * one[i];
+    maxdiff = std::max(maxdiff, std::abs(d));
+    maxabs = std::max(maxabs, std::abs(double(one[i])));
+  }
+  WARN(replicas << " replicas: relative L2 difference " << std::sqrt(diff / norm) << ", max |diff| " << maxdiff
+                << " (max |w| " << maxabs << ")");
+  CHECK(sameN);
+  CHECK(std::sqrt(diff / norm) <= 1e-5);
+  CHECK(maxdiff <= 1e-5 * maxabs);
+}
+
+}  // namespace
+
+TEST_CASE("data parallel: N replicas x B/N match 1 replica x B after 10 steps (SGD momentum)") {
+  for (int n : {2, 3, 4}) check_equivalent(config("{type: sgd, lr: 0.05, momentum: 0.9}", false, false), n);
+}
+
+TEST_CASE("data parallel: N replicas x B/N match 1 replica x B after 10 steps (Adam)") {
+  for (int n : {2, 3, 4}) check_equivalent(config("{type: adam, lr: 0.01}", false, false), n);
+}
+
+TEST_CASE("data parallel: a failing replica stops every replica promptly with its error") {
+  Experiment e = read_experiment(cfg::parse_document(config("{type: sgd, lr: 0.05}", false, false), "dp.yaml"));
+  e.train.batch_size = 4;
+  ReplicaGroup group(e, {Device::cpu(0), Device::cpu(1), Device::cpu(2)}, 1);
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    group.run([&](Worker& w) {
+      Batch b;
+      b.images = Tensor::empty(Shape{4, 8, 8, 3});
+      std::memset(b.images.data(), 0, b.images.bytes());
+      b.labels = Tensor::empty(Shape{4}, DType::I32);
+      for (int i = 0; i < 4; ++i) b.labels.i32()[i] = i;
+      b.size = 4;
+      b.global_size = 12;
+      bool stop = false;
+      for (int s = 0; s < 1000; ++s) {
+        if (w.rank() == 2 && s == 3) throw std::runtime_error("boom");
+        w.train_step(b, 0.01f, 0, stop);
+      }
+    });
+    FAIL("no error");
+  } catch (const DeviceError& err) {
+    CHECK_THAT(err.what(), Catch::Contains("replica 2 failed: boom"));
+  }
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+}

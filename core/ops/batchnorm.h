@@ -26,6 +26,22 @@ class BatchNormKernel {
   // dx, dgamma, dbeta overwritten; dx may be undefined.
   virtual void backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, const Tensor& save_mean,
                         const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) = 0;
+
+  // --- Pieces of synchronised batch norm (statistics over several replicas' batches). The
+  // layer reduces the [C] results across replicas between the calls; normalisation itself is
+  // forward_infer with the global mean and variance. All [C] tensors are f32 on this device,
+  // accumulated in double (CPU) or in fixed-order reductions (CUDA).
+  // sum[c] = sum over rows of (x - shift[c]), sumsq[c] = sum of (x - shift[c])^2; an undefined
+  // shift means 0. (Two passes — the mean, then the centred square sum — keep the variance exact.)
+  virtual void channel_sums(const Tensor& x, const Tensor& shift, Tensor& sum, Tensor& sumsq) = 0;
+  // sum_dy[c] = sum of dy, sum_dy_xmu[c] = sum of dy * (x - mean[c]), over this replica's rows.
+  virtual void backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, Tensor& sum_dy,
+                             Tensor& sum_dy_xmu) = 0;
+  // dx = g * invstd * (dy - sum_dy / count - (x - mean) * invstd^2 * sum_dy_xmu / count), with the
+  // sums and count over the whole (global) batch; g = gamma, or 1 when undefined.
+  virtual void backward_apply(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                              const Tensor& invstd, const Tensor& sum_dy, const Tensor& sum_dy_xmu, double count,
+                              Tensor& dx) = 0;
 };
 
 }  // namespace trainer

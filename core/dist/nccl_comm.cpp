@@ -98,9 +98,6 @@ class NcclGroup {
   // a communicator any more. Never throws.
   ~NcclGroup() {
     DeviceGuard guard;
-    bool live = false;
-    for (ncclComm_t c : comms_) live = live || c != nullptr;
-    if (!live) return;
     bool clean = !aborted() && std::all_of(comms_.begin(), comms_.end(), [](ncclComm_t c) { return c != nullptr; });
     if (clean) {
       // Flush and release network/proxy resources of all ranks together (one thread, several
@@ -150,9 +147,9 @@ class NcclGroup {
     std::lock_guard<std::mutex> lock(mu_);
     return why_;
   }
-  // Called by rank r's own thread only: aborts its communicator, whose
-  // kernels then stop waiting for peers. NCCL frees the process's communicators when the last one
-  // of the clique is destroyed or aborted, so peers still running are unaffected. Never throws.
+  // Called by rank r's own thread only: aborts its communicator, whose kernels then stop waiting for
+  // peers. NCCL frees a process's communicators only when the last one of the clique is destroyed
+  // or aborted (commReclaim), so peers still running are unaffected. Never throws.
   void abort_comm(int r) noexcept {
     ncclComm_t c = nullptr;
     {
@@ -416,17 +413,13 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<Dev
         if (s == ncclSuccess) break;
         b.pause();
       }
-      int dev = -1;
-      NCCL_CHECK(ncclCommCuDevice(group->comm(r), &dev));
-      if (dev != devs[size_t(r)])
-        throw DeviceError(fmt::format("NCCL rank {} was created on cuda:{} instead of cuda:{}", r, dev, devs[size_t(r)]));
     }
 
     std::vector<std::unique_ptr<Communicator>> out;
     for (int r = 0; r < n; ++r) out.push_back(std::make_unique<NcclComm>(group, r, cuda_context(*contexts[size_t(r)])));
     return out;
-  } catch (const std::exception& e) {
-    group->abort(e.what());  // so that the group's destructor aborts rather than finalizes
+  } catch (...) {
+    group->abort("make_nccl_comms failed");  // the group's destructor then aborts rather than finalizes
     throw;
   }
 }

@@ -21,8 +21,9 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   // In-place element-wise sum over the ranks of a float tensor on this rank's device; every
-  // rank passes a tensor of the same length. Deterministic for a fixed number of ranks (each
-  // element is summed in rank order 0..N-1).
+  // rank passes a tensor of the same length. Deterministic for a fixed number of ranks and
+  // identical on every rank (LocalComm sums each element in rank order 0..N-1; NCCL's ring/tree
+  // order is fixed for a fixed topology).
   virtual void all_reduce_sum(Tensor& buf) = 0;
   // Every rank's `buf` takes root's values.
   virtual void broadcast(Tensor& buf, int root) = 0;

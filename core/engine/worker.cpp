@@ -4,7 +4,7 @@
 namespace trainer {
 
 Worker::Worker(const Experiment& e, int rank, Device device, int threads)
-    : rank_(rank), bucket_floats_(std::max<int64_t>(1, int64_t(e.train.bucket_mb * (1 << 20) / sizeof(float)))) {
+    : rank_(rank), sync_bn_(e.train.sync_bn), bucket_floats_(std::max<int64_t>(1, int64_t(e.train.bucket_mb * (1 << 20) / sizeof(float)))) {
   rep_ = std::make_unique<Replica>(e, device, threads);
 }
 
@@ -16,6 +16,8 @@ void Worker::attach(Communicator& grad, Communicator& ctl) {
     if (p.spec.trainable) cuts.push_back(p.offset);
   buckets_ = std::make_unique<GradBuckets>(ps.trainable_grads(), cuts, bucket_floats_, grad, rep_->context());
   rep_->graph().set_backward_hook([this](int64_t frontier) { buckets_->on_frontier(frontier); });
+  if (sync_bn_)
+    for (const GraphNode& n : rep_->graph().nodes()) n.layer->set_sync(&ctl);
 }
 
 void Worker::broadcast_parameters() {

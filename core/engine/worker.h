@@ -41,6 +41,7 @@ class Worker {
 
  private:
   int rank_;
+  bool sync_bn_;
   int64_t bucket_floats_;
   std::unique_ptr<Replica> rep_;
   Communicator* ctl_ = nullptr;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dist/communicator.h"
 #include "core/io/config.h"
 #include "core/ops/context.h"
 
@@ -60,6 +61,9 @@ class Layer {
                         const std::vector<Tensor*>& dx) = 0;
   // Layers with run-to-run randomness (dropout) get a fresh seed each step.
   virtual void set_step_seed(uint64_t) {}
+  // Data parallelism with sync_bn: layers whose statistics span the batch (batch norm) reduce
+  // them over every replica through `comm` (used on the worker thread only).
+  virtual void set_sync(Communicator*) {}
 
  protected:
   OpContext& ctx() const { return *ctx_; }

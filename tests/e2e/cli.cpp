@@ -32,11 +32,11 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-Result trainer(const std::string& args, const std::string& cwd) {
+Result trainer(const std::string& args, const std::string& cwd, const std::string& prefix) {
   static std::string dir = temp_dir("cwd");
   std::string where = cwd.empty() ? dir : cwd;
   std::string out = where + "/.stdout", err = where + "/.stderr";
-  std::string cmd = "cd '" + where + "' && '" TRAINER_BINARY "' " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
+  std::string cmd = "cd '" + where + "' && " + prefix + " '" TRAINER_BINARY "' " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
   int st = std::system(cmd.c_str());
   Result r;
   r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);

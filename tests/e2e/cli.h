@@ -11,7 +11,8 @@ struct Result {
 
 // Runs `trainer <args>` (args are passed to /bin/sh as written) in `cwd` (default: a fresh
 // temporary directory shared by the test executable).
-Result trainer(const std::string& args, const std::string& cwd = "");
+// `prefix` goes before the binary (environment assignments, `timeout 60`).
+Result trainer(const std::string& args, const std::string& cwd = "", const std::string& prefix = "");
 // A fresh, empty temporary directory.
 std::string temp_dir(const std::string& tag);
 void write_file(const std::string& path, const std::string& text);

@@ -1,6 +1,8 @@
 // batchnorm layer (Keras BatchNormalization over the channel axis): momentum 0.99, epsilon 1e-3.
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "core/graph/layers/common.h"
 #include "core/ops/batchnorm.h"
 
@@ -38,10 +40,17 @@ class BatchNorm final : public Layer {
     k_ = make_kernel<BatchNormKernel>(ctx, p_);
     mean_ = ctx.zeros(Shape{c_});
     invstd_ = ctx.zeros(Shape{c_});
+    sum_ = ctx.zeros(Shape{c_});
+    sumsq_ = ctx.zeros(Shape{c_});
+    var_ = ctx.zeros(Shape{c_});
   }
 
+  void set_sync(Communicator* comm) override { sync_ = comm && comm->size() > 1 ? comm : nullptr; }
+
   void forward(const std::vector<const Tensor*>& x, Tensor& y, bool training) override {
-    if (training)
+    if (training && sync_)
+      forward_sync(*x[0], y);
+    else if (training)
       k_->forward_train(*x[0], params_[0], params_[1], y, mean_, invstd_, params_[2], params_[3]);
     else
       k_->forward_infer(*x[0], params_[0], params_[1], params_[2], params_[3], y);
@@ -49,10 +58,85 @@ class BatchNorm final : public Layer {
 
   void backward(const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
-    k_->backward(*x[0], params_[0], dy, mean_, invstd_, *dx[0], grads_[0], grads_[1]);
+    if (sync_)
+      backward_sync(*x[0], dy, *dx[0]);
+    else
+      k_->backward(*x[0], params_[0], dy, mean_, invstd_, *dx[0], grads_[0], grads_[1]);
   }
 
  private:
+  std::vector<float> download(const Tensor& t) {
+    std::vector<float> h(size_t(t.numel()));
+    ctx().copy_to_host(h.data(), t.data(), t.bytes());
+    return h;
+  }
+  void upload(Tensor& t, const std::vector<double>& v, size_t from = 0) {
+    std::vector<float> h(size_t(t.numel()));
+    for (size_t i = 0; i < h.size(); ++i) h[i] = float(v[from + i]);
+    ctx().copy_from_host(t.data(), h.data(), t.bytes());
+  }
+
+  // SyncBatchNorm forward: the global mean (one host all-reduce of the channel sums and row
+  // count), then the global centred variance (a second), then normalisation with them.
+  void forward_sync(const Tensor& x, Tensor& y) {
+    size_t c = size_t(c_);
+    int64_t rows = c_ > 0 ? x.numel() / c_ : 0;
+    k_->channel_sums(x, Tensor(), sum_, sumsq_);
+    std::vector<float> s = download(sum_);
+    std::vector<double> v(s.begin(), s.end());
+    v.push_back(double(rows));
+    sync_->all_reduce_host(v);
+    count_ = v[c];
+    if (count_ <= 0) return;
+    std::vector<double> mean(c);
+    for (size_t i = 0; i < c; ++i) mean[i] = v[i] / count_;
+    upload(mean_, mean);
+    k_->channel_sums(x, mean_, sum_, sumsq_);
+    std::vector<float> q = download(sumsq_);
+    std::vector<double> var(q.begin(), q.end());
+    sync_->all_reduce_host(var);
+    std::vector<double> invstd(c), rm(c), rv(c);
+    std::vector<float> run_m = download(params_[2]), run_v = download(params_[3]);
+    double m = p_.momentum;
+    for (size_t i = 0; i < c; ++i) {
+      double unbiased = count_ > 1 ? var[i] / (count_ - 1) : 0.0;
+      var[i] /= count_;
+      invstd[i] = 1.0 / std::sqrt(var[i] + p_.epsilon);
+      rm[i] = m * run_m[i] + (1 - m) * mean[i];
+      rv[i] = m * run_v[i] + (1 - m) * unbiased;
+    }
+    upload(invstd_, invstd);
+    upload(var_, var);
+    upload(params_[2], rm);
+    upload(params_[3], rv);
+    k_->forward_infer(x, params_[0], params_[1], mean_, var_, y);
+  }
+
+  // SyncBatchNorm backward: this replica's dgamma/dbeta are its own sums (the gradient
+  // all-reduce adds the replicas'); dx needs the global sums (one host all-reduce).
+  void backward_sync(const Tensor& x, const Tensor& dy, Tensor& dx) {
+    size_t c = size_t(c_);
+    k_->backward_sums(x, dy, mean_, sum_, sumsq_);
+    std::vector<float> sdy = download(sum_), sdx = download(sumsq_), is = download(invstd_);
+    std::vector<double> dgamma(c), dbeta(c), g(2 * c);
+    for (size_t i = 0; i < c; ++i) {
+      dgamma[i] = double(sdx[i]) * is[i];
+      dbeta[i] = sdy[i];
+      g[i] = sdy[i];
+      g[c + i] = sdx[i];
+    }
+    upload(grads_[0], dgamma);
+    upload(grads_[1], dbeta);
+    sync_->all_reduce_host(g);
+    if (!dx.defined() || count_ <= 0) return;
+    upload(sum_, g, 0);
+    upload(sumsq_, g, c);
+    k_->backward_apply(x, dy, params_[0], mean_, invstd_, sum_, sumsq_, count_, dx);
+  }
+
+  Communicator* sync_ = nullptr;
+  Tensor sum_, sumsq_, var_;
+  double count_ = 0;
   BatchNormParams p_;
   int64_t c_ = 0, elems_ = 0;
   std::unique_ptr<BatchNormKernel> k_;

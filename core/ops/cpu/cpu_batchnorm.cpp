@@ -211,6 +211,110 @@ class CpuBatchNorm final : public BatchNormKernel {
     }
   }
 
+  // --- Synchronised batch norm pieces (see batchnorm.h).
+
+  void channel_sums(const Tensor& x, const Tensor& shift, Tensor& sum, Tensor& sumsq) override {
+    const int64_t C = channels(x), m = C ? x.numel() / C : 0;
+    check_vec("shift", shift, C, true);
+    check_vec("sum", sum, C, false);
+    check_vec("sumsq", sumsq, C, false);
+    if (C == 0) return;
+    if (m == 0) {
+      std::fill(sum.f32(), sum.f32() + C, 0.0f);
+      std::fill(sumsq.f32(), sumsq.f32() + C, 0.0f);
+      return;
+    }
+    const float* xp = x.f32();
+    std::vector<float> zero;
+    if (!shift.defined()) zero.assign(size_t(C), 0.0f);
+    const float* sh = shift.defined() ? shift.f32() : zero.data();
+    const double* part = reduce_rows(m, C, [&](int64_t r, float* __restrict fs, float* __restrict fq) {
+      const float* __restrict xr = xp + r * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) {
+        float d = xr[c] - sh[c];
+        fs[c] += d;
+        fq[c] += d * d;
+      }
+    });
+    for (int64_t c = 0; c < C; ++c) {
+      sum.f32()[c] = float(part[c]);
+      sumsq.f32()[c] = float(part[C + c]);
+    }
+  }
+
+  void backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, Tensor& sum_dy,
+                     Tensor& sum_dy_xmu) override {
+    const int64_t C = channels(x), m = C ? x.numel() / C : 0;
+    cpu::require_shape("batchnorm", "dy", dy, x.shape());
+    check_vec("mean", mean, C, false);
+    check_vec("sum_dy", sum_dy, C, false);
+    check_vec("sum_dy_xmu", sum_dy_xmu, C, false);
+    if (C == 0) return;
+    if (m == 0) {
+      std::fill(sum_dy.f32(), sum_dy.f32() + C, 0.0f);
+      std::fill(sum_dy_xmu.f32(), sum_dy_xmu.f32() + C, 0.0f);
+      return;
+    }
+    const float* xp = x.f32();
+    const float* dyp = dy.f32();
+    const float* mu = mean.f32();
+    const double* part = reduce_rows(m, C, [&](int64_t r, float* __restrict fs, float* __restrict fq) {
+      const float* __restrict xr = xp + r * C;
+      const float* __restrict dr = dyp + r * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) {
+        fs[c] += dr[c];
+        fq[c] += dr[c] * (xr[c] - mu[c]);
+      }
+    });
+    for (int64_t c = 0; c < C; ++c) {
+      sum_dy.f32()[c] = float(part[c]);
+      sum_dy_xmu.f32()[c] = float(part[C + c]);
+    }
+  }
+
+  void backward_apply(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean, const Tensor& invstd,
+                      const Tensor& sum_dy, const Tensor& sum_dy_xmu, double count, Tensor& dx) override {
+    const int64_t C = channels(x), m = C ? x.numel() / C : 0;
+    cpu::require_shape("batchnorm", "dy", dy, x.shape());
+    check_vec("gamma", gamma, C, true);
+    check_vec("mean", mean, C, false);
+    check_vec("invstd", invstd, C, false);
+    check_vec("sum_dy", sum_dy, C, false);
+    check_vec("sum_dy_xmu", sum_dy_xmu, C, false);
+    if (!(count > 0)) cpu::fail("batchnorm: count must be positive, got {}", count);
+    if (!dx.defined()) return;
+    cpu::require_shape("batchnorm", "dx", dx, x.shape());
+    if (m == 0 || C == 0) return;
+    // dx = p*dy + q*(x - mean) + r with p = g*is, q = -g*is^3*sum_dy_xmu/count, r = -p*sum_dy/count
+    // (as in backward, whose sums and count are this batch's).
+    std::vector<float> pa(C), qa(C), ra(C);
+    for (int64_t c = 0; c < C; ++c) {
+      double g = gamma.defined() ? gamma.f32()[c] : 1.0;
+      double is = invstd.f32()[c];
+      double p = g * is;
+      pa[c] = float(p);
+      qa[c] = float(-p * is * is * double(sum_dy_xmu.f32()[c]) / count);
+      ra[c] = float(-p * double(sum_dy.f32()[c]) / count);
+    }
+    const float* xp = x.f32();
+    const float* dyp = dy.f32();
+    const float* mu = mean.f32();
+    float* dxp = dx.f32();
+    const float* P = pa.data();
+    const float* Q = qa.data();
+    const float* R = ra.data();
+#pragma omp parallel for schedule(static) if (m * C > cpu::kParallelGrain)
+    for (int64_t r = 0; r < m; ++r) {
+      const float* __restrict xr = xp + r * C;
+      const float* __restrict dr = dyp + r * C;
+      float* __restrict o = dxp + r * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) o[c] = P[c] * dr[c] + Q[c] * (xr[c] - mu[c]) + R[c];
+    }
+  }
+
  private:
   static int64_t channels(const Tensor& x) {
     cpu::require_f32("batchnorm", "x", x);

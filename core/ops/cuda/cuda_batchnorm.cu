@@ -1,4 +1,6 @@
-// CUDA batchnorm: cuDNN spatial batch normalisation over NHWC (other ranks as [rows, C, 1, 1]); one-row batches here.
+// CUDA batchnorm: cuDNN spatial batch normalisation over NHWC (other ranks as [rows, C, 1, 1]); one-row batches and the
+// synchronised-batch-norm pieces (per-channel sums, backward apply) in own kernels here.
+#include <algorithm>
 #include <climits>
 #include <cmath>
 
@@ -64,6 +66,100 @@ __global__ void one_row_backward_kernel(const float* __restrict__ x, const float
       const double p = g * is;
       dx[c] = float(p * db + (-g * is * is * dg) * d - p * db);
     }
+  }
+}
+
+// --- Synchronised batch norm pieces: per-channel sums over the rows of x viewed as [m, C] (NHWC
+// is contiguous with C last), in double, in an order fixed by (m, C) alone (no atomics):
+//  1. sync_partials_kernel: block b covers channels [32 * tile, 32 * tile + 32) of the rows of one
+//     part (tile = b % tiles, part = b / tiles). Thread t handles channel tile * 32 + (t % 32) and
+//     rows part_begin + t / 32, + 8, + 16, ... (a warp reads 32 consecutive floats of one row); the
+//     8 row lanes are then added by a shared-memory tree, and the block writes its part's double
+//     partials to part[part][0 or 1][C].
+//  2. sync_finish_kernel: per channel, the parts' partials added in part order, stored as f32.
+constexpr int kSyncTile = 32;                         // channels per block
+constexpr int kSyncLanes = 8;                         // row lanes per block
+constexpr int kSyncThreads = kSyncTile * kSyncLanes;  // 256 threads per block
+constexpr int64_t kSyncRowsPerPart = 256;             // target rows per part (32 per thread)
+constexpr int64_t kSyncMaxParts = 128;
+constexpr int64_t kSyncMaxBlocks = 16384;  // bounds the partials to 8 MiB (parts * C <= 2^19)
+
+// kBackward false: sums of d and d^2 with d = x - center (center may be null: 0).
+// kBackward true: sums of dy and dy * (x - center).
+template <bool kBackward>
+__global__ void __launch_bounds__(kSyncThreads)
+    sync_partials_kernel(const float* __restrict__ x, const float* __restrict__ dy, const float* __restrict__ center,
+                         double* __restrict__ part, int64_t m, int64_t C, int64_t tiles, int64_t rows_per_part) {
+  __shared__ double ss[kSyncThreads], sq[kSyncThreads];
+  const int t = int(threadIdx.x), lane = t % kSyncTile, row_lane = t / kSyncTile;
+  const int64_t tile = int64_t(blockIdx.x) % tiles, p = int64_t(blockIdx.x) / tiles;
+  const int64_t c = tile * kSyncTile + lane;
+  const int64_t r0 = p * rows_per_part, r1 = r0 + rows_per_part < m ? r0 + rows_per_part : m;
+  double s = 0.0, q = 0.0;
+  if (c < C) {
+    const double ctr = center ? double(center[c]) : 0.0;
+    for (int64_t r = r0 + row_lane; r < r1; r += kSyncLanes) {
+      const double d = double(x[r * C + c]) - ctr;
+      if constexpr (kBackward) {
+        const double g = dy[r * C + c];
+        s += g;
+        q += g * d;
+      } else {
+        s += d;
+        q += d * d;
+      }
+    }
+  }
+  ss[t] = s;
+  sq[t] = q;
+  __syncthreads();
+#pragma unroll
+  for (int h = kSyncLanes / 2; h > 0; h /= 2) {  // row lane j += row lane j + h, for j < h
+    if (row_lane < h) {
+      ss[t] += ss[t + h * kSyncTile];
+      sq[t] += sq[t + h * kSyncTile];
+    }
+    __syncthreads();
+  }
+  if (row_lane == 0 && c < C) {
+    part[p * 2 * C + c] = ss[t];
+    part[p * 2 * C + C + c] = sq[t];
+  }
+}
+
+__global__ void sync_finish_kernel(const double* __restrict__ part, int64_t parts, int64_t C, float* __restrict__ s,
+                                   float* __restrict__ q) {
+  CUDA_GRID_LOOP(c, C) {
+    double a = 0.0, b = 0.0;
+    for (int64_t p = 0; p < parts; ++p) {
+      a += part[p * 2 * C + c];
+      b += part[p * 2 * C + C + c];
+    }
+    s[c] = float(a);
+    q[c] = float(b);
+  }
+}
+
+// Per-channel coefficients of backward_apply, as the CPU backend: dx = P * dy + Q * (x - mean) + R
+// with P = g * is, Q = -P * is^2 * sum_dy_xmu / count, R = -P * sum_dy / count (coef = [P | Q | R]).
+__global__ void sync_coef_kernel(const float* __restrict__ gamma, const float* __restrict__ invstd,
+                                 const float* __restrict__ sum_dy, const float* __restrict__ sum_dy_xmu, double count,
+                                 int64_t C, float* __restrict__ coef) {
+  CUDA_GRID_LOOP(c, C) {
+    const double g = gamma ? double(gamma[c]) : 1.0, is = invstd[c];
+    const double p = g * is;
+    coef[c] = float(p);
+    coef[C + c] = float(-p * is * is * double(sum_dy_xmu[c]) / count);
+    coef[2 * C + c] = float(-p * double(sum_dy[c]) / count);
+  }
+}
+
+__global__ void sync_apply_kernel(const float* __restrict__ x, const float* __restrict__ dy,
+                                  const float* __restrict__ mean, const float* __restrict__ coef, int64_t n, int64_t C,
+                                  float* __restrict__ dx) {
+  CUDA_GRID_LOOP(i, n) {
+    const int64_t c = i % C;
+    dx[i] = coef[c] * dy[i] + coef[C + c] * (x[i] - mean[c]) + coef[2 * C + c];
   }
 }
 
@@ -165,8 +261,72 @@ class CudaBatchNorm final : public BatchNormKernel {
         (dbeta.defined() ? dbeta : db_tmp).data(), double(p_.epsilon), save_mean.data(), save_invstd.data()));
   }
 
+  // --- Synchronised batch norm pieces (see batchnorm.h and the kernels above).
+
+  void channel_sums(const Tensor& x, const Tensor& shift, Tensor& sum, Tensor& sumsq) override {
+    const int64_t C = channels(x), m = C ? x.numel() / C : 0;
+    check_vec("shift", shift, C, true);
+    check_vec("sum", sum, C, false);
+    check_vec("sumsq", sumsq, C, false);
+    row_sums<false>(x, nullptr, opt(shift), m, C, sum, sumsq);
+  }
+
+  void backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, Tensor& sum_dy,
+                     Tensor& sum_dy_xmu) override {
+    const int64_t C = channels(x), m = C ? x.numel() / C : 0;
+    cuda::require_shape(kOp, "dy", dy, x.shape(), dev());
+    check_vec("mean", mean, C, false);
+    check_vec("sum_dy", sum_dy, C, false);
+    check_vec("sum_dy_xmu", sum_dy_xmu, C, false);
+    row_sums<true>(x, dy.f32(), mean.f32(), m, C, sum_dy, sum_dy_xmu);
+  }
+
+  void backward_apply(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean, const Tensor& invstd,
+                      const Tensor& sum_dy, const Tensor& sum_dy_xmu, double count, Tensor& dx) override {
+    const int64_t C = channels(x), m = C ? x.numel() / C : 0;
+    cuda::require_shape(kOp, "dy", dy, x.shape(), dev());
+    check_vec("gamma", gamma, C, true);
+    check_vec("mean", mean, C, false);
+    check_vec("invstd", invstd, C, false);
+    check_vec("sum_dy", sum_dy, C, false);
+    check_vec("sum_dy_xmu", sum_dy_xmu, C, false);
+    if (!(count > 0)) cuda::fail(kOp, ": count must be positive, got ", count);
+    if (!dx.defined()) return;
+    cuda::require_shape(kOp, "dx", dx, x.shape(), dev());
+    if (m == 0 || C == 0) return;
+    cuda::DeviceBuffer coef(c_.allocator(), size_t(3 * C) * sizeof(float));
+    TRAINER_LAUNCH(sync_coef_kernel, cuda::grid_for(C, c_), cuda::kBlock, c_.stream(), opt(gamma), invstd.f32(),
+                   sum_dy.f32(), sum_dy_xmu.f32(), count, C, coef.as<float>());
+    const int64_t n = m * C;
+    TRAINER_LAUNCH(sync_apply_kernel, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), x.f32(), dy.f32(), mean.f32(),
+                   coef.as<const float>(), n, C, dx.f32());
+  }
+
  private:
   Device dev() const { return c_.device(); }
+
+  // The two per-channel sums of sync_partials_kernel<kBackward> over x's m rows into s and q (f32 [C]).
+  // The partition (parts, rows per part) depends on m and C only, so the results do not depend on the GPU.
+  template <bool kBackward>
+  void row_sums(const Tensor& x, const float* dy, const float* center, int64_t m, int64_t C, Tensor& s, Tensor& q) {
+    if (C == 0) return;
+    if (m == 0) {
+      c_.fill_zero(s.data(), s.bytes());
+      c_.fill_zero(q.data(), q.bytes());
+      return;
+    }
+    const int64_t tiles = (C + kSyncTile - 1) / kSyncTile;
+    int64_t parts = (m + kSyncRowsPerPart - 1) / kSyncRowsPerPart;
+    parts = std::min({parts, kSyncMaxParts, std::max<int64_t>(1, kSyncMaxBlocks / tiles)});
+    const int64_t rows_per_part = (m + parts - 1) / parts;
+    parts = (m + rows_per_part - 1) / rows_per_part;  // no empty part
+    if (tiles * parts > int64_t(INT_MAX)) cuda::fail(kOp, ": x [", x.shape().str(), "] has too many channels");
+    cuda::DeviceBuffer part(c_.allocator(), size_t(parts * 2 * C) * sizeof(double));
+    TRAINER_LAUNCH(sync_partials_kernel<kBackward>, unsigned(tiles * parts), unsigned(kSyncThreads), c_.stream(),
+                   x.f32(), dy, center, part.as<double>(), m, C, tiles, rows_per_part);
+    TRAINER_LAUNCH(sync_finish_kernel, cuda::grid_for(C, c_), cuda::kBlock, c_.stream(), part.as<const double>(), parts,
+                   C, s.f32(), q.f32());
+  }
 
   int64_t channels(const Tensor& x) const {
     cuda::require_f32(kOp, "x", x, dev());

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The threaded parts — the data-parallel engine (worker threads, communication threads,
+# LocalComm rendezvous, failure propagation) and the prefetching loader — under ThreadSanitizer.
+#   scripts/test-tsan.sh            (CPU only; its own build in build-tsan/)
+# libgomp and oneDNN are not instrumented: tests/tsan.supp silences reports that lie entirely
+# inside them; replicas run one compute thread each, so no OpenMP team is shared.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${TSAN_BUILD_DIR:-build-tsan}
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINER_CUDA=OFF -DTRAINER_SANITIZE=thread \
+  -DTRAINER_NATIVE=OFF >/dev/null
+cmake --build "$build" --parallel --target unit_core unit_data
+export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1"
+export OMP_NUM_THREADS=1
+"$build/tests/unit_core" "data parallel*" "training*"
+"$build/tests/unit_data" "loader*"

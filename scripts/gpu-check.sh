@@ -90,6 +90,18 @@ done
 skips=$(grep -h "cuda: skipped" "$out"/test-*.log | head -1)
 [ -n "$skips" ] && row "CUDA op tests" "SKIPPED: $skips"
 
+# --- data parallelism on one GPU: one-rank NCCL and the GPU listed twice match one device -------
+smoke() {  # smoke <name> <args...>: final training loss of configs/smoke.yaml
+  local name=$1; shift
+  "$bin/trainer" run configs/smoke.yaml "$@" --run-dir "$out/dp-$name" >"$out/dp-$name.log" 2>&1 &&
+    tail -1 "$out/dp-$name/metrics.csv" | cut -d, -f3
+}
+log "data parallel on GPU"
+l1=$(smoke single --gpus 0)
+ln=$(TRAINER_COMM=nccl smoke nccl1 --gpus 0)
+l2=$(smoke twice --gpus 0,0 --set train.batch_size=16)
+row "smoke loss: --gpus 0 / NCCL 1 rank / --gpus 0,0" "${l1:-failed} / ${ln:-failed} / ${l2:-failed} (logs dp-*.log)"
+
 # --- throughput: MiniGoogLeNet, batch 256 -------------------------------------------------------
 ips() { sed -nE 's/.*"images_per_(sec|s)": ([0-9.]+).*/\2/p' | tail -1; }
 for prec in fp32 bf16; do

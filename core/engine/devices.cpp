@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 #include <thread>
 
@@ -59,7 +60,10 @@ int threads_per_replica(const DeviceRequest& r, int replicas) {
 std::vector<std::unique_ptr<Communicator>> make_communicators(const std::vector<Device>& devices,
                                                               const std::vector<OpContext*>& contexts) {
   bool distinct_gpus = devices.size() > 1 && !devices[0].is_cpu() && !(devices[0] == devices[1]);
-  if (!distinct_gpus) return make_local_comms(contexts);
+  // TRAINER_COMM=nccl forces NCCL for GPU replicas (a one-rank NCCL check on a one-GPU machine).
+  const char* force = std::getenv("TRAINER_COMM");
+  bool nccl = distinct_gpus || (force && std::string(force) == "nccl" && !devices[0].is_cpu());
+  if (!nccl) return make_local_comms(contexts);
 #ifdef TRAINER_HAVE_CUDA
   return make_nccl_comms(devices, contexts);
 #else

@@ -345,4 +345,73 @@ void rmsprop_step(Vec& w, const Vec& g, Vec& ms, Vec& mom, Vec& mg, double lr, d
   }
 }
 
+Vec depthwise_conv2d_forward(const ConvDims& d, const Vec& x, const Vec& w, const Vec* b) {
+  const int64_t m = d.oc / d.ic;
+  Vec y(size_t(d.n * d.oh * d.ow * d.oc), 0.0);
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t oy = 0; oy < d.oh; ++oy)
+      for (int64_t ox = 0; ox < d.ow; ++ox)
+        for (int64_t c = 0; c < d.ic; ++c)
+          for (int64_t j = 0; j < m; ++j) {
+            const int64_t co = c * m + j;
+            double s = b ? (*b)[co] : 0.0;
+            for (int ky = 0; ky < d.kh; ++ky)
+              for (int kx = 0; kx < d.kw; ++kx) {
+                int64_t iy = oy * d.sh - d.pt + ky * d.dh, ix = ox * d.sw - d.pl + kx * d.dw;
+                if (iy < 0 || iy >= d.ih || ix < 0 || ix >= d.iw) continue;
+                s += x[((n * d.ih + iy) * d.iw + ix) * d.ic + c] * w[((ky * d.kw + kx) * d.ic + c) * m + j];
+              }
+            y[((n * d.oh + oy) * d.ow + ox) * d.oc + co] = s;
+          }
+  return y;
+}
+
+void depthwise_conv2d_backward(const ConvDims& d, const Vec& x, const Vec& w, const Vec& dy, Vec& dx, Vec& dw,
+                               Vec& db) {
+  const int64_t m = d.oc / d.ic;
+  dx.assign(x.size(), 0.0);
+  dw.assign(w.size(), 0.0);
+  db.assign(size_t(d.oc), 0.0);
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t oy = 0; oy < d.oh; ++oy)
+      for (int64_t ox = 0; ox < d.ow; ++ox)
+        for (int64_t c = 0; c < d.ic; ++c)
+          for (int64_t j = 0; j < m; ++j) {
+            const int64_t co = c * m + j;
+            double g = dy[((n * d.oh + oy) * d.ow + ox) * d.oc + co];
+            db[co] += g;
+            for (int ky = 0; ky < d.kh; ++ky)
+              for (int kx = 0; kx < d.kw; ++kx) {
+                int64_t iy = oy * d.sh - d.pt + ky * d.dh, ix = ox * d.sw - d.pl + kx * d.dw;
+                if (iy < 0 || iy >= d.ih || ix < 0 || ix >= d.iw) continue;
+                size_t xi = size_t(((n * d.ih + iy) * d.iw + ix) * d.ic + c);
+                size_t wi = size_t(((ky * d.kw + kx) * d.ic + c) * m + j);
+                dx[xi] += g * w[wi];
+                dw[wi] += g * x[xi];
+              }
+          }
+}
+
+Vec pad2d_forward(const PadDims& d, const Vec& x) {
+  const int64_t oh = d.h + d.top + d.bottom, ow = d.w + d.left + d.right;
+  Vec y(size_t(d.n * oh * ow * d.c), 0.0);
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t iy = 0; iy < d.h; ++iy)
+      for (int64_t ix = 0; ix < d.w; ++ix)
+        for (int64_t c = 0; c < d.c; ++c)
+          y[((n * oh + iy + d.top) * ow + ix + d.left) * d.c + c] = x[((n * d.h + iy) * d.w + ix) * d.c + c];
+  return y;
+}
+
+Vec pad2d_backward(const PadDims& d, const Vec& dy) {
+  const int64_t oh = d.h + d.top + d.bottom, ow = d.w + d.left + d.right;
+  Vec dx(size_t(d.n * d.h * d.w * d.c), 0.0);
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t iy = 0; iy < d.h; ++iy)
+      for (int64_t ix = 0; ix < d.w; ++ix)
+        for (int64_t c = 0; c < d.c; ++c)
+          dx[((n * d.h + iy) * d.w + ix) * d.c + c] = dy[((n * oh + iy + d.top) * ow + ix + d.left) * d.c + c];
+  return dx;
+}
+
 }  // namespace trainer::ref

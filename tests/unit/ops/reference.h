@@ -67,4 +67,18 @@ void adam_step(Vec& w, const Vec& g, Vec& m, Vec& v, double lr, double b1, doubl
 void rmsprop_step(Vec& w, const Vec& g, Vec& ms, Vec& mom, Vec& mg, double lr, double rho, double momentum, double eps,
                   double wd, double scale, bool centered);
 
+// Depthwise conv2d on NHWC with Keras weights [kh, kw, ic, m] (ConvDims with oc = ic * m): output
+// channel c * m + j is input channel c convolved with filter j of that channel.
+Vec depthwise_conv2d_forward(const ConvDims& d, const Vec& x, const Vec& w, const Vec* b);
+void depthwise_conv2d_backward(const ConvDims& d, const Vec& x, const Vec& w, const Vec& dy, Vec& dx, Vec& dw,
+                               Vec& db);
+
+// Zero padding of NHWC x [n, h, w, c] by top/bottom rows and left/right columns; backward crops.
+struct PadDims {
+  int64_t n, h, w, c;
+  int top, bottom, left, right;
+};
+Vec pad2d_forward(const PadDims& d, const Vec& x);
+Vec pad2d_backward(const PadDims& d, const Vec& dy);
+
 }  // namespace trainer::ref

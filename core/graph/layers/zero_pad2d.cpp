@@ -1,0 +1,67 @@
+// zero_pad2d layer (Keras ZeroPadding2D): `padding: 1` | `[h, w]` | `[[top, bottom], [left, right]]`.
+#include <fmt/format.h>
+
+#include "core/graph/layers/common.h"
+#include "core/ops/pad2d.h"
+
+namespace trainer {
+namespace {
+
+// A non-negative integer from a config node (messages at the node).
+int pad_amount(const cfg::Node& n) {
+  if (!n.is_scalar()) n.fail(fmt::format("'{}' must be an integer", n.path()));
+  int v = n.as<int>();
+  if (v < 0) n.fail(fmt::format("'{}' must not be negative, not {}", n.path(), v));
+  return v;
+}
+
+// Keras' three forms: one int (all four sides), [h, w] (symmetric per dimension) or
+// [[top, bottom], [left, right]]. Default 1, as Keras.
+Pad2dParams read_pad2d(cfg::MapReader& r) {
+  cfg::Node n = r.optional("padding");
+  if (!n.defined()) return {1, 1, 1, 1};
+  const char* forms = "one integer, [rows, columns] or [[top, bottom], [left, right]]";
+  if (n.is_scalar()) {
+    int v = pad_amount(n);
+    return {v, v, v, v};
+  }
+  if (!n.is_seq() || n.size() != 2) n.fail(fmt::format("'{}' must be {}", n.path(), forms));
+  cfg::Node h = n.at(0), w = n.at(1);
+  if (h.is_scalar() && w.is_scalar()) {
+    int a = pad_amount(h), b = pad_amount(w);
+    return {a, a, b, b};
+  }
+  if (h.is_seq() && w.is_seq() && h.size() == 2 && w.size() == 2)
+    return {pad_amount(h.at(0)), pad_amount(h.at(1)), pad_amount(w.at(0)), pad_amount(w.at(1))};
+  n.fail(fmt::format("'{}' must be {}", n.path(), forms));
+}
+
+class ZeroPad2d final : public Layer {
+ public:
+  explicit ZeroPad2d(cfg::MapReader& r) : p_(read_pad2d(r)) {}
+
+  Shape infer(const std::vector<Shape>& in) override {
+    const Shape& x = in[0];
+    if (x.rank() != 3)
+      spec().fail(fmt::format("zero_pad2d '{}' needs an image input (H, W, C), got {}", name(), x.str()));
+    return pad2d_output_shape(x, p_);
+  }
+  void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
+    Layer::bind(ctx, std::move(params), std::move(grads));
+    k_ = make_kernel<Pad2dKernel>(ctx, p_);
+  }
+  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override { k_->forward(*x[0], y); }
+  void backward(const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    if (dx[0]->defined()) k_->backward(dy, *dx[0]);
+  }
+
+ private:
+  Pad2dParams p_;
+  std::unique_ptr<Pad2dKernel> k_;
+};
+
+RegisterLayer<ZeroPad2d> reg("zero_pad2d", "ZeroPadding2D");
+
+}  // namespace
+}  // namespace trainer

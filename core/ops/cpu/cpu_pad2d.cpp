@@ -1,0 +1,68 @@
+// CPU pad2d: zero padding of NHWC rows (forward) and cropping of the padded gradient (backward), row copies under OpenMP.
+#include <cstring>
+
+#include "core/ops/cpu/cpu_context.h"
+#include "core/ops/cpu/cpu_util.h"
+#include "core/ops/pad2d.h"
+
+namespace trainer {
+namespace {
+
+constexpr const char* kOp = "pad2d";
+
+class CpuPad2d final : public Pad2dKernel {
+ public:
+  CpuPad2d(OpContext&, const Pad2dParams& p) : p_(p) {
+    if (p.top < 0 || p.bottom < 0 || p.left < 0 || p.right < 0)
+      cpu::fail("pad2d: padding {}/{} x {}/{} must not be negative", p.top, p.bottom, p.left, p.right);
+  }
+
+  // Every output row (b, oy) is written whole: zeros, the input row or nothing, zeros.
+  void forward(const Tensor& x, Tensor& y) override {
+    cpu::require_rank(kOp, "x", x, 4);
+    cpu::require_shape(kOp, "y", y, out_shape(x.shape()));
+    if (y.numel() == 0) return;
+    const int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
+    const int64_t oh = y.dim(1), ow = y.dim(2);
+    const size_t row = size_t(ow * c), left = size_t(p_.left * c), inner = size_t(w * c), right = size_t(p_.right * c);
+    const float* xp = x.f32();
+    float* yp = y.f32();
+#pragma omp parallel for schedule(static) if (y.numel() > cpu::kParallelGrain)
+    for (int64_t r = 0; r < n * oh; ++r) {
+      const int64_t b = r / oh, iy = r % oh - p_.top;
+      float* dst = yp + r * int64_t(row);
+      if (iy < 0 || iy >= h) {
+        std::memset(dst, 0, row * sizeof(float));
+        continue;
+      }
+      std::memset(dst, 0, left * sizeof(float));
+      std::memcpy(dst + left, xp + (b * h + iy) * w * c, inner * sizeof(float));
+      std::memset(dst + left + inner, 0, right * sizeof(float));
+    }
+  }
+
+  void backward(const Tensor& dy, Tensor& dx) override {
+    cpu::require_rank(kOp, "dx", dx, 4);
+    cpu::require_shape(kOp, "dy", dy, out_shape(dx.shape()));
+    if (dx.numel() == 0) return;
+    const int64_t n = dx.dim(0), h = dx.dim(1), w = dx.dim(2), c = dx.dim(3);
+    const int64_t oh = dy.dim(1), ow = dy.dim(2);
+    const float* src = dy.f32();
+    float* dst = dx.f32();
+#pragma omp parallel for schedule(static) if (dx.numel() > cpu::kParallelGrain)
+    for (int64_t r = 0; r < n * h; ++r) {
+      const int64_t b = r / h, iy = r % h;
+      std::memcpy(dst + r * w * c, src + ((b * oh + iy + p_.top) * ow + p_.left) * c, size_t(w * c) * sizeof(float));
+    }
+  }
+
+ private:
+  Shape out_shape(const Shape& x) const { return pad2d_output_shape(x.without_batch(), p_).with_batch(x[0]); }
+
+  Pad2dParams p_;
+};
+
+static RegisterKernel<Pad2dKernel, CpuPad2d> reg(DeviceKind::CPU);
+
+}  // namespace
+}  // namespace trainer

@@ -1,0 +1,233 @@
+// CUDA depthwise conv2d: hand-written NHWC kernels (forward, backward data, backward filter in fixed order, no atomics).
+#include <algorithm>
+#include <cstdint>
+
+#include "core/ops/cuda/cuda_context.h"
+#include "core/ops/cuda/cuda_util.cuh"
+#include "core/ops/depthwise_conv2d.h"
+
+// Why not cuDNN: a depthwise convolution is a grouped one (groups = C), but cuDNN's fp32 NHWC
+// grouped kernels are slow for depthwise shapes and its deterministic backward-filter choices for
+// them are not documented per algorithm. These kernels are plain, and each output value is summed
+// by one thread in a fixed order, so every result is bit-reproducible:
+//  - forward: one thread per y element (n, oy, ox, oc), kh*kw multiply-adds; oc = c * M + m is the
+//    innermost index, so a warp reads consecutive channels of x, w and writes consecutive y.
+//  - backward data: one thread per dx element (n, iy, ix, c): the taps whose window covers (iy, ix)
+//    (oy = (iy + pt - ky * dh) / sh where that divides exactly) and the M filters of channel c.
+//  - backward filter (and bias): the rows n*oh*ow of dy are cut into P chunks (P depends on the
+//    shape only); one thread per (chunk, tap or bias, oc) sums its chunk's rows in order into a
+//    partial, then one thread per (tap or bias, oc) sums the P partials in chunk order. The Keras
+//    kernel [kh, kw, C, M] has flat index tap * C * M + oc, so dw is written in place.
+// Keras' asymmetric 'same' padding is just (pt, pl) and the bounds checks: nothing is copied.
+// The per-element functions are __host__ __device__: before any GPU run, they were checked on the
+// host, called in plain loops over every index, against the float64 reference of the op tests
+// (~2,600 random shapes: multipliers 1-3, kernels 1-7, strides 1-3, dilation, both paddings).
+
+namespace trainer {
+namespace {
+
+constexpr const char* kOp = "depthwise_conv2d";
+
+struct DwShape {
+  int64_t n, ih, iw, c, oh, ow, oc;
+  int m, kh, kw, sh, sw, dh, dw, pt, pl;
+};
+
+__host__ __device__ inline float dw_forward_at(const DwShape& s, const float* __restrict__ x,
+                                               const float* __restrict__ w, const float* __restrict__ b, int64_t i) {
+  const int64_t oc = i % s.oc;
+  int64_t r = i / s.oc;
+  const int64_t ox = r % s.ow;
+  r /= s.ow;
+  const int64_t oy = r % s.oh, n = r / s.oh;
+  const int64_t c = oc / s.m;
+  float acc = 0.0f;
+  for (int ky = 0; ky < s.kh; ++ky) {
+    const int64_t iy = oy * s.sh - s.pt + int64_t(ky) * s.dh;
+    if (iy < 0 || iy >= s.ih) continue;
+    const float* xrow = x + (n * s.ih + iy) * s.iw * s.c + c;
+    const float* wrow = w + int64_t(ky) * s.kw * s.oc + oc;
+    for (int kx = 0; kx < s.kw; ++kx) {
+      const int64_t ix = ox * s.sw - s.pl + int64_t(kx) * s.dw;
+      if (ix < 0 || ix >= s.iw) continue;
+      acc = fmaf(xrow[ix * s.c], wrow[int64_t(kx) * s.oc], acc);
+    }
+  }
+  return b ? acc + b[oc] : acc;
+}
+
+__host__ __device__ inline float dw_backward_data_at(const DwShape& s, const float* __restrict__ dy,
+                                                     const float* __restrict__ w, int64_t i) {
+  const int64_t c = i % s.c;
+  int64_t r = i / s.c;
+  const int64_t ix = r % s.iw;
+  r /= s.iw;
+  const int64_t iy = r % s.ih, n = r / s.ih;
+  float acc = 0.0f;
+  for (int ky = 0; ky < s.kh; ++ky) {
+    const int64_t ty = iy + s.pt - int64_t(ky) * s.dh;
+    if (ty < 0 || ty % s.sh != 0) continue;
+    const int64_t oy = ty / s.sh;
+    if (oy >= s.oh) continue;
+    for (int kx = 0; kx < s.kw; ++kx) {
+      const int64_t tx = ix + s.pl - int64_t(kx) * s.dw;
+      if (tx < 0 || tx % s.sw != 0) continue;
+      const int64_t ox = tx / s.sw;
+      if (ox >= s.ow) continue;
+      const float* g = dy + ((n * s.oh + oy) * s.ow + ox) * s.oc + c * s.m;
+      const float* wt = w + (int64_t(ky) * s.kw + kx) * s.oc + c * s.m;
+      for (int j = 0; j < s.m; ++j) acc = fmaf(g[j], wt[j], acc);
+    }
+  }
+  return acc;
+}
+
+// Partial i of [chunks][slots][oc]: the sum over rows [chunk * rows_per_chunk, +rows_per_chunk) of
+// dy[row, oc] * x[the input under tap `slot`] (slot < kh*kw), or of dy[row, oc] (slot == kh*kw: bias).
+__host__ __device__ inline float dw_filter_partial_at(const DwShape& s, const float* __restrict__ x,
+                                                      const float* __restrict__ dy, int slots,
+                                                      int64_t rows_per_chunk, int64_t i) {
+  const int64_t oc = i % s.oc;
+  int64_t r = i / s.oc;
+  const int slot = int(r % slots);
+  const int64_t chunk = r / slots;
+  const int64_t rows = s.n * s.oh * s.ow;
+  const int64_t row0 = chunk * rows_per_chunk;
+  const int64_t row1 = row0 + rows_per_chunk < rows ? row0 + rows_per_chunk : rows;
+  float acc = 0.0f;
+  if (slot == s.kh * s.kw) {
+    for (int64_t row = row0; row < row1; ++row) acc += dy[row * s.oc + oc];
+    return acc;
+  }
+  const int ky = slot / s.kw, kx = slot % s.kw;
+  const int64_t c = oc / s.m;
+  int64_t ox = row0 % s.ow, t = row0 / s.ow;
+  int64_t oy = t % s.oh, n = t / s.oh;
+  for (int64_t row = row0; row < row1; ++row) {
+    const int64_t iy = oy * s.sh - s.pt + int64_t(ky) * s.dh, ix = ox * s.sw - s.pl + int64_t(kx) * s.dw;
+    if (iy >= 0 && iy < s.ih && ix >= 0 && ix < s.iw)
+      acc = fmaf(dy[row * s.oc + oc], x[((n * s.ih + iy) * s.iw + ix) * s.c + c], acc);
+    if (++ox == s.ow) {
+      ox = 0;
+      if (++oy == s.oh) {
+        oy = 0;
+        ++n;
+      }
+    }
+  }
+  return acc;
+}
+
+// Output i of [slots][oc]: the chunks' partials summed in chunk order.
+__host__ __device__ inline float dw_filter_sum_at(const float* __restrict__ partial, int64_t chunks,
+                                                  int64_t per_chunk, int64_t i) {
+  float acc = 0.0f;
+  for (int64_t k = 0; k < chunks; ++k) acc += partial[k * per_chunk + i];
+  return acc;
+}
+
+__global__ void dw_forward_kernel(DwShape s, const float* __restrict__ x, const float* __restrict__ w,
+                                  const float* __restrict__ b, float* __restrict__ y) {
+  CUDA_GRID_LOOP(i, s.n * s.oh * s.ow * s.oc) y[i] = dw_forward_at(s, x, w, b, i);
+}
+
+__global__ void dw_backward_data_kernel(DwShape s, const float* __restrict__ dy, const float* __restrict__ w,
+                                        float* __restrict__ dx) {
+  CUDA_GRID_LOOP(i, s.n * s.ih * s.iw * s.c) dx[i] = dw_backward_data_at(s, dy, w, i);
+}
+
+__global__ void dw_filter_partial_kernel(DwShape s, const float* __restrict__ x, const float* __restrict__ dy,
+                                         int slots, int64_t rows_per_chunk, int64_t chunks,
+                                         float* __restrict__ partial) {
+  CUDA_GRID_LOOP(i, chunks * slots * s.oc) partial[i] = dw_filter_partial_at(s, x, dy, slots, rows_per_chunk, i);
+}
+
+// Slots [0, kh*kw) go to dw (Keras layout: tap * oc + oc'), slot kh*kw (when present) to db.
+__global__ void dw_filter_sum_kernel(const float* __restrict__ partial, int64_t chunks, int64_t taps_oc, int64_t oc,
+                                     int slots, float* __restrict__ dw, float* __restrict__ db) {
+  const int64_t per_chunk = int64_t(slots) * oc;
+  CUDA_GRID_LOOP(i, per_chunk) {
+    const float v = dw_filter_sum_at(partial, chunks, per_chunk, i);
+    if (i < taps_oc)
+      dw[i] = v;
+    else
+      db[i - taps_oc] = v;
+  }
+}
+
+// Chunks of the n*oh*ow rows for the filter gradient: about 32 rows or more each, at most 256
+// chunks (enough threads to fill a GPU for the small late layers; bounded partials for the large
+// early ones). A function of the shape alone.
+void filter_chunks(int64_t rows, int64_t& chunks, int64_t& rows_per_chunk) {
+  chunks = std::min<int64_t>(256, std::max<int64_t>(1, (rows + 31) / 32));
+  rows_per_chunk = (rows + chunks - 1) / chunks;
+  chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
+}
+
+class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
+ public:
+  CudaDepthwiseConv2d(OpContext& ctx, const DepthwiseConv2dParams& p) : c_(cuda_context(ctx)), p_(p) {
+    if (p.multiplier <= 0) cuda::fail(kOp, ": depth multiplier must be positive, got ", p.multiplier);
+    if (p.kh < 1 || p.kw < 1 || p.sh < 1 || p.sw < 1 || p.dh < 1 || p.dw < 1)
+      cuda::fail(kOp, ": kernel ", p.kh, "x", p.kw, ", strides ", p.sh, "x", p.sw, " and dilation ", p.dh, "x", p.dw,
+                 " must be positive");
+  }
+
+  void forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
+    DwShape s = check(x, w, b, p_.bias);
+    cuda::require_shape(kOp, "y", y, {s.n, s.oh, s.ow, s.oc}, dev());
+    const int64_t total = y.numel();
+    if (total == 0) return;
+    TRAINER_LAUNCH(dw_forward_kernel, cuda::grid_for(total, c_), cuda::kBlock, c_.stream(), s, x.f32(), w.f32(),
+                   p_.bias ? b.f32() : nullptr, y.f32());
+  }
+
+  void backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) override {
+    DwShape s = check(x, w, Tensor(), false);
+    cuda::require_shape(kOp, "dy", dy, {s.n, s.oh, s.ow, s.oc}, dev());
+    cuda::require_shape(kOp, "dw", dw, w.shape(), dev());
+    if (p_.bias) cuda::require_shape(kOp, "db", db, {s.oc}, dev());
+    if (dx.defined()) cuda::require_shape(kOp, "dx", dx, x.shape(), dev());
+    const int64_t rows = s.n * s.oh * s.ow;
+    if (rows == 0 || s.oc == 0) {  // no output: every gradient is zero
+      c_.fill_zero(dw.data(), dw.bytes());
+      if (p_.bias) c_.fill_zero(db.data(), db.bytes());
+      if (dx.defined()) c_.fill_zero(dx.data(), dx.bytes());
+      return;
+    }
+    if (dx.defined())
+      TRAINER_LAUNCH(dw_backward_data_kernel, cuda::grid_for(dx.numel(), c_), cuda::kBlock, c_.stream(), s, dy.f32(),
+                     w.f32(), dx.f32());
+
+    const int taps = p_.kh * p_.kw, slots = taps + (p_.bias ? 1 : 0);
+    int64_t chunks = 0, rows_per_chunk = 0;
+    filter_chunks(rows, chunks, rows_per_chunk);
+    const int64_t per_chunk = int64_t(slots) * s.oc;
+    cuda::DeviceBuffer partial(c_.allocator(), size_t(chunks * per_chunk) * sizeof(float));
+    TRAINER_LAUNCH(dw_filter_partial_kernel, cuda::grid_for(chunks * per_chunk, c_), cuda::kBlock, c_.stream(), s,
+                   x.f32(), dy.f32(), slots, rows_per_chunk, chunks, partial.as<float>());
+    TRAINER_LAUNCH(dw_filter_sum_kernel, cuda::grid_for(per_chunk, c_), cuda::kBlock, c_.stream(),
+                   partial.as<const float>(), chunks, int64_t(taps) * s.oc, s.oc, slots, dw.f32(),
+                   p_.bias ? db.f32() : nullptr);
+  }
+
+ private:
+  Device dev() const { return c_.device(); }
+
+  DwShape check(const Tensor& x, const Tensor& w, const Tensor& b, bool need_bias) const {
+    cuda::require_rank(kOp, "x", x, 4, dev());
+    ConvGeometry g = depthwise_conv2d_geometry(x.shape(), p_);
+    cuda::require_shape(kOp, "w", w, depthwise_conv2d_weight_shape(g.ic, p_), dev());
+    if (need_bias) cuda::require_shape(kOp, "b", b, {g.oc}, dev());
+    return {g.n,  g.ih,  g.iw,  g.ic,  g.oh,  g.ow,  g.oc,  p_.multiplier, p_.kh,
+            p_.kw, p_.sh, p_.sw, p_.dh, p_.dw, g.pt, g.pl};
+  }
+
+  CudaContext& c_;
+  DepthwiseConv2dParams p_;
+};
+
+static RegisterKernel<DepthwiseConv2dKernel, CudaDepthwiseConv2d> reg(DeviceKind::CUDA);
+
+}  // namespace
+}  // namespace trainer

@@ -1,0 +1,82 @@
+// CUDA pad2d: zero padding of NHWC activations (one thread per output element) and its backward crop.
+#include <cstdint>
+
+#include "core/ops/cuda/cuda_context.h"
+#include "core/ops/cuda/cuda_util.cuh"
+#include "core/ops/pad2d.h"
+
+namespace trainer {
+namespace {
+
+constexpr const char* kOp = "pad2d";
+
+struct PadShape {
+  int64_t n, h, w, c, oh, ow;
+  int top, left;
+};
+
+// y element i of [n, oh, ow, c]: x under it, or zero in the border.
+__host__ __device__ inline float pad_forward_at(const PadShape& s, const float* __restrict__ x, int64_t i) {
+  const int64_t ch = i % s.c;
+  int64_t r = i / s.c;
+  const int64_t ix = r % s.ow - s.left;
+  r /= s.ow;
+  const int64_t iy = r % s.oh - s.top, b = r / s.oh;
+  return (iy >= 0 && iy < s.h && ix >= 0 && ix < s.w) ? x[((b * s.h + iy) * s.w + ix) * s.c + ch] : 0.0f;
+}
+
+// dx element i of [n, h, w, c]: the dy element it was copied to.
+__host__ __device__ inline float pad_backward_at(const PadShape& s, const float* __restrict__ dy, int64_t i) {
+  const int64_t ch = i % s.c;
+  int64_t r = i / s.c;
+  const int64_t ix = r % s.w;
+  r /= s.w;
+  const int64_t iy = r % s.h, b = r / s.h;
+  return dy[((b * s.oh + iy + s.top) * s.ow + ix + s.left) * s.c + ch];
+}
+
+__global__ void pad_forward_kernel(PadShape s, const float* __restrict__ x, float* __restrict__ y) {
+  CUDA_GRID_LOOP(i, s.n * s.oh * s.ow * s.c) y[i] = pad_forward_at(s, x, i);
+}
+
+__global__ void pad_backward_kernel(PadShape s, const float* __restrict__ dy, float* __restrict__ dx) {
+  CUDA_GRID_LOOP(i, s.n * s.h * s.w * s.c) dx[i] = pad_backward_at(s, dy, i);
+}
+
+class CudaPad2d final : public Pad2dKernel {
+ public:
+  CudaPad2d(OpContext& ctx, const Pad2dParams& p) : c_(cuda_context(ctx)), p_(p) {
+    if (p.top < 0 || p.bottom < 0 || p.left < 0 || p.right < 0)
+      cuda::fail(kOp, ": padding ", p.top, "/", p.bottom, " x ", p.left, "/", p.right, " must not be negative");
+  }
+
+  void forward(const Tensor& x, Tensor& y) override {
+    cuda::require_rank(kOp, "x", x, 4, c_.device());
+    cuda::require_shape(kOp, "y", y, out_shape(x.shape()), c_.device());
+    if (y.numel() == 0) return;
+    TRAINER_LAUNCH(pad_forward_kernel, cuda::grid_for(y.numel(), c_), cuda::kBlock, c_.stream(), shape_of(x.shape()),
+                   x.f32(), y.f32());
+  }
+
+  void backward(const Tensor& dy, Tensor& dx) override {
+    cuda::require_rank(kOp, "dx", dx, 4, c_.device());
+    cuda::require_shape(kOp, "dy", dy, out_shape(dx.shape()), c_.device());
+    if (dx.numel() == 0) return;
+    TRAINER_LAUNCH(pad_backward_kernel, cuda::grid_for(dx.numel(), c_), cuda::kBlock, c_.stream(),
+                   shape_of(dx.shape()), dy.f32(), dx.f32());
+  }
+
+ private:
+  Shape out_shape(const Shape& x) const { return pad2d_output_shape(x.without_batch(), p_).with_batch(x[0]); }
+  PadShape shape_of(const Shape& x) const {
+    return {x[0], x[1], x[2], x[3], x[1] + p_.top + p_.bottom, x[2] + p_.left + p_.right, p_.top, p_.left};
+  }
+
+  CudaContext& c_;
+  Pad2dParams p_;
+};
+
+static RegisterKernel<Pad2dKernel, CudaPad2d> reg(DeviceKind::CUDA);
+
+}  // namespace
+}  // namespace trainer

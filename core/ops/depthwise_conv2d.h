@@ -1,0 +1,52 @@
+// DepthwiseConv2d op family: per-channel 2-D convolution over NHWC activations, weights [KH,KW,C,M] (Keras layout).
+#pragma once
+#include "core/ops/conv2d.h"
+#include "core/ops/registry.h"
+#include "core/ops/window.h"
+
+namespace trainer {
+
+// Keras DepthwiseConv2D / tf.nn.depthwise_conv2d: input channel c is convolved with M = multiplier
+// filters of its own; output channel c * M + m holds filter m of channel c, so y has C * M channels.
+struct DepthwiseConv2dParams {
+  int multiplier = 1;  // depth_multiplier
+  int kh = 1, kw = 1;  // kernel
+  int sh = 1, sw = 1;  // strides
+  int dh = 1, dw = 1;  // dilation
+  Padding padding = Padding::Valid;
+  bool bias = true;
+};
+
+// The conv2d geometry (same window arithmetic and Keras 'same' padding) with oc = C * multiplier.
+inline ConvGeometry depthwise_conv2d_geometry(const Shape& x, const DepthwiseConv2dParams& p) {
+  Window1d h = window_1d(x[1], p.kh, p.sh, p.dh, p.padding);
+  Window1d w = window_1d(x[2], p.kw, p.sw, p.dw, p.padding);
+  return {x[0], x[1], x[2], x[3], h.out, w.out, x[3] * p.multiplier, h.pad_before, h.pad_after, w.pad_before,
+          w.pad_after};
+}
+
+// Output shape without batch for an input shape without batch (HWC); an output dimension of 0
+// means the window does not fit (the caller reports it).
+inline Shape depthwise_conv2d_output_shape(const Shape& hwc, const DepthwiseConv2dParams& p) {
+  return {window_1d(hwc[0], p.kh, p.sh, p.dh, p.padding).out, window_1d(hwc[1], p.kw, p.sw, p.dw, p.padding).out,
+          hwc[2] * p.multiplier};
+}
+
+// Keras' depthwise_kernel shape [kh, kw, C, M]; flat index ((ky * kw + kx) * C + c) * M + m, i.e.
+// tap-major with the output channel c * M + m innermost.
+inline Shape depthwise_conv2d_weight_shape(int64_t channels, const DepthwiseConv2dParams& p) {
+  return {p.kh, p.kw, channels, p.multiplier};
+}
+
+class DepthwiseConv2dKernel {
+ public:
+  using Params = DepthwiseConv2dParams;
+  static constexpr const char* kName = "depthwise_conv2d";
+  virtual ~DepthwiseConv2dKernel() = default;
+  // x [N,H,W,C], w [KH,KW,C,M], b [C*M] (undefined when !bias) -> y [N,OH,OW,C*M]
+  virtual void forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) = 0;
+  // dw, db are overwritten; dx (overwritten) may be undefined when no input gradient is needed.
+  virtual void backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) = 0;
+};
+
+}  // namespace trainer

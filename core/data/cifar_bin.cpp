@@ -1,5 +1,6 @@
-// `type: cifar10_bin`: the CIFAR-10 binary release (data_batch_1..5.bin, test_batch.bin).
+// `type: cifar10_bin` and `type: cifar100_bin`: the CIFAR binary releases (fixed-size records).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cctype>
 #include <filesystem>
@@ -13,15 +14,31 @@ namespace trainer {
 
 namespace {
 
-// Keys:
-//   path: datasets/cifar-10-batches-bin   required; the directory the release unpacks to
+// cifar10_bin keys:
+//   path: datasets/cifar-10-batches-bin   required; the directory cifar-10-binary.tar.gz unpacks to
 //   split: train                          train (data_batch_1..5.bin) | test (test_batch.bin)
-// Each record is 1 label byte then 3072 bytes: the red, green and blue 32x32 planes (CHW), which
-// are converted to HWC. Class names come from batches.meta.txt when present.
-constexpr int kSide = 32, kPlane = kSide * kSide, kRecord = 1 + 3 * kPlane, kClasses = 10;
+// Records: 1 label byte (0..9), then 3072 bytes: the red, green and blue 32x32 planes (CHW),
+// converted to HWC. Class names come from batches.meta.txt when present.
+//
+// cifar100_bin keys:
+//   path: datasets/cifar-100-binary       required; the directory cifar-100-binary.tar.gz unpacks to
+//   split: train                          train (train.bin) | test (test.bin)
+//   label: fine                           fine (100 classes) | coarse (20 superclasses)
+// Records: 2 label bytes (coarse 0..19, fine 0..99), then the same 3072 pixel bytes. Class names
+// come from fine_label_names.txt / coarse_label_names.txt when present.
+constexpr int kSide = 32, kPlane = kSide * kSide, kPixels = 3 * kPlane;
 
-std::vector<std::string> read_class_names(const std::string& dir) {
-  std::ifstream in((std::filesystem::path(dir) / "batches.meta.txt").string());
+struct Format {
+  std::string type;                 // for messages
+  std::vector<std::string> files;   // in order
+  int label_bytes;                  // 1 (CIFAR-10) or 2 (CIFAR-100)
+  int label_offset;                 // which of them is the label
+  int classes;
+  std::string names_file;           // one class name per line
+};
+
+std::vector<std::string> read_class_names(const std::string& dir, const std::string& file, int classes) {
+  std::ifstream in((std::filesystem::path(dir) / file).string());
   std::vector<std::string> names;
   std::string line;
   while (in && std::getline(in, line)) {
@@ -30,56 +47,76 @@ std::vector<std::string> read_class_names(const std::string& dir) {
     while (b < line.size() && std::isspace(static_cast<unsigned char>(line[b]))) ++b;
     if (b < line.size()) names.push_back(line.substr(b));
   }
-  if (names.size() < size_t(kClasses)) return {};  // absent or not the file we expect
-  names.resize(kClasses);
+  if (names.size() < size_t(classes)) return {};  // absent or not the file we expect
+  names.resize(size_t(classes));
   return names;
 }
 
-std::shared_ptr<Dataset> make_cifar10_bin(cfg::MapReader& r, const std::string& base_dir) {
-  r.allow({"path", "split"});
-  r.finish();
-  const std::string given = r.get<std::string>("path");
-  const std::string dir = data_util::resolve_path(base_dir, given);
-  const std::string split = r.get_choice("split", {"train", "test"}, "train");
-  std::vector<std::string> files;
-  if (split == "train") {
-    for (int i = 1; i <= 5; ++i) files.push_back(fmt::format("data_batch_{}.bin", i));
-  } else {
-    files.push_back("test_batch.bin");
-  }
+std::shared_ptr<Dataset> read_cifar(const Format& f, const std::string& given, const std::string& dir,
+                                    const std::string& what) {
   if (!std::filesystem::is_directory(dir))
-    throw DataError(fmt::format("{}: no such directory (expected the CIFAR-10 binary batches in it)", dir));
-
+    throw DataError(fmt::format("{}: no such directory (expected the {} files {} in it)", dir, f.type,
+                                fmt::join(f.files, ", ")));
+  const size_t record = size_t(f.label_bytes + kPixels);
   std::vector<uint8_t> pixels;
   std::vector<int32_t> labels;
-  for (const std::string& name : files) {
+  for (const std::string& name : f.files) {
     const std::string path = (std::filesystem::path(dir) / name).string();
     std::vector<uint8_t> bytes = data_util::read_file(path);
     if (bytes.empty()) throw DataError(fmt::format("{}: empty file", path));
-    const size_t records = bytes.size() / kRecord;
-    if (bytes.size() % kRecord != 0)
-      throw DataError(fmt::format("{}: truncated at byte offset {} (records are {} bytes)", path, bytes.size(),
-                                  kRecord));
-    const size_t base = labels.size();
+    if (bytes.size() % record != 0)
+      throw DataError(fmt::format("{}: truncated at byte offset {} (records are {} bytes; the last is {} bytes short)",
+                                  path, bytes.size(), record, record - bytes.size() % record));
+    const size_t records = bytes.size() / record, base = labels.size();
     labels.resize(base + records);
-    pixels.resize((base + records) * size_t(3 * kPlane));
+    pixels.resize((base + records) * size_t(kPixels));
     for (size_t k = 0; k < records; ++k) {
-      const uint8_t* rec = &bytes[k * kRecord];
-      if (rec[0] >= kClasses)
-        throw DataError(fmt::format("{}: label {} at byte offset {} is not a CIFAR-10 class (0..9)", path,
-                                    int(rec[0]), k * kRecord));
-      labels[base + k] = rec[0];
-      uint8_t* out = &pixels[(base + k) * size_t(3 * kPlane)];
+      const uint8_t* rec = &bytes[k * record];
+      const int label = rec[f.label_offset];
+      if (label >= f.classes)
+        throw DataError(fmt::format("{}: label {} at byte offset {} is not a {} class (0..{})", path, label,
+                                    k * record + size_t(f.label_offset), what, f.classes - 1));
+      labels[base + k] = label;
+      const uint8_t* px = rec + f.label_bytes;
+      uint8_t* out = &pixels[(base + k) * size_t(kPixels)];
       for (int p = 0; p < kPlane; ++p)
-        for (int c = 0; c < 3; ++c) out[p * 3 + c] = rec[1 + c * kPlane + p];
+        for (int c = 0; c < 3; ++c) out[p * 3 + c] = px[c * kPlane + p];
     }
   }
-  std::string desc = fmt::format("cifar10_bin {} ({}): {} images, 10 classes, 32x32x3", given, split, labels.size());
-  return std::make_shared<MemoryDataset>(Shape{kSide, kSide, 3}, kClasses, std::move(pixels), std::move(labels),
-                                         std::move(desc), read_class_names(dir));
+  std::string desc = fmt::format("{} {}: {} images, {} classes, 32x32x3", f.type, given, labels.size(), f.classes);
+  return std::make_shared<MemoryDataset>(Shape{kSide, kSide, 3}, f.classes, std::move(pixels), std::move(labels),
+                                         std::move(desc), read_class_names(dir, f.names_file, f.classes));
 }
 
-const bool registered = (register_dataset("cifar10_bin", make_cifar10_bin), true);
+std::shared_ptr<Dataset> make_cifar10_bin(cfg::MapReader& r, const DatasetContext& ctx) {
+  r.allow({"path", "split"});
+  r.finish();
+  const std::string given = r.get<std::string>("path");
+  const std::string split = r.get_choice("split", {"train", "test"}, "train");
+  Format f{"cifar10_bin", {}, 1, 0, 10, "batches.meta.txt"};
+  if (split == "train") {
+    for (int i = 1; i <= 5; ++i) f.files.push_back(fmt::format("data_batch_{}.bin", i));
+  } else {
+    f.files.push_back("test_batch.bin");
+  }
+  return read_cifar(f, fmt::format("{} ({})", given, split), data_util::resolve_path(ctx.base_dir, given), "CIFAR-10");
+}
+
+std::shared_ptr<Dataset> make_cifar100_bin(cfg::MapReader& r, const DatasetContext& ctx) {
+  r.allow({"path", "split", "label"});
+  r.finish();
+  const std::string given = r.get<std::string>("path");
+  const std::string split = r.get_choice("split", {"train", "test"}, "train");
+  const std::string label = r.get_choice("label", {"fine", "coarse"}, "fine");
+  const bool fine = label == "fine";
+  Format f{"cifar100_bin", {split + ".bin"}, 2, fine ? 1 : 0, fine ? 100 : 20,
+           fine ? "fine_label_names.txt" : "coarse_label_names.txt"};
+  return read_cifar(f, fmt::format("{} ({}, {} labels)", given, split, label), data_util::resolve_path(ctx.base_dir, given),
+                    fine ? "CIFAR-100 fine" : "CIFAR-100 coarse");
+}
+
+const bool registered = (register_dataset("cifar10_bin", make_cifar10_bin),
+                         register_dataset("cifar100_bin", make_cifar100_bin), true);
 
 }  // namespace
 

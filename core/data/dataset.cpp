@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -27,7 +28,31 @@ Registry& registry() {
   return r;
 }
 
+struct Warnings {
+  std::mutex mu;
+  DataWarningHandler handler;
+};
+
+Warnings& warnings() {
+  static Warnings w;
+  return w;
+}
+
 }  // namespace
+
+void set_data_warning_handler(DataWarningHandler handler) {
+  Warnings& w = warnings();
+  std::lock_guard<std::mutex> lock(w.mu);
+  w.handler = std::move(handler);
+}
+
+void data_warning(const std::string& line) {
+  Warnings& w = warnings();
+  std::lock_guard<std::mutex> lock(w.mu);
+  if (w.handler) return w.handler(line);
+  std::fprintf(stderr, "warning: %s\n", line.c_str());
+  std::fflush(stderr);
+}
 
 std::vector<std::string> Dataset::class_names() const {
   std::vector<std::string> names;
@@ -51,6 +76,12 @@ std::vector<std::string> dataset_types() {
 }
 
 std::shared_ptr<Dataset> make_dataset(const cfg::Node& spec, const std::string& base_dir) {
+  DatasetContext ctx;
+  ctx.base_dir = base_dir;
+  return make_dataset(spec, ctx);
+}
+
+std::shared_ptr<Dataset> make_dataset(const cfg::Node& spec, const DatasetContext& ctx) {
   std::string what = spec.path().empty() ? "dataset" : "dataset " + spec.path();
   if (!spec.defined()) spec.fail(fmt::format("{} is missing (give a mapping with a 'type:')", what));
   cfg::MapReader reader(spec, what);
@@ -63,7 +94,7 @@ std::shared_ptr<Dataset> make_dataset(const cfg::Node& spec, const std::string& 
     std::lock_guard<std::mutex> lock(r.mu);
     factory = r.factories.at(type);
   }
-  std::shared_ptr<Dataset> ds = factory(reader, base_dir);
+  std::shared_ptr<Dataset> ds = factory(reader, ctx);
   reader.finish();
   if (limit && *limit < ds->size()) {
     // A fixed pseudo-random choice, kept in dataset order: balanced in expectation whether the

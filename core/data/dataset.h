@@ -48,13 +48,25 @@ class SubsetDataset final : public Dataset {
   std::string what_;
 };
 
-// Readers: `type: synthetic | image_folder | cifar10_bin | mnist_idx`, each reading its own keys
+// Warnings from the readers (e.g. "skipped 3 corrupt files, first: path: reason"), one line each.
+// By default printed to stderr as "warning: <line>"; the engine may send them to its log instead.
+// The handler may be called from any thread (never from two at once).
+using DataWarningHandler = std::function<void(const std::string& line)>;
+void set_data_warning_handler(DataWarningHandler handler);  // an empty handler restores the default
+void data_warning(const std::string& line);
+
+// Readers: `type: synthetic | image_folder | cifar10_bin | cifar100_bin | mnist_idx`, each reading its own keys
 // from the section (data.train / data.val) through a MapReader (unknown keys are config errors).
-// `base_dir` resolves relative paths (the directory the command runs in).
-using DatasetFactory = std::function<std::shared_ptr<Dataset>(cfg::MapReader& spec, const std::string& base_dir)>;
+struct DatasetContext {
+  std::string base_dir;       // resolves relative paths (the directory the command runs in)
+  bool skip_corrupt = false;  // the default of image readers' own `skip_corrupt:` (data.skip_corrupt);
+                              // record-file readers (cifar*, mnist) have nothing to skip
+};
+using DatasetFactory = std::function<std::shared_ptr<Dataset>(cfg::MapReader& spec, const DatasetContext& ctx)>;
 void register_dataset(const std::string& type, DatasetFactory f);
 std::vector<std::string> dataset_types();
-std::shared_ptr<Dataset> make_dataset(const cfg::Node& spec, const std::string& base_dir);
+std::shared_ptr<Dataset> make_dataset(const cfg::Node& spec, const DatasetContext& ctx);
+std::shared_ptr<Dataset> make_dataset(const cfg::Node& spec, const std::string& base_dir);  // other fields default
 
 // Keys every dataset section accepts besides its reader's own (handled by make_dataset):
 //   limit: N   use only N samples: a fixed pseudo-random choice (the same for the same set and N),

@@ -1,11 +1,11 @@
-// Image helpers for the readers: JPEG decoding to RGB (libturbojpeg) and antialiased bilinear resizing.
+// Image helpers: format sniffing, the JPEG/PNG dispatching decoder and antialiased bilinear resizing.
 #include "core/data/image.h"
 
 #include <fmt/format.h>
-#include <turbojpeg.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 #include "core/data/dataset.h"
@@ -13,11 +13,6 @@
 namespace trainer {
 
 namespace {
-
-[[noreturn]] void jpeg_fail(tjhandle h, const std::string& what) {
-  std::string msg = tjGetErrorStr2(h);
-  throw DataError(fmt::format("{}: cannot decode JPEG: {}", what, msg));
-}
 
 // Filter taps for one axis: for output i, weights over input [first[i], first[i] + count[i]).
 struct Taps {
@@ -56,54 +51,57 @@ Taps make_taps(int in, int out) {
   return t;
 }
 
+std::string first_bytes(const uint8_t* data, size_t size) {
+  std::string s;
+  for (size_t i = 0; i < std::min<size_t>(size, 8); ++i) s += fmt::format("{}{:02x}", i ? " " : "", data[i]);
+  return s;
+}
+
 }  // namespace
 
-JpegDecoder::JpegDecoder() : handle_(tjInitDecompress()) {
-  if (!handle_) throw std::runtime_error(std::string("tjInitDecompress failed: ") + tjGetErrorStr2(nullptr));
+ImageFormat sniff_image(const uint8_t* data, size_t size) {
+  static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff) return ImageFormat::Jpeg;
+  if (size >= 8 && std::memcmp(data, png_sig, 8) == 0) return ImageFormat::Png;
+  return ImageFormat::Unknown;
 }
 
-JpegDecoder::~JpegDecoder() { tjDestroy(static_cast<tjhandle>(handle_)); }
+namespace {
 
-void JpegDecoder::header(const uint8_t* data, size_t size, const std::string& what, int& height, int& width) {
-  auto h = static_cast<tjhandle>(handle_);
-  int subsamp = 0, colorspace = 0;
-  if (tjDecompressHeader3(h, data, static_cast<unsigned long>(size), &width, &height, &subsamp, &colorspace) != 0)
-    jpeg_fail(h, what);
-  if (width <= 0 || height <= 0) throw DataError(fmt::format("{}: JPEG has no pixels ({}x{})", what, width, height));
+[[noreturn]] void not_an_image(const uint8_t* data, size_t size, const std::string& what) {
+  if (size == 0) throw DataError(fmt::format("{}: empty file (0 bytes), not an image", what));
+  throw DataError(fmt::format("{}: not a JPEG or PNG file (first bytes {})", what, first_bytes(data, size)));
 }
 
-void JpegDecoder::decode_rgb(const uint8_t* data, size_t size, const std::string& what, uint8_t* rgb, int height,
-                             int width) {
-  auto h = static_cast<tjhandle>(handle_);
-  int w = 0, hh = 0, subsamp = 0, colorspace = 0;
-  if (tjDecompressHeader3(h, data, static_cast<unsigned long>(size), &w, &hh, &subsamp, &colorspace) != 0)
-    jpeg_fail(h, what);
-  if (w != width || hh != height)
-    throw std::logic_error(fmt::format("{}: decode_rgb asked for {}x{}, file is {}x{}", what, height, width, hh, w));
-  if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
-    // libjpeg cannot convert CMYK to RGB itself. Photoshop (Adobe) CMYK JPEGs store inverted
-    // values, so R = C * K / 255 (as PIL does).
-    scratch_.resize(size_t(width) * size_t(height) * 4);
-    if (tjDecompress2(h, data, static_cast<unsigned long>(size), scratch_.data(), width, 0, height, TJPF_CMYK, 0) != 0)
-      jpeg_fail(h, what);
-    for (size_t p = 0, n = size_t(width) * size_t(height); p < n; ++p) {
-      const uint8_t* s = &scratch_[p * 4];
-      for (int c = 0; c < 3; ++c) rgb[p * 3 + size_t(c)] = uint8_t((s[c] * s[3] + 127) / 255);
-    }
-    return;
+}  // namespace
+
+void ImageDecoder::header(const uint8_t* data, size_t size, const std::string& what, int& height, int& width) {
+  switch (sniff_image(data, size)) {
+    case ImageFormat::Jpeg: return jpeg_.header(data, size, what, height, width);
+    case ImageFormat::Png: return png_header(data, size, what, height, width);
+    case ImageFormat::Unknown: break;
   }
-  if (tjDecompress2(h, data, static_cast<unsigned long>(size), rgb, width, 0, height, TJPF_RGB, 0) != 0)
-    jpeg_fail(h, what);
+  not_an_image(data, size, what);
 }
 
-void JpegDecoder::decode_rgb_resized(const uint8_t* data, size_t size, const std::string& what, uint8_t* out,
-                                     int out_h, int out_w) {
+void ImageDecoder::decode_rgb(const uint8_t* data, size_t size, const std::string& what, uint8_t* rgb, int height,
+                              int width) {
+  switch (sniff_image(data, size)) {
+    case ImageFormat::Jpeg: return jpeg_.decode_rgb(data, size, what, rgb, height, width);
+    case ImageFormat::Png: return decode_png_rgb(data, size, what, rgb, height, width);
+    case ImageFormat::Unknown: break;
+  }
+  not_an_image(data, size, what);
+}
+
+void ImageDecoder::decode_rgb_resized(const uint8_t* data, size_t size, const std::string& what, uint8_t* out,
+                                      int out_h, int out_w) {
   int h = 0, w = 0;
   header(data, size, what, h, w);
   if (h == out_h && w == out_w) return decode_rgb(data, size, what, out, h, w);
-  std::vector<uint8_t> full(size_t(h) * size_t(w) * 3);
-  decode_rgb(data, size, what, full.data(), h, w);
-  resize_bilinear(full.data(), h, w, 3, out, out_h, out_w);
+  full_.resize(size_t(h) * size_t(w) * 3);
+  decode_rgb(data, size, what, full_.data(), h, w);
+  resize_bilinear(full_.data(), h, w, 3, out, out_h, out_w);
 }
 
 void resize_bilinear(const uint8_t* src, int src_h, int src_w, int channels, uint8_t* dst, int dst_h, int dst_w) {
@@ -126,16 +124,22 @@ void resize_bilinear(const uint8_t* src, int src_h, int src_w, int channels, uin
       }
     }
   }
+  // Rows of the output accumulate tap by tap (contiguous, so the loops vectorise); the weights
+  // are non-negative and sum to 1, so the sums lie in [0, 255] and round by adding 0.5.
   const size_t row_len = size_t(dst_w) * C;
+  std::vector<float> acc(row_len);
   for (int y = 0; y < dst_h; ++y) {
     const float* w = &ty.weights[size_t(y) * size_t(ty.max_taps)];
     const float* s = &tmp[size_t(ty.first[size_t(y)]) * row_len];
-    uint8_t* out = dst + size_t(y) * row_len;
-    for (size_t i = 0; i < row_len; ++i) {
-      float acc = 0;
-      for (int k = 0; k < ty.count[size_t(y)]; ++k) acc += w[k] * s[size_t(k) * row_len + i];
-      out[i] = uint8_t(std::clamp(std::lround(acc), 0L, 255L));
+    const float w0 = w[0];
+    for (size_t i = 0; i < row_len; ++i) acc[i] = w0 * s[i];
+    for (int k = 1; k < ty.count[size_t(y)]; ++k) {
+      const float wk = w[k];
+      const float* sk = s + size_t(k) * row_len;
+      for (size_t i = 0; i < row_len; ++i) acc[i] += wk * sk[i];
     }
+    uint8_t* out = dst + size_t(y) * row_len;
+    for (size_t i = 0; i < row_len; ++i) out[i] = uint8_t(int(std::clamp(acc[i] + 0.5f, 0.f, 255.f)));
   }
 }
 

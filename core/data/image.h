@@ -1,13 +1,24 @@
-// Image helpers for the readers: JPEG decoding to RGB (libturbojpeg) and antialiased bilinear resizing.
+// Image helpers for the readers: JPEG (libjpeg-turbo) and PNG (libpng) decoding to RGB, and antialiased bilinear resizing.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace trainer {
 
-// One libturbojpeg decompressor; not thread-safe, so keep one per thread.
+// What a file holds, told by its first bytes (not by its name).
+enum class ImageFormat { Unknown, Jpeg, Png };
+ImageFormat sniff_image(const uint8_t* data, size_t size);
+
+// JPEG through libjpeg's API; keeps one decompressor, so keep one JpegDecoder per thread.
+//   - grayscale is replicated into three channels; YCbCr/RGB decode to RGB;
+//   - CMYK and YCCK become RGB as PIL does: with an Adobe APP14 marker (Photoshop) the values are
+//     stored inverted and R = C * K / 255, without it R = (255 - C) * (255 - K) / 255;
+//   - libjpeg's corrupt-data warnings (premature end of file, bad Huffman code, ...) are errors:
+//     training on half-grey images is worse than stopping with the path. Warnings that leave the
+//     pixels intact (extraneous bytes before a marker, unknown JFIF revision, bad ICC marker) are not.
 class JpegDecoder {
  public:
   JpegDecoder();
@@ -15,19 +26,39 @@ class JpegDecoder {
   JpegDecoder(const JpegDecoder&) = delete;
   JpegDecoder& operator=(const JpegDecoder&) = delete;
 
-  // Reads the dimensions; DataError "<what>: <libjpeg's message>" when it is not a readable JPEG.
+  // Reads the dimensions; DataError "<what>: cannot decode JPEG: <libjpeg's message>".
   void header(const uint8_t* data, size_t size, const std::string& what, int& height, int& width);
-  // Decodes to packed RGB (height*width*3 bytes at `rgb`): grayscale is replicated into three
-  // channels, CMYK/YCCK converted. Anything libjpeg warns about (a truncated file, corrupt data)
-  // is a DataError as well: training on half-grey images is worse than stopping with the path.
+  // Decodes to packed RGB (height*width*3 bytes at `rgb`); the file must be height x width.
   void decode_rgb(const uint8_t* data, size_t size, const std::string& what, uint8_t* rgb, int height, int width);
-  // header + decode_rgb into `out`, resized to (out_h, out_w) when that differs from the file.
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// PNG through libpng (stateless, thread-safe). Every PNG colour type becomes 8-bit RGB:
+//   - 16-bit samples are scaled to 8 bits with rounding (v * 255 / 65535), 1/2/4-bit gray expanded;
+//   - palette images take their palette colours; gray is replicated into three channels;
+//   - alpha (RGBA, gray+alpha, a tRNS chunk) is DROPPED, keeping the stored colour of each pixel,
+//     as PIL's Image.convert("RGB") does, so the pixels equal those Keras' load_img and
+//     torchvision's ImageFolder give for the same file (compositing on black would differ from both);
+//   - no gamma or ICC correction (as PIL), ancillary-chunk warnings ignored; a truncated file,
+//     a bad CRC in a critical chunk or corrupt compressed data is a DataError.
+void png_header(const uint8_t* data, size_t size, const std::string& what, int& height, int& width);
+void decode_png_rgb(const uint8_t* data, size_t size, const std::string& what, uint8_t* rgb, int height, int width);
+
+// JPEG or PNG by content; anything else is DataError "<what>: not a JPEG or PNG file". One per thread.
+class ImageDecoder {
+ public:
+  void header(const uint8_t* data, size_t size, const std::string& what, int& height, int& width);
+  void decode_rgb(const uint8_t* data, size_t size, const std::string& what, uint8_t* rgb, int height, int width);
+  // header + decode_rgb into `out`, resized (resize_bilinear) to out_h x out_w when the file differs.
   void decode_rgb_resized(const uint8_t* data, size_t size, const std::string& what, uint8_t* out, int out_h,
                           int out_w);
 
  private:
-  void* handle_;
-  std::vector<uint8_t> scratch_;
+  JpegDecoder jpeg_;
+  std::vector<uint8_t> full_;
 };
 
 // Resizes an HWC uint8 image with a bilinear (triangle) filter whose support widens on downscaling,

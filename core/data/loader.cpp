@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <exception>
 #include <map>
@@ -12,6 +13,11 @@
 #include <thread>
 
 namespace trainer {
+
+int default_workers(int replicas) {
+  const int hw = std::max(1, int(std::thread::hardware_concurrency()));
+  return std::clamp(hw / (2 * std::max(1, replicas)), 1, 4);
+}
 
 namespace {
 constexpr uint64_t kPermTag = 0x7065726d5f746167ULL;  // distinct streams for shuffling and augmenting
@@ -45,8 +51,8 @@ Loader::Loader(std::shared_ptr<const Dataset> ds, LoaderOptions opt)
       transform_(opt_.augment, ds_ ? ds_->sample_shape() : Shape{1, 1, 1}, opt_.stats),
       st_(std::make_unique<State>()) {
   if (!ds_) throw std::invalid_argument("Loader: no dataset");
-  shape_ = ds_->sample_shape();
-  if (shape_.rank() != 3) throw std::invalid_argument("Loader: samples must be H, W, C");
+  if (ds_->sample_shape().rank() != 3) throw std::invalid_argument("Loader: samples must be H, W, C");
+  shape_ = transform_.output_shape();
   if (opt_.batch_size < 1) throw std::invalid_argument("Loader: batch_size must be at least 1");
   if (opt_.replicas < 1 || opt_.rank < 0 || opt_.rank >= opt_.replicas)
     throw std::invalid_argument(fmt::format("Loader: rank {} of {} replicas", opt_.rank, opt_.replicas));
@@ -115,7 +121,7 @@ void Loader::produce(int64_t k, int64_t epoch, const std::vector<int64_t>& perm,
   out.index = k;
   out.indices.assign(perm.begin() + lo, perm.begin() + hi);
   const size_t elems = size_t(shape_.numel());
-  std::vector<uint8_t> px(elems);
+  std::vector<uint8_t> px(size_t(ds_->sample_shape().numel()));
   float* images = out.images.f32();
   int32_t* labels = out.labels.i32();
   const bool random = opt_.augment.random();

@@ -31,6 +31,7 @@ struct LoaderOptions {
   Augment augment;
   std::shared_ptr<const NormStats> stats;
   int workers = 2;          // threads preparing batches; 0 prepares them in next() on the caller's thread
+                            // (default_workers() is the suggested default)
   int prefetch = 3;         // batches prepared ahead (raised to `workers` when smaller)
   // Data parallelism: each epoch's permutation is cut into global batches of batch_size * replicas
   // samples, and replica `rank` takes the rank-th contiguous part of each (so the replicas' shards
@@ -41,6 +42,13 @@ struct LoaderOptions {
   int replicas = 1;
   Allocator* allocator = nullptr;  // host_allocator() when null (e.g. a pinned-memory allocator)
 };
+
+// Worker threads per replica's loader when the config does not say: half the hardware threads
+// shared over the replicas (the other half compute), at least 1 and at most 4 each. One worker
+// augments a cached 32x32 sample in a few microseconds and decodes a small JPEG, resizes it to
+// 224x224 and normalises it in under half a millisecond (scripts/bench-loader.sh), so a few keep
+// a CPU replica or a GPU fed; sets decoded per access from large JPEGs need more.
+int default_workers(int replicas = 1);
 
 // One consumer thread calls start_epoch/next; the workers are internal.
 class Loader {
@@ -63,6 +71,9 @@ class Loader {
   int64_t batches_per_epoch() const;
   int64_t samples_per_epoch() const;  // this replica's
   const Dataset& dataset() const { return *ds_; }
+  // A batch's image shape without the batch dimension: the augment's crop size when it crops,
+  // else the dataset's sample shape (what model.input must be).
+  const Shape& sample_shape() const { return shape_; }
   const LoaderOptions& options() const { return opt_; }
 
   // The permutation of epoch `epoch` (identity without shuffle); exposed for tests and resumption.
@@ -76,7 +87,7 @@ class Loader {
   std::shared_ptr<const Dataset> ds_;
   LoaderOptions opt_;
   SampleTransform transform_;
-  Shape shape_;
+  Shape shape_;  // output sample shape
   std::unique_ptr<State> st_;
 };
 

@@ -1,6 +1,7 @@
 // MemoryDataset: decoded images held in one uint8 buffer (what the file readers produce).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ class MemoryDataset final : public Dataset {
   int32_t get(int64_t i, uint8_t* pixels) const override;
   std::string describe() const override { return description_; }
 
+  // Keeps `owner` alive as long as this dataset (e.g. the memory reservation of a decoded cache).
+  void hold(std::shared_ptr<const void> owner) { owner_ = std::move(owner); }
+
   const uint8_t* pixels(int64_t i) const { return pixels_.data() + size_t(i) * sample_bytes_; }
   const std::vector<int32_t>& labels() const { return labels_; }
 
@@ -33,6 +37,7 @@ class MemoryDataset final : public Dataset {
   std::vector<int32_t> labels_;
   std::string description_;
   std::vector<std::string> class_names_;
+  std::shared_ptr<const void> owner_;
 };
 
 }  // namespace trainer

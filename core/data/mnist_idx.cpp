@@ -44,14 +44,14 @@ std::vector<uint8_t> read_maybe_gz(const std::string& path) {
 
 uint32_t be32(const uint8_t* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
 
-std::shared_ptr<Dataset> make_mnist_idx(cfg::MapReader& r, const std::string& base_dir) {
+std::shared_ptr<Dataset> make_mnist_idx(cfg::MapReader& r, const DatasetContext& ctx) {
   r.allow({"images", "labels", "classes"});
   r.finish();
   const std::string images_given = r.get<std::string>("images");
   const std::string labels_given = r.get<std::string>("labels");
   const int classes = int(r.get_int("classes", 10, 1, 256));
-  const std::string images_path = data_util::resolve_path(base_dir, images_given);
-  const std::string labels_path = data_util::resolve_path(base_dir, labels_given);
+  const std::string images_path = data_util::resolve_path(ctx.base_dir, images_given);
+  const std::string labels_path = data_util::resolve_path(ctx.base_dir, labels_given);
 
   std::vector<uint8_t> img = read_maybe_gz(images_path);
   if (img.size() >= 4 && be32(&img[0]) != 2051)

@@ -168,7 +168,7 @@ class SyntheticDataset final : public Dataset {
   Params p_;
 };
 
-std::shared_ptr<Dataset> make_synthetic(cfg::MapReader& r, const std::string& /*base_dir*/) {
+std::shared_ptr<Dataset> make_synthetic(cfg::MapReader& r, const DatasetContext& /*ctx*/) {
   r.allow({"size", "image_size", "channels", "classes", "seed", "noise"});
   r.finish();  // unknown keys first, so a typo is named before any other complaint
   Params p;

@@ -1,4 +1,4 @@
-// Augmentation and normalisation of samples: parsing the augment section, statistics, the transform.
+// Augmentation and normalisation of samples: parsing the augment section and the per-sample transform.
 #include "core/data/transforms.h"
 
 #include <fmt/format.h>
@@ -35,14 +35,41 @@ double number_or_fraction(const cfg::Node& n) {
   n.fail(fmt::format("'{}' must be a number or a fraction such as 1/255, not '{}'", n.path(), n.scalar()));
 }
 
+Augment::Fill read_fill(cfg::MapReader& r, const std::string& key, const std::vector<std::string>& names,
+                        const std::vector<Augment::Fill>& modes, const std::string& fallback) {
+  const std::string s = r.get_choice(key, names, fallback);
+  return modes[size_t(std::find(names.begin(), names.end(), s) - names.begin())];
+}
+
+Augment::Crop parse_crop(const cfg::Node& node) {
+  cfg::MapReader r(node, node.path());
+  Augment::Crop c;
+  std::pair<int, int> size = r.get_pair("size", std::nullopt);
+  if (size.first < 1 || size.second < 1 || size.first > 8192 || size.second > 8192)
+    r.required("size").fail(fmt::format("'{}.size' must be between 1 and 8192", node.path()));
+  c.height = size.first, c.width = size.second;
+  c.padding = int(r.get_int("padding", 0, 0, 4096));
+  c.padding_mode = read_fill(r, "padding_mode", {"constant", "edge", "reflect", "symmetric"},
+                             {Augment::Fill::Constant, Augment::Fill::Nearest, Augment::Fill::Reflect101,
+                              Augment::Fill::Reflect}, "constant");
+  c.fill = float(r.get_float("fill", 0.0, 0.0, 255.0));
+  r.finish();
+  return c;
+}
+
 }  // namespace
 
 Augment parse_augment(cfg::MapReader& r) {
   Augment a;
   a.shift = float(r.get_float("shift", 0.0, 0.0, 0.99));
+  a.fill_mode = read_fill(r, "fill_mode", {"nearest", "reflect", "wrap", "constant"},
+                          {Augment::Fill::Nearest, Augment::Fill::Reflect, Augment::Fill::Wrap, Augment::Fill::Constant},
+                          "nearest");
+  a.fill_value = float(r.get_float("fill_value", 0.0, 0.0, 255.0));
   std::string flip = r.get_choice("flip", {"none", "horizontal", "vertical", "both"}, "none");
   a.flip_horizontal = flip == "horizontal" || flip == "both";
   a.flip_vertical = flip == "vertical" || flip == "both";
+  if (cfg::Node c = r.optional("crop"); c.defined()) a.crop = parse_crop(c);
   if (cfg::Node m = r.optional("mean"); m.defined()) {
     double v = 0;
     std::string s = m.scalar();
@@ -75,58 +102,80 @@ Augment parse_augment(const cfg::Node& section) {
   return a;
 }
 
-NormStats compute_stats(const Dataset& ds, Augment::Mean kind, int threads) {
-  NormStats st;
-  st.kind = kind;
-  st.shape = ds.sample_shape();
-  if (kind != Augment::Mean::PerPixel && kind != Augment::Mean::PerChannel) return st;
-  const int64_t n = ds.size();
-  if (n <= 0) throw DataError(fmt::format("{}: no samples to compute the mean over", ds.describe()));
-  const size_t elems = size_t(st.shape.numel()), C = size_t(st.shape[2]);
-  if (threads <= 0) threads = data_util::default_threads(8);
-  threads = int(std::clamp<int64_t>(threads, 1, n));
-  // Integer sums are exact, so the result does not depend on how samples are split over threads.
-  const bool per_pixel = kind == Augment::Mean::PerPixel;
-  std::vector<std::vector<uint64_t>> sum(size_t(threads), std::vector<uint64_t>(per_pixel ? elems : C, 0));
-  std::vector<std::vector<uint64_t>> sq(size_t(threads), std::vector<uint64_t>(per_pixel ? 0 : C, 0));
-  data_util::parallel_for(threads, threads, [&](int64_t t) {
-    std::vector<uint8_t> px(elems);
-    auto& s = sum[size_t(t)];
-    auto& q = sq[size_t(t)];
-    for (int64_t i = n * t / threads, end = n * (t + 1) / threads; i < end; ++i) {
-      ds.get(i, px.data());
-      if (per_pixel) {
-        for (size_t e = 0; e < elems; ++e) s[e] += px[e];
-      } else {
-        for (size_t e = 0; e < elems; ++e) s[e % C] += px[e], q[e % C] += uint64_t(px[e]) * px[e];
-      }
-    }
-  }, 1);
-  const size_t len = per_pixel ? elems : C;
-  const double count = per_pixel ? double(n) : double(n) * double(elems / C);
-  st.mean.assign(len, 0.f);
-  for (size_t e = 0; e < len; ++e) {
-    uint64_t total = 0;
-    for (int t = 0; t < threads; ++t) total += sum[size_t(t)][e];
-    st.mean[e] = float(double(total) / count);
-  }
-  if (!per_pixel) {
-    st.inv_std.assign(C, 1.f);
-    for (size_t c = 0; c < C; ++c) {
-      uint64_t total = 0, total_sq = 0;
-      for (int t = 0; t < threads; ++t) total += sum[size_t(t)][c], total_sq += sq[size_t(t)][c];
-      double m = double(total) / count, var = std::max(0.0, double(total_sq) / count - m * m);
-      st.inv_std[c] = float(1.0 / std::max(std::sqrt(var), 1e-6));
-    }
-  }
-  return st;
+namespace {
+
+constexpr int kShiftFill = -1, kCropFill = -2;  // axis map entries for constant fills
+
+int mod(int a, int n) {
+  const int m = a % n;
+  return m < 0 ? m + n : m;
 }
+
+// Index i of an axis of n pixels, resolved per `mode` when outside [0, n); -1 for Constant.
+int fill_index(int i, int n, Augment::Fill mode) {
+  if (i >= 0 && i < n) return i;
+  switch (mode) {
+    case Augment::Fill::Nearest: return std::clamp(i, 0, n - 1);
+    case Augment::Fill::Reflect: {
+      const int k = mod(i, 2 * n);
+      return k < n ? k : 2 * n - 1 - k;
+    }
+    case Augment::Fill::Reflect101: {
+      if (n == 1) return 0;
+      const int k = mod(i, 2 * n - 2);
+      return k < n ? k : 2 * n - 2 - k;
+    }
+    case Augment::Fill::Wrap: return mod(i, n);
+    case Augment::Fill::Constant: break;
+  }
+  return -1;
+}
+
+// Source index for every output position of one axis: undo the shift (output axis, fill_mode),
+// the flip, then the crop offset (source axis, padding_mode).
+void axis_map(std::vector<int>& map, int out_n, int src_n, int shift, bool flip, int offset, Augment::Fill shift_fill,
+              Augment::Fill crop_fill) {
+  map.resize(size_t(out_n));
+  for (int i = 0; i < out_n; ++i) {
+    int j = fill_index(i - shift, out_n, shift_fill);
+    if (j < 0) {
+      map[size_t(i)] = kShiftFill;
+      continue;
+    }
+    if (flip) j = out_n - 1 - j;
+    const int k = fill_index(j + offset, src_n, crop_fill);
+    map[size_t(i)] = k < 0 ? kCropFill : k;
+  }
+}
+
+// torchvision CenterCrop's offset: round((src - out) / 2) with Python's half-to-even rounding,
+// or, for a crop larger than the image, minus the zero padding on the leading side.
+int center_offset(int src, int out) {
+  if (src < out) return -((out - src) / 2);
+  const int d = src - out;
+  int h = d / 2;
+  if (d % 2 == 1 && h % 2 == 1) ++h;
+  return h;
+}
+
+}  // namespace
 
 SampleTransform::SampleTransform(const Augment& a, const Shape& shape, std::shared_ptr<const NormStats> stats)
     : aug_(a) {
   if (shape.rank() != 3) throw std::invalid_argument("SampleTransform: sample shape must be H, W, C");
-  h_ = int(shape[0]), w_ = int(shape[1]), c_ = int(shape[2]);
-  const size_t elems = size_t(shape.numel());
+  in_ = shape;
+  out_ = a.output_shape(shape);
+  const int H = int(in_[0]), W = int(in_[1]), C = int(in_[2]);
+  const Augment::Crop& crop = a.crop;
+  if (crop.enabled()) {
+    if (!crop.center && (crop.height > H + 2 * crop.padding || crop.width > W + 2 * crop.padding))
+      throw DataError(fmt::format("augment crop: size {}x{} is larger than the padded image {}x{} ({}x{} padded by {})",
+                                  crop.height, crop.width, H + 2 * crop.padding, W + 2 * crop.padding, H, W,
+                                  crop.padding));
+    center_top_ = center_offset(H, crop.height);
+    center_left_ = center_offset(W, crop.width);
+  }
+  const size_t elems = size_t(out_.numel());
   sub_.assign(elems, 0.f);
   mul_.assign(elems, a.scale);
   switch (a.mean) {
@@ -138,12 +187,18 @@ SampleTransform::SampleTransform(const Augment& a, const Shape& shape, std::shar
       if (!stats || stats->kind != a.mean)
         throw std::invalid_argument(fmt::format("augment mean: {} needs statistics computed by compute_stats",
                                                 per_pixel ? "per_pixel" : "per_channel"));
-      if (stats->shape != shape)
+      if (per_pixel && out_ != in_)
+        throw DataError(fmt::format("augment: mean: per_pixel needs the crop size to equal the image size ({}x{}), "
+                                    "not {}x{}; use mean: per_channel with a crop of another size",
+                                    H, W, crop.height, crop.width));
+      const bool fits = per_pixel ? stats->shape == shape
+                                  : stats->shape.rank() == 3 && stats->shape[2] == C && stats->mean.size() == size_t(C);
+      if (!fits)
         throw DataError(fmt::format("the mean was computed over {} samples, but these samples are {}",
                                     stats->shape.str(), shape.str()));
       for (size_t e = 0; e < elems; ++e) {
-        sub_[e] = per_pixel ? stats->mean[e] : stats->mean[e % size_t(c_)];
-        if (!per_pixel) mul_[e] = a.scale * stats->inv_std[e % size_t(c_)];
+        sub_[e] = per_pixel ? stats->mean[e] : stats->mean[e % size_t(C)];
+        if (!per_pixel) mul_[e] = a.scale * (1.0f / stats->stddev[e % size_t(C)]);
       }
       break;
     }
@@ -155,41 +210,61 @@ RandomParams SampleTransform::draw(Rng& rng) const {
   if (aug_.flip_horizontal) p.flip_h = rng.coin();
   if (aug_.flip_vertical) p.flip_v = rng.coin();
   if (aug_.shift > 0) {
-    const int max_dy = int(std::floor(aug_.shift * h_)), max_dx = int(std::floor(aug_.shift * w_));
+    const int max_dy = int(std::floor(aug_.shift * float(out_[0]))), max_dx = int(std::floor(aug_.shift * float(out_[1])));
     p.dy = int(rng.uniform_int(-max_dy, max_dy));
     p.dx = int(rng.uniform_int(-max_dx, max_dx));
+  }
+  if (aug_.crop.enabled() && !aug_.crop.center) {
+    p.crop_top = int(rng.uniform_int(0, in_[0] + 2 * aug_.crop.padding - aug_.crop.height));
+    p.crop_left = int(rng.uniform_int(0, in_[1] + 2 * aug_.crop.padding - aug_.crop.width));
   }
   return p;
 }
 
 void SampleTransform::apply(const uint8_t* src, float* dst, const RandomParams& p) const {
-  // Source column and row of every destination column and row.
+  const int oh = int(out_[0]), ow = int(out_[1]), H = int(in_[0]), W = int(in_[1]);
+  const Augment::Crop& crop = aug_.crop;
+  int top = 0, left = 0;
+  Augment::Fill crop_fill = Augment::Fill::Constant;
+  if (crop.enabled()) {
+    top = crop.center ? center_top_ : p.crop_top - crop.padding;
+    left = crop.center ? center_left_ : p.crop_left - crop.padding;
+    if (!crop.center) crop_fill = crop.padding_mode;
+  }
   thread_local std::vector<int> cols, rows;
-  cols.resize(size_t(w_));
-  rows.resize(size_t(h_));
-  // Flip first, then shift: (dy, dx) is how far the content moves in the output either way.
-  for (int x = 0; x < w_; ++x) {
-    int sx = std::clamp(x - p.dx, 0, w_ - 1);
-    cols[size_t(x)] = p.flip_h ? w_ - 1 - sx : sx;
-  }
-  for (int y = 0; y < h_; ++y) {
-    int sy = std::clamp(y - p.dy, 0, h_ - 1);
-    rows[size_t(y)] = p.flip_v ? h_ - 1 - sy : sy;
-  }
-  const size_t C = size_t(c_), row_len = size_t(w_) * C;
-  for (int y = 0; y < h_; ++y) {
-    const uint8_t* srow = src + size_t(rows[size_t(y)]) * row_len;
-    const size_t o = size_t(y) * row_len;
+  axis_map(rows, oh, H, p.dy, p.flip_v, top, aug_.fill_mode, crop_fill);
+  axis_map(cols, ow, W, p.dx, p.flip_h, left, aug_.fill_mode, crop_fill);
+  const size_t C = size_t(out_[2]), in_row = size_t(W) * C, out_row = size_t(ow) * C;
+  // Gather each output row's source pixels (or fill values) into a float line, then normalise
+  // the line in one contiguous (vectorised) pass.
+  thread_local std::vector<float> line;
+  line.resize(out_row);
+  for (int y = 0; y < oh; ++y) {
+    const int r = rows[size_t(y)];
+    if (r >= 0) {
+      const uint8_t* srow = src + size_t(r) * in_row;
+      for (int x = 0; x < ow; ++x) {
+        const int c = cols[size_t(x)];
+        float* l = &line[size_t(x) * C];
+        if (c >= 0) {
+          const uint8_t* s = srow + size_t(c) * C;
+          for (size_t ch = 0; ch < C; ++ch) l[ch] = float(s[ch]);
+        } else {
+          std::fill(l, l + C, c == kShiftFill ? aug_.fill_value : crop.fill);
+        }
+      }
+    } else {
+      // The shift is applied last, so its fill covers the crop's.
+      std::fill(line.begin(), line.end(), r == kShiftFill ? aug_.fill_value : crop.fill);
+      for (int x = 0; x < ow; ++x)
+        if (cols[size_t(x)] == kShiftFill) std::fill_n(&line[size_t(x) * C], C, aug_.fill_value);
+    }
+    const size_t o = size_t(y) * out_row;
     float* d = dst + o;
     const float* sub = sub_.data() + o;
     const float* mul = mul_.data() + o;
-    for (int x = 0; x < w_; ++x) {
-      const uint8_t* s = srow + size_t(cols[size_t(x)]) * C;
-      for (size_t c = 0; c < C; ++c) {
-        const size_t e = size_t(x) * C + c;
-        d[e] = (float(s[c]) - sub[e]) * mul[e];
-      }
-    }
+    const float* l = line.data();
+    for (size_t i = 0; i < out_row; ++i) d[i] = (l[i] - sub[i]) * mul[i];
   }
 }
 

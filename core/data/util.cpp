@@ -7,11 +7,14 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
 #include <mutex>
 #include <thread>
+
+#include <unistd.h>
 
 #include "core/data/dataset.h"
 
@@ -78,6 +81,79 @@ void parallel_for(int64_t n, int threads, const std::function<void(int64_t)>& fn
     for (auto& t : pool) t.join();
   }
   if (error) std::rethrow_exception(error);
+}
+
+namespace {
+
+struct CacheBudget {
+  std::mutex mu;
+  uint64_t total = 0;  // 0: not decided yet
+  uint64_t reserved = 0;
+};
+
+CacheBudget& budget() {
+  static CacheBudget b;
+  return b;
+}
+
+uint64_t default_budget() {
+  if (const char* env = std::getenv("TRAINER_CACHE_MB"); env && *env) {
+    char* end = nullptr;
+    unsigned long long mb = std::strtoull(env, &end, 10);
+    if (end && *end == '\0') return uint64_t(mb) << 20;
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return uint64_t(4) << 30;  // unknown: 4 GiB
+  return uint64_t(pages) * uint64_t(page) / 2;
+}
+
+uint64_t total_locked(CacheBudget& b) {
+  if (b.total == 0) b.total = default_budget();
+  return b.total;
+}
+
+}  // namespace
+
+std::shared_ptr<const void> reserve_cache(uint64_t bytes, bool force) {
+  CacheBudget& b = budget();
+  std::lock_guard<std::mutex> lock(b.mu);
+  const uint64_t total = total_locked(b);
+  if (!force && (b.reserved > total || bytes > total - b.reserved)) return nullptr;
+  b.reserved += bytes;
+  // A deleter-only shared_ptr: the pointer itself is never used.
+  return std::shared_ptr<const void>(static_cast<const void*>(&b), [bytes](const void*) {
+    CacheBudget& c = budget();
+    std::lock_guard<std::mutex> l(c.mu);
+    c.reserved -= std::min(bytes, c.reserved);
+  });
+}
+
+uint64_t cache_budget() {
+  CacheBudget& b = budget();
+  std::lock_guard<std::mutex> lock(b.mu);
+  return total_locked(b);
+}
+
+uint64_t cache_budget_left() {
+  CacheBudget& b = budget();
+  std::lock_guard<std::mutex> lock(b.mu);
+  const uint64_t total = total_locked(b);
+  return b.reserved >= total ? 0 : total - b.reserved;
+}
+
+void set_cache_budget(uint64_t bytes) {
+  CacheBudget& b = budget();
+  std::lock_guard<std::mutex> lock(b.mu);
+  b.total = bytes;
+}
+
+std::string format_bytes(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  if (u == 0) return fmt::format("{} B", bytes);
+  return fmt::format("{:.{}f} {}", v, v < 10 ? 1 : 0, units[u]);
 }
 
 }  // namespace trainer::data_util

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,5 +20,17 @@ int default_threads(int cap = 8);
 // Runs fn(i) for i in [0, n) on `threads` std::threads (dynamic chunks of `grain`); the first
 // exception (by lowest index among those thrown) is rethrown after all threads have joined.
 void parallel_for(int64_t n, int threads, const std::function<void(int64_t)>& fn, int64_t grain = 64);
+
+// Memory for decoded in-memory caches (image_folder `cache: auto`), one budget per process shared
+// by every dataset: half of physical memory, or $TRAINER_CACHE_MB MiB when set. A reservation
+// returns its bytes when the last copy of it is destroyed (with the dataset holding it).
+// `force` (cache: true) always succeeds, even past the budget; otherwise null when it does not fit.
+std::shared_ptr<const void> reserve_cache(uint64_t bytes, bool force);
+uint64_t cache_budget();       // total bytes
+uint64_t cache_budget_left();  // not reserved yet (0 when over-committed by forced reservations)
+void set_cache_budget(uint64_t bytes);  // tests; 0 restores the default
+
+// "1.5 GiB", "300 MiB", "12 KiB", "100 B".
+std::string format_bytes(uint64_t bytes);
 
 }  // namespace trainer::data_util

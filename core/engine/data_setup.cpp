@@ -8,13 +8,17 @@ namespace trainer {
 DataSetup setup_data(const Experiment& e, const std::string& base_dir, int replicas) {
   cfg::MapReader r(e.data, "the data section");
   DataSetup d;
+  DatasetContext dc;
+  dc.base_dir = base_dir;
+  // Unreadable image files: an error naming the file (exit 3), or skipped with one counted warning.
+  dc.skip_corrupt = r.get<bool>("skip_corrupt", false);
   cfg::Node train_node = r.required("train");
-  d.train = make_dataset(train_node, base_dir);
+  d.train = make_dataset(train_node, dc);
   cfg::Node val_node = r.optional("val");
   double split = r.get_float("validation_split", 0.0, 0.0, 0.99);
   if (val_node.defined() && split > 0)
     r.required("validation_split").fail("give either data.val or data.validation_split, not both");
-  if (val_node.defined()) d.val = make_dataset(val_node, base_dir);
+  if (val_node.defined()) d.val = make_dataset(val_node, dc);
   if (split > 0) std::tie(d.train, d.val) = split_dataset(d.train, split, e.seed);
   Augment aug = parse_augment(r.optional("augment"));
   int workers = int(r.get_int("workers", 2, 0, 64));
@@ -26,6 +30,7 @@ DataSetup setup_data(const Experiment& e, const std::string& base_dir, int repli
       node.fail(fmt::format("this set's images are {}, but model.input is {}", ds->sample_shape().str(), e.model.input.str()));
   }
   auto stats = std::make_shared<const NormStats>(compute_stats(*d.train, aug.mean));
+  d.stats = stats;
 
   LoaderOptions lo;
   lo.batch_size = e.train.batch_size;

@@ -10,11 +10,14 @@ namespace trainer {
 
 struct DataSetup {
   std::shared_ptr<Dataset> train, val;
+  // Normalisation statistics of the training set (empty for none/constant means); saved with the
+  // run (norm_stats.npy) so evaluation uses exactly what training used.
+  std::shared_ptr<const NormStats> stats;
   // One loader per replica: replica r reads the r-th shard of every global batch.
   std::vector<std::unique_ptr<Loader>> train_loaders, val_loaders;
 };
 
-// Reads `data: {train, val | validation_split, augment, workers}`; opens the sets (DataError
+// Reads `data: {train, val | validation_split, augment, workers, skip_corrupt}`; opens the sets (DataError
 // on unreadable data) and checks that their images fit the model's input.
 DataSetup setup_data(const Experiment& e, const std::string& base_dir, int replicas = 1);
 

@@ -53,6 +53,8 @@ FitResult fit(const Experiment& e, const FitOptions& o) {
   FitResult result;
   result.run_dir = create_run_dir(o.runs_root, e.name, o.run_dir);
   write_text_file(result.run_dir + "/config.yaml", cfg::emit(*e.doc));
+  if (data.stats && data.stats->kind != Augment::Mean::None && !data.stats->mean.empty())
+    save_stats(*data.stats, result.run_dir + "/norm_stats.npy");
   std::FILE* log = std::fopen((result.run_dir + "/train.log").c_str(), "w");
   Progress progress(o.out, o.terminal);
   progress.set_log(log);

@@ -78,7 +78,7 @@ TEST_CASE("cifar10_bin: truncated file, bad label, missing files") {
   cut.resize(3073 * 2 + 100);
   write_bytes(d / "bin/data_batch_3.bin", cut);
   std::string e = error_of<DataError>([&] { dataset_from("{type: cifar10_bin, path: " + (d / "bin") + "}"); });
-  CHECK(e == (d / "bin/data_batch_3.bin") + ": truncated at byte offset 6246 (records are 3073 bytes)");
+  CHECK(e == (d / "bin/data_batch_3.bin") + ": truncated at byte offset 6246 (records are 3073 bytes; the last is 2973 bytes short)");
 
   std::vector<uint8_t> bad = records(0, 2);
   bad[3073] = 10;

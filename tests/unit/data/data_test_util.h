@@ -1,5 +1,6 @@
 // Helpers for the data tests: temporary directories, file writers, datasets from YAML text.
 #pragma once
+#include <png.h>
 #include <turbojpeg.h>
 #include <unistd.h>
 
@@ -63,6 +64,44 @@ inline void write_jpeg(const std::string& path, const std::vector<uint8_t>& pixe
   tjFree(buf);
   tjDestroy(t);
 }
+
+// Writes a PNG with libpng: `rows` holds height rows already packed as the PNG stores them for
+// `color_type` and `bit_depth` (16-bit samples big-endian, sub-byte samples packed MSB first).
+struct PngSpec {
+  int height = 1, width = 1, color_type = PNG_COLOR_TYPE_RGB, bit_depth = 8;
+  std::vector<uint8_t> rows;
+  std::vector<png_color> palette;  // PNG_COLOR_TYPE_PALETTE
+  std::vector<uint8_t> trns;       // palette alpha entries
+  bool interlace = false;
+};
+
+inline std::vector<uint8_t> encode_png(const PngSpec& s) {
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+  png_infop info = png_create_info_struct(png);
+  std::vector<uint8_t> out;
+  png_set_write_fn(
+      png, &out,
+      [](png_structp p, png_bytep data, size_t n) {
+        auto* o = static_cast<std::vector<uint8_t>*>(png_get_io_ptr(p));
+        o->insert(o->end(), data, data + n);
+      },
+      nullptr);
+  png_set_IHDR(png, info, png_uint_32(s.width), png_uint_32(s.height), s.bit_depth, s.color_type,
+               s.interlace ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+               PNG_FILTER_TYPE_DEFAULT);
+  if (!s.palette.empty()) png_set_PLTE(png, info, s.palette.data(), int(s.palette.size()));
+  if (!s.trns.empty()) png_set_tRNS(png, info, s.trns.data(), int(s.trns.size()), nullptr);
+  png_write_info(png, info);
+  const size_t stride = s.rows.size() / size_t(s.height);
+  std::vector<png_bytep> ptrs;
+  for (int y = 0; y < s.height; ++y) ptrs.push_back(const_cast<png_bytep>(s.rows.data() + size_t(y) * stride));
+  png_write_image(png, ptrs.data());
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
+  return out;
+}
+
+inline void write_png(const std::string& path, const PngSpec& s) { write_bytes(path, encode_png(s)); }
 
 // A dataset from a YAML mapping given as text, e.g. "{type: synthetic, size: 10}".
 inline std::shared_ptr<Dataset> dataset_from(const std::string& yaml, const std::string& base_dir = "") {

@@ -118,7 +118,7 @@ TEST_CASE("image_folder: corrupt and truncated JPEGs are data errors naming the 
   write_bytes(d / "set/b_cat/zz.jpg", {'n', 'o', 't', ' ', 'a', ' ', 'j', 'p', 'e', 'g'});
   std::string e = error_of<DataError>([&] { dataset_from("{type: image_folder, path: " + (d / "set") + "}"); });
   CHECK(e.find(d / "set/b_cat/zz.jpg") == 0);
-  CHECK(e.find("cannot decode JPEG") != std::string::npos);
+  CHECK(e.find("not a JPEG or PNG file (first bytes 6e 6f 74 20 61 20 6a 70)") != std::string::npos);
 
   TempDir t;
   std::vector<uint8_t> noise(32 * 32 * 3);
@@ -144,7 +144,7 @@ TEST_CASE("image_folder: missing folder, no classes, empty class") {
   write_bytes(d / "set/c_empty/readme.txt", {'x'});
   e = error_of<DataError>([&] { dataset_from("{type: image_folder, path: " + (d / "set") + "}"); });
   CHECK(e.find(d / "set/c_empty") == 0);
-  CHECK(e.find("no .jpg/.jpeg images") != std::string::npos);
+  CHECK(e.find("no .jpg/.jpeg/.png images") != std::string::npos);
   e = error_of<cfg::ConfigError>([&] { dataset_from("{type: image_folder, pth: x}"); });
   CHECK(e.find("did you mean 'path'") != std::string::npos);
 }

@@ -280,3 +280,30 @@ TEST_CASE("loader: resuming inside an epoch gives the remaining batches unchange
   l.start_epoch(4, 99);
   CHECK(!l.next(b));
 }
+
+TEST_CASE("loader: a crop sets the batch shape; evaluation centre-crops; default workers") {
+  // 20 samples of 6x6x1, pixel (y, x) of sample i = 10 * y + x + i.
+  std::vector<uint8_t> px;
+  for (int i = 0; i < 20; ++i)
+    for (int y = 0; y < 6; ++y)
+      for (int x = 0; x < 6; ++x) px.push_back(uint8_t(10 * y + x + i));
+  auto ds = std::make_shared<MemoryDataset>(Shape{6, 6, 1}, 1, std::move(px), std::vector<int32_t>(20, 0), "grid");
+  LoaderOptions o = opts(8, 2);
+  o.augment.crop.height = 4, o.augment.crop.width = 4, o.augment.crop.padding = 2;
+  Loader train(ds, o);
+  CHECK(train.sample_shape() == Shape{4, 4, 1});
+  std::vector<Batch> bs = epoch(train, 0);
+  REQUIRE(bs.size() == 3);
+  CHECK(bs[0].images.shape() == Shape{8, 4, 4, 1});
+  o.augment = o.augment.without_random();
+  o.workers = 0;
+  Loader val(ds, o);
+  bs = epoch(val, 0);
+  const int64_t i = bs[0].indices[0];
+  const float* img = bs[0].images.f32();
+  CHECK(img[0] == float(11 + i));  // the window starts at (1, 1): centre of 6 for 4
+  CHECK(img[15] == float(44 + i));
+  CHECK(default_workers(1) >= 1);
+  CHECK(default_workers(1) <= 4);
+  CHECK(default_workers(64) == 1);
+}

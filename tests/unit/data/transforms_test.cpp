@@ -126,7 +126,7 @@ TEST_CASE("augment: per-pixel and per-channel statistics") {
   for (size_t c = 0; c < 2; ++c) {
     double m = sum[c] / (37 * 6), sd = std::sqrt(sq[c] / (37 * 6) - m * m);
     CHECK(pc.mean[c] == Approx(m).epsilon(1e-6));
-    CHECK(pc.inv_std[c] == Approx(1 / sd).epsilon(1e-5));
+    CHECK(pc.stddev[c] == Approx(sd).epsilon(1e-5));
   }
   CHECK(compute_stats(*ds, Augment::Mean::None).mean.empty());
 }
@@ -149,7 +149,7 @@ TEST_CASE("augment: normalisation applies mean, std and scale") {
   a.mean = Augment::Mean::PerChannel;
   auto pc = std::make_shared<NormStats>(compute_stats(*ds, Augment::Mean::PerChannel));
   SampleTransform tc(a, Shape{3, 4, 1}, pc);
-  CHECK(run(tc, src, {})[7] == Approx((7 - pc->mean[0]) * pc->inv_std[0] * 0.5f));
+  CHECK(run(tc, src, {})[7] == Approx((7 - pc->mean[0]) / pc->stddev[0] * 0.5f));
 
   Augment k;
   k.mean = Augment::Mean::Constant;

@@ -14,7 +14,8 @@ packages=(
   libspdlog-dev libfmt-dev                        # formatting, logging
   catch2                                          # tests (v2, header-only)
   libdnnl-dev                                     # oneDNN: CPU conv/pool/BN/matmul
-  libturbojpeg0-dev libpng-dev zlib1g-dev         # image and .gz decoding
+  libturbojpeg0-dev libjpeg62-turbo-dev           # JPEG decoding (TurboJPEG and libjpeg APIs)
+  libpng-dev zlib1g-dev                           # PNG and .gz decoding
   tar gzip                                        # unpacking test data
 )
 missing=()

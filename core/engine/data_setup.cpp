@@ -21,14 +21,9 @@ DataSetup setup_data(const Experiment& e, const std::string& base_dir, int repli
   if (val_node.defined()) d.val = make_dataset(val_node, dc);
   if (split > 0) std::tie(d.train, d.val) = split_dataset(d.train, split, e.seed);
   Augment aug = parse_augment(r.optional("augment"));
-  int workers = int(r.get_int("workers", 2, 0, 64));
+  int workers = int(r.get_int("workers", default_workers(replicas) * replicas, 0, 64));
   r.finish();
 
-  for (const auto& [ds, node] : {std::pair{d.train, train_node}, std::pair{d.val, val_node}}) {
-    if (!ds) continue;
-    if (ds->sample_shape() != e.model.input)
-      node.fail(fmt::format("this set's images are {}, but model.input is {}", ds->sample_shape().str(), e.model.input.str()));
-  }
   auto stats = std::make_shared<const NormStats>(compute_stats(*d.train, aug.mean));
   d.stats = stats;
 
@@ -50,6 +45,15 @@ DataSetup setup_data(const Experiment& e, const std::string& base_dir, int repli
     lo.rank = vo.rank = r;
     d.train_loaders.push_back(std::make_unique<Loader>(d.train, lo));
     if (d.val) d.val_loaders.push_back(std::make_unique<Loader>(d.val, vo));
+  }
+  // What the loaders deliver (after any crop or resize) must be what the model takes.
+  for (size_t i = 0; i < d.train_loaders.size(); ++i) {
+    for (auto [loader, node] : {std::pair{d.train_loaders[i].get(), train_node},
+                                std::pair{i < d.val_loaders.size() ? d.val_loaders[i].get() : nullptr, val_node}}) {
+      if (loader && loader->sample_shape() != e.model.input)
+        node.fail(fmt::format("this set gives {} samples, but model.input is {}", loader->sample_shape().str(),
+                              e.model.input.str()));
+    }
   }
   return d;
 }

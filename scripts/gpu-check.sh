@@ -135,6 +135,17 @@ else
   row "CIFAR-10 epoch" "skipped: no tarballs in $data"
 fi
 
+# --- MobileNetV2 on the real cats/dogs images (CIFAR-10's, upscaled to 224), a short schedule ----
+if datasets/cats_vs_dogs/from-shared.sh "${TRAINER_DATA:-../shared/data}" >"$out/cats-dogs-unpack.log" 2>&1; then
+  log "MobileNetV2 cats vs dogs"
+  "$bin/trainer" run configs/mobilenetv2_cats_vs_dogs.yaml --gpus 0 --set data.train.path=datasets/cats_vs_dogs_cifar/train \
+    --set data.val.path=datasets/cats_vs_dogs_cifar/val --set train.epochs=3 --run-dir "$out/mobilenetv2" \
+    >"$out/mobilenetv2.log" 2>&1
+  row "MobileNetV2 cats/dogs, 3 epochs" "rc $?; $(grep -o 'val_accuracy: [0-9.]*' "$out/mobilenetv2.log" | tail -1)"
+else
+  row "MobileNetV2 cats/dogs" "skipped: $(tail -1 "$out/cats-dogs-unpack.log")"
+fi
+
 echo
 echo "gpu-check summary ($(date -u +%Y-%m-%dT%H:%MZ), logs in $out)"
 printf '%s\n' "${rows[@]}" | tee -a "$out/summary.log"

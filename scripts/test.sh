@@ -13,5 +13,7 @@ set +e
 ctest --output-on-failure --timeout 900 "$@"
 rc=$?
 # Figures the tests report and every skip with its reason (Catch2 WARN lines), also when passing.
-grep -h -A1 ": warning:" Testing/Temporary/LastTest.log | grep -vE "^--$|: warning:$" | sed 's/^ */  /' | sort -u
+awk '/warning:$/ {w = 1; msg = ""; next}
+     w && /^[[:space:]]*$/ {w = 0; gsub(/^ +| +$/, "", msg); print "  " msg; next}
+     w {sub(/^ +/, ""); msg = msg (msg == "" ? "" : " ") $0}' Testing/Temporary/LastTest.log | sort -u
 exit $rc

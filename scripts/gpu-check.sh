@@ -28,14 +28,14 @@ if [ "${1:-}" = "pack" ]; then
   cp build-gpu/tests/unit_ops build-gpu/tests/unit_core build-gpu/tests/unit_data build-gpu/tests/e2e "$stage/tests/"
   strip "$stage/trainer" "$stage"/tests/* || true
   # Debian libraries the GPU machine lacks (not glibc itself, not the CUDA libraries).
-  ldd build-gpu/trainer build-gpu/tests/unit_ops | awk '/=> \//{print $3}' | sort -u |
+  ldd build-gpu/trainer build-gpu/tests/unit_ops build-gpu/tests/unit_core build-gpu/tests/unit_data build-gpu/tests/e2e | awk '/=> \//{print $3}' | sort -u |
     grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libgcc_s)\.so|/usr/local/cuda|libcudnn|libcublas' |
     while read -r lib; do cp -L "$lib" "$stage/lib/"; done
   mkdir -p .device-pack
   tar -C "$(dirname "$stage")" -cJf .device-pack/trainer-gpu.tar.xz trainer-gpu
   mkdir -p .device-pack/anchors .device-pack/data
-  cp ../shared/anchors/minigooglenet_torch.py .device-pack/anchors/
-  cp ../shared/data/cifar10-jpg-*.tar.gz .device-pack/data/
+  install -m 644 ../shared/anchors/minigooglenet_torch.py .device-pack/anchors/
+  install -m 644 ../shared/data/cifar10-jpg-*.tar.gz .device-pack/data/
   du -sh .device-pack
   echo "pack: done; run on the GPU machine with .device-pack carried: bash scripts/gpu-check.sh"
   exit 0

@@ -84,10 +84,11 @@ for t in unit_ops unit_core unit_data e2e; do
   log "test $t"
   (cd /tmp && "$tests/$t" --reporter compact) >"$out/test-$t.log" 2>&1
   rc=$?
-  tail -3 "$out/test-$t.log"
-  row "tests $t" "$(tail -1 "$out/test-$t.log" | cut -c1-60) (rc $rc)"
+  result=$(grep -E "^(Passed|Failed|All tests|No tests)" "$out/test-$t.log" | tail -1)
+  echo "$result"
+  row "tests $t" "${result:-no summary line (see test-$t.log)} (rc $rc)"
 done
-skips=$(grep -h "cuda: skipped" "$out"/test-*.log | head -1)
+skips=$(grep -ho "cuda: skipped[^']*" "$out/test-unit_ops.log" | head -1)
 [ -n "$skips" ] && row "CUDA op tests" "SKIPPED: $skips"
 
 # --- data parallelism on one GPU: one-rank NCCL and the GPU listed twice match one device -------

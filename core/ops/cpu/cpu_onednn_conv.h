@@ -1,0 +1,67 @@
+// oneDNN convolution shared by the CPU conv2d and depthwise conv2d kernels: per-shape plans, weight reorders, forward and backward.
+#pragma once
+#include "core/ops/conv2d.h"
+#include "core/ops/cpu/cpu_context.h"
+#include "core/ops/cpu/cpu_util.h"
+
+namespace trainer::cpu {
+
+// What stays fixed for one kernel: the layout of the user's weights, the window and the bias.
+struct OnednnConvConfig {
+  // False: a plain convolution, weights dims {OC, IC, kh, kw}. True: a depthwise (grouped)
+  // convolution with G = IC groups of one input channel and OC / IC output channels each, weights
+  // dims {G, OC/G, IC/G = 1, kh, kw}.
+  bool depthwise = false;
+  dnnl::memory::format_tag user_w_tag = dnnl::memory::format_tag::hwio;  // how the user's weights are laid out
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;                 // dilation as Keras' (1 = dense)
+  bool bias = false;
+};
+
+// Forward and backward of one convolution on NHWC activations. Plans (descriptors, primitives,
+// reorders and reordered weights) are cached per input shape; the backward parts are created on
+// first use (evaluation shapes never need them). Arguments are checked by the caller.
+class OnednnConv {
+ public:
+  OnednnConv(CpuContext& c, const OnednnConvConfig& cfg) : c_(c), cfg_(cfg) {}
+
+  // y = conv(x, w) (+ b); nothing to do when the output is empty.
+  void forward(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
+  // dw (and db when the config has a bias, dx when defined) from dy; all zero when the output is empty.
+  void backward(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                Tensor& db);
+
+ private:
+  struct Plan {
+    ConvGeometry g{};
+    dnnl::memory::desc src_md, dst_md, bias_md, user_w_md;
+    dnnl::memory::dims wdims, strides, dilates, pad_l, pad_r;
+
+    dnnl::convolution_forward::primitive_desc fwd_pd;
+    dnnl::convolution_forward fwd;
+    dnnl::reorder w_to_fwd;  // empty when the primitive takes the user's layout as is
+    Tensor w_fwd;
+
+    bool have_bwd_data = false;
+    dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
+    dnnl::convolution_backward_data bwd_data;
+    dnnl::reorder w_to_bwd;
+    Tensor w_bwd;
+
+    bool have_bwd_weights = false;
+    dnnl::convolution_backward_weights::primitive_desc bwd_w_pd;
+    dnnl::convolution_backward_weights bwd_w;
+    dnnl::reorder dw_to_user;
+    Tensor dw_buf;
+  };
+
+  Plan& plan(const Shape& xs, const ConvGeometry& g);
+  Plan make_plan(const ConvGeometry& g);
+  void make_bwd_data(Plan& pl);
+  void make_bwd_weights(Plan& pl);
+
+  CpuContext& c_;
+  OnednnConvConfig cfg_;
+  ShapeCache<Plan> cache_;
+};
+
+}  // namespace trainer::cpu

@@ -1,10 +1,67 @@
 // Element-wise op family: sum of tensors, accumulate, scale, channel concat/split, dropout.
 #pragma once
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "core/ops/registry.h"
+#include "core/ops/shape_checks.h"
 
 namespace trainer {
+
+// Shape logic shared by the backends' element-wise kernels.
+namespace elementwise {
+
+// [rows, width] view of a tensor whose last axis is `width`.
+inline int64_t rows_of(const Tensor& t) {
+  return t.shape().rank() ? t.numel() / std::max<int64_t>(t.shape().back(), 1) : 1;
+}
+
+// Leading dimensions (all but the last) agree.
+inline bool same_lead(const Shape& a, const Shape& b) {
+  if (a.rank() != b.rank() || a.rank() == 0) return false;
+  for (size_t i = 0; i + 1 < a.rank(); ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
+// The concat inputs' widths add up to y's.
+inline void check_concat_width(int64_t inputs, int64_t width) {
+  if (inputs != width) shape_checks::fail("concat: inputs have ", inputs, " channels in all, y has ", width);
+}
+
+// The width of each split output in dy's last axis (dy of rank >= 1). An undefined output is
+// skipped, but its width is needed for the offsets of the others: it is its shape's last axis when
+// it carries one (Tensor::view(nullptr, shape, ...)), otherwise the remainder when it is the only
+// one without a shape.
+inline std::vector<int64_t> split_widths(const Tensor& dy, const std::vector<Tensor*>& dxs) {
+  using shape_checks::fail;
+  const int64_t width = dy.shape().back();
+  std::vector<int64_t> w(dxs.size(), -1);
+  int64_t known = 0, unknown = 0;
+  for (size_t i = 0; i < dxs.size(); ++i) {
+    const Tensor* t = dxs[i];
+    if (t && t->shape().rank() > 0) {
+      if (!same_lead(t->shape(), dy.shape()))
+        fail("split: output ", i, " [", t->shape().str(), "] does not match dy [", dy.shape().str(),
+             "] outside the last axis");
+      w[i] = t->shape().back();
+      known += w[i];
+    } else {
+      if (t && t->defined()) fail("split: output ", i, " is defined but has no shape");
+      ++unknown;
+    }
+  }
+  if (unknown > 1) fail("split: ", unknown, " skipped outputs carry no shape, so the offsets are unknown");
+  if (unknown == 1)
+    for (auto& v : w)
+      if (v < 0) v = width - known;
+  if (unknown == 0 && known != width) fail("split: outputs have ", known, " channels in all, dy has ", width);
+  if (unknown == 1 && known > width) fail("split: outputs have ", known, " channels, more than dy's ", width);
+  return w;
+}
+
+}  // namespace elementwise
 
 struct ElementwiseParams {};
 

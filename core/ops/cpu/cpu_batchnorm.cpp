@@ -57,6 +57,19 @@ const double* reduce_rows(int64_t m, int64_t C, const RowFn& row) {
   return out;
 }
 
+// [2C]: per channel, sum dy, then sum dy * (x - mean) (x and dy [m, C]); as reduce_rows.
+const double* reduce_dy_dyxmu(const float* xp, const float* dyp, const float* mean, int64_t m, int64_t C) {
+  return reduce_rows(m, C, [&](int64_t r, float* __restrict fs, float* __restrict fq) {
+    const float* __restrict xr = xp + r * C;
+    const float* __restrict dr = dyp + r * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) {
+      fs[c] += dr[c];
+      fq[c] += dr[c] * (xr[c] - mean[c]);
+    }
+  });
+}
+
 // y[r, c] = x[r, c] * a[c] + b[c]
 void affine_rows(const float* __restrict x, const float* __restrict a, const float* __restrict b, float* __restrict y,
                  int64_t m, int64_t C) {
@@ -172,15 +185,7 @@ class CpuBatchNorm final : public BatchNormKernel {
     const float* mean = save_mean.f32();
     const float* invstd = save_invstd.f32();
     // part[c] = sum dy, part[C + c] = sum dy * (x - mean)
-    const double* part = reduce_rows(m, C, [&](int64_t r, float* __restrict fs, float* __restrict fq) {
-      const float* __restrict xr = xp + r * C;
-      const float* __restrict dr = dyp + r * C;
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c) {
-        fs[c] += dr[c];
-        fq[c] += dr[c] * (xr[c] - mean[c]);
-      }
-    });
+    const double* part = reduce_dy_dyxmu(xp, dyp, mean, m, C);
     std::vector<float> pa(C), qa(C), ra(C);
     for (int64_t c = 0; c < C; ++c) {
       double db = part[c];
@@ -256,18 +261,7 @@ class CpuBatchNorm final : public BatchNormKernel {
       std::fill(sum_dy_xmu.f32(), sum_dy_xmu.f32() + C, 0.0f);
       return;
     }
-    const float* xp = x.f32();
-    const float* dyp = dy.f32();
-    const float* mu = mean.f32();
-    const double* part = reduce_rows(m, C, [&](int64_t r, float* __restrict fs, float* __restrict fq) {
-      const float* __restrict xr = xp + r * C;
-      const float* __restrict dr = dyp + r * C;
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c) {
-        fs[c] += dr[c];
-        fq[c] += dr[c] * (xr[c] - mu[c]);
-      }
-    });
+    const double* part = reduce_dy_dyxmu(x.f32(), dy.f32(), mean.f32(), m, C);
     for (int64_t c = 0; c < C; ++c) {
       sum_dy.f32()[c] = float(part[c]);
       sum_dy_xmu.f32()[c] = float(part[C + c]);
@@ -318,7 +312,7 @@ class CpuBatchNorm final : public BatchNormKernel {
  private:
   static int64_t channels(const Tensor& x) {
     cpu::require_f32("batchnorm", "x", x);
-    if (x.shape().rank() < 2) cpu::fail("batchnorm: x must have rank >= 2, got [{}]", x.shape().str());
+    shape_checks::require_min_rank("batchnorm", "x", x, 2);
     return x.shape().back();
   }
   static void check_vec(const char* name, const Tensor& t, int64_t C, bool optional) {

@@ -62,10 +62,10 @@ class CpuDense final : public DenseKernel {
  private:
   std::pair<int64_t, int64_t> check(const Tensor& x, const Tensor& w) const {
     cpu::require_f32("dense", "x", x);
-    if (x.shape().rank() < 2) cpu::fail("dense: x must have rank >= 2, got [{}]", x.shape().str());
-    int64_t k = x.shape().back();
+    shape_checks::require_min_rank("dense", "x", x, 2);
+    auto [rows, k] = shape_checks::rows_by_last(x);
     cpu::require_shape("dense", "w", w, {k, p_.units});
-    return {k ? x.numel() / k : 0, k};
+    return {rows, k};
   }
   // x [..., K] -> [..., units] (Keras applies Dense to the last axis).
   Shape out_shape(const Tensor& x) const {

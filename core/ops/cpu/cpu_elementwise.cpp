@@ -11,17 +11,6 @@
 namespace trainer {
 namespace {
 
-// [rows, width] view of a tensor whose last axis is `width`.
-int64_t rows_of(const Tensor& t) { return t.shape().rank() ? t.numel() / std::max<int64_t>(t.shape().back(), 1) : 1; }
-
-// Leading dimensions (all but the last) agree.
-bool same_lead(const Shape& a, const Shape& b) {
-  if (a.rank() != b.rank() || a.rank() == 0) return false;
-  for (size_t i = 0; i + 1 < a.rank(); ++i)
-    if (a[i] != b[i]) return false;
-  return true;
-}
-
 class CpuElementwise final : public ElementwiseKernel {
  public:
   CpuElementwise(OpContext&, const ElementwiseParams&) {}
@@ -82,45 +71,22 @@ class CpuElementwise final : public ElementwiseKernel {
       if (!xs[i]) cpu::fail("concat: input {} is null", i);
       const Tensor& x = *xs[i];
       cpu::require_f32("concat", "input", x);
-      if (!same_lead(x.shape(), y.shape()))
+      if (!elementwise::same_lead(x.shape(), y.shape()))
         cpu::fail("concat: input {} [{}] does not match y [{}] outside the last axis", i, x.shape().str(),
                   y.shape().str());
       segs.push_back({x.f32(), off, x.shape().back()});
       off += x.shape().back();
     }
     int64_t width = y.shape().back();
-    if (off != width) cpu::fail("concat: inputs have {} channels in all, y has {}", off, width);
-    copy_segments(segs, y.f32(), rows_of(y), width, true);
+    elementwise::check_concat_width(off, width);
+    copy_segments(segs, y.f32(), elementwise::rows_of(y), width, true);
   }
 
   void split(const Tensor& dy, const std::vector<Tensor*>& dxs) override {
     cpu::require_f32("split", "dy", dy);
     if (dy.shape().rank() == 0) cpu::fail("split: dy must have rank >= 1");
-    int64_t width = dy.shape().back();
-    // An undefined output is skipped, but its width is needed for the offsets of the others: it is
-    // its shape's last axis when it carries one (Tensor::view(nullptr, shape, ...)), otherwise the
-    // remainder when it is the only one without a shape.
-    std::vector<int64_t> w(dxs.size(), -1);
-    int64_t known = 0, unknown = 0;
-    for (size_t i = 0; i < dxs.size(); ++i) {
-      const Tensor* t = dxs[i];
-      if (t && t->shape().rank() > 0) {
-        if (!same_lead(t->shape(), dy.shape()))
-          cpu::fail("split: output {} [{}] does not match dy [{}] outside the last axis", i, t->shape().str(),
-                    dy.shape().str());
-        w[i] = t->shape().back();
-        known += w[i];
-      } else {
-        if (t && t->defined()) cpu::fail("split: output {} is defined but has no shape", i);
-        ++unknown;
-      }
-    }
-    if (unknown > 1) cpu::fail("split: {} skipped outputs carry no shape, so the offsets are unknown", unknown);
-    if (unknown == 1)
-      for (auto& v : w)
-        if (v < 0) v = width - known;
-    if (unknown == 0 && known != width) cpu::fail("split: outputs have {} channels in all, dy has {}", known, width);
-    if (unknown == 1 && known > width) cpu::fail("split: outputs have {} channels, more than dy's {}", known, width);
+    const int64_t width = dy.shape().back();
+    const std::vector<int64_t> w = elementwise::split_widths(dy, dxs);
     std::vector<Seg> segs;
     int64_t off = 0;
     for (size_t i = 0; i < dxs.size(); ++i) {
@@ -130,7 +96,7 @@ class CpuElementwise final : public ElementwiseKernel {
       }
       off += w[i];
     }
-    copy_segments(segs, const_cast<float*>(dy.f32()), rows_of(dy), width, false);
+    copy_segments(segs, const_cast<float*>(dy.f32()), elementwise::rows_of(dy), width, false);
   }
 
  private:

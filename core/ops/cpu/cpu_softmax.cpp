@@ -136,8 +136,7 @@ class CpuSoftmax final : public SoftmaxKernel {
   static std::pair<int64_t, int64_t> dims(const char* op, const Tensor& x) {
     cpu::require_f32(op, "x", x);
     if (x.shape().rank() == 0) cpu::fail("{}: x must have rank >= 1", op);
-    int64_t C = x.shape().back();
-    return {C ? x.numel() / C : 0, C};
+    return shape_checks::rows_by_last(x);
   }
 };
 

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/ops/shape_checks.h"
 #include "core/tensor/tensor.h"
 
 namespace trainer::cpu {
@@ -39,10 +40,7 @@ inline void require_rank(const char* op, const char* name, const Tensor& t, size
   if (t.shape().rank() != rank) fail("{}: {} must have rank {}, got [{}]", op, name, rank, t.shape().str());
 }
 
-inline void require_same_numel(const char* op, const char* a, const Tensor& ta, const char* b, const Tensor& tb) {
-  if (ta.numel() != tb.numel())
-    fail("{}: {} [{}] and {} [{}] differ in size", op, a, ta.shape().str(), b, tb.shape().str());
-}
+using shape_checks::require_same_numel;
 
 // oneDNN's NCHW-ordered dims for an NHWC tensor [N,H,W,C].
 inline dnnl::memory::dims nchw_dims(const Shape& s) { return {s[0], s[3], s[1], s[2]}; }

@@ -330,7 +330,7 @@ class CudaBatchNorm final : public BatchNormKernel {
 
   int64_t channels(const Tensor& x) const {
     cuda::require_f32(kOp, "x", x, dev());
-    if (x.shape().rank() < 2) cuda::fail(kOp, ": x must have rank >= 2, got [", x.shape().str(), "]");
+    shape_checks::require_min_rank(kOp, "x", x, 2);
     return x.shape().back();
   }
 

@@ -87,10 +87,10 @@ class CudaDense final : public DenseKernel {
   // {rows, K}: rows = numel / K (0 when K == 0, as the CPU backend counts them).
   std::pair<int64_t, int64_t> check(const Tensor& x, const Tensor& w) const {
     cuda::require_f32(kOp, "x", x, dev());
-    if (x.shape().rank() < 2) cuda::fail(kOp, ": x must have rank >= 2, got [", x.shape().str(), "]");
-    int64_t k = x.shape().back();
+    shape_checks::require_min_rank(kOp, "x", x, 2);
+    auto [rows, k] = shape_checks::rows_by_last(x);
     cuda::require_shape(kOp, "w", w, {k, p_.units}, dev());
-    return {k ? x.numel() / k : 0, k};
+    return {rows, k};
   }
 
   // x [..., K] -> [..., units] (Keras applies Dense to the last axis).

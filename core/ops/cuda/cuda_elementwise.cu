@@ -106,17 +106,6 @@ __global__ void dropout_bwd_kernel(const float* g, const uint8_t* m, float* dx, 
 // ---------------------------------------------------------------------------------------------
 // Host side
 
-// [rows, width] view of a tensor whose last axis is `width`.
-int64_t rows_of(const Tensor& t) { return t.shape().rank() ? t.numel() / std::max<int64_t>(t.shape().back(), 1) : 1; }
-
-// Leading dimensions (all but the last) agree.
-bool same_lead(const Shape& a, const Shape& b) {
-  if (a.rank() != b.rank() || a.rank() == 0) return false;
-  for (size_t i = 0; i + 1 < a.rank(); ++i)
-    if (a[i] != b[i]) return false;
-  return true;
-}
-
 class CudaElementwise final : public ElementwiseKernel {
  public:
   CudaElementwise(OpContext& ctx, const ElementwiseParams&) : c_(cuda_context(ctx)) {}
@@ -184,46 +173,23 @@ class CudaElementwise final : public ElementwiseKernel {
       if (!xs[i]) cuda::fail("concat: input ", i, " is null");
       const Tensor& x = *xs[i];
       cuda::require_f32("concat", "input", x, dev);
-      if (!same_lead(x.shape(), y.shape()))
+      if (!elementwise::same_lead(x.shape(), y.shape()))
         cuda::fail("concat: input ", i, " [", x.shape().str(), "] does not match y [", y.shape().str(),
                    "] outside the last axis");
       segs.push_back({x.f32(), off, x.shape().back()});
       off += x.shape().back();
     }
     int64_t width = y.shape().back();
-    if (off != width) cuda::fail("concat: inputs have ", off, " channels in all, y has ", width);
-    copy_segments(segs, y.f32(), rows_of(y), width, true);
+    elementwise::check_concat_width(off, width);
+    copy_segments(segs, y.f32(), elementwise::rows_of(y), width, true);
   }
 
   void split(const Tensor& dy, const std::vector<Tensor*>& dxs) override {
     const Device dev = c_.device();
     cuda::require_f32("split", "dy", dy, dev);
     if (dy.shape().rank() == 0) cuda::fail("split: dy must have rank >= 1");
-    int64_t width = dy.shape().back();
-    // An undefined output is skipped, but its width is needed for the offsets of the others: it is
-    // its shape's last axis when it carries one (Tensor::view(nullptr, shape, ...)), otherwise the
-    // remainder when it is the only one without a shape.
-    std::vector<int64_t> w(dxs.size(), -1);
-    int64_t known = 0, unknown = 0;
-    for (size_t i = 0; i < dxs.size(); ++i) {
-      const Tensor* t = dxs[i];
-      if (t && t->shape().rank() > 0) {
-        if (!same_lead(t->shape(), dy.shape()))
-          cuda::fail("split: output ", i, " [", t->shape().str(), "] does not match dy [", dy.shape().str(),
-                     "] outside the last axis");
-        w[i] = t->shape().back();
-        known += w[i];
-      } else {
-        if (t && t->defined()) cuda::fail("split: output ", i, " is defined but has no shape");
-        ++unknown;
-      }
-    }
-    if (unknown > 1) cuda::fail("split: ", unknown, " skipped outputs carry no shape, so the offsets are unknown");
-    if (unknown == 1)
-      for (auto& v : w)
-        if (v < 0) v = width - known;
-    if (unknown == 0 && known != width) cuda::fail("split: outputs have ", known, " channels in all, dy has ", width);
-    if (unknown == 1 && known > width) cuda::fail("split: outputs have ", known, " channels, more than dy's ", width);
+    const int64_t width = dy.shape().back();
+    const std::vector<int64_t> w = elementwise::split_widths(dy, dxs);
     std::vector<Seg> segs;
     int64_t off = 0;
     for (size_t i = 0; i < dxs.size(); ++i) {
@@ -233,7 +199,7 @@ class CudaElementwise final : public ElementwiseKernel {
       }
       off += w[i];
     }
-    copy_segments(segs, const_cast<float*>(dy.f32()), rows_of(dy), width, false);
+    copy_segments(segs, const_cast<float*>(dy.f32()), elementwise::rows_of(dy), width, false);
   }
 
  private:

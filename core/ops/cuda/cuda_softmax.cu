@@ -216,8 +216,7 @@ class CudaSoftmax final : public SoftmaxKernel {
   std::pair<int64_t, int64_t> dims(const char* op, const Tensor& x) const {
     cuda::require_f32(op, "x", x, c_.device());
     if (x.shape().rank() == 0) cuda::fail(op, ": x must have rank >= 1");
-    int64_t C = x.shape().back();
-    return {C ? x.numel() / C : 0, C};
+    return shape_checks::rows_by_last(x);
   }
 
   // One block per row, at most 2^20 blocks (the kernels loop over further rows).

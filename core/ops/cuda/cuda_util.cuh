@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/ops/cuda/cuda_context.h"
+#include "core/ops/shape_checks.h"
 
 // fmt's compile-time format strings (consteval) do not survive nvcc's host pass, so the .cu files
 // build their messages with ostream insertion (cuda::cat) instead of fmt.
@@ -53,10 +54,7 @@ inline void require_rank(const char* op, const char* name, const Tensor& x, size
   if (x.shape().rank() != rank) fail(op, ": ", name, " must have rank ", rank, ", got [", x.shape().str(), "]");
 }
 
-inline void require_same_numel(const char* op, const char* a, const Tensor& ta, const char* b, const Tensor& tb) {
-  if (ta.numel() != tb.numel())
-    fail(op, ": ", a, " [", ta.shape().str(), "] and ", b, " [", tb.shape().str(), "] differ in size");
-}
+using shape_checks::require_same_numel;
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 inline bool aligned4(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 3u) == 0; }

@@ -4,27 +4,11 @@
 #include "core/engine/experiment.h"
 #include "core/graph/graph.h"
 #include "core/graph/summary.h"
+#include "graph_test_util.h"
 
 using namespace trainer;
-
-namespace {
-
-Graph build(const std::string& yaml) {
-  auto doc = cfg::parse_document(yaml, "test.yaml");
-  return Graph(parse_model(cfg::root(doc).child("model")));
-}
-
-// The error a config produces, as "where: message".
-std::string error_of(const std::string& yaml) {
-  try {
-    build(yaml);
-  } catch (const cfg::ConfigError& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
-}  // namespace
+using trainer::test::build;
+using trainer::test::error_of;
 
 TEST_CASE("graph: MiniGoogLeNet has Keras' parameter counts and output shapes") {
   Experiment e = load_experiment(TRAINER_SOURCE_DIR "/configs/minigooglenet.yaml", {});

@@ -7,24 +7,13 @@
 #include "core/graph/graph.h"
 #include "core/graph/summary.h"
 #include "core/ops/softmax.h"
+#include "graph_test_util.h"
 
 using namespace trainer;
+using trainer::test::build;
+using trainer::test::error_of;
 
 namespace {
-
-Graph build(const std::string& yaml) {
-  auto doc = cfg::parse_document(yaml, "test.yaml");
-  return Graph(parse_model(cfg::root(doc).child("model")));
-}
-
-std::string error_of(const std::string& yaml) {
-  try {
-    build(yaml);
-  } catch (const cfg::ConfigError& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 const Shape& shape_of(const Graph& g, const char* node) {
   int i = g.node_index(node);

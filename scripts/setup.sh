@@ -16,6 +16,7 @@ packages=(
   libdnnl-dev                                     # oneDNN: CPU conv/pool/BN/matmul
   libturbojpeg0-dev libjpeg62-turbo-dev           # JPEG decoding (TurboJPEG and libjpeg APIs)
   libpng-dev zlib1g-dev                           # PNG and .gz decoding
+  libplplot-dev plplot-driver-cairo               # curves.png (PLplot and its pngcairo device)
   tar gzip                                        # unpacking test data
 )
 missing=()

@@ -1,11 +1,16 @@
-// Run directory creation, metrics.csv, small file writes.
+// Run directory creation, metrics.csv and metrics.jsonl (writing and reading back), small file writes.
 #include "core/io/run_dir.h"
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <system_error>
 
@@ -38,9 +43,41 @@ std::string create_run_dir(const std::string& root, const std::string& name, con
   }
 }
 
-CsvLogger::CsvLogger(const std::string& path) : path_(path) {
-  f_ = std::fopen(path.c_str(), "w");
-  if (!f_) throw std::runtime_error("cannot write " + path);
+namespace {
+
+std::FILE* open_for_writing(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  return f;
+}
+
+// One line, flushed; a short write or a failed flush (disk full, I/O error) throws.
+void put_line(std::FILE* f, const std::string& path, const std::string& line) {
+  errno = 0;
+  if (std::fputs(line.c_str(), f) == EOF || std::fputc('\n', f) == EOF || std::fflush(f) != 0)
+    throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno ? errno : EIO)));
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", int(c));
+    else out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+CsvLogger::CsvLogger(const std::string& path, const MetricRows& initial) : path_(path) {
+  f_ = open_for_writing(path);
+  try {
+    for (const auto& [epoch, m] : initial) write(epoch, m);
+  } catch (...) {
+    std::fclose(f_);
+    throw;
+  }
 }
 
 CsvLogger::~CsvLogger() {
@@ -54,7 +91,7 @@ void CsvLogger::write(int epoch, const Metrics& m) {
       columns_.push_back(k);
       header += "," + k;
     }
-    std::fputs((header + "\n").c_str(), f_);
+    put_line(f_, path_, header);
   }
   std::string row = std::to_string(epoch);
   for (const std::string& c : columns_) {
@@ -63,8 +100,76 @@ void CsvLogger::write(int epoch, const Metrics& m) {
       if (k == c) cell = fmt::format("{}", v);
     row += "," + cell;
   }
-  std::fputs((row + "\n").c_str(), f_);
-  std::fflush(f_);
+  put_line(f_, path_, row);
+}
+
+JsonlLogger::JsonlLogger(const std::string& path, const MetricRows& initial) : path_(path) {
+  f_ = open_for_writing(path);
+  try {
+    for (const auto& [epoch, m] : initial) write(epoch, m);
+  } catch (...) {
+    std::fclose(f_);
+    throw;
+  }
+}
+
+JsonlLogger::~JsonlLogger() {
+  if (f_) std::fclose(f_);
+}
+
+void JsonlLogger::write(int epoch, const Metrics& m) {
+  std::string line = fmt::format("{{\"epoch\": {}", epoch);
+  for (const auto& [k, v] : m)
+    line += fmt::format(", {}: {}", json_string(k), std::isfinite(v) ? fmt::format("{}", v) : std::string("null"));
+  put_line(f_, path_, line + "}");
+}
+
+MetricRows read_metrics_csv(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  auto split = [](const std::string& line) {
+    std::vector<std::string> cells;
+    size_t start = 0;
+    for (size_t comma; (comma = line.find(',', start)) != std::string::npos; start = comma + 1)
+      cells.push_back(line.substr(start, comma - start));
+    cells.push_back(line.substr(start));
+    return cells;
+  };
+  MetricRows rows;
+  std::vector<std::string> header;
+  int lineno = 0;
+  for (size_t pos = 0, nl; (nl = text.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+    ++lineno;
+    std::string line = text.substr(pos, nl - pos);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    std::vector<std::string> cells = split(line);
+    if (header.empty()) {
+      if (cells[0] != "epoch") throw std::runtime_error(fmt::format("{}:1: the header does not start with epoch", path));
+      header = cells;
+      continue;
+    }
+    if (cells.size() != header.size())
+      throw std::runtime_error(fmt::format("{}:{}: {} cells, the header has {}", path, lineno, cells.size(), header.size()));
+    auto number = [&](const std::string& cell, size_t col) {
+      char* end = nullptr;
+      double v = std::strtod(cell.c_str(), &end);
+      if (end == cell.c_str() || *end != '\0')
+        throw std::runtime_error(fmt::format("{}:{}: {} is not a number: '{}'", path, lineno, header[col], cell));
+      return v;
+    };
+    double epoch = number(cells[0], 0);
+    if (epoch != std::floor(epoch) || epoch < 0)
+      throw std::runtime_error(fmt::format("{}:{}: epoch is not a whole number: '{}'", path, lineno, cells[0]));
+    Metrics m;
+    for (size_t c = 1; c < cells.size(); ++c)
+      if (!cells[c].empty()) m.push_back({header[c], number(cells[c], c)});
+    rows.push_back({int(epoch), std::move(m)});
+  }
+  return rows;
 }
 
 void write_text_file(const std::string& path, const std::string& text) {

@@ -1,7 +1,9 @@
-// Run directories (runs/<name>/<YYYYmmdd-HHMMSS>[-N], never overwritten) and metrics.csv.
+// Run directories (runs/<name>/<YYYYmmdd-HHMMSS>[-N], never overwritten), metrics.csv and
+// metrics.jsonl. Both metric files number epochs from 0, as Keras' CSVLogger does.
 #pragma once
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/io/progress.h"
@@ -12,10 +14,17 @@ namespace trainer {
 // else root/name/stamp with -2, -3, ... appended when taken.
 std::string create_run_dir(const std::string& root, const std::string& name, const std::string& explicit_dir);
 
-// Keras CSVLogger: a header (epoch first, then the metric names) and one row per epoch.
+// One epoch's metrics as metrics.csv holds them: (0-based epoch, name -> value).
+using MetricRows = std::vector<std::pair<int, Metrics>>;
+
+// Keras CSVLogger: a header (epoch first, then the metric names of the first row written, in
+// their order) and one row per epoch; a later row's missing metric is an empty cell, an extra one
+// is dropped. `initial` rows (a resumed run's earlier epochs, from read_metrics_csv) are written
+// first, exactly as if write() had been called for each. Every row is flushed; a failed write
+// (disk full) throws std::runtime_error naming the file and the system's reason.
 class CsvLogger {
  public:
-  explicit CsvLogger(const std::string& path);
+  explicit CsvLogger(const std::string& path, const MetricRows& initial = {});
   ~CsvLogger();
   CsvLogger(const CsvLogger&) = delete;
   CsvLogger& operator=(const CsvLogger&) = delete;
@@ -26,6 +35,28 @@ class CsvLogger {
   std::string path_;
   std::vector<std::string> columns_;
 };
+
+// metrics.jsonl: one JSON object per epoch and line, {"epoch": 0, <each metric in order>}, e.g.
+// {"epoch": 0, "accuracy": 0.91, "loss": 0.27, "lr": 0.003, "val_accuracy": 0.9, "val_loss": 0.3,
+// "time_s": 12.5}; NaN and infinities are written as null. `initial` and failures as CsvLogger.
+class JsonlLogger {
+ public:
+  explicit JsonlLogger(const std::string& path, const MetricRows& initial = {});
+  ~JsonlLogger();
+  JsonlLogger(const JsonlLogger&) = delete;
+  JsonlLogger& operator=(const JsonlLogger&) = delete;
+  void write(int epoch, const Metrics& m);
+
+ private:
+  std::FILE* f_ = nullptr;
+  std::string path_;
+};
+
+// The rows of a metrics.csv that CsvLogger wrote, in file order. An empty cell leaves that
+// metric out of its row; "nan"/"inf" read as such. A last line without its newline (a write cut
+// short) is ignored. Throws std::runtime_error naming the file (and line) when it cannot be read
+// or a row does not parse.
+MetricRows read_metrics_csv(const std::string& path);
 
 void write_text_file(const std::string& path, const std::string& text);
 

@@ -2,6 +2,7 @@
 #include "core/engine/devices.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -9,7 +10,9 @@
 #include <thread>
 
 #include "core/dist/local_comm.h"
+#include "core/engine/cpu_info.h"
 #include "core/ops/context.h"
+#include "core/ops/cuda/cuda_inventory.h"  // plain C++: the types, defined in every build
 #ifdef TRAINER_HAVE_CUDA
 #include "core/dist/nccl_comm.h"
 #include "core/ops/cuda/cuda_devices.h"
@@ -71,20 +74,90 @@ std::vector<std::unique_ptr<Communicator>> make_communicators(const std::vector<
 #endif
 }
 
+namespace {
+
+GpuInventory inventory() {
+#ifdef TRAINER_HAVE_CUDA
+  return gpu_inventory();
+#else
+  GpuInventory none;
+  none.why = "this build has no CUDA backend: configured with TRAINER_CUDA=OFF or without nvcc";
+  return none;
+#endif
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", int(c));
+    else out += c;
+  }
+  return out + "\"";
+}
+
+const char* yes_no(bool b) { return b ? "yes" : "no"; }
+
+}  // namespace
+
 std::vector<std::string> describe_devices() {
   std::vector<std::string> lines;
-  lines.push_back(fmt::format("cpu: {} hardware threads", std::thread::hardware_concurrency()));
-#ifdef TRAINER_HAVE_CUDA
-  std::string why;
-  auto gpus = cuda_devices(&why);
-  if (gpus.empty()) lines.push_back("cuda: no GPU visible (" + why + ")");
-  for (const GpuInfo& g : gpus)
+  CpuInfo c = cpu_info();
+  lines.push_back(fmt::format("cpu: {} logical cores{}{}", c.usable,
+                              c.usable != c.online ? fmt::format(" (of {} online)", c.online) : "",
+                              c.model.empty() ? "" : ", " + c.model));
+  lines.push_back(fmt::format("cpu: oneDNN ISA {}; AVX-512 {}, AVX512-BF16 {}, AMX {} (flags: {})", c.onednn_isa,
+                              yes_no(c.avx512), yes_no(c.avx512_bf16), yes_no(c.amx),
+                              c.flags.empty() ? "none of avx2/avx512/amx" : fmt::format("{}", fmt::join(c.flags, " "))));
+  GpuInventory inv = inventory();
+  if (inv.gpus.empty()) {
+    lines.push_back("cuda: no GPU visible (" + inv.why + ")");
+    return lines;
+  }
+  lines.push_back(fmt::format("cuda: driver {}, runtime {}, NCCL {}", inv.driver, inv.runtime,
+                              inv.nccl.empty() ? "unknown" : inv.nccl));
+  for (const GpuInfo& g : inv.gpus)
     lines.push_back(fmt::format("cuda:{}: {} ({:.1f} GiB, compute capability {}.{})", g.index, g.name,
                                 double(g.memory_bytes) / (1 << 30), g.cc_major, g.cc_minor));
-#else
-  lines.push_back("cuda: not built into this binary");
-#endif
+  if (!inv.peer.empty()) {
+    lines.push_back("peer access (row reads column's memory):");
+    std::string head = fmt::format("{:8}", "");
+    for (const GpuInfo& g : inv.gpus) head += fmt::format(" {:>7}", fmt::format("cuda:{}", g.index));
+    lines.push_back(head);
+    for (size_t i = 0; i < inv.gpus.size(); ++i) {
+      std::string row = fmt::format("{:8}", fmt::format("cuda:{}", inv.gpus[i].index));
+      for (size_t j = 0; j < inv.gpus.size(); ++j) row += fmt::format(" {:>7}", i == j ? "-" : yes_no(inv.peer[i][j]));
+      lines.push_back(row);
+    }
+  }
   return lines;
+}
+
+std::string describe_devices_json() {
+  CpuInfo c = cpu_info();
+  std::vector<std::string> flags;
+  for (const std::string& f : c.flags) flags.push_back(json_string(f));
+  std::string out = fmt::format(
+      "{{\"cpu\": {{\"logical_cores\": {}, \"online_cores\": {}, \"model\": {}, \"onednn_isa\": {}, \"avx512\": {}, "
+      "\"avx512_bf16\": {}, \"amx\": {}, \"flags\": [{}]}}",
+      c.usable, c.online, json_string(c.model), json_string(c.onednn_isa), c.avx512, c.avx512_bf16, c.amx,
+      fmt::join(flags, ", "));
+  GpuInventory inv = inventory();
+  std::vector<std::string> gpus, peer;
+  for (const GpuInfo& g : inv.gpus)
+    gpus.push_back(fmt::format("{{\"index\": {}, \"name\": {}, \"memory_bytes\": {}, \"compute_capability\": \"{}.{}\"}}",
+                               g.index, json_string(g.name), g.memory_bytes, g.cc_major, g.cc_minor));
+  for (const auto& row : inv.peer) {
+    std::vector<std::string> cells;
+    for (bool b : row) cells.push_back(b ? "true" : "false");
+    peer.push_back(fmt::format("[{}]", fmt::join(cells, ", ")));
+  }
+  auto or_null = [](const std::string& s) { return s.empty() ? std::string("null") : json_string(s); };
+  out += fmt::format(", \"gpus\": [{}], \"no_gpu_reason\": {}, \"cuda_driver\": {}, \"cuda_runtime\": {}, \"nccl\": {}, "
+                     "\"peer_access\": [{}]}}",
+                     fmt::join(gpus, ", "), inv.gpus.empty() ? json_string(inv.why) : "null", or_null(inv.driver),
+                     or_null(inv.runtime), or_null(inv.nccl), fmt::join(peer, ", "));
+  return out;
 }
 
 }  // namespace trainer

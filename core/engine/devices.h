@@ -18,7 +18,10 @@ int threads_per_replica(const DeviceRequest& r, int replicas);
 // times; NCCL for distinct GPUs.
 std::vector<std::unique_ptr<Communicator>> make_communicators(const std::vector<Device>& devices,
                                                               const std::vector<OpContext*>& contexts);
-// One line per visible device, for `trainer devices`.
+// `trainer devices`: the CPU (cores, model, oneDNN's ISA, AVX-512/BF16/AMX) and each visible GPU
+// (name, memory, compute capability; CUDA and NCCL versions; the peer-access matrix with 2+
+// GPUs), or a line saying why no GPU is visible. As lines, or as one JSON object.
 std::vector<std::string> describe_devices();
+std::string describe_devices_json();
 
 }  // namespace trainer

@@ -1,4 +1,5 @@
-// `trainer run CONFIG [--set k=v]... [--cpu N] [--gpus LIST] [--threads N] [--run-dir DIR]`
+// `trainer run [CONFIG] [--resume auto|RUN_DIR|CHECKPOINT] [--set k=v]... [--cpu N] [--gpus LIST]
+// [--threads N] [--run-dir DIR] [--json]`
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -8,46 +9,69 @@
 #include "cmd/trainer/command.h"
 #include "core/engine/fit.h"
 #include "core/engine/interrupt.h"
+#include "core/engine/resume.h"
 
 namespace trainer::cli {
 namespace {
 
 struct RunArgs {
-  std::string config, gpus, run_dir, runs_root = "runs";
+  std::string config, gpus, run_dir, runs_root = "runs", resume;
   std::vector<std::string> sets;
   int cpu = 0, threads = 0;
   bool json = false;
 };
 
 extern "C" void on_signal(int) {
-  // First signal: stop at the next step boundary. Second: leave at once.
+  // First signal: finish the step, write a checkpoint, exit 130. Second: leave at once (the
+  // checkpoint being written is a temporary file; the previous one stays valid).
   if (interrupt_requests().fetch_add(1) >= 1) std::_Exit(kInterrupted);
 }
 
+std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "null"; }
+
 int run(const RunArgs& a) {
+  std::string config = a.config;
+  if (config.empty()) {
+    if (a.resume.empty() || a.resume == "auto")
+      throw cfg::ConfigError("trainer run", "give a CONFIG file (or --resume RUN_DIR|CHECKPOINT, which brings its own)");
+    config = config_of(a.resume);
+  }
   std::vector<std::string> sets = a.sets;
   for (const std::string& s : device_overrides(a.gpus, a.cpu)) sets.push_back(s);
   if (a.threads > 0) sets.push_back("devices.threads=" + std::to_string(a.threads));
-  Experiment e = load_experiment(a.config, sets);
+  Experiment e = load_experiment(config, sets);
+  FitOptions o;
+  if (a.resume == "auto") {
+    o.resume = find_auto_checkpoint(a.runs_root, e.name, config_hash(*e.doc));
+    if (o.resume)
+      o.resume_note = "the newest checkpoint of this config";
+    else
+      fmt::print("No checkpoint of this config under {}/{}: starting from scratch\n", a.runs_root, e.name);
+  } else if (!a.resume.empty()) {
+    o.resume = find_checkpoint(a.resume);
+  }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  FitOptions o;
   o.run_dir = a.run_dir;
   o.runs_root = a.runs_root;
   o.terminal = isatty(fileno(stdout));
   FitResult r = fit(e, o);
   if (a.json) {
     std::string m;
-    for (const auto& [k, v] : r.last) m += fmt::format(", \"{}\": {}", k, v);
-    fmt::print("{{\"run_dir\": \"{}\", \"epochs\": {}, \"interrupted\": {}, \"images_per_second\": {:.1f}{}}}\n", r.run_dir,
-               r.epochs_done, r.interrupted, r.images_per_second, m);
+    for (const auto& [k, v] : r.last) m += fmt::format(", \"{}\": {}", k, json_number(v));
+    fmt::print("{{\"run_dir\": \"{}\", \"epochs\": {}, \"interrupted\": {}, \"stopped_by\": \"{}\", \"checkpoint\": \"{}\", "
+               "\"images_per_second\": {:.1f}{}}}\n",
+               r.run_dir, r.epochs_done, r.interrupted, r.stopped_by, r.checkpoint, r.images_per_second, m);
   }
   return r.interrupted ? kInterrupted : kOk;
 }
 
 const RegisterCommand reg({"run", "Train the model a config describes", [](CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
-  app.add_option("config", a->config, "Experiment YAML file")->required();
+  app.add_option("config", a->config, "Experiment YAML file (optional with --resume RUN_DIR|CHECKPOINT)");
+  app.add_option("--resume", a->resume,
+                 "Continue from a checkpoint: auto (the newest of this config under --runs-root), a run directory "
+                 "(its newest valid checkpoint) or a .safetensors/.json checkpoint");
   app.add_option("--set", a->sets, "Override a config key, e.g. --set optimizer.lr=0.01 (value parsed as YAML)");
   CLI::Option* gpus = app.add_option("--gpus", a->gpus, "GPUs: a count (4), ordinals (0,2 or 0,0 or 1,), or all");
   app.add_option("--cpu", a->cpu, "Train on CPU with N replicas")->check(CLI::PositiveNumber)->excludes(gpus);

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "core/engine/callbacks.h"
 #include "core/graph/graph.h"
 #include "core/optim/optimizer.h"
 #include "core/optim/schedule.h"
@@ -45,6 +46,36 @@ static void read_devices(cfg::MapReader r, DeviceRequest& d) {
   r.finish();
 }
 
+static void read_checkpoint_options(cfg::MapReader r, CheckpointOptions& c) {
+  c.every = int(r.get_int("every", 1, 0, 1000000));
+  c.every_steps = r.get_int("every_steps", 0, 0, INT64_MAX);
+  c.keep = int(r.get_int("keep", 2, 1, 1000000));
+  cfg::Node best = r.optional("best");
+  std::string mode = r.get_choice("mode", {"auto", "min", "max"}, "auto");
+  r.finish();
+  if (best.defined()) {
+    c.best = best.as<std::string>();
+    c.best_max = maximised(c.best, mode);
+  }
+}
+
+static void read_init(cfg::MapReader r, InitOptions& i) {
+  i.node = r.node();
+  if (!i.node.defined()) return;
+  i.from = r.get<std::string>("from");
+  i.skip_mismatch = r.get<bool>("skip_mismatch", false);
+  r.finish();
+}
+
+std::vector<std::string> metric_names(const Experiment& e) {
+  std::vector<std::string> m{"accuracy", "loss", "lr"};
+  if (e.data.is_map() && (e.data.has("val") || e.data.has("validation_split"))) {
+    m.push_back("val_accuracy");
+    m.push_back("val_loss");
+  }
+  return m;
+}
+
 Experiment read_experiment(std::shared_ptr<cfg::Document> doc) {
   Experiment e;
   e.doc = doc;
@@ -61,6 +92,9 @@ Experiment read_experiment(std::shared_ptr<cfg::Document> doc) {
   read_train(cfg::MapReader(r.optional("train"), "the train section"), e.train);
   read_devices(cfg::MapReader(r.optional("devices"), "the devices section"), e.devices);
   e.strategy = r.get_choice("strategy", {"data_parallel"}, "data_parallel");
+  e.callbacks = r.optional("callbacks");
+  read_checkpoint_options(cfg::MapReader(r.optional("checkpoint"), "the checkpoint section"), e.checkpoint);
+  read_init(cfg::MapReader(r.optional("init"), "the init section"), e.init);
   r.finish();
   if (e.optimizer.defined()) {
     cfg::MapReader o(e.optimizer, "the optimizer section");
@@ -71,6 +105,11 @@ Experiment read_experiment(std::shared_ptr<cfg::Document> doc) {
   Graph check(e.model);
   make_optimizer(e.optimizer);
   make_schedule(e.schedule, e.train.epochs);
+  std::vector<std::string> metrics = metric_names(e);
+  Callbacks(e.callbacks, metrics);
+  if (!e.checkpoint.best.empty() && std::find(metrics.begin(), metrics.end(), e.checkpoint.best) == metrics.end())
+    cfg::root(doc).child("checkpoint").child("best").fail(
+        fmt::format("this run has no metric '{}'{}", e.checkpoint.best, cfg::suggestion(e.checkpoint.best, metrics)));
   return e;
 }
 

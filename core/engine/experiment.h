@@ -29,15 +29,33 @@ struct DeviceRequest {
   int threads = 0;        // CPU compute threads per replica (0: every core)
 };
 
+// `checkpoint:` — when checkpoints are written (the run directory's checkpoints/) and how many kept.
+struct CheckpointOptions {
+  int every = 1;               // epochs between checkpoints (0: none at epoch ends)
+  int64_t every_steps = 0;     // also every N global steps (0: off)
+  int keep = 2;                // the newest K periodic checkpoints are kept
+  std::string best;            // a metric ("val_accuracy"): also keep best.safetensors
+  bool best_max = false;       // whether larger is better for `best` (mode auto|min|max)
+};
+
+// `init:` — start from another run's weights (fine-tuning).
+struct InitOptions {
+  std::string from;            // a .safetensors file (a checkpoint or any file with our tensor names)
+  bool skip_mismatch = false;  // parameters whose shape differs keep their initial values
+  cfg::Node node;              // for messages
+};
+
 struct Experiment {
   std::shared_ptr<cfg::Document> doc;
   std::string name;
   uint64_t seed = 42;
   ModelSpec model;
-  cfg::Node data, optimizer, schedule;  // read by their own modules
+  cfg::Node data, optimizer, schedule, callbacks;  // read by their own modules
   TrainOptions train;
   DeviceRequest devices;
   std::string strategy = "data_parallel";
+  CheckpointOptions checkpoint;
+  InitOptions init;
   std::string lr_scaling = "none";  // optimizer.lr_scaling: none | linear (lr x replicas, Goyal et al.)
 };
 
@@ -45,5 +63,7 @@ struct Experiment {
 // device: the model graph (shapes, parameters), the optimizer and the schedule.
 Experiment load_experiment(const std::string& file, const std::vector<std::string>& overrides);
 Experiment read_experiment(std::shared_ptr<cfg::Document> doc);
+// The names of each epoch's metrics row (metrics.csv's columns after `epoch`).
+std::vector<std::string> metric_names(const Experiment& e);
 
 }  // namespace trainer

@@ -1,47 +1,60 @@
-// The training run: one worker thread per replica (data parallelism; one replica is the
-// single-device case), epochs of steps, validation, console and run files, and shutdown of
-// every worker when one fails.
+// A training run: devices, data and replicas set up, the run directory created, the start-up
+// lines printed, one thread per replica through train_rank(), and every worker stopped when one fails.
 #include "core/engine/fit.h"
 
 #include <fmt/format.h>
 
-#include <atomic>
 #include <chrono>
-#include <cmath>
-#include <cstdlib>
+#include <filesystem>
 
-#include "core/engine/data_setup.h"
+#include "core/engine/callbacks.h"
 #include "core/engine/devices.h"
-#include "core/engine/interrupt.h"
 #include "core/engine/replica_group.h"
+#include "core/engine/resume.h"
+#include "core/engine/train_loop.h"
 #include "core/graph/summary.h"
-#include "core/io/run_dir.h"
-#include "core/optim/schedule.h"
+#include "core/io/file.h"
 
 namespace trainer {
 namespace {
 
-// Test hook: TRAINER_INJECT_FAULT=<rank>:<step> makes that replica throw at that global step.
-std::pair<int, int64_t> injected_fault() {
-  const char* f = std::getenv("TRAINER_INJECT_FAULT");
-  int rank = -1;
-  long long step = -1;
-  if (f && std::sscanf(f, "%d:%lld", &rank, &step) == 2) return {rank, step};
-  return {-1, -1};
+// The earlier epochs of the run a checkpoint belongs to (a resumed run's files start with them).
+MetricRows earlier_rows(const std::optional<CheckpointInfo>& from) {
+  MetricRows rows;
+  if (!from) return rows;
+  std::string csv = run_dir_of(*from) + "/metrics.csv";
+  if (!std::filesystem::exists(csv)) return rows;
+  for (auto& r : read_metrics_csv(csv))
+    if (r.first < from->state.epoch) rows.push_back(std::move(r));
+  return rows;
 }
 
 }  // namespace
 
-FitResult fit(const Experiment& e, const FitOptions& o) {
+FitResult fit(const Experiment& experiment, const FitOptions& o) {
+  Experiment e = experiment;
   std::vector<Device> devices = select_devices(e.devices);
   int n = int(devices.size());
+  const std::optional<CheckpointInfo>& from = o.resume;
+  double lr_factor = e.lr_scaling == "linear" ? n : 1;
+  std::string batch_note;
+  if (from) {
+    // Keep the checkpoint's global batch, so the batches and schedule continue as they were.
+    const TrainState& s = from->state;
+    if (s.global_batch % n != 0)
+      throw cfg::ConfigError(from->sidecar, fmt::format("the checkpoint's global batch of {} cannot be split over {} replicas",
+                                                        s.global_batch, n));
+    if (s.replicas != n)
+      batch_note = fmt::format(" (the checkpoint's global batch of {} on {} replicas, now {} per replica)", s.global_batch,
+                               s.replicas, s.global_batch / n);
+    e.train.batch_size = s.global_batch / n;
+    lr_factor = s.lr_factor;
+  }
   int threads = threads_per_replica(e.devices, n);
   DataSetup data = setup_data(e, o.base_dir, n);
-
   ReplicaGroup group(e, devices, threads);
 
   auto schedule = make_schedule(e.schedule, e.train.epochs);
-  double lr_factor = e.lr_scaling == "linear" ? n : 1;
   double base_lr = group.worker(0).replica().optimizer().base_lr() * lr_factor;
   int64_t steps = data.train_loaders[0]->batches_per_epoch();
   if (e.train.steps_per_epoch > 0) steps = std::min(steps, e.train.steps_per_epoch);
@@ -52,114 +65,56 @@ FitResult fit(const Experiment& e, const FitOptions& o) {
 
   FitResult result;
   result.run_dir = create_run_dir(o.runs_root, e.name, o.run_dir);
-  write_text_file(result.run_dir + "/config.yaml", cfg::emit(*e.doc));
+  write_file_atomic(result.run_dir + "/config.yaml", cfg::emit(*e.doc));
   if (data.stats && data.stats->kind != Augment::Mean::None && !data.stats->mean.empty())
     save_stats(*data.stats, result.run_dir + "/norm_stats.npy");
   std::FILE* log = std::fopen((result.run_dir + "/train.log").c_str(), "w");
+  if (!log) throw FileError(fmt::format("cannot write {}/train.log", result.run_dir));
+  struct CloseLog {
+    std::FILE* f;
+    ~CloseLog() { std::fclose(f); }
+  } close_log{log};
   Progress progress(o.out, o.terminal);
   progress.set_log(log);
-  CsvLogger csv(result.run_dir + "/metrics.csv");
+  RunRecord record(result.run_dir, e.name, earlier_rows(from));
+  Checkpointer ckpt(e.checkpoint, result.run_dir + "/checkpoints", data.stats.get());
 
   Replica& r0 = group.worker(0).replica();
   const ParamStore& ps = r0.graph().params();
   std::string where = n == 1 ? devices[0].str() : fmt::format("{} replicas ({}..{})", n, devices[0].str(), devices.back().str());
   progress.line(fmt::format("Run directory: {}", result.run_dir));
+  if (from) {
+    progress.line(fmt::format("Resuming from {}: epoch {}, step {}/{}{}{}", from->weights, from->state.epoch + 1,
+                              from->state.step_in_epoch, steps, o.resume_note.empty() ? "" : "; ", o.resume_note));
+    if (from->state.config_hash != config_hash(*e.doc))
+      progress.line("Note: this config differs from the checkpoint's (beyond devices and checkpoint settings)");
+  }
   progress.line(fmt::format("Model {}: {} params ({} trainable), {:.1f} MFLOPs/sample forward", e.name,
                             with_thousands(ps.count(true) + ps.count(false)), with_thousands(ps.count(true)),
                             double(r0.graph().flops_per_sample()) / 1e6));
   progress.line(fmt::format("Train: {}", data.train->describe()));
   progress.line(data.val ? fmt::format("Val:   {}", data.val->describe()) : std::string("Val:   none"));
-  progress.line(fmt::format("Devices: {}{}; batch {} per replica, global batch {}, {} steps/epoch", where,
+  progress.line(fmt::format("Devices: {}{}; batch {} per replica, global batch {}, {} steps/epoch{}", where,
                             devices[0].is_cpu() ? fmt::format(", {} compute threads each", threads) : "",
-                            e.train.batch_size, global_batch, steps));
+                            e.train.batch_size, global_batch, steps, batch_note));
   progress.line(fmt::format("Optimizer {}, effective lr {:g}{}, schedule {}, loss {}{}", r0.optimizer().describe(), base_lr,
-                            lr_factor != 1 ? fmt::format(" (linear scaling x{})", n) : "", schedule->describe(), e.train.loss,
-                            r0.fused_softmax() ? " (fused with the output softmax)" : " (output taken as logits)"));
-
-  auto [fault_rank, fault_step] = injected_fault();
-  std::atomic<int64_t> images{0};
-  std::atomic<bool> stopped{false};
-  auto t0 = std::chrono::steady_clock::now();
-
-  auto run_rank = [&](Worker& w) {
-    int rank = w.rank();
-    Loader& train = *data.train_loaders[size_t(rank)];
-    Loader* val = data.val ? data.val_loaders[size_t(rank)].get() : nullptr;
-    bool lead = rank == 0;
-    w.broadcast_parameters();
-    int64_t global_step = 0;
-    for (int epoch = 0; epoch < e.train.epochs; ++epoch) {
-      if (lead) progress.begin_epoch(epoch + 1, e.train.epochs, steps);
-      train.start_epoch(epoch);
-      LossStats sum;
-      double lr = 0;
-      bool stop = false;
-      Batch b;
-      int64_t step = 0;
-      while (step < steps && !stop && train.next(b)) {
-        if (rank == fault_rank && global_step == fault_step)
-          throw std::runtime_error(fmt::format("injected fault at step {}", global_step));
-        lr = schedule->lr(base_lr, epoch, double(step) / double(steps));
-        stop = interrupted();
-        uint64_t seed = (e.seed * 0x9E3779B97F4A7C15ull + uint64_t(global_step)) * 0xBF58476D1CE4E5B9ull + uint64_t(rank);
-        LossStats s = w.train_step(b, float(lr), seed, stop);
-        sum.loss_sum += s.loss_sum;
-        sum.correct += s.correct;
-        sum.count += s.count;
-        ++step;
-        ++global_step;
-        if (lead) {
-          images += s.count;
-          double c = double(std::max<int64_t>(sum.count, 1));
-          if (!std::isfinite(s.loss_sum))
-            throw std::runtime_error(fmt::format("the loss became {} at epoch {} step {}", s.loss_sum, epoch + 1, step));
-          progress.update(step, {{"loss", sum.loss_sum / c}, {"accuracy", double(sum.correct) / c}});
-        }
-      }
-      if (stop && step < steps) {
-        if (lead) {
-          stopped = true;
-          progress.line(fmt::format("Interrupted at epoch {} step {}/{}", epoch + 1, step, steps));
-        }
-        return;
-      }
-      double c = double(std::max<int64_t>(sum.count, 1));
-      double loss = sum.loss_sum / c, acc = double(sum.correct) / c;
-      Metrics console{{"loss", loss}, {"accuracy", acc}};
-      Metrics row{{"accuracy", acc}, {"loss", loss}, {"lr", lr}};
-      if (val) {
-        LossStats v = w.evaluate(*val);
-        double vc = double(std::max<int64_t>(v.count, 1));
-        double vl = v.count ? v.loss_sum / vc : NAN, va = v.count ? double(v.correct) / vc : NAN;
-        console.push_back({"val_loss", vl});
-        console.push_back({"val_accuracy", va});
-        row.push_back({"val_accuracy", va});
-        row.push_back({"val_loss", vl});
-      }
-      if (lead) {
-        progress.end_epoch(console);
-        csv.write(epoch, row);
-        result.last = row;
-        result.epochs_done = epoch + 1;
-      }
-      if (stop) {  // asked to stop at the epoch's last step: the epoch is complete
-        if (lead) stopped = true;
-        return;
-      }
-    }
-  };
-
-  try {
-    group.run(run_rank);
-  } catch (...) {
-    if (log) std::fclose(log);
-    throw;
+                            lr_factor != 1 ? fmt::format(" (linear scaling x{:g})", lr_factor) : "", schedule->describe(),
+                            e.train.loss, r0.fused_softmax() ? " (fused with the output softmax)" : " (output taken as logits)"));
+  for (const std::string& c : Callbacks(e.callbacks, metric_names(e)).describe()) progress.line("Callback " + c);
+  if (from && from->state.epoch >= e.train.epochs) {
+    progress.line(fmt::format("The checkpoint is at the end of epoch {} of {}: nothing left to train", from->state.epoch,
+                              e.train.epochs));
+    result.epochs_done = from->state.epoch;
+    result.last = from->state.last;
+    return result;
   }
-  if (log) std::fclose(log);
 
-  result.interrupted = stopped;
+  RunShared run{e, o, data, *schedule, base_lr, lr_factor, steps, progress, record, ckpt, result};
+  auto t0 = std::chrono::steady_clock::now();
+  group.run([&](Worker& w) { train_rank(w, run); });
+  result.interrupted = result.stopped_by == "interrupt";
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  result.images_per_second = secs > 0 ? double(images) / secs : 0;
+  result.images_per_second = secs > 0 ? double(run.images) / secs : 0;
   return result;
 }
 

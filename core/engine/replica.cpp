@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace trainer {
 
 Replica::Replica(const Experiment& e, Device device, int threads) {
@@ -49,11 +51,23 @@ LossStats Replica::train_step(const Tensor& images, const Tensor& labels, float 
   return s;
 }
 
-LossStats Replica::eval_step(const Tensor& images, const Tensor& labels) {
+LossStats Replica::eval_step(const Tensor& images, const Tensor& labels, std::vector<int32_t>* predicted) {
   Tensor x = to_device(images), y = to_device(labels);
   graph_->forward(x, false, logits_);
   Tensor none;
-  return loss_->cross_entropy(graph_->output(logits_), y, none, 1.0f);
+  LossStats s = loss_->cross_entropy(graph_->output(logits_), y, none, 1.0f);
+  if (predicted) {
+    const Tensor& logits = graph_->output(logits_);
+    int64_t n = logits.dim(0), k = logits.numel() / std::max<int64_t>(n, 1);
+    std::vector<float> host(size_t(logits.numel()));
+    ctx_->copy_to_host(host.data(), logits.data(), host.size() * sizeof(float));
+    predicted->assign(size_t(n), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = host.data() + i * k;
+      (*predicted)[size_t(i)] = int32_t(std::max_element(row, row + k) - row);  // the first maximum, as argmax
+    }
+  }
+  return s;
 }
 
 }  // namespace trainer

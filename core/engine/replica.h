@@ -17,7 +17,8 @@ class Replica {
   // forward, fused softmax cross-entropy, backward and the optimizer update; returns the
   // batch's loss sum and correct count. `grad_scale` is 1 / the global batch.
   LossStats train_step(const Tensor& images, const Tensor& labels, float lr, uint64_t step_seed);
-  LossStats eval_step(const Tensor& images, const Tensor& labels);
+  // `predicted`, when given, receives each sample's arg-max class.
+  LossStats eval_step(const Tensor& images, const Tensor& labels, std::vector<int32_t>* predicted = nullptr);
   // Only forward + loss + backward (no update): the gradient is left in params().grads().
   LossStats compute_gradients(const Tensor& images, const Tensor& labels, float grad_scale, uint64_t step_seed);
 

@@ -8,6 +8,7 @@
 
 #include "core/data/dataset.h"
 #include "core/engine/devices.h"
+#include "core/io/file.h"
 
 namespace trainer {
 
@@ -59,6 +60,8 @@ void ReplicaGroup::run(const std::function<void(Worker&)>& fn) {
   try {
     std::rethrow_exception(first);
   } catch (const DataError&) {
+    throw;
+  } catch (const FileError&) {
     throw;
   } catch (const cfg::ConfigError&) {
     throw;

@@ -1,0 +1,86 @@
+// `trainer eval RUN_DIR|CHECKPOINT [--split val|test|train] [--data PATH|YAML] [--confusion] [--json]`
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "cmd/trainer/command.h"
+#include "core/engine/evaluate.h"
+#include "core/engine/resume.h"
+
+namespace trainer::cli {
+namespace {
+
+struct EvalArgs {
+  std::string target, config, split = "val", data, gpus;
+  std::vector<std::string> sets;
+  int threads = 0;
+  bool confusion = false, json = false;
+};
+
+void print_confusion(const EvalResult& r) {
+  size_t k = r.class_names.size();
+  size_t w = 6;
+  for (const std::string& n : r.class_names) w = std::max(w, n.size() + 1);
+  for (int64_t v : r.confusion) w = std::max(w, std::to_string(v).size() + 1);
+  fmt::print("Confusion matrix (rows: true class, columns: predicted class)\n{:>{}}", "", w);
+  for (const std::string& n : r.class_names) fmt::print("{:>{}}", n, w);
+  fmt::print("\n");
+  for (size_t i = 0; i < k; ++i) {
+    fmt::print("{:>{}}", r.class_names[i], w);
+    for (size_t j = 0; j < k; ++j) fmt::print("{:>{}}", r.confusion[i * k + j], w);
+    fmt::print("\n");
+  }
+}
+
+std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "null"; }
+
+int eval(const EvalArgs& a) {
+  CheckpointInfo c = find_checkpoint(a.target);
+  std::string config = a.config.empty() ? config_of(c.sidecar) : a.config;
+  std::vector<std::string> sets = a.sets;
+  // --data: a dataset section in YAML ({type: ..., path: ...}) or a path for the split's own reader.
+  if (!a.data.empty()) sets.push_back(fmt::format("data.{}{}={}", a.split, a.data.front() == '{' ? "" : ".path", a.data));
+  for (const std::string& s : device_overrides(a.gpus, 0)) sets.push_back(s);
+  if (a.threads > 0) sets.push_back("devices.threads=" + std::to_string(a.threads));
+  Experiment e = load_experiment(config, sets);
+  EvalOptions o;
+  o.split = a.split;
+  EvalResult r = evaluate_checkpoint(e, c, o);
+  if (a.json) {
+    std::string m;
+    size_t k = r.class_names.size();
+    for (size_t i = 0; i < k; ++i) {
+      m += i ? ", [" : "[";
+      for (size_t j = 0; j < k; ++j) m += fmt::format("{}{}", j ? ", " : "", r.confusion[i * k + j]);
+      m += "]";
+    }
+    fmt::print("{{\"checkpoint\": \"{}\", \"split\": \"{}\", \"count\": {}, \"loss\": {}, \"accuracy\": {}, \"confusion\": [{}]}}\n",
+               c.weights, a.split, r.count, json_number(r.loss), json_number(r.accuracy), m);
+    return kOk;
+  }
+  fmt::print("Checkpoint: {} (epoch {}, step {})\n", c.weights, c.state.epoch + (c.state.step_in_epoch ? 1 : 0),
+             c.state.global_step);
+  fmt::print("Data ({}): {}\n", a.split, r.dataset);
+  fmt::print("{} samples - loss: {:.4f} - accuracy: {:.4f}\n", r.count, r.loss, r.accuracy);
+  if (a.confusion) print_confusion(r);
+  return kOk;
+}
+
+const RegisterCommand reg({"eval", "Evaluate a run's checkpoint on a data split", [](CLI::App& app) {
+  auto a = std::make_shared<EvalArgs>();
+  app.add_option("target", a->target, "A run directory (its newest valid checkpoint) or a checkpoint file")->required();
+  app.add_option("--split", a->split, "Which data section: val (default), test or train")
+      ->check(CLI::IsMember({"val", "test", "train"}));
+  app.add_option("--data", a->data, "Evaluate on other data: a path for the split's reader, or a YAML dataset section");
+  app.add_option("--config", a->config, "The config to build the model from (default: the run's config.yaml)");
+  app.add_option("--set", a->sets, "Override a config key (value parsed as YAML)");
+  app.add_option("--gpus", a->gpus, "Evaluate on this GPU (default: the config's first device)");
+  app.add_option("--threads", a->threads, "CPU compute threads")->check(CLI::PositiveNumber);
+  app.add_flag("--confusion", a->confusion, "Print the confusion matrix");
+  app.add_flag("--json", a->json, "Print one JSON line instead");
+  return [a] { return eval(*a); };
+}});
+
+}  // namespace
+}  // namespace trainer::cli

@@ -1,0 +1,18 @@
+// `init.from`: a replica's weights from a safetensors file, matched by parameter name (Keras'
+// load_weights(by_name=True, skip_mismatch=...)) — for fine-tuning from another run.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/engine/experiment.h"
+#include "core/engine/replica.h"
+
+namespace trainer {
+
+// Loads what matches into `r` and returns lines for the console: how many were loaded, which
+// parameters the file lacks (they keep their initial values) and which were skipped for their
+// shape. A shape mismatch without skip_mismatch, or a file with no parameter of the model, is a
+// ConfigError at init.from; an unreadable or corrupt file a FileError.
+std::vector<std::string> init_from(const InitOptions& o, const std::string& base_dir, Replica& r);
+
+}  // namespace trainer

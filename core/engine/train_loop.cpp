@@ -1,0 +1,192 @@
+// One replica's epochs: the step loop, interruption, callbacks, validation and checkpoints.
+#include "core/engine/train_loop.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/engine/callbacks.h"
+#include "core/engine/init_from.h"
+#include "core/engine/interrupt.h"
+#include "core/io/curves.h"
+
+namespace trainer {
+namespace {
+
+// Test hooks: TRAINER_INJECT_FAULT=<rank>:<step> makes that replica throw at that global step;
+// TRAINER_TEST_SIGINT_AT_STEP=<step> makes rank 0 raise SIGINT (through the real handler) then.
+std::pair<int, int64_t> injected_fault() {
+  const char* f = std::getenv("TRAINER_INJECT_FAULT");
+  int rank = -1;
+  long long step = -1;
+  if (f && std::sscanf(f, "%d:%lld", &rank, &step) == 2) return {rank, step};
+  return {-1, -1};
+}
+
+int64_t sigint_step() {
+  const char* s = std::getenv("TRAINER_TEST_SIGINT_AT_STEP");
+  return s ? std::strtoll(s, nullptr, 10) : -1;
+}
+
+}  // namespace
+
+RunRecord::RunRecord(const std::string& run_dir, const std::string& model_name, const MetricRows& earlier)
+    : dir_(run_dir), name_(model_name), rows_(earlier), csv_(run_dir + "/metrics.csv", earlier),
+      jsonl_(run_dir + "/metrics.jsonl", earlier) {}
+
+void RunRecord::add(int epoch, const Metrics& row, double seconds, Progress& progress) {
+  csv_.write(epoch, row);
+  Metrics timed = row;
+  timed.push_back({"time_s", seconds});
+  jsonl_.write(epoch, timed);
+  rows_.push_back({epoch, row});
+  std::string error;
+  if (!plot_curves(rows_, dir_ + "/curves.png", name_, &error) && !plot_warned_) {
+    plot_warned_ = true;
+    progress.line("warning: curves.png not drawn: " + error);
+  }
+}
+
+void train_rank(Worker& w, RunShared& run) {
+  const Experiment& e = run.e;
+  const int rank = w.rank();
+  const bool lead = rank == 0;
+  Replica& rep = w.replica();
+  Loader& train = *run.data.train_loaders[size_t(rank)];
+  Loader* val = run.data.val ? run.data.val_loaders[size_t(rank)].get() : nullptr;
+  const std::optional<CheckpointInfo>& from = run.o.resume;
+  Callbacks cb(e.callbacks, metric_names(e));
+
+  TrainState st;
+  if (from) {  // every replica loads the same checkpoint: no broadcast needed
+    load_checkpoint(*from, rep, true);
+    st = from->state;
+    cb.restore(st.callbacks);
+    if (lead) run.ckpt.restore(st.callbacks.value("checkpoint", nlohmann::json::object()));
+  } else {
+    if (lead && !e.init.from.empty())
+      for (const std::string& l : init_from(e.init, run.o.base_dir, rep)) run.progress.line(l);
+    w.broadcast_parameters();
+  }
+  auto state_at = [&](int epoch, int64_t step, const LossStats& sum, int64_t global_step, const char* reason) {
+    TrainState s;
+    s.epoch = epoch;
+    s.step_in_epoch = step;
+    s.global_step = global_step;
+    s.optimizer_steps = rep.optimizer().steps();
+    s.loss_sum = sum.loss_sum;
+    s.correct = sum.correct;
+    s.count = sum.count;
+    s.seed = e.seed;
+    s.replicas = int(run.data.train_loaders.size());
+    s.global_batch = e.train.batch_size * s.replicas;
+    s.lr_factor = run.lr_factor;
+    s.config_hash = config_hash(*e.doc);
+    s.reason = reason;
+    s.last = run.result.last;
+    s.callbacks = cb.state();
+    s.callbacks["checkpoint"] = run.ckpt.state();
+    return s;
+  };
+  auto save = [&](const TrainState& s) {
+    run.result.checkpoint = run.ckpt.save(rep, s).weights;
+    return run.result.checkpoint;
+  };
+
+  auto [fault_rank, fault_step] = injected_fault();
+  const int64_t sigint_at = lead ? sigint_step() : -1;
+  const int64_t steps = run.steps;
+  int64_t global_step = st.global_step;
+  std::vector<float> best_weights;
+  for (int epoch = st.epoch; epoch < e.train.epochs; ++epoch) {
+    const int64_t first = (from && epoch == st.epoch) ? st.step_in_epoch : 0;
+    LossStats sum = first > 0 ? LossStats{st.loss_sum, st.correct, st.count} : LossStats{};
+    auto t_epoch = std::chrono::steady_clock::now();
+    if (lead) run.progress.begin_epoch(epoch + 1, e.train.epochs, steps);
+    train.start_epoch(epoch, first);
+    double lr = 0;
+    bool stop = false;
+    Batch b;
+    int64_t step = first;
+    while (step < steps && !stop && train.next(b)) {
+      if (rank == fault_rank && global_step == fault_step)
+        throw std::runtime_error(fmt::format("injected fault at step {}", global_step));
+      if (global_step == sigint_at) std::raise(SIGINT);
+      lr = cb.adjust_lr(run.schedule.lr(run.base_lr, epoch, double(step) / double(steps)));
+      stop = interrupted();
+      uint64_t seed = (e.seed * 0x9E3779B97F4A7C15ull + uint64_t(global_step)) * 0xBF58476D1CE4E5B9ull + uint64_t(rank);
+      LossStats s = w.train_step(b, float(lr), seed, stop);
+      sum.loss_sum += s.loss_sum;
+      sum.correct += s.correct;
+      sum.count += s.count;
+      ++step;
+      ++global_step;
+      std::string message;
+      if (!cb.on_batch_end(step - 1, s.loss_sum / double(std::max<int64_t>(s.count, 1)), &message)) {
+        if (lead) {
+          run.progress.line(message);
+          run.result.stopped_by = "terminate_on_nan";
+        }
+        return;  // no checkpoint of weights that produced a non-finite loss
+      }
+      if (lead) {
+        run.images += s.count;
+        if (!std::isfinite(s.loss_sum))
+          throw std::runtime_error(fmt::format("the loss became {} at epoch {} step {} (callbacks.terminate_on_nan: true stops instead)",
+                                               s.loss_sum, epoch + 1, step));
+        double c = double(std::max<int64_t>(sum.count, 1));
+        run.progress.update(step, {{"loss", sum.loss_sum / c}, {"accuracy", double(sum.correct) / c}});
+        if (step < steps && (stop || run.ckpt.due_at_step(global_step)))
+          save(state_at(epoch, step, sum, global_step, stop ? "interrupt" : "steps"));
+      }
+    }
+    if (stop && step < steps) {
+      if (lead) {
+        run.result.stopped_by = "interrupt";
+        run.progress.line(fmt::format("Interrupted at epoch {} step {}/{}: checkpoint {}", epoch + 1, step, steps,
+                                      run.result.checkpoint));
+      }
+      return;
+    }
+    double c = double(std::max<int64_t>(sum.count, 1));
+    double loss = sum.loss_sum / c, acc = double(sum.correct) / c;
+    Metrics console{{"loss", loss}, {"accuracy", acc}};
+    Metrics row{{"accuracy", acc}, {"loss", loss}, {"lr", lr}};
+    if (val) {
+      LossStats v = w.evaluate(*val);
+      double vc = double(std::max<int64_t>(v.count, 1));
+      double vl = v.count ? v.loss_sum / vc : NAN, va = v.count ? double(v.correct) / vc : NAN;
+      console.push_back({"val_loss", vl});
+      console.push_back({"val_accuracy", va});
+      row.push_back({"val_accuracy", va});
+      row.push_back({"val_loss", vl});
+    }
+    Callbacks::EpochEnd ee = cb.on_epoch_end(epoch, row, lr);
+    ParamStore& ps = rep.graph().params();
+    if (ee.snapshot_best) best_weights = ps.download(rep.context());
+    if (ee.restore_best) ps.upload(rep.context(), best_weights);
+    if (lead) {
+      run.progress.end_epoch(console);
+      run.record.add(epoch, row, std::chrono::duration<double>(std::chrono::steady_clock::now() - t_epoch).count(), run.progress);
+      run.result.last = row;
+      run.result.epochs_done = epoch + 1;
+      for (const std::string& m : ee.messages) run.progress.line(m);
+      TrainState s = state_at(epoch + 1, 0, LossStats{}, global_step, stop ? "interrupt" : "epoch");
+      std::string best = run.ckpt.update_best(rep, s, row);
+      if (!best.empty()) run.progress.line(best);
+      s.callbacks["checkpoint"] = run.ckpt.state();
+      if (run.ckpt.due_after_epoch(epoch + 1) || stop || ee.stop || epoch + 1 == e.train.epochs) save(s);
+      if (stop) run.progress.line(fmt::format("Interrupted after epoch {}: checkpoint {}", epoch + 1, run.result.checkpoint));
+    }
+    if (stop || ee.stop) {
+      if (lead) run.result.stopped_by = stop ? "interrupt" : "early_stopping";
+      return;
+    }
+  }
+}
+
+}  // namespace trainer

@@ -1,0 +1,290 @@
+// Runs that survive: SIGINT mid-epoch then resume is bit-identical to an uninterrupted run, a
+// kill -9 during a checkpoint write resumes from the previous one, resume across replica
+// counts, checkpoints read by an independent reader, keep/best, eval and init.from.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cli.h"
+#include "core/io/safetensors.h"
+
+namespace fs = std::filesystem;
+using Catch::Contains;
+
+namespace {
+
+// Small enough for seconds per run; BN-free, so replica counts give the same gradients.
+const char* kConfig = R"(name: ckpt
+seed: 3
+model:
+  input: [16, 16, 3]
+  layers:
+    - {name: conv1, type: conv2d, filters: 8, kernel: 3, padding: same}
+    - {name: relu1, type: relu}
+    - {name: pool, type: max_pool2d, pool: 2}
+    - {name: conv2, type: conv2d, filters: 16, kernel: 3, padding: same}
+    - {name: relu2, type: relu}
+    - {name: gap, type: global_avg_pool2d}
+    - {name: dense, type: dense, units: 4}
+    - {name: softmax, type: softmax}
+data:
+  train: {type: synthetic, size: 320, image_size: 16, classes: 4, seed: 1}
+  val: {type: synthetic, size: 64, image_size: 16, classes: 4, seed: 2}
+  augment: {flip: horizontal, mean: per_channel}
+train: {epochs: 3, batch_size: 32}
+optimizer: {type: adam, lr: 0.003}
+schedule: {type: cosine}
+)";
+
+std::string setup(const std::string& tag, const std::string& extra = "") {
+  std::string dir = e2e::temp_dir(tag);
+  e2e::write_file(dir + "/c.yaml", std::string(kConfig) + extra);
+  return dir;
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  std::string x = e2e::read_file(a), y = e2e::read_file(b);
+  return !x.empty() && x == y;
+}
+
+// Relative L2 distance between two checkpoints' weights (every parameter, no optimizer state).
+double weight_distance(const std::string& a, const std::string& b) {
+  trainer::SafeTensorsReader ra(a), rb(b);
+  double diff = 0, norm = 0;
+  for (const trainer::SafeTensor& t : ra.tensors()) {
+    if (t.name.rfind("optimizer/", 0) == 0 || t.name.rfind("data/", 0) == 0) continue;
+    std::vector<float> x = ra.f32(t.name), y = rb.f32(t.name);
+    REQUIRE(x.size() == y.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      diff += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+      norm += double(x[i]) * x[i];
+    }
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+}  // namespace
+
+TEST_CASE("e2e checkpoint: SIGINT mid-epoch, then --resume, ends bit-identical to an uninterrupted run") {
+  std::string dir = setup("sigint");
+  auto full = e2e::trainer("run c.yaml --run-dir full", dir);
+  REQUIRE(full.code == 0);
+  // Global step 14 is in epoch 2 (10 steps each): the signal goes through the real handler.
+  auto cut = e2e::trainer("run c.yaml --run-dir cut", dir, "TRAINER_TEST_SIGINT_AT_STEP=14");
+  INFO(cut.out << cut.err);
+  REQUIRE(cut.code == 130);
+  CHECK_THAT(cut.out, Contains("Interrupted at epoch 2 step 5/10"));
+  REQUIRE(fs::exists(dir + "/cut/checkpoints/epoch-0002-step-000005.safetensors"));
+  auto res = e2e::trainer("run --resume cut --run-dir resumed", dir);
+  INFO(res.out << res.err);
+  REQUIRE(res.code == 0);
+  CHECK_THAT(res.out, Contains("Resuming from cut/checkpoints/epoch-0002-step-000005.safetensors: epoch 2, step 5/10"));
+  CHECK(same_file(dir + "/full/checkpoints/epoch-0003.safetensors", dir + "/resumed/checkpoints/epoch-0003.safetensors"));
+  CHECK(e2e::read_file(dir + "/full/metrics.csv") == e2e::read_file(dir + "/resumed/metrics.csv"));
+}
+
+TEST_CASE("e2e checkpoint: a real SIGINT from outside exits 130 with a checkpoint; resume ends identical") {
+  std::string dir = setup("sigint2");
+  auto full = e2e::trainer("run c.yaml --run-dir full --set train.epochs=30", dir);
+  REQUIRE(full.code == 0);
+  // The signal is sent once the first epoch is in metrics.csv, so it lands somewhere in a later epoch.
+  std::string cmd = "cd '" + dir + "' && ('" TRAINER_BINARY "' run c.yaml --run-dir cut --set train.epochs=30 >cut.out 2>&1 & pid=$!; "
+                    "for i in $(seq 600); do [ \"$(wc -l <cut/metrics.csv 2>/dev/null)\" -ge 2 ] 2>/dev/null && break; sleep 0.05; done; "
+                    "kill -INT $pid; wait $pid; echo $? >cut.rc)";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  std::string rc = e2e::read_file(dir + "/cut.rc");
+  std::string out = e2e::read_file(dir + "/cut.out");
+  INFO(out);
+  if (rc.rfind("0", 0) == 0) {
+    WARN("skipped: the run finished before the signal arrived; nothing was interrupted");
+    return;
+  }
+  REQUIRE(rc.rfind("130", 0) == 0);
+  CHECK_THAT(out, Contains("Interrupted "));
+  auto res = e2e::trainer("run --resume cut --run-dir resumed", dir);
+  INFO(res.out << res.err);
+  REQUIRE(res.code == 0);
+  CHECK(same_file(dir + "/full/checkpoints/epoch-0030.safetensors", dir + "/resumed/checkpoints/epoch-0030.safetensors"));
+  CHECK(e2e::read_file(dir + "/full/metrics.csv") == e2e::read_file(dir + "/resumed/metrics.csv"));
+}
+
+TEST_CASE("e2e checkpoint: kill -9 during a checkpoint write leaves the previous one; --resume auto continues from it") {
+  std::string dir = setup("kill9");
+  auto full = e2e::trainer("run c.yaml --run-dir full", dir);
+  REQUIRE(full.code == 0);
+  // The hook stops the write of epoch-0002's weights half-way; the test kills the process there.
+  std::string cmd = "cd '" + dir + "' && (TRAINER_TEST_STALL_WRITE=epoch-0002.safetensors '" TRAINER_BINARY
+                    "' run c.yaml --runs-root runs >k.out 2>k.err & pid=$!; "
+                    "for i in $(seq 600); do grep -q 'stalling write' k.err && break; sleep 0.1; done; "
+                    "kill -9 $pid; wait $pid; echo $? >k.rc)";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  INFO(e2e::read_file(dir + "/k.err"));
+  REQUIRE(e2e::read_file(dir + "/k.rc").rfind("137", 0) == 0);
+  auto res = e2e::trainer("run c.yaml --resume auto --runs-root runs --run-dir resumed", dir);
+  INFO(res.out << res.err);
+  REQUIRE(res.code == 0);
+  CHECK_THAT(res.out, Contains("checkpoints/epoch-0001.safetensors: epoch 2, step 0/10"));
+  CHECK(same_file(dir + "/full/checkpoints/epoch-0003.safetensors", dir + "/resumed/checkpoints/epoch-0003.safetensors"));
+}
+
+TEST_CASE("e2e checkpoint: resume a 2-replica run on 1 replica and a 1-replica run on 2") {
+  std::string dir = setup("replicas");
+  REQUIRE(e2e::trainer("run c.yaml --cpu 2 --run-dir two --set train.batch_size=16 --set checkpoint.keep=3", dir).code == 0);
+  REQUIRE(e2e::trainer("run c.yaml --cpu 1 --run-dir one --set checkpoint.keep=3", dir).code == 0);
+  // Both have a global batch of 32; resume each from epoch 1 on the other replica count.
+  auto a = e2e::trainer("run --resume two/checkpoints/epoch-0001.json --cpu 1 --run-dir two_on_one", dir);
+  INFO(a.out << a.err);
+  REQUIRE(a.code == 0);
+  CHECK_THAT(a.out, Contains("global batch of 32 on 2 replicas, now 32 per replica"));
+  auto b = e2e::trainer("run --resume one/checkpoints/epoch-0001.safetensors --cpu 2 --run-dir one_on_two", dir);
+  INFO(b.out << b.err);
+  REQUIRE(b.code == 0);
+  CHECK_THAT(b.out, Contains("global batch of 32 on 1 replicas, now 16 per replica"));
+  double d1 = weight_distance(dir + "/two/checkpoints/epoch-0003.safetensors", dir + "/two_on_one/checkpoints/epoch-0003.safetensors");
+  double d2 = weight_distance(dir + "/one/checkpoints/epoch-0003.safetensors", dir + "/one_on_two/checkpoints/epoch-0003.safetensors");
+  WARN("resume across replica counts: relative L2 weight difference after 2 more epochs: 2->1 " << d1 << ", 1->2 " << d2);
+  CHECK(d1 < 1e-5);
+  CHECK(d2 < 1e-5);
+  // An odd global batch cannot be split.
+  auto odd = e2e::trainer("run --resume two --cpu 3 --run-dir odd", dir);
+  CHECK(odd.code == 2);
+  CHECK_THAT(odd.err, Contains("global batch of 32 cannot be split over 3 replicas"));
+}
+
+TEST_CASE("e2e checkpoint: an independent reader (Python, numpy) reads the tensors trainer wrote") {
+  if (std::system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") != 0) {
+    WARN("skipped: /usr/bin/python3 with numpy is not installed (scripts/setup.sh installs python3-numpy)");
+    return;
+  }
+  std::string dir = setup("pyread");
+  REQUIRE(e2e::trainer("run c.yaml --run-dir r --set train.epochs=1", dir).code == 0);
+  std::string file = dir + "/r/checkpoints/epoch-0001.safetensors";
+  std::string cmd = "/usr/bin/python3 '" TRAINER_SOURCE_DIR "/tests/e2e/read_safetensors.py' '" + file + "' >'" + dir + "/py.txt'";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  std::istringstream py(e2e::read_file(dir + "/py.txt"));
+  trainer::SafeTensorsReader ours(file);
+  std::string line;
+  std::getline(py, line);
+  CHECK_THAT(line, Contains("\"format\": \"trainer-checkpoint\""));
+  size_t seen = 0;
+  while (std::getline(py, line)) {
+    std::istringstream f(line);
+    std::string name, dtype, shape;
+    double sum = 0, first = 0;
+    f >> name >> dtype >> shape >> sum >> first;
+    const trainer::SafeTensor* t = ours.find(name);
+    REQUIRE(t != nullptr);
+    std::string want;
+    for (int64_t d : t->shape) want += (want.empty() ? "" : "x") + std::to_string(d);
+    CHECK(shape == want);
+    std::vector<float> v = ours.f32(name);
+    double s = 0;
+    for (float x : v) s += x;
+    CHECK(std::abs(s - sum) <= 1e-9 * std::max(1.0, std::abs(s)));
+    CHECK(float(first) == v[0]);
+    ++seen;
+  }
+  CHECK(seen == ours.tensors().size());
+  for (const char* n : {"conv1/kernel", "conv1/bias", "dense/kernel", "optimizer/m/conv1/kernel", "optimizer/v/dense/bias", "data/mean", "data/std"})
+    CHECK(ours.find(n) != nullptr);
+  WARN("independent safetensors reader (python3 + numpy): " << seen << " tensors, names, shapes and values match");
+}
+
+TEST_CASE("e2e checkpoint: keep the newest K and the best; callbacks stop and reduce the rate like Keras") {
+  std::string dir = setup("keep", "checkpoint: {every: 1, keep: 2, best: val_accuracy}\n");
+  auto r = e2e::trainer("run c.yaml --run-dir r --set train.epochs=4", dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Contains("Epoch 1: val_accuracy improved from -inf to"));
+  for (const char* f : {"epoch-0003", "epoch-0004", "best"}) CHECK(fs::exists(dir + "/r/checkpoints/" + f + ".safetensors"));
+  for (const char* f : {"epoch-0001", "epoch-0002"}) CHECK_FALSE(fs::exists(dir + "/r/checkpoints/" + f + ".json"));
+
+  // min_delta larger than any change: no epoch after the first improves.
+  std::string cb = "callbacks:\n  early_stopping: {monitor: loss, min_delta: 100, patience: 1}\n"
+                   "  reduce_lr_on_plateau: {monitor: loss, min_delta: 100, patience: 1, factor: 0.5}\n";
+  std::string d2 = e2e::temp_dir("callbacks");
+  std::string constant = kConfig;
+  constant.replace(constant.find("{type: cosine}"), 14, "{type: constant}");
+  e2e::write_file(d2 + "/c.yaml", constant + cb);
+  auto c = e2e::trainer("run c.yaml --run-dir r --set train.epochs=5", d2);
+  INFO(c.out << c.err);
+  REQUIRE(c.code == 0);
+  CHECK_THAT(c.out, Contains("Epoch 2: ReduceLROnPlateau reducing learning rate to 0.0015.") && Contains("Epoch 2: early stopping"));
+  CHECK_FALSE(fs::exists(d2 + "/r/checkpoints/epoch-0003.json"));  // stopped after epoch 2
+  auto rows = e2e::read_file(d2 + "/r/metrics.csv");
+  CHECK(std::count(rows.begin(), rows.end(), '\n') == 3);  // header + 2 epochs
+
+  auto nan = e2e::trainer("run c.yaml --run-dir n --json --set optimizer.type=sgd --set optimizer.lr=1e5 --set callbacks.terminate_on_nan=true", d2);
+  INFO(nan.out << nan.err);
+  CHECK(nan.code == 0);
+  CHECK_THAT(nan.out, Contains(": Invalid loss, terminating training") && Contains("\"stopped_by\": \"terminate_on_nan\""));
+}
+
+TEST_CASE("e2e checkpoint: trainer eval prints the run's validation accuracy and a confusion matrix") {
+  std::string dir = setup("eval");
+  REQUIRE(e2e::trainer("run c.yaml --run-dir r --json", dir).code == 0);
+  std::string csv = e2e::read_file(dir + "/r/metrics.csv");
+  auto e = e2e::trainer("eval r --json", dir);
+  INFO(e.out << e.err);
+  REQUIRE(e.code == 0);
+  // The same pass training ran at its last epoch: the same accuracy (printed in full by both).
+  std::vector<std::string> cells;  // the last row: epoch,accuracy,loss,lr,val_accuracy,val_loss
+  std::istringstream last(csv.substr(csv.rfind('\n', csv.size() - 2) + 1));
+  for (std::string c; std::getline(last, c, ',');) cells.push_back(c);
+  REQUIRE(cells.size() == 6);
+  std::string val_acc = cells[4];
+  CHECK_THAT(e.out, Contains("\"accuracy\": " + val_acc) && Contains("\"count\": 64"));
+  auto m = e2e::trainer("eval r/checkpoints/epoch-0003.safetensors --confusion", dir);
+  INFO(m.out << m.err);
+  REQUIRE(m.code == 0);
+  CHECK_THAT(m.out, Contains("64 samples - loss:") && Contains("Confusion matrix (rows: true class, columns: predicted class)"));
+  auto t = e2e::trainer("eval r --split test", dir);
+  CHECK(t.code == 2);
+  CHECK_THAT(t.err, Contains("the config has no data.test"));
+  auto d = e2e::trainer("eval r --split test --data '{type: synthetic, size: 40, image_size: 16, classes: 4, seed: 9}'", dir);
+  INFO(d.out << d.err);
+  CHECK(d.code == 0);
+  CHECK_THAT(d.out, Contains("40 samples"));
+}
+
+TEST_CASE("e2e checkpoint: init.from loads weights by name and reports mismatches") {
+  std::string dir = setup("init");
+  REQUIRE(e2e::trainer("run c.yaml --run-dir base --set train.epochs=1", dir).code == 0);
+  std::string from = " --set init.from=base/checkpoints/epoch-0001.safetensors";
+  auto ok = e2e::trainer("run c.yaml --run-dir ft --set train.epochs=1" + from, dir);
+  INFO(ok.out << ok.err);
+  CHECK(ok.code == 0);
+  CHECK_THAT(ok.out, Contains("Initialised 6 of 6 parameters from"));
+  // Another head: the dense layer's shape differs.
+  auto bad = e2e::trainer("run c.yaml --run-dir ft2 --set model.layers.6.units=7" + from, dir);
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.err, Contains("--set init.from=") && Contains("dense/kernel 16x4 in the file, 16x7 in the model"));
+  auto skip = e2e::trainer("run c.yaml --run-dir ft3 --set train.epochs=1 --set model.layers.6.units=7 --set init.skip_mismatch=true" + from, dir);
+  INFO(skip.out << skip.err);
+  CHECK(skip.code == 0);
+  CHECK_THAT(skip.out, Contains("Initialised 4 of 6 parameters") && Contains("skipped for their shape: dense/kernel"));
+}
+
+TEST_CASE("e2e checkpoint: a second SIGINT during the checkpoint write exits 130 at once; the previous checkpoint stays valid") {
+  std::string dir = setup("sigint_twice");
+  // The first SIGINT (hook, step 14) starts the interrupt checkpoint; its write stalls half-way;
+  // the test sends the second SIGINT then.
+  std::string cmd = "cd '" + dir + "' && (TRAINER_TEST_SIGINT_AT_STEP=14 TRAINER_TEST_STALL_WRITE=step-000005.safetensors '" TRAINER_BINARY
+                    "' run c.yaml --runs-root runs >t.out 2>t.err & pid=$!; "
+                    "for i in $(seq 600); do grep -q 'stalling write' t.err && break; sleep 0.1; done; "
+                    "start=$(date +%s%N); kill -INT $pid; wait $pid; echo $? >t.rc; echo $(( ($(date +%s%N) - start) / 1000000 )) >t.ms)";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  INFO(e2e::read_file(dir + "/t.out") << e2e::read_file(dir + "/t.err"));
+  CHECK(e2e::read_file(dir + "/t.rc").rfind("130", 0) == 0);
+  CHECK(std::stol(e2e::read_file(dir + "/t.ms")) < 3000);
+  auto res = e2e::trainer("run c.yaml --resume auto --runs-root runs --run-dir resumed", dir);
+  INFO(res.out << res.err);
+  REQUIRE(res.code == 0);
+  CHECK_THAT(res.out, Contains("checkpoints/epoch-0001.safetensors: epoch 2, step 0/10"));
+}

@@ -9,6 +9,7 @@
 
 #include "core/engine/callbacks.h"
 #include "core/engine/devices.h"
+#include "core/engine/init_from.h"
 #include "core/engine/replica_group.h"
 #include "core/engine/resume.h"
 #include "core/engine/train_loop.h"
@@ -63,6 +64,15 @@ FitResult fit(const Experiment& experiment, const FitOptions& o) {
     throw DataError(fmt::format("the training set has {} samples, fewer than one global batch of {} (drop_last is on)",
                                 data.train->size(), global_batch));
 
+  // Weights come in before the run directory exists, so a checkpoint or init.from that does not
+  // fit the model fails without leaving an empty run behind. Rank 0 runs on this thread.
+  Replica& r0 = group.worker(0).replica();
+  std::vector<std::string> init_lines;
+  if (from)
+    load_checkpoint(*from, r0, true);
+  else if (!e.init.from.empty())
+    init_lines = init_from(e.init, o.base_dir, r0);
+
   FitResult result;
   result.run_dir = create_run_dir(o.runs_root, e.name, o.run_dir);
   write_file_atomic(result.run_dir + "/config.yaml", cfg::emit(*e.doc));
@@ -79,7 +89,6 @@ FitResult fit(const Experiment& experiment, const FitOptions& o) {
   RunRecord record(result.run_dir, e.name, earlier_rows(from));
   Checkpointer ckpt(e.checkpoint, result.run_dir + "/checkpoints", data.stats.get());
 
-  Replica& r0 = group.worker(0).replica();
   const ParamStore& ps = r0.graph().params();
   std::string where = n == 1 ? devices[0].str() : fmt::format("{} replicas ({}..{})", n, devices[0].str(), devices.back().str());
   progress.line(fmt::format("Run directory: {}", result.run_dir));
@@ -101,6 +110,7 @@ FitResult fit(const Experiment& experiment, const FitOptions& o) {
                             lr_factor != 1 ? fmt::format(" (linear scaling x{:g})", lr_factor) : "", schedule->describe(),
                             e.train.loss, r0.fused_softmax() ? " (fused with the output softmax)" : " (output taken as logits)"));
   for (const std::string& c : Callbacks(e.callbacks, metric_names(e)).describe()) progress.line("Callback " + c);
+  for (const std::string& l : init_lines) progress.line(l);
   if (from && from->state.epoch >= e.train.epochs) {
     progress.line(fmt::format("The checkpoint is at the end of epoch {} of {}: nothing left to train", from->state.epoch,
                               e.train.epochs));

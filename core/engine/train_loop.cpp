@@ -10,7 +10,6 @@
 #include <filesystem>
 
 #include "core/engine/callbacks.h"
-#include "core/engine/init_from.h"
 #include "core/engine/interrupt.h"
 #include "core/io/curves.h"
 
@@ -62,14 +61,13 @@ void train_rank(Worker& w, RunShared& run) {
   Callbacks cb(e.callbacks, metric_names(e));
 
   TrainState st;
+  // fit() loaded rank 0 (checkpoint or init.from) already.
   if (from) {  // every replica loads the same checkpoint: no broadcast needed
-    load_checkpoint(*from, rep, true);
+    if (!lead) load_checkpoint(*from, rep, true);
     st = from->state;
     cb.restore(st.callbacks);
     if (lead) run.ckpt.restore(st.callbacks.value("checkpoint", nlohmann::json::object()));
   } else {
-    if (lead && !e.init.from.empty())
-      for (const std::string& l : init_from(e.init, run.o.base_dir, rep)) run.progress.line(l);
     w.broadcast_parameters();
   }
   auto state_at = [&](int epoch, int64_t step, const LossStats& sum, int64_t global_step, const char* reason) {

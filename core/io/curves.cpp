@@ -192,35 +192,37 @@ bool png_complete(const std::string& path) {
   return data.size() > 40 && data.compare(0, 8, sig, 8) == 0 && data.compare(data.size() - 8, 8, iend, 8) == 0;
 }
 
-// The corner (PL_POSITION_*) whose legend-sized box covers the fewest curve points, as
-// matplotlib's legend(loc="best") chooses.
-int best_corner(const std::vector<Series>& series, double xmin, double xmax, double ymin, double ymax) {
-  const int corners[4] = {PL_POSITION_RIGHT | PL_POSITION_TOP, PL_POSITION_LEFT | PL_POSITION_TOP,
-                          PL_POSITION_LEFT | PL_POSITION_BOTTOM, PL_POSITION_RIGHT | PL_POSITION_BOTTOM};
-  double bw = 0.30, bh = 0.06 + 0.065 * double(series.size());  // box size as viewport fractions
-  int best = corners[0];
-  long best_hits = -1;
-  for (int c : corners) {
-    double x0 = (c & PL_POSITION_LEFT) ? 0 : 1 - bw, y0 = (c & PL_POSITION_BOTTOM) ? 0 : 1 - bh;
-    long hits = 0;
-    for (const Series& s : series)
-      for (size_t j = 0; j < s.y.size(); ++j) {
-        // Sample each segment so that long lines through the box count too.
-        int steps = j + 1 < s.y.size() && std::isfinite(s.y[j + 1]) ? 16 : 1;
-        for (int k = 0; k < steps && std::isfinite(s.y[j]); ++k) {
-          double t = double(k) / steps;
-          double x = s.x[j] + (steps > 1 ? t * (s.x[j + 1] - s.x[j]) : 0);
-          double y = s.y[j] + (steps > 1 ? t * (s.y[j + 1] - s.y[j]) : 0);
-          double u = (x - xmin) / (xmax - xmin), v = (y - ymin) / (ymax - ymin);
-          hits += u >= x0 && u <= x0 + bw && v >= y0 && v <= y0 + bh;
-        }
+// The legend's box as fractions of the plot area (4 entries at the text size draw() uses: about
+// 0.24 x 0.20), with a margin.
+double legend_width() { return 0.27; }
+double legend_height(size_t entries) { return 0.04 + 0.045 * double(entries); }
+
+// Curve points (segments sampled 16 times) inside the legend's box at PL_POSITION_* `corner`.
+long legend_hits(const std::vector<Series>& series, int corner, double xmin, double xmax, double ymin, double ymax) {
+  double bw = legend_width(), bh = legend_height(series.size());
+  double x0 = (corner & PL_POSITION_LEFT) ? 0 : 1 - bw, y0 = (corner & PL_POSITION_BOTTOM) ? 0 : 1 - bh;
+  long hits = 0;
+  for (const Series& s : series)
+    for (size_t j = 0; j < s.y.size(); ++j) {
+      if (!std::isfinite(s.y[j])) continue;
+      bool segment = j + 1 < s.y.size() && std::isfinite(s.y[j + 1]);
+      for (int k = 0; k < (segment ? 16 : 1); ++k) {
+        double t = k / 16.0;
+        double x = segment ? s.x[j] + t * (s.x[j + 1] - s.x[j]) : s.x[j];
+        double y = segment ? s.y[j] + t * (s.y[j + 1] - s.y[j]) : s.y[j];
+        double u = (x - xmin) / (xmax - xmin), v = (y - ymin) / (ymax - ymin);
+        hits += u >= x0 && u <= x0 + bw && v >= y0 && v <= y0 + bh;
       }
-    if (best_hits < 0 || hits < best_hits) {
-      best_hits = hits;
-      best = c;
     }
-  }
-  return best;
+  return hits;
+}
+
+// The first corner, in matplotlib's loc="best" order, whose legend box covers no curve, or -1.
+int free_corner(const std::vector<Series>& series, double xmin, double xmax, double ymin, double ymax) {
+  for (int c : {PL_POSITION_RIGHT | PL_POSITION_TOP, PL_POSITION_LEFT | PL_POSITION_TOP,
+                PL_POSITION_LEFT | PL_POSITION_BOTTOM, PL_POSITION_RIGHT | PL_POSITION_BOTTOM})
+    if (legend_hits(series, c, xmin, xmax, ymin, ymax) == 0) return c;
+  return -1;
 }
 
 }  // namespace
@@ -261,6 +263,11 @@ bool plot_curves(const std::vector<std::pair<int, Metrics>>& rows, const std::st
     xmax += 0.5;
   }
   ymax += 0.05 * (ymax - ymin);
+  int corner = free_corner(series, xmin, xmax, ymin, ymax);
+  if (corner < 0) {  // every corner has a curve: raise the top so the legend fits above them all
+    ymax = ymin + (ymax - ymin) / (1 - legend_height(series.size()));
+    corner = PL_POSITION_RIGHT | PL_POSITION_TOP;
+  }
   double span = xmax - xmin;
   double xtick = span <= 10 ? 1 : 0;  // whole epochs when few, PLplot's choice otherwise
 
@@ -282,7 +289,7 @@ bool plot_curves(const std::vector<std::pair<int, Metrics>>& rows, const std::st
     labels.push_back(s.label);
     rgbs.push_back(s.rgb);
   }
-  Frame f{xmin, xmax, ymin, ymax, xtick, title.c_str(), best_corner(series, xmin, xmax, ymin, ymax), int(series.size()),
+  Frame f{xmin, xmax, ymin, ymax, xtick, title.c_str(), corner, int(series.size()),
           xs.data(), ys.data(), counts.data(), labels.data(), rgbs.data(), tmp.c_str()};
 
   bool drawn = false;

@@ -14,6 +14,9 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "core/io/config.h"
+#include "core/io/file.h"
+
 namespace fs = std::filesystem;
 
 namespace trainer {
@@ -22,9 +25,9 @@ std::string create_run_dir(const std::string& root, const std::string& name, con
   std::error_code ec;
   if (!explicit_dir.empty()) {
     if (fs::exists(explicit_dir) && !fs::is_empty(explicit_dir, ec))
-      throw std::runtime_error(fmt::format("run directory {} exists and is not empty; runs are never overwritten", explicit_dir));
+      throw cfg::ConfigError("--run-dir " + explicit_dir, "exists and is not empty; runs are never overwritten");
     fs::create_directories(explicit_dir, ec);
-    if (ec) throw std::runtime_error(fmt::format("cannot create run directory {}: {}", explicit_dir, ec.message()));
+    if (ec) throw FileError(fmt::format("cannot create run directory {}: {}", explicit_dir, ec.message()));
     return explicit_dir;
   }
   std::time_t t = std::time(nullptr);
@@ -34,12 +37,12 @@ std::string create_run_dir(const std::string& root, const std::string& name, con
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
   fs::path base = fs::path(root) / name;
   fs::create_directories(base, ec);
-  if (ec) throw std::runtime_error(fmt::format("cannot create {}: {}", base.string(), ec.message()));
+  if (ec) throw FileError(fmt::format("cannot create {}: {}", base.string(), ec.message()));
   for (int n = 1;; ++n) {
     fs::path p = base / (n == 1 ? std::string(stamp) : fmt::format("{}-{}", stamp, n));
     // create_directory is atomic: false when another run took the name first.
     if (fs::create_directory(p, ec)) return p.string();
-    if (ec) throw std::runtime_error(fmt::format("cannot create {}: {}", p.string(), ec.message()));
+    if (ec) throw FileError(fmt::format("cannot create {}: {}", p.string(), ec.message()));
   }
 }
 
@@ -47,7 +50,7 @@ namespace {
 
 std::FILE* open_for_writing(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  if (!f) throw FileError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
   return f;
 }
 
@@ -55,7 +58,7 @@ std::FILE* open_for_writing(const std::string& path) {
 void put_line(std::FILE* f, const std::string& path, const std::string& line) {
   errno = 0;
   if (std::fputs(line.c_str(), f) == EOF || std::fputc('\n', f) == EOF || std::fflush(f) != 0)
-    throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno ? errno : EIO)));
+    throw FileError(fmt::format("cannot write {}: {}", path, std::strerror(errno ? errno : EIO)));
 }
 
 std::string json_string(const std::string& s) {
@@ -126,7 +129,7 @@ void JsonlLogger::write(int epoch, const Metrics& m) {
 
 MetricRows read_metrics_csv(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  if (!in) throw FileError(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
   std::stringstream ss;
   ss << in.rdbuf();
   std::string text = ss.str();
@@ -148,22 +151,22 @@ MetricRows read_metrics_csv(const std::string& path) {
     if (line.empty()) continue;
     std::vector<std::string> cells = split(line);
     if (header.empty()) {
-      if (cells[0] != "epoch") throw std::runtime_error(fmt::format("{}:1: the header does not start with epoch", path));
+      if (cells[0] != "epoch") throw FileError(fmt::format("{}:1: the header does not start with epoch", path));
       header = cells;
       continue;
     }
     if (cells.size() != header.size())
-      throw std::runtime_error(fmt::format("{}:{}: {} cells, the header has {}", path, lineno, cells.size(), header.size()));
+      throw FileError(fmt::format("{}:{}: {} cells, the header has {}", path, lineno, cells.size(), header.size()));
     auto number = [&](const std::string& cell, size_t col) {
       char* end = nullptr;
       double v = std::strtod(cell.c_str(), &end);
       if (end == cell.c_str() || *end != '\0')
-        throw std::runtime_error(fmt::format("{}:{}: {} is not a number: '{}'", path, lineno, header[col], cell));
+        throw FileError(fmt::format("{}:{}: {} is not a number: '{}'", path, lineno, header[col], cell));
       return v;
     };
     double epoch = number(cells[0], 0);
     if (epoch != std::floor(epoch) || epoch < 0)
-      throw std::runtime_error(fmt::format("{}:{}: epoch is not a whole number: '{}'", path, lineno, cells[0]));
+      throw FileError(fmt::format("{}:{}: epoch is not a whole number: '{}'", path, lineno, cells[0]));
     Metrics m;
     for (size_t c = 1; c < cells.size(); ++c)
       if (!cells[c].empty()) m.push_back({header[c], number(cells[c], c)});
@@ -175,7 +178,7 @@ MetricRows read_metrics_csv(const std::string& path) {
 void write_text_file(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
-  if (!out) throw std::runtime_error("cannot write " + path);
+  if (!out) throw FileError("cannot write " + path);
 }
 
 }  // namespace trainer

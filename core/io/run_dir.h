@@ -11,7 +11,8 @@
 namespace trainer {
 
 // Creates a fresh run directory: `explicit_dir` when given (it must not exist or be empty),
-// else root/name/stamp with -2, -3, ... appended when taken.
+// else root/name/stamp with -2, -3, ... appended when taken. A non-empty explicit_dir is a
+// ConfigError ("--run-dir DIR: ...", exit 2); a directory that cannot be created a FileError.
 std::string create_run_dir(const std::string& root, const std::string& name, const std::string& explicit_dir);
 
 // One epoch's metrics as metrics.csv holds them: (0-based epoch, name -> value).
@@ -21,7 +22,7 @@ using MetricRows = std::vector<std::pair<int, Metrics>>;
 // their order) and one row per epoch; a later row's missing metric is an empty cell, an extra one
 // is dropped. `initial` rows (a resumed run's earlier epochs, from read_metrics_csv) are written
 // first, exactly as if write() had been called for each. Every row is flushed; a failed write
-// (disk full) throws std::runtime_error naming the file and the system's reason.
+// (disk full) throws FileError (core/io/file.h) naming the file and the system's reason.
 class CsvLogger {
  public:
   explicit CsvLogger(const std::string& path, const MetricRows& initial = {});
@@ -54,7 +55,7 @@ class JsonlLogger {
 
 // The rows of a metrics.csv that CsvLogger wrote, in file order. An empty cell leaves that
 // metric out of its row; "nan"/"inf" read as such. A last line without its newline (a write cut
-// short) is ignored. Throws std::runtime_error naming the file (and line) when it cannot be read
+// short) is ignored. Throws FileError naming the file (and line) when it cannot be read
 // or a row does not parse.
 MetricRows read_metrics_csv(const std::string& path);
 

@@ -103,6 +103,24 @@ ln=$(TRAINER_COMM=nccl smoke nccl1 --gpus 0)
 l2=$(smoke twice --gpus 0,0 --set train.batch_size=16)
 row "smoke loss: --gpus 0 / NCCL 1 rank / --gpus 0,0" "${l1:-failed} / ${ln:-failed} / ${l2:-failed} (logs dp-*.log)"
 
+# --- checkpoints on the GPU: SIGINT mid-epoch, resume, compare with an uninterrupted run ---------
+log "checkpoint resume on GPU"
+"$bin/trainer" run configs/smoke.yaml --gpus 0 --run-dir "$out/ck-full" >"$out/ck-full.log" 2>&1
+TRAINER_TEST_SIGINT_AT_STEP=40 "$bin/trainer" run configs/smoke.yaml --gpus 0 --run-dir "$out/ck-cut" >"$out/ck-cut.log" 2>&1
+ck_cut=$?
+"$bin/trainer" run --resume "$out/ck-cut" --gpus 0 --run-dir "$out/ck-res" >"$out/ck-res.log" 2>&1
+ck_res=$?
+if cmp -s "$out/ck-full/checkpoints/epoch-0003.safetensors" "$out/ck-res/checkpoints/epoch-0003.safetensors"; then
+  ck="bit-identical"
+else
+  ck="differs: $(tail -1 "$out/ck-full/metrics.csv") vs $(tail -1 "$out/ck-res/metrics.csv")"
+fi
+row "SIGINT at step 40 + resume (smoke, GPU)" "rc $ck_cut then $ck_res; final weights $ck"
+"$bin/trainer" eval "$out/ck-full" --gpus 0 >"$out/ck-eval.log" 2>&1
+row "trainer eval on GPU" "rc $?; $(grep -o 'loss: .*' "$out/ck-eval.log" | tail -1)"
+"$bin/trainer" devices >"$out/devices.log" 2>&1
+row "trainer devices" "$(grep -c '^cuda:' "$out/devices.log") GPU line(s); $(grep -io 'nccl[^,;]*' "$out/devices.log" | head -1)"
+
 # --- throughput: MiniGoogLeNet, batch 256 -------------------------------------------------------
 ips() { sed -nE 's/.*"images_per_(sec|s)": ([0-9.]+).*/\2/p' | tail -1; }
 for prec in fp32 bf16; do

@@ -12,7 +12,14 @@
 
 namespace trainer {
 
-enum class InitKind { Zeros, Ones, GlorotUniform, GlorotNormal, HeUniform, HeNormal, LecunNormal };
+// The first seven are read from configs by name (layers/common.h: read_init); the rest are fixed
+// defaults of particular layers: Orthogonal (Keras Orthogonal, gain 1: an LSTM's recurrent kernel),
+// UnitForgetBias (an LSTM bias [4U]: zeros, the forget gate's quarter [U, 2U) ones), RandomUniform
+// (Keras RandomUniform(-0.05, 0.05): embeddings).
+enum class InitKind {
+  Zeros, Ones, GlorotUniform, GlorotNormal, HeUniform, HeNormal, LecunNormal,
+  Orthogonal, UnitForgetBias, RandomUniform
+};
 
 struct ParamSpec {
   std::string name;  // "kernel", "bias", "gamma", "moving_mean", ...

@@ -1,0 +1,252 @@
+// CPU lstm: Keras LSTM forward and backpropagation through time with oneDNN's sgemm and fused gate loops.
+//
+// Why sgemm and not oneDNN's LSTM primitive: the primitive's weights (ldigo, gates i, f, c, o)
+// do match Keras' [F, 4U] layout, but its backward wants the weights reordered to ldgoi on every
+// call, accumulates into the weight gradients, hides the gates in an opaque workspace and needs
+// a separate diff_dst_iter path for the last-step-only output. A few GEMMs and two fused loops
+// do the same work with every buffer in a known layout that the float64 tests can check:
+//   forward   Z = x·W for all N·T rows in one GEMM; then per step Z_t += h_{t-1}·R
+//             ([N,U]x[U,4U]) and one pass of gate math (bias, σ/tanh, c_t, h_t) over [N, U];
+//   backward  per step dh = dZ_{t+1}·Rᵀ and one pass of gate-gradient math; then one GEMM each
+//             for dx = dZ·Wᵀ, dW = xᵀ·dZ and dR = H₋ᵀ·dZ (H₋: every step's h_{t-1}); db = Σ dZ in
+//             double, rows in order.
+// Threads: the large GEMMs are oneDNN's (all threads). The recurrence is sequential in time but
+// independent across samples, so each thread takes a contiguous slice of the batch and runs the
+// whole time loop on it (its small per-step GEMMs single-threaded: oneDNN does not nest) — no
+// barrier per step. Results are deterministic for a given thread count.
+// Buffers are batch-major (row n·T + t), so x and dx need no transposes; a step's rows are a
+// strided view (leading dimension T·4U, resp. T·U).
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "core/ops/cpu/cpu_context.h"
+#include "core/ops/cpu/cpu_util.h"
+#include "core/ops/lstm.h"
+
+namespace trainer {
+namespace {
+
+constexpr const char* kOp = "lstm";
+// The batch is split between threads from this many recurrent multiply-adds (N·T·U·4U) on.
+constexpr int64_t kSliceGrain = int64_t(1) << 20;
+
+// Row-major C = op(A)·op(B) + beta·C; false when oneDNN refuses (not thrown: this runs inside
+// parallel regions).
+bool gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+          float beta, float* c, int64_t ldc) {
+  return m == 0 || n == 0 || dnnl::sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc) == dnnl::status::success;
+}
+
+void require(bool ok, const char* what) {
+  if (!ok) cpu::fail("lstm: sgemm failed for the {}", what);
+}
+
+// Runs body(n0, n1) on contiguous slices [n0, n1) of the batch, one per thread (one slice, the
+// whole batch, below the grain); returns whether every body returned true.
+template <class Body>
+bool for_batch_slices(int64_t n, int64_t work, Body&& body) {
+  if (n < 2 || work < kSliceGrain) return body(int64_t(0), n);
+  bool ok = true;
+#pragma omp parallel
+  {
+    const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
+    const int64_t n0 = n * id / nt, n1 = n * (id + 1) / nt;
+    if (n0 < n1 && !body(n0, n1)) {
+#pragma omp atomic write
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+inline float sigmoid(float x) {  // exp never overflows
+  const float e = std::exp(-std::fabs(x));
+  const float s = 1.0f / (1.0f + e);
+  return x >= 0 ? s : 1.0f - s;
+}
+
+class CpuLstm final : public LstmKernel {
+ public:
+  CpuLstm(OpContext&, const LstmParams& p) : p_(p) {
+    if (p.units <= 0) cpu::fail("lstm: units must be positive, got {}", p.units);
+  }
+
+  void forward(const Tensor& x, const Tensor& w, const Tensor& r, const Tensor& b, Tensor& y, bool training) override {
+    const lstm::Dims d = check(x, w, r, &b);
+    cpu::require_shape(kOp, "y", y, lstm::output_shape(d, p_));
+    kept_ = false;
+    if (d.n == 0) return;
+    const int64_t U = d.u, G = 4 * U, T = d.t;
+    grow(d);
+    float* z = z_.data();
+    float* hp = hp_.data();
+    float* cs = cs_.data();
+    const float* rp = r.f32();
+    const float* bp = p_.bias ? b.f32() : nullptr;
+    float* yp = y.f32();
+    const bool seq = p_.return_sequences;
+    require(gemm('N', 'N', d.n * T, G, d.f, x.f32(), d.f, w.f32(), G, 0.0f, z, G), "input projection");
+    const bool ok = for_batch_slices(d.n, d.n * T * U * G, [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n) std::memset(hp + n * T * U, 0, size_t(U) * sizeof(float));  // h_{-1}
+      for (int64_t t = 0; t < T; ++t) {
+        if (t > 0 && !gemm('N', 'N', n1 - n0, G, U, hp + (n0 * T + t) * U, T * U, rp, G, 1.0f, z + (n0 * T + t) * G,
+                           T * G))
+          return false;
+        for (int64_t n = n0; n < n1; ++n) {
+          float* zr = z + (n * T + t) * G;  // [i | f | c | o], activated in place
+          const float* c_prev = t > 0 ? cs + (n * T + t - 1) * U : nullptr;
+          float* c_out = cs + (n * T + t) * U;
+          float* h_next = t + 1 < T ? hp + (n * T + t + 1) * U : nullptr;  // h_t as the next step's h_{t-1}
+          float* h_out = seq ? yp + (n * T + t) * U : (t + 1 == T ? yp + n * U : nullptr);
+          for (int64_t j = 0; j < U; ++j) {
+            float zi = zr[j], zf = zr[U + j], zc = zr[2 * U + j], zo = zr[3 * U + j];
+            if (bp) {
+              zi += bp[j];
+              zf += bp[U + j];
+              zc += bp[2 * U + j];
+              zo += bp[3 * U + j];
+            }
+            const float i = sigmoid(zi), f = sigmoid(zf), g = std::tanh(zc), o = sigmoid(zo);
+            const float c = (c_prev ? f * c_prev[j] : 0.0f) + i * g;
+            const float h = o * std::tanh(c);
+            zr[j] = i;
+            zr[U + j] = f;
+            zr[2 * U + j] = g;
+            zr[3 * U + j] = o;
+            c_out[j] = c;
+            if (h_next) h_next[j] = h;
+            if (h_out) h_out[j] = h;
+          }
+        }
+      }
+      return true;
+    });
+    require(ok, "recurrent step");
+    if (training) {
+      kept_ = true;
+      kept_dims_ = d;
+    }
+  }
+
+  void backward(const Tensor& x, const Tensor& w, const Tensor& r, const Tensor& y, const Tensor& dy, Tensor& dx,
+                Tensor& dw, Tensor& dr, Tensor& db) override {
+    const lstm::Dims d = check(x, w, r, nullptr);
+    const Shape out = lstm::output_shape(d, p_);
+    cpu::require_shape(kOp, "y", y, out);
+    cpu::require_shape(kOp, "dy", dy, out);
+    cpu::require_shape(kOp, "dw", dw, w.shape());
+    cpu::require_shape(kOp, "dr", dr, r.shape());
+    if (p_.bias) cpu::require_shape(kOp, "db", db, {4 * d.u});
+    if (dx.defined()) cpu::require_shape(kOp, "dx", dx, x.shape());
+    if (d.n == 0) {
+      std::memset(dw.data(), 0, dw.bytes());
+      std::memset(dr.data(), 0, dr.bytes());
+      if (p_.bias) std::memset(db.data(), 0, db.bytes());
+      return;
+    }
+    if (!kept_ || kept_dims_.n != d.n || kept_dims_.t != d.t || kept_dims_.f != d.f)
+      throw std::logic_error("lstm: backward without a training forward of this input shape [" + x.shape().str() +
+                             "]");
+    const int64_t U = d.u, G = 4 * U, T = d.t, N = d.n;
+    const float* z = z_.data();  // activated gates
+    const float* cs = cs_.data();
+    const float* rp = r.f32();
+    float* dz = dz_.data();
+    float* dh = dh_.data();  // dL/dh_t from step t + 1 (then dy's is added)
+    float* dc = dc_.data();  // dL/dc_t from step t + 1
+    const float* gy = dy.f32();
+    const bool seq = p_.return_sequences;
+    const bool ok = for_batch_slices(N, N * T * U * G, [&](int64_t n0, int64_t n1) {
+      std::memset(dc + n0 * U, 0, size_t((n1 - n0) * U) * sizeof(float));
+      for (int64_t t = T - 1; t >= 0; --t) {
+        if (t == T - 1) std::memset(dh + n0 * U, 0, size_t((n1 - n0) * U) * sizeof(float));
+        else if (!gemm('N', 'T', n1 - n0, U, G, dz + (n0 * T + t + 1) * G, T * G, rp, G, 0.0f, dh + n0 * U, U))
+          return false;
+        for (int64_t n = n0; n < n1; ++n) {
+          const float* zr = z + (n * T + t) * G;
+          const float* c_now = cs + (n * T + t) * U;
+          const float* c_prev = t > 0 ? c_now - U : nullptr;
+          const float* g_out = seq ? gy + (n * T + t) * U : (t + 1 == T ? gy + n * U : nullptr);
+          float* dzr = dz + (n * T + t) * G;
+          float* dhr = dh + n * U;
+          float* dcr = dc + n * U;
+          for (int64_t j = 0; j < U; ++j) {
+            const float i = zr[j], f = zr[U + j], g = zr[2 * U + j], o = zr[3 * U + j];
+            const float tc = std::tanh(c_now[j]);
+            const float gh = dhr[j] + (g_out ? g_out[j] : 0.0f);
+            const float gc = dcr[j] + gh * o * (1.0f - tc * tc);
+            dzr[j] = gc * g * i * (1.0f - i);
+            dzr[U + j] = c_prev ? gc * c_prev[j] * f * (1.0f - f) : 0.0f;
+            dzr[2 * U + j] = gc * i * (1.0f - g * g);
+            dzr[3 * U + j] = gh * tc * o * (1.0f - o);
+            dcr[j] = gc * f;
+          }
+        }
+      }
+      return true;
+    });
+    require(ok, "recurrent step");
+    if (dx.defined()) require(gemm('N', 'T', N * T, d.f, G, dz, G, w.f32(), G, 0.0f, dx.f32(), d.f), "dx");
+    require(gemm('T', 'N', d.f, G, N * T, x.f32(), d.f, dz, G, 0.0f, dw.f32(), G), "dw");
+    require(gemm('T', 'N', U, G, N * T, hp_.data(), U, dz, G, 0.0f, dr.f32(), G), "dr");  // h_{-1} = 0 rows add 0
+    if (p_.bias) bias_grad(N * T, G, dz, db.f32());
+  }
+
+ private:
+  // b: checked when given (forward), nullptr in backward.
+  lstm::Dims check(const Tensor& x, const Tensor& w, const Tensor& r, const Tensor* b) const {
+    cpu::require_f32(kOp, "x", x);
+    cpu::require_f32(kOp, "w", w);
+    cpu::require_f32(kOp, "r", r);
+    if (p_.bias && b) cpu::require_f32(kOp, "b", *b);
+    return lstm::dims(p_, x, w, r, b);
+  }
+
+  // Buffers for N·T rows (grown, never shrunk: the batch varies between training and evaluation).
+  void grow(const lstm::Dims& d) {
+    const size_t rows = size_t(d.n * d.t), u = size_t(d.u);
+    if (z_.size() < rows * 4 * u) {
+      z_.resize(rows * 4 * u);
+      dz_.resize(rows * 4 * u);
+    }
+    if (cs_.size() < rows * u) {
+      cs_.resize(rows * u);
+      hp_.resize(rows * u);
+    }
+    if (dh_.size() < size_t(d.n) * u) {
+      dh_.resize(size_t(d.n) * u);
+      dc_.resize(size_t(d.n) * u);
+    }
+  }
+
+  // db[j] = Σ_rows dz[row, j], in double, rows in order (columns split between threads).
+  static void bias_grad(int64_t rows, int64_t G, const float* dz, float* db) {
+#pragma omp parallel for schedule(static) if (rows * G > cpu::kParallelGrain)
+    for (int64_t j0 = 0; j0 < G; j0 += 16) {
+      const int64_t j1 = std::min(G, j0 + 16);
+      double acc[16] = {};
+      for (int64_t q = 0; q < rows; ++q)
+        for (int64_t j = j0; j < j1; ++j) acc[j - j0] += dz[q * G + j];
+      for (int64_t j = j0; j < j1; ++j) db[j] = float(acc[j - j0]);
+    }
+  }
+
+  LstmParams p_;
+  // Workspace, rows n·T + t: z_ [N, T, 4U] gate pre-activations, then activations (kept for
+  // backward); hp_ [N, T, U] the hidden state each step starts from (h_{t-1}; zeros at t = 0);
+  // cs_ [N, T, U] cell states; dz_ [N, T, 4U] gate pre-activation gradients; dh_, dc_ [N, U]
+  // the running state gradients.
+  std::vector<float> z_, hp_, cs_, dz_, dh_, dc_;
+  bool kept_ = false;  // the buffers hold a training forward of kept_dims_
+  lstm::Dims kept_dims_{};
+};
+
+static RegisterKernel<LstmKernel, CpuLstm> reg(DeviceKind::CPU);
+
+}  // namespace
+}  // namespace trainer

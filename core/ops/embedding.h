@@ -1,0 +1,79 @@
+// Embedding op family: rows of a table w [V, D] looked up by integer ids held in float activations (Keras Embedding).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/ops/registry.h"
+#include "core/ops/shape_checks.h"
+
+namespace trainer {
+
+struct EmbeddingParams {
+  int64_t input_dim = 0;   // V, the vocabulary: ids are 0 .. V-1
+  int64_t output_dim = 0;  // D
+};
+
+// Shape logic and messages shared by the backends.
+namespace embedding {
+
+// ids [...] -> y [..., D]
+inline Shape output_shape(const Shape& ids, const EmbeddingParams& p) {
+  std::vector<int64_t> d = ids.dims();
+  d.push_back(p.output_dim);
+  return Shape(std::move(d));
+}
+
+inline void check_params(const EmbeddingParams& p) {
+  if (p.input_dim <= 0 || p.output_dim <= 0)
+    shape_checks::fail("embedding: input_dim and output_dim must be positive, got ", p.input_dim, " and ",
+                       p.output_dim);
+}
+
+// ids of rank >= 1 and w [V, D].
+inline void check_shapes(const EmbeddingParams& p, const Tensor& ids, const Tensor& w) {
+  if (!ids.defined()) shape_checks::fail("embedding: ids are undefined");
+  if (ids.shape().rank() < 1) shape_checks::fail("embedding: ids must have rank >= 1");
+  if (!w.defined()) shape_checks::fail("embedding: w is undefined");
+  if (w.shape() != Shape{p.input_dim, p.output_dim})
+    shape_checks::fail("embedding: w has shape [", w.shape().str(), "], expected [", p.input_dim, ", ", p.output_dim,
+                       "]");
+}
+
+// A float holding a valid id: an integer in [0, V) (NaN fails both comparisons).
+inline bool valid_id(float v, int64_t vocab) { return v >= 0.0f && v < float(vocab) && v == std::floor(v); }
+
+// "embedding: id 12 at [3, 7] is outside the vocabulary [0, 10)" for the element at flat index
+// `flat` of ids of shape `s` (a non-integer id is named as such).
+inline std::string bad_id_message(float v, int64_t flat, const Shape& s, int64_t vocab) {
+  std::vector<int64_t> at(s.rank());
+  for (size_t k = s.rank(); k-- > 0;) {
+    at[k] = s[k] ? flat % s[k] : 0;
+    flat = s[k] ? flat / s[k] : 0;
+  }
+  std::string pos;
+  for (size_t k = 0; k < at.size(); ++k) pos += (k ? ", " : "") + std::to_string(at[k]);
+  std::ostringstream o;
+  o << "embedding: id " << v << " at [" << pos << "] is "
+    << (v == std::floor(v) ? "outside the vocabulary [0, " + std::to_string(vocab) + ")" : "not an integer");
+  return o.str();
+}
+
+}  // namespace embedding
+
+class EmbeddingKernel {
+ public:
+  using Params = EmbeddingParams;
+  static constexpr const char* kName = "embedding";
+  virtual ~EmbeddingKernel() = default;
+  // y[..., :] = w[ids[...], :]. Ids are f32 (the graph's activations) holding integers in
+  // [0, V); any other value throws std::runtime_error (bad input data, not a bug) naming the
+  // first such value and its position in ids (bad_id_message).
+  virtual void forward(const Tensor& ids, const Tensor& w, Tensor& y) = 0;
+  // dw (overwritten) = for each row v, the sum of dy's rows at the positions whose id is v (in
+  // position order, so the result is deterministic). Ids are not differentiable.
+  virtual void backward(const Tensor& ids, const Tensor& dy, Tensor& dw) = 0;
+};
+
+}  // namespace trainer

@@ -1,0 +1,34 @@
+// Float64 references for the sequence ops (LSTM, embedding) and the sigmoid binary cross-entropy.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "reference.h"
+
+namespace trainer::ref {
+
+// Keras LSTM (gates i, f, c, o; zero initial state) on x [n, t, f] with w [f, 4u], r [u, 4u] and
+// b [4u] (or none). Returns every step's h, [n, t, u].
+Vec lstm_forward(const Vec& x, const Vec& w, const Vec& r, const Vec* b, int64_t n, int64_t t, int64_t f, int64_t u);
+// Backpropagation through time from dh [n, t, u], the loss gradient with respect to every step's
+// h (zero for the steps a last-step-only output does not expose). Gradients overwrite dx, dw, dr,
+// db (db only when b is given).
+void lstm_backward(const Vec& x, const Vec& w, const Vec& r, const Vec* b, const Vec& dh, int64_t n, int64_t t,
+                   int64_t f, int64_t u, Vec& dx, Vec& dw, Vec& dr, Vec& db);
+
+// Embedding lookup of integer ids (any count) in w [vocab, d]: [ids, d]; backward sums each
+// position's dy row into its id's row of dw [vocab, d].
+Vec embedding_forward(const Vec& ids, const Vec& w, int64_t d);
+Vec embedding_backward(const Vec& ids, const Vec& dy, int64_t vocab, int64_t d);
+
+// Binary cross-entropy of sigmoid(logits) against 0/1 labels, per sample
+// log(1 + e^{-x}) for z = 1 and log(1 + e^{x}) for z = 0; correct: (x > 0) == z;
+// dlogits = (sigmoid(x) - z) · grad_scale.
+struct Bce {
+  double loss_sum = 0;
+  int64_t correct = 0;
+  Vec dlogits;
+};
+Bce sigmoid_xent(const Vec& logits, const std::vector<int>& labels, double grad_scale);
+
+}  // namespace trainer::ref

@@ -33,6 +33,9 @@ std::vector<std::string> device_overrides(const std::string& gpus, int cpu) {
     }
   }
   if (cpu > 0) {
+    // Checked here so the message names --cpu, not the devices.cpu override it becomes (same
+    // limit as the config's devices.cpu).
+    if (cpu > 1024) throw cfg::ConfigError("--cpu " + std::to_string(cpu), "at most 1024 CPU replicas");
     s.push_back("devices.gpus=[]");
     s.push_back("devices.cpu=" + std::to_string(cpu));
   }

@@ -1,7 +1,9 @@
 // trainer: entry point — parses the command line, dispatches to a subcommand and maps errors
 // to the documented exit codes with one clear line on stderr.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -22,6 +24,48 @@ std::vector<Command>& commands() {
 
 using namespace trainer;
 
+namespace {
+
+// A command-line mistake as one line on stderr (CLI11 adds a second, "Run with --help ...",
+// and prints ranges as 0.000000 to 1.8e308): what is wrong, and where to read the usage.
+std::string usage_error_line(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+  std::string msg = e.what();
+  std::vector<std::string> names;
+  for (const cli::Command& c : cli::commands()) names.push_back(c.name);
+  std::string command;
+  for (CLI::App* sub : app.get_subcommands()) command = sub->get_name();
+  if (command.empty() && argc > 1 && argv[1][0] != '-') {
+    std::string word = argv[1];
+    if (std::find(names.begin(), names.end(), word) == names.end())
+      return fmt::format("'{}' is not a trainer command{}; commands: {} (see trainer --help)", word,
+                         cfg::suggestion(word, names), fmt::join(names, ", "));
+  }
+  // "--cpu: Value 0 not in range 0.000000 to 1797...": CLI::PositiveNumber / NonNegativeNumber.
+  size_t v = msg.find(": Value "), r = msg.find(" not in range ");
+  if (v != std::string::npos && r != std::string::npos && r > v) {
+    std::string option = msg.substr(0, v), value = msg.substr(v + 8, r - v - 8);
+    const char* want = "in range";
+    for (CLI::App* sub : app.get_subcommands({}))
+      if (CLI::Option* o = sub->get_option_no_throw(option)) {
+        try {
+          for (int i = 0;; ++i) {  // CLI11 names these validators in their description only
+            const std::string d = o->get_validator(i)->get_description();
+            if (d == "POSITIVE") want = "a positive number";
+            if (d == "NONNEGATIVE") want = "a number of 0 or more";
+          }
+        } catch (const CLI::Error&) {  // past the last validator
+        }
+      }
+    msg = fmt::format("{}: expected {}, not '{}'", option, want, value);
+  }
+  for (char& c : msg)
+    if (c == '\n') c = ' ';
+  while (!msg.empty() && msg.back() == ' ') msg.pop_back();
+  return fmt::format("{} (see trainer {}{}--help)", msg, command, command.empty() ? "" : " ");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"trainer: train neural networks described in YAML on CPU cores or GPUs"};
   app.require_subcommand(1);
@@ -34,8 +78,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);  // prints help/version (code 0) or the error
-    return code == 0 ? cli::kOk : cli::kUsage;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::fprintf(stderr, "%s\n", usage_error_line(app, e, argc, argv).c_str());
+    return cli::kUsage;
   }
   try {
     for (auto& [sub, run] : runs)

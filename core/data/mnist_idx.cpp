@@ -32,6 +32,7 @@ std::vector<uint8_t> read_maybe_gz(const std::string& path) {
     if (n < 0) {
       int code = 0;
       std::string msg = gzerror(f, &code);
+      if (msg.rfind(path + ": ", 0) == 0) msg.erase(0, path.size() + 2);  // zlib prefixes the path
       gzclose(f);
       throw DataError(fmt::format("{}: read error: {}", path, msg));
     }

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "core/graph/graph.h"
+
 namespace trainer {
 
 DataSetup setup_data(const Experiment& e, const std::string& base_dir, int replicas) {
@@ -20,7 +22,25 @@ DataSetup setup_data(const Experiment& e, const std::string& base_dir, int repli
     r.required("validation_split").fail("give either data.val or data.validation_split, not both");
   if (val_node.defined()) d.val = make_dataset(val_node, dc);
   if (split > 0) std::tie(d.train, d.val) = split_dataset(d.train, split, e.seed);
+  // Labels index the model's outputs: a set with more classes than that would fail in the loss,
+  // mid-run. (Fewer is allowed, as in Keras.)
+  const Shape out = Graph(e.model).output_shape();  // shapes only, no memory
+  for (auto [ds, node] : {std::pair{d.train.get(), train_node}, std::pair{d.val.get(), val_node}}) {
+    // One output unit under binary_crossentropy scores two classes (0 and 1).
+    int64_t classes = out.rank() == 1 && out[0] == 1 && e.train.loss == "binary_crossentropy" ? 2 : out[0];
+    if (ds && node.defined() && out.rank() == 1 && ds->num_classes() > classes)
+      node.fail(fmt::format("this set has {} classes, but the model's output '{}' gives {} values (one per class)",
+                            ds->num_classes(), e.model.output, out[0]));
+  }
   Augment aug = parse_augment(r.optional("augment"));
+  // A random crop larger than the padded training images is a config mistake: say where.
+  if (const Augment::Crop& c = aug.crop; c.enabled()) {
+    const Shape s = d.train->sample_shape();
+    if (c.height > s[0] + 2 * c.padding || c.width > s[1] + 2 * c.padding)
+      r.optional("augment").child("crop").child("size").fail(
+          fmt::format("a {}x{} crop is larger than the training images ({}x{}, padded by {})", c.height, c.width, s[0],
+                      s[1], c.padding));
+  }
   int workers = int(r.get_int("workers", default_workers(replicas) * replicas, 0, 64));
   r.finish();
 

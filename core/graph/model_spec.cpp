@@ -139,7 +139,7 @@ class Expander {
       auto bit = blocks_.find(type);
       if (bit != blocks_.end()) {
         if (depth >= kMaxBlockDepth) item.fail(fmt::format("blocks nest more than {} deep (does '{}' use itself?)", kMaxBlockDepth, type));
-        last = expand_block(bit->first, bit->second, r, item, expanded, inputs, depth);
+        last = expand_block(bit->first, bit->second, item, expanded, inputs, depth);
         scopes_[size_t(sc)].local[local] = last;
       } else {
         if (!find_layer(type)) {
@@ -163,8 +163,10 @@ class Expander {
     return last;
   }
 
-  Ref expand_block(const std::string& type, const BlockDef& b, cfg::MapReader& r, const cfg::Node& item,
-                   const std::string& expanded, const std::vector<Ref>& inputs, int depth) {
+  Ref expand_block(const std::string& type, const BlockDef& b, const cfg::Node& item, const std::string& expanded,
+                   const std::vector<Ref>& inputs, int depth) {
+    cfg::MapReader r(item, fmt::format("layer '{}' (a '{}' block)", expanded, type));
+    r.allow({"name", "type", "inputs"});
     auto env = std::make_shared<cfg::Bindings>();
     for (const std::string& p : b.params) {
       cfg::Node v = r.optional(p);

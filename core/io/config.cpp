@@ -4,8 +4,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 namespace trainer::cfg {
@@ -14,8 +18,11 @@ namespace trainer::cfg {
 
 std::string Node::where() const {
   if (!doc_) return "<config>";
-  for (const Override& o : doc_->overrides)
+  for (const Override& o : doc_->overrides) {
     if (node_.IsDefined() && o.node.IsDefined() && node_.is(o.node)) return "--set " + o.text;
+    for (const YAML::Node& n : o.nodes)
+      if (node_.IsDefined() && node_.is(n)) return "--set " + o.text;
+  }
   YAML::Mark m = node_.IsDefined() ? node_.Mark() : YAML::Mark::null_mark();
   if (m.is_null() || m.line < 0) return doc_->file;
   return fmt::format("{}:{}:{}", doc_->file, m.line + 1, m.column + 1);
@@ -39,7 +46,7 @@ std::string shown(const YAML::Node& n) {
   return "nothing";
 }
 
-bool parse_int(const std::string& s, int64_t& out) {
+bool parse_int(const std::string& s, int64_t& out, bool* overflow = nullptr) {
   if (s.empty()) return false;
   size_t pos = 0;
   try {
@@ -47,6 +54,9 @@ bool parse_int(const std::string& s, int64_t& out) {
     if (pos != s.size()) return false;
     out = v;
     return true;
+  } catch (const std::out_of_range&) {
+    if (overflow) *overflow = s.find_first_not_of("+-0123456789") == std::string::npos;
+    return false;
   } catch (...) {
     return false;
   }
@@ -74,8 +84,10 @@ std::string Node::as<std::string>() const {
 template <>
 int64_t Node::as<int64_t>() const {
   int64_t v = 0;
-  if (!node_.IsScalar() || !parse_int(node_.Scalar(), v))
-    fail(fmt::format("'{}' must be an integer, not {}", path_, shown(node_)));
+  bool overflow = false;
+  if (!node_.IsScalar() || !parse_int(node_.Scalar(), v, &overflow))
+    fail(overflow ? fmt::format("'{}' is out of range: {}", path_, node_.Scalar())
+                  : fmt::format("'{}' must be an integer, not {}", path_, shown(node_)));
   return v;
 }
 
@@ -184,11 +196,19 @@ static size_t edit_distance(const std::string& a, const std::string& b) {
 }
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+  // Ties go to the longer common prefix: 'gpu' is 'gpus' rather than 'cpu'.
+  auto prefix = [&](const std::string& c) {
+    size_t n = 0;
+    while (n < word.size() && n < c.size() &&
+           std::tolower(static_cast<unsigned char>(word[n])) == std::tolower(static_cast<unsigned char>(c[n])))
+      ++n;
+    return n;
+  };
   std::string best;
   size_t best_d = SIZE_MAX;
   for (const std::string& c : candidates) {
     size_t d = edit_distance(word, c);
-    if (d < best_d) best_d = d, best = c;
+    if (d < best_d || (d == best_d && prefix(c) > prefix(best))) best_d = d, best = c;
   }
   size_t limit = std::max<size_t>(2, word.size() / 3);
   return best_d <= limit ? best : "";
@@ -315,6 +335,20 @@ static void apply_override(Document& doc, const std::string& text) {
     if (p.empty()) throw ConfigError(where, "empty component in key '" + path + "'");
     parts.push_back(p);
   }
+  Override o{text, v, {}};
+  std::function<void(const YAML::Node&)> collect = [&](const YAML::Node& n) {
+    o.nodes.push_back(n);
+    if (n.IsSequence())
+      for (const YAML::Node& c : n) collect(c);
+    if (n.IsMap())
+      for (auto it = n.begin(); it != n.end(); ++it) collect(it->first), collect(it->second);
+  };
+  collect(v);
+  // The key `p` of map `m`, which this override has just created.
+  auto created_key = [&](const YAML::Node& m, const std::string& p) {
+    for (auto it = m.begin(); it != m.end(); ++it)
+      if (it->first.IsScalar() && it->first.Scalar() == p) o.nodes.push_back(it->first);
+  };
   if (!doc.root.IsDefined() || doc.root.IsNull()) doc.root = YAML::Node(YAML::NodeType::Map);
   YAML::Node cur = doc.root;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -338,28 +372,125 @@ static void apply_override(Document& doc, const std::string& text) {
         throw ConfigError(where, fmt::format("'{}' is a single value; it has no key '{}'",
                                              fmt::join(parts.begin(), parts.begin() + long(i), "."), p));
     }
+    const YAML::Node& ccur = cur;
+    bool fresh = !ccur[p].IsDefined();  // const access: never inserts
     if (last) {
       cur[p] = v;
     } else {
       if (!cur[p].IsDefined() || cur[p].IsNull()) cur[p] = YAML::Node(YAML::NodeType::Map);
+    }
+    if (fresh) created_key(cur, p);
+    if (!last) {
       YAML::Node next = cur[p];
       cur.reset(next);
     }
   }
-  doc.overrides.push_back({text, v});
+  doc.overrides.push_back(std::move(o));
 }
+
+namespace {
+
+std::string at_mark(const std::string& name, const YAML::Mark& m) {
+  return fmt::format("{}:{}:{}", name, m.line + 1, m.column + 1);
+}
+
+// yaml-cpp's messages may quote raw input bytes: keep the line printable.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) out += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, char(c));
+  return out;
+}
+
+// Checks of the text that YAML itself would accept or report obscurely.
+void check_text(const std::string& text, const std::string& name) {
+  int line = 1, col = 1;
+  for (unsigned char c : text) {
+    if ((c < 0x20 && c != '\n' && c != '\r' && c != '\t') || c == 0x7f)
+      throw ConfigError(fmt::format("{}:{}:{}", name, line, col),
+                        fmt::format("control byte 0x{:02x}: this is not a YAML text file", c));
+    if (c == '\n') ++line, col = 1;
+    else ++col;
+  }
+}
+
+// After a syntax error: a tab in the indentation at or before the error's line is the likely
+// cause (YAML indents with spaces only; yaml-cpp then reports something unrelated).
+void explain_tabs(const std::string& text, const std::string& name, int error_line) {
+  int line = 1;
+  for (size_t pos = 0; pos < text.size() && line <= error_line; ++line) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    for (size_t i = pos; i < end && (text[i] == ' ' || text[i] == '\t'); ++i)
+      if (text[i] == '\t')
+        throw ConfigError(fmt::format("{}:{}:{}", name, line, i - pos + 1),
+                          "a tab in the indentation: YAML indents with spaces only");
+    pos = end + 1;
+  }
+}
+
+// Whole-document checks after parsing:
+// - a repeated key (yaml-cpp keeps both entries and lookups see only the first, so a second
+//   `train:` would be silently ignored) is an error at the repeat;
+// - a quoted value must close on its own line: YAML lets quoted strings run over lines, so a
+//   missing closing quote swallows the rest of the file and surfaces as a baffling "missing key".
+void check_node(const YAML::Node& n, const std::string& text, const std::string& name) {
+  if (n.IsScalar()) {
+    const YAML::Mark m = n.Mark();
+    if (n.Tag() == "!" && m.pos >= 0 && size_t(m.pos) < text.size() && (text[size_t(m.pos)] == '"' || text[size_t(m.pos)] == '\'')) {
+      char q = text[size_t(m.pos)];
+      for (size_t i = size_t(m.pos) + 1; i < text.size(); ++i) {
+        if (q == '"' && text[i] == '\\') {
+          ++i;
+        } else if (text[i] == q) {
+          if (q == '\'' && i + 1 < text.size() && text[i + 1] == '\'') ++i;  // '' inside '...'
+          else break;
+        } else if (text[i] == '\n') {
+          throw ConfigError(at_mark(name, m), fmt::format("this quoted value does not end on its line (a closing {} missing?)", q));
+        }
+      }
+    }
+  } else if (n.IsSequence()) {
+    for (const YAML::Node& c : n) check_node(c, text, name);
+  } else if (n.IsMap()) {
+    std::map<std::string, YAML::Mark> seen;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      check_node(it->first, text, name);
+      if (it->first.IsScalar()) {
+        auto [at, fresh] = seen.emplace(it->first.Scalar(), it->first.Mark());
+        if (!fresh)
+          throw ConfigError(at_mark(name, it->first.Mark()),
+                            fmt::format("duplicate key '{}' (first at line {})", it->first.Scalar(), at->second.line + 1));
+      }
+      check_node(it->second, text, name);
+    }
+  }
+}
+
+}  // namespace
 
 std::shared_ptr<Document> parse_document(const std::string& text, const std::string& name,
                                          const std::vector<std::string>& overrides) {
   auto doc = std::make_shared<Document>();
   doc->file = name;
+  check_text(text, name);
   try {
     doc->root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    throw ConfigError(fmt::format("{}:{}:{}", name, e.mark.line + 1, e.mark.column + 1), e.msg);
+    explain_tabs(text, name, e.mark.line + 1);
+    // yaml-cpp's words, with what usually causes them.
+    static const std::map<std::string, std::string> hints = {
+        {"end of map not found", " (is this line indented like the keys above it?)"},
+        {"end of sequence not found", " (is this line indented like the items above it?)"},
+        {"end of sequence flow not found", " (a ']' missing?)"},
+        {"end of map flow not found", " (a '}' missing?)"},
+        {"illegal map value", " (a ': ' inside a value? quote the value)"},
+    };
+    auto h = hints.find(e.msg);
+    throw ConfigError(at_mark(name, e.mark), printable(e.msg) + (h == hints.end() ? "" : h->second));
   } catch (const YAML::Exception& e) {
-    throw ConfigError(name, e.msg);
+    throw ConfigError(name, printable(e.msg));
   }
+  check_node(doc->root, text, name);
   if (doc->root.IsDefined() && !doc->root.IsNull() && !doc->root.IsMap())
     throw ConfigError(name + ":1:1", "a config must be a mapping of sections (model:, data:, train:, ...)");
   for (const std::string& o : overrides) apply_override(*doc, o);
@@ -367,11 +498,19 @@ std::shared_ptr<Document> parse_document(const std::string& text, const std::str
 }
 
 std::shared_ptr<Document> load_document(const std::string& file, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) throw ConfigError(file, "cannot read the config file: it is a directory");
+  errno = 0;
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw ConfigError(file, "cannot open the config file");
+  if (!in) throw ConfigError(file, fmt::format("cannot open the config file: {}", std::strerror(errno ? errno : ENOENT)));
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_document(ss.str(), file, overrides);
+  if (in.bad()) throw ConfigError(file, "cannot read the config file");
+  auto doc = parse_document(ss.str(), file, overrides);
+  // Nothing but comments and blank lines (a run would only fail later, on a missing model:).
+  if (overrides.empty() && (!doc->root.IsDefined() || doc->root.IsNull()))
+    throw ConfigError(file + ":1:1", "the config is empty (expected sections such as model:, data:, train:)");
+  return doc;
 }
 
 Node root(const std::shared_ptr<Document>& doc) { return Node(doc, doc->root, ""); }

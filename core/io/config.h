@@ -27,6 +27,9 @@ class ConfigError : public std::runtime_error {
 struct Override {
   std::string text;  // "optimizer.lr=0.01" as given
   YAML::Node node;   // the value node it put into the tree
+  // Every node the override brought in: the value's descendants and the keys it created
+  // ("--set trian.epochs=3" adds the key 'trian'), so messages about them name the --set.
+  std::vector<YAML::Node> nodes;
 };
 
 struct Document {

@@ -54,6 +54,7 @@ EvalResult evaluate_checkpoint(const Experiment& e, const CheckpointInfo& c, con
   out.dataset = ds->describe();
   out.class_names = ds->class_names();
   size_t k = size_t(rep.graph().nodes()[size_t(rep.logits_node())].shape[0]);
+  if (k == 1) k = 2;  // a binary classifier: classes 0 and 1
   if (out.class_names.size() < k)
     for (size_t i = out.class_names.size(); i < k; ++i) out.class_names.push_back(std::to_string(i));
   out.class_names.resize(k);

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/engine/callbacks.h"
+#include "core/engine/loss.h"
 #include "core/graph/graph.h"
 #include "core/optim/optimizer.h"
 #include "core/optim/schedule.h"
@@ -23,8 +24,7 @@ static void read_train(cfg::MapReader r, TrainOptions& t) {
   t.drop_last = r.get<bool>("drop_last", false);
   t.shuffle = r.get<bool>("shuffle", true);
   t.steps_per_epoch = r.get_int("steps_per_epoch", 0, 0, INT64_MAX);
-  t.loss = r.get_choice("loss", {"sparse_categorical_crossentropy", "categorical_crossentropy"},
-                        "sparse_categorical_crossentropy");
+  t.loss = r.get_choice("loss", loss_names(), "sparse_categorical_crossentropy");
   t.bucket_mb = r.get_float("bucket_mb", 1.0, 0.001, 4096.0);
   t.sync_bn = r.get<bool>("sync_bn", false);
   r.finish();

@@ -108,7 +108,7 @@ FitResult fit(const Experiment& experiment, const FitOptions& o) {
                             e.train.batch_size, global_batch, steps, batch_note));
   progress.line(fmt::format("Optimizer {}, effective lr {:g}{}, schedule {}, loss {}{}", r0.optimizer().describe(), base_lr,
                             lr_factor != 1 ? fmt::format(" (linear scaling x{:g})", lr_factor) : "", schedule->describe(),
-                            e.train.loss, r0.fused_softmax() ? " (fused with the output softmax)" : " (output taken as logits)"));
+                            e.train.loss, r0.fused_activation() ? fmt::format(" (fused with the output {})", r0.loss().fused_output()) : std::string(" (output taken as logits)")));
   for (const std::string& c : Callbacks(e.callbacks, metric_names(e)).describe()) progress.line("Callback " + c);
   for (const std::string& l : init_lines) progress.line(l);
   if (from && from->state.epoch >= e.train.epochs) {

@@ -15,16 +15,15 @@ Replica::Replica(const Experiment& e, Device device, int threads) {
   graph_->bind(*ctx_, e.seed);
   optimizer_ = make_optimizer(e.optimizer);
   optimizer_->bind(*ctx_, graph_->params().trainable_weights(), graph_->params().trainable_grads());
-  loss_ = make_kernel<SoftmaxKernel>(*ctx_, {});
+  loss_ = make_loss(e.train.loss, *ctx_);
   int out = graph_->output_node();
   const GraphNode& n = graph_->nodes()[size_t(out)];
-  // Keras' softmax + crossentropy: the loss is computed from the softmax's input (logits), which
-  // is exact and stable; otherwise the output is taken as logits (from_logits=True).
-  fused_ = n.layer->type() == "softmax" && n.inputs[0] >= 0;
+  // Keras' softmax (sigmoid) + crossentropy: the loss is computed from the activation's input
+  // (logits), which is exact and stable; otherwise the output is taken as logits (from_logits=True).
+  fused_ = n.layer->type() == loss_->fused_output() && n.inputs[0] >= 0;
   logits_ = fused_ ? n.inputs[0] : out;
-  if (graph_->nodes()[size_t(logits_)].shape.rank() != 1)
-    n.layer->spec().fail(fmt::format("the model output must be a vector of class scores, got {}",
-                                     graph_->nodes()[size_t(logits_)].shape.str()));
+  std::string bad = loss_->check_logits(graph_->nodes()[size_t(logits_)].shape);
+  if (!bad.empty()) n.layer->spec().fail(bad);
 }
 
 Tensor Replica::to_device(const Tensor& host) {
@@ -40,7 +39,7 @@ LossStats Replica::compute_gradients(const Tensor& images, const Tensor& labels,
   graph_->set_step_seed(step_seed);
   graph_->forward(x, true, logits_);
   Tensor& dlogits = graph_->grad(logits_);
-  LossStats s = loss_->cross_entropy(graph_->output(logits_), y, dlogits, grad_scale);
+  LossStats s = loss_->compute(graph_->output(logits_), y, dlogits, grad_scale);
   graph_->backward(dlogits, logits_);
   return s;
 }
@@ -55,7 +54,7 @@ LossStats Replica::eval_step(const Tensor& images, const Tensor& labels, std::ve
   Tensor x = to_device(images), y = to_device(labels);
   graph_->forward(x, false, logits_);
   Tensor none;
-  LossStats s = loss_->cross_entropy(graph_->output(logits_), y, none, 1.0f);
+  LossStats s = loss_->compute(graph_->output(logits_), y, none, 1.0f);
   if (predicted) {
     const Tensor& logits = graph_->output(logits_);
     int64_t n = logits.dim(0), k = logits.numel() / std::max<int64_t>(n, 1);
@@ -64,7 +63,8 @@ LossStats Replica::eval_step(const Tensor& images, const Tensor& labels, std::ve
     predicted->assign(size_t(n), 0);
     for (int64_t i = 0; i < n; ++i) {
       const float* row = host.data() + i * k;
-      (*predicted)[size_t(i)] = int32_t(std::max_element(row, row + k) - row);  // the first maximum, as argmax
+      // The first maximum, as argmax; one output unit is a binary classifier (logit > 0).
+      (*predicted)[size_t(i)] = k == 1 ? int32_t(row[0] > 0) : int32_t(std::max_element(row, row + k) - row);
     }
   }
   return s;

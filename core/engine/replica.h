@@ -5,7 +5,7 @@
 
 #include "core/engine/experiment.h"
 #include "core/graph/graph.h"
-#include "core/ops/softmax.h"
+#include "core/engine/loss.h"
 #include "core/optim/optimizer.h"
 
 namespace trainer {
@@ -26,7 +26,8 @@ class Replica {
   Graph& graph() { return *graph_; }
   Optimizer& optimizer() { return *optimizer_; }
   int logits_node() const { return logits_; }
-  bool fused_softmax() const { return fused_; }
+  bool fused_activation() const { return fused_; }
+  const Loss& loss() const { return *loss_; }
 
  private:
   Tensor to_device(const Tensor& host);
@@ -34,9 +35,9 @@ class Replica {
   std::unique_ptr<OpContext> ctx_;
   std::unique_ptr<Graph> graph_;
   std::unique_ptr<Optimizer> optimizer_;
-  std::unique_ptr<SoftmaxKernel> loss_;
+  std::unique_ptr<Loss> loss_;
   int logits_ = -1;
-  bool fused_ = false;  // the output layer is a softmax, fused into the loss
+  bool fused_ = false;  // the output layer (softmax or sigmoid) is fused into the loss
   Tensor dev_images_, dev_labels_;
 };
 

@@ -1,0 +1,46 @@
+// train.loss: binary_crossentropy with a one-unit sigmoid output fits a small two-class training
+// set (circles vs squares: too hard for this tiny net to generalise in seconds, so the test asks for
+// fitting, which needs the loss's gradient right), and eval scores it as a binary classifier.
+#include <catch2/catch.hpp>
+
+#include "cli.h"
+
+TEST_CASE("e2e loss: binary_crossentropy over a sigmoid output learns two synthetic classes") {
+  std::string dir = e2e::temp_dir("bce");
+  e2e::write_file(dir + "/c.yaml", R"(name: bce
+seed: 5
+model:
+  input: [16, 16, 3]
+  layers:
+    - {name: conv, type: conv2d, filters: 8, kernel: 3, padding: same}
+    - {name: relu, type: relu}
+    - {name: pool, type: max_pool2d, pool: 2}
+    - {name: conv2, type: conv2d, filters: 16, kernel: 3, padding: same}
+    - {name: relu2, type: relu}
+    - {name: gap, type: global_avg_pool2d}
+    - {name: dense, type: dense, units: 1}
+    - {name: sigmoid, type: sigmoid}
+data:
+  train: {type: synthetic, size: 64, image_size: 16, classes: 2, seed: 1}
+  val: {type: synthetic, size: 128, image_size: 16, classes: 2, seed: 2}
+  augment: {mean: per_channel}
+train: {epochs: 40, batch_size: 16, loss: binary_crossentropy}
+optimizer: {type: adam, lr: 0.01}
+)");
+  auto r = e2e::trainer("run c.yaml --run-dir r --json", dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("loss binary_crossentropy (fused with the output sigmoid)"));
+  std::string csv = e2e::read_file(dir + "/r/metrics.csv");
+  std::string last = csv.substr(csv.rfind('\n', csv.size() - 2) + 1);  // epoch,accuracy,loss,...
+  double acc = std::stod(last.substr(last.find(',') + 1));
+  WARN("binary_crossentropy: training accuracy after 40 epochs on 64 samples " << acc);
+  CHECK(acc >= 0.8);
+  auto e = e2e::trainer("eval r --split train --confusion", dir);
+  INFO(e.out << e.err);
+  REQUIRE(e.code == 0);
+  CHECK_THAT(e.out, Catch::Contains("64 samples") && Catch::Contains("circle") && Catch::Contains("square"));
+  auto bad = e2e::trainer("run c.yaml --set model.layers.6.units=3", dir);
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("binary_crossentropy needs one output unit (shape 1), got 3"));
+}

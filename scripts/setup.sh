@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkg-config   # toolchain
   libyaml-cpp-dev                                 # configs
+  nlohmann-json3-dev                              # JSON: checkpoint sidecars, safetensors headers
   libcli11-dev                                    # command line
   libspdlog-dev libfmt-dev                        # formatting, logging
   catch2                                          # tests (v2, header-only)
@@ -18,6 +19,7 @@ packages=(
   libpng-dev zlib1g-dev                           # PNG and .gz decoding
   libplplot-dev plplot-driver-cairo               # curves.png (PLplot and its pngcairo device)
   tar gzip                                        # unpacking test data
+  python3-numpy                                   # tests: an independent safetensors reader
 )
 missing=()
 for p in "${packages[@]}"; do

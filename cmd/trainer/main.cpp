@@ -11,6 +11,7 @@
 #include "cmd/trainer/command.h"
 #include "core/data/dataset.h"
 #include "core/engine/devices.h"
+#include "core/io/file.h"
 #include "core/io/config.h"
 
 namespace trainer::cli {
@@ -89,6 +90,9 @@ int main(int argc, char** argv) {
   } catch (const cfg::ConfigError& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return cli::kUsage;
+  } catch (const FileError& e) {  // unreadable/corrupt checkpoint, unwritable run directory, disk full
+    std::fprintf(stderr, "file error: %s\n", e.what());
+    return cli::kData;
   } catch (const DataError& e) {
     std::fprintf(stderr, "data error: %s\n", e.what());
     return cli::kData;

@@ -22,6 +22,7 @@ DataSetup setup_data(const Experiment& e, const std::string& base_dir, int repli
     r.required("validation_split").fail("give either data.val or data.validation_split, not both");
   if (val_node.defined()) d.val = make_dataset(val_node, dc);
   if (split > 0) std::tie(d.train, d.val) = split_dataset(d.train, split, e.seed);
+  r.allow({"test"});  // read by `trainer eval --split test`
   // Labels index the model's outputs: a set with more classes than that would fail in the loss,
   // mid-run. (Fewer is allowed, as in Keras.)
   const Shape out = Graph(e.model).output_shape();  // shapes only, no memory

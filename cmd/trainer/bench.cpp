@@ -17,8 +17,7 @@ struct BenchArgs {
 
 int run_bench(const BenchArgs& a) {
   std::vector<std::string> sets = a.sets;
-  if (a.threads > 0) sets.push_back("devices.threads=" + std::to_string(a.threads));
-  for (const std::string& s : device_overrides(a.gpus, a.cpu)) sets.push_back(s);
+  for (const std::string& s : device_overrides(a.gpus, a.cpu, a.threads)) sets.push_back(s);
   Experiment e = load_experiment(a.config, sets);
   BenchResult r = bench(e, a.o);
   for (const std::string& l : r.layer_lines) fmt::print("{}\n", l);

@@ -21,8 +21,9 @@ std::vector<Command>& commands();
 
 // --gpus / --cpu as config overrides: "--gpus 4" is four GPUs (0..3), "--gpus 0" GPU 0,
 // "--gpus 0,2" (or "1," for GPU 1 alone) ordinals, "--gpus all" every visible GPU; "--cpu N" is N
-// CPU replicas. A malformed value is a usage error (cfg::ConfigError naming the option).
-std::vector<std::string> device_overrides(const std::string& gpus, int cpu);
+// CPU replicas; "--threads N" compute threads per replica. A malformed or too large value is a
+// usage error (cfg::ConfigError naming the option).
+std::vector<std::string> device_overrides(const std::string& gpus, int cpu, int threads = 0);
 struct RegisterCommand {
   explicit RegisterCommand(Command c) { commands().push_back(std::move(c)); }
 };

@@ -1,4 +1,4 @@
-// Parsing of --gpus / --cpu into config overrides (shared by run and bench).
+// Parsing of --gpus / --cpu / --threads into config overrides (shared by run, eval and bench).
 #include <cctype>
 #include <sstream>
 
@@ -7,7 +7,7 @@
 
 namespace trainer::cli {
 
-std::vector<std::string> device_overrides(const std::string& gpus, int cpu) {
+std::vector<std::string> device_overrides(const std::string& gpus, int cpu, int threads) {
   std::vector<std::string> s;
   if (!gpus.empty()) {
     auto bad = [&] {
@@ -38,6 +38,10 @@ std::vector<std::string> device_overrides(const std::string& gpus, int cpu) {
     if (cpu > 1024) throw cfg::ConfigError("--cpu " + std::to_string(cpu), "at most 1024 CPU replicas");
     s.push_back("devices.gpus=[]");
     s.push_back("devices.cpu=" + std::to_string(cpu));
+  }
+  if (threads > 0) {
+    if (threads > 4096) throw cfg::ConfigError("--threads " + std::to_string(threads), "at most 4096 threads per replica");
+    s.push_back("devices.threads=" + std::to_string(threads));
   }
   return s;
 }

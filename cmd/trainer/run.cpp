@@ -37,8 +37,7 @@ int run(const RunArgs& a) {
     config = config_of(a.resume);
   }
   std::vector<std::string> sets = a.sets;
-  for (const std::string& s : device_overrides(a.gpus, a.cpu)) sets.push_back(s);
-  if (a.threads > 0) sets.push_back("devices.threads=" + std::to_string(a.threads));
+  for (const std::string& s : device_overrides(a.gpus, a.cpu, a.threads)) sets.push_back(s);
   Experiment e = load_experiment(config, sets);
   FitOptions o;
   if (a.resume == "auto") {

@@ -23,6 +23,7 @@
 #include <iostream>
 #include <map>
 
+#include "bad_inputs/checkpoint_cases.h"
 #include "bad_inputs/config_cases.h"
 #include "bad_inputs/data_cases.h"
 #include "bad_inputs/usage_cases.h"
@@ -36,7 +37,7 @@ namespace {
 // Every table, in order. A new area (checkpoints, run directories, ...) adds its header and a line here.
 std::vector<Case> corpus() {
   std::vector<Case> all;
-  for (auto table : {config_cases, data_cases, usage_cases})
+  for (auto table : {config_cases, data_cases, usage_cases, checkpoint_cases})
     for (Case& c : table()) all.push_back(std::move(c));
   return all;
 }
@@ -103,7 +104,7 @@ TEST_CASE("e2e bad-input corpus: one line on stderr and the documented exit code
     std::string dir = e2e::temp_dir("bad");
     if (!c.config.empty()) create(dir, {"c.yaml", c.config});
     for (const File& f : c.files) create(dir, f);
-    e2e::Result r = e2e::trainer(c.args, dir, "timeout 60");
+    e2e::Result r = e2e::trainer(c.args, dir, c.env + " timeout 60");
     std::string what = problem(c, r);
     if (show) std::cout << title << "  [" << c.args << "]\n  exit " << r.code << ": " << r.err;
     if (!c.why_excluded.empty()) {  // a known problem outside this corpus' reach: reported, not failed

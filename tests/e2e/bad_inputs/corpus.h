@@ -45,6 +45,7 @@ struct Case {
   std::string config;           // written as c.yaml when not empty
   std::vector<File> files;      // other files and folders
   std::string args = "run c.yaml";
+  std::string env;              // environment assignments before the command (test hooks)
   int code = 2;
   std::string expect;           // the whole stderr line; "..." matches any text
   std::string why_excluded;     // not empty: a known problem in code this corpus does not own; run and

@@ -34,9 +34,7 @@ inline std::vector<Case> usage_cases() {
       {.cat = "cli", .name = "--gpus negative", .config = kBase, .args = "run c.yaml --gpus=-1",
        .expect = "--gpus -1: expected a GPU count (4), ordinals (0,2 or 0,0 or 1,) or 'all'"},
       {.cat = "cli", .name = "--threads too many", .config = kBase, .args = "run c.yaml --threads 99999",
-       .expect = "--threads 99999: ...",
-       .why_excluded = "says '--set devices.threads=99999: ...', naming a --set nobody typed (run.cpp/bench.cpp turn "
-                       "--threads into that override; device_overrides() could take it and check it, as it does --cpu)"},
+       .expect = "--threads 99999: at most 4096 threads per replica"},
       {.cat = "cli", .name = "--threads 0", .config = kBase, .args = "run c.yaml --threads 0", .expect = "--threads: expected a positive number, not '0' (see trainer run --help)"},
       {.cat = "cli", .name = "--gpus empty", .config = kBase, .args = "run c.yaml --gpus ,",
        .expect = "--gpus ,: expected a GPU count (4), ordinals (0,2 or 0,0 or 1,) or 'all'"},

@@ -116,7 +116,8 @@ schedule: {type: cosine}
 TEST_CASE("e2e smoke on CUDA: configs/smoke.yaml trains on GPU 0") {
   auto dev = e2e::trainer("devices");
   if (dev.out.find("cuda:0:") == std::string::npos) {
-    WARN("cuda: skipped, no GPU visible (" << dev.out.substr(dev.out.find("cuda")) << ")");
+    std::string why = dev.out.substr(dev.out.find("cuda"));  // "cuda: no GPU visible (<reason>)"
+    WARN("e2e smoke on CUDA skipped: " << why.substr(0, why.find('\n')));
     return;
   }
   std::string dir = e2e::temp_dir("smoke-cuda");

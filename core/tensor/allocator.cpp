@@ -4,6 +4,25 @@
 #include <cstdlib>
 #include <new>
 
+// Under AddressSanitizer the cache would hide bugs: a block's rounding slack and a cached (freed)
+// block are addressable as far as ASan knows. Both are poisoned, so an overrun past the requested
+// size and a use after deallocate() are reported like a heap overflow / use-after-free.
+#if defined(__SANITIZE_ADDRESS__)
+#define TRAINER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TRAINER_ASAN 1
+#endif
+#endif
+#ifdef TRAINER_ASAN
+#include <sanitizer/asan_interface.h>
+#define TRAINER_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define TRAINER_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define TRAINER_POISON(p, n) ((void)(p), (void)(n))
+#define TRAINER_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 namespace trainer {
 
 size_t HostAllocator::round(size_t bytes) {
@@ -15,18 +34,22 @@ size_t HostAllocator::round(size_t bytes) {
 void* HostAllocator::allocate(size_t bytes) {
   if (bytes == 0) bytes = 64;
   size_t r = round(bytes);
+  void* p = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = free_.find(r);
     if (it != free_.end() && !it->second.empty()) {
-      void* p = it->second.back();
+      p = it->second.back();
       it->second.pop_back();
       cached_ -= r;
-      return p;
     }
   }
-  void* p = std::aligned_alloc(64, r);
-  if (!p) throw std::bad_alloc();
+  if (!p) {
+    p = std::aligned_alloc(64, r);
+    if (!p) throw std::bad_alloc();
+  }
+  TRAINER_UNPOISON(p, bytes);
+  TRAINER_POISON(static_cast<char*>(p) + bytes, r - bytes);
   return p;
 }
 
@@ -34,6 +57,7 @@ void HostAllocator::deallocate(void* p, size_t bytes) {
   if (!p) return;
   if (bytes == 0) bytes = 64;
   size_t r = round(bytes);
+  TRAINER_POISON(p, r);
   std::lock_guard<std::mutex> lock(mu_);
   free_[r].push_back(p);
   cached_ += r;
@@ -47,7 +71,10 @@ size_t HostAllocator::cached_bytes() const {
 void HostAllocator::release_cache() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [size, list] : free_)
-    for (void* p : list) std::free(p);
+    for (void* p : list) {
+      TRAINER_UNPOISON(p, size);
+      std::free(p);
+    }
   free_.clear();
   cached_ = 0;
 }

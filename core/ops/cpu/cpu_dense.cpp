@@ -22,7 +22,8 @@ class CpuDense final : public DenseKernel {
   }
 
   void forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
-    auto [n, k] = check(x, w);
+    const std::pair<int64_t, int64_t> nk = check(x, w);  // no structured binding: clang < 16 can't capture it in OpenMP
+    const int64_t n = nk.first, k = nk.second;
     int64_t u = p_.units;
     if (p_.bias) cpu::require_shape("dense", "b", b, {u});
     cpu::require_shape("dense", "y", y, out_shape(x));

@@ -33,7 +33,8 @@ class CpuSoftmax final : public SoftmaxKernel {
   CpuSoftmax(OpContext&, const SoftmaxParams&) {}
 
   void forward(const Tensor& x, Tensor& y) override {
-    auto [rows, C] = dims("softmax", x);
+    const auto rc = dims("softmax", x);  // no structured binding: clang < 16 can't capture it in OpenMP
+    const int64_t rows = rc.first, C = rc.second;
     cpu::require_shape("softmax", "y", y, x.shape());
     const float* xp = x.f32();
     float* yp = y.f32();
@@ -54,7 +55,8 @@ class CpuSoftmax final : public SoftmaxKernel {
   }
 
   void backward(const Tensor& y, const Tensor& dy, Tensor& dx) override {
-    auto [rows, C] = dims("softmax", y);
+    const auto rc = dims("softmax", y);  // no structured binding: clang < 16 can't capture it in OpenMP
+    const int64_t rows = rc.first, C = rc.second;
     cpu::require_shape("softmax", "dy", dy, y.shape());
     cpu::require_shape("softmax", "dx", dx, y.shape());
     const float* yp = y.f32();

@@ -42,6 +42,18 @@ Graph::Graph(const ModelSpec& spec) : input_shape_(spec.input) {
       def.node.fail(fmt::format("{} layer '{}' takes {} input(s), got {}", def.type, def.name, want, k));
     }
     n.shape = n.layer->infer(in_shapes);
+    // Element counts must stay far from int64 overflow (a config can ask for absurd sizes).
+    auto too_big = [](const Shape& sh) {
+      int64_t c = 1;
+      for (int64_t d : sh.dims())
+        if (d > 0 && __builtin_mul_overflow(c, d, &c)) return true;
+      return c > (int64_t(1) << 40);
+    };
+    if (too_big(n.shape))
+      def.node.fail(fmt::format("{} layer '{}' would produce an output of more than 2^40 values per sample", def.type, def.name));
+    for (const ParamSpec& p : n.layer->params())
+      if (too_big(p.shape))
+        def.node.fail(fmt::format("{} layer '{}' would have a parameter of more than 2^40 values", def.type, def.name));
     for (int64_t d : n.shape.dims())
       if (d <= 0)
         def.node.fail(fmt::format("{} layer '{}' would produce an empty output ({}) from input {}", def.type, def.name,

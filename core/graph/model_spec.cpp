@@ -256,7 +256,7 @@ ModelSpec parse_model(const cfg::Node& model) {
   std::vector<int64_t> dims;
   for (const cfg::Node& d : input.items()) {
     int64_t v = d.as<int64_t>();
-    if (v <= 0) d.fail("input dimensions must be positive");
+    if (v <= 0 || v > (1 << 20)) d.fail("input dimensions must be between 1 and 1048576");
     dims.push_back(v);
   }
   if (dims.size() != 3 && dims.size() != 1)

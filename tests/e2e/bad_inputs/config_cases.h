@@ -109,7 +109,7 @@ inline std::vector<Case> config_cases() {
       {.cat = "range", .name = "momentum above 1", .config = changed({{"lr: 0.01", "lr: 0.01, momentum: 1.5"}}),
        .expect = "c.yaml:14:44: 'optimizer.momentum' must be between 0 and 1, not 1.5"},
       {.cat = "range", .name = "zero input dimension", .config = changed({{"input: [8, 8, 3]", "input: [8, 0, 3]"}}),
-       .expect = "c.yaml:3:14: input dimensions must be positive"},
+       .expect = "c.yaml:3:14: input dimensions must be between 1 and 1048576"},
       {.cat = "range", .name = "conv stride 0", .config = changed({{"kernel: 3}", "kernel: 3, strides: 0}"}}),
        .expect = "c.yaml:5:66: 'model.layers[0].strides' must be positive"},
       {.cat = "range", .name = "zero filters", .config = changed({{"filters: 4", "filters: 0"}}),

@@ -1,7 +1,13 @@
-// Shape formatting.
+// Shape formatting and the element-count overflow error.
 #include "core/tensor/shape.h"
 
+#include <stdexcept>
+
 namespace trainer {
+
+void Shape::overflow() const {
+  throw std::overflow_error("shape " + str() + " has more elements than a 64-bit count can hold");
+}
 
 std::string Shape::str() const {
   std::string s;

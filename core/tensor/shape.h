@@ -18,9 +18,12 @@ class Shape {
   int64_t& operator[](size_t i) { return dims_[i]; }
   int64_t back() const { return dims_.back(); }
   const std::vector<int64_t>& dims() const { return dims_; }
+  // Throws std::overflow_error when the product does not fit in int64 (a config can ask for
+  // that: the check turns undefined behaviour into an error the caller can report).
   int64_t numel() const {
     int64_t n = 1;
-    for (int64_t d : dims_) n *= d;
+    for (int64_t d : dims_)
+      if (__builtin_mul_overflow(n, d, &n)) overflow();
     return n;
   }
   // The same shape with a leading batch dimension.
@@ -39,6 +42,7 @@ class Shape {
   std::string keras_str() const;
 
  private:
+  [[noreturn]] void overflow() const;
   std::vector<int64_t> dims_;
 };
 

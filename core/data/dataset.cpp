@@ -1,4 +1,5 @@
-// Dataset registry (type name -> factory), make_dataset, SubsetDataset and split_dataset.
+// Dataset registry (type name -> factory), make_dataset, SubsetDataset, split_dataset and the
+// float-sample defaults.
 #include "core/data/dataset.h"
 
 #include <fmt/format.h>
@@ -58,6 +59,14 @@ std::vector<std::string> Dataset::class_names() const {
   std::vector<std::string> names;
   for (int i = 0; i < num_classes(); ++i) names.push_back(std::to_string(i));
   return names;
+}
+
+int32_t Dataset::get_f32(int64_t /*i*/, float* /*values*/) const {
+  throw std::logic_error(describe() + ": get_f32 on a set of uint8 images (read them with get())");
+}
+
+int32_t FloatDataset::get(int64_t /*i*/, uint8_t* /*pixels*/) const {
+  throw DataError(describe() + ": has float samples (sequences, arrays), not uint8 images (read with get_f32)");
 }
 
 void register_dataset(const std::string& type, DatasetFactory f) {

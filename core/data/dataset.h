@@ -1,8 +1,10 @@
-// Dataset: a random-access set of labelled uint8 HWC images; readers register by `type:` name.
+// Dataset: a random-access set of labelled samples (uint8 HWC images, or float arrays such as
+// sequences); readers register by `type:` name.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +31,25 @@ class Dataset {
   // Must be safe to call from several threads at once.
   virtual int32_t get(int64_t i, uint8_t* pixels) const = 0;
   virtual std::string describe() const = 0;  // "image_folder datasets/cifar10/train: 50000 images, 10 classes"
+
+  // Float samples (sequences, arrays): read with get_f32, not get(); no augmentation applies.
+  virtual bool float_samples() const { return false; }
+  // The arrays a sample is made of, one per model input (one for a single-input set). A float
+  // sample is their concatenation, each flattened row-major; sample_shape() is the single shape
+  // when there is one, else Shape{total elements}.
+  virtual std::vector<Shape> input_shapes() const { return {sample_shape()}; }
+  // Writes sample i's values (the total of input_shapes()' elements) and returns its label.
+  // Thread-safe. The default throws std::logic_error (image sets).
+  virtual int32_t get_f32(int64_t i, float* values) const;
+};
+
+// The base of float-sample sets: get() throws a DataError naming the set ("... has float samples
+// (sequences, arrays), not uint8 images"), so image-only code paths fail clearly.
+class FloatDataset : public Dataset {
+ public:
+  bool float_samples() const final { return true; }
+  int32_t get(int64_t i, uint8_t* pixels) const final;
+  int32_t get_f32(int64_t i, float* values) const override = 0;
 };
 
 // A view on some samples of another dataset (validation_split, limit:).
@@ -41,6 +62,9 @@ class SubsetDataset final : public Dataset {
   std::vector<std::string> class_names() const override { return base_->class_names(); }
   int32_t get(int64_t i, uint8_t* pixels) const override { return base_->get(indices_[size_t(i)], pixels); }
   std::string describe() const override;
+  bool float_samples() const override { return base_->float_samples(); }
+  std::vector<Shape> input_shapes() const override { return base_->input_shapes(); }
+  int32_t get_f32(int64_t i, float* values) const override { return base_->get_f32(indices_[size_t(i)], values); }
 
  private:
   std::shared_ptr<const Dataset> base_;
@@ -55,7 +79,8 @@ using DataWarningHandler = std::function<void(const std::string& line)>;
 void set_data_warning_handler(DataWarningHandler handler);  // an empty handler restores the default
 void data_warning(const std::string& line);
 
-// Readers: `type: synthetic | image_folder | cifar10_bin | cifar100_bin | mnist_idx`, each reading its own keys
+// Readers: `type: synthetic | image_folder | cifar10_bin | cifar100_bin | mnist_idx` (images),
+// `synthetic_sequences | npy` (float samples), each reading its own keys
 // from the section (data.train / data.val) through a MapReader (unknown keys are config errors).
 struct DatasetContext {
   std::string base_dir;       // resolves relative paths (the directory the command runs in)

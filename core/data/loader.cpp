@@ -2,6 +2,7 @@
 #include "core/data/loader.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -10,6 +11,7 @@
 #include <mutex>
 #include <numeric>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 namespace trainer {
@@ -45,14 +47,38 @@ struct Loader::State {
   std::vector<std::thread> threads;
 };
 
+namespace {
+
+// Float samples (sequences, arrays) are copied as they are: refuse any augmentation rather than
+// silently ignore it. Image sets get their transform; a placeholder serves float sets.
+SampleTransform make_transform(const Dataset* ds, const LoaderOptions& opt) {
+  if (!ds) throw std::invalid_argument("Loader: no dataset");
+  if (!ds->float_samples()) {
+    if (ds->sample_shape().rank() != 3) throw std::invalid_argument("Loader: samples must be H, W, C");
+    return SampleTransform(opt.augment, ds->sample_shape(), opt.stats);
+  }
+  const Augment& a = opt.augment;
+  std::vector<std::string> set;
+  if (a.shift > 0) set.push_back(fmt::format("shift {}", a.shift));
+  if (a.flip_horizontal || a.flip_vertical) set.push_back("flip");
+  if (a.crop.enabled()) set.push_back("crop");
+  if (a.mean != Augment::Mean::None) set.push_back("mean");
+  if (a.scale != 1.f) set.push_back(fmt::format("scale {}", a.scale));
+  if (!set.empty())
+    throw std::invalid_argument(fmt::format("Loader: {} has float samples (sequences, arrays), which are used as they "
+                                            "are: remove data.augment ({})",
+                                            ds->describe(), fmt::join(set, ", ")));
+  return SampleTransform(Augment{}, Shape{1, 1, 1}, nullptr);
+}
+
+}  // namespace
+
 Loader::Loader(std::shared_ptr<const Dataset> ds, LoaderOptions opt)
     : ds_(std::move(ds)),
       opt_(std::move(opt)),
-      transform_(opt_.augment, ds_ ? ds_->sample_shape() : Shape{1, 1, 1}, opt_.stats),
+      transform_(make_transform(ds_.get(), opt_)),
       st_(std::make_unique<State>()) {
-  if (!ds_) throw std::invalid_argument("Loader: no dataset");
-  if (ds_->sample_shape().rank() != 3) throw std::invalid_argument("Loader: samples must be H, W, C");
-  shape_ = transform_.output_shape();
+  shape_ = ds_->float_samples() ? ds_->sample_shape() : transform_.output_shape();
   if (opt_.batch_size < 1) throw std::invalid_argument("Loader: batch_size must be at least 1");
   if (opt_.replicas < 1 || opt_.rank < 0 || opt_.rank >= opt_.replicas)
     throw std::invalid_argument(fmt::format("Loader: rank {} of {} replicas", opt_.rank, opt_.replicas));
@@ -121,17 +147,22 @@ void Loader::produce(int64_t k, int64_t epoch, const std::vector<int64_t>& perm,
   out.index = k;
   out.indices.assign(perm.begin() + lo, perm.begin() + hi);
   const size_t elems = size_t(shape_.numel());
-  std::vector<uint8_t> px(size_t(ds_->sample_shape().numel()));
+  const bool floats = ds_->float_samples();
+  std::vector<uint8_t> px(floats ? 0 : size_t(ds_->sample_shape().numel()));
   float* images = out.images.f32();
   int32_t* labels = out.labels.i32();
   const bool random = opt_.augment.random();
   const int classes = ds_->num_classes();
   for (int64_t j = 0; j < m; ++j) {
     const int64_t idx = out.indices[size_t(j)];
-    const int32_t label = ds_->get(idx, px.data());
+    const int32_t label = floats ? ds_->get_f32(idx, images + size_t(j) * elems) : ds_->get(idx, px.data());
     if (label < 0 || label >= classes)
       throw DataError(fmt::format("{}: sample {} has label {}, outside 0..{}", ds_->describe(), idx, label,
                                   classes - 1));
+    if (floats) {
+      labels[j] = label;
+      continue;
+    }
     RandomParams p;
     if (random) {
       Rng rng{kAugTag, opt_.seed, uint64_t(epoch), uint64_t(idx)};

@@ -1,5 +1,6 @@
-// Loader: batches of float images from a Dataset, shuffled, augmented and sharded per replica,
-// prepared ahead by worker threads into a bounded queue; every result a pure function of the seed.
+// Loader: batches of float images (or float samples) from a Dataset, shuffled, augmented and
+// sharded per replica, prepared ahead by worker threads into a bounded queue; every result a pure
+// function of the seed.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -12,7 +13,8 @@
 namespace trainer {
 
 struct Batch {
-  Tensor images;                 // f32 [size, H, W, C], host memory (from LoaderOptions::allocator)
+  Tensor images;                 // f32 [size, H, W, C], host memory (from LoaderOptions::allocator);
+                                 // a float set's (Dataset::float_samples) [size, ...sample_shape()]
   Tensor labels;                 // i32 [size]
   int64_t size = 0;              // this replica's samples; 0 is possible in a final partial batch
   int64_t global_size = 0;       // samples in this step over all replicas (weight losses by size/global_size)
@@ -54,6 +56,8 @@ int default_workers(int replicas = 1);
 class Loader {
  public:
   // Throws std::invalid_argument for bad options, DataError when stats do not fit the dataset.
+  // A set with float samples is copied as get_f32 writes it: its augment must be the identity (no
+  // shift, flip, crop, mean, scale 1; std::invalid_argument otherwise) and `stats` is unused.
   Loader(std::shared_ptr<const Dataset> ds, LoaderOptions opt);
   ~Loader();  // stops the workers; safe at any point of an epoch
   Loader(const Loader&) = delete;
@@ -72,7 +76,8 @@ class Loader {
   int64_t samples_per_epoch() const;  // this replica's
   const Dataset& dataset() const { return *ds_; }
   // A batch's image shape without the batch dimension: the augment's crop size when it crops,
-  // else the dataset's sample shape (what model.input must be).
+  // else the dataset's sample shape (what model.input must be; for a float set with several
+  // inputs, dataset().input_shapes() tells how to split it).
   const Shape& sample_shape() const { return shape_; }
   const LoaderOptions& options() const { return opt_; }
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "core/data/npy_format.h"
 #include "core/data/transforms.h"
 #include "core/data/util.h"
 
@@ -19,6 +20,10 @@ NormStats compute_stats(const Dataset& ds, Augment::Mean kind, int threads) {
   st.kind = kind;
   st.shape = ds.sample_shape();
   if (kind != Augment::Mean::PerPixel && kind != Augment::Mean::PerChannel) return st;
+  if (ds.float_samples())
+    throw std::invalid_argument(fmt::format("{}: has float samples (sequences, arrays): mean: per_pixel/per_channel "
+                                            "statistics are for uint8 images (drop data.augment's mean)",
+                                            ds.describe()));
   const int64_t n = ds.size();
   if (n <= 0) throw DataError(fmt::format("{}: no samples to compute the mean over", ds.describe()));
   const size_t elems = size_t(st.shape.numel()), C = size_t(st.shape[2]);
@@ -63,30 +68,12 @@ NormStats compute_stats(const Dataset& ds, Augment::Mean kind, int threads) {
 
 namespace {
 
-// NumPy's format: "\x93NUMPY", version, a little-endian header length (uint16 for 1.0, uint32
-// for 2.0/3.0), then a Python dict literal padded with spaces to a multiple of 64 bytes and
-// ending in '\n', then the raw data.
-std::string npy_header(const std::vector<int64_t>& shape) {
-  std::string dims;
-  for (int64_t d : shape) dims += fmt::format("{}, ", d);
-  if (shape.size() > 1) dims.resize(dims.size() - 2);  // "(3,)" but "(32, 32, 3)"
-  else if (!dims.empty()) dims.pop_back();
-  std::string dict = fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}", dims);
-  const size_t unpadded = 10 + dict.size() + 1;
-  dict.append((64 - unpadded % 64) % 64, ' ');
-  dict += '\n';
-  std::string h = "\x93NUMPY";
-  h += char(1), h += char(0);
-  h += char(dict.size() & 0xff), h += char(dict.size() >> 8);
-  return h + dict;
-}
-
 void write_npy(const std::string& path, const std::vector<int64_t>& shape, const std::vector<float>& data) {
   static_assert(sizeof(float) == 4);
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) throw DataError(fmt::format("{}: cannot write: {}", tmp, std::strerror(errno)));
-  const std::string header = npy_header(shape);
+  const std::string header = npy::make_header(shape, "<f4");
   bool ok = std::fwrite(header.data(), 1, header.size(), f) == header.size();
   for (float v : data) {  // little-endian whatever the host
     uint32_t u = 0;
@@ -106,83 +93,17 @@ void write_npy(const std::string& path, const std::vector<int64_t>& shape, const
   if (ec) throw DataError(fmt::format("{}: cannot rename to {}: {}", tmp, path, ec.message()));
 }
 
-// The value of `key` in the header dict, up to the next ',' or '}' at depth 0 ("'<f4'", "False", "(2, 3)").
-std::string dict_value(const std::string& dict, const std::string& key) {
-  size_t k = dict.find("'" + key + "'");
-  if (k == std::string::npos) k = dict.find("\"" + key + "\"");
-  if (k == std::string::npos) return "";
-  size_t colon = dict.find(':', k);
-  if (colon == std::string::npos) return "";
-  size_t b = colon + 1, e = b;
-  int depth = 0;
-  for (; e < dict.size(); ++e) {
-    const char c = dict[e];
-    if (c == '(') ++depth;
-    if (c == ')') --depth;
-    if (depth == 0 && (c == ',' || c == '}')) break;
-  }
-  std::string v = dict.substr(b, e - b);
-  v.erase(0, v.find_first_not_of(" \t"));
-  v.erase(v.find_last_not_of(" \t") + 1);
-  return v;
-}
-
 struct Npy {
   std::vector<int64_t> shape;
   std::vector<float> data;
 };
 
 Npy read_npy(const std::string& path) {
-  const std::vector<uint8_t> bytes = data_util::read_file(path);
-  auto bad = [&](const std::string& why) { return DataError(fmt::format("{}: not a float .npy file: {}", path, why)); };
-  if (bytes.size() < 10 || std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0) throw bad("no \\x93NUMPY magic");
-  const int major = bytes[6];
-  size_t len = 0, start = 0;
-  if (major == 1) {
-    len = size_t(bytes[8]) | size_t(bytes[9]) << 8, start = 10;
-  } else if ((major == 2 || major == 3) && bytes.size() >= 12) {
-    len = size_t(bytes[8]) | size_t(bytes[9]) << 8 | size_t(bytes[10]) << 16 | size_t(bytes[11]) << 24, start = 12;
-  } else {
-    throw bad(fmt::format("format version {} is not 1, 2 or 3", major));
-  }
-  if (bytes.size() < start + len) throw bad("truncated header");
-  const std::string dict(bytes.begin() + long(start), bytes.begin() + long(start + len));
-  const std::string descr = dict_value(dict, "descr"), order = dict_value(dict, "fortran_order");
-  std::string shape = dict_value(dict, "shape");
-  const bool f8 = descr == "'<f8'" || descr == "\"<f8\"";
-  if (descr != "'<f4'" && descr != "\"<f4\"" && !f8) throw bad(fmt::format("dtype {} (expected '<f4' or '<f8')", descr));
-  if (order != "False") throw bad("fortran_order is not False");
-  if (shape.size() < 2 || shape.front() != '(' || shape.back() != ')') throw bad("no shape tuple");
+  const npy::File f(path, {npy::Type::F4, npy::Type::F8});
   Npy out;
-  size_t count = 1;
-  for (size_t p = 1; p + 1 < shape.size();) {
-    while (p + 1 < shape.size() && (shape[p] == ' ' || shape[p] == ',')) ++p;
-    if (p + 1 >= shape.size()) break;
-    char* end = nullptr;
-    const long long d = std::strtoll(shape.c_str() + p, &end, 10);
-    if (end == shape.c_str() + p || d < 0 || d > (1LL << 31)) throw bad("bad shape " + shape);
-    out.shape.push_back(d);
-    count *= size_t(d);
-    p = size_t(end - shape.c_str());
-  }
-  const size_t esize = f8 ? 8 : 4, data_at = start + len;
-  if (bytes.size() - data_at != count * esize)
-    throw DataError(fmt::format("{}: shape {} needs {} bytes of data, the file has {} at byte offset {}", path, shape,
-                                count * esize, bytes.size() - data_at, data_at));
-  out.data.resize(count);
-  for (size_t i = 0; i < count; ++i) {
-    const uint8_t* b = &bytes[data_at + i * esize];
-    uint64_t u = 0;
-    for (size_t k = 0; k < esize; ++k) u |= uint64_t(b[k]) << (8 * k);
-    if (f8) {
-      double d = 0;
-      std::memcpy(&d, &u, 8);
-      out.data[i] = float(d);
-    } else {
-      const uint32_t u32 = uint32_t(u);
-      std::memcpy(&out.data[i], &u32, 4);
-    }
-  }
+  out.shape = f.header().shape;
+  out.data.resize(size_t(f.count()));
+  f.read_f32(0, f.count(), out.data.data());
   return out;
 }
 

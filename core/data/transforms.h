@@ -99,7 +99,8 @@ struct NormStats {
 };
 
 // Exact (integer sums) and so independent of thread count; `threads` <= 0 picks a default.
-// Returns empty statistics for Mean::None / Mean::Constant.
+// Returns empty statistics for Mean::None / Mean::Constant; std::invalid_argument for a set with
+// float samples (Dataset::float_samples) and PerPixel/PerChannel.
 NormStats compute_stats(const Dataset& ds, Augment::Mean kind, int threads = 0);
 
 // The statistics as a NumPy .npy file (format 1.0, little-endian float32, C order), so that

@@ -1,0 +1,148 @@
+// `type: npy`: float samples from memory-mapped NumPy .npy arrays (one per model input) and labels.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "core/data/dataset.h"
+#include "core/data/npy_format.h"
+#include "core/data/util.h"
+
+namespace trainer {
+
+namespace {
+
+// Keys:
+//   x: x.npy                  one input: an array [N, ...] (sample i is x[i], of shape x.shape[1:];
+//                             a 1-D array gives samples of shape [1])
+//   inputs: [a.npy, b.npy]    several inputs instead (exactly one of x / inputs), each [N, ...]
+//   labels: y.npy             [N] or [N, 1] integers ('|u1', '<i4', '<i8') in 0..classes-1
+//   classes: N                optional; default: the largest label + 1
+// Inputs may be '<f4' (used as is), '<f8' (rounded to float) or '|u1', '<i4', '<i8' (converted).
+// Paths are relative to the directory the command runs in. The files are mapped, not read: a
+// set of hundreds of MB costs no load time, and the OS pages in what the loader touches.
+struct Input {
+  std::string name;  // as written in the config
+  std::shared_ptr<const npy::File> file;
+  Shape shape;       // per sample
+  int64_t elements = 0;
+};
+
+std::string shape_text(const Shape& s) {
+  std::string t = "(";
+  for (size_t i = 0; i < s.rank(); ++i) t += fmt::format("{}{}", i ? ", " : "", s[i]);
+  return t + (s.rank() == 1 ? ",)" : ")");
+}
+
+class NpyDataset final : public FloatDataset {
+ public:
+  NpyDataset(std::vector<Input> inputs, std::string labels_name, std::vector<int32_t> labels, int classes)
+      : inputs_(std::move(inputs)), labels_name_(std::move(labels_name)), labels_(std::move(labels)),
+        classes_(classes) {
+    for (const Input& in : inputs_) total_ += in.elements;
+  }
+
+  int64_t size() const override { return int64_t(labels_.size()); }
+  Shape sample_shape() const override { return inputs_.size() == 1 ? inputs_[0].shape : Shape{total_}; }
+  std::vector<Shape> input_shapes() const override {
+    std::vector<Shape> shapes;
+    for (const Input& in : inputs_) shapes.push_back(in.shape);
+    return shapes;
+  }
+  int num_classes() const override { return classes_; }
+  std::string describe() const override {
+    std::string names, shapes;
+    for (const Input& in : inputs_) {
+      names += fmt::format("{}{}", names.empty() ? "" : ", ", in.name);
+      shapes += fmt::format("{}{}", shapes.empty() ? "" : " + ", shape_text(in.shape));
+    }
+    if (inputs_.size() > 1) names = "[" + names + "]";
+    return fmt::format("npy {} (labels {}): {} samples of {}, {} classes", names, labels_name_, size(), shapes,
+                       classes_);
+  }
+
+  int32_t get_f32(int64_t i, float* values) const override {
+    if (i < 0 || i >= size()) throw std::out_of_range(fmt::format("{}: sample {} outside 0..{}", describe(), i, size() - 1));
+    for (const Input& in : inputs_) {
+      in.file->read_f32(i * in.elements, in.elements, values);
+      values += in.elements;
+    }
+    return labels_[size_t(i)];
+  }
+
+ private:
+  std::vector<Input> inputs_;
+  std::string labels_name_;
+  std::vector<int32_t> labels_;
+  int classes_;
+  int64_t total_ = 0;
+};
+
+std::shared_ptr<Dataset> make_npy(cfg::MapReader& r, const DatasetContext& ctx) {
+  r.allow({"x", "inputs", "labels", "classes"});
+  r.finish();
+  std::vector<std::string> names;
+  if (r.has("x") && r.has("inputs"))
+    r.optional("inputs").fail("give either 'x' (one input array) or 'inputs' (a list of arrays), not both");
+  if (r.has("x")) {
+    names.push_back(r.get<std::string>("x"));
+  } else if (r.has("inputs")) {
+    cfg::Node list = r.optional("inputs");
+    if (!list.is_seq() || list.size() == 0)
+      list.fail("'inputs' must be a non-empty list of .npy files, e.g. [a.npy, b.npy]");
+    for (const cfg::Node& item : list.items()) names.push_back(item.as<std::string>());
+  } else {
+    r.node().fail(fmt::format("missing 'x' (one input array) or 'inputs' (a list of arrays) in {}", r.what()));
+  }
+  const std::string labels_name = r.get<std::string>("labels");
+  std::optional<int64_t> classes;
+  if (r.has("classes")) classes = r.get_int("classes", std::nullopt, 1, 1 << 24);
+
+  std::vector<Input> inputs;
+  for (const std::string& name : names) {
+    Input in;
+    in.name = name;
+    in.file = std::make_shared<const npy::File>(data_util::resolve_path(ctx.base_dir, name));
+    const std::vector<int64_t>& dims = in.file->header().shape;
+    const std::string& path = in.file->path();
+    if (dims.empty()) throw DataError(fmt::format("{}: holds a scalar, not an array of samples [N, ...]", path));
+    if (dims[0] == 0)
+      throw DataError(fmt::format("{}: holds no samples (shape {})", path, in.file->header().shape_str()));
+    in.shape = dims.size() == 1 ? Shape{1} : Shape(std::vector<int64_t>(dims.begin() + 1, dims.end()));
+    in.elements = in.file->count() / dims[0];
+    if (in.elements == 0)
+      throw DataError(fmt::format("{}: samples of shape {} hold no values", path, shape_text(in.shape)));
+    if (!inputs.empty() && dims[0] != inputs[0].file->header().shape[0])
+      throw DataError(fmt::format("{}: {} samples, {} has {}", path, dims[0], inputs[0].file->path(),
+                                  inputs[0].file->header().shape[0]));
+    inputs.push_back(std::move(in));
+  }
+  const int64_t n = inputs[0].file->header().shape[0];
+
+  const npy::File y(data_util::resolve_path(ctx.base_dir, labels_name), {npy::Type::U1, npy::Type::I4, npy::Type::I8});
+  const std::vector<int64_t>& ydims = y.header().shape;
+  if (ydims.empty() || ydims.size() > 2 || (ydims.size() == 2 && ydims[1] != 1))
+    throw DataError(fmt::format("{}: labels must be an array [N] or [N, 1], not of shape {}", y.path(),
+                                y.header().shape_str()));
+  if (ydims[0] != n)
+    throw DataError(fmt::format("{}: {} labels, {} has {} samples", y.path(), ydims[0], inputs[0].file->path(), n));
+  std::vector<int32_t> labels(static_cast<size_t>(n));
+  int64_t top = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = y.read_int(i);
+    const int64_t hi = classes ? *classes - 1 : (int64_t(1) << 24) - 1;
+    if (v < 0 || v > hi)
+      throw DataError(classes ? fmt::format("{}: sample {} has label {}, outside 0..{} (classes: {})", y.path(), i, v,
+                                            hi, *classes)
+                              : fmt::format("{}: sample {} has label {}, outside 0..{}", y.path(), i, v, hi));
+    labels[size_t(i)] = int32_t(v);
+    top = std::max(top, v);
+  }
+  return std::make_shared<NpyDataset>(std::move(inputs), labels_name, std::move(labels), int(classes.value_or(top + 1)));
+}
+
+const bool registered = (register_dataset("npy", make_npy), true);
+
+}  // namespace
+
+}  // namespace trainer

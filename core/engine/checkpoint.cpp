@@ -95,19 +95,15 @@ std::string config_hash(const cfg::Document& doc) {
   return fmt::format("{:016x}", h);
 }
 
-CheckpointInfo save_checkpoint(const std::string& dir, const std::string& stem, Replica& r, const NormStats* stats,
+CheckpointInfo save_checkpoint(const std::string& dir, const std::string& stem, ModelState& ps, const NormStats* stats,
                                const TrainState& s) {
-  OpContext& ctx = r.context();
-  ctx.synchronize();
-  const ParamStore& ps = r.graph().params();
-  std::vector<float> w = ps.download(ctx);
+  std::vector<float> w = ps.download_weights();
   SafeTensorsWriter st;
   st.set_metadata("format", "trainer-checkpoint");
   st.set_metadata("format_version", std::to_string(kCheckpointFormat));
   for (const ParamEntry& p : ps.entries()) st.add_f32(p.name, dims(p.spec.shape), w.data() + p.offset);
-  for (auto& [name, t] : r.optimizer().state()) {
-    std::vector<float> host(size_t(t->numel()));
-    ctx.copy_to_host(host.data(), t->data(), host.size() * sizeof(float));
+  for (const std::string& name : ps.optimizer_state_names()) {
+    std::vector<float> host = ps.download_state(name);
     for (const ParamEntry& p : ps.entries())
       if (p.spec.trainable) st.add_f32("optimizer/" + name + "/" + p.name, dims(p.spec.shape), host.data() + p.offset);
   }
@@ -191,10 +187,8 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& dir, std::vector
   return out;
 }
 
-void load_checkpoint(const CheckpointInfo& c, Replica& r, bool optimizer) {
+void load_checkpoint(const CheckpointInfo& c, ModelState& ps, bool optimizer) {
   SafeTensorsReader st(c.weights);
-  OpContext& ctx = r.context();
-  ParamStore& ps = r.graph().params();
   auto mismatch = [&](const std::string& why) { return cfg::ConfigError(c.weights, why + " (does the config match the checkpoint?)"); };
   auto read = [&](const std::string& name, const Shape& shape) {
     const SafeTensor* t = st.find(name);
@@ -203,24 +197,23 @@ void load_checkpoint(const CheckpointInfo& c, Replica& r, bool optimizer) {
       throw mismatch(fmt::format("'{}' has shape {}, the model's is {}", name, Shape(t->shape).str(), shape.str()));
     return st.f32(name);
   };
-  std::vector<float> w = ps.download(ctx);
+  std::vector<float> w = ps.download_weights();
   for (const ParamEntry& p : ps.entries()) {
     std::vector<float> v = read(p.name, p.spec.shape);
     std::copy(v.begin(), v.end(), w.begin() + p.offset);
   }
-  ps.upload(ctx, w);
+  ps.upload_weights(w);
   if (!optimizer) return;
-  for (auto& [name, t] : r.optimizer().state()) {
-    std::vector<float> host(size_t(t->numel()), 0.0f);
+  for (const std::string& name : ps.optimizer_state_names()) {
+    std::vector<float> host(size_t(ps.total_floats()), 0.0f);
     for (const ParamEntry& p : ps.entries()) {
       if (!p.spec.trainable) continue;
       std::vector<float> v = read("optimizer/" + name + "/" + p.name, p.spec.shape);
       std::copy(v.begin(), v.end(), host.begin() + p.offset);
     }
-    ctx.copy_from_host(t->data(), host.data(), host.size() * sizeof(float));
+    ps.upload_state(name, host);
   }
-  r.optimizer().set_steps(c.state.optimizer_steps);
-  ctx.synchronize();
+  ps.set_optimizer_steps(c.state.optimizer_steps);
 }
 
 NormStats checkpoint_stats(const CheckpointInfo& c) {

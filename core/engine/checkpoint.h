@@ -47,7 +47,7 @@ struct CheckpointInfo {
 
 // Writes dir/<stem>.safetensors, then dir/<stem>.json (the sidecar makes the pair valid, so a
 // crash between the two leaves the previous checkpoint the newest valid one).
-CheckpointInfo save_checkpoint(const std::string& dir, const std::string& stem, Replica& r, const NormStats* stats,
+CheckpointInfo save_checkpoint(const std::string& dir, const std::string& stem, ModelState& r, const NormStats* stats,
                                const TrainState& s);
 // Reads and checks a checkpoint given by either of its files: the sidecar parses and the weights
 // file has the size and CRC-32 the sidecar recorded. FileError (exit 3) otherwise.
@@ -58,7 +58,7 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& dir, std::vector
 
 // Loads weights (and, with `optimizer`, the optimizer state and step count) into `r`. Names and
 // shapes must match the replica's model: otherwise a ConfigError naming the checkpoint.
-void load_checkpoint(const CheckpointInfo& c, Replica& r, bool optimizer);
+void load_checkpoint(const CheckpointInfo& c, ModelState& r, bool optimizer);
 // The normalisation statistics stored with a checkpoint (empty kind None when it has none).
 NormStats checkpoint_stats(const CheckpointInfo& c);
 

@@ -19,7 +19,7 @@ Checkpointer::Checkpointer(const CheckpointOptions& o, std::string dir, const No
   if (ec) throw FileError(fmt::format("cannot create {}: {}", dir_, ec.message()));
 }
 
-CheckpointInfo Checkpointer::save(Replica& r, const TrainState& s) {
+CheckpointInfo Checkpointer::save(ModelState& r, const TrainState& s) {
   std::string stem = s.step_in_epoch == 0 ? fmt::format("epoch-{:04d}", s.epoch)
                                           : fmt::format("epoch-{:04d}-step-{:06d}", s.epoch + 1, s.step_in_epoch);
   CheckpointInfo c = save_checkpoint(dir_, stem, r, stats_, s);
@@ -39,7 +39,7 @@ void Checkpointer::prune() {
   }
 }
 
-std::string Checkpointer::update_best(Replica& r, const TrainState& s, const Metrics& row) {
+std::string Checkpointer::update_best(ModelState& r, const TrainState& s, const Metrics& row) {
   if (o_.best.empty()) return "";
   double v = NAN;
   for (const auto& [k, x] : row)

@@ -18,10 +18,10 @@ class Checkpointer {
   bool due_at_step(int64_t global_step) const { return o_.every_steps > 0 && global_step % o_.every_steps == 0; }
   // Writes a checkpoint named for its position (epoch-0003 after epoch 3; epoch-0004-step-000017
   // 17 steps into epoch 4) and deletes periodic checkpoints beyond the newest `keep`.
-  CheckpointInfo save(Replica& r, const TrainState& s);
+  CheckpointInfo save(ModelState& r, const TrainState& s);
   // After an epoch's metrics (state `s` at the epoch's end): writes best.safetensors when the
   // `best` metric improved. Returns ModelCheckpoint's line ("" without `best`).
-  std::string update_best(Replica& r, const TrainState& s, const Metrics& row);
+  std::string update_best(ModelState& r, const TrainState& s, const Metrics& row);
 
   // The best value so far, for the training state (resumed runs keep comparing against it).
   nlohmann::json state() const;

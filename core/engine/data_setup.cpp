@@ -34,6 +34,8 @@ DataSetup setup_data(const Experiment& e, const std::string& base_dir, int repli
                             ds->num_classes(), e.model.output, out[0]));
   }
   Augment aug = parse_augment(r.optional("augment"));
+  if (d.train->float_samples() && r.optional("augment").defined())
+    r.optional("augment").fail("'augment' applies to image sets; this set has float samples (sequences, arrays)");
   // A random crop larger than the padded training images is a config mistake: say where.
   if (const Augment::Crop& c = aug.crop; c.enabled()) {
     const Shape s = d.train->sample_shape();
@@ -71,6 +73,18 @@ DataSetup setup_data(const Experiment& e, const std::string& base_dir, int repli
   for (size_t i = 0; i < d.train_loaders.size(); ++i) {
     for (auto [loader, node] : {std::pair{d.train_loaders[i].get(), train_node},
                                 std::pair{i < d.val_loaders.size() ? d.val_loaders[i].get() : nullptr, val_node}}) {
+      if (loader && loader->dataset().float_samples()) {
+        std::vector<Shape> want, have = loader->dataset().input_shapes();
+        for (const ModelInput& in : e.model.inputs) want.push_back(in.shape);
+        auto list = [](const std::vector<Shape>& v) {
+          std::string s;
+          for (const Shape& x : v) s += (s.empty() ? "" : ", ") + x.str();
+          return s;
+        };
+        if (have != want)
+          node.fail(fmt::format("this set gives {} input(s) of shape {}, but the model takes {} input(s) of shape {}", have.size(),
+                                list(have), want.size(), list(want)));
+      }
       if (loader && loader->sample_shape() != e.model.input)
         node.fail(fmt::format("this set gives {} samples, but model.input is {}", loader->sample_shape().str(),
                               e.model.input.str()));

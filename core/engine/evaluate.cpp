@@ -48,7 +48,7 @@ EvalResult evaluate_checkpoint(const Experiment& e, const CheckpointInfo& c, con
   DeviceRequest one = e.devices;
   Replica rep(e, devices[0], threads_per_replica(one, 1));
   rep.context().bind_thread();
-  load_checkpoint(c, rep, false);
+  load_checkpoint(c, rep.state(), false);
 
   EvalResult out;
   out.dataset = ds->describe();

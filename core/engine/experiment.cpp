@@ -67,6 +67,28 @@ static void read_init(cfg::MapReader r, InitOptions& i) {
   r.finish();
 }
 
+// `strategy:` with device parallelism's `placement:` and `pipeline: {microbatches}`.
+static void read_strategy(cfg::MapReader& r, Experiment& e) {
+  cfg::Node strategy = r.optional("strategy"), placement = r.optional("placement"), pipeline = r.optional("pipeline");
+  if (e.strategy == "hybrid")
+    strategy.fail("strategy 'hybrid' (data parallel over copies of a device-parallel pipeline) is not implemented: "
+                  "it needs one gradient communicator per stage across the copies; use device_parallel or data_parallel");
+  if (e.strategy != "device_parallel") {
+    if (placement.defined()) placement.fail("'placement' needs strategy: device_parallel");
+    if (pipeline.defined()) pipeline.fail("'pipeline' needs strategy: device_parallel");
+    return;
+  }
+  if (!placement.defined()) strategy.fail("strategy device_parallel needs 'placement:' (layer or block name: device)");
+  e.placement = read_placement(e.model, placement);
+  cfg::MapReader p(pipeline, "the pipeline section");
+  e.microbatches = int(p.get_int("microbatches", 1, 1, 1024));
+  p.finish();
+  if (e.devices.cpu_replicas > 1)
+    cfg::root(e.doc).child("devices").child("cpu").fail(
+        "several CPU replicas of a device-parallel model would be the hybrid strategy, which is not implemented; "
+        "name virtual CPU devices (cpu:0, cpu:1) in placement instead");
+}
+
 std::vector<std::string> metric_names(const Experiment& e) {
   std::vector<std::string> m{"accuracy", "loss", "lr"};
   if (e.data.is_map() && (e.data.has("val") || e.data.has("validation_split"))) {
@@ -91,7 +113,8 @@ Experiment read_experiment(std::shared_ptr<cfg::Document> doc) {
   e.schedule = r.optional("schedule");
   read_train(cfg::MapReader(r.optional("train"), "the train section"), e.train);
   read_devices(cfg::MapReader(r.optional("devices"), "the devices section"), e.devices);
-  e.strategy = r.get_choice("strategy", {"data_parallel"}, "data_parallel");
+  e.strategy = r.get_choice("strategy", {"data_parallel", "device_parallel", "hybrid"}, "data_parallel");
+  read_strategy(r, e);
   e.callbacks = r.optional("callbacks");
   read_checkpoint_options(cfg::MapReader(r.optional("checkpoint"), "the checkpoint section"), e.checkpoint);
   read_init(cfg::MapReader(r.optional("init"), "the init section"), e.init);

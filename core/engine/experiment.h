@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/graph/model_spec.h"
+#include "core/graph/placement.h"
 #include "core/io/config.h"
 
 namespace trainer {
@@ -54,6 +55,8 @@ struct Experiment {
   TrainOptions train;
   DeviceRequest devices;
   std::string strategy = "data_parallel";
+  Placement placement;    // device_parallel: `placement:` resolved
+  int microbatches = 1;   // device_parallel: `pipeline: {microbatches: M}`
   CheckpointOptions checkpoint;
   InitOptions init;
   std::string lr_scaling = "none";  // optimizer.lr_scaling: none | linear (lr x replicas, Goyal et al.)

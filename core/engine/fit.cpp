@@ -10,6 +10,7 @@
 #include "core/engine/callbacks.h"
 #include "core/engine/devices.h"
 #include "core/engine/init_from.h"
+#include "core/engine/pipeline/pipeline_worker.h"
 #include "core/engine/replica_group.h"
 #include "core/engine/resume.h"
 #include "core/engine/train_loop.h"
@@ -30,12 +31,40 @@ MetricRows earlier_rows(const std::optional<CheckpointInfo>& from) {
   return rows;
 }
 
+// "Optimizer sgd(...), effective lr ..., loss ... (fused with the output softmax)" and the like,
+// from the config alone (the same for every strategy).
+std::string optimizer_line(const Experiment& e, const Schedule& schedule, double base_lr, double lr_factor) {
+  auto opt = make_optimizer(e.optimizer);
+  Graph g(e.model);
+  auto cpu = make_context(Device::cpu(0));
+  auto loss = make_loss(e.train.loss, *cpu);
+  bool fused = loss_head(g, *loss).fused;
+  return fmt::format("Optimizer {}, effective lr {:g}{}, schedule {}, loss {}{}", opt->describe(), base_lr,
+                     lr_factor != 1 ? fmt::format(" (linear scaling x{:g})", lr_factor) : "", schedule.describe(), e.train.loss,
+                     fused ? fmt::format(" (fused with the output {})", loss->fused_output()) : std::string(" (output taken as logits)"));
+}
+
+// "3 devices: gpu:0 (cpu:1000) 2 layers, ..." for a device-parallel run.
+std::string placement_line(const Experiment& e, const std::vector<Device>& devices, int threads) {
+  std::string s = fmt::format("Devices: device parallel over {} devices:", e.placement.devices.size());
+  for (size_t d = 0; d < e.placement.devices.size(); ++d) {
+    int layers = 0;
+    for (int ld : e.placement.layer_device) layers += ld == int(d);
+    std::string where = e.placement.devices[d];
+    s += fmt::format("{} {} ({}{}, {} layer{})", d ? "," : "", where, devices[d].str(),
+                     devices[d].is_cpu() ? fmt::format(", {} threads", threads) : "", layers, layers == 1 ? "" : "s");
+  }
+  return s + fmt::format("; batch {}, {} micro-batch{} (GPipe)", e.train.batch_size, e.microbatches, e.microbatches == 1 ? "" : "es");
+}
+
 }  // namespace
 
 FitResult fit(const Experiment& experiment, const FitOptions& o) {
   Experiment e = experiment;
-  std::vector<Device> devices = select_devices(e.devices);
-  int n = int(devices.size());
+  const bool pipelined = e.strategy == "device_parallel";
+  std::vector<std::string> device_notes;
+  std::vector<Device> devices = pipelined ? placement_devices(e.placement, e.devices, &device_notes) : select_devices(e.devices);
+  int n = pipelined ? 1 : int(devices.size());  // data-parallel ranks
   const std::optional<CheckpointInfo>& from = o.resume;
   double lr_factor = e.lr_scaling == "linear" ? n : 1;
   std::string batch_note;
@@ -51,12 +80,20 @@ FitResult fit(const Experiment& experiment, const FitOptions& o) {
     e.train.batch_size = s.global_batch / n;
     lr_factor = s.lr_factor;
   }
-  int threads = threads_per_replica(e.devices, n);
+  int cpu_devices = 0;
+  for (const Device& d : devices) cpu_devices += d.is_cpu();
+  int threads = threads_per_replica(e.devices, pipelined ? std::max(1, cpu_devices) : n);
   DataSetup data = setup_data(e, o.base_dir, n);
-  ReplicaGroup group(e, devices, threads);
+  std::unique_ptr<ReplicaGroup> group;
+  std::unique_ptr<PipelineWorker> pipe;
+  if (pipelined)
+    pipe = std::make_unique<PipelineWorker>(e, devices, threads);
+  else
+    group = std::make_unique<ReplicaGroup>(e, devices, threads);
+  Trainee& lead = pipe ? static_cast<Trainee&>(*pipe) : group->worker(0);
 
   auto schedule = make_schedule(e.schedule, e.train.epochs);
-  double base_lr = group.worker(0).replica().optimizer().base_lr() * lr_factor;
+  double base_lr = make_optimizer(e.optimizer)->base_lr() * lr_factor;
   int64_t steps = data.train_loaders[0]->batches_per_epoch();
   if (e.train.steps_per_epoch > 0) steps = std::min(steps, e.train.steps_per_epoch);
   int64_t global_batch = e.train.batch_size * n;
@@ -66,12 +103,11 @@ FitResult fit(const Experiment& experiment, const FitOptions& o) {
 
   // Weights come in before the run directory exists, so a checkpoint or init.from that does not
   // fit the model fails without leaving an empty run behind. Rank 0 runs on this thread.
-  Replica& r0 = group.worker(0).replica();
   std::vector<std::string> init_lines;
   if (from)
-    load_checkpoint(*from, r0, true);
+    load_checkpoint(*from, lead.state(), true);
   else if (!e.init.from.empty())
-    init_lines = init_from(e.init, o.base_dir, r0);
+    init_lines = init_from(e.init, o.base_dir, lead.state());
 
   FitResult result;
   result.run_dir = create_run_dir(o.runs_root, e.name, o.run_dir);
@@ -89,7 +125,7 @@ FitResult fit(const Experiment& experiment, const FitOptions& o) {
   RunRecord record(result.run_dir, e.name, earlier_rows(from));
   Checkpointer ckpt(e.checkpoint, result.run_dir + "/checkpoints", data.stats.get());
 
-  const ParamStore& ps = r0.graph().params();
+  const ModelState& ps = lead.state();
   std::string where = n == 1 ? devices[0].str() : fmt::format("{} replicas ({}..{})", n, devices[0].str(), devices.back().str());
   progress.line(fmt::format("Run directory: {}", result.run_dir));
   if (from) {
@@ -100,15 +136,18 @@ FitResult fit(const Experiment& experiment, const FitOptions& o) {
   }
   progress.line(fmt::format("Model {}: {} params ({} trainable), {:.1f} MFLOPs/sample forward", e.name,
                             with_thousands(ps.count(true) + ps.count(false)), with_thousands(ps.count(true)),
-                            double(r0.graph().flops_per_sample()) / 1e6));
+                            double(Graph(e.model).flops_per_sample()) / 1e6));
   progress.line(fmt::format("Train: {}", data.train->describe()));
   progress.line(data.val ? fmt::format("Val:   {}", data.val->describe()) : std::string("Val:   none"));
-  progress.line(fmt::format("Devices: {}{}; batch {} per replica, global batch {}, {} steps/epoch{}", where,
-                            devices[0].is_cpu() ? fmt::format(", {} compute threads each", threads) : "",
-                            e.train.batch_size, global_batch, steps, batch_note));
-  progress.line(fmt::format("Optimizer {}, effective lr {:g}{}, schedule {}, loss {}{}", r0.optimizer().describe(), base_lr,
-                            lr_factor != 1 ? fmt::format(" (linear scaling x{:g})", lr_factor) : "", schedule->describe(),
-                            e.train.loss, r0.fused_activation() ? fmt::format(" (fused with the output {})", r0.loss().fused_output()) : std::string(" (output taken as logits)")));
+  if (pipelined) {
+    progress.line(placement_line(e, devices, threads) + fmt::format(", {} steps/epoch{}", steps, batch_note));
+    for (const std::string& l : device_notes) progress.line("Note: " + l);
+  } else {
+    progress.line(fmt::format("Devices: {}{}; batch {} per replica, global batch {}, {} steps/epoch{}", where,
+                              devices[0].is_cpu() ? fmt::format(", {} compute threads each", threads) : "",
+                              e.train.batch_size, global_batch, steps, batch_note));
+  }
+  progress.line(optimizer_line(e, *schedule, base_lr, lr_factor));
   for (const std::string& c : Callbacks(e.callbacks, metric_names(e)).describe()) progress.line("Callback " + c);
   for (const std::string& l : init_lines) progress.line(l);
   if (from && from->state.epoch >= e.train.epochs) {
@@ -121,7 +160,10 @@ FitResult fit(const Experiment& experiment, const FitOptions& o) {
 
   RunShared run{e, o, data, *schedule, base_lr, lr_factor, steps, progress, record, ckpt, result};
   auto t0 = std::chrono::steady_clock::now();
-  group.run([&](Worker& w) { train_rank(w, run); });
+  if (pipe)
+    train_rank(*pipe, run);
+  else
+    group->run([&](Worker& w) { train_rank(w, run); });
   result.interrupted = result.stopped_by == "interrupt";
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   result.images_per_second = secs > 0 ? double(run.images) / secs : 0;

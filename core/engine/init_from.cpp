@@ -21,7 +21,7 @@ std::string first_few(const std::vector<std::string>& names) {
 
 }  // namespace
 
-std::vector<std::string> init_from(const InitOptions& o, const std::string& base_dir, Replica& r) {
+std::vector<std::string> init_from(const InitOptions& o, const std::string& base_dir, ModelState& ps) {
   fs::path path = o.from;
   if (path.is_relative()) path = fs::path(base_dir) / path;
   cfg::Node where = o.node.child("from");
@@ -29,9 +29,7 @@ std::vector<std::string> init_from(const InitOptions& o, const std::string& base
   if (!fs::exists(path, ec)) where.fail(fmt::format("no such file: {}", path.string()));
   if (fs::is_directory(path, ec)) where.fail(fmt::format("{} is a directory; give a .safetensors file", path.string()));
   SafeTensorsReader st(path.string());
-  OpContext& ctx = r.context();
-  ParamStore& ps = r.graph().params();
-  std::vector<float> w = ps.download(ctx);
+  std::vector<float> w = ps.download_weights();
   std::vector<std::string> missing, mismatched;
   int loaded = 0;
   for (const ParamEntry& p : ps.entries()) {
@@ -53,7 +51,7 @@ std::vector<std::string> init_from(const InitOptions& o, const std::string& base
     where.fail(fmt::format("{} parameter(s) differ in shape: {} (set init.skip_mismatch: true to keep their initial values)",
                            mismatched.size(), first_few(mismatched)));
   if (loaded == 0) where.fail(fmt::format("{} holds none of the model's parameters (e.g. {})", path.string(), ps.entries().front().name));
-  ps.upload(ctx, w);
+  ps.upload_weights(w);
   std::vector<std::string> lines{fmt::format("Initialised {} of {} parameters from {}", loaded, ps.entries().size(), path.string())};
   if (!missing.empty()) lines.push_back(fmt::format("  not in the file (initial values kept): {}", first_few(missing)));
   if (!mismatched.empty()) lines.push_back(fmt::format("  skipped for their shape: {}", first_few(mismatched)));

@@ -13,6 +13,6 @@ namespace trainer {
 // parameters the file lacks (they keep their initial values) and which were skipped for their
 // shape. A shape mismatch without skip_mismatch, or a file with no parameter of the model, is a
 // ConfigError at init.from; an unreadable or corrupt file a FileError.
-std::vector<std::string> init_from(const InitOptions& o, const std::string& base_dir, Replica& r);
+std::vector<std::string> init_from(const InitOptions& o, const std::string& base_dir, ModelState& r);
 
 }  // namespace trainer

@@ -7,6 +7,50 @@
 
 namespace trainer {
 
+LossHead loss_head(const Graph& g, const Loss& loss) {
+  int out = g.output_node();
+  const GraphNode& n = g.nodes()[size_t(out)];
+  LossHead h;
+  h.fused = n.layer->type() == loss.fused_output() && !is_model_input(n.inputs[0]);
+  h.logits = h.fused ? n.inputs[0] : out;
+  std::string bad = loss.check_logits(g.nodes()[size_t(h.logits)].shape);
+  if (!bad.empty()) n.layer->spec().fail(bad);
+  return h;
+}
+
+std::vector<Tensor> host_inputs(const Tensor& host, const std::vector<Shape>& shapes) {
+  const int64_t n = host.dim(0);
+  if (shapes.size() == 1) return {host.reshape(shapes[0].with_batch(n))};
+  // Several inputs: sample i holds input 0's values, then input 1's, ...: gather each input's rows.
+  int64_t total = 0;
+  for (const Shape& s : shapes) total += s.numel();
+  if (host.numel() != n * total) throw std::invalid_argument("the batch does not hold the model's inputs");
+  std::vector<Tensor> out;
+  int64_t offset = 0;
+  for (const Shape& s : shapes) {
+    const int64_t m = s.numel();
+    Tensor h = Tensor::empty(s.with_batch(n));
+    for (int64_t i = 0; i < n; ++i)
+      std::copy(host.f32() + i * total + offset, host.f32() + i * total + offset + m, h.f32() + i * m);
+    offset += m;
+    out.push_back(h);
+  }
+  return out;
+}
+
+std::vector<Tensor> split_inputs(OpContext& ctx, const Tensor& host, const std::vector<Shape>& shapes,
+                                 std::vector<Tensor>& staging) {
+  std::vector<Tensor> out = host_inputs(host, shapes);
+  if (ctx.device().is_cpu()) return out;
+  staging.resize(out.size());
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (staging[k].shape() != out[k].shape()) staging[k] = ctx.empty(out[k].shape());
+    ctx.copy_from_host(staging[k].data(), out[k].data(), out[k].bytes());
+    out[k] = staging[k];
+  }
+  return out;
+}
+
 Replica::Replica(const Experiment& e, Device device, int threads) {
   ContextOptions o;
   o.threads = threads;
@@ -16,28 +60,32 @@ Replica::Replica(const Experiment& e, Device device, int threads) {
   optimizer_ = make_optimizer(e.optimizer);
   optimizer_->bind(*ctx_, graph_->params().trainable_weights(), graph_->params().trainable_grads());
   loss_ = make_loss(e.train.loss, *ctx_);
-  int out = graph_->output_node();
-  const GraphNode& n = graph_->nodes()[size_t(out)];
   // Keras' softmax (sigmoid) + crossentropy: the loss is computed from the activation's input
   // (logits), which is exact and stable; otherwise the output is taken as logits (from_logits=True).
-  fused_ = n.layer->type() == loss_->fused_output() && n.inputs[0] >= 0;
-  logits_ = fused_ ? n.inputs[0] : out;
-  std::string bad = loss_->check_logits(graph_->nodes()[size_t(logits_)].shape);
-  if (!bad.empty()) n.layer->spec().fail(bad);
+  LossHead h = loss_head(*graph_, *loss_);
+  fused_ = h.fused;
+  logits_ = h.logits;
+  state_ = std::make_unique<StoreState>(*ctx_, graph_->params(), *optimizer_);
 }
 
 Tensor Replica::to_device(const Tensor& host) {
   if (ctx_->device().is_cpu()) return host;
-  Tensor& dst = host.dtype() == DType::I32 ? dev_labels_ : dev_images_;
-  if (dst.shape() != host.shape() || dst.dtype() != host.dtype()) dst = ctx_->empty(host.shape(), host.dtype());
-  ctx_->copy_from_host(dst.data(), host.data(), host.bytes());
-  return dst;
+  if (dev_labels_.shape() != host.shape() || dev_labels_.dtype() != host.dtype()) dev_labels_ = ctx_->empty(host.shape(), host.dtype());
+  ctx_->copy_from_host(dev_labels_.data(), host.data(), host.bytes());
+  return dev_labels_;
+}
+
+static std::vector<const Tensor*> pointers(const std::vector<Tensor>& v) {
+  std::vector<const Tensor*> p;
+  for (const Tensor& t : v) p.push_back(&t);
+  return p;
 }
 
 LossStats Replica::compute_gradients(const Tensor& images, const Tensor& labels, float grad_scale, uint64_t step_seed) {
-  Tensor x = to_device(images), y = to_device(labels);
+  std::vector<Tensor> x = split_inputs(*ctx_, images, graph_->input_shapes(), staging_);
+  Tensor y = to_device(labels);
   graph_->set_step_seed(step_seed);
-  graph_->forward(x, true, logits_);
+  graph_->forward(pointers(x), true, logits_);
   Tensor& dlogits = graph_->grad(logits_);
   LossStats s = loss_->compute(graph_->output(logits_), y, dlogits, grad_scale);
   graph_->backward(dlogits, logits_);
@@ -51,8 +99,9 @@ LossStats Replica::train_step(const Tensor& images, const Tensor& labels, float 
 }
 
 LossStats Replica::eval_step(const Tensor& images, const Tensor& labels, std::vector<int32_t>* predicted) {
-  Tensor x = to_device(images), y = to_device(labels);
-  graph_->forward(x, false, logits_);
+  std::vector<Tensor> x = split_inputs(*ctx_, images, graph_->input_shapes(), staging_);
+  Tensor y = to_device(labels);
+  graph_->forward(pointers(x), false, logits_);
   Tensor none;
   LossStats s = loss_->compute(graph_->output(logits_), y, none, 1.0f);
   if (predicted) {

@@ -4,11 +4,30 @@
 #include <memory>
 
 #include "core/engine/experiment.h"
-#include "core/graph/graph.h"
 #include "core/engine/loss.h"
+#include "core/engine/model_state.h"
+#include "core/graph/graph.h"
 #include "core/optim/optimizer.h"
 
 namespace trainer {
+
+// Where a model's loss is computed: the logits node, and whether the output layer (softmax or
+// sigmoid) is folded into the loss (Keras' activation + cross-entropy, computed from logits).
+struct LossHead {
+  int logits = -1;
+  bool fused = false;
+};
+// A config error (at the output layer) when the loss cannot score the model's output.
+LossHead loss_head(const Graph& g, const Loss& loss);
+
+// A batch's model inputs as host tensors, one per input: `host` is [N, ...input] for a single
+// input (returned as a view), or [N, total] with the inputs' values one after another per sample.
+std::vector<Tensor> host_inputs(const Tensor& host, const std::vector<Shape>& shapes);
+// One batch's model inputs as device tensors: `host` is [N, ...input] for a single input, or
+// [N, total] with the inputs' values one after another per sample; `dev` holds device copies
+// (reused between calls), and views of host memory are returned on the CPU.
+std::vector<Tensor> split_inputs(OpContext& ctx, const Tensor& host, const std::vector<Shape>& shapes,
+                                 std::vector<Tensor>& staging);
 
 class Replica {
  public:
@@ -23,6 +42,7 @@ class Replica {
   LossStats compute_gradients(const Tensor& images, const Tensor& labels, float grad_scale, uint64_t step_seed);
 
   OpContext& context() { return *ctx_; }
+  ModelState& state() { return *state_; }
   Graph& graph() { return *graph_; }
   Optimizer& optimizer() { return *optimizer_; }
   int logits_node() const { return logits_; }
@@ -36,9 +56,11 @@ class Replica {
   std::unique_ptr<Graph> graph_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Loss> loss_;
+  std::unique_ptr<StoreState> state_;
   int logits_ = -1;
   bool fused_ = false;  // the output layer (softmax or sigmoid) is fused into the loss
-  Tensor dev_images_, dev_labels_;
+  Tensor dev_labels_;
+  std::vector<Tensor> staging_;
 };
 
 }  // namespace trainer

@@ -50,11 +50,11 @@ void RunRecord::add(int epoch, const Metrics& row, double seconds, Progress& pro
   }
 }
 
-void train_rank(Worker& w, RunShared& run) {
+void train_rank(Trainee& w, RunShared& run) {
   const Experiment& e = run.e;
   const int rank = w.rank();
   const bool lead = rank == 0;
-  Replica& rep = w.replica();
+  ModelState& rep = w.state();
   Loader& train = *run.data.train_loaders[size_t(rank)];
   Loader* val = run.data.val ? run.data.val_loaders[size_t(rank)].get() : nullptr;
   const std::optional<CheckpointInfo>& from = run.o.resume;
@@ -75,7 +75,7 @@ void train_rank(Worker& w, RunShared& run) {
     s.epoch = epoch;
     s.step_in_epoch = step;
     s.global_step = global_step;
-    s.optimizer_steps = rep.optimizer().steps();
+    s.optimizer_steps = rep.optimizer_steps();
     s.loss_sum = sum.loss_sum;
     s.correct = sum.correct;
     s.count = sum.count;
@@ -164,9 +164,8 @@ void train_rank(Worker& w, RunShared& run) {
       row.push_back({"val_loss", vl});
     }
     Callbacks::EpochEnd ee = cb.on_epoch_end(epoch, row, lr);
-    ParamStore& ps = rep.graph().params();
-    if (ee.snapshot_best) best_weights = ps.download(rep.context());
-    if (ee.restore_best) ps.upload(rep.context(), best_weights);
+    if (ee.snapshot_best) best_weights = rep.download_weights();
+    if (ee.restore_best) rep.upload_weights(best_weights);
     if (lead) {
       run.progress.end_epoch(console);
       run.record.add(epoch, row, std::chrono::duration<double>(std::chrono::steady_clock::now() - t_epoch).count(), run.progress);

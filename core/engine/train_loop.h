@@ -8,7 +8,7 @@
 #include "core/engine/checkpointer.h"
 #include "core/engine/data_setup.h"
 #include "core/engine/fit.h"
-#include "core/engine/worker.h"
+#include "core/engine/trainee.h"
 #include "core/io/run_dir.h"
 #include "core/optim/schedule.h"
 
@@ -44,6 +44,7 @@ struct RunShared {
   std::atomic<int64_t> images{0};
 };
 
-void train_rank(Worker& w, RunShared& run);
+// The epochs of one rank. Every rank's thread runs it; rank 0 writes the files.
+void train_rank(Trainee& w, RunShared& run);
 
 }  // namespace trainer

@@ -13,29 +13,31 @@
 #include "core/data/loader.h"
 #include "core/engine/grad_buckets.h"
 #include "core/engine/replica.h"
+#include "core/engine/trainee.h"
 
 namespace trainer {
 
-class Worker {
+class Worker final : public Trainee {
  public:
   Worker(const Experiment& e, int rank, Device device, int threads);
   // Connects the worker to its communicators (made once every replica's context exists):
   // `grad` is used only by the gradient communication thread, `ctl` only by the worker thread.
   void attach(Communicator& grad, Communicator& ctl);
 
-  int rank() const { return rank_; }
+  int rank() const override { return rank_; }
+  ModelState& state() override { return rep_->state(); }
   Replica& replica() { return *rep_; }
   Communicator& control() { return *ctl_; }
   // Binds this thread to the replica's device (call first on the worker thread).
   void bind_thread() { rep_->context().bind_thread(); }
   // Makes every replica start from rank 0's initial parameters.
-  void broadcast_parameters();
+  void broadcast_parameters() override;
 
   // One step on this rank's shard `b`; returns the step's stats summed over all replicas.
   // `stop`: in, this rank asks to stop after this step; out, some rank asked (all ranks agree).
-  LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop);
+  LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop) override;
   // Loss and accuracy sums over this rank's shard of a loader pass, summed over all replicas.
-  LossStats evaluate(Loader& loader);
+  LossStats evaluate(Loader& loader) override;
 
   const GradBuckets& buckets() const { return *buckets_; }
 

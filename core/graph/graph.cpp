@@ -10,12 +10,16 @@
 
 namespace trainer {
 
-Graph::Graph(const ModelSpec& spec) : input_shape_(spec.input) {
+Graph::Graph(const ModelSpec& spec) : store_(std::make_shared<ParamStore>()) {
   std::map<std::string, int> index;
+  std::map<std::string, int> group_owner;  // parameter group ("lstm_a") -> its first node
+  std::vector<std::string> group_of;
   std::vector<ParamEntry> entries;
+  for (const ModelInput& in : spec.inputs) input_shapes_.push_back(in.shape);
   for (const LayerDef& def : spec.layers) {
     const LayerInfo* info = find_layer(def.type);
-    cfg::MapReader reader(def.node, fmt::format("{} layer '{}'", def.type, def.name));
+    const cfg::Node& config = def.config.defined() ? def.config : def.node;
+    cfg::MapReader reader(config, fmt::format("{} layer '{}'", def.type, def.params_of.empty() ? def.name : def.params_of));
     reader.allow({"name", "type", "inputs"});
     GraphNode n;
     n.layer = info->make(reader);
@@ -24,9 +28,10 @@ Graph::Graph(const ModelSpec& spec) : input_shape_(spec.input) {
 
     std::vector<Shape> in_shapes;
     for (const std::string& in : def.inputs) {
-      if (in == spec.input_name) {
-        n.inputs.push_back(-1);
-        in_shapes.push_back(input_shape_);
+      int k = spec.input_index(in);
+      if (k >= 0) {
+        n.inputs.push_back(-1 - k);
+        in_shapes.push_back(input_shapes_[size_t(k)]);
       } else {
         int j = index.at(in);
         n.inputs.push_back(j);
@@ -58,27 +63,47 @@ Graph::Graph(const ModelSpec& spec) : input_shape_(spec.input) {
       if (d <= 0)
         def.node.fail(fmt::format("{} layer '{}' would produce an empty output ({}) from input {}", def.type, def.name,
                                   n.shape.str(), in_shapes[0].str()));
-    for (const ParamSpec& p : n.layer->params()) {
-      n.params.push_back(entries.size());
-      entries.push_back({def.name + "/" + p.name, p, 0});
+    const std::string group = def.params_of.empty() ? def.name : def.params_of;
+    const int self = int(nodes_.size());
+    auto owner = group_owner.find(group);
+    if (owner == group_owner.end()) {
+      group_owner[group] = self;
+      for (const ParamSpec& p : n.layer->params()) {
+        n.params.push_back(entries.size());
+        entries.push_back({group + "/" + p.name, p, 0});
+      }
+    } else {  // a second use: the first node's parameters, which must fit these inputs
+      GraphNode& o = nodes_[size_t(owner->second)];
+      std::vector<ParamSpec> mine = n.layer->params(), theirs = o.layer->params();
+      for (size_t p = 0; p < mine.size(); ++p)
+        if (mine[p].shape != theirs[p].shape)
+          def.node.fail(fmt::format("layer '{}' shares '{}', but its input {} would need {} of shape {}, not {}", def.name,
+                                    group, in_shapes[0].str(), mine[p].name, mine[p].shape.str(), theirs[p].shape.str()));
+      n.shares = owner->second;
+      o.sharers.push_back(self);
     }
-    index[def.name] = int(nodes_.size());
+    group_of.push_back(group);
+    index[def.name] = self;
     nodes_.push_back(std::move(n));
   }
   output_ = index.at(spec.output);
-  store_.layout(std::move(entries));
+  store_->layout(std::move(entries));
   frontier_.assign(nodes_.size() + 1, 0);
   // layout() reorders entries (trainable first): map each node's parameters by name again.
   std::map<std::string, size_t> by_name;
-  for (size_t i = 0; i < store_.entries().size(); ++i) by_name[store_.entries()[i].name] = i;
-  for (GraphNode& n : nodes_)
-    for (size_t p = 0; p < n.params.size(); ++p)
-      n.params[p] = by_name.at(n.layer->name() + "/" + n.layer->params()[p].name);
-  frontier_[nodes_.size()] = store_.trainable_floats();
+  for (size_t i = 0; i < store_->entries().size(); ++i) by_name[store_->entries()[i].name] = i;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    GraphNode& n = nodes_[i];
+    n.params.clear();
+    for (const ParamSpec& p : n.layer->params()) n.params.push_back(by_name.at(group_of[i] + "/" + p.name));
+  }
+  // A sharer's parameters are final only after their owner's backward: only owners count.
+  frontier_[nodes_.size()] = store_->trainable_floats();
   for (size_t i = nodes_.size(); i-- > 0;) {
     frontier_[i] = frontier_[i + 1];
+    if (nodes_[i].shares >= 0) continue;
     for (size_t p : nodes_[i].params)
-      if (store_.entries()[p].spec.trainable) frontier_[i] = std::min(frontier_[i], store_.entries()[p].offset);
+      if (store_->entries()[p].spec.trainable) frontier_[i] = std::min(frontier_[i], store_->entries()[p].offset);
   }
 }
 
@@ -95,17 +120,43 @@ int64_t Graph::flops_per_sample() const {
 }
 
 void Graph::bind(OpContext& ctx, uint64_t seed) {
+  store_->allocate(ctx, seed);
+  bind_layers(ctx);
+}
+
+void Graph::bind_shared(OpContext& ctx, Graph& owner) {
+  if (owner.store_->entries().size() != store_->entries().size()) throw std::logic_error("Graph::bind_shared: another model");
+  store_ = owner.store_;
+  bind_layers(ctx);
+}
+
+void Graph::bind_layers(OpContext& ctx) {
   ctx_ = &ctx;
-  store_.allocate(ctx, seed);
-  for (GraphNode& n : nodes_) {
+  shadow_.assign(nodes_.size(), {});
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    GraphNode& n = nodes_[i];
     std::vector<Tensor> w, g;
     for (size_t p : n.params) {
-      w.push_back(store_.weight_view(p));
-      if (store_.entries()[p].spec.trainable) g.push_back(store_.grad_view(p));
+      const ParamEntry& e = store_->entries()[p];
+      w.push_back(store_->weight_view(p));
+      if (!e.spec.trainable) continue;
+      if (n.shares < 0) {
+        g.push_back(store_->grad_view(p));
+      } else {  // its own gradient buffer, added into the owner's after the owner's backward
+        shadow_[i].push_back(ctx.zeros(e.spec.shape));
+        g.push_back(shadow_[i].back());
+      }
     }
     n.layer->bind(ctx, std::move(w), std::move(g));
   }
   elementwise_ = make_kernel<ElementwiseKernel>(ctx, {});
+  input_grad_on_.assign(input_shapes_.size(), false);
+  input_grad_written_.assign(input_shapes_.size(), false);
+  batch_ = -1;
+}
+
+void Graph::set_input_grad(int k, bool on) {
+  input_grad_on_.at(size_t(k)) = on;
   batch_ = -1;
 }
 
@@ -113,12 +164,16 @@ void Graph::ensure_buffers(int64_t batch) {
   if (batch == batch_) return;
   acts_.assign(nodes_.size(), Tensor());
   grads_.assign(nodes_.size(), Tensor());
-  int64_t biggest = input_shape_.numel();
+  int64_t biggest = 1;
+  for (const Shape& s : input_shapes_) biggest = std::max(biggest, s.numel());
   for (size_t i = 0; i < nodes_.size(); ++i) {
     acts_[i] = ctx_->empty(nodes_[i].shape.with_batch(batch));
     grads_[i] = ctx_->empty(nodes_[i].shape.with_batch(batch));
     biggest = std::max(biggest, nodes_[i].shape.numel());
   }
+  input_grads_.assign(input_shapes_.size(), Tensor());
+  for (size_t k = 0; k < input_shapes_.size(); ++k)
+    if (input_grad_on_[k]) input_grads_[k] = ctx_->empty(input_shapes_[k].with_batch(batch));
   scratch_ = ctx_->empty(Shape{biggest * batch});
   grad_written_.assign(nodes_.size(), false);
   batch_ = batch;
@@ -154,65 +209,114 @@ class ScopeTimer {
 };
 }  // namespace
 
-void Graph::forward(const Tensor& x, bool training, int until) {
+void Graph::forward(const std::vector<const Tensor*>& inputs, bool training, int until) {
   if (!ctx_) throw std::logic_error("Graph::forward before bind");
-  if (x.shape().without_batch() != input_shape_)
-    throw std::invalid_argument(fmt::format("input batch has samples of shape {}, the model expects {}",
-                                            x.shape().without_batch().str(), input_shape_.str()));
-  ensure_buffers(x.dim(0));
-  input_ = &x;
+  if (inputs.size() != input_shapes_.size())
+    throw std::invalid_argument(fmt::format("{} input tensors for a model of {} inputs", inputs.size(), input_shapes_.size()));
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (inputs[k]->shape().without_batch() != input_shapes_[k] || inputs[k]->dim(0) != inputs[0]->dim(0))
+      throw std::invalid_argument(fmt::format("input batch has samples of shape {}, the model expects {}",
+                                              inputs[k]->shape().without_batch().str(), input_shapes_[k].str()));
+  ensure_buffers(inputs[0]->dim(0));
+  inputs_ = inputs;
   if (until < 0) until = output_;
   std::vector<const Tensor*> in;
   for (int i = 0; i <= until; ++i) {
     GraphNode& n = nodes_[size_t(i)];
+    if (hooks_.before_forward) hooks_.before_forward(i);
     in.clear();
-    for (int j : n.inputs) in.push_back(j < 0 ? input_ : &acts_[size_t(j)]);
-    ScopeTimer t(profiling_, *ctx_, profiling_ ? &times_[size_t(i)].forward : nullptr);
-    n.layer->forward(in, acts_[size_t(i)], training);
+    for (int j : n.inputs) in.push_back(is_model_input(j) ? inputs_[size_t(model_input_index(j))] : &acts_[size_t(j)]);
+    {
+      ScopeTimer t(profiling_, *ctx_, profiling_ ? &times_[size_t(i)].forward : nullptr);
+      n.layer->forward(in, acts_[size_t(i)], training);
+    }
+    if (hooks_.after_forward) hooks_.after_forward(i);
   }
 }
 
-void Graph::zero_param_grads(const GraphNode& n) {
+void Graph::zero_param_grads(const GraphNode& n, int node) {
+  if (n.shares >= 0) {
+    for (Tensor& g : shadow_[size_t(node)]) ctx_->fill_zero(g.data(), g.bytes());
+    return;
+  }
   for (size_t p : n.params)
-    if (store_.entries()[p].spec.trainable) {
-      Tensor g = store_.grad_view(p);
+    if (store_->entries()[p].spec.trainable) {
+      Tensor g = store_->grad_view(p);
       ctx_->fill_zero(g.data(), g.bytes());
     }
 }
 
+void Graph::finish_params(int node) {
+  const GraphNode& n = nodes_[size_t(node)];
+  for (int s : n.sharers) {
+    size_t q = 0;
+    for (size_t p : n.params)
+      if (store_->entries()[p].spec.trainable) {
+        Tensor g = store_->grad_view(p);
+        elementwise_->accumulate(shadow_[size_t(s)][q++], g);
+      }
+  }
+}
+
+void Graph::add_grad(int node, const Tensor& g) {
+  Tensor& dst = grads_[size_t(node)];
+  if (g.numel() != dst.numel()) throw std::logic_error("Graph::add_grad: shape mismatch");
+  if (!grad_written_[size_t(node)]) {
+    ctx_->copy(dst.data(), g.data(), dst.bytes());
+    grad_written_[size_t(node)] = true;
+  } else {
+    elementwise_->accumulate(g, dst);
+  }
+}
+
 void Graph::backward(const Tensor& dy_from, int from) {
   std::fill(grad_written_.begin(), grad_written_.end(), false);
-  for (size_t i = size_t(from) + 1; i < nodes_.size(); ++i) zero_param_grads(nodes_[i]);
+  grad_written_[size_t(from)] = true;
+  run_backward(from, &dy_from);
+}
+
+void Graph::backward_all() { run_backward(int(nodes_.size()) - 1, nullptr); }
+
+void Graph::run_backward(int from, const Tensor* dy_from) {
+  if (!dy_from) std::fill(grad_written_.begin(), grad_written_.end(), false);
+  std::fill(input_grad_written_.begin(), input_grad_written_.end(), false);
+  for (size_t i = size_t(from) + 1; i < nodes_.size(); ++i) zero_param_grads(nodes_[i], int(i));
   if (hook_) hook_(frontier_[size_t(from) + 1]);
   std::vector<const Tensor*> in;
   std::vector<Tensor> dx_store;
   std::vector<Tensor*> dx;
-  std::vector<int> accumulate_into;
+  std::vector<Tensor*> accumulate_into;
   for (int i = from; i >= 0; --i) {
     GraphNode& n = nodes_[size_t(i)];
-    const Tensor* dy = i == from ? &dy_from : &grads_[size_t(i)];
-    if (i != from && !grad_written_[size_t(i)]) {  // nothing downstream reached this node
-      zero_param_grads(n);
-      if (hook_) hook_(frontier_[size_t(i)]);
+    if (hooks_.before_backward) hooks_.before_backward(i);
+    const Tensor* dy = (i == from && dy_from) ? dy_from : &grads_[size_t(i)];
+    if (!grad_written_[size_t(i)]) {  // nothing downstream reached this node
+      zero_param_grads(n, i);
+      finish_params(i);
+      if (hooks_.after_backward) hooks_.after_backward(i);
+      if (hook_ && frontier_[size_t(i)] < frontier_[size_t(i) + 1]) hook_(frontier_[size_t(i)]);
       continue;
     }
     in.clear();
     dx_store.assign(n.inputs.size(), Tensor());
-    accumulate_into.assign(n.inputs.size(), -1);
+    accumulate_into.assign(n.inputs.size(), nullptr);
     size_t scratch_used = 0;
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       int j = n.inputs[k];
-      in.push_back(j < 0 ? input_ : &acts_[size_t(j)]);
-      if (j < 0) {  // no gradient for the model input: an undefined tensor that still has its shape
-        dx_store[k] = Tensor::view(nullptr, input_->shape(), DType::F32, input_->device());
+      bool model_input = is_model_input(j);
+      size_t m = model_input ? size_t(model_input_index(j)) : size_t(j);
+      in.push_back(model_input ? inputs_[m] : &acts_[m]);
+      if (model_input && !input_grad_on_[m]) {  // no gradient wanted: an undefined tensor that still has its shape
+        dx_store[k] = Tensor::view(nullptr, inputs_[m]->shape(), DType::F32, inputs_[m]->device());
         continue;
       }
-      Tensor& g = grads_[size_t(j)];
-      bool taken = grad_written_[size_t(j)];
+      Tensor& g = model_input ? input_grads_[m] : grads_[m];
+      std::vector<bool>::reference written = model_input ? input_grad_written_[m] : grad_written_[m];
+      bool taken = written;
       for (size_t q = 0; q < k; ++q) taken |= n.inputs[q] == j;
       if (!taken) {
         dx_store[k] = g;
-        grad_written_[size_t(j)] = true;
+        written = true;
       } else {  // a second contribution: compute into scratch, then add
         int64_t need = g.numel();
         if (scratch_used + size_t(need) > size_t(scratch_.numel())) {
@@ -221,15 +325,19 @@ void Graph::backward(const Tensor& dy_from, int from) {
           dx_store[k] = Tensor::view(scratch_.f32() + scratch_used, g.shape(), DType::F32, g.device());
           scratch_used += size_t(need);
         }
-        accumulate_into[k] = j;
+        accumulate_into[k] = &g;
       }
     }
     dx.clear();
     for (Tensor& t : dx_store) dx.push_back(&t);
-    ScopeTimer t(profiling_, *ctx_, profiling_ ? &times_[size_t(i)].backward : nullptr);
-    n.layer->backward(in, acts_[size_t(i)], *dy, dx);
-    for (size_t k = 0; k < n.inputs.size(); ++k)
-      if (accumulate_into[k] >= 0) elementwise_->accumulate(dx_store[k], grads_[size_t(accumulate_into[k])]);
+    {
+      ScopeTimer t(profiling_, *ctx_, profiling_ ? &times_[size_t(i)].backward : nullptr);
+      n.layer->backward(in, acts_[size_t(i)], *dy, dx);
+      for (size_t k = 0; k < n.inputs.size(); ++k)
+        if (accumulate_into[k]) elementwise_->accumulate(dx_store[k], *accumulate_into[k]);
+      finish_params(i);
+    }
+    if (hooks_.after_backward) hooks_.after_backward(i);
     if (hook_ && frontier_[size_t(i)] < frontier_[size_t(i) + 1]) hook_(frontier_[size_t(i)]);
   }
   if (hook_) hook_(0);

@@ -15,10 +15,25 @@ namespace trainer {
 
 struct GraphNode {
   std::unique_ptr<Layer> layer;
-  std::vector<int> inputs;  // node indices; -1 is the model input
+  std::vector<int> inputs;  // node indices; -1 - k is model input k
   Shape shape;              // output shape without batch
   std::vector<size_t> params;  // indices into the ParamStore
+  int shares = -1;          // the node whose parameters this one uses (`share:`), else -1
+  std::vector<int> sharers; // the nodes that use this node's parameters
   int consumers = 0;
+};
+
+// Model input k is node index -1 - k in GraphNode::inputs.
+inline bool is_model_input(int j) { return j < 0; }
+inline int model_input_index(int j) { return -1 - j; }
+
+// Calls around each layer of a pass (device parallelism moves activations and gradients
+// between devices from here). Any may be empty.
+struct GraphHooks {
+  std::function<void(int node)> before_forward, after_forward;
+  // before_backward(i) comes before node i's gradient is read (add_grad may still add to it);
+  // after_backward(i) after node i's backward (or its skipping, when no gradient reached it).
+  std::function<void(int node)> before_backward, after_backward;
 };
 
 class Graph {
@@ -29,23 +44,40 @@ class Graph {
 
   // Allocates parameters (initialised from `seed`) and binds the layers to a device context.
   void bind(OpContext& ctx, uint64_t seed);
+  // Binds to the parameters (and gradients) of `owner`, a graph of the same spec on the same
+  // context: a second set of activations and layer state for the same model (micro-batches).
+  void bind_shared(OpContext& ctx, Graph& owner);
 
   const std::vector<GraphNode>& nodes() const { return nodes_; }
-  const Shape& input_shape() const { return input_shape_; }
+  const std::vector<Shape>& input_shapes() const { return input_shapes_; }
   int output_node() const { return output_; }
   const Shape& output_shape() const { return nodes_[size_t(output_)].shape; }
   int node_index(const std::string& name) const;  // -1 when absent
-  ParamStore& params() { return store_; }
-  const ParamStore& params() const { return store_; }
+  ParamStore& params() { return *store_; }
+  const ParamStore& params() const { return *store_; }
   int64_t flops_per_sample() const;  // forward
 
-  // Runs the layers up to and including `until` (default: the output node). x: [N, H, W, C].
-  void forward(const Tensor& x, bool training, int until = -1);
+  // Runs the layers up to and including `until` (default: the output node); one tensor per
+  // model input, [N, ...input shape].
+  void forward(const std::vector<const Tensor*>& inputs, bool training, int until = -1);
+  void forward(const Tensor& x, bool training, int until = -1) { forward(std::vector<const Tensor*>{&x}, training, until); }
   const Tensor& output(int node) const { return acts_[size_t(node)]; }
   // Backpropagates from a gradient given for node `from`'s output (skipping layers after it).
   // Parameter gradients are overwritten (the gradient buffer holds this batch's gradient).
   void backward(const Tensor& dy_from, int from);
+  // Backpropagates from every node down: gradients come only from add_grad (before the call
+  // or from the before_backward hook). Parameter gradients are overwritten.
+  void backward_all();
+  // Adds `g` to node's output gradient of the current backward pass (the first contribution is
+  // copied). Call before backward_all, or from before_backward(node).
+  void add_grad(int node, const Tensor& g);
   Tensor& grad(int node) { return grads_[size_t(node)]; }
+  // Gradients with respect to model input k are computed when asked for (device parallelism:
+  // an input that is another device's activation); valid after the last consumer's backward.
+  void set_input_grad(int k, bool on);
+  const Tensor& input_grad(int k) const { return input_grads_[size_t(k)]; }
+  bool input_grad_written(int k) const { return input_grad_written_[size_t(k)]; }
+  void set_hooks(GraphHooks h) { hooks_ = std::move(h); }
   // Called during backward each time the gradients of every trainable parameter at flat offset
   // >= `frontier` are final (parameters are laid out in layer order, so backward finishes them
   // from the end of the gradient buffer towards 0); the last call has frontier 0. Data
@@ -61,21 +93,28 @@ class Graph {
   const std::vector<LayerTime>& layer_times() const { return times_; }
 
  private:
+  void bind_layers(OpContext& ctx);
   void ensure_buffers(int64_t batch);
-  void zero_param_grads(const GraphNode& n);
+  void zero_param_grads(const GraphNode& n, int node);
+  void run_backward(int from, const Tensor* dy_from);
+  void finish_params(int node);  // adds sharers' gradients into the owner's
 
   std::vector<GraphNode> nodes_;
-  Shape input_shape_;
+  std::vector<Shape> input_shapes_;
   int output_ = -1;
-  ParamStore store_;
+  std::shared_ptr<ParamStore> store_;
   OpContext* ctx_ = nullptr;
-  const Tensor* input_ = nullptr;
+  std::vector<const Tensor*> inputs_;
   int64_t batch_ = -1;
   std::vector<Tensor> acts_, grads_;
+  std::vector<std::vector<Tensor>> shadow_;  // per node: the gradients of a sharer's own use
+  std::vector<bool> input_grad_on_, input_grad_written_;
+  std::vector<Tensor> input_grads_;
   Tensor scratch_;  // for a second contribution to an input's gradient
   std::vector<bool> grad_written_;
   std::unique_ptr<ElementwiseKernel> elementwise_;
   std::function<void(int64_t)> hook_;
+  GraphHooks hooks_;
   std::vector<int64_t> frontier_;  // per node: lowest trainable offset of this node and later ones
   bool profiling_ = false;
   std::vector<LayerTime> times_;

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "core/graph/layer.h"
@@ -40,7 +41,7 @@ struct BlockDef {
 
 class Expander {
  public:
-  Expander(const cfg::Node& model, std::string input_name) : input_name_(std::move(input_name)) {
+  Expander(const cfg::Node& model, std::vector<std::string> input_names) : input_names_(std::move(input_names)) {
     cfg::Node blocks = model.child("blocks");
     if (blocks.defined()) {
       if (!blocks.is_map()) blocks.fail("'model.blocks' must map block names to {params, layers}");
@@ -50,8 +51,12 @@ class Expander {
 
   void expand_top(const cfg::Node& layers) {
     scopes_.push_back(Scope{});
-    scopes_[0].local[input_name_] = Ref{input_name_, -1, layers};
-    expand_list(layers, 0, {Ref{input_name_, -1, layers}}, 0);
+    std::vector<Ref> all;
+    for (const std::string& n : input_names_) {
+      scopes_[0].local[n] = Ref{n, -1, layers};
+      all.push_back(Ref{n, -1, layers});
+    }
+    expand_list(layers, 0, all, 0);
   }
 
   // Resolves every reference to an expanded layer name.
@@ -77,6 +82,7 @@ class Expander {
 
   std::vector<LayerDef> defs;
   std::vector<std::vector<Ref>> def_inputs;
+  std::vector<std::optional<Ref>> def_share;  // `share:` as written
 
  private:
   void read_block(const std::string& name, const cfg::Node& node) {
@@ -109,7 +115,8 @@ class Expander {
     for (const cfg::Node& item : list.items()) {
       if (!item.is_map()) item.fail("a layer must be a mapping like {name: conv1, type: conv2d, ...}");
       cfg::MapReader r(item, "layer");
-      std::string type = r.get<std::string>("type");
+      cfg::Node share = r.optional("share");
+      std::string type = share.defined() ? r.get<std::string>("type", "") : r.get<std::string>("type");
       cfg::Node name_node = r.optional("name");
       std::string local = name_node.defined() ? name_node.as<std::string>()
                                               : fmt::format("{}_{}", type, ++auto_names[type]);
@@ -137,7 +144,24 @@ class Expander {
 
       std::string expanded = s.prefix + local;
       auto bit = blocks_.find(type);
-      if (bit != blocks_.end()) {
+      if (share.defined()) {
+        // A second use of a layer: only its name, inputs (and, if given, the same type) here.
+        for (const std::string& k : item.keys())
+          if (k != "name" && k != "inputs" && k != "share" && k != "type")
+            item.child(k).fail(fmt::format("layer '{}' shares '{}' (its type, configuration and parameters): only name, "
+                                           "inputs and share may be given, not '{}'", expanded, share.as<std::string>(), k));
+        LayerDef d;
+        d.name = expanded;
+        d.type = type;
+        d.node = item;
+        defs.push_back(std::move(d));
+        def_inputs.push_back(inputs);
+        def_share.push_back(Ref{share.as<std::string>(), sc, share});
+        Scope& s2 = scopes_[size_t(sc)];
+        s2.layer_of[local] = expanded;
+        s2.local[local] = Ref{local, sc, item};
+        last = Ref{local, sc, item};
+      } else if (bit != blocks_.end()) {
         if (depth >= kMaxBlockDepth) item.fail(fmt::format("blocks nest more than {} deep (does '{}' use itself?)", kMaxBlockDepth, type));
         last = expand_block(bit->first, bit->second, item, expanded, inputs, depth);
         scopes_[size_t(sc)].local[local] = last;
@@ -151,8 +175,10 @@ class Expander {
         d.name = expanded;
         d.type = type;
         d.node = item;
+        d.config = item;
         defs.push_back(std::move(d));
         def_inputs.push_back(inputs);
+        def_share.push_back(std::nullopt);
         Scope& s2 = scopes_[size_t(sc)];
         s2.layer_of[local] = expanded;
         s2.local[local] = Ref{local, sc, item};
@@ -189,20 +215,20 @@ class Expander {
     return expand_list(layers, sc, inputs, depth + 1);
   }
 
-  std::string input_name_;
+  std::vector<std::string> input_names_;
   std::map<std::string, BlockDef> blocks_;
   std::vector<Scope> scopes_;
 };
 
 // Kahn's algorithm in file order; what remains is on a cycle, which is reported.
-std::vector<LayerDef> topo_sort(std::vector<LayerDef> defs, const std::string& input_name) {
+std::vector<LayerDef> topo_sort(std::vector<LayerDef> defs, const std::set<std::string>& input_names) {
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < defs.size(); ++i) index[defs[i].name] = i;
   std::vector<int> pending(defs.size(), 0);
   std::vector<std::vector<size_t>> users(defs.size());
   for (size_t i = 0; i < defs.size(); ++i)
     for (const std::string& in : defs[i].inputs)
-      if (in != input_name) {
+      if (!input_names.count(in)) {
         ++pending[i];
         users[index.at(in)].push_back(i);
       }
@@ -230,7 +256,7 @@ std::vector<LayerDef> topo_sort(std::vector<LayerDef> defs, const std::string& i
       pos[cur] = path.size();
       path.push_back(cur);
       for (const std::string& in : defs[cur].inputs)
-        if (in != input_name && !done[index.at(in)]) {
+        if (!input_names.count(in) && !done[index.at(in)]) {
           cur = index.at(in);
           break;
         }
@@ -249,25 +275,61 @@ std::vector<LayerDef> topo_sort(std::vector<LayerDef> defs, const std::string& i
 
 }  // namespace
 
-ModelSpec parse_model(const cfg::Node& model) {
-  cfg::MapReader r(model, "the model section");
-  ModelSpec spec;
-  cfg::Node input = r.required("input");
+int ModelSpec::input_index(const std::string& name) const {
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (inputs[k].name == name) return int(k);
+  return -1;
+}
+
+namespace {
+
+Shape read_input_shape(const cfg::Node& input, const std::string& what) {
   std::vector<int64_t> dims;
   for (const cfg::Node& d : input.items()) {
     int64_t v = d.as<int64_t>();
     if (v <= 0 || v > (1 << 20)) d.fail("input dimensions must be between 1 and 1048576");
     dims.push_back(v);
   }
-  if (dims.size() != 3 && dims.size() != 1)
-    input.fail("'model.input' must be [height, width, channels] (or [features])");
-  spec.input = Shape(dims);
+  if (dims.empty() || dims.size() > 3)
+    input.fail(fmt::format("'{}' must be [height, width, channels], [steps, features] or [features]", what));
+  return Shape(dims);
+}
+
+}  // namespace
+
+ModelSpec parse_model(const cfg::Node& model) {
+  cfg::MapReader r(model, "the model section");
+  ModelSpec spec;
+  cfg::Node input = r.optional("input"), inputs = r.optional("inputs");
+  if (input.defined() == inputs.defined())
+    (input.defined() ? inputs : model).fail("the model needs either 'input: [...]' or 'inputs: [{name, shape}, ...]'");
+  if (input.defined()) {
+    spec.inputs.push_back({"input", read_input_shape(input, "model.input"), input});
+    spec.input = spec.inputs[0].shape;
+  } else {
+    if (!inputs.is_seq() || inputs.size() == 0) inputs.fail("'model.inputs' must be a list of {name, shape}");
+    int64_t total = 0;
+    for (const cfg::Node& item : inputs.items()) {
+      cfg::MapReader ir(item, "a model input");
+      std::string name = ir.get<std::string>("name");
+      Shape shape = read_input_shape(ir.required("shape"), "shape");
+      ir.finish();
+      if (name.empty() || name.find('/') != std::string::npos || name[0] == '$')
+        item.fail(fmt::format("'{}' is not a valid input name", name));
+      if (spec.input_index(name) >= 0) item.fail(fmt::format("input name '{}' is used twice", name));
+      spec.inputs.push_back({name, shape, item});
+      total += shape.numel();
+    }
+    spec.input = spec.inputs.size() == 1 ? spec.inputs[0].shape : Shape{total};
+  }
   r.allow({"blocks"});
   cfg::Node layers = r.required("layers");
   cfg::Node output = r.optional("output");
   r.finish();
 
-  Expander ex(model, spec.input_name);
+  std::vector<std::string> input_names;
+  for (const ModelInput& in : spec.inputs) input_names.push_back(in.name);
+  Expander ex(model, input_names);
   ex.expand_top(layers);
   if (ex.defs.empty()) layers.fail("the model has no layers");
   std::map<std::string, size_t> names;
@@ -276,6 +338,30 @@ ModelSpec parse_model(const cfg::Node& model) {
     for (const Ref& ref : ex.def_inputs[i]) d.inputs.push_back(ex.resolve(ref, fmt::format("layer '{}'", d.name)));
     if (std::find(d.inputs.begin(), d.inputs.end(), d.name) != d.inputs.end())
       d.node.fail(fmt::format("layer '{}' takes its own output as input", d.name));
+    if (spec.input_index(d.name) >= 0) d.node.fail(fmt::format("layer '{}' has the name of a model input", d.name));
+  }
+  // `share:` targets: resolved to the layer that owns the parameters (following chains).
+  std::map<std::string, size_t> by_name;
+  for (size_t i = 0; i < ex.defs.size(); ++i) by_name[ex.defs[i].name] = i;
+  for (size_t i = 0; i < ex.defs.size(); ++i) {
+    if (!ex.def_share[i]) continue;
+    LayerDef& d = ex.defs[i];
+    std::string target = ex.resolve(*ex.def_share[i], fmt::format("layer '{}' (share)", d.name));
+    size_t j = by_name.count(target) ? by_name.at(target) : i;
+    for (int hops = 0; hops < 64 && ex.def_share[j]; ++hops) {
+      std::string t = ex.resolve(*ex.def_share[j], "share");
+      if (!by_name.count(t)) break;
+      j = by_name.at(t);
+    }
+    if (!by_name.count(target) || j == i || ex.def_share[j])
+      ex.def_share[i]->where.fail(fmt::format("layer '{}' shares '{}', which is not a layer with parameters of its own",
+                                              d.name, ex.def_share[i]->name));
+    const LayerDef& owner = ex.defs[j];
+    if (!d.type.empty() && d.type != owner.type)
+      d.node.fail(fmt::format("layer '{}' is a {} but shares '{}', a {}", d.name, d.type, owner.name, owner.type));
+    d.type = owner.type;
+    d.config = owner.node;
+    d.params_of = owner.name;
   }
   spec.output = ex.defs.back().name;
   if (output.defined()) {
@@ -289,7 +375,7 @@ ModelSpec parse_model(const cfg::Node& model) {
     }
     spec.output = o;
   }
-  spec.layers = topo_sort(std::move(ex.defs), spec.input_name);
+  spec.layers = topo_sort(std::move(ex.defs), std::set<std::string>(input_names.begin(), input_names.end()));
   return spec;
 }
 

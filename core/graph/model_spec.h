@@ -12,18 +12,31 @@ namespace trainer {
 struct LayerDef {
   std::string name;  // expanded: "incep1/conv_3x3/conv"
   std::string type;  // a registered layer type
-  cfg::Node node;    // the layer's mapping, read with its block parameters in scope
-  std::vector<std::string> inputs;  // producing layers' expanded names, or the model input's name
+  cfg::Node node;    // the layer's mapping, read with its block parameters in scope (messages)
+  cfg::Node config;  // where its own keys are read: `node`, or the shared layer's mapping
+  std::vector<std::string> inputs;  // producing layers' expanded names, or model input names
+  // `share: other`: the layer whose parameters (and configuration) this one uses; their
+  // parameters are named after it ("lstm_a/kernel"). Empty: the layer has its own.
+  std::string params_of;
+};
+
+struct ModelInput {
+  std::string name;  // "input" for `input: [...]`
+  Shape shape;       // without batch
+  cfg::Node node;
 };
 
 struct ModelSpec {
-  Shape input;                       // H, W, C
-  std::string input_name = "input";
+  std::vector<ModelInput> inputs;    // one or more, in the order a sample's values come
+  Shape input;                       // one sample as the data loader gives it: the single input's
+                                     // shape, or Shape{total elements} with several inputs
   std::vector<LayerDef> layers;      // topologically sorted
   std::string output;                // the layer whose output is the model's output
+  int input_index(const std::string& name) const;  // -1 when `name` is not a model input
 };
 
-// Reads and checks `model:`: `input: [H, W, C]`, `blocks:` (name -> {params, layers}),
+// Reads and checks `model:`: `input: [H, W, C]` (or [steps, features], [features]) or several
+// `inputs: [{name: a, shape: [140, 256]}, ...]`, `blocks:` (name -> {params, layers}),
 // `layers:` (a list; each item a layer or a block instance), optional `output:`.
 //
 //   blocks:
@@ -38,7 +51,9 @@ struct ModelSpec {
 //
 // Inside a block, `inputs:` names sibling layers or `$input` (the block instance's inputs); the
 // instance's name stands for the block's last layer. Layers without `inputs:` take the previous
-// layer (the first takes the block's or the model's input).
+// layer (the first takes the block's or the model's input). `{name: b, share: a, inputs: [x]}`
+// is a second use of layer `a`: the same type, configuration and parameters (the Keras shared
+// layer); its gradient adds to a's.
 ModelSpec parse_model(const cfg::Node& model);
 
 }  // namespace trainer

@@ -33,7 +33,7 @@ std::string model_summary(const Graph& g, const std::string& name) {
   };
   row("Layer (type)", "Output Shape", "Param #", "Connected to");
   s += rule_eq + "\n";
-  row(fmt::format("{} (InputLayer)", "input"), g.input_shape().keras_str(), "0", "");
+  row(fmt::format("{} (InputLayer)", "input"), g.input_shapes()[0].keras_str(), "0", "");
   const ParamStore& ps = g.params();
   for (const GraphNode& n : g.nodes()) {
     int64_t params = 0;

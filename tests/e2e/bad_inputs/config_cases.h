@@ -120,8 +120,8 @@ inline std::vector<Case> config_cases() {
        .expect = "c.yaml:12:12: 'data.workers' must be between 0 and 64, not -1"},
       {.cat = "range", .name = "synthetic classes 11", .config = changed({{"classes: 3", "classes: 11"}}),
        .expect = "c.yaml:11:62: 'data.train.classes' must be between 1 and 10, not 11"},
-      {.cat = "range", .name = "two-dimensional input", .config = changed({{"input: [8, 8, 3]", "input: [8, 8]"}}),
-       .expect = "c.yaml:3:10: 'model.input' must be [height, width, channels] (or [features])"},
+      {.cat = "range", .name = "four-dimensional input", .config = changed({{"input: [8, 8, 3]", "input: [8, 8, 3, 1]"}}),
+       .expect = "c.yaml:3:10: 'model.input' must be [height, width, channels], [steps, features] or [features]"},
       {.cat = "range", .name = "augment shift 2", .config = changed({{"{flip: horizontal}", "{flip: horizontal, shift: 2}"}}),
        .expect = "c.yaml:12:38: 'data.augment.shift' must be between 0 and 0.99, not 2"},
 

@@ -60,8 +60,8 @@ inline std::vector<Case> usage_cases() {
        .expect = "nothere.yaml: cannot open the config file: No such file or directory"},
       {.cat = "subcommand", .name = "summary: bad shape", .config = changed({{"kernel: 3", "kernel: 9"}}), .args = "summary c.yaml",
        .expect = "c.yaml:5:7: conv2d 'conv': a 9x9 kernel does not fit its 8x8 input with padding 'valid'"},
-      {.cat = "subcommand", .name = "summary: bad --set", .config = kBase, .args = "summary c.yaml --set model.input=[8,8]",
-       .expect = "--set model.input=[8,8]: 'model.input' must be [height, width, channels] (or [features])"},
+      {.cat = "subcommand", .name = "summary: bad --set", .config = kBase, .args = "summary c.yaml --set model.input=[8,8,3,1]",
+       .expect = "--set model.input=[8,8,3,1]: 'model.input' must be [height, width, channels], [steps, features] or [features]"},
       {.cat = "subcommand", .name = "bench: cycle",
        .config = with_model("model:\n  input: [4]\n  layers:\n    - {name: a, type: dense, units: 4, inputs: [b]}\n"
                             "    - {name: b, type: dense, units: 3, inputs: [a]}\n"),

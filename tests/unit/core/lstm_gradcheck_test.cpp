@@ -40,6 +40,7 @@ ModelSpec spec_of(const char* yaml, const Shape& input) {
   auto doc = cfg::parse_document(yaml, "lstm_gradcheck.yaml");
   ModelSpec spec = parse_model(cfg::root(doc).child("model"));
   spec.input = input;
+  spec.inputs[0].shape = input;
   return spec;
 }
 

@@ -1,0 +1,244 @@
+// Device-parallel invariants on virtual CPU devices: a model cut over devices trains exactly as
+// on one device; GPipe micro-batches (M = 1, 2, 4) match one pass over the batch for BN-free
+// nets; a shared layer's gradient is the sum of its uses' (on one device and across devices).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "core/engine/pipeline/pipeline_worker.h"
+#include "core/engine/replica.h"
+
+using namespace trainer;
+
+namespace {
+
+const char* kCnn = R"(
+name: dp_cnn
+seed: 5
+model:
+  input: [8, 8, 3]
+  layers:
+    - {name: conv1, type: conv2d, filters: 6, kernel: 3, padding: same}
+    - {name: relu1, type: relu}
+    - {name: pool, type: max_pool2d, pool: 2}
+    - {name: conv2, type: conv2d, filters: 8, kernel: 3, strides: 2, padding: same}
+    - {name: relu2, type: relu}
+    - {name: flat, type: flatten}
+    - {name: dense, type: dense, units: 5}
+    - {name: softmax, type: softmax}
+data:
+  train: {type: synthetic, size: 64, image_size: 8, classes: 5}
+optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+strategy: device_parallel
+placement: {conv1: cpu:0, conv2: cpu:1}
+)";
+
+// Two sequences through one shared LSTM on two devices, merged on a third (the Keras FAQ model).
+const char* kSharedLstm = R"(
+name: shared
+seed: 3
+model:
+  inputs:
+    - {name: a, shape: [5, 4]}
+    - {name: b, shape: [5, 4]}
+  layers:
+    - {name: lstm_a, type: lstm, units: 6, inputs: [a]}
+    - {name: lstm_b, share: lstm_a, inputs: [b]}
+    - {name: merged, type: concat, inputs: [lstm_a, lstm_b]}
+    - {name: hidden, type: dense, units: 8}
+    - {name: relu, type: relu}
+    - {name: out, type: dense, units: 1}
+    - {name: sigmoid, type: sigmoid}
+data:
+  train: {type: synthetic, size: 64, image_size: 8, classes: 2}
+train: {loss: binary_crossentropy}
+optimizer: {type: rmsprop, lr: 0.01}
+strategy: device_parallel
+placement: {lstm_a: cpu:1, lstm_b: cpu:2, merged: cpu}
+)";
+
+Experiment experiment(const std::string& yaml, const std::vector<std::string>& sets = {}) {
+  return read_experiment(cfg::parse_document(yaml, "dp.yaml", sets));
+}
+
+std::vector<Device> cpus(const Experiment& e) {
+  std::vector<Device> d;
+  for (size_t i = 0; i < e.placement.devices.size(); ++i) d.push_back(Device::cpu(int(i)));
+  return d;
+}
+
+// A batch of n samples for a model with these inputs: values in [-1, 1), labels in [0, classes).
+Batch random_batch(const std::vector<Shape>& shapes, int64_t n, int classes, uint32_t seed) {
+  int64_t total = 0;
+  for (const Shape& s : shapes) total += s.numel();
+  Batch b;
+  b.images = Tensor::empty(Shape{n, total});
+  b.labels = Tensor::empty(Shape{n}, DType::I32);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int64_t i = 0; i < n * total; ++i) b.images.f32()[i] = u(rng);
+  for (int64_t i = 0; i < n; ++i) b.labels.i32()[i] = int32_t(rng() % uint32_t(classes));
+  b.size = b.global_size = n;
+  if (shapes.size() == 1) b.images = b.images.reshape(shapes[0].with_batch(n));
+  return b;
+}
+
+std::map<std::string, std::vector<float>> by_name(ModelState& s, bool grads = false) {
+  (void)grads;
+  std::vector<float> w = s.download_weights();
+  std::map<std::string, std::vector<float>> out;
+  for (const ParamEntry& p : s.entries()) out[p.name].assign(w.begin() + p.offset, w.begin() + p.offset + p.spec.shape.numel());
+  return out;
+}
+
+double max_diff(const std::map<std::string, std::vector<float>>& a, const std::map<std::string, std::vector<float>>& b) {
+  REQUIRE(a.size() == b.size());
+  double d = 0;
+  for (const auto& [name, v] : a) {
+    REQUIRE(b.count(name));
+    const std::vector<float>& w = b.at(name);
+    REQUIRE(v.size() == w.size());
+    for (size_t i = 0; i < v.size(); ++i) d = std::max(d, double(std::fabs(v[i] - w[i])));
+  }
+  return d;
+}
+
+std::vector<Shape> input_shapes(const Experiment& e) {
+  std::vector<Shape> s;
+  for (const ModelInput& in : e.model.inputs) s.push_back(in.shape);
+  return s;
+}
+
+// Final weights after `steps` steps on one device.
+std::map<std::string, std::vector<float>> train_single(const Experiment& e, int steps, int classes) {
+  Replica r(e, Device::cpu(0), 1);
+  for (int s = 0; s < steps; ++s) {
+    Batch b = random_batch(input_shapes(e), 12, classes, uint32_t(100 + s));
+    r.train_step(b.images, b.labels, 0.05f, uint64_t(s));
+  }
+  return by_name(r.state());
+}
+
+std::map<std::string, std::vector<float>> train_placed(const Experiment& e, int steps, int classes) {
+  PipelineWorker w(e, cpus(e), 1);
+  bool stop = false;
+  for (int s = 0; s < steps; ++s) {
+    Batch b = random_batch(input_shapes(e), 12, classes, uint32_t(100 + s));
+    w.train_step(b, 0.05f, uint64_t(s), stop);
+  }
+  return by_name(w.state());
+}
+
+}  // namespace
+
+TEST_CASE("device parallel: a CNN over two devices trains as on one (10 steps, 1e-5)", "[device_parallel]") {
+  Experiment e = experiment(kCnn);
+  REQUIRE(e.placement.devices == std::vector<std::string>{"cpu:0", "cpu:1"});
+  auto one = train_single(e, 10, 5), two = train_placed(e, 10, 5);
+  double d = max_diff(one, two);
+  WARN("CNN on 2 virtual CPU devices vs 1 device after 10 SGD steps: max |dw| = " << d);
+  CHECK(d <= 1e-5);
+}
+
+TEST_CASE("device parallel: GPipe micro-batches M = 2, 4 match M = 1 (10 steps, 1e-5)", "[device_parallel]") {
+  auto base = train_placed(experiment(kCnn), 10, 5);
+  for (int m : {2, 4}) {
+    Experiment e = experiment(kCnn, {"pipeline.microbatches=" + std::to_string(m)});
+    REQUIRE(e.microbatches == m);
+    double d = max_diff(base, train_placed(e, 10, 5));
+    WARN("CNN, " << m << " micro-batches vs 1 after 10 SGD steps: max |dw| = " << d);
+    CHECK(d <= 1e-5);
+  }
+}
+
+TEST_CASE("device parallel: the shared-LSTM model over three devices trains as on one", "[device_parallel]") {
+  Experiment e = experiment(kSharedLstm);
+  REQUIRE(e.placement.devices.size() == 3);
+  auto one = train_single(e, 10, 2);
+  REQUIRE(one.count("lstm_a/kernel"));
+  REQUIRE_FALSE(one.count("lstm_b/kernel"));  // one parameter set for both uses
+  for (int m : {1, 3}) {
+    Experiment p = experiment(kSharedLstm, {"pipeline.microbatches=" + std::to_string(m)});
+    double d = max_diff(one, train_placed(p, 10, 2));
+    WARN("shared LSTM on 3 virtual CPU devices (" << m << " micro-batches) vs 1 device after 10 RMSprop steps: max |dw| = " << d);
+    CHECK(d <= 1e-5);
+  }
+}
+
+TEST_CASE("shared layers: the gradient is the sum of both uses' gradients", "[device_parallel]") {
+  // The same model without sharing: lstm_b has its own parameters, set equal to lstm_a's.
+  std::string unshared = kSharedLstm;
+  unshared.replace(unshared.find("{name: lstm_b, share: lstm_a, inputs: [b]}"), 42,
+                   "{name: lstm_b, type: lstm, units: 6, inputs: [b]}");
+  Experiment shared = experiment(kSharedLstm), separate = experiment(unshared);
+  Batch b = random_batch(input_shapes(shared), 7, 2, 42);
+
+  Replica rs(shared, Device::cpu(0), 1), ru(separate, Device::cpu(0), 1);
+  {  // separate's lstm_b := lstm_a, everything else equal by name (same seed)
+    std::vector<float> w = ru.state().download_weights();
+    auto src = by_name(rs.state());
+    for (const ParamEntry& p : ru.state().entries()) {
+      std::string from = p.name.rfind("lstm_b/", 0) == 0 ? "lstm_a/" + p.name.substr(7) : p.name;
+      std::copy(src.at(from).begin(), src.at(from).end(), w.begin() + p.offset);
+    }
+    ru.state().upload_weights(w);
+  }
+  auto grads = [](Replica& r) {
+    std::vector<float> g(size_t(r.graph().params().trainable_floats()));
+    r.context().copy_to_host(g.data(), r.graph().params().grads().data(), g.size() * sizeof(float));
+    std::map<std::string, std::vector<float>> out;
+    for (const ParamEntry& p : r.graph().params().entries())
+      if (p.spec.trainable) out[p.name].assign(g.begin() + p.offset, g.begin() + p.offset + p.spec.shape.numel());
+    return out;
+  };
+  rs.compute_gradients(b.images, b.labels, 1.0f / 7, 0);
+  ru.compute_gradients(b.images, b.labels, 1.0f / 7, 0);
+  auto gs = grads(rs), gu = grads(ru);
+  double worst = 0, scale = 0;
+  for (const std::string& p : {"kernel", "recurrent_kernel", "bias"}) {
+    const auto &sum = gs.at("lstm_a/" + p), &a = gu.at("lstm_a/" + p), &bb = gu.at("lstm_b/" + p);
+    for (size_t i = 0; i < sum.size(); ++i) {
+      worst = std::max(worst, double(std::fabs(sum[i] - (a[i] + bb[i]))));
+      scale = std::max(scale, double(std::fabs(a[i])) + std::fabs(bb[i]));
+    }
+  }
+  WARN("shared LSTM gradient vs the sum of two separate LSTMs' (one device): max diff " << worst << " (gradients up to " << scale << ")");
+  CHECK(scale > 1e-4);
+  CHECK(worst <= 1e-6);
+
+  // Across devices: each copy holds the sum after a step's gradients.
+  PipelineWorker w(shared, cpus(shared), 1);
+  w.compute_gradients(b, 0);
+  for (int s = 0; s < w.stages(); ++s) {
+    ParamStore& ps = w.stage(s).params();
+    for (const ParamEntry& p : ps.entries()) {
+      if (p.name.rfind("lstm_a/", 0) != 0 || !p.spec.trainable) continue;
+      std::vector<float> g(size_t(p.spec.shape.numel()));
+      Tensor gv = ps.grad_view(size_t(&p - &ps.entries()[0]));
+      w.stage(s).context().copy_to_host(g.data(), gv.data(), gv.bytes());
+      const auto& sum = gs.at(p.name);
+      double d = 0;
+      for (size_t i = 0; i < g.size(); ++i) d = std::max(d, double(std::fabs(g[i] - sum[i])));
+      INFO("stage " << s << " " << p.name);
+      CHECK(d <= 1e-6);
+    }
+  }
+}
+
+TEST_CASE("device parallel: config errors name the place", "[device_parallel]") {
+  auto fails = [](const std::vector<std::string>& sets, const std::string& want) {
+    try {
+      experiment(kCnn, sets);
+      FAIL("no error for " << want);
+    } catch (const cfg::ConfigError& x) {
+      CHECK_THAT(std::string(x.what()), Catch::Contains(want));
+    }
+  };
+  fails({"placement={conv3: cpu:1}"}, "placement names 'conv3', which is not a layer or block of the model (did you mean 'conv1'");
+  fails({"placement={conv1: tpu:0}"}, "'tpu:0' is not a device: use cpu, cpu:N (a virtual CPU device) or gpu:N");
+  fails({"strategy=hybrid"}, "strategy 'hybrid' (data parallel over copies of a device-parallel pipeline) is not implemented");
+  fails({"strategy=data_parallel"}, "'placement' needs strategy: device_parallel");
+  fails({"pipeline.microbatches=0"}, "microbatches");
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The threaded parts — the data-parallel engine (worker threads, communication threads,
-# LocalComm rendezvous, failure propagation) and the prefetching loader — under ThreadSanitizer.
+# LocalComm rendezvous, failure propagation), the device-parallel stages (stage threads, mailbox
+# hand-offs, shared-gradient sums) and the prefetching loader — under ThreadSanitizer.
 #   scripts/test-tsan.sh            (CPU only; its own build in build-tsan/)
 # libgomp and oneDNN are not instrumented: tests/tsan.supp silences reports that lie entirely
 # inside them. The tests run replicas of one compute thread each: TSan cannot see OpenMP's own
@@ -14,4 +15,5 @@ cmake --build "$build" --parallel --target unit_core unit_data
 export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1"
 export OMP_NUM_THREADS=1
 "$build/tests/unit_core" "data parallel*"
+"$build/tests/unit_core" "[device_parallel]"
 "$build/tests/unit_data" "loader*"

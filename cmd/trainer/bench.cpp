@@ -23,9 +23,10 @@ int run_bench(const BenchArgs& a) {
   for (const std::string& l : r.layer_lines) fmt::print("{}\n", l);
   fmt::print("{{\"model\": \"{}\", \"device\": \"{}\", \"threads\": {}, \"batch\": {}, \"steps\": {}, "
              "\"images_per_sec\": {:.2f}, \"ms_per_step\": {:.2f}, \"gflops_per_sec\": {:.1f}, "
-             "\"allreduce_ms_per_step\": {:.2f}, \"allreduce_hidden\": {:.3f}}}\n",
+             "\"allreduce_ms_per_step\": {:.2f}, \"allreduce_hidden\": {:.3f}{}}}\n",
              e.name, r.device, r.threads, r.batch, a.o.steps, r.images_per_second, r.ms_per_step, r.gflops_per_second,
-             r.allreduce_ms_per_step, r.hidden_fraction);
+             r.allreduce_ms_per_step, r.hidden_fraction,
+             r.bubble >= 0 ? fmt::format(", \"microbatches\": {}, \"bubble\": {:.3f}", r.microbatches, r.bubble) : "");
   return kOk;
 }
 

@@ -16,7 +16,8 @@ const RegisterCommand reg({"summary", "Print the model's layers, output shapes, 
   return [config, sets] {
     Experiment e = load_experiment(*config, *sets);
     Graph g(e.model);
-    fmt::print("{}", model_summary(g, e.name));
+    bool placed = e.strategy == "device_parallel";
+    fmt::print("{}", model_summary(g, e.name, placed ? &e.placement : nullptr, e.train.batch_size));
     return kOk;
   };
 }});

@@ -13,6 +13,7 @@
 namespace trainer {
 
 BenchResult bench(const Experiment& e, const BenchOptions& o) {
+  if (e.strategy == "device_parallel") return bench_pipeline(e, o);
   std::vector<Device> devices = select_devices(e.devices);
   int n = int(devices.size());
   int threads = threads_per_replica(e.devices, n);

@@ -21,8 +21,14 @@ struct BenchResult {
   double allreduce_ms_per_step = 0;  // rank 0's gradient all-reduce work per step
   double hidden_fraction = 1;        // the part of it that overlapped backward
   std::vector<std::string> layer_lines;  // "name  fwd ms  bwd ms", slowest first
+  // Device parallel: micro-batches per batch and the stages' idle fraction (GPipe's bubble is
+  // (S - 1) / (M + S - 1) for S balanced stages); -1 for data parallel.
+  int microbatches = 0;
+  double bubble = -1;
 };
 
 BenchResult bench(const Experiment& e, const BenchOptions& o);
+// The same for strategy: device_parallel (core/engine/pipeline/pipeline_bench.cpp).
+BenchResult bench_pipeline(const Experiment& e, const BenchOptions& o);
 
 }  // namespace trainer

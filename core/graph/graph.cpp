@@ -15,7 +15,10 @@ Graph::Graph(const ModelSpec& spec) : store_(std::make_shared<ParamStore>()) {
   std::map<std::string, int> group_owner;  // parameter group ("lstm_a") -> its first node
   std::vector<std::string> group_of;
   std::vector<ParamEntry> entries;
-  for (const ModelInput& in : spec.inputs) input_shapes_.push_back(in.shape);
+  for (const ModelInput& in : spec.inputs) {
+    input_shapes_.push_back(in.shape);
+    input_names_.push_back(in.name);
+  }
   for (const LayerDef& def : spec.layers) {
     const LayerInfo* info = find_layer(def.type);
     const cfg::Node& config = def.config.defined() ? def.config : def.node;

@@ -50,6 +50,7 @@ class Graph {
 
   const std::vector<GraphNode>& nodes() const { return nodes_; }
   const std::vector<Shape>& input_shapes() const { return input_shapes_; }
+  const std::vector<std::string>& input_names() const { return input_names_; }
   int output_node() const { return output_; }
   const Shape& output_shape() const { return nodes_[size_t(output_)].shape; }
   int node_index(const std::string& name) const;  // -1 when absent
@@ -101,6 +102,7 @@ class Graph {
 
   std::vector<GraphNode> nodes_;
   std::vector<Shape> input_shapes_;
+  std::vector<std::string> input_names_;
   int output_ = -1;
   std::shared_ptr<ParamStore> store_;
   OpContext* ctx_ = nullptr;

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <map>
+#include <atomic>
+#include <chrono>
 #include <random>
 
 #include "core/engine/pipeline/pipeline_worker.h"
@@ -241,4 +243,32 @@ TEST_CASE("device parallel: config errors name the place", "[device_parallel]") 
   fails({"strategy=hybrid"}, "strategy 'hybrid' (data parallel over copies of a device-parallel pipeline) is not implemented");
   fails({"strategy=data_parallel"}, "'placement' needs strategy: device_parallel");
   fails({"pipeline.microbatches=0"}, "microbatches");
+}
+
+TEST_CASE("stage threads: a failing stage stops the waiting ones and its error reaches the caller", "[device_parallel]") {
+  Mailbox box;
+  StageThreads threads(3, [](int) {}, box);
+  box.reset(4);
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    threads.run_all([&](int s) {
+      if (s == 1) throw std::runtime_error("stage one broke");
+      box.wait(size_t(s));  // never posted: only the abort wakes these
+    });
+    FAIL("no exception");
+  } catch (const PipelineAborted&) {
+    FAIL("the abort of the waiting stages hid the first failure");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()) == "stage one broke");
+  }
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  // The threads are usable again afterwards.
+  box.reset(3);
+  std::atomic<int> ran{0};
+  threads.run_all([&](int s) {
+    box.post(size_t(s));
+    box.wait(size_t((s + 1) % 3));
+    ++ran;
+  });
+  CHECK(ran == 3);
 }

@@ -121,6 +121,19 @@ row "trainer eval on GPU" "rc $?; $(grep -o 'loss: .*' "$out/ck-eval.log" | tail
 "$bin/trainer" devices >"$out/devices.log" 2>&1
 row "trainer devices" "$(grep -c '^cuda:' "$out/devices.log") GPU line(s); $(grep -io 'nccl[^,;]*' "$out/devices.log" | head -1)"
 
+# --- device parallelism: placement on gpu:0 + cpu, a shared LSTM over gpu:0/gpu:1 (both GPU 0) ----
+log "device parallel on GPU"
+"$bin/trainer" run configs/model_parallel.yaml --gpus 0 --set placement.a1=gpu:0 --set placement.b1=cpu \
+  --set train.epochs=2 --run-dir "$out/mp-gpu-cpu" >"$out/mp-gpu-cpu.log" 2>&1
+row "model_parallel.yaml on gpu:0 + cpu, 4 micro-batches" "rc $?; $(tail -1 "$out/mp-gpu-cpu/metrics.csv" 2>/dev/null)"
+"$bin/trainer" run configs/shared_lstm.yaml --gpus 0,0 --set train.epochs=2 --run-dir "$out/lstm-gpu" >"$out/lstm-gpu.log" 2>&1
+row "shared_lstm.yaml, branches on GPU 0 twice (--gpus 0,0), 2 epochs" "rc $?; $(tail -1 "$out/lstm-gpu/metrics.csv" 2>/dev/null)"
+for m in 1 4; do
+  o=$("$bin/trainer" bench configs/model_parallel.yaml --gpus 0 --set placement.a1=gpu:0 --set placement.b1=cpu \
+        --set pipeline.microbatches=$m --steps 20 2>&1 | tail -1)
+  row "bench model_parallel gpu:0 + cpu, M=$m" "$o"
+done
+
 # --- throughput: MiniGoogLeNet, batch 256 -------------------------------------------------------
 ips() { sed -nE 's/.*"images_per_(sec|s)": ([0-9.]+).*/\2/p' | tail -1; }
 for prec in fp32 bf16; do

@@ -85,6 +85,9 @@ DataSetup setup_data(const Experiment& e, const std::string& base_dir, int repli
           node.fail(fmt::format("this set gives {} input(s) of shape {}, but the model takes {} input(s) of shape {}", have.size(),
                                 list(have), want.size(), list(want)));
       }
+      if (loader && loader->sample_shape() != e.model.input && e.model.inputs.size() > 1)
+        node.fail(fmt::format("this set gives {} samples, but the model takes {} inputs ({} values per sample)",
+                              loader->sample_shape().str(), e.model.inputs.size(), e.model.input.numel()));
       if (loader && loader->sample_shape() != e.model.input)
         node.fail(fmt::format("this set gives {} samples, but model.input is {}", loader->sample_shape().str(),
                               e.model.input.str()));

@@ -60,7 +60,7 @@ class Expander {
   }
 
   // Resolves every reference to an expanded layer name.
-  std::string resolve(const Ref& r, const std::string& context) const {
+  std::string resolve(const Ref& r, const std::string& context, const char* verb = "names input") const {
     Ref cur = r;
     for (int hops = 0; hops < 64; ++hops) {
       if (cur.scope < 0) return cur.name;  // the model input
@@ -72,7 +72,7 @@ class Expander {
         std::vector<std::string> names;
         for (const auto& [k, v] : s.local) names.push_back(k);
         std::string in = s.block.empty() ? "the model" : fmt::format("block '{}'", s.block);
-        cur.where.fail(fmt::format("{} names input '{}', which is not a layer of {}{}", context, cur.name, in,
+        cur.where.fail(fmt::format("{} {} '{}', which is not a layer of {}{}", context, verb, cur.name, in,
                                    cfg::suggestion(cur.name, names)));
       }
       cur = it->second;
@@ -123,7 +123,10 @@ class Expander {
       if (local.empty() || local.find('/') != std::string::npos || local[0] == '$')
         (name_node.defined() ? name_node : item).fail(fmt::format("'{}' is not a valid layer name", local));
       Scope& s = scopes_[size_t(sc)];
-      if (s.local.count(local)) (name_node.defined() ? name_node : item).fail(fmt::format("layer name '{}' is used twice", local));
+      if (s.local.count(local))
+        (name_node.defined() ? name_node : item)
+            .fail(s.local.at(local).scope < 0 ? fmt::format("layer name '{}' is the name of a model input", local)
+                                              : fmt::format("layer name '{}' is used twice", local));
 
       std::vector<Ref> inputs;
       cfg::Node in = r.optional("inputs");
@@ -346,7 +349,7 @@ ModelSpec parse_model(const cfg::Node& model) {
   for (size_t i = 0; i < ex.defs.size(); ++i) {
     if (!ex.def_share[i]) continue;
     LayerDef& d = ex.defs[i];
-    std::string target = ex.resolve(*ex.def_share[i], fmt::format("layer '{}' (share)", d.name));
+    std::string target = ex.resolve(*ex.def_share[i], fmt::format("layer '{}'", d.name), "shares");
     size_t j = by_name.count(target) ? by_name.at(target) : i;
     for (int hops = 0; hops < 64 && ex.def_share[j]; ++hops) {
       std::string t = ex.resolve(*ex.def_share[j], "share");

@@ -26,6 +26,7 @@
 #include "bad_inputs/checkpoint_cases.h"
 #include "bad_inputs/config_cases.h"
 #include "bad_inputs/data_cases.h"
+#include "bad_inputs/device_parallel_cases.h"
 #include "bad_inputs/usage_cases.h"
 #include "cli.h"
 
@@ -37,7 +38,7 @@ namespace {
 // Every table, in order. A new area (checkpoints, run directories, ...) adds its header and a line here.
 std::vector<Case> corpus() {
   std::vector<Case> all;
-  for (auto table : {config_cases, data_cases, usage_cases, checkpoint_cases})
+  for (auto table : {config_cases, data_cases, usage_cases, checkpoint_cases, device_parallel_cases})
     for (Case& c : table()) all.push_back(std::move(c));
   return all;
 }

@@ -1,4 +1,4 @@
-// NcclComm: ranks as threads of one process, one GPU each; NCCL collectives on each replica's stream, abortable waits.
+// NcclComm: one GPU per rank, threads of one process or of several (mpirun); NCCL collectives on each replica's stream, abortable waits.
 // Design, after the NCCL 2.28 user guide ("Using NCCL"):
 // - Communicators are non-blocking (ncclConfig_t.blocking = 0), made by ncclGetUniqueId and
 //   ncclCommInitRankConfig per device inside one group call (what ncclCommInitAll does, which only
@@ -14,6 +14,10 @@
 //   group's flag; a waiting rank sees it within ~1 ms, ncclCommAbort-s its own communicator (whose
 //   kernels, spinning on peers, then quit) and throws CommError; later calls throw before touching
 //   NCCL. The last owner of the group finalizes (or aborts) what is left, from one thread.
+// - Across processes (make_nccl_process_comms): process 0's ncclGetUniqueId travels over MPI; each
+//   process creates its devices' communicators (global rank = process * local devices + local rank)
+//   in one group call. abort() reaches this process's ranks only: ranks of other processes stop when
+//   the caller ends the run with mpi::abort (MPI_Abort).
 // - Sums: NCCL's ring and tree all-reduces are deterministic for a fixed topology, rank count and
 //   size, and all ranks get the same bits (NVIDIA/nccl#855); per element the order is the ring's or
 //   tree's, not rank order. NVLS (in-switch reduction) differs from call to call (NVIDIA/nccl#1497),
@@ -90,7 +94,9 @@ ncclDataType_t nccl_type(DType t) {
 // State shared by the ranks of one group.
 class NcclGroup {
  public:
-  explicit NcclGroup(std::vector<int> devices) : devices_(std::move(devices)), comms_(devices_.size(), nullptr) {}
+  // This process's devices hold global ranks first_rank.. of `ranks` (several processes: mpirun).
+  NcclGroup(std::vector<int> devices, int first_rank, int ranks)
+      : devices_(std::move(devices)), comms_(devices_.size(), nullptr), first_rank_(first_rank), ranks_(ranks) {}
   NcclGroup(const NcclGroup&) = delete;
   NcclGroup& operator=(const NcclGroup&) = delete;
 
@@ -132,7 +138,9 @@ class NcclGroup {
     }
   }
 
-  int size() const { return int(devices_.size()); }
+  int local_size() const { return int(devices_.size()); }
+  int first_rank() const { return first_rank_; }
+  int ranks() const { return ranks_; }
   int device(int r) const { return devices_[size_t(r)]; }
   ncclComm_t& comm(int r) { return comms_[size_t(r)]; }
 
@@ -165,6 +173,7 @@ class NcclGroup {
  private:
   std::vector<int> devices_;
   std::vector<ncclComm_t> comms_;  // null once aborted by its rank
+  int first_rank_, ranks_;
   mutable std::mutex mu_;
   std::atomic<bool> aborted_{false};
   std::string why_;
@@ -189,8 +198,8 @@ class NcclComm final : public Communicator {
   }
   ~NcclComm() override { release(); }
 
-  int rank() const override { return rank_; }
-  int size() const override { return group_->size(); }
+  int rank() const override { return group_->first_rank() + rank_; }
+  int size() const override { return group_->ranks(); }
 
   void all_reduce_sum(Tensor& buf) override {
     ncclComm_t c = begin();
@@ -247,7 +256,7 @@ class NcclComm final : public Communicator {
 
   void check_device(const Tensor& buf, const char* op) {
     if (!(buf.device() == Device::cuda(device_)))
-      fail(fmt::format("{}: {}: rank {} got a tensor on {}, expected cuda:{}", where(__FILE__, __LINE__), op, rank_,
+      fail(fmt::format("{}: {}: rank {} got a tensor on {}, expected cuda:{}", where(__FILE__, __LINE__), op, rank(),
                        buf.device().str(), device_));
   }
 
@@ -282,7 +291,7 @@ class NcclComm final : public Communicator {
       ncclResult_t q = ncclCommGetAsyncError(c, &s);
       if (q != ncclSuccess) fail(fmt::format("{}: ncclCommGetAsyncError: {}", where(__FILE__, __LINE__), nccl_message(q)));
       if (s != ncclSuccess && s != ncclInProgress)
-        fail(fmt::format("{}: NCCL asynchronous error on rank {} (cuda:{}): {}", where(__FILE__, __LINE__), rank_, device_,
+        fail(fmt::format("{}: NCCL asynchronous error on rank {} (cuda:{}): {}", where(__FILE__, __LINE__), rank(), device_,
                          nccl_message(s)));
       b.pause();
     }
@@ -342,13 +351,11 @@ class NcclComm final : public Communicator {
   std::vector<std::pair<void*, void*>> retired_;
 };
 
-}  // namespace
-
-std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<Device>& devices,
-                                                           const std::vector<OpContext*>& contexts) {
+// The GPU ordinals of `devices` (one rank per GPU, distinct), checked against `contexts`.
+std::vector<int> gpu_ordinals(const std::vector<Device>& devices, const std::vector<OpContext*>& contexts) {
   const int n = int(devices.size());
   if (n == 0 || contexts.size() != devices.size())
-    throw DeviceError(fmt::format("make_nccl_comms: {} devices but {} contexts", devices.size(), contexts.size()));
+    throw DeviceError(fmt::format("NCCL communicators: {} devices but {} contexts", devices.size(), contexts.size()));
   int visible = 0;
   CUDA_CHECK(cudaGetDeviceCount(&visible));
   std::vector<int> devs;
@@ -362,16 +369,20 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<Dev
   }
   if (std::set<int>(devs.begin(), devs.end()).size() != devs.size())
     throw DeviceError("NCCL needs distinct GPUs (one rank per GPU); replicas sharing a GPU use LocalComm");
-
   // Determinism (see the top of this file): keep NCCL off NVLS unless the user chose the algorithms.
   // NCCL reads NCCL_ALGO when a communicator is created.
   if (std::getenv("NCCL_ALGO") == nullptr) setenv("NCCL_ALGO", "^NVLS", 0);
+  return devs;
+}
 
+// Creates the communicators of `group` (this process's devices, global ranks first_rank..) from
+// `id`, waits until they are ready and wraps them. On failure the group is aborted, which makes
+// its destructor abort (rather than finalize) whatever was created.
+std::vector<std::unique_ptr<Communicator>> connect(const std::shared_ptr<NcclGroup>& group, const ncclUniqueId& id,
+                                                   const std::vector<OpContext*>& contexts) {
   DeviceGuard guard;
-  auto group = std::make_shared<NcclGroup>(devs);  // on failure its destructor aborts what was created
+  const int n = group->local_size();
   try {
-    ncclUniqueId id;
-    NCCL_CHECK(ncclGetUniqueId(&id));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     std::vector<ncclConfig_t> configs(size_t(n), config);
@@ -380,13 +391,14 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<Dev
     std::string first_error;
     NCCL_CHECK(ncclGroupStart());
     for (int r = 0; r < n && first_error.empty(); ++r) {
-      int d = devs[size_t(r)];
+      int d = group->device(r), global = group->first_rank() + r;
       cudaError_t e = cudaSetDevice(d);
-      ncclResult_t res = e == cudaSuccess ? ncclCommInitRankConfig(&group->comm(r), n, id, r, &configs[size_t(r)]) : ncclSuccess;
+      ncclResult_t res = e == cudaSuccess ? ncclCommInitRankConfig(&group->comm(r), group->ranks(), id, global, &configs[size_t(r)])
+                                          : ncclSuccess;
       if (e != cudaSuccess)
         first_error = fmt::format("{}: cudaSetDevice({}): {}", where(__FILE__, __LINE__), d, cudaGetErrorString(e));
       else if (res != ncclSuccess && res != ncclInProgress)
-        first_error = fmt::format("{}: ncclCommInitRankConfig(rank {}, cuda:{}): {}", where(__FILE__, __LINE__), r, d, nccl_message(res));
+        first_error = fmt::format("{}: ncclCommInitRankConfig(rank {}, cuda:{}): {}", where(__FILE__, __LINE__), global, d, nccl_message(res));
     }
     ncclResult_t end = ncclGroupEnd();
     if (end != ncclSuccess && end != ncclInProgress) {
@@ -397,7 +409,8 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<Dev
     }
     if (!first_error.empty()) throw DeviceError(first_error);
 
-    // Wait until every rank is ready (bounded: all ranks live in this process, none can be missing).
+    // Wait until every rank is ready (bounded: in one process none can be missing; across processes
+    // a peer that never joins ends the wait here).
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
     for (int r = 0; r < n; ++r) {
       Backoff b;
@@ -409,7 +422,8 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<Dev
         else if (s != ncclSuccess && s != ncclInProgress) err = "communicator creation: " + nccl_message(s);
         else if (s == ncclInProgress && std::chrono::steady_clock::now() > deadline) err = "communicator creation took over 300 s";
         if (!err.empty())
-          throw DeviceError(fmt::format("{}: NCCL rank {} (cuda:{}): {}", where(__FILE__, __LINE__), r, devs[size_t(r)], err));
+          throw DeviceError(fmt::format("{}: NCCL rank {} (cuda:{}): {}", where(__FILE__, __LINE__), group->first_rank() + r,
+                                        group->device(r), err));
         if (s == ncclSuccess) break;
         b.pause();
       }
@@ -419,9 +433,61 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<Dev
     for (int r = 0; r < n; ++r) out.push_back(std::make_unique<NcclComm>(group, r, cuda_context(*contexts[size_t(r)])));
     return out;
   } catch (...) {
-    group->abort("make_nccl_comms failed");  // the group's destructor then aborts rather than finalizes
+    group->abort("NCCL communicator creation failed");
     throw;
   }
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<Device>& devices,
+                                                           const std::vector<OpContext*>& contexts) {
+  std::vector<int> devs = gpu_ordinals(devices, contexts);
+  const int n = int(devs.size());
+  auto group = std::make_shared<NcclGroup>(devs, 0, n);  // on failure its destructor aborts what was created
+  ncclUniqueId id;
+  try {
+    NCCL_CHECK(ncclGetUniqueId(&id));
+  } catch (...) {
+    group->abort("make_nccl_comms failed");
+    throw;
+  }
+  return connect(group, id, contexts);
+}
+
+std::vector<std::unique_ptr<Communicator>> make_nccl_process_comms(const std::vector<Device>& devices,
+                                                                   const std::vector<OpContext*>& contexts, int process_rank,
+                                                                   int processes, const ShareFromProcess0& share) {
+  if (processes < 1 || process_rank < 0 || process_rank >= processes)
+    throw CommError(fmt::format("make_nccl_process_comms: process {} of {} is out of range", process_rank, processes));
+  std::vector<int> devs = gpu_ordinals(devices, contexts);
+  const int n = int(devs.size());
+  auto group = std::make_shared<NcclGroup>(devs, process_rank * n, processes * n);
+  // Process 0 makes the unique id and sends it to every process (over MPI); a failure there is sent
+  // along, so that no process waits for peers that will never come.
+  struct {
+    int ok = 1;
+    char why[256] = {};
+    ncclUniqueId id;
+  } msg;
+  if (process_rank == 0) {
+    ncclResult_t r = ncclGetUniqueId(&msg.id);
+    if (r != ncclSuccess) {
+      msg.ok = 0;
+      fmt::format_to_n(msg.why, sizeof msg.why - 1, "{}: ncclGetUniqueId: {}", where(__FILE__, __LINE__), nccl_message(r));
+    }
+  }
+  try {
+    share(&msg, sizeof msg);
+  } catch (...) {
+    group->abort("make_nccl_process_comms failed");
+    throw;
+  }
+  if (!msg.ok) {
+    group->abort("make_nccl_process_comms failed");
+    throw DeviceError(process_rank == 0 ? std::string(msg.why) : "process 0 could not make the NCCL unique id: " + std::string(msg.why));
+  }
+  return connect(group, msg.id, contexts);
 }
 
 }  // namespace trainer

@@ -134,6 +134,11 @@ for m in 1 4; do
   row "bench model_parallel gpu:0 + cpu, M=$m" "$o"
 done
 
+# --- multi-process: one MPI process on the GPU (NCCL bootstrapped over MPI) ----------------------
+log "mpirun on GPU"
+mpirun -np 1 --allow-run-as-root "$bin/trainer" run configs/smoke.yaml --gpus 0 --run-dir "$out/mpi-gpu" >"$out/mpi-gpu.log" 2>&1
+row "mpirun -np 1 trainer run smoke.yaml --gpus 0" "rc $?; $(tail -1 "$out/mpi-gpu/metrics.csv" 2>/dev/null)"
+
 # --- throughput: MiniGoogLeNet, batch 256 -------------------------------------------------------
 ips() { sed -nE 's/.*"images_per_(sec|s)": ([0-9.]+).*/\2/p' | tail -1; }
 for prec in fp32 bf16; do

@@ -10,8 +10,9 @@
 
 #include "cmd/trainer/command.h"
 #include "core/data/dataset.h"
-#include "core/engine/devices.h"
-#include "core/io/file.h"
+#include "core/dist/launch.h"
+#include "core/dist/mpi_world.h"
+#include "core/engine/failure.h"
 #include "core/io/config.h"
 
 namespace trainer::cli {
@@ -67,7 +68,8 @@ std::string usage_error_line(CLI::App& app, const CLI::ParseError& e, int argc, 
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// The command line of one process: parse, run the subcommand, map errors to exit codes.
+int run_command(int argc, char** argv) {
   CLI::App app{"trainer: train neural networks described in YAML on CPU cores or GPUs"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "trainer 0.1.0");
@@ -87,20 +89,35 @@ int main(int argc, char** argv) {
     for (auto& [sub, run] : runs)
       if (sub->parsed()) return run();
     return cli::kUsage;
-  } catch (const cfg::ConfigError& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return cli::kUsage;
-  } catch (const FileError& e) {  // unreadable/corrupt checkpoint, unwritable run directory, disk full
-    std::fprintf(stderr, "file error: %s\n", e.what());
-    return cli::kData;
-  } catch (const DataError& e) {
-    std::fprintf(stderr, "data error: %s\n", e.what());
-    return cli::kData;
-  } catch (const DeviceError& e) {
-    std::fprintf(stderr, "device error: %s\n", e.what());
-    return cli::kDevice;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return cli::kInternal;
+  } catch (...) {
+    Failure f = describe_failure(std::current_exception());
+    // In a job of several processes the others may be waiting for this one in a collective.
+    if (this_process().multi()) abort_job(f);
+    std::fprintf(stderr, "%s\n", f.line.c_str());
+    return f.code;
   }
+}
+
+int main(int argc, char** argv) {
+  // Under mpirun or srun: one process of a job, its place from the launcher, MPI initialised.
+  Launch l = detect_launch();
+  if (l.multi()) {
+    if (!mpi::built()) {
+      std::fprintf(stderr, "device error: started as process %d of %d (by %s), but this trainer was built without MPI "
+                           "(install libopenmpi-dev and rebuild: scripts/setup.sh)\n", l.rank, l.size, l.launcher.c_str());
+      return cli::kDevice;
+    }
+    try {
+      mpi::init(&argc, &argv);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "device error: %s\n", e.what());
+      return cli::kDevice;
+    }
+    l.rank = mpi::rank();
+    l.size = mpi::size();
+  }
+  set_this_process(l);
+  int code = run_command(argc, argv);
+  mpi::finalize();
+  return code;
 }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "cmd/trainer/command.h"
+#include "core/dist/launch.h"
 #include "core/engine/fit.h"
 #include "core/engine/interrupt.h"
 #include "core/engine/resume.h"
@@ -44,7 +45,7 @@ int run(const RunArgs& a) {
     o.resume = find_auto_checkpoint(a.runs_root, e.name, config_hash(*e.doc));
     if (o.resume)
       o.resume_note = "the newest checkpoint of this config";
-    else
+    else if (this_process().rank == 0)
       fmt::print("No checkpoint of this config under {}/{}: starting from scratch\n", a.runs_root, e.name);
   } else if (!a.resume.empty()) {
     o.resume = find_checkpoint(a.resume);
@@ -55,7 +56,7 @@ int run(const RunArgs& a) {
   o.runs_root = a.runs_root;
   o.terminal = isatty(fileno(stdout));
   FitResult r = fit(e, o);
-  if (a.json) {
+  if (a.json && this_process().rank == 0) {
     std::string m;
     for (const auto& [k, v] : r.last) m += fmt::format(", \"{}\": {}", k, json_number(v));
     fmt::print("{{\"run_dir\": \"{}\", \"epochs\": {}, \"interrupted\": {}, \"stopped_by\": \"{}\", \"checkpoint\": \"{}\", "

@@ -7,7 +7,8 @@
 
 namespace trainer {
 
-DataSetup setup_data(const Experiment& e, const std::string& base_dir, int replicas) {
+DataSetup setup_data(const Experiment& e, const std::string& base_dir, int replicas, int first_rank, int local) {
+  if (local < 0) local = replicas;
   cfg::MapReader r(e.data, "the data section");
   DataSetup d;
   DatasetContext dc;
@@ -44,7 +45,7 @@ DataSetup setup_data(const Experiment& e, const std::string& base_dir, int repli
           fmt::format("a {}x{} crop is larger than the training images ({}x{}, padded by {})", c.height, c.width, s[0],
                       s[1], c.padding));
   }
-  int workers = int(r.get_int("workers", default_workers(replicas) * replicas, 0, 64));
+  int workers = int(r.get_int("workers", default_workers(local) * local, 0, 64));  // this process's
   r.finish();
 
   auto stats = std::make_shared<const NormStats>(compute_stats(*d.train, aug.mean));
@@ -57,14 +58,16 @@ DataSetup setup_data(const Experiment& e, const std::string& base_dir, int repli
   lo.seed = e.seed;
   lo.augment = aug;
   lo.stats = stats;
-  lo.workers = workers > 0 ? std::max(1, workers / replicas) : 0;
+  lo.workers = workers > 0 ? std::max(1, workers / local) : 0;
   lo.replicas = replicas;
   LoaderOptions vo = lo;
   vo.batch_size = e.train.eval_batch_size > 0 ? e.train.eval_batch_size : e.train.batch_size;
   vo.shuffle = false;
   vo.drop_last = false;
   vo.augment = aug.without_random();
-  for (int r = 0; r < replicas; ++r) {
+  d.first_rank = first_rank;
+  d.replicas = replicas;
+  for (int r = first_rank; r < first_rank + local; ++r) {
     lo.rank = vo.rank = r;
     d.train_loaders.push_back(std::make_unique<Loader>(d.train, lo));
     if (d.val) d.val_loaders.push_back(std::make_unique<Loader>(d.val, vo));

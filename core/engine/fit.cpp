@@ -7,6 +7,8 @@
 #include <chrono>
 #include <filesystem>
 
+#include "core/dist/launch.h"
+#include "core/dist/mpi_world.h"
 #include "core/engine/callbacks.h"
 #include "core/engine/devices.h"
 #include "core/engine/init_from.h"
@@ -57,6 +59,27 @@ std::string placement_line(const Experiment& e, const std::vector<Device>& devic
   return s + fmt::format("; batch {}, {} micro-batch{} (GPipe)", e.train.batch_size, e.microbatches, e.microbatches == 1 ? "" : "es");
 }
 
+// Every process of a multi-process job must run the same config on as many replicas: checked
+// before anything is trained (a mismatch would deadlock or silently diverge).
+void check_same_job(const Experiment& e, int local) {
+  const std::string mine = fmt::format("{} {}", config_hash(*e.doc), local);
+  std::vector<std::string> all = mpi::allgather(mine);
+  for (size_t q = 1; q < all.size(); ++q)
+    if (all[q] != all[0])
+      throw cfg::ConfigError(e.doc->file, fmt::format("process {} runs another config or replica count than process 0 "
+                                                      "(config hash and replicas '{}' vs '{}'): every process of the job "
+                                                      "must get the same config, overrides and devices",
+                                                      q, all[q], all[0]));
+}
+
+// Closes a FILE* at scope exit.
+struct FileCloser {
+  std::FILE* f = nullptr;
+  ~FileCloser() {
+    if (f) std::fclose(f);
+  }
+};
+
 }  // namespace
 
 FitResult fit(const Experiment& experiment, const FitOptions& o) {
@@ -64,7 +87,13 @@ FitResult fit(const Experiment& experiment, const FitOptions& o) {
   const bool pipelined = e.strategy == "device_parallel";
   std::vector<std::string> device_notes;
   std::vector<Device> devices = pipelined ? placement_devices(e.placement, e.devices, &device_notes) : select_devices(e.devices);
-  int n = pipelined ? 1 : int(devices.size());  // data-parallel ranks
+  const Launch& proc = this_process();
+  if (proc.multi() && pipelined)
+    cfg::root(e.doc).child("strategy").fail("device_parallel across processes (mpirun, srun) is not implemented: run the "
+                                            "pipeline in one process");
+  const int local = pipelined ? 1 : int(devices.size());  // this process's replicas
+  const int n = local * proc.size;                         // data-parallel ranks of the whole job
+  if (proc.multi()) check_same_job(e, local);
   const std::optional<CheckpointInfo>& from = o.resume;
   double lr_factor = e.lr_scaling == "linear" ? n : 1;
   std::string batch_note;
@@ -83,7 +112,7 @@ FitResult fit(const Experiment& experiment, const FitOptions& o) {
   int cpu_devices = 0;
   for (const Device& d : devices) cpu_devices += d.is_cpu();
   int threads = threads_per_replica(e.devices, pipelined ? std::max(1, cpu_devices) : n);
-  DataSetup data = setup_data(e, o.base_dir, n);
+  DataSetup data = setup_data(e, o.base_dir, n, proc.rank * local, local);
   std::unique_ptr<ReplicaGroup> group;
   std::unique_ptr<PipelineWorker> pipe;
   if (pipelined)
@@ -109,24 +138,32 @@ FitResult fit(const Experiment& experiment, const FitOptions& o) {
   else if (!e.init.from.empty())
     init_lines = init_from(e.init, o.base_dir, lead.state());
 
+  // Only the job's first process writes the run directory and prints; the others train silently.
   FitResult result;
-  result.run_dir = create_run_dir(o.runs_root, e.name, o.run_dir);
-  write_file_atomic(result.run_dir + "/config.yaml", cfg::emit(*e.doc));
-  if (data.stats && data.stats->kind != Augment::Mean::None && !data.stats->mean.empty())
-    save_stats(*data.stats, result.run_dir + "/norm_stats.npy");
-  std::FILE* log = std::fopen((result.run_dir + "/train.log").c_str(), "w");
-  if (!log) throw FileError(fmt::format("cannot write {}/train.log", result.run_dir));
-  struct CloseLog {
-    std::FILE* f;
-    ~CloseLog() { std::fclose(f); }
-  } close_log{log};
-  Progress progress(o.out, o.terminal);
-  progress.set_log(log);
-  RunRecord record(result.run_dir, e.name, earlier_rows(from));
-  Checkpointer ckpt(e.checkpoint, result.run_dir + "/checkpoints", data.stats.get());
+  const bool writer = proc.rank == 0;
+  FileCloser log, quiet;
+  std::unique_ptr<RunRecord> record;
+  std::unique_ptr<Checkpointer> ckpt;
+  if (writer) {
+    result.run_dir = create_run_dir(o.runs_root, e.name, o.run_dir);
+    write_file_atomic(result.run_dir + "/config.yaml", cfg::emit(*e.doc));
+    if (data.stats && data.stats->kind != Augment::Mean::None && !data.stats->mean.empty())
+      save_stats(*data.stats, result.run_dir + "/norm_stats.npy");
+    log.f = std::fopen((result.run_dir + "/train.log").c_str(), "w");
+    if (!log.f) throw FileError(fmt::format("cannot write {}/train.log", result.run_dir));
+    record = std::make_unique<RunRecord>(result.run_dir, e.name, earlier_rows(from));
+    ckpt = std::make_unique<Checkpointer>(e.checkpoint, result.run_dir + "/checkpoints", data.stats.get());
+  } else {
+    quiet.f = std::fopen("/dev/null", "w");
+  }
+  Progress progress(writer ? o.out : quiet.f, writer && o.terminal);
+  if (log.f) progress.set_log(log.f);
 
   const ModelState& ps = lead.state();
   std::string where = n == 1 ? devices[0].str() : fmt::format("{} replicas ({}..{})", n, devices[0].str(), devices.back().str());
+  if (proc.multi())
+    where = fmt::format("{} replicas in {} processes ({} each: {}; launched by {})", n, proc.size, local,
+                        local == 1 ? devices[0].str() : fmt::format("{}..{}", devices[0].str(), devices.back().str()), proc.launcher);
   progress.line(fmt::format("Run directory: {}", result.run_dir));
   if (from) {
     progress.line(fmt::format("Resuming from {}: epoch {}, step {}/{}{}{}", from->weights, from->state.epoch + 1,
@@ -158,7 +195,7 @@ FitResult fit(const Experiment& experiment, const FitOptions& o) {
     return result;
   }
 
-  RunShared run{e, o, data, *schedule, base_lr, lr_factor, steps, progress, record, ckpt, result};
+  RunShared run{e, o, data, *schedule, base_lr, lr_factor, steps, progress, record.get(), ckpt.get(), result};
   auto t0 = std::chrono::steady_clock::now();
   if (pipe)
     train_rank(*pipe, run);

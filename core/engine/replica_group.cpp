@@ -7,21 +7,31 @@
 #include <thread>
 
 #include "core/data/dataset.h"
+#include "core/dist/launch.h"
+#include "core/dist/process_comm.h"
 #include "core/engine/devices.h"
+#include "core/engine/failure.h"
 #include "core/io/file.h"
 
 namespace trainer {
 
 ReplicaGroup::ReplicaGroup(const Experiment& e, const std::vector<Device>& devices, int threads) : devices_(devices) {
+  const Launch& proc = this_process();
+  const int first = proc.rank * int(devices.size());
   std::vector<OpContext*> contexts;
   for (size_t r = 0; r < devices.size(); ++r) {
-    workers_.push_back(std::make_unique<Worker>(e, int(r), devices[r], threads));
+    workers_.push_back(std::make_unique<Worker>(e, first + int(r), devices[r], threads));
     contexts.push_back(&workers_.back()->replica().context());
   }
   // Two groups: gradients (communication threads) and control (worker threads), so the two
   // threads of a rank never interleave collectives on one communicator.
-  grad_comms_ = make_communicators(devices, contexts);
-  ctl_comms_ = make_communicators(devices, contexts);
+  if (proc.multi()) {
+    grad_comms_ = make_process_communicators(devices, contexts, proc.rank, proc.size);
+    ctl_comms_ = make_process_communicators(devices, contexts, proc.rank, proc.size);
+  } else {
+    grad_comms_ = make_communicators(devices, contexts);
+    ctl_comms_ = make_communicators(devices, contexts);
+  }
   for (size_t r = 0; r < devices.size(); ++r) workers_[r]->attach(*grad_comms_[r], *ctl_comms_[r]);
 }
 
@@ -47,6 +57,12 @@ void ReplicaGroup::run(const std::function<void(Worker&)>& fn) {
         first = std::current_exception();
         first_rank = r;
       }
+      if (this_process().multi()) {  // other processes may wait in a collective for this one: end the job now
+        Failure f = describe_failure(first);
+        if (f.code == kExitInternal)  // as below: any other failure of a replica is a device error
+          f = {kExitDevice, fmt::format("device error: replica {} failed: {}", workers_[size_t(r)]->rank(), what)};
+        abort_job(f);
+      }
       std::string why = fmt::format("replica {} failed: {}", r, what);
       grad_comms_[0]->abort(why);
       ctl_comms_[0]->abort(why);
@@ -69,7 +85,7 @@ void ReplicaGroup::run(const std::function<void(Worker&)>& fn) {
     throw;
   } catch (const std::exception& x) {
     if (size() == 1) throw;
-    throw DeviceError(fmt::format("replica {} failed: {}", first_rank, x.what()));
+    throw DeviceError(fmt::format("replica {} failed: {}", workers_[size_t(first_rank)]->rank(), x.what()));
   }
 }
 

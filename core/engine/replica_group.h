@@ -1,6 +1,7 @@
-// ReplicaGroup: the workers of a data-parallel run and their two communicator groups; runs a
-// function on one thread per replica and, when any of them fails, aborts every collective so
-// the others stop promptly, then rethrows the first failure.
+// ReplicaGroup: this process's workers of a data-parallel run and their two communicator groups;
+// runs a function on one thread per replica and, when any of them fails, aborts every collective
+// so the others stop promptly, then rethrows the first failure (in a multi-process job it ends
+// the whole job at once: other processes may be waiting in a collective for this one).
 #pragma once
 #include <functional>
 #include <memory>
@@ -12,7 +13,8 @@ namespace trainer {
 
 class ReplicaGroup {
  public:
-  // `threads`: CPU compute threads per replica.
+  // `threads`: CPU compute threads per replica. In a job of several processes (this_process()),
+  // every process runs one group of the same size; worker i has global rank process * size + i.
   ReplicaGroup(const Experiment& e, const std::vector<Device>& devices, int threads);
   int size() const { return int(workers_.size()); }
   Worker& worker(int r) { return *workers_[size_t(r)]; }

@@ -55,8 +55,8 @@ void train_rank(Trainee& w, RunShared& run) {
   const int rank = w.rank();
   const bool lead = rank == 0;
   ModelState& rep = w.state();
-  Loader& train = *run.data.train_loaders[size_t(rank)];
-  Loader* val = run.data.val ? run.data.val_loaders[size_t(rank)].get() : nullptr;
+  Loader& train = *run.data.train_loaders[size_t(rank - run.data.first_rank)];
+  Loader* val = run.data.val ? run.data.val_loaders[size_t(rank - run.data.first_rank)].get() : nullptr;
   const std::optional<CheckpointInfo>& from = run.o.resume;
   Callbacks cb(e.callbacks, metric_names(e));
 
@@ -66,7 +66,7 @@ void train_rank(Trainee& w, RunShared& run) {
     if (!lead) load_checkpoint(*from, rep, true);
     st = from->state;
     cb.restore(st.callbacks);
-    if (lead) run.ckpt.restore(st.callbacks.value("checkpoint", nlohmann::json::object()));
+    if (lead) run.ckpt->restore(st.callbacks.value("checkpoint", nlohmann::json::object()));
   } else {
     w.broadcast_parameters();
   }
@@ -80,18 +80,18 @@ void train_rank(Trainee& w, RunShared& run) {
     s.correct = sum.correct;
     s.count = sum.count;
     s.seed = e.seed;
-    s.replicas = int(run.data.train_loaders.size());
+    s.replicas = run.data.replicas;
     s.global_batch = e.train.batch_size * s.replicas;
     s.lr_factor = run.lr_factor;
     s.config_hash = config_hash(*e.doc);
     s.reason = reason;
     s.last = run.result.last;
     s.callbacks = cb.state();
-    s.callbacks["checkpoint"] = run.ckpt.state();
+    s.callbacks["checkpoint"] = run.ckpt->state();
     return s;
   };
   auto save = [&](const TrainState& s) {
-    run.result.checkpoint = run.ckpt.save(rep, s).weights;
+    run.result.checkpoint = run.ckpt->save(rep, s).weights;
     return run.result.checkpoint;
   };
 
@@ -138,7 +138,7 @@ void train_rank(Trainee& w, RunShared& run) {
                                                s.loss_sum, epoch + 1, step));
         double c = double(std::max<int64_t>(sum.count, 1));
         run.progress.update(step, {{"loss", sum.loss_sum / c}, {"accuracy", double(sum.correct) / c}});
-        if (step < steps && (stop || run.ckpt.due_at_step(global_step)))
+        if (step < steps && (stop || run.ckpt->due_at_step(global_step)))
           save(state_at(epoch, step, sum, global_step, stop ? "interrupt" : "steps"));
       }
     }
@@ -168,15 +168,15 @@ void train_rank(Trainee& w, RunShared& run) {
     if (ee.restore_best) rep.upload_weights(best_weights);
     if (lead) {
       run.progress.end_epoch(console);
-      run.record.add(epoch, row, std::chrono::duration<double>(std::chrono::steady_clock::now() - t_epoch).count(), run.progress);
+      run.record->add(epoch, row, std::chrono::duration<double>(std::chrono::steady_clock::now() - t_epoch).count(), run.progress);
       run.result.last = row;
       run.result.epochs_done = epoch + 1;
       for (const std::string& m : ee.messages) run.progress.line(m);
       TrainState s = state_at(epoch + 1, 0, LossStats{}, global_step, stop ? "interrupt" : "epoch");
-      std::string best = run.ckpt.update_best(rep, s, row);
+      std::string best = run.ckpt->update_best(rep, s, row);
       if (!best.empty()) run.progress.line(best);
-      s.callbacks["checkpoint"] = run.ckpt.state();
-      if (run.ckpt.due_after_epoch(epoch + 1) || stop || ee.stop || epoch + 1 == e.train.epochs) save(s);
+      s.callbacks["checkpoint"] = run.ckpt->state();
+      if (run.ckpt->due_after_epoch(epoch + 1) || stop || ee.stop || epoch + 1 == e.train.epochs) save(s);
       if (stop) run.progress.line(fmt::format("Interrupted after epoch {}: checkpoint {}", epoch + 1, run.result.checkpoint));
     }
     if (stop || ee.stop) {

@@ -38,8 +38,8 @@ struct RunShared {
   double lr_factor = 1;
   int64_t steps = 0;     // per epoch
   Progress& progress;    // rank 0
-  RunRecord& record;     // rank 0
-  Checkpointer& ckpt;    // rank 0
+  RunRecord* record;     // rank 0 (null in the other processes of a multi-process job)
+  Checkpointer* ckpt;    // rank 0 (null in the other processes)
   FitResult& result;     // rank 0
   std::atomic<int64_t> images{0};
 };

@@ -12,6 +12,13 @@ constexpr int kForward = 0, kBackward = 1;
 
 size_t slot(size_t boundary, int m, int dir, int M) { return (boundary * size_t(M) + size_t(m)) * 2 + size_t(dir); }
 
+// Clears a graph's hooks when a pass ends, also by an exception: they point at the pass's locals.
+struct HookScope {
+  Graph& g;
+  HookScope(Graph& graph, GraphHooks h) : g(graph) { g.set_hooks(std::move(h)); }
+  ~HookScope() { g.set_hooks({}); }
+};
+
 }  // namespace
 
 StageRuntime::StageRuntime(const Experiment& e, const Stage& st, Device device, int threads, int microbatches,
@@ -123,7 +130,7 @@ void StageRuntime::forward(int m, const MicroBatch& mb, bool training, float gra
       box.post(slot(size_t(b), m, kForward, M));
     }
   };
-  g.set_hooks(std::move(h));
+  HookScope scope(g, std::move(h));
   g.set_step_seed(seed * 0x9E3779B97F4A7C15ull + uint64_t(m));
   g.forward(in, training, int(g.nodes().size()) - 1);
   if (loss_) {
@@ -139,7 +146,6 @@ void StageRuntime::forward(int m, const MicroBatch& mb, bool training, float gra
     total.correct += s.correct;
     total.count += s.count;
   }
-  g.set_hooks({});
 }
 
 void StageRuntime::backward(int m, std::vector<Boundary>& bounds, Mailbox& box, int M, StageTimes& times) {
@@ -173,9 +179,8 @@ void StageRuntime::backward(int m, std::vector<Boundary>& bounds, Mailbox& box, 
       box.post(slot(b, m, kBackward, M));
     }
   };
-  g.set_hooks(std::move(h));
+  HookScope scope(g, std::move(h));
   g.backward_all();
-  g.set_hooks({});
   dev_grad_.clear();
 }
 

@@ -199,8 +199,8 @@ TEST_CASE("shared layers: the gradient is the sum of both uses' gradients", "[de
   ru.compute_gradients(b.images, b.labels, 1.0f / 7, 0);
   auto gs = grads(rs), gu = grads(ru);
   double worst = 0, scale = 0;
-  for (const std::string& p : {"kernel", "recurrent_kernel", "bias"}) {
-    const auto &sum = gs.at("lstm_a/" + p), &a = gu.at("lstm_a/" + p), &bb = gu.at("lstm_b/" + p);
+  for (const char* p : {"kernel", "recurrent_kernel", "bias"}) {
+    const auto &sum = gs.at(std::string("lstm_a/") + p), &a = gu.at(std::string("lstm_a/") + p), &bb = gu.at(std::string("lstm_b/") + p);
     for (size_t i = 0; i < sum.size(); ++i) {
       worst = std::max(worst, double(std::fabs(sum[i] - (a[i] + bb[i]))));
       scale = std::max(scale, double(std::fabs(a[i])) + std::fabs(bb[i]));

@@ -118,9 +118,7 @@ void train_rank(Trainee& w, RunShared& run) {
       stop = interrupted();
       uint64_t seed = (e.seed * 0x9E3779B97F4A7C15ull + uint64_t(global_step)) * 0xBF58476D1CE4E5B9ull + uint64_t(rank);
       LossStats s = w.train_step(b, float(lr), seed, stop);
-      sum.loss_sum += s.loss_sum;
-      sum.correct += s.correct;
-      sum.count += s.count;
+      sum += s;
       ++step;
       ++global_step;
       std::string message;

@@ -52,10 +52,7 @@ LossStats Worker::evaluate(Loader& loader) {
   Batch b;
   while (loader.next(b)) {
     if (b.size == 0) continue;
-    LossStats s = rep_->eval_step(b.images, b.labels);
-    total.loss_sum += s.loss_sum;
-    total.correct += s.correct;
-    total.count += s.count;
+    total += rep_->eval_step(b.images, b.labels);
   }
   std::vector<double> v{total.loss_sum, double(total.correct), double(total.count)};
   ctl_->all_reduce_host(v);

@@ -8,6 +8,12 @@ struct LossStats {
   double loss_sum = 0;  // sum over samples of the per-sample loss
   int64_t correct = 0;  // samples whose argmax equals the label
   int64_t count = 0;
+  LossStats& operator+=(const LossStats& o) {
+    loss_sum += o.loss_sum;
+    correct += o.correct;
+    count += o.count;
+    return *this;
+  }
 };
 
 struct SoftmaxParams {};

@@ -51,4 +51,16 @@ std::string shared_data_dir() {
   return fs::exists(fs::path(d) / "cifar10-jpg-test.tar.gz") ? d : "";
 }
 
+std::map<std::string, double> last_metrics(const std::string& run_dir) {
+  std::stringstream ss(read_file(run_dir + "/metrics.csv"));
+  std::string header, line, last;
+  std::getline(ss, header);
+  while (std::getline(ss, line))
+    if (!line.empty()) last = line;
+  std::map<std::string, double> m;
+  std::stringstream h(header), v(last);
+  for (std::string k, x; std::getline(h, k, ',') && std::getline(v, x, ',');) m[k] = x.empty() ? -1 : std::stod(x);
+  return m;
+}
+
 }  // namespace e2e

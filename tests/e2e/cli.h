@@ -1,5 +1,6 @@
 // Helpers for end-to-end tests: run the trainer binary, capture exit code and output.
 #pragma once
+#include <map>
 #include <string>
 
 namespace e2e {
@@ -17,6 +18,8 @@ Result trainer(const std::string& args, const std::string& cwd = "", const std::
 std::string temp_dir(const std::string& tag);
 void write_file(const std::string& path, const std::string& text);
 std::string read_file(const std::string& path);
+// The last row of a run's metrics.csv as column -> value (-1 for an empty cell).
+std::map<std::string, double> last_metrics(const std::string& run_dir);
 // The folder with the shared real data (TRAINER_DATA, default <repo>/../shared/data); "" when absent.
 std::string shared_data_dir();
 

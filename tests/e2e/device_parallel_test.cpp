@@ -14,18 +14,6 @@ using Catch::Contains;
 
 namespace {
 
-std::map<std::string, double> last_row(const std::string& csv) {
-  std::stringstream ss(e2e::read_file(csv));
-  std::string header, line, last;
-  std::getline(ss, header);
-  while (std::getline(ss, line))
-    if (!line.empty()) last = line;
-  std::map<std::string, double> m;
-  std::stringstream h(header), v(last);
-  for (std::string k, x; std::getline(h, k, ',') && std::getline(v, x, ',');) m[k] = x.empty() ? -1 : std::stod(x);
-  return m;
-}
-
 bool same_file(const std::string& a, const std::string& b) { return e2e::read_file(a) == e2e::read_file(b); }
 
 const std::string kSharedLstm = "'" TRAINER_SOURCE_DIR "/configs/shared_lstm.yaml'";
@@ -46,7 +34,7 @@ TEST_CASE("e2e device parallel: configs/shared_lstm.yaml learns whether two sequ
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Contains("device parallel over 3 devices: gpu:0") && Contains("2 micro-batches (GPipe)"));
   CHECK_THAT(r.out, Contains("gpu:0 runs on a virtual CPU device"));
-  auto m = last_row(dir + "/run/metrics.csv");
+  auto m = e2e::last_metrics(dir + "/run");
   WARN("shared_lstm.yaml at (40, 32) on 3 virtual CPU devices, 4 epochs: val_accuracy " << m["val_accuracy"]
                                                                                        << ", val_loss " << m["val_loss"]);
   CHECK(m["val_accuracy"] >= 0.9);

@@ -9,23 +9,6 @@
 
 #include "cli.h"
 
-namespace {
-
-// The last row of metrics.csv as column -> value.
-std::map<std::string, double> last_metrics(const std::string& run_dir) {
-  std::stringstream ss(e2e::read_file(run_dir + "/metrics.csv"));
-  std::string header, line, last;
-  std::getline(ss, header);
-  while (std::getline(ss, line))
-    if (!line.empty()) last = line;
-  std::map<std::string, double> m;
-  std::stringstream h(header), v(last);
-  for (std::string k, x; std::getline(h, k, ',') && std::getline(v, x, ',');) m[k] = x.empty() ? -1 : std::stod(x);
-  return m;
-}
-
-}  // namespace
-
 TEST_CASE("e2e summary: MiniGoogLeNet matches Keras' parameter counts and shapes") {
   auto r = e2e::trainer("summary '" TRAINER_SOURCE_DIR "/configs/minigooglenet.yaml'");
   REQUIRE(r.code == 0);
@@ -46,7 +29,7 @@ TEST_CASE("e2e smoke: configs/smoke.yaml trains and writes its run directory") {
   CHECK_THAT(r.out, Catch::Contains("Epoch 1/3") && Catch::Contains("Epoch 3/3"));
   CHECK(std::filesystem::exists(dir + "/run/config.yaml"));
   CHECK(std::filesystem::exists(dir + "/run/train.log"));
-  auto m = last_metrics(dir + "/run");
+  auto m = e2e::last_metrics(dir + "/run");
   CHECK(m.count("val_accuracy"));
   CHECK(m["loss"] > 0);
   // Runs are never overwritten.
@@ -59,7 +42,7 @@ TEST_CASE("e2e quickstart: the README's main job reaches >= 90% validation accur
   auto r = e2e::trainer("run '" TRAINER_SOURCE_DIR "/configs/quickstart.yaml' --run-dir run", dir);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
-  auto m = last_metrics(dir + "/run");
+  auto m = e2e::last_metrics(dir + "/run");
   WARN("quickstart val_accuracy = " << m["val_accuracy"]);
   CHECK(m["val_accuracy"] >= 0.90);
 }
@@ -107,7 +90,7 @@ schedule: {type: cosine}
   auto r = e2e::trainer("run cifar_slice.yaml --run-dir run", dir);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
-  auto m = last_metrics(dir + "/run");
+  auto m = e2e::last_metrics(dir + "/run");
   WARN("CIFAR-10 slice (5,000 train / 1,000 test images, 468 steps): val_accuracy = " << m["val_accuracy"]);
   CHECK(m["val_accuracy"] >= 0.35);  // chance is 0.10
   std::filesystem::remove_all(dir);
@@ -124,6 +107,6 @@ TEST_CASE("e2e smoke on CUDA: configs/smoke.yaml trains on GPU 0") {
   auto r = e2e::trainer("run '" TRAINER_SOURCE_DIR "/configs/smoke.yaml' --gpus 0 --run-dir run", dir);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
-  auto m = last_metrics(dir + "/run");
+  auto m = e2e::last_metrics(dir + "/run");
   CHECK(m["val_accuracy"] > 0.2);
 }

@@ -160,11 +160,7 @@ LossStats PipelineWorker::pass(const Batch& b, bool training, int M, uint64_t se
     ++bubble_.steps;
   }
   LossStats total;
-  for (const LossStats& s : per) {
-    total.loss_sum += s.loss_sum;
-    total.correct += s.correct;
-    total.count += s.count;
-  }
+  for (const LossStats& s : per) total += s;
   return total;
 }
 
@@ -214,10 +210,7 @@ LossStats PipelineWorker::evaluate(Loader& loader) {
   Batch b;
   while (loader.next(b)) {
     if (b.size == 0) continue;
-    LossStats s = pass(b, false, 1, 0);
-    total.loss_sum += s.loss_sum;
-    total.correct += s.correct;
-    total.count += s.count;
+    total += pass(b, false, 1, 0);
   }
   return total;
 }

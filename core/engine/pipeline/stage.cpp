@@ -141,10 +141,7 @@ void StageRuntime::forward(int m, const MicroBatch& mb, bool training, float gra
     }
     Tensor none;
     Tensor& dl = training ? sized(dlogits_[size_t(m)], g.output(logits_).shape()) : none;
-    LossStats s = loss_->compute(g.output(logits_), labels, dl, grad_scale);
-    total.loss_sum += s.loss_sum;
-    total.correct += s.correct;
-    total.count += s.count;
+    total += loss_->compute(g.output(logits_), labels, dl, grad_scale);
   }
 }
 

@@ -114,3 +114,28 @@ TEST_CASE("e2e mpi: processes with different configs stop at start with one clea
   CHECK(std::stoi(e2e::read_file(dir + "/job.rc")) != 0);
   CHECK_THAT(out, Contains("runs another config or replica count than process 0"));
 }
+
+TEST_CASE("e2e mpi: SIGINT in a 2-process run stops both with a checkpoint; mpirun --resume ends bit-identical") {
+  if (!have_mpirun()) {
+    WARN("skipped: no mpirun (scripts/setup.sh installs openmpi-bin)");
+    return;
+  }
+  std::string dir = e2e::temp_dir("mpi_resume");
+  const std::string args = "run " + kSmoke + " --set train.epochs=2 --set train.steps_per_epoch=8 --set train.batch_size=8"
+                           " --set data.val.size=64 --cpu 1 --threads 1";
+  auto full = e2e::trainer(args + " --run-dir full", dir, kMpirun);
+  INFO(full.out << full.err);
+  REQUIRE(full.code == 0);
+  // The hook raises SIGINT in process 0 at global step 11 (epoch 2, step 4); the stop is agreed
+  // over both processes, process 0 writes the checkpoint, both exit 130.
+  auto cut = e2e::trainer(args + " --run-dir cut", dir, "TRAINER_TEST_SIGINT_AT_STEP=11 " + kMpirun + " -x TRAINER_TEST_SIGINT_AT_STEP");
+  INFO(cut.out << cut.err);
+  CHECK(cut.code == 130);
+  REQUIRE(fs::exists(dir + "/cut/checkpoints/epoch-0002-step-000004.safetensors"));
+  auto res = e2e::trainer("run --resume cut --cpu 1 --threads 1 --run-dir resumed", dir, kMpirun);
+  INFO(res.out << res.err);
+  REQUIRE(res.code == 0);
+  CHECK_THAT(res.out, Contains("epoch 2, step 4/8"));
+  CHECK(e2e::read_file(dir + "/full/checkpoints/epoch-0002.safetensors") ==
+        e2e::read_file(dir + "/resumed/checkpoints/epoch-0002.safetensors"));
+}

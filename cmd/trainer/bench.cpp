@@ -1,5 +1,6 @@
 // `trainer bench CONFIG [--steps N] [--warmup N] [--layers] [--threads N] [--set k=v]...`
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include "cmd/trainer/command.h"
 #include "core/engine/bench.h"
@@ -21,11 +22,14 @@ int run_bench(const BenchArgs& a) {
   Experiment e = load_experiment(a.config, sets);
   BenchResult r = bench(e, a.o);
   for (const std::string& l : r.layer_lines) fmt::print("{}\n", l);
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);  // peak resident set of the whole process (model, buffers, oneDNN caches)
+  const double peak_rss_mb = double(ru.ru_maxrss) / 1024;
   fmt::print("{{\"model\": \"{}\", \"device\": \"{}\", \"threads\": {}, \"batch\": {}, \"steps\": {}, "
              "\"images_per_sec\": {:.2f}, \"ms_per_step\": {:.2f}, \"gflops_per_sec\": {:.1f}, "
-             "\"allreduce_ms_per_step\": {:.2f}, \"allreduce_hidden\": {:.3f}{}}}\n",
+             "\"allreduce_ms_per_step\": {:.2f}, \"allreduce_hidden\": {:.3f}, \"peak_rss_mb\": {:.1f}{}}}\n",
              e.name, r.device, r.threads, r.batch, a.o.steps, r.images_per_second, r.ms_per_step, r.gflops_per_second,
-             r.allreduce_ms_per_step, r.hidden_fraction,
+             r.allreduce_ms_per_step, r.hidden_fraction, peak_rss_mb,
              r.bubble >= 0 ? fmt::format(", \"microbatches\": {}, \"bubble\": {:.3f}", r.microbatches, r.bubble) : "");
   return kOk;
 }

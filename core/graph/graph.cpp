@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <map>
 
 #include "core/ops/elementwise.h"
@@ -163,6 +165,61 @@ void Graph::set_input_grad(int k, bool on) {
   batch_ = -1;
 }
 
+namespace {
+
+// Output gradients share memory where their lifetimes in backward do not overlap. Backward runs
+// the nodes from the last to the first; node j's gradient is live from the backward of its
+// last consumer (which writes it first) to its own backward (which reads it last), or from the
+// start when no node of this graph consumes it (the loss or another device writes it). A node's
+// backward reads its gradient while writing its inputs', so those never share. Returns each
+// node's buffer and, in `sizes`, each buffer's length in floats.
+std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, int64_t batch, std::vector<int64_t>& sizes) {
+  const size_t n = nodes.size();
+  std::vector<size_t> last_consumer(n, 0);
+  std::vector<bool> consumed(n, false);
+  for (size_t i = 0; i < n; ++i)
+    for (int j : nodes[i].inputs)
+      if (!is_model_input(j)) {
+        last_consumer[size_t(j)] = std::max(last_consumer[size_t(j)], i);
+        consumed[size_t(j)] = true;
+      }
+  // In backward time t = n - 1 - i: live over [start, end].
+  std::vector<size_t> start(n), end(n), order(n);
+  for (size_t j = 0; j < n; ++j) {
+    start[j] = consumed[j] ? n - 1 - last_consumer[j] : 0;
+    end[j] = n - 1 - j;
+    order[j] = j;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return start[a] < start[b]; });
+  std::vector<size_t> buffer(n), busy_until;  // per buffer: the end of its current occupant
+  sizes.clear();
+  for (size_t j : order) {
+    const int64_t need = nodes[j].shape.numel() * batch;
+    // The smallest free buffer that is large enough, else the largest free one (grown).
+    size_t pick = SIZE_MAX;
+    for (size_t b = 0; b < sizes.size(); ++b) {
+      if (busy_until[b] >= start[j]) continue;
+      if (pick == SIZE_MAX) {
+        pick = b;
+        continue;
+      }
+      bool fits = sizes[b] >= need, pick_fits = sizes[pick] >= need;
+      if ((fits && (!pick_fits || sizes[b] < sizes[pick])) || (!fits && !pick_fits && sizes[b] > sizes[pick])) pick = b;
+    }
+    if (pick == SIZE_MAX) {
+      pick = sizes.size();
+      sizes.push_back(0);
+      busy_until.push_back(0);
+    }
+    sizes[pick] = std::max(sizes[pick], need);
+    busy_until[pick] = end[j];
+    buffer[j] = pick;
+  }
+  return buffer;
+}
+
+}  // namespace
+
 void Graph::ensure_buffers(int64_t batch) {
   if (batch == batch_) return;
   acts_.assign(nodes_.size(), Tensor());
@@ -171,8 +228,15 @@ void Graph::ensure_buffers(int64_t batch) {
   for (const Shape& s : input_shapes_) biggest = std::max(biggest, s.numel());
   for (size_t i = 0; i < nodes_.size(); ++i) {
     acts_[i] = ctx_->empty(nodes_[i].shape.with_batch(batch));
-    grads_[i] = ctx_->empty(nodes_[i].shape.with_batch(batch));
     biggest = std::max(biggest, nodes_[i].shape.numel());
+  }
+  std::vector<int64_t> sizes;
+  std::vector<size_t> buffer = plan_gradients(nodes_, batch, sizes);
+  grad_pool_.clear();
+  for (int64_t sz : sizes) grad_pool_.push_back(ctx_->empty(Shape{std::max<int64_t>(sz, 1)}));
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Tensor& b = grad_pool_[buffer[i]];
+    grads_[i] = Tensor::view(b.data(), nodes_[i].shape.with_batch(batch), DType::F32, b.device());
   }
   input_grads_.assign(input_shapes_.size(), Tensor());
   for (size_t k = 0; k < input_shapes_.size(); ++k)

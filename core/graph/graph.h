@@ -72,7 +72,16 @@ class Graph {
   // Adds `g` to node's output gradient of the current backward pass (the first contribution is
   // copied). Call before backward_all, or from before_backward(node).
   void add_grad(int node, const Tensor& g);
+  // Node's output gradient in the current backward pass. Gradients whose lifetimes in backward do
+  // not overlap share memory: valid from its consumers' backward (or, for a node nothing in this
+  // graph consumes, from the start of backward) until its own backward.
   Tensor& grad(int node) { return grads_[size_t(node)]; }
+  // Floats held for output gradients at the current batch size (after a forward).
+  int64_t gradient_floats() const {
+    int64_t n = 0;
+    for (const Tensor& t : grad_pool_) n += t.numel();
+    return n;
+  }
   // Gradients with respect to model input k are computed when asked for (device parallelism:
   // an input that is another device's activation); valid after the last consumer's backward.
   void set_input_grad(int k, bool on);
@@ -108,7 +117,8 @@ class Graph {
   OpContext* ctx_ = nullptr;
   std::vector<const Tensor*> inputs_;
   int64_t batch_ = -1;
-  std::vector<Tensor> acts_, grads_;
+  std::vector<Tensor> acts_, grads_;  // grads_: views into grad_pool_ (shared where lifetimes allow)
+  std::vector<Tensor> grad_pool_;
   std::vector<std::vector<Tensor>> shadow_;  // per node: the gradients of a sharer's own use
   std::vector<bool> input_grad_on_, input_grad_written_;
   std::vector<Tensor> input_grads_;

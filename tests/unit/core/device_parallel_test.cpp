@@ -88,8 +88,8 @@ Batch random_batch(const std::vector<Shape>& shapes, int64_t n, int classes, uin
   return b;
 }
 
-std::map<std::string, std::vector<float>> by_name(ModelState& s, bool grads = false) {
-  (void)grads;
+// Every parameter's values by name.
+std::map<std::string, std::vector<float>> by_name(ModelState& s) {
   std::vector<float> w = s.download_weights();
   std::map<std::string, std::vector<float>> out;
   for (const ParamEntry& p : s.entries()) out[p.name].assign(w.begin() + p.offset, w.begin() + p.offset + p.spec.shape.numel());

@@ -66,6 +66,7 @@ StageRuntime::StageRuntime(const Experiment& e, const Stage& st, Device device, 
 }
 
 void StageRuntime::connect(const std::vector<Boundary>& all, int self) {
+  dev_grad_.assign(all.size() * graphs_.size(), Tensor());
   for (size_t b = 0; b < all.size(); ++b) {
     if (all[b].from == self) sends_[size_t(all[b].node)].push_back(int(b));
     if (all[b].to == self) incoming_[size_t(all[b].input)] = int(b);
@@ -157,7 +158,7 @@ void StageRuntime::backward(int m, std::vector<Boundary>& bounds, Mailbox& box, 
       if (cpu) {
         g.add_grad(i, host);
       } else {
-        Tensor& d = sized(dev_grad_.emplace_back(), host.shape());
+        Tensor& d = sized(dev_grad_[size_t(b) * graphs_.size() + size_t(m)], host.shape());
         ctx_->copy_from_host(d.data(), host.data(), host.bytes());
         g.add_grad(i, d);
       }
@@ -178,7 +179,6 @@ void StageRuntime::backward(int m, std::vector<Boundary>& bounds, Mailbox& box, 
   };
   HookScope scope(g, std::move(h));
   g.backward_all();
-  dev_grad_.clear();
 }
 
 }  // namespace trainer

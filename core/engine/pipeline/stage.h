@@ -74,7 +74,8 @@ class StageRuntime {
   std::vector<std::vector<int>> sends_;        // per node: boundaries it feeds
   std::vector<int> incoming_;                  // per input: its boundary, or -1 (a model input)
   std::vector<std::vector<Tensor>> dev_in_;    // per input, per micro-batch (GPU stages)
-  std::vector<Tensor> dlogits_, dev_labels_, dev_grad_;
+  std::vector<Tensor> dlogits_, dev_labels_;
+  std::vector<Tensor> dev_grad_;               // per boundary x micro-batch (GPU stages): a received gradient
   Tensor acc_;                                 // gradients summed over micro-batches
 };
 

@@ -18,6 +18,16 @@ namespace trainer {
 #define CUDNN_CHECK(x) do { cudnnStatus_t s_ = (x); if (s_ != CUDNN_STATUS_SUCCESS) ::trainer::cuda_fail(#x, cudnnGetErrorString(s_), __FILE__, __LINE__); } while (0)
 #define CUBLAS_CHECK(x) do { cublasStatus_t s_ = (x); if (s_ != CUBLAS_STATUS_SUCCESS) ::trainer::cuda_fail(#x, cublasGetStatusString(s_), __FILE__, __LINE__); } while (0)
 
+// An owning cuDNN descriptor (one per kind: the ops alias it, e.g. TensorDesc).
+template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
+struct CudnnDesc {
+  T d = nullptr;
+  CudnnDesc() { CUDNN_CHECK(Create(&d)); }
+  ~CudnnDesc() { Destroy(d); }
+  CudnnDesc(const CudnnDesc&) = delete;
+  CudnnDesc& operator=(const CudnnDesc&) = delete;
+};
+
 // Device memory with per-size free lists: after the first step, the step loop never calls
 // cudaMalloc/cudaFree. Blocks are stream-ordered on the owning context's stream.
 class CudaAllocator final : public Allocator {

@@ -97,19 +97,10 @@ __global__ void add_bias_kernel(float* __restrict__ y, const float* __restrict__
   CUDA_GRID_LOOP(i, total) y[i] += b[i % c];
 }
 
-// An owning cuDNN descriptor.
-template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
-struct Desc {
-  T d = nullptr;
-  Desc() { CUDNN_CHECK(Create(&d)); }
-  ~Desc() { Destroy(d); }
-  Desc(const Desc&) = delete;
-  Desc& operator=(const Desc&) = delete;
-};
-using TensorDesc = Desc<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
-using FilterDesc = Desc<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
+using TensorDesc = CudnnDesc<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
+using FilterDesc = CudnnDesc<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
 using ConvDesc =
-    Desc<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
+    CudnnDesc<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
 
 struct Algo {
   bool chosen = false;

@@ -45,18 +45,9 @@ int to_int(int64_t v, const char* what) {
   return int(v);
 }
 
-// An owning cuDNN descriptor.
-template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
-struct Desc {
-  T d = nullptr;
-  Desc() { CUDNN_CHECK(Create(&d)); }
-  ~Desc() { Destroy(d); }
-  Desc(const Desc&) = delete;
-  Desc& operator=(const Desc&) = delete;
-};
-using RnnDesc = Desc<cudnnRNNDescriptor_t, cudnnCreateRNNDescriptor, cudnnDestroyRNNDescriptor>;
-using DataDesc = Desc<cudnnRNNDataDescriptor_t, cudnnCreateRNNDataDescriptor, cudnnDestroyRNNDataDescriptor>;
-using TensorDesc = Desc<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
+using RnnDesc = CudnnDesc<cudnnRNNDescriptor_t, cudnnCreateRNNDescriptor, cudnnDestroyRNNDescriptor>;
+using DataDesc = CudnnDesc<cudnnRNNDataDescriptor_t, cudnnCreateRNNDataDescriptor, cudnnDestroyRNNDataDescriptor>;
+using TensorDesc = CudnnDesc<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
 
 // Offsets (in floats, from the start of the weight space) of the 8 gate matrices and 8 biases
 // (IDs 0..3: x-side i, f, g, o; 4..7: h-side), -1 for absent biases.

@@ -172,8 +172,12 @@ namespace {
 // last consumer (which writes it first) to its own backward (which reads it last), or from the
 // start when no node of this graph consumes it (the loss or another device writes it). A node's
 // backward reads its gradient while writing its inputs', so those never share. Returns each
-// node's buffer and, in `sizes`, each buffer's length in floats.
-std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, int64_t batch, std::vector<int64_t>& sizes) {
+// node's buffer and, in `sizes`, each buffer's length in floats. A node run in place (over[i] =
+// j) also computes its input's gradient over its own (element-wise, so dx may alias dy): j takes
+// over i's buffer, which nothing else can have claimed, since it is busy until i's backward and
+// j's gradient starts there.
+std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, const std::vector<int>& over, int64_t batch,
+                                   std::vector<int64_t>& sizes) {
   const size_t n = nodes.size();
   std::vector<size_t> last_consumer(n, 0);
   std::vector<bool> consumed(n, false);
@@ -190,11 +194,21 @@ std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, int64_t 
     end[j] = n - 1 - j;
     order[j] = j;
   }
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return start[a] < start[b]; });
+  // By start; among equal starts the later node first, so an in-place node precedes its input.
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return start[a] != start[b] ? start[a] < start[b] : a > b; });
   std::vector<size_t> buffer(n), busy_until;  // per buffer: the end of its current occupant
+  std::vector<int> in_place_by(n, -1);          // per node: its consumer that runs in place on it
+  for (size_t i = 0; i < n; ++i)
+    if (over[i] >= 0) in_place_by[size_t(over[i])] = int(i);
   sizes.clear();
   for (size_t j : order) {
     const int64_t need = nodes[j].shape.numel() * batch;
+    if (in_place_by[j] >= 0) {
+      buffer[j] = buffer[size_t(in_place_by[j])];
+      sizes[buffer[j]] = std::max(sizes[buffer[j]], need);
+      busy_until[buffer[j]] = end[j];
+      continue;
+    }
     // The smallest free buffer that is large enough, else the largest free one (grown).
     size_t pick = SIZE_MAX;
     for (size_t b = 0; b < sizes.size(); ++b) {
@@ -218,6 +232,19 @@ std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, int64_t 
   return buffer;
 }
 
+// Per node, the node whose output buffer it overwrites (in-place layers, see Layer::in_place),
+// else -1. Never the output node: the engine reads its input as the loss's logits.
+std::vector<int> plan_in_place(const std::vector<GraphNode>& nodes, int output) {
+  std::vector<int> over(nodes.size(), -1);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const GraphNode& n = nodes[i];
+    if (int(i) == output || !n.layer->in_place() || n.inputs.size() != 1 || is_model_input(n.inputs[0])) continue;
+    const GraphNode& p = nodes[size_t(n.inputs[0])];
+    if (n.inputs[0] != output && p.consumers == 1 && p.layer->output_reusable()) over[i] = n.inputs[0];
+  }
+  return over;
+}
+
 }  // namespace
 
 void Graph::ensure_buffers(int64_t batch) {
@@ -226,12 +253,14 @@ void Graph::ensure_buffers(int64_t batch) {
   grads_.assign(nodes_.size(), Tensor());
   int64_t biggest = 1;
   for (const Shape& s : input_shapes_) biggest = std::max(biggest, s.numel());
+  in_place_of_ = plan_in_place(nodes_, output_);
+  const std::vector<int>& over = in_place_of_;
   for (size_t i = 0; i < nodes_.size(); ++i) {
-    acts_[i] = ctx_->empty(nodes_[i].shape.with_batch(batch));
+    acts_[i] = over[i] >= 0 ? acts_[size_t(over[i])] : ctx_->empty(nodes_[i].shape.with_batch(batch));
     biggest = std::max(biggest, nodes_[i].shape.numel());
   }
   std::vector<int64_t> sizes;
-  std::vector<size_t> buffer = plan_gradients(nodes_, batch, sizes);
+  std::vector<size_t> buffer = plan_gradients(nodes_, over, batch, sizes);
   grad_pool_.clear();
   for (int64_t sz : sizes) grad_pool_.push_back(ctx_->empty(Shape{std::max<int64_t>(sz, 1)}));
   for (size_t i = 0; i < nodes_.size(); ++i) {

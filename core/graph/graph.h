@@ -82,6 +82,14 @@ class Graph {
     for (const Tensor& t : grad_pool_) n += t.numel();
     return n;
   }
+  // Floats held for outputs (activations) at the current batch size (after a forward); an
+  // in-place layer's output shares its input's buffer (Layer::in_place).
+  int64_t activation_floats() const {
+    int64_t n = 0;
+    for (size_t i = 0; i < acts_.size(); ++i)
+      if (in_place_of_[i] < 0) n += acts_[i].numel();
+    return n;
+  }
   // Gradients with respect to model input k are computed when asked for (device parallelism:
   // an input that is another device's activation); valid after the last consumer's backward.
   void set_input_grad(int k, bool on);
@@ -118,6 +126,7 @@ class Graph {
   std::vector<const Tensor*> inputs_;
   int64_t batch_ = -1;
   std::vector<Tensor> acts_, grads_;  // grads_: views into grad_pool_ (shared where lifetimes allow)
+  std::vector<int> in_place_of_;      // per node: the node whose output buffer it overwrites, or -1
   std::vector<Tensor> grad_pool_;
   std::vector<std::vector<Tensor>> shadow_;  // per node: the gradients of a sharer's own use
   std::vector<bool> input_grad_on_, input_grad_written_;

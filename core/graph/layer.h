@@ -66,6 +66,13 @@ class Layer {
   // gradients are overwritten in the views given to bind().
   virtual void backward(const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                         const std::vector<Tensor*>& dx) = 0;
+  // In-place execution (Caffe's in-place ReLU). A layer that says in_place() may be given an
+  // output that is its single input's buffer: forward then overwrites its input, and its backward
+  // must read only y and dy (never x). The graph does this only when the input's producer says
+  // output_reusable() — its backward never reads its own output, and the output is a buffer of its
+  // own, not a view of its input — and nothing else reads that output.
+  virtual bool in_place() const { return false; }
+  virtual bool output_reusable() const { return false; }
   // Layers with run-to-run randomness (dropout) get a fresh seed each step.
   virtual void set_step_seed(uint64_t) {}
   // Data parallelism with sync_bn: layers whose statistics span the batch (batch norm) reduce

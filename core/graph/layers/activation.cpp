@@ -20,6 +20,7 @@ class Activation : public Layer {
     return in[0];
   }
   int64_t flops() const override { return elems_; }
+  bool in_place() const override { return true; }  // backward reads only y (backward_reads_y)
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
     Layer::bind(ctx, std::move(params), std::move(grads));
     k_ = make_kernel<ActivationKernel>(ctx, p_);
@@ -27,6 +28,7 @@ class Activation : public Layer {
   void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override { k_->forward(*x[0], y); }
   void backward(const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
+    // x[0] is y's buffer when the graph runs this layer in place: the kernel reads only y.
     if (dx[0]->defined()) k_->backward(*x[0], y, dy, *dx[0]);
   }
 

@@ -23,6 +23,7 @@ inline InitKind read_init(cfg::MapReader& r, const std::string& key, const char*
 template <class Kernel>
 class KernelBiasLayer : public Layer {
  public:
+  bool output_reusable() const override { return true; }  // backward never reads y
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
     Layer::bind(ctx, std::move(params), std::move(grads));
     k_ = make_kernel<Kernel>(ctx, p_);

@@ -38,6 +38,7 @@ Pad2dParams read_pad2d(cfg::MapReader& r) {
 
 class ZeroPad2d final : public Layer {
  public:
+  bool output_reusable() const override { return true; }  // backward never reads y
   explicit ZeroPad2d(cfg::MapReader& r) : p_(read_pad2d(r)) {}
 
   Shape infer(const std::vector<Shape>& in) override {

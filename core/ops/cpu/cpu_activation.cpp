@@ -37,7 +37,7 @@ class CpuActivation final : public ActivationKernel {
         break;
       case ActKind::Relu6:
 #pragma omp parallel for simd schedule(static) if (par)
-        for (int64_t i = 0; i < n; ++i) o[i] = std::fmin(std::fmax(a[i], 0.0f), 6.0f);
+        for (int64_t i = 0; i < n; ++i) o[i] = a[i] > 0.0f ? (a[i] < 6.0f ? a[i] : 6.0f) : 0.0f;  // vectorises (fmin/fmax do not)
         break;
       case ActKind::Sigmoid:
 #pragma omp parallel for simd schedule(static) if (par)
@@ -51,7 +51,7 @@ class CpuActivation final : public ActivationKernel {
   }
 
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) override {
-    const bool uses_y = p_.kind == ActKind::Sigmoid || p_.kind == ActKind::Tanh;
+    const bool uses_y = backward_reads_y(p_.kind);
     const Tensor& in = uses_y ? y : x;
     cpu::require_f32("activation", uses_y ? "y" : "x", in);
     cpu::require_shape("activation", "dy", dy, in.shape());
@@ -65,11 +65,11 @@ class CpuActivation final : public ActivationKernel {
       case ActKind::Linear:
         if (o != g) c_.copy(o, g, dy.bytes());
         break;
-      case ActKind::Relu:  // the derivative at 0 is taken as 0 (as TF and PyTorch)
+      case ActKind::Relu:  // from y; the derivative at 0 is taken as 0 (as TF and PyTorch)
 #pragma omp parallel for simd schedule(static) if (par)
         for (int64_t i = 0; i < n; ++i) o[i] = v[i] > 0.0f ? g[i] : 0.0f;
         break;
-      case ActKind::Relu6:
+      case ActKind::Relu6:  // from y: 0 < y < 6 exactly where 0 < x < 6
 #pragma omp parallel for simd schedule(static) if (par)
         for (int64_t i = 0; i < n; ++i) o[i] = (v[i] > 0.0f && v[i] < 6.0f) ? g[i] : 0.0f;
         break;

@@ -62,7 +62,7 @@ class CudaActivation final : public ActivationKernel {
 
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) override {
     const Device dev = c_.device();
-    const bool uses_y = p_.kind == ActKind::Sigmoid || p_.kind == ActKind::Tanh;
+    const bool uses_y = backward_reads_y(p_.kind);
     const Tensor& in = uses_y ? y : x;
     cuda::require_f32("activation", uses_y ? "y" : "x", in, dev);
     cuda::require_shape("activation", "dy", dy, in.shape(), dev);

@@ -1,5 +1,7 @@
 // Graph construction from YAML: blocks, shapes, parameter counts, and the config errors.
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <random>
 
 #include "core/engine/experiment.h"
 #include "core/graph/graph.h"
@@ -123,4 +125,57 @@ TEST_CASE("graph: output gradients share memory where their backward lifetimes d
   WARN("MiniGoogLeNet output gradients: " << g.gradient_floats() << " floats planned for a batch of 2, "
                                           << outputs << " without sharing (" << 100.0 * double(g.gradient_floats()) / double(outputs) << "%)");
   CHECK(g.gradient_floats() < outputs / 4);
+}
+
+namespace {
+// conv -> bn -> relu6 -> conv -> relu -> add (with the block's input) -> flatten -> dense. With
+// `barrier`, a linear activation sits between each producer and its relu: linear runs in place
+// but its own output is not reusable, so the relus get buffers of their own. The two graphs
+// compute the same function with the same parameters.
+std::string in_place_net(bool barrier) {
+  std::string lin1 = barrier ? "    - {name: lin1, type: activation, function: linear}\n" : "";
+  std::string lin2 = barrier ? "    - {name: lin2, type: activation, function: linear}\n" : "";
+  return "model:\n  input: [6, 6, 3]\n  layers:\n"
+         "    - {name: c1, type: conv2d, filters: 4, kernel: 3, padding: same}\n"
+         "    - {name: bn, type: batchnorm}\n" + lin1 +
+         "    - {name: r1, type: relu6}\n"
+         "    - {name: c2, type: conv2d, filters: 4, kernel: 3, padding: same}\n" + lin2 +
+         "    - {name: r2, type: relu}\n"
+         "    - {name: sum, type: add, inputs: [r1, r2]}\n"
+         "    - {name: flat, type: flatten}\n"
+         "    - {name: dense, type: dense, units: 3}\n";
+}
+}  // namespace
+
+TEST_CASE("graph: activations run in place over a reusable producer, with the same gradients") {
+  auto ctx = make_context(Device::cpu(0), {1});
+  Graph a = test::build(in_place_net(false)), b = test::build(in_place_net(true));
+  a.bind(*ctx, 3);
+  b.bind(*ctx, 3);
+  REQUIRE(a.params().weights().numel() == b.params().weights().numel());
+  for (const ParamEntry& e : a.params().entries())  // gamma 5: a good part of bn's outputs pass relu6's cap
+    if (e.spec.name == "gamma") std::fill_n(a.params().weights().f32() + e.offset, e.spec.shape.numel(), 5.0f);
+  std::copy(a.params().weights().f32(), a.params().weights().f32() + a.params().weights().numel(), b.params().weights().f32());
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  Tensor x = ctx->empty(Shape{4, 6, 6, 3}), dy = ctx->empty(Shape{4, 3});
+  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = nd(rng);
+  for (int64_t i = 0; i < dy.numel(); ++i) dy.f32()[i] = nd(rng);
+  for (Graph* g : {&a, &b}) {
+    g->forward(x, true);
+    g->backward(dy, g->output_node());
+  }
+  // r1 and r2 share their producers' buffers in `a` (4 x 144 floats each), not in `b`.
+  CHECK(b.activation_floats() - a.activation_floats() == 2 * 4 * 6 * 6 * 4);
+  for (const char* n : {"r1", "r2", "sum", "dense"}) {
+    const Tensor &ya = a.output(a.node_index(n)), &yb = b.output(b.node_index(n));
+    for (int64_t i = 0; i < ya.numel(); ++i) REQUIRE(ya.f32()[i] == yb.f32()[i]);
+  }
+  const int64_t np = a.params().trainable_floats();
+  int64_t capped = 0;
+  const Tensor& r1 = a.output(a.node_index("r1"));
+  for (int64_t i = 0; i < r1.numel(); ++i) capped += r1.f32()[i] == 6.0f;
+  INFO("relu6 outputs at the cap: " << capped);
+  CHECK(capped > 0);
+  for (int64_t i = 0; i < np; ++i) REQUIRE(a.params().grads().f32()[i] == b.params().grads().f32()[i]);
 }

@@ -1,22 +1,38 @@
 #!/usr/bin/env bash
-# MiniGoogLeNet training throughput on CPU next to the PyTorch peer (../shared/anchors), run in
-# alternation in one command so both see the same machine; prints both medians, the ratio, and
-# both processes' peak resident memory.
-#   scripts/bench-cpu.sh                    # fp32, batch 64, 2 threads, 3 rounds of 20 steps
-#   THREADS=4 BATCH=128 ROUNDS=5 scripts/bench-cpu.sh
-# Needs PyTorch for the peer: installs Debian's python3-torch (1.13, oneDNN) when missing.
+# Training throughput of `trainer bench` next to the PyTorch peer (same model, batch, threads and
+# precision), run alternately in one command so both see the same machine; prints both medians,
+# the ratio, and both processes' peak resident memory.
+#   scripts/bench-vs-pytorch.sh                              # MiniGoogLeNet, fp32, batch 64, 2 threads
+#   PRECISION=bf16 scripts/bench-vs-pytorch.sh               # ours in bf16, PyTorch with bf16 autocast
+#   MODEL=mobilenetv2 scripts/bench-vs-pytorch.sh            # MobileNetV2 224x224, batch 16
+#   THREADS=4 BATCH=128 ROUNDS=5 STEPS=30 scripts/bench-vs-pytorch.sh
+# Peers: ../shared/anchors/minigooglenet_torch.py and scripts/peers/mobilenetv2_torch.py, run by
+# Debian's PyTorch 1.13 (/usr/bin/python3, channels_last), installed when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-threads=${THREADS:-2} batch=${BATCH:-64} steps=${STEPS:-20} rounds=${ROUNDS:-3}
-peer=${PEER:-../shared/anchors/minigooglenet_torch.py}
+model=${MODEL:-minigooglenet} precision=${PRECISION:-fp32}
+threads=${THREADS:-2} rounds=${ROUNDS:-3}
 build=${BUILD_DIR:-build}
+case "$model" in
+  minigooglenet) config=configs/minigooglenet.yaml peer=${PEER:-../shared/anchors/minigooglenet_torch.py}
+                 batch=${BATCH:-64} steps=${STEPS:-20} pkgs="python3-torch" ;;
+  mobilenetv2)   config=configs/mobilenetv2_cats_vs_dogs.yaml peer=${PEER:-scripts/peers/mobilenetv2_torch.py}
+                 batch=${BATCH:-16} steps=${STEPS:-10} pkgs="python3-torch python3-torchvision" ;;
+  *) echo "bench-vs-pytorch: MODEL must be minigooglenet or mobilenetv2, not '$model'"; exit 2 ;;
+esac
+case "$precision" in
+  fp32) ours_prec=() peer_prec=() ;;
+  bf16) ours_prec=(--set precision=bf16) peer_prec=(--amp bf16) ;;
+  *) echo "bench-vs-pytorch: PRECISION must be fp32 or bf16, not '$precision'"; exit 2 ;;
+esac
 [ -x "$build/trainer" ] || scripts/setup.sh
-if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+if ! /usr/bin/python3 -c 'import torch' 2>/dev/null || { [ "$model" = mobilenetv2 ] && ! /usr/bin/python3 -c 'import torchvision' 2>/dev/null; }; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends python3-torch >/tmp/trainer-apt.log 2>&1 ||
-    { $SUDO apt-get update >>/tmp/trainer-apt.log 2>&1 && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends python3-torch >>/tmp/trainer-apt.log 2>&1; }
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends $pkgs >/tmp/trainer-apt.log 2>&1 ||
+    { $SUDO apt-get update >>/tmp/trainer-apt.log 2>&1 && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends $pkgs >>/tmp/trainer-apt.log 2>&1; }
 fi
-[ -f "$peer" ] || { echo "bench-cpu: the PyTorch peer $peer is missing (set PEER=...)"; exit 2; }
+[ -f "$peer" ] || { echo "bench-vs-pytorch: the PyTorch peer $peer is missing (set PEER=...)"; exit 2; }
 
 # Runs a command; prints its output, then "maxrss_kb N": the process's peak resident set size
 # (getrusage of the child), measured the same way for both sides.
@@ -29,9 +45,10 @@ sys.exit(r.returncode)' "$@"
 }
 ours=() theirs=() ours_rss=() theirs_rss=()
 for r in $(seq "$rounds"); do
-  o=$(peak "$build/trainer" bench configs/minigooglenet.yaml --threads "$threads" --steps "$steps" --warmup 3 \
-        --set train.batch_size="$batch")
-  t=$(peak /usr/bin/python3 "$peer" --threads "$threads" --channels-last --batch "$batch" --steps "$steps" --warmup 3)
+  o=$(peak "$build/trainer" bench "$config" --threads "$threads" --steps "$steps" --warmup 3 \
+        --set train.batch_size="$batch" "${ours_prec[@]}")
+  t=$(peak /usr/bin/python3 "$peer" --threads "$threads" --channels-last --batch "$batch" --steps "$steps" --warmup 3 \
+        "${peer_prec[@]}")
   oi=$(grep images_per_sec <<<"$o" | tail -1 | sed -E 's/.*"images_per_sec": ([0-9.]+).*/\1/')
   ti=$(grep images_per_s <<<"$t" | tail -1 | sed -E 's/.*"images_per_s": ([0-9.]+).*/\1/')
   om=$(awk '/^maxrss_kb/ {printf "%.0f", $2 / 1024}' <<<"$o") tm=$(awk '/^maxrss_kb/ {printf "%.0f", $2 / 1024}' <<<"$t")
@@ -40,7 +57,9 @@ for r in $(seq "$rounds"); do
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 mo=$(median "${ours[@]}") mt=$(median "${theirs[@]}")
-printf '\nMiniGoogLeNet training, fp32, batch %s, %s threads (median of %s rounds of %s steps)\n' "$batch" "$threads" "$rounds" "$steps"
-printf '  %-36s %10s img/s\n' "trainer" "$mo" "PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') channels-last" "$mt"
+peer_name="PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') channels-last"
+[ "$precision" = bf16 ] && peer_name+=" bf16 autocast"
+printf '\n%s training, %s, batch %s, %s threads (median of %s rounds of %s steps)\n' "$model" "$precision" "$batch" "$threads" "$rounds" "$steps"
+printf '  %-36s %10s img/s\n' "trainer" "$mo" "$peer_name" "$mt"
 printf '  %-36s %10s\n' "ratio trainer/PyTorch" "$(awk -v a="$mo" -v b="$mt" 'BEGIN {printf "%.2fx", a/b}')"
 printf '  %-36s %10s MiB (trainer), %s MiB (PyTorch)\n' "peak RSS (median)" "$(median "${ours_rss[@]}")" "$(median "${theirs_rss[@]}")"

@@ -1,4 +1,8 @@
-// `trainer bench CONFIG [--steps N] [--warmup N] [--layers] [--threads N] [--set k=v]...`
+// `trainer bench CONFIG [--steps N] [--warmup N] [--data] [--layers] [--json] [--threads N]
+// [--cpu N | --gpus LIST] [--set k=v]...`: img/s, ms/step and where a step's time goes.
+//
+// Output: the per-layer lines (--layers), a summary line, the step's parts, then one JSON line
+// with all of it (always last: scripts read it with `tail -1`); --json prints the JSON line alone.
 #include <fmt/format.h>
 #include <sys/resource.h>
 
@@ -13,28 +17,81 @@ struct BenchArgs {
   std::vector<std::string> sets;
   int threads = 0, cpu = 0;
   std::string gpus;
+  bool json = false;
   BenchOptions o;
 };
+
+// The step's parts for people, e.g. (data parallel)
+//   Step (rank 0 of 1, ms): forward 120.3  backward 180.1  optimizer 3.2  all-reduce 0.0 (exposed 0.0)
+//                           input wait 0.0 (synthetic input)  other 1.2
+// and for device parallelism the schedule as one part, then a line per stage.
+std::string parts_text(const BenchResult& r) {
+  const StepBreakdown& p = r.parts;
+  std::string s = fmt::format("Step ({}, ms): ", p.scope);
+  if (p.split)
+    s += fmt::format("forward {:.1f}  backward {:.1f}", p.forward_ms, p.backward_ms);
+  else
+    s += fmt::format("forward+backward {:.1f} (GPipe schedule, wall time)", p.forward_backward_ms);
+  s += fmt::format("  optimizer {:.1f}  {} {:.1f} (exposed {:.1f})", p.optimizer_ms,
+                   p.split ? "all-reduce" : "shared-gradient sum", p.allreduce_ms, p.exposed_allreduce_ms);
+  s += fmt::format("  input wait {:.1f} ({})", p.input_wait_ms, p.data ? "training data" : "synthetic input");
+  s += fmt::format("  other {:.1f}\n", r.ms_per_step - p.accounted_ms());
+  for (size_t i = 0; i < p.stages.size(); ++i)
+    s += fmt::format("  stage {} on {}: busy {:.1f}, waiting for other stages {:.1f}, optimizer {:.1f}\n", i,
+                     p.stages[i].device, p.stages[i].busy_ms, p.stages[i].wait_ms, p.stages[i].optimizer_ms);
+  return s;
+}
+
+// The step's parts as JSON fields (", \"forward_ms\": ..."); forward_ms and backward_ms are null
+// where only their sum is measured (device parallel).
+std::string parts_json(const BenchResult& r) {
+  const StepBreakdown& p = r.parts;
+  auto ms = [](double v) { return fmt::format("{:.3f}", v); };
+  std::string s = fmt::format(", \"breakdown\": \"{}\", \"input\": \"{}\"", p.scope, p.data ? "data" : "synthetic");
+  s += fmt::format(", \"forward_ms\": {}, \"backward_ms\": {}, \"forward_backward_ms\": {}", p.split ? ms(p.forward_ms) : "null",
+                   p.split ? ms(p.backward_ms) : "null", ms(p.forward_backward_ms));
+  s += fmt::format(", \"optimizer_ms\": {}, \"allreduce_ms\": {}, \"exposed_allreduce_ms\": {}, \"input_wait_ms\": {}, "
+                   "\"other_ms\": {}",
+                   ms(p.optimizer_ms), ms(p.allreduce_ms), ms(p.exposed_allreduce_ms), ms(p.input_wait_ms),
+                   ms(r.ms_per_step - p.accounted_ms()));
+  if (p.stages.empty()) return s;
+  s += ", \"stages\": [";
+  for (size_t i = 0; i < p.stages.size(); ++i)
+    s += fmt::format("{}{{\"device\": \"{}\", \"busy_ms\": {}, \"wait_ms\": {}, \"optimizer_ms\": {}}}", i ? ", " : "",
+                     p.stages[i].device, ms(p.stages[i].busy_ms), ms(p.stages[i].wait_ms), ms(p.stages[i].optimizer_ms));
+  return s + "]";
+}
 
 int run_bench(const BenchArgs& a) {
   std::vector<std::string> sets = a.sets;
   for (const std::string& s : device_overrides(a.gpus, a.cpu, a.threads)) sets.push_back(s);
   Experiment e = load_experiment(a.config, sets);
   BenchResult r = bench(e, a.o);
-  for (const std::string& l : r.layer_lines) fmt::print("{}\n", l);
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);  // peak resident set of the whole process (model, buffers, oneDNN caches)
   const double peak_rss_mb = double(ru.ru_maxrss) / 1024;
+  if (!a.json) {
+    if (a.o.layers && r.layer_lines.empty())
+      fmt::print("Note: --layers times the layers of data-parallel replicas only\n");
+    for (const std::string& l : r.layer_lines) fmt::print("{}\n", l);
+    fmt::print("{} on {} ({} threads), batch {}, {} steps after {} warm-up: {:.1f} img/s, {:.2f} ms/step, "
+               "{:.1f} GFLOP/s, peak RSS {:.0f} MiB{}\n",
+               e.name, r.device, r.threads, r.batch, a.o.steps, a.o.warmup, r.images_per_second, r.ms_per_step,
+               r.gflops_per_second, peak_rss_mb,
+               r.bubble >= 0 ? fmt::format(", {} micro-batches, bubble {:.1f}%", r.microbatches, 100 * r.bubble) : "");
+    fmt::print("{}", parts_text(r));
+  }
   fmt::print("{{\"model\": \"{}\", \"device\": \"{}\", \"threads\": {}, \"batch\": {}, \"steps\": {}, "
              "\"images_per_sec\": {:.2f}, \"ms_per_step\": {:.2f}, \"gflops_per_sec\": {:.1f}, "
-             "\"allreduce_ms_per_step\": {:.2f}, \"allreduce_hidden\": {:.3f}, \"peak_rss_mb\": {:.1f}{}}}\n",
+             "\"allreduce_ms_per_step\": {:.2f}, \"allreduce_hidden\": {:.3f}, \"peak_rss_mb\": {:.1f}{}{}}}\n",
              e.name, r.device, r.threads, r.batch, a.o.steps, r.images_per_second, r.ms_per_step, r.gflops_per_second,
-             r.allreduce_ms_per_step, r.hidden_fraction, peak_rss_mb,
-             r.bubble >= 0 ? fmt::format(", \"microbatches\": {}, \"bubble\": {:.3f}", r.microbatches, r.bubble) : "");
+             r.parts.allreduce_ms, r.hidden_fraction, peak_rss_mb,
+             r.bubble >= 0 ? fmt::format(", \"microbatches\": {}, \"bubble\": {:.3f}", r.microbatches, r.bubble) : "",
+             parts_json(r));
   return kOk;
 }
 
-const RegisterCommand reg({"bench", "Time training steps on synthetic batches (images/s, ms/step, per-layer times)",
+const RegisterCommand reg({"bench", "Time training steps (images/s, ms/step, where a step's time goes, per-layer times)",
                            [](CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   app.add_option("config", a->config, "Experiment YAML file")->required();
@@ -44,7 +101,11 @@ const RegisterCommand reg({"bench", "Time training steps on synthetic batches (i
   app.add_option("--threads", a->threads, "CPU compute threads per replica")->check(CLI::PositiveNumber);
   CLI::Option* gpus = app.add_option("--gpus", a->gpus, "GPUs: a count, a list of ordinals (0,2 or 0,0), or all");
   app.add_option("--cpu", a->cpu, "CPU replicas")->check(CLI::PositiveNumber)->excludes(gpus);
+  app.add_flag("--data", a->o.data,
+               "Take batches from the config's training data (as trainer run does) and time the wait for them; "
+               "default: one fixed synthetic batch");
   app.add_flag("--layers", a->o.layers, "Also time every layer's forward and backward");
+  app.add_flag("--json", a->json, "Print only the machine-readable JSON line");
   return [a] { return run_bench(*a); };
 }});
 

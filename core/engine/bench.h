@@ -1,9 +1,11 @@
-// bench(): training throughput of a config's model on synthetic batches (no data loading), with
-// optional per-layer forward/backward times — what `trainer bench` prints.
+// bench(): training throughput of a config's model (warm-up steps, then timed ones) and where a
+// step's time goes (forward, backward, optimizer, communication, input wait), with optional
+// per-layer forward/backward times: what `trainer bench` prints.
 #pragma once
 #include <string>
 #include <vector>
 
+#include "core/engine/data_setup.h"
 #include "core/engine/experiment.h"
 
 namespace trainer {
@@ -11,6 +13,37 @@ namespace trainer {
 struct BenchOptions {
   int steps = 20, warmup = 3;
   bool layers = false;  // per-layer times (synchronised per layer: slower overall)
+  // Batches from the config's training data through the loader `trainer run` uses (input wait
+  // measured), instead of one fixed synthetic batch per rank.
+  bool data = false;
+  std::string base_dir = ".";  // relative data paths resolve against this
+};
+
+// One pipeline stage's share of a timed step, ms per step.
+struct StagePart {
+  std::string device;
+  double busy_ms = 0, wait_ms = 0, optimizer_ms = 0;  // in the schedule: working / waiting for other stages
+};
+
+// Where a timed step's time went, ms per step: rank 0's step for data parallelism (each rank
+// times its own; they meet in the all-reduces), the whole pipeline for device parallelism.
+struct StepBreakdown {
+  std::string scope;  // "rank 0 of 2", "all stages"
+  // Data parallel: forward (up to the logits) and backward (with the loss) measured apart.
+  // Device parallel: forward and backward interleave across stages: only their sum, the schedule.
+  bool split = true;
+  double forward_ms = 0, backward_ms = 0, forward_backward_ms = 0;
+  double optimizer_ms = 0;
+  // Gradient communication: its work, and the part of it the step waited for (not hidden behind
+  // backward). Device parallel: a shared layer's gradients summed over its devices (not hidden).
+  double allreduce_ms = 0, exposed_allreduce_ms = 0;
+  double input_wait_ms = 0;  // waiting for the loader's next batch (0 for synthetic input)
+  bool data = false;         // input from the training data, else a fixed synthetic batch
+  std::vector<StagePart> stages;  // device parallel only
+
+  // The parts on the step's critical path (communication only where exposed); the rest of the
+  // step's wall time is "other" (step-end collectives, the loop itself).
+  double accounted_ms() const { return forward_backward_ms + optimizer_ms + exposed_allreduce_ms + input_wait_ms; }
 };
 
 struct BenchResult {
@@ -18,8 +51,8 @@ struct BenchResult {
   int threads = 0;
   int64_t batch = 0;  // global
   double images_per_second = 0, ms_per_step = 0, gflops_per_second = 0;
-  double allreduce_ms_per_step = 0;  // rank 0's gradient all-reduce work per step
-  double hidden_fraction = 1;        // the part of it that overlapped backward
+  double hidden_fraction = 1;  // the part of the all-reduce work that overlapped backward
+  StepBreakdown parts;
   std::vector<std::string> layer_lines;  // "name  fwd ms  bwd ms", slowest first
   // Device parallel: micro-batches per batch and the stages' idle fraction (GPipe's bubble is
   // (S - 1) / (M + S - 1) for S balanced stages); -1 for data parallel.
@@ -30,5 +63,28 @@ struct BenchResult {
 BenchResult bench(const Experiment& e, const BenchOptions& o);
 // The same for strategy: device_parallel (core/engine/pipeline/pipeline_bench.cpp).
 BenchResult bench_pipeline(const Experiment& e, const BenchOptions& o);
+
+// --- shared by the two bench paths ---
+
+// The config's training data set up as `trainer run` sets it up, one loader per local rank
+// (`replicas` over the job, this process's from `first_rank`). DataError when the data cannot
+// be read or holds less than one global batch.
+DataSetup bench_data(const Experiment& e, const BenchOptions& o, int replicas, int first_rank, int local);
+
+// The steps' batches for one rank: a fixed random batch (synthetic input), or the next batch of
+// the rank's training loader, epoch after epoch as `trainer run` reads them (train.steps_per_epoch
+// included), with the time spent waiting for it.
+class BenchInput {
+ public:
+  // `loader`: null for synthetic input; `replicas`: data-parallel ranks in the job.
+  BenchInput(const Experiment& e, int rank, int replicas, Loader* loader);
+  // The next step's batch (valid until the next call); adds the seconds it took to `waited`.
+  const Batch& next(double& waited);
+
+ private:
+  Loader* loader_;
+  Batch batch_;
+  int64_t steps_per_epoch_ = 0, epoch_ = 0, step_ = 0;
+};
 
 }  // namespace trainer

@@ -1,6 +1,8 @@
 // The data-parallel step of one replica.
 #include "core/engine/worker.h"
 
+#include <algorithm>
+
 namespace trainer {
 
 Worker::Worker(const Experiment& e, int rank, Device device, int threads)
@@ -16,6 +18,14 @@ void Worker::attach(Communicator& grad, Communicator& ctl) {
     if (p.spec.trainable) cuts.push_back(p.offset);
   buckets_ = std::make_unique<GradBuckets>(ps.trainable_grads(), cuts, bucket_floats_, grad, rep_->context());
   rep_->graph().set_backward_hook([this](int64_t frontier) { buckets_->on_frontier(frontier); });
+  // The end of forward, for StepTimes (the loss is computed right after the logits).
+  GraphHooks h;
+  h.after_forward = [this](int node) {
+    if (node != rep_->logits_node()) return;
+    if (timing_) rep_->context().synchronize();
+    forward_end_ = Clock::now();
+  };
+  rep_->graph().set_hooks(std::move(h));
   if (sync_bn_)
     for (const GraphNode& n : rep_->graph().nodes()) n.layer->set_sync(&ctl);
 }
@@ -26,11 +36,16 @@ void Worker::broadcast_parameters() {
 }
 
 LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop) {
+  auto seconds = [](Clock::time_point a, Clock::time_point z) { return std::chrono::duration<double>(z - a).count(); };
+  const Clock::time_point start = Clock::now();
+  forward_end_ = start;
   buckets_->start_step();
   // The loss gradient is scaled by 1 / global batch, so the all-reduced sum is the gradient
   // of the mean loss over the global batch: averaging needs no pass of its own.
   float grad_scale = b.global_size > 0 ? 1.0f / float(b.global_size) : 0.0f;
   LossStats s = rep_->compute_gradients(b.images, b.labels, grad_scale, seed);
+  if (timing_) rep_->context().synchronize();
+  const Clock::time_point backward_end = Clock::now();
   Optimizer& opt = rep_->optimizer();
   opt.begin_step();
   const auto& bk = buckets_->buckets();
@@ -38,6 +53,14 @@ LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop
     buckets_->wait(i);
     opt.update(bk[i].begin, bk[i].end, lr, 1.0f);
   }
+  if (timing_) rep_->context().synchronize();
+  const Clock::time_point updated = Clock::now();
+  // Every bucket has been waited for: the communication thread's counts are final.
+  times_.forward = seconds(start, forward_end_);
+  times_.backward = seconds(forward_end_, backward_end);
+  times_.exposed = buckets_->exposed_seconds();
+  times_.optimizer = std::max(0.0, seconds(backward_end, updated) - times_.exposed);
+  times_.allreduce = buckets_->reduce_seconds();
   Tensor frozen = rep_->graph().params().frozen_weights();
   if (frozen.numel() > 0) ctl_->broadcast(frozen, 0);
   std::vector<double> v{s.loss_sum, double(s.correct), double(s.count), stop ? 1.0 : 0.0};

@@ -8,6 +8,7 @@
 //   3. a host all-reduce of the step's loss sum, correct count and sample count.
 // (With sync_bn, each batch-norm layer adds two host all-reduces in forward and backward.)
 #pragma once
+#include <chrono>
 #include <memory>
 
 #include "core/data/loader.h"
@@ -16,6 +17,25 @@
 #include "core/engine/trainee.h"
 
 namespace trainer {
+
+// Where one train_step's time went, in seconds, as this rank saw it. Four steady_clock reads a
+// step (the end of forward is marked from the graph's after_forward hook). A GPU runs ahead of
+// the host, so without timing each part is only its launch time; with Worker::set_timing(true) the
+// device is synchronised at each boundary and each part holds its device work (CPU ops are
+// synchronous: the times are exact either way). Whatever is not here (the step-end statistics
+// broadcast and loss all-reduce, the caller's own loop) is the rest of the step's wall time.
+struct StepTimes {
+  double forward = 0;    // the batch to the device and forward up to the logits
+  double backward = 0;   // the loss and backward (the buckets' all-reduces start meanwhile)
+  double optimizer = 0;  // the per-bucket updates, less the time spent waiting for all-reduces
+  double allreduce = 0;  // all-reduce work on the communication thread, mostly overlapping backward
+  double exposed = 0;    // the part of it the updates waited for after backward (not hidden)
+  StepTimes& operator+=(const StepTimes& o) {
+    forward += o.forward, backward += o.backward, optimizer += o.optimizer;
+    allreduce += o.allreduce, exposed += o.exposed;
+    return *this;
+  }
+};
 
 class Worker final : public Trainee {
  public:
@@ -40,14 +60,23 @@ class Worker final : public Trainee {
   LossStats evaluate(Loader& loader) override;
 
   const GradBuckets& buckets() const { return *buckets_; }
+  // The last train_step's parts; `timing` synchronises the device between them (for `trainer
+  // bench`: it costs a GPU the overlap of host and device across those points).
+  const StepTimes& step_times() const { return times_; }
+  void set_timing(bool on) { timing_ = on; }
 
  private:
+  using Clock = std::chrono::steady_clock;
+
   int rank_;
   bool sync_bn_;
   int64_t bucket_floats_;
   std::unique_ptr<Replica> rep_;
   Communicator* ctl_ = nullptr;
   std::unique_ptr<GradBuckets> buckets_;
+  bool timing_ = false;
+  StepTimes times_;
+  Clock::time_point forward_end_;  // set by the after_forward hook at the logits
 };
 
 }  // namespace trainer

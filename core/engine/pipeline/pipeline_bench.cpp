@@ -1,44 +1,55 @@
-// `trainer bench` for a device-parallel model: timed GPipe steps on a fixed random batch, with
-// the stages' idle (bubble) fraction.
+// `trainer bench` for a device-parallel model: timed GPipe steps on a fixed random batch or the
+// config's training data, the stages' idle (bubble) fraction, and where a step's time goes
+// (the schedule, the shared-gradient sum, the updates, input wait; per stage busy and waiting).
 #include <fmt/format.h>
 
 #include <chrono>
-#include <random>
 
 #include "core/engine/bench.h"
 #include "core/engine/devices.h"
 #include "core/engine/pipeline/pipeline_worker.h"
-#include "core/engine/replica.h"
 
 namespace trainer {
 
 BenchResult bench_pipeline(const Experiment& e, const BenchOptions& o) {
+  using Clock = std::chrono::steady_clock;
   std::vector<Device> devices = placement_devices(e.placement, e.devices, nullptr);
   int cpu_devices = 0;
   for (const Device& d : devices) cpu_devices += d.is_cpu();
   const int threads = threads_per_replica(e.devices, std::max(1, cpu_devices));
+  DataSetup data;  // opened first: missing data fails before the stages are built
+  if (o.data) data = bench_data(e, o, 1, 0, 1);
   PipelineWorker w(e, devices, threads);
-  Graph full(e.model);
   const int64_t b = e.train.batch_size;
-  auto cpu = make_context(Device::cpu(0));
-  auto loss = make_loss(e.train.loss, *cpu);
-  const int classes = int(std::max<int64_t>(2, full.nodes()[size_t(loss_head(full, *loss).logits)].shape[0]));
   const float lr = float(make_optimizer(e.optimizer)->base_lr());
 
-  Batch batch;
-  batch.images = Tensor::empty(e.model.input.with_batch(b));
-  batch.labels = Tensor::empty(Shape{b}, DType::I32);
-  batch.size = batch.global_size = b;
-  std::mt19937_64 rng(e.seed);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  for (int64_t i = 0; i < batch.images.numel(); ++i) batch.images.f32()[i] = normal(rng);
-  for (int64_t i = 0; i < b; ++i) batch.labels.i32()[i] = int32_t(rng() % uint64_t(classes));
+  BenchInput in(e, 0, 1, o.data ? data.train_loaders[0].get() : nullptr);
   bool stop = false;
-  for (int s = 0; s < o.warmup; ++s) w.train_step(batch, lr, uint64_t(s), stop);
+  double warm_wait = 0;
+  for (int s = 0; s < o.warmup; ++s) w.train_step(in.next(warm_wait), lr, uint64_t(s), stop);
   w.reset_bubble();
-  auto t0 = std::chrono::steady_clock::now();
-  for (int s = 0; s < o.steps; ++s) w.train_step(batch, lr, uint64_t(o.warmup + s), stop);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  w.set_timing(true);
+  PipelineWorker::StepTimes sum;
+  sum.stages.resize(size_t(w.stages()));
+  double waited = 0;
+  int64_t images = 0;
+  const auto t0 = Clock::now();
+  for (int s = 0; s < o.steps; ++s) {
+    const Batch& batch = in.next(waited);
+    images += batch.global_size;
+    w.train_step(batch, lr, uint64_t(o.warmup + s), stop);
+    const PipelineWorker::StepTimes& t = w.step_times();
+    sum.schedule += t.schedule;
+    sum.shared_sum += t.shared_sum;
+    sum.optimizer += t.optimizer;
+    for (size_t st = 0; st < sum.stages.size(); ++st) {
+      sum.stages[st].busy += t.stages[st].busy;
+      sum.stages[st].waited += t.stages[st].waited;
+      sum.stages[st].optimizer += t.stages[st].optimizer;
+    }
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  w.set_timing(false);
 
   BenchResult res;
   std::string where;
@@ -46,12 +57,25 @@ BenchResult bench_pipeline(const Experiment& e, const BenchOptions& o) {
   res.device = fmt::format("device parallel {}", where);
   res.threads = threads;
   res.batch = b;
-  res.ms_per_step = secs * 1000 / o.steps;
-  res.images_per_second = double(b) * o.steps / secs;
-  res.gflops_per_second = 3.0 * double(full.flops_per_sample()) * res.images_per_second / 1e9;
-  res.allreduce_ms_per_step = 0;
+  const double ms = 1000.0 / o.steps;  // seconds over the timed steps -> ms per step
+  res.ms_per_step = secs * ms;
+  res.images_per_second = double(images) / secs;
+  res.gflops_per_second = 3.0 * double(Graph(e.model).flops_per_sample()) * res.images_per_second / 1e9;
+  res.hidden_fraction = sum.shared_sum > 0 ? 0.0 : 1.0;  // the shared-gradient sum runs after the schedule
   res.microbatches = w.microbatches();
   res.bubble = w.bubble().fraction();
+  StepBreakdown& p = res.parts;
+  p.scope = "all stages";
+  p.split = false;
+  p.forward_backward_ms = sum.schedule * ms;
+  p.optimizer_ms = sum.optimizer * ms;
+  p.allreduce_ms = p.exposed_allreduce_ms = sum.shared_sum * ms;
+  p.input_wait_ms = waited * ms;
+  p.data = o.data;
+  for (int s = 0; s < w.stages(); ++s) {
+    const PipelineWorker::StageTime& t = sum.stages[size_t(s)];
+    p.stages.push_back({e.placement.devices[size_t(w.stage(s).stage().device)], t.busy * ms, t.waited * ms, t.optimizer * ms});
+  }
   return res;
 }
 

@@ -117,6 +117,7 @@ PipelineWorker::PipelineWorker(const Experiment& e, const std::vector<Device>& d
   }
   state_ = std::make_unique<TiedState>(parts);
   reset_bubble();
+  times_.stages.resize(stages_.size());
 }
 
 PipelineWorker::~PipelineWorker() { threads_.reset(); }
@@ -155,8 +156,14 @@ LossStats PipelineWorker::pass(const Batch& b, bool training, int M, uint64_t se
     ran[size_t(s)] = since(t);
   });
   if (training) {
-    bubble_.wall += since(t0);
-    for (int s = 0; s < S; ++s) bubble_.busy += ran[size_t(s)] - times[size_t(s)].waited;
+    times_.schedule = since(t0);
+    bubble_.wall += times_.schedule;
+    for (int s = 0; s < S; ++s) {
+      StageTime& st = times_.stages[size_t(s)];
+      st.waited = times[size_t(s)].waited;
+      st.busy = ran[size_t(s)] - st.waited;
+      bubble_.busy += st.busy;
+    }
     ++bubble_.steps;
   }
   LossStats total;
@@ -194,13 +201,22 @@ void PipelineWorker::sum_shared_gradients() {
 
 LossStats PipelineWorker::compute_gradients(const Batch& b, uint64_t seed) {
   LossStats s = pass(b, true, microbatches_, seed);
-  sum_shared_gradients();
+  const auto t0 = std::chrono::steady_clock::now();
+  sum_shared_gradients();  // synchronises the stages that hold copies
+  times_.shared_sum = since(t0);
   return s;
 }
 
 LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bool&) {
   LossStats s = compute_gradients(b, seed);
-  threads_->run_all([&](int st) { stages_[size_t(st)]->optimizer().step(lr, 1.0f); });
+  const auto t0 = std::chrono::steady_clock::now();
+  threads_->run_all([&](int st) {
+    const auto t = std::chrono::steady_clock::now();
+    stages_[size_t(st)]->optimizer().step(lr, 1.0f);
+    if (timing_) stages_[size_t(st)]->context().synchronize();
+    times_.stages[size_t(st)].optimizer = since(t);
+  });
+  times_.optimizer = since(t0);
   return s;
 }
 

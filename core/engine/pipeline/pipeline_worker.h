@@ -47,6 +47,24 @@ class PipelineWorker final : public Trainee {
   const Bubble& bubble() const { return bubble_; }
   void reset_bubble() { bubble_ = Bubble{0, 0, int(stages_.size()), 0}; }
 
+  // Where the last train_step's time went, in seconds. Forward and backward interleave across
+  // stages (and a stage's graphs per micro-batch are its own), so the schedule is one part: every
+  // stage's forward, loss and backward of every micro-batch, as wall time from the first stage's
+  // start to the last one's end. A stage's busy time is its part of that less its waits for
+  // other stages (activations, gradients). With timing on (for `trainer bench`), each stage's
+  // device is synchronised after its update, so asynchronous GPU work is counted where launched.
+  struct StageTime {
+    double busy = 0, waited = 0, optimizer = 0;
+  };
+  struct StepTimes {
+    double schedule = 0;    // the GPipe schedule (forward + backward), wall time
+    double shared_sum = 0;  // a shared layer's gradients summed over the devices holding copies
+    double optimizer = 0;   // every stage's update (in parallel), wall time
+    std::vector<StageTime> stages;
+  };
+  const StepTimes& step_times() const { return times_; }
+  void set_timing(bool on) { timing_ = on; }
+
  private:
   LossStats pass(const Batch& b, bool training, int microbatches, uint64_t seed);
   void sum_shared_gradients();
@@ -62,6 +80,8 @@ class PipelineWorker final : public Trainee {
   // Parameters held by several stages: per group, (stage, entry index) of each copy.
   std::vector<std::vector<std::pair<int, size_t>>> tied_;
   Bubble bubble_;
+  bool timing_ = false;
+  StepTimes times_;
 };
 
 }  // namespace trainer

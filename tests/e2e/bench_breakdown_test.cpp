@@ -1,0 +1,136 @@
+// End-to-end `trainer bench`: where a step's time goes (forward, backward, optimizer, all-reduce,
+// input wait) adds up to ms/step, for synthetic input and --data, data and device parallel; a
+// missing data set under --data is a data error.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli.h"
+
+using Catch::Contains;
+
+namespace {
+
+const std::string kSmoke = "'" TRAINER_SOURCE_DIR "/configs/smoke.yaml'";
+const std::string kModelParallel = "'" TRAINER_SOURCE_DIR "/configs/model_parallel.yaml'";
+
+// The JSON line bench prints last.
+nlohmann::json last_json(const std::string& out) {
+  std::istringstream in(out);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return nlohmann::json::parse(last);
+}
+
+// Every part is there and not negative; the critical-path parts make up most of ms/step (the
+// rest: the step-end collectives and the loop) and never more than it (10% for clock noise).
+void check_parts(const nlohmann::json& j, bool split) {
+  INFO(j.dump());
+  for (const char* k : {"forward_backward_ms", "optimizer_ms", "allreduce_ms", "exposed_allreduce_ms", "input_wait_ms",
+                        "allreduce_ms_per_step", "ms_per_step"}) {
+    REQUIRE(j.contains(k));
+    CHECK(j[k].get<double>() >= 0);
+  }
+  REQUIRE(j.contains("forward_ms"));
+  REQUIRE(j.contains("backward_ms"));
+  REQUIRE(j.contains("other_ms"));
+  double fb = j["forward_backward_ms"].get<double>();
+  if (split) {
+    CHECK(j["forward_ms"].get<double>() > 0);
+    CHECK(j["backward_ms"].get<double>() > 0);
+    CHECK(j["forward_ms"].get<double>() + j["backward_ms"].get<double>() == Approx(fb).margin(0.01));
+  } else {
+    CHECK(j["forward_ms"].is_null());
+    CHECK(j["backward_ms"].is_null());
+  }
+  const double parts = fb + j["optimizer_ms"].get<double>() + j["exposed_allreduce_ms"].get<double>() +
+                       j["input_wait_ms"].get<double>();
+  const double step = j["ms_per_step"].get<double>();
+  CHECK(parts <= step * 1.1);
+  CHECK(parts >= step * 0.5);
+}
+
+}  // namespace
+
+TEST_CASE("e2e bench: a data-parallel step's parts add up to ms/step (synthetic input)") {
+  auto r = e2e::trainer("bench " + kSmoke + " --threads 2 --steps 20 --warmup 2 --set train.batch_size=64");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Contains("Step (rank 0 of 1, ms): forward ") && Contains("input wait 0.0 (synthetic input)") &&
+                        Contains(" other "));
+  auto j = last_json(r.out);
+  check_parts(j, true);
+  CHECK(j["input"] == "synthetic");
+  CHECK(j["breakdown"] == "rank 0 of 1");
+  CHECK(j["input_wait_ms"].get<double>() == 0);
+
+  // --json: the JSON line alone.
+  auto only = e2e::trainer("bench " + kSmoke + " --threads 2 --steps 2 --warmup 1 --json");
+  INFO(only.out << only.err);
+  REQUIRE(only.code == 0);
+  CHECK(only.out.find("Step (") == std::string::npos);
+  CHECK(last_json(only.out).contains("optimizer_ms"));
+}
+
+TEST_CASE("e2e bench: two CPU replicas report their all-reduce and the part of it exposed") {
+  auto r = e2e::trainer("bench " + kSmoke + " --cpu 2 --threads 1 --steps 6 --warmup 2 --set train.bucket_mb=0.001");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  auto j = last_json(r.out);
+  INFO(j.dump());
+  CHECK(j["breakdown"] == "rank 0 of 2");
+  CHECK(j["allreduce_ms"].get<double>() > 0);
+  CHECK(j["allreduce_ms"].get<double>() == Approx(j["allreduce_ms_per_step"].get<double>()).margin(0.01));
+  // Exposed is how long the updates waited for the communication thread: the work not hidden,
+  // but also that thread's wake-up, so on a busy machine it can exceed the work itself.
+  CHECK(j["exposed_allreduce_ms"].get<double>() >= 0);
+  const double parts = j["forward_backward_ms"].get<double>() + j["optimizer_ms"].get<double>() +
+                       j["exposed_allreduce_ms"].get<double>() + j["input_wait_ms"].get<double>();
+  CHECK(parts <= j["ms_per_step"].get<double>() * 1.1);
+}
+
+TEST_CASE("e2e bench --data: steps read the training data through the loader, epoch after epoch") {
+  // 96 samples in batches of 32: three steps an epoch, so the 12 timed steps start new epochs.
+  auto r = e2e::trainer("bench " + kSmoke + " --threads 2 --steps 12 --warmup 2 --data --set data.train.size=96");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Contains("(training data)"));
+  auto j = last_json(r.out);
+  check_parts(j, true);
+  CHECK(j["input"] == "data");
+}
+
+TEST_CASE("e2e bench --data: a missing data set is a data error (exit 3), synthetic input does not read it") {
+  std::string dir = e2e::temp_dir("bench_nodata");
+  std::string missing = " --set 'data.train={type: image_folder, path: no/such/dir}'";
+  auto d = e2e::trainer("bench " + kSmoke + missing + " --steps 1 --warmup 0 --data", dir);
+  CHECK(d.code == 3);
+  CHECK_THAT(d.err, Contains("data error: no/such/dir: no such directory"));
+  auto s = e2e::trainer("bench " + kSmoke + missing + " --steps 1 --warmup 0", dir);
+  INFO(s.out << s.err);
+  CHECK(s.code == 0);
+}
+
+TEST_CASE("e2e bench: device parallel reports the schedule, the updates and each stage (synthetic and --data)") {
+  const std::string small = " --steps 4 --warmup 1 --set pipeline.microbatches=2 --set train.batch_size=32";
+  auto r = e2e::trainer("bench " + kModelParallel + small);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Contains("Step (all stages, ms): forward+backward ") && Contains("stage 0 on cpu:0: busy ") &&
+                        Contains("stage 1 on cpu:1: busy "));
+  auto j = last_json(r.out);
+  check_parts(j, false);
+  CHECK(j["breakdown"] == "all stages");
+  CHECK(j["input"] == "synthetic");
+  REQUIRE(j["stages"].size() == 2);
+  for (const auto& st : j["stages"]) CHECK(st["busy_ms"].get<double>() > 0);
+
+  auto d = e2e::trainer("bench " + kModelParallel + small + " --data --set data.train.size=96");
+  INFO(d.out << d.err);
+  REQUIRE(d.code == 0);
+  auto jd = last_json(d.out);
+  check_parts(jd, false);
+  CHECK(jd["input"] == "data");
+}

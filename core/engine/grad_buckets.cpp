@@ -24,7 +24,8 @@ GradBuckets::GradBuckets(Tensor grads, const std::vector<int64_t>& cuts, int64_t
   if (end > 0) buckets_.push_back({0, end});
   std::reverse(buckets_.begin(), buckets_.end());
   done_.assign(buckets_.size(), false);
-  thread_ = std::thread([this] { loop(); });
+  solo_ = comm.size() == 1;
+  if (!solo_) thread_ = std::thread([this] { loop(); });
 }
 
 GradBuckets::~GradBuckets() {
@@ -33,7 +34,7 @@ GradBuckets::~GradBuckets() {
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void GradBuckets::start_step() {
@@ -45,8 +46,14 @@ void GradBuckets::start_step() {
 
 void GradBuckets::on_frontier(int64_t frontier) {
   std::lock_guard<std::mutex> lock(mu_);
-  while (next_ready_ > 0 && buckets_[next_ready_ - 1].begin >= frontier) queue_.push_back(--next_ready_);
-  cv_.notify_all();
+  while (next_ready_ > 0 && buckets_[next_ready_ - 1].begin >= frontier) {
+    --next_ready_;
+    if (solo_)
+      done_[next_ready_] = true;
+    else
+      queue_.push_back(next_ready_);
+  }
+  if (!solo_) cv_.notify_all();
 }
 
 void GradBuckets::wait(size_t i) {

@@ -18,7 +18,8 @@ class GradBuckets {
  public:
   // `grads`: the replica's flat trainable gradients; `cuts`: allowed bucket boundaries (the
   // parameter offsets), so no parameter is split; `bucket_floats`: the target bucket size.
-  // `ctx` is bound on the communication thread (its OpenMP/CUDA device state).
+  // `ctx` is bound on the communication thread (its OpenMP/CUDA device state). With one rank
+  // there is nothing to reduce: no thread, and each bucket is done as soon as it is final.
   GradBuckets(Tensor grads, const std::vector<int64_t>& cuts, int64_t bucket_floats, Communicator& comm, OpContext& ctx);
   ~GradBuckets();  // stops the communication thread
   GradBuckets(const GradBuckets&) = delete;
@@ -55,6 +56,7 @@ class GradBuckets {
   bool stop_ = false;
   std::exception_ptr error_;
   double reduce_s_ = 0, exposed_s_ = 0;
+  bool solo_ = false;  // one rank
   std::thread thread_;
 };
 

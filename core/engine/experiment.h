@@ -8,6 +8,7 @@
 #include "core/graph/model_spec.h"
 #include "core/graph/placement.h"
 #include "core/io/config.h"
+#include "core/ops/context.h"
 
 namespace trainer {
 
@@ -60,6 +61,7 @@ struct Experiment {
   CheckpointOptions checkpoint;
   InitOptions init;
   std::string lr_scaling = "none";  // optimizer.lr_scaling: none | linear (lr x replicas, Goyal et al.)
+  Precision precision = Precision::FP32;  // `precision: fp32 | bf16` (bf16: CPU convolutions and dense)
 };
 
 // Loads `file` with `overrides` and checks everything that can be checked without data or a

@@ -54,6 +54,7 @@ std::vector<Tensor> split_inputs(OpContext& ctx, const Tensor& host, const std::
 Replica::Replica(const Experiment& e, Device device, int threads) {
   ContextOptions o;
   o.threads = threads;
+  o.precision = e.precision;
   ctx_ = make_context(device, o);
   graph_ = std::make_unique<Graph>(e.model);
   graph_->bind(*ctx_, e.seed);

@@ -38,8 +38,15 @@ class OpContext {
   Device device_;
 };
 
+// The arithmetic of the compute-heavy ops (convolutions, dense). Storage is fp32 either way:
+// weights, gradients, optimizer state and every tensor passed between layers. With BF16 the CPU
+// kernels convert their operands to bfloat16 and accumulate in fp32 (as PyTorch's CPU autocast).
+enum class Precision { FP32, BF16 };
+inline const char* precision_name(Precision p) { return p == Precision::BF16 ? "bf16" : "fp32"; }
+
 struct ContextOptions {
-  int threads = 0;  // CPU: compute threads for this replica (0 = all cores)
+  int threads = 0;                        // CPU: compute threads for this replica (0 = all cores)
+  Precision precision = Precision::FP32;  // bf16 is CPU-only (the CUDA context refuses it)
 };
 
 // Contexts are made through a registry keyed by device kind, so the engine never names a backend.

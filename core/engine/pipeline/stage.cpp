@@ -26,6 +26,7 @@ StageRuntime::StageRuntime(const Experiment& e, const Stage& st, Device device, 
     : stage_(st) {
   ContextOptions o;
   o.threads = threads;
+  o.precision = e.precision;
   ctx_ = make_context(device, o);
   for (int m = 0; m < microbatches; ++m) {
     graphs_.push_back(std::make_unique<Graph>(st.spec));

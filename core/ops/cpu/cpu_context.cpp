@@ -1,4 +1,4 @@
-// CpuContext: oneDNN engine/stream per replica; OpenMP threads bound per worker thread.
+// CpuContext: oneDNN engine/stream per replica; OpenMP threads bound per worker thread; the bf16 ISA check.
 #include "core/ops/cpu/cpu_context.h"
 
 #include <omp.h>
@@ -9,9 +9,19 @@
 namespace trainer {
 
 CpuContext::CpuContext(Device d, const ContextOptions& o)
-    : OpContext(d), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+    : OpContext(d), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_), precision_(o.precision) {
   int hw = int(std::thread::hardware_concurrency());
   threads_ = o.threads > 0 ? o.threads : (hw > 0 ? hw : 1);
+  // oneDNN's bf16 convolutions and matmuls need AVX-512 (native with AVX512_BF16, emulated on
+  // plain AVX-512); below that it has no bf16 implementation at all and primitive creation fails
+  // deep inside a kernel. Refuse at start instead, in one line. The ISA is oneDNN's effective one,
+  // so ONEDNN_MAX_CPU_ISA=AVX2 reproduces an older CPU.
+  if (bf16()) {
+    auto isa = unsigned(dnnl::get_effective_cpu_isa()), need = unsigned(dnnl::cpu_isa::avx512_core);
+    if ((isa & need) != need)
+      throw DeviceError("precision bf16 needs a CPU with AVX-512, which oneDNN does not find here (the CPU lacks "
+                        "it or ONEDNN_MAX_CPU_ISA caps it): use precision: fp32");
+  }
   bind_thread();
 }
 

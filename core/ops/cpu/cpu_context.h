@@ -1,4 +1,4 @@
-// CpuContext: a CPU replica's oneDNN engine and stream, and its compute-thread budget.
+// CpuContext: a CPU replica's oneDNN engine and stream, its compute-thread budget and precision.
 #pragma once
 #include <dnnl.hpp>
 
@@ -8,6 +8,7 @@ namespace trainer {
 
 class CpuContext final : public OpContext {
  public:
+  // Throws DeviceError when o asks for bf16 and oneDNN cannot do it on this CPU.
   CpuContext(Device d, const ContextOptions& o);
   Allocator& allocator() override { return host_allocator(); }
   void copy_from_host(void* dst, const void* src, size_t bytes) override;
@@ -19,11 +20,14 @@ class CpuContext final : public OpContext {
   dnnl::engine& engine() { return engine_; }
   dnnl::stream& stream() { return stream_; }
   int threads() const { return threads_; }
+  // Whether convolutions and dense compute in bf16 (fp32 storage, fp32 accumulation).
+  bool bf16() const { return precision_ == Precision::BF16; }
 
  private:
   dnnl::engine engine_;
   dnnl::stream stream_;
   int threads_;
+  Precision precision_;
 };
 
 // The CpuContext behind a generic context (kernels registered for CPU receive only these).

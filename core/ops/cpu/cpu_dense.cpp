@@ -1,5 +1,6 @@
-// CPU dense: y = x·w + b over the last axis and its gradients through oneDNN's row-major sgemm.
+// CPU dense: y = x·w + b over the last axis and its gradients, through oneDNN's sgemm (fp32) or bf16 matmuls.
 #include <cstring>
+#include <unordered_map>
 #include <vector>
 
 #include "core/ops/cpu/cpu_context.h"
@@ -9,15 +10,104 @@
 namespace trainer {
 namespace {
 
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
 void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
           float beta, float* c, int64_t ldc) {
   if (dnnl::sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc) != dnnl::status::success)
     cpu::fail("dense: sgemm failed for {}x{}x{}", m, n, k);
 }
 
+// The bf16 path (precision bf16) for one input shape: x [n,k] · w [k,u] as three oneDNN matmuls on
+// bf16 copies of x, w and dy, accumulating in f32 and writing f32 y, dx and dw:
+//   y  = x · w + b     src x [n,k],                weights w [k,u]
+//   dx = dy · wᵀ       src dy [n,u],               weights w [k,u] read as [u,k] (tag ba)
+//   dw = xᵀ · dy       src x [n,k] read as [k,n],  weights dy [n,u]
+// The transposes are strides on the same bf16 buffers. x and dy are converted into per-thread
+// scratch, w into a buffer of the plan; forward and backward each convert what they read (as the
+// convolutions do: nothing is kept between the two, see cpu_onednn_conv.cpp).
+class Bf16Dense {
+ public:
+  Bf16Dense(CpuContext& c, int64_t n, int64_t k, int64_t u, bool bias) : c_(c) {
+    auto& eng = c.engine();
+    memory::desc x_f({n, k}, dt::f32, tag::ab), w_f({k, u}, dt::f32, tag::ab), dy_f({n, u}, dt::f32, tag::ab);
+    x_ = cpu::Bf16Convert(eng, x_f, memory::desc({n, k}, dt::bf16, tag::ab));
+    w_ = cpu::Bf16Convert(eng, w_f, memory::desc({k, u}, dt::bf16, tag::ab));
+    dy_ = cpu::Bf16Convert(eng, dy_f, memory::desc({n, u}, dt::bf16, tag::ab));
+    w_bf16_ = c.empty({int64_t(w_.to.get_size())}, DType::U8);
+    y_md_ = dy_f;
+    dx_md_ = x_f;
+    dw_md_ = w_f;
+    wt_md_ = memory::desc({u, k}, dt::bf16, tag::ba);
+    xt_md_ = memory::desc({k, n}, dt::bf16, tag::ba);
+    bias_md_ = memory::desc({1, u}, dt::f32, tag::ab);
+    fwd_pd_ = bias ? dnnl::matmul::primitive_desc(dnnl::matmul::desc(x_.to, w_.to, bias_md_, y_md_), attr(), eng)
+                   : dnnl::matmul::primitive_desc(dnnl::matmul::desc(x_.to, w_.to, y_md_), attr(), eng);
+    fwd_ = dnnl::matmul(fwd_pd_);
+  }
+
+  void forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+    auto& eng = c_.engine();
+    auto& s = c_.stream();
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, source(x)},
+                                            {DNNL_ARG_WEIGHTS, w_.run(eng, s, w.data(), w_bf16_.data())},
+                                            {DNNL_ARG_DST, cpu::mem(y_md_, eng, y.data())},
+                                            {DNNL_ARG_SCRATCHPAD, cpu::scratchpad(fwd_pd_, eng)}};
+    if (b.defined()) args[DNNL_ARG_BIAS] = cpu::mem(bias_md_, eng, b.data());
+    fwd_.execute(s, args);
+    s.wait();
+  }
+
+  // dx (when defined) and dw; the bias gradient is the caller's (an exact f32 sum of dy).
+  void backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw) {
+    auto& eng = c_.engine();
+    auto& s = c_.stream();
+    if (!bwd_made_) make_backward();
+    memory xb = source(x);
+    w_.run(eng, s, w.data(), w_bf16_.data());
+    memory g = dy_.run(eng, s, dy.data(), cpu::thread_scratch(cpu::kScratchBf16Grad, dy_.to.get_size()));
+    if (dx.defined())
+      bwd_data_.execute(s, {{DNNL_ARG_SRC, g},
+                            {DNNL_ARG_WEIGHTS, cpu::mem(wt_md_, eng, w_bf16_.data())},
+                            {DNNL_ARG_DST, cpu::mem(dx_md_, eng, dx.data())},
+                            {DNNL_ARG_SCRATCHPAD, cpu::scratchpad(bwd_data_pd_, eng)}});
+    bwd_w_.execute(s, {{DNNL_ARG_SRC, cpu::mem(xt_md_, eng, xb.get_data_handle())},
+                       {DNNL_ARG_WEIGHTS, g},
+                       {DNNL_ARG_DST, cpu::mem(dw_md_, eng, dw.data())},
+                       {DNNL_ARG_SCRATCHPAD, cpu::scratchpad(bwd_w_pd_, eng)}});
+    s.wait();
+  }
+
+ private:
+  static dnnl::primitive_attr attr() { return cpu::user_scratchpad_attr(); }
+  memory source(const Tensor& x) {
+    return x_.run(c_.engine(), c_.stream(), x.data(), cpu::thread_scratch(cpu::kScratchBf16Src, x_.to.get_size()));
+  }
+
+  // Created by the first backward (shapes only evaluated never need them).
+  void make_backward() {
+    auto& eng = c_.engine();
+    bwd_data_pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy_.to, wt_md_, dx_md_), attr(), eng);
+    bwd_data_ = dnnl::matmul(bwd_data_pd_);
+    bwd_w_pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(xt_md_, dy_.to, dw_md_), attr(), eng);
+    bwd_w_ = dnnl::matmul(bwd_w_pd_);
+    bwd_made_ = true;
+  }
+
+  CpuContext& c_;
+  cpu::Bf16Convert x_, w_, dy_;
+  Tensor w_bf16_;
+  memory::desc y_md_, dx_md_, dw_md_, wt_md_, xt_md_, bias_md_;
+  dnnl::matmul::primitive_desc fwd_pd_, bwd_data_pd_, bwd_w_pd_;
+  dnnl::matmul fwd_, bwd_data_, bwd_w_;
+  bool bwd_made_ = false;
+};
+
 class CpuDense final : public DenseKernel {
  public:
-  CpuDense(OpContext&, const DenseParams& p) : p_(p) {
+  CpuDense(OpContext& ctx, const DenseParams& p) : c_(cpu_context(ctx)), p_(p) {
     if (p.units <= 0) cpu::fail("dense: units must be positive, got {}", p.units);
   }
 
@@ -28,6 +118,7 @@ class CpuDense final : public DenseKernel {
     if (p_.bias) cpu::require_shape("dense", "b", b, {u});
     cpu::require_shape("dense", "y", y, out_shape(x));
     if (n == 0) return;
+    if (c_.bf16()) return bf16(n, k).forward(x, w, p_.bias ? b : Tensor(), y);
     float* yp = y.f32();
     if (p_.bias) {  // y = b, then y += x·w
       const float* bp = b.f32();
@@ -49,8 +140,12 @@ class CpuDense final : public DenseKernel {
       if (p_.bias) std::memset(db.data(), 0, db.bytes());
       return;
     }
-    if (dx.defined()) gemm('N', 'T', n, k, u, dy.f32(), u, w.f32(), u, 0.0f, dx.f32(), k);
-    gemm('T', 'N', k, u, n, x.f32(), k, dy.f32(), u, 0.0f, dw.f32(), u);
+    if (c_.bf16()) {
+      bf16(n, k).backward(x, w, dy, dx, dw);
+    } else {
+      if (dx.defined()) gemm('N', 'T', n, k, u, dy.f32(), u, w.f32(), u, 0.0f, dx.f32(), k);
+      gemm('T', 'N', k, u, n, x.f32(), k, dy.f32(), u, 0.0f, dw.f32(), u);
+    }
     if (p_.bias) {
       std::vector<double> acc(size_t(u), 0.0);
       const float* g = dy.f32();
@@ -74,7 +169,13 @@ class CpuDense final : public DenseKernel {
     d.back() = p_.units;
     return Shape(std::move(d));
   }
+  Bf16Dense& bf16(int64_t n, int64_t k) {
+    return plans_.get({n, k}, [&] { return Bf16Dense(c_, n, k, p_.units, p_.bias); });
+  }
+
+  CpuContext& c_;
   DenseParams p_;
+  cpu::ShapeCache<Bf16Dense> plans_;  // bf16 only: one per [rows, K]
 };
 
 static RegisterKernel<DenseKernel, CpuDense> reg(DeviceKind::CPU);

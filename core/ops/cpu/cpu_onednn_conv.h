@@ -1,4 +1,4 @@
-// oneDNN convolution shared by the CPU conv2d and depthwise conv2d kernels: per-shape plans, weight reorders, forward and backward.
+// oneDNN convolution shared by the CPU conv2d and depthwise conv2d kernels: per-shape plans, fp32 or bf16, fwd and bwd.
 #pragma once
 #include "core/ops/conv2d.h"
 #include "core/ops/cpu/cpu_context.h"
@@ -20,6 +20,12 @@ struct OnednnConvConfig {
 // Forward and backward of one convolution on NHWC activations. Plans (descriptors, primitives,
 // reorders and reordered weights) are cached per input shape; the backward parts are created on
 // first use (evaluation shapes never need them). Arguments are checked by the caller.
+//
+// Precision follows the context. In bf16 (mixed precision, as PyTorch's CPU autocast) every tensor
+// the caller sees stays f32; inside, x, w and dy are converted to bf16 by oneDNN reorders (w
+// straight into the primitive's blocked layout, x and dy into per-thread scratch) and the
+// primitives accumulate in f32 and write f32 y, dx, dw and db. dy is converted once per backward
+// for both backward primitives; x once in forward and once in backward (see source()).
 class OnednnConv {
  public:
   OnednnConv(CpuContext& c, const OnednnConvConfig& cfg) : c_(c), cfg_(cfg) {}
@@ -33,7 +39,8 @@ class OnednnConv {
  private:
   struct Plan {
     ConvGeometry g{};
-    dnnl::memory::desc src_md, dst_md, bias_md, user_w_md;
+    dnnl::memory::desc src_md, dst_md, bias_md, user_w_md;  // the caller's f32 tensors
+    dnnl::memory::desc src_c_md, dst_c_md;  // x and dy as the primitives read them (bf16 NHWC, or = src_md / dst_md)
     dnnl::memory::dims wdims, strides, dilates, pad_l, pad_r;
 
     dnnl::convolution_forward::primitive_desc fwd_pd;
@@ -52,12 +59,17 @@ class OnednnConv {
     dnnl::convolution_backward_weights bwd_w;
     dnnl::reorder dw_to_user;
     Tensor dw_buf;
+
+    Bf16Convert x_to_bf16, dy_to_bf16;  // bf16 only: x and dy to src_c_md and dst_c_md
   };
 
   Plan& plan(const Shape& xs, const ConvGeometry& g);
   Plan make_plan(const ConvGeometry& g);
   void make_bwd_data(Plan& pl);
   void make_bwd_weights(Plan& pl);
+  dnnl::memory weights(Plan& pl, const Tensor& w, const dnnl::reorder& r, Tensor& buf, const dnnl::memory::desc& md);
+  dnnl::memory source(Plan& pl, const Tensor& x);
+  dnnl::memory grad(Plan& pl, const Tensor& dy);
 
   CpuContext& c_;
   OnednnConvConfig cfg_;

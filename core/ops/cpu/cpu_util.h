@@ -45,8 +45,8 @@ using shape_checks::require_same_numel;
 // oneDNN's NCHW-ordered dims for an NHWC tensor [N,H,W,C].
 inline dnnl::memory::dims nchw_dims(const Shape& s) { return {s[0], s[3], s[1], s[2]}; }
 
-inline dnnl::memory::desc nhwc_md(const Shape& s) {
-  return dnnl::memory::desc(nchw_dims(s), dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc);
+inline dnnl::memory::desc nhwc_md(const Shape& s, dnnl::memory::data_type t = dnnl::memory::data_type::f32) {
+  return dnnl::memory::desc(nchw_dims(s), t, dnnl::memory::format_tag::nhwc);
 }
 
 inline dnnl::memory mem(const dnnl::memory::desc& md, dnnl::engine& eng, const void* p) {
@@ -88,13 +88,32 @@ class ShapeCache {
 // Grow-only 64-byte aligned buffers, one set per thread (a replica's kernels run on its worker
 // thread, one at a time). `slot` distinguishes buffers needed at the same time.
 void* thread_scratch(int slot, size_t bytes);
-enum ScratchSlot { kScratchDnnl = 0, kScratchReduce = 1, kScratchSlots = 2 };
+enum ScratchSlot { kScratchDnnl = 0, kScratchReduce = 1, kScratchBf16Src = 2, kScratchBf16Grad = 3, kScratchSlots = 4 };
 
 // A oneDNN scratchpad memory for a primitive descriptor (user scratchpad mode).
 inline dnnl::memory scratchpad(const dnnl::primitive_desc_base& pd, dnnl::engine& eng) {
   dnnl::memory::desc md = pd.scratchpad_desc();
   return dnnl::memory(md, eng, thread_scratch(kScratchDnnl, md.get_size()));
 }
+
+// Mixed precision (ContextOptions::precision bf16): an f32 -> bf16 conversion made once per shape
+// plan, a oneDNN reorder from the user's f32 layout to a bf16 one (plain, or the blocked layout a
+// primitive asks for). It writes into a buffer of to.get_size() bytes that the caller provides:
+// a plan's own buffer or thread_scratch.
+struct Bf16Convert {
+  dnnl::memory::desc from, to;
+  dnnl::reorder r;
+
+  Bf16Convert() = default;
+  Bf16Convert(dnnl::engine& eng, const dnnl::memory::desc& f, const dnnl::memory::desc& t)
+      : from(f), to(t), r(dnnl::reorder::primitive_desc(eng, f, eng, t)) {}
+  // Queues the conversion of `src` into `dst` on `s` and returns `dst` as a oneDNN memory.
+  dnnl::memory run(dnnl::engine& eng, dnnl::stream& s, const void* src, void* dst) const {
+    dnnl::memory in = mem(from, eng, src), out = mem(to, eng, dst);
+    r.execute(s, in, out);
+    return out;
+  }
+};
 
 inline dnnl::primitive_attr user_scratchpad_attr() {
   dnnl::primitive_attr a;

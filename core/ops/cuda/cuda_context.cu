@@ -139,8 +139,12 @@ size_t CudaAllocator::cached_bytes() const {
 // ---------------------------------------------------------------------------------------------
 // CudaContext
 
-CudaContext::CudaContext(Device d, const ContextOptions& /*o*/) : OpContext(d), index_(d.index) {
+CudaContext::CudaContext(Device d, const ContextOptions& o) : OpContext(d), index_(d.index) {
   if (d.kind != DeviceKind::CUDA) throw DeviceError("CudaContext made for " + d.str());
+  // The CUDA kernels compute in fp32 only: refuse bf16 rather than silently run fp32.
+  if (o.precision != Precision::FP32)
+    throw DeviceError(cuda::cat("precision ", precision_name(o.precision), " is CPU-only for now (the CUDA backend ",
+                                "computes in fp32): use precision: fp32 on ", d.str(), ", or --cpu"));
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {

@@ -44,7 +44,7 @@ class CpuDepthwiseConv2d final : public DepthwiseConv2dKernel {
   static constexpr const char* kOp = "depthwise_conv2d";
 
   static cpu::OnednnConvConfig config(const DepthwiseConv2dParams& p) {
-    return {true, dnnl::memory::format_tag::hwigo, p.kh, p.kw, p.sh, p.sw, p.dh, p.dw, p.bias};
+    return {true, dnnl::memory::format_tag::hwigo, p.kh, p.kw, p.sh, p.sw, p.dh, p.dw, p.bias, /*bf16_capable=*/false};
   }
 
   ConvGeometry check(const Tensor& x, const Tensor& w, const Tensor& b, bool need_bias) const {

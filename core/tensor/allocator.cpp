@@ -37,6 +37,7 @@ void* HostAllocator::allocate(size_t bytes) {
   void* p = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    ++allocations_;
     auto it = free_.find(r);
     if (it != free_.end() && !it->second.empty()) {
       p = it->second.back();
@@ -47,6 +48,8 @@ void* HostAllocator::allocate(size_t bytes) {
   if (!p) {
     p = std::aligned_alloc(64, r);
     if (!p) throw std::bad_alloc();
+    std::lock_guard<std::mutex> lock(mu_);
+    ++system_allocations_;
   }
   TRAINER_UNPOISON(p, bytes);
   TRAINER_POISON(static_cast<char*>(p) + bytes, r - bytes);
@@ -66,6 +69,16 @@ void HostAllocator::deallocate(void* p, size_t bytes) {
 size_t HostAllocator::cached_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return cached_;
+}
+
+size_t HostAllocator::allocations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return allocations_;
+}
+
+size_t HostAllocator::system_allocations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return system_allocations_;
 }
 
 void HostAllocator::release_cache() {

@@ -28,6 +28,9 @@ class HostAllocator final : public Allocator {
   Device device() const override { return device_; }
   size_t cached_bytes() const;
   void release_cache();
+  // allocate() calls so far, and how many of them had to go to the system (no cached block).
+  size_t allocations() const;
+  size_t system_allocations() const;
 
  private:
   static size_t round(size_t bytes);
@@ -35,6 +38,7 @@ class HostAllocator final : public Allocator {
   mutable std::mutex mu_;
   std::map<size_t, std::vector<void*>> free_;
   size_t cached_ = 0;
+  size_t allocations_ = 0, system_allocations_ = 0;
 };
 
 // The process-wide host allocator (used for CPU tensors unless a context supplies its own).

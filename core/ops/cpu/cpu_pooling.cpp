@@ -82,7 +82,7 @@ class CpuPool2d final : public Pool2dKernel {
     if (p_.kind == PoolKind::Max) args[DNNL_ARG_WORKSPACE] = memory(pl.train_pd.workspace_desc(), eng, ws->data());
     pl.bwd.execute(c_.stream(), args);
     c_.stream().wait();
-    if (ws) workspaces_.erase(ws_key(x));  // consumed: a second backward recomputes it
+    if (ws) consume_workspace(x);  // a second backward recomputes it
   }
 
  private:
@@ -121,16 +121,33 @@ class CpuPool2d final : public Pool2dKernel {
     key.push_back(int64_t(reinterpret_cast<intptr_t>(x.data())));
     return key;
   }
+  // Max pooling's argmax positions for input x: `make` (a training forward) hands out x's buffer,
+  // made on first use and kept, so later steps allocate nothing; otherwise the positions of the
+  // last training forward of x, or null when none is pending (never made, or consumed by a
+  // backward: a second backward recomputes them).
   Tensor* workspace(PoolPlan& pl, const Tensor& x, bool make) {
-    if (!make) return workspaces_.find(ws_key(x));
-    return &workspaces_.get(ws_key(x),
-                            [&] { return c_.empty({int64_t(pl.train_pd.workspace_desc().get_size())}, DType::U8); });
+    if (!make) {
+      Workspace* w = workspaces_.find(ws_key(x));
+      return w && w->pending ? &w->t : nullptr;
+    }
+    Workspace& w = workspaces_.get(ws_key(x), [&] {
+      return Workspace{c_.empty({int64_t(pl.train_pd.workspace_desc().get_size())}, DType::U8), false};
+    });
+    w.pending = true;
+    return &w.t;
+  }
+  void consume_workspace(const Tensor& x) {
+    if (Workspace* w = workspaces_.find(ws_key(x))) w->pending = false;
   }
 
   CpuContext& c_;
   Pool2dParams p_;
   cpu::ShapeCache<PoolPlan> cache_;
-  cpu::ShapeCache<Tensor, 32> workspaces_;
+  struct Workspace {
+    Tensor t;
+    bool pending = false;  // written by a training forward, not yet read by its backward
+  };
+  cpu::ShapeCache<Workspace, 32> workspaces_;
 };
 
 class CpuGlobalPool final : public GlobalPoolKernel {

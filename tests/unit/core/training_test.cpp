@@ -50,3 +50,19 @@ TEST_CASE("training: two runs with one seed give bit-identical weights") {
   REQUIRE(a.size() == b.size());
   CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
+
+TEST_CASE("training: after the first steps a step allocates no tensor (MiniGoogLeNet: every layer kind it has)") {
+  // Activations, gradients, kernel plans and scratch are sized on the first steps; later steps of
+  // the same batch size must reuse them: no allocate() call at all, not even one the allocator's
+  // cache would serve.
+  Experiment e = load_experiment(TRAINER_SOURCE_DIR "/configs/minigooglenet.yaml", {});
+  Replica rep(e, Device::cpu(), 2);
+  Tensor x = Tensor::empty(Shape{8, 32, 32, 3}), y = Tensor::empty(Shape{8}, DType::I32);
+  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = float((i * 7919) % 255) / 255.f - 0.5f;
+  for (int i = 0; i < 8; ++i) y.i32()[i] = i % 10;
+  for (int s = 0; s < 2; ++s) rep.train_step(x, y, 0.01f, uint64_t(s));
+  const size_t before = host_allocator().allocations(), system_before = host_allocator().system_allocations();
+  for (int s = 2; s < 6; ++s) rep.train_step(x, y, 0.01f, uint64_t(s));
+  CHECK(host_allocator().allocations() - before == 0);
+  CHECK(host_allocator().system_allocations() - system_before == 0);
+}

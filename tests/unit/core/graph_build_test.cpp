@@ -167,6 +167,11 @@ TEST_CASE("graph: activations run in place over a reusable producer, with the sa
   }
   // r1 and r2 share their producers' buffers in `a` (4 x 144 floats each), not in `b`.
   CHECK(b.activation_floats() - a.activation_floats() == 2 * 4 * 6 * 6 * 4);
+  auto buffer = [](Graph& g, const char* n) { return g.output(g.node_index(n)).data(); };
+  CHECK(buffer(a, "r1") == buffer(a, "bn"));  // the same memory, not a copy
+  CHECK(buffer(a, "r2") == buffer(a, "c2"));
+  CHECK(buffer(b, "r1") != buffer(b, "bn"));
+  CHECK(buffer(b, "r1") != buffer(b, "lin1"));
   for (const char* n : {"r1", "r2", "sum", "dense"}) {
     const Tensor &ya = a.output(a.node_index(n)), &yb = b.output(b.node_index(n));
     for (int64_t i = 0; i < ya.numel(); ++i) REQUIRE(ya.f32()[i] == yb.f32()[i]);

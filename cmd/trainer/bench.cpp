@@ -37,8 +37,9 @@ std::string parts_text(const BenchResult& r) {
   s += fmt::format("  input wait {:.1f} ({})", p.input_wait_ms, p.data ? "training data" : "synthetic input");
   s += fmt::format("  other {:.1f}\n", r.ms_per_step - p.accounted_ms());
   for (size_t i = 0; i < p.stages.size(); ++i)
-    s += fmt::format("  stage {} on {}: busy {:.1f}, waiting for other stages {:.1f}, optimizer {:.1f}\n", i,
-                     p.stages[i].device, p.stages[i].busy_ms, p.stages[i].wait_ms, p.stages[i].optimizer_ms);
+    s += fmt::format("  stage {} on {}: busy {:.1f} (forward {:.1f}, backward {:.1f}), waiting for other stages {:.1f}, "
+                     "optimizer {:.1f}\n", i, p.stages[i].device, p.stages[i].busy_ms, p.stages[i].forward_ms,
+                     p.stages[i].busy_ms - p.stages[i].forward_ms, p.stages[i].wait_ms, p.stages[i].optimizer_ms);
   return s;
 }
 
@@ -57,8 +58,10 @@ std::string parts_json(const BenchResult& r) {
   if (p.stages.empty()) return s;
   s += ", \"stages\": [";
   for (size_t i = 0; i < p.stages.size(); ++i)
-    s += fmt::format("{}{{\"device\": \"{}\", \"busy_ms\": {}, \"wait_ms\": {}, \"optimizer_ms\": {}}}", i ? ", " : "",
-                     p.stages[i].device, ms(p.stages[i].busy_ms), ms(p.stages[i].wait_ms), ms(p.stages[i].optimizer_ms));
+    s += fmt::format("{}{{\"device\": \"{}\", \"busy_ms\": {}, \"forward_ms\": {}, \"backward_ms\": {}, \"wait_ms\": {}, "
+                     "\"optimizer_ms\": {}}}", i ? ", " : "", p.stages[i].device, ms(p.stages[i].busy_ms),
+                     ms(p.stages[i].forward_ms), ms(p.stages[i].busy_ms - p.stages[i].forward_ms), ms(p.stages[i].wait_ms),
+                     ms(p.stages[i].optimizer_ms));
   return s + "]";
 }
 

@@ -23,6 +23,7 @@ struct BenchOptions {
 struct StagePart {
   std::string device;
   double busy_ms = 0, wait_ms = 0, optimizer_ms = 0;  // in the schedule: working / waiting for other stages
+  double forward_ms = 0;  // the part of busy_ms in forwards (the loss included); the rest is backward
 };
 
 // Where a timed step's time went, ms per step: rank 0's step for data parallelism (each rank

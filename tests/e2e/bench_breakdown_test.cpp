@@ -125,7 +125,13 @@ TEST_CASE("e2e bench: device parallel reports the schedule, the updates and each
   CHECK(j["breakdown"] == "all stages");
   CHECK(j["input"] == "synthetic");
   REQUIRE(j["stages"].size() == 2);
-  for (const auto& st : j["stages"]) CHECK(st["busy_ms"].get<double>() > 0);
+  for (const auto& st : j["stages"]) {  // busy = forward + backward, both done by every stage
+    CHECK(st["busy_ms"].get<double>() > 0);
+    CHECK(st["forward_ms"].get<double>() > 0);
+    CHECK(st["backward_ms"].get<double>() > 0);
+    CHECK(st["forward_ms"].get<double>() + st["backward_ms"].get<double>() ==
+          Approx(st["busy_ms"].get<double>()).margin(0.01));
+  }
 
   auto d = e2e::trainer("bench " + kModelParallel + small + " --data --set data.train.size=96");
   INFO(d.out << d.err);

@@ -44,6 +44,7 @@ BenchResult bench_pipeline(const Experiment& e, const BenchOptions& o) {
     sum.optimizer += t.optimizer;
     for (size_t st = 0; st < sum.stages.size(); ++st) {
       sum.stages[st].busy += t.stages[st].busy;
+      sum.stages[st].forward += t.stages[st].forward;
       sum.stages[st].waited += t.stages[st].waited;
       sum.stages[st].optimizer += t.stages[st].optimizer;
     }
@@ -74,7 +75,8 @@ BenchResult bench_pipeline(const Experiment& e, const BenchOptions& o) {
   p.data = o.data;
   for (int s = 0; s < w.stages(); ++s) {
     const PipelineWorker::StageTime& t = sum.stages[size_t(s)];
-    p.stages.push_back({e.placement.devices[size_t(w.stage(s).stage().device)], t.busy * ms, t.waited * ms, t.optimizer * ms});
+    p.stages.push_back({e.placement.devices[size_t(w.stage(s).stage().device)], t.busy * ms, t.waited * ms, t.optimizer * ms,
+                        t.forward * ms});
   }
   return res;
 }

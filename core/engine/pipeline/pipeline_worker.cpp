@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 
@@ -162,6 +163,7 @@ LossStats PipelineWorker::pass(const Batch& b, bool training, int M, uint64_t se
       StageTime& st = times_.stages[size_t(s)];
       st.waited = times[size_t(s)].waited;
       st.busy = ran[size_t(s)] - st.waited;
+      st.forward = std::min(times[size_t(s)].forward, st.busy);
       bubble_.busy += st.busy;
     }
     ++bubble_.steps;

@@ -55,6 +55,7 @@ class PipelineWorker final : public Trainee {
   // device is synchronised after its update, so asynchronous GPU work is counted where launched.
   struct StageTime {
     double busy = 0, waited = 0, optimizer = 0;
+    double forward = 0;  // the part of busy spent in forwards (the loss included); the rest is backward
   };
   struct StepTimes {
     double schedule = 0;    // the GPipe schedule (forward + backward), wall time

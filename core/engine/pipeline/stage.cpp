@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstring>
 
 namespace trainer {
@@ -83,7 +84,11 @@ LossStats StageRuntime::run(const std::vector<MicroBatch>& mbs, bool training, f
                             std::vector<Boundary>& bounds, Mailbox& box, int max_microbatches, StageTimes& times) {
   LossStats total;
   const int M = int(mbs.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  const double waited0 = times.waited;
   for (int m = 0; m < M; ++m) forward(m, mbs[size_t(m)], training, grad_scale, seed, bounds, box, max_microbatches, times, total);
+  // Host time: on a GPU, forward work still queued is counted in backward's share.
+  times.forward = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - (times.waited - waited0);
   if (!training) return total;
   Tensor grads = params().trainable_grads();
   for (int m = M - 1; m >= 0; --m) {

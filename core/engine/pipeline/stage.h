@@ -28,7 +28,8 @@ struct MicroBatch {
 };
 
 struct StageTimes {
-  double waited = 0;  // seconds blocked on other stages
+  double waited = 0;   // seconds blocked on other stages
+  double forward = 0;  // seconds in the forward passes (the loss included), less their waits
 };
 
 class StageRuntime {

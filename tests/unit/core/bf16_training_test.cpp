@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "core/data/loader.h"
 #include "core/engine/replica.h"
+#include "smoke_train.h"
 
 using namespace trainer;
 
@@ -16,20 +16,8 @@ std::vector<double> losses(const std::string& precision, int steps) {
   Experiment e = load_experiment(TRAINER_SOURCE_DIR "/configs/smoke.yaml", {"precision=" + precision});
   REQUIRE(e.precision == (precision == "bf16" ? Precision::BF16 : Precision::FP32));
   Replica rep(e, Device::cpu(), 2);
-  auto ds = make_dataset(cfg::root(e.doc).child("data").child("train"), ".");
-  LoaderOptions lo;
-  lo.batch_size = 32;
-  lo.seed = 1;
-  lo.workers = 1;
-  Loader loader(ds, lo);
-  loader.start_epoch(0);
-  Batch b;
   std::vector<double> out;
-  for (int s = 0; s < steps; ++s) {
-    if (!loader.next(b)) loader.start_epoch(s), loader.next(b);
-    LossStats st = rep.train_step(b.images, b.labels, 0.01f, uint64_t(s));
-    out.push_back(st.loss_sum / double(st.count));
-  }
+  test::train_steps(e, rep, steps, 0.01f, &out);
   return out;
 }
 

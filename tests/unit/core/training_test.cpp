@@ -4,9 +4,9 @@
 
 #include <cstring>
 
-#include "core/data/loader.h"
 #include "core/engine/replica.h"
 #include "core/optim/schedule.h"
+#include "smoke_train.h"
 
 using namespace trainer;
 
@@ -19,19 +19,7 @@ Experiment smoke() {
 std::vector<float> train(int steps, std::vector<double>* losses = nullptr) {
   Experiment e = smoke();
   Replica rep(e, Device::cpu(), 2);
-  auto ds = make_dataset(cfg::root(e.doc).child("data").child("train"), ".");
-  LoaderOptions lo;
-  lo.batch_size = 32;
-  lo.seed = 1;
-  lo.workers = 1;
-  Loader loader(ds, lo);
-  loader.start_epoch(0);
-  Batch b;
-  for (int s = 0; s < steps; ++s) {
-    if (!loader.next(b)) loader.start_epoch(s), loader.next(b);
-    LossStats st = rep.train_step(b.images, b.labels, 0.02f, uint64_t(s));
-    if (losses) losses->push_back(st.loss_sum / double(st.count));
-  }
+  test::train_steps(e, rep, steps, 0.02f, losses);
   return rep.graph().params().download(rep.context());
 }
 

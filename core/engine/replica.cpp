@@ -66,6 +66,7 @@ Replica::Replica(const Experiment& e, Device device, int threads) {
   LossHead h = loss_head(*graph_, *loss_);
   fused_ = h.fused;
   logits_ = h.logits;
+  graph_->keep_f32(logits_);  // the loss reads and writes f32
   state_ = std::make_unique<StoreState>(*ctx_, graph_->params(), *optimizer_);
 }
 

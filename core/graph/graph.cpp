@@ -92,6 +92,8 @@ Graph::Graph(const ModelSpec& spec) : store_(std::make_shared<ParamStore>()) {
     nodes_.push_back(std::move(n));
   }
   output_ = index.at(spec.output);
+  keep_f32_.assign(nodes_.size(), false);
+  keep_f32_[size_t(output_)] = true;  // the engine reads it
   store_->layout(std::move(entries));
   frontier_.assign(nodes_.size() + 1, 0);
   // layout() reorders entries (trainable first): map each node's parameters by name again.
@@ -175,9 +177,9 @@ namespace {
 // node's buffer and, in `sizes`, each buffer's length in floats. A node run in place (over[i] =
 // j) also computes its input's gradient over its own (element-wise, so dx may alias dy): j takes
 // over i's buffer, which nothing else can have claimed, since it is busy until i's backward and
-// j's gradient starts there.
-std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, const std::vector<int>& over, int64_t batch,
-                                   std::vector<int64_t>& sizes) {
+// j's gradient starts there. Sizes are in bytes: a gradient has its node's output type.
+std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, const std::vector<int>& over,
+                                   const std::vector<DType>& dtypes, int64_t batch, std::vector<int64_t>& sizes) {
   const size_t n = nodes.size();
   std::vector<size_t> last_consumer(n, 0);
   std::vector<bool> consumed(n, false);
@@ -202,7 +204,7 @@ std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, const st
     if (over[i] >= 0) in_place_by[size_t(over[i])] = int(i);
   sizes.clear();
   for (size_t j : order) {
-    const int64_t need = nodes[j].shape.numel() * batch;
+    const int64_t need = nodes[j].shape.numel() * batch * int64_t(dtype_size(dtypes[j]));
     if (in_place_by[j] >= 0) {
       buffer[j] = buffer[size_t(in_place_by[j])];
       sizes[buffer[j]] = std::max(sizes[buffer[j]], need);
@@ -233,46 +235,104 @@ std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, const st
 }
 
 // Per node, the node whose output buffer it overwrites (in-place layers, see Layer::in_place),
-// else -1. Never the output node: the engine reads its input as the loss's logits.
-std::vector<int> plan_in_place(const std::vector<GraphNode>& nodes, int output) {
+// else -1. Never the output node: the engine reads its input as the loss's logits. Never across
+// types (the input is then converted, and its producer's output must stay).
+std::vector<int> plan_in_place(const std::vector<GraphNode>& nodes, const std::vector<DType>& dtypes, int output) {
   std::vector<int> over(nodes.size(), -1);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const GraphNode& n = nodes[i];
     if (int(i) == output || !n.layer->in_place() || n.inputs.size() != 1 || is_model_input(n.inputs[0])) continue;
     const GraphNode& p = nodes[size_t(n.inputs[0])];
-    if (n.inputs[0] != output && p.consumers == 1 && p.layer->output_reusable()) over[i] = n.inputs[0];
+    if (n.inputs[0] != output && p.consumers == 1 && p.layer->output_reusable() && dtypes[i] == dtypes[size_t(n.inputs[0])])
+      over[i] = n.inputs[0];
   }
   return over;
 }
 
+bool is_float(DType t) { return t == DType::F32 || t == DType::BF16; }
+
 }  // namespace
 
-void Graph::ensure_buffers(int64_t batch) {
-  if (batch == batch_) return;
-  acts_.assign(nodes_.size(), Tensor());
-  grads_.assign(nodes_.size(), Tensor());
-  int64_t biggest = 1;
-  for (const Shape& s : input_shapes_) biggest = std::max(biggest, s.numel());
-  in_place_of_ = plan_in_place(nodes_, output_);
-  const std::vector<int>& over = in_place_of_;
+// Each node's output type (Layer::mixed_precision) from the context's precision and the model
+// inputs' types; everything is f32 under fp32.
+void Graph::plan_precision() {
+  const bool mixed = ctx_->precision() == Precision::BF16;
+  dtypes_.assign(nodes_.size(), DType::F32);
   for (size_t i = 0; i < nodes_.size(); ++i) {
-    acts_[i] = over[i] >= 0 ? acts_[size_t(over[i])] : ctx_->empty(nodes_[i].shape.with_batch(batch));
-    biggest = std::max(biggest, nodes_[i].shape.numel());
+    const GraphNode& n = nodes_[i];
+    const MixedPrecision mp = mixed && !keep_f32_[i] ? n.layer->mixed_precision() : MixedPrecision::F32;
+    bool all_bf16 = true;
+    for (int j : n.inputs)
+      all_bf16 &= (is_model_input(j) ? input_dtypes_[size_t(model_input_index(j))] : dtypes_[size_t(j)]) == DType::BF16;
+    if (mp == MixedPrecision::Bf16 || (mp == MixedPrecision::Follow && all_bf16)) dtypes_[i] = DType::BF16;
+  }
+}
+
+void Graph::ensure_buffers(int64_t batch) {
+  std::vector<DType> in_types;
+  for (const Tensor* t : inputs_) in_types.push_back(t->dtype());
+  if (batch == batch_ && in_types == input_dtypes_) return;
+  input_dtypes_ = in_types;
+  plan_precision();
+  const size_t n = nodes_.size();
+  acts_.assign(n, Tensor());
+  grads_.assign(n, Tensor());
+  cast_.assign(n, Tensor());
+  input_cast_.assign(inputs_.size(), Tensor());
+  in_place_of_ = plan_in_place(nodes_, dtypes_, output_);
+  const std::vector<int>& over = in_place_of_;
+  for (size_t i = 0; i < n; ++i)
+    acts_[i] = over[i] >= 0 ? acts_[size_t(over[i])] : ctx_->empty(nodes_[i].shape.with_batch(batch), dtypes_[i]);
+  // Converted copies, and the scratch for input gradients computed apart: at most every input of
+  // one node at once, in that node's type (64-byte aligned pieces).
+  int64_t scratch = 64;
+  for (size_t i = 0; i < n; ++i) {
+    int64_t need = 0;
+    for (int j : nodes_[i].inputs) {
+      const bool model = is_model_input(j);
+      const size_t m = model ? size_t(model_input_index(j)) : size_t(j);
+      const Shape shape = (model ? input_shapes_[m] : nodes_[m].shape).with_batch(batch);
+      const DType from = model ? input_dtypes_[m] : dtypes_[m];
+      need += (shape.numel() * int64_t(dtype_size(dtypes_[i])) + 63) / 64 * 64;
+      if (!is_float(from) || from == dtypes_[i]) continue;
+      Tensor& cast = model ? input_cast_[m] : cast_[m];
+      if (!cast.defined()) cast = ctx_->empty(shape, dtypes_[i]);
+    }
+    scratch = std::max(scratch, need);
   }
   std::vector<int64_t> sizes;
-  std::vector<size_t> buffer = plan_gradients(nodes_, over, batch, sizes);
+  std::vector<size_t> buffer = plan_gradients(nodes_, over, dtypes_, batch, sizes);
   grad_pool_.clear();
-  for (int64_t sz : sizes) grad_pool_.push_back(ctx_->empty(Shape{std::max<int64_t>(sz, 1)}));
-  for (size_t i = 0; i < nodes_.size(); ++i) {
+  for (int64_t sz : sizes) grad_pool_.push_back(ctx_->empty(Shape{std::max<int64_t>(sz, 1)}, DType::U8));
+  for (size_t i = 0; i < n; ++i) {
     const Tensor& b = grad_pool_[buffer[i]];
-    grads_[i] = Tensor::view(b.data(), nodes_[i].shape.with_batch(batch), DType::F32, b.device());
+    grads_[i] = Tensor::view(b.data(), nodes_[i].shape.with_batch(batch), dtypes_[i], b.device());
   }
   input_grads_.assign(input_shapes_.size(), Tensor());
   for (size_t k = 0; k < input_shapes_.size(); ++k)
-    if (input_grad_on_[k]) input_grads_[k] = ctx_->empty(input_shapes_[k].with_batch(batch));
-  scratch_ = ctx_->empty(Shape{biggest * batch});
-  grad_written_.assign(nodes_.size(), false);
+    if (input_grad_on_[k])
+      input_grads_[k] = ctx_->empty(input_shapes_[k].with_batch(batch), is_float(input_dtypes_[k]) ? input_dtypes_[k] : DType::F32);
+  scratch_ = ctx_->empty(Shape{scratch}, DType::U8);
+  grad_written_.assign(n, false);
+  cast_done_.assign(n, false);
+  input_cast_done_.assign(inputs_.size(), false);
   batch_ = batch;
+}
+
+// Node i's input j as node i computes: the producer's output, or its converted copy (made on the
+// first read of a pass: a device-parallel hook may fill a model input just before its reader).
+const Tensor& Graph::input_as(int i, int j) {
+  const bool model = is_model_input(j);
+  const size_t m = model ? size_t(model_input_index(j)) : size_t(j);
+  const Tensor& src = model ? *inputs_[m] : acts_[m];
+  if (!is_float(src.dtype()) || src.dtype() == dtypes_[size_t(i)]) return src;
+  Tensor& cast = model ? input_cast_[m] : cast_[m];
+  std::vector<bool>::reference done = model ? input_cast_done_[m] : cast_done_[m];
+  if (!done) {
+    elementwise_->convert(src, cast);
+    done = true;
+  }
+  return cast;
 }
 
 void Graph::set_step_seed(uint64_t seed) {
@@ -313,15 +373,17 @@ void Graph::forward(const std::vector<const Tensor*>& inputs, bool training, int
     if (inputs[k]->shape().without_batch() != input_shapes_[k] || inputs[k]->dim(0) != inputs[0]->dim(0))
       throw std::invalid_argument(fmt::format("input batch has samples of shape {}, the model expects {}",
                                               inputs[k]->shape().without_batch().str(), input_shapes_[k].str()));
-  ensure_buffers(inputs[0]->dim(0));
   inputs_ = inputs;
+  ensure_buffers(inputs[0]->dim(0));
+  std::fill(cast_done_.begin(), cast_done_.end(), false);
+  std::fill(input_cast_done_.begin(), input_cast_done_.end(), false);
   if (until < 0) until = output_;
   std::vector<const Tensor*> in;
   for (int i = 0; i <= until; ++i) {
     GraphNode& n = nodes_[size_t(i)];
     if (hooks_.before_forward) hooks_.before_forward(i);
     in.clear();
-    for (int j : n.inputs) in.push_back(is_model_input(j) ? inputs_[size_t(model_input_index(j))] : &acts_[size_t(j)]);
+    for (int j : n.inputs) in.push_back(&input_as(i, j));
     {
       ScopeTimer t(profiling_, *ctx_, profiling_ ? &times_[size_t(i)].forward : nullptr);
       n.layer->forward(in, acts_[size_t(i)], training);
@@ -358,7 +420,7 @@ void Graph::add_grad(int node, const Tensor& g) {
   Tensor& dst = grads_[size_t(node)];
   if (g.numel() != dst.numel()) throw std::logic_error("Graph::add_grad: shape mismatch");
   if (!grad_written_[size_t(node)]) {
-    ctx_->copy(dst.data(), g.data(), dst.bytes());
+    elementwise_->convert(g, dst);
     grad_written_[size_t(node)] = true;
   } else {
     elementwise_->accumulate(g, dst);
@@ -381,7 +443,11 @@ void Graph::run_backward(int from, const Tensor* dy_from) {
   std::vector<const Tensor*> in;
   std::vector<Tensor> dx_store;
   std::vector<Tensor*> dx;
-  std::vector<Tensor*> accumulate_into;
+  struct Apart {
+    Tensor* into = nullptr;  // the gradient this input's part goes into
+    bool add = false;        // added to it (else converted into it)
+  };
+  std::vector<Apart> apart;
   for (int i = from; i >= 0; --i) {
     GraphNode& n = nodes_[size_t(i)];
     if (hooks_.before_backward) hooks_.before_backward(i);
@@ -395,42 +461,48 @@ void Graph::run_backward(int from, const Tensor* dy_from) {
     }
     in.clear();
     dx_store.assign(n.inputs.size(), Tensor());
-    accumulate_into.assign(n.inputs.size(), nullptr);
+    apart.assign(n.inputs.size(), Apart{});
     size_t scratch_used = 0;
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       int j = n.inputs[k];
       bool model_input = is_model_input(j);
       size_t m = model_input ? size_t(model_input_index(j)) : size_t(j);
-      in.push_back(model_input ? inputs_[m] : &acts_[m]);
+      in.push_back(&input_as(i, j));
       if (model_input && !input_grad_on_[m]) {  // no gradient wanted: an undefined tensor that still has its shape
-        dx_store[k] = Tensor::view(nullptr, inputs_[m]->shape(), DType::F32, inputs_[m]->device());
+        const DType t = in.back()->dtype();
+        dx_store[k] = Tensor::view(nullptr, inputs_[m]->shape(), is_float(t) ? t : DType::F32, inputs_[m]->device());
         continue;
       }
       Tensor& g = model_input ? input_grads_[m] : grads_[m];
       std::vector<bool>::reference written = model_input ? input_grad_written_[m] : grad_written_[m];
       bool taken = written;
       for (size_t q = 0; q < k; ++q) taken |= n.inputs[q] == j;
-      if (!taken) {
+      written = true;
+      if (!taken && g.dtype() == dtypes_[size_t(i)]) {
         dx_store[k] = g;
-        written = true;
-      } else {  // a second contribution: compute into scratch, then add
-        int64_t need = g.numel();
-        if (scratch_used + size_t(need) > size_t(scratch_.numel())) {
-          dx_store[k] = ctx_->empty(g.shape());
-        } else {
-          dx_store[k] = Tensor::view(scratch_.f32() + scratch_used, g.shape(), DType::F32, g.device());
-          scratch_used += size_t(need);
-        }
-        accumulate_into[k] = &g;
+        continue;
       }
+      // A second contribution, or one of another type: computed apart in this node's type, then
+      // added into g or (the first) converted into it.
+      const size_t bytes = size_t(g.numel()) * dtype_size(dtypes_[size_t(i)]);
+      if (scratch_used + bytes > scratch_.bytes()) {
+        dx_store[k] = ctx_->empty(g.shape(), dtypes_[size_t(i)]);
+      } else {
+        dx_store[k] = Tensor::view(static_cast<char*>(scratch_.data()) + scratch_used, g.shape(), dtypes_[size_t(i)], g.device());
+        scratch_used += (bytes + 63) / 64 * 64;
+      }
+      apart[k] = {&g, taken};
     }
     dx.clear();
     for (Tensor& t : dx_store) dx.push_back(&t);
     {
       ScopeTimer t(profiling_, *ctx_, profiling_ ? &times_[size_t(i)].backward : nullptr);
       n.layer->backward(in, acts_[size_t(i)], *dy, dx);
-      for (size_t k = 0; k < n.inputs.size(); ++k)
-        if (accumulate_into[k]) elementwise_->accumulate(dx_store[k], *accumulate_into[k]);
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        if (!apart[k].into) continue;
+        if (apart[k].add) elementwise_->accumulate(dx_store[k], *apart[k].into);
+        else elementwise_->convert(dx_store[k], *apart[k].into);
+      }
       finish_params(i);
     }
     if (hooks_.after_backward) hooks_.after_backward(i);

@@ -76,19 +76,32 @@ class Graph {
   // not overlap share memory: valid from its consumers' backward (or, for a node nothing in this
   // graph consumes, from the start of backward) until its own backward.
   Tensor& grad(int node) { return grads_[size_t(node)]; }
-  // Floats held for output gradients at the current batch size (after a forward).
-  int64_t gradient_floats() const {
+  // Bytes held for output gradients at the current batch size (after a forward).
+  int64_t gradient_bytes() const {
     int64_t n = 0;
-    for (const Tensor& t : grad_pool_) n += t.numel();
+    for (const Tensor& t : grad_pool_) n += int64_t(t.bytes());
     return n;
   }
-  // Floats held for outputs (activations) at the current batch size (after a forward); an
-  // in-place layer's output shares its input's buffer (Layer::in_place).
-  int64_t activation_floats() const {
+  // Bytes held for outputs (activations) at the current batch size (after a forward), with the
+  // converted copies of mixed precision; an in-place layer's output shares its input's buffer
+  // (Layer::in_place).
+  int64_t activation_bytes() const {
     int64_t n = 0;
-    for (size_t i = 0; i < acts_.size(); ++i)
-      if (in_place_of_[i] < 0) n += acts_[i].numel();
+    auto bytes = [](const Tensor& t) { return t.defined() ? int64_t(t.bytes()) : 0; };
+    for (size_t i = 0; i < acts_.size(); ++i) n += (in_place_of_[i] < 0 ? bytes(acts_[i]) : 0) + bytes(cast_[i]);
+    for (const Tensor& t : input_cast_) n += bytes(t);
     return n;
+  }
+  // Mixed precision (precision bf16, Layer::mixed_precision): the type of node's output and
+  // output gradient (after a forward; f32 under fp32). keep_f32 makes a node's output f32 whatever
+  // its layer allows: the graph's output, and what the engine reads or sends elsewhere (the
+  // loss's logits, device-parallel boundaries). The graph converts an input whose type is not the
+  // type its consumer computes in, once per pass, into a copy kept for backward; its gradient is
+  // converted back (or added) into the producer's.
+  DType dtype(int node) const { return dtypes_[size_t(node)]; }
+  void keep_f32(int node) {
+    keep_f32_.at(size_t(node)) = true;
+    batch_ = -1;
   }
   // Gradients with respect to model input k are computed when asked for (device parallelism:
   // an input that is another device's activation); valid after the last consumer's backward.
@@ -113,6 +126,8 @@ class Graph {
  private:
   void bind_layers(OpContext& ctx);
   void ensure_buffers(int64_t batch);
+  void plan_precision();
+  const Tensor& input_as(int i, int j);  // node i's input j (a node or model input) as node i computes
   void zero_param_grads(const GraphNode& n, int node);
   void run_backward(int from, const Tensor* dy_from);
   void finish_params(int node);  // adds sharers' gradients into the owner's
@@ -127,11 +142,18 @@ class Graph {
   int64_t batch_ = -1;
   std::vector<Tensor> acts_, grads_;  // grads_: views into grad_pool_ (shared where lifetimes allow)
   std::vector<int> in_place_of_;      // per node: the node whose output buffer it overwrites, or -1
+  std::vector<bool> keep_f32_;        // per node (keep_f32)
+  std::vector<DType> dtypes_;         // per node: output type
+  std::vector<DType> input_dtypes_;   // per model input, at the last planning
+  // Per node and per model input: the output converted to the other float type when a consumer
+  // computes in that type (else undefined), and whether this pass has converted it yet.
+  std::vector<Tensor> cast_, input_cast_;
+  std::vector<bool> cast_done_, input_cast_done_;
   std::vector<Tensor> grad_pool_;
   std::vector<std::vector<Tensor>> shadow_;  // per node: the gradients of a sharer's own use
   std::vector<bool> input_grad_on_, input_grad_written_;
   std::vector<Tensor> input_grads_;
-  Tensor scratch_;  // for a second contribution to an input's gradient
+  Tensor scratch_;  // bytes: for an input gradient computed apart (a second contribution, or another type)
   std::vector<bool> grad_written_;
   std::unique_ptr<ElementwiseKernel> elementwise_;
   std::function<void(int64_t)> hook_;

@@ -29,6 +29,15 @@ struct ParamSpec {
   int64_t fan_in = 1, fan_out = 1;  // for the variance-scaling initialisers
 };
 
+// What a layer computes in under precision bf16 (under fp32 everything is fp32). Its output and
+// output gradient have that type; the graph converts inputs of the other type (Graph: casts).
+//   F32: always fp32 (the default: softmax, LSTM, dense, depthwise convolutions, ...).
+//   Follow: bf16 when every input is bf16, else fp32: memory-bound layers whose kernels take
+//     either type (batch norm, activations, pooling, concat, add, padding, flatten), so a chain of
+//     them after a convolution moves half the bytes and stores half the activation memory.
+//   Bf16: always bf16: compute-bound layers with bf16 kernels (convolutions).
+enum class MixedPrecision { F32, Follow, Bf16 };
+
 class Layer {
  public:
   virtual ~Layer() = default;
@@ -73,6 +82,7 @@ class Layer {
   // own, not a view of its input — and nothing else reads that output.
   virtual bool in_place() const { return false; }
   virtual bool output_reusable() const { return false; }
+  virtual MixedPrecision mixed_precision() const { return MixedPrecision::F32; }
   // Layers with run-to-run randomness (dropout) get a fresh seed each step.
   virtual void set_step_seed(uint64_t) {}
   // Data parallelism with sync_bn: layers whose statistics span the batch (batch norm) reduce

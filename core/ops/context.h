@@ -7,14 +7,24 @@
 
 namespace trainer {
 
+// Training arithmetic. FP32: every tensor is fp32. BF16 (mixed precision, as PyTorch's CPU
+// autocast): weights, gradients of weights and optimizer state stay fp32 (master weights), while
+// the graph keeps activations and their gradients in bfloat16 for the layers that allow it
+// (Layer::mixed_precision): convolutions compute in bf16 with fp32 accumulation, memory-bound
+// layers (batch norm, activations, pooling, concat, add, padding) read and write bf16. Dense
+// converts its fp32 operands to bf16 inside the kernel.
+enum class Precision { FP32, BF16 };
+inline const char* precision_name(Precision p) { return p == Precision::BF16 ? "bf16" : "fp32"; }
+
 class OpContext {
  public:
-  explicit OpContext(Device d) : device_(d) {}
+  explicit OpContext(Device d, Precision p = Precision::FP32) : device_(d), precision_(p) {}
   virtual ~OpContext() = default;
   OpContext(const OpContext&) = delete;
   OpContext& operator=(const OpContext&) = delete;
 
   Device device() const { return device_; }
+  Precision precision() const { return precision_; }
   virtual Allocator& allocator() = 0;
   // Wait until all work queued on this context has finished (no-op on CPU).
   virtual void synchronize() {}
@@ -36,13 +46,8 @@ class OpContext {
 
  private:
   Device device_;
+  Precision precision_;
 };
-
-// The arithmetic of the compute-heavy ops (convolutions, dense). Storage is fp32 either way:
-// weights, gradients, optimizer state and every tensor passed between layers. With BF16 the CPU
-// kernels convert their operands to bfloat16 and accumulate in fp32 (as PyTorch's CPU autocast).
-enum class Precision { FP32, BF16 };
-inline const char* precision_name(Precision p) { return p == Precision::BF16 ? "bf16" : "fp32"; }
 
 struct ContextOptions {
   int threads = 0;                        // CPU: compute threads for this replica (0 = all cores)

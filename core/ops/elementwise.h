@@ -70,15 +70,19 @@ class ElementwiseKernel {
   using Params = ElementwiseParams;
   static constexpr const char* kName = "elementwise";
   virtual ~ElementwiseKernel() = default;
-  // y = sum of xs (all of y's shape)
+  // Element types: f32 everywhere, and on the CPU also bf16 (mixed precision activations) where
+  // noted. bf16 values are computed in f32 and rounded to nearest even once, when stored.
+  // y = sum of xs (all of y's shape and type; f32 or bf16)
   virtual void add(const std::vector<const Tensor*>& xs, Tensor& y) = 0;
-  // y += x
+  // y += x (same shape; each f32 or bf16, independently)
   virtual void accumulate(const Tensor& x, Tensor& y) = 0;
-  // y = a * y
+  // y = x converted to y's type (same shape; each f32 or bf16; a copy when they agree)
+  virtual void convert(const Tensor& x, Tensor& y) = 0;
+  // y = a * y (f32)
   virtual void scale(Tensor& y, float a) = 0;
-  // Concatenate along the last axis: y [..., sum C_i]
+  // Concatenate along the last axis: y [..., sum C_i] (all of one type, f32 or bf16)
   virtual void concat(const std::vector<const Tensor*>& xs, Tensor& y) = 0;
-  // The inverse: slices of dy's last axis into dxs (undefined entries are skipped)
+  // The inverse: slices of dy's last axis into dxs (undefined entries are skipped; dy's type)
   virtual void split(const Tensor& dy, const std::vector<Tensor*>& dxs) = 0;
 };
 

@@ -44,7 +44,10 @@ StageRuntime::StageRuntime(const Experiment& e, const Stage& st, Device device, 
   state_ = std::make_unique<StoreState>(*ctx_, g.params(), *optimizer_);
   elementwise_ = make_kernel<ElementwiseKernel>(*ctx_, {});
   logits_ = g.node_index(logits);
-  if (logits_ >= 0) loss_ = make_loss(e.train.loss, *ctx_);
+  if (logits_ >= 0) {
+    loss_ = make_loss(e.train.loss, *ctx_);
+    for (auto& gm : graphs_) gm->keep_f32(logits_);  // the loss reads and writes f32
+  }
   const size_t n = g.nodes().size(), inputs = st.model_inputs.size();
   reads_.assign(n, {});
   last_use_.assign(n, {});
@@ -70,7 +73,10 @@ StageRuntime::StageRuntime(const Experiment& e, const Stage& st, Device device, 
 void StageRuntime::connect(const std::vector<Boundary>& all, int self) {
   dev_grad_.assign(all.size() * graphs_.size(), Tensor());
   for (size_t b = 0; b < all.size(); ++b) {
-    if (all[b].from == self) sends_[size_t(all[b].node)].push_back(int(b));
+    if (all[b].from == self) {
+      sends_[size_t(all[b].node)].push_back(int(b));
+      for (auto& g : graphs_) g->keep_f32(all[b].node);  // boundaries carry f32 (Boundary's buffers)
+    }
     if (all[b].to == self) incoming_[size_t(all[b].input)] = int(b);
   }
 }

@@ -21,6 +21,7 @@ class Activation : public Layer {
   }
   int64_t flops() const override { return elems_; }
   bool in_place() const override { return true; }  // backward reads only y (backward_reads_y)
+  MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
     Layer::bind(ctx, std::move(params), std::move(grads));
     k_ = make_kernel<ActivationKernel>(ctx, p_);

@@ -12,6 +12,7 @@ namespace {
 class BatchNorm final : public Layer {
  public:
   bool output_reusable() const override { return true; }  // backward never reads y
+  MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
   explicit BatchNorm(cfg::MapReader& r) {
     p_.momentum = float(r.get_float("momentum", 0.99, 0.0, 1.0));
     p_.epsilon = float(r.get_float("epsilon", 1e-3, 1e-12, 1.0));

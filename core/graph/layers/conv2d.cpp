@@ -40,6 +40,7 @@ class Conv2d final : public KernelBiasLayer<Conv2dKernel> {
   }
 
   int64_t flops() const override { return 2 * out_.numel() * p_.kh * p_.kw * cin_; }
+  MixedPrecision mixed_precision() const override { return MixedPrecision::Bf16; }
 
  private:
   InitKind kernel_init_;

@@ -10,6 +10,7 @@ namespace {
 class Concat final : public Layer {
  public:
   bool output_reusable() const override { return true; }  // backward never reads y
+  MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
   explicit Concat(cfg::MapReader& r) {
     cfg::Node axis = r.optional("axis");
     if (axis.defined() && axis.as<int>() != -1) axis.fail("concat joins along the channel (last) axis: axis must be -1");
@@ -45,6 +46,7 @@ class Concat final : public Layer {
 class Add final : public Layer {
  public:
   bool output_reusable() const override { return true; }  // backward never reads y
+  MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
   explicit Add(cfg::MapReader&) {}
   int min_inputs() const override { return 2; }
   int max_inputs() const override { return -1; }

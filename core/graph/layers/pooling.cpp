@@ -28,6 +28,7 @@ class Pool2d : public Layer {
     return o;
   }
   int64_t flops() const override { return flops_; }
+  MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
     Layer::bind(ctx, std::move(params), std::move(grads));
     k_ = make_kernel<Pool2dKernel>(ctx, p_);
@@ -60,6 +61,7 @@ class GlobalAvgPool2d final : public Layer {
     return {in[0][2]};
   }
   int64_t flops() const override { return flops_; }
+  MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
     Layer::bind(ctx, std::move(params), std::move(grads));
     k_ = make_kernel<GlobalPoolKernel>(ctx, {PoolKind::Avg});

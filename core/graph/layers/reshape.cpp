@@ -11,6 +11,7 @@ class Flatten final : public Layer {
  public:
   explicit Flatten(cfg::MapReader&) {}
   Shape infer(const std::vector<Shape>& in) override { return {in[0].numel()}; }
+  MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
   void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override {
     ctx().copy(y.data(), x[0]->data(), y.bytes());
   }

@@ -39,6 +39,7 @@ Pad2dParams read_pad2d(cfg::MapReader& r) {
 class ZeroPad2d final : public Layer {
  public:
   bool output_reusable() const override { return true; }  // backward never reads y
+  MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
   explicit ZeroPad2d(cfg::MapReader& r) : p_(read_pad2d(r)) {}
 
   Shape infer(const std::vector<Shape>& in) override {

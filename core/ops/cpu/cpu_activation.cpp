@@ -1,8 +1,9 @@
-// CPU activation: linear, relu, relu6, sigmoid and tanh forward/backward as vectorised OpenMP loops.
+// CPU activation: linear, relu, relu6, sigmoid and tanh forward/backward on f32 or bf16 as vectorised OpenMP loops.
 #include <cmath>
 #include <cstring>
 
 #include "core/ops/activation.h"
+#include "core/ops/cpu/cpu_bf16.h"
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
 
@@ -16,72 +17,90 @@ inline float sigmoid(float x) {
   return x >= 0 ? s : 1.0f - s;
 }
 
+// o[i] = f(a[i]), computed in float and stored as T. o may alias a (in place): element i is read
+// before it is written, so no __restrict.
+template <class T, class F>
+void map1(const T* a, T* o, int64_t n, F f) {
+#pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) o[i] = cpu::from_f32<T>(f(cpu::to_f32(a[i])));
+}
+
+// o[i] = f(v[i], g[i]); o may alias g.
+template <class T, class F>
+void map2(const T* v, const T* g, T* o, int64_t n, F f) {
+#pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) o[i] = cpu::from_f32<T>(f(cpu::to_f32(v[i]), cpu::to_f32(g[i])));
+}
+
 class CpuActivation final : public ActivationKernel {
  public:
   CpuActivation(OpContext& ctx, const ActivationParams& p) : c_(ctx), p_(p) {}
 
   void forward(const Tensor& x, Tensor& y) override {
-    cpu::require_f32("activation", "x", x);
-    cpu::require_shape("activation", "y", y, x.shape());
-    const float* a = x.f32();  // y may alias x: no __restrict
-    float* o = y.f32();
-    int64_t n = x.numel();
-    bool par = n > cpu::kParallelGrain;
-    switch (p_.kind) {
-      case ActKind::Linear:
-        if (o != a) c_.copy(o, a, x.bytes());
-        break;
-      case ActKind::Relu:
-#pragma omp parallel for simd schedule(static) if (par)
-        for (int64_t i = 0; i < n; ++i) o[i] = a[i] > 0.0f ? a[i] : 0.0f;
-        break;
-      case ActKind::Relu6:
-#pragma omp parallel for simd schedule(static) if (par)
-        for (int64_t i = 0; i < n; ++i) o[i] = a[i] > 0.0f ? (a[i] < 6.0f ? a[i] : 6.0f) : 0.0f;  // vectorises (fmin/fmax do not)
-        break;
-      case ActKind::Sigmoid:
-#pragma omp parallel for simd schedule(static) if (par)
-        for (int64_t i = 0; i < n; ++i) o[i] = sigmoid(a[i]);
-        break;
-      case ActKind::Tanh:
-#pragma omp parallel for simd schedule(static) if (par)
-        for (int64_t i = 0; i < n; ++i) o[i] = std::tanh(a[i]);
-        break;
+    DType dt = cpu::float_dtype("activation", "x", x);
+    cpu::require_shape("activation", "y", y, x.shape(), dt);
+    if (p_.kind == ActKind::Linear) {
+      if (y.data() != x.data()) c_.copy(y.data(), x.data(), x.bytes());
+      return;
     }
+    cpu::dispatch_float("activation", "x", x, [&](auto t) {
+      using T = decltype(t);
+      const T* a = x.as<T>();
+      T* o = y.as<T>();
+      int64_t n = x.numel();
+      switch (p_.kind) {
+        case ActKind::Linear:
+          break;
+        case ActKind::Relu:
+          map1(a, o, n, [](float v) { return v > 0.0f ? v : 0.0f; });
+          break;
+        case ActKind::Relu6:  // selects, not fmin/fmax: those do not vectorise
+          map1(a, o, n, [](float v) { return v > 0.0f ? (v < 6.0f ? v : 6.0f) : 0.0f; });
+          break;
+        case ActKind::Sigmoid:
+          map1(a, o, n, [](float v) { return sigmoid(v); });
+          break;
+        case ActKind::Tanh:
+          map1(a, o, n, [](float v) { return std::tanh(v); });
+          break;
+      }
+    });
   }
 
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) override {
     const bool uses_y = backward_reads_y(p_.kind);
     const Tensor& in = uses_y ? y : x;
-    cpu::require_f32("activation", uses_y ? "y" : "x", in);
-    cpu::require_shape("activation", "dy", dy, in.shape());
-    cpu::require_shape("activation", "dx", dx, in.shape());
-    const float* v = in.f32();  // dx may alias dy
-    const float* g = dy.f32();
-    float* o = dx.f32();
-    int64_t n = in.numel();
-    bool par = n > cpu::kParallelGrain;
-    switch (p_.kind) {
-      case ActKind::Linear:
-        if (o != g) c_.copy(o, g, dy.bytes());
-        break;
-      case ActKind::Relu:  // from y; the derivative at 0 is taken as 0 (as TF and PyTorch)
-#pragma omp parallel for simd schedule(static) if (par)
-        for (int64_t i = 0; i < n; ++i) o[i] = v[i] > 0.0f ? g[i] : 0.0f;
-        break;
-      case ActKind::Relu6:  // from y: 0 < y < 6 exactly where 0 < x < 6
-#pragma omp parallel for simd schedule(static) if (par)
-        for (int64_t i = 0; i < n; ++i) o[i] = (v[i] > 0.0f && v[i] < 6.0f) ? g[i] : 0.0f;
-        break;
-      case ActKind::Sigmoid:
-#pragma omp parallel for simd schedule(static) if (par)
-        for (int64_t i = 0; i < n; ++i) o[i] = g[i] * v[i] * (1.0f - v[i]);
-        break;
-      case ActKind::Tanh:
-#pragma omp parallel for simd schedule(static) if (par)
-        for (int64_t i = 0; i < n; ++i) o[i] = g[i] * (1.0f - v[i] * v[i]);
-        break;
+    const char* in_name = uses_y ? "y" : "x";
+    DType dt = cpu::float_dtype("activation", in_name, in);
+    cpu::require_shape("activation", "dy", dy, in.shape(), dt);
+    cpu::require_shape("activation", "dx", dx, in.shape(), dt);
+    if (p_.kind == ActKind::Linear) {
+      if (dx.data() != dy.data()) c_.copy(dx.data(), dy.data(), dy.bytes());
+      return;
     }
+    cpu::dispatch_float("activation", in_name, in, [&](auto t) {
+      using T = decltype(t);
+      const T* v = in.as<T>();  // dx may alias dy
+      const T* g = dy.as<T>();
+      T* o = dx.as<T>();
+      int64_t n = in.numel();
+      switch (p_.kind) {
+        case ActKind::Linear:
+          break;
+        case ActKind::Relu:  // from y; the derivative at 0 is taken as 0 (as TF and PyTorch)
+          map2(v, g, o, n, [](float yv, float gv) { return yv > 0.0f ? gv : 0.0f; });
+          break;
+        case ActKind::Relu6:  // from y: 0 < y < 6 exactly where 0 < x < 6
+          map2(v, g, o, n, [](float yv, float gv) { return (yv > 0.0f && yv < 6.0f) ? gv : 0.0f; });
+          break;
+        case ActKind::Sigmoid:
+          map2(v, g, o, n, [](float yv, float gv) { return gv * yv * (1.0f - yv); });
+          break;
+        case ActKind::Tanh:
+          map2(v, g, o, n, [](float yv, float gv) { return gv * (1.0f - yv * yv); });
+          break;
+      }
+    });
   }
 
  private:

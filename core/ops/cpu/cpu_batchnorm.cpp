@@ -1,10 +1,11 @@
-// CPU batchnorm: per-channel statistics, normalisation and gradients in vectorised OpenMP loops over [rows, C].
+// CPU batchnorm: per-channel statistics, normalisation and gradients over f32 or bf16 [rows, C] in OpenMP loops.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "core/ops/batchnorm.h"
+#include "core/ops/cpu/cpu_bf16.h"
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
 
@@ -57,28 +58,61 @@ const double* reduce_rows(int64_t m, int64_t C, const RowFn& row) {
   return out;
 }
 
-// [2C]: per channel, sum dy, then sum dy * (x - mean) (x and dy [m, C]); as reduce_rows.
-const double* reduce_dy_dyxmu(const float* xp, const float* dyp, const float* mean, int64_t m, int64_t C) {
+// [2C]: per channel, sum (x - shift), then sum (x - shift)^2 (x [m, C]); as reduce_rows.
+template <class T>
+const double* reduce_centred(const T* xp, const float* sh, int64_t m, int64_t C) {
   return reduce_rows(m, C, [&](int64_t r, float* __restrict fs, float* __restrict fq) {
-    const float* __restrict xr = xp + r * C;
-    const float* __restrict dr = dyp + r * C;
+    const T* __restrict xr = xp + r * C;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
-      fs[c] += dr[c];
-      fq[c] += dr[c] * (xr[c] - mean[c]);
+      float d = cpu::to_f32(xr[c]) - sh[c];
+      fs[c] += d;
+      fq[c] += d * d;
+    }
+  });
+}
+
+// [2C]: per channel, sum dy, then sum dy * (x - mean) (x and dy [m, C]); as reduce_rows.
+template <class T>
+const double* reduce_dy_dyxmu(const T* xp, const T* dyp, const float* mean, int64_t m, int64_t C) {
+  return reduce_rows(m, C, [&](int64_t r, float* __restrict fs, float* __restrict fq) {
+    const T* __restrict xr = xp + r * C;
+    const T* __restrict dr = dyp + r * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) {
+      float g = cpu::to_f32(dr[c]);
+      fs[c] += g;
+      fq[c] += g * (cpu::to_f32(xr[c]) - mean[c]);
     }
   });
 }
 
 // y[r, c] = x[r, c] * a[c] + b[c]
-void affine_rows(const float* __restrict x, const float* __restrict a, const float* __restrict b, float* __restrict y,
+template <class T>
+void affine_rows(const T* __restrict x, const float* __restrict a, const float* __restrict b, T* __restrict y,
                  int64_t m, int64_t C) {
 #pragma omp parallel for schedule(static) if (m * C > cpu::kParallelGrain)
   for (int64_t r = 0; r < m; ++r) {
-    const float* xr = x + r * C;
-    float* yr = y + r * C;
+    const T* xr = x + r * C;
+    T* yr = y + r * C;
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] * a[c] + b[c];
+    for (int64_t c = 0; c < C; ++c) yr[c] = cpu::from_f32<T>(cpu::to_f32(xr[c]) * a[c] + b[c]);
+  }
+}
+
+// dx[r, c] = P[c] * dy[r, c] + Q[c] * (x[r, c] - mean[c]) + R[c]: the input gradient of backward and
+// backward_apply, whose coefficients fold gamma, invstd and the two gradient sums.
+template <class T>
+void apply_dx(const T* x, const T* dy, const float* mean, const float* P, const float* Q, const float* R, T* dx,
+              int64_t m, int64_t C) {
+#pragma omp parallel for schedule(static) if (m * C > cpu::kParallelGrain)
+  for (int64_t r = 0; r < m; ++r) {
+    const T* __restrict xr = x + r * C;
+    const T* __restrict dr = dy + r * C;
+    T* __restrict o = dx + r * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c)
+      o[c] = cpu::from_f32<T>(P[c] * cpu::to_f32(dr[c]) + Q[c] * (cpu::to_f32(xr[c]) - mean[c]) + R[c]);
   }
 }
 
@@ -98,7 +132,7 @@ class CpuBatchNorm final : public BatchNormKernel {
     check_vec("save_invstd", save_invstd, C, false);
     check_vec("running_mean", running_mean, C, false);
     check_vec("running_var", running_var, C, false);
-    cpu::require_shape("batchnorm", "y", y, x.shape());
+    cpu::require_shape("batchnorm", "y", y, x.shape(), x.dtype());
     if (C == 0) return;
     float* mean = save_mean.f32();
     float* invstd = save_invstd.f32();
@@ -107,39 +141,34 @@ class CpuBatchNorm final : public BatchNormKernel {
       for (int64_t c = 0; c < C; ++c) invstd[c] = 1.0f / std::sqrt(p_.epsilon);
       return;
     }
-    const float* xp = x.f32();
-    // Shifting by the first row keeps the one-pass variance accurate when |mean| >> std.
-    std::vector<float> shift(xp, xp + C);
-    const float* sh = shift.data();
-    const double* part = reduce_rows(m, C, [&](int64_t r, float* __restrict fs, float* __restrict fq) {
-      const float* __restrict xr = xp + r * C;
-#pragma omp simd
+    cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
+      using T = decltype(t);
+      const T* xp = x.as<T>();
+      // Shifting by the first row keeps the one-pass variance accurate when |mean| >> std.
+      std::vector<float> shift(C);
+      for (int64_t c = 0; c < C; ++c) shift[c] = cpu::to_f32(xp[c]);
+      const double* part = reduce_centred(xp, shift.data(), m, C);
+      std::vector<float> a(C), b(C);
+      float* rm = running_mean.f32();
+      float* rv = running_var.f32();
+      const double mom = p_.momentum;
       for (int64_t c = 0; c < C; ++c) {
-        float d = xr[c] - sh[c];
-        fs[c] += d;
-        fq[c] += d * d;
+        double dmean = part[c] / double(m);
+        double var = std::max(part[C + c] / double(m) - dmean * dmean, 0.0);
+        double mu = shift[c] + dmean;
+        double is = 1.0 / std::sqrt(var + double(p_.epsilon));
+        mean[c] = float(mu);
+        invstd[c] = float(is);
+        double g = gamma.defined() ? gamma.f32()[c] : 1.0;
+        double be = beta.defined() ? beta.f32()[c] : 0.0;
+        a[c] = float(g * is);
+        b[c] = float(be - mu * g * is);
+        double unbiased = m > 1 ? var * double(m) / double(m - 1) : 0.0;
+        rm[c] = float(mom * rm[c] + (1.0 - mom) * mu);
+        rv[c] = float(mom * rv[c] + (1.0 - mom) * unbiased);
       }
+      affine_rows(xp, a.data(), b.data(), y.as<T>(), m, C);
     });
-    std::vector<float> a(C), b(C);
-    float* rm = running_mean.f32();
-    float* rv = running_var.f32();
-    const double mom = p_.momentum;
-    for (int64_t c = 0; c < C; ++c) {
-      double dmean = part[c] / double(m);
-      double var = std::max(part[C + c] / double(m) - dmean * dmean, 0.0);
-      double mu = shift[c] + dmean;
-      double is = 1.0 / std::sqrt(var + double(p_.epsilon));
-      mean[c] = float(mu);
-      invstd[c] = float(is);
-      double g = gamma.defined() ? gamma.f32()[c] : 1.0;
-      double be = beta.defined() ? beta.f32()[c] : 0.0;
-      a[c] = float(g * is);
-      b[c] = float(be - mu * g * is);
-      double unbiased = m > 1 ? var * double(m) / double(m - 1) : 0.0;
-      rm[c] = float(mom * rm[c] + (1.0 - mom) * mu);
-      rv[c] = float(mom * rv[c] + (1.0 - mom) * unbiased);
-    }
-    affine_rows(xp, a.data(), b.data(), y.f32(), m, C);
   }
 
   void forward_infer(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
@@ -150,7 +179,7 @@ class CpuBatchNorm final : public BatchNormKernel {
     check_vec("beta", beta, C, true);
     check_vec("running_mean", running_mean, C, false);
     check_vec("running_var", running_var, C, false);
-    cpu::require_shape("batchnorm", "y", y, x.shape());
+    cpu::require_shape("batchnorm", "y", y, x.shape(), x.dtype());
     if (m == 0 || C == 0) return;
     std::vector<float> a(C), b(C);
     for (int64_t c = 0; c < C; ++c) {
@@ -160,7 +189,10 @@ class CpuBatchNorm final : public BatchNormKernel {
       a[c] = float(g * is);
       b[c] = float(be - double(running_mean.f32()[c]) * g * is);
     }
-    affine_rows(x.f32(), a.data(), b.data(), y.f32(), m, C);
+    cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
+      using T = decltype(t);
+      affine_rows(x.as<T>(), a.data(), b.data(), y.as<T>(), m, C);
+    });
   }
 
   void backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, const Tensor& save_mean,
@@ -172,48 +204,37 @@ class CpuBatchNorm final : public BatchNormKernel {
     check_vec("save_invstd", save_invstd, C, false);
     check_vec("dgamma", dgamma, C, true);
     check_vec("dbeta", dbeta, C, true);
-    cpu::require_shape("batchnorm", "dy", dy, x.shape());
-    if (dx.defined()) cpu::require_shape("batchnorm", "dx", dx, x.shape());
+    cpu::require_shape("batchnorm", "dy", dy, x.shape(), x.dtype());
+    if (dx.defined()) cpu::require_shape("batchnorm", "dx", dx, x.shape(), x.dtype());
     if (C == 0) return;
     if (m == 0) {
       if (dgamma.defined()) std::memset(dgamma.data(), 0, dgamma.bytes());
       if (dbeta.defined()) std::memset(dbeta.data(), 0, dbeta.bytes());
       return;
     }
-    const float* xp = x.f32();
-    const float* dyp = dy.f32();
     const float* mean = save_mean.f32();
     const float* invstd = save_invstd.f32();
-    // part[c] = sum dy, part[C + c] = sum dy * (x - mean)
-    const double* part = reduce_dy_dyxmu(xp, dyp, mean, m, C);
-    std::vector<float> pa(C), qa(C), ra(C);
-    for (int64_t c = 0; c < C; ++c) {
-      double db = part[c];
-      double dg = part[C + c] * double(invstd[c]);
-      if (dbeta.defined()) dbeta.f32()[c] = float(db);
-      if (dgamma.defined()) dgamma.f32()[c] = float(dg);
-      // dx = g*is * (dy - db/m - xhat*dg/m), xhat = (x - mean)*is  =>  dx = p*dy + q*(x - mean) + r
-      double g = gamma.defined() ? gamma.f32()[c] : 1.0;
-      double is = invstd[c];
-      double p = g * is;
-      double q = -g * is * is * dg / double(m);
-      pa[c] = float(p);
-      qa[c] = float(q);
-      ra[c] = float(-p * db / double(m));
-    }
-    if (!dx.defined()) return;
-    float* dxp = dx.f32();
-    const float* P = pa.data();
-    const float* Q = qa.data();
-    const float* R = ra.data();
-#pragma omp parallel for schedule(static) if (m * C > cpu::kParallelGrain)
-    for (int64_t r = 0; r < m; ++r) {
-      const float* __restrict xr = xp + r * C;
-      const float* __restrict dr = dyp + r * C;
-      float* __restrict o = dxp + r * C;
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c) o[c] = P[c] * dr[c] + Q[c] * (xr[c] - mean[c]) + R[c];
-    }
+    cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
+      using T = decltype(t);
+      // part[c] = sum dy, part[C + c] = sum dy * (x - mean)
+      const double* part = reduce_dy_dyxmu(x.as<T>(), dy.as<T>(), mean, m, C);
+      std::vector<float> pa(C), qa(C), ra(C);
+      for (int64_t c = 0; c < C; ++c) {
+        double db = part[c];
+        double dg = part[C + c] * double(invstd[c]);
+        if (dbeta.defined()) dbeta.f32()[c] = float(db);
+        if (dgamma.defined()) dgamma.f32()[c] = float(dg);
+        // dx = g*is * (dy - db/m - xhat*dg/m), xhat = (x - mean)*is  =>  dx = p*dy + q*(x - mean) + r
+        double g = gamma.defined() ? gamma.f32()[c] : 1.0;
+        double is = invstd[c];
+        double p = g * is;
+        double q = -g * is * is * dg / double(m);
+        pa[c] = float(p);
+        qa[c] = float(q);
+        ra[c] = float(-p * db / double(m));
+      }
+      if (dx.defined()) apply_dx(x.as<T>(), dy.as<T>(), mean, pa.data(), qa.data(), ra.data(), dx.as<T>(), m, C);
+    });
   }
 
   // --- Synchronised batch norm pieces (see batchnorm.h).
@@ -229,18 +250,12 @@ class CpuBatchNorm final : public BatchNormKernel {
       std::fill(sumsq.f32(), sumsq.f32() + C, 0.0f);
       return;
     }
-    const float* xp = x.f32();
     std::vector<float> zero;
     if (!shift.defined()) zero.assign(size_t(C), 0.0f);
     const float* sh = shift.defined() ? shift.f32() : zero.data();
-    const double* part = reduce_rows(m, C, [&](int64_t r, float* __restrict fs, float* __restrict fq) {
-      const float* __restrict xr = xp + r * C;
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c) {
-        float d = xr[c] - sh[c];
-        fs[c] += d;
-        fq[c] += d * d;
-      }
+    const double* part = cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
+      using T = decltype(t);
+      return reduce_centred(x.as<T>(), sh, m, C);
     });
     for (int64_t c = 0; c < C; ++c) {
       sum.f32()[c] = float(part[c]);
@@ -251,7 +266,7 @@ class CpuBatchNorm final : public BatchNormKernel {
   void backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, Tensor& sum_dy,
                      Tensor& sum_dy_xmu) override {
     const int64_t C = channels(x), m = C ? x.numel() / C : 0;
-    cpu::require_shape("batchnorm", "dy", dy, x.shape());
+    cpu::require_shape("batchnorm", "dy", dy, x.shape(), x.dtype());
     check_vec("mean", mean, C, false);
     check_vec("sum_dy", sum_dy, C, false);
     check_vec("sum_dy_xmu", sum_dy_xmu, C, false);
@@ -261,7 +276,10 @@ class CpuBatchNorm final : public BatchNormKernel {
       std::fill(sum_dy_xmu.f32(), sum_dy_xmu.f32() + C, 0.0f);
       return;
     }
-    const double* part = reduce_dy_dyxmu(x.f32(), dy.f32(), mean.f32(), m, C);
+    const double* part = cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
+      using T = decltype(t);
+      return reduce_dy_dyxmu(x.as<T>(), dy.as<T>(), mean.f32(), m, C);
+    });
     for (int64_t c = 0; c < C; ++c) {
       sum_dy.f32()[c] = float(part[c]);
       sum_dy_xmu.f32()[c] = float(part[C + c]);
@@ -271,7 +289,7 @@ class CpuBatchNorm final : public BatchNormKernel {
   void backward_apply(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean, const Tensor& invstd,
                       const Tensor& sum_dy, const Tensor& sum_dy_xmu, double count, Tensor& dx) override {
     const int64_t C = channels(x), m = C ? x.numel() / C : 0;
-    cpu::require_shape("batchnorm", "dy", dy, x.shape());
+    cpu::require_shape("batchnorm", "dy", dy, x.shape(), x.dtype());
     check_vec("gamma", gamma, C, true);
     check_vec("mean", mean, C, false);
     check_vec("invstd", invstd, C, false);
@@ -279,7 +297,7 @@ class CpuBatchNorm final : public BatchNormKernel {
     check_vec("sum_dy_xmu", sum_dy_xmu, C, false);
     if (!(count > 0)) cpu::fail("batchnorm: count must be positive, got {}", count);
     if (!dx.defined()) return;
-    cpu::require_shape("batchnorm", "dx", dx, x.shape());
+    cpu::require_shape("batchnorm", "dx", dx, x.shape(), x.dtype());
     if (m == 0 || C == 0) return;
     // dx = p*dy + q*(x - mean) + r with p = g*is, q = -g*is^3*sum_dy_xmu/count, r = -p*sum_dy/count
     // (as in backward, whose sums and count are this batch's).
@@ -292,26 +310,17 @@ class CpuBatchNorm final : public BatchNormKernel {
       qa[c] = float(-p * is * is * double(sum_dy_xmu.f32()[c]) / count);
       ra[c] = float(-p * double(sum_dy.f32()[c]) / count);
     }
-    const float* xp = x.f32();
-    const float* dyp = dy.f32();
-    const float* mu = mean.f32();
-    float* dxp = dx.f32();
-    const float* P = pa.data();
-    const float* Q = qa.data();
-    const float* R = ra.data();
-#pragma omp parallel for schedule(static) if (m * C > cpu::kParallelGrain)
-    for (int64_t r = 0; r < m; ++r) {
-      const float* __restrict xr = xp + r * C;
-      const float* __restrict dr = dyp + r * C;
-      float* __restrict o = dxp + r * C;
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c) o[c] = P[c] * dr[c] + Q[c] * (xr[c] - mu[c]) + R[c];
-    }
+    cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
+      using T = decltype(t);
+      apply_dx(x.as<T>(), dy.as<T>(), mean.f32(), pa.data(), qa.data(), ra.data(), dx.as<T>(), m, C);
+    });
   }
 
  private:
+  // x's channel count; x is f32 or bf16, and y, dy and dx must be of its type (the [C] tensors are
+  // f32 either way).
   static int64_t channels(const Tensor& x) {
-    cpu::require_f32("batchnorm", "x", x);
+    cpu::float_dtype("batchnorm", "x", x);
     shape_checks::require_min_rank("batchnorm", "x", x, 2);
     return x.shape().back();
   }

@@ -20,14 +20,13 @@ class CpuContext final : public OpContext {
   dnnl::engine& engine() { return engine_; }
   dnnl::stream& stream() { return stream_; }
   int threads() const { return threads_; }
-  // Whether convolutions and dense compute in bf16 (fp32 storage, fp32 accumulation).
-  bool bf16() const { return precision_ == Precision::BF16; }
+  // Mixed precision (see Precision): dense converts its operands to bf16 inside the kernel.
+  bool bf16() const { return precision() == Precision::BF16; }
 
  private:
   dnnl::engine engine_;
   dnnl::stream stream_;
   int threads_;
-  Precision precision_;
 };
 
 // The CpuContext behind a generic context (kernels registered for CPU receive only these).

@@ -1,4 +1,4 @@
-// CPU conv2d: oneDNN convolution forward/backward on NHWC activations; HWIO weights reordered for the primitives.
+// CPU conv2d: oneDNN convolution forward/backward on f32 or bf16 NHWC activations; f32 HWIO weights reordered for it.
 #include "core/ops/conv2d.h"
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_onednn_conv.h"
@@ -16,18 +16,20 @@ class CpuConv2d final : public Conv2dKernel {
                 p.dw);
   }
 
+  // Activations (x, y, dy, dx) are all f32 or all bf16, which decides the compute type (see
+  // OnednnConv); weights, bias and their gradients are f32 either way.
   void forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
     ConvGeometry g = check(x, w, b, p_.bias);
-    cpu::require_shape("conv2d", "y", y, {g.n, g.oh, g.ow, g.oc});
+    cpu::require_shape("conv2d", "y", y, {g.n, g.oh, g.ow, g.oc}, x.dtype());
     conv_.forward(g, x, w, b, y);
   }
 
   void backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) override {
     ConvGeometry g = check(x, w, Tensor(), false);
-    cpu::require_shape("conv2d", "dy", dy, {g.n, g.oh, g.ow, g.oc});
+    cpu::require_shape("conv2d", "dy", dy, {g.n, g.oh, g.ow, g.oc}, x.dtype());
     cpu::require_shape("conv2d", "dw", dw, w.shape());
     if (p_.bias) cpu::require_shape("conv2d", "db", db, {g.oc});
-    if (dx.defined()) cpu::require_shape("conv2d", "dx", dx, x.shape());
+    if (dx.defined()) cpu::require_shape("conv2d", "dx", dx, x.shape(), x.dtype());
     conv_.backward(g, x, w, dy, dx, dw, db);
   }
 
@@ -38,7 +40,7 @@ class CpuConv2d final : public Conv2dKernel {
   }
 
   ConvGeometry check(const Tensor& x, const Tensor& w, const Tensor& b, bool need_bias) const {
-    cpu::require_rank("conv2d", "x", x, 4);
+    cpu::require_rank("conv2d", "x", x, 4, cpu::float_dtype("conv2d", "x", x));
     ConvGeometry g = conv2d_geometry(x.shape(), p_);
     cpu::require_shape("conv2d", "w", w, conv2d_weight_shape(g.ic, p_));
     if (need_bias) cpu::require_shape("conv2d", "b", b, {g.oc});

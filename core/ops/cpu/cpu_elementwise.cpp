@@ -1,8 +1,10 @@
-// CPU element-wise ops: sum of tensors, accumulate, scale, last-axis concat/split, and Philox dropout.
+// CPU element-wise ops: sum, accumulate, f32/bf16 convert, scale, last-axis concat/split (f32 or bf16), Philox dropout.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "core/ops/cpu/cpu_bf16.h"
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
 #include "core/ops/elementwise.h"
@@ -11,47 +13,99 @@
 namespace trainer {
 namespace {
 
+// y[i] = sum over k of in[k][i], computed in float and stored as T once. Blocks of kSumBlock
+// elements are summed in a float buffer (in input order, so f32 sums are those of o = a + b; o += c
+// ...), and every input's block is read before y's is written, so inputs may alias y.
+constexpr int64_t kSumBlock = 1024;
+
+template <class T>
+void sum_into(const std::vector<const T*>& in, T* y, int64_t n) {
+  const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
+  const size_t last = in.size() - 1;
+#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    alignas(64) float acc[kSumBlock];
+    const int64_t i0 = blk * kSumBlock, len = std::min(kSumBlock, n - i0);
+    const T* a = in[0] + i0;
+#pragma omp simd
+    for (int64_t j = 0; j < len; ++j) acc[j] = cpu::to_f32(a[j]);
+    for (size_t k = 1; k < last; ++k) {
+      const T* c = in[k] + i0;
+#pragma omp simd
+      for (int64_t j = 0; j < len; ++j) acc[j] += cpu::to_f32(c[j]);
+    }
+    const T* z = in[last] + i0;
+    T* o = y + i0;
+#pragma omp simd
+    for (int64_t j = 0; j < len; ++j) o[j] = cpu::from_f32<T>(acc[j] + cpu::to_f32(z[j]));
+  }
+}
+
 class CpuElementwise final : public ElementwiseKernel {
  public:
   CpuElementwise(OpContext&, const ElementwiseParams&) {}
 
   void add(const std::vector<const Tensor*>& xs, Tensor& y) override {
-    cpu::require_f32("add", "y", y);
+    DType dt = cpu::float_dtype("add", "y", y);
     for (size_t i = 0; i < xs.size(); ++i) {
       if (!xs[i]) cpu::fail("add: input {} is null", i);
-      cpu::require_shape("add", ("input " + std::to_string(i)).c_str(), *xs[i], y.shape());
+      cpu::require_shape("add", ("input " + std::to_string(i)).c_str(), *xs[i], y.shape(), dt);
+      // Inputs 0 and 1 may be y, later ones not: harmless here, but both backends accept the same calls.
+      if (i >= 2 && xs[i]->data() == y.data()) cpu::fail("add: input {} aliases the output", i);
     }
-    int64_t n = y.numel();
-    float* o = y.f32();  // inputs may alias y: element i is read before it is written
-    bool par = n > cpu::kParallelGrain;
     if (xs.empty()) {
-      std::memset(o, 0, y.bytes());
+      std::memset(y.data(), 0, y.bytes());
       return;
     }
     if (xs.size() == 1) {
-      if (xs[0]->data() != o) std::memcpy(o, xs[0]->data(), y.bytes());
+      if (xs[0]->data() != y.data()) std::memcpy(y.data(), xs[0]->data(), y.bytes());
       return;
     }
-    const float* a = xs[0]->f32();
-    const float* b = xs[1]->f32();
-#pragma omp parallel for simd schedule(static) if (par)
-    for (int64_t i = 0; i < n; ++i) o[i] = a[i] + b[i];
-    for (size_t k = 2; k < xs.size(); ++k) {
-      const float* c = xs[k]->f32();
-      if (c == o) cpu::fail("add: input {} aliases the output", k);
-#pragma omp parallel for simd schedule(static) if (par)
-      for (int64_t i = 0; i < n; ++i) o[i] += c[i];
-    }
+    cpu::dispatch_float("add", "y", y, [&](auto t) {
+      using T = decltype(t);
+      std::vector<const T*> in;
+      for (const Tensor* x : xs) in.push_back(x->as<T>());
+      sum_into(in, y.as<T>(), y.numel());
+    });
   }
 
   void accumulate(const Tensor& x, Tensor& y) override {
-    cpu::require_f32("accumulate", "y", y);
-    cpu::require_shape("accumulate", "x", x, y.shape());
-    const float* a = x.f32();
-    float* o = y.f32();
-    int64_t n = y.numel();
+    cpu::float_dtype("accumulate", "y", y);
+    cpu::require_shape("accumulate", "x", x, y.shape(), cpu::float_dtype("accumulate", "x", x));
+    cpu::dispatch_float("accumulate", "y", y, [&](auto ty) {
+      cpu::dispatch_float("accumulate", "x", x, [&](auto tx) {
+        using Y = decltype(ty);
+        using X = decltype(tx);
+        const X* a = x.as<X>();
+        Y* o = y.as<Y>();
+        int64_t n = y.numel();
 #pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) o[i] += a[i];
+        for (int64_t i = 0; i < n; ++i) o[i] = cpu::from_f32<Y>(cpu::to_f32(o[i]) + cpu::to_f32(a[i]));
+      });
+    });
+  }
+
+  void convert(const Tensor& x, Tensor& y) override {
+    DType dx = cpu::float_dtype("convert", "x", x), dy = cpu::float_dtype("convert", "y", y);
+    cpu::require_same_numel("convert", "x", x, "y", y);
+    if (dx == dy) {
+      if (x.data() != y.data()) std::memcpy(y.data(), x.data(), y.bytes());
+      return;
+    }
+    if (x.numel() && x.data() == y.data())  // elements of different sizes: in place would overwrite unread ones
+      cpu::fail("convert: x ({}) and y ({}) share memory", dtype_name(dx), dtype_name(dy));
+    int64_t n = y.numel();
+    if (dy == DType::BF16) {
+      const float* __restrict a = x.f32();
+      cpu::bf16* __restrict o = y.as<cpu::bf16>();
+#pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) o[i] = cpu::round_bf16(a[i]);
+    } else {  // exact: bf16 is the upper half of an f32
+      const cpu::bf16* __restrict a = x.as<cpu::bf16>();
+      float* __restrict o = y.f32();
+#pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) o[i] = cpu::to_f32(a[i]);
+    }
   }
 
   void scale(Tensor& y, float a) override {
@@ -62,28 +116,29 @@ class CpuElementwise final : public ElementwiseKernel {
     for (int64_t i = 0; i < n; ++i) o[i] *= a;
   }
 
+  // concat and split move whole elements: one code path for f32 and bf16, by element size.
   void concat(const std::vector<const Tensor*>& xs, Tensor& y) override {
-    cpu::require_f32("concat", "y", y);
+    DType dt = cpu::float_dtype("concat", "y", y);
     if (y.shape().rank() == 0) cpu::fail("concat: y must have rank >= 1");
     std::vector<Seg> segs;
     int64_t off = 0;
     for (size_t i = 0; i < xs.size(); ++i) {
       if (!xs[i]) cpu::fail("concat: input {} is null", i);
       const Tensor& x = *xs[i];
-      cpu::require_f32("concat", "input", x);
+      cpu::require_dtype("concat", "input", x, dt);
       if (!elementwise::same_lead(x.shape(), y.shape()))
         cpu::fail("concat: input {} [{}] does not match y [{}] outside the last axis", i, x.shape().str(),
                   y.shape().str());
-      segs.push_back({x.f32(), off, x.shape().back()});
+      segs.push_back({static_cast<char*>(x.data()), off, x.shape().back()});
       off += x.shape().back();
     }
     int64_t width = y.shape().back();
     elementwise::check_concat_width(off, width);
-    copy_segments(segs, y.f32(), elementwise::rows_of(y), width, true);
+    copy_segments(segs, static_cast<char*>(y.data()), dtype_size(dt), elementwise::rows_of(y), width, true);
   }
 
   void split(const Tensor& dy, const std::vector<Tensor*>& dxs) override {
-    cpu::require_f32("split", "dy", dy);
+    DType dt = cpu::float_dtype("split", "dy", dy);
     if (dy.shape().rank() == 0) cpu::fail("split: dy must have rank >= 1");
     const int64_t width = dy.shape().back();
     const std::vector<int64_t> w = elementwise::split_widths(dy, dxs);
@@ -91,32 +146,33 @@ class CpuElementwise final : public ElementwiseKernel {
     int64_t off = 0;
     for (size_t i = 0; i < dxs.size(); ++i) {
       if (dxs[i] && dxs[i]->defined()) {
-        cpu::require_f32("split", "output", *dxs[i]);
-        segs.push_back({dxs[i]->f32(), off, w[i]});
+        cpu::require_dtype("split", "output", *dxs[i], dt);
+        segs.push_back({static_cast<char*>(dxs[i]->data()), off, w[i]});
       }
       off += w[i];
     }
-    copy_segments(segs, const_cast<float*>(dy.f32()), elementwise::rows_of(dy), width, false);
+    copy_segments(segs, static_cast<char*>(dy.data()), dtype_size(dt), elementwise::rows_of(dy), width, false);
   }
 
  private:
   struct Seg {
-    const float* p;  // the [rows, c] tensor
+    char* p;         // the [rows, c] tensor
     int64_t off, c;  // its columns in the wide tensor
   };
-  // into_wide: wide[r, off + j] = seg[r, j]; otherwise seg[r, j] = wide[r, off + j].
-  static void copy_segments(const std::vector<Seg>& segs, float* wide, int64_t rows, int64_t width, bool into_wide) {
+  // into_wide: wide[r, off + j] = seg[r, j]; otherwise seg[r, j] = wide[r, off + j] (esz bytes an element).
+  static void copy_segments(const std::vector<Seg>& segs, char* wide, size_t esz, int64_t rows, int64_t width,
+                            bool into_wide) {
     if (rows == 0 || segs.empty()) return;
     const Seg* sp = segs.data();
     int64_t ns = int64_t(segs.size());
 #pragma omp parallel for schedule(static) if (rows * width > cpu::kParallelGrain)
     for (int64_t r = 0; r < rows; ++r) {
-      float* wr = wide + r * width;
+      char* wr = wide + size_t(r * width) * esz;
       for (int64_t s = 0; s < ns; ++s) {
-        float* nr = const_cast<float*>(sp[s].p) + r * sp[s].c;
-        float* __restrict dst = into_wide ? wr + sp[s].off : nr;
-        const float* __restrict src = into_wide ? nr : wr + sp[s].off;
-        std::memcpy(dst, src, size_t(sp[s].c) * sizeof(float));
+        char* nr = sp[s].p + size_t(r * sp[s].c) * esz;
+        char* __restrict dst = into_wide ? wr + size_t(sp[s].off) * esz : nr;
+        const char* __restrict src = into_wide ? nr : wr + size_t(sp[s].off) * esz;
+        std::memcpy(dst, src, size_t(sp[s].c) * esz);
       }
     }
   }

@@ -26,10 +26,10 @@ bool empty_output(const ConvGeometry& g) { return g.n == 0 || g.oh == 0 || g.ow 
 
 void OnednnConv::forward(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   if (empty_output(g)) return;
-  Plan& pl = plan(x.shape(), g);
+  Plan& pl = plan(x, g);
   auto& eng = c_.engine();
   memory wmem = weights(pl, w, pl.w_to_fwd, pl.w_fwd, pl.fwd_pd.weights_desc());
-  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, source(pl, x)},
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, mem(pl.src_md, eng, x.data())},
                                           {DNNL_ARG_WEIGHTS, wmem},
                                           {DNNL_ARG_DST, mem(pl.dst_md, eng, y.data())},
                                           {DNNL_ARG_SCRATCHPAD, scratchpad(pl.fwd_pd, eng)}};
@@ -46,12 +46,12 @@ void OnednnConv::backward(const ConvGeometry& g, const Tensor& x, const Tensor& 
     if (dx.defined()) std::memset(dx.data(), 0, dx.bytes());
     return;
   }
-  Plan& pl = plan(x.shape(), g);
+  Plan& pl = plan(x, g);
   if (dx.defined() && !pl.have_bwd_data) make_bwd_data(pl);
   if (!pl.have_bwd_weights) make_bwd_weights(pl);
   auto& eng = c_.engine();
   auto& s = c_.stream();
-  memory ddst = grad(pl, dy);  // in bf16, one conversion serves both primitives
+  memory ddst = mem(pl.dst_md, eng, dy.data());
 
   if (dx.defined())
     pl.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, ddst},
@@ -61,7 +61,7 @@ void OnednnConv::backward(const ConvGeometry& g, const Tensor& x, const Tensor& 
 
   memory user_dw = mem(pl.user_w_md, eng, dw.data());
   memory dwmem = pl.dw_to_user ? memory(pl.bwd_w_pd.diff_weights_desc(), eng, pl.dw_buf.data()) : user_dw;
-  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, source(pl, x)},
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, mem(pl.src_md, eng, x.data())},
                                           {DNNL_ARG_DIFF_DST, ddst},
                                           {DNNL_ARG_DIFF_WEIGHTS, dwmem},
                                           {DNNL_ARG_SCRATCHPAD, scratchpad(pl.bwd_w_pd, eng)}};
@@ -81,55 +81,37 @@ memory OnednnConv::weights(Plan& pl, const Tensor& w, const dnnl::reorder& r, Te
   return out;
 }
 
-// x or dy as the primitives read them: the caller's f32 buffer, or (bf16) its conversion into
-// per-thread scratch. Backward converts x again rather than keep forward's copy: on MiniGoogLeNet
-// keeping it made a step 2.6% faster for 96 MiB (15%) more peak memory.
-memory OnednnConv::source(Plan& pl, const Tensor& x) {
-  if (!bf16()) return mem(pl.src_md, c_.engine(), x.data());
-  void* buf = thread_scratch(kScratchBf16Src, pl.src_c_md.get_size());
-  return pl.x_to_bf16.run(c_.engine(), c_.stream(), x.data(), buf);
-}
-
-memory OnednnConv::grad(Plan& pl, const Tensor& dy) {
-  if (!bf16()) return mem(pl.dst_md, c_.engine(), dy.data());
-  void* buf = thread_scratch(kScratchBf16Grad, pl.dst_c_md.get_size());
-  return pl.dy_to_bf16.run(c_.engine(), c_.stream(), dy.data(), buf);
-}
-
-OnednnConv::Plan& OnednnConv::plan(const Shape& xs, const ConvGeometry& g) {
-  return cache_.get(xs.dims(), [&] { return make_plan(g); });
+// Keyed by x's shape and type: the graph picks each layer's activation type, so one kernel may
+// see f32 and bf16 inputs of the same shape.
+OnednnConv::Plan& OnednnConv::plan(const Tensor& x, const ConvGeometry& g) {
+  std::vector<int64_t> key = x.shape().dims();
+  key.push_back(int64_t(x.dtype()));
+  return cache_.get(key, [&] { return make_plan(g, x.dtype()); });
 }
 
 // Descriptors use `any` weights (the primitive picks its blocked layout, reordered to once per
-// call) and the caller's NHWC activations, in the compute type: bf16 x, w and dy, with f32 y, dx,
-// dw and bias either way (oneDNN's bf16 convolutions accumulate in f32 and may write f32).
-OnednnConv::Plan OnednnConv::make_plan(const ConvGeometry& g) {
+// call, in the compute type) and the caller's NHWC activations in the compute type; bias, dw and
+// db stay f32 (oneDNN's bf16 convolutions accumulate in f32, take an f32 bias and may write f32
+// diff weights and bias).
+OnednnConv::Plan OnednnConv::make_plan(const ConvGeometry& g, DType compute) {
   Plan pl;
-  pl.g = g;
-  const dt compute = bf16() ? dt::bf16 : dt::f32;
-  Shape xs{g.n, g.ih, g.iw, g.ic}, ys{g.n, g.oh, g.ow, g.oc};
-  pl.src_md = nhwc_md(xs);
-  pl.dst_md = nhwc_md(ys);
-  pl.src_c_md = nhwc_md(xs, compute);
-  pl.dst_c_md = nhwc_md(ys, compute);
-  if (bf16()) {
-    pl.x_to_bf16 = Bf16Convert(c_.engine(), pl.src_md, pl.src_c_md);
-    pl.dy_to_bf16 = Bf16Convert(c_.engine(), pl.dst_md, pl.dst_c_md);
-  }
+  const dt cdt = compute == DType::BF16 ? dt::bf16 : dt::f32;
+  pl.src_md = nhwc_md({g.n, g.ih, g.iw, g.ic}, cdt);
+  pl.dst_md = nhwc_md({g.n, g.oh, g.ow, g.oc}, cdt);
   pl.bias_md = memory::desc({g.oc}, dt::f32, tag::a);
   pl.wdims = cfg_.depthwise ? memory::dims{g.ic, g.oc / g.ic, 1, cfg_.kh, cfg_.kw}
                             : memory::dims{g.oc, g.ic, cfg_.kh, cfg_.kw};
   pl.user_w_md = memory::desc(pl.wdims, dt::f32, cfg_.user_w_tag);
-  memory::desc any_w(pl.wdims, compute, tag::any);
+  memory::desc any_w(pl.wdims, cdt, tag::any);
   pl.strides = {cfg_.sh, cfg_.sw};
   pl.dilates = {cfg_.dh - 1, cfg_.dw - 1};
   pl.pad_l = {g.pt, g.pl};
   pl.pad_r = {g.pb, g.pr};
   auto alg = dnnl::algorithm::convolution_direct;
   auto pk = dnnl::prop_kind::forward_training;
-  auto d = cfg_.bias ? dnnl::convolution_forward::desc(pk, alg, pl.src_c_md, any_w, pl.bias_md, pl.dst_md, pl.strides,
+  auto d = cfg_.bias ? dnnl::convolution_forward::desc(pk, alg, pl.src_md, any_w, pl.bias_md, pl.dst_md, pl.strides,
                                                        pl.dilates, pl.pad_l, pl.pad_r)
-                     : dnnl::convolution_forward::desc(pk, alg, pl.src_c_md, any_w, pl.dst_md, pl.strides, pl.dilates,
+                     : dnnl::convolution_forward::desc(pk, alg, pl.src_md, any_w, pl.dst_md, pl.strides, pl.dilates,
                                                        pl.pad_l, pl.pad_r);
   pl.fwd_pd = dnnl::convolution_forward::primitive_desc(d, user_scratchpad_attr(), c_.engine());
   pl.fwd = dnnl::convolution_forward(pl.fwd_pd);
@@ -138,9 +120,9 @@ OnednnConv::Plan OnednnConv::make_plan(const ConvGeometry& g) {
 }
 
 void OnednnConv::make_bwd_data(Plan& pl) {
-  memory::desc any_w(pl.wdims, pl.src_c_md.data_type(), tag::any);
-  dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, pl.src_md, any_w, pl.dst_c_md,
-                                          pl.strides, pl.dilates, pl.pad_l, pl.pad_r);
+  memory::desc any_w(pl.wdims, pl.src_md.data_type(), tag::any);
+  dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, pl.src_md, any_w, pl.dst_md, pl.strides,
+                                          pl.dilates, pl.pad_l, pl.pad_r);
   pl.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(d, user_scratchpad_attr(), c_.engine(), pl.fwd_pd);
   pl.bwd_data = dnnl::convolution_backward_data(pl.bwd_data_pd);
   make_reorder(c_, pl.user_w_md, pl.bwd_data_pd.weights_desc(), pl.w_to_bwd, pl.w_bwd, pl.bwd_data_pd.weights_desc());
@@ -150,9 +132,9 @@ void OnednnConv::make_bwd_data(Plan& pl) {
 void OnednnConv::make_bwd_weights(Plan& pl) {
   memory::desc any_w(pl.wdims, dt::f32, tag::any);  // f32 gradients in either precision
   auto alg = dnnl::algorithm::convolution_direct;
-  auto d = cfg_.bias ? dnnl::convolution_backward_weights::desc(alg, pl.src_c_md, any_w, pl.bias_md, pl.dst_c_md,
+  auto d = cfg_.bias ? dnnl::convolution_backward_weights::desc(alg, pl.src_md, any_w, pl.bias_md, pl.dst_md,
                                                                 pl.strides, pl.dilates, pl.pad_l, pl.pad_r)
-                     : dnnl::convolution_backward_weights::desc(alg, pl.src_c_md, any_w, pl.dst_c_md, pl.strides,
+                     : dnnl::convolution_backward_weights::desc(alg, pl.src_md, any_w, pl.dst_md, pl.strides,
                                                                 pl.dilates, pl.pad_l, pl.pad_r);
   pl.bwd_w_pd = dnnl::convolution_backward_weights::primitive_desc(d, user_scratchpad_attr(), c_.engine(), pl.fwd_pd);
   pl.bwd_w = dnnl::convolution_backward_weights(pl.bwd_w_pd);

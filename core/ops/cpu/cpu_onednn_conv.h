@@ -15,21 +15,18 @@ struct OnednnConvConfig {
   dnnl::memory::format_tag user_w_tag = dnnl::memory::format_tag::hwio;  // how the user's weights are laid out
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;                 // dilation as Keras' (1 = dense)
   bool bias = false;
-  // Whether the context's bf16 precision applies. Depthwise convolutions stay f32: oneDNN 2.7's
-  // bf16 depthwise kernels are slower than its f32 ones here (MobileNetV2, batch 16, 2 threads:
-  // 46 against 34 ms per step), and they do few multiply-adds per byte anyway.
-  bool bf16_capable = true;
 };
 
 // Forward and backward of one convolution on NHWC activations. Plans (descriptors, primitives,
-// reorders and reordered weights) are cached per input shape; the backward parts are created on
-// first use (evaluation shapes never need them). Arguments are checked by the caller.
+// reorders and reordered weights) are cached per input shape and type; the backward parts are
+// created on first use (evaluation shapes never need them). Arguments are checked by the caller.
 //
-// Precision follows the context. In bf16 (mixed precision, as PyTorch's CPU autocast) every tensor
-// the caller sees stays f32; inside, x, w and dy are converted to bf16 by oneDNN reorders (w
-// straight into the primitive's blocked layout, x and dy into per-thread scratch) and the
-// primitives accumulate in f32 and write f32 y, dx, dw and db. dy is converted once per backward
-// for both backward primitives; x once in forward and once in backward (see source()).
+// The activations' type is the compute type, whatever the context's precision. f32 x: a plain
+// fp32 convolution. bf16 x (mixed precision, as PyTorch's CPU autocast): x, y, dy and dx are bf16
+// and the primitives read and write the caller's buffers directly, with no conversion; the f32
+// master weights become bf16 in the reorder into the primitive's blocked layout (made in fp32
+// too), the primitives accumulate in f32, and dw and db are written in f32. The caller checks that
+// y, dy and dx have x's type and that w, b, dw and db are f32.
 class OnednnConv {
  public:
   OnednnConv(CpuContext& c, const OnednnConvConfig& cfg) : c_(c), cfg_(cfg) {}
@@ -42,9 +39,8 @@ class OnednnConv {
 
  private:
   struct Plan {
-    ConvGeometry g{};
-    dnnl::memory::desc src_md, dst_md, bias_md, user_w_md;  // the caller's f32 tensors
-    dnnl::memory::desc src_c_md, dst_c_md;  // x and dy as the primitives read them (bf16 NHWC, or = src_md / dst_md)
+    dnnl::memory::desc src_md, dst_md;      // x (and dx), y (and dy): NHWC in the compute type
+    dnnl::memory::desc bias_md, user_w_md;  // f32 in either type
     dnnl::memory::dims wdims, strides, dilates, pad_l, pad_r;
 
     dnnl::convolution_forward::primitive_desc fwd_pd;
@@ -63,18 +59,13 @@ class OnednnConv {
     dnnl::convolution_backward_weights bwd_w;
     dnnl::reorder dw_to_user;
     Tensor dw_buf;
-
-    Bf16Convert x_to_bf16, dy_to_bf16;  // bf16 only: x and dy to src_c_md and dst_c_md
   };
 
-  bool bf16() const { return cfg_.bf16_capable && c_.bf16(); }
-  Plan& plan(const Shape& xs, const ConvGeometry& g);
-  Plan make_plan(const ConvGeometry& g);
+  Plan& plan(const Tensor& x, const ConvGeometry& g);
+  Plan make_plan(const ConvGeometry& g, DType compute);
   void make_bwd_data(Plan& pl);
   void make_bwd_weights(Plan& pl);
   dnnl::memory weights(Plan& pl, const Tensor& w, const dnnl::reorder& r, Tensor& buf, const dnnl::memory::desc& md);
-  dnnl::memory source(Plan& pl, const Tensor& x);
-  dnnl::memory grad(Plan& pl, const Tensor& dy);
 
   CpuContext& c_;
   OnednnConvConfig cfg_;

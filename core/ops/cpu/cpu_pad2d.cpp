@@ -5,6 +5,9 @@
 #include "core/ops/cpu/cpu_util.h"
 #include "core/ops/pad2d.h"
 
+// Padding only moves elements, so f32 and bf16 (mixed precision) are the same byte copies with the
+// element size as a parameter; zero bits are 0.0 in both.
+
 namespace trainer {
 namespace {
 
@@ -19,40 +22,46 @@ class CpuPad2d final : public Pad2dKernel {
 
   // Every output row (b, oy) is written whole: zeros, the input row or nothing, zeros.
   void forward(const Tensor& x, Tensor& y) override {
-    cpu::require_rank(kOp, "x", x, 4);
-    cpu::require_shape(kOp, "y", y, out_shape(x.shape()));
+    const DType t = cpu::float_dtype(kOp, "x", x);
+    cpu::require_rank(kOp, "x", x, 4, t);
+    cpu::require_shape(kOp, "y", y, out_shape(x.shape()), t);
     if (y.numel() == 0) return;
     const int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
     const int64_t oh = y.dim(1), ow = y.dim(2);
-    const size_t row = size_t(ow * c), left = size_t(p_.left * c), inner = size_t(w * c), right = size_t(p_.right * c);
-    const float* xp = x.f32();
-    float* yp = y.f32();
+    const size_t es = dtype_size(t);  // row lengths below are in bytes
+    const size_t row = size_t(ow * c) * es, left = size_t(p_.left * c) * es, inner = size_t(w * c) * es;
+    const size_t right = size_t(p_.right * c) * es;
+    const char* xp = static_cast<const char*>(x.data());
+    char* yp = static_cast<char*>(y.data());
 #pragma omp parallel for schedule(static) if (y.numel() > cpu::kParallelGrain)
     for (int64_t r = 0; r < n * oh; ++r) {
       const int64_t b = r / oh, iy = r % oh - p_.top;
-      float* dst = yp + r * int64_t(row);
+      char* dst = yp + size_t(r) * row;
       if (iy < 0 || iy >= h) {
-        std::memset(dst, 0, row * sizeof(float));
+        std::memset(dst, 0, row);
         continue;
       }
-      std::memset(dst, 0, left * sizeof(float));
-      std::memcpy(dst + left, xp + (b * h + iy) * w * c, inner * sizeof(float));
-      std::memset(dst + left + inner, 0, right * sizeof(float));
+      std::memset(dst, 0, left);
+      std::memcpy(dst + left, xp + size_t(b * h + iy) * inner, inner);
+      std::memset(dst + left + inner, 0, right);
     }
   }
 
   void backward(const Tensor& dy, Tensor& dx) override {
-    cpu::require_rank(kOp, "dx", dx, 4);
-    cpu::require_shape(kOp, "dy", dy, out_shape(dx.shape()));
+    const DType t = cpu::float_dtype(kOp, "dx", dx);
+    cpu::require_rank(kOp, "dx", dx, 4, t);
+    cpu::require_shape(kOp, "dy", dy, out_shape(dx.shape()), t);
     if (dx.numel() == 0) return;
     const int64_t n = dx.dim(0), h = dx.dim(1), w = dx.dim(2), c = dx.dim(3);
     const int64_t oh = dy.dim(1), ow = dy.dim(2);
-    const float* src = dy.f32();
-    float* dst = dx.f32();
+    const size_t es = dtype_size(t);
+    const char* src = static_cast<const char*>(dy.data());
+    char* dst = static_cast<char*>(dx.data());
 #pragma omp parallel for schedule(static) if (dx.numel() > cpu::kParallelGrain)
     for (int64_t r = 0; r < n * h; ++r) {
       const int64_t b = r / h, iy = r % h;
-      std::memcpy(dst + r * w * c, src + ((b * oh + iy + p_.top) * ow + p_.left) * c, size_t(w * c) * sizeof(float));
+      std::memcpy(dst + size_t(r * w * c) * es, src + size_t(((b * oh + iy + p_.top) * ow + p_.left) * c) * es,
+                  size_t(w * c) * es);
     }
   }
 

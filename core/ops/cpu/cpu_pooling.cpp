@@ -1,9 +1,11 @@
-// CPU pooling: oneDNN max/avg 2-D pooling on NHWC (max keeps a workspace per training input) and global pooling.
+// CPU pooling: oneDNN max/avg 2-D pooling on f32/bf16 NHWC (max keeps a workspace per training input); global pooling.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <unordered_map>
 
+#include "core/ops/cpu/cpu_bf16.h"
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
 #include "core/ops/pooling.h"
@@ -12,6 +14,22 @@ namespace trainer {
 namespace {
 
 using dnnl::memory;
+
+// x, y, dy and dx of one call share x's type, f32 or bf16 (mixed precision). oneDNN's pooling
+// computes in f32 and rounds when it stores bf16: once per output in forward; in backward, where
+// windows overlap, once per window adding its share into dx (a few bf16 ulps at most).
+DType activation_dtype(const char* op, const Tensor& x) {
+  DType t = cpu::float_dtype(op, "x", x);
+  cpu::require_rank(op, "x", x, 4, t);
+  return t;
+}
+
+// A plan's or workspace's key: the input's shape and type (one kernel may see both types).
+std::vector<int64_t> shape_type_key(const Tensor& x) {
+  std::vector<int64_t> key = x.shape().dims();
+  key.push_back(int64_t(x.dtype()));
+  return key;
+}
 
 struct PoolPlan {
   Window1d h, w;
@@ -31,11 +49,11 @@ class CpuPool2d final : public Pool2dKernel {
   }
 
   void forward(const Tensor& x, Tensor& y, bool training) override {
-    cpu::require_rank("pool2d", "x", x, 4);
+    DType t = activation_dtype("pool2d", x);
     Shape ys = pool2d_output_shape(x.shape().without_batch(), p_).with_batch(x.dim(0));
-    cpu::require_shape("pool2d", "y", y, ys);
+    cpu::require_shape("pool2d", "y", y, ys, t);
     if (y.numel() == 0) return;
-    PoolPlan& pl = plan(x.shape());
+    PoolPlan& pl = plan(x);
     auto& eng = c_.engine();
     bool use_train = training && p_.kind == PoolKind::Max;
     auto& pd = use_train ? pl.train_pd : pl.infer_pd;
@@ -49,21 +67,21 @@ class CpuPool2d final : public Pool2dKernel {
 
   // y is not needed: max pooling uses the workspace of the training forward of x.
   void backward(const Tensor& x, const Tensor& /*y*/, const Tensor& dy, Tensor& dx) override {
-    cpu::require_rank("pool2d", "x", x, 4);
+    DType t = activation_dtype("pool2d", x);
     Shape ys = pool2d_output_shape(x.shape().without_batch(), p_).with_batch(x.dim(0));
-    cpu::require_shape("pool2d", "dy", dy, ys);
-    cpu::require_shape("pool2d", "dx", dx, x.shape());
+    cpu::require_shape("pool2d", "dy", dy, ys, t);
+    cpu::require_shape("pool2d", "dx", dx, x.shape(), t);
     if (dy.numel() == 0) {
       std::memset(dx.data(), 0, dx.bytes());
       return;
     }
-    PoolPlan& pl = plan(x.shape());
+    PoolPlan& pl = plan(x);
     auto& eng = c_.engine();
     Tensor* ws = p_.kind == PoolKind::Max ? workspace(pl, x, false) : nullptr;
     if (p_.kind == PoolKind::Max && !ws) {
       // No training forward of this input preceded: recompute the argmax positions.
       ws = workspace(pl, x, true);
-      Tensor tmp = c_.empty(ys);
+      Tensor tmp = c_.empty(ys, t);
       pl.train.execute(c_.stream(), {{DNNL_ARG_SRC, cpu::mem(pl.src_md, eng, x.data())},
                                      {DNNL_ARG_DST, cpu::mem(pl.dst_md, eng, tmp.data())},
                                      {DNNL_ARG_WORKSPACE, memory(pl.train_pd.workspace_desc(), eng, ws->data())},
@@ -90,13 +108,15 @@ class CpuPool2d final : public Pool2dKernel {
     return p_.kind == PoolKind::Max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding;
   }
 
-  PoolPlan& plan(const Shape& xs) {
-    return cache_.get(xs.dims(), [&] {
+  PoolPlan& plan(const Tensor& x) {
+    return cache_.get(shape_type_key(x), [&] {
       PoolPlan pl;
+      const Shape& xs = x.shape();
+      const auto type = x.dtype() == DType::BF16 ? memory::data_type::bf16 : memory::data_type::f32;
       pl.h = window_1d(xs[1], p_.kh, p_.sh, 1, p_.padding);
       pl.w = window_1d(xs[2], p_.kw, p_.sw, 1, p_.padding);
-      pl.src_md = cpu::nhwc_md(xs);
-      pl.dst_md = cpu::nhwc_md({xs[0], pl.h.out, pl.w.out, xs[3]});
+      pl.src_md = cpu::nhwc_md(xs, type);
+      pl.dst_md = cpu::nhwc_md({xs[0], pl.h.out, pl.w.out, xs[3]}, type);
       memory::dims strides = {p_.sh, p_.sw}, kernel = {p_.kh, p_.kw};
       memory::dims pad_l = {pl.h.pad_before, pl.w.pad_before}, pad_r = {pl.h.pad_after, pl.w.pad_after};
       auto& eng = c_.engine();
@@ -113,11 +133,12 @@ class CpuPool2d final : public Pool2dKernel {
     });
   }
 
-  // Max pooling's argmax workspace of a training forward, keyed by the input's address and shape, so
-  // several forwards (pipeline micro-batches) may precede their backwards; backward releases it.
-  // Null when absent and !make. Beyond the cache's bound the oldest is dropped (and recomputed).
+  // Max pooling's argmax workspace of a training forward, keyed by the input's address, shape and
+  // type, so several forwards (pipeline micro-batches) may precede their backwards; backward
+  // releases it. Null when absent and !make. Beyond the cache's bound the oldest is dropped (and
+  // recomputed).
   static std::vector<int64_t> ws_key(const Tensor& x) {
-    std::vector<int64_t> key = x.shape().dims();
+    std::vector<int64_t> key = shape_type_key(x);
     key.push_back(int64_t(reinterpret_cast<intptr_t>(x.data())));
     return key;
   }
@@ -150,70 +171,92 @@ class CpuPool2d final : public Pool2dKernel {
   cpu::ShapeCache<Workspace, 32> workspaces_;
 };
 
+// Global pooling over H x W in plain loops. T is the activations' type (f32 or bf16); the
+// arithmetic is f32.
 class CpuGlobalPool final : public GlobalPoolKernel {
  public:
   CpuGlobalPool(OpContext&, const GlobalPoolParams& p) : p_(p) {}
 
   void forward(const Tensor& x, Tensor& y) override {
-    cpu::require_rank("global_pool", "x", x, 4);
-    int64_t n = x.dim(0), hw = x.dim(1) * x.dim(2), C = x.dim(3);
-    cpu::require_shape("global_pool", "y", y, {n, C});
-    const float* xp = x.f32();
-    float* yp = y.f32();
-    bool avg = p_.kind == PoolKind::Avg;
-    if (hw == 0) {
-      std::memset(yp, 0, y.bytes());
-      return;
-    }
-    float inv = 1.0f / float(hw);
-#pragma omp parallel for schedule(static) if (x.numel() > cpu::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) {
-      float* __restrict o = yp + i * C;
-      const float* __restrict src = xp + i * hw * C;
-      for (int64_t c = 0; c < C; ++c) o[c] = avg ? 0.0f : -std::numeric_limits<float>::infinity();
-      for (int64_t s = 0; s < hw; ++s) {
-        const float* __restrict r = src + s * C;
-        if (avg) {
-#pragma omp simd
-          for (int64_t c = 0; c < C; ++c) o[c] += r[c];
-        } else {
-#pragma omp simd
-          for (int64_t c = 0; c < C; ++c) o[c] = r[c] > o[c] ? r[c] : o[c];
-        }
-      }
-      if (avg)
-        for (int64_t c = 0; c < C; ++c) o[c] *= inv;
-    }
+    DType t = activation_dtype("global_pool", x);
+    cpu::require_shape("global_pool", "y", y, {x.dim(0), x.dim(3)}, t);
+    cpu::dispatch_float("global_pool", "x", x, [&](auto tag) { forward_t<decltype(tag)>(x, y); });
   }
 
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) override {
-    cpu::require_rank("global_pool", "x", x, 4);
-    int64_t n = x.dim(0), hw = x.dim(1) * x.dim(2), C = x.dim(3);
-    cpu::require_shape("global_pool", "dy", dy, {n, C});
-    cpu::require_shape("global_pool", "dx", dx, x.shape());
-    bool avg = p_.kind == PoolKind::Avg;
-    if (!avg) cpu::require_shape("global_pool", "y", y, {n, C});
-    if (hw == 0) return;
-    const float* xp = x.f32();
-    const float* dyp = dy.f32();
-    float* dxp = dx.f32();
-    float inv = 1.0f / float(hw);
+    DType t = activation_dtype("global_pool", x);
+    cpu::require_shape("global_pool", "dy", dy, {x.dim(0), x.dim(3)}, t);
+    cpu::require_shape("global_pool", "dx", dx, x.shape(), t);
+    if (p_.kind == PoolKind::Max) cpu::require_shape("global_pool", "y", y, {x.dim(0), x.dim(3)}, t);
+    cpu::dispatch_float("global_pool", "x", x, [&](auto tag) { backward_t<decltype(tag)>(x, y, dy, dx); });
+  }
+
+ private:
+  // Channels are reduced in blocks of kBlock f32 accumulators on the stack: a sample's H x W rows
+  // are read in order (NHWC), the inner loop runs over contiguous channels and vectorises, and
+  // bf16 is rounded once per output.
+  static constexpr int64_t kBlock = 256;
+
+  template <class T>
+  void forward_t(const Tensor& x, Tensor& y) const {
+    const int64_t n = x.dim(0), hw = x.dim(1) * x.dim(2), C = x.dim(3);
+    const T* xp = x.as<T>();
+    T* yp = y.as<T>();
+    if (hw == 0) {  // an empty window: zeros (also bf16's zero bits)
+      std::memset(static_cast<void*>(yp), 0, y.bytes());
+      return;
+    }
+    const bool avg = p_.kind == PoolKind::Avg;
+    const float inv = 1.0f / float(hw);
 #pragma omp parallel for schedule(static) if (x.numel() > cpu::kParallelGrain)
     for (int64_t i = 0; i < n; ++i) {
-      const float* __restrict g = dyp + i * C;
-      float* __restrict d = dxp + i * hw * C;
+      const T* __restrict src = xp + i * hw * C;
+      for (int64_t c0 = 0; c0 < C; c0 += kBlock) {
+        const int64_t nc = std::min(kBlock, C - c0);
+        float acc[kBlock];
+        for (int64_t c = 0; c < nc; ++c) acc[c] = avg ? 0.0f : -std::numeric_limits<float>::infinity();
+        for (int64_t s = 0; s < hw; ++s) {
+          const T* __restrict r = src + s * C + c0;
+          if (avg) {
+#pragma omp simd
+            for (int64_t c = 0; c < nc; ++c) acc[c] += cpu::to_f32(r[c]);
+          } else {
+#pragma omp simd
+            for (int64_t c = 0; c < nc; ++c) acc[c] = std::max(acc[c], cpu::to_f32(r[c]));
+          }
+        }
+        T* __restrict o = yp + i * C + c0;
+        for (int64_t c = 0; c < nc; ++c) o[c] = cpu::from_f32<T>(avg ? acc[c] * inv : acc[c]);
+      }
+    }
+  }
+
+  template <class T>
+  void backward_t(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) const {
+    const int64_t n = x.dim(0), hw = x.dim(1) * x.dim(2), C = x.dim(3);
+    if (hw == 0) return;
+    const T* xp = x.as<T>();
+    const T* dyp = dy.as<T>();
+    T* dxp = dx.as<T>();
+    const bool avg = p_.kind == PoolKind::Avg;
+    const float inv = 1.0f / float(hw);
+#pragma omp parallel for schedule(static) if (x.numel() > cpu::kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) {
+      const T* __restrict g = dyp + i * C;
+      T* __restrict d = dxp + i * hw * C;
       if (avg) {
         for (int64_t s = 0; s < hw; ++s)
 #pragma omp simd
-          for (int64_t c = 0; c < C; ++c) d[s * C + c] = g[c] * inv;
+          for (int64_t c = 0; c < C; ++c) d[s * C + c] = cpu::from_f32<T>(cpu::to_f32(g[c]) * inv);
       } else {
-        // The gradient goes to the first position holding the maximum (as TF's argmax).
-        const float* __restrict src = xp + i * hw * C;
-        const float* __restrict ym = y.f32() + i * C;
-        std::memset(d, 0, size_t(hw * C) * sizeof(float));
+        // The gradient goes to the first position holding the maximum (as TF's argmax); y is one
+        // of x's values, so the comparison is exact in either type.
+        const T* __restrict src = xp + i * hw * C;
+        const T* __restrict ym = y.as<T>() + i * C;
+        std::memset(static_cast<void*>(d), 0, size_t(hw * C) * sizeof(T));
         for (int64_t c = 0; c < C; ++c)
           for (int64_t s = 0; s < hw; ++s)
-            if (src[s * C + c] == ym[c]) {
+            if (cpu::to_f32(src[s * C + c]) == cpu::to_f32(ym[c])) {
               d[s * C + c] = g[c];
               break;
             }
@@ -221,7 +264,6 @@ class CpuGlobalPool final : public GlobalPoolKernel {
     }
   }
 
- private:
   GlobalPoolParams p_;
 };
 

@@ -24,19 +24,32 @@ template <class... A>
   throw std::invalid_argument(fmt::format(f, std::forward<A>(args)...));
 }
 
-inline void require_f32(const char* op, const char* name, const Tensor& t) {
+inline void require_dtype(const char* op, const char* name, const Tensor& t, DType dt) {
   if (!t.defined()) fail("{}: {} is undefined", op, name);
-  if (t.dtype() != DType::F32) fail("{}: {} must be f32, got {}", op, name, dtype_name(t.dtype()));
+  if (t.dtype() != dt) fail("{}: {} must be {}, got {}", op, name, dtype_name(dt), dtype_name(t.dtype()));
   if (!t.device().is_cpu()) fail("{}: {} is on {}, not the CPU", op, name, t.device().str());
 }
 
-inline void require_shape(const char* op, const char* name, const Tensor& t, const Shape& want) {
-  require_f32(op, name, t);
+inline void require_f32(const char* op, const char* name, const Tensor& t) { require_dtype(op, name, t, DType::F32); }
+
+// Activations are f32, or bf16 under mixed precision (the layers that allow it): kernels that take
+// both check x's type with this and the other activation tensors against x's.
+inline DType float_dtype(const char* op, const char* name, const Tensor& t) {
+  if (!t.defined()) fail("{}: {} is undefined", op, name);
+  if (t.dtype() != DType::F32 && t.dtype() != DType::BF16)
+    fail("{}: {} must be f32 or bf16, got {}", op, name, dtype_name(t.dtype()));
+  require_dtype(op, name, t, t.dtype());
+  return t.dtype();
+}
+
+inline void require_shape(const char* op, const char* name, const Tensor& t, const Shape& want,
+                          DType dt = DType::F32) {
+  require_dtype(op, name, t, dt);
   if (t.shape() != want) fail("{}: {} has shape [{}], expected [{}]", op, name, t.shape().str(), want.str());
 }
 
-inline void require_rank(const char* op, const char* name, const Tensor& t, size_t rank) {
-  require_f32(op, name, t);
+inline void require_rank(const char* op, const char* name, const Tensor& t, size_t rank, DType dt = DType::F32) {
+  require_dtype(op, name, t, dt);
   if (t.shape().rank() != rank) fail("{}: {} must have rank {}, got [{}]", op, name, rank, t.shape().str());
 }
 

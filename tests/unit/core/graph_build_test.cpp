@@ -121,10 +121,10 @@ TEST_CASE("graph: output gradients share memory where their backward lifetimes d
   Tensor x = ctx->zeros(Shape{2, 32, 32, 3});
   g.forward(x, true);
   int64_t outputs = 0;
-  for (const GraphNode& n : g.nodes()) outputs += 2 * n.shape.numel();
-  WARN("MiniGoogLeNet output gradients: " << g.gradient_floats() << " floats planned for a batch of 2, "
-                                          << outputs << " without sharing (" << 100.0 * double(g.gradient_floats()) / double(outputs) << "%)");
-  CHECK(g.gradient_floats() < outputs / 4);
+  for (const GraphNode& n : g.nodes()) outputs += 2 * n.shape.numel() * 4;
+  WARN("MiniGoogLeNet output gradients: " << g.gradient_bytes() << " bytes planned for a batch of 2, "
+                                          << outputs << " without sharing (" << 100.0 * double(g.gradient_bytes()) / double(outputs) << "%)");
+  CHECK(g.gradient_bytes() < outputs / 4);
 }
 
 namespace {
@@ -166,7 +166,7 @@ TEST_CASE("graph: activations run in place over a reusable producer, with the sa
     g->backward(dy, g->output_node());
   }
   // r1 and r2 share their producers' buffers in `a` (4 x 144 floats each), not in `b`.
-  CHECK(b.activation_floats() - a.activation_floats() == 2 * 4 * 6 * 6 * 4);
+  CHECK(b.activation_bytes() - a.activation_bytes() == 2 * 4 * 6 * 6 * 4 * 4);
   auto buffer = [](Graph& g, const char* n) { return g.output(g.node_index(n)).data(); };
   CHECK(buffer(a, "r1") == buffer(a, "bn"));  // the same memory, not a copy
   CHECK(buffer(a, "r2") == buffer(a, "c2"));

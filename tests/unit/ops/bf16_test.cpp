@@ -1,17 +1,24 @@
-// precision bf16 on the CPU: conv2d, depthwise conv2d and dense against float64 within a bf16 error bound (fp32: an fp32 one).
+// precision bf16 on the CPU: conv2d (bf16 activations), depthwise conv2d and dense (f32 tensors) against float64.
 #include <functional>
 #include <memory>
 #include <sstream>
 
+#include "bf16_check.h"
 #include "core/ops/conv2d.h"
 #include "core/ops/dense.h"
 #include "core/ops/depthwise_conv2d.h"
-#include "test_util.h"
 
 using namespace trainer;
 using namespace trainer::test;
 
 namespace {
+
+namespace b16 = trainer::test::bf16_check;
+
+// Random values in [-1, 1) of type dt; in bf16 exactly the kernel's inputs for the reference too.
+Tensor random_of(const Shape& s, std::mt19937_64& rng, DType dt) {
+  return b16::make(s, dt, b16::random_values(s, rng, dt));
+}
 
 // The CPU contexts under test, two compute threads each (the fp32 one is the other op tests').
 OpContext& ctx_of(Precision p) {
@@ -19,38 +26,61 @@ OpContext& ctx_of(Precision p) {
   return p == Precision::BF16 ? *bf16 : cpu_ctx();
 }
 
-// The error bound of one output element that sums `terms` products a·b of f32 inputs (plus maybe a
-// bias), where `mag` is Σ|a·b| (+|bias|): the float64 reference run on absolute values.
-//   bf16: each operand is rounded to bf16 (8 significant bits, round to nearest even: relative
-//   error <= u = 2^-8), so each product is off by <= (2u + u^2)|a·b| = (2^-7 + 2^-16)|a·b|. A
-//   product of two bf16 values is exact in f32, and accumulating `terms` of them in f32 in any
-//   order adds <= terms · 2^-24 · Σ|a·b|; 2^-23 per term (and one more for the bias) covers the
-//   growth of the rounded terms and a separately rounded product.
-//   fp32: the accumulation alone.
-// The bf16 bound is the worst case of every rounding going the same way: random data reaches up to
-// 0.83 of it (dx of a 3x3 depthwise convolution, 9 terms) and typically 0.1-0.5, while a wrong
-// index, a missing tap or channel, or a misplaced gradient makes errors of the order of the
-// outputs themselves.
-double bound(Precision p, int64_t terms, double mag) {
-  double acc = double(terms + 1) * 0x1p-23;
-  return (p == Precision::BF16 ? 0x1p-7 + 0x1p-16 + acc : acc) * mag;
+// How a subject is run:
+//   kFp32:        an fp32 context, f32 tensors.
+//   kBf16Context: a bf16 context, f32 tensors (what the graph gives dense and depthwise conv2d):
+//                 dense converts its operands to bf16 inside, the convolutions compute in fp32.
+//   kBf16Tensors: a bf16 context, bf16 activations x, y, dy and dx with f32 weights, bias and
+//                 their gradients (what the graph gives conv2d): conv2d computes in bf16.
+enum class Mode { kFp32, kBf16Context, kBf16Tensors };
+const char* mode_name(Mode m) {
+  return m == Mode::kFp32 ? "fp32" : m == Mode::kBf16Context ? "bf16 context, f32 tensors" : "bf16 tensors";
 }
 
-// Checks every element of `got` against the reference `want` within bound(p, terms, mag[i]), and
-// returns the largest relative error |got - want| / mag seen.
-double check_bound(const std::string& what, Precision p, const Tensor& got, const ref::Vec& want, const ref::Vec& mag,
+// Where bf16 rounding enters one output: how many of the two operands of each product the kernel
+// rounds to bf16 (operands given as bf16 are exact), and whether the output is stored as bf16.
+struct Rounding {
+  int operands = 0;
+  bool bf16_out = false;
+};
+
+// The error bound of one output element that sums `terms` products a·b (plus maybe a bias), where
+// `mag` is Σ|a·b| (+|bias|): the float64 reference run on absolute values; `want` is its value.
+//   Rounded operands: rounding to bf16 (8 significant bits, round to nearest even) is off by at
+//   most u = 2^-8 relatively, so a product with one rounded operand is off by <= u|a·b|, with two
+//   by <= (2u + u^2)|a·b| = (2^-7 + 2^-16)|a·b|: ((1 + u)^operands - 1)|a·b|.
+//   Accumulation: a product of two bf16 values is exact in f32, and accumulating `terms` of them in
+//   f32 in any order adds <= terms · 2^-24 · Σ|a·b|; 2^-23 per term (and one more for the bias)
+//   covers the growth of the rounded terms and a separately rounded product. This alone is the
+//   fp32 bound.
+//   bf16 output: the f32 result r is rounded once more, off by <= u|r| <= u(|want| + the above).
+// The bound is the worst case of every rounding going the same way: random data reaches about half
+// of it (0.54: dense's dx, both operands rounded; 0.45: conv2d's bf16 y and dx) and typically
+// 0.1-0.5, while a wrong index, a missing tap or channel, or a misplaced gradient makes errors of
+// the order of the outputs themselves.
+double bound(Rounding r, int64_t terms, double mag, double want) {
+  double b = (std::pow(1 + 0x1p-8, r.operands) - 1 + double(terms + 1) * 0x1p-23) * mag;
+  return r.bf16_out ? b + 0x1p-8 * (std::fabs(want) + b) : b;
+}
+
+// Checks every element of `got` (f32 or bf16) against the reference `want` within bound(r, terms,
+// mag[i], want[i]), and returns the largest relative error |got - want| / mag seen.
+double check_bound(const std::string& what, Rounding r, const Tensor& got, const ref::Vec& want, const ref::Vec& mag,
                    int64_t terms) {
   REQUIRE(size_t(got.numel()) == want.size());
-  double worst = 0, rel = 0;
+  ref::Vec g = b16::values(got);
+  double worst = 0, rel = 0, fraction = 0;
   size_t at = 0;
   for (size_t i = 0; i < want.size(); ++i) {
-    double err = std::fabs(double(got.f32()[i]) - want[i]), b = bound(p, terms, mag[i]);
+    double err = std::fabs(g[i] - want[i]), b = bound(r, terms, mag[i], want[i]);
     if (std::isnan(err)) err = INFINITY;
     if (mag[i] > 0) rel = std::max(rel, err / mag[i]);
+    if (b > 0) fraction = std::max(fraction, err / b);
     if (err - b > worst) worst = err - b, at = i;
   }
-  INFO(what << " (" << precision_name(p) << ", " << terms << " terms): largest excess over the bound " << worst
-            << " at " << at << "; largest relative error " << rel);
+  INFO(what << " (" << r.operands << " operands rounded" << (r.bf16_out ? ", bf16 output" : "") << ", " << terms
+            << " terms): largest excess over the bound " << worst << " at " << at << "; largest relative error " << rel
+            << ", largest fraction of the bound " << fraction);
   CHECK(worst <= 0);
   return rel;
 }
@@ -73,7 +103,8 @@ struct Subject {
   std::string name;
   Shape xs, ws, ys;
   bool bias = true, want_dx = true;
-  bool computes_bf16 = true;  // false: the kernel stays f32 under precision bf16 (depthwise)
+  bool converts = false;    // a bf16 context makes the kernel round f32 operands to bf16 (dense)
+  bool takes_bf16 = false;  // the kernel takes bf16 activations (conv2d)
   int64_t terms_y = 0, terms_dx = 0, terms_dw = 0;  // db sums as many terms as dw
   std::function<Run(OpContext&)> make;
   std::function<Refs(const ref::Vec& x, const ref::Vec& w, const ref::Vec* b, const ref::Vec& dy)> reference;
@@ -104,38 +135,40 @@ ref::Vec absolute(ref::Vec v) {
 }
 
 // How the kernel is driven before the checked call (the last two guard against bf16 copies or
-// reordered weights carried over stale from an earlier call):
+// reordered weights, or a plan of the other type, carried over stale from an earlier call):
 //   kOneStep:      forward, then backward, on the same buffers (the graph's use).
 //   kOtherBuffers: forward on other x and w buffers than backward gets.
 //   kSecondStep:   one step on other values first, then the same buffers rewritten in place (a
 //                  training loop).
 enum class Drive { kOneStep, kOtherBuffers, kSecondStep };
 
-// Fresh outputs for one call, NaN-filled so that elements a kernel fails to write are caught.
-Outputs outputs(const Subject& s) {
+// Fresh outputs for one call with activations (y, dx) of type `act`, NaN-filled so that elements a
+// kernel fails to write are caught.
+Outputs outputs(const Subject& s, DType act) {
   Outputs o;
-  o.y = Tensor::empty(s.ys), o.dw = Tensor::empty(s.ws);
-  if (s.want_dx) o.dx = Tensor::empty(s.xs);
-  if (s.bias) o.db = Tensor::empty({s.ys.dims().back()});
-  for (Tensor* t : {&o.y, &o.dx, &o.dw, &o.db})
-    if (t->defined()) poison(*t);
+  o.y = b16::nan_of(s.ys, act), o.dw = b16::nan_of(s.ws, DType::F32);
+  if (s.want_dx) o.dx = b16::nan_of(s.xs, act);
+  if (s.bias) o.db = b16::nan_of({s.ys.dims().back()}, DType::F32);
   return o;
 }
 
-// Runs the subject on precision p (with `kernel` when given, else a new one) and checks y, dx, dw
-// and db. Returns the largest relative error of y.
-double exercise(const Subject& s, Precision p, Drive drive, uint64_t seed, Run* kernel = nullptr) {
-  INFO(s.name << ", drive " << int(drive));
+// Runs the subject in mode m (with `kernel` when given, else a new one on m's context) and checks
+// y, dx, dw and db. Returns the largest relative error of y.
+double exercise(const Subject& s, Mode m, Drive drive, uint64_t seed, Run* kernel = nullptr) {
+  INFO(s.name << ", " << mode_name(m) << ", drive " << int(drive));
+  // Activations in bf16 are random f32 values rounded to bf16: exact inputs for the reference.
+  const DType act = m == Mode::kBf16Tensors ? DType::BF16 : DType::F32;
   std::mt19937_64 rng(seed);
-  Tensor x = random_tensor(s.xs, rng), w = random_tensor(s.ws, rng), dy = random_tensor(s.ys, rng);
+  Tensor x = random_of(s.xs, rng, act), w = random_tensor(s.ws, rng);
+  Tensor dy = random_of(s.ys, rng, act);
   Tensor b = s.bias ? random_tensor({s.ys.dims().back()}, rng) : Tensor();
-  Run own = kernel ? Run() : s.make(ctx_of(p));
+  Run own = kernel ? Run() : s.make(ctx_of(m == Mode::kFp32 ? Precision::FP32 : Precision::BF16));
   Run& run = kernel ? *kernel : own;
 
-  Outputs o = outputs(s);
+  Outputs o = outputs(s, act);
   Tensor xb = x, wb = w;  // the buffers the kernel is given
   if (drive != Drive::kOneStep) {  // a forward on other values first
-    xb = random_tensor(s.xs, rng), wb = random_tensor(s.ws, rng);
+    xb = random_of(s.xs, rng, act), wb = random_tensor(s.ws, rng);
     run(o, xb, wb, b, dy, false);
   }
   if (drive == Drive::kSecondStep) {  // ... and its backward; then the checked values written over them
@@ -144,19 +177,25 @@ double exercise(const Subject& s, Precision p, Drive drive, uint64_t seed, Run* 
     std::memcpy(wb.data(), w.data(), w.bytes());
   }
   if (drive == Drive::kOtherBuffers) xb = x, wb = w;  // backward alone on new buffers
-  o = outputs(s);
+  o = outputs(s, act);
   if (drive != Drive::kOtherBuffers) run(o, xb, wb, b, dy, false);
   run(o, xb, wb, b, dy, true);
 
-  ref::Vec xv = to_vec(x), wv = to_vec(w), bv = s.bias ? to_vec(b) : ref::Vec(), dyv = to_vec(dy);
+  ref::Vec xv = b16::values(x), wv = b16::values(w), bv = s.bias ? b16::values(b) : ref::Vec(), dyv = b16::values(dy);
   ref::Vec bm = absolute(bv);
   Refs want = s.reference(xv, wv, s.bias ? &bv : nullptr, dyv);
   Refs mag = s.reference(absolute(xv), absolute(wv), s.bias ? &bm : nullptr, absolute(dyv));
+  // Where bf16 rounding enters: dense in a bf16 context rounds both operands of every product;
+  // conv2d on bf16 tensors rounds w (y = Σ x·w, dx = Σ dy·w) and stores y and dx as bf16, while
+  // dw = Σ x·dy and db = Σ dy have exact operands and stay f32 (an fp32 bound).
+  Rounding r_y, r_dx, r_dw;
+  if (m == Mode::kBf16Context && s.converts) r_y = r_dx = r_dw = {2, false};
+  if (m == Mode::kBf16Tensors) r_y = r_dx = {1, true};
   double rel = 0;
-  if (drive != Drive::kOtherBuffers) rel = check_bound("y", p, o.y, want.y, mag.y, s.terms_y);
-  if (s.want_dx) check_bound("dx", p, o.dx, want.dx, mag.dx, s.terms_dx);
-  check_bound("dw", p, o.dw, want.dw, mag.dw, s.terms_dw);
-  if (s.bias) check_bound("db", p, o.db, want.db, mag.db, s.terms_dw);
+  if (drive != Drive::kOtherBuffers) rel = check_bound("y", r_y, o.y, want.y, mag.y, s.terms_y);
+  if (s.want_dx) check_bound("dx", r_dx, o.dx, want.dx, mag.dx, s.terms_dx);
+  check_bound("dw", r_dw, o.dw, want.dw, mag.dw, s.terms_dw);
+  if (s.bias) check_bound("db", r_dw, o.db, want.db, mag.db, s.terms_dw);
   return rel;
 }
 
@@ -174,6 +213,7 @@ Subject conv(int64_t n, int64_t h, int64_t w, int64_t c, int64_t f, int k, int s
   Subject s = subject(name.str(), {n, h, w, c}, conv2d_weight_shape(c, p), {n, g.oh, g.ow, f}, bias, want_dx,
                       k * k * c, k * k * f, n * g.oh * g.ow);
   s.make = runner<Conv2dKernel>(p);
+  s.takes_bf16 = true;
   s.reference = [d](const ref::Vec& x, const ref::Vec& wv, const ref::Vec* b, const ref::Vec& dy) {
     Refs r;
     r.y = ref::conv2d_forward(d, x, wv, b);
@@ -195,8 +235,7 @@ Subject depthwise(int64_t n, int64_t h, int64_t w, int64_t c, int m, int k, int 
        << k << ", stride " << stride << ", " << padding_name(pad) << (bias ? "" : ", no bias");
   Subject s = subject(name.str(), {n, h, w, c}, depthwise_conv2d_weight_shape(c, p), {n, g.oh, g.ow, g.oc}, bias,
                       true, k * k, k * k * m, n * g.oh * g.ow);
-  s.make = runner<DepthwiseConv2dKernel>(p);
-  s.computes_bf16 = false;  // oneDNN's f32 depthwise kernels are the faster ones (cpu_onednn_conv.h)
+  s.make = runner<DepthwiseConv2dKernel>(p);  // f32 only: oneDNN's f32 depthwise kernels are the faster ones
   s.reference = [d](const ref::Vec& x, const ref::Vec& wv, const ref::Vec* b, const ref::Vec& dy) {
     Refs r;
     r.y = ref::depthwise_conv2d_forward(d, x, wv, b);
@@ -217,6 +256,7 @@ Subject dense(const Shape& xs, int64_t u, bool bias = true, bool want_dx = true)
                           (want_dx ? "" : ", no dx"),
                       xs, {k, u}, Shape(yd), bias, want_dx, k, u, rows);
   s.make = runner<DenseKernel>(p);
+  s.converts = true;
   s.reference = [=](const ref::Vec& x, const ref::Vec& w, const ref::Vec* b, const ref::Vec& dy) {
     Refs r;
     r.y = ref::dense_forward(x, w, b, rows, k, u);
@@ -249,37 +289,87 @@ std::vector<Subject> subjects() {
   };
 }
 
+// The modes a subject runs in under a bf16 context.
+std::vector<Mode> bf16_modes(const Subject& s) {
+  if (s.takes_bf16) return {Mode::kBf16Tensors, Mode::kBf16Context};
+  return {Mode::kBf16Context};
+}
+
 }  // namespace
 
-TEST_CASE("bf16: conv2d, depthwise conv2d and dense match float64 within the bf16 bound, and fp32 within the fp32 bound") {
+TEST_CASE("bf16: conv2d on bf16 tensors, and dense in a bf16 context, match float64 within the bf16 bound") {
   for (const Subject& s : subjects()) {
-    double rel_bf16 = exercise(s, Precision::BF16, Drive::kOneStep, 11);
-    double rel_fp32 = exercise(s, Precision::FP32, Drive::kOneStep, 11);
-    // Evidence that bf16 really computed in bf16: its error is far above anything fp32 makes
-    // (fp32 stays below (terms + 1) · 2^-23, under 2^-16 for these sizes).
-    // Depthwise convolutions stay f32 under bf16: their error must stay at fp32's level.
-    INFO(s.name << ": largest relative error of y, bf16 " << rel_bf16 << ", fp32 " << rel_fp32);
-    if (s.computes_bf16)
-      CHECK(rel_bf16 > 0x1p-16);
-    else
-      CHECK(rel_bf16 < 0x1p-16);
+    double rel_fp32 = exercise(s, Mode::kFp32, Drive::kOneStep, 11);
+    double rel_ctx = exercise(s, Mode::kBf16Context, Drive::kOneStep, 11);
+    // Evidence of the type each computed in: bf16's error is far above anything fp32 makes (fp32
+    // stays below (terms + 1) · 2^-23, under 2^-16 for these sizes). Under a bf16 context, f32
+    // tensors compute in bf16 only in dense; the convolutions stay at fp32's level.
+    INFO(s.name << ": largest relative error of y, fp32 " << rel_fp32 << ", bf16 context " << rel_ctx);
     CHECK(rel_fp32 < 0x1p-16);
+    if (s.converts)
+      CHECK(rel_ctx > 0x1p-16);
+    else
+      CHECK(rel_ctx < 0x1p-16);
+    if (s.takes_bf16) exercise(s, Mode::kBf16Tensors, Drive::kOneStep, 11);
   }
 }
 
 TEST_CASE("bf16: nothing stale is reused: backward after a forward on other buffers, a step after in-place updates") {
-  for (const Subject& s : subjects()) {
-    exercise(s, Precision::BF16, Drive::kOtherBuffers, 22);
-    exercise(s, Precision::BF16, Drive::kSecondStep, 33);
-  }
+  for (const Subject& s : subjects())
+    for (Mode m : bf16_modes(s)) {
+      exercise(s, m, Drive::kOtherBuffers, 22);
+      exercise(s, m, Drive::kSecondStep, 33);
+    }
 }
 
-TEST_CASE("bf16: one kernel serves changing batch sizes from its shape cache") {
+TEST_CASE("bf16: one kernel serves changing batch sizes, and f32 and bf16 inputs of one shape, from its shape cache") {
   OpContext& c = ctx_of(Precision::BF16);
   Run cv = conv(4, 8, 8, 16, 24, 3).make(c), dw = depthwise(4, 8, 8, 16, 1, 3).make(c), fc = dense({4, 24}, 7).make(c);
   for (int64_t n : {4, 1, 3, 4, 1}) {
-    exercise(conv(n, 8, 8, 16, 24, 3), Precision::BF16, Drive::kSecondStep, uint64_t(40 + n), &cv);
-    exercise(depthwise(n, 8, 8, 16, 1, 3), Precision::BF16, Drive::kSecondStep, uint64_t(50 + n), &dw);
-    exercise(dense({n, 24}, 7), Precision::BF16, Drive::kSecondStep, uint64_t(60 + n), &fc);
+    for (Mode m : {Mode::kBf16Tensors, Mode::kBf16Context})
+      exercise(conv(n, 8, 8, 16, 24, 3), m, Drive::kSecondStep, uint64_t(40 + n), &cv);
+    exercise(depthwise(n, 8, 8, 16, 1, 3), Mode::kBf16Context, Drive::kSecondStep, uint64_t(50 + n), &dw);
+    exercise(dense({n, 24}, 7), Mode::kBf16Context, Drive::kSecondStep, uint64_t(60 + n), &fc);
   }
+}
+
+TEST_CASE("bf16: conv2d takes all-f32 or all-bf16 activations with f32 weights; depthwise conv2d only f32") {
+  std::mt19937_64 rng(70);
+  OpContext& c = ctx_of(Precision::BF16);
+  const DType F = DType::F32, B = DType::BF16;
+  Subject s = conv(2, 6, 6, 8, 8, 3);  // 'same': y and dy have x's shape, and so do dx
+  Tensor w = random_tensor(s.ws, rng), b = random_tensor({8}, rng);
+  auto k = make_kernel<Conv2dKernel>(c, Conv2dParams{8, 3, 3, 1, 1, 1, 1, Padding::Same, true});
+  auto act = [&](DType t) { return random_of(s.xs, rng, t); };
+  Tensor dw = Tensor::empty(s.ws), db = Tensor::empty({8});
+  // Forward: y must have x's type; weights and bias f32.
+  for (DType xt : {F, B}) {
+    Tensor x = act(xt), y_other = act(xt == F ? B : F), y = act(xt);
+    CHECK_THROWS_AS(k->forward(x, w, b, y_other), std::invalid_argument);
+    CHECK_THROWS_AS(k->forward(x, b16::nan_of(s.ws, B), b, y), std::invalid_argument);
+    CHECK_THROWS_AS(k->forward(x, w, b16::nan_of({8}, B), y), std::invalid_argument);
+    REQUIRE_NOTHROW(k->forward(x, w, b, y));
+  }
+  // Backward: dy and dx of x's type, dw and db f32.
+  Tensor x = act(B), dy = act(B), dx = act(B);
+  Tensor dw16 = b16::nan_of(s.ws, B), db16 = b16::nan_of({8}, B), dy32 = act(F), dx32 = act(F);
+  CHECK_THROWS_AS(k->backward(x, w, dy32, dx, dw, db), std::invalid_argument);
+  CHECK_THROWS_AS(k->backward(x, w, dy, dx32, dw, db), std::invalid_argument);
+  CHECK_THROWS_AS(k->backward(x, w, dy, dx, dw16, db), std::invalid_argument);
+  CHECK_THROWS_AS(k->backward(x, w, dy, dx, dw, db16), std::invalid_argument);
+  CHECK_THROWS_AS(k->backward(act(F), w, dy, dx, dw, db), std::invalid_argument);
+  REQUIRE_NOTHROW(k->backward(x, w, dy, dx, dw, db));
+  Tensor i32 = Tensor::empty(s.xs, DType::I32), y = act(B);
+  CHECK_THROWS_AS(k->forward(i32, w, b, y), std::invalid_argument);
+
+  // Depthwise: bf16 activations are refused, in either pass (the graph keeps them f32).
+  DepthwiseConv2dParams dp;
+  dp.kh = dp.kw = 3, dp.padding = Padding::Same;
+  auto dk = make_kernel<DepthwiseConv2dKernel>(c, dp);
+  Tensor dwt = random_tensor(depthwise_conv2d_weight_shape(8, dp), rng), dwb = random_tensor({8}, rng);
+  Tensor ddw = Tensor::empty(dwt.shape()), ddb = Tensor::empty({8});
+  CHECK_THROWS_AS(dk->forward(act(B), dwt, dwb, y), std::invalid_argument);
+  CHECK_THROWS_AS(dk->backward(act(B), dwt, act(B), dx, ddw, ddb), std::invalid_argument);
+  Tensor y32 = act(F);
+  REQUIRE_NOTHROW(dk->forward(act(F), dwt, dwb, y32));
 }

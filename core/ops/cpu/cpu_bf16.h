@@ -1,0 +1,56 @@
+// bfloat16 storage for the CPU kernels: the type, f32 <-> bf16 conversion (round to nearest even), and a dispatch on f32/bf16.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "core/ops/cpu/cpu_util.h"
+
+namespace trainer::cpu {
+
+// The upper 16 bits of an IEEE float: same exponent range, 8 bits of mantissa. Kernels load it
+// into float registers, compute in float, and round once when storing.
+struct bf16 {
+  uint16_t bits;
+};
+
+inline float to_f32(float v) { return v; }
+inline float to_f32(bf16 v) {
+  uint32_t u = uint32_t(v.bits) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// Round to nearest, ties to even (as oneDNN's reorders and PyTorch); a NaN stays a (quiet) NaN.
+// Branch-free, so loops over it vectorise.
+inline bf16 round_bf16(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  uint32_t nan = (u >> 16) | 0x40u;
+  return bf16{uint16_t((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded)};
+}
+
+// Stores a float as T (float: as is; bf16: rounded).
+template <class T>
+inline T from_f32(float v);
+template <>
+inline float from_f32<float>(float v) {
+  return v;
+}
+template <>
+inline bf16 from_f32<bf16>(float v) {
+  return round_bf16(v);
+}
+
+// Calls f(T{}) with T = float for an f32 tensor and T = bf16 for a bf16 one; anything else is an
+// invalid_argument naming the op and tensor.
+template <class F>
+decltype(auto) dispatch_float(const char* op, const char* name, const Tensor& t, F&& f) {
+  if (t.dtype() == DType::F32) return f(float{});
+  if (t.dtype() == DType::BF16) return f(bf16{});
+  fail("{}: {} must be f32 or bf16, got {}", op, name, dtype_name(t.dtype()));
+}
+
+}  // namespace trainer::cpu

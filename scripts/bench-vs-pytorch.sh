@@ -48,7 +48,7 @@ for r in $(seq "$rounds"); do
   o=$(peak "$build/trainer" bench "$config" --threads "$threads" --steps "$steps" --warmup 3 \
         --set train.batch_size="$batch" "${ours_prec[@]}")
   t=$(peak /usr/bin/python3 "$peer" --threads "$threads" --channels-last --batch "$batch" --steps "$steps" --warmup 3 \
-        "${peer_prec[@]}")
+        "${peer_prec[@]}") || { echo "bench-vs-pytorch: the PyTorch peer failed (its message is above)"; exit 1; }
   oi=$(grep images_per_sec <<<"$o" | tail -1 | sed -E 's/.*"images_per_sec": ([0-9.]+).*/\1/')
   ti=$(grep images_per_s <<<"$t" | tail -1 | sed -E 's/.*"images_per_s": ([0-9.]+).*/\1/')
   om=$(awk '/^maxrss_kb/ {printf "%.0f", $2 / 1024}' <<<"$o") tm=$(awk '/^maxrss_kb/ {printf "%.0f", $2 / 1024}' <<<"$t")

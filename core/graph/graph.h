@@ -98,7 +98,7 @@ class Graph {
   // loss's logits, device-parallel boundaries). The graph converts an input whose type is not the
   // type its consumer computes in, once per pass, into a copy kept for backward; its gradient is
   // converted back (or added) into the producer's.
-  DType dtype(int node) const { return dtypes_[size_t(node)]; }
+  DType dtype(int node) const { return dtypes_.at(size_t(node)); }
   void keep_f32(int node) {
     keep_f32_.at(size_t(node)) = true;
     batch_ = -1;

@@ -6,7 +6,7 @@ MiniGoogLeNet peer in ../shared/anchors (same options).
 Usage: mobilenetv2_torch.py [--batch 16] [--steps 10] [--warmup 3] [--device cpu|cuda]
        [--threads N] [--channels-last] [--amp bf16|fp16] [--compile] [--size 224]
 """
-import argparse, json, time
+import argparse, json, sys, time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -59,8 +59,12 @@ def main():
         if dev.type == "cuda":
             torch.cuda.synchronize()
 
-    for _ in range(a.warmup):
-        step()
+    try:
+        for _ in range(a.warmup):
+            step()
+    except RuntimeError as e:  # PyTorch 1.13 has no bf16 backward for ReLU6 (hardtanh) on the CPU
+        sys.exit(f"mobilenetv2_torch: PyTorch {torch.__version__} cannot train this model with --amp {a.amp} "
+                 f"on {a.device}: {str(e).splitlines()[0]}")
     sync()
     t0 = time.perf_counter()
     for _ in range(a.steps):

@@ -38,8 +38,9 @@ std::vector<std::string> layer_lines(Graph& g, int steps) {
             [&](size_t a, size_t c) { return t[a].forward + t[a].backward > t[c].forward + t[c].backward; });
   std::vector<std::string> lines;
   for (size_t i : order)
-    lines.push_back(fmt::format("{:<36} {:<18} fwd {:8.3f} ms  bwd {:8.3f} ms", g.nodes()[i].layer->name(),
-                                g.nodes()[i].layer->type(), t[i].forward * 1000 / steps, t[i].backward * 1000 / steps));
+    lines.push_back(fmt::format("{:<36} {:<18} {:<5} fwd {:8.3f} ms  bwd {:8.3f} ms", g.nodes()[i].layer->name(),
+                                g.nodes()[i].layer->type(), dtype_name(g.dtype(int(i))), t[i].forward * 1000 / steps,
+                                t[i].backward * 1000 / steps));
   return lines;
 }
 

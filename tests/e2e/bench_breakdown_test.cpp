@@ -140,3 +140,29 @@ TEST_CASE("e2e bench: device parallel reports the schedule, the updates and each
   check_parts(jd, false);
   CHECK(jd["input"] == "data");
 }
+
+TEST_CASE("e2e bench: the precision is reported, and --layers names each layer's activation type") {
+  auto r = e2e::trainer("bench " + kSmoke + " --threads 2 --steps 2 --warmup 1 --layers --set precision=bf16");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(last_json(r.out)["precision"] == "bf16");
+  CHECK_THAT(r.out, Contains("(2 threads, bf16)"));
+  // configs/smoke.yaml: conv -> batch norm -> relu -> ... -> dense -> softmax; convolutions and the
+  // layers after them keep bf16 activations, dense and the output stay f32.
+  std::istringstream in(r.out);
+  std::string line;
+  int bf16_convs = 0, f32_dense = 0;
+  while (std::getline(in, line)) {
+    std::istringstream w(line);
+    std::string name, type, dtype;
+    if (!(w >> name >> type >> dtype)) continue;
+    bf16_convs += type == "conv2d" && dtype == "bf16";
+    f32_dense += type == "dense" && dtype == "f32";
+  }
+  CHECK(bf16_convs >= 2);
+  CHECK(f32_dense >= 1);
+  auto f = e2e::trainer("bench " + kSmoke + " --threads 2 --steps 2 --warmup 1 --json");
+  INFO(f.out << f.err);
+  REQUIRE(f.code == 0);
+  CHECK(last_json(f.out)["precision"] == "fp32");
+}

@@ -281,6 +281,7 @@ void Graph::ensure_buffers(int64_t batch) {
   input_cast_.assign(inputs_.size(), Tensor());
   in_place_of_ = plan_in_place(nodes_, dtypes_, output_);
   const std::vector<int>& over = in_place_of_;
+  plan_fusion();
   for (size_t i = 0; i < n; ++i)
     acts_[i] = over[i] >= 0 ? acts_[size_t(over[i])] : ctx_->empty(nodes_[i].shape.with_batch(batch), dtypes_[i]);
   // Converted copies, and the scratch for input gradients computed apart: at most every input of
@@ -317,6 +318,27 @@ void Graph::ensure_buffers(int64_t batch) {
   cast_done_.assign(n, false);
   input_cast_done_.assign(inputs_.size(), false);
   batch_ = batch;
+}
+
+// An activation running in place over a producer that can apply it (Layer::fuse_activation) is
+// done by the producer: one pass over the data instead of two, forward and backward. Not into a
+// node read from outside (keep_f32), whose output must be its own.
+void Graph::plan_fusion() {
+  const size_t n = nodes_.size();
+  fused_into_.assign(n, -1);
+  for (GraphNode& node : nodes_) {
+    node.layer->set_fused(false);
+    node.layer->fuse_activation(std::nullopt);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const int j = in_place_of_[i];
+    if (j < 0 || keep_f32_[size_t(j)]) continue;
+    const std::optional<ActKind> k = nodes_[i].layer->activation();
+    if (k && nodes_[size_t(j)].layer->fuse_activation(k)) {
+      nodes_[i].layer->set_fused(true);
+      fused_into_[i] = j;
+    }
+  }
 }
 
 // Node i's input j as node i computes: the producer's output, or its converted copy (made on the

@@ -97,8 +97,12 @@ class Graph {
   // its layer allows: the graph's output, and what the engine reads or sends elsewhere (the
   // loss's logits, device-parallel boundaries). The graph converts an input whose type is not the
   // type its consumer computes in, once per pass, into a copy kept for backward; its gradient is
-  // converted back (or added) into the producer's.
+  // converted back (or added) into the producer's. A kept node also takes in no fused activation
+  // (its output is read as it is).
   DType dtype(int node) const { return dtypes_.at(size_t(node)); }
+  // The node whose layer applies this activation node's function in its own pass
+  // (Layer::fuse_activation: batch norm + ReLU on the CPU), else -1; after a forward.
+  int fused_into(int node) const { return fused_into_.at(size_t(node)); }
   void keep_f32(int node) {
     keep_f32_.at(size_t(node)) = true;
     batch_ = -1;
@@ -127,6 +131,7 @@ class Graph {
   void bind_layers(OpContext& ctx);
   void ensure_buffers(int64_t batch);
   void plan_precision();
+  void plan_fusion();
   const Tensor& input_as(int i, int j);  // node i's input j (a node or model input) as node i computes
   void zero_param_grads(const GraphNode& n, int node);
   void run_backward(int from, const Tensor* dy_from);
@@ -143,6 +148,7 @@ class Graph {
   std::vector<Tensor> acts_, grads_;  // grads_: views into grad_pool_ (shared where lifetimes allow)
   std::vector<int> in_place_of_;      // per node: the node whose output buffer it overwrites, or -1
   std::vector<bool> keep_f32_;        // per node (keep_f32)
+  std::vector<int> fused_into_;       // per node (fused_into)
   std::vector<DType> dtypes_;         // per node: output type
   std::vector<DType> input_dtypes_;   // per model input, at the last planning
   // Per node and per model input: the output converted to the other float type when a consumer

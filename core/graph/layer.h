@@ -8,6 +8,7 @@
 
 #include "core/dist/communicator.h"
 #include "core/io/config.h"
+#include "core/ops/activation.h"
 #include "core/ops/context.h"
 
 namespace trainer {
@@ -83,6 +84,15 @@ class Layer {
   virtual bool in_place() const { return false; }
   virtual bool output_reusable() const { return false; }
   virtual MixedPrecision mixed_precision() const { return MixedPrecision::F32; }
+  // Fusion (Graph): an activation running in place over its producer's output may be applied by
+  // the producer in its own pass (batch norm + ReLU, forward and backward). activation(): the kind
+  // an activation layer applies (else none). fuse_activation(k): from now on the producer applies
+  // k (none: it stops), or says false when it cannot. set_fused(true): the producer does this
+  // activation layer's work, so its forward and backward do nothing (its output and gradient are
+  // the producer's buffers, see in_place()).
+  virtual std::optional<ActKind> activation() const { return std::nullopt; }
+  virtual bool fuse_activation(std::optional<ActKind> k) { return !k; }
+  virtual void set_fused(bool) {}
   // Layers with run-to-run randomness (dropout) get a fresh seed each step.
   virtual void set_step_seed(uint64_t) {}
   // Data parallelism with sync_bn: layers whose statistics span the batch (batch norm) reduce

@@ -1,5 +1,6 @@
 // BatchNorm op family: per-channel (last axis) normalisation with batch or running statistics.
 #pragma once
+#include "core/ops/activation.h"
 #include "core/ops/registry.h"
 
 namespace trainer {
@@ -7,6 +8,10 @@ namespace trainer {
 struct BatchNormParams {
   float momentum = 0.99f;  // Keras: running = momentum * running + (1 - momentum) * batch
   float epsilon = 1e-3f;
+  // An activation applied to the output in the same pass (Linear: none): y = act(bn(x)), and
+  // backward takes dy through it first, reading y. Only kinds the kernel can_fuse(); the graph
+  // fuses a ReLU (ReLU6) that runs in place after batch norm (Graph, Layer::fuse_activation).
+  ActKind activation = ActKind::Linear;
 };
 
 class BatchNormKernel {
@@ -14,6 +19,8 @@ class BatchNormKernel {
   using Params = BatchNormParams;
   static constexpr const char* kName = "batchnorm";
   virtual ~BatchNormKernel() = default;
+  // Whether this backend applies `k` as Params::activation (Linear always).
+  virtual bool can_fuse(ActKind k) const { return k == ActKind::Linear; }
   // x [..., C] normalised over every axis but the last with the batch statistics.
   // Saves the batch mean and 1/sqrt(var + eps) ([C]) for backward and updates the running
   // statistics (the running variance takes the unbiased batch variance, as TF's fused kernel,
@@ -23,12 +30,14 @@ class BatchNormKernel {
                              Tensor& running_var) = 0;
   virtual void forward_infer(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                              const Tensor& running_mean, const Tensor& running_var, Tensor& y) = 0;
-  // dx, dgamma, dbeta overwritten; dx may be undefined.
-  virtual void backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, const Tensor& save_mean,
-                        const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) = 0;
+  // dx, dgamma, dbeta overwritten; dx may be undefined. y (forward's output) is read only with a
+  // fused activation, and may be undefined without one.
+  virtual void backward(const Tensor& x, const Tensor& y, const Tensor& gamma, const Tensor& dy,
+                        const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,
+                        Tensor& dbeta) = 0;
 
-  // --- Pieces of synchronised batch norm (statistics over several replicas' batches). The
-  // layer reduces the [C] results across replicas between the calls; normalisation itself is
+  // --- Pieces of synchronised batch norm (statistics over several replicas' batches), without a
+  // fused activation. The layer reduces the [C] results across replicas between the calls; normalisation itself is
   // forward_infer with the global mean and variance. All [C] tensors are f32 on this device,
   // accumulated in double (CPU) or in fixed-order reductions (CUDA).
   // sum[c] = sum over rows of (x - shift[c]), sumsq[c] = sum of (x - shift[c])^2; an undefined

@@ -26,15 +26,28 @@ class Activation : public Layer {
     Layer::bind(ctx, std::move(params), std::move(grads));
     k_ = make_kernel<ActivationKernel>(ctx, p_);
   }
-  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override { k_->forward(*x[0], y); }
+  std::optional<ActKind> activation() const override { return p_.kind; }
+  void set_fused(bool on) override { fused_ = on; }
+  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override {
+    if (fused_) return check_fused(*x[0], y);  // the producer wrote act(its output) over y already
+    k_->forward(*x[0], y);
+  }
   void backward(const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
+    if (!dx[0]->defined()) return;
+    if (fused_) return check_fused(dy, *dx[0]);  // the producer's backward takes dy through it
     // x[0] is y's buffer when the graph runs this layer in place: the kernel reads only y.
-    if (dx[0]->defined()) k_->backward(*x[0], y, dy, *dx[0]);
+    k_->backward(*x[0], y, dy, *dx[0]);
   }
 
  private:
+  // Fused, the layer runs in place: its input and output (gradients too) are one buffer.
+  static void check_fused(const Tensor& in, const Tensor& out) {
+    if (in.data() != out.data()) throw std::logic_error("a fused activation layer is not running in place");
+  }
+
   ActivationParams p_;
+  bool fused_ = false;
   int64_t elems_ = 0;
   std::unique_ptr<ActivationKernel> k_;
 };

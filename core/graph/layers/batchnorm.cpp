@@ -11,7 +11,9 @@ namespace {
 
 class BatchNorm final : public Layer {
  public:
-  bool output_reusable() const override { return true; }  // backward never reads y
+  // Backward never reads y, except that of a fused activation (fuse_activation), which is y's
+  // final value: the in-place activation layer leaves it alone.
+  bool output_reusable() const override { return true; }
   MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
   explicit BatchNorm(cfg::MapReader& r) {
     p_.momentum = float(r.get_float("momentum", 0.99, 0.0, 1.0));
@@ -47,7 +49,21 @@ class BatchNorm final : public Layer {
     var_ = ctx.zeros(Shape{c_});
   }
 
-  void set_sync(Communicator* comm) override { sync_ = comm && comm->size() > 1 ? comm : nullptr; }
+  void set_sync(Communicator* comm) override {
+    sync_ = comm && comm->size() > 1 ? comm : nullptr;
+    if (sync_ && p_.activation != ActKind::Linear) throw std::logic_error("batchnorm: set_sync after an activation was fused");
+  }
+
+  // ReLU or ReLU6 where the kernel can (the CPU's); not with synchronised statistics, whose pieces
+  // take none.
+  bool fuse_activation(std::optional<ActKind> k) override {
+    const ActKind want = k.value_or(ActKind::Linear);
+    if (want == p_.activation) return true;
+    if (want != ActKind::Linear && (sync_ || !k_->can_fuse(want))) return false;
+    p_.activation = want;
+    k_ = make_kernel<BatchNormKernel>(ctx(), p_);
+    return true;
+  }
 
   void forward(const std::vector<const Tensor*>& x, Tensor& y, bool training) override {
     if (training && sync_)
@@ -58,12 +74,12 @@ class BatchNorm final : public Layer {
       k_->forward_infer(*x[0], params_[0], params_[1], params_[2], params_[3], y);
   }
 
-  void backward(const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
+  void backward(const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     if (sync_)
       backward_sync(*x[0], dy, *dx[0]);
     else
-      k_->backward(*x[0], params_[0], dy, mean_, invstd_, *dx[0], grads_[0], grads_[1]);
+      k_->backward(*x[0], y, params_[0], dy, mean_, invstd_, *dx[0], grads_[0], grads_[1]);
   }
 
  private:

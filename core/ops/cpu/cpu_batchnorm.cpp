@@ -1,7 +1,9 @@
-// CPU batchnorm: per-channel statistics, normalisation and gradients over f32 or bf16 [rows, C] in OpenMP loops.
+// CPU batchnorm: per-channel statistics, normalisation (with a fused ReLU/ReLU6) and gradients over f32 or bf16 [rows, C].
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/ops/batchnorm.h"
@@ -72,54 +74,98 @@ const double* reduce_centred(const T* xp, const float* sh, int64_t m, int64_t C)
   });
 }
 
-// [2C]: per channel, sum dy, then sum dy * (x - mean) (x and dy [m, C]); as reduce_rows.
-template <class T>
-const double* reduce_dy_dyxmu(const T* xp, const T* dyp, const float* mean, int64_t m, int64_t C) {
+// A fused activation (BatchNormParams::activation) as a clamp of the output to [lo, hi]: relu
+// [0, inf), relu6 [0, 6]. Its derivative is taken from the output, as the activation kernels do:
+// dy passes where lo < y < hi. The loops below take it as a compile-time flag `A` (false: no
+// activation, and y is not read), so batch norm alone runs exactly as before.
+struct Clamp {
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+};
+
+Clamp clamp_of(ActKind k) {
+  Clamp c;
+  if (k == ActKind::Relu || k == ActKind::Relu6) c.lo = 0.0f;
+  if (k == ActKind::Relu6) c.hi = 6.0f;
+  return c;
+}
+
+// Selects, not fmin/fmax, so that the loops vectorise; a NaN becomes lo, as in the relu kernel.
+inline float clamp(float v, Clamp c) { return v > c.lo ? (v < c.hi ? v : c.hi) : c.lo; }
+inline float through(float dy, float y, Clamp c) { return y > c.lo && y < c.hi ? dy : 0.0f; }
+
+// Calls f(std::true_type) when the activation is fused, else f(std::false_type).
+template <class F>
+decltype(auto) with_activation(ActKind k, F&& f) {
+  if (k != ActKind::Linear) return f(std::true_type{});
+  return f(std::false_type{});
+}
+
+// [2C]: per channel, sum dy, then sum dy * (x - mean) (x and dy [m, C]; dy taken through the
+// activation from y when A); as reduce_rows.
+template <bool A, class T>
+const double* reduce_dy_dyxmu(const T* xp, const T* dyp, const T* yp, Clamp act, const float* mean, int64_t m,
+                              int64_t C) {
   return reduce_rows(m, C, [&](int64_t r, float* __restrict fs, float* __restrict fq) {
     const T* __restrict xr = xp + r * C;
     const T* __restrict dr = dyp + r * C;
+    const T* __restrict yr = A ? yp + r * C : nullptr;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       float g = cpu::to_f32(dr[c]);
+      if constexpr (A) g = through(g, cpu::to_f32(yr[c]), act);
       fs[c] += g;
       fq[c] += g * (cpu::to_f32(xr[c]) - mean[c]);
     }
   });
 }
 
-// y[r, c] = x[r, c] * a[c] + b[c]
-template <class T>
+// y[r, c] = x[r, c] * a[c] + b[c] (clamped when A)
+template <bool A, class T>
 void affine_rows(const T* __restrict x, const float* __restrict a, const float* __restrict b, T* __restrict y,
-                 int64_t m, int64_t C) {
+                 Clamp act, int64_t m, int64_t C) {
 #pragma omp parallel for schedule(static) if (m * C > cpu::kParallelGrain)
   for (int64_t r = 0; r < m; ++r) {
     const T* xr = x + r * C;
     T* yr = y + r * C;
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c) yr[c] = cpu::from_f32<T>(cpu::to_f32(xr[c]) * a[c] + b[c]);
+    for (int64_t c = 0; c < C; ++c) {
+      float v = cpu::to_f32(xr[c]) * a[c] + b[c];
+      if constexpr (A) v = clamp(v, act);
+      yr[c] = cpu::from_f32<T>(v);
+    }
   }
 }
 
 // dx[r, c] = P[c] * dy[r, c] + Q[c] * (x[r, c] - mean[c]) + R[c]: the input gradient of backward and
-// backward_apply, whose coefficients fold gamma, invstd and the two gradient sums.
-template <class T>
-void apply_dx(const T* x, const T* dy, const float* mean, const float* P, const float* Q, const float* R, T* dx,
-              int64_t m, int64_t C) {
+// backward_apply, whose coefficients fold gamma, invstd and the two gradient sums (dy taken through
+// the activation from y when A).
+template <bool A, class T>
+void apply_dx(const T* x, const T* dy, const T* y, Clamp act, const float* mean, const float* P, const float* Q,
+              const float* R, T* dx, int64_t m, int64_t C) {
 #pragma omp parallel for schedule(static) if (m * C > cpu::kParallelGrain)
   for (int64_t r = 0; r < m; ++r) {
     const T* __restrict xr = x + r * C;
     const T* __restrict dr = dy + r * C;
+    const T* __restrict yr = A ? y + r * C : nullptr;
     T* __restrict o = dx + r * C;
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c)
-      o[c] = cpu::from_f32<T>(P[c] * cpu::to_f32(dr[c]) + Q[c] * (cpu::to_f32(xr[c]) - mean[c]) + R[c]);
+    for (int64_t c = 0; c < C; ++c) {
+      float g = cpu::to_f32(dr[c]);
+      if constexpr (A) g = through(g, cpu::to_f32(yr[c]), act);
+      o[c] = cpu::from_f32<T>(P[c] * g + Q[c] * (cpu::to_f32(xr[c]) - mean[c]) + R[c]);
+    }
   }
 }
 
 class CpuBatchNorm final : public BatchNormKernel {
  public:
-  CpuBatchNorm(OpContext&, const BatchNormParams& p) : p_(p) {
+  CpuBatchNorm(OpContext&, const BatchNormParams& p) : p_(p), act_(clamp_of(p.activation)) {
     if (!(p.epsilon > 0)) cpu::fail("batchnorm: epsilon must be positive, got {}", p.epsilon);
+    if (!can_fuse(p.activation)) cpu::fail("batchnorm: cannot fuse activation {}", activation_name(p.activation));
+  }
+
+  bool can_fuse(ActKind k) const override {
+    return k == ActKind::Linear || k == ActKind::Relu || k == ActKind::Relu6;
   }
 
   void forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& save_mean,
@@ -167,7 +213,9 @@ class CpuBatchNorm final : public BatchNormKernel {
         rm[c] = float(mom * rm[c] + (1.0 - mom) * mu);
         rv[c] = float(mom * rv[c] + (1.0 - mom) * unbiased);
       }
-      affine_rows(xp, a.data(), b.data(), y.as<T>(), m, C);
+      with_activation(p_.activation, [&](auto a_on) {
+        affine_rows<decltype(a_on)::value>(xp, a.data(), b.data(), y.as<T>(), act_, m, C);
+      });
     });
   }
 
@@ -191,11 +239,13 @@ class CpuBatchNorm final : public BatchNormKernel {
     }
     cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
       using T = decltype(t);
-      affine_rows(x.as<T>(), a.data(), b.data(), y.as<T>(), m, C);
+      with_activation(p_.activation, [&](auto a_on) {
+        affine_rows<decltype(a_on)::value>(x.as<T>(), a.data(), b.data(), y.as<T>(), act_, m, C);
+      });
     });
   }
 
-  void backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, const Tensor& save_mean,
+  void backward(const Tensor& x, const Tensor& y, const Tensor& gamma, const Tensor& dy, const Tensor& save_mean,
                 const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) override {
     int64_t C = channels(x);
     int64_t m = C ? x.numel() / C : 0;
@@ -206,6 +256,7 @@ class CpuBatchNorm final : public BatchNormKernel {
     check_vec("dbeta", dbeta, C, true);
     cpu::require_shape("batchnorm", "dy", dy, x.shape(), x.dtype());
     if (dx.defined()) cpu::require_shape("batchnorm", "dx", dx, x.shape(), x.dtype());
+    if (p_.activation != ActKind::Linear) cpu::require_shape("batchnorm", "y", y, x.shape(), x.dtype());
     if (C == 0) return;
     if (m == 0) {
       if (dgamma.defined()) std::memset(dgamma.data(), 0, dgamma.bytes());
@@ -216,24 +267,9 @@ class CpuBatchNorm final : public BatchNormKernel {
     const float* invstd = save_invstd.f32();
     cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
       using T = decltype(t);
-      // part[c] = sum dy, part[C + c] = sum dy * (x - mean)
-      const double* part = reduce_dy_dyxmu(x.as<T>(), dy.as<T>(), mean, m, C);
-      std::vector<float> pa(C), qa(C), ra(C);
-      for (int64_t c = 0; c < C; ++c) {
-        double db = part[c];
-        double dg = part[C + c] * double(invstd[c]);
-        if (dbeta.defined()) dbeta.f32()[c] = float(db);
-        if (dgamma.defined()) dgamma.f32()[c] = float(dg);
-        // dx = g*is * (dy - db/m - xhat*dg/m), xhat = (x - mean)*is  =>  dx = p*dy + q*(x - mean) + r
-        double g = gamma.defined() ? gamma.f32()[c] : 1.0;
-        double is = invstd[c];
-        double p = g * is;
-        double q = -g * is * is * dg / double(m);
-        pa[c] = float(p);
-        qa[c] = float(q);
-        ra[c] = float(-p * db / double(m));
-      }
-      if (dx.defined()) apply_dx(x.as<T>(), dy.as<T>(), mean, pa.data(), qa.data(), ra.data(), dx.as<T>(), m, C);
+      with_activation(p_.activation, [&](auto a_on) {
+        backward_as<decltype(a_on)::value, T>(x, y, gamma, dy, mean, invstd, dx, dgamma, dbeta, m, C);
+      });
     });
   }
 
@@ -266,6 +302,7 @@ class CpuBatchNorm final : public BatchNormKernel {
   void backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, Tensor& sum_dy,
                      Tensor& sum_dy_xmu) override {
     const int64_t C = channels(x), m = C ? x.numel() / C : 0;
+    no_activation("backward_sums");
     cpu::require_shape("batchnorm", "dy", dy, x.shape(), x.dtype());
     check_vec("mean", mean, C, false);
     check_vec("sum_dy", sum_dy, C, false);
@@ -278,7 +315,7 @@ class CpuBatchNorm final : public BatchNormKernel {
     }
     const double* part = cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
       using T = decltype(t);
-      return reduce_dy_dyxmu(x.as<T>(), dy.as<T>(), mean.f32(), m, C);
+      return reduce_dy_dyxmu<false>(x.as<T>(), dy.as<T>(), static_cast<const T*>(nullptr), act_, mean.f32(), m, C);
     });
     for (int64_t c = 0; c < C; ++c) {
       sum_dy.f32()[c] = float(part[c]);
@@ -289,6 +326,7 @@ class CpuBatchNorm final : public BatchNormKernel {
   void backward_apply(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean, const Tensor& invstd,
                       const Tensor& sum_dy, const Tensor& sum_dy_xmu, double count, Tensor& dx) override {
     const int64_t C = channels(x), m = C ? x.numel() / C : 0;
+    no_activation("backward_apply");
     cpu::require_shape("batchnorm", "dy", dy, x.shape(), x.dtype());
     check_vec("gamma", gamma, C, true);
     check_vec("mean", mean, C, false);
@@ -312,11 +350,37 @@ class CpuBatchNorm final : public BatchNormKernel {
     }
     cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
       using T = decltype(t);
-      apply_dx(x.as<T>(), dy.as<T>(), mean.f32(), pa.data(), qa.data(), ra.data(), dx.as<T>(), m, C);
+      apply_dx<false>(x.as<T>(), dy.as<T>(), static_cast<const T*>(nullptr), act_, mean.f32(), pa.data(), qa.data(),
+                      ra.data(), dx.as<T>(), m, C);
     });
   }
 
  private:
+  // backward for element type T, with (A) or without a fused activation.
+  template <bool A, class T>
+  void backward_as(const Tensor& x, const Tensor& y, const Tensor& gamma, const Tensor& dy, const float* mean,
+                   const float* invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta, int64_t m, int64_t C) {
+    const T* yp = A ? y.as<T>() : nullptr;
+    // part[c] = sum dy, part[C + c] = sum dy * (x - mean)
+    const double* part = reduce_dy_dyxmu<A>(x.as<T>(), dy.as<T>(), yp, act_, mean, m, C);
+    std::vector<float> pa(C), qa(C), ra(C);
+    for (int64_t c = 0; c < C; ++c) {
+      double db = part[c];
+      double dg = part[C + c] * double(invstd[c]);
+      if (dbeta.defined()) dbeta.f32()[c] = float(db);
+      if (dgamma.defined()) dgamma.f32()[c] = float(dg);
+      // dx = g*is * (dy - db/m - xhat*dg/m), xhat = (x - mean)*is  =>  dx = p*dy + q*(x - mean) + r
+      double g = gamma.defined() ? gamma.f32()[c] : 1.0;
+      double is = invstd[c];
+      double p = g * is;
+      double q = -g * is * is * dg / double(m);
+      pa[c] = float(p);
+      qa[c] = float(q);
+      ra[c] = float(-p * db / double(m));
+    }
+    if (dx.defined())
+      apply_dx<A>(x.as<T>(), dy.as<T>(), yp, act_, mean, pa.data(), qa.data(), ra.data(), dx.as<T>(), m, C);
+  }
   // x's channel count; x is f32 or bf16, and y, dy and dx must be of its type (the [C] tensors are
   // f32 either way).
   static int64_t channels(const Tensor& x) {
@@ -324,11 +388,15 @@ class CpuBatchNorm final : public BatchNormKernel {
     shape_checks::require_min_rank("batchnorm", "x", x, 2);
     return x.shape().back();
   }
+  void no_activation(const char* piece) const {
+    if (p_.activation != ActKind::Linear) cpu::fail("batchnorm: {} takes no fused activation", piece);
+  }
   static void check_vec(const char* name, const Tensor& t, int64_t C, bool optional) {
     if (optional && !t.defined()) return;
     cpu::require_shape("batchnorm", name, t, {C});
   }
   BatchNormParams p_;
+  Clamp act_;  // the fused activation's bounds
 };
 
 static RegisterKernel<BatchNormKernel, CpuBatchNorm> reg(DeviceKind::CPU);

@@ -167,6 +167,8 @@ class CudaBatchNorm final : public BatchNormKernel {
  public:
   CudaBatchNorm(OpContext& ctx, const BatchNormParams& p) : c_(cuda_context(ctx)), p_(p) {
     if (!(p.epsilon > 0)) cuda::fail(kOp, ": epsilon must be positive, got ", p.epsilon);
+    // can_fuse() says Linear only here: the graph keeps the activation a layer of its own.
+    if (p.activation != ActKind::Linear) cuda::fail(kOp, ": no fused activation on CUDA (can_fuse)");
     if (double(p.epsilon) < CUDNN_BN_MIN_EPSILON)
       cuda::fail(kOp, ": epsilon ", p.epsilon, " is below cuDNN's minimum ", CUDNN_BN_MIN_EPSILON);
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&xd_));
@@ -227,8 +229,9 @@ class CudaBatchNorm final : public BatchNormKernel {
                                                         running_mean.data(), running_var.data(), double(p_.epsilon)));
   }
 
-  void backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, const Tensor& save_mean,
-                const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) override {
+  void backward(const Tensor& x, const Tensor& /*y: no fused activation*/, const Tensor& gamma, const Tensor& dy,
+                const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,
+                Tensor& dbeta) override {
     const int64_t C = channels(x), m = C ? x.numel() / C : 0;
     check_vec("gamma", gamma, C, true);
     check_vec("save_mean", save_mean, C, false);

@@ -147,7 +147,7 @@ std::string in_place_net(bool barrier) {
 }
 }  // namespace
 
-TEST_CASE("graph: activations run in place over a reusable producer, with the same gradients") {
+TEST_CASE("graph: activations run in place over a reusable producer (fused into batch norm), with the same gradients") {
   auto ctx = make_context(Device::cpu(0), {1});
   Graph a = test::build(in_place_net(false)), b = test::build(in_place_net(true));
   a.bind(*ctx, 3);
@@ -172,6 +172,11 @@ TEST_CASE("graph: activations run in place over a reusable producer, with the sa
   CHECK(buffer(a, "r2") == buffer(a, "c2"));
   CHECK(buffer(b, "r1") != buffer(b, "bn"));
   CHECK(buffer(b, "r1") != buffer(b, "lin1"));
+  // On the CPU, batch norm also applies relu6 itself (one pass, forward and backward); the
+  // convolution cannot, so r2 stays a pass of its own; in `b` relu6 does not run in place.
+  CHECK(a.fused_into(a.node_index("r1")) == a.node_index("bn"));
+  CHECK(a.fused_into(a.node_index("r2")) == -1);
+  CHECK(b.fused_into(b.node_index("r1")) == -1);
   for (const char* n : {"r1", "r2", "sum", "dense"}) {
     const Tensor &ya = a.output(a.node_index(n)), &yb = b.output(b.node_index(n));
     for (int64_t i = 0; i < ya.numel(); ++i) REQUIRE(ya.f32()[i] == yb.f32()[i]);

@@ -47,7 +47,7 @@ void check_train(const Backend& be, const Shape& s, double offset, std::mt19937_
 
   Tensor hdy = random_tensor(s, rng), dy = be.upload(hdy);
   Tensor dx = be.nan(s), dgamma = be.nan({C}), dbeta = be.nan({C});
-  k->backward(t.x, t.gamma, dy, mean, invstd, dx, dgamma, dbeta);
+  k->backward(t.x, Tensor(), t.gamma, dy, mean, invstd, dx, dgamma, dbeta);
   ref::Vec rdx, rdg, rdb;
   ref::batchnorm_backward(to_vec(h.x), m, C, to_vec(h.gamma), to_vec(hdy), p.epsilon, rdx, rdg, rdb);
   be.check("dx", dx, rdx);
@@ -56,7 +56,7 @@ void check_train(const Backend& be, const Shape& s, double offset, std::mt19937_
 
   Tensor none;  // dx may be undefined
   Tensor dg2 = be.nan({C}), db2 = be.nan({C});
-  k->backward(t.x, t.gamma, dy, mean, invstd, none, dg2, db2);
+  k->backward(t.x, Tensor(), t.gamma, dy, mean, invstd, none, dg2, db2);
   be.check("dgamma without dx", dg2, rdg);
   be.check("dbeta without dx", db2, rdb);
 }
@@ -161,7 +161,7 @@ TEST_CASE("batchnorm handles an empty batch and rejects mismatched shapes") {
     be.check("running_mean untouched", t.rm, to_vec(h.rm), 0.0);
     REQUIRE_NOTHROW(k->forward_infer(x0, t.gamma, t.beta, t.rm, t.rv, y0));
     Tensor dg = be.upload(random_tensor({4}, rng)), db = be.upload(random_tensor({4}, rng));
-    REQUIRE_NOTHROW(k->backward(x0, t.gamma, y0, mean, invstd, y0, dg, db));
+    REQUIRE_NOTHROW(k->backward(x0, Tensor(), t.gamma, y0, mean, invstd, y0, dg, db));
     be.check("dgamma", dg, ref::Vec(4, 0.0), 0.0);
 
     Tensor y = be.empty({1, 2, 2, 4});
@@ -185,7 +185,7 @@ TEST_CASE("batchnorm statistics and gradients are bit-identical from run to run"
     Tensor y = cpu_ctx().empty(s), mean = cpu_ctx().empty({40}), is = cpu_ctx().empty({40});
     Tensor dx = cpu_ctx().empty(s), dg = cpu_ctx().empty({40}), db = cpu_ctx().empty({40});
     k->forward_train(t.x, t.gamma, t.beta, y, mean, is, rm, rv);
-    k->backward(t.x, t.gamma, dy, mean, is, dx, dg, db);
+    k->backward(t.x, Tensor(), t.gamma, dy, mean, is, dx, dg, db);
     std::vector<float> all;
     for (Tensor* v : {&y, &mean, &is, &rm, &rv, &dx, &dg, &db}) all.insert(all.end(), v->f32(), v->f32() + v->numel());
     runs.push_back(std::move(all));
@@ -359,7 +359,7 @@ TEST_CASE("batchnorm sync pieces over split batches reproduce forward_train and 
       Tensor y = be.nan(s), mean = be.nan({C}), invstd = be.nan({C});
       k->forward_train(t.x, t.gamma, t.beta, y, mean, invstd, t.rm, t.rv);
       Tensor dx = be.nan(s), dgamma = be.nan({C}), dbeta = be.nan({C});
-      k->backward(t.x, t.gamma, be.upload(hdy), mean, invstd, dx, dgamma, dbeta);
+      k->backward(t.x, Tensor(), t.gamma, be.upload(hdy), mean, invstd, dx, dgamma, dbeta);
 
       // The parts, with their [C] results summed across parts as the layer sums them across replicas.
       std::vector<Tensor> xs, dys;

@@ -23,7 +23,7 @@ BnRun bn_train(BatchNormKernel& k, const Shape& s, DType dt, const ref::Vec& x, 
           nan_of(s, dt), nan_of({C}, DType::F32), nan_of({C}, DType::F32)};
   Tensor xt = make(s, dt, x), dyt = make(s, dt, dy);
   k.forward_train(xt, gamma, beta, r.y, r.mean, r.invstd, r.rm, r.rv);
-  k.backward(xt, gamma, dyt, r.mean, r.invstd, r.dx, r.dgamma, r.dbeta);
+  k.backward(xt, Tensor(), gamma, dyt, r.mean, r.invstd, r.dx, r.dgamma, r.dbeta);
   return r;
 }
 
@@ -175,8 +175,8 @@ TEST_CASE("bf16 batchnorm rejects mixed activation types and bf16 parameters") {
   CHECK_THROWS_AS(k->forward_train(xi, v, v, yb, mean, is, rm, rv), std::invalid_argument);
   CHECK_THROWS_AS(k->forward_train(xb, vb, v, yb, mean, is, rm, rv), std::invalid_argument);
   CHECK_THROWS_AS(k->forward_infer(xb, v, v, v, v, yf), std::invalid_argument);
-  CHECK_THROWS_AS(k->backward(xb, v, xf, v, v, yb, mean, is), std::invalid_argument);  // dy f32
-  CHECK_THROWS_AS(k->backward(xb, v, xb, v, v, yf, mean, is), std::invalid_argument);  // dx f32
+  CHECK_THROWS_AS(k->backward(xb, Tensor(), v, xf, v, v, yb, mean, is), std::invalid_argument);  // dy f32
+  CHECK_THROWS_AS(k->backward(xb, Tensor(), v, xb, v, v, yf, mean, is), std::invalid_argument);  // dx f32
   CHECK_THROWS_AS(k->backward_sums(xb, xf, v, mean, is), std::invalid_argument);
   CHECK_THROWS_AS(k->backward_apply(xb, xb, v, v, v, v, v, 10.0, yf), std::invalid_argument);
   CHECK_THROWS_AS(k->channel_sums(xb, vb, mean, is), std::invalid_argument);

@@ -145,6 +145,22 @@ TEST_CASE("device parallel: a CNN over two devices trains as on one (10 steps, 1
   CHECK(d <= 1e-5);
 }
 
+TEST_CASE("device parallel in bf16: the boundary stays f32 and the CNN trains as on one device", "[device_parallel]") {
+  // On one device the pool's output is bf16; placed, it is the boundary and stays f32 (keep_f32),
+  // and conv2 on the other device converts it to bf16 as it reads it: the same values, since the
+  // maximum of bf16 values is one of them. Gradients cross back as f32 and are converted where the
+  // single graph would have stored bf16. So the two agree as closely as in fp32, while bf16 itself
+  // moves the weights far more than that from fp32's.
+  Experiment e = experiment(kCnn, {"precision=bf16"});
+  REQUIRE(e.precision == Precision::BF16);
+  auto one = train_single(e, 10, 5), two = train_placed(e, 10, 5);
+  double d = max_diff(one, two), from_fp32 = max_diff(one, train_single(experiment(kCnn), 10, 5));
+  WARN("bf16 CNN on 2 virtual CPU devices vs 1 device after 10 SGD steps: max |dw| = " << d << " (bf16 vs fp32 on one device: "
+       << from_fp32 << ")");
+  CHECK(d <= 1e-5);
+  CHECK(from_fp32 > 1e-4);
+}
+
 TEST_CASE("device parallel: GPipe micro-batches M = 2, 4 match M = 1 (10 steps, 1e-5)", "[device_parallel]") {
   auto base = train_placed(experiment(kCnn), 10, 5);
   for (int m : {2, 4}) {

@@ -1,4 +1,4 @@
-// CPU depthwise conv2d: oneDNN grouped convolution (groups = C) on NHWC activations; Keras [kh,kw,C,M] weights reordered.
+// CPU depthwise conv2d: oneDNN grouped convolution (groups = C) on NHWC f32/bf16 activations; Keras weights reordered.
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_onednn_conv.h"
 #include "core/ops/cpu/cpu_util.h"
@@ -13,9 +13,9 @@
 // convolution (jit:avx512_core). Padding: oneDNN takes padding_l / padding_r separately, so Keras'
 // asymmetric 'same' needs no extra copy.
 //
-// Only f32 activations, also under mixed precision (the graph keeps a depthwise layer's tensors
-// f32): oneDNN's bf16 depthwise kernels are slower than its f32 ones here (MobileNetV2, batch 16,
-// 2 threads: 46 against 34 ms per step), and they do few multiply-adds per byte anyway.
+// Activations x, y, dy and dx are all f32 or all bf16 (mixed precision), as conv2d's; weights, bias
+// and their gradients f32. On bf16 tensors oneDNN's bf16 depthwise kernels are faster than its
+// f32 ones (MobileNetV2, batch 16, 2 threads: 22 against 34 ms of depthwise time per step).
 
 namespace trainer {
 namespace {
@@ -31,16 +31,16 @@ class CpuDepthwiseConv2d final : public DepthwiseConv2dKernel {
 
   void forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
     ConvGeometry g = check(x, w, b, p_.bias);
-    cpu::require_shape(kOp, "y", y, {g.n, g.oh, g.ow, g.oc});
+    cpu::require_shape(kOp, "y", y, {g.n, g.oh, g.ow, g.oc}, x.dtype());
     conv_.forward(g, x, w, b, y);
   }
 
   void backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) override {
     ConvGeometry g = check(x, w, Tensor(), false);
-    cpu::require_shape(kOp, "dy", dy, {g.n, g.oh, g.ow, g.oc});
+    cpu::require_shape(kOp, "dy", dy, {g.n, g.oh, g.ow, g.oc}, x.dtype());
     cpu::require_shape(kOp, "dw", dw, w.shape());
     if (p_.bias) cpu::require_shape(kOp, "db", db, {g.oc});
-    if (dx.defined()) cpu::require_shape(kOp, "dx", dx, x.shape());
+    if (dx.defined()) cpu::require_shape(kOp, "dx", dx, x.shape(), x.dtype());
     conv_.backward(g, x, w, dy, dx, dw, db);
   }
 
@@ -52,7 +52,7 @@ class CpuDepthwiseConv2d final : public DepthwiseConv2dKernel {
   }
 
   ConvGeometry check(const Tensor& x, const Tensor& w, const Tensor& b, bool need_bias) const {
-    cpu::require_rank(kOp, "x", x, 4);  // and every other tensor: f32 only (see above)
+    cpu::require_rank(kOp, "x", x, 4, cpu::float_dtype(kOp, "x", x));  // y, dy, dx: x's type
     ConvGeometry g = depthwise_conv2d_geometry(x.shape(), p_);
     cpu::require_shape(kOp, "w", w, depthwise_conv2d_weight_shape(g.ic, p_));
     if (need_bias) cpu::require_shape(kOp, "b", b, {g.oc});

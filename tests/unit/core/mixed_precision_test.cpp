@@ -11,19 +11,22 @@ using namespace trainer;
 
 namespace {
 
-// conv -> bn -> tanh (bf16, in place) -> depthwise (f32 only) -> bn -> sigmoid -> conv -> add
-// with tanh's output -> pool -> flatten -> dense -> softmax. The model input is converted for c1;
-// tanh's bf16 output is converted up for the depthwise convolution; sigmoid's f32 output down for
-// c2. Every function is smooth: a gradient of relu or max pooling jumps where rounding moves a
-// value across zero or reorders two near-equal values (a few elements here flip that way, 6% of
-// the gradient's norm), so it would not compare with fp32's; the op tests check those kernels. c1 and dw have no bias: batch norm follows them, so its exact
-// gradient is zero and both precisions would compare rounding noise.
+// conv -> bn -> tanh (bf16, in place) -> depthwise -> dropout (f32 only; rate 0: the identity) ->
+// bn -> sigmoid -> conv -> add with tanh's output -> pool -> flatten -> dense -> softmax. The model
+// input is converted for c1; the depthwise convolution's bf16 output is converted up for dropout;
+// sigmoid's f32 output down for c2.
+// Every function is smooth: a gradient of relu or max pooling jumps where rounding moves a value
+// across zero or reorders two near-equal values (a few elements here flip that way, 6% of the
+// gradient's norm), so it would not compare with fp32's; the op tests check those kernels.
+// c1 and dw have no bias: batch norm follows them (through the identity), so its exact gradient
+// is zero and both precisions would compare rounding noise.
 const char* kNet =
     "model:\n  input: [6, 6, 3]\n  layers:\n"
     "    - {name: c1, type: conv2d, filters: 4, kernel: 3, padding: same, use_bias: false}\n"
     "    - {name: bn1, type: batchnorm}\n"
     "    - {name: r1, type: tanh}\n"
     "    - {name: dw, type: depthwise_conv2d, kernel: 3, padding: same, use_bias: false}\n"
+    "    - {name: drop, type: dropout, rate: 0.0}\n"
     "    - {name: bn2, type: batchnorm}\n"
     "    - {name: r2, type: sigmoid}\n"
     "    - {name: c2, type: conv2d, filters: 4, kernel: 1}\n"
@@ -72,18 +75,18 @@ double rel_error(const float* a, const float* b, int64_t n) {
 TEST_CASE("mixed precision: convolutions and the memory-bound layers after them keep bf16, the rest f32") {
   auto half = run(Precision::BF16), full = run(Precision::FP32);
   auto type = [](Run& r, const char* n) { return r.g.dtype(r.g.node_index(n)); };
-  for (const char* n : {"c1", "bn1", "r1", "c2", "sum", "pool", "flat"}) {
+  for (const char* n : {"c1", "bn1", "r1", "dw", "c2", "sum", "pool", "flat"}) {
     INFO(n);
     CHECK(type(*half, n) == DType::BF16);
     CHECK(type(*full, n) == DType::F32);
   }
-  for (const char* n : {"dw", "bn2", "r2", "dense", "out"}) {  // depthwise is f32-only; bn2, r2 follow it
+  for (const char* n : {"drop", "bn2", "r2", "dense", "out"}) {  // dropout is f32-only; bn2, r2 follow it
     INFO(n);
     CHECK(type(*half, n) == DType::F32);
   }
   CHECK(half->g.output(half->g.node_index("r1")).data() == half->g.output(half->g.node_index("bn1")).data());  // in place
   CHECK(half->g.input_grad(0).dtype() == DType::F32);  // the model input's type
-  // The bf16 activations take half the bytes; the converted copies (the input for c1, r1 for dw,
+  // The bf16 activations take half the bytes; the converted copies (the input for c1, dw for drop,
   // r2 for c2) add some back.
   INFO("activation bytes: bf16 " << half->g.activation_bytes() << ", fp32 " << full->g.activation_bytes());
   CHECK(half->g.activation_bytes() < full->g.activation_bytes());

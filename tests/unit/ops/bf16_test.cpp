@@ -1,4 +1,4 @@
-// precision bf16 on the CPU: conv2d (bf16 activations), depthwise conv2d and dense (f32 tensors) against float64.
+// precision bf16 on the CPU: conv2d and depthwise conv2d (bf16 activations) and dense (f32 tensors) against float64.
 #include <functional>
 #include <memory>
 #include <sstream>
@@ -28,10 +28,10 @@ OpContext& ctx_of(Precision p) {
 
 // How a subject is run:
 //   kFp32:        an fp32 context, f32 tensors.
-//   kBf16Context: a bf16 context, f32 tensors (what the graph gives dense and depthwise conv2d):
+//   kBf16Context: a bf16 context, f32 tensors (what the graph gives dense):
 //                 dense converts its operands to bf16 inside, the convolutions compute in fp32.
 //   kBf16Tensors: a bf16 context, bf16 activations x, y, dy and dx with f32 weights, bias and
-//                 their gradients (what the graph gives conv2d): conv2d computes in bf16.
+//                 their gradients (what the graph gives the convolutions): they compute in bf16.
 enum class Mode { kFp32, kBf16Context, kBf16Tensors };
 const char* mode_name(Mode m) {
   return m == Mode::kFp32 ? "fp32" : m == Mode::kBf16Context ? "bf16 context, f32 tensors" : "bf16 tensors";
@@ -235,7 +235,8 @@ Subject depthwise(int64_t n, int64_t h, int64_t w, int64_t c, int m, int k, int 
        << k << ", stride " << stride << ", " << padding_name(pad) << (bias ? "" : ", no bias");
   Subject s = subject(name.str(), {n, h, w, c}, depthwise_conv2d_weight_shape(c, p), {n, g.oh, g.ow, g.oc}, bias,
                       true, k * k, k * k * m, n * g.oh * g.ow);
-  s.make = runner<DepthwiseConv2dKernel>(p);  // f32 only: oneDNN's f32 depthwise kernels are the faster ones
+  s.make = runner<DepthwiseConv2dKernel>(p);
+  s.takes_bf16 = true;
   s.reference = [d](const ref::Vec& x, const ref::Vec& wv, const ref::Vec* b, const ref::Vec& dy) {
     Refs r;
     r.y = ref::depthwise_conv2d_forward(d, x, wv, b);
@@ -297,7 +298,7 @@ std::vector<Mode> bf16_modes(const Subject& s) {
 
 }  // namespace
 
-TEST_CASE("bf16: conv2d on bf16 tensors, and dense in a bf16 context, match float64 within the bf16 bound") {
+TEST_CASE("bf16: conv2d and depthwise conv2d on bf16 tensors, and dense in a bf16 context, match float64 within the bf16 bound") {
   for (const Subject& s : subjects()) {
     double rel_fp32 = exercise(s, Mode::kFp32, Drive::kOneStep, 11);
     double rel_ctx = exercise(s, Mode::kBf16Context, Drive::kOneStep, 11);
@@ -328,12 +329,13 @@ TEST_CASE("bf16: one kernel serves changing batch sizes, and f32 and bf16 inputs
   for (int64_t n : {4, 1, 3, 4, 1}) {
     for (Mode m : {Mode::kBf16Tensors, Mode::kBf16Context})
       exercise(conv(n, 8, 8, 16, 24, 3), m, Drive::kSecondStep, uint64_t(40 + n), &cv);
-    exercise(depthwise(n, 8, 8, 16, 1, 3), Mode::kBf16Context, Drive::kSecondStep, uint64_t(50 + n), &dw);
+    for (Mode m : {Mode::kBf16Tensors, Mode::kBf16Context})
+      exercise(depthwise(n, 8, 8, 16, 1, 3), m, Drive::kSecondStep, uint64_t(50 + n), &dw);
     exercise(dense({n, 24}, 7), Mode::kBf16Context, Drive::kSecondStep, uint64_t(60 + n), &fc);
   }
 }
 
-TEST_CASE("bf16: conv2d takes all-f32 or all-bf16 activations with f32 weights; depthwise conv2d only f32") {
+TEST_CASE("bf16: conv2d and depthwise conv2d take all-f32 or all-bf16 activations with f32 weights") {
   std::mt19937_64 rng(70);
   OpContext& c = ctx_of(Precision::BF16);
   const DType F = DType::F32, B = DType::BF16;
@@ -362,14 +364,20 @@ TEST_CASE("bf16: conv2d takes all-f32 or all-bf16 activations with f32 weights; 
   Tensor i32 = Tensor::empty(s.xs, DType::I32), y = act(B);
   CHECK_THROWS_AS(k->forward(i32, w, b, y), std::invalid_argument);
 
-  // Depthwise: bf16 activations are refused, in either pass (the graph keeps them f32).
+  // Depthwise: the same rules ('same', multiplier 1: y, dy and dx have x's shape).
   DepthwiseConv2dParams dp;
   dp.kh = dp.kw = 3, dp.padding = Padding::Same;
   auto dk = make_kernel<DepthwiseConv2dKernel>(c, dp);
   Tensor dwt = random_tensor(depthwise_conv2d_weight_shape(8, dp), rng), dwb = random_tensor({8}, rng);
   Tensor ddw = Tensor::empty(dwt.shape()), ddb = Tensor::empty({8});
-  CHECK_THROWS_AS(dk->forward(act(B), dwt, dwb, y), std::invalid_argument);
-  CHECK_THROWS_AS(dk->backward(act(B), dwt, act(B), dx, ddw, ddb), std::invalid_argument);
   Tensor y32 = act(F);
+  CHECK_THROWS_AS(dk->forward(act(B), dwt, dwb, y32), std::invalid_argument);
+  CHECK_THROWS_AS(dk->forward(act(F), dwt, dwb, y), std::invalid_argument);
+  CHECK_THROWS_AS(dk->forward(act(B), b16::nan_of(dwt.shape(), B), dwb, y), std::invalid_argument);
+  CHECK_THROWS_AS(dk->backward(act(B), dwt, act(F), dx, ddw, ddb), std::invalid_argument);
+  CHECK_THROWS_AS(dk->backward(act(B), dwt, act(B), dx32, ddw, ddb), std::invalid_argument);
+  CHECK_THROWS_AS(dk->backward(act(B), dwt, act(B), dx, dw16, ddb), std::invalid_argument);
+  REQUIRE_NOTHROW(dk->forward(act(B), dwt, dwb, y));
+  REQUIRE_NOTHROW(dk->backward(act(B), dwt, act(B), dx, ddw, ddb));
   REQUIRE_NOTHROW(dk->forward(act(F), dwt, dwb, y32));
 }

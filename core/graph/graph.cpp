@@ -174,10 +174,10 @@ namespace {
 // last consumer (which writes it first) to its own backward (which reads it last), or from the
 // start when no node of this graph consumes it (the loss or another device writes it). A node's
 // backward reads its gradient while writing its inputs', so those never share. Returns each
-// node's buffer and, in `sizes`, each buffer's length in floats. A node run in place (over[i] =
+// node's buffer and, in `sizes`, each buffer's length in bytes. A node run in place (over[i] =
 // j) also computes its input's gradient over its own (element-wise, so dx may alias dy): j takes
 // over i's buffer, which nothing else can have claimed, since it is busy until i's backward and
-// j's gradient starts there. Sizes are in bytes: a gradient has its node's output type.
+// j's gradient starts there. A gradient has its node's output type.
 std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, const std::vector<int>& over,
                                    const std::vector<DType>& dtypes, int64_t batch, std::vector<int64_t>& sizes) {
   const size_t n = nodes.size();
@@ -325,18 +325,20 @@ void Graph::ensure_buffers(int64_t batch) {
 // node read from outside (keep_f32), whose output must be its own.
 void Graph::plan_fusion() {
   const size_t n = nodes_.size();
-  fused_into_.assign(n, -1);
-  for (GraphNode& node : nodes_) {
-    node.layer->set_fused(false);
-    node.layer->fuse_activation(std::nullopt);
-  }
+  std::vector<int> consumer(n, -1);  // per producer: the activation that would fuse into it
   for (size_t i = 0; i < n; ++i) {
     const int j = in_place_of_[i];
-    if (j < 0 || keep_f32_[size_t(j)]) continue;
-    const std::optional<ActKind> k = nodes_[i].layer->activation();
-    if (k && nodes_[size_t(j)].layer->fuse_activation(k)) {
-      nodes_[i].layer->set_fused(true);
-      fused_into_[i] = j;
+    if (j >= 0 && !keep_f32_[size_t(j)] && nodes_[i].layer->activation()) consumer[size_t(j)] = int(i);
+  }
+  fused_into_.assign(n, -1);
+  for (size_t i = 0; i < n; ++i) nodes_[i].layer->set_fused(false);
+  for (size_t j = 0; j < n; ++j) {
+    const int i = consumer[j];
+    if (i >= 0 && nodes_[j].layer->fuse_activation(nodes_[size_t(i)].layer->activation())) {
+      nodes_[size_t(i)].layer->set_fused(true);
+      fused_into_[size_t(i)] = int(j);
+    } else {
+      nodes_[j].layer->fuse_activation(std::nullopt);  // a previous plan's fusion ends
     }
   }
 }

@@ -269,10 +269,11 @@ void Graph::plan_precision() {
 }
 
 void Graph::ensure_buffers(int64_t batch) {
-  std::vector<DType> in_types;
-  for (const Tensor* t : inputs_) in_types.push_back(t->dtype());
-  if (batch == batch_ && in_types == input_dtypes_) return;
-  input_dtypes_ = in_types;
+  bool same_types = inputs_.size() == input_dtypes_.size();
+  for (size_t k = 0; same_types && k < inputs_.size(); ++k) same_types = inputs_[k]->dtype() == input_dtypes_[k];
+  if (batch == batch_ && same_types) return;  // every step: nothing to allocate
+  input_dtypes_.clear();
+  for (const Tensor* t : inputs_) input_dtypes_.push_back(t->dtype());
   plan_precision();
   const size_t n = nodes_.size();
   acts_.assign(n, Tensor());

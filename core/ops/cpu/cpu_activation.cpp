@@ -4,6 +4,7 @@
 
 #include "core/ops/activation.h"
 #include "core/ops/cpu/cpu_bf16.h"
+#include "core/ops/cpu/cpu_clamp.h"
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
 
@@ -52,11 +53,11 @@ class CpuActivation final : public ActivationKernel {
         case ActKind::Linear:
           break;
         case ActKind::Relu:
-          map1(a, o, n, [](float v) { return v > 0.0f ? v : 0.0f; });
+        case ActKind::Relu6: {  // clamps (as batch norm's fused activation)
+          const cpu::Clamp c = cpu::clamp_of(p_.kind);
+          map1(a, o, n, [c](float v) { return cpu::clamp(v, c); });
           break;
-        case ActKind::Relu6:  // selects, not fmin/fmax: those do not vectorise
-          map1(a, o, n, [](float v) { return v > 0.0f ? (v < 6.0f ? v : 6.0f) : 0.0f; });
-          break;
+        }
         case ActKind::Sigmoid:
           map1(a, o, n, [](float v) { return sigmoid(v); });
           break;
@@ -87,12 +88,12 @@ class CpuActivation final : public ActivationKernel {
       switch (p_.kind) {
         case ActKind::Linear:
           break;
-        case ActKind::Relu:  // from y; the derivative at 0 is taken as 0 (as TF and PyTorch)
-          map2(v, g, o, n, [](float yv, float gv) { return yv > 0.0f ? gv : 0.0f; });
+        case ActKind::Relu:
+        case ActKind::Relu6: {  // from y (cpu::through)
+          const cpu::Clamp c = cpu::clamp_of(p_.kind);
+          map2(v, g, o, n, [c](float yv, float gv) { return cpu::through(gv, yv, c); });
           break;
-        case ActKind::Relu6:  // from y: 0 < y < 6 exactly where 0 < x < 6
-          map2(v, g, o, n, [](float yv, float gv) { return (yv > 0.0f && yv < 6.0f) ? gv : 0.0f; });
-          break;
+        }
         case ActKind::Sigmoid:
           map2(v, g, o, n, [](float yv, float gv) { return gv * yv * (1.0f - yv); });
           break;

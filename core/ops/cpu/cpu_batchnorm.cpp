@@ -2,12 +2,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <type_traits>
 #include <vector>
 
 #include "core/ops/batchnorm.h"
 #include "core/ops/cpu/cpu_bf16.h"
+#include "core/ops/cpu/cpu_clamp.h"
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
 
@@ -74,24 +74,10 @@ const double* reduce_centred(const T* xp, const float* sh, int64_t m, int64_t C)
   });
 }
 
-// A fused activation (BatchNormParams::activation) as a clamp of the output to [lo, hi]: relu
-// [0, inf), relu6 [0, 6]. Its derivative is taken from the output, as the activation kernels do:
-// dy passes where lo < y < hi. The loops below take it as a compile-time flag `A` (false: no
-// activation, and y is not read), so batch norm alone runs exactly as before.
-struct Clamp {
-  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
-};
-
-Clamp clamp_of(ActKind k) {
-  Clamp c;
-  if (k == ActKind::Relu || k == ActKind::Relu6) c.lo = 0.0f;
-  if (k == ActKind::Relu6) c.hi = 6.0f;
-  return c;
-}
-
-// Selects, not fmin/fmax, so that the loops vectorise; a NaN becomes lo, as in the relu kernel.
-inline float clamp(float v, Clamp c) { return v > c.lo ? (v < c.hi ? v : c.hi) : c.lo; }
-inline float through(float dy, float y, Clamp c) { return y > c.lo && y < c.hi ? dy : 0.0f; }
+// A fused activation (BatchNormParams::activation) is the activation kernel's clamp (cpu_clamp.h),
+// applied to the output, its gradient taken from y. The loops below take it as a compile-time flag
+// `A` (false: no activation, and y is not read), so batch norm alone runs exactly as before.
+using cpu::Clamp;
 
 // Calls f(std::true_type) when the activation is fused, else f(std::false_type).
 template <class F>
@@ -112,7 +98,7 @@ const double* reduce_dy_dyxmu(const T* xp, const T* dyp, const T* yp, Clamp act,
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       float g = cpu::to_f32(dr[c]);
-      if constexpr (A) g = through(g, cpu::to_f32(yr[c]), act);
+      if constexpr (A) g = cpu::through(g, cpu::to_f32(yr[c]), act);
       fs[c] += g;
       fq[c] += g * (cpu::to_f32(xr[c]) - mean[c]);
     }
@@ -130,7 +116,7 @@ void affine_rows(const T* __restrict x, const float* __restrict a, const float* 
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       float v = cpu::to_f32(xr[c]) * a[c] + b[c];
-      if constexpr (A) v = clamp(v, act);
+      if constexpr (A) v = cpu::clamp(v, act);
       yr[c] = cpu::from_f32<T>(v);
     }
   }
@@ -151,7 +137,7 @@ void apply_dx(const T* x, const T* dy, const T* y, Clamp act, const float* mean,
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       float g = cpu::to_f32(dr[c]);
-      if constexpr (A) g = through(g, cpu::to_f32(yr[c]), act);
+      if constexpr (A) g = cpu::through(g, cpu::to_f32(yr[c]), act);
       o[c] = cpu::from_f32<T>(P[c] * g + Q[c] * (cpu::to_f32(xr[c]) - mean[c]) + R[c]);
     }
   }
@@ -159,7 +145,7 @@ void apply_dx(const T* x, const T* dy, const T* y, Clamp act, const float* mean,
 
 class CpuBatchNorm final : public BatchNormKernel {
  public:
-  CpuBatchNorm(OpContext&, const BatchNormParams& p) : p_(p), act_(clamp_of(p.activation)) {
+  CpuBatchNorm(OpContext&, const BatchNormParams& p) : p_(p), act_(cpu::clamp_of(p.activation)) {
     if (!(p.epsilon > 0)) cpu::fail("batchnorm: epsilon must be positive, got {}", p.epsilon);
     if (!can_fuse(p.activation)) cpu::fail("batchnorm: cannot fuse activation {}", activation_name(p.activation));
   }

@@ -118,8 +118,10 @@ Experiment read_experiment(std::shared_ptr<cfg::Document> doc) {
   e.callbacks = r.optional("callbacks");
   read_checkpoint_options(cfg::MapReader(r.optional("checkpoint"), "the checkpoint section"), e.checkpoint);
   read_init(cfg::MapReader(r.optional("init"), "the init section"), e.init);
-  // Whether the device can do it is checked when its context is made (CPU: AVX-512; CUDA: not yet).
-  e.precision = r.get_choice("precision", {"fp32", "bf16"}, "fp32") == "bf16" ? Precision::BF16 : Precision::FP32;
+  // Whether the device can do it is checked when its context is made (CPU: AVX-512 for bf16, no
+  // fp16; CUDA: compute capability 8.0 for bf16).
+  const std::string precision = r.get_choice("precision", {"fp32", "bf16", "fp16"}, "fp32");
+  e.precision = precision == "bf16" ? Precision::BF16 : precision == "fp16" ? Precision::FP16 : Precision::FP32;
   r.finish();
   if (e.optimizer.defined()) {
     cfg::MapReader o(e.optimizer, "the optimizer section");

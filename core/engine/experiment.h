@@ -61,7 +61,7 @@ struct Experiment {
   CheckpointOptions checkpoint;
   InitOptions init;
   std::string lr_scaling = "none";  // optimizer.lr_scaling: none | linear (lr x replicas, Goyal et al.)
-  Precision precision = Precision::FP32;  // `precision: fp32 | bf16` (bf16: CPU convolutions and dense)
+  Precision precision = Precision::FP32;  // `precision: fp32 | bf16 | fp16` (fp16: CUDA only)
 };
 
 // Loads `file` with `overrides` and checks everything that can be checked without data or a

@@ -249,22 +249,23 @@ std::vector<int> plan_in_place(const std::vector<GraphNode>& nodes, const std::v
   return over;
 }
 
-bool is_float(DType t) { return t == DType::F32 || t == DType::BF16; }
+bool is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 
 }  // namespace
 
-// Each node's output type (Layer::mixed_precision) from the context's precision and the model
-// inputs' types; everything is f32 under fp32.
+// Each node's output type (Layer::mixed_precision) from the context's precision (its low type:
+// bf16 or f16) and the model inputs' types; everything is f32 under fp32.
 void Graph::plan_precision() {
-  const bool mixed = ctx_->precision() == Precision::BF16;
+  const DType low = low_dtype(ctx_->precision());
+  const bool mixed = low != DType::F32;
   dtypes_.assign(nodes_.size(), DType::F32);
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const GraphNode& n = nodes_[i];
     const MixedPrecision mp = mixed && !keep_f32_[i] ? n.layer->mixed_precision() : MixedPrecision::F32;
-    bool all_bf16 = true;
+    bool all_low = true;
     for (int j : n.inputs)
-      all_bf16 &= (is_model_input(j) ? input_dtypes_[size_t(model_input_index(j))] : dtypes_[size_t(j)]) == DType::BF16;
-    if (mp == MixedPrecision::Bf16 || (mp == MixedPrecision::Follow && all_bf16)) dtypes_[i] = DType::BF16;
+      all_low &= (is_model_input(j) ? input_dtypes_[size_t(model_input_index(j))] : dtypes_[size_t(j)]) == low;
+    if (mp == MixedPrecision::Low || (mp == MixedPrecision::Follow && all_low)) dtypes_[i] = low;
   }
 }
 

@@ -30,14 +30,15 @@ struct ParamSpec {
   int64_t fan_in = 1, fan_out = 1;  // for the variance-scaling initialisers
 };
 
-// What a layer computes in under precision bf16 (under fp32 everything is fp32). Its output and
-// output gradient have that type; the graph converts inputs of the other type (Graph: casts).
-//   F32: always fp32 (the default: softmax, LSTM, dense, depthwise convolutions, ...).
-//   Follow: bf16 when every input is bf16, else fp32: memory-bound layers whose kernels take
+// What a layer computes in under mixed precision (bf16 or fp16; under fp32 everything is fp32).
+// Its output and output gradient have that type; the graph converts inputs of the other type
+// (Graph: casts). "Low" is the precision's type: bf16 or f16.
+//   F32: always fp32 (the default: softmax, LSTM, dense, ...).
+//   Follow: low when every input is low, else fp32: memory-bound layers whose kernels take
 //     either type (batch norm, activations, pooling, concat, add, padding, flatten), so a chain of
 //     them after a convolution moves half the bytes and stores half the activation memory.
-//   Bf16: always bf16: compute-bound layers with bf16 kernels (convolutions).
-enum class MixedPrecision { F32, Follow, Bf16 };
+//   Low: always low: compute-bound layers with low-precision kernels (convolutions, depthwise).
+enum class MixedPrecision { F32, Follow, Low };
 
 class Layer {
  public:

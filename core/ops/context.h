@@ -7,14 +7,21 @@
 
 namespace trainer {
 
-// Training arithmetic. FP32: every tensor is fp32. BF16 (mixed precision, as PyTorch's CPU
+// Training arithmetic. FP32: every tensor is fp32. BF16 and FP16 (mixed precision, as PyTorch's
 // autocast): weights, gradients of weights and optimizer state stay fp32 (master weights), while
-// the graph keeps activations and their gradients in bfloat16 for the layers that allow it
-// (Layer::mixed_precision): convolutions compute in bf16 with fp32 accumulation, memory-bound
-// layers (batch norm, activations, pooling, concat, add, padding) read and write bf16. Dense
-// converts its fp32 operands to bf16 inside the kernel.
-enum class Precision { FP32, BF16 };
-inline const char* precision_name(Precision p) { return p == Precision::BF16 ? "bf16" : "fp32"; }
+// the graph keeps activations and their gradients in the low type (bfloat16, or IEEE half) for
+// the layers that allow it (Layer::mixed_precision): convolutions compute in it with fp32
+// accumulation, memory-bound layers (batch norm, activations, pooling, concat, add, padding) read
+// and write it. Dense converts its fp32 operands inside the kernel. FP16 is CUDA-only and needs
+// loss scaling (the engine's LossScaler): its range ends at 65504.
+enum class Precision { FP32, BF16, FP16 };
+inline const char* precision_name(Precision p) {
+  return p == Precision::BF16 ? "bf16" : p == Precision::FP16 ? "fp16" : "fp32";
+}
+// The activation type of the low-precision layers under p (F32 under fp32).
+inline DType low_dtype(Precision p) {
+  return p == Precision::BF16 ? DType::BF16 : p == Precision::FP16 ? DType::F16 : DType::F32;
+}
 
 class OpContext {
  public:
@@ -51,7 +58,8 @@ class OpContext {
 
 struct ContextOptions {
   int threads = 0;                        // CPU: compute threads for this replica (0 = all cores)
-  Precision precision = Precision::FP32;  // bf16 is CPU-only (the CUDA context refuses it)
+  Precision precision = Precision::FP32;  // fp16: CUDA only (the CPU context refuses it)
+  int64_t workspace_mb = 0;               // CUDA: convolution workspace budget (0: from free memory)
 };
 
 // Contexts are made through a registry keyed by device kind, so the engine never names a backend.

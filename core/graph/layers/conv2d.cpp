@@ -40,7 +40,7 @@ class Conv2d final : public KernelBiasLayer<Conv2dKernel> {
   }
 
   int64_t flops() const override { return 2 * out_.numel() * p_.kh * p_.kw * cin_; }
-  MixedPrecision mixed_precision() const override { return MixedPrecision::Bf16; }
+  MixedPrecision mixed_precision() const override { return MixedPrecision::Low; }
 
  private:
   InitKind kernel_init_;

@@ -21,7 +21,7 @@ class DepthwiseConv2d final : public KernelBiasLayer<DepthwiseConv2dKernel> {
       r.node().fail("depthwise_conv2d cannot combine strides > 1 with dilation > 1 (as in Keras)");
   }
 
-  MixedPrecision mixed_precision() const override { return MixedPrecision::Bf16; }
+  MixedPrecision mixed_precision() const override { return MixedPrecision::Low; }
   Shape infer(const std::vector<Shape>& in) override {
     const Shape& x = in[0];
     if (x.rank() != 3)

@@ -1,4 +1,4 @@
-// CpuContext: oneDNN engine/stream per replica; OpenMP threads bound per worker thread; the bf16 ISA check.
+// CpuContext: oneDNN engine/stream per replica; OpenMP threads bound per worker thread; the bf16 ISA check, fp16 refused.
 #include "core/ops/cpu/cpu_context.h"
 
 #include <omp.h>
@@ -16,6 +16,11 @@ CpuContext::CpuContext(Device d, const ContextOptions& o)
   // plain AVX-512); below that it has no bf16 implementation at all and primitive creation fails
   // deep inside a kernel. Refuse at start instead, in one line. The ISA is oneDNN's effective one,
   // so ONEDNN_MAX_CPU_ISA=AVX2 reproduces an older CPU.
+  // fp16 exists for GPUs (tensor cores without bf16, e.g. sm_75); oneDNN 2.7 has no fp16
+  // convolutions on most CPUs, and the CPU kernels keep no f16 activations.
+  if (o.precision == Precision::FP16)
+    throw DeviceError("precision fp16 runs on GPUs only: on the CPU use precision: bf16 (same memory, fp32's range, "
+                      "no loss scaling needed) or fp32");
   if (bf16()) {
     auto isa = unsigned(dnnl::get_effective_cpu_isa()), need = unsigned(dnnl::cpu_isa::avx512_core);
     if ((isa & need) != need)

@@ -1,17 +1,18 @@
-// CUDA activation: linear, relu, relu6, sigmoid and tanh forward/backward as element-wise maps (same formulas as cpu_activation.cpp).
+// CUDA activation: linear, relu, relu6, sigmoid and tanh forward/backward as element-wise maps over any float type (cpu_activation.cpp's formulas).
 #include "core/ops/activation.h"
 #include "core/ops/cuda/cuda_context.h"
-#include "core/ops/cuda/cuda_util.cuh"
+#include "core/ops/cuda/cuda_dtype.cuh"
 
 namespace trainer {
 namespace {
 
-// Forward maps y = f(x).
+// Forward maps y = f(x), in float (bf16/f16 loaded and rounded once by cuda::tmap1). ReLU and ReLU6
+// are clamps written as cpu_clamp.h's (a NaN becomes 0), as the batch-norm kernel's fused ones.
 struct ReluF {
   __device__ float operator()(float a) const { return a > 0.0f ? a : 0.0f; }
 };
 struct Relu6F {
-  __device__ float operator()(float a) const { return fminf(fmaxf(a, 0.0f), 6.0f); }
+  __device__ float operator()(float a) const { return a > 0.0f ? (a < 6.0f ? a : 6.0f) : 0.0f; }
 };
 struct SigmoidF {  // exp never overflows: it only sees -|x|
   __device__ float operator()(float a) const {
@@ -24,7 +25,7 @@ struct TanhF {
   __device__ float operator()(float a) const { return tanhf(a); }
 };
 
-// Backward maps dx = f(v, dy), v being x (relu, relu6) or y (sigmoid, tanh).
+// Backward maps dx = f(v, dy), v being y (every nonlinear kind: backward_reads_y).
 struct ReluB {  // the derivative at 0 is taken as 0 (as TF and PyTorch)
   __device__ float operator()(float v, float g) const { return v > 0.0f ? g : 0.0f; }
 };
@@ -44,42 +45,52 @@ class CudaActivation final : public ActivationKernel {
 
   void forward(const Tensor& x, Tensor& y) override {
     const Device dev = c_.device();
-    cuda::require_f32("activation", "x", x, dev);
-    cuda::require_shape("activation", "y", y, x.shape(), dev);
-    const float* a = x.f32();  // y may alias x
-    float* o = y.f32();
-    int64_t n = x.numel();
-    switch (p_.kind) {
-      case ActKind::Linear:
-        if (o != a) c_.copy(o, a, x.bytes());
-        break;
-      case ActKind::Relu: cuda::map1(c_, a, o, n, ReluF{}); break;
-      case ActKind::Relu6: cuda::map1(c_, a, o, n, Relu6F{}); break;
-      case ActKind::Sigmoid: cuda::map1(c_, a, o, n, SigmoidF{}); break;
-      case ActKind::Tanh: cuda::map1(c_, a, o, n, TanhF{}); break;
+    cuda::require_float("activation", "x", x, dev);
+    cuda::require_as("activation", "y", y, x, x.shape(), dev);
+    const int64_t n = x.numel();
+    if (p_.kind == ActKind::Linear) {
+      if (y.data() != x.data()) c_.copy(y.data(), x.data(), x.bytes());
+      return;
     }
+    cuda::dispatch_float("activation", "x", x, [&](auto tag) {
+      using T = decltype(tag);
+      const T* a = cuda::ptr<const T>(x);  // y may alias x
+      T* o = cuda::ptr<T>(y);
+      switch (p_.kind) {
+        case ActKind::Relu: cuda::tmap1(c_, a, o, n, ReluF{}); break;
+        case ActKind::Relu6: cuda::tmap1(c_, a, o, n, Relu6F{}); break;
+        case ActKind::Sigmoid: cuda::tmap1(c_, a, o, n, SigmoidF{}); break;
+        case ActKind::Tanh: cuda::tmap1(c_, a, o, n, TanhF{}); break;
+        case ActKind::Linear: break;
+      }
+    });
   }
 
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) override {
     const Device dev = c_.device();
     const bool uses_y = backward_reads_y(p_.kind);
     const Tensor& in = uses_y ? y : x;
-    cuda::require_f32("activation", uses_y ? "y" : "x", in, dev);
-    cuda::require_shape("activation", "dy", dy, in.shape(), dev);
-    cuda::require_shape("activation", "dx", dx, in.shape(), dev);
-    const float* v = in.f32();  // dx may alias dy
-    const float* g = dy.f32();
-    float* o = dx.f32();
-    int64_t n = in.numel();
-    switch (p_.kind) {
-      case ActKind::Linear:
-        if (o != g) c_.copy(o, g, dy.bytes());
-        break;
-      case ActKind::Relu: cuda::map2(c_, v, g, o, n, ReluB{}); break;
-      case ActKind::Relu6: cuda::map2(c_, v, g, o, n, Relu6B{}); break;
-      case ActKind::Sigmoid: cuda::map2(c_, v, g, o, n, SigmoidB{}); break;
-      case ActKind::Tanh: cuda::map2(c_, v, g, o, n, TanhB{}); break;
+    cuda::require_float("activation", uses_y ? "y" : "x", in, dev);
+    cuda::require_as("activation", "dy", dy, in, in.shape(), dev);
+    cuda::require_as("activation", "dx", dx, in, in.shape(), dev);
+    const int64_t n = in.numel();
+    if (p_.kind == ActKind::Linear) {
+      if (dx.data() != dy.data()) c_.copy(dx.data(), dy.data(), dy.bytes());
+      return;
     }
+    cuda::dispatch_float("activation", "dy", dy, [&](auto tag) {
+      using T = decltype(tag);
+      const T* v = cuda::ptr<const T>(in);  // dx may alias dy
+      const T* g = cuda::ptr<const T>(dy);
+      T* o = cuda::ptr<T>(dx);
+      switch (p_.kind) {
+        case ActKind::Relu: cuda::tmap2(c_, v, g, o, n, ReluB{}); break;
+        case ActKind::Relu6: cuda::tmap2(c_, v, g, o, n, Relu6B{}); break;
+        case ActKind::Sigmoid: cuda::tmap2(c_, v, g, o, n, SigmoidB{}); break;
+        case ActKind::Tanh: cuda::tmap2(c_, v, g, o, n, TanhB{}); break;
+        case ActKind::Linear: break;
+      }
+    });
   }
 
  private:

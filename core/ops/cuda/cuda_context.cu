@@ -139,12 +139,9 @@ size_t CudaAllocator::cached_bytes() const {
 // ---------------------------------------------------------------------------------------------
 // CudaContext
 
-CudaContext::CudaContext(Device d, const ContextOptions& o) : OpContext(d), index_(d.index) {
+CudaContext::CudaContext(Device d, const ContextOptions& o)
+    : OpContext(d, o.precision), index_(d.index), workspace_limit_(size_t(std::max<int64_t>(o.workspace_mb, 0)) * kMiB) {
   if (d.kind != DeviceKind::CUDA) throw DeviceError("CudaContext made for " + d.str());
-  // The CUDA kernels compute in fp32 only: refuse bf16 rather than silently run fp32.
-  if (o.precision != Precision::FP32)
-    throw DeviceError(cuda::cat("precision ", precision_name(o.precision), " is CPU-only for now (the CUDA backend ",
-                                "computes in fp32): use precision: fp32 on ", d.str(), ", or --cpu"));
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
@@ -155,6 +152,12 @@ CudaContext::CudaContext(Device d, const ContextOptions& o) : OpContext(d), inde
   try {
     CUDA_CHECK(cudaSetDevice(index_));
     CUDA_CHECK(cudaGetDeviceProperties(&props_, index_));
+    // bf16 tensor-core convolutions and GEMMs start with Ampere (cuDNN's PSEUDO_BFLOAT16_CONFIG and
+    // cuBLAS's CUDA_R_16BF need compute capability 8.0); fp16 runs on Volta/Turing too.
+    if (o.precision == Precision::BF16 && props_.major < 8)
+      throw DeviceError(cuda::cat("precision bf16 needs compute capability 8.0 or newer; ", d.str(), " (",
+                                  props_.name, ") is ", props_.major, ".", props_.minor,
+                                  ": use precision: fp16 (with loss scaling) or fp32"));
     alloc_ = std::make_unique<CudaAllocator>(index_);
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&pinned_free_, cudaEventDisableTiming));
@@ -242,15 +245,23 @@ void CudaContext::fill_zero(void* dst, size_t bytes) {
   CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
 }
 
+size_t CudaContext::workspace_budget() const {
+  if (workspace_limit_ > 0) return workspace_limit_;
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    cudaGetLastError();
+    free_b = 0;
+  }
+  return std::min(kAutoWorkspaceCap, free_b / 2 + workspace_bytes_);
+}
+
 void* CudaContext::workspace(size_t bytes) {
   if (bytes <= workspace_bytes_) return workspace_;
-  if (bytes > kMaxWorkspace)
-    throw DeviceError(cuda::cat("cuda:", index_, ": a workspace of ", bytes / kMiB, " MiB was requested; the bound is ",
-                                kMaxWorkspace / kMiB, " MiB"));
-  // Grow geometrically (capped) so a sequence of slightly larger requests reallocates rarely. The
-  // old block goes back to the stream-ordered allocator: work already queued may still use it,
-  // and anything that reuses it is queued after that work.
-  size_t want = std::min(kMaxWorkspace, std::max(bytes, workspace_bytes_ * 2));
+  // Exactly what is asked: the largest request comes with the first step's plans (every shape's
+  // algorithm is chosen then), so growing stops after it. The old block goes back to the
+  // stream-ordered allocator: work already queued may still use it, and anything that reuses it
+  // is queued after that work.
+  size_t want = bytes;
   void* p = alloc_->allocate(want);
   if (workspace_) alloc_->deallocate(workspace_, workspace_bytes_);
   workspace_ = p;

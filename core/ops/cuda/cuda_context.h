@@ -64,10 +64,15 @@ class CudaContext final : public OpContext {
   cudnnHandle_t cudnn() const { return cudnn_; }
   cublasHandle_t cublas() const { return cublas_; }
   cublasLtHandle_t cublas_lt() const { return cublas_lt_; }
-  // A scratch buffer of at least `bytes` on this device (grows; bounded by kMaxWorkspace, beyond
-  // which it throws DeviceError). The pointer stays valid until a later call asks for more bytes.
+  // A scratch buffer of at least `bytes` on this device (grows; an allocation failure is the
+  // allocator's out-of-memory DeviceError). The pointer stays valid until a later call asks for
+  // more bytes.
   void* workspace(size_t bytes);
-  static constexpr size_t kMaxWorkspace = size_t(256) << 20;
+  // The most workspace one algorithm may ask for (convolution algorithm choice, made once per
+  // shape): ContextOptions::workspace_mb when set, else half of the memory free now plus the
+  // workspace already held, at most kAutoWorkspaceCap (TensorFlow's default limit).
+  size_t workspace_budget() const;
+  static constexpr size_t kAutoWorkspaceCap = size_t(4096) << 20;
   const cudaDeviceProp& properties() const { return props_; }
 
  private:
@@ -80,6 +85,7 @@ class CudaContext final : public OpContext {
   std::unique_ptr<CudaAllocator> alloc_;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  size_t workspace_limit_ = 0;  // ContextOptions::workspace_mb in bytes (0: automatic)
   void* pinned_ = nullptr;  // staging for copy_from_host
   size_t pinned_bytes_ = 0;
   cudaEvent_t pinned_free_ = nullptr;

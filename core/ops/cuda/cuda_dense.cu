@@ -1,10 +1,11 @@
-// CUDA dense: y = x·w + b over the last axis through cuBLAS sgemm (row-major via column-major operands), db by gemv.
+// CUDA dense: y = x·w + b over the last axis through cuBLAS (sgemm in fp32; bf16/f16 tensor-core GemmEx under mixed precision), db by column sums.
 #include <climits>
 #include <utility>
 #include <vector>
 
 #include "core/ops/cuda/cuda_context.h"
-#include "core/ops/cuda/cuda_util.cuh"
+#include "core/ops/cuda/cuda_dtype.cuh"
+#include "core/ops/cuda/cuda_reduce.cuh"
 #include "core/ops/dense.h"
 
 namespace trainer {
@@ -14,30 +15,48 @@ constexpr const char* kOp = "dense";
 
 // Row-major matrices seen by column-major cuBLAS: a row-major [R, C] buffer is the column-major
 // C x R matrix with leading dimension C, i.e. its transpose. So with x [N, K], w [K, U], dy [N, U]:
-//   y  = x·w     <=>  yᵀ (U x N) = wᵀ (U x K) · xᵀ (K x N)   sgemm(N, N, m=U, n=N, k=K, w, U, x, K, y, U)
-//   dx = dy·wᵀ   <=>  dxᵀ (K x N) = w (K x U) · dyᵀ (U x N)  sgemm(T, N, m=K, n=N, k=U, w, U, dy, U, dx, K)
-//   dw = xᵀ·dy   <=>  dwᵀ (U x K) = dyᵀ (U x N) · x (N x K)  sgemm(N, T, m=U, n=K, k=N, dy, U, x, K, dw, U)
-//   db = Σ_rows dy <=> db (U) = dyᵀ (U x N) · 1 (N)          sgemv(N, m=U, n=N, dy, U, ones, db)
-// cuBLAS routines are deterministic run to run on one stream (cuBLAS guide, "Results
-// reproducibility"); the handle is bound to the context's stream in CUDA's default math mode, so
-// sgemm is true fp32 (no TF32). Precision hook: bf16/fp16 would go through cublasGemmEx /
-// cublasLt with CUBLAS_COMPUTE_32F and fp32 accumulation.
+//   y  = x·w     <=>  yᵀ (U x N) = wᵀ (U x K) · xᵀ (K x N)   gemm(N, N, m=U, n=N, k=K, w, U, x, K, y, U)
+//   dx = dy·wᵀ   <=>  dxᵀ (K x N) = w (K x U) · dyᵀ (U x N)  gemm(T, N, m=K, n=N, k=U, w, U, dy, U, dx, K)
+//   dw = xᵀ·dy   <=>  dwᵀ (U x K) = dyᵀ (U x N) · x (N x K)  gemm(N, T, m=U, n=K, k=N, dy, U, x, K, dw, U)
+//   db = Σ_rows dy: a deterministic column sum (cuda_reduce.cuh; cublasSgemv against a ones vector
+//   refused 1-row shapes with "an unsupported value or parameter" on the first GPU run).
+// Tensors stay f32 (the graph keeps dense layers f32). fp32: cublasSgemm in CUDA's default math
+// mode (true fp32, no TF32). bf16/fp16 contexts, as PyTorch's autocast and the CPU backend: x, w
+// and dy are rounded to the low type into scratch buffers and multiplied on tensor cores by
+// cublasGemmEx with fp32 accumulation (CUBLAS_COMPUTE_32F) and f32 results. cuBLAS routines are
+// deterministic run to run on one stream (cuBLAS guide, "Results reproducibility").
 
-__global__ void fill_kernel(float* __restrict__ p, int64_t n, float v) { CUDA_GRID_LOOP(i, n) p[i] = v; }
-
-// y[r, j] = b[j] for every row r of y [rows, u].
 __global__ void broadcast_rows_kernel(float* __restrict__ y, const float* __restrict__ b, int64_t rows, int64_t u) {
   CUDA_GRID_LOOP(i, rows * u) y[i] = b[i % u];
 }
+
+struct Identity {
+  __device__ float operator()(float v) const { return v; }
+};
 
 int to_int(int64_t v, const char* what) {
   if (v < 0 || v > INT_MAX) cuda::fail(kOp, ": ", what, " = ", v, " exceeds cuBLAS's 32-bit dimensions");
   return int(v);
 }
 
+// A scratch copy of an f32 buffer in the low type (grown on demand, never shrunk).
+class LowCopy {
+ public:
+  template <class T>
+  const T* of(CudaContext& c, const float* src, int64_t n) {
+    if (buf_.bytes() < size_t(n) * sizeof(T)) buf_ = c.empty({std::max<int64_t>(n, 1) * int64_t(sizeof(T))}, DType::U8);
+    T* p = static_cast<T*>(buf_.data());
+    cuda::tmap1(c, src, p, n, Identity{});
+    return p;
+  }
+
+ private:
+  Tensor buf_;
+};
+
 class CudaDense final : public DenseKernel {
  public:
-  CudaDense(OpContext& ctx, const DenseParams& p) : c_(cuda_context(ctx)), p_(p) {
+  CudaDense(OpContext& ctx, const DenseParams& p) : c_(cuda_context(ctx)), p_(p), low_(low_dtype(ctx.precision())) {
     if (p.units <= 0) cuda::fail(kOp, ": units must be positive, got ", p.units);
     cublasPointerMode_t mode;
     CUBLAS_CHECK(cublasGetPointerMode(c_.cublas(), &mode));
@@ -54,9 +73,9 @@ class CudaDense final : public DenseKernel {
     float* yp = y.f32();
     if (p_.bias)
       TRAINER_LAUNCH(broadcast_rows_kernel, cuda::grid_for(n * u, c_), cuda::kBlock, c_.stream(), yp, b.f32(), n, u);
-    const float one = 1.0f, beta = p_.bias ? 1.0f : 0.0f;  // beta 0: y is not read (may hold NaN)
-    CUBLAS_CHECK(cublasSgemm(c_.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, to_int(u, "units"), to_int(n, "rows"),
-                             to_int(k, "inputs"), &one, w.f32(), int(u), x.f32(), int(k), &beta, yp, int(u)));
+    const float beta = p_.bias ? 1.0f : 0.0f;  // beta 0: y is not read (may hold NaN)
+    gemm(CUBLAS_OP_N, CUBLAS_OP_N, to_int(u, "units"), to_int(n, "rows"), to_int(k, "inputs"), w.f32(), int(u), wl_,
+         x.f32(), int(k), xl_, beta, yp, int(u));
   }
 
   void backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) override {
@@ -72,17 +91,33 @@ class CudaDense final : public DenseKernel {
       return;
     }
     const int N = to_int(n, "rows"), K = to_int(k, "inputs"), U = to_int(u, "units");
-    const float one = 1.0f, zero = 0.0f;
-    cublasHandle_t h = c_.cublas();
-    if (dx.defined())
-      CUBLAS_CHECK(
-          cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, K, N, U, &one, w.f32(), U, dy.f32(), U, &zero, dx.f32(), K));
-    CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, U, K, N, &one, dy.f32(), U, x.f32(), K, &zero, dw.f32(), U));
-    if (p_.bias) CUBLAS_CHECK(cublasSgemv(h, CUBLAS_OP_N, U, N, &one, dy.f32(), U, ones(n), 1, &zero, db.f32(), 1));
+    if (dx.defined()) gemm(CUBLAS_OP_T, CUBLAS_OP_N, K, N, U, w.f32(), U, wl_, dy.f32(), U, dyl_, 0.0f, dx.f32(), K);
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, U, K, N, dy.f32(), U, dyl_, x.f32(), K, xl_, 0.0f, dw.f32(), U);
+    if (p_.bias) cuda::column_sums(bias_sums_, c_, dy.f32(), n, u, db.f32());
   }
 
  private:
   Device dev() const { return c_.device(); }
+
+  // C (m x n, f32) = op(A)·op(B) + beta·C, A and B f32 buffers (lda/ldb: their leading dimensions).
+  // fp32: sgemm on them. Low precision: each rounded into its LowCopy first (sizes from op and ld).
+  void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float* a, int lda, LowCopy& al,
+            const float* b, int ldb, LowCopy& bl, float beta, float* c, int ldc) {
+    const float one = 1.0f;
+    cublasHandle_t h = c_.cublas();
+    if (low_ == DType::F32) {
+      CUBLAS_CHECK(cublasSgemm(h, ta, tb, m, n, k, &one, a, lda, b, ldb, &beta, c, ldc));
+      return;
+    }
+    const int64_t na = int64_t(lda) * (ta == CUBLAS_OP_N ? k : m), nb = int64_t(ldb) * (tb == CUBLAS_OP_N ? n : k);
+    const cudaDataType_t t = low_ == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    const void* ap = low_ == DType::BF16 ? static_cast<const void*>(al.of<cuda::bf16>(c_, a, na))
+                                         : static_cast<const void*>(al.of<cuda::f16>(c_, a, na));
+    const void* bp = low_ == DType::BF16 ? static_cast<const void*>(bl.of<cuda::bf16>(c_, b, nb))
+                                         : static_cast<const void*>(bl.of<cuda::f16>(c_, b, nb));
+    CUBLAS_CHECK(cublasGemmEx(h, ta, tb, m, n, k, &one, ap, t, lda, bp, t, ldb, &beta, c, CUDA_R_32F, ldc,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
 
   // {rows, K}: rows = numel / K (0 when K == 0, as the CPU backend counts them).
   std::pair<int64_t, int64_t> check(const Tensor& x, const Tensor& w) const {
@@ -100,19 +135,11 @@ class CudaDense final : public DenseKernel {
     return Shape(std::move(d));
   }
 
-  // A device vector of at least n ones (grown on demand; the old block goes back to the
-  // stream-ordered allocator, so work still reading it is unaffected).
-  const float* ones(int64_t n) {
-    if (ones_.numel() < n) {
-      ones_ = c_.empty({n});
-      TRAINER_LAUNCH(fill_kernel, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), ones_.f32(), n, 1.0f);
-    }
-    return ones_.f32();
-  }
-
   CudaContext& c_;
   DenseParams p_;
-  Tensor ones_;
+  DType low_;                // F32: plain sgemm; BF16/F16: operands rounded to it
+  LowCopy xl_, wl_, dyl_;    // the low-precision operands
+  cuda::ColumnReducer bias_sums_;
 };
 
 static RegisterKernel<DenseKernel, CudaDense> reg(DeviceKind::CUDA);

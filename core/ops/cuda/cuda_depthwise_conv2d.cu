@@ -1,9 +1,9 @@
-// CUDA depthwise conv2d: hand-written NHWC kernels (forward, backward data, backward filter in fixed order, no atomics).
+// CUDA depthwise conv2d: hand-written NHWC kernels over f32/bf16/f16 activations (forward, backward data, backward filter in fixed order, no atomics).
 #include <algorithm>
 #include <cstdint>
 
 #include "core/ops/cuda/cuda_context.h"
-#include "core/ops/cuda/cuda_util.cuh"
+#include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/depthwise_conv2d.h"
 
 // Why not cuDNN: a depthwise convolution is a grouped one (groups = C), but cuDNN's fp32 NHWC
@@ -22,6 +22,9 @@
 // The per-element functions are __host__ __device__: before any GPU run, they were checked on the
 // host, called in plain loops over every index, against the float64 reference of the op tests
 // (~2,600 random shapes: multipliers 1-3, kernels 1-7, strides 1-3, dilation, both paddings).
+// Mixed precision: x, y, dy and dx are of one type T (f32, bf16 or f16), read into float and
+// rounded once when stored; weights, bias and their gradients stay f32 (the master weights, used
+// as they are: more exact than the CPU's bf16 copy of them, within the same bound).
 
 namespace trainer {
 namespace {
@@ -33,8 +36,9 @@ struct DwShape {
   int m, kh, kw, sh, sw, dh, dw, pt, pl;
 };
 
-__host__ __device__ inline float dw_forward_at(const DwShape& s, const float* __restrict__ x,
-                                               const float* __restrict__ w, const float* __restrict__ b, int64_t i) {
+template <class T>
+__host__ __device__ inline float dw_forward_at(const DwShape& s, const T* __restrict__ x, const float* __restrict__ w,
+                                               const float* __restrict__ b, int64_t i) {
   const int64_t oc = i % s.oc;
   int64_t r = i / s.oc;
   const int64_t ox = r % s.ow;
@@ -45,18 +49,19 @@ __host__ __device__ inline float dw_forward_at(const DwShape& s, const float* __
   for (int ky = 0; ky < s.kh; ++ky) {
     const int64_t iy = oy * s.sh - s.pt + int64_t(ky) * s.dh;
     if (iy < 0 || iy >= s.ih) continue;
-    const float* xrow = x + (n * s.ih + iy) * s.iw * s.c + c;
+    const T* xrow = x + (n * s.ih + iy) * s.iw * s.c + c;
     const float* wrow = w + int64_t(ky) * s.kw * s.oc + oc;
     for (int kx = 0; kx < s.kw; ++kx) {
       const int64_t ix = ox * s.sw - s.pl + int64_t(kx) * s.dw;
       if (ix < 0 || ix >= s.iw) continue;
-      acc = fmaf(xrow[ix * s.c], wrow[int64_t(kx) * s.oc], acc);
+      acc = fmaf(cuda::to_f32(xrow[ix * s.c]), wrow[int64_t(kx) * s.oc], acc);
     }
   }
   return b ? acc + b[oc] : acc;
 }
 
-__host__ __device__ inline float dw_backward_data_at(const DwShape& s, const float* __restrict__ dy,
+template <class T>
+__host__ __device__ inline float dw_backward_data_at(const DwShape& s, const T* __restrict__ dy,
                                                      const float* __restrict__ w, int64_t i) {
   const int64_t c = i % s.c;
   int64_t r = i / s.c;
@@ -74,9 +79,9 @@ __host__ __device__ inline float dw_backward_data_at(const DwShape& s, const flo
       if (tx < 0 || tx % s.sw != 0) continue;
       const int64_t ox = tx / s.sw;
       if (ox >= s.ow) continue;
-      const float* g = dy + ((n * s.oh + oy) * s.ow + ox) * s.oc + c * s.m;
+      const T* g = dy + ((n * s.oh + oy) * s.ow + ox) * s.oc + c * s.m;
       const float* wt = w + (int64_t(ky) * s.kw + kx) * s.oc + c * s.m;
-      for (int j = 0; j < s.m; ++j) acc = fmaf(g[j], wt[j], acc);
+      for (int j = 0; j < s.m; ++j) acc = fmaf(cuda::to_f32(g[j]), wt[j], acc);
     }
   }
   return acc;
@@ -84,9 +89,10 @@ __host__ __device__ inline float dw_backward_data_at(const DwShape& s, const flo
 
 // Partial i of [chunks][slots][oc]: the sum over rows [chunk * rows_per_chunk, +rows_per_chunk) of
 // dy[row, oc] * x[the input under tap `slot`] (slot < kh*kw), or of dy[row, oc] (slot == kh*kw: bias).
-__host__ __device__ inline float dw_filter_partial_at(const DwShape& s, const float* __restrict__ x,
-                                                      const float* __restrict__ dy, int slots,
-                                                      int64_t rows_per_chunk, int64_t i) {
+template <class T>
+__host__ __device__ inline float dw_filter_partial_at(const DwShape& s, const T* __restrict__ x,
+                                                      const T* __restrict__ dy, int slots, int64_t rows_per_chunk,
+                                                      int64_t i) {
   const int64_t oc = i % s.oc;
   int64_t r = i / s.oc;
   const int slot = int(r % slots);
@@ -96,7 +102,7 @@ __host__ __device__ inline float dw_filter_partial_at(const DwShape& s, const fl
   const int64_t row1 = row0 + rows_per_chunk < rows ? row0 + rows_per_chunk : rows;
   float acc = 0.0f;
   if (slot == s.kh * s.kw) {
-    for (int64_t row = row0; row < row1; ++row) acc += dy[row * s.oc + oc];
+    for (int64_t row = row0; row < row1; ++row) acc += cuda::to_f32(dy[row * s.oc + oc]);
     return acc;
   }
   const int ky = slot / s.kw, kx = slot % s.kw;
@@ -106,7 +112,7 @@ __host__ __device__ inline float dw_filter_partial_at(const DwShape& s, const fl
   for (int64_t row = row0; row < row1; ++row) {
     const int64_t iy = oy * s.sh - s.pt + int64_t(ky) * s.dh, ix = ox * s.sw - s.pl + int64_t(kx) * s.dw;
     if (iy >= 0 && iy < s.ih && ix >= 0 && ix < s.iw)
-      acc = fmaf(dy[row * s.oc + oc], x[((n * s.ih + iy) * s.iw + ix) * s.c + c], acc);
+      acc = fmaf(cuda::to_f32(dy[row * s.oc + oc]), cuda::to_f32(x[((n * s.ih + iy) * s.iw + ix) * s.c + c]), acc);
     if (++ox == s.ow) {
       ox = 0;
       if (++oy == s.oh) {
@@ -126,19 +132,21 @@ __host__ __device__ inline float dw_filter_sum_at(const float* __restrict__ part
   return acc;
 }
 
-__global__ void dw_forward_kernel(DwShape s, const float* __restrict__ x, const float* __restrict__ w,
-                                  const float* __restrict__ b, float* __restrict__ y) {
-  CUDA_GRID_LOOP(i, s.n * s.oh * s.ow * s.oc) y[i] = dw_forward_at(s, x, w, b, i);
+template <class T>
+__global__ void dw_forward_kernel(DwShape s, const T* __restrict__ x, const float* __restrict__ w,
+                                  const float* __restrict__ b, T* __restrict__ y) {
+  CUDA_GRID_LOOP(i, s.n * s.oh * s.ow * s.oc) y[i] = cuda::from_f32<T>(dw_forward_at(s, x, w, b, i));
 }
 
-__global__ void dw_backward_data_kernel(DwShape s, const float* __restrict__ dy, const float* __restrict__ w,
-                                        float* __restrict__ dx) {
-  CUDA_GRID_LOOP(i, s.n * s.ih * s.iw * s.c) dx[i] = dw_backward_data_at(s, dy, w, i);
+template <class T>
+__global__ void dw_backward_data_kernel(DwShape s, const T* __restrict__ dy, const float* __restrict__ w,
+                                        T* __restrict__ dx) {
+  CUDA_GRID_LOOP(i, s.n * s.ih * s.iw * s.c) dx[i] = cuda::from_f32<T>(dw_backward_data_at(s, dy, w, i));
 }
 
-__global__ void dw_filter_partial_kernel(DwShape s, const float* __restrict__ x, const float* __restrict__ dy,
-                                         int slots, int64_t rows_per_chunk, int64_t chunks,
-                                         float* __restrict__ partial) {
+template <class T>
+__global__ void dw_filter_partial_kernel(DwShape s, const T* __restrict__ x, const T* __restrict__ dy, int slots,
+                                         int64_t rows_per_chunk, int64_t chunks, float* __restrict__ partial) {
   CUDA_GRID_LOOP(i, chunks * slots * s.oc) partial[i] = dw_filter_partial_at(s, x, dy, slots, rows_per_chunk, i);
 }
 
@@ -175,19 +183,22 @@ class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
 
   void forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
     DwShape s = check(x, w, b, p_.bias);
-    cuda::require_shape(kOp, "y", y, {s.n, s.oh, s.ow, s.oc}, dev());
+    cuda::require_as(kOp, "y", y, x, {s.n, s.oh, s.ow, s.oc}, dev());
     const int64_t total = y.numel();
     if (total == 0) return;
-    TRAINER_LAUNCH(dw_forward_kernel, cuda::grid_for(total, c_), cuda::kBlock, c_.stream(), s, x.f32(), w.f32(),
-                   p_.bias ? b.f32() : nullptr, y.f32());
+    cuda::dispatch_float(kOp, "x", x, [&](auto tag) {
+      using T = decltype(tag);
+      TRAINER_LAUNCH(dw_forward_kernel<T>, cuda::grid_for(total, c_), cuda::kBlock, c_.stream(), s,
+                     cuda::ptr<const T>(x), w.f32(), p_.bias ? b.f32() : nullptr, cuda::ptr<T>(y));
+    });
   }
 
   void backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) override {
     DwShape s = check(x, w, Tensor(), false);
-    cuda::require_shape(kOp, "dy", dy, {s.n, s.oh, s.ow, s.oc}, dev());
+    cuda::require_as(kOp, "dy", dy, x, {s.n, s.oh, s.ow, s.oc}, dev());
     cuda::require_shape(kOp, "dw", dw, w.shape(), dev());
     if (p_.bias) cuda::require_shape(kOp, "db", db, {s.oc}, dev());
-    if (dx.defined()) cuda::require_shape(kOp, "dx", dx, x.shape(), dev());
+    if (dx.defined()) cuda::require_as(kOp, "dx", dx, x, x.shape(), dev());
     const int64_t rows = s.n * s.oh * s.ow;
     if (rows == 0 || s.oc == 0) {  // no output: every gradient is zero
       c_.fill_zero(dw.data(), dw.bytes());
@@ -195,27 +206,28 @@ class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
       if (dx.defined()) c_.fill_zero(dx.data(), dx.bytes());
       return;
     }
-    if (dx.defined())
-      TRAINER_LAUNCH(dw_backward_data_kernel, cuda::grid_for(dx.numel(), c_), cuda::kBlock, c_.stream(), s, dy.f32(),
-                     w.f32(), dx.f32());
-
     const int taps = p_.kh * p_.kw, slots = taps + (p_.bias ? 1 : 0);
     int64_t chunks = 0, rows_per_chunk = 0;
     filter_chunks(rows, chunks, rows_per_chunk);
     const int64_t per_chunk = int64_t(slots) * s.oc;
-    cuda::DeviceBuffer partial(c_.allocator(), size_t(chunks * per_chunk) * sizeof(float));
-    TRAINER_LAUNCH(dw_filter_partial_kernel, cuda::grid_for(chunks * per_chunk, c_), cuda::kBlock, c_.stream(), s,
-                   x.f32(), dy.f32(), slots, rows_per_chunk, chunks, partial.as<float>());
-    TRAINER_LAUNCH(dw_filter_sum_kernel, cuda::grid_for(per_chunk, c_), cuda::kBlock, c_.stream(),
-                   partial.as<const float>(), chunks, int64_t(taps) * s.oc, s.oc, slots, dw.f32(),
-                   p_.bias ? db.f32() : nullptr);
+    if (partial_.numel() < chunks * per_chunk) partial_ = c_.empty({chunks * per_chunk});  // grown once per shape
+    cuda::dispatch_float(kOp, "x", x, [&](auto tag) {
+      using T = decltype(tag);
+      if (dx.defined())
+        TRAINER_LAUNCH(dw_backward_data_kernel<T>, cuda::grid_for(dx.numel(), c_), cuda::kBlock, c_.stream(), s,
+                       cuda::ptr<const T>(dy), w.f32(), cuda::ptr<T>(dx));
+      TRAINER_LAUNCH(dw_filter_partial_kernel<T>, cuda::grid_for(chunks * per_chunk, c_), cuda::kBlock, c_.stream(), s,
+                     cuda::ptr<const T>(x), cuda::ptr<const T>(dy), slots, rows_per_chunk, chunks, partial_.f32());
+    });
+    TRAINER_LAUNCH(dw_filter_sum_kernel, cuda::grid_for(per_chunk, c_), cuda::kBlock, c_.stream(), partial_.f32(),
+                   chunks, int64_t(taps) * s.oc, s.oc, slots, dw.f32(), p_.bias ? db.f32() : nullptr);
   }
 
  private:
   Device dev() const { return c_.device(); }
 
   DwShape check(const Tensor& x, const Tensor& w, const Tensor& b, bool need_bias) const {
-    cuda::require_rank(kOp, "x", x, 4, dev());
+    cuda::require_float_rank(kOp, "x", x, 4, dev());
     ConvGeometry g = depthwise_conv2d_geometry(x.shape(), p_);
     cuda::require_shape(kOp, "w", w, depthwise_conv2d_weight_shape(g.ic, p_), dev());
     if (need_bias) cuda::require_shape(kOp, "b", b, {g.oc}, dev());
@@ -225,6 +237,7 @@ class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
 
   CudaContext& c_;
   DepthwiseConv2dParams p_;
+  Tensor partial_;  // the filter gradient's per-chunk partials
 };
 
 static RegisterKernel<DepthwiseConv2dKernel, CudaDepthwiseConv2d> reg(DeviceKind::CUDA);

@@ -1,10 +1,10 @@
-// CUDA element-wise ops: sum of tensors, accumulate, scale, last-axis concat/split, and Philox dropout (masks bit-identical to the CPU's).
+// CUDA element-wise ops over f32/bf16/f16: sum of tensors, accumulate, convert, scale, last-axis concat/split; Philox dropout (the CPU's masks).
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "core/ops/cuda/cuda_context.h"
-#include "core/ops/cuda/cuda_util.cuh"
+#include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/elementwise.h"
 #include "core/ops/philox.h"
 
@@ -14,47 +14,60 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Kernels
 
-// Up to kAddFan inputs summed per launch, left to right, as the CPU does: y = ((x0 + x1) + x2) + ...
+// Up to kAddFan inputs summed per launch, left to right, as the CPU does: y = ((x0 + x1) + x2) + ...,
+// in float, rounded once to T when stored (a sum of more than kAddFan low-precision tensors is
+// rounded once per launch).
 constexpr int kAddFan = 8;
+template <class T>
 struct AddTable {
-  const float* p[kAddFan];
+  const T* p[kAddFan];
   int count;  // >= 2
 };
 
-__global__ void add_kernel(AddTable t, float* y, int64_t n) {
+template <class T>
+__global__ void add_kernel(AddTable<T> t, T* y, int64_t n) {
   CUDA_GRID_LOOP(i, n) {
-    float s = t.p[0][i] + t.p[1][i];
+    float s = cuda::to_f32(t.p[0][i]) + cuda::to_f32(t.p[1][i]);
 #pragma unroll
     for (int k = 2; k < kAddFan; ++k)  // constant indices: the table stays in parameter space
-      if (k < t.count) s += t.p[k][i];
-    y[i] = s;
+      if (k < t.count) s += cuda::to_f32(t.p[k][i]);
+    y[i] = cuda::from_f32<T>(s);
   }
 }
 
-__global__ void add_vec_kernel(AddTable t, float4* y, int64_t n4) {
-  CUDA_GRID_LOOP(i, n4) {
-    float4 s = reinterpret_cast<const float4*>(t.p[0])[i];
-    float4 b = reinterpret_cast<const float4*>(t.p[1])[i];
-    s.x += b.x, s.y += b.y, s.z += b.z, s.w += b.w;
+template <class T>
+__global__ void add_vec_kernel(AddTable<T> t, T* y, int64_t packs) {
+  constexpr int V = cuda::kVec<T>;
+  CUDA_GRID_LOOP(i, packs) {
+    float s[V], b[V];
+    cuda::load_pack(t.p[0] + i * V, s);
+    cuda::load_pack(t.p[1] + i * V, b);
+#pragma unroll
+    for (int j = 0; j < V; ++j) s[j] += b[j];
 #pragma unroll
     for (int k = 2; k < kAddFan; ++k)
       if (k < t.count) {
-        float4 c = reinterpret_cast<const float4*>(t.p[k])[i];
-        s.x += c.x, s.y += c.y, s.z += c.z, s.w += c.w;
+        cuda::load_pack(t.p[k] + i * V, b);
+#pragma unroll
+        for (int j = 0; j < V; ++j) s[j] += b[j];
       }
-    y[i] = s;
+    cuda::store_pack(y + i * V, s);
   }
 }
 
-// dst[r, j] = src[r, j] for r < rows, j < cols, with row strides (leading dimensions) in elements of T.
-template <class T>
-__global__ void copy_cols_kernel(const T* src, int64_t src_ld, T* dst, int64_t dst_ld, int64_t rows, int64_t cols) {
+// dst[r, j] = src[r, j] for r < rows, j < cols, with row strides (leading dimensions) in units of U
+// (an element's bits, or 16 bytes: the copies never convert).
+template <class U>
+__global__ void copy_cols_kernel(const U* src, int64_t src_ld, U* dst, int64_t dst_ld, int64_t rows, int64_t cols) {
   CUDA_GRID_LOOP(i, rows * cols) {
     int64_t r = i / cols, j = i - r * cols;
     dst[r * dst_ld + j] = src[r * src_ld + j];
   }
 }
 
+struct Identity {
+  __device__ float operator()(float v) const { return v; }
+};
 struct AddF {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
@@ -112,89 +125,91 @@ class CudaElementwise final : public ElementwiseKernel {
 
   void add(const std::vector<const Tensor*>& xs, Tensor& y) override {
     const Device dev = c_.device();
-    cuda::require_f32("add", "y", y, dev);
+    cuda::require_float("add", "y", y, dev);
     for (size_t i = 0; i < xs.size(); ++i) {
       if (!xs[i]) cuda::fail("add: input ", i, " is null");
-      cuda::require_shape("add", ("input " + std::to_string(i)).c_str(), *xs[i], y.shape(), dev);
+      cuda::require_as("add", ("input " + std::to_string(i)).c_str(), *xs[i], y, y.shape(), dev);
     }
-    float* o = y.f32();
     // As the CPU backend: inputs 0 and 1 may alias y, later ones may not (the result would not
     // depend on it here, but both backends accept the same calls).
     for (size_t k = 2; k < xs.size(); ++k)
-      if (xs[k]->f32() == o) cuda::fail("add: input ", k, " aliases the output");
+      if (xs[k]->data() == y.data()) cuda::fail("add: input ", k, " aliases the output");
     const int64_t n = y.numel();
     if (xs.empty()) {
-      c_.fill_zero(o, y.bytes());
+      c_.fill_zero(y.data(), y.bytes());
       return;
     }
     if (xs.size() == 1) {
-      if (xs[0]->data() != o) c_.copy(o, xs[0]->data(), y.bytes());
+      if (xs[0]->data() != y.data()) c_.copy(y.data(), xs[0]->data(), y.bytes());
       return;
     }
     if (n == 0) return;
-    // First launch: x0 + x1 + ... + x7; each further launch continues y + x8 + ... + x14, so the
-    // summation order is the CPU's left-to-right order.
-    size_t next = 0;
-    while (next < xs.size()) {
-      AddTable t{};
-      int cnt = 0;
-      if (next > 0) t.p[cnt++] = o;
-      while (cnt < kAddFan && next < xs.size()) t.p[cnt++] = xs[next++]->f32();
-      t.count = cnt;  // >= 2: the first launch takes two inputs or more, each later one y and one or more
-      bool vec = n % 4 == 0 && cuda::aligned16(o);
-      for (int k = 0; k < cnt; ++k) vec = vec && cuda::aligned16(t.p[k]);
-      if (vec)
-        TRAINER_LAUNCH(add_vec_kernel, cuda::grid_for(n / 4, c_), cuda::kBlock, c_.stream(), t,
-                       reinterpret_cast<float4*>(o), n / 4);
-      else
-        TRAINER_LAUNCH(add_kernel, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), t, o, n);
-    }
+    cuda::dispatch_float("add", "y", y, [&](auto tag) { add_as<decltype(tag)>(xs, y); });
   }
 
   void accumulate(const Tensor& x, Tensor& y) override {
     const Device dev = c_.device();
-    cuda::require_f32("accumulate", "y", y, dev);
-    cuda::require_shape("accumulate", "x", x, y.shape(), dev);
-    cuda::map2(c_, y.f32(), x.f32(), y.f32(), y.numel(), AddF{});
+    cuda::require_float("accumulate", "y", y, dev);
+    cuda::require_float("accumulate", "x", x, dev);
+    if (x.shape() != y.shape())
+      cuda::fail("accumulate: x has shape [", x.shape().str(), "], y [", y.shape().str(), "]");
+    cuda::dispatch_float("accumulate", "y", y, [&](auto ty) {
+      using Y = decltype(ty);
+      cuda::dispatch_float("accumulate", "x", x, [&](auto tx) {
+        using X = decltype(tx);
+        cuda::tmap2(c_, cuda::ptr<const Y>(y), cuda::ptr<const X>(x), cuda::ptr<Y>(y), y.numel(), AddF{});
+      });
+    });
   }
 
-  // f32 only: the CUDA context refuses precision bf16, so no bf16 activation exists here.
+  // Widening is exact; narrowing rounds to nearest even (bf16 and f16 alike, NaN kept).
   void convert(const Tensor& x, Tensor& y) override {
     const Device dev = c_.device();
-    cuda::require_f32("convert", "y", y, dev);
-    cuda::require_shape("convert", "x", x, y.shape(), dev);
-    c_.copy(y.data(), x.data(), y.bytes());
+    cuda::require_float("convert", "y", y, dev);
+    cuda::require_float("convert", "x", x, dev);
+    if (x.shape() != y.shape()) cuda::fail("convert: x has shape [", x.shape().str(), "], y [", y.shape().str(), "]");
+    if (x.dtype() == y.dtype()) {
+      c_.copy(y.data(), x.data(), y.bytes());
+      return;
+    }
+    cuda::dispatch_float("convert", "y", y, [&](auto ty) {
+      using Y = decltype(ty);
+      cuda::dispatch_float("convert", "x", x, [&](auto tx) {
+        using X = decltype(tx);
+        cuda::tmap1(c_, cuda::ptr<const X>(x), cuda::ptr<Y>(y), y.numel(), Identity{});
+      });
+    });
   }
 
   void scale(Tensor& y, float a) override {
     cuda::require_f32("scale", "y", y, c_.device());
-    cuda::map1(c_, y.f32(), y.f32(), y.numel(), ScaleF{a});
+    cuda::tmap1(c_, y.f32(), y.f32(), y.numel(), ScaleF{a});
   }
 
   void concat(const std::vector<const Tensor*>& xs, Tensor& y) override {
     const Device dev = c_.device();
-    cuda::require_f32("concat", "y", y, dev);
+    cuda::require_float("concat", "y", y, dev);
     if (y.shape().rank() == 0) cuda::fail("concat: y must have rank >= 1");
     std::vector<Seg> segs;
     int64_t off = 0;
     for (size_t i = 0; i < xs.size(); ++i) {
       if (!xs[i]) cuda::fail("concat: input ", i, " is null");
       const Tensor& x = *xs[i];
-      cuda::require_f32("concat", "input", x, dev);
+      cuda::require_dtype("concat", "input", x, y.dtype(), dev);
       if (!elementwise::same_lead(x.shape(), y.shape()))
         cuda::fail("concat: input ", i, " [", x.shape().str(), "] does not match y [", y.shape().str(),
                    "] outside the last axis");
-      segs.push_back({x.f32(), off, x.shape().back()});
+      segs.push_back({static_cast<const char*>(x.data()), off, x.shape().back()});
       off += x.shape().back();
     }
     int64_t width = y.shape().back();
     elementwise::check_concat_width(off, width);
-    copy_segments(segs, y.f32(), elementwise::rows_of(y), width, true);
+    copy_segments(segs, static_cast<char*>(y.data()), dtype_size(y.dtype()), elementwise::rows_of(y), width, true);
   }
 
   void split(const Tensor& dy, const std::vector<Tensor*>& dxs) override {
     const Device dev = c_.device();
-    cuda::require_f32("split", "dy", dy, dev);
+    cuda::require_float("split", "dy", dy, dev);
     if (dy.shape().rank() == 0) cuda::fail("split: dy must have rank >= 1");
     const int64_t width = dy.shape().back();
     const std::vector<int64_t> w = elementwise::split_widths(dy, dxs);
@@ -202,40 +217,70 @@ class CudaElementwise final : public ElementwiseKernel {
     int64_t off = 0;
     for (size_t i = 0; i < dxs.size(); ++i) {
       if (dxs[i] && dxs[i]->defined()) {
-        cuda::require_f32("split", "output", *dxs[i], dev);
-        segs.push_back({dxs[i]->f32(), off, w[i]});
+        cuda::require_dtype("split", "output", *dxs[i], dy.dtype(), dev);
+        segs.push_back({static_cast<const char*>(dxs[i]->data()), off, w[i]});
       }
       off += w[i];
     }
-    copy_segments(segs, const_cast<float*>(dy.f32()), elementwise::rows_of(dy), width, false);
+    copy_segments(segs, static_cast<char*>(dy.data()), dtype_size(dy.dtype()), elementwise::rows_of(dy), width, false);
   }
 
  private:
+  template <class T>
+  void add_as(const std::vector<const Tensor*>& xs, Tensor& y) {
+    T* o = cuda::ptr<T>(y);
+    const int64_t n = y.numel();
+    // First launch: x0 + x1 + ... + x7; each further launch continues y + x8 + ... + x14, so the
+    // summation order is the CPU's left-to-right order.
+    size_t next = 0;
+    while (next < xs.size()) {
+      AddTable<T> t{};
+      int cnt = 0;
+      if (next > 0) t.p[cnt++] = o;
+      while (cnt < kAddFan && next < xs.size()) t.p[cnt++] = cuda::ptr<const T>(*xs[next++]);
+      t.count = cnt;  // >= 2: the first launch takes two inputs or more, each later one y and one or more
+      bool vec = n % cuda::kVec<T> == 0 && cuda::aligned16(o);
+      for (int k = 0; k < cnt; ++k) vec = vec && cuda::aligned16(t.p[k]);
+      if (vec)
+        TRAINER_LAUNCH(add_vec_kernel<T>, cuda::grid_for(n / cuda::kVec<T>, c_), cuda::kBlock, c_.stream(), t, o,
+                       n / cuda::kVec<T>);
+      else
+        TRAINER_LAUNCH(add_kernel<T>, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), t, o, n);
+    }
+  }
+
   struct Seg {
-    const float* p;  // the [rows, c] tensor
+    const char* p;   // the [rows, c] tensor
     int64_t off, c;  // its columns in the wide tensor
   };
 
-  // into_wide: wide[r, off + j] = seg[r, j]; otherwise seg[r, j] = wide[r, off + j]. One launch per
-  // segment; float4 when the offsets, widths and pointers allow it.
-  void copy_segments(const std::vector<Seg>& segs, float* wide, int64_t rows, int64_t width, bool into_wide) {
+  // into_wide: wide[r, off + j] = seg[r, j]; otherwise seg[r, j] = wide[r, off + j], for elements
+  // of `esz` bytes. One launch per segment; 16-byte units when the offsets, widths and pointers
+  // allow it.
+  void copy_segments(const std::vector<Seg>& segs, char* wide, size_t esz, int64_t rows, int64_t width,
+                     bool into_wide) {
     if (rows == 0) return;
     for (const Seg& s : segs) {
       if (s.c == 0) continue;
-      float* narrow = const_cast<float*>(s.p);
-      float* wcol = wide + s.off;
-      const float* src = into_wide ? narrow : wcol;
-      float* dst = into_wide ? wcol : narrow;
-      int64_t src_ld = into_wide ? s.c : width, dst_ld = into_wide ? width : s.c;
-      bool vec = s.c % 4 == 0 && width % 4 == 0 && cuda::aligned16(src) && cuda::aligned16(dst);
-      if (vec)
-        TRAINER_LAUNCH(copy_cols_kernel<float4>, cuda::grid_for(rows * (s.c / 4), c_), cuda::kBlock, c_.stream(),
-                       reinterpret_cast<const float4*>(src), src_ld / 4, reinterpret_cast<float4*>(dst), dst_ld / 4,
-                       rows, s.c / 4);
+      char* narrow = const_cast<char*>(s.p);
+      char* wcol = wide + s.off * int64_t(esz);
+      const char* src = into_wide ? narrow : wcol;
+      char* dst = into_wide ? wcol : narrow;
+      const int64_t src_ld = into_wide ? s.c : width, dst_ld = into_wide ? width : s.c;  // in elements
+      const int64_t per16 = int64_t(16 / esz);
+      if (s.c % per16 == 0 && width % per16 == 0 && cuda::aligned16(src) && cuda::aligned16(dst))
+        copy_as<uint4>(src, src_ld / per16, dst, dst_ld / per16, rows, s.c / per16);
+      else if (esz == 4)
+        copy_as<uint32_t>(src, src_ld, dst, dst_ld, rows, s.c);
       else
-        TRAINER_LAUNCH(copy_cols_kernel<float>, cuda::grid_for(rows * s.c, c_), cuda::kBlock, c_.stream(), src,
-                       src_ld, dst, dst_ld, rows, s.c);
+        copy_as<uint16_t>(src, src_ld, dst, dst_ld, rows, s.c);
     }
+  }
+
+  template <class U>
+  void copy_as(const char* src, int64_t src_ld, char* dst, int64_t dst_ld, int64_t rows, int64_t cols) {
+    TRAINER_LAUNCH(copy_cols_kernel<U>, cuda::grid_for(rows * cols, c_), cuda::kBlock, c_.stream(),
+                   reinterpret_cast<const U*>(src), src_ld, reinterpret_cast<U*>(dst), dst_ld, rows, cols);
   }
 
   CudaContext& c_;

@@ -1,6 +1,6 @@
-// CUDA global pooling: [N,H,W,C] -> [N,C] average or max and their gradients (thread per (n, c), same order of operations as the CPU).
+// CUDA global pooling: [N,H,W,C] -> [N,C] average or max of any float type and their gradients (thread per (n, c), the CPU's order).
 #include "core/ops/cuda/cuda_context.h"
-#include "core/ops/cuda/cuda_util.cuh"
+#include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/pooling.h"
 
 namespace trainer {
@@ -8,48 +8,51 @@ namespace {
 
 // Thread per output (i, c): a sequential pass over the hw positions in the CPU's order, so the
 // result is bit-identical to cpu_pooling.cpp. Adjacent threads read adjacent channels (coalesced).
-__global__ void global_pool_fwd_kernel(const float* x, float* y, int64_t n, int64_t hw, int64_t C, bool avg,
-                                       float inv) {
+// bf16/f16 values are summed in float and rounded once; the max is exact.
+template <class T>
+__global__ void global_pool_fwd_kernel(const T* x, T* y, int64_t n, int64_t hw, int64_t C, bool avg, float inv) {
   CUDA_GRID_LOOP(idx, n * C) {
     const int64_t i = idx / C, c = idx - i * C;
-    const float* src = x + i * hw * C + c;
+    const T* src = x + i * hw * C + c;
     float o;
     if (avg) {
       o = 0.0f;
-      for (int64_t s = 0; s < hw; ++s) o += src[s * C];
+      for (int64_t s = 0; s < hw; ++s) o += cuda::to_f32(src[s * C]);
       o *= inv;
     } else {
       o = -INFINITY;
       for (int64_t s = 0; s < hw; ++s) {
-        const float r = src[s * C];
+        const float r = cuda::to_f32(src[s * C]);
         o = r > o ? r : o;
       }
     }
-    y[idx] = o;
+    y[idx] = cuda::from_f32<T>(o);
   }
 }
 
 // Average: every position receives dy / hw (thread per dx element).
-__global__ void global_avg_bwd_kernel(const float* dy, float* dx, int64_t n, int64_t hw, int64_t C, float inv) {
+template <class T>
+__global__ void global_avg_bwd_kernel(const T* dy, T* dx, int64_t n, int64_t hw, int64_t C, float inv) {
   CUDA_GRID_LOOP(idx, n * hw * C) {
     const int64_t c = idx % C, i = idx / (hw * C);
-    dx[idx] = dy[i * C + c] * inv;
+    dx[idx] = cuda::from_f32<T>(cuda::to_f32(dy[i * C + c]) * inv);
   }
 }
 
 // Max: the gradient goes to the first position holding the maximum (as TF's argmax and the CPU);
 // thread per (i, c) writes its whole column of dx, zeros elsewhere.
-__global__ void global_max_bwd_kernel(const float* x, const float* y, const float* dy, float* dx, int64_t n,
-                                      int64_t hw, int64_t C) {
+template <class T>
+__global__ void global_max_bwd_kernel(const T* x, const T* y, const T* dy, T* dx, int64_t n, int64_t hw, int64_t C) {
   CUDA_GRID_LOOP(idx, n * C) {
     const int64_t i = idx / C, c = idx - i * C;
-    const float* src = x + i * hw * C + c;
-    float* d = dx + i * hw * C + c;
-    const float m = y[idx], g = dy[idx];
+    const T* src = x + i * hw * C + c;
+    T* d = dx + i * hw * C + c;
+    const float m = cuda::to_f32(y[idx]);
+    const T g = dy[idx], zero = cuda::from_f32<T>(0.0f);
     bool found = false;
     for (int64_t s = 0; s < hw; ++s) {
-      const bool here = !found && src[s * C] == m;
-      d[s * C] = here ? g : 0.0f;
+      const bool here = !found && cuda::to_f32(src[s * C]) == m;
+      d[s * C] = here ? g : zero;
       found = found || here;
     }
   }
@@ -61,35 +64,42 @@ class CudaGlobalPool final : public GlobalPoolKernel {
 
   void forward(const Tensor& x, Tensor& y) override {
     const Device dev = c_.device();
-    cuda::require_rank("global_pool", "x", x, 4, dev);
+    cuda::require_float_rank("global_pool", "x", x, 4, dev);
     const int64_t n = x.dim(0), hw = x.dim(1) * x.dim(2), C = x.dim(3);
-    cuda::require_shape("global_pool", "y", y, {n, C}, dev);
+    cuda::require_as("global_pool", "y", y, x, {n, C}, dev);
     if (hw == 0) {
       c_.fill_zero(y.data(), y.bytes());
       return;
     }
     const bool avg = p_.kind == PoolKind::Avg;
     const float inv = 1.0f / float(hw);
-    TRAINER_LAUNCH(global_pool_fwd_kernel, cuda::grid_for(n * C, c_), cuda::kBlock, c_.stream(), x.f32(), y.f32(), n,
-                   hw, C, avg, inv);
+    cuda::dispatch_float("global_pool", "x", x, [&](auto tag) {
+      using T = decltype(tag);
+      TRAINER_LAUNCH(global_pool_fwd_kernel<T>, cuda::grid_for(n * C, c_), cuda::kBlock, c_.stream(),
+                     cuda::ptr<const T>(x), cuda::ptr<T>(y), n, hw, C, avg, inv);
+    });
   }
 
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) override {
     const Device dev = c_.device();
-    cuda::require_rank("global_pool", "x", x, 4, dev);
+    cuda::require_float_rank("global_pool", "x", x, 4, dev);
     const int64_t n = x.dim(0), hw = x.dim(1) * x.dim(2), C = x.dim(3);
-    cuda::require_shape("global_pool", "dy", dy, {n, C}, dev);
-    cuda::require_shape("global_pool", "dx", dx, x.shape(), dev);
+    cuda::require_as("global_pool", "dy", dy, x, {n, C}, dev);
+    cuda::require_as("global_pool", "dx", dx, x, x.shape(), dev);
     const bool avg = p_.kind == PoolKind::Avg;
-    if (!avg) cuda::require_shape("global_pool", "y", y, {n, C}, dev);
+    if (!avg) cuda::require_as("global_pool", "y", y, x, {n, C}, dev);
     if (hw == 0) return;
     const float inv = 1.0f / float(hw);
-    if (avg)
-      TRAINER_LAUNCH(global_avg_bwd_kernel, cuda::grid_for(n * hw * C, c_), cuda::kBlock, c_.stream(), dy.f32(),
-                     dx.f32(), n, hw, C, inv);
-    else
-      TRAINER_LAUNCH(global_max_bwd_kernel, cuda::grid_for(n * C, c_), cuda::kBlock, c_.stream(), x.f32(), y.f32(),
-                     dy.f32(), dx.f32(), n, hw, C);
+    cuda::dispatch_float("global_pool", "x", x, [&](auto tag) {
+      using T = decltype(tag);
+      if (avg)
+        TRAINER_LAUNCH(global_avg_bwd_kernel<T>, cuda::grid_for(n * hw * C, c_), cuda::kBlock, c_.stream(),
+                       cuda::ptr<const T>(dy), cuda::ptr<T>(dx), n, hw, C, inv);
+      else
+        TRAINER_LAUNCH(global_max_bwd_kernel<T>, cuda::grid_for(n * C, c_), cuda::kBlock, c_.stream(),
+                       cuda::ptr<const T>(x), cuda::ptr<const T>(y), cuda::ptr<const T>(dy), cuda::ptr<T>(dx), n, hw,
+                       C);
+    });
   }
 
  private:

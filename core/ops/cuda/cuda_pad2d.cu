@@ -1,8 +1,8 @@
-// CUDA pad2d: zero padding of NHWC activations (one thread per output element) and its backward crop.
+// CUDA pad2d: zero padding of NHWC activations of any float type (one thread per output element) and its backward crop.
 #include <cstdint>
 
 #include "core/ops/cuda/cuda_context.h"
-#include "core/ops/cuda/cuda_util.cuh"
+#include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/pad2d.h"
 
 namespace trainer {
@@ -15,18 +15,20 @@ struct PadShape {
   int top, left;
 };
 
-// y element i of [n, oh, ow, c]: x under it, or zero in the border.
-__host__ __device__ inline float pad_forward_at(const PadShape& s, const float* __restrict__ x, int64_t i) {
+// y element i of [n, oh, ow, c]: x under it, or zero in the border (T's bits copied as they are).
+template <class T>
+__host__ __device__ inline T pad_forward_at(const PadShape& s, const T* __restrict__ x, int64_t i) {
   const int64_t ch = i % s.c;
   int64_t r = i / s.c;
   const int64_t ix = r % s.ow - s.left;
   r /= s.ow;
   const int64_t iy = r % s.oh - s.top, b = r / s.oh;
-  return (iy >= 0 && iy < s.h && ix >= 0 && ix < s.w) ? x[((b * s.h + iy) * s.w + ix) * s.c + ch] : 0.0f;
+  return (iy >= 0 && iy < s.h && ix >= 0 && ix < s.w) ? x[((b * s.h + iy) * s.w + ix) * s.c + ch] : cuda::from_f32<T>(0.0f);
 }
 
 // dx element i of [n, h, w, c]: the dy element it was copied to.
-__host__ __device__ inline float pad_backward_at(const PadShape& s, const float* __restrict__ dy, int64_t i) {
+template <class T>
+__host__ __device__ inline T pad_backward_at(const PadShape& s, const T* __restrict__ dy, int64_t i) {
   const int64_t ch = i % s.c;
   int64_t r = i / s.c;
   const int64_t ix = r % s.w;
@@ -35,11 +37,13 @@ __host__ __device__ inline float pad_backward_at(const PadShape& s, const float*
   return dy[((b * s.oh + iy + s.top) * s.ow + ix + s.left) * s.c + ch];
 }
 
-__global__ void pad_forward_kernel(PadShape s, const float* __restrict__ x, float* __restrict__ y) {
+template <class T>
+__global__ void pad_forward_kernel(PadShape s, const T* __restrict__ x, T* __restrict__ y) {
   CUDA_GRID_LOOP(i, s.n * s.oh * s.ow * s.c) y[i] = pad_forward_at(s, x, i);
 }
 
-__global__ void pad_backward_kernel(PadShape s, const float* __restrict__ dy, float* __restrict__ dx) {
+template <class T>
+__global__ void pad_backward_kernel(PadShape s, const T* __restrict__ dy, T* __restrict__ dx) {
   CUDA_GRID_LOOP(i, s.n * s.h * s.w * s.c) dx[i] = pad_backward_at(s, dy, i);
 }
 
@@ -51,19 +55,25 @@ class CudaPad2d final : public Pad2dKernel {
   }
 
   void forward(const Tensor& x, Tensor& y) override {
-    cuda::require_rank(kOp, "x", x, 4, c_.device());
-    cuda::require_shape(kOp, "y", y, out_shape(x.shape()), c_.device());
+    cuda::require_float_rank(kOp, "x", x, 4, c_.device());
+    cuda::require_as(kOp, "y", y, x, out_shape(x.shape()), c_.device());
     if (y.numel() == 0) return;
-    TRAINER_LAUNCH(pad_forward_kernel, cuda::grid_for(y.numel(), c_), cuda::kBlock, c_.stream(), shape_of(x.shape()),
-                   x.f32(), y.f32());
+    cuda::dispatch_float(kOp, "x", x, [&](auto tag) {
+      using T = decltype(tag);
+      TRAINER_LAUNCH(pad_forward_kernel<T>, cuda::grid_for(y.numel(), c_), cuda::kBlock, c_.stream(),
+                     shape_of(x.shape()), cuda::ptr<const T>(x), cuda::ptr<T>(y));
+    });
   }
 
   void backward(const Tensor& dy, Tensor& dx) override {
-    cuda::require_rank(kOp, "dx", dx, 4, c_.device());
-    cuda::require_shape(kOp, "dy", dy, out_shape(dx.shape()), c_.device());
+    cuda::require_float_rank(kOp, "dx", dx, 4, c_.device());
+    cuda::require_as(kOp, "dy", dy, dx, out_shape(dx.shape()), c_.device());
     if (dx.numel() == 0) return;
-    TRAINER_LAUNCH(pad_backward_kernel, cuda::grid_for(dx.numel(), c_), cuda::kBlock, c_.stream(),
-                   shape_of(dx.shape()), dy.f32(), dx.f32());
+    cuda::dispatch_float(kOp, "dx", dx, [&](auto tag) {
+      using T = decltype(tag);
+      TRAINER_LAUNCH(pad_backward_kernel<T>, cuda::grid_for(dx.numel(), c_), cuda::kBlock, c_.stream(),
+                     shape_of(dx.shape()), cuda::ptr<const T>(dy), cuda::ptr<T>(dx));
+    });
   }
 
  private:

@@ -1,8 +1,8 @@
-// CUDA pool2d: NHWC max/avg pooling kernels with Keras padding (odd 'same' included), deterministic gather backward.
+// CUDA pool2d: NHWC max/avg pooling kernels of any float type with Keras padding (odd 'same' included), deterministic gather backward.
 #include <climits>
 
 #include "core/ops/cuda/cuda_context.h"
-#include "core/ops/cuda/cuda_util.cuh"
+#include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/pooling.h"
 
 // Why not cudnnPoolingForward/Backward: cuDNN pads symmetrically, and Keras' 'same' puts the odd
@@ -37,8 +37,9 @@ __device__ __forceinline__ void clip_window(int start, int k, int in, int& k0, i
 // One thread per output element (c fastest: neighbouring threads read neighbouring channels).
 // Max: y = the maximum (when y != nullptr) and arg = its input position iy * iw + ix (when
 // arg != nullptr). Avg: y = the mean over the in-bounds window.
-__global__ void pool_forward_kernel(const float* __restrict__ x, float* __restrict__ y, int* __restrict__ arg,
-                                    PoolGeom g, bool is_max) {
+template <class T>
+__global__ void pool_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int* __restrict__ arg, PoolGeom g,
+                                    bool is_max) {
   const int64_t total = int64_t(g.n) * g.oh * g.ow * g.c;
   CUDA_GRID_LOOP(i, total) {
     const int c = int(i % g.c);
@@ -51,27 +52,27 @@ __global__ void pool_forward_kernel(const float* __restrict__ x, float* __restri
     int ky0, ky1, kx0, kx1;
     clip_window(y0, g.kh, g.ih, ky0, ky1);
     clip_window(x0, g.kw, g.iw, kx0, kx1);
-    const float* xn = x + n * g.ih * g.iw * g.c + c;
+    const T* xn = x + n * g.ih * g.iw * g.c + c;
     if (is_max) {
       float best = -INFINITY;
       int best_pos = (y0 + ky0) * g.iw + (x0 + kx0);  // the first in-bounds position if none is > -inf
       for (int ky = ky0; ky < ky1; ++ky)
         for (int kx = kx0; kx < kx1; ++kx) {
           const int pos = (y0 + ky) * g.iw + (x0 + kx);
-          const float v = xn[int64_t(pos) * g.c];
+          const float v = cuda::to_f32(xn[int64_t(pos) * g.c]);
           if (v > best) {
             best = v;
             best_pos = pos;
           }
         }
-      if (y) y[i] = best;
+      if (y) y[i] = cuda::from_f32<T>(best);
       if (arg) arg[i] = best_pos;
     } else {
       float s = 0.0f;
       for (int ky = ky0; ky < ky1; ++ky)
-        for (int kx = kx0; kx < kx1; ++kx) s += xn[int64_t((y0 + ky) * g.iw + (x0 + kx)) * g.c];
+        for (int kx = kx0; kx < kx1; ++kx) s += cuda::to_f32(xn[int64_t((y0 + ky) * g.iw + (x0 + kx)) * g.c]);
       const int cnt = (ky1 - ky0) * (kx1 - kx0);
-      y[i] = cnt > 0 ? s / float(cnt) : 0.0f;
+      y[i] = cuda::from_f32<T>(cnt > 0 ? s / float(cnt) : 0.0f);
     }
   }
 }
@@ -87,7 +88,8 @@ __device__ __forceinline__ void covering(int i, int k, int s, int p, int out, in
 
 // One thread per input element: dx = Σ over covering outputs (oy, then ox ascending) of
 // max: dy if this element is the output's argmax; avg: dy / (in-bounds count of that window).
-__global__ void pool_backward_kernel(const float* __restrict__ dy, const int* __restrict__ arg, float* __restrict__ dx,
+template <class T>
+__global__ void pool_backward_kernel(const T* __restrict__ dy, const int* __restrict__ arg, T* __restrict__ dx,
                                      PoolGeom g, bool is_max) {
   const int64_t total = int64_t(g.n) * g.ih * g.iw * g.c;
   CUDA_GRID_LOOP(i, total) {
@@ -108,15 +110,15 @@ __global__ void pool_backward_kernel(const float* __restrict__ dy, const int* __
       for (int ox = ox0; ox <= ox1; ++ox) {
         const int64_t o = ((n * g.oh + oy) * g.ow + ox) * g.c + c;
         if (is_max) {
-          if (arg[o] == pos) acc += dy[o];
+          if (arg[o] == pos) acc += cuda::to_f32(dy[o]);
         } else {
           int kx0, kx1;
           clip_window(ox * g.sw - g.pl, g.kw, g.iw, kx0, kx1);
-          acc += dy[o] / float((ky1 - ky0) * (kx1 - kx0));  // >= 1: the window covers (iy, ix)
+          acc += cuda::to_f32(dy[o]) / float((ky1 - ky0) * (kx1 - kx0));  // >= 1: the window covers (iy, ix)
         }
       }
     }
-    dx[i] = acc;
+    dx[i] = cuda::from_f32<T>(acc);
   }
 }
 
@@ -133,20 +135,23 @@ class CudaPool2d final : public Pool2dKernel {
   }
 
   void forward(const Tensor& x, Tensor& y, bool /*training*/) override {
-    cuda::require_rank(kOp, "x", x, 4, dev());
-    cuda::require_shape(kOp, "y", y, out_shape(x), dev());
+    cuda::require_float_rank(kOp, "x", x, 4, dev());
+    cuda::require_as(kOp, "y", y, x, out_shape(x), dev());
     if (y.numel() == 0) return;
     PoolGeom g = geometry(x);
-    TRAINER_LAUNCH(pool_forward_kernel, cuda::grid_for(y.numel(), c_), cuda::kBlock, c_.stream(), x.f32(), y.f32(),
-                   nullptr, g, p_.kind == PoolKind::Max);
+    cuda::dispatch_float(kOp, "x", x, [&](auto tag) {
+      using T = decltype(tag);
+      TRAINER_LAUNCH(pool_forward_kernel<T>, cuda::grid_for(y.numel(), c_), cuda::kBlock, c_.stream(),
+                     cuda::ptr<const T>(x), cuda::ptr<T>(y), nullptr, g, p_.kind == PoolKind::Max);
+    });
   }
 
   // y is not needed: max pooling recomputes its argmax from x.
   void backward(const Tensor& x, const Tensor& /*y*/, const Tensor& dy, Tensor& dx) override {
-    cuda::require_rank(kOp, "x", x, 4, dev());
+    cuda::require_float_rank(kOp, "x", x, 4, dev());
     Shape ys = out_shape(x);
-    cuda::require_shape(kOp, "dy", dy, ys, dev());
-    cuda::require_shape(kOp, "dx", dx, x.shape(), dev());
+    cuda::require_as(kOp, "dy", dy, x, ys, dev());
+    cuda::require_as(kOp, "dx", dx, x, x.shape(), dev());
     if (dx.numel() == 0) return;
     if (dy.numel() == 0) {  // no output covers anything
       c_.fill_zero(dx.data(), dx.bytes());
@@ -154,16 +159,18 @@ class CudaPool2d final : public Pool2dKernel {
     }
     PoolGeom g = geometry(x);
     const bool is_max = p_.kind == PoolKind::Max;
-    const int* arg = nullptr;
-    Tensor argmax;
-    if (is_max) {
-      argmax = c_.empty(ys, DType::I32);
-      TRAINER_LAUNCH(pool_forward_kernel, cuda::grid_for(dy.numel(), c_), cuda::kBlock, c_.stream(), x.f32(), nullptr,
-                     argmax.i32(), g, true);
-      arg = argmax.i32();
-    }
-    TRAINER_LAUNCH(pool_backward_kernel, cuda::grid_for(dx.numel(), c_), cuda::kBlock, c_.stream(), dy.f32(), arg,
-                   dx.f32(), g, is_max);
+    cuda::dispatch_float(kOp, "x", x, [&](auto tag) {
+      using T = decltype(tag);
+      const int* arg = nullptr;
+      if (is_max) {  // the argmax scratch (grown on demand: no allocation once the shape is fixed)
+        if (argmax_.numel() < dy.numel()) argmax_ = c_.empty({dy.numel()}, DType::I32);
+        TRAINER_LAUNCH(pool_forward_kernel<T>, cuda::grid_for(dy.numel(), c_), cuda::kBlock, c_.stream(),
+                       cuda::ptr<const T>(x), nullptr, argmax_.i32(), g, true);
+        arg = argmax_.i32();
+      }
+      TRAINER_LAUNCH(pool_backward_kernel<T>, cuda::grid_for(dx.numel(), c_), cuda::kBlock, c_.stream(),
+                     cuda::ptr<const T>(dy), arg, cuda::ptr<T>(dx), g, is_max);
+    });
   }
 
  private:
@@ -192,6 +199,7 @@ class CudaPool2d final : public Pool2dKernel {
 
   CudaContext& c_;
   Pool2dParams p_;
+  Tensor argmax_;  // i32: max pooling's argmax, recomputed in backward
 };
 
 static RegisterKernel<Pool2dKernel, CudaPool2d> reg(DeviceKind::CUDA);

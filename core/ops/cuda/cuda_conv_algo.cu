@@ -1,0 +1,155 @@
+// cuDNN convolution algorithm choice under the context's workspace budget (deterministic candidates only, a line when the fastest does not fit).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "core/ops/cuda/cuda_conv_algo.h"
+#include "core/ops/cuda/cuda_util.cuh"
+
+// Determinism: BWD_DATA_ALGO_0 and BWD_FILTER_ALGO_0 / _3 use atomics (cuDNN docs on
+// reproducibility); cuDNN flags every candidate's determinism in its perf struct, and only
+// CUDNN_DETERMINISTIC ones are taken. The fallbacks are deterministic too: FWD IMPLICIT_PRECOMP_GEMM
+// (then IMPLICIT_GEMM), BWD_DATA_ALGO_1, BWD_FILTER_ALGO_1.
+// TRAINER_CUDNN_LOG=1 prints every choice to stderr (first GPU runs, benchmarks).
+
+namespace trainer {
+namespace {
+
+constexpr size_t kMiB = size_t(1) << 20;
+
+bool log_all() {
+  static const bool on = [] {
+    const char* e = std::getenv("TRAINER_CUDNN_LOG");
+    return e && *e && *e != '0';
+  }();
+  return on;
+}
+
+const char* pass_name(ConvPass p) {
+  return p == ConvPass::Forward ? "forward" : p == ConvPass::BackwardData ? "backward data" : "backward filter";
+}
+
+struct Candidate {
+  int algo;
+  cudnnStatus_t status;
+  cudnnDeterminism_t determinism;
+  cudnnMathType_t math;
+  size_t memory;
+};
+
+// cuDNN's heuristic candidates for the pass, fastest first.
+std::vector<Candidate> candidates(cudnnHandle_t h, const ConvDescs& d, ConvPass pass) {
+  std::vector<Candidate> out;
+  int max = 0, got = 0;
+  auto take = [&](const auto& perf) {
+    for (int i = 0; i < got; ++i)
+      out.push_back({int(perf[size_t(i)].algo), perf[size_t(i)].status, perf[size_t(i)].determinism,
+                     perf[size_t(i)].mathType, perf[size_t(i)].memory});
+  };
+  if (pass == ConvPass::Forward) {
+    CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max));
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(size_t(std::max(max, 1)));
+    CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, max, &got, perf.data()));
+    take(perf);
+  } else if (pass == ConvPass::BackwardData) {
+    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max));
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(size_t(std::max(max, 1)));
+    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, max, &got, perf.data()));
+    take(perf);
+  } else {
+    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max));
+    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(size_t(std::max(max, 1)));
+    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, max, &got, perf.data()));
+    take(perf);
+  }
+  return out;
+}
+
+// The workspace of `algo` with the descriptor's current math type.
+cudnnStatus_t workspace_of(cudnnHandle_t h, const ConvDescs& d, ConvPass pass, int algo, size_t* bytes) {
+  if (pass == ConvPass::Forward)
+    return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, cudnnConvolutionFwdAlgo_t(algo), bytes);
+  if (pass == ConvPass::BackwardData)
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, cudnnConvolutionBwdDataAlgo_t(algo),
+                                                        bytes);
+  return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w,
+                                                        cudnnConvolutionBwdFilterAlgo_t(algo), bytes);
+}
+
+std::vector<int> fallbacks(ConvPass pass) {
+  if (pass == ConvPass::Forward)
+    return {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM};
+  if (pass == ConvPass::BackwardData) return {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1};
+  return {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1};
+}
+
+std::string mib(size_t bytes) { return cuda::cat((bytes + kMiB - 1) / kMiB, " MiB"); }
+
+}  // namespace
+
+cudnnMathType_t conv_math(DType t) { return t == DType::F32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH; }
+
+bool conv_math_allowed(DType t, cudnnMathType_t m) {
+  if (t == DType::F32) return m == CUDNN_FMA_MATH;
+  return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_DEFAULT_MATH;
+}
+
+void set_conv_math(const ConvDescs& d, cudnnMathType_t m) { CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, m)); }
+
+ConvAlgo choose_conv_algo(CudaContext& c, const ConvDescs& d, ConvPass pass, DType t, const std::string& what) {
+  cudnnHandle_t h = c.cudnn();
+  const size_t budget = c.workspace_budget();
+  set_conv_math(d, conv_math(t));
+  const std::vector<Candidate> list = candidates(h, d, pass);
+  const Candidate* passed_over = nullptr;  // the fastest usable candidate, when it did not fit
+  size_t passed_over_ws = 0;
+  for (const Candidate& k : list) {
+    if (k.status != CUDNN_STATUS_SUCCESS || k.determinism != CUDNN_DETERMINISTIC || !conv_math_allowed(t, k.math))
+      continue;
+    set_conv_math(d, k.math);
+    size_t ws = 0;
+    if (workspace_of(h, d, pass, k.algo, &ws) != CUDNN_STATUS_SUCCESS) continue;
+    ws = std::max(ws, k.memory);
+    if (ws > budget) {
+      if (!passed_over) passed_over = &k, passed_over_ws = ws;
+      continue;
+    }
+    const ConvAlgo a{k.algo, k.math, ws};
+    if (passed_over)
+      std::fprintf(stderr, "note: %s\n",
+                   cuda::cat("conv2d ", what, " ", pass_name(pass), ": cuDNN algorithm ", a.algo, " (", mib(ws),
+                             " of workspace) instead of the faster ", passed_over->algo, ", which needs ",
+                             mib(passed_over_ws), ", over ", c.device().str(), "'s workspace budget of ", mib(budget),
+                             " (devices.workspace_mb)")
+                       .c_str());
+    else if (log_all())
+      std::fprintf(stderr, "%s\n",
+                   cuda::cat("conv2d ", what, " ", pass_name(pass), ": cuDNN algorithm ", a.algo, " math ",
+                             int(a.math), ", workspace ", ws, " bytes (heuristic)")
+                       .c_str());
+    return a;
+  }
+  // No heuristic candidate fits: the deterministic fallbacks, the first cuDNN supports.
+  cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
+  for (int algo : fallbacks(pass)) {
+    set_conv_math(d, conv_math(t));
+    size_t ws = 0;
+    last = workspace_of(h, d, pass, algo, &ws);
+    if (last != CUDNN_STATUS_SUCCESS) continue;
+    if (passed_over || ws > budget || log_all())
+      std::fprintf(stderr, "note: %s\n",
+                   cuda::cat("conv2d ", what, " ", pass_name(pass), ": cuDNN's fallback algorithm ", algo, " (",
+                             mib(ws), " of workspace)", passed_over ? ": no faster deterministic algorithm fits " : "",
+                             passed_over ? c.device().str() : "", passed_over ? "'s workspace budget of " : "",
+                             passed_over ? mib(budget) : "")
+                       .c_str());
+    return {algo, conv_math(t), ws};
+  }
+  cuda_fail(cuda::cat("conv2d ", what, ": no deterministic cuDNN algorithm for ", pass_name(pass), " in ",
+                      dtype_name(t))
+                .c_str(),
+            cudnnGetErrorString(last), __FILE__, __LINE__);
+}
+
+}  // namespace trainer

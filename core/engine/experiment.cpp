@@ -43,6 +43,8 @@ static void read_devices(cfg::MapReader r, DeviceRequest& d) {
   }
   d.cpu_replicas = int(r.get_int("cpu", 1, 1, 1024));
   d.threads = int(r.get_int("threads", 0, 0, 4096));
+  d.tf32 = r.get<bool>("tf32", true);
+  d.workspace_mb = r.get_int("workspace_mb", 0, 0, int64_t(1) << 20);
   r.finish();
 }
 
@@ -87,6 +89,15 @@ static void read_strategy(cfg::MapReader& r, Experiment& e) {
     cfg::root(e.doc).child("devices").child("cpu").fail(
         "several CPU replicas of a device-parallel model would be the hybrid strategy, which is not implemented; "
         "name virtual CPU devices (cpu:0, cpu:1) in placement instead");
+}
+
+ContextOptions context_options(const Experiment& e, int threads) {
+  ContextOptions o;
+  o.threads = threads;
+  o.precision = e.precision;
+  o.tf32 = e.devices.tf32;
+  o.workspace_mb = e.devices.workspace_mb;
+  return o;
 }
 
 std::vector<std::string> metric_names(const Experiment& e) {

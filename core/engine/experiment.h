@@ -29,6 +29,8 @@ struct DeviceRequest {
   bool all_gpus = false;  // `gpus: all`: every visible GPU
   int cpu_replicas = 1;
   int threads = 0;        // CPU compute threads per replica (0: every core)
+  bool tf32 = true;       // GPU fp32: TF32 tensor cores (as PyTorch's cuDNN and TF); false: strict fp32
+  int64_t workspace_mb = 0;  // GPU convolution workspace budget in MiB (0: half the free memory, <= 4 GiB)
 };
 
 // `checkpoint:` — when checkpoints are written (the run directory's checkpoints/) and how many kept.
@@ -70,5 +72,8 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
 Experiment read_experiment(std::shared_ptr<cfg::Document> doc);
 // The names of each epoch's metrics row (metrics.csv's columns after `epoch`).
 std::vector<std::string> metric_names(const Experiment& e);
+// The op context options of one replica or stage with `threads` compute threads (CPU): precision,
+// TF32 and the workspace budget (GPU) from the config.
+ContextOptions context_options(const Experiment& e, int threads);
 
 }  // namespace trainer

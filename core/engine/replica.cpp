@@ -52,10 +52,7 @@ std::vector<Tensor> split_inputs(OpContext& ctx, const Tensor& host, const std::
 }
 
 Replica::Replica(const Experiment& e, Device device, int threads) {
-  ContextOptions o;
-  o.threads = threads;
-  o.precision = e.precision;
-  ctx_ = make_context(device, o);
+  ctx_ = make_context(device, context_options(e, threads));
   graph_ = std::make_unique<Graph>(e.model);
   graph_->bind(*ctx_, e.seed);
   optimizer_ = make_optimizer(e.optimizer);

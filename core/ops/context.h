@@ -60,6 +60,7 @@ struct ContextOptions {
   int threads = 0;                        // CPU: compute threads for this replica (0 = all cores)
   Precision precision = Precision::FP32;  // fp16: CUDA only (the CPU context refuses it)
   int64_t workspace_mb = 0;               // CUDA: convolution workspace budget (0: from free memory)
+  bool tf32 = false;                      // CUDA fp32: TF32 tensor cores in convolutions and GEMMs
 };
 
 // Contexts are made through a registry keyed by device kind, so the engine never names a backend.

@@ -89,7 +89,7 @@ TEST_CASE("e2e checkpoint: SIGINT mid-epoch, then --resume, ends bit-identical t
   CHECK(e2e::read_file(dir + "/full/metrics.csv") == e2e::read_file(dir + "/resumed/metrics.csv"));
 }
 
-TEST_CASE("e2e checkpoint: a real SIGINT from outside exits 130 with a checkpoint; resume ends identical") {
+TEST_CASE("e2e checkpoint: a real SIGINT from outside exits 130 with a checkpoint, resume ends identical") {
   std::string dir = setup("sigint2");
   auto full = e2e::trainer("run c.yaml --run-dir full --set train.epochs=30", dir);
   REQUIRE(full.code == 0);
@@ -114,7 +114,7 @@ TEST_CASE("e2e checkpoint: a real SIGINT from outside exits 130 with a checkpoin
   CHECK(e2e::read_file(dir + "/full/metrics.csv") == e2e::read_file(dir + "/resumed/metrics.csv"));
 }
 
-TEST_CASE("e2e checkpoint: kill -9 during a checkpoint write leaves the previous one; --resume auto continues from it") {
+TEST_CASE("e2e checkpoint: kill -9 during a checkpoint write leaves the previous one, --resume auto continues from it") {
   std::string dir = setup("kill9");
   auto full = e2e::trainer("run c.yaml --run-dir full", dir);
   REQUIRE(full.code == 0);
@@ -196,7 +196,7 @@ TEST_CASE("e2e checkpoint: an independent reader (Python, numpy) reads the tenso
   WARN("independent safetensors reader (python3 + numpy): " << seen << " tensors, names, shapes and values match");
 }
 
-TEST_CASE("e2e checkpoint: keep the newest K and the best; callbacks stop and reduce the rate like Keras") {
+TEST_CASE("e2e checkpoint: keep the newest K and the best, callbacks stop and reduce the rate like Keras") {
   std::string dir = setup("keep", "checkpoint: {every: 1, keep: 2, best: val_accuracy}\n");
   auto r = e2e::trainer("run c.yaml --run-dir r --set train.epochs=4", dir);
   INFO(r.out << r.err);
@@ -271,7 +271,7 @@ TEST_CASE("e2e checkpoint: init.from loads weights by name and reports mismatche
   CHECK_THAT(skip.out, Contains("Initialised 4 of 6 parameters") && Contains("skipped for their shape: dense/kernel"));
 }
 
-TEST_CASE("e2e checkpoint: a second SIGINT during the checkpoint write exits 130 at once; the previous checkpoint stays valid") {
+TEST_CASE("e2e checkpoint: a second SIGINT during the checkpoint write exits 130 at once, the previous checkpoint stays valid") {
   std::string dir = setup("sigint_twice");
   // The first SIGINT (hook, step 14) starts the interrupt checkpoint; its write stalls half-way;
   // the test sends the second SIGINT then.

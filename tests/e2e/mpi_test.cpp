@@ -115,7 +115,7 @@ TEST_CASE("e2e mpi: processes with different configs stop at start with one clea
   CHECK_THAT(out, Contains("runs another config or replica count than process 0"));
 }
 
-TEST_CASE("e2e mpi: SIGINT in a 2-process run stops both with a checkpoint; mpirun --resume ends bit-identical") {
+TEST_CASE("e2e mpi: SIGINT in a 2-process run stops both with a checkpoint, mpirun --resume ends bit-identical") {
   if (!have_mpirun()) {
     WARN("skipped: no mpirun (scripts/setup.sh installs openmpi-bin)");
     return;

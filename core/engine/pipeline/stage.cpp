@@ -25,10 +25,7 @@ struct HookScope {
 StageRuntime::StageRuntime(const Experiment& e, const Stage& st, Device device, int threads, int microbatches,
                            const std::string& logits)
     : stage_(st) {
-  ContextOptions o;
-  o.threads = threads;
-  o.precision = e.precision;
-  ctx_ = make_context(device, o);
+  ctx_ = make_context(device, context_options(e, threads));
   for (int m = 0; m < microbatches; ++m) {
     graphs_.push_back(std::make_unique<Graph>(st.spec));
     if (m == 0)

@@ -140,7 +140,10 @@ size_t CudaAllocator::cached_bytes() const {
 // CudaContext
 
 CudaContext::CudaContext(Device d, const ContextOptions& o)
-    : OpContext(d, o.precision), index_(d.index), workspace_limit_(size_t(std::max<int64_t>(o.workspace_mb, 0)) * kMiB) {
+    : OpContext(d, o.precision),
+      index_(d.index),
+      workspace_limit_(size_t(std::max<int64_t>(o.workspace_mb, 0)) * kMiB),
+      tf32_(o.tf32) {
   if (d.kind != DeviceKind::CUDA) throw DeviceError("CudaContext made for " + d.str());
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
@@ -165,8 +168,9 @@ CudaContext::CudaContext(Device d, const ContextOptions& o)
     CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
     CUBLAS_CHECK(cublasCreate(&cublas_));
     CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
-    // fp32 stays fp32: no TF32 tensor-core math unless a kernel asks for it explicitly.
-    CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+    // fp32 GEMMs (cublasSgemm: dense, LSTM) in TF32 only when asked (ContextOptions::tf32); the
+    // default math mode is true fp32. GemmEx with bf16/f16 operands uses tensor cores either way.
+    CUBLAS_CHECK(cublasSetMathMode(cublas_, tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     CUBLAS_CHECK(cublasLtCreate(&cublas_lt_));
   } catch (...) {
     release();

@@ -72,6 +72,9 @@ class CudaContext final : public OpContext {
   // shape): ContextOptions::workspace_mb when set, else half of the memory free now plus the
   // workspace already held, at most kAutoWorkspaceCap (TensorFlow's default limit).
   size_t workspace_budget() const;
+  // fp32 convolutions and GEMMs may use TF32 tensor cores (ContextOptions::tf32; cuBLAS's math
+  // mode is set accordingly). Low-precision ones always use tensor cores.
+  bool tf32() const { return tf32_; }
   static constexpr size_t kAutoWorkspaceCap = size_t(4096) << 20;
   const cudaDeviceProp& properties() const { return props_; }
 
@@ -86,6 +89,7 @@ class CudaContext final : public OpContext {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   size_t workspace_limit_ = 0;  // ContextOptions::workspace_mb in bytes (0: automatic)
+  bool tf32_ = false;
   void* pinned_ = nullptr;  // staging for copy_from_host
   size_t pinned_bytes_ = 0;
   cudaEvent_t pinned_free_ = nullptr;

@@ -31,8 +31,8 @@
 //    size 1 + (H + (pb - pt) + 2 pt - eff) / s equals Keras' and is checked for every shape.
 //  - Algorithms: once per input shape and type (cuda_conv_algo.h: deterministic, the fastest
 //    heuristic candidate whose workspace fits the context's budget).
-//  - Math: fp32 uses CUDNN_FMA_MATH (CUDNN_DEFAULT_MATH would permit TF32 on Ampere and later);
-//    bf16/f16 use tensor cores.
+//  - Math: fp32 uses CUDNN_FMA_MATH, or TF32 tensor cores when the context allows them
+//    (devices.tf32, as PyTorch's cudnn.allow_tf32); bf16/f16 use tensor cores.
 //  - Bias: a broadcast-add kernel after the convolution; its gradient is a deterministic column
 //    sum of dy (cuda_reduce.cuh; cublasSgemv refused 1-row shapes with "an unsupported value or
 //    parameter" on the first GPU run, and takes f32 only).
@@ -263,7 +263,7 @@ class CudaConv2d final : public Conv2dKernel {
     CUDNN_CHECK(cudnnSetFilter4dDescriptor(pl->w.d, dt, CUDNN_TENSOR_NHWC, OC, IC, p_.kh, p_.kw));
     CUDNN_CHECK(cudnnSetConvolution2dDescriptor(pl->conv.d, g.pt, g.pl, p_.sh, p_.sw, p_.dh, p_.dw,
                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    set_conv_math(pl->descs(), conv_math(type));
+    set_conv_math(pl->descs(), conv_math(type, c_.tf32()));
     int on = 0, oc = 0, oh = 0, ow = 0;
     CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(pl->conv.d, pl->x.d, pl->w.d, &on, &oc, &oh, &ow));
     if (on != N || oc != OC || oh != OH || ow != OW)

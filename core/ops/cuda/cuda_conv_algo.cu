@@ -88,11 +88,13 @@ std::string mib(size_t bytes) { return cuda::cat((bytes + kMiB - 1) / kMiB, " Mi
 
 }  // namespace
 
-cudnnMathType_t conv_math(DType t) { return t == DType::F32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH; }
+cudnnMathType_t conv_math(DType t, bool tf32) {
+  return t == DType::F32 && !tf32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+}
 
-bool conv_math_allowed(DType t, cudnnMathType_t m) {
-  if (t == DType::F32) return m == CUDNN_FMA_MATH;
-  return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_DEFAULT_MATH;
+bool conv_math_allowed(DType t, bool tf32, cudnnMathType_t m) {
+  if (t == DType::F32 && !tf32) return m == CUDNN_FMA_MATH;
+  return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_DEFAULT_MATH || (t == DType::F32 && m == CUDNN_FMA_MATH);
 }
 
 void set_conv_math(const ConvDescs& d, cudnnMathType_t m) { CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, m)); }
@@ -100,12 +102,12 @@ void set_conv_math(const ConvDescs& d, cudnnMathType_t m) { CUDNN_CHECK(cudnnSet
 ConvAlgo choose_conv_algo(CudaContext& c, const ConvDescs& d, ConvPass pass, DType t, const std::string& what) {
   cudnnHandle_t h = c.cudnn();
   const size_t budget = c.workspace_budget();
-  set_conv_math(d, conv_math(t));
+  set_conv_math(d, conv_math(t, c.tf32()));
   const std::vector<Candidate> list = candidates(h, d, pass);
   const Candidate* passed_over = nullptr;  // the fastest usable candidate, when it did not fit
   size_t passed_over_ws = 0;
   for (const Candidate& k : list) {
-    if (k.status != CUDNN_STATUS_SUCCESS || k.determinism != CUDNN_DETERMINISTIC || !conv_math_allowed(t, k.math))
+    if (k.status != CUDNN_STATUS_SUCCESS || k.determinism != CUDNN_DETERMINISTIC || !conv_math_allowed(t, c.tf32(), k.math))
       continue;
     set_conv_math(d, k.math);
     size_t ws = 0;
@@ -133,7 +135,7 @@ ConvAlgo choose_conv_algo(CudaContext& c, const ConvDescs& d, ConvPass pass, DTy
   // No heuristic candidate fits: the deterministic fallbacks, the first cuDNN supports.
   cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
   for (int algo : fallbacks(pass)) {
-    set_conv_math(d, conv_math(t));
+    set_conv_math(d, conv_math(t, c.tf32()));
     size_t ws = 0;
     last = workspace_of(h, d, pass, algo, &ws);
     if (last != CUDNN_STATUS_SUCCESS) continue;
@@ -144,7 +146,7 @@ ConvAlgo choose_conv_algo(CudaContext& c, const ConvDescs& d, ConvPass pass, DTy
                              passed_over ? c.device().str() : "", passed_over ? "'s workspace budget of " : "",
                              passed_over ? mib(budget) : "")
                        .c_str());
-    return {algo, conv_math(t), ws};
+    return {algo, conv_math(t, c.tf32()), ws};
   }
   cuda_fail(cuda::cat("conv2d ", what, ": no deterministic cuDNN algorithm for ", pass_name(pass), " in ",
                       dtype_name(t))

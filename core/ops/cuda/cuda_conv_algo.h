@@ -23,10 +23,11 @@ struct ConvAlgo {
   size_t workspace = 0;
 };
 
-// The math types a pass may use for tensors of type `t`: strict FMA for f32 (no TF32), tensor
-// cores (or cuDNN's default, which allows them) for bf16 and f16.
-bool conv_math_allowed(DType t, cudnnMathType_t m);
-cudnnMathType_t conv_math(DType t);
+// The math types a pass may use for tensors of type `t`: f32 strict FMA (no TF32) unless `tf32`,
+// then cuDNN's default or tensor-op math too (which allow TF32 on Ampere and later); tensor cores
+// (or cuDNN's default, which allows them) for bf16 and f16. conv_math: the one to ask for.
+bool conv_math_allowed(DType t, bool tf32, cudnnMathType_t m);
+cudnnMathType_t conv_math(DType t, bool tf32);
 
 // Picks `pass`'s algorithm once per shape (never inside the step loop): cuDNN's heuristic
 // candidates (cudnnGet*Algorithm_v7, fastest first) that succeed, are deterministic and use an

@@ -8,6 +8,7 @@
 
 #include "core/data/loader.h"
 #include "core/engine/replica_group.h"
+#include "test_devices.h"
 
 using namespace trainer;
 
@@ -38,13 +39,17 @@ train: {batch_size: 12, sync_bn: )" + std::string(sync_bn ? "true" : "false") + 
 optimizer: )" + optimizer + "\n";
 }
 
-// Trains `replicas` CPU replicas (one thread each) for `steps` steps on global batches of 12;
-// returns rank 0's final parameters, checking after every step that all ranks agree bitwise.
-std::vector<float> train(const std::string& yaml, int replicas, int steps, bool* identical) {
+// Trains `replicas` CPU replicas (one thread each), or replicas on one GPU listed `replicas` times
+// (as `--gpus 0,0,0`: threads of one process sharing the GPU, LocalComm in its memory), for `steps`
+// steps on global batches of 12; returns rank 0's final parameters, checking after every step that
+// all ranks agree bitwise.
+std::vector<float> train(const std::string& yaml, int replicas, int steps, bool* identical,
+                         const Device* gpu = nullptr) {
   Experiment e = read_experiment(cfg::parse_document(yaml, "dp.yaml"));
   e.train.batch_size = 12 / replicas;
+  e.devices.tf32 = false;  // strict fp32 on a GPU, so that the batch split is the only difference
   std::vector<Device> devices;
-  for (int r = 0; r < replicas; ++r) devices.push_back(Device::cpu(r));
+  for (int r = 0; r < replicas; ++r) devices.push_back(gpu ? *gpu : Device::cpu(r));
   ReplicaGroup group(e, devices, 1);
   auto ds = make_dataset(cfg::root(e.doc).child("data").child("train"), ".");
   std::vector<std::vector<float>> weights(static_cast<size_t>(replicas));
@@ -77,10 +82,10 @@ std::vector<float> train(const std::string& yaml, int replicas, int steps, bool*
   return weights[0];
 }
 
-void check_equivalent(const std::string& yaml, int replicas) {
+void check_equivalent(const std::string& yaml, int replicas, const Device* gpu = nullptr) {
   bool same1 = true, sameN = true;
-  std::vector<float> one = train(yaml, 1, 10, &same1);
-  std::vector<float> many = train(yaml, replicas, 10, &sameN);
+  std::vector<float> one = train(yaml, 1, 10, &same1, gpu);
+  std::vector<float> many = train(yaml, replicas, 10, &sameN, gpu);
   REQUIRE(one.size() == many.size());
   double diff = 0, norm = 0, maxdiff = 0, maxabs = 0;
   for (size_t i = 0; i < one.size(); ++i) {
@@ -90,7 +95,8 @@ void check_equivalent(const std::string& yaml, int replicas) {
     maxdiff = std::max(maxdiff, std::abs(d));
     maxabs = std::max(maxabs, std::abs(double(one[i])));
   }
-  WARN(replicas << " replicas: relative L2 difference " << std::sqrt(diff / norm) << ", max |diff| " << maxdiff
+  WARN((gpu ? gpu->str() + ": " : std::string()) << replicas << " replicas: relative L2 difference "
+       << std::sqrt(diff / norm) << ", max |diff| " << maxdiff
                 << " (max |w| " << maxabs << ")");
   CHECK(sameN);
   CHECK(std::sqrt(diff / norm) <= 1e-5);
@@ -110,6 +116,14 @@ TEST_CASE("data parallel: N replicas x B/N match 1 replica x B after 10 steps (A
 TEST_CASE("data parallel: with sync_bn, N replicas x B/N match 1 replica x B (batch norm over the global batch)") {
   for (int n : {2, 3, 4}) check_equivalent(config("{type: sgd, lr: 0.05, momentum: 0.9}", true, true), n);
   check_equivalent(config("{type: adam, lr: 0.01}", true, true), 3);
+}
+
+TEST_CASE("data parallel on one GPU listed N times (--gpus 0,0,0): N replicas x B/N match 1 replica x B") {
+  const test::TestDevice* gpu = test::test_gpu();
+  if (!gpu) return;
+  for (int n : {2, 3}) check_equivalent(config("{type: sgd, lr: 0.05, momentum: 0.9}", false, false), n, &gpu->device);
+  check_equivalent(config("{type: adam, lr: 0.01}", false, false), 3, &gpu->device);
+  check_equivalent(config("{type: sgd, lr: 0.05, momentum: 0.9}", true, true), 3, &gpu->device);
 }
 
 TEST_CASE("data parallel: a failing replica stops every replica promptly with its error") {

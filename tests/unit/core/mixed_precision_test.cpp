@@ -1,4 +1,4 @@
-// Mixed precision in the graph: which nodes keep bf16 activations, the conversions between types, and gradients that match fp32's.
+// Mixed precision in the graph on every device: which nodes keep bf16/f16 activations, the conversions between types, and gradients that match fp32's.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -6,6 +6,7 @@
 
 #include "core/engine/experiment.h"
 #include "graph_test_util.h"
+#include "test_devices.h"
 
 using namespace trainer;
 
@@ -42,23 +43,30 @@ struct Run {
   Tensor x, dy;
 };
 
-// kNet at `p`, seed 3, a fixed batch of 4 and a fixed output gradient; forward and backward run.
-std::unique_ptr<Run> run(Precision p, const std::vector<std::string>& keep = {}) {
-  auto r = std::unique_ptr<Run>(new Run{make_context(Device::cpu(0), ContextOptions{2, p}), test::build(kNet), {}, {}});
+// kNet on `device` at `p`, seed 3, a fixed batch of 4 and a fixed output gradient; forward and
+// backward run. fp32 is strict on a GPU (no TF32: the reference for the low precisions).
+std::unique_ptr<Run> run(Device device, Precision p, const std::vector<std::string>& keep = {}) {
+  ContextOptions o{device.is_cpu() ? 2 : 0, p};
+  auto r = std::unique_ptr<Run>(new Run{make_context(device, o), test::build(kNet), {}, {}});
   Graph& g = r->g;
   g.bind(*r->ctx, 3);
   for (const std::string& n : keep) g.keep_f32(g.node_index(n));
   g.set_input_grad(0, true);
   std::mt19937_64 rng(11);
   std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> x(4 * 6 * 6 * 3), dy(4 * 3);
+  for (float& v : x) v = nd(rng);
+  for (float& v : dy) v = nd(rng);
   r->x = r->ctx->empty(Shape{4, 6, 6, 3});
   r->dy = r->ctx->empty(Shape{4, 3});
-  for (int64_t i = 0; i < r->x.numel(); ++i) r->x.f32()[i] = nd(rng);
-  for (int64_t i = 0; i < r->dy.numel(); ++i) r->dy.f32()[i] = nd(rng);
+  r->ctx->copy_from_host(r->x.data(), x.data(), r->x.bytes());
+  r->ctx->copy_from_host(r->dy.data(), dy.data(), r->dy.bytes());
   g.forward(r->x, true);
   g.backward(r->dy, g.output_node());
   return r;
 }
+
+std::vector<float> host(Run& r, const Tensor& t) { return test::host_floats(*r.ctx, t); }
 
 // |a - b| / |b| over two f32 arrays (Euclidean norms).
 double rel_error(const float* a, const float* b, int64_t n) {
@@ -72,71 +80,89 @@ double rel_error(const float* a, const float* b, int64_t n) {
 
 }  // namespace
 
-TEST_CASE("mixed precision: convolutions and the memory-bound layers after them keep bf16, the rest f32") {
-  auto half = run(Precision::BF16), full = run(Precision::FP32);
-  auto type = [](Run& r, const char* n) { return r.g.dtype(r.g.node_index(n)); };
-  for (const char* n : {"c1", "bn1", "r1", "dw", "c2", "sum", "pool", "flat"}) {
-    INFO(n);
-    CHECK(type(*half, n) == DType::BF16);
-    CHECK(type(*full, n) == DType::F32);
+TEST_CASE("mixed precision: convolutions and the memory-bound layers after them keep the low type, the rest f32") {
+  for (const test::MixedCase& mc : test::mixed_cases()) SECTION(mc.name()) {
+    const Device dev = mc.device();
+    const Precision p = mc.precision;
+    auto half = run(dev, p), full = run(dev, Precision::FP32);
+    auto type = [](Run& r, const char* n) { return r.g.dtype(r.g.node_index(n)); };
+    for (const char* n : {"c1", "bn1", "r1", "dw", "c2", "sum", "pool", "flat"}) {
+      INFO(n);
+      CHECK(type(*half, n) == low_dtype(p));
+      CHECK(type(*full, n) == DType::F32);
+    }
+    for (const char* n : {"drop", "bn2", "r2", "dense", "out"}) {  // dropout is f32-only; bn2, r2 follow it
+      INFO(n);
+      CHECK(type(*half, n) == DType::F32);
+    }
+    // in place:
+    CHECK(half->g.output(half->g.node_index("r1")).data() == half->g.output(half->g.node_index("bn1")).data());
+    CHECK(half->g.input_grad(0).dtype() == DType::F32);  // the model input's type
+    // The bf16 activations take half the bytes; the converted copies (the input for c1, dw for drop,
+    // r2 for c2) add some back.
+    INFO("activation bytes: bf16 " << half->g.activation_bytes() << ", fp32 " << full->g.activation_bytes());
+    CHECK(half->g.activation_bytes() < full->g.activation_bytes());
+    CHECK(half->g.gradient_bytes() < full->g.gradient_bytes());
   }
-  for (const char* n : {"drop", "bn2", "r2", "dense", "out"}) {  // dropout is f32-only; bn2, r2 follow it
-    INFO(n);
-    CHECK(type(*half, n) == DType::F32);
-  }
-  CHECK(half->g.output(half->g.node_index("r1")).data() == half->g.output(half->g.node_index("bn1")).data());  // in place
-  CHECK(half->g.input_grad(0).dtype() == DType::F32);  // the model input's type
-  // The bf16 activations take half the bytes; the converted copies (the input for c1, dw for drop,
-  // r2 for c2) add some back.
-  INFO("activation bytes: bf16 " << half->g.activation_bytes() << ", fp32 " << full->g.activation_bytes());
-  CHECK(half->g.activation_bytes() < full->g.activation_bytes());
-  CHECK(half->g.gradient_bytes() < full->g.gradient_bytes());
 }
 
-TEST_CASE("mixed precision: keep_f32 makes a node f32 and converts its bf16 inputs") {
-  auto r = run(Precision::BF16, {"sum"});
-  CHECK(r->g.dtype(r->g.node_index("sum")) == DType::F32);
-  CHECK(r->g.dtype(r->g.node_index("pool")) == DType::F32);  // follows sum
-  CHECK(r->g.dtype(r->g.node_index("c2")) == DType::BF16);
+TEST_CASE("mixed precision: keep_f32 makes a node f32 and converts its low-precision inputs") {
+  for (const test::MixedCase& mc : test::mixed_cases()) SECTION(mc.name()) {
+    const Device dev = mc.device();
+    const Precision p = mc.precision;
+    auto r = run(dev, p, {"sum"});
+    CHECK(r->g.dtype(r->g.node_index("sum")) == DType::F32);
+    CHECK(r->g.dtype(r->g.node_index("pool")) == DType::F32);  // follows sum
+    CHECK(r->g.dtype(r->g.node_index("c2")) == low_dtype(p));
+  }
 }
 
-TEST_CASE("mixed precision: outputs and every gradient match fp32 within bf16 rounding") {
+TEST_CASE("mixed precision: outputs and every gradient match fp32 within bf16 (f16) rounding") {
   // Each bf16 store rounds to 8 significant bits (relative 2^-8 at most, about 2^-9.5 on average
   // over many values); through a dozen layers forward and back the errors add up to about 2^-7 in
   // norm (measured: output 0.0016, parameter tensors 0.0015 to 0.011). A gradient that misses a
   // path (a conversion not added into the producer's gradient, the two contributions to r1's
-  // gradient not summed) or lands in the wrong buffer is off by tens of percent.
-  for (std::vector<std::string> keep : {std::vector<std::string>{}, std::vector<std::string>{"sum", "c1"}}) {
-    auto half = run(Precision::BF16, keep), full = run(Precision::FP32, keep);
-    const Tensor &yh = half->g.output(half->g.output_node()), &yf = full->g.output(full->g.output_node());
-    double ey = rel_error(yh.f32(), yf.f32(), yf.numel());
-    double ew = rel_error(half->g.params().grads().f32(), full->g.params().grads().f32(),
-                          full->g.params().trainable_floats());
-    double ex = rel_error(half->g.input_grad(0).f32(), full->g.input_grad(0).f32(), full->x.numel());
-    INFO("kept f32: " << keep.size() << " nodes; relative errors: output " << ey << ", weight gradients " << ew
-                      << ", input gradient " << ex);
-    CHECK(ey < 0x1p-7);
-    CHECK(ew < 0x1p-5);
-    CHECK(ex < 0x1p-5);
-    // Per parameter tensor too: one wrong tensor could hide in the whole's norm.
-    for (const ParamEntry& e : full->g.params().entries()) {
-      if (!e.spec.trainable) continue;
-      double ep = rel_error(half->g.params().grads().f32() + e.offset, full->g.params().grads().f32() + e.offset,
-                            e.spec.shape.numel());
-      INFO(e.name << ": " << ep);
-      CHECK(ep < 0x1p-5);
+  // gradient not summed) or lands in the wrong buffer is off by tens of percent. f16 keeps 11
+  // significant bits: its errors are 8 times smaller, under the same bounds.
+  for (const test::MixedCase& mc : test::mixed_cases()) SECTION(mc.name()) {
+    const Device dev = mc.device();
+    const Precision p = mc.precision;
+    for (std::vector<std::string> keep : {std::vector<std::string>{}, std::vector<std::string>{"sum", "c1"}}) {
+      auto half = run(dev, p, keep), full = run(dev, Precision::FP32, keep);
+      const std::vector<float> yh = host(*half, half->g.output(half->g.output_node()));
+      const std::vector<float> yf = host(*full, full->g.output(full->g.output_node()));
+      const std::vector<float> wh = host(*half, half->g.params().grads()), wf = host(*full, full->g.params().grads());
+      const std::vector<float> xh = host(*half, half->g.input_grad(0)), xf = host(*full, full->g.input_grad(0));
+      double ey = rel_error(yh.data(), yf.data(), int64_t(yf.size()));
+      double ew = rel_error(wh.data(), wf.data(), full->g.params().trainable_floats());
+      double ex = rel_error(xh.data(), xf.data(), full->x.numel());
+      INFO("kept f32: " << keep.size() << " nodes; relative errors: output " << ey << ", weight gradients " << ew
+                        << ", input gradient " << ex);
+      CHECK(ey < 0x1p-7);
+      CHECK(ew < 0x1p-5);
+      CHECK(ex < 0x1p-5);
+      // Per parameter tensor too: one wrong tensor could hide in the whole's norm.
+      for (const ParamEntry& e : full->g.params().entries()) {
+        if (!e.spec.trainable) continue;
+        double ep = rel_error(wh.data() + e.offset, wf.data() + e.offset, e.spec.shape.numel());
+        INFO(e.name << ": " << ep);
+        CHECK(ep < 0x1p-5);
+      }
     }
   }
 }
 
 TEST_CASE("mixed precision: a changed batch size replans the buffers and gives the same results") {
-  auto r = run(Precision::BF16);
-  Tensor y1 = Tensor::empty(r->g.output_shape().with_batch(4));
-  const Tensor& out = r->g.output(r->g.output_node());
-  std::copy(out.f32(), out.f32() + out.numel(), y1.f32());
-  Tensor x2 = r->x.slice(0, 2);
-  r->g.forward(x2, true);
-  r->g.forward(r->x, true);
-  const Tensor& again = r->g.output(r->g.output_node());
-  for (int64_t i = 0; i < again.numel(); ++i) REQUIRE(again.f32()[i] == y1.f32()[i]);
+  for (const test::MixedCase& mc : test::mixed_cases()) SECTION(mc.name()) {
+    const Device dev = mc.device();
+    const Precision p = mc.precision;
+    auto r = run(dev, p);
+    const std::vector<float> y1 = host(*r, r->g.output(r->g.output_node()));
+    Tensor x2 = r->x.slice(0, 2);
+    r->g.forward(x2, true);
+    r->g.forward(r->x, true);
+    const std::vector<float> again = host(*r, r->g.output(r->g.output_node()));
+    REQUIRE(again.size() == y1.size());
+    for (size_t i = 0; i < again.size(); ++i) REQUIRE(again[i] == y1[i]);
+  }
 }

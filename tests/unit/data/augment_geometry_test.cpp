@@ -98,7 +98,7 @@ TEST_CASE("augment: random crop with padding as torchvision RandomCrop") {
         V{9, 9, 9, 9, 7, 7, 7, 7, 7, 0, 1, 2});
 }
 
-TEST_CASE("augment: crop draws cover the range; evaluation centre-crops") {
+TEST_CASE("augment: crop draws cover the range, evaluation centre-crops") {
   Augment a = parse("{crop: {size: [32, 32], padding: 4}}");
   SampleTransform t(a, Shape{32, 32, 3}, nullptr);
   std::set<int> tops, lefts;

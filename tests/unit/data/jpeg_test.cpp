@@ -95,7 +95,7 @@ TEST_CASE("jpeg: CMYK and YCCK become RGB as PIL converts them (Adobe marker: in
   CHECK(max_diff(px, inverted_ref) <= 3);
 }
 
-TEST_CASE("jpeg: extraneous bytes before a marker are harmless; damaged data is an error") {
+TEST_CASE("jpeg: extraneous bytes before a marker are harmless, damaged data is an error") {
   std::vector<uint8_t> pixels(24 * 24 * 3);
   for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = uint8_t(i * 13 % 256);
   TempDir d;

@@ -281,7 +281,7 @@ TEST_CASE("loader: resuming inside an epoch gives the remaining batches unchange
   CHECK(!l.next(b));
 }
 
-TEST_CASE("loader: a crop sets the batch shape; evaluation centre-crops; default workers") {
+TEST_CASE("loader: a crop sets the batch shape, evaluation centre-crops, default workers") {
   // 20 samples of 6x6x1, pixel (y, x) of sample i = 10 * y + x + i.
   std::vector<uint8_t> px;
   for (int i = 0; i < 20; ++i)

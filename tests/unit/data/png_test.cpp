@@ -46,7 +46,7 @@ std::vector<uint8_t> to_rgb(const std::vector<uint8_t>& px, int channels, int co
 
 }  // namespace
 
-TEST_CASE("png: 8-bit RGB, RGBA, gray and gray+alpha decode exactly; alpha is dropped") {
+TEST_CASE("png: 8-bit RGB, RGBA, gray and gray+alpha decode exactly, alpha is dropped") {
   const int h = 5, w = 7;
   struct Case {
     int type, channels, color;
@@ -61,7 +61,7 @@ TEST_CASE("png: 8-bit RGB, RGBA, gray and gray+alpha decode exactly; alpha is dr
   }
 }
 
-TEST_CASE("png: palette images take their colours, tRNS ignored; 1-bit gray expands to 0/255") {
+TEST_CASE("png: palette images take their colours, tRNS ignored, 1-bit gray expands to 0/255") {
   PngSpec s;
   s.height = 2, s.width = 3, s.color_type = PNG_COLOR_TYPE_PALETTE;
   s.palette = {{10, 20, 30}, {200, 100, 0}, {0, 255, 7}};

@@ -98,7 +98,7 @@ TEST_CASE("stats: per-pixel mean round-trips through a numpy-compatible .npy") {
   }
 }
 
-TEST_CASE("stats: per-channel statistics are a (2, C) array; (C,) and float64 files load too") {
+TEST_CASE("stats: per-channel statistics are a (2, C) array, (C,) and float64 files load too") {
   TempDir d;
   auto ds = random_dataset(7, Shape{2, 3, 3}, 5);
   NormStats st = compute_stats(*ds, Augment::Mean::PerChannel);

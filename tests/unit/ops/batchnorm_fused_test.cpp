@@ -1,4 +1,4 @@
-// Batch norm with a fused ReLU/ReLU6 (CPU): bit for bit batch norm followed by the activation kernel, forward and backward, f32 and bf16.
+// Batch norm with a fused ReLU/ReLU6 on every backend: bit for bit batch norm followed by the activation kernel, forward and backward, f32 and low precision.
 #include "core/ops/activation.h"
 #include "core/ops/batchnorm.h"
 
@@ -17,79 +17,94 @@ struct Outputs {
 // Training forward, backward and inference forward of batch norm on x and dy (type dt), with the
 // activation either fused into the kernel or run after it by the activation kernel (in place,
 // as the graph runs it unfused).
-Outputs run(ActKind act, bool fused, const Shape& s, DType dt, const ref::Vec& x, const ref::Vec& dy,
-            const Tensor& gamma, const Tensor& beta) {
+Outputs run(const Backend& be, ActKind act, bool fused, const Shape& s, DType dt, const ref::Vec& x,
+            const ref::Vec& dy, const Tensor& gamma_h, const Tensor& beta_h) {
   const int64_t C = s.back();
   BatchNormParams p;
   p.momentum = 0.9f;
   if (fused) p.activation = act;
-  auto bn = make_kernel<BatchNormKernel>(cpu_ctx(), p);
-  auto a = make_kernel<ActivationKernel>(cpu_ctx(), ActivationParams{act});
+  auto bn = make_kernel<BatchNormKernel>(be.ctx(), p);
+  auto a = make_kernel<ActivationKernel>(be.ctx(), ActivationParams{act});
   Outputs o{nan_of(s, dt), nan_of({C}, DType::F32), nan_of({C}, DType::F32), make({C}, DType::F32, ref::Vec(size_t(C), 0.1)),
             make({C}, DType::F32, ref::Vec(size_t(C), 1.2)), nan_of(s, dt), nan_of({C}, DType::F32),
             nan_of({C}, DType::F32), nan_of(s, dt)};
-  Tensor xt = make(s, dt, x), g = make(s, dt, dy);
+  auto all = {&o.y, &o.mean, &o.invstd, &o.rm, &o.rv, &o.dx, &o.dgamma, &o.dbeta, &o.y_infer};
+  for (Tensor* t : all) *t = be.upload(*t);
+  Tensor xt = be.upload(make(s, dt, x)), g = be.upload(make(s, dt, dy));
+  Tensor gamma = be.upload(gamma_h), beta = be.upload(beta_h);
   bn->forward_train(xt, gamma, beta, o.y, o.mean, o.invstd, o.rm, o.rv);
   if (!fused) a->forward(o.y, o.y);
   if (!fused) a->backward(o.y, o.y, g, g);
   bn->backward(xt, o.y, gamma, g, o.mean, o.invstd, o.dx, o.dgamma, o.dbeta);
   bn->forward_infer(xt, gamma, beta, o.rm, o.rv, o.y_infer);
   if (!fused) a->forward(o.y_infer, o.y_infer);
+  for (Tensor* t : all) *t = be.download(*t);
   return o;
+}
+
+// f32 and the low types the backend supports (bf16_check.h's lows()).
+std::vector<DType> types_of(const Backend& be) {
+  std::vector<DType> t{DType::F32};
+  for (const Low& lo : lows())
+    if (lo.be == &be) t.push_back(lo.type);
+  return t;
 }
 
 }  // namespace
 
-TEST_CASE("batchnorm with a fused relu or relu6 is bit for bit batch norm then the activation, f32 and bf16") {
-  std::mt19937_64 rng(5);
-  for (ActKind act : {ActKind::Relu, ActKind::Relu6}) {
-    for (DType dt : {DType::F32, DType::BF16}) {
-      for (const Shape& s : {Shape{4, 7, 7, 16}, Shape{64, 8, 8, 32}, Shape{33, 10}}) {
-        INFO(activation_name(act) << ", " << dtype_name(dt) << ", x [" << s.str() << "]");
-        const int64_t C = s.back();
-        ref::Vec x = random_values(s, rng, dt, -3, 3), dy = random_values(s, rng, dt);
-        // gamma up to 6: a good part of the outputs pass relu6's cap of 6, and some are clamped to 0.
-        Tensor gamma = random_tensor({C}, rng, 1.0, 6.0), beta = random_tensor({C}, rng, -1.0, 1.0);
-        Outputs f = run(act, true, s, dt, x, dy, gamma, beta), u = run(act, false, s, dt, x, dy, gamma, beta);
-        CHECK(same_bits(f.y, u.y));
-        CHECK(same_bits(f.y_infer, u.y_infer));
-        CHECK(same_bits(f.mean, u.mean));
-        CHECK(same_bits(f.invstd, u.invstd));
-        CHECK(same_bits(f.rm, u.rm));
-        CHECK(same_bits(f.rv, u.rv));
-        CHECK(same_bits(f.dx, u.dx));
-        CHECK(same_bits(f.dgamma, u.dgamma));
-        CHECK(same_bits(f.dbeta, u.dbeta));
-        // The clamps were exercised: zeros, and for relu6 values at the cap.
-        int64_t zeros = 0, capped = 0;
-        for (int64_t i = 0; i < f.y.numel(); ++i) {
-          zeros += value(f.y, i) == 0.0;
-          capped += value(f.y, i) == 6.0;
+TEST_CASE("batchnorm with a fused relu or relu6 is bit for bit batch norm then the activation, f32 and low precision") {
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(5);
+    for (ActKind act : {ActKind::Relu, ActKind::Relu6}) {
+      for (DType dt : types_of(be)) {
+        for (const Shape& s : {Shape{4, 7, 7, 16}, Shape{64, 8, 8, 32}, Shape{33, 10}}) {
+          INFO(activation_name(act) << ", " << dtype_name(dt) << ", x [" << s.str() << "]");
+          const int64_t C = s.back();
+          ref::Vec x = random_values(s, rng, dt, -3, 3), dy = random_values(s, rng, dt);
+          // gamma up to 6: a good part of the outputs pass relu6's cap of 6, and some are clamped to 0.
+          Tensor gamma = random_tensor({C}, rng, 1.0, 6.0), beta = random_tensor({C}, rng, -1.0, 1.0);
+          Outputs f = run(be, act, true, s, dt, x, dy, gamma, beta), u = run(be, act, false, s, dt, x, dy, gamma, beta);
+          CHECK(same_bits(f.y, u.y));
+          CHECK(same_bits(f.y_infer, u.y_infer));
+          CHECK(same_bits(f.mean, u.mean));
+          CHECK(same_bits(f.invstd, u.invstd));
+          CHECK(same_bits(f.rm, u.rm));
+          CHECK(same_bits(f.rv, u.rv));
+          CHECK(same_bits(f.dx, u.dx));
+          CHECK(same_bits(f.dgamma, u.dgamma));
+          CHECK(same_bits(f.dbeta, u.dbeta));
+          // The clamps were exercised: zeros, and for relu6 values at the cap.
+          int64_t zeros = 0, capped = 0;
+          for (int64_t i = 0; i < f.y.numel(); ++i) {
+            zeros += value(f.y, i) == 0.0;
+            capped += value(f.y, i) == 6.0;
+          }
+          CHECK(zeros > 0);
+          if (act == ActKind::Relu6) CHECK(capped > 0);
         }
-        CHECK(zeros > 0);
-        if (act == ActKind::Relu6) CHECK(capped > 0);
       }
     }
   }
 }
 
 TEST_CASE("batchnorm fuses only relu and relu6, and its synchronised pieces take no fused activation") {
-  auto plain = make_kernel<BatchNormKernel>(cpu_ctx(), BatchNormParams{});
-  CHECK(plain->can_fuse(ActKind::Relu));
-  CHECK(plain->can_fuse(ActKind::Relu6));
-  CHECK_FALSE(plain->can_fuse(ActKind::Sigmoid));
-  CHECK_FALSE(plain->can_fuse(ActKind::Tanh));
-  BatchNormParams sig;
-  sig.activation = ActKind::Sigmoid;
-  CHECK_THROWS_AS(make_kernel<BatchNormKernel>(cpu_ctx(), sig), std::invalid_argument);
-  BatchNormParams relu;
-  relu.activation = ActKind::Relu;
-  auto k = make_kernel<BatchNormKernel>(cpu_ctx(), relu);
-  Tensor x = Tensor::empty({8, 4}), v = Tensor::empty({4}), dx = Tensor::empty({8, 4});
-  std::fill_n(x.f32(), x.numel(), 1.0f);
-  std::fill_n(v.f32(), v.numel(), 1.0f);
-  CHECK_THROWS_AS(k->backward_sums(x, x, v, v, v), std::invalid_argument);
-  CHECK_THROWS_AS(k->backward_apply(x, x, v, v, v, v, v, 8.0, dx), std::invalid_argument);
-  // Backward needs forward's output y with a fused activation.
-  CHECK_THROWS_AS(k->backward(x, Tensor(), v, x, v, v, dx, v, v), std::invalid_argument);
+  for (const Backend& be : backends()) SECTION(be.name) {
+    auto plain = make_kernel<BatchNormKernel>(be.ctx(), BatchNormParams{});
+    CHECK(plain->can_fuse(ActKind::Relu));
+    CHECK(plain->can_fuse(ActKind::Relu6));
+    CHECK_FALSE(plain->can_fuse(ActKind::Sigmoid));
+    CHECK_FALSE(plain->can_fuse(ActKind::Tanh));
+    BatchNormParams sig;
+    sig.activation = ActKind::Sigmoid;
+    CHECK_THROWS_AS(make_kernel<BatchNormKernel>(be.ctx(), sig), std::invalid_argument);
+    BatchNormParams relu;
+    relu.activation = ActKind::Relu;
+    auto k = make_kernel<BatchNormKernel>(be.ctx(), relu);
+    Tensor x = be.upload(from_vec({8, 4}, ref::Vec(32, 1.0))), v = be.upload(from_vec({4}, ref::Vec(4, 1.0)));
+    Tensor dx = be.empty({8, 4});
+    CHECK_THROWS_AS(k->backward_sums(x, x, v, v, v), std::invalid_argument);
+    CHECK_THROWS_AS(k->backward_apply(x, x, v, v, v, v, v, 8.0, dx), std::invalid_argument);
+    // Backward needs forward's output y with a fused activation.
+    CHECK_THROWS_AS(k->backward(x, Tensor(), v, x, v, v, dx, v, v), std::invalid_argument);
+  }
 }

@@ -1,30 +1,41 @@
-// bf16 test helpers for the memory-bound op tests: exact bf16 data, a rounding oracle, the one-rounding bound.
+// Low-precision test helpers (bf16 and f16): exact data, rounding oracles, the one-rounding bound, and the (backend, type) pairs under test.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
+#include "backends.h"
 #include "test_util.h"
 
-// A namespace of its own (bf16check): the names are short and common.
+// A namespace of its own (bf16check): the names are short and common. The file keeps its first
+// name; it now serves both low types: bf16 (8 significant bits, f32's exponent range) and IEEE
+// half f16 (11 significant bits, normal range 2^-14 .. 65504, subnormals down to 2^-24).
 namespace trainer::test::bf16_check {
 
-// bf16 keeps 8 significant bits and rounds to nearest: a stored value is within kU of the float
-// result relative to it (the unit roundoff). f32's is kF.
-constexpr double kU = 0x1p-8, kF = 0x1p-24;
+// The unit roundoff of each type: a stored value is within unit(t) of the float result relative
+// to it (round to nearest).
+constexpr double kU = 0x1p-8, kU16 = 0x1p-11, kF = 0x1p-24;
+inline double unit(DType t) { return t == DType::BF16 ? kU : t == DType::F16 ? kU16 : kF; }
 
-// The bf16 value nearest to v, ties to even, worked out in double (independently of the kernels'
-// bit trick): the step is 2^(e-8) for |v| in [2^(e-1), 2^e), and 2^-133 below the smallest normal.
-inline double round_bf16(double v) {
+// The value of type t nearest to v, ties to even, worked out in double (independently of the
+// kernels' conversions): the step is 2^(e-p) for |v| in [2^(e-1), 2^e), with p the significant bits,
+// and the subnormal step below the smallest normal; past the largest finite value: infinity.
+inline double round_to(DType t, double v) {
+  if (t == DType::F32) return double(float(v));
   if (!std::isfinite(v) || v == 0) return v;
+  const int p = t == DType::BF16 ? 8 : 11, emin = t == DType::BF16 ? -125 : -13;
+  const double inf_at = t == DType::BF16 ? 0x1p128 : 0x1p16;
   int e;
   std::frexp(v, &e);
-  int q = std::max(e, -125) - 8;
+  int q = std::max(e, emin) - p;
   double r = std::ldexp(std::nearbyint(std::ldexp(v, -q)), q);  // nearbyint: ties to even
-  return std::fabs(r) >= 0x1p128 ? std::copysign(INFINITY, v) : r;
+  return std::fabs(r) >= inf_at ? std::copysign(INFINITY, v) : r;
 }
+inline double round_bf16(double v) { return round_to(DType::BF16, v); }
 
 inline uint32_t f32_bits(float f) {
   uint32_t u;
@@ -37,22 +48,49 @@ inline float f32_of(uint32_t u) {
   return f;
 }
 
-// A host tensor of type dt holding v (for bf16 every value must be a bf16 value).
+// IEEE half bits of a value that is exactly representable (or infinite or NaN), and back.
+inline uint16_t f16_bits(double v) {
+  const uint16_t sign = std::signbit(v) ? 0x8000u : 0u;
+  if (std::isnan(v)) return 0x7e00u;
+  if (std::isinf(v)) return uint16_t(sign | 0x7c00u);
+  const double a = std::fabs(v);
+  if (a == 0) return sign;
+  int e;
+  double f = std::frexp(a, &e);  // a = f 2^e, f in [0.5, 1)
+  if (e <= -14) return uint16_t(sign | uint16_t(std::ldexp(a, 24)));  // subnormal: a / 2^-24
+  return uint16_t(sign | uint16_t((e + 14) << 10) | uint16_t(std::ldexp(f, 11) - 1024.0));
+}
+inline double f16_value(uint16_t b) {
+  const double s = (b & 0x8000u) ? -1.0 : 1.0;
+  const int e = (b >> 10) & 0x1f, m = b & 0x3ff;
+  if (e == 0x1f) return m ? NAN : s * INFINITY;
+  if (e == 0) return s * std::ldexp(double(m), -24);
+  return s * std::ldexp(double(m + 1024), e - 25);
+}
+
+// A host tensor of type dt holding v (for bf16 and f16 every value must be one of the type's).
 inline Tensor make(const Shape& s, DType dt, const ref::Vec& v) {
   if (dt == DType::F32) return from_vec(s, v);
-  Tensor t = Tensor::empty(s, DType::BF16);
-  uint32_t low = 0;
+  Tensor t = Tensor::empty(s, dt);
+  bool exact = true;
   for (size_t i = 0; i < v.size(); ++i) {
-    uint32_t u = f32_bits(float(v[i]));
-    low |= u & 0xffffu;
-    t.as<uint16_t>()[i] = uint16_t(u >> 16);
+    if (dt == DType::BF16) {
+      uint32_t u = f32_bits(float(v[i]));
+      exact &= (u & 0xffffu) == 0 || std::isnan(v[i]);
+      t.as<uint16_t>()[i] = uint16_t(u >> 16);
+    } else {
+      exact &= std::isnan(v[i]) || round_to(DType::F16, v[i]) == v[i];
+      t.as<uint16_t>()[i] = f16_bits(v[i]);
+    }
   }
-  REQUIRE(low == 0);  // no value lost bits
+  REQUIRE(exact);  // no value lost bits
   return t;
 }
 
 inline double value(const Tensor& t, int64_t i) {
-  return t.dtype() == DType::F32 ? t.f32()[i] : f32_of(uint32_t(t.as<uint16_t>()[i]) << 16);
+  if (t.dtype() == DType::F32) return t.f32()[i];
+  const uint16_t b = t.as<uint16_t>()[i];
+  return t.dtype() == DType::BF16 ? double(f32_of(uint32_t(b) << 16)) : f16_value(b);
 }
 
 inline ref::Vec values(const Tensor& t) {
@@ -61,11 +99,11 @@ inline ref::Vec values(const Tensor& t) {
   return v;
 }
 
-// Uniform random values in [lo, hi) representable in dt (bf16: f32 draws rounded).
+// Uniform random values in [lo, hi) representable in dt (f32 draws rounded).
 inline ref::Vec random_values(const Shape& s, std::mt19937_64& rng, DType dt, double lo = -1.0, double hi = 1.0) {
   ref::Vec v = to_vec(random_tensor(s, rng, lo, hi));
-  if (dt == DType::BF16)
-    for (double& e : v) e = round_bf16(e);
+  if (dt != DType::F32)
+    for (double& e : v) e = round_to(dt, e);
   return v;
 }
 
@@ -83,9 +121,9 @@ inline double max_abs_or_1(const ref::Vec& v) {
   return m;
 }
 
-// |got - want| <= rel |want| + abs for every element (a NaN fails). A bf16 store of an f32 result
-// that is within e of want is within kU |want| + (1 + kU) e of it: callers pass rel = kU and
-// abs = (1 + kU) e, with e the f32 path's error; 0 and 0 demand exact values.
+// |got - want| <= rel |want| + abs for every element (a NaN fails). A low-precision store of an f32
+// result that is within e of want is within u |want| + (1 + u) e of it: callers pass rel = u and
+// abs = (1 + u) e, with e the f32 path's error; 0 and 0 demand exact values.
 inline void check_bound(const std::string& what, const Tensor& got, const ref::Vec& want, double rel, double abs) {
   REQUIRE(size_t(got.numel()) == want.size());
   double excess = -INFINITY;
@@ -99,15 +137,16 @@ inline void check_bound(const std::string& what, const Tensor& got, const ref::V
   CHECK((got.numel() == 0 || excess <= 0));
 }
 
-// The bf16 kernels compute what the f32 ones do and round once: `bf` holds exactly the f32 path's
-// result `f` (on the same values) rounded to bf16, bit for bit; f32 tensors must be identical.
-inline void check_is_rounding_of(const std::string& what, const Tensor& bf, const Tensor& f) {
-  REQUIRE(bf.numel() == f.numel());
+// The low-precision kernels compute what the f32 ones do and round once: `lo` holds exactly the f32
+// path's result `f` (on the same values) rounded to lo's type, bit for bit; f32 tensors must be
+// identical.
+inline void check_is_rounding_of(const std::string& what, const Tensor& lo, const Tensor& f) {
+  REQUIRE(lo.numel() == f.numel());
   int64_t bad = 0, first = -1;
   for (int64_t i = 0; i < f.numel(); ++i) {
-    uint32_t want = f32_bits(float(bf.dtype() == DType::BF16 ? round_bf16(f.f32()[i]) : f.f32()[i]));
-    uint32_t got = f32_bits(float(value(bf, i)));
-    if (got != want && !(std::isnan(f.f32()[i]) && std::isnan(value(bf, i)))) bad += 1, first = first < 0 ? i : first;
+    const double want = round_to(lo.dtype(), f.f32()[i]), got = value(lo, i);
+    const bool same = want == got || (std::isnan(want) && std::isnan(got));
+    if (!same) bad += 1, first = first < 0 ? i : first;
   }
   INFO(what << ": " << bad << " of " << f.numel() << " differ from the f32 path, first at " << first);
   CHECK(bad == 0);
@@ -115,6 +154,60 @@ inline void check_is_rounding_of(const std::string& what, const Tensor& bf, cons
 
 inline bool same_bits(const Tensor& a, const Tensor& b) {
   return a.bytes() == b.bytes() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
+}
+
+// --- What runs: every backend (backends.h) with each low type it supports -----------------------
+
+// One (backend, low type) pair: the backend's fp32 context for the memory-bound ops (their
+// kernels take any float type), and a context of the low precision for the ops whose arithmetic
+// depends on it (dense rounds its f32 operands there).
+struct Low {
+  const Backend* be;
+  DType type;              // BF16 or F16
+  OpContext* low_context;  // precision bf16 / fp16 on the same device
+  std::string name() const { return be->name + " " + dtype_name(type); }
+  OpContext& ctx() const { return be->ctx(); }
+  OpContext& lctx() const { return *low_context; }
+  double u() const { return unit(type); }
+  // Host tensor <-> device (copies; the checks run on host tensors).
+  Tensor up(const Tensor& h) const { return be->upload(h); }
+  Tensor down(const Tensor& d) const { return be->download(d); }
+};
+
+namespace detail {
+
+inline std::vector<Low> find_lows() {
+  std::vector<Low> out;
+  for (const Backend& be : backends()) {
+    auto ctx_for = [&](Precision p) {
+      // Deliberately never destroyed, as backends.h's contexts (see there).
+      OpContext* c = make_context(be.ctx().device(), ContextOptions{be.is_cpu() ? 2 : 0, p}).release();
+      c->bind_thread();
+      return c;
+    };
+    if (be.is_cpu()) {
+      out.push_back({&be, DType::BF16, ctx_for(Precision::BF16)});  // fp16 is GPU-only
+      be.ctx().bind_thread();
+      continue;
+    }
+#ifdef TRAINER_HAVE_CUDA
+    // bf16 needs compute capability 8.0 (the context refuses it below); f16 runs everywhere.
+    for (const GpuInfo& g : cuda_devices())
+      if (Device::cuda(g.index) == be.ctx().device() && g.cc_major >= 8)
+        out.push_back({&be, DType::BF16, ctx_for(Precision::BF16)});
+    out.push_back({&be, DType::F16, ctx_for(Precision::FP16)});
+#endif
+  }
+  return out;
+}
+
+}  // namespace detail
+
+// The pairs under test: cpu bf16 always; on a visible GPU, its bf16 (compute capability >= 8.0)
+// and f16. A test runs one Catch2 SECTION per pair:  for (const Low& lo : lows()) SECTION(lo.name()) {...}
+inline const std::vector<Low>& lows() {
+  static const std::vector<Low> found = detail::find_lows();
+  return found;
 }
 
 }  // namespace trainer::test::bf16_check

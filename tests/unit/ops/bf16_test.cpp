@@ -1,4 +1,4 @@
-// precision bf16 on the CPU: conv2d and depthwise conv2d (bf16 activations) and dense (f32 tensors) against float64.
+// Mixed precision on every backend: conv2d and depthwise conv2d (bf16/f16 activations) and dense (f32 tensors in a bf16/fp16 context) against float64.
 #include <functional>
 #include <memory>
 #include <sstream>
@@ -14,53 +14,54 @@ using namespace trainer::test;
 namespace {
 
 namespace b16 = trainer::test::bf16_check;
+using b16::Low;
 
-// Random values in [-1, 1) of type dt; in bf16 exactly the kernel's inputs for the reference too.
+// Random values in [-1, 1) of type dt; in bf16/f16 exactly the kernel's inputs for the reference too.
 Tensor random_of(const Shape& s, std::mt19937_64& rng, DType dt) {
   return b16::make(s, dt, b16::random_values(s, rng, dt));
 }
 
-// The CPU contexts under test, two compute threads each (the fp32 one is the other op tests').
-OpContext& ctx_of(Precision p) {
-  static std::unique_ptr<OpContext> bf16 = make_context(Device::cpu(), ContextOptions{2, Precision::BF16});
-  return p == Precision::BF16 ? *bf16 : cpu_ctx();
-}
-
-// How a subject is run:
-//   kFp32:        an fp32 context, f32 tensors.
-//   kBf16Context: a bf16 context, f32 tensors (what the graph gives dense):
-//                 dense converts its operands to bf16 inside, the convolutions compute in fp32.
-//   kBf16Tensors: a bf16 context, bf16 activations x, y, dy and dx with f32 weights, bias and
-//                 their gradients (what the graph gives the convolutions): they compute in bf16.
-enum class Mode { kFp32, kBf16Context, kBf16Tensors };
+// How a subject is run, on one (backend, low type) pair `lo`:
+//   kFp32:        the backend's fp32 context, f32 tensors.
+//   kLowContext:  a bf16/fp16 context, f32 tensors (what the graph gives dense):
+//                 dense converts its operands to the low type inside, the convolutions compute in fp32.
+//   kLowTensors:  a bf16/fp16 context, low-precision activations x, y, dy and dx with f32 weights,
+//                 bias and their gradients (what the graph gives the convolutions): they compute in
+//                 the low type.
+enum class Mode { kFp32, kLowContext, kLowTensors };
 const char* mode_name(Mode m) {
-  return m == Mode::kFp32 ? "fp32" : m == Mode::kBf16Context ? "bf16 context, f32 tensors" : "bf16 tensors";
+  return m == Mode::kFp32 ? "fp32" : m == Mode::kLowContext ? "low-precision context, f32 tensors" : "low-precision tensors";
 }
 
-// Where bf16 rounding enters one output: how many of the two operands of each product the kernel
-// rounds to bf16 (operands given as bf16 are exact), and whether the output is stored as bf16.
+// Where low-precision rounding enters one output: how many of the two operands of each product
+// the kernel rounds to the low type (operands given in it are exact), whether the output is
+// stored in it, and that type's unit roundoff.
 struct Rounding {
   int operands = 0;
   bool bf16_out = false;
+  double u = 0x1p-8;
 };
 
 // The error bound of one output element that sums `terms` products a·b (plus maybe a bias), where
 // `mag` is Σ|a·b| (+|bias|): the float64 reference run on absolute values; `want` is its value.
 //   Rounded operands: rounding to bf16 (8 significant bits, round to nearest even) is off by at
-//   most u = 2^-8 relatively, so a product with one rounded operand is off by <= u|a·b|, with two
-//   by <= (2u + u^2)|a·b| = (2^-7 + 2^-16)|a·b|: ((1 + u)^operands - 1)|a·b|.
+//   most u = 2^-8 relatively (f16: 11 bits, u = 2^-11, for values in its normal range, as these
+//   are), so a product with one rounded operand is off by <= u|a·b|, with two by <= (2u +
+//   u^2)|a·b|: ((1 + u)^operands - 1)|a·b|.
 //   Accumulation: a product of two bf16 values is exact in f32, and accumulating `terms` of them in
 //   f32 in any order adds <= terms · 2^-24 · Σ|a·b|; 2^-23 per term (and one more for the bias)
 //   covers the growth of the rounded terms and a separately rounded product. This alone is the
 //   fp32 bound.
-//   bf16 output: the f32 result r is rounded once more, off by <= u|r| <= u(|want| + the above).
+//   Low-precision output: the f32 result r is rounded once more, off by <= u|r| <= u(|want| + the above).
+//   (cuDNN on the GPU: tensor-core products of bf16/f16 operands are exact in fp32 and accumulate
+//   in fp32, so the same terms apply; its weight gradient comes out in the low type: rounded.)
 // The bound is the worst case of every rounding going the same way: random data reaches about half
 // of it (0.54: dense's dx, both operands rounded; 0.45: conv2d's bf16 y and dx) and typically
 // 0.1-0.5, while a wrong index, a missing tap or channel, or a misplaced gradient makes errors of
 // the order of the outputs themselves.
 double bound(Rounding r, int64_t terms, double mag, double want) {
-  double b = (std::pow(1 + 0x1p-8, r.operands) - 1 + double(terms + 1) * 0x1p-23) * mag;
-  return r.bf16_out ? b + 0x1p-8 * (std::fabs(want) + b) : b;
+  double b = (std::pow(1 + r.u, r.operands) - 1 + double(terms + 1) * 0x1p-23) * mag;
+  return r.bf16_out ? b + r.u * (std::fabs(want) + b) : b;
 }
 
 // Checks every element of `got` (f32 or bf16) against the reference `want` within bound(r, terms,
@@ -78,7 +79,7 @@ double check_bound(const std::string& what, Rounding r, const Tensor& got, const
     if (b > 0) fraction = std::max(fraction, err / b);
     if (err - b > worst) worst = err - b, at = i;
   }
-  INFO(what << " (" << r.operands << " operands rounded" << (r.bf16_out ? ", bf16 output" : "") << ", " << terms
+  INFO(what << " (" << r.operands << " operands rounded" << (r.bf16_out ? ", low-precision output" : "") << ", " << terms
             << " terms): largest excess over the bound " << worst << " at " << at << "; largest relative error " << rel
             << ", largest fraction of the bound " << fraction);
   CHECK(worst <= 0);
@@ -103,8 +104,9 @@ struct Subject {
   std::string name;
   Shape xs, ws, ys;
   bool bias = true, want_dx = true;
-  bool converts = false;    // a bf16 context makes the kernel round f32 operands to bf16 (dense)
-  bool takes_bf16 = false;  // the kernel takes bf16 activations (conv2d)
+  bool converts = false;    // a low-precision context makes the kernel round f32 operands (dense)
+  bool takes_bf16 = false;  // the kernel takes low-precision activations (conv2d, depthwise)
+  bool dw_low_on_gpu = false;  // on a GPU, its weight gradient comes out in the low type (cuDNN conv2d)
   int64_t terms_y = 0, terms_dx = 0, terms_dw = 0;  // db sums as many terms as dw
   std::function<Run(OpContext&)> make;
   std::function<Refs(const ref::Vec& x, const ref::Vec& w, const ref::Vec* b, const ref::Vec& dy)> reference;
@@ -152,50 +154,64 @@ Outputs outputs(const Subject& s, DType act) {
   return o;
 }
 
-// Runs the subject in mode m (with `kernel` when given, else a new one on m's context) and checks
-// y, dx, dw and db. Returns the largest relative error of y.
-double exercise(const Subject& s, Mode m, Drive drive, uint64_t seed, Run* kernel = nullptr) {
-  INFO(s.name << ", " << mode_name(m) << ", drive " << int(drive));
-  // Activations in bf16 are random f32 values rounded to bf16: exact inputs for the reference.
-  const DType act = m == Mode::kBf16Tensors ? DType::BF16 : DType::F32;
+// Runs the subject in mode m on `lo` (with `kernel` when given, else a new one on m's context) and
+// checks y, dx, dw and db. Returns the largest relative error of y.
+double exercise(const Low& lo, const Subject& s, Mode m, Drive drive, uint64_t seed, Run* kernel = nullptr) {
+  INFO(s.name << ", " << lo.name() << ", " << mode_name(m) << ", drive " << int(drive));
+  // Low-precision activations are random f32 values rounded to the type: exact inputs for the reference.
+  const DType act = m == Mode::kLowTensors ? lo.type : DType::F32;
   std::mt19937_64 rng(seed);
   Tensor x = random_of(s.xs, rng, act), w = random_tensor(s.ws, rng);
   Tensor dy = random_of(s.ys, rng, act);
   Tensor b = s.bias ? random_tensor({s.ys.dims().back()}, rng) : Tensor();
-  Run own = kernel ? Run() : s.make(ctx_of(m == Mode::kFp32 ? Precision::FP32 : Precision::BF16));
+  OpContext& ctx = m == Mode::kFp32 ? lo.ctx() : lo.lctx();
+  Run own = kernel ? Run() : s.make(ctx);
   Run& run = kernel ? *kernel : own;
+  Tensor dyd = lo.up(dy), bd = lo.up(b);
 
-  Outputs o = outputs(s, act);
-  Tensor xb = x, wb = w;  // the buffers the kernel is given
+  auto fresh = [&] {  // outputs on the device
+    Outputs o = outputs(s, act);
+    for (Tensor* t : {&o.y, &o.dx, &o.dw, &o.db}) *t = lo.up(*t);
+    return o;
+  };
+  Outputs o = fresh();
+  Tensor xb = lo.up(x), wb = lo.up(w);  // the buffers the kernel is given
   if (drive != Drive::kOneStep) {  // a forward on other values first
-    xb = random_of(s.xs, rng, act), wb = random_tensor(s.ws, rng);
-    run(o, xb, wb, b, dy, false);
+    xb = lo.up(random_of(s.xs, rng, act)), wb = lo.up(random_tensor(s.ws, rng));
+    run(o, xb, wb, bd, dyd, false);
   }
   if (drive == Drive::kSecondStep) {  // ... and its backward; then the checked values written over them
-    run(o, xb, wb, b, dy, true);
-    std::memcpy(xb.data(), x.data(), x.bytes());
-    std::memcpy(wb.data(), w.data(), w.bytes());
+    run(o, xb, wb, bd, dyd, true);
+    ctx.copy_from_host(xb.data(), x.data(), x.bytes());
+    ctx.copy_from_host(wb.data(), w.data(), w.bytes());
   }
-  if (drive == Drive::kOtherBuffers) xb = x, wb = w;  // backward alone on new buffers
-  o = outputs(s, act);
-  if (drive != Drive::kOtherBuffers) run(o, xb, wb, b, dy, false);
-  run(o, xb, wb, b, dy, true);
+  if (drive == Drive::kOtherBuffers) xb = lo.up(x), wb = lo.up(w);  // backward alone on new buffers
+  o = fresh();
+  if (drive != Drive::kOtherBuffers) run(o, xb, wb, bd, dyd, false);
+  run(o, xb, wb, bd, dyd, true);
+  for (Tensor* t : {&o.y, &o.dx, &o.dw, &o.db}) *t = lo.down(*t);
 
   ref::Vec xv = b16::values(x), wv = b16::values(w), bv = s.bias ? b16::values(b) : ref::Vec(), dyv = b16::values(dy);
   ref::Vec bm = absolute(bv);
   Refs want = s.reference(xv, wv, s.bias ? &bv : nullptr, dyv);
   Refs mag = s.reference(absolute(xv), absolute(wv), s.bias ? &bm : nullptr, absolute(dyv));
-  // Where bf16 rounding enters: dense in a bf16 context rounds both operands of every product;
-  // conv2d on bf16 tensors rounds w (y = Σ x·w, dx = Σ dy·w) and stores y and dx as bf16, while
-  // dw = Σ x·dy and db = Σ dy have exact operands and stay f32 (an fp32 bound).
-  Rounding r_y, r_dx, r_dw;
-  if (m == Mode::kBf16Context && s.converts) r_y = r_dx = r_dw = {2, false};
-  if (m == Mode::kBf16Tensors) r_y = r_dx = {1, true};
+  // Where low-precision rounding enters: dense in a low context rounds both operands of every
+  // product; conv2d on low tensors rounds w (y = Σ x·w, dx = Σ dy·w) and stores y and dx in the
+  // low type, while dw = Σ x·dy and db = Σ dy have exact operands and stay f32 (an fp32 bound;
+  // cuDNN's conv2d dw is stored in the low type first: one rounding). The GPU's depthwise kernel
+  // multiplies by the f32 weights themselves: within the rounded-w bound.
+  const double u = lo.u();
+  Rounding r_y{0, false, u}, r_dx{0, false, u}, r_dw{0, false, u}, r_db{0, false, u};
+  if (m == Mode::kLowContext && s.converts) r_y = r_dx = r_dw = r_db = {2, false, u};
+  if (m == Mode::kLowTensors) {
+    r_y = r_dx = {1, true, u};
+    if (!lo.be->is_cpu() && s.dw_low_on_gpu) r_dw = {0, true, u};
+  }
   double rel = 0;
   if (drive != Drive::kOtherBuffers) rel = check_bound("y", r_y, o.y, want.y, mag.y, s.terms_y);
   if (s.want_dx) check_bound("dx", r_dx, o.dx, want.dx, mag.dx, s.terms_dx);
   check_bound("dw", r_dw, o.dw, want.dw, mag.dw, s.terms_dw);
-  if (s.bias) check_bound("db", r_dw, o.db, want.db, mag.db, s.terms_dw);
+  if (s.bias) check_bound("db", r_db, o.db, want.db, mag.db, s.terms_dw);
   return rel;
 }
 
@@ -214,6 +230,7 @@ Subject conv(int64_t n, int64_t h, int64_t w, int64_t c, int64_t f, int k, int s
                       k * k * c, k * k * f, n * g.oh * g.ow);
   s.make = runner<Conv2dKernel>(p);
   s.takes_bf16 = true;
+  s.dw_low_on_gpu = true;
   s.reference = [d](const ref::Vec& x, const ref::Vec& wv, const ref::Vec* b, const ref::Vec& dy) {
     Refs r;
     r.y = ref::conv2d_forward(d, x, wv, b);
@@ -290,94 +307,103 @@ std::vector<Subject> subjects() {
   };
 }
 
-// The modes a subject runs in under a bf16 context.
-std::vector<Mode> bf16_modes(const Subject& s) {
-  if (s.takes_bf16) return {Mode::kBf16Tensors, Mode::kBf16Context};
-  return {Mode::kBf16Context};
+// The modes a subject runs in under a low-precision context.
+std::vector<Mode> low_modes(const Subject& s) {
+  if (s.takes_bf16) return {Mode::kLowTensors, Mode::kLowContext};
+  return {Mode::kLowContext};
 }
 
 }  // namespace
 
-TEST_CASE("bf16: conv2d and depthwise conv2d on bf16 tensors, and dense in a bf16 context, match float64 within the bf16 bound") {
-  for (const Subject& s : subjects()) {
-    double rel_fp32 = exercise(s, Mode::kFp32, Drive::kOneStep, 11);
-    double rel_ctx = exercise(s, Mode::kBf16Context, Drive::kOneStep, 11);
-    // Evidence of the type each computed in: bf16's error is far above anything fp32 makes (fp32
-    // stays below (terms + 1) · 2^-23, under 2^-16 for these sizes). Under a bf16 context, f32
-    // tensors compute in bf16 only in dense; the convolutions stay at fp32's level.
-    INFO(s.name << ": largest relative error of y, fp32 " << rel_fp32 << ", bf16 context " << rel_ctx);
-    CHECK(rel_fp32 < 0x1p-16);
-    if (s.converts)
-      CHECK(rel_ctx > 0x1p-16);
-    else
-      CHECK(rel_ctx < 0x1p-16);
-    if (s.takes_bf16) exercise(s, Mode::kBf16Tensors, Drive::kOneStep, 11);
-  }
-}
-
-TEST_CASE("bf16: nothing stale is reused: backward after a forward on other buffers, a step after in-place updates") {
-  for (const Subject& s : subjects())
-    for (Mode m : bf16_modes(s)) {
-      exercise(s, m, Drive::kOtherBuffers, 22);
-      exercise(s, m, Drive::kSecondStep, 33);
+TEST_CASE("mixed precision: conv2d and depthwise conv2d on low tensors, and dense in a low context, match float64 within the bound") {
+  for (const Low& lo : b16::lows()) SECTION(lo.name()) {
+    for (const Subject& s : subjects()) {
+      double rel_fp32 = exercise(lo, s, Mode::kFp32, Drive::kOneStep, 11);
+      double rel_ctx = exercise(lo, s, Mode::kLowContext, Drive::kOneStep, 11);
+      // Evidence of the type each computed in: the low type's error is far above anything fp32
+      // makes (fp32 stays below (terms + 1) · 2^-23, under 2^-16 for these sizes). Under a low
+      // context, f32 tensors compute in it only in dense; the convolutions stay at fp32's level.
+      INFO(s.name << ": largest relative error of y, fp32 " << rel_fp32 << ", low context " << rel_ctx);
+      CHECK(rel_fp32 < 0x1p-16);
+      if (s.converts)
+        CHECK(rel_ctx > 0x1p-16);
+      else
+        CHECK(rel_ctx < 0x1p-16);
+      if (s.takes_bf16) exercise(lo, s, Mode::kLowTensors, Drive::kOneStep, 11);
     }
-}
-
-TEST_CASE("bf16: one kernel serves changing batch sizes, and f32 and bf16 inputs of one shape, from its shape cache") {
-  OpContext& c = ctx_of(Precision::BF16);
-  Run cv = conv(4, 8, 8, 16, 24, 3).make(c), dw = depthwise(4, 8, 8, 16, 1, 3).make(c), fc = dense({4, 24}, 7).make(c);
-  for (int64_t n : {4, 1, 3, 4, 1}) {
-    for (Mode m : {Mode::kBf16Tensors, Mode::kBf16Context})
-      exercise(conv(n, 8, 8, 16, 24, 3), m, Drive::kSecondStep, uint64_t(40 + n), &cv);
-    for (Mode m : {Mode::kBf16Tensors, Mode::kBf16Context})
-      exercise(depthwise(n, 8, 8, 16, 1, 3), m, Drive::kSecondStep, uint64_t(50 + n), &dw);
-    exercise(dense({n, 24}, 7), Mode::kBf16Context, Drive::kSecondStep, uint64_t(60 + n), &fc);
   }
 }
 
-TEST_CASE("bf16: conv2d and depthwise conv2d take all-f32 or all-bf16 activations with f32 weights") {
-  std::mt19937_64 rng(70);
-  OpContext& c = ctx_of(Precision::BF16);
-  const DType F = DType::F32, B = DType::BF16;
-  Subject s = conv(2, 6, 6, 8, 8, 3);  // 'same': y and dy have x's shape, and so do dx
-  Tensor w = random_tensor(s.ws, rng), b = random_tensor({8}, rng);
-  auto k = make_kernel<Conv2dKernel>(c, Conv2dParams{8, 3, 3, 1, 1, 1, 1, Padding::Same, true});
-  auto act = [&](DType t) { return random_of(s.xs, rng, t); };
-  Tensor dw = Tensor::empty(s.ws), db = Tensor::empty({8});
-  // Forward: y must have x's type; weights and bias f32.
-  for (DType xt : {F, B}) {
-    Tensor x = act(xt), y_other = act(xt == F ? B : F), y = act(xt);
-    CHECK_THROWS_AS(k->forward(x, w, b, y_other), std::invalid_argument);
-    CHECK_THROWS_AS(k->forward(x, b16::nan_of(s.ws, B), b, y), std::invalid_argument);
-    CHECK_THROWS_AS(k->forward(x, w, b16::nan_of({8}, B), y), std::invalid_argument);
-    REQUIRE_NOTHROW(k->forward(x, w, b, y));
+TEST_CASE("mixed precision: nothing stale is reused: backward after a forward on other buffers, a step after in-place updates") {
+  for (const Low& lo : b16::lows()) SECTION(lo.name()) {
+    for (const Subject& s : subjects())
+      for (Mode m : low_modes(s)) {
+        exercise(lo, s, m, Drive::kOtherBuffers, 22);
+        exercise(lo, s, m, Drive::kSecondStep, 33);
+      }
   }
-  // Backward: dy and dx of x's type, dw and db f32.
-  Tensor x = act(B), dy = act(B), dx = act(B);
-  Tensor dw16 = b16::nan_of(s.ws, B), db16 = b16::nan_of({8}, B), dy32 = act(F), dx32 = act(F);
-  CHECK_THROWS_AS(k->backward(x, w, dy32, dx, dw, db), std::invalid_argument);
-  CHECK_THROWS_AS(k->backward(x, w, dy, dx32, dw, db), std::invalid_argument);
-  CHECK_THROWS_AS(k->backward(x, w, dy, dx, dw16, db), std::invalid_argument);
-  CHECK_THROWS_AS(k->backward(x, w, dy, dx, dw, db16), std::invalid_argument);
-  CHECK_THROWS_AS(k->backward(act(F), w, dy, dx, dw, db), std::invalid_argument);
-  REQUIRE_NOTHROW(k->backward(x, w, dy, dx, dw, db));
-  Tensor i32 = Tensor::empty(s.xs, DType::I32), y = act(B);
-  CHECK_THROWS_AS(k->forward(i32, w, b, y), std::invalid_argument);
+}
 
-  // Depthwise: the same rules ('same', multiplier 1: y, dy and dx have x's shape).
-  DepthwiseConv2dParams dp;
-  dp.kh = dp.kw = 3, dp.padding = Padding::Same;
-  auto dk = make_kernel<DepthwiseConv2dKernel>(c, dp);
-  Tensor dwt = random_tensor(depthwise_conv2d_weight_shape(8, dp), rng), dwb = random_tensor({8}, rng);
-  Tensor ddw = Tensor::empty(dwt.shape()), ddb = Tensor::empty({8});
-  Tensor y32 = act(F);
-  CHECK_THROWS_AS(dk->forward(act(B), dwt, dwb, y32), std::invalid_argument);
-  CHECK_THROWS_AS(dk->forward(act(F), dwt, dwb, y), std::invalid_argument);
-  CHECK_THROWS_AS(dk->forward(act(B), b16::nan_of(dwt.shape(), B), dwb, y), std::invalid_argument);
-  CHECK_THROWS_AS(dk->backward(act(B), dwt, act(F), dx, ddw, ddb), std::invalid_argument);
-  CHECK_THROWS_AS(dk->backward(act(B), dwt, act(B), dx32, ddw, ddb), std::invalid_argument);
-  CHECK_THROWS_AS(dk->backward(act(B), dwt, act(B), dx, dw16, ddb), std::invalid_argument);
-  REQUIRE_NOTHROW(dk->forward(act(B), dwt, dwb, y));
-  REQUIRE_NOTHROW(dk->backward(act(B), dwt, act(B), dx, ddw, ddb));
-  REQUIRE_NOTHROW(dk->forward(act(F), dwt, dwb, y32));
+TEST_CASE("mixed precision: one kernel serves changing batch sizes, and f32 and low inputs of one shape, from its shape cache") {
+  for (const Low& lo : b16::lows()) SECTION(lo.name()) {
+    OpContext& c = lo.lctx();
+    Run cv = conv(4, 8, 8, 16, 24, 3).make(c), dw = depthwise(4, 8, 8, 16, 1, 3).make(c), fc = dense({4, 24}, 7).make(c);
+    for (int64_t n : {4, 1, 3, 4, 1}) {
+      for (Mode m : {Mode::kLowTensors, Mode::kLowContext})
+        exercise(lo, conv(n, 8, 8, 16, 24, 3), m, Drive::kSecondStep, uint64_t(40 + n), &cv);
+      for (Mode m : {Mode::kLowTensors, Mode::kLowContext})
+        exercise(lo, depthwise(n, 8, 8, 16, 1, 3), m, Drive::kSecondStep, uint64_t(50 + n), &dw);
+      exercise(lo, dense({n, 24}, 7), Mode::kLowContext, Drive::kSecondStep, uint64_t(60 + n), &fc);
+    }
+  }
+}
+
+TEST_CASE("mixed precision: conv2d and depthwise conv2d take all-f32 or all-low activations with f32 weights") {
+  for (const Low& lo : b16::lows()) SECTION(lo.name()) {
+    std::mt19937_64 rng(70);
+    OpContext& c = lo.lctx();
+    const DType F = DType::F32, B = lo.type;
+    auto up = [&](const Tensor& h) { return lo.up(h); };
+    Subject s = conv(2, 6, 6, 8, 8, 3);  // 'same': y and dy have x's shape, and so do dx
+    Tensor w = up(random_tensor(s.ws, rng)), b = up(random_tensor({8}, rng));
+    auto k = make_kernel<Conv2dKernel>(c, Conv2dParams{8, 3, 3, 1, 1, 1, 1, Padding::Same, true});
+    auto act = [&](DType t) { return up(random_of(s.xs, rng, t)); };
+    Tensor dw = lo.be->empty(s.ws), db = lo.be->empty({8});
+    // Forward: y must have x's type; weights and bias f32.
+    for (DType xt : {F, B}) {
+      Tensor x = act(xt), y_other = act(xt == F ? B : F), y = act(xt);
+      CHECK_THROWS_AS(k->forward(x, w, b, y_other), std::invalid_argument);
+      CHECK_THROWS_AS(k->forward(x, up(b16::nan_of(s.ws, B)), b, y), std::invalid_argument);
+      CHECK_THROWS_AS(k->forward(x, w, up(b16::nan_of({8}, B)), y), std::invalid_argument);
+      REQUIRE_NOTHROW(k->forward(x, w, b, y));
+    }
+    // Backward: dy and dx of x's type, dw and db f32.
+    Tensor x = act(B), dy = act(B), dx = act(B);
+    Tensor dw16 = up(b16::nan_of(s.ws, B)), db16 = up(b16::nan_of({8}, B)), dy32 = act(F), dx32 = act(F);
+    CHECK_THROWS_AS(k->backward(x, w, dy32, dx, dw, db), std::invalid_argument);
+    CHECK_THROWS_AS(k->backward(x, w, dy, dx32, dw, db), std::invalid_argument);
+    CHECK_THROWS_AS(k->backward(x, w, dy, dx, dw16, db), std::invalid_argument);
+    CHECK_THROWS_AS(k->backward(x, w, dy, dx, dw, db16), std::invalid_argument);
+    CHECK_THROWS_AS(k->backward(act(F), w, dy, dx, dw, db), std::invalid_argument);
+    REQUIRE_NOTHROW(k->backward(x, w, dy, dx, dw, db));
+    Tensor i32 = up(Tensor::empty(s.xs, DType::I32)), y = act(B);
+    CHECK_THROWS_AS(k->forward(i32, w, b, y), std::invalid_argument);
+
+    // Depthwise: the same rules ('same', multiplier 1: y, dy and dx have x's shape).
+    DepthwiseConv2dParams dp;
+    dp.kh = dp.kw = 3, dp.padding = Padding::Same;
+    auto dk = make_kernel<DepthwiseConv2dKernel>(c, dp);
+    Tensor dwt = up(random_tensor(depthwise_conv2d_weight_shape(8, dp), rng)), dwb = up(random_tensor({8}, rng));
+    Tensor ddw = lo.be->empty(dwt.shape()), ddb = lo.be->empty({8});
+    Tensor y32 = act(F);
+    CHECK_THROWS_AS(dk->forward(act(B), dwt, dwb, y32), std::invalid_argument);
+    CHECK_THROWS_AS(dk->forward(act(F), dwt, dwb, y), std::invalid_argument);
+    CHECK_THROWS_AS(dk->forward(act(B), up(b16::nan_of(dwt.shape(), B)), dwb, y), std::invalid_argument);
+    CHECK_THROWS_AS(dk->backward(act(B), dwt, act(F), dx, ddw, ddb), std::invalid_argument);
+    CHECK_THROWS_AS(dk->backward(act(B), dwt, act(B), dx32, ddw, ddb), std::invalid_argument);
+    CHECK_THROWS_AS(dk->backward(act(B), dwt, act(B), dx, dw16, ddb), std::invalid_argument);
+    REQUIRE_NOTHROW(dk->forward(act(B), dwt, dwb, y));
+    REQUIRE_NOTHROW(dk->backward(act(B), dwt, act(B), dx, ddw, ddb));
+    REQUIRE_NOTHROW(dk->forward(act(F), dwt, dwb, y32));
+  }
 }

@@ -1,4 +1,4 @@
-// bf16 activations in pool2d (max, avg), global_pool and pad2d on the CPU against float64; type mixes refused.
+// Low-precision (bf16, f16) activations in pool2d (max, avg), global_pool and pad2d on every backend against float64; type mixes refused.
 #include <algorithm>
 #include <numeric>
 #include <sstream>
@@ -13,19 +13,19 @@ using namespace trainer::test;
 namespace {
 
 namespace b16 = trainer::test::bf16_check;
-constexpr DType F = DType::F32, B = DType::BF16;
-constexpr double u = 0x1p-8;  // bf16's unit roundoff: 8 significant bits, round to nearest even
+using b16::Low;
+constexpr DType F = DType::F32;
 
-// Random values in [-1, 1) rounded to bf16: the kernel's inputs exactly, for the reference too.
-Tensor random_bf16(const Shape& s, std::mt19937_64& rng) { return b16::make(s, B, b16::random_values(s, rng, B)); }
+// Random values in [-1, 1) rounded to the low type: the kernel's inputs exactly, for the reference too.
+Tensor random_low(const Shape& s, std::mt19937_64& rng, DType t) { return b16::make(s, t, b16::random_values(s, rng, t)); }
 
-// bf16 values, different within each channel of each sample, in random order: ±(1 + m/128) · 2^-e,
-// 256 per exponent. Max pooling's inputs: with a tie in a window the position that gets the
-// gradient would be the kernel's choice, and random values rounded to bf16 (128 per octave) tie
-// often.
-Tensor distinct_bf16(const Shape& s, std::mt19937_64& rng) {
+// Values of 8 significant bits (exact in bf16 and f16), different within each channel of each
+// sample, in random order: ±(1 + m/128) · 2^-e, 256 per exponent. Max pooling's inputs: with a tie
+// in a window the position that gets the gradient would be the kernel's choice, and random values
+// rounded to bf16 (128 per octave) tie often.
+Tensor distinct_low(const Shape& s, std::mt19937_64& rng, DType t) {
   const int64_t n = s[0], hw = s[1] * s[2], c = s[3];
-  REQUIRE(hw <= 256 * 64);  // exponents stay far from bf16's underflow
+  REQUIRE(hw <= 256 * 10);  // exponents stay far from underflow (f16's smallest normal is 2^-14)
   ref::Vec v(size_t(s.numel()));
   std::vector<int64_t> order(static_cast<size_t>(hw));
   for (int64_t i = 0; i < n * c; ++i) {
@@ -37,7 +37,7 @@ Tensor distinct_bf16(const Shape& s, std::mt19937_64& rng) {
       v[size_t(((i / c) * hw + p) * c + i % c)] = k & 1 ? -m : m;
     }
   }
-  return b16::make(s, B, v);  // exact: 8 significant bits
+  return b16::make(s, t, v);  // exact: 8 significant bits
 }
 
 // Every element of `got` within bounds[i] of `want` (0: exactly equal); NaN fails.
@@ -92,62 +92,68 @@ ref::PoolDims dims_of(const PoolCase& k, int64_t n) {
   return {n, k.h, k.w, k.c, h.out, w.out, k.k, k.k, k.s, k.s, h.pad_before, w.pad_before};
 }
 
-std::shared_ptr<Pool2dKernel> pool_kernel(const PoolCase& k, bool max) {
+std::shared_ptr<Pool2dKernel> pool_kernel(const Low& lo, const PoolCase& k, bool max) {
   Pool2dParams p;
   p.kind = max ? PoolKind::Max : PoolKind::Avg;
   p.kh = p.kw = k.k, p.sh = p.sw = k.s, p.padding = k.pad;
-  return make_kernel<Pool2dKernel>(cpu_ctx(), p);
+  return make_kernel<Pool2dKernel>(lo.ctx(), p);
 }
 
 // The bound of pool2d's dx: an element's gradient sums the contributions of the (at most W)
 // windows that hold it, and oneDNN 2.6 adds them up in the bf16 diff_src itself where windows
 // overlap, so each addition may round: every rounding is off by <= u times the partial sum, which
 // is <= mag = Σ|contributions|, so W rounding steps (a single rounding without overlap) give
-// <= W · u · mag. Average pooling's contributions dy / count are f32 products (+2^-23 relative
-// each, far below). A dropped or misplaced contribution is off by a whole |dy|.
-double pool_dx_factor(const PoolCase& k) {
+// <= W · u · mag (CUDA sums in f32 and rounds once: within it). Average pooling's contributions
+// dy / count are f32 products (+2^-23 relative each, far below). A dropped or misplaced
+// contribution is off by a whole |dy|.
+double pool_dx_factor(const PoolCase& k, double u) {
   int64_t per_dim = (k.k + k.s - 1) / k.s;
   return double(per_dim * per_dim) * (u + 0x1p-22);
 }
 
-// Max pooling in bf16: the forward selects one of the inputs, so it is exact (training and
-// inference); backward within pool_dx_factor (exact without overlapping windows).
-void check_max(const PoolCase& k, std::mt19937_64& rng) {
+// Max pooling in the low type: the forward selects one of the inputs, so it is exact (training
+// and inference); backward within pool_dx_factor (exact without overlapping windows).
+void check_max(const Low& lo, const PoolCase& k, std::mt19937_64& rng) {
   INFO(describe(k, true));
-  auto kernel = pool_kernel(k, true);
+  const DType L = lo.type;
+  auto kernel = pool_kernel(lo, k, true);
   ref::PoolDims d = dims_of(k, k.n);
-  Tensor x = distinct_bf16({k.n, k.h, k.w, k.c}, rng), y = b16::nan_of({k.n, d.oh, d.ow, k.c}, B);
+  Tensor xh = distinct_low({k.n, k.h, k.w, k.c}, rng, L);
+  Tensor x = lo.up(xh), y = lo.up(b16::nan_of({k.n, d.oh, d.ow, k.c}, L));
   kernel->forward(x, y, true);
-  ref::Vec xv = b16::values(x);
-  check_exact("y", y, ref::pool2d_forward(d, xv, true));
-  Tensor dy = random_bf16(y.shape(), rng), dx = b16::nan_of(x.shape(), B);
-  kernel->backward(x, y, dy, dx);
-  ref::Vec dyv = b16::values(dy), want_dx = ref::pool2d_backward(d, xv, dyv, true);
-  check_within(
-      "dx", dx, want_dx,
-      bounds(want_dx, 0, ref::pool2d_backward(d, xv, absolute(dyv), true), k.s >= k.k ? 0 : pool_dx_factor(k)));
-  Tensor yi = b16::nan_of(y.shape(), B);
+  ref::Vec xv = b16::values(xh);
+  check_exact("y", lo.down(y), ref::pool2d_forward(d, xv, true));
+  Tensor dyh = random_low(y.shape(), rng, L), dx = lo.up(b16::nan_of(x.shape(), L));
+  kernel->backward(x, y, lo.up(dyh), dx);
+  ref::Vec dyv = b16::values(dyh), want_dx = ref::pool2d_backward(d, xv, dyv, true);
+  check_within("dx", lo.down(dx), want_dx,
+               bounds(want_dx, 0, ref::pool2d_backward(d, xv, absolute(dyv), true),
+                      k.s >= k.k ? 0 : pool_dx_factor(k, lo.u())));
+  Tensor yi = lo.up(b16::nan_of(y.shape(), L));
   kernel->forward(x, yi, false);
-  check_exact("y (inference)", yi, ref::pool2d_forward(d, xv, true));
+  check_exact("y (inference)", lo.down(yi), ref::pool2d_forward(d, xv, true));
 }
 
-// Average pooling in bf16, excluding the padding: y sums at most k² inputs in f32 and scales by
-// the count (<= (k² + 2) · 2^-23 · mag, mag = the average of |x|), then rounds to bf16 once
+// Average pooling in the low type, excluding the padding: y sums at most k² inputs in f32 and
+// scales by the count (<= (k² + 2) · 2^-23 · mag, mag = the average of |x|), then rounds once
 // (<= u |y| and u times that error). dx: pool_dx_factor.
-void check_avg(const PoolCase& k, std::mt19937_64& rng) {
+void check_avg(const Low& lo, const PoolCase& k, std::mt19937_64& rng) {
   INFO(describe(k, false));
-  auto kernel = pool_kernel(k, false);
+  const DType L = lo.type;
+  const double u = lo.u();
+  auto kernel = pool_kernel(lo, k, false);
   ref::PoolDims d = dims_of(k, k.n);
-  Tensor x = random_bf16({k.n, k.h, k.w, k.c}, rng), y = b16::nan_of({k.n, d.oh, d.ow, k.c}, B);
+  Tensor xh = random_low({k.n, k.h, k.w, k.c}, rng, L);
+  Tensor x = lo.up(xh), y = lo.up(b16::nan_of({k.n, d.oh, d.ow, k.c}, L));
   kernel->forward(x, y, true);
-  ref::Vec xv = b16::values(x), want = ref::pool2d_forward(d, xv, false);
+  ref::Vec xv = b16::values(xh), want = ref::pool2d_forward(d, xv, false);
   const double acc = double(k.k * k.k + 2) * 0x1p-23;
-  check_within("y", y, want, bounds(want, u, ref::pool2d_forward(d, absolute(xv), false), acc * (1 + u)));
-  Tensor dy = random_bf16(y.shape(), rng), dx = b16::nan_of(x.shape(), B);
-  kernel->backward(x, y, dy, dx);
-  ref::Vec dyv = b16::values(dy), want_dx = ref::pool2d_backward(d, xv, dyv, false);
-  check_within("dx", dx, want_dx,
-               bounds(want_dx, 0, ref::pool2d_backward(d, xv, absolute(dyv), false), pool_dx_factor(k)));
+  check_within("y", lo.down(y), want, bounds(want, u, ref::pool2d_forward(d, absolute(xv), false), acc * (1 + u)));
+  Tensor dyh = random_low(y.shape(), rng, L), dx = lo.up(b16::nan_of(x.shape(), L));
+  kernel->backward(x, y, lo.up(dyh), dx);
+  ref::Vec dyv = b16::values(dyh), want_dx = ref::pool2d_backward(d, xv, dyv, false);
+  check_within("dx", lo.down(dx), want_dx,
+               bounds(want_dx, 0, ref::pool2d_backward(d, xv, absolute(dyv), false), pool_dx_factor(k, u)));
 }
 
 const std::vector<PoolCase>& pool_cases() {
@@ -165,118 +171,135 @@ const std::vector<PoolCase>& pool_cases() {
 
 }  // namespace
 
-TEST_CASE("bf16 pool2d: max is exact forward and within the bound backward; avg within its bounds") {
-  std::mt19937_64 rng(81);
-  for (const PoolCase& k : pool_cases()) {
-    check_max(k, rng);
-    check_avg(k, rng);
-  }
-}
-
-TEST_CASE("bf16 pool2d: one kernel pairs each backward with its forward across f32 and bf16 inputs of one shape") {
-  PoolCase k{2, 9, 9, 6, 3, 2, Padding::Valid};
-  std::mt19937_64 rng(82);
-  auto kernel = pool_kernel(k, true);
-  ref::PoolDims d = dims_of(k, 2);
-  // Forwards of one shape in both types, and one of another batch, then their backwards in
-  // reverse order: plans and argmax workspaces are kept per type, shape and buffer.
-  std::vector<Tensor> xs = {distinct_bf16({2, 9, 9, 6}, rng), distinct_bf16({2, 9, 9, 6}, rng),
-                            distinct_bf16({1, 9, 9, 6}, rng)};
-  xs[0] = b16::make(xs[0].shape(), F, b16::values(xs[0]));
-  std::vector<Tensor> ys;
-  for (const Tensor& x : xs) {
-    ys.push_back(b16::nan_of({x.dim(0), d.oh, d.ow, 6}, x.dtype()));
-    kernel->forward(x, ys.back(), true);
-    d.n = x.dim(0);
-    check_exact("y", ys.back(), ref::pool2d_forward(d, b16::values(x), true));
-  }
-  for (int i = 2; i >= 0; --i) {
-    INFO("input " << i << ", " << dtype_name(xs[i].dtype()));
-    // dy of magnitudes 1..2 in steps of 1/8: sums of up to 4 of them are exact in bf16 and f32.
-    ref::Vec g(size_t(ys[i].numel()));
-    for (double& e : g) e = 1.0 + double(uniform_int(rng, 0, 8)) / 8.0;
-    Tensor dy = b16::make(ys[i].shape(), xs[i].dtype(), g);
-    Tensor dx = b16::nan_of(xs[i].shape(), xs[i].dtype());
-    kernel->backward(xs[i], ys[i], dy, dx);
-    d.n = xs[i].dim(0);
-    check_exact("dx", dx, ref::pool2d_backward(d, b16::values(xs[i]), b16::values(dy), true));
-  }
-}
-
-TEST_CASE("bf16 global_pool: max is exact, avg within its bound") {
-  std::mt19937_64 rng(83);
-  for (PoolKind kind : {PoolKind::Avg, PoolKind::Max}) {
-    const bool max = kind == PoolKind::Max;
-    auto k = make_kernel<GlobalPoolKernel>(cpu_ctx(), GlobalPoolParams{kind});
-    for (Shape s : {Shape{2, 7, 7, 336}, Shape{1, 1, 1, 5}, Shape{3, 5, 4, 17}, Shape{64, 8, 8, 10}}) {
-      INFO((max ? "max" : "avg") << " over [" << s.str() << "]");
-      const int64_t n = s[0], hw = s[1] * s[2], c = s[3];
-      Tensor x = max ? distinct_bf16(s, rng) : random_bf16(s, rng), y = b16::nan_of({n, c}, B);
-      k->forward(x, y);
-      ref::Vec xv = b16::values(x), want = ref::global_pool_forward(xv, n, hw, c, max);
-      Tensor dy = random_bf16(y.shape(), rng), dx = b16::nan_of(s, B);
-      k->backward(x, y, dy, dx);
-      ref::Vec dyv = b16::values(dy), want_dx = ref::global_pool_backward(xv, dyv, n, hw, c, max);
-      if (max) {  // selections and copies
-        check_exact("y", y, want);
-        check_exact("dx", dx, want_dx);
-        continue;
-      }
-      // y: hw terms summed in f32 and scaled by the rounded 1/hw, (hw + 2) · 2^-23 · mag (mag =
-      // the mean of |x|), then rounded to bf16 once. dx = dy · (1/hw) rounded once.
-      const double acc = double(hw + 2) * 0x1p-23;
-      check_within("y", y, want,
-                   bounds(want, u, ref::global_pool_forward(absolute(xv), n, hw, c, false), acc * (1 + u)));
-      check_within("dx", dx, want_dx, bounds(want_dx, u, absolute(want_dx), 2 * 0x1p-23));
+TEST_CASE("low-precision pool2d: max is exact forward and within the bound backward, avg within its bounds") {
+  for (const Low& lo : b16::lows()) SECTION(lo.name()) {
+    std::mt19937_64 rng(81);
+    for (const PoolCase& k : pool_cases()) {
+      check_max(lo, k, rng);
+      check_avg(lo, k, rng);
     }
   }
 }
 
-TEST_CASE("bf16 pad2d: forward and backward copy bf16 exactly") {
-  std::mt19937_64 rng(84);
-  for (ref::PadDims d : {ref::PadDims{2, 5, 6, 3, 1, 1, 1, 1}, ref::PadDims{1, 7, 7, 4, 0, 1, 0, 1},
-                         ref::PadDims{3, 5, 4, 3, 2, 1, 3, 0}, ref::PadDims{4, 56, 56, 24, 0, 1, 0, 1}}) {
-    Pad2dParams p{d.top, d.bottom, d.left, d.right};
-    auto k = make_kernel<Pad2dKernel>(cpu_ctx(), p);
-    Shape xs{d.n, d.h, d.w, d.c}, ys = pad2d_output_shape(xs.without_batch(), p).with_batch(d.n);
-    INFO("x [" << xs.str() << "] -> y [" << ys.str() << "]");
-    Tensor x = random_bf16(xs, rng), y = b16::nan_of(ys, B);
-    k->forward(x, y);
-    check_exact("y", y, ref::pad2d_forward(d, b16::values(x)));
-    Tensor dy = random_bf16(ys, rng), dx = b16::nan_of(xs, B);
-    k->backward(dy, dx);
-    check_exact("dx", dx, ref::pad2d_backward(d, b16::values(dy)));
+TEST_CASE("low-precision pool2d: one kernel pairs each backward with its forward across f32 and low inputs of one shape") {
+  for (const Low& lo : b16::lows()) SECTION(lo.name()) {
+    PoolCase k{2, 9, 9, 6, 3, 2, Padding::Valid};
+    std::mt19937_64 rng(82);
+    auto kernel = pool_kernel(lo, k, true);
+    ref::PoolDims d = dims_of(k, 2);
+    // Forwards of one shape in both types, and one of another batch, then their backwards in
+    // reverse order: plans and argmax workspaces are kept per type, shape and buffer.
+    std::vector<Tensor> xh = {distinct_low({2, 9, 9, 6}, rng, lo.type), distinct_low({2, 9, 9, 6}, rng, lo.type),
+                              distinct_low({1, 9, 9, 6}, rng, lo.type)};
+    xh[0] = b16::make(xh[0].shape(), F, b16::values(xh[0]));
+    std::vector<Tensor> xs, ys;
+    for (const Tensor& h : xh) {
+      xs.push_back(lo.up(h));
+      ys.push_back(lo.up(b16::nan_of({h.dim(0), d.oh, d.ow, 6}, h.dtype())));
+      kernel->forward(xs.back(), ys.back(), true);
+      d.n = h.dim(0);
+      check_exact("y", lo.down(ys.back()), ref::pool2d_forward(d, b16::values(h), true));
+    }
+    for (int i = 2; i >= 0; --i) {
+      INFO("input " << i << ", " << dtype_name(xh[size_t(i)].dtype()));
+      // dy of magnitudes 1..2 in steps of 1/8: sums of up to 4 of them are exact in bf16, f16 and f32.
+      ref::Vec g(size_t(ys[size_t(i)].numel()));
+      for (double& e : g) e = 1.0 + double(uniform_int(rng, 0, 8)) / 8.0;
+      const DType t = xh[size_t(i)].dtype();
+      Tensor dyh = b16::make(ys[size_t(i)].shape(), t, g);
+      Tensor dx = lo.up(b16::nan_of(xh[size_t(i)].shape(), t));
+      kernel->backward(xs[size_t(i)], ys[size_t(i)], lo.up(dyh), dx);
+      d.n = xh[size_t(i)].dim(0);
+      check_exact("dx", lo.down(dx), ref::pool2d_backward(d, b16::values(xh[size_t(i)]), g, true));
+    }
   }
 }
 
-TEST_CASE("bf16 pool2d, global_pool and pad2d refuse mixed activation types") {
-  std::mt19937_64 rng(85);
-  auto mk = [&](const Shape& s, DType t) { return b16::make(s, t, b16::random_values(s, rng, t)); };
-  Shape xs{2, 6, 6, 4}, ps{2, 3, 3, 4}, gs{2, 4}, pads{2, 7, 8, 4};
-  for (DType t : {F, B}) {
-    const DType o = t == F ? B : F;
-    INFO("x " << dtype_name(t));
-    auto pool = pool_kernel({2, 6, 6, 4, 2, 2, Padding::Valid}, true);
-    Tensor x = mk(xs, t), y = mk(ps, t), y_o = mk(ps, o), dx = mk(xs, t), dx_o = mk(xs, o);
-    CHECK_THROWS_AS(pool->forward(x, y_o, true), std::invalid_argument);
-    REQUIRE_NOTHROW(pool->forward(x, y, true));
-    CHECK_THROWS_AS(pool->backward(x, y, y_o, dx), std::invalid_argument);
-    CHECK_THROWS_AS(pool->backward(x, y, y, dx_o), std::invalid_argument);
-    REQUIRE_NOTHROW(pool->backward(x, y, y, dx));
-
-    auto global = make_kernel<GlobalPoolKernel>(cpu_ctx(), GlobalPoolParams{PoolKind::Avg});
-    Tensor g = mk(gs, t), g_o = mk(gs, o);
-    CHECK_THROWS_AS(global->forward(x, g_o), std::invalid_argument);
-    CHECK_THROWS_AS(global->backward(x, g, g_o, dx), std::invalid_argument);
-    CHECK_THROWS_AS(global->backward(x, g, g, dx_o), std::invalid_argument);
-    REQUIRE_NOTHROW(global->forward(x, g));
-
-    auto pad = make_kernel<Pad2dKernel>(cpu_ctx(), Pad2dParams{1, 0, 1, 1});
-    Tensor py = mk(pads, t), py_o = mk(pads, o);
-    CHECK_THROWS_AS(pad->forward(x, py_o), std::invalid_argument);
-    CHECK_THROWS_AS(pad->backward(py_o, dx), std::invalid_argument);
-    REQUIRE_NOTHROW(pad->backward(py, dx));
+TEST_CASE("low-precision global_pool: max is exact, avg within its bound") {
+  for (const Low& lo : b16::lows()) SECTION(lo.name()) {
+    const DType L = lo.type;
+    const double u = lo.u();
+    std::mt19937_64 rng(83);
+    for (PoolKind kind : {PoolKind::Avg, PoolKind::Max}) {
+      const bool max = kind == PoolKind::Max;
+      auto k = make_kernel<GlobalPoolKernel>(lo.ctx(), GlobalPoolParams{kind});
+      for (Shape s : {Shape{2, 7, 7, 336}, Shape{1, 1, 1, 5}, Shape{3, 5, 4, 17}, Shape{64, 8, 8, 10}}) {
+        INFO((max ? "max" : "avg") << " over [" << s.str() << "]");
+        const int64_t n = s[0], hw = s[1] * s[2], c = s[3];
+        Tensor xh = max ? distinct_low(s, rng, L) : random_low(s, rng, L);
+        Tensor x = lo.up(xh), y = lo.up(b16::nan_of({n, c}, L));
+        k->forward(x, y);
+        ref::Vec xv = b16::values(xh), want = ref::global_pool_forward(xv, n, hw, c, max);
+        Tensor dyh = random_low(y.shape(), rng, L), dx = lo.up(b16::nan_of(s, L));
+        k->backward(x, y, lo.up(dyh), dx);
+        ref::Vec dyv = b16::values(dyh), want_dx = ref::global_pool_backward(xv, dyv, n, hw, c, max);
+        if (max) {  // selections and copies
+          check_exact("y", lo.down(y), want);
+          check_exact("dx", lo.down(dx), want_dx);
+          continue;
+        }
+        // y: hw terms summed in f32 and scaled by the rounded 1/hw, (hw + 2) · 2^-23 · mag (mag =
+        // the mean of |x|), then rounded once. dx = dy · (1/hw) rounded once.
+        const double acc = double(hw + 2) * 0x1p-23;
+        check_within("y", lo.down(y), want,
+                     bounds(want, u, ref::global_pool_forward(absolute(xv), n, hw, c, false), acc * (1 + u)));
+        check_within("dx", lo.down(dx), want_dx, bounds(want_dx, u, absolute(want_dx), 2 * 0x1p-23));
+      }
+    }
   }
-  Tensor i32 = Tensor::empty(xs, DType::I32), y = mk(ps, F);
-  CHECK_THROWS_AS(pool_kernel({2, 6, 6, 4, 2, 2, Padding::Valid}, false)->forward(i32, y, true), std::invalid_argument);
+}
+
+TEST_CASE("low-precision pad2d: forward and backward copy the low type exactly") {
+  for (const Low& lo : b16::lows()) SECTION(lo.name()) {
+    const DType L = lo.type;
+    std::mt19937_64 rng(84);
+    for (ref::PadDims d : {ref::PadDims{2, 5, 6, 3, 1, 1, 1, 1}, ref::PadDims{1, 7, 7, 4, 0, 1, 0, 1},
+                           ref::PadDims{3, 5, 4, 3, 2, 1, 3, 0}, ref::PadDims{4, 56, 56, 24, 0, 1, 0, 1}}) {
+      Pad2dParams p{d.top, d.bottom, d.left, d.right};
+      auto k = make_kernel<Pad2dKernel>(lo.ctx(), p);
+      Shape xs{d.n, d.h, d.w, d.c}, ys = pad2d_output_shape(xs.without_batch(), p).with_batch(d.n);
+      INFO("x [" << xs.str() << "] -> y [" << ys.str() << "]");
+      Tensor xh = random_low(xs, rng, L), y = lo.up(b16::nan_of(ys, L));
+      k->forward(lo.up(xh), y);
+      check_exact("y", lo.down(y), ref::pad2d_forward(d, b16::values(xh)));
+      Tensor dyh = random_low(ys, rng, L), dx = lo.up(b16::nan_of(xs, L));
+      k->backward(lo.up(dyh), dx);
+      check_exact("dx", lo.down(dx), ref::pad2d_backward(d, b16::values(dyh)));
+    }
+  }
+}
+
+TEST_CASE("low-precision pool2d, global_pool and pad2d refuse mixed activation types") {
+  for (const Low& lo : b16::lows()) SECTION(lo.name()) {
+    std::mt19937_64 rng(85);
+    auto mk = [&](const Shape& s, DType t) { return lo.up(b16::make(s, t, b16::random_values(s, rng, t))); };
+    Shape xs{2, 6, 6, 4}, ps{2, 3, 3, 4}, gs{2, 4}, pads{2, 7, 8, 4};
+    for (DType t : {F, lo.type}) {
+      const DType o = t == F ? lo.type : F;
+      INFO("x " << dtype_name(t));
+      auto pool = pool_kernel(lo, {2, 6, 6, 4, 2, 2, Padding::Valid}, true);
+      Tensor x = mk(xs, t), y = mk(ps, t), y_o = mk(ps, o), dx = mk(xs, t), dx_o = mk(xs, o);
+      CHECK_THROWS_AS(pool->forward(x, y_o, true), std::invalid_argument);
+      REQUIRE_NOTHROW(pool->forward(x, y, true));
+      CHECK_THROWS_AS(pool->backward(x, y, y_o, dx), std::invalid_argument);
+      CHECK_THROWS_AS(pool->backward(x, y, y, dx_o), std::invalid_argument);
+      REQUIRE_NOTHROW(pool->backward(x, y, y, dx));
+
+      auto global = make_kernel<GlobalPoolKernel>(lo.ctx(), GlobalPoolParams{PoolKind::Avg});
+      Tensor g = mk(gs, t), g_o = mk(gs, o);
+      CHECK_THROWS_AS(global->forward(x, g_o), std::invalid_argument);
+      CHECK_THROWS_AS(global->backward(x, g, g_o, dx), std::invalid_argument);
+      CHECK_THROWS_AS(global->backward(x, g, g, dx_o), std::invalid_argument);
+      REQUIRE_NOTHROW(global->forward(x, g));
+
+      auto pad = make_kernel<Pad2dKernel>(lo.ctx(), Pad2dParams{1, 0, 1, 1});
+      Tensor py = mk(pads, t), py_o = mk(pads, o);
+      CHECK_THROWS_AS(pad->forward(x, py_o), std::invalid_argument);
+      CHECK_THROWS_AS(pad->backward(py_o, dx), std::invalid_argument);
+      REQUIRE_NOTHROW(pad->backward(py, dx));
+    }
+    Tensor i32 = lo.up(Tensor::empty(xs, DType::I32)), y = mk(ps, F);
+    CHECK_THROWS_AS(pool_kernel(lo, {2, 6, 6, 4, 2, 2, Padding::Valid}, false)->forward(i32, y, true),
+                    std::invalid_argument);
+  }
 }

@@ -101,7 +101,7 @@ TEST_CASE("activation forward and backward match float64 reference for every kin
   }
 }
 
-TEST_CASE("activation sigmoid stays finite for large inputs; shape mismatch throws") {
+TEST_CASE("activation sigmoid stays finite for large inputs, shape mismatch throws") {
   for (const Backend& be : backends()) SECTION(be.name) {
     auto k = make_kernel<ActivationKernel>(be.ctx(), ActivationParams{ActKind::Sigmoid});
     Tensor x = be.upload(from_vec({4}, {-1000.0, -90.0, 90.0, 1000.0})), y = be.nan({4});

@@ -169,7 +169,7 @@ TEST_CASE("dropout masks are a pure function of (seed, index) with the right kee
   }
 }
 
-TEST_CASE("dropout with rate 0 is the identity; bad rates and masks are rejected") {
+TEST_CASE("dropout with rate 0 is the identity, bad rates and masks are rejected") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(44);
     auto k = make_kernel<DropoutKernel>(be.ctx(), DropoutParams{0.0f});

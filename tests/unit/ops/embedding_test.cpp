@@ -19,7 +19,7 @@ Tensor random_ids(const Shape& s, int64_t vocab, std::mt19937_64& rng) {
 
 }  // namespace
 
-TEST_CASE("embedding forward and backward match float64 reference; repeated ids accumulate") {
+TEST_CASE("embedding forward and backward match float64 reference, repeated ids accumulate") {
   struct Case {
     Shape ids;
     int64_t vocab, dim;

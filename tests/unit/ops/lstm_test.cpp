@@ -107,7 +107,7 @@ TEST_CASE("lstm reference follows Keras' gate order i, f, c, o") {
   }
 }
 
-TEST_CASE("lstm backward needs a training forward of the same shape; shapes are checked") {
+TEST_CASE("lstm backward needs a training forward of the same shape, shapes are checked") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(73);
     auto k = make_kernel<LstmKernel>(be.ctx(), LstmParams{3, false, true});

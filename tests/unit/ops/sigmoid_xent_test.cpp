@@ -43,7 +43,7 @@ TEST_CASE("sigmoid_xent loss, accuracy and gradient match float64 reference") {
   }
 }
 
-TEST_CASE("sigmoid_xent is finite for extreme logits and deterministic; labels are checked") {
+TEST_CASE("sigmoid_xent is finite for extreme logits and deterministic, labels are checked") {
   for (const Backend& be : backends()) SECTION(be.name) {
     auto k = make_kernel<SigmoidXentKernel>(be.ctx(), {});
     const ref::Vec xs = {-1000.0, -90.0, -20.0, 0.0, 0.0, 20.0, 90.0, 1000.0};

@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# Every GPU check of the project in one command, for a GPU machine without internet
-# (see ../shared/GPU.md). Two halves:
+# Every GPU check of the project, for a GPU machine without internet (see ../shared/GPU.md).
 #
-#   scripts/gpu-check.sh pack   on the development machine: builds for sm_90 into build-gpu/ and
-#                               packs the binaries, the Debian shared libraries they need, the
-#                               PyTorch peer and the CIFAR-10 tarballs into .device-pack/ (ignored
-#                               by git; < 64 MiB, carried to the GPU machine).
-#   scripts/gpu-check.sh        on the GPU machine: unpacks .device-pack/ (or uses build/ when it
-#                               was built there), finds cuDNN/cuBLAS (CUDA toolkit or PyTorch's
-#                               nvidia/* wheels), then runs the whole test suite (CUDA tests
-#                               included), MiniGoogLeNet training throughput next to PyTorch eager
-#                               and torch.compile (batch 256, fp32 and bf16), one full CIFAR-10
-#                               epoch, and prints a table last. Logs go to $OUT/gpu-check (or
-#                               /tmp/gpu-check).
+#   scripts/gpu-check.sh pack          on the development machine: builds for sm_90 into build-gpu/ and packs
+#                                      the binaries, the Debian shared libraries they need (PLplot's drivers
+#                                      and data included), the PyTorch peers and the CIFAR-10 tarballs into
+#                                      .device-pack/ (ignored by git; < 64 MiB, carried to the GPU machine).
+#   scripts/gpu-check.sh [PHASE ...]   on the GPU machine, the phases in order (default: all of them):
+#     ops        unit_ops, every test case in its own process (scripts/run-isolated.sh): counts, failures
+#     core       unit_core likewise (GPU vs CPU, one GPU listed N times, mixed precision on the GPU)
+#     e2e        unit_data and the CLI tests likewise (mpirun tests skip with their reason where it is missing)
+#     sanitize   compute-sanitizer memcheck on every unit_ops case, racecheck on the shared-memory kernels'
+#     configs    the shipped small configs x (fp32, bf16) x (--gpus 0, --gpus 0,0): exit, loss, val_accuracy, s/epoch
+#     configs-big  the same for MiniGoogLeNet (one epoch of the shared CIFAR-10) and MobileNetV2 cats vs dogs
+#                (one epoch at batch 64 and 128)
+#     engine     one-rank NCCL and --gpus 0,0 against --gpus 0, SIGINT + resume, eval, device parallel, mpirun
+#     bench      MiniGoogLeNet batch 256 (fp32, bf16) against PyTorch eager and torch.compile; a CIFAR-10 epoch
+# Every step runs under `timeout`; logs go to $OUT/gpu-check (or /tmp/gpu-check), are archived into
+# $OUT/gpu-check-logs.tar.gz at the end, and the summary table is printed last. One call of the device
+# tool runs at most 10 minutes: run the phases in several calls (e.g. `ops core`, `e2e sanitize`,
+# `configs engine`, `configs-big`, `bench`).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -23,13 +29,20 @@ if [ "${1:-}" = "pack" ]; then
     -DTRAINER_NATIVE=OFF -DTRAINER_TEST_ROOT=/tmp/trainer-src -DTRAINER_TEST_BINARY=/tmp/trainer-gpu/trainer >/dev/null
   cmake --build build-gpu --parallel
   stage=$(mktemp -d)/trainer-gpu
-  mkdir -p "$stage/lib" "$stage/tests"
+  mkdir -p "$stage/lib" "$stage/tests" "$stage/plplot/drivers" "$stage/plplot/data"
   cp build-gpu/trainer "$stage/"
   cp build-gpu/tests/unit_ops build-gpu/tests/unit_core build-gpu/tests/unit_data build-gpu/tests/e2e "$stage/tests/"
   strip "$stage/trainer" "$stage"/tests/* || true
-  # Debian libraries the GPU machine lacks (not glibc itself, not the CUDA libraries).
-  ldd build-gpu/trainer build-gpu/tests/unit_ops build-gpu/tests/unit_core build-gpu/tests/unit_data build-gpu/tests/e2e | awk '/=> \//{print $3}' | sort -u |
-    grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libgcc_s)\.so|/usr/local/cuda|libcudnn|libcublas' |
+  # PLplot loads its output drivers (pngcairo: cairo.so) at run time from PLPLOT_DRV_DIR, and its
+  # fonts and palettes from PLPLOT_LIB: both travel (without the map shapefiles).
+  drv=$(ls -d /usr/lib/x86_64-linux-gnu/plplot*/drivers | head -1)
+  cp "$drv"/cairo.* "$drv"/null.* "$stage/plplot/drivers/"
+  share=$(ls -d /usr/share/plplot[0-9]* | head -1)
+  cp "$share"/*.fnt "$share"/*.pal "$stage/plplot/data/"
+  # Debian libraries the GPU machine lacks (not glibc itself, not the CUDA libraries), for the
+  # binaries and the driver plugins.
+  ldd build-gpu/trainer build-gpu/tests/* "$drv"/cairo.so 2>/dev/null | awk '/=> \//{print $3}' | sort -u |
+    grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libgcc_s)\.so|/usr/local/cuda|libcudnn|libcublas|libnccl' |
     while read -r lib; do cp -L "$lib" "$stage/lib/"; done
   mkdir -p .device-pack
   tar -C "$(dirname "$stage")" -cJf .device-pack/trainer-gpu.tar.xz trainer-gpu
@@ -37,23 +50,31 @@ if [ "${1:-}" = "pack" ]; then
   install -m 644 ../shared/anchors/minigooglenet_torch.py .device-pack/anchors/
   install -m 644 ../shared/data/cifar10-jpg-*.tar.gz .device-pack/data/
   du -sh .device-pack
-  echo "pack: done; run on the GPU machine with .device-pack carried: bash scripts/gpu-check.sh"
+  echo "pack: done; on the GPU machine with .device-pack carried: bash scripts/gpu-check.sh [PHASE ...]"
   exit 0
 fi
 
 out=${OUT:-/tmp}/gpu-check
 mkdir -p "$out"
-log() { echo "== $*" | tee -a "$out/summary.log"; }
 rows=()
-row() { rows+=("$(printf '%-46s %s' "$1" "$2")"); }
+row() { rows+=("$(printf '%-58s %s' "$1" "$2")"); }
+log() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$out/progress.log"; }
+finish() {
+  tar -C "$(dirname "$out")" -czf "${OUT:-/tmp}/gpu-check-logs.tar.gz" "$(basename "$out")" 2>/dev/null
+  echo
+  echo "gpu-check summary ($(date -u +%Y-%m-%dT%H:%MZ), logs in ${OUT:-/tmp}/gpu-check-logs.tar.gz)"
+  printf '%s\n' "${rows[@]}" | tee -a "$out/summary.log"
+}
+trap finish EXIT
 
-# --- binaries -------------------------------------------------------------------------------
+# --- binaries, libraries, data --------------------------------------------------------------------
 if [ -f .device-pack/trainer-gpu.tar.xz ]; then
-  rm -rf /tmp/trainer-gpu && tar -C /tmp -xJf .device-pack/trainer-gpu.tar.xz
+  [ -x /tmp/trainer-gpu/trainer ] || tar -C /tmp -xJf .device-pack/trainer-gpu.tar.xz
   ln -sfn "$root" /tmp/trainer-src
   bin=/tmp/trainer-gpu
   tests=$bin/tests
   export LD_LIBRARY_PATH=$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export PLPLOT_DRV_DIR=$bin/plplot/drivers PLPLOT_LIB=$bin/plplot/data
   export TRAINER_DATA=$root/.device-pack/data
   peer=$root/.device-pack/anchors/minigooglenet_torch.py
 else
@@ -61,8 +82,8 @@ else
   bin=$root/build tests=$root/build/tests
   peer=${PEER:-../shared/anchors/minigooglenet_torch.py}
 fi
-
-# --- CUDA libraries: the toolkit's, then PyTorch's wheels ---------------------------------------
+data=${TRAINER_DATA:-../shared/data}
+# CUDA libraries: the toolkit's, then PyTorch's wheels (cuDNN, NCCL).
 nv=$(python3 - <<'PY' 2>/dev/null
 import glob, os, site
 dirs = set()
@@ -71,118 +92,187 @@ for sp in site.getsitepackages() + [site.getusersitepackages()]:
 print(":".join(sorted(dirs)))
 PY
 )
-export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/cuda/lib64${nv:+:$nv}
-nvidia-smi -L 2>&1 | tee "$out/nvidia-smi.log"
-missing=$(ldd "$bin/trainer" | grep "not found" || true)
-if [ -n "$missing" ]; then
-  log "trainer cannot start, missing libraries:"; echo "$missing" | tee -a "$out/summary.log"
-fi
-"$bin/trainer" devices | tee "$out/devices.log"
+export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64${nv:+:$nv}
+T=$bin/trainer
+nvidia-smi -L >"$out/nvidia-smi.log" 2>&1
+missing=$(ldd "$T" | grep "not found" || true)
+[ -n "$missing" ] && row "trainer cannot start, missing libraries" "$(echo "$missing" | tr '\n' ' ')"
+timeout 60 "$T" devices >"$out/devices.log" 2>&1
+row "GPU" "$(head -1 "$out/nvidia-smi.log"); trainer devices: $(grep -c '^cuda:' "$out/devices.log") GPU line(s)"
 
-# --- tests ------------------------------------------------------------------------------------
-for t in unit_ops unit_core unit_data e2e; do
-  log "test $t"
-  (cd /tmp && "$tests/$t" --reporter compact) >"$out/test-$t.log" 2>&1
-  rc=$?
-  result=$(grep -E "^(Passed|Failed|All tests|No tests)" "$out/test-$t.log" | tail -1)
-  echo "$result"
-  row "tests $t" "${result:-no summary line (see test-$t.log)} (rc $rc)"
-done
-skips=$(grep -ho "cuda: skipped[^']*" "$out/test-unit_ops.log" | head -1)
-[ -n "$skips" ] && row "CUDA op tests" "SKIPPED: $skips"
-
-# --- data parallelism on one GPU: one-rank NCCL and the GPU listed twice match one device -------
-smoke() {  # smoke <name> <args...>: final training loss of configs/smoke.yaml
-  local name=$1; shift
-  "$bin/trainer" run configs/smoke.yaml "$@" --run-dir "$out/dp-$name" >"$out/dp-$name.log" 2>&1 &&
-    tail -1 "$out/dp-$name/metrics.csv" | cut -d, -f3
+cifar() {  # unpacks the shared CIFAR-10 JPEGs into /tmp/cifar once; false when they are missing
+  [ -d /tmp/cifar/cifar10-jpg/test ] && return 0
+  [ -f "$data/cifar10-jpg-train.tar.gz" ] || return 1
+  mkdir -p /tmp/cifar && tar -xzf "$data/cifar10-jpg-train.tar.gz" -C /tmp/cifar && tar -xzf "$data/cifar10-jpg-test.tar.gz" -C /tmp/cifar
 }
-log "data parallel on GPU"
-l1=$(smoke single --gpus 0)
-ln=$(TRAINER_COMM=nccl smoke nccl1 --gpus 0)
-l2=$(smoke twice --gpus 0,0 --set train.batch_size=16)
-row "smoke loss: --gpus 0 / NCCL 1 rank / --gpus 0,0" "${l1:-failed} / ${ln:-failed} / ${l2:-failed} (logs dp-*.log)"
 
-# --- checkpoints on the GPU: SIGINT mid-epoch, resume, compare with an uninterrupted run ---------
-log "checkpoint resume on GPU"
-"$bin/trainer" run configs/smoke.yaml --gpus 0 --run-dir "$out/ck-full" >"$out/ck-full.log" 2>&1
-TRAINER_TEST_SIGINT_AT_STEP=40 "$bin/trainer" run configs/smoke.yaml --gpus 0 --run-dir "$out/ck-cut" >"$out/ck-cut.log" 2>&1
-ck_cut=$?
-"$bin/trainer" run --resume "$out/ck-cut" --gpus 0 --run-dir "$out/ck-res" >"$out/ck-res.log" 2>&1
-ck_res=$?
-if cmp -s "$out/ck-full/checkpoints/epoch-0003.safetensors" "$out/ck-res/checkpoints/epoch-0003.safetensors"; then
-  ck="bit-identical"
-else
-  ck="differs: $(tail -1 "$out/ck-full/metrics.csv") vs $(tail -1 "$out/ck-res/metrics.csv")"
-fi
-row "SIGINT at step 40 + resume (smoke, GPU)" "rc $ck_cut then $ck_res; final weights $ck"
-"$bin/trainer" eval "$out/ck-full" --gpus 0 >"$out/ck-eval.log" 2>&1
-row "trainer eval on GPU" "rc $?; $(grep -o 'loss: .*' "$out/ck-eval.log" | tail -1)"
-"$bin/trainer" devices >"$out/devices.log" 2>&1
-row "trainer devices" "$(grep -c '^cuda:' "$out/devices.log") GPU line(s); $(grep -io 'nccl[^,;]*' "$out/devices.log" | head -1)"
+# --- the test suite, one process per case ---------------------------------------------------------
+isolated() {  # isolated <binary> <jobs> [run-isolated options]: a row with its counts
+  local b=$1 jobs=$2
+  shift 2
+  log "tests $b"
+  (cd /tmp && "$root/scripts/run-isolated.sh" "$tests/$b" "$out/tests-$b" --jobs "$jobs" --timeout 600 "$@") \
+    >"$out/tests-$b.log" 2>&1
+  row "tests $b (one process per case)" "$(tail -1 "$out/tests-$b.log")"
+  grep '^FAILED' "$out/tests-$b.log" | head -20 | while read -r f; do row "  $b" "$f"; done
+  grep -ho "cuda: skipped[^']*" "$out/tests-$b"/case-*.log 2>/dev/null | sort -u | head -1 |
+    while read -r s; do row "  $b: CUDA SKIPPED" "$s"; done
+}
 
-# --- device parallelism: placement on gpu:0 + cpu, a shared LSTM over gpu:0/gpu:1 (both GPU 0) ----
-log "device parallel on GPU"
-"$bin/trainer" run configs/model_parallel.yaml --gpus 0 --set placement.a1=gpu:0 --set placement.b1=cpu \
-  --set train.epochs=2 --run-dir "$out/mp-gpu-cpu" >"$out/mp-gpu-cpu.log" 2>&1
-row "model_parallel.yaml on gpu:0 + cpu, 4 micro-batches" "rc $?; $(tail -1 "$out/mp-gpu-cpu/metrics.csv" 2>/dev/null)"
-"$bin/trainer" run configs/shared_lstm.yaml --gpus 0,0 --set train.epochs=2 --run-dir "$out/lstm-gpu" >"$out/lstm-gpu.log" 2>&1
-row "shared_lstm.yaml, branches on GPU 0 twice (--gpus 0,0), 2 epochs" "rc $?; $(tail -1 "$out/lstm-gpu/metrics.csv" 2>/dev/null)"
-for m in 1 4; do
-  o=$("$bin/trainer" bench configs/model_parallel.yaml --gpus 0 --set placement.a1=gpu:0 --set placement.b1=cpu \
-        --set pipeline.microbatches=$m --steps 20 2>&1 | tail -1)
-  row "bench model_parallel gpu:0 + cpu, M=$m" "$o"
-done
+phase_ops() { isolated unit_ops 4; }
+phase_core() { isolated unit_core 4; }
+phase_e2e() {
+  isolated unit_data 8
+  command -v mpirun >/dev/null || row "  e2e" "no mpirun on this machine: the mpi cases skip, saying so"
+  isolated e2e 3
+}
 
-# --- multi-process: one MPI process on the GPU (NCCL bootstrapped over MPI) ----------------------
-log "mpirun on GPU"
-mpirun -np 1 --allow-run-as-root "$bin/trainer" run configs/smoke.yaml --gpus 0 --run-dir "$out/mpi-gpu" >"$out/mpi-gpu.log" 2>&1
-row "mpirun -np 1 trainer run smoke.yaml --gpus 0" "rc $?; $(tail -1 "$out/mpi-gpu/metrics.csv" 2>/dev/null)"
+phase_sanitize() {
+  if ! command -v compute-sanitizer >/dev/null; then row "compute-sanitizer" "not found: skipped"; return; fi
+  log "memcheck unit_ops"
+  (cd /tmp && timeout 560 "$root/scripts/run-isolated.sh" "$tests/unit_ops" "$out/memcheck" --jobs 8 --timeout 400 \
+    --wrap "compute-sanitizer --tool memcheck --leak-check full --error-exitcode 97") >"$out/memcheck.log" 2>&1
+  row "compute-sanitizer memcheck, unit_ops" "$(tail -1 "$out/memcheck.log")"
+  log "racecheck"
+  (cd /tmp && timeout 300 "$root/scripts/run-isolated.sh" "$tests/unit_ops" "$out/racecheck" --jobs 8 --timeout 280 \
+    --filter "batchnorm|conv2d|dense|lstm|softmax|sigmoid_xent" \
+    --wrap "compute-sanitizer --tool racecheck --error-exitcode 97") >"$out/racecheck.log" 2>&1
+  row "compute-sanitizer racecheck (shared-memory kernels)" "$(tail -1 "$out/racecheck.log")"
+}
 
-# --- throughput: MiniGoogLeNet, batch 256 -------------------------------------------------------
-ips() { sed -nE 's/.*"images_per_(sec|s)": ([0-9.]+).*/\2/p' | tail -1; }
-for prec in fp32 bf16; do
-  log "bench trainer $prec"
-  o=$("$bin/trainer" bench configs/minigooglenet.yaml --gpus 0 --steps 50 --warmup 10 \
-        --set train.batch_size=256 $( [ $prec = bf16 ] && echo --set precision=bf16 ) 2>&1 | tee "$out/bench-trainer-$prec.log")
-  mine=$(ips <<<"$o")
-  amp=""; [ $prec = bf16 ] && amp="--amp bf16"
-  log "bench pytorch eager $prec"
-  eager=$(python3 "$peer" --device cuda --channels-last --batch 256 --steps 50 --warmup 10 $amp 2>&1 | tee "$out/bench-torch-eager-$prec.log" | ips)
-  log "bench pytorch compile $prec"
-  comp=$(python3 "$peer" --device cuda --channels-last --batch 256 --steps 50 --warmup 10 --compile $amp 2>&1 | tee "$out/bench-torch-compile-$prec.log" | ips)
+# --- every shipped config on the GPU --------------------------------------------------------------
+# config_run <label> <precision> <gpus> <config> [--set ...]: exit code, final loss and val_accuracy
+# (metrics.csv: epoch, accuracy, loss, lr, val_accuracy, val_loss), seconds per epoch (metrics.jsonl).
+config_run() {
+  local label=$1 prec=$2 gpus=$3 cfg=$4
+  shift 4
+  local dir="$out/run-${label// /_}-$prec-g${gpus//,/_}"
+  rm -rf "$dir"
+  timeout 300 "$T" run "$cfg" --gpus "$gpus" --set precision="$prec" "$@" --run-dir "$dir" >"$dir.log" 2>&1
+  local rc=$?
+  local last loss acc secs
+  last=$(tail -1 "$dir/metrics.csv" 2>/dev/null)
+  loss=$(echo "$last" | cut -d, -f3)
+  acc=$(echo "$last" | cut -d, -f5)
+  secs=$(tail -1 "$dir/metrics.jsonl" 2>/dev/null | sed -nE 's/.*"time_s": *([0-9.]+).*/\1/p')
+  row "$(printf '%-22s %-5s --gpus %-4s' "$label" "$prec" "$gpus")" \
+    "$(printf 'exit %-3s loss %-9s val_accuracy %-8s s/epoch %s' "$rc" "${loss:-n/a}" "${acc:-n/a}" "${secs:-n/a}")"
+  [ "$rc" != 0 ] && row "  (exit $rc)" "$(grep -v '^\s*$' "$dir.log" | tail -1)"
+}
+
+phase_configs() {
+  log "configs"
+  for prec in fp32 bf16; do
+    config_run quickstart "$prec" 0 configs/quickstart.yaml
+    config_run quickstart "$prec" 0,0 configs/quickstart.yaml --set train.batch_size=32
+    config_run smoke "$prec" 0 configs/smoke.yaml
+    config_run smoke "$prec" 0,0 configs/smoke.yaml --set train.batch_size=16
+    config_run shared_lstm "$prec" 0 configs/shared_lstm.yaml --set placement.lstm_b=gpu:0
+    config_run shared_lstm "$prec" 0,0 configs/shared_lstm.yaml
+    config_run model_parallel "$prec" 0 configs/model_parallel.yaml --set placement.a1=gpu:0 --set placement.b1=cpu
+    config_run model_parallel "$prec" 0,0 configs/model_parallel.yaml --set placement.a1=gpu:0 --set placement.b1=gpu:1
+  done
+}
+
+phase_configs_big() {
+  log "configs-big"
+  if cifar; then
+    local c=(--set train.epochs=1 --set data.train.path=/tmp/cifar/cifar10-jpg/train
+             --set data.val.path=/tmp/cifar/cifar10-jpg/test)
+    for prec in fp32 bf16; do
+      config_run minigooglenet "$prec" 0 configs/minigooglenet.yaml "${c[@]}"
+      config_run minigooglenet "$prec" 0,0 configs/minigooglenet.yaml "${c[@]}" --set train.batch_size=32
+    done
+  else
+    row "minigooglenet" "skipped: no CIFAR-10 tarballs in $data"
+  fi
+  if datasets/cats_vs_dogs/from-shared.sh "$data" >"$out/cats-dogs-unpack.log" 2>&1; then
+    local m=(--set train.epochs=1 --set data.train.path=datasets/cats_vs_dogs_cifar/train
+             --set data.val.path=datasets/cats_vs_dogs_cifar/val)
+    for prec in fp32 bf16; do
+      for batch in 64 128; do
+        config_run "mobilenetv2 b$batch" "$prec" 0 configs/mobilenetv2_cats_vs_dogs.yaml "${m[@]}" \
+          --set train.batch_size=$batch
+        config_run "mobilenetv2 b$batch" "$prec" 0,0 configs/mobilenetv2_cats_vs_dogs.yaml "${m[@]}" \
+          --set train.batch_size=$((batch / 2))
+      done
+    done
+  else
+    row "mobilenetv2" "skipped: $(tail -1 "$out/cats-dogs-unpack.log")"
+  fi
+}
+
+# --- the engine on one GPU: data parallel, resume, eval, device parallel, MPI ----------------------
+phase_engine() {
+  smoke() {  # smoke <name> <args...>: final training loss of configs/smoke.yaml
+    local name=$1
+    shift
+    timeout 240 "$T" run configs/smoke.yaml "$@" --run-dir "$out/dp-$name" >"$out/dp-$name.log" 2>&1 &&
+      tail -1 "$out/dp-$name/metrics.csv" | cut -d, -f3
+  }
+  log "engine"
+  local l1 ln l2
+  l1=$(smoke single --gpus 0)
+  ln=$(TRAINER_COMM=nccl smoke nccl1 --gpus 0)
+  l2=$(smoke twice --gpus 0,0 --set train.batch_size=16)
+  row "smoke loss: --gpus 0 / NCCL 1 rank / --gpus 0,0" "${l1:-failed} / ${ln:-failed} / ${l2:-failed}"
+  timeout 240 "$T" run configs/smoke.yaml --gpus 0 --run-dir "$out/ck-full" >"$out/ck-full.log" 2>&1
+  TRAINER_TEST_SIGINT_AT_STEP=40 timeout 240 "$T" run configs/smoke.yaml --gpus 0 --run-dir "$out/ck-cut" \
+    >"$out/ck-cut.log" 2>&1
+  local cut=$?
+  timeout 240 "$T" run --resume "$out/ck-cut" --gpus 0 --run-dir "$out/ck-res" >"$out/ck-res.log" 2>&1
+  local res=$? ck="differs"
+  cmp -s "$out/ck-full/checkpoints/epoch-0003.safetensors" "$out/ck-res/checkpoints/epoch-0003.safetensors" &&
+    ck="bit-identical"
+  row "SIGINT at step 40 + resume (smoke, GPU)" "rc $cut then $res; final weights $ck"
+  timeout 120 "$T" eval "$out/ck-full" --gpus 0 >"$out/ck-eval.log" 2>&1
+  row "trainer eval on GPU" "rc $?; $(grep -o 'loss: .*' "$out/ck-eval.log" | tail -1)"
+  for m in 1 4; do
+    row "bench model_parallel gpu:0 + cpu, M=$m" "$(timeout 240 "$T" bench configs/model_parallel.yaml --gpus 0 \
+      --set placement.a1=gpu:0 --set placement.b1=cpu --set pipeline.microbatches=$m --steps 20 2>&1 | tail -1)"
+  done
+  if command -v mpirun >/dev/null; then
+    timeout 240 mpirun -np 1 --allow-run-as-root "$T" run configs/smoke.yaml --gpus 0 --run-dir "$out/mpi-gpu" \
+      >"$out/mpi-gpu.log" 2>&1
+    row "mpirun -np 1 trainer run smoke.yaml --gpus 0" "rc $?; $(tail -1 "$out/mpi-gpu/metrics.csv" 2>/dev/null)"
+  else
+    row "mpirun -np 1 trainer run smoke.yaml --gpus 0" "skipped: no mpirun on this machine"
+  fi
+}
+
+# --- throughput against the PyTorch peer ----------------------------------------------------------
+phase_bench() {
+  ips() { sed -nE 's/.*"images_per_(sec|s)": ([0-9.]+).*/\2/p' | tail -1; }
   ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2fx", a / b; else print "n/a" }'; }
-  row "MiniGoogLeNet $prec img/s: trainer" "${mine:-failed (see bench-trainer-$prec.log)}"
-  row "MiniGoogLeNet $prec img/s: torch eager / compile" "${eager:-n/a} / ${comp:-n/a}"
-  row "MiniGoogLeNet $prec ratio vs eager / vs compile" "$(ratio "${mine:-0}" "${eager:-0}") / $(ratio "${mine:-0}" "${comp:-0}")"
+  for prec in fp32 bf16; do
+    log "bench $prec"
+    local mine eager comp amp=""
+    mine=$(timeout 240 "$T" bench configs/minigooglenet.yaml --gpus 0 --steps 50 --warmup 10 \
+      --set train.batch_size=256 --set precision=$prec 2>&1 | tee "$out/bench-trainer-$prec.log" | ips)
+    [ $prec = bf16 ] && amp="--amp bf16"
+    # shellcheck disable=SC2086
+    eager=$(timeout 240 python3 "$peer" --device cuda --channels-last --batch 256 --steps 50 --warmup 10 $amp 2>&1 |
+      tee "$out/bench-torch-eager-$prec.log" | ips)
+    # shellcheck disable=SC2086
+    comp=$(timeout 300 python3 "$peer" --device cuda --channels-last --batch 256 --steps 50 --warmup 10 --compile \
+      $amp 2>&1 | tee "$out/bench-torch-compile-$prec.log" | ips)
+    row "MiniGoogLeNet b256 $prec img/s: trainer / eager / compile" "${mine:-failed} / ${eager:-n/a} / ${comp:-n/a}"
+    row "MiniGoogLeNet b256 $prec ratio vs eager / vs compile" \
+      "$(ratio "${mine:-0}" "${eager:-0}") / $(ratio "${mine:-0}" "${comp:-0}")"
+  done
+  if cifar; then
+    log "CIFAR-10 epoch"
+    config_run "minigooglenet epoch" fp32 0 configs/minigooglenet.yaml --set train.epochs=1 \
+      --set data.train.path=/tmp/cifar/cifar10-jpg/train --set data.val.path=/tmp/cifar/cifar10-jpg/test
+  fi
+}
+
+phases=("$@")
+((${#phases[@]})) || phases=(ops core e2e sanitize configs configs-big engine bench)
+for p in "${phases[@]}"; do
+  case $p in
+    ops | core | e2e | sanitize | configs | engine | bench) "phase_$p" ;;
+    configs-big) phase_configs_big ;;
+    *) row "unknown phase" "$p (phases: ops core e2e sanitize configs configs-big engine bench)" ;;
+  esac
 done
-
-# --- one full CIFAR-10 epoch on the GPU ---------------------------------------------------------
-data=${TRAINER_DATA:-../shared/data}
-if [ -f "$data/cifar10-jpg-train.tar.gz" ]; then
-  mkdir -p /tmp/cifar && [ -d /tmp/cifar/cifar10-jpg/train ] || { tar -xzf "$data/cifar10-jpg-train.tar.gz" -C /tmp/cifar && tar -xzf "$data/cifar10-jpg-test.tar.gz" -C /tmp/cifar; }
-  log "CIFAR-10 epoch"
-  start=$(date +%s.%N)
-  "$bin/trainer" run configs/minigooglenet.yaml --gpus 0 --set train.epochs=1 --set data.train.path=/tmp/cifar/cifar10-jpg/train \
-    --set data.val.path=/tmp/cifar/cifar10-jpg/test --run-dir "$out/cifar-epoch" >"$out/cifar-epoch.log" 2>&1
-  rc=$?
-  end=$(date +%s.%N)
-  row "CIFAR-10 epoch (MiniGoogLeNet, batch 64)" "$(awk -v a="$start" -v b="$end" 'BEGIN{printf "%.1f s", b-a}') rc $rc; $(grep -o 'val_accuracy: [0-9.]*' "$out/cifar-epoch.log" | tail -1)"
-else
-  row "CIFAR-10 epoch" "skipped: no tarballs in $data"
-fi
-
-# --- MobileNetV2 on the real cats/dogs images (CIFAR-10's, upscaled to 224), a short schedule ----
-if datasets/cats_vs_dogs/from-shared.sh "${TRAINER_DATA:-../shared/data}" >"$out/cats-dogs-unpack.log" 2>&1; then
-  log "MobileNetV2 cats vs dogs"
-  "$bin/trainer" run configs/mobilenetv2_cats_vs_dogs.yaml --gpus 0 --set data.train.path=datasets/cats_vs_dogs_cifar/train \
-    --set data.val.path=datasets/cats_vs_dogs_cifar/val --set train.epochs=3 --run-dir "$out/mobilenetv2" \
-    >"$out/mobilenetv2.log" 2>&1
-  row "MobileNetV2 cats/dogs, 3 epochs" "rc $?; $(grep -o 'val_accuracy: [0-9.]*' "$out/mobilenetv2.log" | tail -1)"
-else
-  row "MobileNetV2 cats/dogs" "skipped: $(tail -1 "$out/cats-dogs-unpack.log")"
-fi
-
-echo
-echo "gpu-check summary ($(date -u +%Y-%m-%dT%H:%MZ), logs in $out)"
-printf '%s\n' "${rows[@]}" | tee -a "$out/summary.log"

@@ -3,8 +3,9 @@
 #
 #   scripts/gpu-check.sh pack          on the development machine: builds for sm_90 into build-gpu/ and packs
 #                                      the binaries, the Debian shared libraries they need (PLplot's drivers
-#                                      and data included), the PyTorch peers and the CIFAR-10 tarballs into
-#                                      .device-pack/ (ignored by git; < 64 MiB, carried to the GPU machine).
+#                                      and data included) and the CIFAR-10 tarballs into .device-pack/
+#                                      (ignored by git; < 64 MiB, carried to the GPU machine; the PyTorch
+#                                      peers are in scripts/peers/).
 #   scripts/gpu-check.sh [PHASE ...]   on the GPU machine, the phases in order (default: all of them):
 #     ops        unit_ops, every test case in its own process (scripts/run-isolated.sh): counts, failures
 #     core       unit_core likewise (GPU vs CPU, one GPU listed N times, mixed precision on the GPU)
@@ -14,11 +15,14 @@
 #     configs-big  the same for MiniGoogLeNet (one epoch of the shared CIFAR-10) and MobileNetV2 cats vs dogs
 #                (one epoch at batch 64 and 128)
 #     engine     one-rank NCCL and --gpus 0,0 against --gpus 0, SIGINT + resume, eval, device parallel, mpirun
-#     bench      MiniGoogLeNet batch 256 (fp32, bf16) against PyTorch eager and torch.compile; a CIFAR-10 epoch
+#     bench      MiniGoogLeNet batch 256 (fp32, bf16) against PyTorch eager and torch.compile
+#                (scripts/bench-vs-pytorch.sh, DEVICE=cuda: img/s, ratios, peak device memory)
+#     bench-b64  the same at batch 64 (the seed recipe's), and one CIFAR-10 epoch of configs/minigooglenet.yaml
+#     bench-mnv2 MobileNetV2 224x224 at batch 64 (fp32, bf16) against PyTorch
 # Every step runs under `timeout`; logs go to $OUT/gpu-check (or /tmp/gpu-check), are archived into
 # $OUT/gpu-check-logs.tar.gz at the end, and the summary table is printed last. One call of the device
-# tool runs at most 10 minutes: run the phases in several calls (e.g. `ops core`, `e2e sanitize`,
-# `configs engine`, `configs-big`, `bench`).
+# tool runs at most 10 minutes: run the phases in several calls (e.g. `ops core`, `e2e`, `sanitize`,
+# `configs engine`, `configs-big`, `bench`, `bench-b64`, `bench-mnv2`).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -46,8 +50,7 @@ if [ "${1:-}" = "pack" ]; then
     while read -r lib; do cp -L "$lib" "$stage/lib/"; done
   mkdir -p .device-pack
   tar -C "$(dirname "$stage")" -cJf .device-pack/trainer-gpu.tar.xz trainer-gpu
-  mkdir -p .device-pack/anchors .device-pack/data
-  install -m 644 ../shared/anchors/minigooglenet_torch.py .device-pack/anchors/
+  mkdir -p .device-pack/data
   install -m 644 ../shared/data/cifar10-jpg-*.tar.gz .device-pack/data/
   du -sh .device-pack
   echo "pack: done; on the GPU machine with .device-pack carried: bash scripts/gpu-check.sh [PHASE ...]"
@@ -76,11 +79,9 @@ if [ -f .device-pack/trainer-gpu.tar.xz ]; then
   export LD_LIBRARY_PATH=$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export PLPLOT_DRV_DIR=$bin/plplot/drivers PLPLOT_LIB=$bin/plplot/data
   export TRAINER_DATA=$root/.device-pack/data
-  peer=$root/.device-pack/anchors/minigooglenet_torch.py
 else
   [ -x build/trainer ] || scripts/setup.sh
   bin=$root/build tests=$root/build/tests
-  peer=${PEER:-../shared/anchors/minigooglenet_torch.py}
 fi
 data=${TRAINER_DATA:-../shared/data}
 # CUDA libraries: the toolkit's, then PyTorch's wheels (cuDNN, NCCL).
@@ -240,39 +241,33 @@ phase_engine() {
   fi
 }
 
-# --- throughput against the PyTorch peer ----------------------------------------------------------
-phase_bench() {
-  ips() { sed -nE 's/.*"images_per_(sec|s)": ([0-9.]+).*/\2/p' | tail -1; }
-  ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2fx", a / b; else print "n/a" }'; }
-  for prec in fp32 bf16; do
-    log "bench $prec"
-    local mine eager comp amp=""
-    mine=$(timeout 240 "$T" bench configs/minigooglenet.yaml --gpus 0 --steps 50 --warmup 10 \
-      --set train.batch_size=256 --set precision=$prec 2>&1 | tee "$out/bench-trainer-$prec.log" | ips)
-    [ $prec = bf16 ] && amp="--amp bf16"
-    # shellcheck disable=SC2086
-    eager=$(timeout 240 python3 "$peer" --device cuda --channels-last --batch 256 --steps 50 --warmup 10 $amp 2>&1 |
-      tee "$out/bench-torch-eager-$prec.log" | ips)
-    # shellcheck disable=SC2086
-    comp=$(timeout 300 python3 "$peer" --device cuda --channels-last --batch 256 --steps 50 --warmup 10 --compile \
-      $amp 2>&1 | tee "$out/bench-torch-compile-$prec.log" | ips)
-    row "MiniGoogLeNet b256 $prec img/s: trainer / eager / compile" "${mine:-failed} / ${eager:-n/a} / ${comp:-n/a}"
-    row "MiniGoogLeNet b256 $prec ratio vs eager / vs compile" \
-      "$(ratio "${mine:-0}" "${eager:-0}") / $(ratio "${mine:-0}" "${comp:-0}")"
-  done
+# --- throughput against the PyTorch peer (scripts/bench-vs-pytorch.sh with DEVICE=cuda) ---------
+referee() {  # referee <model> <batch> <precision>: its summary rows
+  local tag="$1-b$2-$3"
+  log "bench $tag"
+  DEVICE=cuda MODEL=$1 BATCH=$2 PRECISION=$3 TRAINER=$T timeout 560 scripts/bench-vs-pytorch.sh \
+    >"$out/bench-$tag.log" 2>&1
+  local rc=$?
+  grep -E "^  (trainer|eager|compile|ratio)" "$out/bench-$tag.log" | while read -r l; do row "  $tag" "$l"; done
+  [ $rc = 0 ] || row "  $tag" "bench-vs-pytorch exit $rc: $(tail -1 "$out/bench-$tag.log")"
+}
+phase_bench() { for p in fp32 bf16; do referee minigooglenet 256 "$p"; done; }
+phase_bench_b64() {
+  for p in fp32 bf16; do referee minigooglenet 64 "$p"; done
   if cifar; then
     log "CIFAR-10 epoch"
     config_run "minigooglenet epoch" fp32 0 configs/minigooglenet.yaml --set train.epochs=1 \
       --set data.train.path=/tmp/cifar/cifar10-jpg/train --set data.val.path=/tmp/cifar/cifar10-jpg/test
   fi
 }
+phase_bench_mnv2() { for p in fp32 bf16; do referee mobilenetv2 64 "$p"; done; }
 
 phases=("$@")
-((${#phases[@]})) || phases=(ops core e2e sanitize configs configs-big engine bench)
+all=(ops core e2e sanitize configs configs-big engine bench bench-b64 bench-mnv2)
+((${#phases[@]})) || phases=("${all[@]}")
 for p in "${phases[@]}"; do
-  case $p in
-    ops | core | e2e | sanitize | configs | engine | bench) "phase_$p" ;;
-    configs-big) phase_configs_big ;;
-    *) row "unknown phase" "$p (phases: ops core e2e sanitize configs configs-big engine bench)" ;;
+  case " ${all[*]} " in
+    *" $p "*) "phase_${p//-/_}" ;;
+    *) row "unknown phase" "$p (phases: ${all[*]})" ;;
   esac
 done

@@ -78,18 +78,20 @@ int run_bench(const BenchArgs& a) {
       fmt::print("Note: --layers times the layers of data-parallel replicas only\n");
     for (const std::string& l : r.layer_lines) fmt::print("{}\n", l);
     fmt::print("{} on {} ({} threads, {}), batch {}, {} steps after {} warm-up: {:.1f} img/s, {:.2f} ms/step, "
-               "{:.1f} GFLOP/s, peak RSS {:.0f} MiB{}\n",
+               "{:.1f} GFLOP/s, peak RSS {:.0f} MiB{}{}\n",
                e.name, r.device, r.threads, precision_name(e.precision), r.batch, a.o.steps, a.o.warmup,
                r.images_per_second, r.ms_per_step, r.gflops_per_second, peak_rss_mb,
+               r.peak_device_mb > 0 ? fmt::format(", peak device memory {:.0f} MiB", r.peak_device_mb) : "",
                r.bubble >= 0 ? fmt::format(", {} micro-batches, bubble {:.1f}%", r.microbatches, 100 * r.bubble) : "");
     fmt::print("{}", parts_text(r));
   }
   fmt::print("{{\"model\": \"{}\", \"device\": \"{}\", \"threads\": {}, \"precision\": \"{}\", \"batch\": {}, \"steps\": {}, "
              "\"images_per_sec\": {:.2f}, \"ms_per_step\": {:.2f}, \"gflops_per_sec\": {:.1f}, "
-             "\"allreduce_ms_per_step\": {:.2f}, \"allreduce_hidden\": {:.3f}, \"peak_rss_mb\": {:.1f}{}{}}}\n",
+             "\"allreduce_ms_per_step\": {:.2f}, \"allreduce_hidden\": {:.3f}, \"peak_rss_mb\": {:.1f}{}{}{}}}\n",
              e.name, r.device, r.threads, precision_name(e.precision), r.batch, a.o.steps, r.images_per_second, r.ms_per_step,
              r.gflops_per_second,
              r.parts.allreduce_ms, r.hidden_fraction, peak_rss_mb,
+             r.peak_device_mb > 0 ? fmt::format(", \"peak_device_mb\": {:.1f}", r.peak_device_mb) : "",
              r.bubble >= 0 ? fmt::format(", \"microbatches\": {}, \"bubble\": {:.3f}", r.microbatches, r.bubble) : "",
              parts_json(r));
   return kOk;

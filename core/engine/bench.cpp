@@ -103,6 +103,7 @@ BenchResult bench(const Experiment& e, const BenchOptions& o) {
 
   // Wall seconds of every local rank's timed steps; rank 0's parts, input wait and samples.
   std::vector<double> seconds(static_cast<size_t>(n));
+  std::vector<size_t> peak(static_cast<size_t>(n));  // device memory held by each replica's allocator
   StepTimes parts;
   double input_wait = 0;
   int64_t images = 0;
@@ -115,7 +116,11 @@ BenchResult bench(const Experiment& e, const BenchOptions& o) {
     for (int s = 0; s < o.warmup; ++s) w.train_step(in.next(warm_wait), lr, uint64_t(s), stop);
     w.replica().context().synchronize();
     w.control().barrier();
-    w.set_timing(true);
+    // The breakdown synchronises the device at each part's end (Worker::set_timing): free on the
+    // CPU, whose ops are synchronous, but it would stall a GPU's queue, so a GPU's timed steps run
+    // without it and the breakdown comes from as many steps after them.
+    const bool gpu = !w.replica().context().device().is_cpu();
+    w.set_timing(!gpu);
     StepTimes sum;
     double waited = 0;
     int64_t samples = 0;
@@ -124,12 +129,22 @@ BenchResult bench(const Experiment& e, const BenchOptions& o) {
       const Batch& b = in.next(waited);
       samples += b.global_size;
       w.train_step(b, lr, uint64_t(o.warmup + s), stop);
-      sum += w.step_times();
+      if (!gpu) sum += w.step_times();
     }
     w.replica().context().synchronize();
     w.control().barrier();
     seconds[size_t(local)] = since(t0);
+    if (gpu) {
+      w.set_timing(true);
+      double unused = 0;
+      for (int s = 0; s < o.steps; ++s) {
+        w.train_step(in.next(unused), lr, uint64_t(o.warmup + s), stop);
+        sum += w.step_times();
+      }
+      w.replica().context().synchronize();
+    }
     w.set_timing(false);
+    peak[size_t(local)] = w.replica().context().device_memory_peak();
     if (w.rank() == 0) {
       parts = sum;
       input_wait = waited;
@@ -152,6 +167,7 @@ BenchResult bench(const Experiment& e, const BenchOptions& o) {
   res.ms_per_step = secs * ms;
   res.images_per_second = double(images) / secs;
   res.gflops_per_second = 3.0 * double(g0.flops_per_sample()) * res.images_per_second / 1e9;
+  for (size_t b : peak) res.peak_device_mb += double(b) / (1 << 20);
   res.hidden_fraction = parts.allreduce > 0 ? std::clamp(1.0 - parts.exposed / parts.allreduce, 0.0, 1.0) : 1.0;
   StepBreakdown& p = res.parts;
   p.scope = fmt::format("rank 0 of {}", total);

@@ -53,6 +53,7 @@ struct BenchResult {
   int64_t batch = 0;  // global
   double images_per_second = 0, ms_per_step = 0, gflops_per_second = 0;
   double hidden_fraction = 1;  // the part of the all-reduce work that overlapped backward
+  double peak_device_mb = 0;   // GPU memory the replicas' allocators held at most (0 on the CPU)
   StepBreakdown parts;
   std::vector<std::string> layer_lines;  // "name  fwd ms  bwd ms", slowest first
   // Device parallel: micro-batches per batch and the stages' idle fraction (GPipe's bubble is

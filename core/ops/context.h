@@ -43,6 +43,9 @@ class OpContext {
   // Called once on the worker thread that will use this context (binds thread-local state:
   // OpenMP thread count on CPU, the current device on CUDA).
   virtual void bind_thread() {}
+  // The most device memory this context's allocator has held at once, in bytes (0 on the CPU,
+  // whose memory the process's peak RSS counts).
+  virtual size_t device_memory_peak() const { return 0; }
 
   Tensor empty(const Shape& s, DType t = DType::F32) { return Tensor::empty(s, t, allocator()); }
   Tensor zeros(const Shape& s, DType t = DType::F32) {

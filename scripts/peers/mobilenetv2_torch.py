@@ -92,7 +92,9 @@ def main():
                       "model": "mobilenet_v2", "device": a.device, "threads": torch.get_num_threads(),
                       "batch": a.batch, "params": params, "steps": a.steps, "seconds": round(dt, 4),
                       "images_per_s": round(a.batch * a.steps / dt, 2),
-                      "ms_per_step": round(1000 * dt / a.steps, 2)}))
+                      "ms_per_step": round(1000 * dt / a.steps, 2),
+                      "peak_device_mb": round(torch.cuda.max_memory_reserved() / 2**20, 1)
+                      if a.device.startswith("cuda") else 0}))
 
 
 if __name__ == "__main__":

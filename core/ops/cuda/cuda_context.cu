@@ -51,6 +51,7 @@ struct CudaAllocator::Impl {
   std::map<size_t, std::vector<void*>> free;  // rounded size -> idle blocks
   size_t cached = 0;    // bytes on the free lists
   size_t reserved = 0;  // bytes obtained from cudaMalloc and not yet returned
+  size_t peak = 0;      // the largest `reserved` seen
 
   // 512 B granularity below 1 MiB (many small tensors share a list), 2 MiB pages above.
   static size_t round(size_t bytes) {
@@ -120,6 +121,7 @@ void* CudaAllocator::allocate(size_t bytes) {
   }
   if (e != cudaSuccess) cuda_fail("cudaMalloc", cudaGetErrorString(e), __FILE__, __LINE__);
   impl_->reserved += r;
+  impl_->peak = std::max(impl_->peak, impl_->reserved);
   return p;
 }
 
@@ -129,6 +131,11 @@ void CudaAllocator::deallocate(void* p, size_t bytes) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->free[r].push_back(p);
   impl_->cached += r;
+}
+
+size_t CudaAllocator::peak_bytes() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->peak;
 }
 
 size_t CudaAllocator::cached_bytes() const {

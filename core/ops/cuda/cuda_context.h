@@ -38,6 +38,7 @@ class CudaAllocator final : public Allocator {
   void deallocate(void* p, size_t bytes) override;
   Device device() const override { return Device::cuda(device_); }
   size_t cached_bytes() const;
+  size_t peak_bytes() const;  // the most obtained from cudaMalloc at once
 
  private:
   struct Impl;
@@ -59,6 +60,7 @@ class CudaContext final : public OpContext {
   void copy(void* dst, const void* src, size_t bytes) override;          // async on stream()
   void fill_zero(void* dst, size_t bytes) override;                      // async on stream()
   void bind_thread() override;                                           // cudaSetDevice
+  size_t device_memory_peak() const override { return alloc_ ? alloc_->peak_bytes() : 0; }
 
   cudaStream_t stream() const { return stream_; }
   cudnnHandle_t cudnn() const { return cudnn_; }

@@ -137,7 +137,7 @@ inline std::vector<Case> config_cases() {
       {.cat = "unknown value", .name = "strategy", .config = kBase + "strategy: data-parallel\n",
        .expect = "c.yaml:17:11: 'data-parallel' is not a valid strategy for the config (did you mean 'data_parallel'?); valid: ..."},
       {.cat = "unknown value", .name = "precision", .config = kBase + "precision: nonsense\n",
-       .expect = "c.yaml:17:12: 'nonsense' is not a valid precision for the config; valid: fp32, bf16"},
+       .expect = "c.yaml:17:12: 'nonsense' is not a valid precision for the config; valid: fp32, bf16, fp16"},
       {.cat = "unknown value", .name = "padding", .config = changed({{"kernel: 3}", "kernel: 3, padding: full}"}}),
        .expect = "c.yaml:5:66: 'full' is not a valid padding for conv2d layer 'conv'...; valid: same, valid"},
       {.cat = "unknown value", .name = "activation function",

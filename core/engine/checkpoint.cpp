@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <set>
 
 #include "core/io/file.h"
 #include "core/io/safetensors.h"
@@ -154,7 +155,13 @@ CheckpointInfo read_checkpoint(const std::string& path) {
   } catch (const std::exception& e) {  // nlohmann's type and key errors, and ours
     throw FileError(fmt::format("{}: bad checkpoint sidecar: {}", p.string(), e.what()));
   }
-  if (weights_file.find('/') != std::string::npos)
+  // One plain file name next to the sidecar: no folder, no way up, nothing unprintable.
+  bool plain = !weights_file.empty() && weights_file != "." && weights_file != "..";
+  for (char& ch : weights_file) {
+    plain = plain && ch != '/' && ch != '\\' && (unsigned char)ch >= 0x20 && ch != 0x7f;
+    if ((unsigned char)ch < 0x20 || ch == 0x7f) ch = '?';  // the message stays one line
+  }
+  if (!plain)
     throw FileError(fmt::format("{}: bad checkpoint sidecar: weights file '{}' is not a plain name", p.string(), weights_file));
   c.weights = (p.parent_path() / weights_file).string();
   std::error_code ec;
@@ -197,6 +204,13 @@ void load_checkpoint(const CheckpointInfo& c, ModelState& ps, bool optimizer) {
       throw mismatch(fmt::format("'{}' has shape {}, the model's is {}", name, Shape(t->shape).str(), shape.str()));
     return st.f32(name);
   };
+  // A parameter the model lacks is as much a mismatch as one it needs (PyTorch's strict loading):
+  // the first in the file is named. Optimizer state and normalisation data are checked on use.
+  std::set<std::string> mine;
+  for (const ParamEntry& p : ps.entries()) mine.insert(p.name);
+  for (const SafeTensor& t : st.tensors())
+    if (t.name.rfind("optimizer/", 0) != 0 && t.name.rfind("data/", 0) != 0 && !mine.count(t.name))
+      throw mismatch(fmt::format("'{}' in the checkpoint is not a parameter of the model", t.name));
   std::vector<float> w = ps.download_weights();
   for (const ParamEntry& p : ps.entries()) {
     std::vector<float> v = read(p.name, p.spec.shape);

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <filesystem>
 
 #include "core/engine/callbacks.h"
@@ -15,6 +16,13 @@ namespace trainer {
 
 Experiment load_experiment(const std::string& file, const std::vector<std::string>& overrides) {
   return read_experiment(cfg::load_document(file, overrides));
+}
+
+// A name as one printable line (control bytes, NUL included, as \xNN).
+static std::string printable_name(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) out += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, char(c));
+  return out;
 }
 
 static void read_train(cfg::MapReader r, TrainOptions& t) {
@@ -117,6 +125,15 @@ Experiment read_experiment(std::shared_ptr<cfg::Document> doc) {
   cfg::MapReader r(root, "the config");
   std::string stem = std::filesystem::path(doc->file).stem().string();
   e.name = r.get<std::string>("name", stem.empty() ? std::string("run") : stem);
+  // The name becomes a folder under the runs root: one plain path component, nothing that could
+  // climb out of it (../x, /abs), hide (.x) or confuse a shell or a filesystem.
+  if (cfg::Node n = r.optional("name"); n.defined()) {
+    bool plain = !e.name.empty() && e.name.size() <= 128 && e.name[0] != '.' && e.name[0] != '-';
+    for (unsigned char c : e.name) plain = plain && (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '+' || c == '=');
+    if (!plain)
+      n.fail(fmt::format("'{}' is not a valid run name: it names the run's folder, so use letters, digits and - _ . + = "
+                         "(at most 128, not starting with . or -)", printable_name(e.name)));
+  }
   e.seed = uint64_t(r.get_int("seed", 42, 0, INT64_MAX));
   e.model = parse_model(r.required("model"));
   e.data = r.required("data");

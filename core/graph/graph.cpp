@@ -8,11 +8,26 @@
 #include <cstdint>
 #include <map>
 
+#include <unistd.h>
+
 #include "core/ops/elementwise.h"
 
 namespace trainer {
 
+namespace {
+
+// Bytes of physical memory (0 when unknown): no replica can hold parameters larger than that,
+// since every device's weights are also kept on the host (initialisation, checkpoints).
+uint64_t physical_memory() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+}
+
+}  // namespace
+
 Graph::Graph(const ModelSpec& spec) : store_(std::make_shared<ParamStore>()) {
+  static const uint64_t memory = physical_memory();
+  uint64_t param_bytes = 0;
   std::map<std::string, int> index;
   std::map<std::string, int> group_owner;  // parameter group ("lstm_a") -> its first node
   std::vector<std::string> group_of;
@@ -76,7 +91,12 @@ Graph::Graph(const ModelSpec& spec) : store_(std::make_shared<ParamStore>()) {
       for (const ParamSpec& p : n.layer->params()) {
         n.params.push_back(entries.size());
         entries.push_back({group + "/" + p.name, p, 0});
+        param_bytes += uint64_t(p.shape.numel()) * sizeof(float);  // each below 2^40 values: no overflow
       }
+      if (memory && param_bytes > memory)
+        def.node.fail(fmt::format("the model's parameters reach {:.1f} GiB with {} layer '{}', more than this machine's "
+                                  "{:.1f} GiB of memory", double(param_bytes) / double(1 << 30), def.type, def.name,
+                                  double(memory) / double(1 << 30)));
     } else {  // a second use: the first node's parameters, which must fit these inputs
       GraphNode& o = nodes_[size_t(owner->second)];
       std::vector<ParamSpec> mine = n.layer->params(), theirs = o.layer->params();

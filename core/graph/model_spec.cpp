@@ -16,6 +16,9 @@ namespace trainer {
 namespace {
 
 constexpr int kMaxBlockDepth = 16;
+// Layers after block expansion: blocks that use blocks multiply (ten blocks of ten blocks of ...),
+// so the count is checked as layers are made, before work or memory proportional to it.
+constexpr size_t kMaxLayers = 10000;
 
 // A reference to a layer by the name it has in some scope (the top level or a block instance).
 struct Ref {
@@ -147,6 +150,9 @@ class Expander {
 
       std::string expanded = s.prefix + local;
       auto bit = blocks_.find(type);
+      if (defs.size() >= kMaxLayers)
+        item.fail(fmt::format("the model expands to more than {} layers here (blocks inside blocks multiply); a model "
+                              "may have at most {}", kMaxLayers, kMaxLayers));
       if (share.defined()) {
         // A second use of a layer: only its name, inputs (and, if given, the same type) here.
         for (const std::string& k : item.keys())

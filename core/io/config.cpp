@@ -2,6 +2,7 @@
 #include "core/io/config.h"
 
 #include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,9 +13,22 @@
 #include <functional>
 #include <sstream>
 
+#include "core/io/config_bounds.h"
+
 namespace trainer::cfg {
 
 // ---- locations -------------------------------------------------------------------------------
+
+namespace {
+
+// Messages quote raw input bytes (yaml-cpp's, --set's): keep the line printable.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) out += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, char(c));
+  return out;
+}
+
+}  // namespace
 
 std::string Node::where() const {
   if (!doc_) return "<config>";
@@ -319,23 +333,26 @@ void MapReader::finish() const {
 
 static void apply_override(Document& doc, const std::string& text) {
   size_t eq = text.find('=');
-  std::string where = "--set " + text;
+  std::string where = "--set " + printable(text);  // one line, whatever the shell passed
   if (eq == std::string::npos || eq == 0) throw ConfigError(where, "expected key=value, e.g. --set optimizer.lr=0.01");
   std::string path = text.substr(0, eq), value = text.substr(eq + 1);
   YAML::Node v;
   try {
     v = YAML::Load(value);
+  } catch (const YAML::DeepRecursion&) {
+    throw ConfigError(where, fmt::format("lists and maps nest more than {} deep in the value", kMaxConfigDepth));
   } catch (const YAML::Exception& e) {
     throw ConfigError(where, "cannot parse the value as YAML: " + e.msg);
   }
   if (!v.IsDefined()) v = YAML::Node(YAML::NodeType::Null);
+  check_expansion(v, "", where);
   std::vector<std::string> parts;
   std::stringstream ss(path);
   for (std::string p; std::getline(ss, p, '.');) {
     if (p.empty()) throw ConfigError(where, "empty component in key '" + path + "'");
     parts.push_back(p);
   }
-  Override o{text, v, {}};
+  Override o{printable(text), v, {}};
   std::function<void(const YAML::Node&)> collect = [&](const YAML::Node& n) {
     o.nodes.push_back(n);
     if (n.IsSequence())
@@ -394,12 +411,6 @@ std::string at_mark(const std::string& name, const YAML::Mark& m) {
   return fmt::format("{}:{}:{}", name, m.line + 1, m.column + 1);
 }
 
-// yaml-cpp's messages may quote raw input bytes: keep the line printable.
-std::string printable(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) out += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, char(c));
-  return out;
-}
 
 // Checks of the text that YAML itself would accept or report obscurely.
 void check_text(const std::string& text, const std::string& name) {
@@ -472,9 +483,15 @@ std::shared_ptr<Document> parse_document(const std::string& text, const std::str
                                          const std::vector<std::string>& overrides) {
   auto doc = std::make_shared<Document>();
   doc->file = name;
+  if (text.size() > kMaxConfigBytes)
+    throw ConfigError(name + ":1:1", fmt::format("the config is {} bytes; a config may be at most {} MiB", text.size(),
+                                                 kMaxConfigBytes >> 20));
   check_text(text, name);
   try {
     doc->root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {  // yaml-cpp's own bound, far past kMaxConfigDepth
+    throw ConfigError(at_mark(name, e.mark), fmt::format("lists and maps nest more than {} deep here; a config is not that deep",
+                                                         kMaxConfigDepth));
   } catch (const YAML::ParserException& e) {
     explain_tabs(text, name, e.mark.line + 1);
     // yaml-cpp's words, with what usually causes them.
@@ -490,6 +507,7 @@ std::shared_ptr<Document> parse_document(const std::string& text, const std::str
   } catch (const YAML::Exception& e) {
     throw ConfigError(name, printable(e.msg));
   }
+  check_expansion(doc->root, name);
   check_node(doc->root, text, name);
   if (doc->root.IsDefined() && !doc->root.IsNull() && !doc->root.IsMap())
     throw ConfigError(name + ":1:1", "a config must be a mapping of sections (model:, data:, train:, ...)");
@@ -503,10 +521,15 @@ std::shared_ptr<Document> load_document(const std::string& file, const std::vect
   errno = 0;
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ConfigError(file, fmt::format("cannot open the config file: {}", std::strerror(errno ? errno : ENOENT)));
-  std::stringstream ss;
-  ss << in.rdbuf();
+  // At most one byte past the bound: a huge file (or /dev/zero) is refused without reading it all.
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), std::streamsize(text.size()));
   if (in.bad()) throw ConfigError(file, "cannot read the config file");
-  auto doc = parse_document(ss.str(), file, overrides);
+  text.resize(size_t(in.gcount()));
+  if (text.size() > kMaxConfigBytes)
+    throw ConfigError(file + ":1:1", fmt::format("the config is larger than {} MiB; a config may be at most that (is this "
+                                                 "the right file?)", kMaxConfigBytes >> 20));
+  auto doc = parse_document(text, file, overrides);
   // Nothing but comments and blank lines (a run would only fail later, on a missing model:).
   if (overrides.empty() && (!doc->root.IsDefined() || doc->root.IsNull()))
     throw ConfigError(file + ":1:1", "the config is empty (expected sections such as model:, data:, train:)");

@@ -22,11 +22,13 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 
 #include "bad_inputs/checkpoint_cases.h"
 #include "bad_inputs/config_cases.h"
 #include "bad_inputs/data_cases.h"
 #include "bad_inputs/device_parallel_cases.h"
+#include "bad_inputs/hostile_cases.h"
 #include "bad_inputs/usage_cases.h"
 #include "cli.h"
 
@@ -38,7 +40,7 @@ namespace {
 // Every table, in order. A new area (checkpoints, run directories, ...) adds its header and a line here.
 std::vector<Case> corpus() {
   std::vector<Case> all;
-  for (auto table : {config_cases, data_cases, usage_cases, checkpoint_cases, device_parallel_cases})
+  for (auto table : {config_cases, data_cases, usage_cases, checkpoint_cases, device_parallel_cases, hostile_cases})
     for (Case& c : table()) all.push_back(std::move(c));
   return all;
 }
@@ -152,4 +154,29 @@ TEST_CASE("e2e bad-input corpus: the reference config the cases change is itself
     INFO(config << "\n" << g.err);
     CHECK(g.code == 0);
   }
+}
+
+// The corpus README's table (tests/e2e/bad_inputs/README.md, "| class | cases | exit codes |")
+// must list every class with its count and exit codes, and the total: it cannot go stale.
+TEST_CASE("e2e bad-input corpus: its README counts each class and exit code") {
+  std::map<std::string, std::pair<int, std::set<int>>> actual;
+  int total = 0;
+  for (const Case& c : corpus()) {
+    if (!c.why_excluded.empty()) continue;
+    actual[c.cat].first++;
+    actual[c.cat].second.insert(c.code);
+    ++total;
+  }
+  auto codes = [](const std::set<int>& s) {
+    std::string out;
+    for (int k : s) out += (out.empty() ? "" : ", ") + std::to_string(k);
+    return out;
+  };
+  std::string expected = "| class | cases | exit codes |\n|---|---|---|\n";
+  for (const auto& [cat, v] : actual) expected += "| " + cat + " | " + std::to_string(v.first) + " | " + codes(v.second) + " |\n";
+  expected += "| **total** | " + std::to_string(total) + " | |\n";
+  std::string readme = e2e::read_file(TRAINER_SOURCE_DIR "/tests/e2e/bad_inputs/README.md");
+  INFO("the README's table should read:\n" << expected);
+  CHECK(readme.find(expected) != std::string::npos);
+  WARN("bad-input corpus README: " << actual.size() << " classes, " << total << " cases");
 }

@@ -1,4 +1,4 @@
-// CudaContext (stream, cuDNN/cuBLAS(Lt) handles, workspace, pinned staging), the caching CudaAllocator, cuda_fail, and the CUDA context registration.
+// CudaContext (stream, cuDNN/cuBLAS handles, workspace, pinned staging), the caching CudaAllocator, cuda_fail, and the CUDA context registration.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/ops/cuda/cuda_context.h"
+#include "core/ops/cuda/cublas_loader.h"
 #include "core/ops/cuda/cuda_util.cuh"
 
 namespace trainer {
@@ -173,12 +174,13 @@ CudaContext::CudaContext(Device d, const ContextOptions& o)
     CUDA_CHECK(cudaEventCreateWithFlags(&pinned_free_, cudaEventDisableTiming));
     CUDNN_CHECK(cudnnCreate(&cudnn_));
     CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
+    if (const char* why = cuda::cublas_load_error())
+      throw DeviceError(cuda::cat(d.str(), ": cannot load cuBLAS: ", why));
     CUBLAS_CHECK(cublasCreate(&cublas_));
     CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
     // fp32 GEMMs (cublasSgemm: dense, LSTM) in TF32 only when asked (ContextOptions::tf32); the
     // default math mode is true fp32. GemmEx with bf16/f16 operands uses tensor cores either way.
     CUBLAS_CHECK(cublasSetMathMode(cublas_, tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-    CUBLAS_CHECK(cublasLtCreate(&cublas_lt_));
   } catch (...) {
     release();
     throw;
@@ -198,10 +200,8 @@ void CudaContext::release() noexcept {
   workspace_ = nullptr;
   workspace_bytes_ = 0;
   alloc_.reset();  // frees the cached device blocks
-  if (cublas_lt_) cublasLtDestroy(cublas_lt_);
   if (cublas_) cublasDestroy(cublas_);
   if (cudnn_) cudnnDestroy(cudnn_);
-  cublas_lt_ = nullptr;
   cublas_ = nullptr;
   cudnn_ = nullptr;
   if (pinned_) cudaFreeHost(pinned_);

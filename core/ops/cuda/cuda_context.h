@@ -1,7 +1,6 @@
 // CudaContext: one GPU replica's stream, cuDNN and cuBLAS(Lt) handles, bounded workspace and
 // caching allocators (device memory, pinned host staging); CUDA_CHECK-style error macros.
 #pragma once
-#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -65,7 +64,6 @@ class CudaContext final : public OpContext {
   cudaStream_t stream() const { return stream_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
   cublasHandle_t cublas() const { return cublas_; }
-  cublasLtHandle_t cublas_lt() const { return cublas_lt_; }
   // A scratch buffer of at least `bytes` on this device (grows; an allocation failure is the
   // allocator's out-of-memory DeviceError). The pointer stays valid until a later call asks for
   // more bytes.
@@ -86,7 +84,6 @@ class CudaContext final : public OpContext {
   cudaStream_t stream_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
-  cublasLtHandle_t cublas_lt_ = nullptr;
   std::unique_ptr<CudaAllocator> alloc_;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;

@@ -18,11 +18,12 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
   return read_experiment(cfg::load_document(file, overrides));
 }
 
-// A name as one printable line (control bytes, NUL included, as \xNN).
-static std::string printable_name(const std::string& s) {
+// A name quoted on one short printable line: control bytes (NUL included) as \xNN, at most 64
+// characters of it, then its length.
+static std::string quoted_name(const std::string& s) {
   std::string out;
-  for (unsigned char c : s) out += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, char(c));
-  return out;
+  for (unsigned char c : s.substr(0, 64)) out += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, char(c));
+  return s.size() <= 64 ? "'" + out + "'" : fmt::format("'{}...' ({} characters)", out, s.size());
 }
 
 static void read_train(cfg::MapReader r, TrainOptions& t) {
@@ -131,8 +132,8 @@ Experiment read_experiment(std::shared_ptr<cfg::Document> doc) {
     bool plain = !e.name.empty() && e.name.size() <= 128 && e.name[0] != '.' && e.name[0] != '-';
     for (unsigned char c : e.name) plain = plain && (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '+' || c == '=');
     if (!plain)
-      n.fail(fmt::format("'{}' is not a valid run name: it names the run's folder, so use letters, digits and - _ . + = "
-                         "(at most 128, not starting with . or -)", printable_name(e.name)));
+      n.fail(fmt::format("{} is not a valid run name: it names the run's folder, so use letters, digits and - _ . + = "
+                         "(at most 128, not starting with . or -)", quoted_name(e.name)));
   }
   e.seed = uint64_t(r.get_int("seed", 42, 0, INT64_MAX));
   e.model = parse_model(r.required("model"));

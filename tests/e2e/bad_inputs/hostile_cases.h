@@ -27,7 +27,7 @@ inline std::string nested(int depth) { return kBase + "deep: " + std::string(siz
 
 // Blocks that use blocks: b1 has ten dense layers, each further level ten instances of the one below.
 inline std::string block_bomb(int levels) {
-  std::string m = "model:\n  input: [8, 8, 3]\n  blocks:\n    b1:\n      layers:\n";
+  std::string m = "model:\n  input: [4]\n  blocks:\n    b1:\n      layers:\n";
   for (int k = 0; k < 10; ++k) m += "        - {type: dense, units: 2}\n";
   for (int l = 2; l <= levels; ++l) {
     m += "    b" + std::to_string(l) + ":\n      layers:\n";
@@ -54,7 +54,7 @@ inline std::vector<Case> hostile_cases() {
       {.cat = "bomb", .name = "alias bomb, eval", .config = alias_bomb(), .args = "eval --config c.yaml nothere",
        .code = 3, .expect = "file error: nothere: no such run directory or checkpoint"},
       {.cat = "bomb", .name = "alias bomb in --set", .config = kBase, .args = "run c.yaml --set " + flow_bomb,
-       .expect = "--set x=[&a [l, ...: this value expands to 1,111,111 values..."},
+       .expect = "--set x=[&a [l, ...: this value expands to 111,111 values (aliases count at each use); a config may hold at most 100,000"},
       {.cat = "bomb", .name = "4 levels of aliases are fine, the key is not", .config = alias_bomb(4),
        .expect = "c.yaml:17:1: unknown key 'lol_a' in the config"},
       {.cat = "bomb", .name = "lists nested 65 deep", .config = nested(65),
@@ -64,17 +64,17 @@ inline std::vector<Case> hostile_cases() {
       {.cat = "bomb", .name = "a 5 MiB config", .config = kBase + "# " + std::string(5 << 20, 'x') + "\n",
        .expect = "c.yaml:1:1: the config is larger than 4 MiB; a config may be at most that (is this the right file?)"},
       {.cat = "bomb", .name = "/dev/zero as the config", .args = "run /dev/zero",
-       .expect = "/dev/zero:1:1: control byte 0x00: this is not a YAML text file"},
+       .expect = "/dev/zero:1:1: the config is larger than 4 MiB; a config may be at most that (is this the right file?)"},
       {.cat = "bomb", .name = "a 3 MiB scalar", .config = changed({{"name: bad", "name: " + std::string(3 << 20, 'n')}}),
-       .expect = "c.yaml:1:7: 'nnn...' is not a valid run name..."},
+       .expect = "c.yaml:1:7: 'nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn...' (3145728 characters) is not a valid run name..."},
       {.cat = "bomb", .name = "blocks inside blocks: 100,000 layers", .config = block_bomb(5),
        .expect = "c.yaml:...: the model expands to more than 10000 layers here (blocks inside blocks multiply); a model may have at most 10000"},
       {.cat = "bomb", .name = "parameters larger than the machine's memory",
        .config = with_model("model:\n  input: [1048576]\n  layers:\n    - {type: dense, units: 1048576}\n"),
-       .expect = "c.yaml:4:7: the model's parameters reach 4096.0 GiB with dense layer 'dense_1', more than this machine's ... GiB of memory"},
+       .expect = "c.yaml:5:7: the model's parameters reach 4096.0 GiB with dense layer 'dense_1', more than this machine's ... GiB of memory"},
       {.cat = "bomb", .name = "parameters larger than memory, summary",
        .config = with_model("model:\n  input: [1048576]\n  layers:\n    - {type: dense, units: 1048576}\n"), .args = "summary c.yaml",
-       .expect = "c.yaml:4:7: the model's parameters reach 4096.0 GiB..."},
+       .expect = "c.yaml:5:7: the model's parameters reach 4096.0 GiB..."},
       {.cat = "bomb", .name = "merge key", .config = kBase + "base: &base {epochs: 1}\nmore:\n  <<: *base\n",
        .expect = "c.yaml:17:1: unknown key 'base' in the config (did you mean 'name'?)"},
 
@@ -99,7 +99,7 @@ inline std::vector<Case> hostile_cases() {
       {.cat = "run name", .name = "empty", .config = changed({{"name: bad", "name: ''"}}),
        .expect = "c.yaml:1:7: '' is not a valid run name..."},
       {.cat = "run name", .name = "129 characters", .config = changed({{"name: bad", "name: " + std::string(129, 'a')}}),
-       .expect = "c.yaml:1:7: 'aaaa...' is not a valid run name..."},
+       .expect = "c.yaml:1:7: 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...' (129 characters) is not a valid run name..."},
       {.cat = "run name", .name = "a list", .config = changed({{"name: bad", "name: [a]"}}),
        .expect = "c.yaml:1:7: ..."},
       {.cat = "run name", .name = "through --set", .config = kBase, .args = "run c.yaml --set name=../../etc",
@@ -112,7 +112,7 @@ inline std::vector<Case> hostile_cases() {
       // ---- checkpoints that do not fit (core/engine/checkpoint.cpp) ----
       {.cat = "checkpoint", .name = "resume: the checkpoint has a layer the model lacks", .config = no_conv,
        .files = run_dir(g.weights, g.sidecar), .args = "run c.yaml --resume r",
-       .expect = st + ": 'conv/bias' in the checkpoint is not a parameter of the model (does the config match the checkpoint?)"},
+       .expect = st + ": 'conv/kernel' in the checkpoint is not a parameter of the model (does the config match the checkpoint?)"},
       {.cat = "checkpoint", .name = "eval: the checkpoint has a layer the model lacks", .config = no_conv,
        .files = run_dir(g.weights, g.sidecar), .args = "eval r --config c.yaml --data c.yaml",
        .expect = "..."},

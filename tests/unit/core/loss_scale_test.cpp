@@ -97,7 +97,7 @@ std::vector<Snapshot> train_dp(const Experiment& e0, int replicas, int steps, co
   for (int r = 0; r < replicas; ++r) devices.push_back(Device::cpu(r));
   ReplicaGroup group(e, devices, 1);
   std::vector<Snapshot> out;
-  std::vector<Snapshot> last(size_t(replicas));
+  std::vector<Snapshot> last(static_cast<size_t>(replicas));
   bool agree = true;
   group.run([&](Worker& w) {
     w.broadcast_parameters();
@@ -184,10 +184,9 @@ TEST_CASE("loss scaler: backs off and skips on inf/NaN, grows after growth_inter
     CHECK(r.scale() == 512.0f);
   }
   SECTION("growth stops before a float overflow") {
-    LossScaler big(options_of("{init_scale: 2.0e38, growth_interval: 1}"));
+    LossScaler big(options_of("{init_scale: 1.0e38, growth_factor: 4, growth_interval: 1}"));
     big.update(true);
-    CHECK(std::isfinite(big.scale()));
-    CHECK(big.scale() == 2.0e38f);
+    CHECK(big.scale() == 1.0e38f);
   }
 }
 
@@ -218,7 +217,7 @@ TEST_CASE("loss scale config: defaults by precision, static and dynamic forms", 
   CHECK_THROWS_WITH(options_of("dinamic"), Catch::Contains("t.yaml:1:13: 'dinamic' is not a valid loss_scale for the train "
                                                            "section (did you mean 'dynamic'?)"));
   CHECK_THROWS_WITH(options_of("0"), Catch::Contains("t.yaml:1:13: 'loss_scale' must be a positive number"));
-  CHECK_THROWS_WITH(options_of("{init: 8}"), Catch::Contains("unknown key 'init' in train.loss_scale (did you mean 'init_scale'?)"));
+  CHECK_THROWS_WITH(options_of("{init_scal: 8}"), Catch::Contains("unknown key 'init_scal' in train.loss_scale (did you mean 'init_scale'?)"));
 }
 
 TEST_CASE("all_finite: false for one inf, -inf or NaN anywhere, on every backend", "[loss_scale]") {
@@ -228,8 +227,8 @@ TEST_CASE("all_finite: false for one inf, -inf or NaN anywhere, on every backend
       auto k = make_kernel<OptimUpdateKernel>(*ctx, {});
       for (int64_t n : {int64_t(0), int64_t(1), int64_t(1000), int64_t(1) << 20}) {
         std::vector<float> host(static_cast<size_t>(n));
-        std::mt19937 rng(uint32_t(n));
-        std::uniform_real_distribution<float> u(-3.0e38f, 3.0e38f);  // large, finite values
+        std::mt19937 rng{static_cast<uint32_t>(n)};
+        std::uniform_real_distribution<float> u(-1.0e38f, 1.0e38f);  // large, finite values
         for (float& x : host) x = u(rng);
         Tensor g = ctx->empty(Shape{n});
         if (n) ctx->copy_from_host(g.data(), host.data(), g.bytes());

@@ -238,7 +238,9 @@ LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bo
     threads_->run_all([&](int st) { ok[size_t(st)] = stages_[size_t(st)]->optimizer().grads_finite(); });
     finite = std::all_of(ok.begin(), ok.end(), [](char c) { return c != 0; });
   }
-  if (finite)
+  if (!finite)
+    for (StageTime& t : times_.stages) t.optimizer = 0;  // skipped: no update
+  else
     threads_->run_all([&](int st) {
       const auto t = std::chrono::steady_clock::now();
       stages_[size_t(st)]->optimizer().step(lr, 1.0f / loss_scale);

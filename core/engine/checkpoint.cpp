@@ -53,7 +53,8 @@ json state_json(const TrainState& s) {
               {"config_hash", s.config_hash},
               {"reason", s.reason},
               {"last_metrics", metrics_json(s.last)},
-              {"callbacks", s.callbacks}};
+              {"callbacks", s.callbacks},
+              {"loss_scale", s.loss_scale}};
 }
 
 TrainState state_from(const json& j) {
@@ -74,6 +75,7 @@ TrainState state_from(const json& j) {
   s.reason = j.at("reason").get<std::string>();
   s.last = metrics_from(j.at("last_metrics"));
   s.callbacks = j.at("callbacks");
+  s.loss_scale = j.value("loss_scale", nlohmann::json::object());  // absent before loss scaling existed
   if (s.epoch < 0 || s.step_in_epoch < 0 || s.global_step < 0 || s.replicas < 1 || s.global_batch < 1)
     throw std::out_of_range("a position or size is out of range");
   return s;

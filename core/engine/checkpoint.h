@@ -33,6 +33,7 @@ struct TrainState {
   std::string reason;          // epoch | steps | interrupt
   Metrics last;                // the last complete epoch's metrics row
   nlohmann::json callbacks = nlohmann::json::object();
+  nlohmann::json loss_scale = nlohmann::json::object();  // LossScaler::state() (empty: no loss scaling)
 };
 
 // A hash of the resolved config without its `devices` and `checkpoint` sections: the same

@@ -36,6 +36,7 @@ static void read_train(cfg::MapReader r, TrainOptions& t) {
   t.loss = r.get_choice("loss", loss_names(), "sparse_categorical_crossentropy");
   t.bucket_mb = r.get_float("bucket_mb", 1.0, 0.001, 4096.0);
   t.sync_bn = r.get<bool>("sync_bn", false);
+  r.allow({"loss_scale"});  // read with the precision (its default depends on it)
   r.finish();
 }
 
@@ -115,6 +116,10 @@ std::vector<std::string> metric_names(const Experiment& e) {
     m.push_back("val_accuracy");
     m.push_back("val_loss");
   }
+  if (e.train.loss_scale.enabled()) {
+    m.push_back("loss_scale");
+    m.push_back("skipped_steps");
+  }
   return m;
 }
 
@@ -152,6 +157,7 @@ Experiment read_experiment(std::shared_ptr<cfg::Document> doc) {
   const std::string precision = r.get_choice("precision", {"fp32", "bf16", "fp16"}, "fp32");
   e.precision = precision == "bf16" ? Precision::BF16 : precision == "fp16" ? Precision::FP16 : Precision::FP32;
   r.finish();
+  e.train.loss_scale = read_loss_scale(root.child("train").child("loss_scale"), e.precision);
   if (e.optimizer.defined()) {
     cfg::MapReader o(e.optimizer, "the optimizer section");
     e.lr_scaling = o.get_choice("lr_scaling", {"none", "linear"}, "none");

@@ -9,6 +9,7 @@
 #include "core/graph/placement.h"
 #include "core/io/config.h"
 #include "core/ops/context.h"
+#include "core/optim/loss_scale.h"
 
 namespace trainer {
 
@@ -22,6 +23,7 @@ struct TrainOptions {
   std::string loss = "sparse_categorical_crossentropy";
   double bucket_mb = 1.0;        // data parallelism: gradient all-reduce bucket size
   bool sync_bn = false;          // data parallelism: batch-norm statistics over the global batch
+  LossScaleOptions loss_scale;   // `loss_scale:` (default: dynamic for fp16, none otherwise)
 };
 
 struct DeviceRequest {
@@ -70,7 +72,8 @@ struct Experiment {
 // device: the model graph (shapes, parameters), the optimizer and the schedule.
 Experiment load_experiment(const std::string& file, const std::vector<std::string>& overrides);
 Experiment read_experiment(std::shared_ptr<cfg::Document> doc);
-// The names of each epoch's metrics row (metrics.csv's columns after `epoch`).
+// The names of each epoch's metrics row (metrics.csv's columns after `epoch`); with loss scaling
+// on, loss_scale (at the epoch's end) and skipped_steps (the epoch's steps skipped for inf/NaN gradients).
 std::vector<std::string> metric_names(const Experiment& e);
 // The op context options of one replica or stage with `threads` compute threads (CPU): precision,
 // TF32 and the workspace budget (GPU) from the config.

@@ -43,7 +43,8 @@ std::string optimizer_line(const Experiment& e, const Schedule& schedule, double
   bool fused = loss_head(g, *loss).fused;
   return fmt::format("Optimizer {}, effective lr {:g}{}, schedule {}, loss {}{}", opt->describe(), base_lr,
                      lr_factor != 1 ? fmt::format(" (linear scaling x{:g})", lr_factor) : "", schedule.describe(), e.train.loss,
-                     fused ? fmt::format(" (fused with the output {})", loss->fused_output()) : std::string(" (output taken as logits)"));
+                     fused ? fmt::format(" (fused with the output {})", loss->fused_output()) : std::string(" (output taken as logits)")) +
+         (e.train.loss_scale.enabled() ? ", loss scale " + e.train.loss_scale.describe() : std::string());
 }
 
 // "3 devices: gpu:0 (cpu:1000) 2 layers, ..." for a device-parallel run.

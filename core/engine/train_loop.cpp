@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 
 #include "core/engine/callbacks.h"
 #include "core/engine/interrupt.h"
@@ -29,6 +30,21 @@ std::pair<int, int64_t> injected_fault() {
 int64_t sigint_step() {
   const char* s = std::getenv("TRAINER_TEST_SIGINT_AT_STEP");
   return s ? std::strtoll(s, nullptr, 10) : -1;
+}
+
+// TRAINER_INJECT_NONFINITE=<step>[,<step>...]: at those global steps an inf is put into one
+// gradient (Trainee::inject_nonfinite), to test loss scaling's skipped steps.
+std::set<int64_t> nonfinite_steps() {
+  std::set<int64_t> out;
+  const char* s = std::getenv("TRAINER_INJECT_NONFINITE");
+  while (s && *s) {
+    char* end = nullptr;
+    long long v = std::strtoll(s, &end, 10);
+    if (end == s) break;
+    out.insert(v);
+    s = *end == ',' ? end + 1 : end;
+  }
+  return out;
 }
 
 }  // namespace
@@ -66,6 +82,7 @@ void train_rank(Trainee& w, RunShared& run) {
     if (!lead) load_checkpoint(*from, rep, true);
     st = from->state;
     cb.restore(st.callbacks);
+    w.scaler().restore(st.loss_scale);
     if (lead) run.ckpt->restore(st.callbacks.value("checkpoint", nlohmann::json::object()));
   } else {
     w.broadcast_parameters();
@@ -88,6 +105,7 @@ void train_rank(Trainee& w, RunShared& run) {
     s.last = run.result.last;
     s.callbacks = cb.state();
     s.callbacks["checkpoint"] = run.ckpt->state();
+    s.loss_scale = w.scaler().state();
     return s;
   };
   auto save = [&](const TrainState& s) {
@@ -97,6 +115,8 @@ void train_rank(Trainee& w, RunShared& run) {
 
   auto [fault_rank, fault_step] = injected_fault();
   const int64_t sigint_at = lead ? sigint_step() : -1;
+  const std::set<int64_t> poison_at = nonfinite_steps();
+  LossScaler& scaler = w.scaler();
   const int64_t steps = run.steps;
   int64_t global_step = st.global_step;
   std::vector<float> best_weights;
@@ -106,6 +126,7 @@ void train_rank(Trainee& w, RunShared& run) {
     auto t_epoch = std::chrono::steady_clock::now();
     if (lead) run.progress.begin_epoch(epoch + 1, e.train.epochs, steps);
     train.start_epoch(epoch, first);
+    if (first == 0) scaler.begin_epoch();  // a mid-epoch resume keeps the epoch's count
     double lr = 0;
     bool stop = false;
     Batch b;
@@ -114,6 +135,7 @@ void train_rank(Trainee& w, RunShared& run) {
       if (rank == fault_rank && global_step == fault_step)
         throw std::runtime_error(fmt::format("injected fault at step {}", global_step));
       if (global_step == sigint_at) std::raise(SIGINT);
+      if (poison_at.count(global_step)) w.inject_nonfinite();
       lr = cb.adjust_lr(run.schedule.lr(run.base_lr, epoch, double(step) / double(steps)));
       stop = interrupted();
       uint64_t seed = (e.seed * 0x9E3779B97F4A7C15ull + uint64_t(global_step)) * 0xBF58476D1CE4E5B9ull + uint64_t(rank);
@@ -161,11 +183,18 @@ void train_rank(Trainee& w, RunShared& run) {
       row.push_back({"val_accuracy", va});
       row.push_back({"val_loss", vl});
     }
+    if (scaler.enabled()) {
+      row.push_back({"loss_scale", double(scaler.scale())});
+      row.push_back({"skipped_steps", double(scaler.skipped_in_epoch())});
+    }
     Callbacks::EpochEnd ee = cb.on_epoch_end(epoch, row, lr);
     if (ee.snapshot_best) best_weights = rep.download_weights();
     if (ee.restore_best) rep.upload_weights(best_weights);
     if (lead) {
       run.progress.end_epoch(console);
+      if (scaler.enabled())
+        run.progress.line(fmt::format("Loss scale {:g}; {} of {} steps skipped this epoch (inf/NaN gradients), {} in all",
+                                      scaler.scale(), scaler.skipped_in_epoch(), step, scaler.skipped_total()));
       run.record->add(epoch, row, std::chrono::duration<double>(std::chrono::steady_clock::now() - t_epoch).count(), run.progress);
       run.result.last = row;
       run.result.epochs_done = epoch + 1;

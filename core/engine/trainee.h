@@ -6,6 +6,7 @@
 #include "core/data/loader.h"
 #include "core/engine/model_state.h"
 #include "core/ops/softmax.h"
+#include "core/optim/loss_scale.h"
 
 namespace trainer {
 
@@ -22,6 +23,18 @@ class Trainee {
   virtual LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop) = 0;
   // Loss and accuracy sums over this rank's shard of a loader pass, summed over all ranks.
   virtual LossStats evaluate(Loader& loader) = 0;
+
+  // Loss scaling (train.loss_scale): the scale and the skipped-step counters. Every rank (every
+  // stage) decides from the same reduced gradients, so all of them hold the same state.
+  LossScaler& scaler() { return scaler_; }
+  // Test hook (TRAINER_INJECT_NONFINITE): the next train_step puts an inf into one gradient —
+  // data parallel: rank 0's first trainable gradient, before its all-reduce; device parallel:
+  // the first stage's that has trainable parameters — as an fp16 overflow in backward would.
+  void inject_nonfinite() { inject_ = true; }
+
+ protected:
+  LossScaler scaler_;
+  bool inject_ = false;
 };
 
 }  // namespace trainer

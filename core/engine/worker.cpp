@@ -2,12 +2,21 @@
 #include "core/engine/worker.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace trainer {
 
 Worker::Worker(const Experiment& e, int rank, Device device, int threads)
     : rank_(rank), sync_bn_(e.train.sync_bn), bucket_floats_(std::max<int64_t>(1, int64_t(e.train.bucket_mb * (1 << 20) / sizeof(float)))) {
   rep_ = std::make_unique<Replica>(e, device, threads);
+  scaler_ = LossScaler(e.train.loss_scale);
+}
+
+void Worker::poison_first_gradient() {
+  Tensor g = rep_->graph().params().trainable_grads();
+  if (g.numel() == 0) return;
+  const float inf = std::numeric_limits<float>::infinity();
+  rep_->context().copy_from_host(g.data(), &inf, sizeof(float));
 }
 
 void Worker::attach(Communicator& grad, Communicator& ctl) {
@@ -17,7 +26,11 @@ void Worker::attach(Communicator& grad, Communicator& ctl) {
   for (const ParamEntry& p : ps.entries())
     if (p.spec.trainable) cuts.push_back(p.offset);
   buckets_ = std::make_unique<GradBuckets>(ps.trainable_grads(), cuts, bucket_floats_, grad, rep_->context());
-  rep_->graph().set_backward_hook([this](int64_t frontier) { buckets_->on_frontier(frontier); });
+  rep_->graph().set_backward_hook([this](int64_t frontier) {
+    // Every gradient is final at frontier 0; the bucket holding offset 0 is reduced after this.
+    if (frontier == 0 && inject_ && rank_ == 0) poison_first_gradient();
+    buckets_->on_frontier(frontier);
+  });
   // The end of forward, for StepTimes (the loss is computed right after the logits).
   GraphHooks h;
   h.after_forward = [this](int node) {
@@ -42,16 +55,28 @@ LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop
   buckets_->start_step();
   // The loss gradient is scaled by 1 / global batch, so the all-reduced sum is the gradient
   // of the mean loss over the global batch: averaging needs no pass of its own.
+  // With loss scaling the loss gradient is also multiplied by the scale (exactly, for a power of 2).
+  const float loss_scale = scaler_.scale();
   float grad_scale = b.global_size > 0 ? 1.0f / float(b.global_size) : 0.0f;
-  LossStats s = rep_->compute_gradients(b.images, b.labels, grad_scale, seed);
+  LossStats s = rep_->compute_gradients(b.images, b.labels, grad_scale * loss_scale, seed);
+  inject_ = false;
   if (timing_) rep_->context().synchronize();
   const Clock::time_point backward_end = Clock::now();
   Optimizer& opt = rep_->optimizer();
-  opt.begin_step();
   const auto& bk = buckets_->buckets();
-  for (size_t i = bk.size(); i-- > 0;) {  // in the order their all-reduces finish
-    buckets_->wait(i);
-    opt.update(bk[i].begin, bk[i].end, lr, 1.0f);
+  if (!scaler_.enabled()) {
+    opt.begin_step();
+    for (size_t i = bk.size(); i-- > 0;) {  // in the order their all-reduces finish
+      buckets_->wait(i);
+      opt.update(bk[i].begin, bk[i].end, lr, 1.0f);
+    }
+  } else {
+    // The check needs every reduced gradient, so the update waits for the last all-reduce. Every
+    // replica holds the same reduced gradients: all take the same decision, with no collective.
+    for (size_t i = bk.size(); i-- > 0;) buckets_->wait(i);
+    const bool finite = opt.grads_finite();
+    if (finite) opt.step(lr, 1.0f / loss_scale);  // unscaled inside the update
+    scaler_.update(finite);                       // skipped: no update, the step count unchanged
   }
   if (timing_) rep_->context().synchronize();
   const Clock::time_point updated = Clock::now();

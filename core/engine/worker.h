@@ -4,6 +4,7 @@
 //
 // Per training step every rank meets the others at, in order:
 //   1. one all-reduce per gradient bucket (communication thread, while backward continues);
+//      with loss scaling, the update then waits for all of them and checks them for inf/NaN;
 //   2. a broadcast of rank 0's non-trained parameters (batch-norm running statistics);
 //   3. a host all-reduce of the step's loss sum, correct count and sample count.
 // (With sync_bn, each batch-norm layer adds two host all-reduces in forward and backward.)
@@ -67,6 +68,7 @@ class Worker final : public Trainee {
 
  private:
   using Clock = std::chrono::steady_clock;
+  void poison_first_gradient();  // inject_nonfinite(): an inf in the first trainable gradient
 
   int rank_;
   bool sync_bn_;

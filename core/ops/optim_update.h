@@ -1,4 +1,4 @@
-// Optimizer update op family: fused in-place updates over the flat parameter buffer.
+// Optimizer update op family: fused in-place updates over the flat parameter buffer, and the finiteness check of the gradients (loss scaling).
 #pragma once
 #include "core/ops/registry.h"
 
@@ -36,6 +36,9 @@ class OptimUpdateKernel {
   // denom = sqrt(ms - mg^2) + eps; with momentum: mom = momentum*mom + lr g'/denom, w -= mom;
   // without: w -= lr g'/denom.
   virtual void rmsprop(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, Tensor& mg, const RmspropStep& s) = 0;
+  // Whether every element of the flat f32 tensor g is finite (no inf, no NaN); waits for the
+  // device. A logical AND: the same answer whatever the order, on every backend.
+  virtual bool all_finite(const Tensor& g) = 0;
 };
 
 }  // namespace trainer

@@ -26,6 +26,8 @@ class Optimizer {
     begin_step();
     update(0, weights_.numel(), lr, grad_scale);
   }
+  // Whether every gradient is finite (loss scaling's check; waits for the device).
+  bool grads_finite() { return k_->all_finite(grads_); }
   // State buffers by name, for checkpoints ("momentum", "m", "v", ...).
   virtual std::vector<std::pair<std::string, Tensor*>> state() = 0;
   int64_t steps() const { return steps_; }

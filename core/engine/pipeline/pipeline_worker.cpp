@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <map>
 
 #include "core/engine/devices.h"
@@ -76,6 +77,7 @@ std::vector<Device> placement_devices(const Placement& p, const DeviceRequest& r
 
 PipelineWorker::PipelineWorker(const Experiment& e, const std::vector<Device>& devices, int threads)
     : microbatches_(e.microbatches) {
+  scaler_ = LossScaler(e.train.loss_scale);
   Graph full(e.model);
   std::vector<Shape> shapes;
   for (const GraphNode& n : full.nodes()) shapes.push_back(n.shape);
@@ -123,7 +125,7 @@ PipelineWorker::PipelineWorker(const Experiment& e, const std::vector<Device>& d
 
 PipelineWorker::~PipelineWorker() { threads_.reset(); }
 
-LossStats PipelineWorker::pass(const Batch& b, bool training, int M, uint64_t seed) {
+LossStats PipelineWorker::pass(const Batch& b, bool training, int M, uint64_t seed, float loss_scale) {
   const int64_t n = b.images.dim(0);
   M = int(std::max<int64_t>(1, std::min<int64_t>(M, n)));
   std::vector<Tensor> inputs = host_inputs(b.images, input_shapes_);
@@ -149,7 +151,7 @@ LossStats PipelineWorker::pass(const Batch& b, bool training, int M, uint64_t se
   std::vector<LossStats> per(static_cast<size_t>(S));
   std::vector<StageTimes> times(static_cast<size_t>(S));
   std::vector<double> ran(static_cast<size_t>(S));
-  const float grad_scale = 1.0f / float(b.global_size > 0 ? b.global_size : n);
+  const float grad_scale = 1.0f / float(b.global_size > 0 ? b.global_size : n) * loss_scale;
   auto t0 = std::chrono::steady_clock::now();
   threads_->run_all([&](int s) {
     auto t = std::chrono::steady_clock::now();
@@ -201,23 +203,51 @@ void PipelineWorker::sum_shared_gradients() {
   });
 }
 
-LossStats PipelineWorker::compute_gradients(const Batch& b, uint64_t seed) {
-  LossStats s = pass(b, true, microbatches_, seed);
+LossStats PipelineWorker::compute_gradients(const Batch& b, uint64_t seed, float loss_scale) {
+  LossStats s = pass(b, true, microbatches_, seed, loss_scale);
   const auto t0 = std::chrono::steady_clock::now();
   sum_shared_gradients();  // synchronises the stages that hold copies
   times_.shared_sum = since(t0);
   return s;
 }
 
+void PipelineWorker::poison_first_gradient() {
+  for (size_t st = 0; st < stages_.size(); ++st) {
+    Tensor g = stages_[st]->params().trainable_grads();
+    if (g.numel() == 0) continue;
+    threads_->run_on(int(st), [&] {
+      const float inf = std::numeric_limits<float>::infinity();
+      stages_[st]->context().copy_from_host(g.data(), &inf, sizeof(float));
+      stages_[st]->context().synchronize();
+    });
+    return;
+  }
+}
+
 LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bool&) {
-  LossStats s = compute_gradients(b, seed);
+  const float loss_scale = scaler_.scale();
+  LossStats s = compute_gradients(b, seed, loss_scale);
   const auto t0 = std::chrono::steady_clock::now();
-  threads_->run_all([&](int st) {
-    const auto t = std::chrono::steady_clock::now();
-    stages_[size_t(st)]->optimizer().step(lr, 1.0f);
-    if (timing_) stages_[size_t(st)]->context().synchronize();
-    times_.stages[size_t(st)].optimizer = since(t);
-  });
+  if (inject_) poison_first_gradient();
+  inject_ = false;
+  // Loss scaling: each stage checks its own gradients; the step is taken only when every stage's
+  // are finite, so all stages skip together (and the scale stays one for the whole model).
+  bool finite = true;
+  if (scaler_.enabled()) {
+    std::vector<char> ok(stages_.size(), 1);
+    threads_->run_all([&](int st) { ok[size_t(st)] = stages_[size_t(st)]->optimizer().grads_finite(); });
+    finite = std::all_of(ok.begin(), ok.end(), [](char c) { return c != 0; });
+  }
+  if (!finite)
+    for (StageTime& t : times_.stages) t.optimizer = 0;  // skipped: no update
+  else
+    threads_->run_all([&](int st) {
+      const auto t = std::chrono::steady_clock::now();
+      stages_[size_t(st)]->optimizer().step(lr, 1.0f / loss_scale);
+      if (timing_) stages_[size_t(st)]->context().synchronize();
+      times_.stages[size_t(st)].optimizer = since(t);
+    });
+  scaler_.update(finite);
   times_.optimizer = since(t0);
   return s;
 }

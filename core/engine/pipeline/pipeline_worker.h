@@ -30,8 +30,9 @@ class PipelineWorker final : public Trainee {
   LossStats evaluate(Loader& loader) override;
 
   // Forward and backward only (no update): the gradients stay in each stage's store, a shared
-  // layer's summed over its copies. For tests and benchmarks.
-  LossStats compute_gradients(const Batch& b, uint64_t seed);
+  // layer's summed over its copies. For tests and benchmarks. `loss_scale` multiplies the loss
+  // gradient (loss scaling).
+  LossStats compute_gradients(const Batch& b, uint64_t seed, float loss_scale = 1.0f);
   int stages() const { return int(stages_.size()); }
   StageRuntime& stage(int s) { return *stages_[size_t(s)]; }
   int microbatches() const { return microbatches_; }
@@ -67,8 +68,9 @@ class PipelineWorker final : public Trainee {
   void set_timing(bool on) { timing_ = on; }
 
  private:
-  LossStats pass(const Batch& b, bool training, int microbatches, uint64_t seed);
+  LossStats pass(const Batch& b, bool training, int microbatches, uint64_t seed, float loss_scale = 1.0f);
   void sum_shared_gradients();
+  void poison_first_gradient();  // inject_nonfinite(): an inf in the first stage's first gradient
 
   int microbatches_ = 1;
   Mailbox box_;

@@ -1,4 +1,4 @@
-// CPU optimizer updates: fused single-pass SGD, Adam(W) and RMSprop over flat f32 buffers.
+// CPU optimizer updates: fused single-pass SGD, Adam(W) and RMSprop over flat f32 buffers; the gradients' finiteness check.
 #include <cmath>
 
 #include "core/ops/cpu/cpu_context.h"
@@ -117,6 +117,18 @@ class CpuOptimUpdate final : public OptimUpdateKernel {
         wp[i] -= step;
       }
     }
+  }
+
+  bool all_finite(const Tensor& g) override {
+    cpu::require_f32("all_finite", "g", g);
+    const float* __restrict gp = g.f32();
+    const int64_t n = g.numel();
+    // x - x is 0 for a finite x and NaN for inf or NaN: no branch, vectorises; any NaN in the sum
+    // makes it NaN (an order-independent answer).
+    float bad = 0.0f;
+#pragma omp parallel for simd schedule(static) reduction(+ : bad) if (n > cpu::kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) bad += gp[i] - gp[i];
+    return bad == 0.0f;
   }
 
  private:

@@ -1,4 +1,4 @@
-// CUDA optimizer updates: fused single-pass SGD, Adam(W) and RMSprop over flat f32 buffers (same formulas as cpu_optim_update.cpp).
+// CUDA optimizer updates: fused single-pass SGD, Adam(W) and RMSprop over flat f32 buffers (same formulas as cpu_optim_update.cpp); the gradients' finiteness check.
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_util.cuh"
 #include "core/ops/optim_update.h"
@@ -61,6 +61,14 @@ __global__ void rmsprop_kernel(float* w, const float* g, float* ms, float* mom, 
   }
 }
 
+// flag = 1 when some element is inf or NaN. Every writer writes the same value, so the answer
+// does not depend on the order of threads (no atomics needed); flag is zeroed before the launch.
+__global__ void nonfinite_kernel(const float* g, int64_t n, int* flag) {
+  bool bad = false;
+  CUDA_GRID_LOOP(i, n) bad |= !isfinite(g[i]);
+  if (bad) *flag = 1;
+}
+
 class CudaOptimUpdate final : public OptimUpdateKernel {
  public:
   CudaOptimUpdate(OpContext& ctx, const OptimUpdateParams&) : c_(cuda_context(ctx)) {}
@@ -98,6 +106,18 @@ class CudaOptimUpdate final : public OptimUpdateKernel {
                    s.momentum, s.epsilon, s.weight_decay, s.grad_scale);
   }
 
+  bool all_finite(const Tensor& g) override {
+    cuda::require_f32("all_finite", "g", g, c_.device());
+    if (!flag_.defined()) flag_ = Tensor::empty(Shape{1}, DType::I32, c_.allocator());
+    c_.fill_zero(flag_.data(), sizeof(int));
+    if (g.numel() > 0)
+      TRAINER_LAUNCH(nonfinite_kernel, cuda::grid_for(g.numel(), c_), cuda::kBlock, c_.stream(), g.f32(), g.numel(),
+                     static_cast<int*>(flag_.data()));
+    int bad = 0;
+    c_.copy_to_host(&bad, flag_.data(), sizeof(int));  // waits for the stream
+    return bad == 0;
+  }
+
  private:
   void check_wg(const char* op, const Tensor& w, const Tensor& g) const {
     cuda::require_f32(op, "w", w, c_.device());
@@ -113,6 +133,7 @@ class CudaOptimUpdate final : public OptimUpdateKernel {
   }
 
   CudaContext& c_;
+  Tensor flag_;  // all_finite's answer on the device
 };
 
 static RegisterKernel<OptimUpdateKernel, CudaOptimUpdate> reg(DeviceKind::CUDA);

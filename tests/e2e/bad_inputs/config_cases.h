@@ -138,6 +138,17 @@ inline std::vector<Case> config_cases() {
        .expect = "c.yaml:17:11: 'data-parallel' is not a valid strategy for the config (did you mean 'data_parallel'?); valid: ..."},
       {.cat = "unknown value", .name = "precision", .config = kBase + "precision: nonsense\n",
        .expect = "c.yaml:17:12: 'nonsense' is not a valid precision for the config; valid: fp32, bf16, fp16"},
+      {.cat = "unknown value", .name = "loss_scale", .config = changed({{"batch_size: 4}", "batch_size: 4, loss_scale: dinamic}"}}),
+       .expect = "c.yaml:13:47: 'dinamic' is not a valid loss_scale for the train section (did you mean 'dynamic'?); valid: none, "
+                 "dynamic, a positive number (a static scale) or a mapping {init_scale, growth_factor, backoff_factor, "
+                 "growth_interval} (dynamic)"},
+      {.cat = "range", .name = "negative loss_scale", .config = changed({{"batch_size: 4}", "batch_size: 4, loss_scale: -2}"}}),
+       .expect = "c.yaml:13:47: 'train.loss_scale' must be a positive number (at most 1e38), not -2"},
+      {.cat = "range", .name = "loss_scale backoff_factor 2",
+       .config = changed({{"batch_size: 4}", "batch_size: 4, loss_scale: {backoff_factor: 2}}"}}),
+       .expect = "c.yaml:13:64: 'train.loss_scale.backoff_factor' must be between 1e-06 and 0.999, not 2"},
+      {.cat = "unknown key", .name = "loss_scale option", .config = changed({{"batch_size: 4}", "batch_size: 4, loss_scale: {init_scal: 8}}"}}),
+       .expect = "c.yaml:13:48: unknown key 'init_scal' in train.loss_scale (did you mean 'init_scale'?)"},
       {.cat = "unknown value", .name = "padding", .config = changed({{"kernel: 3}", "kernel: 3, padding: full}"}}),
        .expect = "c.yaml:5:66: 'full' is not a valid padding for conv2d layer 'conv'...; valid: same, valid"},
       {.cat = "unknown value", .name = "activation function",

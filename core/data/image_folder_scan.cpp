@@ -22,10 +22,13 @@ bool is_image_name(const std::string& filename) {
   return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
 }
 
-Listing scan_class_folders(const std::string& root, std::optional<int64_t> limit_per_class) {
+Listing scan_class_folders(const std::string& root, std::optional<int64_t> limit_per_class, bool refuse_empty) {
   Listing l;
   std::error_code ec;
-  if (!fs::exists(root, ec)) throw DataError(fmt::format("{}: no such directory", root));
+  if (!fs::exists(root, ec)) {
+    if (ec) throw DataError(fmt::format("{}: cannot open: {}", root, ec.message()));  // a symlink loop, no access
+    throw DataError(fmt::format("{}: no such directory", root));
+  }
   if (!fs::is_directory(root, ec)) throw DataError(fmt::format("{}: not a directory", root));
   try {
     for (const auto& e : fs::directory_iterator(root)) {
@@ -40,7 +43,11 @@ Listing scan_class_folders(const std::string& root, std::optional<int64_t> limit
       std::vector<std::string> files;
       for (const auto& e : fs::directory_iterator(dir)) {
         std::string name = e.path().filename().string();
-        if (is_image_name(name) && name[0] != '.' && !e.is_directory()) files.push_back(name);
+        if (!is_image_name(name) || name[0] == '.' || e.is_directory()) continue;
+        // A folder of empty files (a failed copy, or a million of them) stops here, at the first.
+        if (refuse_empty && e.is_regular_file() && e.file_size() == 0)
+          throw DataError(fmt::format("{}: empty file (0 bytes), not an image", e.path().string()));
+        files.push_back(name);
       }
       if (files.empty()) throw DataError(fmt::format("{}: class folder has no .jpg/.jpeg/.png images", dir));
       std::sort(files.begin(), files.end());

@@ -142,7 +142,7 @@ std::shared_ptr<Dataset> make_image_folder(cfg::MapReader& r, const DatasetConte
     const std::string list_path = data_util::resolve_path(root, f.as<std::string>());
     listing = image_folder::read_file_list(root, list_path, classes, limit);
   } else {
-    listing = image_folder::scan_class_folders(root, limit, !failures.skip);
+    listing = image_folder::scan_class_folders(root, limit);
   }
   std::vector<Entry>& entries = listing.entries;
   const int64_t n = int64_t(entries.size());

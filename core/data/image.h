@@ -54,7 +54,7 @@ constexpr int64_t kMaxImageMbCeiling = 768;
 
 // JPEG or PNG by content; anything else is DataError "<what>: not a JPEG or PNG file". One per thread.
 // header() refuses an image whose decoded size exceeds max_bytes() before anything is allocated
-// ("<what>: image is HxW (HxW), 1.2 GiB decoded, more than data.max_image_mb (256)").
+// ("<what>: image is 10000x10000 (HxW), 286 MiB decoded, more than data.max_image_mb (256)").
 class ImageDecoder {
  public:
   void set_max_bytes(uint64_t bytes) { max_bytes_ = bytes; }

@@ -12,6 +12,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "core/data/image.h"
 #include "core/data/random.h"
 
 namespace trainer {
@@ -82,6 +83,15 @@ std::vector<std::string> dataset_types() {
   std::vector<std::string> types;
   for (const auto& [name, f] : r.factories) types.push_back(name);
   return types;  // sorted (std::map)
+}
+
+DatasetContext read_data_context(cfg::MapReader& r, const std::string& base_dir) {
+  DatasetContext dc;
+  dc.base_dir = base_dir;
+  // Unreadable image files: an error naming the file (exit 3), or skipped with one counted warning.
+  dc.skip_corrupt = r.get<bool>("skip_corrupt", false);
+  dc.max_image_bytes = uint64_t(r.get_int("max_image_mb", kDefaultMaxImageMb, 1, kMaxImageMbCeiling)) << 20;
+  return dc;
 }
 
 std::shared_ptr<Dataset> make_dataset(const cfg::Node& spec, const std::string& base_dir) {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/data/image.h"
 #include "core/io/config.h"
 #include "core/tensor/shape.h"
 
@@ -85,8 +86,13 @@ void data_warning(const std::string& line);
 struct DatasetContext {
   std::string base_dir;       // resolves relative paths (the directory the command runs in)
   bool skip_corrupt = false;  // the default of image readers' own `skip_corrupt:` (data.skip_corrupt);
-                              // record-file readers (cifar*, mnist) have nothing to skip
+                              // record-file readers (cifar*, mnist) have nothing to skip  // data.max_image_mb: the most one decoded image may take (H x W x 3 bytes); larger files are
+  // refused from their header, before anything is allocated (a DataError naming the file).
+  uint64_t max_image_bytes = uint64_t(kDefaultMaxImageMb) << 20;
 };
+// The context the `data:` section gives: base_dir and its skip_corrupt and max_image_mb keys
+// (max_image_mb: 1 to 768, default 256; a ConfigError with file:line:col otherwise).
+DatasetContext read_data_context(cfg::MapReader& data_section, const std::string& base_dir);
 using DatasetFactory = std::function<std::shared_ptr<Dataset>(cfg::MapReader& spec, const DatasetContext& ctx)>;
 void register_dataset(const std::string& type, DatasetFactory f);
 std::vector<std::string> dataset_types();

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "core/data/dataset.h"
+#include "core/data/util.h"
 
 namespace trainer {
 
@@ -77,11 +78,14 @@ namespace {
 
 void ImageDecoder::header(const uint8_t* data, size_t size, const std::string& what, int& height, int& width) {
   switch (sniff_image(data, size)) {
-    case ImageFormat::Jpeg: return jpeg_.header(data, size, what, height, width);
-    case ImageFormat::Png: return png_header(data, size, what, height, width);
-    case ImageFormat::Unknown: break;
+    case ImageFormat::Jpeg: jpeg_.header(data, size, what, height, width); break;
+    case ImageFormat::Png: png_header(data, size, what, height, width); break;
+    case ImageFormat::Unknown: not_an_image(data, size, what);
   }
-  not_an_image(data, size, what);
+  const uint64_t bytes = uint64_t(height) * uint64_t(width) * 3;
+  if (bytes > max_bytes_)
+    throw DataError(fmt::format("{}: image is {}x{} (HxW), {} decoded, more than data.max_image_mb ({})", what, height,
+                                width, data_util::format_bytes(bytes), max_bytes_ >> 20));
 }
 
 void ImageDecoder::decode_rgb(const uint8_t* data, size_t size, const std::string& what, uint8_t* rgb, int height,

@@ -47,9 +47,18 @@ class JpegDecoder {
 void png_header(const uint8_t* data, size_t size, const std::string& what, int& height, int& width);
 void decode_png_rgb(const uint8_t* data, size_t size, const std::string& what, uint8_t* rgb, int height, int width);
 
+// The default of `data.max_image_mb`: the most one decoded image (H x W x 3 bytes) may take.
+constexpr int64_t kDefaultMaxImageMb = 256;
+// Its ceiling: the decoders never take more than 2^28 pixels (768 MiB as RGB).
+constexpr int64_t kMaxImageMbCeiling = 768;
+
 // JPEG or PNG by content; anything else is DataError "<what>: not a JPEG or PNG file". One per thread.
+// header() refuses an image whose decoded size exceeds max_bytes() before anything is allocated
+// ("<what>: image is 10000x10000 (HxW), 286 MiB decoded, more than data.max_image_mb (256)").
 class ImageDecoder {
  public:
+  void set_max_bytes(uint64_t bytes) { max_bytes_ = bytes; }
+  uint64_t max_bytes() const { return max_bytes_; }
   void header(const uint8_t* data, size_t size, const std::string& what, int& height, int& width);
   void decode_rgb(const uint8_t* data, size_t size, const std::string& what, uint8_t* rgb, int height, int width);
   // header + decode_rgb into `out`, resized (resize_bilinear) to out_h x out_w when the file differs.
@@ -59,6 +68,7 @@ class ImageDecoder {
  private:
   JpegDecoder jpeg_;
   std::vector<uint8_t> full_;
+  uint64_t max_bytes_ = uint64_t(kDefaultMaxImageMb) << 20;
 };
 
 // Resizes an HWC uint8 image with a bilinear (triangle) filter whose support widens on downscaling,

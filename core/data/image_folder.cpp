@@ -46,11 +46,24 @@ struct OddSize : DataError {
   using DataError::DataError;
 };
 
+// An image file's bytes, refused past four times data.max_image_mb: no JPEG or PNG within that
+// limit is larger (an uncompressed 16-bit RGBA PNG is 8/3 of its RGB size), and a huge file, or
+// /dev/zero linked under an image's name, is not read into memory.
+std::vector<uint8_t> read_image_file(const std::string& path, uint64_t max_image_bytes) {
+  return data_util::read_file(path, 4 * max_image_bytes, "4 x data.max_image_mb");
+}
+
 // Decodes on every access (cache off, or the set does not fit the budget).
 class LazyImageFolder final : public Dataset {
  public:
-  LazyImageFolder(std::vector<Entry> entries, std::vector<std::string> classes, int h, int w, std::string desc)
-      : entries_(std::move(entries)), classes_(std::move(classes)), h_(h), w_(w), desc_(std::move(desc)) {}
+  LazyImageFolder(std::vector<Entry> entries, std::vector<std::string> classes, int h, int w, std::string desc,
+                  uint64_t max_image_bytes)
+      : entries_(std::move(entries)),
+        classes_(std::move(classes)),
+        h_(h),
+        w_(w),
+        desc_(std::move(desc)),
+        max_image_bytes_(max_image_bytes) {}
   int64_t size() const override { return int64_t(entries_.size()); }
   Shape sample_shape() const override { return Shape{h_, w_, 3}; }
   int num_classes() const override { return int(classes_.size()); }
@@ -58,8 +71,9 @@ class LazyImageFolder final : public Dataset {
   std::string describe() const override { return desc_; }
   int32_t get(int64_t i, uint8_t* pixels) const override {
     thread_local ImageDecoder decoder;
+    decoder.set_max_bytes(max_image_bytes_);
     const Entry& e = entries_[size_t(i)];
-    std::vector<uint8_t> bytes = data_util::read_file(e.path);
+    std::vector<uint8_t> bytes = read_image_file(e.path, max_image_bytes_);
     decoder.decode_rgb_resized(bytes.data(), bytes.size(), e.path, pixels, h_, w_);
     return e.label;
   }
@@ -69,6 +83,7 @@ class LazyImageFolder final : public Dataset {
   std::vector<std::string> classes_;
   int h_, w_;
   std::string desc_;
+  uint64_t max_image_bytes_;
 };
 
 CacheMode read_cache_mode(cfg::MapReader& r) {
@@ -141,9 +156,10 @@ std::shared_ptr<Dataset> make_image_folder(cfg::MapReader& r, const DatasetConte
     H = size->first, W = size->second;
   } else {
     ImageDecoder d;
+    d.set_max_bytes(ctx.max_image_bytes);
     for (int64_t i = 0; i < n && first < 0; ++i) {
       failures.guard(i, [&] {
-        std::vector<uint8_t> bytes = data_util::read_file(entries[size_t(i)].path);
+        std::vector<uint8_t> bytes = read_image_file(entries[size_t(i)].path, ctx.max_image_bytes);
         d.header(bytes.data(), bytes.size(), entries[size_t(i)].path, H, W);
         first = i;
       });
@@ -170,6 +186,7 @@ std::shared_ptr<Dataset> make_image_folder(cfg::MapReader& r, const DatasetConte
     data_util::parallel_for(n, threads, [&](int64_t i) {
       thread_local ImageDecoder d;
       thread_local std::vector<uint8_t> scratch;
+      d.set_max_bytes(ctx.max_image_bytes);
       const Entry& e = entries[size_t(i)];
       if (failures.failed(i)) return;  // already found bad while looking for the size
       failures.guard(i, [&] {
@@ -178,7 +195,7 @@ std::shared_ptr<Dataset> make_image_folder(cfg::MapReader& r, const DatasetConte
           if (!std::filesystem::is_regular_file(e.path, ec)) throw DataError(fmt::format("{}: no such file", e.path));
           return;
         }
-        std::vector<uint8_t> bytes = data_util::read_file(e.path);
+        std::vector<uint8_t> bytes = read_image_file(e.path, ctx.max_image_bytes);
         int h = 0, w = 0;
         d.header(bytes.data(), bytes.size(), e.path, h, w);
         check_size(e, h, w);
@@ -221,7 +238,8 @@ std::shared_ptr<Dataset> make_image_folder(cfg::MapReader& r, const DatasetConte
                         data_util::format_bytes(decoded), data_util::format_bytes(data_util::cache_budget_left()));
   }
   if (!reservation)
-    return std::make_shared<LazyImageFolder>(std::move(entries), std::move(listing.classes), H, W, desc);
+    return std::make_shared<LazyImageFolder>(std::move(entries), std::move(listing.classes), H, W, desc,
+                                             ctx.max_image_bytes);
   pixels.resize(size_t(kept) * sample);
   std::vector<int32_t> labels(static_cast<size_t>(kept));
   for (int64_t i = 0; i < kept; ++i) labels[size_t(i)] = entries[size_t(i)].label;

@@ -24,6 +24,11 @@ bool is_image_name(const std::string& filename);
 // name, hidden ones skipped) -> labels 0, 1, ...; images are the image-named files directly in
 // each, sorted by name; other files are ignored. DataError for a missing root, no subfolders,
 // or a class folder without images. `limit_per_class` keeps the first K files of each class.
+// A class folder with 1000 empty image files is a DataError as soon as the scan counts them
+// (before the listing grows: a folder of a million empty files fails at once); fewer stay listed
+// and are reported, or skipped, in listing order when decoded. The scan is two levels deep and
+// never recurses, so a symlink loop cannot keep it going: one that is met is a DataError naming
+// it ("Too many levels of symbolic links").
 Listing scan_class_folders(const std::string& root, std::optional<int64_t> limit_per_class);
 
 // A file list: one "relative/path label" per line (the path may contain spaces: the label is the

@@ -16,6 +16,9 @@ namespace fs = std::filesystem;
 
 namespace trainer::image_folder {
 
+// Empty image files in one class folder at which the listing stops (a broken copy, not a few bad files).
+constexpr int64_t kMaxEmptyFiles = 1000;
+
 bool is_image_name(const std::string& filename) {
   std::string ext = fs::path(filename).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
@@ -25,7 +28,10 @@ bool is_image_name(const std::string& filename) {
 Listing scan_class_folders(const std::string& root, std::optional<int64_t> limit_per_class) {
   Listing l;
   std::error_code ec;
-  if (!fs::exists(root, ec)) throw DataError(fmt::format("{}: no such directory", root));
+  if (!fs::exists(root, ec)) {
+    if (ec) throw DataError(fmt::format("{}: cannot open: {}", root, ec.message()));  // a symlink loop, no access
+    throw DataError(fmt::format("{}: no such directory", root));
+  }
   if (!fs::is_directory(root, ec)) throw DataError(fmt::format("{}: not a directory", root));
   try {
     for (const auto& e : fs::directory_iterator(root)) {
@@ -38,9 +44,18 @@ Listing scan_class_folders(const std::string& root, std::optional<int64_t> limit
     for (size_t c = 0; c < l.classes.size(); ++c) {
       std::string dir = (fs::path(root) / l.classes[c]).string();
       std::vector<std::string> files;
+      int64_t empty = 0;
+      std::string first_empty;
       for (const auto& e : fs::directory_iterator(dir)) {
         std::string name = e.path().filename().string();
-        if (is_image_name(name) && name[0] != '.' && !e.is_directory()) files.push_back(name);
+        if (!is_image_name(name) || name[0] == '.' || e.is_directory()) continue;
+        // A folder of empty files (a failed copy, or a million of them) stops the listing early;
+        // a few stay listed and are reported (or skipped) in listing order like other bad files.
+        if (e.is_regular_file() && e.file_size() == 0 && ++empty == 1) first_empty = e.path().string();
+        if (empty == kMaxEmptyFiles)
+          throw DataError(fmt::format("{}: empty file (0 bytes), not an image ({} empty image files in {}: "
+                                      "listing stopped)", first_empty, empty, dir));
+        files.push_back(name);
       }
       if (files.empty()) throw DataError(fmt::format("{}: class folder has no .jpg/.jpeg/.png images", dir));
       std::sort(files.begin(), files.end());

@@ -2,8 +2,10 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "core/data/dataset.h"
 #include "core/data/memory_dataset.h"
@@ -21,29 +23,64 @@ namespace {
 // rows x cols x 1 samples; labels (magic 2049 = 0x00000801, 1 dimension N) one byte each.
 // Fashion-MNIST and Kuzushiji-MNIST use the same format.
 
-// Reads a whole file through zlib, which passes plain files through unchanged.
-std::vector<uint8_t> read_maybe_gz(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) throw DataError(fmt::format("{}: cannot open: {}", path, errno ? std::strerror(errno) : "gzopen failed"));
-  std::vector<uint8_t> out;
-  std::vector<uint8_t> buf(1 << 20);
-  for (;;) {
-    int n = gzread(f, buf.data(), unsigned(buf.size()));
-    if (n < 0) {
-      int code = 0;
-      std::string msg = gzerror(f, &code);
-      if (msg.rfind(path + ": ", 0) == 0) msg.erase(0, path.size() + 2);  // zlib prefixes the path
-      gzclose(f);
-      throw DataError(fmt::format("{}: read error: {}", path, msg));
-    }
-    if (n == 0) break;
-    out.insert(out.end(), buf.begin(), buf.begin() + n);
-  }
-  gzclose(f);
-  return out;
-}
-
 uint32_t be32(const uint8_t* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
+
+// A gzip file may declare at most this many times its own size once inflated, above a floor
+// small enough to allocate whatever a file says. Real IDX data compresses 2-5x (MNIST's images
+// 4.8x); a header claiming 1000x is corrupt or a decompression bomb, refused before inflating.
+constexpr uint64_t kMaxGzipRatio = 100;
+constexpr uint64_t kGzipFloor = uint64_t(16) << 20;
+
+// One IDX file read through zlib (which passes plain files through unchanged): its header,
+// whose size `check_header` derives from it (throwing DataError for a wrong magic or shape),
+// then exactly that many payload bytes, never more. Returns header + payload.
+struct IdxReader {
+  std::string path;
+  gzFile f = nullptr;
+  explicit IdxReader(std::string p) : path(std::move(p)) {
+    f = gzopen(path.c_str(), "rb");
+    if (!f) throw DataError(fmt::format("{}: cannot open: {}", path, errno ? std::strerror(errno) : "gzopen failed"));
+  }
+  ~IdxReader() { gzclose(f); }
+  IdxReader(const IdxReader&) = delete;
+  IdxReader& operator=(const IdxReader&) = delete;
+
+  // Up to n bytes appended to `out`; fewer only at the end of the data.
+  void read(std::vector<uint8_t>& out, uint64_t n) {
+    const size_t chunk = 1 << 20;
+    while (n > 0) {
+      const size_t at = out.size(), want = size_t(std::min<uint64_t>(n, chunk));
+      out.resize(at + want);
+      const int got = gzread(f, out.data() + at, unsigned(want));
+      if (got < 0) {
+        int code = 0;
+        std::string msg = gzerror(f, &code);
+        if (msg.rfind(path + ": ", 0) == 0) msg.erase(0, path.size() + 2);  // zlib prefixes the path
+        throw DataError(fmt::format("{}: read error: {}", path, msg));
+      }
+      out.resize(at + size_t(got));
+      if (size_t(got) < want) return;
+      n -= uint64_t(got);
+    }
+  }
+};
+
+template <class CheckHeader>
+std::vector<uint8_t> read_idx(const std::string& path, size_t header_bytes, CheckHeader check_header) {
+  IdxReader in(path);
+  std::vector<uint8_t> bytes;
+  in.read(bytes, header_bytes);
+  const uint64_t total = check_header(bytes);  // header + payload, as declared
+  std::error_code ec;
+  const uint64_t on_disk = std::filesystem::file_size(path, ec);
+  if (!ec && gzdirect(in.f) == 0 && total > std::max(kGzipFloor, on_disk * kMaxGzipRatio))
+    throw DataError(fmt::format("{}: the header declares {} bytes, more than {} times the {} compressed bytes: a "
+                                "corrupt header or a decompression bomb (not inflated)",
+                                path, total, kMaxGzipRatio, on_disk));
+  bytes.reserve(size_t(!ec && gzdirect(in.f) != 0 ? std::min(total, on_disk) : total));  // raw: what is there
+  in.read(bytes, total - bytes.size());
+  return bytes;
+}
 
 std::shared_ptr<Dataset> make_mnist_idx(cfg::MapReader& r, const DatasetContext& ctx) {
   r.allow({"images", "labels", "classes"});
@@ -54,26 +91,31 @@ std::shared_ptr<Dataset> make_mnist_idx(cfg::MapReader& r, const DatasetContext&
   const std::string images_path = data_util::resolve_path(ctx.base_dir, images_given);
   const std::string labels_path = data_util::resolve_path(ctx.base_dir, labels_given);
 
-  std::vector<uint8_t> img = read_maybe_gz(images_path);
-  if (img.size() >= 4 && be32(&img[0]) != 2051)
-    throw DataError(fmt::format("{}: not an IDX image file (magic 0x{:08x}, expected 0x00000803)", images_path,
-                                be32(&img[0])));
-  if (img.size() < 16) throw DataError(fmt::format("{}: too short for an IDX image header", images_path));
-  const uint64_t n = be32(&img[4]), rows = be32(&img[8]), cols = be32(&img[12]);
-  if (rows == 0 || cols == 0 || rows > 65536 || cols > 65536)
-    throw DataError(fmt::format("{}: implausible image size {}x{}", images_path, rows, cols));
+  uint64_t n = 0, rows = 0, cols = 0;
+  std::vector<uint8_t> img = read_idx(images_path, 16, [&](const std::vector<uint8_t>& h) {
+    if (h.size() >= 4 && be32(&h[0]) != 2051)
+      throw DataError(fmt::format("{}: not an IDX image file (magic 0x{:08x}, expected 0x00000803)", images_path,
+                                  be32(&h[0])));
+    if (h.size() < 16) throw DataError(fmt::format("{}: too short for an IDX image header", images_path));
+    n = be32(&h[4]), rows = be32(&h[8]), cols = be32(&h[12]);
+    if (rows == 0 || cols == 0 || rows > 65536 || cols > 65536)
+      throw DataError(fmt::format("{}: implausible image size {}x{}", images_path, rows, cols));
+    return 16 + n * rows * cols;  // < 2^64: n < 2^32, rows * cols <= 2^32
+  });
   if (img.size() - 16 < n * rows * cols)
     throw DataError(fmt::format("{}: truncated at byte offset {} (header says {} images of {}x{} = {} bytes)",
                                 images_path, img.size(), n, rows, cols, 16 + n * rows * cols));
 
-  std::vector<uint8_t> lab = read_maybe_gz(labels_path);
-  if (lab.size() >= 4 && be32(&lab[0]) != 2049)
-    throw DataError(fmt::format("{}: not an IDX label file (magic 0x{:08x}, expected 0x00000801)", labels_path,
-                                be32(&lab[0])));
-  if (lab.size() < 8) throw DataError(fmt::format("{}: too short for an IDX label header", labels_path));
-  const uint64_t nl = be32(&lab[4]);
-  if (nl != n)
-    throw DataError(fmt::format("{} has {} images but {} has {} labels", images_path, n, labels_path, nl));
+  std::vector<uint8_t> lab = read_idx(labels_path, 8, [&](const std::vector<uint8_t>& h) {
+    if (h.size() >= 4 && be32(&h[0]) != 2049)
+      throw DataError(fmt::format("{}: not an IDX label file (magic 0x{:08x}, expected 0x00000801)", labels_path,
+                                  be32(&h[0])));
+    if (h.size() < 8) throw DataError(fmt::format("{}: too short for an IDX label header", labels_path));
+    const uint64_t nl = be32(&h[4]);
+    if (nl != n)
+      throw DataError(fmt::format("{} has {} images but {} has {} labels", images_path, n, labels_path, nl));
+    return 8 + nl;
+  });
   if (lab.size() - 8 < n)
     throw DataError(fmt::format("{}: truncated at byte offset {} (header says {} labels)", labels_path, lab.size(), n));
 

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/data/dataset.h"
@@ -26,13 +27,29 @@ std::string resolve_path(const std::string& base_dir, const std::string& path) {
   return (std::filesystem::path(base_dir) / p).lexically_normal().string();
 }
 
-std::vector<uint8_t> read_file(const std::string& path) {
+std::vector<uint8_t> read_file(const std::string& path, uint64_t max_bytes, const std::string& limit_name) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw DataError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   std::vector<uint8_t> out;
+  if (max_bytes != UINT64_MAX) {  // a bounded read: decided from the file's size before reading
+    struct stat st {};
+    if (fstat(fileno(f), &st) == 0 && (!S_ISREG(st.st_mode) || uint64_t(st.st_size) > max_bytes)) {
+      std::fclose(f);
+      if (!S_ISREG(st.st_mode)) throw DataError(fmt::format("{}: not a regular file, not read", path));
+      throw DataError(fmt::format("{}: {} bytes, larger than {} ({}), not read", path, uint64_t(st.st_size),
+                                  format_bytes(max_bytes), limit_name));
+    }
+  }
   uint8_t buf[1 << 16];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.insert(out.end(), buf, buf + n);
+  // Reading stops past the limit: a file that grows, or /dev/zero under an image's name, ends too.
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    if (out.size() + n > max_bytes) {
+      std::fclose(f);
+      throw DataError(fmt::format("{}: larger than {} ({}), not read", path, format_bytes(max_bytes), limit_name));
+    }
+    out.insert(out.end(), buf, buf + n);
+  }
   bool bad = std::ferror(f) != 0;
   int err = errno;
   std::fclose(f);

@@ -11,8 +11,12 @@ namespace trainer::data_util {
 // `path` if absolute or base_dir is empty, else base_dir/path (lexically normalised).
 std::string resolve_path(const std::string& base_dir, const std::string& path);
 
-// The whole file; DataError "<path>: cannot open: <reason>" when it cannot be read.
-std::vector<uint8_t> read_file(const std::string& path);
+// The whole file; DataError "<path>: cannot open: <reason>" when it cannot be read, and
+// "<path>: N bytes, larger than 1 GiB (<limit_name>), not read" past `max_bytes` (checked from
+// its size before reading, and while reading); a bounded read refuses what is not a regular file
+// (a device, a FIFO: "<path>: not a regular file, not read").
+std::vector<uint8_t> read_file(const std::string& path, uint64_t max_bytes = UINT64_MAX,
+                               const std::string& limit_name = "");
 
 // Threads to use for a parallel load/scan: hardware threads, at least 2, at most `cap`.
 int default_threads(int cap = 8);

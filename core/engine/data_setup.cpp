@@ -11,10 +11,7 @@ DataSetup setup_data(const Experiment& e, const std::string& base_dir, int repli
   if (local < 0) local = replicas;
   cfg::MapReader r(e.data, "the data section");
   DataSetup d;
-  DatasetContext dc;
-  dc.base_dir = base_dir;
-  // Unreadable image files: an error naming the file (exit 3), or skipped with one counted warning.
-  dc.skip_corrupt = r.get<bool>("skip_corrupt", false);
+  const DatasetContext dc = read_data_context(r, base_dir);
   cfg::Node train_node = r.required("train");
   d.train = make_dataset(train_node, dc);
   cfg::Node val_node = r.optional("val");

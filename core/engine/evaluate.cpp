@@ -24,9 +24,7 @@ std::shared_ptr<Dataset> split_set(const Experiment& e, const std::string& split
 
 EvalResult evaluate_checkpoint(const Experiment& e, const CheckpointInfo& c, const EvalOptions& o) {
   cfg::MapReader r(e.data, "the data section");
-  DatasetContext dc;
-  dc.base_dir = o.base_dir;
-  dc.skip_corrupt = r.get<bool>("skip_corrupt", false);
+  const DatasetContext dc = read_data_context(r, o.base_dir);
   std::shared_ptr<Dataset> ds = split_set(e, o.split, dc);
   Augment aug = parse_augment(r.optional("augment")).without_random();
 

@@ -105,7 +105,7 @@ SafeTensorsReader::SafeTensorsReader(const std::string& path) : path_(path) {
     for (const json& d : v["shape"]) {
       if (!d.is_number_unsigned()) throw entry("shape holds something other than sizes");
       uint64_t s = d.get<uint64_t>();
-      if (s > (1ull << 40) || numel * std::max<uint64_t>(s, 1) > (1ull << 40)) throw entry("shape too large");
+      if (s > (1ull << 40) || (s > 0 && numel > (1ull << 40) / s)) throw entry("shape too large");  // no overflow
       numel *= s;
       t.shape.push_back(int64_t(s));
     }

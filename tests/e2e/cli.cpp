@@ -1,7 +1,12 @@
 // End-to-end helpers: subprocess runs of the trainer binary.
 #include "cli.h"
 
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 
 #include <cstdlib>
 #include <filesystem>
@@ -43,6 +48,36 @@ Result trainer(const std::string& args, const std::string& cwd, const std::strin
   r.out = read_file(out);
   r.err = read_file(err);
   return r;
+}
+
+Measured trainer_measured(const std::vector<std::string>& args, const std::string& cwd) {
+  const std::string out = cwd + "/.stdout", err = cwd + "/.stderr";
+  std::vector<std::string> argv_s{TRAINER_BINARY};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  if (pid == 0) {  // the child: only async-signal-safe calls until exec
+    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int in = open("/dev/null", O_RDONLY);
+    if (o < 0 || e < 0 || in < 0 || chdir(cwd.c_str()) != 0) _exit(125);
+    dup2(in, 0), dup2(o, 1), dup2(e, 2);
+    execv(argv[0], argv.data());
+    _exit(126);
+  }
+  Measured m;
+  int st = 0;
+  rusage ru{};
+  if (pid < 0 || wait4(pid, &st, 0, &ru) != pid) return m;
+  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  m.max_rss_mib = double(ru.ru_maxrss) / 1024.0;  // KiB on Linux
+  m.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  m.out = read_file(out);
+  m.err = read_file(err);
+  return m;
 }
 
 std::string shared_data_dir() {

@@ -2,6 +2,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 namespace e2e {
 
@@ -14,6 +15,13 @@ struct Result {
 // temporary directory shared by the test executable).
 // `prefix` goes before the binary (environment assignments, `timeout 60`).
 Result trainer(const std::string& args, const std::string& cwd = "", const std::string& prefix = "");
+// `trainer <args>` run directly (fork + exec, no shell) in `cwd`, measured: wall time from fork
+// to exit and the child's peak resident set (wait4's ru_maxrss).
+struct Measured : Result {
+  double seconds = 0;
+  double max_rss_mib = 0;
+};
+Measured trainer_measured(const std::vector<std::string>& args, const std::string& cwd);
 // A fresh, empty temporary directory.
 std::string temp_dir(const std::string& tag);
 void write_file(const std::string& path, const std::string& text);

@@ -88,6 +88,20 @@ inline std::vector<Case> data_cases() {
        .code = 3, .expect = "data error: the training set has 3 samples, fewer than one global batch of 4 (drop_last is on)"},
       {.cat = "data", .name = "missing data section", .config = changed({{"data:\n  train: {type: synthetic, size: 16, image_size: 8, classes: 3}\n  augment: {flip: horizontal}\n", ""}}),
        .expect = "c.yaml:1:1: missing required key 'data' in the config"},
+      {.cat = "data", .name = "data.max_image_mb out of range",
+       .config = changed({{"  augment: {flip: horizontal}", "  augment: {flip: horizontal}\n  max_image_mb: 0"}}),
+       .expect = "c.yaml:13:17: '...max_image_mb' must be between 1 and 768, not 0"},
+      // Found by review while adding the safetensors fuzz target: 2^40 x 2^24 elements wrapped to 0
+      // in 64 bits and matched an empty byte range, so the shape was accepted.
+      {.cat = "data", .name = "safetensors shape whose element count overflows", .config = kBase + "init: {from: w.safetensors}\n",
+       .files = {{"w.safetensors", [] {
+                    std::string h = R"({"a":{"dtype":"F32","shape":[1099511627776,16777216],"data_offsets":[0,0]}})";
+                    h.append((8 - h.size() % 8) % 8, ' ');
+                    std::string len(8, '\0');
+                    len[0] = char(h.size());
+                    return len + h;
+                  }()}},
+       .code = 3, .expect = "file error: ...w.safetensors: corrupt safetensors file at byte 8: tensor 'a': shape too large"},
       {.cat = "data", .name = "validation folder missing",
        .config = changed({{"path: imgs}", "path: imgs}\n  val: {type: image_folder, path: imgs-val}"}}, kFolderModel),
        .files = good_imgs, .code = 3, .expect = "data error: imgs-val: no such directory"},

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Fuzzes every reader of outside bytes (tests/fuzz/*_fuzz.cpp) with libFuzzer under ASan + UBSan,
+# each for a bounded time, one after the other; exits non-zero on any crash, sanitizer report,
+# leak, timeout (> 5 s per input) or out-of-memory (> 1 GB RSS or one allocation over 1 GB),
+# printing each reproducer's path. One line per target:
+#   fuzz <target>: N execs in S s, 0 crashes (corpus K inputs)
+#   scripts/fuzz.sh [seconds-per-target] [target...]   (default 60 s; all targets; build in build-fuzz/)
+#   build-fuzz/<target>_fuzz CRASH_FILE                 replays one reproducer
+# Targets: config (YAML configs), overrides (--set lines), jpeg, png, idx (raw and .gz), cifar,
+# npy, safetensors, sidecar (checkpoint sidecar JSON). Seeds: configs/, the images in
+# tests/e2e/bad_inputs/, and small valid files scripts/fuzz-seeds.py writes into the build folder.
+# The working corpora stay in build-fuzz/corpus/<target> between local runs (gitignored); CI
+# starts fresh. Installs clang-14, its sanitizer/libFuzzer runtimes (libclang-rt-14-dev), LLVM's
+# OpenMP (libomp-14-dev: clang's -fopenmp) and llvm-14 (llvm-symbolizer) when missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+shift || true
+all=(config overrides jpeg png idx cifar npy safetensors sidecar)
+targets=("$@")
+((${#targets[@]})) || targets=("${all[@]}")
+for t in "${targets[@]}"; do
+  [[ " ${all[*]} " == *" $t "* ]] || { echo "fuzz: unknown target '$t' (targets: ${all[*]})" >&2; exit 2; }
+done
+build=${FUZZ_BUILD_DIR:-build-fuzz}
+
+packages=(clang-14 libclang-rt-14-dev libomp-14-dev llvm-14)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "fuzz: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  if ! $SUDO apt-get install -y --no-install-recommends "${missing[@]}" >/tmp/trainer-apt-fuzz.log 2>&1; then
+    $SUDO apt-get update >>/tmp/trainer-apt-fuzz.log 2>&1
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}" \
+      >>/tmp/trainer-apt-fuzz.log 2>&1 || { tail -20 /tmp/trainer-apt-fuzz.log; exit 1; }
+  fi
+fi
+
+# The whole core is compiled by clang with ASan + UBSan and libFuzzer's coverage instrumentation
+# (TRAINER_FUZZ=ON); only the fuzz targets are built. System libraries (yaml-cpp, libpng,
+# libjpeg-turbo, zlib, nlohmann-json's header is ours) are not instrumented: their crashes and
+# leaks are caught, their inner branches give no coverage.
+CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DTRAINER_CUDA=OFF -DTRAINER_SANITIZE=address -DTRAINER_FUZZ=ON \
+  -DTRAINER_TESTS=OFF >/dev/null
+cmake --build "$build" --parallel --target "${targets[@]/%/_fuzz}"
+
+seeds=$build/fuzz-seeds
+rm -rf "$seeds" && python3 scripts/fuzz-seeds.py "$seeds"
+mkdir -p "$seeds/config" "$seeds/jpeg" "$seeds/png" "$seeds/sidecar"
+cp configs/*.yaml configs/bench/*.yaml "$seeds/config/" 2>/dev/null || true
+cp tests/e2e/bad_inputs/*.jpg "$seeds/jpeg/"
+cp tests/e2e/bad_inputs/*.png "$seeds/png/"
+export TRAINER_FUZZ_SEED_DIR=$seeds/sidecar  # sidecar_fuzz writes a valid sidecar there at start
+
+export ASAN_OPTIONS="detect_leaks=1:check_initialization_order=1:strict_init_order=1:print_stacktrace=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+symbolizer=/usr/lib/llvm-14/bin/llvm-symbolizer
+[ -x "$symbolizer" ] && export ASAN_SYMBOLIZER_PATH=$symbolizer
+
+failed=0
+for t in "${targets[@]}"; do
+  corpus=$build/corpus/$t
+  artifacts=$build/artifacts/$t
+  log=$build/fuzz-$t.log
+  mkdir -p "$corpus"
+  rm -rf "$artifacts" && mkdir -p "$artifacts"
+  extra=(-max_len=65536)
+  case $t in
+    config) extra=(-dict=tests/fuzz/yaml.dict -max_len=8192) ;;
+    overrides) extra=(-dict=tests/fuzz/yaml.dict -max_len=2048) ;;
+    sidecar) extra=(-max_len=4096) ;;
+    idx | cifar | npy | safetensors) extra=(-max_len=16384) ;;
+  esac
+  start=$(date +%s)
+  set +e
+  "$build/${t}_fuzz" "$corpus" "$seeds/$t" "${extra[@]}" -max_total_time="$seconds" -timeout=5 \
+    -rss_limit_mb=1024 -malloc_limit_mb=1024 -print_final_stats=1 -artifact_prefix="$artifacts/" >"$log" 2>&1
+  rc=$?
+  set -e
+  elapsed=$(($(date +%s) - start))
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  found=$(find "$artifacts" -type f | sort)
+  if [ "$rc" -ne 0 ] || [ -n "$found" ]; then
+    tail -60 "$log"
+    echo "fuzz $t: ${execs:-?} execs in ${elapsed} s, FAILED (libFuzzer exit $rc; log $log)"
+    for f in $found; do
+      echo "  reproducer: $(realpath "$f")   (replay: $build/${t}_fuzz $f)"
+    done
+    failed=1
+    continue
+  fi
+  units=$(find "$corpus" -type f | wc -l)
+  echo "fuzz $t: ${execs} execs in ${elapsed} s, 0 crashes (corpus ${units} inputs)"
+done
+exit "$failed"

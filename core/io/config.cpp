@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 
 #include "core/io/config_bounds.h"
@@ -346,6 +347,19 @@ static void apply_override(Document& doc, const std::string& text) {
   }
   if (!v.IsDefined()) v = YAML::Node(YAML::NodeType::Null);
   check_expansion(v, "", where);
+  // A key given twice inside the value (yaml-cpp keeps both; lookups would see only the first).
+  std::function<void(const YAML::Node&)> no_repeats = [&](const YAML::Node& n) {
+    if (n.IsSequence())
+      for (const YAML::Node& c : n) no_repeats(c);
+    if (!n.IsMap()) return;
+    std::set<std::string> seen;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      if (it->first.IsScalar() && !seen.insert(it->first.Scalar()).second)
+        throw ConfigError(where, fmt::format("duplicate key '{}' in the value", printable(it->first.Scalar())));
+      no_repeats(it->second);
+    }
+  };
+  no_repeats(v);
   std::vector<std::string> parts;
   std::stringstream ss(path);
   for (std::string p; std::getline(ss, p, '.');) {

@@ -91,6 +91,7 @@ SafeTensorsReader::SafeTensorsReader(const std::string& path) : path_(path) {
       if (!v.is_object()) throw bad(8, "__metadata__ is not an object");
       for (auto m = v.begin(); m != v.end(); ++m)
         if (m.value().is_string()) metadata_[m.key()] = m.value().get<std::string>();
+        else throw bad(8, fmt::format("__metadata__ '{}' is not a string (the format allows only strings there)", m.key()));
       continue;
     }
     auto entry = [&](const std::string& why) { return bad(8, fmt::format("tensor '{}': {}", it.key(), why)); };

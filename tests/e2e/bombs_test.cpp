@@ -1,4 +1,4 @@
-// Resource bombs: inputs that declare far more than they hold are refused in one line, fast, before allocating.
+// Resource bombs: data files and configs that declare or expand to far more than they hold are refused in one line, fast, before allocating.
 //
 // Each row of bombs() writes its files into a fresh directory and runs `trainer run c.yaml` there
 // as a direct child (cli.h's trainer_measured). It must exit 2 or 3 with exactly one stderr line
@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "bad_inputs/corpus.h"
+#include "bad_inputs/hostile_cases.h"
 #include "cli.h"
 
 namespace fs = std::filesystem;
@@ -60,14 +61,6 @@ std::string jpeg_declaring(uint16_t height, uint16_t width) {
   throw std::logic_error("bird32x32.jpg has no SOF0/SOF2 marker");
 }
 
-// A .npy header declaring `shape` of float32 followed by `data_bytes` bytes.
-std::string npy_declaring(const std::string& shape, size_t data_bytes) {
-  std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
-  h.append(63 - (10 + h.size()) % 64, ' ');
-  h += '\n';
-  return std::string("\x93NUMPY\x01\x00", 8) + char(h.size() & 255) + char(h.size() >> 8) + h + std::string(data_bytes, '\0');
-}
-
 // A gzip file of `header` followed by `zeros` zero bytes (deflate shrinks them about 1000 times).
 void gzip_zeros(const std::string& path, const std::string& header, size_t zeros) {
   gzFile f = gzopen(path.c_str(), "wb9");
@@ -76,15 +69,6 @@ void gzip_zeros(const std::string& path, const std::string& header, size_t zeros
   for (size_t left = zeros; left > 0; left -= std::min(left, chunk.size()))
     gzwrite(f, chunk.data(), unsigned(std::min(left, chunk.size())));
   gzclose(f);
-}
-
-// A safetensors file with this JSON header (padded) and `data_bytes` bytes after it.
-std::string safetensors(const std::string& json, size_t data_bytes) {
-  std::string h = json;
-  h.append((8 - h.size() % 8) % 8, ' ');
-  std::string len(8, '\0');
-  for (int i = 0; i < 8; ++i) len[size_t(i)] = char((uint64_t(h.size()) >> (8 * i)) & 255);
-  return len + h + std::string(data_bytes, '\0');
 }
 
 // Empty files imgs/a/00000000.png ... (as many as a test run can afford to create; the reader
@@ -113,8 +97,8 @@ std::vector<Bomb> bombs() {
        {"imgs/a/big.png", "1024x1024", "data.max_image_mb (1)"}},
       {"npy header declaring terabytes", kNpy,
        [](const std::string& d) {
-         put(d + "/x.npy", npy_declaring("(1000000, 1000000, 1000)", 64));
-         put(d + "/y.npy", npy_declaring("(4,)", 16));
+         put(d + "/x.npy", bad_inputs::npy_declaring("(1000000, 1000000, 1000)", 64));
+         put(d + "/y.npy", bad_inputs::npy_declaring("(4,)", 16));
        },
        {"x.npy", "1000000x1000000x1000"}},
       {"gzip IDX inflating 1000 times", bad_inputs::kMnistModel,
@@ -125,14 +109,14 @@ std::vector<Bomb> bombs() {
        {"img.idx", "decompression bomb"}},
       {"safetensors offsets overlapping", kInit,
        [](const std::string& d) {
-         put(d + "/w.safetensors", safetensors(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+         put(d + "/w.safetensors", bad_inputs::safetensors(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
                                                R"("b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})", 24));
        },
        {"w.safetensors", "overlaps"}},
       {"safetensors offsets past the end", kInit,
        [](const std::string& d) {
          put(d + "/w.safetensors",
-             safetensors(R"({"a":{"dtype":"F32","shape":[250000000000],"data_offsets":[0,1000000000000]}})", 16));
+             bad_inputs::safetensors(R"({"a":{"dtype":"F32","shape":[250000000000],"data_offsets":[0,1000000000000]}})", 16));
        },
        {"w.safetensors", "outside the data section"}},
       {"safetensors header length past the end", kInit,
@@ -168,6 +152,16 @@ std::vector<Bomb> bombs() {
          fs::create_symlink("/dev/zero", d + "/imgs/b/zero.png");
        },
        {"imgs/b/zero.png", "not a regular file"}},
+      // Configs that expand (core/io/config_bounds.cpp, core/graph/model_spec.cpp, graph.cpp).
+      {"YAML alias bomb (billion laughs)", bad_inputs::alias_bomb(), [](const std::string&) {},
+       {"c.yaml:22:8:", "expands to 597,871 values"}},
+      {"lists nested 100000 deep", bad_inputs::nested(100000), [](const std::string&) {}, {"c.yaml:17:", "nest more than 64 deep"}},
+      {"blocks of blocks expanding to 100000 layers", bad_inputs::block_bomb(5), [](const std::string&) {},
+       {"more than 10000 layers"}},
+      {"parameters of 4 TiB", bad_inputs::with_model("model:\n  input: [1048576]\n  layers:\n    - {type: dense, units: 1048576}\n"),
+       [](const std::string&) {}, {"c.yaml:5:7:", "parameters reach 4096.0 GiB"}},
+      {"a 5 MiB config", bad_inputs::kBase + "# " + std::string(5 << 20, 'x') + "\n", [](const std::string&) {},
+       {"c.yaml:1:1:", "larger than 4 MiB"}},
   };
 }
 

@@ -98,6 +98,23 @@ inline std::vector<File> cifar_folder(int records = 2, char label = 1) {
   return f;
 }
 
+// A .npy file: a version 1 header with `descr` and `shape` (Python syntax), then `data_bytes` zero bytes.
+inline std::string npy_declaring(const std::string& shape, size_t data_bytes, const std::string& descr = "<f4") {
+  std::string h = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  h.append(63 - (10 + h.size()) % 64, ' ');
+  h += '\n';
+  return std::string("\x93NUMPY\x01\x00", 8) + char(h.size() & 255) + char(h.size() >> 8) + h + std::string(data_bytes, '\0');
+}
+
+// A safetensors file with this JSON header (padded) and `data_bytes` bytes after it.
+inline std::string safetensors(const std::string& json, size_t data_bytes) {
+  std::string h = json;
+  h.append((8 - h.size() % 8) % 8, ' ');
+  std::string len(8, '\0');
+  for (int i = 0; i < 8; ++i) len[size_t(i)] = char((uint64_t(h.size()) >> (8 * i)) & 255);
+  return len + h + std::string(data_bytes, '\0');
+}
+
 const std::string kCifarModel = changed({{"input: [8, 8, 3]", "input: [32, 32, 3]"},
                                          {"units: 3", "units: 10"},
                                          {"  train: {type: synthetic, size: 16, image_size: 8, classes: 3}",

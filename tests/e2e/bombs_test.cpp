@@ -20,6 +20,17 @@
 #include "bad_inputs/hostile_cases.h"
 #include "cli.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define TRAINER_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TRAINER_UNDER_ASAN 1
+#endif
+#endif
+#ifndef TRAINER_UNDER_ASAN
+#define TRAINER_UNDER_ASAN 0
+#endif
+
 namespace fs = std::filesystem;
 using bad_inputs::changed;
 
@@ -197,8 +208,15 @@ TEST_CASE("bombs: each resource bomb is refused in one line, within 1 s and 100 
       CHECK((m.code == 2 || m.code == 3));
       CHECK(lines(m.err) == 1);
       for (const std::string& text : b.expect) CHECK(m.err.find(text) != std::string::npos);
+#if TRAINER_UNDER_ASAN
+      // Instrumented binaries are several times slower and larger, and a child's peak RSS also
+      // counts the (here large) test process it was forked from: the release build checks the
+      // bounds; under ASan only that nothing is read or allocated past them (ASan's own checks).
+      WARN("bomb " << b.name << ": time and RSS bounds not checked under AddressSanitizer (the release build checks them)");
+#else
       CHECK(m.seconds < 1.0);
       CHECK(m.max_rss_mib - base.max_rss_mib < 100.0);
+#endif
       fs::remove_all(dir);
     }
   }

@@ -206,8 +206,9 @@ inline std::vector<Low> find_lows() {
 // The pairs under test: cpu bf16 always; on a visible GPU, its bf16 (compute capability >= 8.0)
 // and f16. A test runs one Catch2 SECTION per pair:  for (const Low& lo : lows()) SECTION(lo.name()) {...}
 inline const std::vector<Low>& lows() {
-  static const std::vector<Low> found = detail::find_lows();
-  return found;
+  // Never destroyed either: the contexts stay reachable from it for LeakSanitizer's check at exit.
+  static const std::vector<Low>* found = new std::vector<Low>(detail::find_lows());
+  return *found;
 }
 
 }  // namespace trainer::test::bf16_check

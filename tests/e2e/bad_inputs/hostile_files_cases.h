@@ -69,6 +69,9 @@ inline std::vector<Case> hostile_files_cases() {
       {.cat = "image", .name = "PNG declaring a bit depth of 7", .config = kFolderModel, .files = folder(img, png_of(4, 4, 7)), .code = 3, .expect = "data error: imgs/a/1.png: cannot decode PNG: Invalid IHDR data"},
       {.cat = "image", .name = "PNG declaring colour type 5", .config = kFolderModel, .files = folder(img, png_of(4, 4, 8, 5)), .code = 3, .expect = "data error: imgs/a/1.png: cannot decode PNG: Invalid IHDR data"},
       {.cat = "image", .name = "PNG without pixels", .config = kFolderModel, .files = folder(img, png_of(4, 4)), .code = 3, .expect = "data error: imgs/a/1.png: cannot decode PNG: Not enough image data"},
+      {.cat = "image", .name = "PNG declaring a 1 GiB text chunk (png_fuzz's find)", .config = kFolderModel,
+       .files = folder(img, std::string("\x89\x50\x4e\x47\x0d\x0a\x1a\x0a\x00\x00\x00\x0d\x49\x48\x44\x52\x00\x00\x00\x04\x00\x00\x00\x04\x08\x02\x00\x00\x00\x26\x93\x09\x29\x40\x00\x00\x0c\x74\x45\x58\x74\x43\x6f\x6d\x6d\x65\x6e\x74\x00\x73\x65\x65\x64\xcb\x99\x4d\x72\x97\x00\x0b\x30\x89\x50\x4e\x47\x0d\x0a\x00", 68)), .code = 3,
+       .expect = "data error: imgs/a/1.png: cannot decode PNG: the chunk at byte 33 declares 1073741836 bytes, past the end of the 68-byte file"},
       {.cat = "image", .name = "GIF named .png", .config = kFolderModel, .files = folder(img, std::string("GIF89a\x04\x00\x04\x00\x80\x00\x00", 13)), .code = 3, .expect = "data error: imgs/a/1.png: not a JPEG or PNG file (first bytes 47 49 46 38 39 61 04 00)"},
       {.cat = "image", .name = "JPEG declaring a height of 0", .config = kFolderModel, .files = folder("imgs/a/1.jpg", [] {
          std::string j = fixture("bird32x32.jpg");

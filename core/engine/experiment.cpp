@@ -9,6 +9,7 @@
 #include "core/engine/callbacks.h"
 #include "core/engine/loss.h"
 #include "core/graph/graph.h"
+#include "core/io/config_text.h"
 #include "core/optim/optimizer.h"
 #include "core/optim/schedule.h"
 
@@ -21,8 +22,7 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
 // A name quoted on one short printable line: control bytes (NUL included) as \xNN, at most 64
 // characters of it, then its length.
 static std::string quoted_name(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s.substr(0, 64)) out += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, char(c));
+  const std::string out = cfg::printable(s.substr(0, 64));
   return s.size() <= 64 ? "'" + out + "'" : fmt::format("'{}...' ({} characters)", out, s.size());
 }
 

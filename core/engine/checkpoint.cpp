@@ -138,6 +138,8 @@ CheckpointInfo read_checkpoint(const std::string& path) {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
     throw FileError(fmt::format("{}: corrupt checkpoint sidecar at byte {}: not valid JSON", p.string(), e.byte));
+  } catch (const json::exception&) {  // valid syntax nlohmann cannot hold, e.g. 1e999 (out_of_range 406)
+    throw FileError(fmt::format("{}: corrupt checkpoint sidecar: it holds a number too large for a double", p.string()));
   }
   CheckpointInfo c;
   c.sidecar = p.string();
@@ -234,12 +236,18 @@ void load_checkpoint(const CheckpointInfo& c, ModelState& ps, bool optimizer) {
 
 NormStats checkpoint_stats(const CheckpointInfo& c) {
   NormStats s;
-  json j = json::parse(read_text_file(c.sidecar));
-  std::string kind = j.at("normalization").at("kind").get<std::string>();
-  if (kind == "none" || kind == "constant") return s;
+  std::string kind;
+  try {  // read_checkpoint checked the JSON itself, not this part of it
+    json j = json::parse(read_text_file(c.sidecar));
+    kind = j.at("normalization").at("kind").get<std::string>();
+    if (kind == "none" || kind == "constant") return s;
+    if (kind != "per_pixel" && kind != "per_channel") throw std::out_of_range("unknown normalization kind '" + kind + "'");
+    s.shape = Shape(j.at("normalization").at("shape").get<std::vector<int64_t>>());
+  } catch (const std::exception& e) {  // nlohmann's type and key errors, and ours
+    throw FileError(fmt::format("{}: bad checkpoint sidecar: {}", c.sidecar, e.what()));
+  }
   SafeTensorsReader st(c.weights);
   s.kind = kind == "per_pixel" ? Augment::Mean::PerPixel : Augment::Mean::PerChannel;
-  s.shape = Shape(j.at("normalization").at("shape").get<std::vector<int64_t>>());
   s.mean = st.f32("data/mean");
   if (st.find("data/std")) s.stddev = st.f32("data/std");
   return s;

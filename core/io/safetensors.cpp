@@ -82,6 +82,8 @@ SafeTensorsReader::SafeTensorsReader(const std::string& path) : path_(path) {
     h = json::parse(bytes_.begin() + 8, bytes_.begin() + std::ptrdiff_t(data_offset_));
   } catch (const json::parse_error& e) {
     throw bad(8 + (e.byte > 0 ? e.byte - 1 : 0), "the header is not valid JSON");
+  } catch (const json::exception&) {  // valid syntax nlohmann cannot hold, e.g. 1e999 (out_of_range 406)
+    throw bad(8, "the header holds a number too large for a double");
   }
   if (!h.is_object()) throw bad(8, "the header is not a JSON object");
   uint64_t data_bytes = bytes_.size() - data_offset_;

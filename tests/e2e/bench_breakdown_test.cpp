@@ -74,21 +74,45 @@ TEST_CASE("e2e bench: a data-parallel step's parts add up to ms/step (synthetic 
   CHECK(last_json(only.out).contains("optimizer_ms"));
 }
 
-TEST_CASE("e2e bench: two CPU replicas report their all-reduce and the part of it exposed") {
-  auto r = e2e::trainer("bench " + kSmoke + " --cpu 2 --threads 1 --steps 6 --warmup 2 --set train.bucket_mb=0.001");
+TEST_CASE("e2e bench: two CPU replicas report their all-reduce, the part of it exposed, and a timeline per bucket") {
+  const std::string trace = e2e::temp_dir("bench_trace") + "/trace.json";
+  auto r = e2e::trainer("bench " + kSmoke + " --cpu 2 --threads 1 --steps 6 --warmup 2 --set train.bucket_mb=0.001 --timeline --trace " +
+                        trace);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   auto j = last_json(r.out);
   INFO(j.dump());
   CHECK(j["breakdown"] == "rank 0 of 2");
-  CHECK(j["allreduce_ms"].get<double>() > 0);
+  // Rank 0's summing: 0 when rank 1's thread happened to take every piece (the timeline shows it).
+  CHECK(j["allreduce_ms"].get<double>() >= 0);
   CHECK(j["allreduce_ms"].get<double>() == Approx(j["allreduce_ms_per_step"].get<double>()).margin(0.01));
-  // Exposed is how long the updates waited for the communication thread: the work not hidden,
-  // but also that thread's wake-up, so on a busy machine it can exceed the work itself.
+  // Exposed: how long the updates waited for reductions after backward (the summing left for
+  // then included); skew: waiting for the other replica's backward to reach a bucket.
   CHECK(j["exposed_allreduce_ms"].get<double>() >= 0);
+  CHECK(j["skew_ms"].get<double>() >= 0);
   const double parts = j["forward_backward_ms"].get<double>() + j["optimizer_ms"].get<double>() +
-                       j["exposed_allreduce_ms"].get<double>() + j["input_wait_ms"].get<double>();
+                       j["exposed_allreduce_ms"].get<double>() + j["skew_ms"].get<double>() + j["input_wait_ms"].get<double>();
   CHECK(parts <= j["ms_per_step"].get<double>() * 1.1);
+  // The timeline: both replicas, every bucket ready before its reduction starts, reduced before
+  // the updates end, every piece taken by one of the two worker threads.
+  REQUIRE(j["timeline"].size() == 2);
+  int pieces = 0, here = 0;
+  for (const auto& rank : j["timeline"]) {
+    CHECK(rank["reduced_by"] == "worker threads");
+    REQUIRE(rank["buckets"].size() > 1);  // bucket_mb 0.001: one per parameter tensor
+    for (const auto& b : rank["buckets"]) {
+      INFO(b.dump());
+      CHECK(b["ready_ms"].get<double>() >= 0);
+      CHECK(b["end_ms"].get<double>() >= b["start_ms"].get<double>());
+      CHECK(b["end_ms"].get<double>() <= rank["update_end_ms"].get<double>() + 1.0);  // clocks of two threads
+      pieces += b["pieces"].get<int>();
+      here += b["pieces_here"].get<int>();
+    }
+  }
+  CHECK(here * 2 == pieces);  // each rank counts every piece; each piece was taken once
+  CHECK_THAT(r.out, Contains("Timeline of rank 1's last step"));
+  auto t = nlohmann::json::parse(e2e::read_file(trace));
+  CHECK(t["traceEvents"].size() > 10);
 }
 
 TEST_CASE("e2e bench --data: steps read the training data through the loader, epoch after epoch") {
@@ -144,6 +168,10 @@ TEST_CASE("e2e bench: device parallel reports the schedule, the updates and each
 TEST_CASE("e2e bench: the precision is reported, and --layers names each layer's activation type") {
   auto r = e2e::trainer("bench " + kSmoke + " --threads 2 --steps 2 --warmup 1 --layers --set precision=bf16");
   INFO(r.out << r.err);
+  if (r.code == 4 && r.err.find("precision bf16 needs a CPU with AVX-512") != std::string::npos) {
+    WARN("cpu bf16: skipped \xe2\x80\x94 " << r.err);  // the CPU lacks it: refused in one line, exit 4
+    return;
+  }
   REQUIRE(r.code == 0);
   CHECK(last_json(r.out)["precision"] == "bf16");
   CHECK_THAT(r.out, Contains("(2 threads, bf16)"));

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <random>
 
+#include "../cpu_bf16.h"
 #include "core/engine/pipeline/pipeline_worker.h"
 #include "core/engine/replica.h"
 #include "core/engine/replica_group.h"
@@ -151,6 +152,10 @@ TEST_CASE("device parallel in bf16: the boundary stays f32 and the CNN trains as
   // maximum of bf16 values is one of them. Gradients cross back as f32 and are converted where the
   // single graph would have stored bf16. So the two agree as closely as in fp32, while bf16 itself
   // moves the weights far more than that from fp32's.
+  if (!test::cpu_bf16_refusal().empty()) {
+    WARN(test::cpu_bf16_skip_message());
+    return;
+  }
   Experiment e = experiment(kCnn, {"precision=bf16"});
   REQUIRE(e.precision == Precision::BF16);
   auto one = train_single(e, 10, 5), two = train_placed(e, 10, 5);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "../cpu_bf16.h"
 #include "core/ops/context.h"
 #ifdef TRAINER_HAVE_CUDA
 #include "core/ops/cuda/cuda_devices.h"
@@ -15,7 +16,7 @@ namespace trainer::test {
 struct TestDevice {
   Device device;
   std::string name;                // "cpu", "cuda:0": a Catch2 section name
-  std::vector<Precision> mixed;    // the low precisions it trains in (cpu: bf16; GPU: bf16 from 8.0, fp16)
+  std::vector<Precision> mixed;    // the low precisions it trains in (cpu: bf16 with AVX-512; GPU: bf16 from 8.0, fp16)
 };
 
 namespace detail {
@@ -26,7 +27,9 @@ struct FoundDevices {
 
 inline FoundDevices find_devices() {
   FoundDevices f;
-  f.all.push_back({Device::cpu(0), "cpu", {Precision::BF16}});
+  // bf16 where the CPU runs it (oneDNN needs AVX-512); test_devices() says when it does not.
+  f.all.push_back({Device::cpu(0), "cpu", {}});
+  if (cpu_bf16_refusal().empty()) f.all[0].mixed.push_back(Precision::BF16);
 #ifdef TRAINER_HAVE_CUDA
   std::string why;
   std::vector<GpuInfo> gpus = cuda_devices(&why);
@@ -53,6 +56,7 @@ inline const detail::FoundDevices& found_devices() {
 inline const std::vector<TestDevice>& test_devices() {
   static bool warned = false;
   if (!warned && !found_devices().skipped.empty()) WARN(found_devices().skipped);
+  if (!warned && !cpu_bf16_refusal().empty()) WARN(cpu_bf16_skip_message());
   warned = true;
   return found_devices().all;
 }

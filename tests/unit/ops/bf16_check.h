@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../cpu_bf16.h"
 #include "backends.h"
 #include "test_util.h"
 
@@ -186,7 +187,7 @@ inline std::vector<Low> find_lows() {
       return c;
     };
     if (be.is_cpu()) {
-      out.push_back({&be, DType::BF16, ctx_for(Precision::BF16)});  // fp16 is GPU-only
+      if (cpu_bf16_refusal().empty()) out.push_back({&be, DType::BF16, ctx_for(Precision::BF16)});  // fp16 is GPU-only
       be.ctx().bind_thread();
       continue;
     }
@@ -203,11 +204,14 @@ inline std::vector<Low> find_lows() {
 
 }  // namespace detail
 
-// The pairs under test: cpu bf16 always; on a visible GPU, its bf16 (compute capability >= 8.0)
+// The pairs under test: cpu bf16 where the CPU runs it (else a WARN says why it is skipped); on a visible GPU, its bf16 (compute capability >= 8.0)
 // and f16. A test runs one Catch2 SECTION per pair:  for (const Low& lo : lows()) SECTION(lo.name()) {...}
 inline const std::vector<Low>& lows() {
   // Never destroyed either: the contexts stay reachable from it for LeakSanitizer's check at exit.
   static const std::vector<Low>* found = new std::vector<Low>(detail::find_lows());
+  static bool warned = false;
+  if (!warned && !cpu_bf16_refusal().empty()) WARN(cpu_bf16_skip_message());
+  warned = true;
   return *found;
 }
 

@@ -1,5 +1,6 @@
-// `trainer bench CONFIG [--steps N] [--warmup N] [--data] [--layers] [--json] [--threads N]
-// [--cpu N | --gpus LIST] [--set k=v]...`: img/s, ms/step and where a step's time goes.
+// `trainer bench CONFIG [--steps N] [--warmup N] [--data] [--layers] [--timeline] [--trace FILE]
+// [--json] [--threads N] [--cpu N | --gpus LIST] [--set k=v]...`: img/s, ms/step and where a
+// step's time goes.
 //
 // Output: the per-layer lines (--layers), a summary line, the step's parts, then one JSON line
 // with all of it (always last: scripts read it with `tail -1`); --json prints the JSON line alone.
@@ -8,6 +9,8 @@
 
 #include "cmd/trainer/command.h"
 #include "core/engine/bench.h"
+#include "core/dist/launch.h"
+#include "core/engine/bench_timeline.h"
 
 namespace trainer::cli {
 namespace {
@@ -17,7 +20,8 @@ struct BenchArgs {
   std::vector<std::string> sets;
   int threads = 0, cpu = 0;
   std::string gpus;
-  bool json = false;
+  bool json = false, timeline = false;
+  std::string trace;
   BenchOptions o;
 };
 
@@ -34,6 +38,7 @@ std::string parts_text(const BenchResult& r) {
     s += fmt::format("forward+backward {:.1f} (GPipe schedule, wall time)", p.forward_backward_ms);
   s += fmt::format("  optimizer {:.1f}  {} {:.1f} (exposed {:.1f})", p.optimizer_ms,
                    p.split ? "all-reduce" : "shared-gradient sum", p.allreduce_ms, p.exposed_allreduce_ms);
+  if (p.split) s += fmt::format("  waiting for other replicas {:.1f}", p.skew_ms);
   s += fmt::format("  input wait {:.1f} ({})", p.input_wait_ms, p.data ? "training data" : "synthetic input");
   s += fmt::format("  other {:.1f}\n", r.ms_per_step - p.accounted_ms());
   for (size_t i = 0; i < p.stages.size(); ++i)
@@ -51,9 +56,9 @@ std::string parts_json(const BenchResult& r) {
   std::string s = fmt::format(", \"breakdown\": \"{}\", \"input\": \"{}\"", p.scope, p.data ? "data" : "synthetic");
   s += fmt::format(", \"forward_ms\": {}, \"backward_ms\": {}, \"forward_backward_ms\": {}", p.split ? ms(p.forward_ms) : "null",
                    p.split ? ms(p.backward_ms) : "null", ms(p.forward_backward_ms));
-  s += fmt::format(", \"optimizer_ms\": {}, \"allreduce_ms\": {}, \"exposed_allreduce_ms\": {}, \"input_wait_ms\": {}, "
-                   "\"other_ms\": {}",
-                   ms(p.optimizer_ms), ms(p.allreduce_ms), ms(p.exposed_allreduce_ms), ms(p.input_wait_ms),
+  s += fmt::format(", \"optimizer_ms\": {}, \"allreduce_ms\": {}, \"exposed_allreduce_ms\": {}, \"skew_ms\": {}, "
+                   "\"input_wait_ms\": {}, \"other_ms\": {}",
+                   ms(p.optimizer_ms), ms(p.allreduce_ms), ms(p.exposed_allreduce_ms), ms(p.skew_ms), ms(p.input_wait_ms),
                    ms(r.ms_per_step - p.accounted_ms()));
   if (p.stages.empty()) return s;
   s += ", \"stages\": [";
@@ -70,6 +75,9 @@ int run_bench(const BenchArgs& a) {
   for (const std::string& s : device_overrides(a.gpus, a.cpu, a.threads)) sets.push_back(s);
   Experiment e = load_experiment(a.config, sets);
   BenchResult r = bench(e, a.o);
+  // Several processes (mpirun): process 0 holds global rank 0's figures and reports alone (with
+  // its own replicas' timelines).
+  if (this_process().rank != 0) return kOk;
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);  // peak resident set of the whole process (model, buffers, oneDNN caches)
   const double peak_rss_mb = double(ru.ru_maxrss) / 1024;
@@ -84,7 +92,9 @@ int run_bench(const BenchArgs& a) {
                r.peak_device_mb > 0 ? fmt::format(", peak device memory {:.0f} MiB", r.peak_device_mb) : "",
                r.bubble >= 0 ? fmt::format(", {} micro-batches, bubble {:.1f}%", r.microbatches, 100 * r.bubble) : "");
     fmt::print("{}", parts_text(r));
+    if (a.timeline) fmt::print("{}", timeline_text(r.timelines));
   }
+  if (!a.trace.empty()) write_chrome_trace(a.trace, r.timelines);
   fmt::print("{{\"model\": \"{}\", \"device\": \"{}\", \"threads\": {}, \"precision\": \"{}\", \"batch\": {}, \"steps\": {}, "
              "\"images_per_sec\": {:.2f}, \"ms_per_step\": {:.2f}, \"gflops_per_sec\": {:.1f}, "
              "\"allreduce_ms_per_step\": {:.2f}, \"allreduce_hidden\": {:.3f}, \"peak_rss_mb\": {:.1f}{}{}{}}}\n",
@@ -93,7 +103,7 @@ int run_bench(const BenchArgs& a) {
              r.parts.allreduce_ms, r.hidden_fraction, peak_rss_mb,
              r.peak_device_mb > 0 ? fmt::format(", \"peak_device_mb\": {:.1f}", r.peak_device_mb) : "",
              r.bubble >= 0 ? fmt::format(", \"microbatches\": {}, \"bubble\": {:.3f}", r.microbatches, r.bubble) : "",
-             parts_json(r));
+             parts_json(r) + timeline_json(r.timelines));
   return kOk;
 }
 
@@ -111,6 +121,12 @@ const RegisterCommand reg({"bench", "Time training steps (images/s, ms/step, whe
                "Take batches from the config's training data (as trainer run does) and time the wait for them; "
                "default: one fixed synthetic batch");
   app.add_flag("--layers", a->o.layers, "Also time every layer's forward and backward");
+  app.add_flag("--timeline", a->timeline,
+               "Print each replica's last timed step: per gradient bucket, when it was ready and when its reduction "
+               "started and ended, and how much of it this replica's thread did");
+  app.add_option("--trace", a->trace,
+                 "Write that timeline as a Chrome trace (chrome://tracing, Perfetto) to FILE (under mpirun: process 0's "
+                 "replicas)");
   app.add_flag("--json", a->json, "Print only the machine-readable JSON line");
   return [a] { return run_bench(*a); };
 }});

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dist/bucket_reducer.h"
 #include "core/ops/context.h"
 
 namespace trainer {
@@ -32,6 +33,13 @@ class Communicator {
   virtual void barrier() = 0;
   // Makes every pending and future collective of every rank throw CommError(why).
   virtual void abort(const std::string& why) = 0;
+  // A reducer of `grads` (this rank's flat gradients, cut into `buckets`, the same on every rank)
+  // that the ranks' own threads drive (bucket_reducer.h), or null where reductions belong on a
+  // thread or stream of their own (device memory, NCCL). Every rank calls it once per gradient
+  // buffer, in the same order; its collectives are its own, apart from this communicator's.
+  virtual std::unique_ptr<BucketReducer> make_bucket_reducer(Tensor& /*grads*/, const std::vector<BucketRange>& /*buckets*/) {
+    return nullptr;
+  }
 };
 
 // A communicator of one rank: every collective is the identity (single-device runs).

@@ -46,10 +46,43 @@ void LocalGroup::depart(int rank, uint64_t seq) {
 }
 
 void LocalGroup::abort(const std::string& why) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!aborted_) why_ = why;
-  aborted_ = true;
-  cv_.notify_all();
+  std::vector<std::shared_ptr<ReduceBoard>> boards;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!aborted_) why_ = why;
+    aborted_ = true;
+    boards = boards_;
+    cv_.notify_all();
+  }
+  for (auto& b : boards) b->abort(why_);
+}
+
+std::shared_ptr<ReduceBoard> LocalGroup::board(size_t index, const std::vector<BucketRange>& buckets, bool exchanged) {
+  std::shared_ptr<ReduceBoard> b;
+  bool aborted = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborted = aborted_;
+    if (boards_.size() <= index) {
+      boards_.resize(index + 1);
+      board_buckets_.resize(index + 1);
+    }
+    if (!boards_[index]) {
+      boards_[index] = std::make_shared<ReduceBoard>(size_, buckets, exchanged);
+      board_buckets_[index] = buckets;
+    }
+    const auto& first = board_buckets_[index];
+    if (boards_[index]->exchanged() != exchanged)
+      throw CommError(fmt::format("bucket reducer {}: the ranks disagree on exchanging with other processes", index));
+    bool same = first.size() == buckets.size();
+    for (size_t i = 0; same && i < buckets.size(); ++i) same = first[i].begin == buckets[i].begin && first[i].end == buckets[i].end;
+    if (!same)
+      throw CommError(fmt::format("bucket reducer {}: a rank's {} gradient buckets differ from another's {}", index,
+                                  buckets.size(), first.size()));
+    b = boards_[index];
+  }
+  if (aborted) b->abort("collective aborted before the gradient reducer was made");
+  return b;
 }
 
 LocalComm::LocalComm(std::shared_ptr<LocalGroup> group, int rank, OpContext& ctx)
@@ -76,6 +109,25 @@ void LocalComm::all_reduce_sum(Tensor& buf) {
     ctx_.synchronize();
   }
   group_->depart(rank_, seq);
+}
+
+std::unique_ptr<BucketReducer> LocalComm::make_bucket_reducer(Tensor& grads, const std::vector<BucketRange>& buckets) {
+  if (!grads.device().is_cpu()) return nullptr;
+  return make_bucket_reducer(grads, buckets, false, nullptr);
+}
+
+std::unique_ptr<BucketReducer> LocalComm::make_bucket_reducer(Tensor& grads, const std::vector<BucketRange>& buckets,
+                                                              bool exchanged, std::unique_ptr<ProcessExchange> exchange) {
+  if (grads.dtype() != DType::F32 || !grads.device().is_cpu())
+    throw CommError(fmt::format("bucket reducer: rank {} got a {} tensor on {}, only f32 host memory is summed by threads", rank_,
+                                dtype_name(grads.dtype()), grads.device().str()));
+  for (const BucketRange& r : buckets)
+    if (r.begin < 0 || r.end < r.begin || r.end > grads.numel())
+      throw CommError(fmt::format("bucket reducer: bucket [{}, {}) lies outside {} gradients", r.begin, r.end, grads.numel()));
+  if ((rank_ == 0 && exchanged != (exchange != nullptr)) || (rank_ != 0 && exchange))
+    throw CommError(fmt::format("bucket reducer: rank {}: only local rank 0 exchanges with other processes", rank_));
+  auto board = group_->board(reducers_++, buckets, exchanged);
+  return std::make_unique<LocalReducer>(std::move(board), rank_, grads.f32(), std::move(exchange));
 }
 
 void LocalComm::broadcast(Tensor& buf, int root) {

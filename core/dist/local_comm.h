@@ -6,9 +6,12 @@
 #include <mutex>
 
 #include "core/dist/communicator.h"
+#include "core/dist/local_reducer.h"
 #include "core/ops/elementwise.h"
 
 namespace trainer {
+
+class ReduceBoard;
 
 // State shared by the ranks of one LocalComm group.
 class LocalGroup {
@@ -24,6 +27,9 @@ class LocalGroup {
   void depart(int rank, uint64_t seq);
   void abort(const std::string& why);
   void check() const;  // throws CommError when aborted
+  // The board of this group's index-th bucket reducer, made by the first rank to ask; a rank whose
+  // buckets differ from the first's gets a CommError.
+  std::shared_ptr<ReduceBoard> board(size_t index, const std::vector<BucketRange>& buckets, bool exchanged);
 
   int size_;
   mutable std::mutex mu_;
@@ -31,6 +37,8 @@ class LocalGroup {
   std::vector<void*> ptrs_;
   std::vector<uint64_t> arrived_, departed_;
   std::vector<std::vector<double>*> host_;
+  std::vector<std::shared_ptr<ReduceBoard>> boards_;
+  std::vector<std::vector<BucketRange>> board_buckets_;
   bool aborted_ = false;
   std::string why_;
 };
@@ -46,6 +54,12 @@ class LocalComm final : public Communicator {
   void all_reduce_host(std::vector<double>& values) override;
   void barrier() override;
   void abort(const std::string& why) override { group_->abort(why); }
+  // CPU memory only (null for a GPU's): the ranks' threads sum the buckets (LocalReducer).
+  std::unique_ptr<BucketReducer> make_bucket_reducer(Tensor& grads, const std::vector<BucketRange>& buckets) override;
+  // The same for one process of several (ProcessComm, `exchanged`): a bucket is reduced once local
+  // rank 0, which alone holds an `exchange`, has summed it with the other processes'.
+  std::unique_ptr<BucketReducer> make_bucket_reducer(Tensor& grads, const std::vector<BucketRange>& buckets, bool exchanged,
+                                                     std::unique_ptr<ProcessExchange> exchange);
 
  private:
   std::shared_ptr<LocalGroup> group_;
@@ -54,6 +68,7 @@ class LocalComm final : public Communicator {
   std::unique_ptr<ElementwiseKernel> k_;
   Tensor scratch_;
   uint64_t seq_ = 0;
+  size_t reducers_ = 0;  // bucket reducers made so far
 };
 
 // One communicator per rank over a fresh group.

@@ -5,7 +5,12 @@
 
 #include <algorithm>
 #include <climits>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "core/dist/local_comm.h"
 #include "core/dist/mpi_world.h"
@@ -60,6 +65,111 @@ class MpiGroup {
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+// Local rank 0's half of a gradient bucket's reduction: the process's sum with the other
+// processes', by non-blocking MPI_Iallreduce (sums as all_reduce_sum). Open MPI advances a
+// collective only inside MPI calls, and the worker thread reaches one only between layers (tens of
+// milliseconds apart in a large convolution), so a progress thread tests the exchanges in flight
+// every kPoll and sleeps in between: well under a percent of a core while backward runs, never a
+// core of its own, blocked on a condition variable when nothing is in flight. Once the worker
+// waits for an exchange (backward is over, its core is free) the thread tests without sleeping.
+class MpiExchange final : public ProcessExchange {
+ public:
+  MpiExchange(std::shared_ptr<MpiGroup> world, size_t buckets)
+      : world_(std::move(world)), requests_(buckets), done_(std::make_unique<std::atomic<bool>[]>(buckets)) {
+    for (auto& r : requests_) r.reserve(1);
+    for (size_t b = 0; b < buckets; ++b) done_[b].store(false);
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~MpiExchange() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void start(size_t bucket, float* data, int64_t floats) override {
+    done_[bucket].store(false, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_) std::rethrow_exception(error_);
+    jobs_.push_back({bucket, data, floats});
+    cv_.notify_all();
+  }
+  bool test(size_t bucket) override {
+    if (done_[bucket].load(std::memory_order_acquire)) return true;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_) std::rethrow_exception(error_);
+    return false;
+  }
+  void waiting() override { hurry_.store(true, std::memory_order_relaxed); }
+
+ private:
+  struct Job {
+    size_t bucket;
+    float* data;
+    int64_t floats;
+  };
+  void loop() {
+    std::vector<size_t> flight;
+    for (;;) {
+      if (flight.empty()) hurry_.store(false, std::memory_order_relaxed);
+      std::vector<Job> jobs;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (flight.empty()) cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+        if (stop_) return;
+        jobs.swap(jobs_);
+      }
+      try {
+        for (const Job& j : jobs) {  // in the order the worker started them: the same in every process
+          auto& r = requests_[j.bucket];
+          r.clear();
+          for (int64_t at = 0; at < j.floats;) {  // MPI counts are ints
+            const int n = int(std::min<int64_t>(j.floats - at, INT_MAX));
+            MPI_Request q = MPI_REQUEST_NULL;
+            check(MPI_Iallreduce(MPI_IN_PLACE, j.data + at, n, MPI_FLOAT, MPI_SUM, world_->comm(), &q), "MPI_Iallreduce");
+            r.push_back(q);
+            at += n;
+          }
+          flight.push_back(j.bucket);
+        }
+        for (size_t i = 0; i < flight.size();) {
+          auto& r = requests_[flight[i]];
+          int flag = 0;
+          check(MPI_Testall(int(r.size()), r.data(), &flag, MPI_STATUSES_IGNORE), "MPI_Testall");
+          if (!flag) {
+            ++i;
+            continue;
+          }
+          done_[flight[i]].store(true, std::memory_order_release);
+          flight.erase(flight.begin() + std::ptrdiff_t(i));
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu_);
+        error_ = std::current_exception();
+        return;
+      }
+      if (flight.empty()) continue;
+      if (hurry_.load(std::memory_order_relaxed)) std::this_thread::yield();
+      else std::this_thread::sleep_for(kPoll);
+    }
+  }
+  static void check(int code, const char* call) {
+    if (code != MPI_SUCCESS) throw CommError(mpi::error_message(call, code));
+  }
+  std::shared_ptr<MpiGroup> world_;
+  std::vector<std::vector<MPI_Request>> requests_;
+  static constexpr std::chrono::microseconds kPoll{500};
+  std::unique_ptr<std::atomic<bool>[]> done_;
+  std::atomic<bool> hurry_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Job> jobs_;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;
 };
 
 class ProcessComm final : public Communicator {
@@ -133,6 +243,17 @@ class ProcessComm final : public Communicator {
   }
 
   void abort(const std::string& why) override { local_.abort(why); }
+
+  // CPU replicas: the process's threads sum each bucket, then local rank 0 exchanges it with the
+  // other processes (MpiExchange). GPU memory: null (the communication thread calls all_reduce_sum).
+  std::unique_ptr<BucketReducer> make_bucket_reducer(Tensor& grads, const std::vector<BucketRange>& buckets) override {
+    if (!grads.device().is_cpu()) return nullptr;
+    std::unique_ptr<ProcessExchange> exchange;
+    // Its own duplicate of MPI_COMM_WORLD (collective: every process's local rank 0 makes its
+    // reducers in the same order), so its collectives never interleave with this communicator's.
+    if (local_rank_ == 0) exchange = std::make_unique<MpiExchange>(std::make_shared<MpiGroup>(), buckets.size());
+    return local_.make_bucket_reducer(grads, buckets, true, std::move(exchange));
+  }
 
  private:
   // `buf` as host memory: itself on CPU, else a copy (made only when `fill`: a receiver needs none).

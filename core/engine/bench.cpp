@@ -104,6 +104,7 @@ BenchResult bench(const Experiment& e, const BenchOptions& o) {
   // Wall seconds of every local rank's timed steps; rank 0's parts, input wait and samples.
   std::vector<double> seconds(static_cast<size_t>(n));
   std::vector<size_t> peak(static_cast<size_t>(n));  // device memory held by each replica's allocator
+  std::vector<StepTimeline> timelines(static_cast<size_t>(n));
   StepTimes parts;
   double input_wait = 0;
   int64_t images = 0;
@@ -143,6 +144,7 @@ BenchResult bench(const Experiment& e, const BenchOptions& o) {
       }
       w.replica().context().synchronize();
     }
+    timelines[size_t(local)] = w.timeline();
     w.set_timing(false);
     peak[size_t(local)] = w.replica().context().device_memory_peak();
     if (w.rank() == 0) {
@@ -177,6 +179,8 @@ BenchResult bench(const Experiment& e, const BenchOptions& o) {
   p.optimizer_ms = parts.optimizer * ms;
   p.allreduce_ms = parts.allreduce * ms;
   p.exposed_allreduce_ms = parts.exposed * ms;
+  p.skew_ms = parts.skew * ms;
+  for (int r = 0; r < n; ++r) res.timelines.emplace_back(first + r, timelines[size_t(r)]);
   p.input_wait_ms = input_wait * ms;
   p.data = o.data;
   if (o.layers) res.layer_lines = layer_lines(g0, o.steps);

@@ -7,6 +7,7 @@
 
 #include "core/engine/data_setup.h"
 #include "core/engine/experiment.h"
+#include "core/engine/worker.h"
 
 namespace trainer {
 
@@ -38,13 +39,15 @@ struct StepBreakdown {
   // Gradient communication: its work, and the part of it the step waited for (not hidden behind
   // backward). Device parallel: a shared layer's gradients summed over its devices (not hidden).
   double allreduce_ms = 0, exposed_allreduce_ms = 0;
+  // Data parallel: the updates waited for another replica whose backward was behind (imbalance).
+  double skew_ms = 0;
   double input_wait_ms = 0;  // waiting for the loader's next batch (0 for synthetic input)
   bool data = false;         // input from the training data, else a fixed synthetic batch
   std::vector<StagePart> stages;  // device parallel only
 
   // The parts on the step's critical path (communication only where exposed); the rest of the
   // step's wall time is "other" (step-end collectives, the loop itself).
-  double accounted_ms() const { return forward_backward_ms + optimizer_ms + exposed_allreduce_ms + input_wait_ms; }
+  double accounted_ms() const { return forward_backward_ms + optimizer_ms + exposed_allreduce_ms + skew_ms + input_wait_ms; }
 };
 
 struct BenchResult {
@@ -56,6 +59,8 @@ struct BenchResult {
   double peak_device_mb = 0;   // GPU memory the replicas' allocators held at most (0 on the CPU)
   StepBreakdown parts;
   std::vector<std::string> layer_lines;  // "name  fwd ms  bwd ms", slowest first
+  // Data parallel: the last timed step of each of this process's replicas (global rank, timeline).
+  std::vector<std::pair<int, StepTimeline>> timelines;
   // Device parallel: micro-batches per batch and the stages' idle fraction (GPipe's bubble is
   // (S - 1) / (M + S - 1) for S balanced stages); -1 for data parallel.
   int microbatches = 0;

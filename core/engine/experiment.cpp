@@ -34,7 +34,10 @@ static void read_train(cfg::MapReader r, TrainOptions& t) {
   t.shuffle = r.get<bool>("shuffle", true);
   t.steps_per_epoch = r.get_int("steps_per_epoch", 0, 0, INT64_MAX);
   t.loss = r.get_choice("loss", loss_names(), "sparse_categorical_crossentropy");
-  t.bucket_mb = r.get_float("bucket_mb", 1.0, 0.001, 4096.0);
+  // auto (0): sized for the reduction path (plan_buckets, core/engine/grad_buckets.h).
+  cfg::Node bucket = r.optional("bucket_mb");
+  if (bucket.is_scalar() && bucket.scalar() == "auto") r.allow({"bucket_mb"});
+  else t.bucket_mb = r.get_float("bucket_mb", 0.0, 0.001, 4096.0);
   t.sync_bn = r.get<bool>("sync_bn", false);
   r.allow({"loss_scale"});  // read with the precision (its default depends on it)
   r.finish();

@@ -1,31 +1,47 @@
-// Bucketed gradient all-reduce on a communication thread.
+// Bucketed gradient all-reduce: by the worker threads themselves (host memory) or on a
+// communication thread (device memory), and the bucket plan.
 #include "core/engine/grad_buckets.h"
 
 #include <algorithm>
 
 namespace trainer {
 
-GradBuckets::GradBuckets(Tensor grads, const std::vector<int64_t>& cuts, int64_t bucket_floats, Communicator& comm,
-                         OpContext& ctx)
-    : grads_(grads), comm_(comm), ctx_(ctx) {
-  int64_t n = grads.numel();
+std::vector<BucketRange> plan_buckets(int64_t floats, const std::vector<int64_t>& cuts, int64_t bucket_floats, bool cooperative) {
+  const int64_t n = floats;
   std::vector<int64_t> c(cuts.begin(), cuts.end());
   c.push_back(n);
   std::sort(c.begin(), c.end());
+  // Targets for the first bucket (backward's first: the last parameters) and the rest.
+  int64_t first = bucket_floats, rest = bucket_floats;
+  if (bucket_floats <= 0 && cooperative) first = rest = std::clamp<int64_t>(n / 16, int64_t(64) << 10, int64_t(256) << 10);
+  if (bucket_floats <= 0 && !cooperative) first = (int64_t(1) << 20) / 4, rest = (int64_t(25) << 20) / 4;
+  std::vector<BucketRange> out;
   // Walk down from the end: backward finishes the last parameters first.
   int64_t end = n;
   for (size_t i = c.size(); i-- > 0;) {
-    int64_t cut = std::clamp<int64_t>(c[i], 0, n);
-    if (end - cut >= bucket_floats || (cut == 0 && end > 0)) {
-      buckets_.push_back({cut, end});
+    const int64_t cut = std::clamp<int64_t>(c[i], 0, n);
+    if (end - cut >= (out.empty() ? first : rest) || (cut == 0 && end > 0)) {
+      out.push_back({cut, end});
       end = cut;
     }
   }
-  if (end > 0) buckets_.push_back({0, end});
-  std::reverse(buckets_.begin(), buckets_.end());
-  done_.assign(buckets_.size(), false);
+  if (end > 0 || out.empty()) out.push_back({0, end});
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+GradBuckets::GradBuckets(Tensor grads, const std::vector<int64_t>& cuts, int64_t bucket_floats, Communicator& comm,
+                         OpContext& ctx)
+    : grads_(grads), comm_(comm), ctx_(ctx) {
   solo_ = comm.size() == 1;
-  if (!solo_) thread_ = std::thread([this] { loop(); });
+  // Whether the communicator lets the ranks' threads reduce (host memory) decides the plan, and
+  // the plan must be the same on every rank: the device kind is.
+  const bool cooperative = !solo_ && grads.device().is_cpu();
+  buckets_ = plan_buckets(grads.numel(), cuts, bucket_floats, cooperative);
+  if (cooperative) reducer_ = comm.make_bucket_reducer(grads_, buckets_);
+  done_.assign(buckets_.size(), false);
+  trace_.assign(buckets_.size(), BucketTrace{});
+  if (!solo_ && !reducer_) thread_ = std::thread([this] { loop(); });
 }
 
 GradBuckets::~GradBuckets() {
@@ -37,31 +53,83 @@ GradBuckets::~GradBuckets() {
   if (thread_.joinable()) thread_.join();
 }
 
+const char* GradBuckets::reduced_by() const {
+  if (solo_) return "none";
+  return reducer_ ? "worker threads" : "communication thread";
+}
+
 void GradBuckets::start_step() {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::fill(done_.begin(), done_.end(), false);
+  exposed_s_ = 0;
   next_ready_ = buckets_.size();
-  reduce_s_ = exposed_s_ = 0;
+  if (reducer_) {
+    t0_ = Clock::now();
+    reducer_->start_step();
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  t0_ = Clock::now();  // the communication thread reads it
+  std::fill(done_.begin(), done_.end(), false);
+  for (size_t i = 0; i < trace_.size(); ++i) trace_[i] = BucketTrace{.pieces = 1};
+  reduce_s_ = 0;
 }
 
 void GradBuckets::on_frontier(int64_t frontier) {
+  if (reducer_) {
+    while (next_ready_ > 0 && buckets_[next_ready_ - 1].begin >= frontier) reducer_->post(--next_ready_);
+    reducer_->progress();
+    return;
+  }
   std::lock_guard<std::mutex> lock(mu_);
+  const double now = std::chrono::duration<double>(Clock::now() - t0_).count();
   while (next_ready_ > 0 && buckets_[next_ready_ - 1].begin >= frontier) {
     --next_ready_;
-    if (solo_)
+    trace_[next_ready_].ready = now;
+    if (solo_) {
       done_[next_ready_] = true;
-    else
+    } else {
       queue_.push_back(next_ready_);
+    }
   }
   if (!solo_) cv_.notify_all();
 }
 
+void GradBuckets::progress() {
+  if (reducer_) reducer_->progress();
+}
+
 void GradBuckets::wait(size_t i) {
-  auto t0 = std::chrono::steady_clock::now();
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return done_[i] || error_; });
-  if (error_) std::rethrow_exception(error_);
-  exposed_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto t0 = Clock::now();
+  if (reducer_) {
+    reducer_->wait(i);
+  } else {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_[i] || error_; });
+    if (error_) std::rethrow_exception(error_);
+  }
+  exposed_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double GradBuckets::reduce_seconds() const {
+  if (!reducer_) return reduce_s_;
+  // Summing, plus the wall time during which an exchange with other processes was in flight (the
+  // union of their intervals: several overlap).
+  std::vector<std::pair<double, double>> spans;
+  for (const BucketTrace& t : reducer_->trace())
+    if (t.exchange_start >= 0 && t.exchange_end >= t.exchange_start) spans.emplace_back(t.exchange_start, t.exchange_end);
+  std::sort(spans.begin(), spans.end());
+  double s = reducer_->work_seconds(), reach = -1;
+  for (const auto& [a, z] : spans) {
+    if (z <= reach) continue;
+    s += z - std::max(a, reach);
+    reach = z;
+  }
+  return s;
+}
+
+std::vector<BucketTrace> GradBuckets::trace() const {
+  if (reducer_) return reducer_->trace();
+  std::lock_guard<std::mutex> lock(mu_);
+  return trace_;
 }
 
 void GradBuckets::loop() {
@@ -85,7 +153,7 @@ void GradBuckets::loop() {
         continue;
       }
     }
-    auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = Clock::now();
     try {
       Tensor part = grads_.slice(buckets_[b].begin, buckets_[b].end);
       comm_.all_reduce_sum(part);
@@ -93,8 +161,11 @@ void GradBuckets::loop() {
       std::lock_guard<std::mutex> lock(mu_);
       if (!error_) error_ = std::current_exception();
     }
+    const auto t1 = Clock::now();
     std::lock_guard<std::mutex> lock(mu_);
-    reduce_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    reduce_s_ += std::chrono::duration<double>(t1 - t0).count();
+    trace_[b].start = std::chrono::duration<double>(t0 - t0_).count();
+    trace_[b].end = std::chrono::duration<double>(t1 - t0_).count();
     done_[b] = true;
     cv_.notify_all();
   }

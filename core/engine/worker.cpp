@@ -7,7 +7,8 @@
 namespace trainer {
 
 Worker::Worker(const Experiment& e, int rank, Device device, int threads)
-    : rank_(rank), sync_bn_(e.train.sync_bn), bucket_floats_(std::max<int64_t>(1, int64_t(e.train.bucket_mb * (1 << 20) / sizeof(float)))) {
+    : rank_(rank), sync_bn_(e.train.sync_bn),
+      bucket_floats_(e.train.bucket_mb > 0 ? std::max<int64_t>(1, int64_t(e.train.bucket_mb * (1 << 20) / sizeof(float))) : 0) {
   rep_ = std::make_unique<Replica>(e, device, threads);
   scaler_ = LossScaler(e.train.loss_scale);
 }
@@ -38,6 +39,8 @@ void Worker::attach(Communicator& grad, Communicator& ctl) {
     if (timing_) rep_->context().synchronize();
     forward_end_ = Clock::now();
   };
+  // Between layers of backward, the worker thread sums the gradient pieces every rank has posted.
+  h.after_backward = [this](int) { buckets_->progress(); };
   rep_->graph().set_hooks(std::move(h));
   if (sync_bn_)
     for (const GraphNode& n : rep_->graph().nodes()) n.layer->set_sync(&ctl);
@@ -84,8 +87,17 @@ LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop
   times_.forward = seconds(start, forward_end_);
   times_.backward = seconds(forward_end_, backward_end);
   times_.exposed = buckets_->exposed_seconds();
-  times_.optimizer = std::max(0.0, seconds(backward_end, updated) - times_.exposed);
+  times_.skew = buckets_->skew_seconds();
+  times_.optimizer = std::max(0.0, seconds(backward_end, updated) - times_.exposed - times_.skew);
   times_.allreduce = buckets_->reduce_seconds();
+  if (timing_) {
+    timeline_.forward_end = seconds(start, forward_end_);
+    timeline_.backward_end = seconds(start, backward_end);
+    timeline_.update_end = seconds(start, updated);
+    timeline_.reduced_by = buckets_->reduced_by();
+    timeline_.buckets = bk;
+    timeline_.trace = buckets_->trace();
+  }
   Tensor frozen = rep_->graph().params().frozen_weights();
   if (frozen.numel() > 0) ctl_->broadcast(frozen, 0);
   std::vector<double> v{s.loss_sum, double(s.correct), double(s.count), stop ? 1.0 : 0.0};

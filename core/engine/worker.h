@@ -3,7 +3,8 @@
 // per-step synchronisation that keeps every replica identical.
 //
 // Per training step every rank meets the others at, in order:
-//   1. one all-reduce per gradient bucket (communication thread, while backward continues);
+//   1. one all-reduce per gradient bucket while backward continues (summed by the worker threads
+//      between layers on the CPU, on a communication thread for GPU memory);
 //      with loss scaling, the update then waits for all of them and checks them for inf/NaN;
 //   2. a broadcast of rank 0's non-trained parameters (batch-norm running statistics);
 //   3. a host all-reduce of the step's loss sum, correct count and sample count.
@@ -29,13 +30,23 @@ struct StepTimes {
   double forward = 0;    // the batch to the device and forward up to the logits
   double backward = 0;   // the loss and backward (the buckets' all-reduces start meanwhile)
   double optimizer = 0;  // the per-bucket updates, less the time spent waiting for all-reduces
-  double allreduce = 0;  // all-reduce work on the communication thread, mostly overlapping backward
+  double allreduce = 0;  // all-reduce time (GradBuckets::reduce_seconds), mostly overlapping backward
   double exposed = 0;    // the part of it the updates waited for after backward (not hidden)
+  double skew = 0;       // the updates waited for another replica's backward to reach a bucket
   StepTimes& operator+=(const StepTimes& o) {
     forward += o.forward, backward += o.backward, optimizer += o.optimizer;
-    allreduce += o.allreduce, exposed += o.exposed;
+    allreduce += o.allreduce, exposed += o.exposed, skew += o.skew;
     return *this;
   }
+};
+
+// One step as a timeline (Horovod's timeline, for one rank): seconds from the step's start to the
+// end of forward, of backward and of the updates, and each gradient bucket's reduction.
+struct StepTimeline {
+  double forward_end = 0, backward_end = 0, update_end = 0;
+  const char* reduced_by = "none";  // GradBuckets::reduced_by()
+  std::vector<BucketRange> buckets;
+  std::vector<BucketTrace> trace;
 };
 
 class Worker final : public Trainee {
@@ -64,6 +75,8 @@ class Worker final : public Trainee {
   // The last train_step's parts; `timing` synchronises the device between them (for `trainer
   // bench`: it costs a GPU the overlap of host and device across those points).
   const StepTimes& step_times() const { return times_; }
+  // The last train_step's timeline, recorded while timing is on.
+  const StepTimeline& timeline() const { return timeline_; }
   void set_timing(bool on) { timing_ = on; }
 
  private:
@@ -78,6 +91,7 @@ class Worker final : public Trainee {
   std::unique_ptr<GradBuckets> buckets_;
   bool timing_ = false;
   StepTimes times_;
+  StepTimeline timeline_;
   Clock::time_point forward_end_;  // set by the after_forward hook at the logits
 };
 

@@ -191,6 +191,46 @@ void check_two_groups(Comms& grad, Comms& ctl, std::vector<std::unique_ptr<OpCon
   });
 }
 
+// The worker threads' bucket reducer across processes: a local sum by pieces, then local rank 0's
+// MPI exchange. Buckets of exact integer values (sum known) and of inexact floats (identical
+// bits on every rank), 5 steps, posted from the last bucket down with progress() between posts.
+void check_bucket_reducer(Comms& comms, std::vector<std::unique_ptr<OpContext>>& ctxs) {
+  const int S = world_size(), steps = 5;
+  const int64_t n = 100003;
+  const std::vector<BucketRange> buckets = {{0, 7}, {7, 7}, {7, 40000}, {40000, 100003}};
+  std::vector<std::vector<uint64_t>> hashes(size_t(g_locals), std::vector<uint64_t>(size_t(steps), 0));
+  on_threads([&](int r) {
+    const int g = global_rank(r);
+    Tensor t = ctxs[size_t(r)]->empty(Shape{n});
+    auto reducer = comms[size_t(r)]->make_bucket_reducer(t, buckets);
+    if (!reducer) return fail("rank " + std::to_string(g) + ": no bucket reducer for CPU memory");
+    for (int step = 1; step <= steps; ++step) {
+      // Integers below 2^24 in the first 40000 (exact), inexact floats after.
+      for (int64_t i = 0; i < n; ++i) t.f32()[i] = i < 40000 ? float(g + step + i % 1000) : float(g + 1) / float(i + step);
+      reducer->start_step();
+      for (size_t b = buckets.size(); b-- > 0;) {
+        reducer->post(b);
+        reducer->progress();
+        if (g % 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // ranks out of step
+      }
+      for (size_t b = 0; b < buckets.size(); ++b) reducer->wait(b);
+      for (int64_t i = 0; i < 40000; ++i)
+        if (t.f32()[i] != float(S * (S - 1) / 2 + S * (step + i % 1000)))
+          return fail("rank " + std::to_string(g) + ", step " + std::to_string(step) + ": element " + std::to_string(i));
+      hashes[size_t(r)][size_t(step - 1)] = fnv1a(t.slice(40000, n));
+    }
+  });
+  std::string mine;
+  for (const auto& h : hashes) mine += std::to_string(h[0]) + "," + std::to_string(h[steps - 1]) + " ";
+  std::string first;
+  for (const std::string& a : mpi::allgather(mine)) {
+    const std::string one = a.substr(0, a.find(' ') + 1);
+    if (first.empty()) first = one;
+    for (size_t at = 0; at < a.size(); at += one.size())
+      if (a.compare(at, first.size(), first) != 0) return fail("the inexact sums differ between ranks: " + a + "| " + first);
+  }
+}
+
 // A bad root is a CommError on every rank, not a hang.
 void check_bad_root(Comms& comms, std::vector<std::unique_ptr<OpContext>>& ctxs) {
   on_threads([&](int r) {
@@ -254,6 +294,8 @@ int main(int argc, char** argv) {
     ok &= report("barrier: nobody leaves before the last rank (300 ms late) entered");
     check_two_groups(grad, ctl, ctxs);
     ok &= report("two groups at once from two threads per rank (100 sums | host sums, broadcasts, barriers)");
+    check_bucket_reducer(grad, ctxs);
+    ok &= report("bucket reducer (worker threads, then MPI between processes): exact sums, identical inexact sums, 5 steps");
     Comms spare = make_process_communicators(devices, raw, g_process, g_processes);
     check_bad_root(spare, ctxs);
     ok &= report("broadcast from a root out of range: CommError on every rank");

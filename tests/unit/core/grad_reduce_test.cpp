@@ -1,0 +1,164 @@
+// The gradient reduction of data parallelism: the worker threads' bucket reducer (LocalComm) and
+// the bucket plan. Named "data parallel: ..." so that scripts/test-tsan.sh runs them.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "core/dist/local_comm.h"
+#include "core/engine/grad_buckets.h"
+
+using namespace trainer;
+
+namespace {
+
+// Rank r's gradient at element i in step s: inexact floats, different on every rank and step.
+float grad_value(int rank, int step, int64_t i) { return float(rank + 1) / float(i + 3 * step + 1) + float(i % 7); }  // no a*b+c: no FMA contraction
+
+// The rank-order float sum every element must hold.
+float expected(int ranks, int step, int64_t i) {
+  float s = grad_value(0, step, i);
+  for (int r = 1; r < ranks; ++r) s += grad_value(r, step, i);
+  return s;
+}
+
+struct Group {
+  std::vector<std::unique_ptr<OpContext>> ctxs;
+  std::vector<std::unique_ptr<Communicator>> comms;
+  explicit Group(int n) {
+    std::vector<OpContext*> raw;
+    for (int r = 0; r < n; ++r) {
+      ctxs.push_back(make_context(Device::cpu(r), {1}));
+      raw.push_back(ctxs.back().get());
+    }
+    comms = make_local_comms(raw);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("data parallel: the worker threads' bucket reducer sums every bucket in rank order, the same bits on every rank, step after step") {
+  const int64_t n = 200003;  // pieces of 16384 floats: buckets of one piece, many pieces, a partial one, an empty one
+  const std::vector<BucketRange> buckets = {{0, 5}, {5, 5}, {5, 16389}, {16389, 120000}, {120000, 200003}};
+  for (int ranks : {2, 3}) {
+    SECTION(std::to_string(ranks) + " ranks") {
+      Group g(ranks);
+      std::vector<Tensor> grads;
+      for (int r = 0; r < ranks; ++r) grads.push_back(g.ctxs[size_t(r)]->empty(Shape{n}));
+      std::vector<std::unique_ptr<BucketReducer>> red;
+      for (int r = 0; r < ranks; ++r) red.push_back(g.comms[size_t(r)]->make_bucket_reducer(grads[size_t(r)], buckets));
+      for (auto& p : red) REQUIRE(p != nullptr);
+      const int steps = 4;
+      std::atomic<int> wrong{0}, pieces_taken{0};
+      std::vector<std::thread> threads;
+      for (int r = 0; r < ranks; ++r)
+        threads.emplace_back([&, r] {
+          std::mt19937 rng(unsigned(r * 7 + 1));
+          float* x = grads[size_t(r)].f32();
+          for (int step = 1; step <= steps; ++step) {
+            // No barrier between steps: a rank leaves a step only when every bucket is reduced,
+            // so nobody reads this buffer any more.
+            for (int64_t i = 0; i < n; ++i) x[i] = grad_value(r, step, i);
+            red[size_t(r)]->start_step();
+            for (size_t b = buckets.size(); b-- > 0;) {
+              red[size_t(r)]->post(b);
+              // Ranks out of step: some layers take longer on one rank than on another.
+              if (rng() % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
+              red[size_t(r)]->progress();
+            }
+            // The optimizer's order: the last bucket first.
+            for (size_t b = buckets.size(); b-- > 0;) red[size_t(r)]->wait(b);
+            for (int64_t i = 0; i < n; ++i)
+              if (x[i] != expected(ranks, step, i)) ++wrong;
+            int here = 0;
+            for (const BucketTrace& t : red[size_t(r)]->trace()) {
+              here += t.pieces_here;
+              if (!(t.ready >= 0 && t.start >= 0 && t.end >= t.start)) ++wrong;
+            }
+            pieces_taken += here;
+          }
+        });
+      for (auto& t : threads) t.join();
+      CHECK(wrong == 0);
+      // Pieces: 1 + 1 (an empty bucket is one piece of nothing) + 1 + 7 + 5, each taken once per step.
+      CHECK(pieces_taken == steps * 15);
+      for (int r = 1; r < ranks; ++r) CHECK(std::memcmp(grads[0].data(), grads[size_t(r)].data(), grads[0].bytes()) == 0);
+    }
+  }
+}
+
+TEST_CASE("data parallel: a rank waiting in the bucket reducer is woken by an abort, with its reason") {
+  Group g(2);
+  Tensor a = g.ctxs[0]->zeros(Shape{100}), b = g.ctxs[1]->zeros(Shape{100});
+  const std::vector<BucketRange> buckets = {{0, 100}};
+  auto r0 = g.comms[0]->make_bucket_reducer(a, buckets);
+  auto r1 = g.comms[1]->make_bucket_reducer(b, buckets);
+  r0->start_step();
+  r1->start_step();
+  r0->post(0);  // rank 1 never posts: rank 0 would wait for ever
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    g.comms[1]->abort("replica 1 failed: out of memory");
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(r0->wait(0), Catch::Contains("replica 1 failed: out of memory"));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  aborter.join();
+  // A reducer made after the abort fails at once too.
+  CHECK_THROWS_AS(g.comms[0]->make_bucket_reducer(a, buckets)->post(0), CommError);
+}
+
+TEST_CASE("data parallel: ranks whose gradient buckets differ are refused, and GPU memory takes the communication thread") {
+  Group g(2);
+  Tensor a = g.ctxs[0]->zeros(Shape{100}), b = g.ctxs[1]->zeros(Shape{100});
+  auto r0 = g.comms[0]->make_bucket_reducer(a, {{0, 50}, {50, 100}});
+  CHECK_THROWS_WITH(g.comms[1]->make_bucket_reducer(b, {{0, 100}}), Catch::Contains("differ"));
+  CHECK_THROWS_WITH(g.comms[1]->make_bucket_reducer(b, {{0, 101}}), Catch::Contains("outside"));
+  SoloComm solo;
+  CHECK(solo.make_bucket_reducer(a, {{0, 100}}) == nullptr);
+}
+
+TEST_CASE("data parallel: bucket plans cover the gradients, never split a parameter, and size by the reduction path") {
+  auto check_cover = [](const std::vector<BucketRange>& p, int64_t n, const std::vector<int64_t>& cuts) {
+    REQUIRE(!p.empty());
+    CHECK(p.front().begin == 0);
+    CHECK(p.back().end == n);
+    for (size_t i = 1; i < p.size(); ++i) CHECK(p[i].begin == p[i - 1].end);
+    for (const BucketRange& b : p) CHECK((b.begin == 0 || std::find(cuts.begin(), cuts.end(), b.begin) != cuts.end()));
+  };
+  // 100 parameters of 40,000 floats: 4 M floats (16 MB).
+  std::vector<int64_t> cuts;
+  for (int i = 0; i < 100; ++i) cuts.push_back(int64_t(i) * 40000);
+  const int64_t n = 4000000;
+  SECTION("worker threads (auto): about 1/16 of the model, clamped to [64 Ki, 256 Ki] floats") {
+    auto p = plan_buckets(n, cuts, 0, true);
+    check_cover(p, n, cuts);
+    for (size_t i = 1; i < p.size(); ++i) CHECK(p[i].size() == 280000);  // the first cut past 256 Ki floats
+  }
+  SECTION("communication thread (auto): DDP's 1 MiB first bucket, then 25 MiB") {
+    // 100 parameters of 400,000 floats (160 MB).
+    std::vector<int64_t> big;
+    for (int i = 0; i < 100; ++i) big.push_back(int64_t(i) * 400000);
+    auto p = plan_buckets(40000000, big, 0, false);
+    check_cover(p, 40000000, big);
+    CHECK(p.back().size() == 400000);  // the first to be reduced: one parameter >= 1 MiB
+    for (size_t i = 1; i + 1 < p.size(); ++i) CHECK(p[i].size() == 6800000);  // 17 parameters >= 25 MiB
+  }
+  SECTION("a size in MB: every bucket at least that large, the one at offset 0 what remains") {
+    auto p = plan_buckets(n, cuts, 1000000, true);
+    check_cover(p, n, cuts);
+    for (size_t i = 1; i < p.size(); ++i) CHECK(p[i].size() >= 1000000);
+  }
+  SECTION("one parameter larger than a bucket stays whole; no gradients at all is one empty bucket") {
+    auto p = plan_buckets(10, {0}, 3, true);
+    REQUIRE(p.size() == 1);
+    CHECK(p[0].size() == 10);
+    auto e = plan_buckets(0, {}, 0, true);
+    REQUIRE(e.size() == 1);
+    CHECK(e[0].size() == 0);
+  }
+}

@@ -21,8 +21,10 @@ struct BucketTrace {
   double end = -1;    // the last piece was summed: the bucket was reduced on every rank of the process
   int pieces = 0;     // pieces in the bucket
   int pieces_here = 0;  // ... taken by this rank's thread
-  // Several processes: the exchange of the process's sum with the other processes (MPI).
-  double exchange_start = -1, exchange_end = -1;
+  // Several processes: the exchange of the process's sum with the other processes (MPI), from
+  // local rank 0's start to its end; exchange_all: the last process started it (until then the
+  // exchange waited for a process whose backward was behind).
+  double exchange_start = -1, exchange_end = -1, exchange_all = -1;
 };
 
 // The reduction protocol of one step, called by one rank's worker thread (never two threads):
@@ -42,8 +44,9 @@ class BucketReducer {
   virtual void wait(size_t bucket) = 0;
 
   // This step's accounting, in seconds: this rank's thread summing pieces; wait() blocked
-  // because another rank of the process had not yet posted the bucket (its backward is behind:
-  // load imbalance, not communication); and the per-bucket trace.
+  // because another rank had not yet posted the bucket (another replica of the process, or
+  // another process, whose backward is behind: load imbalance, not communication); and the
+  // per-bucket trace.
   virtual double work_seconds() const = 0;
   virtual double skew_seconds() const = 0;
   virtual const std::vector<BucketTrace>& trace() const = 0;

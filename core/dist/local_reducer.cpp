@@ -70,6 +70,8 @@ ReduceBoard::ReduceBoard(int ranks, std::vector<BucketRange> buckets, bool excha
   exchanged_step_ = zeros<uint64_t>(n);
   start_ns_ = zeros<int64_t>(n);
   end_ns_ = zeros<int64_t>(n);
+  exchange_ns_ = zeros<int64_t>(n);
+  all_started_ns_ = zeros<int64_t>(n);
 }
 
 void ReduceBoard::abort(const std::string& why) {
@@ -184,6 +186,7 @@ bool LocalReducer::drive_exchanges() {
     if (b_->summed_[b].load(std::memory_order_acquire) < step_ * uint64_t(b_->pieces_[b])) break;
     const BucketRange& r = b_->buckets_[b];
     trace_[b].exchange_start = since();
+    b_->exchange_ns_[b].store(now_ns(), std::memory_order_relaxed);  // published with exchanged_step_
     exchange_->start(b, b_->base_[0] + r.begin, r.size());
     exchanging_[b] = true;
     --next_exchange_;
@@ -197,6 +200,7 @@ bool LocalReducer::drive_exchanges() {
       for (size_t q = 1; q < ranks; ++q) std::copy(b_->base_[0] + r.begin, b_->base_[0] + r.end, b_->base_[q] + r.begin);
       exchanging_[b] = false;
       trace_[b].exchange_end = since();
+      b_->all_started_ns_[b].store(exchange_->last_start_ns(b), std::memory_order_relaxed);
       b_->exchanged_step_[b].store(step_, std::memory_order_release);
       notify();
       moved = true;
@@ -213,10 +217,15 @@ void LocalReducer::progress() {
 }
 
 void LocalReducer::wait(size_t bucket) {
+  const int64_t entered = now_ns();
+  double behind_s = 0;  // this call's wait for a replica of this process
   for (;;) {
     const uint32_t seen = b_->events_.load(std::memory_order_acquire);
     check_abort();
-    if (done(bucket)) return;
+    if (done(bucket)) {
+      if (b_->exchanged_) skew_s_ += std::max(0.0, process_skew(bucket, entered) - behind_s);
+      return;
+    }
     if (take_piece()) continue;
     if (exchange_) {
       if (drive_exchanges()) continue;
@@ -232,8 +241,21 @@ void LocalReducer::wait(size_t bucket) {
     int spins = 0;
     while (spins++ < kSpins && b_->events_.load(std::memory_order_relaxed) == seen) TRAINER_CPU_RELAX();
     if (b_->events_.load(std::memory_order_acquire) == seen) b_->events_.wait(seen, std::memory_order_acquire);
-    if (behind) skew_s_ += std::chrono::duration<double>(Clock::now() - t).count();
+    if (behind) {
+      const double s = std::chrono::duration<double>(Clock::now() - t).count();
+      skew_s_ += s;
+      behind_s += s;
+    }
   }
+}
+
+double LocalReducer::process_skew(size_t b, int64_t entered) const {
+  // The part of this wait before the last process started the bucket's exchange, if that was
+  // later than this process's own start: that process's backward was behind.
+  const int64_t own = b_->exchange_ns_[b].load(std::memory_order_relaxed);
+  const int64_t all = b_->all_started_ns_[b].load(std::memory_order_relaxed);
+  const int64_t from = std::max(entered, own), to = std::min(all, now_ns());
+  return all > own && to > from ? double(to - from) * 1e-9 : 0.0;
 }
 
 const std::vector<BucketTrace>& LocalReducer::trace() const {
@@ -241,6 +263,7 @@ const std::vector<BucketTrace>& LocalReducer::trace() const {
     if (!done(b)) continue;
     trace_[b].start = seconds(b_->start_ns_[b].load(std::memory_order_relaxed));
     trace_[b].end = seconds(b_->end_ns_[b].load(std::memory_order_relaxed));
+    if (b_->exchanged_) trace_[b].exchange_all = seconds(b_->all_started_ns_[b].load(std::memory_order_relaxed));
   }
   return trace_;
 }

@@ -18,6 +18,10 @@ class ProcessExchange {
   virtual void start(size_t bucket, float* data, int64_t floats) = 0;
   virtual bool test(size_t bucket) = 0;  // true once complete
   virtual void waiting() {}              // the worker has nothing left but to wait for exchanges
+  // Once test(bucket) was true: when the last of the processes started this bucket's exchange,
+  // on this process's steady clock (ns since its epoch). Before it, an exchange waits for a
+  // process whose backward is behind: imbalance, not communication.
+  virtual int64_t last_start_ns(size_t bucket) const = 0;
 };
 
 // What the ranks of one process share about one reducer: each rank's buffer, the step each rank
@@ -40,6 +44,9 @@ class ReduceBoard {
   std::unique_ptr<std::atomic<uint64_t>[]> posted_;  // [bucket * ranks + rank]: the step posted
   std::unique_ptr<std::atomic<uint64_t>[]> taken_, summed_, exchanged_step_;  // per bucket
   std::unique_ptr<std::atomic<int64_t>[]> start_ns_, end_ns_;                 // per bucket, steady_clock
+  // Several processes, per bucket, steady_clock: local rank 0 started the exchange; the last
+  // process did (published with exchanged_step_).
+  std::unique_ptr<std::atomic<int64_t>[]> exchange_ns_, all_started_ns_;
   std::atomic<uint32_t> events_{0};  // bumped on every post, summed piece, exchange and abort
   std::atomic<bool> aborted_{false};
   std::mutex why_mu_;
@@ -67,6 +74,7 @@ class LocalReducer final : public BucketReducer {
   void sum_piece(size_t b, int piece);
   void notify();
   void check_abort() const;
+  double process_skew(size_t b, int64_t entered) const;
   double seconds(int64_t ns) const;
 
   std::shared_ptr<ReduceBoard> b_;

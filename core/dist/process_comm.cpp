@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -74,12 +75,16 @@ class MpiGroup {
 // every kPoll and sleeps in between: well under a percent of a core while backward runs, never a
 // core of its own, blocked on a condition variable when nothing is in flight. Once the worker
 // waits for an exchange (backward is over, its core is free) the thread tests without sleeping.
+// With each bucket goes the time its exchange was started, on process 0's clock (a maximum, so
+// that every process learns when the last one started: last_start_ns).
 class MpiExchange final : public ProcessExchange {
  public:
   MpiExchange(std::shared_ptr<MpiGroup> world, size_t buckets)
-      : world_(std::move(world)), requests_(buckets), done_(std::make_unique<std::atomic<bool>[]>(buckets)) {
-    for (auto& r : requests_) r.reserve(1);
+      : world_(std::move(world)), requests_(buckets), started_(buckets, 0),
+        done_(std::make_unique<std::atomic<bool>[]>(buckets)) {
+    for (auto& r : requests_) r.reserve(2);
     for (size_t b = 0; b < buckets; ++b) done_[b].store(false);
+    offset_ns_ = clock_offset_ns(world_->comm());
     thread_ = std::thread([this] { loop(); });
   }
   ~MpiExchange() override {
@@ -92,9 +97,10 @@ class MpiExchange final : public ProcessExchange {
   }
   void start(size_t bucket, float* data, int64_t floats) override {
     done_[bucket].store(false, std::memory_order_relaxed);
+    const int64_t t = now_ns();
     std::lock_guard<std::mutex> lock(mu_);
     if (error_) std::rethrow_exception(error_);
-    jobs_.push_back({bucket, data, floats});
+    jobs_.push_back({bucket, data, floats, t});
     cv_.notify_all();
   }
   bool test(size_t bucket) override {
@@ -104,13 +110,48 @@ class MpiExchange final : public ProcessExchange {
     return false;
   }
   void waiting() override { hurry_.store(true, std::memory_order_relaxed); }
+  int64_t last_start_ns(size_t bucket) const override { return started_[bucket] - offset_ns_; }
 
  private:
   struct Job {
     size_t bucket;
     float* data;
     int64_t floats;
+    int64_t start_ns;  // this process's steady clock
   };
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  // Process 0's steady clock less this process's (Cristian's algorithm: of 8 round trips to
+  // process 0, the shortest, whose midpoint is taken as the moment process 0 read its clock).
+  // Collective; microseconds of error on one machine, the round trip's half at most across them.
+  static int64_t clock_offset_ns(MPI_Comm comm) {
+    constexpr int kRounds = 8, kTag = 7;
+    int rank = 0, size = 1;
+    check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+    check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+    int64_t t = 0, offset = 0, best = INT64_MAX;
+    for (int peer = 1; peer < size; ++peer) {
+      if (rank != 0 && rank != peer) continue;
+      for (int k = 0; k < kRounds; ++k) {
+        if (rank == 0) {
+          check(MPI_Recv(&t, 1, MPI_INT64_T, peer, kTag, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+          t = now_ns();
+          check(MPI_Send(&t, 1, MPI_INT64_T, peer, kTag, comm), "MPI_Send");
+          continue;
+        }
+        const int64_t sent = now_ns();
+        check(MPI_Send(&t, 1, MPI_INT64_T, 0, kTag, comm), "MPI_Send");
+        check(MPI_Recv(&t, 1, MPI_INT64_T, 0, kTag, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+        const int64_t back = now_ns();
+        if (back - sent < best) {
+          best = back - sent;
+          offset = t - (sent + (back - sent) / 2);
+        }
+      }
+    }
+    return offset;
+  }
   void loop() {
     std::vector<size_t> flight;
     for (;;) {
@@ -133,6 +174,10 @@ class MpiExchange final : public ProcessExchange {
             r.push_back(q);
             at += n;
           }
+          started_[j.bucket] = j.start_ns + offset_ns_;
+          MPI_Request q = MPI_REQUEST_NULL;
+          check(MPI_Iallreduce(MPI_IN_PLACE, &started_[j.bucket], 1, MPI_INT64_T, MPI_MAX, world_->comm(), &q), "MPI_Iallreduce");
+          r.push_back(q);
           flight.push_back(j.bucket);
         }
         for (size_t i = 0; i < flight.size();) {
@@ -161,6 +206,8 @@ class MpiExchange final : public ProcessExchange {
   }
   std::shared_ptr<MpiGroup> world_;
   std::vector<std::vector<MPI_Request>> requests_;
+  std::vector<int64_t> started_;  // per bucket, process 0's clock: the latest process's start once done
+  int64_t offset_ns_ = 0;
   static constexpr std::chrono::microseconds kPoll{500};
   std::unique_ptr<std::atomic<bool>[]> done_;
   std::atomic<bool> hurry_{false};

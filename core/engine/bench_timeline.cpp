@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/io/file.h"
 
 namespace trainer {
@@ -26,12 +28,12 @@ std::string timeline_text(const RankTimelines& t) {
                        "backward ends {:.2f}, updates end {:.2f}\n",
                        rank, s.reduced_by, s.forward_end * 1000, s.backward_end * 1000, s.update_end * 1000);
     out += fmt::format("  {:>6} {:>10} {:>10} {:>10} {:>10} {:>14}{}\n", "bucket", "floats", "ready", "start", "end",
-                       "pieces (here)", ex ? "  exchange start/end (other processes)" : "");
+                       "pieces (here)", ex ? "  exchange start / all started / end (other processes)" : "");
     for (size_t b = s.trace.size(); b-- > 0;) {
       const BucketTrace& x = s.trace[b];
       out += fmt::format("  {:>6} {:>10} {:>10} {:>10} {:>10} {:>14}{}\n", b, s.buckets[b].size(), cell(x.ready), cell(x.start),
                          cell(x.end), fmt::format("{} ({})", x.pieces, x.pieces_here),
-                         ex ? fmt::format("  {} / {}", cell(x.exchange_start), cell(x.exchange_end)) : "");
+                         ex ? fmt::format("  {} / {} / {}", cell(x.exchange_start), cell(x.exchange_all), cell(x.exchange_end)) : "");
     }
   }
   return out;
@@ -48,9 +50,9 @@ std::string timeline_json(const RankTimelines& t) {
     for (size_t b = 0; b < s.trace.size(); ++b) {
       const BucketTrace& x = s.trace[b];
       out += fmt::format("{}{{\"bucket\": {}, \"floats\": {}, \"ready_ms\": {}, \"start_ms\": {}, \"end_ms\": {}, \"pieces\": {}, "
-                         "\"pieces_here\": {}, \"exchange_start_ms\": {}, \"exchange_end_ms\": {}}}",
+                         "\"pieces_here\": {}, \"exchange_start_ms\": {}, \"exchange_all_started_ms\": {}, \"exchange_end_ms\": {}}}",
                          b ? ", " : "", b, s.buckets[b].size(), ms(x.ready), ms(x.start), ms(x.end), x.pieces, x.pieces_here,
-                         ms(x.exchange_start), ms(x.exchange_end));
+                         ms(x.exchange_start), ms(x.exchange_all), ms(x.exchange_end));
     }
     out += "]}";
   }
@@ -78,7 +80,8 @@ void write_chrome_trace(const std::string& path, const RankTimelines& t) {
                       rank, tid, b, s.buckets[b].size()));
       span(rank, tid, "ready, not yet taken", x.ready, x.start);
       span(rank, tid, fmt::format("reduce ({} of {} pieces here)", x.pieces_here, x.pieces), x.start, x.end);
-      span(rank, tid, "exchange with other processes", x.exchange_start, x.exchange_end);
+      if (x.exchange_all > x.exchange_start) span(rank, tid, "waiting for another process", x.exchange_start, x.exchange_all);
+      span(rank, tid, "exchange with other processes", std::max(x.exchange_start, x.exchange_all), x.exchange_end);
     }
   }
   write_file_atomic(path, "{\"traceEvents\": [\n" + ev + "\n]}\n");

@@ -111,11 +111,14 @@ void GradBuckets::wait(size_t i) {
 
 double GradBuckets::reduce_seconds() const {
   if (!reducer_) return reduce_s_;
-  // Summing, plus the wall time during which an exchange with other processes was in flight (the
-  // union of their intervals: several overlap).
+  // Summing, plus the wall time during which an exchange with other processes was in flight once
+  // every process had started it (the union of those intervals: several overlap). Before, it
+  // waited for a process whose backward was behind: skew.
   std::vector<std::pair<double, double>> spans;
-  for (const BucketTrace& t : reducer_->trace())
-    if (t.exchange_start >= 0 && t.exchange_end >= t.exchange_start) spans.emplace_back(t.exchange_start, t.exchange_end);
+  for (const BucketTrace& t : reducer_->trace()) {
+    const double from = std::max(t.exchange_start, t.exchange_all);
+    if (t.exchange_start >= 0 && t.exchange_end >= from) spans.emplace_back(from, t.exchange_end);
+  }
   std::sort(spans.begin(), spans.end());
   double s = reducer_->work_seconds(), reach = -1;
   for (const auto& [a, z] : spans) {

@@ -4,6 +4,7 @@
 // layers (a BucketReducer: no thread competes with compute for a core); device memory by a
 // communication thread driving the communicator's own stream (NCCL, one GPU listed twice).
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -53,9 +54,10 @@ class GradBuckets {
   // exchanges with other processes from start to end, or the communication thread's collectives);
   // how long wait() took after backward ended, less skew: the part not hidden behind backward,
   // the summing done there included; skew: wait() blocked because another rank's backward had not
-  // reached the bucket yet (a replica behind, known to the worker-thread path only).
+  // reached the bucket yet (a replica of this process or another process behind, known to the
+  // worker-thread path only).
   double reduce_seconds() const;
-  double exposed_seconds() const { return exposed_s_ - skew_seconds(); }
+  double exposed_seconds() const { return std::max(0.0, exposed_s_ - skew_seconds()); }
   double skew_seconds() const { return reducer_ ? reducer_->skew_seconds() : 0.0; }
   // The last step's per-bucket timeline (seconds from start_step); valid once every wait returned.
   std::vector<BucketTrace> trace() const;

@@ -194,7 +194,10 @@ void check_two_groups(Comms& grad, Comms& ctl, std::vector<std::unique_ptr<OpCon
 // The worker threads' bucket reducer across processes: a local sum by pieces, then local rank 0's
 // MPI exchange. Buckets of exact integer values (sum known) and of inexact floats (identical
 // bits on every rank), 5 steps, posted from the last bucket down with progress() between posts.
+// In the last step the processes after the first post bucket 0 kLate later: process 0's ranks
+// count that wait as skew (another process behind), and its exchange as started that much later.
 void check_bucket_reducer(Comms& comms, std::vector<std::unique_ptr<OpContext>>& ctxs) {
+  constexpr std::chrono::milliseconds kLate{60};
   const int S = world_size(), steps = 5;
   const int64_t n = 100003;
   const std::vector<BucketRange> buckets = {{0, 7}, {7, 7}, {7, 40000}, {40000, 100003}};
@@ -209,6 +212,7 @@ void check_bucket_reducer(Comms& comms, std::vector<std::unique_ptr<OpContext>>&
       for (int64_t i = 0; i < n; ++i) t.f32()[i] = i < 40000 ? float(g + step + i % 1000) : float(g + 1) / float(i + step);
       reducer->start_step();
       for (size_t b = buckets.size(); b-- > 0;) {
+        if (step == steps && b == 0 && g_process > 0) std::this_thread::sleep_for(kLate);
         reducer->post(b);
         reducer->progress();
         if (g % 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // ranks out of step
@@ -218,6 +222,14 @@ void check_bucket_reducer(Comms& comms, std::vector<std::unique_ptr<OpContext>>&
         if (t.f32()[i] != float(S * (S - 1) / 2 + S * (step + i % 1000)))
           return fail("rank " + std::to_string(g) + ", step " + std::to_string(step) + ": element " + std::to_string(i));
       hashes[size_t(r)][size_t(step - 1)] = fnv1a(t.slice(40000, n));
+    }
+    if (g_process == 0 && g_processes > 1) {
+      const double skew = reducer->skew_seconds(), lag = reducer->trace()[0].exchange_all - reducer->trace()[0].ready;
+      const double late = std::chrono::duration<double>(kLate).count();
+      if (skew < 0.6 * late || lag < 0.6 * late)
+        return fail("rank " + std::to_string(g) + ": the other processes posted " + std::to_string(late * 1000) +
+                    " ms late, but skew " + std::to_string(skew * 1000) + " ms and the last exchange started " +
+                    std::to_string(lag * 1000) + " ms after bucket 0 was ready here");
     }
   });
   std::string mine;
@@ -295,7 +307,7 @@ int main(int argc, char** argv) {
     check_two_groups(grad, ctl, ctxs);
     ok &= report("two groups at once from two threads per rank (100 sums | host sums, broadcasts, barriers)");
     check_bucket_reducer(grad, ctxs);
-    ok &= report("bucket reducer (worker threads, then MPI between processes): exact sums, identical inexact sums, 5 steps");
+    ok &= report("bucket reducer (worker threads, then MPI between processes): exact sums, identical inexact sums, 5 steps, a late process counted as skew");
     Comms spare = make_process_communicators(devices, raw, g_process, g_processes);
     check_bad_root(spare, ctxs);
     ok &= report("broadcast from a root out of range: CommError on every rank");

@@ -45,7 +45,7 @@ fi
 # libjpeg-turbo, zlib, nlohmann-json's header is ours) are not instrumented: their crashes and
 # leaks are caught, their inner branches give no coverage.
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DTRAINER_CUDA=OFF -DTRAINER_SANITIZE=address -DTRAINER_FUZZ=ON \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DTRAINER_CUDA=OFF -DTRAINER_SANITIZE=address -DTRAINER_FUZZ=ON \
   -DTRAINER_TESTS=OFF >/dev/null
 cmake --build "$build" --parallel --target "${targets[@]/%/_fuzz}"
 

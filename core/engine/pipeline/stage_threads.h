@@ -37,7 +37,6 @@ class StageThreads {
   std::function<void(int)> job_;
   std::vector<bool> want_;  // per stage: run job_ now
   int pending_ = 0;
-  uint64_t generation_ = 0;
   bool stop_ = false;
   std::exception_ptr first_;
   bool first_is_abort_ = false;

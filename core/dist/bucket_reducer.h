@@ -35,6 +35,10 @@ struct BucketTrace {
 class BucketReducer {
  public:
   using Clock = std::chrono::steady_clock;
+  // Clock's now in ns since its epoch: the unit of the times ranks and processes exchange.
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  }
   virtual ~BucketReducer() = default;
   virtual void start_step() = 0;
   virtual void post(size_t bucket) = 0;

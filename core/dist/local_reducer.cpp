@@ -23,10 +23,6 @@ constexpr int64_t kPieceFloats = 16384;
 // another rank is about to post, short enough not to take a busy core from a rank still computing.
 constexpr int kSpins = 64;
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(BucketReducer::Clock::now().time_since_epoch()).count();
-}
-
 template <class T>
 std::unique_ptr<std::atomic<T>[]> zeros(size_t n) {
   auto a = std::make_unique<std::atomic<T>[]>(n);
@@ -185,9 +181,10 @@ bool LocalReducer::drive_exchanges() {
     const size_t b = next_exchange_ - 1;
     if (b_->summed_[b].load(std::memory_order_acquire) < step_ * uint64_t(b_->pieces_[b])) break;
     const BucketRange& r = b_->buckets_[b];
-    trace_[b].exchange_start = since();
-    b_->exchange_ns_[b].store(now_ns(), std::memory_order_relaxed);  // published with exchanged_step_
-    exchange_->start(b, b_->base_[0] + r.begin, r.size());
+    const int64_t t = now_ns();
+    trace_[b].exchange_start = seconds(t);
+    b_->exchange_ns_[b].store(t, std::memory_order_relaxed);  // published with exchanged_step_
+    exchange_->start(b, b_->base_[0] + r.begin, r.size(), t);
     exchanging_[b] = true;
     --next_exchange_;
     moved = true;

@@ -15,7 +15,8 @@ namespace trainer {
 class ProcessExchange {
  public:
   virtual ~ProcessExchange() = default;
-  virtual void start(size_t bucket, float* data, int64_t floats) = 0;
+  // `start_ns`: now, on this process's steady clock (BucketReducer::now_ns).
+  virtual void start(size_t bucket, float* data, int64_t floats, int64_t start_ns) = 0;
   virtual bool test(size_t bucket) = 0;  // true once complete
   virtual void waiting() {}              // the worker has nothing left but to wait for exchanges
   // Once test(bucket) was true: when the last of the processes started this bucket's exchange,

@@ -95,12 +95,11 @@ class MpiExchange final : public ProcessExchange {
     cv_.notify_all();
     thread_.join();
   }
-  void start(size_t bucket, float* data, int64_t floats) override {
+  void start(size_t bucket, float* data, int64_t floats, int64_t start_ns) override {
     done_[bucket].store(false, std::memory_order_relaxed);
-    const int64_t t = now_ns();
     std::lock_guard<std::mutex> lock(mu_);
     if (error_) std::rethrow_exception(error_);
-    jobs_.push_back({bucket, data, floats, t});
+    jobs_.push_back({bucket, data, floats, start_ns});
     cv_.notify_all();
   }
   bool test(size_t bucket) override {
@@ -119,9 +118,6 @@ class MpiExchange final : public ProcessExchange {
     int64_t floats;
     int64_t start_ns;  // this process's steady clock
   };
-  static int64_t now_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  }
   // Process 0's steady clock less this process's (Cristian's algorithm: of 8 round trips to
   // process 0, the shortest, whose midpoint is taken as the moment process 0 read its clock).
   // Collective; microseconds of error on one machine, the round trip's half at most across them.
@@ -136,14 +132,14 @@ class MpiExchange final : public ProcessExchange {
       for (int k = 0; k < kRounds; ++k) {
         if (rank == 0) {
           check(MPI_Recv(&t, 1, MPI_INT64_T, peer, kTag, comm, MPI_STATUS_IGNORE), "MPI_Recv");
-          t = now_ns();
+          t = BucketReducer::now_ns();
           check(MPI_Send(&t, 1, MPI_INT64_T, peer, kTag, comm), "MPI_Send");
           continue;
         }
-        const int64_t sent = now_ns();
+        const int64_t sent = BucketReducer::now_ns();
         check(MPI_Send(&t, 1, MPI_INT64_T, 0, kTag, comm), "MPI_Send");
         check(MPI_Recv(&t, 1, MPI_INT64_T, 0, kTag, comm, MPI_STATUS_IGNORE), "MPI_Recv");
-        const int64_t back = now_ns();
+        const int64_t back = BucketReducer::now_ns();
         if (back - sent < best) {
           best = back - sent;
           offset = t - (sent + (back - sent) / 2);

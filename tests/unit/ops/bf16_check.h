@@ -170,9 +170,15 @@ struct Low {
   OpContext& ctx() const { return be->ctx(); }
   OpContext& lctx() const { return *low_context; }
   double u() const { return unit(type); }
-  // Host tensor <-> device (copies; the checks run on host tensors).
-  Tensor up(const Tensor& h) const { return be->upload(h); }
-  Tensor down(const Tensor& d) const { return be->download(d); }
+  // Host tensor <-> device (copies; the checks run on host tensors). Each context has its own
+  // stream and allocator: a tensor given to a kernel must be copied, allocated and read back
+  // through that kernel's context, or nothing orders the copies against the kernel (and a freed
+  // temporary could go back to one allocator while the other stream still reads it). up/down
+  // serve kernels made on ctx(); up(c, h)/down(c, d) any context (e.g. lctx()).
+  Tensor up(const Tensor& h) const { return to_device(ctx(), h); }
+  Tensor down(const Tensor& d) const { return to_host(ctx(), d); }
+  static Tensor up(OpContext& c, const Tensor& h) { return to_device(c, h); }
+  static Tensor down(OpContext& c, const Tensor& d) { return to_host(c, d); }
 };
 
 namespace detail {

@@ -167,17 +167,20 @@ double exercise(const Low& lo, const Subject& s, Mode m, Drive drive, uint64_t s
   OpContext& ctx = m == Mode::kFp32 ? lo.ctx() : lo.lctx();
   Run own = kernel ? Run() : s.make(ctx);
   Run& run = kernel ? *kernel : own;
-  Tensor dyd = lo.up(dy), bd = lo.up(b);
+  // Every buffer the kernel sees is allocated, filled and read back through the kernel's own
+  // context (its stream and allocator), so the copies are ordered against its work.
+  auto up = [&](const Tensor& h) { return Low::up(ctx, h); };
+  Tensor dyd = up(dy), bd = up(b);
 
   auto fresh = [&] {  // outputs on the device
     Outputs o = outputs(s, act);
-    for (Tensor* t : {&o.y, &o.dx, &o.dw, &o.db}) *t = lo.up(*t);
+    for (Tensor* t : {&o.y, &o.dx, &o.dw, &o.db}) *t = up(*t);
     return o;
   };
   Outputs o = fresh();
-  Tensor xb = lo.up(x), wb = lo.up(w);  // the buffers the kernel is given
+  Tensor xb = up(x), wb = up(w);  // the buffers the kernel is given
   if (drive != Drive::kOneStep) {  // a forward on other values first
-    xb = lo.up(random_of(s.xs, rng, act)), wb = lo.up(random_tensor(s.ws, rng));
+    xb = up(random_of(s.xs, rng, act)), wb = up(random_tensor(s.ws, rng));
     run(o, xb, wb, bd, dyd, false);
   }
   if (drive == Drive::kSecondStep) {  // ... and its backward; then the checked values written over them
@@ -185,11 +188,11 @@ double exercise(const Low& lo, const Subject& s, Mode m, Drive drive, uint64_t s
     ctx.copy_from_host(xb.data(), x.data(), x.bytes());
     ctx.copy_from_host(wb.data(), w.data(), w.bytes());
   }
-  if (drive == Drive::kOtherBuffers) xb = lo.up(x), wb = lo.up(w);  // backward alone on new buffers
+  if (drive == Drive::kOtherBuffers) xb = up(x), wb = up(w);  // backward alone on new buffers
   o = fresh();
   if (drive != Drive::kOtherBuffers) run(o, xb, wb, bd, dyd, false);
   run(o, xb, wb, bd, dyd, true);
-  for (Tensor* t : {&o.y, &o.dx, &o.dw, &o.db}) *t = lo.down(*t);
+  for (Tensor* t : {&o.y, &o.dx, &o.dw, &o.db}) *t = Low::down(ctx, *t);
 
   ref::Vec xv = b16::values(x), wv = b16::values(w), bv = s.bias ? b16::values(b) : ref::Vec(), dyv = b16::values(dy);
   ref::Vec bm = absolute(bv);
@@ -363,12 +366,12 @@ TEST_CASE("mixed precision: conv2d and depthwise conv2d take all-f32 or all-low 
     std::mt19937_64 rng(70);
     OpContext& c = lo.lctx();
     const DType F = DType::F32, B = lo.type;
-    auto up = [&](const Tensor& h) { return lo.up(h); };
+    auto up = [&](const Tensor& h) { return Low::up(c, h); };  // the kernels' own context (bf16_check.h)
     Subject s = conv(2, 6, 6, 8, 8, 3);  // 'same': y and dy have x's shape, and so do dx
     Tensor w = up(random_tensor(s.ws, rng)), b = up(random_tensor({8}, rng));
     auto k = make_kernel<Conv2dKernel>(c, Conv2dParams{8, 3, 3, 1, 1, 1, 1, Padding::Same, true});
     auto act = [&](DType t) { return up(random_of(s.xs, rng, t)); };
-    Tensor dw = lo.be->empty(s.ws), db = lo.be->empty({8});
+    Tensor dw = c.empty(s.ws), db = c.empty({8});
     // Forward: y must have x's type; weights and bias f32.
     for (DType xt : {F, B}) {
       Tensor x = act(xt), y_other = act(xt == F ? B : F), y = act(xt);
@@ -394,7 +397,7 @@ TEST_CASE("mixed precision: conv2d and depthwise conv2d take all-f32 or all-low 
     dp.kh = dp.kw = 3, dp.padding = Padding::Same;
     auto dk = make_kernel<DepthwiseConv2dKernel>(c, dp);
     Tensor dwt = up(random_tensor(depthwise_conv2d_weight_shape(8, dp), rng)), dwb = up(random_tensor({8}, rng));
-    Tensor ddw = lo.be->empty(dwt.shape()), ddb = lo.be->empty({8});
+    Tensor ddw = c.empty(dwt.shape()), ddb = c.empty({8});
     Tensor y32 = act(F);
     CHECK_THROWS_AS(dk->forward(act(B), dwt, dwb, y32), std::invalid_argument);
     CHECK_THROWS_AS(dk->forward(act(F), dwt, dwb, y), std::invalid_argument);

@@ -32,7 +32,7 @@ struct DeviceRequest {
   int cpu_replicas = 1;
   int threads = 0;        // CPU compute threads per replica (0: every core)
   bool tf32 = true;       // GPU fp32: TF32 tensor cores (as PyTorch's cuDNN and TF); false: strict fp32
-  int64_t workspace_mb = 0;  // GPU convolution workspace budget in MiB (0: half the free memory, <= 4 GiB)
+  int64_t workspace_mb = 0;  // GPU convolution workspace budget in MiB (0: 1/16 of the device memory, <= 4 GiB)
 };
 
 // `checkpoint:` — when checkpoints are written (the run directory's checkpoints/) and how many kept.

@@ -62,7 +62,7 @@ class OpContext {
 struct ContextOptions {
   int threads = 0;                        // CPU: compute threads for this replica (0 = all cores)
   Precision precision = Precision::FP32;  // fp16: CUDA only (the CPU context refuses it)
-  int64_t workspace_mb = 0;               // CUDA: convolution workspace budget (0: from free memory)
+  int64_t workspace_mb = 0;               // CUDA: convolution workspace budget (0: 1/16 of the device, <= 4 GiB)
   bool tf32 = false;                      // CUDA fp32: TF32 tensor cores in convolutions and GEMMs
 };
 

@@ -9,6 +9,7 @@
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cublas_loader.h"
 #include "core/ops/cuda/cuda_util.cuh"
+#include "core/ops/cuda/workspace_policy.h"
 
 namespace trainer {
 
@@ -150,7 +151,7 @@ size_t CudaAllocator::cached_bytes() const {
 CudaContext::CudaContext(Device d, const ContextOptions& o)
     : OpContext(d, o.precision),
       index_(d.index),
-      workspace_limit_(size_t(std::max<int64_t>(o.workspace_mb, 0)) * kMiB),
+      workspace_mb_(std::max<int64_t>(o.workspace_mb, 0)),
       tf32_(o.tf32) {
   if (d.kind != DeviceKind::CUDA) throw DeviceError("CudaContext made for " + d.str());
   int n = 0;
@@ -256,15 +257,7 @@ void CudaContext::fill_zero(void* dst, size_t bytes) {
   CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
 }
 
-size_t CudaContext::workspace_budget() const {
-  if (workspace_limit_ > 0) return workspace_limit_;
-  size_t free_b = 0, total_b = 0;
-  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
-    cudaGetLastError();
-    free_b = 0;
-  }
-  return std::min(kAutoWorkspaceCap, free_b / 2 + workspace_bytes_);
-}
+size_t CudaContext::workspace_budget() const { return cuda::workspace_budget(props_.totalGlobalMem, workspace_mb_); }
 
 void* CudaContext::workspace(size_t bytes) {
   if (bytes <= workspace_bytes_) return workspace_;
@@ -273,7 +266,13 @@ void* CudaContext::workspace(size_t bytes) {
   // stream-ordered allocator: work already queued may still use it, and anything that reuses it
   // is queued after that work.
   size_t want = bytes;
-  void* p = alloc_->allocate(want);
+  void* p = nullptr;
+  try {
+    p = alloc_->allocate(want);
+  } catch (const DeviceError& e) {  // the budget is fixed, not fitted to free memory: say how to lower it
+    throw DeviceError(std::string(e.what()) + "; this was the convolution workspace (budget " +
+                      std::to_string(workspace_budget() / kMiB) + " MiB): set devices.workspace_mb lower");
+  }
   if (workspace_) alloc_->deallocate(workspace_, workspace_bytes_);
   workspace_ = p;
   workspace_bytes_ = want;

@@ -69,13 +69,12 @@ class CudaContext final : public OpContext {
   // more bytes.
   void* workspace(size_t bytes);
   // The most workspace one algorithm may ask for (convolution algorithm choice, made once per
-  // shape): ContextOptions::workspace_mb when set, else half of the memory free now plus the
-  // workspace already held, at most kAutoWorkspaceCap (TensorFlow's default limit).
+  // shape): cuda::workspace_budget of the device's total memory and ContextOptions::workspace_mb
+  // (workspace_policy.h) — never of the memory free now, so a shape's algorithm is fixed.
   size_t workspace_budget() const;
   // fp32 convolutions and GEMMs may use TF32 tensor cores (ContextOptions::tf32; cuBLAS's math
   // mode is set accordingly). Low-precision ones always use tensor cores.
   bool tf32() const { return tf32_; }
-  static constexpr size_t kAutoWorkspaceCap = size_t(4096) << 20;
   const cudaDeviceProp& properties() const { return props_; }
 
  private:
@@ -87,7 +86,7 @@ class CudaContext final : public OpContext {
   std::unique_ptr<CudaAllocator> alloc_;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
-  size_t workspace_limit_ = 0;  // ContextOptions::workspace_mb in bytes (0: automatic)
+  int64_t workspace_mb_ = 0;  // ContextOptions::workspace_mb (0: automatic)
   bool tf32_ = false;
   void* pinned_ = nullptr;  // staging for copy_from_host
   size_t pinned_bytes_ = 0;

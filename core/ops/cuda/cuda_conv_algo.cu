@@ -30,17 +30,9 @@ const char* pass_name(ConvPass p) {
   return p == ConvPass::Forward ? "forward" : p == ConvPass::BackwardData ? "backward data" : "backward filter";
 }
 
-struct Candidate {
-  int algo;
-  cudnnStatus_t status;
-  cudnnDeterminism_t determinism;
-  cudnnMathType_t math;
-  size_t memory;
-};
-
 // cuDNN's heuristic candidates for the pass, fastest first.
-std::vector<Candidate> candidates(cudnnHandle_t h, const ConvDescs& d, ConvPass pass) {
-  std::vector<Candidate> out;
+std::vector<ConvCandidate> candidates(cudnnHandle_t h, const ConvDescs& d, ConvPass pass) {
+  std::vector<ConvCandidate> out;
   int max = 0, got = 0;
   auto take = [&](const auto& perf) {
     for (int i = 0; i < got; ++i)
@@ -92,23 +84,57 @@ cudnnMathType_t conv_math(DType t, bool tf32) {
   return t == DType::F32 && !tf32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
 }
 
-bool conv_math_allowed(DType t, bool tf32, cudnnMathType_t m) {
-  if (t == DType::F32 && !tf32) return m == CUDNN_FMA_MATH;
-  return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_DEFAULT_MATH || (t == DType::F32 && m == CUDNN_FMA_MATH);
+int conv_math_rank(DType t, bool tf32, cudnnMathType_t m) {
+  const bool tensor = m == CUDNN_TENSOR_OP_MATH || m == CUDNN_DEFAULT_MATH;
+  if (t == DType::F32) return m == CUDNN_FMA_MATH || (tf32 && tensor) ? 0 : -1;
+  if (tensor) return 0;
+  return m == CUDNN_FMA_MATH ? 1 : -1;  // CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: f32 data through f16, never
+}
+
+const char* math_name(cudnnMathType_t m) {
+  switch (m) {
+    case CUDNN_DEFAULT_MATH: return "DEFAULT";
+    case CUDNN_TENSOR_OP_MATH: return "TENSOR_OP";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "TENSOR_OP_ALLOW_CONVERSION";
+    case CUDNN_FMA_MATH: return "FMA";
+  }
+  return "unknown";
+}
+
+std::vector<size_t> conv_try_order(const std::vector<ConvCandidate>& list, DType t, bool tf32) {
+  std::vector<size_t> order;
+  for (int rank = 0; rank <= 1; ++rank)
+    for (size_t i = 0; i < list.size(); ++i) {
+      const ConvCandidate& k = list[i];
+      if (k.status == CUDNN_STATUS_SUCCESS && k.determinism == CUDNN_DETERMINISTIC && conv_math_rank(t, tf32, k.math) == rank)
+        order.push_back(i);
+    }
+  return order;
 }
 
 void set_conv_math(const ConvDescs& d, cudnnMathType_t m) { CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, m)); }
+
+namespace {
+
+void say(const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); }
+
+// "conv2d <what> <pass>: cuDNN algorithm A (math M, W MiB of workspace)".
+std::string choice(const std::string& what, ConvPass pass, const char* kind, int algo, cudnnMathType_t m, size_t ws) {
+  return cuda::cat("conv2d ", what, " ", pass_name(pass), ": cuDNN ", kind, " algorithm ", algo, " (math ", math_name(m),
+                   ", ", ws, " bytes of workspace)");
+}
+
+}  // namespace
 
 ConvAlgo choose_conv_algo(CudaContext& c, const ConvDescs& d, ConvPass pass, DType t, const std::string& what) {
   cudnnHandle_t h = c.cudnn();
   const size_t budget = c.workspace_budget();
   set_conv_math(d, conv_math(t, c.tf32()));
-  const std::vector<Candidate> list = candidates(h, d, pass);
-  const Candidate* passed_over = nullptr;  // the fastest usable candidate, when it did not fit
+  const std::vector<ConvCandidate> list = candidates(h, d, pass);
+  const ConvCandidate* passed_over = nullptr;  // the fastest usable candidate, when it did not fit
   size_t passed_over_ws = 0;
-  for (const Candidate& k : list) {
-    if (k.status != CUDNN_STATUS_SUCCESS || k.determinism != CUDNN_DETERMINISTIC || !conv_math_allowed(t, c.tf32(), k.math))
-      continue;
+  for (size_t i : conv_try_order(list, t, c.tf32())) {
+    const ConvCandidate& k = list[i];
     set_conv_math(d, k.math);
     size_t ws = 0;
     if (workspace_of(h, d, pass, k.algo, &ws) != CUDNN_STATUS_SUCCESS) continue;
@@ -118,36 +144,36 @@ ConvAlgo choose_conv_algo(CudaContext& c, const ConvDescs& d, ConvPass pass, DTy
       continue;
     }
     const ConvAlgo a{k.algo, k.math, ws};
+    const bool last_resort = conv_math_rank(t, c.tf32(), k.math) > 0;
     if (passed_over)
-      std::fprintf(stderr, "note: %s\n",
-                   cuda::cat("conv2d ", what, " ", pass_name(pass), ": cuDNN algorithm ", a.algo, " (", mib(ws),
-                             " of workspace) instead of the faster ", passed_over->algo, ", which needs ",
-                             mib(passed_over_ws), ", over ", c.device().str(), "'s workspace budget of ", mib(budget),
-                             " (devices.workspace_mb)")
-                       .c_str());
+      say(cuda::cat("note: ", choice(what, pass, "heuristic", a.algo, a.math, ws), " instead of the faster ",
+                    passed_over->algo, ", which needs ", mib(passed_over_ws), ", over ", c.device().str(),
+                    "'s workspace budget of ", mib(budget), " (devices.workspace_mb)"));
+    else if (last_resort)
+      say(cuda::cat("note: ", choice(what, pass, "heuristic", a.algo, a.math, ws), ": no deterministic tensor-core ",
+                    "algorithm for ", dtype_name(t), " at this shape, so plain FMA math"));
     else if (log_all())
-      std::fprintf(stderr, "%s\n",
-                   cuda::cat("conv2d ", what, " ", pass_name(pass), ": cuDNN algorithm ", a.algo, " math ",
-                             int(a.math), ", workspace ", ws, " bytes (heuristic)")
-                       .c_str());
+      say(choice(what, pass, "heuristic", a.algo, a.math, ws));
     return a;
   }
-  // No heuristic candidate fits: the deterministic fallbacks, the first cuDNN supports.
+  // No heuristic candidate fits: the deterministic fallbacks, the first cuDNN supports, in the
+  // preferred math type, then (bf16/f16) FMA.
   cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
-  for (int algo : fallbacks(pass)) {
-    set_conv_math(d, conv_math(t, c.tf32()));
-    size_t ws = 0;
-    last = workspace_of(h, d, pass, algo, &ws);
-    if (last != CUDNN_STATUS_SUCCESS) continue;
-    if (passed_over || ws > budget || log_all())
-      std::fprintf(stderr, "note: %s\n",
-                   cuda::cat("conv2d ", what, " ", pass_name(pass), ": cuDNN's fallback algorithm ", algo, " (",
-                             mib(ws), " of workspace)", passed_over ? ": no faster deterministic algorithm fits " : "",
-                             passed_over ? c.device().str() : "", passed_over ? "'s workspace budget of " : "",
-                             passed_over ? mib(budget) : "")
-                       .c_str());
-    return {algo, conv_math(t, c.tf32()), ws};
-  }
+  std::vector<cudnnMathType_t> maths{conv_math(t, c.tf32())};
+  if (t != DType::F32) maths.push_back(CUDNN_FMA_MATH);
+  for (cudnnMathType_t m : maths)
+    for (int algo : fallbacks(pass)) {
+      set_conv_math(d, m);
+      size_t ws = 0;
+      last = workspace_of(h, d, pass, algo, &ws);
+      if (last != CUDNN_STATUS_SUCCESS) continue;
+      if (passed_over || ws > budget || log_all() || m != maths.front())
+        say(cuda::cat("note: ", choice(what, pass, "fallback", algo, m, ws),
+                      passed_over ? ": no faster deterministic algorithm fits " : "",
+                      passed_over ? c.device().str() : "", passed_over ? "'s workspace budget of " : "",
+                      passed_over ? mib(budget) : ""));
+      return {algo, m, ws};
+    }
   cuda_fail(cuda::cat("conv2d ", what, ": no deterministic cuDNN algorithm for ", pass_name(pass), " in ",
                       dtype_name(t))
                 .c_str(),

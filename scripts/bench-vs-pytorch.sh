@@ -10,7 +10,8 @@
 #                         # on a GPU: trainer --gpus 0 against PyTorch 2.x eager and torch.compile
 #                         # (python3 on PATH), 50 steps after 10 warm-up, 2 rounds; medians, both
 #                         # ratios, and each side's peak device memory (our allocator's, PyTorch's
-#                         # max_memory_reserved)
+#                         # max_memory_reserved); STEP_TIMEOUT=S bounds each process (default
+#                         # 300 s for ours, 400 s for a peer; scripts/gpu-check.sh sets it)
 # Peers: scripts/peers/{minigooglenet,mobilenetv2}_torch.py (the first a copy of
 # ../shared/anchors/minigooglenet_torch.py that also reports device memory), run on the CPU by
 # Debian's PyTorch 1.13 (/usr/bin/python3, channels_last), installed when missing.
@@ -39,12 +40,12 @@ if [ "$device" = cuda ]; then
   median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
   declare -A ips mem
   for r in $(seq "$rounds"); do
-    o=$(timeout 300 "$trainer" bench "$config" --gpus 0 --steps "$steps" --warmup 10 --set train.batch_size="$batch" \
+    o=$(timeout "${STEP_TIMEOUT:-300}" "$trainer" bench "$config" --gpus 0 --steps "$steps" --warmup 10 --set train.batch_size="$batch" \
           "${ours_prec[@]}" 2>&1) || { echo "bench-vs-pytorch: trainer bench failed: $(tail -1 <<<"$o")"; exit 1; }
     ips[trainer]+=" $(field images_per_sec <<<"$o")" mem[trainer]+=" $(field peak_device_mb <<<"$o")"
     for kind in eager compile; do
       extra=(); [ $kind = compile ] && extra=(--compile)
-      t=$(timeout 400 python3 "$peer" --device cuda --channels-last --batch "$batch" --steps "$steps" --warmup 10 \
+      t=$(timeout "${STEP_TIMEOUT:-400}" python3 "$peer" --device cuda --channels-last --batch "$batch" --steps "$steps" --warmup 10 \
             "${peer_prec[@]}" "${extra[@]}" 2>&1) || { echo "bench-vs-pytorch: the $kind peer failed: $(tail -1 <<<"$t")"; t=""; }
       ips[$kind]+=" $(field images_per_s <<<"$t")" mem[$kind]+=" $(field peak_device_mb <<<"$t")"
     done

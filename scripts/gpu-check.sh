@@ -1,31 +1,72 @@
 #!/usr/bin/env bash
-# Every GPU check of the project, for a GPU machine without internet (see ../shared/GPU.md).
+# Every GPU check of the project, in phases that each fit one call of the device tool (../shared/GPU.md).
 #
 #   scripts/gpu-check.sh pack          on the development machine: builds for sm_90 into build-gpu/ and packs
 #                                      the binaries, the Debian shared libraries they need (PLplot's drivers
 #                                      and data included) and the CIFAR-10 tarballs into .device-pack/
-#                                      (ignored by git; < 64 MiB, carried to the GPU machine; the PyTorch
-#                                      peers are in scripts/peers/).
-#   scripts/gpu-check.sh [PHASE ...]   on the GPU machine, the phases in order (default: all of them):
-#     ops        unit_ops, every test case in its own process (scripts/run-isolated.sh): counts, failures
-#     core       unit_core likewise (GPU vs CPU, one GPU listed N times, mixed precision on the GPU)
-#     e2e        unit_data and the CLI tests likewise (mpirun tests skip with their reason where it is missing)
-#     sanitize   compute-sanitizer memcheck on every unit_ops case, racecheck on the shared-memory kernels'
-#     configs    the shipped small configs x (fp32, bf16) x (--gpus 0, --gpus 0,0): exit, loss, val_accuracy, s/epoch
-#     configs-big  the same for MiniGoogLeNet (one epoch of the shared CIFAR-10) and MobileNetV2 cats vs dogs
-#                (one epoch at batch 64 and 128)
-#     engine     one-rank NCCL and --gpus 0,0 against --gpus 0, SIGINT + resume, eval, device parallel, mpirun
-#     bench      MiniGoogLeNet batch 256 (fp32, bf16) against PyTorch eager and torch.compile
-#                (scripts/bench-vs-pytorch.sh, DEVICE=cuda: img/s, ratios, peak device memory)
-#     bench-b64  the same at batch 64 (the seed recipe's), and one CIFAR-10 epoch of configs/minigooglenet.yaml
-#     bench-mnv2 MobileNetV2 224x224 at batch 64 (fp32, bf16) against PyTorch
-# Every step runs under `timeout`; logs go to $OUT/gpu-check (or /tmp/gpu-check), are archived into
-# $OUT/gpu-check-logs.tar.gz at the end, and the summary table is printed last. One call of the device
-# tool runs at most 10 minutes: run the phases in several calls (e.g. `ops core`, `e2e`, `sanitize`,
-# `configs engine`, `configs-big`, `bench`, `bench-b64`, `bench-mnv2`).
+#                                      (ignored by git; < 64 MiB, carried to the GPU machine)
+#   scripts/gpu-check.sh --plan        the phases, their time bounds, and which to run in one 10-minute command
+#   scripts/gpu-check.sh [PHASE ...]   on the GPU machine, the phases in order (default: the first command's)
+#   scripts/gpu-check.sh all           every phase (several commands' worth: see --plan)
+#   scripts/gpu-check.sh --dry-run [PHASE ...|all]
+#                                      walks the phases without a GPU: every row it would print, "skipped: no
+#                                      GPU", after checking that the binaries, test lists, configs and peers
+#                                      it needs are there (CI runs it: the script cannot rot). Without a
+#                                      visible GPU every run is a dry run.
+#
+# Time: the device tool stops a command after 600 s and keeps only what is in $OUT. So every phase has a
+# bound (<= 540 s, start-up included) and every step in it (a test case, a run, one process of a
+# benchmark round) a timeout (<= 120 s); a phase stops starting
+# steps when its bound is near and counts what it left as "not run (time bound)"; the whole command
+# stops starting phases GPU_CHECK_BUDGET seconds (default 570) after it began. Rows go to
+# $OUT/gpu-check/summary.log as they are made, the logs are archived into $OUT/gpu-check-logs.tar.gz
+# after every phase and at exit (also on SIGTERM/SIGINT/SIGHUP), and the summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+t0=$(date +%s)
+
+# --- the phases: name, bound (s), per-step timeout (s), what it checks ----------------------------
+phase_table=(
+  "ops          210 120 unit_ops: every op test case in its own process (GPU vs float64, bf16/f16)"
+  "core         180 120 unit_core likewise: GPU vs CPU, one GPU listed twice, mixed precision on the GPU"
+  "engine       150 100 smoke on --gpus 0 / one-rank NCCL / --gpus 0,0; SIGINT + resume; eval; device parallel; mpirun"
+  "memcheck     300 120 compute-sanitizer memcheck on every unit_ops case (no leak check: contexts live on purpose)"
+  "racecheck     60  60 compute-sanitizer racecheck on the kernels with shared memory"
+  "configs      180  60 quickstart, smoke, shared_lstm, model_parallel x (fp32, bf16) x (--gpus 0, 0,0)"
+  "bench        360 110 MiniGoogLeNet batch 256, fp32 and bf16, against PyTorch eager and torch.compile"
+  "configs-mgn  180 110 MiniGoogLeNet, one epoch of the shared CIFAR-10, fp32 and bf16, --gpus 0 and 0,0"
+  "e2e          240 120 unit_data and the CLI tests, one process per case"
+  "configs-mnv2 300 120 MobileNetV2 cats vs dogs, one epoch, batch 64 and 128, fp32 and bf16, --gpus 0 and 0,0"
+  "bench-b64    240 100 MiniGoogLeNet batch 64 (the seed recipe's), fp32 and bf16, against PyTorch"
+  "bench-mnv2   300 120 MobileNetV2 224x224 batch 64, fp32 and bf16, against PyTorch"
+)
+# One device-tool command each (sum of bounds <= 540, + 30 s start-up <= 570), most important first.
+commands=("ops core engine" "memcheck racecheck configs" "bench configs-mgn" "e2e configs-mnv2" "bench-b64 bench-mnv2")
+declare -A bound step_timeout about
+all=()
+for r in "${phase_table[@]}"; do
+  read -r n b s w <<<"$r"
+  all+=("$n") bound[$n]=$b step_timeout[$n]=$s about[$n]=$w
+done
+
+if [ "${1:-}" = "--plan" ]; then
+  printf 'gpu-check phases (bound: the most a phase takes, start-up included; step: the timeout of each case/run)\n\n'
+  printf '  %-13s %6s %5s  %s\n' phase bound step "what it checks"
+  for n in "${all[@]}"; do printf '  %-13s %5ss %4ss  %s\n' "$n" "${bound[$n]}" "${step_timeout[$n]}" "${about[$n]}"; done
+  printf '\nOne device-tool command each (at most 600 s: bounds sum to <= 540, plus 30 s to start):\n\n'
+  bad=0 i=0
+  for c in "${commands[@]}"; do
+    i=$((i + 1)) sum=0
+    for n in $c; do sum=$((sum + ${bound[$n]})); ((${bound[$n]} <= 540)) || bad=1; done
+    ((sum <= 540)) || bad=1
+    printf '  %d. bash scripts/gpu-check.sh %-28s # bounds sum to %3d s\n' "$i" "$c" "$sum"
+  done
+  printf '\nWith about 30 minutes of device time (the machine takes minutes to start), run 1-3 first: they\n'
+  printf 'answer "does it work, is it clean, how fast"; 4-5 when time is left. Each command archives its\n'
+  printf 'logs into $OUT/gpu-check-logs.tar.gz (one file back). Build the pack first: scripts/gpu-check.sh pack\n'
+  exit $bad
+fi
 
 if [ "${1:-}" = "pack" ]; then
   set -e
@@ -53,26 +94,58 @@ if [ "${1:-}" = "pack" ]; then
   mkdir -p .device-pack/data
   install -m 644 ../shared/data/cifar10-jpg-*.tar.gz .device-pack/data/
   du -sh .device-pack
-  echo "pack: done; on the GPU machine with .device-pack carried: bash scripts/gpu-check.sh [PHASE ...]"
+  echo "pack: done; on the GPU machine with .device-pack carried: bash scripts/gpu-check.sh [PHASE ...] (see --plan)"
   exit 0
 fi
 
+dry=0
+if [ "${1:-}" = "--dry-run" ]; then dry=1; shift; fi
+phases=("$@")
+((${#phases[@]})) || phases=(${commands[0]})
+[ "${phases[*]}" = all ] && phases=("${all[@]}")
+
 out=${OUT:-/tmp}/gpu-check
-mkdir -p "$out"
+archive=${OUT:-/tmp}/gpu-check-logs.tar.gz
+rm -rf "$out" && mkdir -p "$out"
+budget=${GPU_CHECK_BUDGET:-570}
 rows=()
-row() { rows+=("$(printf '%-58s %s' "$1" "$2")"); }
-log() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$out/progress.log"; }
+row() {
+  local r
+  r=$(printf '%-58s %s' "$1" "$2")
+  rows+=("$r")
+  echo "$r" >>"$out/summary.log"
+}
+log() { echo "== $(date -u +%H:%M:%S) +$(($(date +%s) - t0))s $*" | tee -a "$out/progress.log"; }
+save() { tar -C "$(dirname "$out")" -czf "$archive.part" "$(basename "$out")" 2>/dev/null && mv -f "$archive.part" "$archive"; }
+finished=0
 finish() {
-  tar -C "$(dirname "$out")" -czf "${OUT:-/tmp}/gpu-check-logs.tar.gz" "$(basename "$out")" 2>/dev/null
+  ((finished)) && return
+  finished=1
+  save
   echo
-  echo "gpu-check summary ($(date -u +%Y-%m-%dT%H:%MZ), logs in ${OUT:-/tmp}/gpu-check-logs.tar.gz)"
-  printf '%s\n' "${rows[@]}" | tee -a "$out/summary.log"
+  echo "gpu-check summary ($(date -u +%Y-%m-%dT%H:%MZ), $(($(date +%s) - t0)) s, logs in $archive)"
+  printf '%s\n' "${rows[@]}"
 }
 trap finish EXIT
+trap 'row "interrupted" "by a signal after $(($(date +%s) - t0)) s"; exit 143' TERM INT HUP
 
 # --- binaries, libraries, data --------------------------------------------------------------------
+missing_parts=0
+need() {  # need <path> <what>: a row and a non-zero exit status at the end when it is missing
+  [ -e "$1" ] && return 0
+  row "MISSING" "$2: $1"
+  missing_parts=1
+  return 1
+}
 if [ -f .device-pack/trainer-gpu.tar.xz ]; then
-  [ -x /tmp/trainer-gpu/trainer ] || tar -C /tmp -xJf .device-pack/trainer-gpu.tar.xz
+  # A warm machine may hold an older unpacked pack: unpack again whenever the pack's checksum changed.
+  sum=$(sha256sum .device-pack/trainer-gpu.tar.xz | cut -d' ' -f1)
+  if [ "$(cat /tmp/trainer-gpu/.pack-sha256 2>/dev/null)" != "$sum" ]; then
+    rm -rf /tmp/trainer-gpu && tar -C /tmp -xJf .device-pack/trainer-gpu.tar.xz && echo "$sum" >/tmp/trainer-gpu/.pack-sha256
+    row "pack" "unpacked ${sum:0:12} into /tmp/trainer-gpu"
+  else
+    row "pack" "${sum:0:12} already unpacked in /tmp/trainer-gpu"
+  fi
   ln -sfn "$root" /tmp/trainer-src
   bin=/tmp/trainer-gpu
   tests=$bin/tests
@@ -80,43 +153,83 @@ if [ -f .device-pack/trainer-gpu.tar.xz ]; then
   export PLPLOT_DRV_DIR=$bin/plplot/drivers PLPLOT_LIB=$bin/plplot/data
   export TRAINER_DATA=$root/.device-pack/data
 else
-  [ -x build/trainer ] || scripts/setup.sh
-  bin=$root/build tests=$root/build/tests
+  build=${GPU_CHECK_BUILD:-$root/build}
+  ((dry)) || [ -x "$build/trainer" ] || scripts/setup.sh
+  bin=$build tests=$build/tests
 fi
 data=${TRAINER_DATA:-../shared/data}
-# CUDA libraries: the toolkit's, then PyTorch's wheels (cuDNN, NCCL).
-nv=$(python3 - <<'PY' 2>/dev/null
-import glob, os, site
-dirs = set()
-for sp in site.getsitepackages() + [site.getusersitepackages()]:
-    dirs.update(glob.glob(os.path.join(sp, "nvidia", "*", "lib")))
-print(":".join(sorted(dirs)))
-PY
-)
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64${nv:+:$nv}
 T=$bin/trainer
-nvidia-smi -L >"$out/nvidia-smi.log" 2>&1
-missing=$(ldd "$T" | grep "not found" || true)
-[ -n "$missing" ] && row "trainer cannot start, missing libraries" "$(echo "$missing" | tr '\n' ' ')"
-timeout 60 "$T" devices >"$out/devices.log" 2>&1
-row "GPU" "$(head -1 "$out/nvidia-smi.log"); trainer devices: $(grep -c '^cuda:' "$out/devices.log") GPU line(s)"
+need "$T" "the trainer binary"
 
-cifar() {  # unpacks the shared CIFAR-10 JPEGs into /tmp/cifar once; false when they are missing
-  [ -d /tmp/cifar/cifar10-jpg/test ] && return 0
-  [ -f "$data/cifar10-jpg-train.tar.gz" ] || return 1
-  mkdir -p /tmp/cifar && tar -xzf "$data/cifar10-jpg-train.tar.gz" -C /tmp/cifar && tar -xzf "$data/cifar10-jpg-test.tar.gz" -C /tmp/cifar
+# CUDA libraries: the toolkit's, then cuDNN and NCCL wherever Python environments keep them:
+# PyTorch's wheels (<site-packages>/nvidia/*/lib) of the system python3, an active virtualenv or
+# conda environment, and a conda prefix's own lib/ (conda's cudnn and nccl packages).
+nv=$( { for py in python3 "${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/python}" "${CONDA_PREFIX:+$CONDA_PREFIX/bin/python}"; do
+          [ -n "$py" ] && command -v "$py" >/dev/null && "$py" - <<'PY' 2>/dev/null
+import glob, os, site, sys
+roots = list(site.getsitepackages()) + [site.getusersitepackages()]
+roots += glob.glob(os.path.join(sys.prefix, "lib", "python3*", "site-packages"))
+for r in roots:
+    for d in glob.glob(os.path.join(r, "nvidia", "*", "lib")):
+        print(d)
+PY
+        done
+        for d in "${CONDA_PREFIX:-}" /opt/conda; do [ -n "$d" ] && [ -d "$d/lib" ] && echo "$d/lib"; done
+      } | while read -r d; do ls "$d"/libcudnn*.so* "$d"/libnccl*.so* >/dev/null 2>&1 && echo "$d"; done | sort -u | paste -sd: -)
+export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64${nv:+:$nv}
+where() { ldconfig -p 2>/dev/null | grep -q "$1" && echo system && return; for d in ${LD_LIBRARY_PATH//:/ }; do ls "$d"/$1* >/dev/null 2>&1 && echo "$d" && return; done; echo "not found"; }
+row "CUDA libraries" "cuDNN: $(where libcudnn.so); NCCL: $(where libnccl.so); cuBLAS: $(where libcublas.so)"
+
+gpu=0
+if ((!dry)) && nvidia-smi -L >"$out/nvidia-smi.log" 2>&1 && grep -q '^GPU ' "$out/nvidia-smi.log"; then gpu=1; fi
+if ((gpu)); then
+  missing=$(ldd "$T" | grep "not found" || true)
+  [ -n "$missing" ] && row "trainer cannot start, missing libraries" "$(echo "$missing" | tr '\n' ' ')"
+  timeout 60 "$T" devices >"$out/devices.log" 2>&1
+  row "GPU" "$(head -1 "$out/nvidia-smi.log"); trainer devices: $(grep -c '^cuda:' "$out/devices.log") GPU line(s)"
+elif ((dry)); then
+  row "GPU" "not used: a dry run (--dry-run; every GPU step below: skipped: no GPU)"
+else
+  dry=1
+  row "GPU" "none visible: a dry run (every GPU step below: skipped: no GPU)"
+fi
+
+# --- time bounds ----------------------------------------------------------------------------------
+phase_deadline=0
+left() { echo $((phase_deadline - $(date +%s))); }
+# run_bounded <timeout> <cmd...>: the command under min(timeout, time left in the phase); 125 without
+# running it when less than 10 s are left.
+run_bounded() {
+  local t=$1 l
+  shift
+  l=$(left)
+  ((l < 10)) && return 125
+  ((l < t)) && t=$l
+  timeout --kill-after=5 "$t" "$@"
+}
+# skip <label> <what>: the row of a step that does not run.
+skip() {
+  if ((dry)); then row "$1" "skipped: no GPU${2:+ ($2)}"; else row "$1" "not run: the phase's time bound (${bound[$phase]} s) was reached"; fi
 }
 
-# --- the test suite, one process per case ---------------------------------------------------------
+# --- the test suites, one process per case --------------------------------------------------------
 isolated() {  # isolated <binary> <jobs> [run-isolated options]: a row with its counts
   local b=$1 jobs=$2
   shift 2
-  log "tests $b"
-  (cd /tmp && "$root/scripts/run-isolated.sh" "$tests/$b" "$out/tests-$b" --jobs "$jobs" --timeout 600 "$@") \
-    >"$out/tests-$b.log" 2>&1
-  row "tests $b (one process per case)" "$(tail -1 "$out/tests-$b.log")"
-  grep '^FAILED' "$out/tests-$b.log" | head -20 | while read -r f; do row "  $b" "$f"; done
-  grep -ho "cuda: skipped[^']*" "$out/tests-$b"/case-*.log 2>/dev/null | sort -u | head -1 |
+  need "$tests/$b" "test binary" || return
+  if ((dry)); then  # the same selection, listed instead of run
+    local n
+    n=$("$root/scripts/run-isolated.sh" "$tests/$b" "$out/tests-$b${tag:-}" --list "$@" | cut -d' ' -f1)
+    ((${n:-0} > 0)) || { row "MISSING" "$tests/$b lists no test cases${*:+ for $*}"; missing_parts=1; }
+    skip "tests $b${tag:-} (one process per case)" "${n:-0} cases, each <= ${step_timeout[$phase]} s"
+    return
+  fi
+  log "tests $b $*"
+  (cd /tmp && "$root/scripts/run-isolated.sh" "$tests/$b" "$out/tests-$b${tag:-}" --jobs "$jobs" \
+    --timeout "${step_timeout[$phase]}" --deadline "$phase_deadline" "$@") >"$out/tests-$b${tag:-}.log" 2>&1
+  row "tests $b${tag:-} (one process per case)" "$(tail -1 "$out/tests-$b${tag:-}.log")"
+  grep '^FAILED' "$out/tests-$b${tag:-}.log" | head -20 | while read -r f; do row "  $b" "$f"; done
+  grep -ho "cuda: skipped[^']*" "$out/tests-$b${tag:-}"/case-*.log 2>/dev/null | sort -u | head -1 |
     while read -r s; do row "  $b: CUDA SKIPPED" "$s"; done
 }
 
@@ -127,42 +240,48 @@ phase_e2e() {
   command -v mpirun >/dev/null || row "  e2e" "no mpirun on this machine: the mpi cases skip, saying so"
   isolated e2e 3
 }
-
-phase_sanitize() {
-  if ! command -v compute-sanitizer >/dev/null; then row "compute-sanitizer" "not found: skipped"; return; fi
-  log "memcheck unit_ops"
-  (cd /tmp && timeout 560 "$root/scripts/run-isolated.sh" "$tests/unit_ops" "$out/memcheck" --jobs 8 --timeout 400 \
-    --wrap "compute-sanitizer --tool memcheck --leak-check full --error-exitcode 97") >"$out/memcheck.log" 2>&1
-  row "compute-sanitizer memcheck, unit_ops" "$(tail -1 "$out/memcheck.log")"
-  log "racecheck"
-  (cd /tmp && timeout 300 "$root/scripts/run-isolated.sh" "$tests/unit_ops" "$out/racecheck" --jobs 8 --timeout 280 \
-    --filter "batchnorm|conv2d|dense|lstm|softmax|sigmoid_xent" \
-    --wrap "compute-sanitizer --tool racecheck --error-exitcode 97") >"$out/racecheck.log" 2>&1
-  row "compute-sanitizer racecheck (shared-memory kernels)" "$(tail -1 "$out/racecheck.log")"
+sanitizer() {  # sanitizer <tool> <jobs> [run-isolated options]
+  local tool=$1 jobs=$2
+  shift 2
+  if ((!dry)) && ! command -v compute-sanitizer >/dev/null; then row "compute-sanitizer $tool" "not found: skipped"; return; fi
+  tag=-$tool isolated unit_ops "$jobs" --wrap "compute-sanitizer --tool $tool --error-exitcode 97" "$@"
 }
+phase_memcheck() { sanitizer memcheck 8; }
+phase_racecheck() { sanitizer racecheck 8 --filter "batchnorm|conv2d|dense|lstm|softmax|sigmoid_xent|pool|reduce"; }
 
-# --- every shipped config on the GPU --------------------------------------------------------------
+# --- the shipped configs on the GPU ---------------------------------------------------------------
 # config_run <label> <precision> <gpus> <config> [--set ...]: exit code, final loss and val_accuracy
 # (metrics.csv: epoch, accuracy, loss, lr, val_accuracy, val_loss), seconds per epoch (metrics.jsonl).
 config_run() {
   local label=$1 prec=$2 gpus=$3 cfg=$4
   shift 4
+  local name
+  name=$(printf '%-22s %-5s --gpus %-4s' "$label" "$prec" "$gpus")
+  need "$cfg" "config" || return
+  ((dry)) && { skip "$name" "trainer run $cfg"; return; }
   local dir="$out/run-${label// /_}-$prec-g${gpus//,/_}"
   rm -rf "$dir"
-  timeout 300 "$T" run "$cfg" --gpus "$gpus" --set precision="$prec" "$@" --run-dir "$dir" >"$dir.log" 2>&1
+  run_bounded "${step_timeout[$phase]}" "$T" run "$cfg" --gpus "$gpus" --set precision="$prec" "$@" --run-dir "$dir" \
+    >"$dir.log" 2>&1
   local rc=$?
+  ((rc == 125)) && { skip "$name"; return; }
   local last loss acc secs
   last=$(tail -1 "$dir/metrics.csv" 2>/dev/null)
   loss=$(echo "$last" | cut -d, -f3)
   acc=$(echo "$last" | cut -d, -f5)
   secs=$(tail -1 "$dir/metrics.jsonl" 2>/dev/null | sed -nE 's/.*"time_s": *([0-9.]+).*/\1/p')
-  row "$(printf '%-22s %-5s --gpus %-4s' "$label" "$prec" "$gpus")" \
-    "$(printf 'exit %-3s loss %-9s val_accuracy %-8s s/epoch %s' "$rc" "${loss:-n/a}" "${acc:-n/a}" "${secs:-n/a}")"
+  row "$name" "$(printf 'exit %-3s loss %-9s val_accuracy %-8s s/epoch %s' "$rc" "${loss:-n/a}" "${acc:-n/a}" "${secs:-n/a}")"
   [ "$rc" != 0 ] && row "  (exit $rc)" "$(grep -v '^\s*$' "$dir.log" | tail -1)"
 }
 
+cifar() {  # unpacks the shared CIFAR-10 JPEGs into /tmp/cifar once; false when they are missing
+  [ -d /tmp/cifar/cifar10-jpg/test ] && return 0
+  [ -f "$data/cifar10-jpg-train.tar.gz" ] || return 1
+  ((dry)) && return 0
+  mkdir -p /tmp/cifar && tar -xzf "$data/cifar10-jpg-train.tar.gz" -C /tmp/cifar && tar -xzf "$data/cifar10-jpg-test.tar.gz" -C /tmp/cifar
+}
+
 phase_configs() {
-  log "configs"
   for prec in fp32 bf16; do
     config_run quickstart "$prec" 0 configs/quickstart.yaml
     config_run quickstart "$prec" 0,0 configs/quickstart.yaml --set train.batch_size=32
@@ -175,40 +294,48 @@ phase_configs() {
   done
 }
 
-phase_configs_big() {
-  log "configs-big"
-  if cifar; then
-    local c=(--set train.epochs=1 --set data.train.path=/tmp/cifar/cifar10-jpg/train
-             --set data.val.path=/tmp/cifar/cifar10-jpg/test)
-    for prec in fp32 bf16; do
-      config_run minigooglenet "$prec" 0 configs/minigooglenet.yaml "${c[@]}"
-      config_run minigooglenet "$prec" 0,0 configs/minigooglenet.yaml "${c[@]}" --set train.batch_size=32
-    done
-  else
-    row "minigooglenet" "skipped: no CIFAR-10 tarballs in $data"
-  fi
-  if datasets/cats_vs_dogs/from-shared.sh "$data" >"$out/cats-dogs-unpack.log" 2>&1; then
-    local m=(--set train.epochs=1 --set data.train.path=datasets/cats_vs_dogs_cifar/train
-             --set data.val.path=datasets/cats_vs_dogs_cifar/val)
-    for prec in fp32 bf16; do
-      for batch in 64 128; do
-        config_run "mobilenetv2 b$batch" "$prec" 0 configs/mobilenetv2_cats_vs_dogs.yaml "${m[@]}" \
-          --set train.batch_size=$batch
-        config_run "mobilenetv2 b$batch" "$prec" 0,0 configs/mobilenetv2_cats_vs_dogs.yaml "${m[@]}" \
-          --set train.batch_size=$((batch / 2))
-      done
-    done
-  else
+phase_configs_mgn() {
+  if ! cifar; then row "minigooglenet" "skipped: no CIFAR-10 tarballs in $data"; return; fi
+  local c=(--set train.epochs=1 --set data.train.path=/tmp/cifar/cifar10-jpg/train
+           --set data.val.path=/tmp/cifar/cifar10-jpg/test)
+  for prec in fp32 bf16; do
+    config_run minigooglenet "$prec" 0 configs/minigooglenet.yaml "${c[@]}"
+    config_run minigooglenet "$prec" 0,0 configs/minigooglenet.yaml "${c[@]}" --set train.batch_size=32
+  done
+}
+
+phase_configs_mnv2() {
+  need datasets/cats_vs_dogs/from-shared.sh "cats vs dogs unpacker" || return
+  if ((!dry)) && ! datasets/cats_vs_dogs/from-shared.sh "$data" >"$out/cats-dogs-unpack.log" 2>&1; then
     row "mobilenetv2" "skipped: $(tail -1 "$out/cats-dogs-unpack.log")"
+    return
   fi
+  local m=(--set train.epochs=1 --set data.train.path=datasets/cats_vs_dogs_cifar/train
+           --set data.val.path=datasets/cats_vs_dogs_cifar/val)
+  for batch in 64 128; do
+    for prec in fp32 bf16; do
+      config_run "mobilenetv2 b$batch" "$prec" 0 configs/mobilenetv2_cats_vs_dogs.yaml "${m[@]}" --set train.batch_size=$batch
+      config_run "mobilenetv2 b$batch" "$prec" 0,0 configs/mobilenetv2_cats_vs_dogs.yaml "${m[@]}" \
+        --set train.batch_size=$((batch / 2))
+    done
+  done
 }
 
 # --- the engine on one GPU: data parallel, resume, eval, device parallel, MPI ----------------------
 phase_engine() {
+  need configs/smoke.yaml "config" || return
+  local s=${step_timeout[$phase]}
+  if ((dry)); then
+    for r in "smoke loss: --gpus 0 / NCCL 1 rank / --gpus 0,0" "SIGINT at step 40 + resume (smoke, GPU)" \
+      "trainer eval on GPU" "bench model_parallel gpu:0 + cpu, M=1" "bench model_parallel gpu:0 + cpu, M=4" \
+      "mpirun -np 1 trainer run smoke.yaml --gpus 0"; do skip "$r"; done
+    need configs/model_parallel.yaml "config"
+    return
+  fi
   smoke() {  # smoke <name> <args...>: final training loss of configs/smoke.yaml
     local name=$1
     shift
-    timeout 240 "$T" run configs/smoke.yaml "$@" --run-dir "$out/dp-$name" >"$out/dp-$name.log" 2>&1 &&
+    run_bounded "$s" "$T" run configs/smoke.yaml "$@" --run-dir "$out/dp-$name" >"$out/dp-$name.log" 2>&1 &&
       tail -1 "$out/dp-$name/metrics.csv" | cut -d, -f3
   }
   log "engine"
@@ -217,23 +344,23 @@ phase_engine() {
   ln=$(TRAINER_COMM=nccl smoke nccl1 --gpus 0)
   l2=$(smoke twice --gpus 0,0 --set train.batch_size=16)
   row "smoke loss: --gpus 0 / NCCL 1 rank / --gpus 0,0" "${l1:-failed} / ${ln:-failed} / ${l2:-failed}"
-  timeout 240 "$T" run configs/smoke.yaml --gpus 0 --run-dir "$out/ck-full" >"$out/ck-full.log" 2>&1
-  TRAINER_TEST_SIGINT_AT_STEP=40 timeout 240 "$T" run configs/smoke.yaml --gpus 0 --run-dir "$out/ck-cut" \
+  # The uninterrupted run is dp-single above (same config, same GPU).
+  TRAINER_TEST_SIGINT_AT_STEP=40 run_bounded "$s" "$T" run configs/smoke.yaml --gpus 0 --run-dir "$out/ck-cut" \
     >"$out/ck-cut.log" 2>&1
   local cut=$?
-  timeout 240 "$T" run --resume "$out/ck-cut" --gpus 0 --run-dir "$out/ck-res" >"$out/ck-res.log" 2>&1
+  run_bounded "$s" "$T" run --resume "$out/ck-cut" --gpus 0 --run-dir "$out/ck-res" >"$out/ck-res.log" 2>&1
   local res=$? ck="differs"
-  cmp -s "$out/ck-full/checkpoints/epoch-0003.safetensors" "$out/ck-res/checkpoints/epoch-0003.safetensors" &&
+  cmp -s "$out/dp-single/checkpoints/epoch-0003.safetensors" "$out/ck-res/checkpoints/epoch-0003.safetensors" &&
     ck="bit-identical"
   row "SIGINT at step 40 + resume (smoke, GPU)" "rc $cut then $res; final weights $ck"
-  timeout 120 "$T" eval "$out/ck-full" --gpus 0 >"$out/ck-eval.log" 2>&1
+  run_bounded 60 "$T" eval "$out/dp-single" --gpus 0 >"$out/ck-eval.log" 2>&1
   row "trainer eval on GPU" "rc $?; $(grep -o 'loss: .*' "$out/ck-eval.log" | tail -1)"
   for m in 1 4; do
-    row "bench model_parallel gpu:0 + cpu, M=$m" "$(timeout 240 "$T" bench configs/model_parallel.yaml --gpus 0 \
+    row "bench model_parallel gpu:0 + cpu, M=$m" "$(run_bounded 60 "$T" bench configs/model_parallel.yaml --gpus 0 \
       --set placement.a1=gpu:0 --set placement.b1=cpu --set pipeline.microbatches=$m --steps 20 2>&1 | tail -1)"
   done
   if command -v mpirun >/dev/null; then
-    timeout 240 mpirun -np 1 --allow-run-as-root "$T" run configs/smoke.yaml --gpus 0 --run-dir "$out/mpi-gpu" \
+    run_bounded 60 mpirun -np 1 --allow-run-as-root "$T" run configs/smoke.yaml --gpus 0 --run-dir "$out/mpi-gpu" \
       >"$out/mpi-gpu.log" 2>&1
     row "mpirun -np 1 trainer run smoke.yaml --gpus 0" "rc $?; $(tail -1 "$out/mpi-gpu/metrics.csv" 2>/dev/null)"
   else
@@ -242,32 +369,40 @@ phase_engine() {
 }
 
 # --- throughput against the PyTorch peer (scripts/bench-vs-pytorch.sh with DEVICE=cuda) ---------
-referee() {  # referee <model> <batch> <precision>: its summary rows
+referee() {  # referee <model> <batch> <precision> <rounds>: its summary rows
   local tag="$1-b$2-$3"
+  need scripts/bench-vs-pytorch.sh "bench script" || return
+  need "scripts/peers/${1}_torch.py" "PyTorch peer" || return
+  ((dry)) && { skip "  $tag" "bench-vs-pytorch, $4 round(s)"; return; }
   log "bench $tag"
-  DEVICE=cuda MODEL=$1 BATCH=$2 PRECISION=$3 TRAINER=$T timeout 560 scripts/bench-vs-pytorch.sh \
-    >"$out/bench-$tag.log" 2>&1
+  local s=${step_timeout[$phase]}  # each process of a round: ours, PyTorch eager, torch.compile
+  DEVICE=cuda MODEL=$1 BATCH=$2 PRECISION=$3 ROUNDS=$4 STEP_TIMEOUT=$s TRAINER=$T \
+    run_bounded $((3 * s * $4)) scripts/bench-vs-pytorch.sh >"$out/bench-$tag.log" 2>&1
   local rc=$?
+  ((rc == 125)) && { skip "  $tag"; return; }
   grep -E "^  (trainer|eager|compile|ratio)" "$out/bench-$tag.log" | while read -r l; do row "  $tag" "$l"; done
   [ $rc = 0 ] || row "  $tag" "bench-vs-pytorch exit $rc: $(tail -1 "$out/bench-$tag.log")"
 }
-phase_bench() { for p in fp32 bf16; do referee minigooglenet 256 "$p"; done; }
-phase_bench_b64() {
-  for p in fp32 bf16; do referee minigooglenet 64 "$p"; done
-  if cifar; then
-    log "CIFAR-10 epoch"
-    config_run "minigooglenet epoch" fp32 0 configs/minigooglenet.yaml --set train.epochs=1 \
-      --set data.train.path=/tmp/cifar/cifar10-jpg/train --set data.val.path=/tmp/cifar/cifar10-jpg/test
-  fi
-}
-phase_bench_mnv2() { for p in fp32 bf16; do referee mobilenetv2 64 "$p"; done; }
+phase_bench() { for p in fp32 bf16; do referee minigooglenet 256 "$p" 1; done; }
+phase_bench_b64() { for p in fp32 bf16; do referee minigooglenet 64 "$p" 1; done; }
+phase_bench_mnv2() { for p in fp32 bf16; do referee mobilenetv2 64 "$p" 1; done; }
 
-phases=("$@")
-all=(ops core e2e sanitize configs configs-big engine bench bench-b64 bench-mnv2)
-((${#phases[@]})) || phases=("${all[@]}")
-for p in "${phases[@]}"; do
+for phase in "${phases[@]}"; do
   case " ${all[*]} " in
-    *" $p "*) "phase_${p//-/_}" ;;
-    *) row "unknown phase" "$p (phases: ${all[*]})" ;;
+    *" $phase "*) ;;
+    *) row "unknown phase" "$phase (phases: ${all[*]})"; missing_parts=1; continue ;;
   esac
+  now=$(date +%s)
+  phase_deadline=$((now + ${bound[$phase]}))
+  end=$((t0 + budget - 15))  # 15 s to archive and print
+  ((phase_deadline > end)) && phase_deadline=$end
+  if ((!dry && phase_deadline - now < 30)); then
+    row "phase $phase" "not run: the command's budget of $budget s is spent (GPU_CHECK_BUDGET)"
+    continue
+  fi
+  log "phase $phase (bound ${bound[$phase]} s)"
+  "phase_${phase//-/_}"
+  row "phase $phase" "done in $(($(date +%s) - now)) s (bound ${bound[$phase]} s)"
+  save
 done
+exit $missing_parts

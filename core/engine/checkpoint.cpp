@@ -86,15 +86,10 @@ std::vector<int64_t> dims(const Shape& s) { return s.dims(); }
 }  // namespace
 
 std::string config_hash(const cfg::Document& doc) {
-  YAML::Node root = YAML::Clone(doc.root);
-  if (root.IsMap()) {
-    root.remove("devices");
-    root.remove("checkpoint");
-  }
-  YAML::Emitter out;
-  out << root;
+  std::string text = cfg::emit(doc, {"devices", "checkpoint"});
+  if (!text.empty() && text.back() == '\n') text.pop_back();  // the hash predates emit's final newline
   uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : std::string(out.c_str())) h = (h ^ c) * 1099511628211ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
   return fmt::format("{:016x}", h);
 }
 

@@ -9,7 +9,6 @@
 #include "core/engine/callbacks.h"
 #include "core/engine/loss.h"
 #include "core/graph/graph.h"
-#include "core/io/config_text.h"
 #include "core/optim/optimizer.h"
 #include "core/optim/schedule.h"
 

@@ -16,20 +16,34 @@
 
 #include "core/io/config_bounds.h"
 #include "core/io/config_text.h"
+#include "core/io/yaml_tree.h"
 
 namespace trainer::cfg {
+
+namespace {
+// A handle on YAML node `n` of `doc`.
+Node make(std::shared_ptr<Document> doc, YAML::Node n, std::string path, std::shared_ptr<const Bindings> env = nullptr) {
+  return Node(std::move(doc), std::make_shared<const NodeRef>(std::move(n)), std::move(path), std::move(env));
+}
+}  // namespace
+
+bool Node::defined() const { return node_ && node_->node.IsDefined() && !node_->node.IsNull(); }
+bool Node::is_map() const { return node_ && node_->node.IsMap(); }
+bool Node::is_seq() const { return node_ && node_->node.IsSequence(); }
+bool Node::is_scalar() const { return node_ && node_->node.IsScalar(); }
 
 // ---- locations -------------------------------------------------------------------------------
 
 
 std::string Node::where() const {
   if (!doc_) return "<config>";
-  for (const Override& o : doc_->overrides) {
-    if (node_.IsDefined() && o.node.IsDefined() && node_.is(o.node)) return "--set " + o.text;
+  const YAML::Node& y_ = yaml_of(*this);
+  for (const Override& o : doc_->tree->overrides) {
+    if (y_.IsDefined() && o.node.IsDefined() && y_.is(o.node)) return "--set " + o.text;
     for (const YAML::Node& n : o.nodes)
-      if (node_.IsDefined() && node_.is(n)) return "--set " + o.text;
+      if (y_.IsDefined() && y_.is(n)) return "--set " + o.text;
   }
-  YAML::Mark m = node_.IsDefined() ? node_.Mark() : YAML::Mark::null_mark();
+  YAML::Mark m = y_.IsDefined() ? y_.Mark() : YAML::Mark::null_mark();
   if (m.is_null() || m.line < 0) return doc_->file;
   return fmt::format("{}:{}:{}", doc_->file, m.line + 1, m.column + 1);
 }
@@ -39,8 +53,9 @@ void Node::fail(const std::string& message) const { throw ConfigError(where(), m
 // ---- scalars ---------------------------------------------------------------------------------
 
 std::string Node::scalar() const {
-  if (!node_.IsScalar()) fail(fmt::format("'{}' must be a single value", path_));
-  return node_.Scalar();
+  const YAML::Node& y_ = yaml_of(*this);
+  if (!y_.IsScalar()) fail(fmt::format("'{}' must be a single value", path_));
+  return y_.Scalar();
 }
 
 namespace {
@@ -83,17 +98,19 @@ bool parse_double(const std::string& s, double& out) {
 
 template <>
 std::string Node::as<std::string>() const {
-  if (!node_.IsScalar()) fail(fmt::format("'{}' must be a string, not {}", path_, shown(node_)));
-  return node_.Scalar();
+  const YAML::Node& y_ = yaml_of(*this);
+  if (!y_.IsScalar()) fail(fmt::format("'{}' must be a string, not {}", path_, shown(y_)));
+  return y_.Scalar();
 }
 
 template <>
 int64_t Node::as<int64_t>() const {
+  const YAML::Node& y_ = yaml_of(*this);
   int64_t v = 0;
   bool overflow = false;
-  if (!node_.IsScalar() || !parse_int(node_.Scalar(), v, &overflow))
-    fail(overflow ? fmt::format("'{}' is out of range: {}", path_, node_.Scalar())
-                  : fmt::format("'{}' must be an integer, not {}", path_, shown(node_)));
+  if (!y_.IsScalar() || !parse_int(y_.Scalar(), v, &overflow))
+    fail(overflow ? fmt::format("'{}' is out of range: {}", path_, y_.Scalar())
+                  : fmt::format("'{}' must be an integer, not {}", path_, shown(y_)));
   return v;
 }
 
@@ -106,9 +123,10 @@ int Node::as<int>() const {
 
 template <>
 double Node::as<double>() const {
+  const YAML::Node& y_ = yaml_of(*this);
   double v = 0;
-  if (!node_.IsScalar() || !parse_double(node_.Scalar(), v))
-    fail(fmt::format("'{}' must be a number, not {}", path_, shown(node_)));
+  if (!y_.IsScalar() || !parse_double(y_.Scalar(), v))
+    fail(fmt::format("'{}' must be a number, not {}", path_, shown(y_)));
   return v;
 }
 
@@ -119,21 +137,25 @@ float Node::as<float>() const {
 
 template <>
 bool Node::as<bool>() const {
-  if (node_.IsScalar()) {
-    const std::string& s = node_.Scalar();
+  const YAML::Node& y_ = yaml_of(*this);
+  if (y_.IsScalar()) {
+    const std::string& s = y_.Scalar();
     if (s == "true" || s == "True" || s == "yes" || s == "on") return true;
     if (s == "false" || s == "False" || s == "no" || s == "off") return false;
   }
-  fail(fmt::format("'{}' must be true or false, not {}", path_, shown(node_)));
+  fail(fmt::format("'{}' must be true or false, not {}", path_, shown(y_)));
 }
 
 // ---- sequences and maps ----------------------------------------------------------------------
 
-size_t Node::size() const { return node_.IsSequence() || node_.IsMap() ? node_.size() : (defined() ? 1 : 0); }
+size_t Node::size() const {
+  const YAML::Node& y = yaml_of(*this);
+  return y.IsSequence() || y.IsMap() ? y.size() : (defined() ? 1 : 0);
+}
 
 Node Node::resolve(Node n) const {
-  if (!env_ || !n.node_.IsScalar()) return n;
-  const std::string& s = n.node_.Scalar();
+  if (!env_ || !n.is_scalar()) return n;
+  const std::string& s = yaml_of(n).Scalar();
   if (s.size() < 2 || s[0] != '$' || s == "$input" || s == "$inputs") return n;
   auto it = env_->find(s.substr(1));
   if (it == env_->end()) {
@@ -147,15 +169,17 @@ Node Node::resolve(Node n) const {
 }
 
 Node Node::at(size_t i) const {
-  if (!node_.IsSequence()) fail(fmt::format("'{}' must be a list, not {}", path_, shown(node_)));
-  const YAML::Node& cn = node_;
-  return resolve(Node(doc_, cn[i], fmt::format("{}[{}]", path_, i), env_));
+  const YAML::Node& y_ = yaml_of(*this);
+  if (!y_.IsSequence()) fail(fmt::format("'{}' must be a list, not {}", path_, shown(y_)));
+  const YAML::Node& cn = y_;
+  return resolve(make(doc_, cn[i], fmt::format("{}[{}]", path_, i), env_));
 }
 
 std::vector<Node> Node::items() const {
+  const YAML::Node& y_ = yaml_of(*this);
   std::vector<Node> out;
-  if (node_.IsSequence()) {
-    for (size_t i = 0; i < node_.size(); ++i) out.push_back(at(i));
+  if (y_.IsSequence()) {
+    for (size_t i = 0; i < y_.size(); ++i) out.push_back(at(i));
   } else if (defined()) {
     out.push_back(*this);
   }
@@ -163,26 +187,28 @@ std::vector<Node> Node::items() const {
 }
 
 std::vector<std::string> Node::keys() const {
+  const YAML::Node& y_ = yaml_of(*this);
   std::vector<std::string> out;
-  if (!node_.IsMap()) return out;
-  for (auto it = node_.begin(); it != node_.end(); ++it) out.push_back(it->first.Scalar());
+  if (!y_.IsMap()) return out;
+  for (auto it = y_.begin(); it != y_.end(); ++it) out.push_back(it->first.Scalar());
   return out;
 }
 
 bool Node::has(const std::string& key) const {
-  if (!node_.IsMap()) return false;
-  const YAML::Node& cn = node_;
+  const YAML::Node& y_ = yaml_of(*this);
+  if (!y_.IsMap()) return false;
+  const YAML::Node& cn = y_;
   return cn[key].IsDefined();
 }
 
 Node Node::child(const std::string& key) const {
+  const YAML::Node& y_ = yaml_of(*this);
   std::string p = path_.empty() ? key : path_ + "." + key;
-  if (!node_.IsMap()) return Node(doc_, YAML::Node(YAML::NodeType::Undefined), p);
-  // const access: never inserts the key
-  const YAML::Node& cn = node_;
+  if (!y_.IsMap()) return make(doc_, YAML::Node(YAML::NodeType::Undefined), p);
+  const YAML::Node& cn = y_;
   YAML::Node c = cn[key];  // const access never inserts; an absent key gives an invalid node
-  if (!c.IsDefined()) return Node(doc_, YAML::Node(YAML::NodeType::Undefined), p, env_);
-  return resolve(Node(doc_, c, p, env_));
+  if (!c.IsDefined()) return make(doc_, YAML::Node(YAML::NodeType::Undefined), p, env_);
+  return resolve(make(doc_, c, p, env_));
 }
 
 // ---- did-you-mean ----------------------------------------------------------------------------
@@ -246,12 +272,12 @@ Node MapReader::required(const std::string& key) {
   Node n = optional(key);
   if (!n.defined()) {
     // A misspelt key is the likelier mistake than a forgotten one: say so, at the typo.
-    const YAML::Node& y = map_.yaml();
+    const YAML::Node& y = yaml_of(map_);
     if (y.IsMap())
       for (auto it = y.begin(); it != y.end(); ++it) {
         std::string k = it->first.Scalar();
         if (!known_.count(k) && did_you_mean(k, {key}) == key)
-          Node(map_.doc(), it->first, map_.path()).fail(fmt::format("unknown key '{}' in {} (did you mean '{}'?)", k, what_, key));
+          make(map_.doc(), it->first, map_.path()).fail(fmt::format("unknown key '{}' in {} (did you mean '{}'?)", k, what_, key));
       }
     map_.fail(fmt::format("missing required key '{}' in {}", key, what_));
   }
@@ -311,11 +337,11 @@ void MapReader::allow(std::initializer_list<const char*> keys) {
 void MapReader::finish() const {
   if (!map_.is_map()) return;
   std::vector<std::string> known(known_.begin(), known_.end());
-  const YAML::Node& y = map_.yaml();
+  const YAML::Node& y = yaml_of(map_);
   for (auto it = y.begin(); it != y.end(); ++it) {
     std::string k = it->first.Scalar();
     if (!known_.count(k)) {
-      Node key_node(map_.doc(), it->first, map_.path());  // points at the key itself
+      Node key_node = make(map_.doc(), it->first, map_.path());  // points at the key itself
       key_node.fail(fmt::format("unknown key '{}' in {}{}", k, what_, suggestion(k, known)));
     }
   }
@@ -323,7 +349,7 @@ void MapReader::finish() const {
 
 // ---- documents -------------------------------------------------------------------------------
 
-static void apply_override(Document& doc, const std::string& text) {
+static void apply_override(DocumentTree& doc, const std::string& text) {
   size_t eq = text.find('=');
   std::string where = "--set " + printable(text);  // one line, whatever the shell passed
   if (eq == std::string::npos || eq == 0) throw ConfigError(where, "expected key=value, e.g. --set optimizer.lr=0.01");
@@ -415,12 +441,14 @@ std::shared_ptr<Document> parse_document(const std::string& text, const std::str
                                          const std::vector<std::string>& overrides) {
   auto doc = std::make_shared<Document>();
   doc->file = name;
+  doc->tree = std::make_shared<DocumentTree>();
+  DocumentTree& tree = *doc->tree;
   if (text.size() > kMaxConfigBytes)
     throw ConfigError(name + ":1:1", fmt::format("the config is {} bytes; a config may be at most {} MiB", text.size(),
                                                  kMaxConfigBytes >> 20));
   check_text(text, name);
   try {
-    doc->root = YAML::Load(text);
+    tree.root = YAML::Load(text);
   } catch (const YAML::DeepRecursion& e) {  // yaml-cpp's own bound, far past kMaxConfigDepth
     throw ConfigError(at_mark(name, e.mark), fmt::format("lists and maps nest more than {} deep here; a config is not that deep",
                                                          kMaxConfigDepth));
@@ -439,11 +467,11 @@ std::shared_ptr<Document> parse_document(const std::string& text, const std::str
   } catch (const YAML::Exception& e) {
     throw ConfigError(name, printable(e.msg));
   }
-  check_expansion(doc->root, name);
-  check_node(doc->root, text, name);
-  if (doc->root.IsDefined() && !doc->root.IsNull() && !doc->root.IsMap())
+  check_expansion(tree.root, name);
+  check_node(tree.root, text, name);
+  if (tree.root.IsDefined() && !tree.root.IsNull() && !tree.root.IsMap())
     throw ConfigError(name + ":1:1", "a config must be a mapping of sections (model:, data:, train:, ...)");
-  for (const std::string& o : overrides) apply_override(*doc, o);
+  for (const std::string& o : overrides) apply_override(tree, o);
   return doc;
 }
 
@@ -463,16 +491,21 @@ std::shared_ptr<Document> load_document(const std::string& file, const std::vect
                                                  "the right file?)", kMaxConfigBytes >> 20));
   auto doc = parse_document(text, file, overrides);
   // Nothing but comments and blank lines (a run would only fail later, on a missing model:).
-  if (overrides.empty() && (!doc->root.IsDefined() || doc->root.IsNull()))
+  if (overrides.empty() && (!doc->tree->root.IsDefined() || doc->tree->root.IsNull()))
     throw ConfigError(file + ":1:1", "the config is empty (expected sections such as model:, data:, train:)");
   return doc;
 }
 
-Node root(const std::shared_ptr<Document>& doc) { return Node(doc, doc->root, ""); }
+Node root(const std::shared_ptr<Document>& doc) { return make(doc, doc->tree->root, ""); }
 
-std::string emit(const Document& doc) {
+std::string emit(const Document& doc, const std::vector<std::string>& without) {
+  YAML::Node root = doc.tree->root;
+  if (!without.empty() && root.IsMap()) {
+    root = YAML::Clone(root);
+    for (const std::string& key : without) root.remove(key);
+  }
   YAML::Emitter out;
-  out << doc.root;
+  out << root;
   return std::string(out.c_str()) + "\n";
 }
 

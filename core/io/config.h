@@ -1,7 +1,5 @@
 // Config documents: YAML with source locations, --set overrides, typed reads and did-you-mean errors.
 #pragma once
-#include <yaml-cpp/yaml.h>
-
 #include <map>
 #include <memory>
 #include <optional>
@@ -9,6 +7,9 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+// The YAML library stays inside core/io (config.cpp and its private headers): a Node is an opaque handle,
+// so no other part of the program compiles against the YAML library.
 
 namespace trainer::cfg {
 
@@ -24,18 +25,12 @@ class ConfigError : public std::runtime_error {
   std::string where_, message_;
 };
 
-struct Override {
-  std::string text;  // "optimizer.lr=0.01" as given
-  YAML::Node node;   // the value node it put into the tree
-  // Every node the override brought in: the value's descendants and the keys it created
-  // ("--set trian.epochs=3" adds the key 'trian'), so messages about them name the --set.
-  std::vector<YAML::Node> nodes;
-};
+struct DocumentTree;  // the YAML tree and the --set overrides applied to it (config.cpp)
+struct NodeRef;       // one YAML node of a document (config.cpp)
 
 struct Document {
   std::string file;
-  YAML::Node root;
-  std::vector<Override> overrides;
+  std::shared_ptr<DocumentTree> tree;
 };
 
 class Node;
@@ -46,31 +41,20 @@ using Bindings = std::map<std::string, Node>;
 class Node {
  public:
   Node() = default;
-  Node(std::shared_ptr<Document> doc, YAML::Node n, std::string path,
+  Node(std::shared_ptr<Document> doc, std::shared_ptr<const NodeRef> n, std::string path,
        std::shared_ptr<const Bindings> env = nullptr)
       : doc_(std::move(doc)), node_(std::move(n)), path_(std::move(path)), env_(std::move(env)) {}
-  // Value semantics: assigning rebinds this handle. (YAML::Node's own operator= writes through
-  // to the node it refers to, which would silently rewrite the document.)
-  Node(const Node&) = default;
-  Node& operator=(const Node& o) {
-    if (this != &o) {
-      doc_ = o.doc_;
-      node_.reset(o.node_);
-      path_ = o.path_;
-      env_ = o.env_;
-    }
-    return *this;
-  }
+  // Value semantics: a handle; copying or assigning never writes to the document.
 
   // The same node read with block parameters `env` in scope.
   Node with_bindings(std::shared_ptr<const Bindings> env) const { return Node(doc_, node_, path_, std::move(env)); }
   const std::shared_ptr<const Bindings>& bindings() const { return env_; }
 
-  bool defined() const { return node_.IsDefined() && !node_.IsNull(); }
-  bool is_map() const { return node_.IsMap(); }
-  bool is_seq() const { return node_.IsSequence(); }
-  bool is_scalar() const { return node_.IsScalar(); }
-  const YAML::Node& yaml() const { return node_; }
+  bool defined() const;
+  bool is_map() const;
+  bool is_seq() const;
+  bool is_scalar() const;
+  const std::shared_ptr<const NodeRef>& ref() const { return node_; }  // for core/io's own code
   const std::string& path() const { return path_; }  // "model.layers[3].filters"
   const std::shared_ptr<Document>& doc() const { return doc_; }
   std::string where() const;  // "configs/x.yaml:12:5"
@@ -94,7 +78,7 @@ class Node {
  private:
   Node resolve(Node n) const;  // applies the bindings to a child
   std::shared_ptr<Document> doc_;
-  YAML::Node node_;
+  std::shared_ptr<const NodeRef> node_;
   std::string path_;
   std::shared_ptr<const Bindings> env_;
 };
@@ -159,6 +143,9 @@ std::shared_ptr<Document> load_document(const std::string& file, const std::vect
 std::shared_ptr<Document> parse_document(const std::string& text, const std::string& name,
                                          const std::vector<std::string>& overrides = {});
 Node root(const std::shared_ptr<Document>& doc);
-std::string emit(const Document& doc);  // the resolved config as YAML text
+// The resolved config as YAML text, without the top-level sections named in `without`.
+std::string emit(const Document& doc, const std::vector<std::string>& without = {});
+// Raw input bytes quoted in a message (the YAML parser's, --set's), one printable line: \xNN escapes.
+std::string printable(const std::string& s);
 
 }  // namespace trainer::cfg

@@ -6,8 +6,6 @@
 
 namespace trainer::cfg {
 
-// Raw input bytes quoted in a message (yaml-cpp's, --set's), one printable line: \xNN escapes.
-std::string printable(const std::string& s);
 // "name:line:col" of a YAML mark.
 std::string at_mark(const std::string& name, const YAML::Mark& m);
 // Before parsing: a control byte means this is no YAML text (ConfigError at its line:col).

@@ -20,7 +20,7 @@ build=${ASAN_BUILD_DIR:-build-asan}
 start=$(date +%s)
 # -O1, no NDEBUG: ASan's recommended level; on 2 cores it compiles in about 2/3 of -O2's time
 # (the build, not the tests, is most of this script's time). -g1: line tables only (reports still
-# say file:line); full -g made a heavy file (core/engine/checkpoint.cpp) compile 1.6x slower.
+# say file:line); full -g made a heavy file (core/checkpoint/checkpoint.cpp) compile 1.6x slower.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
   -DTRAINER_CUDA=OFF -DTRAINER_SANITIZE=address >/dev/null
 cmake --build "$build" --parallel

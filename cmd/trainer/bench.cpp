@@ -8,9 +8,9 @@
 #include <sys/resource.h>
 
 #include "cmd/trainer/command.h"
-#include "core/engine/bench.h"
+#include "core/run/bench.h"
 #include "core/dist/launch.h"
-#include "core/engine/bench_timeline.h"
+#include "core/run/bench_timeline.h"
 
 namespace trainer::cli {
 namespace {
@@ -73,7 +73,7 @@ std::string parts_json(const BenchResult& r) {
 int run_bench(const BenchArgs& a) {
   std::vector<std::string> sets = a.sets;
   for (const std::string& s : device_overrides(a.gpus, a.cpu, a.threads)) sets.push_back(s);
-  Experiment e = load_experiment(a.config, sets);
+  RunSpec e = load_run_spec(a.config, sets);
   BenchResult r = bench(e, a.o);
   // Several processes (mpirun): process 0 holds global rank 0's figures and reports alone (with
   // its own replicas' timelines).
@@ -97,10 +97,11 @@ int run_bench(const BenchArgs& a) {
   if (!a.trace.empty()) write_chrome_trace(a.trace, r.timelines);
   fmt::print("{{\"model\": \"{}\", \"device\": \"{}\", \"threads\": {}, \"precision\": \"{}\", \"batch\": {}, \"steps\": {}, "
              "\"images_per_sec\": {:.2f}, \"ms_per_step\": {:.2f}, \"gflops_per_sec\": {:.1f}, "
-             "\"allreduce_ms_per_step\": {:.2f}, \"allreduce_hidden\": {:.3f}, \"peak_rss_mb\": {:.1f}{}{}{}}}\n",
+             "\"allreduce_ms_per_step\": {:.2f}, \"allreduce_hidden\": {:.3f}, \"allocations_per_step\": {:g}, "
+             "\"peak_rss_mb\": {:.1f}{}{}{}}}\n",
              e.name, r.device, r.threads, precision_name(e.precision), r.batch, a.o.steps, r.images_per_second, r.ms_per_step,
              r.gflops_per_second,
-             r.parts.allreduce_ms, r.hidden_fraction, peak_rss_mb,
+             r.parts.allreduce_ms, r.hidden_fraction, r.allocations_per_step, peak_rss_mb,
              r.peak_device_mb > 0 ? fmt::format(", \"peak_device_mb\": {:.1f}", r.peak_device_mb) : "",
              r.bubble >= 0 ? fmt::format(", \"microbatches\": {}, \"bubble\": {:.3f}", r.microbatches, r.bubble) : "",
              parts_json(r) + timeline_json(r.timelines));
@@ -110,7 +111,7 @@ int run_bench(const BenchArgs& a) {
 const RegisterCommand reg({"bench", "Time training steps (images/s, ms/step, where a step's time goes, per-layer times)",
                            [](CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
-  app.add_option("config", a->config, "Experiment YAML file")->required();
+  app.add_option("config", a->config, "RunSpec YAML file")->required();
   app.add_option("--set", a->sets, "Override a config key (value parsed as YAML)");
   app.add_option("--steps", a->o.steps, "Timed steps (default 20)")->check(CLI::PositiveNumber);
   app.add_option("--warmup", a->o.warmup, "Untimed steps first (default 3)")->check(CLI::NonNegativeNumber);

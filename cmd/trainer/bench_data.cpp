@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "cmd/trainer/command.h"
-#include "core/engine/data_setup.h"
+#include "core/run/data_setup.h"
 
 namespace trainer::cli {
 namespace {
@@ -35,9 +35,9 @@ int run_bench_data(const BenchDataArgs& a) {
   using clock = std::chrono::steady_clock;
   std::vector<std::string> sets = a.sets;
   if (a.workers >= 0) sets.push_back(fmt::format("data.workers={}", a.workers));
-  Experiment e = load_experiment(a.config, sets);
+  RunSpec e = load_run_spec(a.config, sets);
   const auto t0 = clock::now();
-  DataSetup d = setup_data(e, ".", 1);
+  DataSetup d = setup_data(e, single_replica(e), ".");
   const double open_s = std::chrono::duration<double>(clock::now() - t0).count();
   std::vector<std::unique_ptr<Loader>>& loaders = a.split == "train" ? d.train_loaders : d.val_loaders;
   if (loaders.empty())
@@ -74,7 +74,7 @@ int run_bench_data(const BenchDataArgs& a) {
 const RegisterCommand reg({"bench-data", "Time the data pipeline of a config: open/decode, then img/s per epoch",
                            [](CLI::App& app) {
   auto a = std::make_shared<BenchDataArgs>();
-  app.add_option("config", a->config, "Experiment YAML file")->required();
+  app.add_option("config", a->config, "RunSpec YAML file")->required();
   app.add_option("--set", a->sets, "Override a config key (value parsed as YAML)");
   app.add_option("--workers", a->workers, "Loader worker threads (data.workers; 0: on the reading thread)")
       ->check(CLI::Range(0, 64));

@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "cmd/trainer/command.h"
-#include "core/engine/devices.h"
+#include "core/runtime/devices.h"
 
 namespace trainer::cli {
 namespace {

@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "cmd/trainer/command.h"
-#include "core/engine/evaluate.h"
-#include "core/engine/resume.h"
+#include "core/run/evaluate.h"
+#include "core/checkpoint/resume.h"
 
 namespace trainer::cli {
 namespace {
@@ -42,7 +42,7 @@ int eval(const EvalArgs& a) {
   // --data: a dataset section in YAML ({type: ..., path: ...}) or a path for the split's own reader.
   if (!a.data.empty()) sets.push_back(fmt::format("data.{}{}={}", a.split, a.data.front() == '{' ? "" : ".path", a.data));
   for (const std::string& s : device_overrides(a.gpus, 0, a.threads)) sets.push_back(s);
-  Experiment e = load_experiment(config, sets);
+  RunSpec e = load_run_spec(config, sets);
   EvalOptions o;
   o.split = a.split;
   EvalResult r = evaluate_checkpoint(e, c, o);

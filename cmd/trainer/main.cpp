@@ -12,7 +12,7 @@
 #include "core/data/dataset.h"
 #include "core/dist/launch.h"
 #include "core/dist/mpi_world.h"
-#include "core/engine/failure.h"
+#include "core/runtime/failure.h"
 #include "core/io/config.h"
 
 namespace trainer::cli {

@@ -8,9 +8,9 @@
 
 #include "cmd/trainer/command.h"
 #include "core/dist/launch.h"
-#include "core/engine/fit.h"
-#include "core/engine/interrupt.h"
-#include "core/engine/resume.h"
+#include "core/run/fit.h"
+#include "core/runtime/interrupt.h"
+#include "core/checkpoint/resume.h"
 
 namespace trainer::cli {
 namespace {
@@ -39,7 +39,7 @@ int run(const RunArgs& a) {
   }
   std::vector<std::string> sets = a.sets;
   for (const std::string& s : device_overrides(a.gpus, a.cpu, a.threads)) sets.push_back(s);
-  Experiment e = load_experiment(config, sets);
+  RunSpec e = load_run_spec(config, sets);
   FitOptions o;
   if (a.resume == "auto") {
     o.resume = find_auto_checkpoint(a.runs_root, e.name, config_hash(*e.doc));
@@ -68,7 +68,7 @@ int run(const RunArgs& a) {
 
 const RegisterCommand reg({"run", "Train the model a config describes", [](CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
-  app.add_option("config", a->config, "Experiment YAML file (optional with --resume RUN_DIR|CHECKPOINT)");
+  app.add_option("config", a->config, "RunSpec YAML file (optional with --resume RUN_DIR|CHECKPOINT)");
   app.add_option("--resume", a->resume,
                  "Continue from a checkpoint: auto (the newest of this config under --runs-root), a run directory "
                  "(its newest valid checkpoint) or a .safetensors/.json checkpoint");

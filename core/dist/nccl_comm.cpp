@@ -490,4 +490,7 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_process_comms(const std::ve
   return connect(group, msg.id, contexts);
 }
 
+[[maybe_unused]] static const bool registered = (register_communicator_kind("nccl", make_nccl_comms),
+                                                  register_process_communicator_kind("nccl", make_nccl_process_comms), true);
+
 }  // namespace trainer

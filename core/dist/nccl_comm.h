@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/dist/communicator.h"
+#include "core/dist/device_comms.h"
 
 namespace trainer {
 
@@ -15,9 +15,6 @@ namespace trainer {
 std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<Device>& devices,
                                                            const std::vector<OpContext*>& contexts);
 
-// Copies `bytes` at `data` from process 0 to every process (mpi::broadcast_bytes(data, bytes, 0)).
-// A parameter, so that this library needs no MPI: the op tests link it without the engine.
-using ShareFromProcess0 = std::function<void(void* data, size_t bytes)>;
 
 // The same for a run of `processes` processes (mpirun) with devices.size() GPUs each: global rank
 // = process_rank * devices.size() + local rank, so size() is processes * devices.size(). Process

@@ -15,9 +15,7 @@
 
 #include "core/dist/local_comm.h"
 #include "core/dist/mpi_world.h"
-#ifdef TRAINER_HAVE_CUDA
-#include "core/dist/nccl_comm.h"
-#endif
+#include "core/dist/device_comms.h"
 #ifdef TRAINER_HAVE_MPI
 #include <mpi.h>
 #endif
@@ -335,11 +333,7 @@ class ProcessComm final : public Communicator {
 std::vector<std::unique_ptr<Communicator>> single_process(Kind kind, const std::vector<Device>& devices,
                                                           const std::vector<OpContext*>& contexts) {
   if (kind != Kind::DistinctGpus || devices.size() == 1) return make_local_comms(contexts);
-#ifdef TRAINER_HAVE_CUDA
-  return make_nccl_comms(devices, contexts);
-#else
-  throw DeviceError("several GPUs need NCCL, which this build lacks");
-#endif
+  return make_communicators(devices, contexts);
 }
 
 }  // namespace
@@ -372,12 +366,9 @@ std::vector<std::unique_ptr<Communicator>> make_process_communicators(const std:
                                   "of one kind", all[0], p, all[size_t(p)]));
 
   if (kind == Kind::DistinctGpus) {
-#ifdef TRAINER_HAVE_CUDA
-    return make_nccl_process_comms(devices, contexts, process_rank, processes,
-                                   [](void* data, size_t bytes) { mpi::broadcast_bytes(data, bytes, 0); });
-#else
-    throw DeviceError("GPUs across processes need NCCL, which this build lacks");
-#endif
+    ProcessCommunicatorKind nccl = process_communicator_kind("nccl");
+    if (!nccl) throw DeviceError("GPUs across processes need NCCL, which this build lacks");
+    return nccl(devices, contexts, process_rank, processes, [](void* data, size_t bytes) { mpi::broadcast_bytes(data, bytes, 0); });
   }
 #ifdef TRAINER_HAVE_MPI
   auto local = std::make_shared<LocalGroup>(n);

@@ -10,12 +10,16 @@ namespace {
 
 class Adam final : public Optimizer {
  public:
-  Adam(cfg::MapReader& r, bool decoupled) : decoupled_(decoupled) {
-    lr_ = r.get_float("lr", 1e-3, 0.0, 1e6);
-    b1_ = float(r.get_float("beta1", 0.9, 0.0, 0.999999));
-    b2_ = float(r.get_float("beta2", 0.999, 0.0, 0.9999999));
-    eps_ = float(r.get_float("epsilon", 1e-7, 0.0, 1.0));  // Keras' default
-    wd_ = float(r.get_float("weight_decay", decoupled ? 0.01 : 0.0, 0.0, 1.0));
+  static void read(cfg::MapReader& r, OptimizerSpec& s, bool decoupled) {
+    s.lr = r.get_float("lr", 1e-3, 0.0, 1e6);
+    s.beta1 = r.get_float("beta1", 0.9, 0.0, 0.999999);
+    s.beta2 = r.get_float("beta2", 0.999, 0.0, 0.9999999);
+    s.epsilon = r.get_float("epsilon", 1e-7, 0.0, 1.0);  // Keras' default
+    s.weight_decay = r.get_float("weight_decay", decoupled ? 0.01 : 0.0, 0.0, 1.0);
+  }
+  Adam(const OptimizerSpec& s, bool decoupled)
+      : decoupled_(decoupled), b1_(float(s.beta1)), b2_(float(s.beta2)), eps_(float(s.epsilon)), wd_(float(s.weight_decay)) {
+    lr_ = s.lr;
   }
   void allocate_state(OpContext& ctx, int64_t n) override {
     m_ = ctx.zeros(Shape{n});
@@ -39,9 +43,13 @@ class Adam final : public Optimizer {
   Tensor m_, v_;
 };
 
-const bool reg = (register_optimizer("adam", [](cfg::MapReader& r) { return std::unique_ptr<Optimizer>(new Adam(r, false)); }),
-                  register_optimizer("adamw", [](cfg::MapReader& r) { return std::unique_ptr<Optimizer>(new Adam(r, true)); }),
-                  true);
+template <bool Decoupled>
+OptimizerType adam_type() {
+  return {[](cfg::MapReader& r, OptimizerSpec& s) { Adam::read(r, s, Decoupled); },
+          [](const OptimizerSpec& s) { return std::unique_ptr<Optimizer>(new Adam(s, Decoupled)); }};
+}
+
+const bool reg = (register_optimizer("adam", adam_type<false>()), register_optimizer("adamw", adam_type<true>()), true);
 
 }  // namespace
 }  // namespace trainer

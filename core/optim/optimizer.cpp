@@ -5,8 +5,8 @@
 
 namespace trainer {
 
-static std::map<std::string, OptimizerFactory>& optimizers() {
-  static std::map<std::string, OptimizerFactory> t;
+static std::map<std::string, OptimizerType>& optimizers() {
+  static std::map<std::string, OptimizerType> t;
   return t;
 }
 
@@ -18,17 +18,29 @@ void Optimizer::bind(OpContext& ctx, Tensor weights, Tensor grads) {
   allocate_state(ctx, weights.numel());
 }
 
-void register_optimizer(const std::string& type, OptimizerFactory f) { optimizers()[type] = std::move(f); }
+void register_optimizer(const std::string& type, OptimizerType t) { optimizers()[type] = std::move(t); }
 
-std::unique_ptr<Optimizer> make_optimizer(const cfg::Node& section) {
-  cfg::MapReader r(section, "the optimizer section");
+std::vector<std::string> optimizer_types() {
   std::vector<std::string> types;
   for (const auto& [k, v] : optimizers()) types.push_back(k);
-  std::string type = r.get_choice("type", types, "sgd");
-  r.allow({"lr_scaling"});  // read by the engine (data parallelism)
-  auto opt = optimizers().at(type)(r);
+  return types;
+}
+
+OptimizerSpec read_optimizer(const cfg::Node& section) {
+  cfg::MapReader r(section, "the optimizer section");
+  OptimizerSpec s;
+  s.node = section;
+  s.type = r.get_choice("type", optimizer_types(), "sgd");
+  s.lr_scaling = r.get_choice("lr_scaling", {"none", "linear"}, "none");
+  optimizers().at(s.type).read(r, s);
   r.finish();
-  return opt;
+  return s;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec) {
+  auto it = optimizers().find(spec.type);
+  if (it == optimizers().end()) throw std::logic_error("make_optimizer: unknown type " + spec.type);
+  return it->second.make(spec);
 }
 
 }  // namespace trainer

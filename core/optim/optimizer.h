@@ -46,9 +46,32 @@ class Optimizer {
   std::unique_ptr<OptimUpdateKernel> k_;
 };
 
-// `optimizer:` section: {type: sgd|adam|adamw|rmsprop, lr, ...}; unknown keys are config errors.
-using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(cfg::MapReader&)>;
-void register_optimizer(const std::string& type, OptimizerFactory f);
-std::unique_ptr<Optimizer> make_optimizer(const cfg::Node& section);
+// The `optimizer:` section, read once (read_optimizer): every type's hyperparameters, each type
+// reading the keys it has (the others keep their defaults and are refused in the config).
+struct OptimizerSpec {
+  std::string type = "sgd";         // sgd | adam | adamw | rmsprop (registered types)
+  double lr = 0.01;                 // the type's default when absent (sgd 0.01, the others 1e-3)
+  double momentum = 0;              // sgd, rmsprop
+  bool nesterov = false;            // sgd
+  double weight_decay = 0;          // sgd, adam, rmsprop: L2 added to the gradient; adamw: decoupled (default 0.01)
+  double beta1 = 0.9, beta2 = 0.999;  // adam, adamw
+  double epsilon = 1e-7;            // adam, adamw, rmsprop (Keras' default)
+  double rho = 0.9;                 // rmsprop
+  bool centered = false;            // rmsprop
+  std::string lr_scaling = "none";  // none | linear (lr x replicas, Goyal et al.): data parallelism
+  cfg::Node node;                   // the section, for messages
+};
+
+// An optimizer type: how it reads its keys into a spec, and how it is made from one.
+struct OptimizerType {
+  std::function<void(cfg::MapReader&, OptimizerSpec&)> read;
+  std::function<std::unique_ptr<Optimizer>(const OptimizerSpec&)> make;
+};
+void register_optimizer(const std::string& type, OptimizerType t);
+std::vector<std::string> optimizer_types();
+// `optimizer:` {type: sgd|adam|adamw|rmsprop, lr, ...} (absent: sgd); unknown keys and bad values
+// are config errors at their line.
+OptimizerSpec read_optimizer(const cfg::Node& section);
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec);
 
 }  // namespace trainer

@@ -8,13 +8,18 @@ namespace {
 
 class Rmsprop final : public Optimizer {
  public:
-  explicit Rmsprop(cfg::MapReader& r) {
-    lr_ = r.get_float("lr", 1e-3, 0.0, 1e6);
-    rho_ = float(r.get_float("rho", 0.9, 0.0, 1.0));
-    momentum_ = float(r.get_float("momentum", 0.0, 0.0, 1.0));
-    eps_ = float(r.get_float("epsilon", 1e-7, 0.0, 1.0));
-    wd_ = float(r.get_float("weight_decay", 0.0, 0.0, 1.0));
-    centered_ = r.get<bool>("centered", false);
+  static void read(cfg::MapReader& r, OptimizerSpec& s) {
+    s.lr = r.get_float("lr", 1e-3, 0.0, 1e6);
+    s.rho = r.get_float("rho", 0.9, 0.0, 1.0);
+    s.momentum = r.get_float("momentum", 0.0, 0.0, 1.0);
+    s.epsilon = r.get_float("epsilon", 1e-7, 0.0, 1.0);
+    s.weight_decay = r.get_float("weight_decay", 0.0, 0.0, 1.0);
+    s.centered = r.get<bool>("centered", false);
+  }
+  explicit Rmsprop(const OptimizerSpec& s)
+      : rho_(float(s.rho)), momentum_(float(s.momentum)), eps_(float(s.epsilon)), wd_(float(s.weight_decay)),
+        centered_(s.centered) {
+    lr_ = s.lr;
   }
   void allocate_state(OpContext& ctx, int64_t n) override {
     ms_ = ctx.zeros(Shape{n});
@@ -39,7 +44,10 @@ class Rmsprop final : public Optimizer {
   Tensor ms_, mom_, mg_;
 };
 
-const bool reg = (register_optimizer("rmsprop", [](cfg::MapReader& r) { return std::unique_ptr<Optimizer>(new Rmsprop(r)); }), true);
+const bool reg = (register_optimizer("rmsprop", {Rmsprop::read, [](const OptimizerSpec& s) {
+                    return std::unique_ptr<Optimizer>(new Rmsprop(s));
+                  }}),
+                  true);
 
 }  // namespace
 }  // namespace trainer

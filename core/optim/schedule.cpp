@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <map>
 #include <numbers>
 
 namespace trainer {
@@ -53,38 +54,70 @@ struct Exponential final : Schedule {
   std::string describe() const override { return fmt::format("exponential(gamma={:g})", gamma); }
 };
 
+// A schedule type: how it reads its keys, and how it is made from a spec.
+struct ScheduleType {
+  void (*read)(cfg::MapReader&, ScheduleSpec&);
+  std::unique_ptr<Schedule> (*make)(const ScheduleSpec&);
+};
+
+const std::map<std::string, ScheduleType>& schedule_types() {
+  static const std::map<std::string, ScheduleType> types = {
+      {"constant", {[](cfg::MapReader&, ScheduleSpec&) {},
+                    [](const ScheduleSpec&) -> std::unique_ptr<Schedule> { return std::make_unique<Constant>(); }}},
+      {"poly", {[](cfg::MapReader& r, ScheduleSpec& s) { s.power = r.get_float("power", 1.0, 0.0, 100.0); },
+                [](const ScheduleSpec& s) -> std::unique_ptr<Schedule> {
+                  auto p = std::make_unique<Poly>();
+                  p->power = s.power;
+                  return p;
+                }}},
+      {"step", {[](cfg::MapReader& r, ScheduleSpec& s) {
+                  s.every = r.get_float("every", 10.0, 1e-9, 1e9);
+                  s.gamma = r.get_float("gamma", 0.1, 0.0, 1.0);
+                },
+                [](const ScheduleSpec& s) -> std::unique_ptr<Schedule> {
+                  auto p = std::make_unique<Step>();
+                  p->every = s.every, p->gamma = s.gamma;
+                  return p;
+                }}},
+      {"cosine", {[](cfg::MapReader& r, ScheduleSpec& s) { s.min_factor = r.get_float("min_factor", 0.0, 0.0, 1.0); },
+                  [](const ScheduleSpec& s) -> std::unique_ptr<Schedule> {
+                    auto p = std::make_unique<Cosine>();
+                    p->min_factor = s.min_factor;
+                    return p;
+                  }}},
+      {"exponential", {[](cfg::MapReader& r, ScheduleSpec& s) { s.gamma = r.get_float("gamma", 0.95, 0.0, 1.0); },
+                       [](const ScheduleSpec& s) -> std::unique_ptr<Schedule> {
+                         auto p = std::make_unique<Exponential>();
+                         p->gamma = s.gamma;
+                         return p;
+                       }}},
+  };
+  return types;
+}
+
 }  // namespace
 
-std::unique_ptr<Schedule> make_schedule(const cfg::Node& section, int epochs) {
+ScheduleSpec read_schedule(const cfg::Node& section) {
   cfg::MapReader r(section, "the schedule section");
-  std::string type = section.defined() ? r.get_choice("type", {"constant", "poly", "step", "cosine", "exponential"}, "constant")
-                                       : "constant";
-  std::unique_ptr<Schedule> s;
-  if (type == "poly") {
-    auto p = std::make_unique<Poly>();
-    p->power = r.get_float("power", 1.0, 0.0, 100.0);
-    s = std::move(p);
-  } else if (type == "step") {
-    auto p = std::make_unique<Step>();
-    p->every = r.get_float("every", 10.0, 1e-9, 1e9);
-    p->gamma = r.get_float("gamma", 0.1, 0.0, 1.0);
-    s = std::move(p);
-  } else if (type == "cosine") {
-    auto p = std::make_unique<Cosine>();
-    p->min_factor = r.get_float("min_factor", 0.0, 0.0, 1.0);
-    s = std::move(p);
-  } else if (type == "exponential") {
-    auto p = std::make_unique<Exponential>();
-    p->gamma = r.get_float("gamma", 0.95, 0.0, 1.0);
-    s = std::move(p);
-  } else {
-    s = std::make_unique<Constant>();
-  }
-  s->total_epochs = std::max(1, epochs);
-  s->per_step = r.get<bool>("per_step", false);
-  s->warmup_epochs = r.get_float("warmup_epochs", 0.0, 0.0, 1e6);
-  s->warmup_start = r.get_float("warmup_start", 0.0, 0.0, 1.0);
+  ScheduleSpec s;
+  if (!section.defined()) return s;
+  std::vector<std::string> names;
+  for (const auto& [k, v] : schedule_types()) names.push_back(k);
+  s.type = r.get_choice("type", names, "constant");
+  schedule_types().at(s.type).read(r, s);
+  s.per_step = r.get<bool>("per_step", false);
+  s.warmup_epochs = r.get_float("warmup_epochs", 0.0, 0.0, 1e6);
+  s.warmup_start = r.get_float("warmup_start", 0.0, 0.0, 1.0);
   r.finish();
+  return s;
+}
+
+std::unique_ptr<Schedule> make_schedule(const ScheduleSpec& spec, int epochs) {
+  std::unique_ptr<Schedule> s = schedule_types().at(spec.type).make(spec);
+  s->total_epochs = std::max(1, epochs);
+  s->per_step = spec.per_step;
+  s->warmup_epochs = spec.warmup_epochs;
+  s->warmup_start = spec.warmup_start;
   return s;
 }
 

@@ -25,7 +25,18 @@ class Schedule {
   virtual double factor(double t) const = 0;
 };
 
-// `schedule:` section (absent: constant). `epochs` is train.epochs.
-std::unique_ptr<Schedule> make_schedule(const cfg::Node& section, int epochs);
+// The `schedule:` section (absent: constant), read once: the type's parameters and the warmup.
+struct ScheduleSpec {
+  std::string type = "constant";  // constant | poly | step | cosine | exponential
+  double power = 1.0;             // poly
+  double every = 10.0;            // step: epochs between reductions
+  double gamma = 0.1;             // step (default 0.1), exponential (default 0.95)
+  double min_factor = 0.0;        // cosine
+  bool per_step = false;
+  double warmup_epochs = 0, warmup_start = 0;
+};
+ScheduleSpec read_schedule(const cfg::Node& section);
+// `epochs` is train.epochs.
+std::unique_ptr<Schedule> make_schedule(const ScheduleSpec& spec, int epochs);
 
 }  // namespace trainer

@@ -8,12 +8,15 @@ namespace {
 
 class Sgd final : public Optimizer {
  public:
-  explicit Sgd(cfg::MapReader& r) {
-    lr_ = r.get_float("lr", 0.01, 0.0, 1e6);
-    momentum_ = float(r.get_float("momentum", 0.0, 0.0, 1.0));
-    nesterov_ = r.get<bool>("nesterov", false);
-    wd_ = float(r.get_float("weight_decay", 0.0, 0.0, 1.0));
-    if (nesterov_ && momentum_ == 0) r.required("nesterov").fail("nesterov needs momentum > 0");
+  static void read(cfg::MapReader& r, OptimizerSpec& s) {
+    s.lr = r.get_float("lr", 0.01, 0.0, 1e6);
+    s.momentum = r.get_float("momentum", 0.0, 0.0, 1.0);
+    s.nesterov = r.get<bool>("nesterov", false);
+    s.weight_decay = r.get_float("weight_decay", 0.0, 0.0, 1.0);
+    if (s.nesterov && s.momentum == 0) r.required("nesterov").fail("nesterov needs momentum > 0");
+  }
+  explicit Sgd(const OptimizerSpec& s) : momentum_(float(s.momentum)), wd_(float(s.weight_decay)), nesterov_(s.nesterov) {
+    lr_ = s.lr;
   }
   void allocate_state(OpContext& ctx, int64_t n) override { velocity_ = ctx.zeros(Shape{n}); }
   void update(int64_t b, int64_t e, float lr, float scale) override {
@@ -31,7 +34,8 @@ class Sgd final : public Optimizer {
   Tensor velocity_;
 };
 
-const bool reg = (register_optimizer("sgd", [](cfg::MapReader& r) { return std::unique_ptr<Optimizer>(new Sgd(r)); }), true);
+const bool reg = (register_optimizer("sgd", {Sgd::read, [](const OptimizerSpec& s) { return std::unique_ptr<Optimizer>(new Sgd(s)); }}),
+                  true);
 
 }  // namespace
 }  // namespace trainer

@@ -12,10 +12,24 @@ namespace trainer {
 class Allocator {
  public:
   virtual ~Allocator() = default;
-  virtual void* allocate(size_t bytes) = 0;
+  // Every tensor's memory comes from here; each call is counted (allocator_calls()).
+  void* allocate(size_t bytes) {
+    count_allocation();
+    return do_allocate(bytes);
+  }
   virtual void deallocate(void* p, size_t bytes) = 0;
   virtual Device device() const = 0;
+
+ protected:
+  virtual void* do_allocate(size_t bytes) = 0;
+
+ private:
+  static void count_allocation();
 };
+
+// allocate() calls on every allocator of the process so far (host and device): `trainer bench`
+// reports them per timed step (allocations_per_step), which a planned step keeps at 0.
+uint64_t allocator_calls();
 
 // 64-byte aligned host memory; freed blocks are kept on per-size free lists and handed out again,
 // so a training step that allocates the same shapes every time touches malloc only in step one.
@@ -23,7 +37,6 @@ class HostAllocator final : public Allocator {
  public:
   explicit HostAllocator(Device d = Device::cpu()) : device_(d) {}
   ~HostAllocator() override;
-  void* allocate(size_t bytes) override;
   void deallocate(void* p, size_t bytes) override;
   Device device() const override { return device_; }
   size_t cached_bytes() const;
@@ -33,6 +46,7 @@ class HostAllocator final : public Allocator {
   size_t system_allocations() const;
 
  private:
+  void* do_allocate(size_t bytes) override;
   static size_t round(size_t bytes);
   Device device_;
   mutable std::mutex mu_;

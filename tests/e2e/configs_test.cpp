@@ -51,7 +51,7 @@ TEST_CASE("configs: the folder holds exactly the configs its README lists") {
 
 TEST_CASE("configs: every shipped config loads (trainer summary)") {
   for (const std::string& f : documented()) {
-    e2e::Result r = e2e::trainer("summary '" + (kConfigs / f).string() + "'", TRAINER_SOURCE_DIR);
+    e2e::Result r = e2e::trainer("summary '" + (kConfigs / f).string() + "'");
     INFO("trainer summary configs/" << f << ": exit " << r.code << "\n" << r.err);
     CHECK(r.code == 0);
   }

@@ -2,14 +2,14 @@
 //
 // The overrides go through what `trainer run CONFIG --set ...` does before training: parsing
 // each "a.b.3.c=value" (value parsed as YAML), applying it to the document (creating keys,
-// indexing lists), reading the whole Experiment, building the graph and emitting the resolved
+// indexing lists), reading the whole RunSpec, building the graph and emitting the resolved
 // config. cfg::ConfigError (exit 2) is the documented refusal; anything else is a crash.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "core/engine/experiment.h"
+#include "core/run/spec.h"
 #include "core/graph/graph.h"
 #include "core/io/config.h"
 
@@ -53,7 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   try {
     auto doc = cfg::parse_document(kBase, "fuzz.yaml", sets);
-    Experiment e = read_experiment(doc);
+    RunSpec e = read_run_spec(doc);
     Graph g(e.model);
     if (cfg::emit(*e.doc).empty()) __builtin_trap();
   } catch (const cfg::ConfigError&) {

@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "core/engine/checkpoint.h"
+#include "core/checkpoint/checkpoint.h"
 #include "core/io/safetensors.h"
 #include "fuzz_util.h"
 

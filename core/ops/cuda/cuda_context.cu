@@ -94,7 +94,7 @@ CudaAllocator::~CudaAllocator() {
   cudaGetLastError();  // leave no sticky error behind from a failed teardown
 }
 
-void* CudaAllocator::allocate(size_t bytes) {
+void* CudaAllocator::do_allocate(size_t bytes) {
   const size_t r = Impl::round(bytes);
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto it = impl_->free.find(r);

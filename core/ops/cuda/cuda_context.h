@@ -33,13 +33,13 @@ class CudaAllocator final : public Allocator {
  public:
   explicit CudaAllocator(int device);
   ~CudaAllocator() override;
-  void* allocate(size_t bytes) override;
   void deallocate(void* p, size_t bytes) override;
   Device device() const override { return Device::cuda(device_); }
   size_t cached_bytes() const;
   size_t peak_bytes() const;  // the most obtained from cudaMalloc at once
 
  private:
+  void* do_allocate(size_t bytes) override;
   struct Impl;
   int device_;
   std::unique_ptr<Impl> impl_;

@@ -3,14 +3,9 @@
 #include <string>
 #include <vector>
 
-namespace trainer {
+#include "core/ops/inventory.h"
 
-struct GpuInfo {
-  int index = 0;
-  std::string name;
-  size_t memory_bytes = 0;
-  int cc_major = 0, cc_minor = 0;
-};
+namespace trainer {
 
 // True when this build has the CUDA backend compiled in.
 bool cuda_compiled();

@@ -1,5 +1,5 @@
-// GPU inventory through the CUDA runtime (versions, peer access) and NCCL (its version).
-#include "core/ops/cuda/cuda_inventory.h"
+// The CUDA GPU backend of core/ops/inventory.h: devices and inventory through the CUDA runtime (versions, peer access) and NCCL (its version).
+#include "core/ops/cuda/cuda_devices.h"
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -17,9 +17,7 @@ std::string nccl_version(int v) {
   return fmt::format("{}.{}.{}", v / 1000, (v % 1000) / 100, v % 100);
 }
 
-}  // namespace
-
-GpuInventory gpu_inventory() {
+GpuInventory cuda_inventory() {
   GpuInventory inv;
   int v = 0;
   if (cudaDriverGetVersion(&v) == cudaSuccess && v > 0) inv.driver = cuda_version(v);
@@ -39,5 +37,9 @@ GpuInventory gpu_inventory() {
   }
   return inv;
 }
+
+[[maybe_unused]] const bool registered = (register_gpu_backend({cuda_devices, cuda_inventory}), true);
+
+}  // namespace
 
 }  // namespace trainer

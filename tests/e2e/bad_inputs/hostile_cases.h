@@ -78,7 +78,7 @@ inline std::vector<Case> hostile_cases() {
       {.cat = "bomb", .name = "merge key", .config = kBase + "base: &base {epochs: 1}\nmore:\n  <<: *base\n",
        .expect = "c.yaml:17:1: unknown key 'base' in the config (did you mean 'name'?)"},
 
-      // ---- run names (core/engine/experiment.cpp): one folder under the runs root ----
+      // ---- run names (core/run/spec.cpp): one folder under the runs root ----
       {.cat = "run name", .name = "climbs out", .config = changed({{"name: bad", "name: ../../x"}}),
        .expect = "c.yaml:1:7: '../../x' is not a valid run name: it names the run's folder, so use letters, digits and - _ . + = "
                  "(at most 128, not starting with . or -)"},
@@ -109,7 +109,7 @@ inline std::vector<Case> hostile_cases() {
       {.cat = "run name", .name = "newline through --set", .config = kBase, .args = "run c.yaml --set \"name=a$(printf '\\nb')\"",
        .expect = "--set name=a...is not a valid run name..."},
 
-      // ---- checkpoints that do not fit (core/engine/checkpoint.cpp) ----
+      // ---- checkpoints that do not fit (core/checkpoint/checkpoint.cpp) ----
       {.cat = "checkpoint", .name = "resume: the checkpoint has a layer the model lacks", .config = no_conv,
        .files = run_dir(g.weights, g.sidecar), .args = "run c.yaml --resume r",
        .expect = st + ": 'conv/kernel' in the checkpoint is not a parameter of the model (does the config match the checkpoint?)"},

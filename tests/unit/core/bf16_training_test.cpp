@@ -3,7 +3,8 @@
 
 #include <cmath>
 
-#include "core/engine/replica.h"
+#include "core/run/plan.h"
+#include "core/runtime/data_parallel/replica.h"
 #include "smoke_train.h"
 #include "test_devices.h"
 
@@ -15,10 +16,10 @@ namespace {
 // `device` (strict fp32 on a GPU: no TF32), with a fixed seed and batch order (so the precisions
 // see the same data in the same order).
 std::vector<double> losses(Device device, const std::string& precision, int steps) {
-  Experiment e =
-      load_experiment(TRAINER_SOURCE_DIR "/configs/smoke.yaml", {"precision=" + precision, "devices.tf32=false"});
+  RunSpec e =
+      load_run_spec(TRAINER_SOURCE_DIR "/configs/smoke.yaml", {"precision=" + precision, "devices.tf32=false"});
   REQUIRE(precision_name(e.precision) == precision);
-  Replica rep(e, device, device.is_cpu() ? 2 : 0);
+  Replica rep(trainee_spec(e), device, device.is_cpu() ? 2 : 0);
   std::vector<double> out;
   test::train_steps(e, rep, steps, 0.01f, &out);
   return out;

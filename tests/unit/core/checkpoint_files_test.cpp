@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/engine/callbacks.h"
+#include "core/run/callbacks.h"
 #include "core/io/file.h"
 #include "core/io/safetensors.h"
 
@@ -110,14 +110,14 @@ TEST_CASE("atomic files: complete or absent, and a full disk is an error naming 
 
 TEST_CASE("callbacks: EarlyStopping follows Keras (patience, min_delta, mode, baseline, restore)") {
   std::vector<std::string> names{"accuracy", "loss", "lr", "val_accuracy", "val_loss"};
-  Callbacks cb(section("early_stopping: {patience: 2}"), names);
+  Callbacks cb(read_callbacks(section("early_stopping: {patience: 2}"), names));
   std::vector<double> losses{1.0, 0.9, 0.95, 0.91, 0.8};
   int stopped = -1;
   for (int e = 0; e < int(losses.size()) && stopped < 0; ++e)
     if (cb.on_epoch_end(e, {{"val_loss", losses[size_t(e)]}}, 0.1).stop) stopped = e;
   CHECK(stopped == 3);  // no improvement at epochs 2 and 3: wait reaches 2
 
-  Callbacks acc(section("early_stopping: {monitor: val_accuracy, min_delta: 0.05, restore_best_weights: true}"), names);
+  Callbacks acc(read_callbacks(section("early_stopping: {monitor: val_accuracy, min_delta: 0.05, restore_best_weights: true}"), names));
   auto e0 = acc.on_epoch_end(0, {{"val_accuracy", 0.5}}, 0.1);
   CHECK(e0.snapshot_best);
   auto e1 = acc.on_epoch_end(1, {{"val_accuracy", 0.53}}, 0.1);  // +0.03 < min_delta: no improvement
@@ -127,23 +127,23 @@ TEST_CASE("callbacks: EarlyStopping follows Keras (patience, min_delta, mode, ba
 
   // Below a baseline never reached, improving epochs do not reset the wait (Keras returns early
   // on an improvement, so the stop comes at the next epoch that does not improve).
-  Callbacks base(section("early_stopping: {monitor: loss, baseline: 0.1, patience: 1}"), names);
+  Callbacks base(read_callbacks(section("early_stopping: {monitor: loss, baseline: 0.1, patience: 1}"), names));
   CHECK_FALSE(base.on_epoch_end(0, {{"loss", 1.0}}, 0.1).stop);
   CHECK_FALSE(base.on_epoch_end(1, {{"loss", 0.9}}, 0.1).stop);
   CHECK(base.on_epoch_end(2, {{"loss", 0.95}}, 0.1).stop);
-  Callbacks reached(section("early_stopping: {monitor: loss, baseline: 0.95, patience: 1}"), names);
+  Callbacks reached(read_callbacks(section("early_stopping: {monitor: loss, baseline: 0.95, patience: 1}"), names));
   CHECK_FALSE(reached.on_epoch_end(0, {{"loss", 0.9}}, 0.1).stop);  // beats the baseline: wait reset
   CHECK_FALSE(reached.on_epoch_end(1, {{"loss", 0.85}}, 0.1).stop);
 
-  CHECK_THROWS_WITH(Callbacks(section("early_stopping: {monitor: val_los}"), names),
+  CHECK_THROWS_WITH(Callbacks(read_callbacks(section("early_stopping: {monitor: val_los}"), names)),
                     Contains("no metric 'val_los'") && Contains("did you mean 'val_loss'"));
-  CHECK_THROWS_WITH(Callbacks(section("early_stopping: {}"), {"accuracy", "loss", "lr"}),
+  CHECK_THROWS_WITH(Callbacks(read_callbacks(section("early_stopping: {}"), {"accuracy", "loss", "lr"})),
                     Contains("monitor defaults to val_loss"));
 }
 
 TEST_CASE("callbacks: ReduceLROnPlateau follows Keras (patience, cooldown, min_lr) and its state round-trips") {
   std::vector<std::string> names{"loss"};
-  Callbacks cb(section("reduce_lr_on_plateau: {monitor: loss, patience: 1, cooldown: 1, factor: 0.5, min_lr: 0.02}"), names);
+  Callbacks cb(read_callbacks(section("reduce_lr_on_plateau: {monitor: loss, patience: 1, cooldown: 1, factor: 0.5, min_lr: 0.02}"), names));
   double lr = 0.1;
   std::vector<std::string> said;
   for (int e = 0; e < 6; ++e) {
@@ -158,14 +158,14 @@ TEST_CASE("callbacks: ReduceLROnPlateau follows Keras (patience, cooldown, min_l
   CHECK(said[2] == "Epoch 6: ReduceLROnPlateau reducing learning rate to 0.02.");
   CHECK(std::abs(cb.adjust_lr(0.1) - 0.02) < 1e-12);
 
-  Callbacks again(section("reduce_lr_on_plateau: {monitor: loss, patience: 1, cooldown: 1, factor: 0.5, min_lr: 0.02}"), names);
+  Callbacks again(read_callbacks(section("reduce_lr_on_plateau: {monitor: loss, patience: 1, cooldown: 1, factor: 0.5, min_lr: 0.02}"), names));
   again.restore(cb.state());
   CHECK(again.state() == cb.state());
   CHECK(std::abs(again.adjust_lr(0.1) - 0.02) < 1e-12);
-  CHECK_THROWS_WITH(Callbacks(section("reduce_lr_on_plateau: {monitor: loss, factor: 1.5}"), names),
+  CHECK_THROWS_WITH(Callbacks(read_callbacks(section("reduce_lr_on_plateau: {monitor: loss, factor: 1.5}"), names)),
                     Contains("does not support a factor >= 1.0"));
 
-  Callbacks nan(section("terminate_on_nan: true"), names);
+  Callbacks nan(read_callbacks(section("terminate_on_nan: true"), names));
   std::string msg;
   CHECK(nan.on_batch_end(3, 0.5, &msg));
   CHECK_FALSE(nan.on_batch_end(4, NAN, &msg));

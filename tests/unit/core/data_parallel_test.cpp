@@ -6,8 +6,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/run/plan.h"
 #include "core/data/loader.h"
-#include "core/engine/replica_group.h"
+#include "core/runtime/data_parallel/replica_group.h"
 #include "test_devices.h"
 
 using namespace trainer;
@@ -45,12 +46,12 @@ optimizer: )" + optimizer + "\n";
 // all ranks agree bitwise.
 std::vector<float> train(const std::string& yaml, int replicas, int steps, bool* identical,
                          const Device* gpu = nullptr) {
-  Experiment e = read_experiment(cfg::parse_document(yaml, "dp.yaml"));
+  RunSpec e = read_run_spec(cfg::parse_document(yaml, "dp.yaml"));
   e.train.batch_size = 12 / replicas;
   e.devices.tf32 = false;  // strict fp32 on a GPU, so that the batch split is the only difference
   std::vector<Device> devices;
   for (int r = 0; r < replicas; ++r) devices.push_back(gpu ? *gpu : Device::cpu(r));
-  ReplicaGroup group(e, devices, 1);
+  ReplicaGroup group(trainee_spec(e), devices, 1);
   auto ds = make_dataset(cfg::root(e.doc).child("data").child("train"), ".");
   std::vector<std::vector<float>> weights(static_cast<size_t>(replicas));
   *identical = true;
@@ -127,9 +128,9 @@ TEST_CASE("data parallel on one GPU listed N times (--gpus 0,0,0): N replicas x 
 }
 
 TEST_CASE("data parallel: a failing replica stops every replica promptly with its error") {
-  Experiment e = read_experiment(cfg::parse_document(config("{type: sgd, lr: 0.05}", false, false), "dp.yaml"));
+  RunSpec e = read_run_spec(cfg::parse_document(config("{type: sgd, lr: 0.05}", false, false), "dp.yaml"));
   e.train.batch_size = 4;
-  ReplicaGroup group(e, {Device::cpu(0), Device::cpu(1), Device::cpu(2)}, 1);
+  ReplicaGroup group(trainee_spec(e), {Device::cpu(0), Device::cpu(1), Device::cpu(2)}, 1);
   auto t0 = std::chrono::steady_clock::now();
   try {
     group.run([&](Worker& w) {

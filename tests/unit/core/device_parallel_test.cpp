@@ -10,9 +10,10 @@
 #include <random>
 
 #include "../cpu_bf16.h"
-#include "core/engine/pipeline/pipeline_worker.h"
-#include "core/engine/replica.h"
-#include "core/engine/replica_group.h"
+#include "core/run/plan.h"
+#include "core/runtime/device_parallel/pipeline_worker.h"
+#include "core/runtime/data_parallel/replica.h"
+#include "core/runtime/data_parallel/replica_group.h"
 
 using namespace trainer;
 
@@ -63,11 +64,11 @@ strategy: device_parallel
 placement: {lstm_a: cpu:1, lstm_b: cpu:2, merged: cpu}
 )";
 
-Experiment experiment(const std::string& yaml, const std::vector<std::string>& sets = {}) {
-  return read_experiment(cfg::parse_document(yaml, "dp.yaml", sets));
+RunSpec experiment(const std::string& yaml, const std::vector<std::string>& sets = {}) {
+  return read_run_spec(cfg::parse_document(yaml, "dp.yaml", sets));
 }
 
-std::vector<Device> cpus(const Experiment& e) {
+std::vector<Device> cpus(const RunSpec& e) {
   std::vector<Device> d;
   for (size_t i = 0; i < e.placement.devices.size(); ++i) d.push_back(Device::cpu(int(i)));
   return d;
@@ -109,15 +110,15 @@ double max_diff(const std::map<std::string, std::vector<float>>& a, const std::m
   return d;
 }
 
-std::vector<Shape> input_shapes(const Experiment& e) {
+std::vector<Shape> input_shapes(const RunSpec& e) {
   std::vector<Shape> s;
   for (const ModelInput& in : e.model.inputs) s.push_back(in.shape);
   return s;
 }
 
 // Final weights after `steps` steps on one device.
-std::map<std::string, std::vector<float>> train_single(const Experiment& e, int steps, int classes) {
-  Replica r(e, Device::cpu(0), 1);
+std::map<std::string, std::vector<float>> train_single(const RunSpec& e, int steps, int classes) {
+  Replica r(trainee_spec(e), Device::cpu(0), 1);
   for (int s = 0; s < steps; ++s) {
     Batch b = random_batch(input_shapes(e), 12, classes, uint32_t(100 + s));
     r.train_step(b.images, b.labels, 0.05f, uint64_t(s));
@@ -125,8 +126,8 @@ std::map<std::string, std::vector<float>> train_single(const Experiment& e, int 
   return by_name(r.state());
 }
 
-std::map<std::string, std::vector<float>> train_placed(const Experiment& e, int steps, int classes) {
-  PipelineWorker w(e, cpus(e), 1);
+std::map<std::string, std::vector<float>> train_placed(const RunSpec& e, int steps, int classes) {
+  PipelineWorker w(trainee_spec(e), cpus(e), 1);
   bool stop = false;
   for (int s = 0; s < steps; ++s) {
     Batch b = random_batch(input_shapes(e), 12, classes, uint32_t(100 + s));
@@ -138,7 +139,7 @@ std::map<std::string, std::vector<float>> train_placed(const Experiment& e, int 
 }  // namespace
 
 TEST_CASE("device parallel: a CNN over two devices trains as on one (10 steps, 1e-5)", "[device_parallel]") {
-  Experiment e = experiment(kCnn);
+  RunSpec e = experiment(kCnn);
   REQUIRE(e.placement.devices == std::vector<std::string>{"cpu:0", "cpu:1"});
   auto one = train_single(e, 10, 5), two = train_placed(e, 10, 5);
   double d = max_diff(one, two);
@@ -156,7 +157,7 @@ TEST_CASE("device parallel in bf16: the boundary stays f32 and the CNN trains as
     WARN(test::cpu_bf16_skip_message());
     return;
   }
-  Experiment e = experiment(kCnn, {"precision=bf16"});
+  RunSpec e = experiment(kCnn, {"precision=bf16"});
   REQUIRE(e.precision == Precision::BF16);
   auto one = train_single(e, 10, 5), two = train_placed(e, 10, 5);
   double d = max_diff(one, two), from_fp32 = max_diff(one, train_single(experiment(kCnn), 10, 5));
@@ -169,7 +170,7 @@ TEST_CASE("device parallel in bf16: the boundary stays f32 and the CNN trains as
 TEST_CASE("device parallel: GPipe micro-batches M = 2, 4 match M = 1 (10 steps, 1e-5)", "[device_parallel]") {
   auto base = train_placed(experiment(kCnn), 10, 5);
   for (int m : {2, 4}) {
-    Experiment e = experiment(kCnn, {"pipeline.microbatches=" + std::to_string(m)});
+    RunSpec e = experiment(kCnn, {"pipeline.microbatches=" + std::to_string(m)});
     REQUIRE(e.microbatches == m);
     double d = max_diff(base, train_placed(e, 10, 5));
     WARN("CNN, " << m << " micro-batches vs 1 after 10 SGD steps: max |dw| = " << d);
@@ -178,13 +179,13 @@ TEST_CASE("device parallel: GPipe micro-batches M = 2, 4 match M = 1 (10 steps, 
 }
 
 TEST_CASE("device parallel: the shared-LSTM model over three devices trains as on one", "[device_parallel]") {
-  Experiment e = experiment(kSharedLstm);
+  RunSpec e = experiment(kSharedLstm);
   REQUIRE(e.placement.devices.size() == 3);
   auto one = train_single(e, 10, 2);
   REQUIRE(one.count("lstm_a/kernel"));
   REQUIRE_FALSE(one.count("lstm_b/kernel"));  // one parameter set for both uses
   for (int m : {1, 3}) {
-    Experiment p = experiment(kSharedLstm, {"pipeline.microbatches=" + std::to_string(m)});
+    RunSpec p = experiment(kSharedLstm, {"pipeline.microbatches=" + std::to_string(m)});
     double d = max_diff(one, train_placed(p, 10, 2));
     WARN("shared LSTM on 3 virtual CPU devices (" << m << " micro-batches) vs 1 device after 10 RMSprop steps: max |dw| = " << d);
     CHECK(d <= 1e-5);
@@ -196,10 +197,10 @@ TEST_CASE("shared layers: the gradient is the sum of both uses' gradients", "[de
   std::string unshared = kSharedLstm;
   unshared.replace(unshared.find("{name: lstm_b, share: lstm_a, inputs: [b]}"), 42,
                    "{name: lstm_b, type: lstm, units: 6, inputs: [b]}");
-  Experiment shared = experiment(kSharedLstm), separate = experiment(unshared);
+  RunSpec shared = experiment(kSharedLstm), separate = experiment(unshared);
   Batch b = random_batch(input_shapes(shared), 7, 2, 42);
 
-  Replica rs(shared, Device::cpu(0), 1), ru(separate, Device::cpu(0), 1);
+  Replica rs(trainee_spec(shared), Device::cpu(0), 1), ru(trainee_spec(separate), Device::cpu(0), 1);
   {  // separate's lstm_b := lstm_a, everything else equal by name (same seed)
     std::vector<float> w = ru.state().download_weights();
     auto src = by_name(rs.state());
@@ -233,7 +234,7 @@ TEST_CASE("shared layers: the gradient is the sum of both uses' gradients", "[de
   CHECK(worst <= 1e-6);
 
   // Across devices: each copy holds the sum after a step's gradients.
-  PipelineWorker w(shared, cpus(shared), 1);
+  PipelineWorker w(trainee_spec(shared), cpus(shared), 1);
   w.compute_gradients(b, 0);
   for (int s = 0; s < w.stages(); ++s) {
     ParamStore& ps = w.stage(s).params();
@@ -299,10 +300,10 @@ TEST_CASE("shared layers under data parallelism: 2 replicas x 6 match 1 replica 
           "[device_parallel]") {
   // Buckets are all-reduced as backward finishes them: a shared layer's gradient is final only
   // after its first use's backward has added the second use's, which the bucket must wait for.
-  Experiment e = experiment(kSharedLstm, {"strategy=data_parallel", "placement=null", "train.bucket_mb=0.001"});
+  RunSpec e = experiment(kSharedLstm, {"strategy=data_parallel", "placement=null", "train.bucket_mb=0.001"});
   auto one = train_single(e, 10, 2);
   e.train.batch_size = 6;
-  ReplicaGroup group(e, {Device::cpu(0), Device::cpu(1)}, 1);
+  ReplicaGroup group(trainee_spec(e), {Device::cpu(0), Device::cpu(1)}, 1);
   std::vector<std::vector<float>> finals(2);
   group.run([&](Worker& w) {
     w.broadcast_parameters();

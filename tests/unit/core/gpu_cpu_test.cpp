@@ -3,7 +3,8 @@
 
 #include <cmath>
 
-#include "core/engine/replica.h"
+#include "core/run/plan.h"
+#include "core/runtime/data_parallel/replica.h"
 #include "smoke_train.h"
 #include "test_devices.h"
 
@@ -20,8 +21,8 @@ struct Trained {
 };
 
 Trained train(Device device, int threads, int steps) {
-  Experiment e = load_experiment(TRAINER_SOURCE_DIR "/configs/smoke.yaml", {"devices.tf32=false"});
-  Replica rep(e, device, threads);
+  RunSpec e = load_run_spec(TRAINER_SOURCE_DIR "/configs/smoke.yaml", {"devices.tf32=false"});
+  Replica rep(trainee_spec(e), device, threads);
   test::train_steps(e, rep, steps, 0.01f);
   Trained t;
   t.weights = rep.graph().params().download(rep.context());

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "core/dist/local_comm.h"
-#include "core/engine/grad_buckets.h"
+#include "core/runtime/data_parallel/grad_buckets.h"
 
 using namespace trainer;
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <random>
 
-#include "core/engine/experiment.h"
+#include "core/run/spec.h"
 #include "core/graph/graph.h"
 #include "core/graph/summary.h"
 #include "graph_test_util.h"
@@ -13,7 +13,7 @@ using trainer::test::build;
 using trainer::test::error_of;
 
 TEST_CASE("graph: MiniGoogLeNet has Keras' parameter counts and output shapes") {
-  Experiment e = load_experiment(TRAINER_SOURCE_DIR "/configs/minigooglenet.yaml", {});
+  RunSpec e = load_run_spec(TRAINER_SOURCE_DIR "/configs/minigooglenet.yaml", {});
   Graph g(e.model);
   CHECK(g.params().count(true) + g.params().count(false) == 1656250);
   CHECK(g.params().count(true) == 1652826);
@@ -114,7 +114,7 @@ TEST_CASE("graph: output gradients share memory where their backward lifetimes d
   // MiniGoogLeNet: one buffer per node would hold every output's size again; the plan keeps only
   // what is live at once in backward (a few of the largest layers). Correctness is checked by the
   // gradient checks and the data/device-parallel equivalence tests, which run through the plan.
-  Experiment e = load_experiment(TRAINER_SOURCE_DIR "/configs/minigooglenet.yaml", {});
+  RunSpec e = load_run_spec(TRAINER_SOURCE_DIR "/configs/minigooglenet.yaml", {});
   Graph g(e.model);
   auto ctx = make_context(Device::cpu(0), {1});
   g.bind(*ctx, 1);

@@ -8,8 +8,9 @@
 #include <random>
 #include <set>
 
-#include "core/engine/pipeline/pipeline_worker.h"
-#include "core/engine/replica_group.h"
+#include "core/run/plan.h"
+#include "core/runtime/device_parallel/pipeline_worker.h"
+#include "core/runtime/data_parallel/replica_group.h"
 #include "core/ops/optim_update.h"
 #include "test_devices.h"
 
@@ -37,8 +38,8 @@ train: {batch_size: 12, bucket_mb: 0.001}
 optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
 )";
 
-Experiment experiment(const std::vector<std::string>& sets) {
-  return read_experiment(cfg::parse_document(kCnn, "ls.yaml", sets));
+RunSpec experiment(const std::vector<std::string>& sets) {
+  return read_run_spec(cfg::parse_document(kCnn, "ls.yaml", sets));
 }
 
 // A global batch of 12 random samples (the same for every seed on every call).
@@ -90,12 +91,12 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
 // `steps` data-parallel steps on `replicas` CPU replicas (each rank gets its slice of the global
 // batch of 12), an inf injected at the steps in `poison`; rank 0's snapshot after every step.
 // Checks that every rank holds the same scale and weights after every step.
-std::vector<Snapshot> train_dp(const Experiment& e0, int replicas, int steps, const std::set<int>& poison = {}) {
-  Experiment e = e0;
+std::vector<Snapshot> train_dp(const RunSpec& e0, int replicas, int steps, const std::set<int>& poison = {}) {
+  RunSpec e = e0;
   e.train.batch_size = 12 / replicas;
   std::vector<Device> devices;
   for (int r = 0; r < replicas; ++r) devices.push_back(Device::cpu(r));
-  ReplicaGroup group(e, devices, 1);
+  ReplicaGroup group(trainee_spec(e), devices, 1);
   std::vector<Snapshot> out;
   std::vector<Snapshot> last(static_cast<size_t>(replicas));
   bool agree = true;
@@ -127,10 +128,10 @@ std::vector<Snapshot> train_dp(const Experiment& e0, int replicas, int steps, co
   return out;
 }
 
-std::vector<Snapshot> train_pipeline(const Experiment& e, int steps, const std::set<int>& poison) {
+std::vector<Snapshot> train_pipeline(const RunSpec& e, int steps, const std::set<int>& poison) {
   std::vector<Device> devices;
   for (size_t i = 0; i < e.placement.devices.size(); ++i) devices.push_back(Device::cpu(int(i)));
-  PipelineWorker w(e, devices, 1);
+  PipelineWorker w(trainee_spec(e), devices, 1);
   std::vector<Snapshot> out;
   bool stop = false;
   for (int s = 0; s < steps; ++s) {
@@ -286,7 +287,7 @@ TEST_CASE("loss scaling: a power-of-2 scale trains bit-identically to none with 
 }
 
 TEST_CASE("loss scaling: 3 replicas x 4 match 1 replica x 12 with skipped steps (8 steps, 1e-5)", "[loss_scale]") {
-  Experiment e = experiment({"train.loss_scale={growth_interval: 2}"});
+  RunSpec e = experiment({"train.loss_scale={growth_interval: 2}"});
   std::vector<Snapshot> one = train_dp(e, 1, 8, {1, 5});
   std::vector<Snapshot> three = train_dp(e, 3, 8, {1, 5});
   for (size_t s = 0; s < one.size(); ++s) {
@@ -300,7 +301,7 @@ TEST_CASE("loss scaling: 3 replicas x 4 match 1 replica x 12 with skipped steps 
 }
 
 TEST_CASE("loss scaling, device parallel: an inf on the first stage skips every stage's step", "[loss_scale]") {
-  Experiment e = experiment({"train.loss_scale={growth_interval: 2}", "strategy=device_parallel",
+  RunSpec e = experiment({"train.loss_scale={growth_interval: 2}", "strategy=device_parallel",
                              "placement={conv1: cpu:0, conv2: cpu:1}", "pipeline={microbatches: 2}"});
   std::vector<Snapshot> s = train_pipeline(e, 5, {1});
   CHECK(same_bits(s[1].weights, s[0].weights));

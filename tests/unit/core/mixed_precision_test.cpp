@@ -4,7 +4,7 @@
 #include <cmath>
 #include <random>
 
-#include "core/engine/experiment.h"
+#include "core/run/spec.h"
 #include "graph_test_util.h"
 #include "test_devices.h"
 

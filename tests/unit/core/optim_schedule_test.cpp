@@ -17,26 +17,26 @@ cfg::Node section(const std::string& yaml) {
 }  // namespace
 
 TEST_CASE("schedule: poly is Keras' per-epoch lr0 * (1 - epoch/epochs)^power") {
-  auto s = make_schedule(section("s: {type: poly, power: 1.0}"), 70);
+  auto s = make_schedule(read_schedule(section("s: {type: poly, power: 1.0}")), 70);
   CHECK(s->lr(5e-3, 0, 0.0) == Approx(5e-3));
   CHECK(s->lr(5e-3, 0, 0.9) == Approx(5e-3));  // constant within an epoch
   CHECK(s->lr(5e-3, 35, 0.0) == Approx(2.5e-3));
   CHECK(s->lr(5e-3, 69, 0.5) == Approx(5e-3 / 70));
-  auto p2 = make_schedule(section("s: {type: poly, power: 2.0, per_step: true}"), 10);
+  auto p2 = make_schedule(read_schedule(section("s: {type: poly, power: 2.0, per_step: true}")), 10);
   CHECK(p2->lr(1.0, 4, 0.5) == Approx(std::pow(1 - 4.5 / 10, 2)));
 }
 
 TEST_CASE("schedule: step, cosine, exponential and linear warmup") {
-  auto st = make_schedule(section("s: {type: step, every: 3, gamma: 0.5}"), 10);
+  auto st = make_schedule(read_schedule(section("s: {type: step, every: 3, gamma: 0.5}")), 10);
   CHECK(st->lr(1.0, 2, 0.99) == Approx(1.0));
   CHECK(st->lr(1.0, 3, 0.0) == Approx(0.5));
   CHECK(st->lr(1.0, 7, 0.0) == Approx(0.25));
-  auto co = make_schedule(section("s: {type: cosine, min_factor: 0.1}"), 4);
+  auto co = make_schedule(read_schedule(section("s: {type: cosine, min_factor: 0.1}")), 4);
   CHECK(co->lr(1.0, 0, 0.0) == Approx(1.0));
   CHECK(co->lr(1.0, 2, 0.0) == Approx(0.55));
-  auto ex = make_schedule(section("s: {type: exponential, gamma: 0.9}"), 4);
+  auto ex = make_schedule(read_schedule(section("s: {type: exponential, gamma: 0.9}")), 4);
   CHECK(ex->lr(2.0, 2, 0.0) == Approx(2.0 * 0.81));
-  auto wu = make_schedule(section("s: {type: constant, warmup_epochs: 2}"), 10);
+  auto wu = make_schedule(read_schedule(section("s: {type: constant, warmup_epochs: 2}")), 10);
   CHECK(wu->lr(1.0, 0, 0.0) == Approx(0.0));
   CHECK(wu->lr(1.0, 0, 0.5) == Approx(0.25));
   CHECK(wu->lr(1.0, 1, 0.5) == Approx(0.75));
@@ -44,12 +44,12 @@ TEST_CASE("schedule: step, cosine, exponential and linear warmup") {
 }
 
 TEST_CASE("schedule and optimizer: config errors") {
-  CHECK_THROWS_WITH(make_schedule(section("s: {type: polly}"), 3), Catch::Contains("did you mean 'poly'"));
-  CHECK_THROWS_WITH(make_schedule(section("s: {type: poly, powr: 2}"), 3), Catch::Contains("unknown key 'powr'"));
-  CHECK_THROWS_WITH(make_optimizer(section("s: {type: adamm}")), Catch::Contains("did you mean 'adam'"));
-  CHECK_THROWS_WITH(make_optimizer(section("s: {type: sgd, lr: -1}")), Catch::StartsWith("s.yaml:1:20:"));
-  CHECK_THROWS_WITH(make_optimizer(section("s: {type: sgd, nesterov: true}")), Catch::Contains("nesterov needs momentum"));
-  auto opt = make_optimizer(section("s: {type: sgd, lr: 0.1, momentum: 0.9, nesterov: true, weight_decay: 1e-4}"));
+  CHECK_THROWS_WITH(make_schedule(read_schedule(section("s: {type: polly}")), 3), Catch::Contains("did you mean 'poly'"));
+  CHECK_THROWS_WITH(make_schedule(read_schedule(section("s: {type: poly, powr: 2}")), 3), Catch::Contains("unknown key 'powr'"));
+  CHECK_THROWS_WITH(read_optimizer(section("s: {type: adamm}")), Catch::Contains("did you mean 'adam'"));
+  CHECK_THROWS_WITH(read_optimizer(section("s: {type: sgd, lr: -1}")), Catch::StartsWith("s.yaml:1:20:"));
+  CHECK_THROWS_WITH(read_optimizer(section("s: {type: sgd, nesterov: true}")), Catch::Contains("nesterov needs momentum"));
+  auto opt = make_optimizer(read_optimizer(section("s: {type: sgd, lr: 0.1, momentum: 0.9, nesterov: true, weight_decay: 1e-4}")));
   CHECK(opt->base_lr() == Approx(0.1));
   CHECK_THAT(opt->describe(), Catch::Contains("nesterov"));
 }

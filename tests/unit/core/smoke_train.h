@@ -3,15 +3,16 @@
 #include <vector>
 
 #include "core/data/loader.h"
-#include "core/engine/replica.h"
+#include "core/run/spec.h"
+#include "core/runtime/data_parallel/replica.h"
 
 namespace trainer::test {
 
 // `steps` training steps of `rep` at learning rate `lr` on e's training set (batch 32, loader seed
 // 1, one worker: every run sees the same batches in the same order); appends each step's mean
 // loss to `losses` when given.
-inline void train_steps(const Experiment& e, Replica& rep, int steps, float lr, std::vector<double>* losses = nullptr) {
-  auto ds = make_dataset(cfg::root(e.doc).child("data").child("train"), ".");
+inline void train_steps(const RunSpec& e, Replica& rep, int steps, float lr, std::vector<double>* losses = nullptr) {
+  auto ds = make_dataset(e.data.train, ".");
   LoaderOptions lo;
   lo.batch_size = 32;
   lo.seed = 1;

@@ -4,7 +4,8 @@
 
 #include <cstring>
 
-#include "core/engine/replica.h"
+#include "core/run/plan.h"
+#include "core/runtime/data_parallel/replica.h"
 #include "core/optim/schedule.h"
 #include "smoke_train.h"
 
@@ -12,13 +13,13 @@ using namespace trainer;
 
 namespace {
 
-Experiment smoke() {
-  return load_experiment(TRAINER_SOURCE_DIR "/configs/smoke.yaml", {"model.layers.4.filters=24"});
+RunSpec smoke() {
+  return load_run_spec(TRAINER_SOURCE_DIR "/configs/smoke.yaml", {"model.layers.4.filters=24"});
 }
 
 std::vector<float> train(int steps, std::vector<double>* losses = nullptr) {
-  Experiment e = smoke();
-  Replica rep(e, Device::cpu(), 2);
+  RunSpec e = smoke();
+  Replica rep(trainee_spec(e), Device::cpu(), 2);
   test::train_steps(e, rep, steps, 0.02f, losses);
   return rep.graph().params().download(rep.context());
 }
@@ -43,8 +44,8 @@ TEST_CASE("training: after the first steps a step allocates no tensor (MiniGoogL
   // Activations, gradients, kernel plans and scratch are sized on the first steps; later steps of
   // the same batch size must reuse them: no allocate() call at all, not even one the allocator's
   // cache would serve.
-  Experiment e = load_experiment(TRAINER_SOURCE_DIR "/configs/minigooglenet.yaml", {});
-  Replica rep(e, Device::cpu(), 2);
+  RunSpec e = load_run_spec(TRAINER_SOURCE_DIR "/configs/minigooglenet.yaml", {});
+  Replica rep(trainee_spec(e), Device::cpu(), 2);
   Tensor x = Tensor::empty(Shape{8, 32, 32, 3}), y = Tensor::empty(Shape{8}, DType::I32);
   for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = float((i * 7919) % 255) / 255.f - 0.5f;
   for (int i = 0; i < 8; ++i) y.i32()[i] = i % 10;

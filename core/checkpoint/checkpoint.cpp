@@ -1,0 +1,251 @@
+// Checkpoint files: writing, checking, listing and loading.
+#include "core/checkpoint/checkpoint.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "core/io/file.h"
+#include "core/io/safetensors.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+namespace trainer {
+namespace {
+
+const char* mean_name(Augment::Mean m) {
+  switch (m) {
+    case Augment::Mean::PerPixel: return "per_pixel";
+    case Augment::Mean::PerChannel: return "per_channel";
+    case Augment::Mean::Constant: return "constant";
+    default: return "none";
+  }
+}
+
+json metrics_json(const Metrics& m) {
+  json j = json::object();
+  for (const auto& [k, v] : m) j[k] = std::isfinite(v) ? json(v) : json(nullptr);
+  return j;
+}
+
+Metrics metrics_from(const json& j) {
+  Metrics m;
+  for (auto it = j.begin(); it != j.end(); ++it) m.push_back({it.key(), it->is_number() ? it->get<double>() : NAN});
+  return m;
+}
+
+json state_json(const TrainState& s) {
+  return json{{"format", "trainer-checkpoint"},
+              {"format_version", kCheckpointFormat},
+              {"epoch", s.epoch},
+              {"step_in_epoch", s.step_in_epoch},
+              {"global_step", s.global_step},
+              {"optimizer_steps", s.optimizer_steps},
+              {"epoch_sums", {{"loss_sum", s.loss_sum}, {"correct", s.correct}, {"count", s.count}}},
+              {"rng", {{"seed", s.seed}, {"kind", "philox(seed, global_step, rank); loader(seed, epoch, batch)"}}},
+              {"replicas", s.replicas},
+              {"global_batch", s.global_batch},
+              {"lr_factor", s.lr_factor},
+              {"config_hash", s.config_hash},
+              {"reason", s.reason},
+              {"last_metrics", metrics_json(s.last)},
+              {"callbacks", s.callbacks},
+              {"loss_scale", s.loss_scale}};
+}
+
+TrainState state_from(const json& j) {
+  TrainState s;
+  s.epoch = j.at("epoch").get<int>();
+  s.step_in_epoch = j.at("step_in_epoch").get<int64_t>();
+  s.global_step = j.at("global_step").get<int64_t>();
+  s.optimizer_steps = j.at("optimizer_steps").get<int64_t>();
+  const json& sums = j.at("epoch_sums");
+  s.loss_sum = sums.at("loss_sum").is_number() ? sums.at("loss_sum").get<double>() : NAN;
+  s.correct = sums.at("correct").get<int64_t>();
+  s.count = sums.at("count").get<int64_t>();
+  s.seed = j.at("rng").at("seed").get<uint64_t>();
+  s.replicas = j.at("replicas").get<int>();
+  s.global_batch = j.at("global_batch").get<int64_t>();
+  s.lr_factor = j.at("lr_factor").get<double>();
+  s.config_hash = j.at("config_hash").get<std::string>();
+  s.reason = j.at("reason").get<std::string>();
+  s.last = metrics_from(j.at("last_metrics"));
+  s.callbacks = j.at("callbacks");
+  s.loss_scale = j.value("loss_scale", nlohmann::json::object());  // absent before loss scaling existed
+  if (s.epoch < 0 || s.step_in_epoch < 0 || s.global_step < 0 || s.replicas < 1 || s.global_batch < 1)
+    throw std::out_of_range("a position or size is out of range");
+  return s;
+}
+
+std::vector<int64_t> dims(const Shape& s) { return s.dims(); }
+
+}  // namespace
+
+std::string config_hash(const cfg::Document& doc) {
+  std::string text = cfg::emit(doc, {"devices", "checkpoint"});
+  if (!text.empty() && text.back() == '\n') text.pop_back();  // the hash predates emit's final newline
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return fmt::format("{:016x}", h);
+}
+
+CheckpointInfo save_checkpoint(const std::string& dir, const std::string& stem, ModelState& ps, const NormStats* stats,
+                               const TrainState& s) {
+  std::vector<float> w = ps.download_weights();
+  SafeTensorsWriter st;
+  st.set_metadata("format", "trainer-checkpoint");
+  st.set_metadata("format_version", std::to_string(kCheckpointFormat));
+  for (const ParamEntry& p : ps.entries()) st.add_f32(p.name, dims(p.spec.shape), w.data() + p.offset);
+  for (const std::string& name : ps.optimizer_state_names()) {
+    std::vector<float> host = ps.download_state(name);
+    for (const ParamEntry& p : ps.entries())
+      if (p.spec.trainable) st.add_f32("optimizer/" + name + "/" + p.name, dims(p.spec.shape), host.data() + p.offset);
+  }
+  if (stats && !stats->mean.empty()) {
+    st.add_f32("data/mean", stats->kind == Augment::Mean::PerPixel ? dims(stats->shape) : std::vector<int64_t>{int64_t(stats->mean.size())},
+               stats->mean.data());
+    if (!stats->stddev.empty()) st.add_f32("data/std", {int64_t(stats->stddev.size())}, stats->stddev.data());
+  }
+  CheckpointInfo c{(fs::path(dir) / (stem + ".safetensors")).string(), (fs::path(dir) / (stem + ".json")).string(), s};
+  auto [bytes, crc] = st.write(c.weights);
+  json j = state_json(s);
+  j["weights"] = {{"file", stem + ".safetensors"}, {"bytes", bytes}, {"crc32", fmt::format("{:08x}", crc)}};
+  j["normalization"] = {{"kind", stats ? mean_name(stats->kind) : "none"}, {"shape", stats ? dims(stats->shape) : std::vector<int64_t>{}}};
+  write_file_atomic(c.sidecar, j.dump(2) + "\n");
+  return c;
+}
+
+CheckpointInfo read_checkpoint(const std::string& path) {
+  fs::path p(path);
+  if (p.extension() == ".safetensors") p.replace_extension(".json");
+  if (!fs::exists(p)) {
+    if (fs::exists(path) && p.string() != path)
+      throw FileError(fmt::format("{}: no sidecar {} next to it: the checkpoint was not completely written", path, p.string()));
+    throw FileError(fmt::format("{}: no such checkpoint", path));
+  }
+  std::string text = read_text_file(p.string());
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw FileError(fmt::format("{}: corrupt checkpoint sidecar at byte {}: not valid JSON", p.string(), e.byte));
+  } catch (const json::exception&) {  // valid syntax nlohmann cannot hold, e.g. 1e999 (out_of_range 406)
+    throw FileError(fmt::format("{}: corrupt checkpoint sidecar: it holds a number too large for a double", p.string()));
+  }
+  CheckpointInfo c;
+  c.sidecar = p.string();
+  std::string weights_file;
+  uint64_t bytes = 0;
+  std::string crc;
+  try {
+    if (!j.is_object() || j.value("format", "") != "trainer-checkpoint")
+      throw std::out_of_range("it is not a trainer checkpoint sidecar");
+    int version = j.at("format_version").get<int>();
+    if (version > kCheckpointFormat)
+      throw std::out_of_range(fmt::format("format version {} is newer than this trainer's ({})", version, kCheckpointFormat));
+    c.state = state_from(j);
+    weights_file = j.at("weights").at("file").get<std::string>();
+    bytes = j.at("weights").at("bytes").get<uint64_t>();
+    crc = j.at("weights").at("crc32").get<std::string>();
+  } catch (const std::exception& e) {  // nlohmann's type and key errors, and ours
+    throw FileError(fmt::format("{}: bad checkpoint sidecar: {}", p.string(), e.what()));
+  }
+  // One plain file name next to the sidecar: no folder, no way up, nothing unprintable.
+  bool plain = !weights_file.empty() && weights_file != "." && weights_file != "..";
+  for (char& ch : weights_file) {
+    plain = plain && ch != '/' && ch != '\\' && (unsigned char)ch >= 0x20 && ch != 0x7f;
+    if ((unsigned char)ch < 0x20 || ch == 0x7f) ch = '?';  // the message stays one line
+  }
+  if (!plain)
+    throw FileError(fmt::format("{}: bad checkpoint sidecar: weights file '{}' is not a plain name", p.string(), weights_file));
+  c.weights = (p.parent_path() / weights_file).string();
+  std::error_code ec;
+  uint64_t size = fs::file_size(c.weights, ec);
+  if (ec) throw FileError(fmt::format("{}: cannot read {}: {}", p.string(), c.weights, ec.message()));
+  if (size != bytes)
+    throw FileError(fmt::format("{}: {} bytes, the sidecar says {}: truncated or replaced", c.weights, size, bytes));
+  SafeTensorsReader check(c.weights);
+  if (fmt::format("{:08x}", check.crc32()) != crc)
+    throw FileError(fmt::format("{}: CRC-32 {:08x} differs from the sidecar's {}: the file is corrupt", c.weights, check.crc32(), crc));
+  return c;
+}
+
+std::vector<CheckpointInfo> list_checkpoints(const std::string& dir, std::vector<std::string>* skipped) {
+  std::vector<CheckpointInfo> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const auto& f : fs::directory_iterator(dir, ec)) {
+    if (f.path().extension() != ".json") continue;
+    try {
+      out.push_back(read_checkpoint(f.path().string()));
+    } catch (const FileError& e) {
+      if (skipped) skipped->push_back(e.what());
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const CheckpointInfo& a, const CheckpointInfo& b) {
+    if (a.state.global_step != b.state.global_step) return a.state.global_step > b.state.global_step;
+    return a.weights < b.weights;
+  });
+  return out;
+}
+
+void load_checkpoint(const CheckpointInfo& c, ModelState& ps, bool optimizer) {
+  SafeTensorsReader st(c.weights);
+  auto mismatch = [&](const std::string& why) { return cfg::ConfigError(c.weights, why + " (does the config match the checkpoint?)"); };
+  auto read = [&](const std::string& name, const Shape& shape) {
+    const SafeTensor* t = st.find(name);
+    if (!t) throw mismatch(fmt::format("no tensor '{}' for the model's parameter", name));
+    if (t->shape != shape.dims())
+      throw mismatch(fmt::format("'{}' has shape {}, the model's is {}", name, Shape(t->shape).str(), shape.str()));
+    return st.f32(name);
+  };
+  // A parameter the model lacks is as much a mismatch as one it needs (PyTorch's strict loading):
+  // the first in the file is named. Optimizer state and normalisation data are checked on use.
+  std::set<std::string> mine;
+  for (const ParamEntry& p : ps.entries()) mine.insert(p.name);
+  for (const SafeTensor& t : st.tensors())
+    if (t.name.rfind("optimizer/", 0) != 0 && t.name.rfind("data/", 0) != 0 && !mine.count(t.name))
+      throw mismatch(fmt::format("'{}' in the checkpoint is not a parameter of the model", t.name));
+  std::vector<float> w = ps.download_weights();
+  for (const ParamEntry& p : ps.entries()) {
+    std::vector<float> v = read(p.name, p.spec.shape);
+    std::copy(v.begin(), v.end(), w.begin() + p.offset);
+  }
+  ps.upload_weights(w);
+  if (!optimizer) return;
+  for (const std::string& name : ps.optimizer_state_names()) {
+    std::vector<float> host(size_t(ps.total_floats()), 0.0f);
+    for (const ParamEntry& p : ps.entries()) {
+      if (!p.spec.trainable) continue;
+      std::vector<float> v = read("optimizer/" + name + "/" + p.name, p.spec.shape);
+      std::copy(v.begin(), v.end(), host.begin() + p.offset);
+    }
+    ps.upload_state(name, host);
+  }
+  ps.set_optimizer_steps(c.state.optimizer_steps);
+}
+
+NormStats checkpoint_stats(const CheckpointInfo& c) {
+  NormStats s;
+  std::string kind;
+  try {  // read_checkpoint checked the JSON itself, not this part of it
+    json j = json::parse(read_text_file(c.sidecar));
+    kind = j.at("normalization").at("kind").get<std::string>();
+    if (kind == "none" || kind == "constant") return s;
+    if (kind != "per_pixel" && kind != "per_channel") throw std::out_of_range("unknown normalization kind '" + kind + "'");
+    s.shape = Shape(j.at("normalization").at("shape").get<std::vector<int64_t>>());
+  } catch (const std::exception& e) {  // nlohmann's type and key errors, and ours
+    throw FileError(fmt::format("{}: bad checkpoint sidecar: {}", c.sidecar, e.what()));
+  }
+  SafeTensorsReader st(c.weights);
+  s.kind = kind == "per_pixel" ? Augment::Mean::PerPixel : Augment::Mean::PerChannel;
+  s.mean = st.f32("data/mean");
+  if (st.find("data/std")) s.stddev = st.f32("data/std");
+  return s;
+}
+
+}  // namespace trainer

@@ -1,0 +1,67 @@
+// Checkpoints: a replica's weights, optimizer state, batch-norm statistics and the data's
+// normalisation statistics in a safetensors file, and the training position (epoch, step,
+// schedule, RNG, callbacks) in a JSON sidecar; finding the newest valid one; loading into a replica.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/data/transforms.h"
+#include "core/checkpoint/model_state.h"
+#include "core/io/config.h"
+#include "core/io/progress.h"
+
+namespace trainer {
+
+constexpr int kCheckpointFormat = 1;
+
+// Where training stands at a step boundary: everything besides the tensors that an exact
+// continuation needs. The RNG is stateless (Philox keyed by seed, step and rank; the loader's
+// order and augmentation are functions of seed, epoch and batch), so seed and position are its state.
+struct TrainState {
+  int epoch = 0;               // the epoch in progress, 0-based; all earlier ones are complete
+  int64_t step_in_epoch = 0;   // steps of `epoch` done (0: the epoch has not started)
+  int64_t global_step = 0;
+  int64_t optimizer_steps = 0;
+  double loss_sum = 0;         // `epoch`'s sums so far (for its metrics row)
+  int64_t correct = 0, count = 0;
+  uint64_t seed = 0;
+  int replicas = 1;
+  int64_t global_batch = 0;
+  double lr_factor = 1;        // optimizer.lr_scaling in force when written
+  std::string config_hash;
+  std::string reason;          // epoch | steps | interrupt
+  Metrics last;                // the last complete epoch's metrics row
+  nlohmann::json callbacks = nlohmann::json::object();
+  nlohmann::json loss_scale = nlohmann::json::object();  // LossScaler::state() (empty: no loss scaling)
+};
+
+// A hash of the resolved config without its `devices` and `checkpoint` sections: the same
+// experiment run on other devices, or checkpointed differently, resumes.
+std::string config_hash(const cfg::Document& doc);
+
+struct CheckpointInfo {
+  std::string weights;  // .safetensors
+  std::string sidecar;  // .json
+  TrainState state;
+};
+
+// Writes dir/<stem>.safetensors, then dir/<stem>.json (the sidecar makes the pair valid, so a
+// crash between the two leaves the previous checkpoint the newest valid one).
+CheckpointInfo save_checkpoint(const std::string& dir, const std::string& stem, ModelState& r, const NormStats* stats,
+                               const TrainState& s);
+// Reads and checks a checkpoint given by either of its files: the sidecar parses and the weights
+// file has the size and CRC-32 the sidecar recorded. FileError (exit 3) otherwise.
+CheckpointInfo read_checkpoint(const std::string& path);
+// The checkpoints in `dir`, newest (highest global step) first; invalid ones are skipped and,
+// when `skipped` is given, described there.
+std::vector<CheckpointInfo> list_checkpoints(const std::string& dir, std::vector<std::string>* skipped = nullptr);
+
+// Loads weights (and, with `optimizer`, the optimizer state and step count) into `r`. Names and
+// shapes must match the replica's model: otherwise a ConfigError naming the checkpoint.
+void load_checkpoint(const CheckpointInfo& c, ModelState& r, bool optimizer);
+// The normalisation statistics stored with a checkpoint (empty kind None when it has none).
+NormStats checkpoint_stats(const CheckpointInfo& c);
+
+}  // namespace trainer

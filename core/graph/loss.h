@@ -1,0 +1,40 @@
+// Losses by config name (`train.loss`): each computes the batch's loss sum, correct count and the
+// gradient of its logits, and names the output layer it absorbs (Keras' softmax/sigmoid + cross-
+// entropy are computed from the logits, exact and stable).
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/graph/graph.h"
+#include "core/ops/softmax.h"
+
+namespace trainer {
+
+class Loss {
+ public:
+  virtual ~Loss() = default;
+  // dlogits (overwritten, = d(loss_sum * grad_scale)/dlogits) may be undefined in evaluation.
+  virtual LossStats compute(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float grad_scale) = 0;
+  // The activation layer type folded into the loss when it is the model's output ("softmax").
+  virtual const char* fused_output() const = 0;
+  // Why logits of this shape (without batch) cannot be scored, or "" when they can.
+  virtual std::string check_logits(const Shape& s) const = 0;
+};
+
+// Where a model's loss is computed: the logits node, and whether the output layer (softmax or
+// sigmoid) is folded into the loss (Keras' activation + cross-entropy, computed from logits).
+struct LossHead {
+  int logits = -1;
+  bool fused = false;
+};
+// A config error (at the output layer) when the loss cannot score the model's output.
+LossHead loss_head(const Graph& g, const Loss& loss);
+
+using LossFactory = std::function<std::unique_ptr<Loss>(OpContext&)>;
+void register_loss(const std::string& name, LossFactory f);
+std::vector<std::string> loss_names();
+std::unique_ptr<Loss> make_loss(const std::string& name, OpContext& ctx);
+
+}  // namespace trainer

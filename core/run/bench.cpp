@@ -1,0 +1,36 @@
+// Timed training steps: the plan, the inputs (synthetic or the training data), the strategy's bench.
+#include "core/run/bench.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/run/data_setup.h"
+#include "core/runtime/strategy.h"
+
+namespace trainer {
+
+BenchResult bench(const RunSpec& e, const BenchOptions& o, RunPlan* plan_out) {
+  RunPlan plan = plan_run(e);
+  DataSetup data;  // opened first: missing data fails before the replicas are built
+  std::vector<BenchInput> inputs;
+  if (o.data) {
+    data = setup_data(e, DataShards{plan.replicas, plan.first_rank, plan.local_replicas, plan.batch, plan.eval_batch},
+                      o.base_dir);
+    if (data.train_loaders[0]->batches_per_epoch() == 0)
+      throw DataError(fmt::format("the training set has {} samples, fewer than one global batch of {} (drop_last is on)",
+                                  data.train->size(), plan.global_batch));
+    for (auto& l : data.train_loaders) inputs.emplace_back(*l, e.train.steps_per_epoch);
+  } else {
+    // Synthetic labels draw from the loss head's outputs (two for one output unit, a binary classifier).
+    const int classes = int(std::max<int64_t>(2, plan.logits_units));
+    for (int r = 0; r < plan.local_replicas; ++r)
+      inputs.emplace_back(e.model.input, plan.batch, classes, e.seed, plan.first_rank + r, plan.replicas);
+  }
+  std::unique_ptr<Strategy> strategy = strategy_type(plan.strategy).make(plan.trainee, plan.devices, plan.threads);
+  BenchResult r = strategy->bench(inputs, o);
+  if (plan_out) *plan_out = plan;
+  return r;
+}
+
+}  // namespace trainer

@@ -1,0 +1,190 @@
+// One trainee's epochs: the step loop, interruption, callbacks, validation; rank 0 tells the observer.
+#include "core/run/epoch_loop.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "core/run/callbacks.h"
+#include "core/runtime/interrupt.h"
+
+namespace trainer {
+namespace {
+
+// Test hooks: TRAINER_INJECT_FAULT=<rank>:<step> makes that replica throw at that global step;
+// TRAINER_TEST_SIGINT_AT_STEP=<step> makes rank 0 raise SIGINT (through the real handler) then.
+std::pair<int, int64_t> injected_fault() {
+  const char* f = std::getenv("TRAINER_INJECT_FAULT");
+  int rank = -1;
+  long long step = -1;
+  if (f && std::sscanf(f, "%d:%lld", &rank, &step) == 2) return {rank, step};
+  return {-1, -1};
+}
+
+int64_t sigint_step() {
+  const char* s = std::getenv("TRAINER_TEST_SIGINT_AT_STEP");
+  return s ? std::strtoll(s, nullptr, 10) : -1;
+}
+
+// TRAINER_INJECT_NONFINITE=<step>[,<step>...]: at those global steps an inf is put into one
+// gradient (Trainee::inject_nonfinite), to test loss scaling's skipped steps.
+std::set<int64_t> nonfinite_steps() {
+  std::set<int64_t> out;
+  const char* s = std::getenv("TRAINER_INJECT_NONFINITE");
+  while (s && *s) {
+    char* end = nullptr;
+    long long v = std::strtoll(s, &end, 10);
+    if (end == s) break;
+    out.insert(v);
+    s = *end == ',' ? end + 1 : end;
+  }
+  return out;
+}
+
+}  // namespace
+
+void train_epochs(Trainee& w, LoopSetup& run) {
+  const RunSpec& e = run.spec;
+  const int rank = w.rank();
+  const bool lead = rank == 0;
+  Observer* obs = lead ? run.observer : nullptr;
+  ModelState& rep = w.state();
+  Loader& train = *run.data.train_loaders[size_t(rank - run.data.first_rank)];
+  Loader* val = run.data.val ? run.data.val_loaders[size_t(rank - run.data.first_rank)].get() : nullptr;
+  const std::optional<CheckpointInfo>& from = run.resume;
+  Callbacks cb(e.callbacks);
+
+  TrainState st;
+  // fit() loaded rank 0 (checkpoint or init.from) already.
+  if (from) {  // every replica loads the same checkpoint: no broadcast needed
+    if (!lead) load_checkpoint(*from, rep, true);
+    st = from->state;
+    cb.restore(st.callbacks);
+    w.scaler().restore(st.loss_scale);
+    if (obs) obs->restore_checkpoint_state(st.callbacks.value("checkpoint", nlohmann::json::object()));
+  } else {
+    w.broadcast_parameters();
+  }
+  auto state_at = [&](int epoch, int64_t step, const LossStats& sum, int64_t global_step, const char* reason) {
+    TrainState s;
+    s.epoch = epoch;
+    s.step_in_epoch = step;
+    s.global_step = global_step;
+    s.optimizer_steps = rep.optimizer_steps();
+    s.loss_sum = sum.loss_sum;
+    s.correct = sum.correct;
+    s.count = sum.count;
+    s.seed = e.seed;
+    s.replicas = run.plan.replicas;
+    s.global_batch = run.plan.global_batch;
+    s.lr_factor = run.plan.lr_factor;
+    s.config_hash = config_hash(*e.doc);
+    s.reason = reason;
+    if (obs) s.last = obs->result().last;
+    s.callbacks = cb.state();
+    if (obs) s.callbacks["checkpoint"] = obs->checkpoint_state();
+    s.loss_scale = w.scaler().state();
+    return s;
+  };
+
+  auto [fault_rank, fault_step] = injected_fault();
+  const int64_t sigint_at = lead ? sigint_step() : -1;
+  const std::set<int64_t> poison_at = nonfinite_steps();
+  LossScaler& scaler = w.scaler();
+  const int64_t steps = run.plan.steps_per_epoch;
+  const double base_lr = run.plan.base_lr;
+  int64_t global_step = st.global_step;
+  std::vector<float> best_weights;
+  for (int epoch = st.epoch; epoch < e.train.epochs; ++epoch) {
+    const int64_t first = (from && epoch == st.epoch) ? st.step_in_epoch : 0;
+    LossStats sum = first > 0 ? LossStats{st.loss_sum, st.correct, st.count} : LossStats{};
+    auto t_epoch = std::chrono::steady_clock::now();
+    if (obs) obs->begin_epoch(epoch, e.train.epochs, steps);
+    train.start_epoch(epoch, first);
+    if (first == 0) scaler.begin_epoch();  // a mid-epoch resume keeps the epoch's count
+    double lr = 0;
+    bool stop = false;
+    Batch b;
+    int64_t step = first;
+    while (step < steps && !stop && train.next(b)) {
+      if (rank == fault_rank && global_step == fault_step)
+        throw std::runtime_error(fmt::format("injected fault at step {}", global_step));
+      if (global_step == sigint_at) std::raise(SIGINT);
+      if (poison_at.count(global_step)) w.inject_nonfinite();
+      lr = cb.adjust_lr(run.schedule.lr(base_lr, epoch, double(step) / double(steps)));
+      stop = interrupted();
+      uint64_t seed = (e.seed * 0x9E3779B97F4A7C15ull + uint64_t(global_step)) * 0xBF58476D1CE4E5B9ull + uint64_t(rank);
+      LossStats s = w.train_step(b, float(lr), seed, stop);
+      sum += s;
+      ++step;
+      ++global_step;
+      std::string message;
+      if (!cb.on_batch_end(step - 1, s.loss_sum / double(std::max<int64_t>(s.count, 1)), &message)) {
+        if (obs) obs->line(message);
+        if (lead) run.stopped_by = "terminate_on_nan";
+        return;  // no checkpoint of weights that produced a non-finite loss
+      }
+      if (lead) {
+        run.images += s.count;
+        if (!std::isfinite(s.loss_sum))
+          throw std::runtime_error(fmt::format("the loss became {} at epoch {} step {} (callbacks.terminate_on_nan: true stops instead)",
+                                               s.loss_sum, epoch + 1, step));
+        double c = double(std::max<int64_t>(sum.count, 1));
+        if (obs) obs->after_step(step, sum.loss_sum / c, double(sum.correct) / c);
+        if (obs && step < steps && (stop || obs->due_at_step(global_step)))
+          obs->save(rep, state_at(epoch, step, sum, global_step, stop ? "interrupt" : "steps"));
+      }
+    }
+    if (stop && step < steps) {
+      if (lead) run.stopped_by = "interrupt";
+      if (obs)
+        obs->line(fmt::format("Interrupted at epoch {} step {}/{}: checkpoint {}", epoch + 1, step, steps,
+                              obs->result().checkpoint));
+      return;
+    }
+    double c = double(std::max<int64_t>(sum.count, 1));
+    double loss = sum.loss_sum / c, acc = double(sum.correct) / c;
+    Metrics console{{"loss", loss}, {"accuracy", acc}};
+    Metrics row{{"accuracy", acc}, {"loss", loss}, {"lr", lr}};
+    if (val) {
+      LossStats v = w.evaluate(*val);
+      double vc = double(std::max<int64_t>(v.count, 1));
+      double vl = v.count ? v.loss_sum / vc : NAN, va = v.count ? double(v.correct) / vc : NAN;
+      console.push_back({"val_loss", vl});
+      console.push_back({"val_accuracy", va});
+      row.push_back({"val_accuracy", va});
+      row.push_back({"val_loss", vl});
+    }
+    if (scaler.enabled()) {
+      row.push_back({"loss_scale", double(scaler.scale())});
+      row.push_back({"skipped_steps", double(scaler.skipped_in_epoch())});
+    }
+    Callbacks::EpochEnd ee = cb.on_epoch_end(epoch, row, lr);
+    if (ee.snapshot_best) best_weights = rep.download_weights();
+    if (ee.restore_best) rep.upload_weights(best_weights);
+    if (obs) {
+      obs->end_epoch(epoch, console, row, std::chrono::duration<double>(std::chrono::steady_clock::now() - t_epoch).count());
+      if (scaler.enabled())
+        obs->line(fmt::format("Loss scale {:g}; {} of {} steps skipped this epoch (inf/NaN gradients), {} in all",
+                              scaler.scale(), scaler.skipped_in_epoch(), step, scaler.skipped_total()));
+      for (const std::string& m : ee.messages) obs->line(m);
+      TrainState s = state_at(epoch + 1, 0, LossStats{}, global_step, stop ? "interrupt" : "epoch");
+      std::string best = obs->update_best(rep, s, row);
+      if (!best.empty()) obs->line(best);
+      s.callbacks["checkpoint"] = obs->checkpoint_state();
+      if (obs->due_after_epoch(epoch + 1) || stop || ee.stop || epoch + 1 == e.train.epochs) obs->save(rep, s);
+      if (stop) obs->line(fmt::format("Interrupted after epoch {}: checkpoint {}", epoch + 1, obs->result().checkpoint));
+    }
+    if (stop || ee.stop) {
+      if (lead) run.stopped_by = stop ? "interrupt" : "early_stopping";
+      return;
+    }
+  }
+}
+
+}  // namespace trainer

@@ -1,0 +1,31 @@
+// The epoch loop every trainee's thread runs: steps, validation, callbacks; it tells rank 0's
+// observer what happened (console, metrics, checkpoints) and otherwise only trains.
+#pragma once
+#include <atomic>
+#include <optional>
+
+#include "core/checkpoint/checkpoint.h"
+#include "core/optim/schedule.h"
+#include "core/run/data_setup.h"
+#include "core/run/observer.h"
+#include "core/run/plan.h"
+#include "core/runtime/trainee.h"
+
+namespace trainer {
+
+// What every trainee's loop shares, set up once by fit().
+struct LoopSetup {
+  const RunSpec& spec;
+  const RunPlan& plan;
+  DataSetup& data;
+  const Schedule& schedule;
+  const std::optional<CheckpointInfo>& resume;
+  Observer* observer;  // the job's first process only (null in the others)
+  std::atomic<int64_t> images{0};  // samples trained, counted by rank 0
+  std::string stopped_by;          // "", "interrupt", "early_stopping" or "terminate_on_nan" (rank 0)
+};
+
+// The epochs of one trainee (every thread runs it; rank 0 reports to the observer).
+void train_epochs(Trainee& w, LoopSetup& run);
+
+}  // namespace trainer

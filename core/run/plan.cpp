@@ -1,0 +1,149 @@
+// Planning a run: devices through the strategy's registry entry, batches, learning rate, the
+// model's sizes and loss head, and the start-up banner printed from them.
+#include "core/run/plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/data/dataset.h"
+#include "core/dist/launch.h"
+#include "core/graph/graph.h"
+#include "core/graph/loss.h"
+#include "core/graph/summary.h"
+#include "core/runtime/strategy.h"
+
+namespace trainer {
+namespace {
+
+// Optimizer state buffers per trainable value (momentum; Adam's m and v; RMSprop's three).
+int optimizer_slots(const OptimizerSpec& o) {
+  if (o.type == "adam" || o.type == "adamw") return 2;
+  if (o.type == "rmsprop") return 3;
+  return 1;
+}
+
+std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / double(1 << 20)); }
+
+}  // namespace
+
+TraineeSpec trainee_spec(const RunSpec& e) {
+  TraineeSpec t;
+  t.model = e.model;
+  t.optimizer = e.optimizer;
+  t.loss = e.train.loss;
+  t.context.precision = e.precision;
+  t.context.tf32 = e.devices.tf32;
+  t.context.workspace_mb = e.devices.workspace_mb;
+  t.seed = e.seed;
+  t.loss_scale = e.train.loss_scale;
+  t.sync_bn = e.train.sync_bn;
+  t.bucket_floats = e.train.bucket_mb > 0 ? std::max<int64_t>(1, int64_t(e.train.bucket_mb * (1 << 20) / sizeof(float))) : 0;
+  t.placement = e.placement;
+  t.microbatches = e.microbatches;
+  return t;
+}
+
+RunPlan plan_run(const RunSpec& e, const std::optional<CheckpointInfo>& resume) {
+  RunPlan p;
+  p.strategy = e.strategy;
+  const Launch& proc = this_process();
+  p.processes = proc.size;
+  p.process = proc.rank;
+  if (proc.multi() && e.strategy == StrategyKind::DeviceParallel)
+    e.at("strategy").fail("device_parallel across processes (mpirun, srun) is not implemented: run the pipeline in one process");
+
+  p.trainee = trainee_spec(e);
+  TraineeSpec& t = p.trainee;
+
+  const StrategyType& kind = strategy_type(e.strategy);
+  p.devices = kind.devices(t, e.devices, &p.device_notes);
+  p.local_replicas = kind.local_replicas(p.devices);
+  p.replicas = p.local_replicas * proc.size;
+  p.first_rank = proc.rank * p.local_replicas;
+  p.threads = kind.threads(e.devices, p.devices);
+  p.batch = e.train.batch_size;
+  p.lr_factor = e.optimizer.lr_scaling == "linear" ? p.replicas : 1;
+  if (resume) {
+    // Keep the checkpoint's global batch, so the batches and schedule continue as they were.
+    const TrainState& s = resume->state;
+    if (s.global_batch % p.replicas != 0)
+      throw cfg::ConfigError(resume->sidecar, fmt::format("the checkpoint's global batch of {} cannot be split over {} replicas",
+                                                          s.global_batch, p.replicas));
+    if (s.replicas != p.replicas)
+      p.batch_note = fmt::format(" (the checkpoint's global batch of {} on {} replicas, now {} per replica)", s.global_batch,
+                                 s.replicas, s.global_batch / p.replicas);
+    p.batch = s.global_batch / p.replicas;
+    p.lr_factor = s.lr_factor;
+  }
+  p.global_batch = p.batch * p.replicas;
+  p.eval_batch = e.train.eval_batch_size > 0 ? e.train.eval_batch_size : p.batch;
+  p.base_lr = e.optimizer.lr * p.lr_factor;
+
+  const Graph g(e.model);  // shapes and parameters only, no memory
+  p.flops_per_sample = g.flops_per_sample();
+  p.params = g.params().count(true) + g.params().count(false);
+  p.trainable_params = g.params().count(true);
+  p.param_bytes = int64_t(sizeof(float)) * (g.params().total_floats() +
+                                            (1 + optimizer_slots(e.optimizer)) * g.params().trainable_floats());
+  for (const GraphNode& n : g.nodes()) p.activation_bytes_per_sample += int64_t(sizeof(float)) * n.shape.numel();
+  auto cpu = make_context(Device::cpu(0));
+  auto loss = make_loss(e.train.loss, *cpu);
+  const LossHead head = loss_head(g, *loss);
+  p.logits = g.nodes()[size_t(head.logits)].layer->name();
+  p.logits_units = g.nodes()[size_t(head.logits)].shape.numel();
+  p.fused_loss = head.fused;
+  p.fused_output = loss->fused_output();
+  t.context.threads = p.threads;
+  return p;
+}
+
+void RunPlan::with_steps(int64_t batches_per_epoch, int64_t train_samples) {
+  steps_per_epoch = batches_per_epoch;
+  if (steps_per_epoch == 0)
+    throw DataError(fmt::format("the training set has {} samples, fewer than one global batch of {} (drop_last is on)",
+                                train_samples, global_batch));
+}
+
+std::vector<std::string> RunPlan::banner(const RunSpec& e) const {
+  std::vector<std::string> lines;
+  lines.push_back(fmt::format("Model {}: {} params ({} trainable), {:.1f} MFLOPs/sample forward", e.name,
+                              with_thousands(params), with_thousands(trainable_params), double(flops_per_sample) / 1e6));
+  const std::string steps = steps_per_epoch > 0 ? fmt::format(", {} steps/epoch", steps_per_epoch) : "";
+  if (strategy == StrategyKind::DeviceParallel) {
+    std::string s = fmt::format("Devices: device parallel over {} devices:", e.placement.devices.size());
+    for (size_t d = 0; d < e.placement.devices.size(); ++d) {
+      int layers = 0;
+      for (int ld : e.placement.layer_device) layers += ld == int(d);
+      s += fmt::format("{} {} ({}{}, {} layer{})", d ? "," : "", e.placement.devices[d], devices[d].str(),
+                       devices[d].is_cpu() ? fmt::format(", {} threads", threads) : "", layers, layers == 1 ? "" : "s");
+    }
+    lines.push_back(s + fmt::format("; batch {}, {} micro-batch{} (GPipe){}{}", batch, e.microbatches,
+                                    e.microbatches == 1 ? "" : "es", steps, batch_note));
+    for (const std::string& l : device_notes) lines.push_back("Note: " + l);
+  } else {
+    std::string where = replicas == 1 ? devices[0].str()
+                                      : fmt::format("{} replicas ({}..{})", replicas, devices[0].str(), devices.back().str());
+    if (processes > 1)
+      where = fmt::format("{} replicas in {} processes ({} each: {}; launched by {})", replicas, processes, local_replicas,
+                          local_replicas == 1 ? devices[0].str() : fmt::format("{}..{}", devices[0].str(), devices.back().str()),
+                          this_process().launcher);
+    lines.push_back(fmt::format("Devices: {}{}; batch {} per replica, global batch {}{}{}", where,
+                                devices[0].is_cpu() ? fmt::format(", {} compute threads each", threads) : "", batch,
+                                global_batch, steps, batch_note));
+  }
+  lines.push_back(fmt::format("Memory per {}: parameters, gradients and optimizer state {}, activations {} per batch of {}",
+                              strategy == StrategyKind::DeviceParallel ? "model" : "replica", mib(double(param_bytes)),
+                              mib(double(activation_bytes_per_sample) * double(batch)), batch));
+  auto opt = make_optimizer(e.optimizer);
+  auto schedule = make_schedule(e.schedule, e.train.epochs);
+  lines.push_back(fmt::format("Optimizer {}, effective lr {:g}{}, schedule {}, loss {}{}", opt->describe(), base_lr,
+                              lr_factor != 1 ? fmt::format(" (linear scaling x{:g})", lr_factor) : "", schedule->describe(),
+                              e.train.loss,
+                              fused_loss ? fmt::format(" (fused with the output {})", fused_output) : std::string(" (output taken as logits)")) +
+                  (e.train.loss_scale.enabled() ? ", loss scale " + e.train.loss_scale.describe() : std::string()));
+  for (const std::string& c : Callbacks(e.callbacks).describe()) lines.push_back("Callback " + c);
+  return lines;
+}
+
+}  // namespace trainer

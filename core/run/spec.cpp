@@ -1,0 +1,135 @@
+// Reading a whole experiment config: each section through its module's reader, once.
+#include "core/run/spec.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <filesystem>
+#include <sstream>
+
+#include "core/graph/graph.h"
+#include "core/graph/loss.h"
+
+namespace trainer {
+namespace {
+
+// A name quoted on one short printable line: control bytes (NUL included) as \xNN, at most 64
+// characters of it, then its length.
+std::string quoted_name(const std::string& s) {
+  const std::string out = cfg::printable(s.substr(0, 64));
+  return s.size() <= 64 ? "'" + out + "'" : fmt::format("'{}...' ({} characters)", out, s.size());
+}
+
+TrainSpec read_train(cfg::MapReader r) {
+  TrainSpec t;
+  t.epochs = int(r.get_int("epochs", 1, 1, 1000000));
+  t.batch_size = r.get_int("batch_size", 32, 1, 1 << 20);
+  t.eval_batch_size = r.get_int("eval_batch_size", 0, 0, 1 << 20);
+  t.drop_last = r.get<bool>("drop_last", false);
+  t.shuffle = r.get<bool>("shuffle", true);
+  t.steps_per_epoch = r.get_int("steps_per_epoch", 0, 0, INT64_MAX);
+  t.loss = r.get_choice("loss", loss_names(), "sparse_categorical_crossentropy");
+  // auto (0): sized for the reduction path (plan_buckets, core/runtime/data_parallel/grad_buckets.h).
+  cfg::Node bucket = r.optional("bucket_mb");
+  if (bucket.is_scalar() && bucket.scalar() == "auto") r.allow({"bucket_mb"});
+  else t.bucket_mb = r.get_float("bucket_mb", 0.0, 0.001, 4096.0);
+  t.sync_bn = r.get<bool>("sync_bn", false);
+  r.allow({"loss_scale"});  // read with the precision (its default depends on it)
+  r.finish();
+  return t;
+}
+
+// `strategy:` with device parallelism's `placement:` and `pipeline: {microbatches}`.
+void read_strategy(cfg::MapReader& r, RunSpec& e) {
+  cfg::Node strategy = r.optional("strategy"), placement = r.optional("placement"), pipeline = r.optional("pipeline");
+  const std::string name = r.get_choice("strategy", {"data_parallel", "device_parallel", "hybrid"}, "data_parallel");
+  if (name == "hybrid")
+    strategy.fail("strategy 'hybrid' (data parallel over copies of a device-parallel pipeline) is not implemented: "
+                  "it needs one gradient communicator per stage across the copies; use device_parallel or data_parallel");
+  e.strategy = name == "device_parallel" ? StrategyKind::DeviceParallel : StrategyKind::DataParallel;
+  if (e.strategy != StrategyKind::DeviceParallel) {
+    if (placement.defined()) placement.fail("'placement' needs strategy: device_parallel");
+    if (pipeline.defined()) pipeline.fail("'pipeline' needs strategy: device_parallel");
+    return;
+  }
+  if (!placement.defined()) strategy.fail("strategy device_parallel needs 'placement:' (layer or block name: device)");
+  e.placement = read_placement(e.model, placement);
+  cfg::MapReader p(pipeline, "the pipeline section");
+  e.microbatches = int(p.get_int("microbatches", 1, 1, 1024));
+  p.finish();
+  if (e.devices.cpu_replicas > 1)
+    e.at("devices.cpu").fail("several CPU replicas of a device-parallel model would be the hybrid strategy, which is not "
+                             "implemented; name virtual CPU devices (cpu:0, cpu:1) in placement instead");
+}
+
+std::vector<std::string> metric_names(const RunSpec& e) {
+  std::vector<std::string> m{"accuracy", "loss", "lr"};
+  if (e.data.has_val()) {
+    m.push_back("val_accuracy");
+    m.push_back("val_loss");
+  }
+  if (e.train.loss_scale.enabled()) {
+    m.push_back("loss_scale");
+    m.push_back("skipped_steps");
+  }
+  return m;
+}
+
+}  // namespace
+
+cfg::Node RunSpec::at(const std::string& dotted) const {
+  cfg::Node n = cfg::root(doc);
+  std::stringstream ss(dotted);
+  for (std::string key; std::getline(ss, key, '.');) n = n.child(key);
+  return n;
+}
+
+RunSpec load_run_spec(const std::string& file, const std::vector<std::string>& overrides) {
+  return read_run_spec(cfg::load_document(file, overrides));
+}
+
+RunSpec read_run_spec(std::shared_ptr<cfg::Document> doc) {
+  RunSpec e;
+  e.doc = doc;
+  cfg::Node root = cfg::root(doc);
+  if (!root.defined()) throw cfg::ConfigError(doc->file, "the config is empty");
+  cfg::MapReader r(root, "the config");
+  std::string stem = std::filesystem::path(doc->file).stem().string();
+  e.name = r.get<std::string>("name", stem.empty() ? std::string("run") : stem);
+  // The name becomes a folder under the runs root: one plain path component, nothing that could
+  // climb out of it (../x, /abs), hide (.x) or confuse a shell or a filesystem.
+  if (cfg::Node n = r.optional("name"); n.defined()) {
+    bool plain = !e.name.empty() && e.name.size() <= 128 && e.name[0] != '.' && e.name[0] != '-';
+    for (unsigned char c : e.name) plain = plain && (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '+' || c == '=');
+    if (!plain)
+      n.fail(fmt::format("{} is not a valid run name: it names the run's folder, so use letters, digits and - _ . + = "
+                         "(at most 128, not starting with . or -)", quoted_name(e.name)));
+  }
+  e.seed = uint64_t(r.get_int("seed", 42, 0, INT64_MAX));
+  e.model = parse_model(r.required("model"));
+  e.data = read_data(r.required("data"));
+  e.optimizer = read_optimizer(r.optional("optimizer"));
+  e.schedule = read_schedule(r.optional("schedule"));
+  e.train = read_train(cfg::MapReader(r.optional("train"), "the train section"));
+  e.devices = read_devices(r.optional("devices"));
+  read_strategy(r, e);
+  cfg::Node callbacks = r.optional("callbacks");
+  e.checkpoint = read_checkpoint_spec(r.optional("checkpoint"));
+  e.init = read_init_spec(r.optional("init"));
+  // Whether the device can do it is checked when its context is made (CPU: AVX-512 for bf16, no
+  // fp16; CUDA: compute capability 8.0 for bf16).
+  const std::string precision = r.get_choice("precision", {"fp32", "bf16", "fp16"}, "fp32");
+  e.precision = precision == "bf16" ? Precision::BF16 : precision == "fp16" ? Precision::FP16 : Precision::FP32;
+  r.finish();
+  e.train.loss_scale = read_loss_scale(root.child("train").child("loss_scale"), e.precision);
+  e.metrics = metric_names(e);
+  e.callbacks = read_callbacks(callbacks, e.metrics);
+  if (!e.checkpoint.best.empty() && std::find(e.metrics.begin(), e.metrics.end(), e.checkpoint.best) == e.metrics.end())
+    e.checkpoint.best_node.fail(
+        fmt::format("this run has no metric '{}'{}", e.checkpoint.best, cfg::suggestion(e.checkpoint.best, e.metrics)));
+  // The model's graph (layers, shapes, parameters) is checked now, so a typo fails in a second.
+  Graph check(e.model);
+  return e;
+}
+
+}  // namespace trainer

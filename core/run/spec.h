@@ -1,0 +1,70 @@
+// RunSpec: one experiment config read once, in one place, into typed sections — each module reading
+// its own section (did-you-mean for unknown keys, file:line:col in every error) — before anything is built.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint/checkpointer.h"
+#include "core/checkpoint/init_from.h"
+#include "core/data/data_spec.h"
+#include "core/graph/model_spec.h"
+#include "core/graph/placement.h"
+#include "core/io/config.h"
+#include "core/ops/context.h"
+#include "core/optim/loss_scale.h"
+#include "core/optim/optimizer.h"
+#include "core/optim/schedule.h"
+#include "core/run/callbacks.h"
+#include "core/runtime/devices.h"
+#include "core/runtime/strategy_kind.h"
+
+namespace trainer {
+
+// `train:` — epochs, batches and the loss.
+struct TrainSpec {
+  int epochs = 1;
+  int64_t batch_size = 32;       // per replica
+  int64_t eval_batch_size = 0;   // 0: the training batch size
+  bool drop_last = false;
+  bool shuffle = true;
+  int64_t steps_per_epoch = 0;   // 0: the whole training set
+  std::string loss = "sparse_categorical_crossentropy";
+  double bucket_mb = 0;          // data parallelism: gradient all-reduce bucket size (0: auto)
+  bool sync_bn = false;          // data parallelism: batch-norm statistics over the global batch
+  LossScaleOptions loss_scale;   // `loss_scale:` (default: dynamic for fp16, none otherwise)
+};
+
+struct RunSpec {
+  std::shared_ptr<cfg::Document> doc;  // the resolved config (written into the run directory)
+  std::string name;
+  uint64_t seed = 42;
+  ModelSpec model;
+  DataSpec data;
+  OptimizerSpec optimizer;
+  ScheduleSpec schedule;
+  CallbackSpec callbacks;
+  TrainSpec train;
+  DevicesSpec devices;
+  StrategyKind strategy = StrategyKind::DataParallel;
+  Placement placement;    // device_parallel: `placement:` resolved
+  int microbatches = 1;   // device_parallel: `pipeline: {microbatches: M}`
+  CheckpointSpec checkpoint;
+  InitSpec init;
+  Precision precision = Precision::FP32;  // `precision: fp32 | bf16 | fp16` (fp16: CUDA only)
+  // The names of each epoch's metrics row (metrics.csv's columns after `epoch`): accuracy, loss,
+  // lr, val_accuracy and val_loss with validation data, loss_scale (at the epoch's end) and
+  // skipped_steps (the epoch's steps skipped for inf/NaN gradients) with loss scaling on.
+  std::vector<std::string> metrics;
+
+  // The config's node at a dotted path ("devices.cpp"), for errors found after reading.
+  cfg::Node at(const std::string& dotted) const;
+};
+
+// Loads `file` with `overrides` and reads every section; what can be checked without data or a
+// device (the model graph's shapes and parameters among it) is checked now, so a typo fails in
+// a second.
+RunSpec load_run_spec(const std::string& file, const std::vector<std::string>& overrides);
+RunSpec read_run_spec(std::shared_ptr<cfg::Document> doc);
+
+}  // namespace trainer

@@ -1,0 +1,77 @@
+// Replica construction and the per-batch steps.
+#include "core/runtime/data_parallel/replica.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace trainer {
+
+Replica::Replica(const TraineeSpec& t, Device device, int threads) {
+  ctx_ = make_context(device, t.context_for(threads));
+  graph_ = std::make_unique<Graph>(t.model);
+  graph_->bind(*ctx_, t.seed);
+  optimizer_ = make_optimizer(t.optimizer);
+  optimizer_->bind(*ctx_, graph_->params().trainable_weights(), graph_->params().trainable_grads());
+  loss_ = make_loss(t.loss, *ctx_);
+  // Keras' softmax (sigmoid) + crossentropy: the loss is computed from the activation's input
+  // (logits), which is exact and stable; otherwise the output is taken as logits (from_logits=True).
+  LossHead h = loss_head(*graph_, *loss_);
+  fused_ = h.fused;
+  logits_ = h.logits;
+  graph_->keep_f32(logits_);  // the loss reads and writes f32
+  state_ = std::make_unique<StoreState>(*ctx_, graph_->params(), *optimizer_);
+}
+
+Tensor Replica::to_device(const Tensor& host) {
+  if (ctx_->device().is_cpu()) return host;
+  if (dev_labels_.shape() != host.shape() || dev_labels_.dtype() != host.dtype()) dev_labels_ = ctx_->empty(host.shape(), host.dtype());
+  ctx_->copy_from_host(dev_labels_.data(), host.data(), host.bytes());
+  return dev_labels_;
+}
+
+static std::vector<const Tensor*> pointers(const std::vector<Tensor>& v) {
+  std::vector<const Tensor*> p;
+  for (const Tensor& t : v) p.push_back(&t);
+  return p;
+}
+
+LossStats Replica::compute_gradients(const Tensor& images, const Tensor& labels, float grad_scale, uint64_t step_seed) {
+  std::vector<Tensor> x = split_inputs(*ctx_, images, graph_->input_shapes(), staging_);
+  Tensor y = to_device(labels);
+  graph_->set_step_seed(step_seed);
+  graph_->forward(pointers(x), true, logits_);
+  Tensor& dlogits = graph_->grad(logits_);
+  LossStats s = loss_->compute(graph_->output(logits_), y, dlogits, grad_scale);
+  graph_->backward(dlogits, logits_);
+  return s;
+}
+
+LossStats Replica::train_step(const Tensor& images, const Tensor& labels, float lr, uint64_t step_seed) {
+  LossStats s = compute_gradients(images, labels, 1.0f / float(images.dim(0)), step_seed);
+  optimizer_->step(lr, 1.0f);
+  return s;
+}
+
+LossStats Replica::eval_step(const Tensor& images, const Tensor& labels, std::vector<int32_t>* predicted) {
+  std::vector<Tensor> x = split_inputs(*ctx_, images, graph_->input_shapes(), staging_);
+  Tensor y = to_device(labels);
+  graph_->forward(pointers(x), false, logits_);
+  Tensor none;
+  LossStats s = loss_->compute(graph_->output(logits_), y, none, 1.0f);
+  if (predicted) {
+    const Tensor& logits = graph_->output(logits_);
+    int64_t n = logits.dim(0), k = logits.numel() / std::max<int64_t>(n, 1);
+    std::vector<float> host(size_t(logits.numel()));
+    ctx_->copy_to_host(host.data(), logits.data(), host.size() * sizeof(float));
+    predicted->assign(size_t(n), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = host.data() + i * k;
+      // The first maximum, as argmax; one output unit is a binary classifier (logit > 0).
+      (*predicted)[size_t(i)] = k == 1 ? int32_t(row[0] > 0) : int32_t(std::max_element(row, row + k) - row);
+    }
+  }
+  return s;
+}
+
+}  // namespace trainer

@@ -1,0 +1,118 @@
+// The data-parallel step of one replica.
+#include "core/runtime/data_parallel/worker.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace trainer {
+
+Worker::Worker(const TraineeSpec& t, int rank, Device device, int threads)
+    : rank_(rank), sync_bn_(t.sync_bn), bucket_floats_(t.bucket_floats) {
+  rep_ = std::make_unique<Replica>(t, device, threads);
+  scaler_ = LossScaler(t.loss_scale);
+}
+
+void Worker::poison_first_gradient() {
+  Tensor g = rep_->graph().params().trainable_grads();
+  if (g.numel() == 0) return;
+  const float inf = std::numeric_limits<float>::infinity();
+  rep_->context().copy_from_host(g.data(), &inf, sizeof(float));
+}
+
+void Worker::attach(Communicator& grad, Communicator& ctl) {
+  ctl_ = &ctl;
+  ParamStore& ps = rep_->graph().params();
+  std::vector<int64_t> cuts;
+  for (const ParamEntry& p : ps.entries())
+    if (p.spec.trainable) cuts.push_back(p.offset);
+  buckets_ = std::make_unique<GradBuckets>(ps.trainable_grads(), cuts, bucket_floats_, grad, rep_->context());
+  rep_->graph().set_backward_hook([this](int64_t frontier) {
+    // Every gradient is final at frontier 0; the bucket holding offset 0 is reduced after this.
+    if (frontier == 0 && inject_ && rank_ == 0) poison_first_gradient();
+    buckets_->on_frontier(frontier);
+  });
+  // The end of forward, for StepTimes (the loss is computed right after the logits).
+  GraphHooks h;
+  h.after_forward = [this](int node) {
+    if (node != rep_->logits_node()) return;
+    if (timing_) rep_->context().synchronize();
+    forward_end_ = Clock::now();
+  };
+  // Between layers of backward, the worker thread sums the gradient pieces every rank has posted.
+  h.after_backward = [this](int) { buckets_->progress(); };
+  rep_->graph().set_hooks(std::move(h));
+  if (sync_bn_)
+    for (const GraphNode& n : rep_->graph().nodes()) n.layer->set_sync(&ctl);
+}
+
+void Worker::broadcast_parameters() {
+  Tensor w = rep_->graph().params().weights();
+  ctl_->broadcast(w, 0);
+}
+
+LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop) {
+  auto seconds = [](Clock::time_point a, Clock::time_point z) { return std::chrono::duration<double>(z - a).count(); };
+  const Clock::time_point start = Clock::now();
+  forward_end_ = start;
+  buckets_->start_step();
+  // The loss gradient is scaled by 1 / global batch, so the all-reduced sum is the gradient
+  // of the mean loss over the global batch: averaging needs no pass of its own.
+  // With loss scaling the loss gradient is also multiplied by the scale (exactly, for a power of 2).
+  const float loss_scale = scaler_.scale();
+  float grad_scale = b.global_size > 0 ? 1.0f / float(b.global_size) : 0.0f;
+  LossStats s = rep_->compute_gradients(b.images, b.labels, grad_scale * loss_scale, seed);
+  inject_ = false;
+  if (timing_) rep_->context().synchronize();
+  const Clock::time_point backward_end = Clock::now();
+  Optimizer& opt = rep_->optimizer();
+  const auto& bk = buckets_->buckets();
+  if (!scaler_.enabled()) {
+    opt.begin_step();
+    for (size_t i = bk.size(); i-- > 0;) {  // in the order their all-reduces finish
+      buckets_->wait(i);
+      opt.update(bk[i].begin, bk[i].end, lr, 1.0f);
+    }
+  } else {
+    // The check needs every reduced gradient, so the update waits for the last all-reduce. Every
+    // replica holds the same reduced gradients: all take the same decision, with no collective.
+    for (size_t i = bk.size(); i-- > 0;) buckets_->wait(i);
+    const bool finite = opt.grads_finite();
+    if (finite) opt.step(lr, 1.0f / loss_scale);  // unscaled inside the update
+    scaler_.update(finite);                       // skipped: no update, the step count unchanged
+  }
+  if (timing_) rep_->context().synchronize();
+  const Clock::time_point updated = Clock::now();
+  // Every bucket has been waited for: the communication thread's counts are final.
+  times_.forward = seconds(start, forward_end_);
+  times_.backward = seconds(forward_end_, backward_end);
+  times_.exposed = buckets_->exposed_seconds();
+  times_.skew = buckets_->skew_seconds();
+  times_.optimizer = std::max(0.0, seconds(backward_end, updated) - times_.exposed - times_.skew);
+  times_.allreduce = buckets_->reduce_seconds();
+  if (timing_) {
+    timeline_.forward_end = seconds(start, forward_end_);
+    timeline_.backward_end = seconds(start, backward_end);
+    timeline_.update_end = seconds(start, updated);
+    timeline_.reduced_by = buckets_->reduced_by();
+    timeline_.buckets = bk;
+    timeline_.trace = buckets_->trace();
+  }
+  Tensor frozen = rep_->graph().params().frozen_weights();
+  if (frozen.numel() > 0) ctl_->broadcast(frozen, 0);
+  std::vector<double> v{s.loss_sum, double(s.correct), double(s.count), stop ? 1.0 : 0.0};
+  ctl_->all_reduce_host(v);
+  stop = v[3] > 0;
+  return {v[0], int64_t(v[1]), int64_t(v[2])};
+}
+
+LossStats Worker::eval_batch(const Batch& b, std::vector<int32_t>* predicted) {
+  return rep_->eval_step(b.images, b.labels, predicted);
+}
+
+LossStats Worker::sum_over_ranks(const LossStats& total) {
+  std::vector<double> v{total.loss_sum, double(total.correct), double(total.count)};
+  ctl_->all_reduce_host(v);
+  return {v[0], int64_t(v[1]), int64_t(v[2])};
+}
+
+}  // namespace trainer

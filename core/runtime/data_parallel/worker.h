@@ -1,0 +1,92 @@
+// Worker: one data-parallel replica — its step (forward, loss, backward with bucketed
+// all-reduce overlapping it, the optimizer per bucket), evaluation of its shard, and the
+// per-step synchronisation that keeps every replica identical.
+//
+// Per training step every rank meets the others at, in order:
+//   1. one all-reduce per gradient bucket while backward continues (summed by the worker threads
+//      between layers on the CPU, on a communication thread for GPU memory);
+//      with loss scaling, the update then waits for all of them and checks them for inf/NaN;
+//   2. a broadcast of rank 0's non-trained parameters (batch-norm running statistics);
+//   3. a host all-reduce of the step's loss sum, correct count and sample count.
+// (With sync_bn, each batch-norm layer adds two host all-reduces in forward and backward.)
+#pragma once
+#include <chrono>
+#include <memory>
+
+#include "core/data/loader.h"
+#include "core/runtime/data_parallel/grad_buckets.h"
+#include "core/runtime/data_parallel/replica.h"
+#include "core/runtime/bench_result.h"
+#include "core/runtime/trainee.h"
+
+namespace trainer {
+
+// Where one train_step's time went, in seconds, as this rank saw it. Four steady_clock reads a
+// step (the end of forward is marked from the graph's after_forward hook). A GPU runs ahead of
+// the host, so without timing each part is only its launch time; with Worker::set_timing(true) the
+// device is synchronised at each boundary and each part holds its device work (CPU ops are
+// synchronous: the times are exact either way). Whatever is not here (the step-end statistics
+// broadcast and loss all-reduce, the caller's own loop) is the rest of the step's wall time.
+struct StepTimes {
+  double forward = 0;    // the batch to the device and forward up to the logits
+  double backward = 0;   // the loss and backward (the buckets' all-reduces start meanwhile)
+  double optimizer = 0;  // the per-bucket updates, less the time spent waiting for all-reduces
+  double allreduce = 0;  // all-reduce time (GradBuckets::reduce_seconds), mostly overlapping backward
+  double exposed = 0;    // the part of it the updates waited for after backward (not hidden)
+  double skew = 0;       // the updates waited for another replica's backward to reach a bucket
+  StepTimes& operator+=(const StepTimes& o) {
+    forward += o.forward, backward += o.backward, optimizer += o.optimizer;
+    allreduce += o.allreduce, exposed += o.exposed, skew += o.skew;
+    return *this;
+  }
+};
+
+class Worker final : public Trainee {
+ public:
+  Worker(const TraineeSpec& t, int rank, Device device, int threads);
+  // Connects the worker to its communicators (made once every replica's context exists):
+  // `grad` is used only by the gradient communication thread, `ctl` only by the worker thread.
+  void attach(Communicator& grad, Communicator& ctl);
+
+  int rank() const override { return rank_; }
+  ModelState& state() override { return rep_->state(); }
+  Replica& replica() { return *rep_; }
+  Communicator& control() { return *ctl_; }
+  // Binds this thread to the replica's device (call first on the worker thread).
+  void bind_thread() { rep_->context().bind_thread(); }
+  // Makes every replica start from rank 0's initial parameters.
+  void broadcast_parameters() override;
+
+  // One step on this rank's shard `b`; returns the step's stats summed over all replicas.
+  // `stop`: in, this rank asks to stop after this step; out, some rank asked (all ranks agree).
+  LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop) override;
+
+  const GradBuckets& buckets() const { return *buckets_; }
+  // The last train_step's parts; `timing` synchronises the device between them (for `trainer
+  // bench`: it costs a GPU the overlap of host and device across those points).
+  const StepTimes& step_times() const { return times_; }
+  // The last train_step's timeline, recorded while timing is on.
+  const StepTimeline& timeline() const { return timeline_; }
+  void set_timing(bool on) { timing_ = on; }
+
+ protected:
+  LossStats eval_batch(const Batch& b, std::vector<int32_t>* predicted) override;
+  LossStats sum_over_ranks(const LossStats& s) override;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void poison_first_gradient();  // inject_nonfinite(): an inf in the first trainable gradient
+
+  int rank_;
+  bool sync_bn_;
+  int64_t bucket_floats_;
+  std::unique_ptr<Replica> rep_;
+  Communicator* ctl_ = nullptr;
+  std::unique_ptr<GradBuckets> buckets_;
+  bool timing_ = false;
+  StepTimes times_;
+  StepTimeline timeline_;
+  Clock::time_point forward_end_;  // set by the after_forward hook at the logits
+};
+
+}  // namespace trainer

@@ -1,0 +1,261 @@
+// Device-parallel training: stages built from the placement, micro-batches through the GPipe
+// schedule on the stage threads, shared-layer gradient sums and the optimizer step per stage.
+#include "core/runtime/device_parallel/pipeline_worker.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <map>
+
+#include "core/runtime/devices.h"
+#include "core/graph/loss.h"
+#include "core/runtime/batch_inputs.h"
+
+namespace trainer {
+namespace {
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A stage's ModelState, used from any thread: every call runs on the stage's own thread.
+class OnStageThread final : public ModelState {
+ public:
+  OnStageThread(ModelState& s, StageThreads& t, int stage) : s_(s), t_(t), stage_(stage) {}
+  const std::vector<ParamEntry>& entries() const override { return s_.entries(); }
+  int64_t total_floats() const override { return s_.total_floats(); }
+  std::vector<float> download_weights() override { return on([&] { return s_.download_weights(); }); }
+  void upload_weights(const std::vector<float>& w) override {
+    t_.run_on(stage_, [&] { s_.upload_weights(w); });
+  }
+  std::vector<std::string> optimizer_state_names() override { return s_.optimizer_state_names(); }
+  std::vector<float> download_state(const std::string& n) override { return on([&] { return s_.download_state(n); }); }
+  void upload_state(const std::string& n, const std::vector<float>& v) override {
+    t_.run_on(stage_, [&] { s_.upload_state(n, v); });
+  }
+  int64_t optimizer_steps() const override { return s_.optimizer_steps(); }
+  void set_optimizer_steps(int64_t steps) override { s_.set_optimizer_steps(steps); }
+
+ private:
+  std::vector<float> on(const std::function<std::vector<float>()>& f) {
+    std::vector<float> out;
+    t_.run_on(stage_, [&] { out = f(); });
+    return out;
+  }
+  ModelState& s_;
+  StageThreads& t_;
+  int stage_;
+};
+
+}  // namespace
+
+std::vector<Device> placement_devices(const Placement& p, const DevicesSpec& r, std::vector<std::string>* notes) {
+  std::vector<Device> gpus;
+  const bool want_gpus = !r.gpus.empty() || r.all_gpus;
+  if (want_gpus) gpus = select_devices(r);
+  std::vector<Device> out;
+  for (const std::string& label : p.devices) {
+    if (label == "cpu") {
+      out.push_back(Device::cpu(0));
+    } else if (label.rfind("cpu:", 0) == 0) {
+      out.push_back(Device::cpu(std::stoi(label.substr(4))));
+    } else {
+      int n = std::stoi(label.substr(4));
+      if (!want_gpus) {
+        out.push_back(Device::cpu(1000 + n));
+        if (notes) notes->push_back(fmt::format("{} runs on a virtual CPU device (no GPUs requested: --gpus or devices.gpus)", label));
+      } else if (size_t(n) >= gpus.size()) {
+        throw DeviceError(fmt::format("placement uses {}, but {} GPU(s) were requested (--gpus or devices.gpus)", label, gpus.size()));
+      } else {
+        out.push_back(gpus[size_t(n)]);
+      }
+    }
+  }
+  return out;
+}
+
+PipelineWorker::PipelineWorker(const TraineeSpec& t, const std::vector<Device>& devices, int threads)
+    : microbatches_(t.microbatches) {
+  scaler_ = LossScaler(t.loss_scale);
+  Graph full(t.model);
+  std::vector<Shape> shapes;
+  for (const GraphNode& n : full.nodes()) shapes.push_back(n.shape);
+  input_shapes_ = full.input_shapes();
+  std::string logits;
+  {
+    auto cpu = make_context(Device::cpu(0));
+    auto loss = make_loss(t.loss, *cpu);
+    logits = full.nodes()[size_t(loss_head(full, *loss).logits)].layer->name();
+  }
+  std::vector<Stage> stages = make_stages(t.model, t.placement, shapes);
+  for (const Stage& st : stages)
+    stages_.push_back(std::make_unique<StageRuntime>(t, st, devices[size_t(st.device)], threads, microbatches_, logits));
+  // Boundaries: every received input of every stage, from the stage holding its layer.
+  for (size_t c = 0; c < stages.size(); ++c)
+    for (size_t k = 0; k < stages[c].model_inputs.size(); ++k) {
+      if (stages[c].model_inputs[k] >= 0) continue;
+      const std::string& name = stages[c].spec.inputs[k].name;
+      for (size_t p = 0; p < stages.size(); ++p) {
+        int node = stages_[p]->graph().node_index(name);
+        if (node >= 0) bounds_.push_back({int(p), node, int(c), int(k), {}, {}});
+      }
+    }
+  for (size_t s = 0; s < stages_.size(); ++s) stages_[s]->connect(bounds_, int(s));
+  // Parameters with copies on several stages (a layer shared across devices).
+  std::map<std::string, std::vector<std::pair<int, size_t>>> copies;
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    const auto& entries = stages_[s]->params().entries();
+    for (size_t i = 0; i < entries.size(); ++i)
+      if (entries[i].spec.trainable) copies[entries[i].name].push_back({int(s), i});
+  }
+  for (auto& [name, list] : copies)
+    if (list.size() > 1) tied_.push_back(list);
+
+  threads_ = std::make_unique<StageThreads>(int(stages_.size()), [this](int s) { stages_[size_t(s)]->context().bind_thread(); }, box_);
+  std::vector<ModelState*> parts;
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    stage_states_.push_back(std::make_unique<OnStageThread>(stages_[s]->state(), *threads_, int(s)));
+    parts.push_back(stage_states_.back().get());
+  }
+  state_ = std::make_unique<TiedState>(parts);
+  reset_bubble();
+  times_.stages.resize(stages_.size());
+}
+
+PipelineWorker::~PipelineWorker() { threads_.reset(); }
+
+LossStats PipelineWorker::pass(const Batch& b, bool training, int M, uint64_t seed, float loss_scale) {
+  const int64_t n = b.images.dim(0);
+  M = int(std::max<int64_t>(1, std::min<int64_t>(M, n)));
+  std::vector<Tensor> inputs = host_inputs(b.images, input_shapes_);
+  std::vector<MicroBatch> mbs(static_cast<size_t>(M));
+  std::vector<int64_t> lo(size_t(M) + 1);
+  for (int m = 0; m <= M; ++m) lo[size_t(m)] = n * m / M;
+  for (int m = 0; m < M; ++m) {
+    for (const Tensor& x : inputs) mbs[size_t(m)].inputs.push_back(x.slice(lo[size_t(m)], lo[size_t(m) + 1]));
+    mbs[size_t(m)].labels = b.labels.slice(lo[size_t(m)], lo[size_t(m) + 1]);
+  }
+  for (Boundary& bd : bounds_) {
+    bd.fwd.resize(size_t(microbatches_));
+    bd.bwd.resize(size_t(microbatches_));
+    const Shape& s = stages_[size_t(bd.from)]->graph().nodes()[size_t(bd.node)].shape;
+    for (int m = 0; m < M; ++m) {
+      Shape want = s.with_batch(lo[size_t(m) + 1] - lo[size_t(m)]);
+      if (bd.fwd[size_t(m)].shape() != want) bd.fwd[size_t(m)] = Tensor::empty(want);
+      if (bd.bwd[size_t(m)].shape() != want) bd.bwd[size_t(m)] = Tensor::empty(want);
+    }
+  }
+  const int S = int(stages_.size());
+  box_.reset(bounds_.size() * size_t(microbatches_) * 2);
+  std::vector<LossStats> per(static_cast<size_t>(S));
+  std::vector<StageTimes> times(static_cast<size_t>(S));
+  std::vector<double> ran(static_cast<size_t>(S));
+  const float grad_scale = 1.0f / float(b.global_size > 0 ? b.global_size : n) * loss_scale;
+  auto t0 = std::chrono::steady_clock::now();
+  threads_->run_all([&](int s) {
+    auto t = std::chrono::steady_clock::now();
+    per[size_t(s)] = stages_[size_t(s)]->run(mbs, training, grad_scale, seed, bounds_, box_, microbatches_, times[size_t(s)]);
+    ran[size_t(s)] = since(t);
+  });
+  if (training) {
+    times_.schedule = since(t0);
+    bubble_.wall += times_.schedule;
+    for (int s = 0; s < S; ++s) {
+      StageTime& st = times_.stages[size_t(s)];
+      st.waited = times[size_t(s)].waited;
+      st.busy = ran[size_t(s)] - st.waited;
+      st.forward = std::min(times[size_t(s)].forward, st.busy);
+      bubble_.busy += st.busy;
+    }
+    ++bubble_.steps;
+  }
+  LossStats total;
+  for (const LossStats& s : per) total += s;
+  return total;
+}
+
+void PipelineWorker::sum_shared_gradients() {
+  if (tied_.empty()) return;
+  // Each copy's gradient to the host (on its stage's thread), summed in stage order, and back.
+  std::vector<std::vector<std::vector<float>>> host(tied_.size());
+  for (size_t t = 0; t < tied_.size(); ++t) host[t].resize(tied_[t].size());
+  auto each_copy = [&](int s, const std::function<void(size_t t, size_t c, Tensor g)>& f) {
+    for (size_t t = 0; t < tied_.size(); ++t)
+      for (size_t c = 0; c < tied_[t].size(); ++c)
+        if (tied_[t][c].first == s) f(t, c, stages_[size_t(s)]->params().grad_view(tied_[t][c].second));
+  };
+  threads_->run_all([&](int s) {
+    OpContext& ctx = stages_[size_t(s)]->context();
+    each_copy(s, [&](size_t t, size_t c, Tensor g) {
+      host[t][c].resize(size_t(g.numel()));
+      ctx.copy_to_host(host[t][c].data(), g.data(), g.bytes());
+    });
+    ctx.synchronize();
+  });
+  for (auto& copies : host)
+    for (size_t c = 1; c < copies.size(); ++c)
+      for (size_t i = 0; i < copies[0].size(); ++i) copies[0][i] += copies[c][i];
+  threads_->run_all([&](int s) {
+    OpContext& ctx = stages_[size_t(s)]->context();
+    each_copy(s, [&](size_t t, size_t, Tensor g) { ctx.copy_from_host(g.data(), host[t][0].data(), g.bytes()); });
+    ctx.synchronize();
+  });
+}
+
+LossStats PipelineWorker::compute_gradients(const Batch& b, uint64_t seed, float loss_scale) {
+  LossStats s = pass(b, true, microbatches_, seed, loss_scale);
+  const auto t0 = std::chrono::steady_clock::now();
+  sum_shared_gradients();  // synchronises the stages that hold copies
+  times_.shared_sum = since(t0);
+  return s;
+}
+
+void PipelineWorker::poison_first_gradient() {
+  for (size_t st = 0; st < stages_.size(); ++st) {
+    Tensor g = stages_[st]->params().trainable_grads();
+    if (g.numel() == 0) continue;
+    threads_->run_on(int(st), [&] {
+      const float inf = std::numeric_limits<float>::infinity();
+      stages_[st]->context().copy_from_host(g.data(), &inf, sizeof(float));
+      stages_[st]->context().synchronize();
+    });
+    return;
+  }
+}
+
+LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bool&) {
+  const float loss_scale = scaler_.scale();
+  LossStats s = compute_gradients(b, seed, loss_scale);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (inject_) poison_first_gradient();
+  inject_ = false;
+  // Loss scaling: each stage checks its own gradients; the step is taken only when every stage's
+  // are finite, so all stages skip together (and the scale stays one for the whole model).
+  bool finite = true;
+  if (scaler_.enabled()) {
+    std::vector<char> ok(stages_.size(), 1);
+    threads_->run_all([&](int st) { ok[size_t(st)] = stages_[size_t(st)]->optimizer().grads_finite(); });
+    finite = std::all_of(ok.begin(), ok.end(), [](char c) { return c != 0; });
+  }
+  if (!finite)
+    for (StageTime& t : times_.stages) t.optimizer = 0;  // skipped: no update
+  else
+    threads_->run_all([&](int st) {
+      const auto t = std::chrono::steady_clock::now();
+      stages_[size_t(st)]->optimizer().step(lr, 1.0f / loss_scale);
+      if (timing_) stages_[size_t(st)]->context().synchronize();
+      times_.stages[size_t(st)].optimizer = since(t);
+    });
+  scaler_.update(finite);
+  times_.optimizer = since(t0);
+  return s;
+}
+
+LossStats PipelineWorker::eval_batch(const Batch& b, std::vector<int32_t>* predicted) {
+  if (predicted) throw std::logic_error("device-parallel evaluation does not report predictions");
+  return pass(b, false, 1, 0);
+}
+
+}  // namespace trainer

@@ -1,0 +1,93 @@
+// PipelineWorker: a device-parallel model as one Trainee — its stages (one per device, each on
+// a thread of its own), the boundaries between them, the GPipe micro-batch schedule, the sum of
+// a shared layer's gradients over the devices holding copies, and the time stages sat idle.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/runtime/devices.h"
+#include "core/runtime/device_parallel/mailbox.h"
+#include "core/runtime/device_parallel/stage.h"
+#include "core/runtime/device_parallel/stage_threads.h"
+#include "core/runtime/trainee.h"
+
+namespace trainer {
+
+// The devices a placement's labels run on: cpu -> cpu:0, cpu:N -> a virtual CPU device N;
+// gpu:N -> the N-th GPU of devices.gpus (--gpus) when GPUs are requested, else a virtual CPU
+// device of its own (so a GPU placement runs, slowly, on any machine). `notes` says what ran where.
+std::vector<Device> placement_devices(const Placement& p, const DevicesSpec& r, std::vector<std::string>* notes);
+
+class PipelineWorker final : public Trainee {
+ public:
+  PipelineWorker(const TraineeSpec& t, const std::vector<Device>& devices, int threads);
+  ~PipelineWorker() override;
+
+  int rank() const override { return 0; }
+  ModelState& state() override { return *state_; }
+  void broadcast_parameters() override {}  // copies of a shared layer start equal (same seed and name)
+  LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop) override;
+
+  // Forward and backward only (no update): the gradients stay in each stage's store, a shared
+  // layer's summed over its copies. For tests and benchmarks. `loss_scale` multiplies the loss
+  // gradient (loss scaling).
+  LossStats compute_gradients(const Batch& b, uint64_t seed, float loss_scale = 1.0f);
+  int stages() const { return int(stages_.size()); }
+  StageRuntime& stage(int s) { return *stages_[size_t(s)]; }
+  int microbatches() const { return microbatches_; }
+
+  // Idle time: 1 - (stage busy seconds) / (stages x wall seconds), over the training steps
+  // since the last reset (busy = a stage's time in its part of the schedule minus its waits).
+  struct Bubble {
+    double wall = 0, busy = 0;
+    int stages = 0;
+    int64_t steps = 0;
+    double fraction() const { return wall > 0 ? 1.0 - busy / (wall * stages) : 0.0; }
+  };
+  const Bubble& bubble() const { return bubble_; }
+  void reset_bubble() { bubble_ = Bubble{0, 0, int(stages_.size()), 0}; }
+
+  // Where the last train_step's time went, in seconds. Forward and backward interleave across
+  // stages (and a stage's graphs per micro-batch are its own), so the schedule is one part: every
+  // stage's forward, loss and backward of every micro-batch, as wall time from the first stage's
+  // start to the last one's end. A stage's busy time is its part of that less its waits for
+  // other stages (activations, gradients). With timing on (for `trainer bench`), each stage's
+  // device is synchronised after its update, so asynchronous GPU work is counted where launched.
+  struct StageTime {
+    double busy = 0, waited = 0, optimizer = 0;
+    double forward = 0;  // the part of busy spent in forwards (the loss included); the rest is backward
+  };
+  struct StepTimes {
+    double schedule = 0;    // the GPipe schedule (forward + backward), wall time
+    double shared_sum = 0;  // a shared layer's gradients summed over the devices holding copies
+    double optimizer = 0;   // every stage's update (in parallel), wall time
+    std::vector<StageTime> stages;
+  };
+  const StepTimes& step_times() const { return times_; }
+  void set_timing(bool on) { timing_ = on; }
+
+ protected:
+  LossStats eval_batch(const Batch& b, std::vector<int32_t>* predicted) override;
+
+ private:
+  LossStats pass(const Batch& b, bool training, int microbatches, uint64_t seed, float loss_scale = 1.0f);
+  void sum_shared_gradients();
+  void poison_first_gradient();  // inject_nonfinite(): an inf in the first stage's first gradient
+
+  int microbatches_ = 1;
+  Mailbox box_;
+  std::vector<std::unique_ptr<StageRuntime>> stages_;
+  std::vector<Boundary> bounds_;
+  std::unique_ptr<StageThreads> threads_;
+  std::vector<std::unique_ptr<ModelState>> stage_states_;
+  std::unique_ptr<ModelState> state_;
+  std::vector<Shape> input_shapes_;
+  // Parameters held by several stages: per group, (stage, entry index) of each copy.
+  std::vector<std::vector<std::pair<int, size_t>>> tied_;
+  Bubble bubble_;
+  bool timing_ = false;
+  StepTimes times_;
+};
+
+}  // namespace trainer

@@ -1,0 +1,193 @@
+// A stage's graphs, buffers and its part of the GPipe schedule.
+#include "core/runtime/device_parallel/stage.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+
+namespace trainer {
+namespace {
+
+constexpr int kForward = 0, kBackward = 1;
+
+size_t slot(size_t boundary, int m, int dir, int M) { return (boundary * size_t(M) + size_t(m)) * 2 + size_t(dir); }
+
+// Clears a graph's hooks when a pass ends, also by an exception: they point at the pass's locals.
+struct HookScope {
+  Graph& g;
+  HookScope(Graph& graph, GraphHooks h) : g(graph) { g.set_hooks(std::move(h)); }
+  ~HookScope() { g.set_hooks({}); }
+};
+
+}  // namespace
+
+StageRuntime::StageRuntime(const TraineeSpec& t, const Stage& st, Device device, int threads, int microbatches,
+                           const std::string& logits)
+    : stage_(st) {
+  ctx_ = make_context(device, t.context_for(threads));
+  for (int m = 0; m < microbatches; ++m) {
+    graphs_.push_back(std::make_unique<Graph>(st.spec));
+    if (m == 0)
+      graphs_[0]->bind(*ctx_, t.seed);
+    else
+      graphs_[size_t(m)]->bind_shared(*ctx_, *graphs_[0]);
+    for (size_t k = 0; k < st.model_inputs.size(); ++k)
+      if (st.model_inputs[k] < 0) graphs_[size_t(m)]->set_input_grad(int(k), true);
+  }
+  Graph& g = *graphs_[0];
+  optimizer_ = make_optimizer(t.optimizer);
+  optimizer_->bind(*ctx_, g.params().trainable_weights(), g.params().trainable_grads());
+  state_ = std::make_unique<StoreState>(*ctx_, g.params(), *optimizer_);
+  elementwise_ = make_kernel<ElementwiseKernel>(*ctx_, {});
+  logits_ = g.node_index(logits);
+  if (logits_ >= 0) {
+    loss_ = make_loss(t.loss, *ctx_);
+    for (auto& gm : graphs_) gm->keep_f32(logits_);  // the loss reads and writes f32
+  }
+  const size_t n = g.nodes().size(), inputs = st.model_inputs.size();
+  reads_.assign(n, {});
+  last_use_.assign(n, {});
+  sends_.assign(n, {});
+  incoming_.assign(inputs, -1);
+  dev_in_.assign(inputs, std::vector<Tensor>(size_t(microbatches)));
+  dlogits_.assign(size_t(microbatches), Tensor());
+  dev_labels_.assign(size_t(microbatches), Tensor());
+  for (size_t k = 0; k < inputs; ++k) {
+    if (st.model_inputs[k] >= 0) continue;
+    int first = -1;
+    for (size_t i = 0; i < n; ++i)
+      for (int j : g.nodes()[i].inputs)
+        if (is_model_input(j) && size_t(model_input_index(j)) == k) {
+          if (reads_[i].empty() || reads_[i].back() != int(k)) reads_[i].push_back(int(k));
+          if (first < 0) first = int(i);
+        }
+    // Backward goes from the last node down: the input's gradient is final after its first reader.
+    if (first >= 0) last_use_[size_t(first)].push_back(int(k));
+  }
+}
+
+void StageRuntime::connect(const std::vector<Boundary>& all, int self) {
+  dev_grad_.assign(all.size() * graphs_.size(), Tensor());
+  for (size_t b = 0; b < all.size(); ++b) {
+    if (all[b].from == self) {
+      sends_[size_t(all[b].node)].push_back(int(b));
+      for (auto& g : graphs_) g->keep_f32(all[b].node);  // boundaries carry f32 (Boundary's buffers)
+    }
+    if (all[b].to == self) incoming_[size_t(all[b].input)] = int(b);
+  }
+}
+
+Tensor& StageRuntime::sized(Tensor& t, const Shape& s, DType d) {
+  if (!t.defined() || t.shape() != s || t.dtype() != d) t = ctx_->empty(s, d);
+  return t;
+}
+
+LossStats StageRuntime::run(const std::vector<MicroBatch>& mbs, bool training, float grad_scale, uint64_t seed,
+                            std::vector<Boundary>& bounds, Mailbox& box, int max_microbatches, StageTimes& times) {
+  LossStats total;
+  const int M = int(mbs.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  const double waited0 = times.waited;
+  for (int m = 0; m < M; ++m) forward(m, mbs[size_t(m)], training, grad_scale, seed, bounds, box, max_microbatches, times, total);
+  // Host time: on a GPU, forward work still queued is counted in backward's share.
+  times.forward = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - (times.waited - waited0);
+  if (!training) return total;
+  Tensor grads = params().trainable_grads();
+  for (int m = M - 1; m >= 0; --m) {
+    backward(m, bounds, box, max_microbatches, times);
+    if (M == 1 || grads.numel() == 0) continue;
+    if (m == M - 1) {
+      sized(acc_, grads.shape());
+      ctx_->copy(acc_.data(), grads.data(), grads.bytes());
+    } else {
+      elementwise_->accumulate(grads, acc_);
+    }
+  }
+  if (M > 1 && grads.numel() > 0) ctx_->copy(grads.data(), acc_.data(), grads.bytes());
+  ctx_->synchronize();
+  return total;
+}
+
+void StageRuntime::forward(int m, const MicroBatch& mb, bool training, float grad_scale, uint64_t seed,
+                           std::vector<Boundary>& bounds, Mailbox& box, int M, StageTimes& times, LossStats& total) {
+  Graph& g = *graphs_[size_t(m)];
+  const bool cpu = ctx_->device().is_cpu();
+  const size_t inputs = stage_.model_inputs.size();
+  std::vector<const Tensor*> in(inputs);
+  for (size_t k = 0; k < inputs; ++k) {
+    const Tensor& host = incoming_[k] < 0 ? mb.inputs[size_t(stage_.model_inputs[k])] : bounds[size_t(incoming_[k])].fwd[size_t(m)];
+    if (cpu) {
+      in[k] = &host;
+    } else {
+      in[k] = &sized(dev_in_[k][size_t(m)], host.shape());
+      if (incoming_[k] < 0) ctx_->copy_from_host(dev_in_[k][size_t(m)].data(), host.data(), host.bytes());
+    }
+  }
+  GraphHooks h;
+  h.before_forward = [&](int i) {
+    for (int k : reads_[size_t(i)]) {
+      size_t b = size_t(incoming_[size_t(k)]);
+      times.waited += box.wait(slot(b, m, kForward, M));
+      if (!cpu) ctx_->copy_from_host(dev_in_[size_t(k)][size_t(m)].data(), bounds[b].fwd[size_t(m)].data(), bounds[b].fwd[size_t(m)].bytes());
+    }
+  };
+  h.after_forward = [&](int i) {
+    for (int b : sends_[size_t(i)]) {
+      Tensor& dst = bounds[size_t(b)].fwd[size_t(m)];
+      ctx_->copy_to_host(dst.data(), g.output(i).data(), dst.bytes());
+      ctx_->synchronize();
+      box.post(slot(size_t(b), m, kForward, M));
+    }
+  };
+  HookScope scope(g, std::move(h));
+  g.set_step_seed(seed * 0x9E3779B97F4A7C15ull + uint64_t(m));
+  g.forward(in, training, int(g.nodes().size()) - 1);
+  if (loss_) {
+    Tensor labels = mb.labels;
+    if (!cpu) {
+      labels = sized(dev_labels_[size_t(m)], mb.labels.shape(), DType::I32);
+      ctx_->copy_from_host(labels.data(), mb.labels.data(), mb.labels.bytes());
+    }
+    Tensor none;
+    Tensor& dl = training ? sized(dlogits_[size_t(m)], g.output(logits_).shape()) : none;
+    total += loss_->compute(g.output(logits_), labels, dl, grad_scale);
+  }
+}
+
+void StageRuntime::backward(int m, std::vector<Boundary>& bounds, Mailbox& box, int M, StageTimes& times) {
+  Graph& g = *graphs_[size_t(m)];
+  const bool cpu = ctx_->device().is_cpu();
+  GraphHooks h;
+  h.before_backward = [&](int i) {
+    if (i == logits_) g.add_grad(i, dlogits_[size_t(m)]);
+    for (int b : sends_[size_t(i)]) {
+      times.waited += box.wait(slot(size_t(b), m, kBackward, M));
+      const Tensor& host = bounds[size_t(b)].bwd[size_t(m)];
+      if (cpu) {
+        g.add_grad(i, host);
+      } else {
+        Tensor& d = sized(dev_grad_[size_t(b) * graphs_.size() + size_t(m)], host.shape());
+        ctx_->copy_from_host(d.data(), host.data(), host.bytes());
+        g.add_grad(i, d);
+      }
+    }
+  };
+  h.after_backward = [&](int i) {
+    for (int k : last_use_[size_t(i)]) {
+      size_t b = size_t(incoming_[size_t(k)]);
+      Tensor& dst = bounds[b].bwd[size_t(m)];
+      if (g.input_grad_written(k)) {
+        ctx_->copy_to_host(dst.data(), g.input_grad(k).data(), dst.bytes());
+        ctx_->synchronize();
+      } else {
+        std::memset(dst.data(), 0, dst.bytes());
+      }
+      box.post(slot(b, m, kBackward, M));
+    }
+  };
+  HookScope scope(g, std::move(h));
+  g.backward_all();
+}
+
+}  // namespace trainer

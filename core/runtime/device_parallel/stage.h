@@ -1,0 +1,83 @@
+// StageRuntime: one device's part of a device-parallel model — its context, one graph per
+// micro-batch sharing one parameter store, its optimizer and (on the stage holding the logits)
+// the loss — and the GPipe schedule it runs: every micro-batch forward, then every one
+// backward in reverse, handing activations and gradients to the other stages at boundaries.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "core/runtime/trainee.h"
+#include "core/graph/loss.h"
+#include "core/checkpoint/model_state.h"
+#include "core/runtime/device_parallel/mailbox.h"
+#include "core/graph/graph.h"
+#include "core/graph/placement.h"
+
+namespace trainer {
+
+// Layer `node` of stage `from`, read as input `input` of stage `to`. The activation and its
+// gradient pass through host buffers, one per micro-batch (a CPU stage reads them in place).
+struct Boundary {
+  int from = 0, node = 0, to = 0, input = 0;
+  std::vector<Tensor> fwd, bwd;
+};
+
+struct MicroBatch {
+  std::vector<Tensor> inputs;  // host f32, one per model input
+  Tensor labels;               // host i32
+};
+
+struct StageTimes {
+  double waited = 0;   // seconds blocked on other stages
+  double forward = 0;  // seconds in the forward passes (the loss included), less their waits
+};
+
+class StageRuntime {
+ public:
+  // `logits`: the name of the layer whose output the loss scores (this stage computes the loss
+  // when it holds it). Builds `microbatches` graphs on a context of its own.
+  StageRuntime(const TraineeSpec& t, const Stage& st, Device device, int threads, int microbatches,
+               const std::string& logits);
+  // Finds this stage's boundaries among every stage's (call once all are made).
+  void connect(const std::vector<Boundary>& all, int self);
+
+  // One pass over the micro-batches. Training: forward all, backward all in reverse, the
+  // parameter gradients summed over micro-batches (the loss gradient is scaled by grad_scale);
+  // otherwise forward only. Returns the loss stats (zero on stages without the loss).
+  LossStats run(const std::vector<MicroBatch>& mbs, bool training, float grad_scale, uint64_t seed,
+                std::vector<Boundary>& bounds, Mailbox& box, int max_microbatches, StageTimes& times);
+
+  OpContext& context() { return *ctx_; }
+  Graph& graph() { return *graphs_[0]; }
+  ParamStore& params() { return graphs_[0]->params(); }
+  Optimizer& optimizer() { return *optimizer_; }
+  ModelState& state() { return *state_; }
+  bool holds_loss() const { return loss_ != nullptr; }
+  const Stage& stage() const { return stage_; }
+
+ private:
+  void forward(int m, const MicroBatch& mb, bool training, float grad_scale, uint64_t seed, std::vector<Boundary>& bounds,
+               Mailbox& box, int M, StageTimes& times, LossStats& total);
+  void backward(int m, std::vector<Boundary>& bounds, Mailbox& box, int M, StageTimes& times);
+  // A device buffer of shape `s` kept in `t` (reallocated when the shape changes).
+  Tensor& sized(Tensor& t, const Shape& s, DType d = DType::F32);
+
+  Stage stage_;
+  std::unique_ptr<OpContext> ctx_;
+  std::vector<std::unique_ptr<Graph>> graphs_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<Loss> loss_;
+  std::unique_ptr<StoreState> state_;
+  std::unique_ptr<ElementwiseKernel> elementwise_;
+  int logits_ = -1;
+  std::vector<std::vector<int>> reads_;        // per node: the received inputs it reads
+  std::vector<std::vector<int>> last_use_;     // per node: received inputs whose gradient is final after it
+  std::vector<std::vector<int>> sends_;        // per node: boundaries it feeds
+  std::vector<int> incoming_;                  // per input: its boundary, or -1 (a model input)
+  std::vector<std::vector<Tensor>> dev_in_;    // per input, per micro-batch (GPU stages)
+  std::vector<Tensor> dlogits_, dev_labels_;
+  std::vector<Tensor> dev_grad_;               // per boundary x micro-batch (GPU stages): a received gradient
+  Tensor acc_;                                 // gradients summed over micro-batches
+};
+
+}  // namespace trainer

@@ -1,0 +1,35 @@
+// Device selection: turns the config's/CLI's request into this run's replicas (devices and
+// compute threads) and their communicators, or a DeviceError (exit code 4) that says what is
+// visible.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/io/config.h"
+#include "core/tensor/device.h"
+
+namespace trainer {
+
+// The `devices:` section (and --gpus / --cpu / --threads, which the CLI turns into overrides of it).
+struct DevicesSpec {
+  std::vector<int> gpus;  // empty: CPU
+  bool all_gpus = false;  // `gpus: all`: every visible GPU
+  int cpu_replicas = 1;
+  int threads = 0;        // CPU compute threads per replica (0: every core)
+  bool tf32 = true;       // GPU fp32: TF32 tensor cores (as PyTorch's cuDNN and TF); false: strict fp32
+  int64_t workspace_mb = 0;  // GPU convolution workspace budget in MiB (0: 1/16 of the device memory, <= 4 GiB)
+  cfg::Node node;         // the section, for messages
+};
+DevicesSpec read_devices(const cfg::Node& section);
+
+std::vector<Device> select_devices(const DevicesSpec& r);
+// CPU compute threads per replica: the request's, else the machine's cores shared evenly.
+int threads_per_replica(const DevicesSpec& r, int replicas);
+// `trainer devices`: the CPU (cores, model, oneDNN's ISA, AVX-512/BF16/AMX) and each visible GPU
+// (name, memory, compute capability; CUDA and NCCL versions; the peer-access matrix with 2+
+// GPUs), or a line saying why no GPU is visible. As lines, or as one JSON object.
+std::vector<std::string> describe_devices();
+std::string describe_devices_json();
+
+}  // namespace trainer

@@ -1,0 +1,75 @@
+// Trainee: what the epoch loop drives on one thread — a data-parallel replica (Worker) or a
+// device-parallel model whose stages run on threads of their own (PipelineWorker).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/checkpoint/model_state.h"
+#include "core/data/loader.h"
+#include "core/graph/model_spec.h"
+#include "core/graph/placement.h"
+#include "core/ops/context.h"
+#include "core/ops/softmax.h"
+#include "core/optim/loss_scale.h"
+#include "core/optim/optimizer.h"
+
+namespace trainer {
+
+// What every copy of the model is built from, whatever the strategy: fixed once by the run's plan.
+struct TraineeSpec {
+  ModelSpec model;
+  OptimizerSpec optimizer;
+  std::string loss = "sparse_categorical_crossentropy";
+  ContextOptions context;       // precision, TF32 and workspace; threads are each replica's or stage's own
+  uint64_t seed = 42;
+  LossScaleOptions loss_scale;
+  bool sync_bn = false;         // data parallel: batch-norm statistics over the global batch
+  int64_t bucket_floats = 0;    // data parallel: gradient bucket size (0: auto)
+  Placement placement;          // device parallel: the device of each layer
+  int microbatches = 1;         // device parallel: GPipe micro-batches per batch
+
+  ContextOptions context_for(int threads) const {
+    ContextOptions o = context;
+    o.threads = threads;
+    return o;
+  }
+};
+
+class Trainee {
+ public:
+  virtual ~Trainee() = default;
+  virtual int rank() const = 0;
+  // The parameters and optimizer state (checkpoints, restore-best).
+  virtual ModelState& state() = 0;
+  // Makes every copy start from rank 0's initial parameters.
+  virtual void broadcast_parameters() = 0;
+  // One step on this rank's batch `b`; returns the step's stats summed over all ranks.
+  // `stop`: in, this rank asks to stop after this step; out, some rank asked (all ranks agree).
+  virtual LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop) = 0;
+  // Loss and accuracy sums over this rank's shard of a loader pass, summed over all ranks — the
+  // one evaluation loop of every strategy. `predictions`, when given, sees each batch with each
+  // sample's arg-max class (a confusion matrix).
+  using Predictions = std::function<void(const Batch& b, const std::vector<int32_t>& predicted)>;
+  LossStats evaluate(Loader& loader, const Predictions& predictions = {});
+
+  // Loss scaling (train.loss_scale): the scale and the skipped-step counters. Every rank (every
+  // stage) decides from the same reduced gradients, so all of them hold the same state.
+  LossScaler& scaler() { return scaler_; }
+  // Test hook (TRAINER_INJECT_NONFINITE): the next train_step puts an inf into one gradient —
+  // data parallel: rank 0's first trainable gradient, before its all-reduce; device parallel:
+  // the first stage's that has trainable parameters — as an fp16 overflow in backward would.
+  void inject_nonfinite() { inject_ = true; }
+
+ protected:
+  // One batch's forward and loss (no gradient); `predicted`, when given, receives each sample's
+  // arg-max class.
+  virtual LossStats eval_batch(const Batch& b, std::vector<int32_t>* predicted) = 0;
+  // The pass's sums over every rank (data parallel: a host all-reduce; one trainee: as they are).
+  virtual LossStats sum_over_ranks(const LossStats& s) { return s; }
+
+  LossScaler scaler_;
+  bool inject_ = false;
+};
+
+}  // namespace trainer

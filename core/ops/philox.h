@@ -40,4 +40,11 @@ TRAINER_HD_INLINE Philox4 dropout_words(uint64_t group, uint64_t seed) {
   return philox4x32(uint32_t(group), uint32_t(group >> 32), 0u, 0u, uint32_t(seed), uint32_t(seed >> 32));
 }
 
+// Whether the element whose word is `word` is kept (threshold: dropout_threshold(rate)).
+TRAINER_HD_INLINE bool dropout_keep(uint32_t word, uint32_t threshold) { return (word >> 8) >= threshold; }
+
+// Inverted dropout's factor 1 / (1 - rate), and an element's value (forward x, backward dy).
+TRAINER_HD_INLINE float dropout_scale(float rate) { return 1.0f / (1.0f - rate); }
+TRAINER_HD_INLINE float dropout_apply(bool keep, float v, float scale) { return keep ? v * scale : 0.0f; }
+
 }  // namespace trainer

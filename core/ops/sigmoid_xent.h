@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/ops/hd.h"
 #include "core/ops/registry.h"
 #include "core/ops/shape_checks.h"
 #include "core/ops/softmax.h"  // LossStats
@@ -14,29 +15,21 @@ struct SigmoidXentParams {};
 // Per-sample math shared by the backends (host and device: plain float/double arithmetic).
 namespace sigmoid_xent {
 
-#if defined(__CUDACC__)
-#define TRAINER_HD __host__ __device__
-#else
-#define TRAINER_HD
-#endif
-
 // Binary cross-entropy of sigmoid(x) against z ∈ {0, 1}, stable for any x:
 // max(x, 0) - x·z + log(1 + e^{-|x|}) (TensorFlow's sigmoid_cross_entropy_with_logits), in double.
-TRAINER_HD inline double loss(float x, int z) {
+TRAINER_HD_INLINE double loss(float x, int z) {
   const double v = x;
   return (v > 0 ? v : 0.0) - v * z + log1p(exp(-fabs(v)));
 }
 
 // (sigmoid(x) - z) · scale, with e^{-|x|} never overflowing.
-TRAINER_HD inline float grad(float x, int z, float scale) {
+TRAINER_HD_INLINE float grad(float x, int z, float scale) {
   const float e = expf(-fabsf(x));
   const float s = x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
   return (s - float(z)) * scale;
 }
 
-TRAINER_HD inline bool hit(float x, int z) { return (x > 0.0f) == (z == 1); }
-
-#undef TRAINER_HD
+TRAINER_HD_INLINE bool hit(float x, int z) { return (x > 0.0f) == (z == 1); }
 
 // logits [N, 1] or [N]; labels i32 [N]. Returns N.
 inline int64_t check_shapes(const Tensor& logits, const Tensor& labels) {

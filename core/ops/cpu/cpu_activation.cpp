@@ -1,22 +1,15 @@
-// CPU activation: linear, relu, relu6, sigmoid and tanh forward/backward on f32 or bf16 as vectorised OpenMP loops.
+// CPU activation: linear, relu, relu6, sigmoid and tanh forward/backward on f32 or bf16 as vectorised OpenMP loops (activation_math.h's formulas).
 #include <cmath>
 #include <cstring>
 
 #include "core/ops/activation.h"
+#include "core/ops/activation_math.h"
 #include "core/ops/cpu/cpu_bf16.h"
-#include "core/ops/cpu/cpu_clamp.h"
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
 
 namespace trainer {
 namespace {
-
-// Numerically safe for any x: exp never overflows.
-inline float sigmoid(float x) {
-  float e = std::exp(-std::fabs(x));
-  float s = 1.0f / (1.0f + e);
-  return x >= 0 ? s : 1.0f - s;
-}
 
 // o[i] = f(a[i]), computed in float and stored as T. o may alias a (in place): element i is read
 // before it is written, so no __restrict.
@@ -54,15 +47,15 @@ class CpuActivation final : public ActivationKernel {
           break;
         case ActKind::Relu:
         case ActKind::Relu6: {  // clamps (as batch norm's fused activation)
-          const cpu::Clamp c = cpu::clamp_of(p_.kind);
-          map1(a, o, n, [c](float v) { return cpu::clamp(v, c); });
+          const act::Clamp c = act::clamp_of(p_.kind);
+          map1(a, o, n, [c](float v) { return act::clamp(v, c); });
           break;
         }
         case ActKind::Sigmoid:
-          map1(a, o, n, [](float v) { return sigmoid(v); });
+          map1(a, o, n, [](float v) { return act::sigmoid(v); });
           break;
         case ActKind::Tanh:
-          map1(a, o, n, [](float v) { return std::tanh(v); });
+          map1(a, o, n, [](float v) { return act::tanh_of(v); });
           break;
       }
     });
@@ -89,16 +82,16 @@ class CpuActivation final : public ActivationKernel {
         case ActKind::Linear:
           break;
         case ActKind::Relu:
-        case ActKind::Relu6: {  // from y (cpu::through)
-          const cpu::Clamp c = cpu::clamp_of(p_.kind);
-          map2(v, g, o, n, [c](float yv, float gv) { return cpu::through(gv, yv, c); });
+        case ActKind::Relu6: {  // from y (act::through)
+          const act::Clamp c = act::clamp_of(p_.kind);
+          map2(v, g, o, n, [c](float yv, float gv) { return act::through(gv, yv, c); });
           break;
         }
         case ActKind::Sigmoid:
-          map2(v, g, o, n, [](float yv, float gv) { return gv * yv * (1.0f - yv); });
+          map2(v, g, o, n, [](float yv, float gv) { return act::sigmoid_grad(yv, gv); });
           break;
         case ActKind::Tanh:
-          map2(v, g, o, n, [](float yv, float gv) { return gv * (1.0f - yv * yv); });
+          map2(v, g, o, n, [](float yv, float gv) { return act::tanh_grad(yv, gv); });
           break;
       }
     });

@@ -5,9 +5,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/ops/activation_math.h"
 #include "core/ops/batchnorm.h"
+#include "core/ops/batchnorm_math.h"
 #include "core/ops/cpu/cpu_bf16.h"
-#include "core/ops/cpu/cpu_clamp.h"
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
 
@@ -74,10 +75,11 @@ const double* reduce_centred(const T* xp, const float* sh, int64_t m, int64_t C)
   });
 }
 
-// A fused activation (BatchNormParams::activation) is the activation kernel's clamp (cpu_clamp.h),
-// applied to the output, its gradient taken from y. The loops below take it as a compile-time flag
-// `A` (false: no activation, and y is not read), so batch norm alone runs exactly as before.
-using cpu::Clamp;
+// A fused activation (BatchNormParams::activation) is the activation kernel's clamp
+// (activation_math.h), applied to the output, its gradient taken from y. The loops below take it
+// as a compile-time flag `A` (false: no activation, and y is not read), so batch norm alone runs
+// exactly as before.
+using act::Clamp;
 
 // Calls f(std::true_type) when the activation is fused, else f(std::false_type).
 template <class F>
@@ -89,7 +91,7 @@ decltype(auto) with_activation(ActKind k, F&& f) {
 // [2C]: per channel, sum dy, then sum dy * (x - mean) (x and dy [m, C]; dy taken through the
 // activation from y when A); as reduce_rows.
 template <bool A, class T>
-const double* reduce_dy_dyxmu(const T* xp, const T* dyp, const T* yp, Clamp act, const float* mean, int64_t m,
+const double* reduce_dy_dyxmu(const T* xp, const T* dyp, const T* yp, Clamp bounds, const float* mean, int64_t m,
                               int64_t C) {
   return reduce_rows(m, C, [&](int64_t r, float* __restrict fs, float* __restrict fq) {
     const T* __restrict xr = xp + r * C;
@@ -98,7 +100,7 @@ const double* reduce_dy_dyxmu(const T* xp, const T* dyp, const T* yp, Clamp act,
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       float g = cpu::to_f32(dr[c]);
-      if constexpr (A) g = cpu::through(g, cpu::to_f32(yr[c]), act);
+      if constexpr (A) g = act::through(g, cpu::to_f32(yr[c]), bounds);
       fs[c] += g;
       fq[c] += g * (cpu::to_f32(xr[c]) - mean[c]);
     }
@@ -108,15 +110,15 @@ const double* reduce_dy_dyxmu(const T* xp, const T* dyp, const T* yp, Clamp act,
 // y[r, c] = x[r, c] * a[c] + b[c] (clamped when A)
 template <bool A, class T>
 void affine_rows(const T* __restrict x, const float* __restrict a, const float* __restrict b, T* __restrict y,
-                 Clamp act, int64_t m, int64_t C) {
+                 Clamp bounds, int64_t m, int64_t C) {
 #pragma omp parallel for schedule(static) if (m * C > cpu::kParallelGrain)
   for (int64_t r = 0; r < m; ++r) {
     const T* xr = x + r * C;
     T* yr = y + r * C;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
-      float v = cpu::to_f32(xr[c]) * a[c] + b[c];
-      if constexpr (A) v = cpu::clamp(v, act);
+      float v = bn::normalise(cpu::to_f32(xr[c]), a[c], b[c]);
+      if constexpr (A) v = act::clamp(v, bounds);
       yr[c] = cpu::from_f32<T>(v);
     }
   }
@@ -126,7 +128,7 @@ void affine_rows(const T* __restrict x, const float* __restrict a, const float* 
 // backward_apply, whose coefficients fold gamma, invstd and the two gradient sums (dy taken through
 // the activation from y when A).
 template <bool A, class T>
-void apply_dx(const T* x, const T* dy, const T* y, Clamp act, const float* mean, const float* P, const float* Q,
+void apply_dx(const T* x, const T* dy, const T* y, Clamp bounds, const float* mean, const float* P, const float* Q,
               const float* R, T* dx, int64_t m, int64_t C) {
 #pragma omp parallel for schedule(static) if (m * C > cpu::kParallelGrain)
   for (int64_t r = 0; r < m; ++r) {
@@ -137,15 +139,15 @@ void apply_dx(const T* x, const T* dy, const T* y, Clamp act, const float* mean,
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       float g = cpu::to_f32(dr[c]);
-      if constexpr (A) g = cpu::through(g, cpu::to_f32(yr[c]), act);
-      o[c] = cpu::from_f32<T>(P[c] * g + Q[c] * (cpu::to_f32(xr[c]) - mean[c]) + R[c]);
+      if constexpr (A) g = act::through(g, cpu::to_f32(yr[c]), bounds);
+      o[c] = cpu::from_f32<T>(bn::input_grad(g, cpu::to_f32(xr[c]), mean[c], P[c], Q[c], R[c]));
     }
   }
 }
 
 class CpuBatchNorm final : public BatchNormKernel {
  public:
-  CpuBatchNorm(OpContext&, const BatchNormParams& p) : p_(p), act_(cpu::clamp_of(p.activation)) {
+  CpuBatchNorm(OpContext&, const BatchNormParams& p) : p_(p), act_(act::clamp_of(p.activation)) {
     if (!(p.epsilon > 0)) cpu::fail("batchnorm: epsilon must be positive, got {}", p.epsilon);
     if (!can_fuse(p.activation)) cpu::fail("batchnorm: cannot fuse activation {}", activation_name(p.activation));
   }
@@ -170,7 +172,7 @@ class CpuBatchNorm final : public BatchNormKernel {
     float* invstd = save_invstd.f32();
     if (m == 0) {  // no samples: no statistics; leave the running statistics alone
       std::fill(mean, mean + C, 0.0f);
-      for (int64_t c = 0; c < C; ++c) invstd[c] = 1.0f / std::sqrt(p_.epsilon);
+      std::fill(invstd, invstd + C, bn::empty_invstd(p_.epsilon));
       return;
     }
     cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
@@ -183,21 +185,16 @@ class CpuBatchNorm final : public BatchNormKernel {
       std::vector<float> a(C), b(C);
       float* rm = running_mean.f32();
       float* rv = running_var.f32();
-      const double mom = p_.momentum;
       for (int64_t c = 0; c < C; ++c) {
-        double dmean = part[c] / double(m);
-        double var = std::max(part[C + c] / double(m) - dmean * dmean, 0.0);
-        double mu = shift[c] + dmean;
-        double is = 1.0 / std::sqrt(var + double(p_.epsilon));
-        mean[c] = float(mu);
-        invstd[c] = float(is);
-        double g = gamma.defined() ? gamma.f32()[c] : 1.0;
-        double be = beta.defined() ? beta.f32()[c] : 0.0;
-        a[c] = float(g * is);
-        b[c] = float(be - mu * g * is);
-        double unbiased = m > 1 ? var * double(m) / double(m - 1) : 0.0;
-        rm[c] = float(mom * rm[c] + (1.0 - mom) * mu);
-        rv[c] = float(mom * rv[c] + (1.0 - mom) * unbiased);
+        const bn::TrainStats st = bn::train_stats(
+            part[c], part[C + c], double(m), shift[c], gamma.defined() ? gamma.f32()[c] : 1.0,
+            beta.defined() ? beta.f32()[c] : 0.0, double(p_.epsilon), double(p_.momentum), rm[c], rv[c]);
+        mean[c] = st.mean;
+        invstd[c] = st.invstd;
+        a[c] = st.a;
+        b[c] = st.b;
+        rm[c] = st.running_mean;
+        rv[c] = st.running_var;
       }
       with_activation(p_.activation, [&](auto a_on) {
         affine_rows<decltype(a_on)::value>(xp, a.data(), b.data(), y.as<T>(), act_, m, C);
@@ -217,11 +214,11 @@ class CpuBatchNorm final : public BatchNormKernel {
     if (m == 0 || C == 0) return;
     std::vector<float> a(C), b(C);
     for (int64_t c = 0; c < C; ++c) {
-      double g = gamma.defined() ? gamma.f32()[c] : 1.0;
-      double be = beta.defined() ? beta.f32()[c] : 0.0;
-      double is = 1.0 / std::sqrt(double(running_var.f32()[c]) + double(p_.epsilon));
-      a[c] = float(g * is);
-      b[c] = float(be - double(running_mean.f32()[c]) * g * is);
+      const bn::Affine af =
+          bn::infer_affine(gamma.defined() ? gamma.f32()[c] : 1.0, beta.defined() ? beta.f32()[c] : 0.0,
+                           running_mean.f32()[c], running_var.f32()[c], double(p_.epsilon));
+      a[c] = af.a;
+      b[c] = af.b;
     }
     cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
       using T = decltype(t);
@@ -323,16 +320,14 @@ class CpuBatchNorm final : public BatchNormKernel {
     if (!dx.defined()) return;
     cpu::require_shape("batchnorm", "dx", dx, x.shape(), x.dtype());
     if (m == 0 || C == 0) return;
-    // dx = p*dy + q*(x - mean) + r with p = g*is, q = -g*is^3*sum_dy_xmu/count, r = -p*sum_dy/count
-    // (as in backward, whose sums and count are this batch's).
+    // dx = p*dy + q*(x - mean) + r (bn::apply_coef: as in backward, whose sums and count are this batch's).
     std::vector<float> pa(C), qa(C), ra(C);
     for (int64_t c = 0; c < C; ++c) {
-      double g = gamma.defined() ? gamma.f32()[c] : 1.0;
-      double is = invstd.f32()[c];
-      double p = g * is;
-      pa[c] = float(p);
-      qa[c] = float(-p * is * is * double(sum_dy_xmu.f32()[c]) / count);
-      ra[c] = float(-p * double(sum_dy.f32()[c]) / count);
+      const bn::InputGrad k = bn::apply_coef(gamma.defined() ? gamma.f32()[c] : 1.0, invstd.f32()[c], sum_dy.f32()[c],
+                                             sum_dy_xmu.f32()[c], count);
+      pa[c] = k.p;
+      qa[c] = k.q;
+      ra[c] = k.r;
     }
     cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
       using T = decltype(t);
@@ -351,18 +346,14 @@ class CpuBatchNorm final : public BatchNormKernel {
     const double* part = reduce_dy_dyxmu<A>(x.as<T>(), dy.as<T>(), yp, act_, mean, m, C);
     std::vector<float> pa(C), qa(C), ra(C);
     for (int64_t c = 0; c < C; ++c) {
-      double db = part[c];
-      double dg = part[C + c] * double(invstd[c]);
-      if (dbeta.defined()) dbeta.f32()[c] = float(db);
-      if (dgamma.defined()) dgamma.f32()[c] = float(dg);
       // dx = g*is * (dy - db/m - xhat*dg/m), xhat = (x - mean)*is  =>  dx = p*dy + q*(x - mean) + r
-      double g = gamma.defined() ? gamma.f32()[c] : 1.0;
-      double is = invstd[c];
-      double p = g * is;
-      double q = -g * is * is * dg / double(m);
-      pa[c] = float(p);
-      qa[c] = float(q);
-      ra[c] = float(-p * db / double(m));
+      const bn::GradCoef k =
+          bn::grad_coef(part[c], part[C + c], invstd[c], gamma.defined() ? gamma.f32()[c] : 1.0, double(m));
+      if (dbeta.defined()) dbeta.f32()[c] = k.dbeta;
+      if (dgamma.defined()) dgamma.f32()[c] = k.dgamma;
+      pa[c] = k.dx.p;
+      qa[c] = k.dx.q;
+      ra[c] = k.dx.r;
     }
     if (dx.defined())
       apply_dx<A>(x.as<T>(), dy.as<T>(), yp, act_, mean, pa.data(), qa.data(), ra.data(), dx.as<T>(), m, C);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/ops/cpu/cpu_util.h"
+#include "core/ops/half_bits.h"
 
 namespace trainer::cpu {
 
@@ -15,22 +16,11 @@ struct bf16 {
 };
 
 inline float to_f32(float v) { return v; }
-inline float to_f32(bf16 v) {
-  uint32_t u = uint32_t(v.bits) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
+inline float to_f32(bf16 v) { return half_bits::f32_from_bf16(v.bits); }
 
 // Round to nearest, ties to even (as oneDNN's reorders and PyTorch); a NaN stays a (quiet) NaN.
-// Branch-free, so loops over it vectorise.
-inline bf16 round_bf16(float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, sizeof u);
-  uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  uint32_t nan = (u >> 16) | 0x40u;
-  return bf16{uint16_t((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded)};
-}
+// The bit manipulation the CUDA kernels use too (half_bits.h).
+inline bf16 round_bf16(float v) { return bf16{half_bits::bf16_from_f32(v)}; }
 
 // Stores a float as T (float: as is; bf16: rounded).
 template <class T>

@@ -198,7 +198,7 @@ class CpuDropout final : public DropoutKernel {
       return;
     }
     const uint32_t thr = dropout_threshold(rate_);
-    const float scale = 1.0f / (1.0f - rate_);
+    const float scale = dropout_scale(rate_);
     int64_t groups = (n + 3) / 4;
 #pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain / 4)
     for (int64_t gi = 0; gi < groups; ++gi) {
@@ -206,9 +206,9 @@ class CpuDropout final : public DropoutKernel {
       int64_t base = gi * 4;
       int64_t cnt = n - base < 4 ? n - base : 4;
       for (int64_t j = 0; j < cnt; ++j) {
-        uint8_t keep = (r.v[j] >> 8) >= thr;
+        const bool keep = dropout_keep(r.v[j], thr);
         m[base + j] = keep;
-        o[base + j] = keep ? a[base + j] * scale : 0.0f;
+        o[base + j] = dropout_apply(keep, a[base + j], scale);
       }
     }
   }
@@ -221,9 +221,9 @@ class CpuDropout final : public DropoutKernel {
     const float* g = dy.f32();
     const uint8_t* m = mask.as<uint8_t>();
     float* o = dx.f32();
-    const float scale = 1.0f / (1.0f - rate_);
+    const float scale = dropout_scale(rate_);
 #pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) o[i] = m[i] ? g[i] * scale : 0.0f;
+    for (int64_t i = 0; i < n; ++i) o[i] = dropout_apply(m[i] != 0, g[i], scale);
   }
 
  private:

@@ -6,7 +6,7 @@
 // a separate diff_dst_iter path for the last-step-only output. A few GEMMs and two fused loops
 // do the same work with every buffer in a known layout that the float64 tests can check:
 //   forward   Z = x·W for all N·T rows in one GEMM; then per step Z_t += h_{t-1}·R
-//             ([N,U]x[U,4U]) and one pass of gate math (bias, σ/tanh, c_t, h_t) over [N, U];
+//             ([N,U]x[U,4U]) and one pass of gate math (lstm_math.h: bias, σ/tanh, c_t, h_t) over [N, U];
 //   backward  per step dh = dZ_{t+1}·Rᵀ and one pass of gate-gradient math; then one GEMM each
 //             for dx = dZ·Wᵀ, dW = xᵀ·dZ and dR = H₋ᵀ·dZ (H₋: every step's h_{t-1}); db = Σ dZ in
 //             double, rows in order.
@@ -27,6 +27,7 @@
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
 #include "core/ops/lstm.h"
+#include "core/ops/lstm_math.h"
 
 namespace trainer {
 namespace {
@@ -64,12 +65,6 @@ bool for_batch_slices(int64_t n, int64_t work, Body&& body) {
   return ok;
 }
 
-inline float sigmoid(float x) {  // exp never overflows
-  const float e = std::exp(-std::fabs(x));
-  const float s = 1.0f / (1.0f + e);
-  return x >= 0 ? s : 1.0f - s;
-}
-
 class CpuLstm final : public LstmKernel {
  public:
   CpuLstm(OpContext&, const LstmParams& p) : p_(p) {
@@ -104,23 +99,15 @@ class CpuLstm final : public LstmKernel {
           float* h_next = t + 1 < T ? hp + (n * T + t + 1) * U : nullptr;  // h_t as the next step's h_{t-1}
           float* h_out = seq ? yp + (n * T + t) * U : (t + 1 == T ? yp + n * U : nullptr);
           for (int64_t j = 0; j < U; ++j) {
-            float zi = zr[j], zf = zr[U + j], zc = zr[2 * U + j], zo = zr[3 * U + j];
-            if (bp) {
-              zi += bp[j];
-              zf += bp[U + j];
-              zc += bp[2 * U + j];
-              zo += bp[3 * U + j];
-            }
-            const float i = sigmoid(zi), f = sigmoid(zf), g = std::tanh(zc), o = sigmoid(zo);
-            const float c = (c_prev ? f * c_prev[j] : 0.0f) + i * g;
-            const float h = o * std::tanh(c);
-            zr[j] = i;
-            zr[U + j] = f;
-            zr[2 * U + j] = g;
-            zr[3 * U + j] = o;
-            c_out[j] = c;
-            if (h_next) h_next[j] = h;
-            if (h_out) h_out[j] = h;
+            const lstm_math::Cell s = lstm_math::cell_forward(zr[j], zr[U + j], zr[2 * U + j], zr[3 * U + j], bp, U, j,
+                                                              c_prev ? c_prev[j] : 0.0f, c_prev != nullptr);
+            zr[j] = s.i;
+            zr[U + j] = s.f;
+            zr[2 * U + j] = s.g;
+            zr[3 * U + j] = s.o;
+            c_out[j] = s.c;
+            if (h_next) h_next[j] = s.h;
+            if (h_out) h_out[j] = s.h;
           }
         }
       }
@@ -176,15 +163,15 @@ class CpuLstm final : public LstmKernel {
           float* dhr = dh + n * U;
           float* dcr = dc + n * U;
           for (int64_t j = 0; j < U; ++j) {
-            const float i = zr[j], f = zr[U + j], g = zr[2 * U + j], o = zr[3 * U + j];
-            const float tc = std::tanh(c_now[j]);
-            const float gh = dhr[j] + (g_out ? g_out[j] : 0.0f);
-            const float gc = dcr[j] + gh * o * (1.0f - tc * tc);
-            dzr[j] = gc * g * i * (1.0f - i);
-            dzr[U + j] = c_prev ? gc * c_prev[j] * f * (1.0f - f) : 0.0f;
-            dzr[2 * U + j] = gc * i * (1.0f - g * g);
-            dzr[3 * U + j] = gh * tc * o * (1.0f - o);
-            dcr[j] = gc * f;
+            const lstm_math::CellGrad d =
+                lstm_math::cell_backward(zr[j], zr[U + j], zr[2 * U + j], zr[3 * U + j], c_now[j],
+                                         c_prev ? c_prev[j] : 0.0f, c_prev != nullptr, dhr[j], g_out ? g_out[j] : 0.0f,
+                                         dcr[j]);
+            dzr[j] = d.dzi;
+            dzr[U + j] = d.dzf;
+            dzr[2 * U + j] = d.dzc;
+            dzr[3 * U + j] = d.dzo;
+            dcr[j] = d.dc_prev;
           }
         }
       }

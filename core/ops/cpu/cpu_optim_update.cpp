@@ -1,8 +1,9 @@
-// CPU optimizer updates: fused single-pass SGD, Adam(W) and RMSprop over flat f32 buffers; the gradients' finiteness check.
+// CPU optimizer updates: fused single-pass SGD, Adam(W) and RMSprop over flat f32 buffers (optim_math.h's per-element updates); the gradients' finiteness check.
 #include <cmath>
 
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
+#include "core/ops/optim_math.h"
 #include "core/ops/optim_update.h"
 
 namespace trainer {
@@ -28,32 +29,20 @@ class CpuOptimUpdate final : public OptimUpdateKernel {
     float* __restrict wp = w.f32();
     const float* __restrict gp = g.f32();
     int64_t n = w.numel();
-    const float lr = s.lr, m = s.momentum, wd = s.weight_decay, sc = s.grad_scale;
+    const optim_math::SgdCoef k = optim_math::sgd_coef(s);
     if (!mom) {
 #pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) {
-        float gi = gp[i] * sc + wd * wp[i];
-        wp[i] -= lr * gi;
-      }
+      for (int64_t i = 0; i < n; ++i) optim_math::sgd(wp[i], gp[i], k);
       return;
     }
     float* __restrict vp = velocity.f32();
+    // Nesterov or not as separate loops: the flag is a constant inside each.
     if (s.nesterov) {
 #pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) {
-        float gi = gp[i] * sc + wd * wp[i];
-        float v = m * vp[i] + gi;
-        vp[i] = v;
-        wp[i] -= lr * (gi + m * v);
-      }
+      for (int64_t i = 0; i < n; ++i) optim_math::sgd_momentum(wp[i], vp[i], gp[i], k, true);
     } else {
 #pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) {
-        float gi = gp[i] * sc + wd * wp[i];
-        float v = m * vp[i] + gi;
-        vp[i] = v;
-        wp[i] -= lr * v;
-      }
+      for (int64_t i = 0; i < n; ++i) optim_math::sgd_momentum(wp[i], vp[i], gp[i], k, false);
     }
   }
 
@@ -67,20 +56,9 @@ class CpuOptimUpdate final : public OptimUpdateKernel {
     float* __restrict mp = m.f32();
     float* __restrict vp = v.f32();
     int64_t n = w.numel();
-    const float lr = s.lr, b1 = s.beta1, b2 = s.beta2, eps = s.epsilon, sc = s.grad_scale;
-    const float l2 = s.decoupled ? 0.0f : s.weight_decay;        // added to the gradient
-    const float dec = s.decoupled ? lr * s.weight_decay : 0.0f;  // AdamW: w -= lr*wd*w
-    const float ib1 = 1.0f / s.bias1, ib2 = 1.0f / s.bias2;
+    const optim_math::AdamCoef k = optim_math::adam_coef(s);
 #pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) {
-      float w0 = wp[i];
-      float gi = gp[i] * sc + l2 * w0;
-      float mi = b1 * mp[i] + (1.0f - b1) * gi;
-      float vi = b2 * vp[i] + (1.0f - b2) * gi * gi;
-      mp[i] = mi;
-      vp[i] = vi;
-      wp[i] = w0 - dec * w0 - lr * (mi * ib1) / (std::sqrt(vi * ib2) + eps);
-    }
+    for (int64_t i = 0; i < n; ++i) optim_math::adam(wp[i], mp[i], vp[i], gp[i], k);
   }
 
   void rmsprop(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, Tensor& mg, const RmspropStep& s) override {
@@ -95,28 +73,10 @@ class CpuOptimUpdate final : public OptimUpdateKernel {
     float* __restrict op = use_mom ? mom.f32() : nullptr;
     float* __restrict cp = s.centered ? mg.f32() : nullptr;
     int64_t n = w.numel();
-    const float lr = s.lr, rho = s.rho, mm = s.momentum, eps = s.epsilon, wd = s.weight_decay, sc = s.grad_scale;
-    const bool centered = s.centered;
+    const optim_math::RmspropCoef k = optim_math::rmsprop_coef(s);
 #pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) {
-      float gi = gp[i] * sc + wd * wp[i];
-      float msi = rho * sp[i] + (1.0f - rho) * gi * gi;
-      sp[i] = msi;
-      float var = msi;
-      if (centered) {
-        float mgi = rho * cp[i] + (1.0f - rho) * gi;
-        cp[i] = mgi;
-        var = std::fmax(msi - mgi * mgi, 0.0f);  // >= 0 in exact arithmetic
-      }
-      float step = lr * gi / (std::sqrt(var) + eps);
-      if (use_mom) {
-        float mo = mm * op[i] + step;
-        op[i] = mo;
-        wp[i] -= mo;
-      } else {
-        wp[i] -= step;
-      }
-    }
+    for (int64_t i = 0; i < n; ++i)
+      optim_math::rmsprop(wp[i], sp[i], op ? op + i : nullptr, cp ? cp + i : nullptr, gp[i], k);
   }
 
   bool all_finite(const Tensor& g) override {

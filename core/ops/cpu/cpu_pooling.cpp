@@ -8,6 +8,7 @@
 #include "core/ops/cpu/cpu_bf16.h"
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
+#include "core/ops/pool_math.h"
 #include "core/ops/pooling.h"
 
 namespace trainer {
@@ -207,7 +208,7 @@ class CpuGlobalPool final : public GlobalPoolKernel {
       return;
     }
     const bool avg = p_.kind == PoolKind::Avg;
-    const float inv = 1.0f / float(hw);
+    const float inv = pool_math::global_inv(hw);
 #pragma omp parallel for schedule(static) if (x.numel() > cpu::kParallelGrain)
     for (int64_t i = 0; i < n; ++i) {
       const T* __restrict src = xp + i * hw * C;
@@ -222,7 +223,7 @@ class CpuGlobalPool final : public GlobalPoolKernel {
             for (int64_t c = 0; c < nc; ++c) acc[c] += cpu::to_f32(r[c]);
           } else {
 #pragma omp simd
-            for (int64_t c = 0; c < nc; ++c) acc[c] = std::max(acc[c], cpu::to_f32(r[c]));
+            for (int64_t c = 0; c < nc; ++c) acc[c] = pool_math::max_step(acc[c], cpu::to_f32(r[c]));
           }
         }
         T* __restrict o = yp + i * C + c0;
@@ -239,7 +240,7 @@ class CpuGlobalPool final : public GlobalPoolKernel {
     const T* dyp = dy.as<T>();
     T* dxp = dx.as<T>();
     const bool avg = p_.kind == PoolKind::Avg;
-    const float inv = 1.0f / float(hw);
+    const float inv = pool_math::global_inv(hw);
 #pragma omp parallel for schedule(static) if (x.numel() > cpu::kParallelGrain)
     for (int64_t i = 0; i < n; ++i) {
       const T* __restrict g = dyp + i * C;
@@ -254,12 +255,11 @@ class CpuGlobalPool final : public GlobalPoolKernel {
         const T* __restrict src = xp + i * hw * C;
         const T* __restrict ym = y.as<T>() + i * C;
         std::memset(static_cast<void*>(d), 0, size_t(hw * C) * sizeof(T));
-        for (int64_t c = 0; c < C; ++c)
-          for (int64_t s = 0; s < hw; ++s)
-            if (cpu::to_f32(src[s * C + c]) == cpu::to_f32(ym[c])) {
-              d[s * C + c] = g[c];
-              break;
-            }
+        for (int64_t c = 0; c < C; ++c) {
+          const int64_t at =
+              pool_math::global_argmax(hw, cpu::to_f32(ym[c]), [&](int64_t s) { return cpu::to_f32(src[s * C + c]); });
+          if (at >= 0) d[at * C + c] = g[c];
+        }
       }
     }
   }

@@ -8,6 +8,7 @@
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
 #include "core/ops/softmax.h"
+#include "core/ops/softmax_math.h"
 
 namespace trainer {
 namespace {
@@ -15,16 +16,17 @@ namespace {
 // Max and log(sum(exp(x - max))) of one row.
 inline void row_lse(const float* x, int64_t C, float& mx, float& lse) {
   mx = x[0];
-  for (int64_t j = 1; j < C; ++j) mx = x[j] > mx ? x[j] : mx;
+  for (int64_t j = 1; j < C; ++j) mx = softmax_math::max_step(mx, x[j]);
   double s = 0;
-  for (int64_t j = 0; j < C; ++j) s += std::exp(double(x[j] - mx));
-  lse = float(std::log(s));
+  for (int64_t j = 0; j < C; ++j) s += softmax_math::lse_term(x[j], mx);
+  lse = softmax_math::lse_of(s);
 }
 
+// The first index of the maximum (scanning up, argmax_better reduces to x[j] > x[k]).
 inline int64_t argmax(const float* x, int64_t C) {
   int64_t k = 0;
   for (int64_t j = 1; j < C; ++j)
-    if (x[j] > x[k]) k = j;
+    if (softmax_math::argmax_better(x[j], j, x[k], k)) k = j;
   return k;
 }
 
@@ -43,10 +45,10 @@ class CpuSoftmax final : public SoftmaxKernel {
       const float* a = xp + r * C;
       float* o = yp + r * C;
       float mx = a[0];
-      for (int64_t j = 1; j < C; ++j) mx = a[j] > mx ? a[j] : mx;
+      for (int64_t j = 1; j < C; ++j) mx = softmax_math::max_step(mx, a[j]);
       float s = 0;
       for (int64_t j = 0; j < C; ++j) {
-        o[j] = std::exp(a[j] - mx);
+        o[j] = softmax_math::exp_shifted(a[j], mx);
         s += o[j];
       }
       float inv = 1.0f / s;
@@ -69,7 +71,7 @@ class CpuSoftmax final : public SoftmaxKernel {
       float* o = op + r * C;
       float dot = 0;
       for (int64_t j = 0; j < C; ++j) dot += a[j] * g[j];
-      for (int64_t j = 0; j < C; ++j) o[j] = a[j] * (g[j] - dot);
+      for (int64_t j = 0; j < C; ++j) o[j] = softmax_math::softmax_grad(a[j], g[j], dot);
     }
   }
 
@@ -84,7 +86,7 @@ class CpuSoftmax final : public SoftmaxKernel {
         cpu::fail("cross_entropy: i32 labels have shape [{}], expected [{}]", labels.shape().str(), N);
       const int32_t* lp = labels.i32();
       for (int64_t i = 0; i < N; ++i)
-        if (lp[i] < 0 || lp[i] >= C)
+        if (!softmax_math::label_in_range(lp[i], C))
           throw std::out_of_range(
               fmt::format("cross_entropy: label {} (sample {}) is outside the {} classes [0, {})", lp[i], i, C, C));
     } else {
@@ -106,22 +108,22 @@ class CpuSoftmax final : public SoftmaxKernel {
       int64_t pred = argmax(a, C);
       if (sparse) {
         int64_t lab = labels.i32()[i];
-        losses[i] = double(lse) - double(a[lab] - mx);
+        losses[i] = softmax_math::sparse_loss(lse, a[lab], mx);
         hits[i] = pred == lab;
         if (grad) {
           float* d = dp + i * C;
-          for (int64_t j = 0; j < C; ++j) d[j] = (std::exp(a[j] - mx - lse) - (j == lab ? 1.0f : 0.0f)) * grad_scale;
+          for (int64_t j = 0; j < C; ++j)
+            d[j] = softmax_math::xent_grad(a[j], mx, lse, j == lab ? 1.0f : 0.0f, grad_scale);
         }
       } else {
         const float* t = labels.f32() + i * C;
         double l = 0;
-        for (int64_t j = 0; j < C; ++j)
-          if (t[j] != 0.0f) l -= double(t[j]) * (double(a[j] - mx) - double(lse));
+        for (int64_t j = 0; j < C; ++j) softmax_math::dense_loss_add(l, t[j], a[j], mx, lse);
         losses[i] = l;
         hits[i] = pred == argmax(t, C);
         if (grad) {
           float* d = dp + i * C;
-          for (int64_t j = 0; j < C; ++j) d[j] = (std::exp(a[j] - mx - lse) - t[j]) * grad_scale;
+          for (int64_t j = 0; j < C; ++j) d[j] = softmax_math::xent_grad(a[j], mx, lse, t[j], grad_scale);
         }
       }
     }

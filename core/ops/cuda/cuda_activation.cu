@@ -1,42 +1,35 @@
 // CUDA activation: linear, relu, relu6, sigmoid and tanh forward/backward as element-wise maps over any float type (cpu_activation.cpp's formulas).
 #include "core/ops/activation.h"
+#include "core/ops/activation_math.h"
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
 
 namespace trainer {
 namespace {
 
-// Forward maps y = f(x), in float (bf16/f16 loaded and rounded once by cuda::tmap1). ReLU and ReLU6
-// are clamps written as cpu_clamp.h's (a NaN becomes 0), as the batch-norm kernel's fused ones.
-struct ReluF {
-  __device__ float operator()(float a) const { return a > 0.0f ? a : 0.0f; }
+// Forward maps y = f(x) and backward maps dx = f(v, dy), v being y (every nonlinear kind:
+// backward_reads_y), in float: activation_math.h's formulas, the CPU's (bf16/f16 loaded and rounded
+// once by cuda::tmap1/tmap2). ReLU and ReLU6 are clamps (a NaN becomes 0), as batch norm's fused ones.
+struct ClampF {
+  act::Clamp c;
+  __device__ float operator()(float a) const { return act::clamp(a, c); }
 };
-struct Relu6F {
-  __device__ float operator()(float a) const { return a > 0.0f ? (a < 6.0f ? a : 6.0f) : 0.0f; }
-};
-struct SigmoidF {  // exp never overflows: it only sees -|x|
-  __device__ float operator()(float a) const {
-    float e = expf(-fabsf(a));
-    float s = 1.0f / (1.0f + e);
-    return a >= 0.0f ? s : 1.0f - s;
-  }
+struct SigmoidF {
+  __device__ float operator()(float a) const { return act::sigmoid(a); }
 };
 struct TanhF {
-  __device__ float operator()(float a) const { return tanhf(a); }
+  __device__ float operator()(float a) const { return act::tanh_of(a); }
 };
 
-// Backward maps dx = f(v, dy), v being y (every nonlinear kind: backward_reads_y).
-struct ReluB {  // the derivative at 0 is taken as 0 (as TF and PyTorch)
-  __device__ float operator()(float v, float g) const { return v > 0.0f ? g : 0.0f; }
-};
-struct Relu6B {
-  __device__ float operator()(float v, float g) const { return (v > 0.0f && v < 6.0f) ? g : 0.0f; }
+struct ClampB {  // the derivative at the bounds is taken as 0 (as TF and PyTorch)
+  act::Clamp c;
+  __device__ float operator()(float v, float g) const { return act::through(g, v, c); }
 };
 struct SigmoidB {
-  __device__ float operator()(float v, float g) const { return g * v * (1.0f - v); }
+  __device__ float operator()(float v, float g) const { return act::sigmoid_grad(v, g); }
 };
 struct TanhB {
-  __device__ float operator()(float v, float g) const { return g * (1.0f - v * v); }
+  __device__ float operator()(float v, float g) const { return act::tanh_grad(v, g); }
 };
 
 class CudaActivation final : public ActivationKernel {
@@ -57,8 +50,8 @@ class CudaActivation final : public ActivationKernel {
       const T* a = cuda::ptr<const T>(x);  // y may alias x
       T* o = cuda::ptr<T>(y);
       switch (p_.kind) {
-        case ActKind::Relu: cuda::tmap1(c_, a, o, n, ReluF{}); break;
-        case ActKind::Relu6: cuda::tmap1(c_, a, o, n, Relu6F{}); break;
+        case ActKind::Relu:
+        case ActKind::Relu6: cuda::tmap1(c_, a, o, n, ClampF{act::clamp_of(p_.kind)}); break;
         case ActKind::Sigmoid: cuda::tmap1(c_, a, o, n, SigmoidF{}); break;
         case ActKind::Tanh: cuda::tmap1(c_, a, o, n, TanhF{}); break;
         case ActKind::Linear: break;
@@ -84,8 +77,8 @@ class CudaActivation final : public ActivationKernel {
       const T* g = cuda::ptr<const T>(dy);
       T* o = cuda::ptr<T>(dx);
       switch (p_.kind) {
-        case ActKind::Relu: cuda::tmap2(c_, v, g, o, n, ReluB{}); break;
-        case ActKind::Relu6: cuda::tmap2(c_, v, g, o, n, Relu6B{}); break;
+        case ActKind::Relu:
+        case ActKind::Relu6: cuda::tmap2(c_, v, g, o, n, ClampB{act::clamp_of(p_.kind)}); break;
         case ActKind::Sigmoid: cuda::tmap2(c_, v, g, o, n, SigmoidB{}); break;
         case ActKind::Tanh: cuda::tmap2(c_, v, g, o, n, TanhB{}); break;
         case ActKind::Linear: break;

@@ -2,11 +2,13 @@
 #include <cmath>
 
 #include "core/ops/batchnorm.h"
+#include "core/ops/batchnorm_math.h"
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_reduce.cuh"
 
 // x is [m, C] with C last (NHWC, or any rank: statistics per last-axis channel over every other
-// axis), the cpu_batchnorm.cpp algorithm and formulas:
+// axis), the cpu_batchnorm.cpp algorithm and formulas (their arithmetic is batchnorm_math.h's,
+// shared with the CPU and tested on the host; what stays here is launch geometry and loads/stores):
 //   forward_train  1. per-channel sums of d = x - x[0, c] and d^2 (shifting by the first row keeps
 //                     the one-pass variance accurate when |mean| >> std), in double, in the fixed
 //                     order of cuda_reduce.cuh; the finish pass computes mean, 1/sqrt(var + eps)
@@ -28,21 +30,10 @@ namespace {
 
 constexpr const char* kOp = "batchnorm";
 
-// The fused activation as a compile-time clamp: 0 none, 1 relu, 2 relu6 (cpu_clamp.h's semantics:
-// a NaN becomes the lower bound; the gradient passes where lo < y < hi).
-template <int A>
-__device__ __forceinline__ float act_clamp(float v) {
-  if constexpr (A == 0) return v;
-  else if constexpr (A == 1) return v > 0.0f ? v : 0.0f;
-  else return v > 0.0f ? (v < 6.0f ? v : 6.0f) : 0.0f;
-}
-template <int A>
-__device__ __forceinline__ float act_through(float g, float y) {
-  if constexpr (A == 0) return g;
-  else if constexpr (A == 1) return y > 0.0f ? g : 0.0f;
-  else return (y > 0.0f && y < 6.0f) ? g : 0.0f;
-}
+using bn::act_clamp;
+using bn::act_through;
 
+// The fused activation as a compile-time clamp (bn::act_clamp): 0 none, 1 relu, 2 relu6.
 int act_code(ActKind k) { return k == ActKind::Relu ? 1 : k == ActKind::Relu6 ? 2 : 0; }
 
 // Calls f(std::integral_constant<int, A>) for the activation code a.
@@ -55,7 +46,7 @@ void with_act(int a, F&& f) {
 
 // --- Reduction terms (cuda_reduce.cuh functors) -------------------------------------------------
 
-// d = x - shift (shift: a [C] vector, the first row of x when `first_row`, or 0), then d and d².
+// bn::centred_terms of x - shift (shift: a [C] vector, the first row of x when `first_row`, or 0).
 template <class T>
 struct CentredTerms {
   const T* x;
@@ -64,13 +55,11 @@ struct CentredTerms {
   bool first_row;
   __device__ __forceinline__ void operator()(int64_t r, int64_t c, double (&a)[2]) const {
     const float s = first_row ? cuda::to_f32(x[c]) : (shift ? shift[c] : 0.0f);
-    const double d = double(cuda::to_f32(x[r * C + c]) - s);
-    a[0] += d;
-    a[1] += d * d;
+    bn::centred_terms(cuda::to_f32(x[r * C + c]), s, a);
   }
 };
 
-// g = act'(y)·dy, then g and g·(x - mean).
+// bn::grad_terms of g = act'(y)·dy.
 template <class T, int A>
 struct GradTerms {
   const T *x, *dy, *y;
@@ -80,8 +69,7 @@ struct GradTerms {
     const int64_t i = r * C + c;
     float g = cuda::to_f32(dy[i]);
     if constexpr (A != 0) g = act_through<A>(g, cuda::to_f32(y[i]));
-    a[0] += double(g);
-    a[1] += double(g) * double(cuda::to_f32(x[i]) - mean[c]);
+    bn::grad_terms(g, cuda::to_f32(x[i]), mean[c], a);
   }
 };
 
@@ -93,18 +81,14 @@ struct TrainStats {  // forward_train: statistics, running statistics, coef = [a
   double m, eps, mom;
   int64_t C;
   __device__ void operator()(int64_t c, const double (&s)[2]) const {
-    const double dmean = s[0] / m;
-    const double var = fmax(s[1] / m - dmean * dmean, 0.0);
-    const double mu = double(x0[c]) + dmean;
-    const double is = 1.0 / sqrt(var + eps);
-    mean[c] = float(mu);
-    invstd[c] = float(is);
-    const double g = gamma ? double(gamma[c]) : 1.0, be = beta ? double(beta[c]) : 0.0;
-    coef[c] = float(g * is);
-    coef[C + c] = float(be - mu * g * is);
-    const double unbiased = m > 1.0 ? var * m / (m - 1.0) : 0.0;
-    rm[c] = float(mom * double(rm[c]) + (1.0 - mom) * mu);
-    rv[c] = float(mom * double(rv[c]) + (1.0 - mom) * unbiased);
+    const bn::TrainStats st = bn::train_stats(s[0], s[1], m, x0[c], gamma ? double(gamma[c]) : 1.0,
+                                              beta ? double(beta[c]) : 0.0, eps, mom, rm[c], rv[c]);
+    mean[c] = st.mean;
+    invstd[c] = st.invstd;
+    coef[c] = st.a;
+    coef[C + c] = st.b;
+    rm[c] = st.running_mean;
+    rv[c] = st.running_var;
   }
 };
 
@@ -114,13 +98,12 @@ struct GradCoef {  // backward: dbeta, dgamma, coef = [P | Q | R]
   double m;
   int64_t C;
   __device__ void operator()(int64_t c, const double (&s)[2]) const {
-    const double db = s[0], is = invstd[c], dg = s[1] * is;
-    if (dbeta) dbeta[c] = float(db);
-    if (dgamma) dgamma[c] = float(dg);
-    const double g = gamma ? double(gamma[c]) : 1.0, p = g * is;
-    coef[c] = float(p);
-    coef[C + c] = float(-g * is * is * dg / m);
-    coef[2 * C + c] = float(-p * db / m);
+    const bn::GradCoef k = bn::grad_coef(s[0], s[1], invstd[c], gamma ? double(gamma[c]) : 1.0, m);
+    if (dbeta) dbeta[c] = k.dbeta;
+    if (dgamma) dgamma[c] = k.dgamma;
+    coef[c] = k.dx.p;
+    coef[C + c] = k.dx.q;
+    coef[2 * C + c] = k.dx.r;
   }
 };
 
@@ -136,7 +119,7 @@ struct StorePair {  // the sync pieces: the two sums as f32
 
 struct InvSqrt {  // 1/sqrt(eps) for every channel of an empty batch (the argument is ignored)
   float eps;
-  __device__ float operator()(float) const { return 1.0f / sqrtf(eps); }
+  __device__ float operator()(float) const { return bn::empty_invstd(eps); }
 };
 
 // The first row of x widened to f32 (the shift of forward_train's sums).
@@ -149,10 +132,10 @@ __global__ void infer_coef_kernel(const float* __restrict__ gamma, const float* 
                                   const float* __restrict__ rm, const float* __restrict__ rv, double eps, int64_t C,
                                   float* __restrict__ coef) {
   CUDA_GRID_LOOP(c, C) {
-    const double g = gamma ? double(gamma[c]) : 1.0, be = beta ? double(beta[c]) : 0.0;
-    const double is = 1.0 / sqrt(double(rv[c]) + eps);
-    coef[c] = float(g * is);
-    coef[C + c] = float(be - double(rm[c]) * g * is);
+    const bn::Affine af =
+        bn::infer_affine(gamma ? double(gamma[c]) : 1.0, beta ? double(beta[c]) : 0.0, rm[c], rv[c], eps);
+    coef[c] = af.a;
+    coef[C + c] = af.b;
   }
 }
 
@@ -160,10 +143,10 @@ __global__ void sync_coef_kernel(const float* __restrict__ gamma, const float* _
                                  const float* __restrict__ sum_dy, const float* __restrict__ sum_dy_xmu, double count,
                                  int64_t C, float* __restrict__ coef) {
   CUDA_GRID_LOOP(c, C) {
-    const double g = gamma ? double(gamma[c]) : 1.0, is = invstd[c], p = g * is;
-    coef[c] = float(p);
-    coef[C + c] = float(-p * is * is * double(sum_dy_xmu[c]) / count);
-    coef[2 * C + c] = float(-p * double(sum_dy[c]) / count);
+    const bn::InputGrad k = bn::apply_coef(gamma ? double(gamma[c]) : 1.0, invstd[c], sum_dy[c], sum_dy_xmu[c], count);
+    coef[c] = k.p;
+    coef[C + c] = k.q;
+    coef[2 * C + c] = k.r;
   }
 }
 
@@ -179,13 +162,13 @@ __global__ void affine_kernel(const T* __restrict__ x, T* __restrict__ y, const 
       float v[V];
       cuda::load_pack(x + p * V, v);
 #pragma unroll
-      for (int j = 0; j < V; ++j) v[j] = act_clamp<A>(v[j] * coef[c0 + j] + coef[C + c0 + j]);
+      for (int j = 0; j < V; ++j) v[j] = act_clamp<A>(bn::normalise(v[j], coef[c0 + j], coef[C + c0 + j]));
       cuda::store_pack(y + p * V, v);
     }
   } else {
     CUDA_GRID_LOOP(i, n) {
       const int64_t c = i % C;
-      y[i] = cuda::from_f32<T>(act_clamp<A>(cuda::to_f32(x[i]) * coef[c] + coef[C + c]));
+      y[i] = cuda::from_f32<T>(act_clamp<A>(bn::normalise(cuda::to_f32(x[i]), coef[c], coef[C + c])));
     }
   }
 }
@@ -208,7 +191,7 @@ __global__ void dx_kernel(const T* __restrict__ x, const T* __restrict__ dy, con
         const int64_t c = c0 + j;
         float g = gv[j];
         if constexpr (A != 0) g = act_through<A>(g, yv[j]);
-        xv[j] = coef[c] * g + coef[C + c] * (xv[j] - mean[c]) + coef[2 * C + c];
+        xv[j] = bn::input_grad(g, xv[j], mean[c], coef[c], coef[C + c], coef[2 * C + c]);
       }
       cuda::store_pack(dx + p * V, xv);
     }
@@ -217,7 +200,7 @@ __global__ void dx_kernel(const T* __restrict__ x, const T* __restrict__ dy, con
       const int64_t c = i % C;
       float g = cuda::to_f32(dy[i]);
       if constexpr (A != 0) g = act_through<A>(g, cuda::to_f32(y[i]));
-      dx[i] = cuda::from_f32<T>(coef[c] * g + coef[C + c] * (cuda::to_f32(x[i]) - mean[c]) + coef[2 * C + c]);
+      dx[i] = cuda::from_f32<T>(bn::input_grad(g, cuda::to_f32(x[i]), mean[c], coef[c], coef[C + c], coef[2 * C + c]));
     }
   }
 }

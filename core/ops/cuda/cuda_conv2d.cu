@@ -11,6 +11,7 @@
 #include "core/ops/cuda/cuda_conv_algo.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/cuda/cuda_reduce.cuh"
+#include "core/ops/pad_math.h"
 
 // cuDNN's legacy convolution API (cudnn_cnn.h; cuDNN 9 API reference, cudnn_cnn library):
 //  - x, y: cudnnSetTensor4dDescriptor(CUDNN_TENSOR_NHWC, T, N, C, H, W) (dims always N,C,H,W; the
@@ -65,18 +66,15 @@ __global__ void transpose_kernel(const In* __restrict__ in, Out* __restrict__ ou
   }
 }
 
-// xp [n, hp, wp, c] = x [n, h, w, c] with zero rows h..hp-1 and zero columns w..wp-1.
+// xp [n, hp, wp, c] = x [n, h, w, c] with zero rows h..hp-1 and zero columns w..wp-1 (pad2d's
+// index math, pad_math.h, with the padding after only).
 template <class T>
 __global__ void pad_kernel(const T* __restrict__ x, T* __restrict__ xp, int64_t n, int h, int w, int hp, int wp,
                            int c) {
+  const pad_math::PadShape s{n, h, w, c, hp, wp, 0, 0};
   CUDA_GRID_LOOP(i, n * hp * wp * c) {
-    const int ch = int(i % c);
-    int64_t r = i / c;
-    const int xx = int(r % wp);
-    r /= wp;
-    const int yy = int(r % hp);
-    const int64_t b = r / hp;
-    xp[i] = (yy < h && xx < w) ? x[((b * h + yy) * w + xx) * c + ch] : cuda::from_f32<T>(0.0f);
+    const int64_t src = pad_math::forward_source(s, i);
+    xp[i] = src >= 0 ? x[src] : cuda::from_f32<T>(0.0f);
   }
 }
 
@@ -84,15 +82,8 @@ __global__ void pad_kernel(const T* __restrict__ x, T* __restrict__ xp, int64_t 
 template <class T>
 __global__ void crop_kernel(const T* __restrict__ dxp, T* __restrict__ dx, int64_t n, int h, int w, int hp, int wp,
                             int c) {
-  CUDA_GRID_LOOP(i, n * h * w * c) {
-    const int ch = int(i % c);
-    int64_t r = i / c;
-    const int xx = int(r % w);
-    r /= w;
-    const int yy = int(r % h);
-    const int64_t b = r / h;
-    dx[i] = dxp[((b * hp + yy) * wp + xx) * c + ch];
-  }
+  const pad_math::PadShape s{n, h, w, c, hp, wp, 0, 0};
+  CUDA_GRID_LOOP(i, n * h * w * c) dx[i] = dxp[pad_math::backward_source(s, i)];
 }
 
 // y [rows, c] += b [c] (broadcast over the rows), in float, rounded once.

@@ -5,6 +5,7 @@
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/depthwise_conv2d.h"
+#include "core/ops/depthwise_math.h"
 
 // Why not cuDNN: a depthwise convolution is a grouped one (groups = C), but cuDNN's fp32 NHWC
 // grouped kernels are slow for depthwise shapes and its deterministic backward-filter choices for
@@ -19,9 +20,9 @@
 //    partial, then one thread per (tap or bias, oc) sums the P partials in chunk order. The Keras
 //    kernel [kh, kw, C, M] has flat index tap * C * M + oc, so dw is written in place.
 // Keras' asymmetric 'same' padding is just (pt, pl) and the bounds checks: nothing is copied.
-// The per-element functions are __host__ __device__: before any GPU run, they were checked on the
-// host, called in plain loops over every index, against the float64 reference of the op tests
-// (~2,600 random shapes: multipliers 1-3, kernels 1-7, strides 1-3, dilation, both paddings).
+// The per-element functions are depthwise_math.h's, host and device: the tests call them on the host
+// in plain loops over every index against the float64 reference (kernel_math_conv_test.cpp: random
+// shapes with multipliers 1-3, kernels 1-7, strides 1-3, dilation, both paddings).
 // Mixed precision: x, y, dy and dx are of one type T (f32, bf16 or f16), read into float and
 // rounded once when stored; weights, bias and their gradients stay f32 (the master weights, used
 // as they are: more exact than the CPU's bf16 copy of them, within the same bound).
@@ -31,123 +32,31 @@ namespace {
 
 constexpr const char* kOp = "depthwise_conv2d";
 
-struct DwShape {
-  int64_t n, ih, iw, c, oh, ow, oc;
-  int m, kh, kw, sh, sw, dh, dw, pt, pl;
-};
-
-template <class T>
-__host__ __device__ inline float dw_forward_at(const DwShape& s, const T* __restrict__ x, const float* __restrict__ w,
-                                               const float* __restrict__ b, int64_t i) {
-  const int64_t oc = i % s.oc;
-  int64_t r = i / s.oc;
-  const int64_t ox = r % s.ow;
-  r /= s.ow;
-  const int64_t oy = r % s.oh, n = r / s.oh;
-  const int64_t c = oc / s.m;
-  float acc = 0.0f;
-  for (int ky = 0; ky < s.kh; ++ky) {
-    const int64_t iy = oy * s.sh - s.pt + int64_t(ky) * s.dh;
-    if (iy < 0 || iy >= s.ih) continue;
-    const T* xrow = x + (n * s.ih + iy) * s.iw * s.c + c;
-    const float* wrow = w + int64_t(ky) * s.kw * s.oc + oc;
-    for (int kx = 0; kx < s.kw; ++kx) {
-      const int64_t ix = ox * s.sw - s.pl + int64_t(kx) * s.dw;
-      if (ix < 0 || ix >= s.iw) continue;
-      acc = fmaf(cuda::to_f32(xrow[ix * s.c]), wrow[int64_t(kx) * s.oc], acc);
-    }
-  }
-  return b ? acc + b[oc] : acc;
-}
-
-template <class T>
-__host__ __device__ inline float dw_backward_data_at(const DwShape& s, const T* __restrict__ dy,
-                                                     const float* __restrict__ w, int64_t i) {
-  const int64_t c = i % s.c;
-  int64_t r = i / s.c;
-  const int64_t ix = r % s.iw;
-  r /= s.iw;
-  const int64_t iy = r % s.ih, n = r / s.ih;
-  float acc = 0.0f;
-  for (int ky = 0; ky < s.kh; ++ky) {
-    const int64_t ty = iy + s.pt - int64_t(ky) * s.dh;
-    if (ty < 0 || ty % s.sh != 0) continue;
-    const int64_t oy = ty / s.sh;
-    if (oy >= s.oh) continue;
-    for (int kx = 0; kx < s.kw; ++kx) {
-      const int64_t tx = ix + s.pl - int64_t(kx) * s.dw;
-      if (tx < 0 || tx % s.sw != 0) continue;
-      const int64_t ox = tx / s.sw;
-      if (ox >= s.ow) continue;
-      const T* g = dy + ((n * s.oh + oy) * s.ow + ox) * s.oc + c * s.m;
-      const float* wt = w + (int64_t(ky) * s.kw + kx) * s.oc + c * s.m;
-      for (int j = 0; j < s.m; ++j) acc = fmaf(cuda::to_f32(g[j]), wt[j], acc);
-    }
-  }
-  return acc;
-}
-
-// Partial i of [chunks][slots][oc]: the sum over rows [chunk * rows_per_chunk, +rows_per_chunk) of
-// dy[row, oc] * x[the input under tap `slot`] (slot < kh*kw), or of dy[row, oc] (slot == kh*kw: bias).
-template <class T>
-__host__ __device__ inline float dw_filter_partial_at(const DwShape& s, const T* __restrict__ x,
-                                                      const T* __restrict__ dy, int slots, int64_t rows_per_chunk,
-                                                      int64_t i) {
-  const int64_t oc = i % s.oc;
-  int64_t r = i / s.oc;
-  const int slot = int(r % slots);
-  const int64_t chunk = r / slots;
-  const int64_t rows = s.n * s.oh * s.ow;
-  const int64_t row0 = chunk * rows_per_chunk;
-  const int64_t row1 = row0 + rows_per_chunk < rows ? row0 + rows_per_chunk : rows;
-  float acc = 0.0f;
-  if (slot == s.kh * s.kw) {
-    for (int64_t row = row0; row < row1; ++row) acc += cuda::to_f32(dy[row * s.oc + oc]);
-    return acc;
-  }
-  const int ky = slot / s.kw, kx = slot % s.kw;
-  const int64_t c = oc / s.m;
-  int64_t ox = row0 % s.ow, t = row0 / s.ow;
-  int64_t oy = t % s.oh, n = t / s.oh;
-  for (int64_t row = row0; row < row1; ++row) {
-    const int64_t iy = oy * s.sh - s.pt + int64_t(ky) * s.dh, ix = ox * s.sw - s.pl + int64_t(kx) * s.dw;
-    if (iy >= 0 && iy < s.ih && ix >= 0 && ix < s.iw)
-      acc = fmaf(cuda::to_f32(dy[row * s.oc + oc]), cuda::to_f32(x[((n * s.ih + iy) * s.iw + ix) * s.c + c]), acc);
-    if (++ox == s.ow) {
-      ox = 0;
-      if (++oy == s.oh) {
-        oy = 0;
-        ++n;
-      }
-    }
-  }
-  return acc;
-}
-
-// Output i of [slots][oc]: the chunks' partials summed in chunk order.
-__host__ __device__ inline float dw_filter_sum_at(const float* __restrict__ partial, int64_t chunks,
-                                                  int64_t per_chunk, int64_t i) {
-  float acc = 0.0f;
-  for (int64_t k = 0; k < chunks; ++k) acc += partial[k * per_chunk + i];
-  return acc;
-}
+using depthwise_math::DwShape;
 
 template <class T>
 __global__ void dw_forward_kernel(DwShape s, const T* __restrict__ x, const float* __restrict__ w,
                                   const float* __restrict__ b, T* __restrict__ y) {
-  CUDA_GRID_LOOP(i, s.n * s.oh * s.ow * s.oc) y[i] = cuda::from_f32<T>(dw_forward_at(s, x, w, b, i));
+  const cuda::Load<T> lx{x};
+  CUDA_GRID_LOOP(i, s.n * s.oh * s.ow * s.oc) y[i] = cuda::from_f32<T>(depthwise_math::forward_at(s, lx, w, b, i));
 }
 
 template <class T>
 __global__ void dw_backward_data_kernel(DwShape s, const T* __restrict__ dy, const float* __restrict__ w,
                                         T* __restrict__ dx) {
-  CUDA_GRID_LOOP(i, s.n * s.ih * s.iw * s.c) dx[i] = cuda::from_f32<T>(dw_backward_data_at(s, dy, w, i));
+  const cuda::Load<T> ldy{dy};
+  CUDA_GRID_LOOP(i, s.n * s.ih * s.iw * s.c) {
+    dx[i] = cuda::from_f32<T>(depthwise_math::backward_data_at(s, ldy, w, i));
+  }
 }
 
 template <class T>
 __global__ void dw_filter_partial_kernel(DwShape s, const T* __restrict__ x, const T* __restrict__ dy, int slots,
                                          int64_t rows_per_chunk, int64_t chunks, float* __restrict__ partial) {
-  CUDA_GRID_LOOP(i, chunks * slots * s.oc) partial[i] = dw_filter_partial_at(s, x, dy, slots, rows_per_chunk, i);
+  const cuda::Load<T> lx{x}, ldy{dy};
+  CUDA_GRID_LOOP(i, chunks * slots * s.oc) {
+    partial[i] = depthwise_math::filter_partial_at(s, lx, ldy, slots, rows_per_chunk, i);
+  }
 }
 
 // Slots [0, kh*kw) go to dw (Keras layout: tap * oc + oc'), slot kh*kw (when present) to db.
@@ -155,21 +64,12 @@ __global__ void dw_filter_sum_kernel(const float* __restrict__ partial, int64_t 
                                      int slots, float* __restrict__ dw, float* __restrict__ db) {
   const int64_t per_chunk = int64_t(slots) * oc;
   CUDA_GRID_LOOP(i, per_chunk) {
-    const float v = dw_filter_sum_at(partial, chunks, per_chunk, i);
+    const float v = depthwise_math::filter_sum_at(partial, chunks, per_chunk, i);
     if (i < taps_oc)
       dw[i] = v;
     else
       db[i - taps_oc] = v;
   }
-}
-
-// Chunks of the n*oh*ow rows for the filter gradient: about 32 rows or more each, at most 256
-// chunks (enough threads to fill a GPU for the small late layers; bounded partials for the large
-// early ones). A function of the shape alone.
-void filter_chunks(int64_t rows, int64_t& chunks, int64_t& rows_per_chunk) {
-  chunks = std::min<int64_t>(256, std::max<int64_t>(1, (rows + 31) / 32));
-  rows_per_chunk = (rows + chunks - 1) / chunks;
-  chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
 }
 
 class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
@@ -208,7 +108,7 @@ class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
     }
     const int taps = p_.kh * p_.kw, slots = taps + (p_.bias ? 1 : 0);
     int64_t chunks = 0, rows_per_chunk = 0;
-    filter_chunks(rows, chunks, rows_per_chunk);
+    depthwise_math::filter_chunks(rows, chunks, rows_per_chunk);
     const int64_t per_chunk = int64_t(slots) * s.oc;
     if (partial_.numel() < chunks * per_chunk) partial_ = c_.empty({chunks * per_chunk});  // grown once per shape
     cuda::dispatch_float(kOp, "x", x, [&](auto tag) {

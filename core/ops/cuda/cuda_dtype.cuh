@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "core/ops/cuda/cuda_util.cuh"
+#include "core/ops/half_bits.h"
 
 // Mixed precision on the GPU keeps activations in bf16 or f16 between the layers that allow it;
 // every kernel loads them into float registers, computes in float (accumulating in float or
@@ -19,11 +20,16 @@ namespace trainer::cuda {
 using bf16 = __nv_bfloat16;
 using f16 = __half;
 
-__host__ __device__ __forceinline__ float to_f32(float v) { return v; }
-__host__ __device__ __forceinline__ float to_f32(bf16 v) { return __bfloat162float(v); }
-__host__ __device__ __forceinline__ float to_f32(f16 v) { return __half2float(v); }
+// The conversions are half_bits.h's bit manipulations (host-tested on every 16-bit pattern and
+// tie), not the cuda_bf16/cuda_fp16 intrinsics: the GPU rounds exactly as the CPU and the tests do.
+__host__ __device__ __forceinline__ uint16_t bits_of(bf16 v) { return static_cast<__nv_bfloat16_raw>(v).x; }
+__host__ __device__ __forceinline__ uint16_t bits_of(f16 v) { return static_cast<__half_raw>(v).x; }
 
-// Round to nearest even (NaN stays NaN; f16 overflows to +-inf past 65504, as IEEE says).
+__host__ __device__ __forceinline__ float to_f32(float v) { return v; }
+__host__ __device__ __forceinline__ float to_f32(bf16 v) { return half_bits::f32_from_bf16(bits_of(v)); }
+__host__ __device__ __forceinline__ float to_f32(f16 v) { return half_bits::f32_from_f16(bits_of(v)); }
+
+// Round to nearest even (NaN stays NaN; f16 overflows to +-inf from 65520 on, as IEEE says).
 template <class T>
 __host__ __device__ __forceinline__ T from_f32(float v);
 template <>
@@ -32,12 +38,23 @@ __host__ __device__ __forceinline__ float from_f32<float>(float v) {
 }
 template <>
 __host__ __device__ __forceinline__ bf16 from_f32<bf16>(float v) {
-  return __float2bfloat16_rn(v);
+  __nv_bfloat16_raw r;
+  r.x = half_bits::bf16_from_f32(v);
+  return bf16(r);
 }
 template <>
 __host__ __device__ __forceinline__ f16 from_f32<f16>(float v) {
-  return __float2half_rn(v);
+  __half_raw r;
+  r.x = half_bits::f16_from_f32(v);
+  return f16(r);
 }
+
+// A loader for the kernel math headers (load(i) -> float): element i of T storage, widened.
+template <class T>
+struct Load {
+  const T* p;
+  __host__ __device__ __forceinline__ float operator()(int64_t i) const { return to_f32(p[i]); }
+};
 
 template <class T>
 constexpr DType dtype_of();

@@ -77,7 +77,7 @@ struct ScaleF {
 };
 
 // Thread per group of 4 elements: group g uses philox4x32(counter = g, key = seed) and element
-// 4g + j keeps when (word j >> 8) >= thr, exactly as cpu_elementwise.cpp (see philox.h).
+// 4g + j keeps when dropout_keep(word j, thr), exactly as cpu_elementwise.cpp (philox.h's rules).
 __global__ void dropout_fwd_kernel(const float* x, float* y, uint8_t* m, int64_t n, uint64_t seed, uint32_t thr,
                                    float scale, bool vec) {
   const int64_t groups = (n + 3) / 4;
@@ -87,15 +87,15 @@ __global__ void dropout_fwd_kernel(const float* x, float* y, uint8_t* m, int64_t
     if (vec) {  // n % 4 == 0, x and y 16-byte aligned, m 4-byte aligned
       float4 a = reinterpret_cast<const float4*>(x)[gi];
       uchar4 k;
-      k.x = (r.v[0] >> 8) >= thr;
-      k.y = (r.v[1] >> 8) >= thr;
-      k.z = (r.v[2] >> 8) >= thr;
-      k.w = (r.v[3] >> 8) >= thr;
+      k.x = dropout_keep(r.v[0], thr);
+      k.y = dropout_keep(r.v[1], thr);
+      k.z = dropout_keep(r.v[2], thr);
+      k.w = dropout_keep(r.v[3], thr);
       float4 o;
-      o.x = k.x ? a.x * scale : 0.0f;
-      o.y = k.y ? a.y * scale : 0.0f;
-      o.z = k.z ? a.z * scale : 0.0f;
-      o.w = k.w ? a.w * scale : 0.0f;
+      o.x = dropout_apply(k.x, a.x, scale);
+      o.y = dropout_apply(k.y, a.y, scale);
+      o.z = dropout_apply(k.z, a.z, scale);
+      o.w = dropout_apply(k.w, a.w, scale);
       reinterpret_cast<uchar4*>(m)[gi] = k;
       reinterpret_cast<float4*>(y)[gi] = o;
     } else {
@@ -103,17 +103,16 @@ __global__ void dropout_fwd_kernel(const float* x, float* y, uint8_t* m, int64_t
 #pragma unroll
       for (int j = 0; j < 4; ++j)
         if (j < cnt) {
-          uint8_t keep = (r.v[j] >> 8) >= thr;
-          float a = x[base + j];
+          const bool keep = dropout_keep(r.v[j], thr);
           m[base + j] = keep;
-          y[base + j] = keep ? a * scale : 0.0f;
+          y[base + j] = dropout_apply(keep, x[base + j], scale);
         }
     }
   }
 }
 
 __global__ void dropout_bwd_kernel(const float* g, const uint8_t* m, float* dx, int64_t n, float scale) {
-  CUDA_GRID_LOOP(i, n) dx[i] = m[i] ? g[i] * scale : 0.0f;
+  CUDA_GRID_LOOP(i, n) dx[i] = dropout_apply(m[i] != 0, g[i], scale);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -308,7 +307,7 @@ class CudaDropout final : public DropoutKernel {
     }
     if (n == 0) return;
     const uint32_t thr = dropout_threshold(rate_);
-    const float scale = 1.0f / (1.0f - rate_);
+    const float scale = dropout_scale(rate_);
     const bool vec = n % 4 == 0 && cuda::aligned16(a) && cuda::aligned16(o) && cuda::aligned4(m);
     TRAINER_LAUNCH(dropout_fwd_kernel, cuda::grid_for((n + 3) / 4, c_), cuda::kBlock, c_.stream(), a, o, m, n, seed,
                    thr, scale, vec);
@@ -320,7 +319,7 @@ class CudaDropout final : public DropoutKernel {
     cuda::require_shape("dropout", "dx", dx, dy.shape(), dev);
     check_mask(mask, dy.shape());
     const int64_t n = dy.numel();
-    const float scale = 1.0f / (1.0f - rate_);
+    const float scale = dropout_scale(rate_);
     TRAINER_LAUNCH(dropout_bwd_kernel, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), dy.f32(),
                    mask.as<const uint8_t>(), dx.f32(), n, scale);
   }

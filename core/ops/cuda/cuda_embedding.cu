@@ -16,7 +16,7 @@
 #include <stdexcept>
 
 #include "core/ops/cuda/cuda_context.h"
-#include "core/ops/cuda/cuda_util.cuh"
+#include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/embedding.h"
 
 namespace trainer {
@@ -24,17 +24,13 @@ namespace {
 
 constexpr const char* kOp = "embedding";
 
-__device__ __forceinline__ bool valid_id(float v, int64_t vocab) {
-  return v >= 0.0f && v < float(vocab) && v == floorf(v);
-}
-
 __global__ void gather_kernel(const float* __restrict__ ids, const float* __restrict__ w, float* __restrict__ y,
                               int64_t P, int64_t D, int64_t V, unsigned long long* __restrict__ bad) {
   CUDA_GRID_LOOP(i, P * D) {
     const int64_t q = i / D, j = i % D;
-    const float v = ids[q];
-    if (valid_id(v, V)) {
-      y[i] = w[int64_t(v) * D + j];
+    const int64_t src = embedding::gather_source(ids[q], V, D, j);
+    if (src >= 0) {
+      y[i] = w[src];
     } else {
       y[i] = 0.0f;
       if (j == 0) atomicMin(bad, (unsigned long long)q);
@@ -46,24 +42,21 @@ __global__ void gather_kernel(const float* __restrict__ ids, const float* __rest
 __global__ void keys_kernel(const float* __restrict__ ids, uint32_t* __restrict__ keys, int32_t* __restrict__ pos,
                             int64_t P, int64_t V) {
   CUDA_GRID_LOOP(q, P) {
-    const float v = ids[q];
-    keys[q] = valid_id(v, V) ? uint32_t(v) : uint32_t(V);
+    keys[q] = embedding::sort_key(ids[q], V);
     pos[q] = int32_t(q);
   }
 }
 
 // For sorted index s that starts a run of equal keys, column j: dw[key, j] = Σ dy[pos[k], j]
-// over the run, k increasing (positions increasing: the sort is stable).
+// over the run, k increasing (embedding::segment_sum).
 __global__ void segment_sum_kernel(const uint32_t* __restrict__ keys, const int32_t* __restrict__ pos,
                                    const float* __restrict__ dy, float* __restrict__ dw, int64_t P, int64_t D,
                                    int64_t V) {
+  const cuda::Load<float> ldy{dy};
   CUDA_GRID_LOOP(i, P * D) {
     const int64_t s = i / D, j = i % D;
-    const uint32_t key = keys[s];
-    if (int64_t(key) >= V || (s > 0 && keys[s - 1] == key)) continue;
-    float acc = 0.0f;
-    for (int64_t k = s; k < P && keys[k] == key; ++k) acc += dy[int64_t(pos[k]) * D + j];
-    dw[int64_t(key) * D + j] = acc;
+    float sum;
+    if (embedding::segment_sum(keys, pos, ldy, P, D, V, s, j, sum)) dw[int64_t(keys[s]) * D + j] = sum;
   }
 }
 

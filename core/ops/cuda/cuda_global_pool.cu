@@ -1,32 +1,27 @@
 // CUDA global pooling: [N,H,W,C] -> [N,C] average or max of any float type and their gradients (thread per (n, c), the CPU's order).
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
+#include "core/ops/pool_math.h"
 #include "core/ops/pooling.h"
 
 namespace trainer {
 namespace {
 
-// Thread per output (i, c): a sequential pass over the hw positions in the CPU's order, so the
-// result is bit-identical to cpu_pooling.cpp. Adjacent threads read adjacent channels (coalesced).
-// bf16/f16 values are summed in float and rounded once; the max is exact.
+// Thread per output (i, c): a sequential pass over the hw positions in the CPU's order and with its
+// rules (pool_math.h), so the result is bit-identical to cpu_pooling.cpp. Adjacent threads read
+// adjacent channels (coalesced). bf16/f16 values are summed in float and rounded once; the max is exact.
+template <class T>
+struct Column {  // position s of (sample i, channel c): x[(i·hw + s)·C + c]
+  const T* p;
+  int64_t C;
+  __host__ __device__ float operator()(int64_t s) const { return cuda::to_f32(p[s * C]); }
+};
+
 template <class T>
 __global__ void global_pool_fwd_kernel(const T* x, T* y, int64_t n, int64_t hw, int64_t C, bool avg, float inv) {
   CUDA_GRID_LOOP(idx, n * C) {
     const int64_t i = idx / C, c = idx - i * C;
-    const T* src = x + i * hw * C + c;
-    float o;
-    if (avg) {
-      o = 0.0f;
-      for (int64_t s = 0; s < hw; ++s) o += cuda::to_f32(src[s * C]);
-      o *= inv;
-    } else {
-      o = -INFINITY;
-      for (int64_t s = 0; s < hw; ++s) {
-        const float r = cuda::to_f32(src[s * C]);
-        o = r > o ? r : o;
-      }
-    }
-    y[idx] = cuda::from_f32<T>(o);
+    y[idx] = cuda::from_f32<T>(pool_math::global_forward(hw, avg, inv, Column<T>{x + i * hw * C + c, C}));
   }
 }
 
@@ -45,16 +40,10 @@ template <class T>
 __global__ void global_max_bwd_kernel(const T* x, const T* y, const T* dy, T* dx, int64_t n, int64_t hw, int64_t C) {
   CUDA_GRID_LOOP(idx, n * C) {
     const int64_t i = idx / C, c = idx - i * C;
-    const T* src = x + i * hw * C + c;
+    const int64_t at = pool_math::global_argmax(hw, cuda::to_f32(y[idx]), Column<T>{x + i * hw * C + c, C});
     T* d = dx + i * hw * C + c;
-    const float m = cuda::to_f32(y[idx]);
     const T g = dy[idx], zero = cuda::from_f32<T>(0.0f);
-    bool found = false;
-    for (int64_t s = 0; s < hw; ++s) {
-      const bool here = !found && cuda::to_f32(src[s * C]) == m;
-      d[s * C] = here ? g : zero;
-      found = found || here;
-    }
+    for (int64_t s = 0; s < hw; ++s) d[s * C] = s == at ? g : zero;
   }
 }
 
@@ -72,7 +61,7 @@ class CudaGlobalPool final : public GlobalPoolKernel {
       return;
     }
     const bool avg = p_.kind == PoolKind::Avg;
-    const float inv = 1.0f / float(hw);
+    const float inv = pool_math::global_inv(hw);
     cuda::dispatch_float("global_pool", "x", x, [&](auto tag) {
       using T = decltype(tag);
       TRAINER_LAUNCH(global_pool_fwd_kernel<T>, cuda::grid_for(n * C, c_), cuda::kBlock, c_.stream(),
@@ -89,7 +78,7 @@ class CudaGlobalPool final : public GlobalPoolKernel {
     const bool avg = p_.kind == PoolKind::Avg;
     if (!avg) cuda::require_as("global_pool", "y", y, x, {n, C}, dev);
     if (hw == 0) return;
-    const float inv = 1.0f / float(hw);
+    const float inv = pool_math::global_inv(hw);
     cuda::dispatch_float("global_pool", "x", x, [&](auto tag) {
       using T = decltype(tag);
       if (avg)

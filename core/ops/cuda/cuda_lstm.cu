@@ -6,12 +6,14 @@
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_reduce.cuh"
 #include "core/ops/lstm.h"
+#include "core/ops/lstm_math.h"
 
 // Why not cuDNN's RNN API (the first version of this file): on the first GPU run it made an
 // illegal memory access at n = t = f = u = 1, and a second backward after one forward gave other
 // weight gradients (max difference 0.07: cudnnRNNBackwardData_v8 writes into the reserve space
 // that the next call reads). Its weights also need repacking each step (Keras' [F, 4U] column
-// blocks against per-gate transposed matrices). This kernel is cpu_lstm.cpp's algorithm, every
+// blocks against per-gate transposed matrices). This kernel is cpu_lstm.cpp's algorithm (the gate
+// arithmetic is lstm_math.h's, shared with it and tested on the host), every
 // buffer in a known layout and nothing written that a later call reads except what forward keeps:
 //   forward   Z = x·W for all N·T rows in one sgemm; then per step Z_t += h_{t-1}·R ([N,U]x[U,4U],
 //             rows strided by T·4U) and one gate kernel (bias, σ/tanh, c_t, h_t) over [N, U];
@@ -32,12 +34,6 @@ int to_int(int64_t v, const char* what) {
   return int(v);
 }
 
-__device__ __forceinline__ float sigmoidf(float x) {  // exp never overflows
-  const float e = expf(-fabsf(x));
-  const float s = 1.0f / (1.0f + e);
-  return x >= 0.0f ? s : 1.0f - s;
-}
-
 // Step t of forward, one thread per (n, j) of [N, U]: z's row n·T + t holds the pre-activations
 // [i | f | c | o] (x·W + h_{t-1}·R) and gets the activations; cs gets c_t; hp's row n·T + t + 1 gets
 // h_t (the next step's h_{t-1}); y gets h_t (every step, or the last one only).
@@ -47,24 +43,16 @@ __global__ void gates_forward_kernel(float* __restrict__ z, float* __restrict__ 
   CUDA_GRID_LOOP(e, N * U) {
     const int64_t n = e / U, j = e % U, row = n * T + t, G = 4 * U;
     float* zr = z + row * G;
-    float zi = zr[j], zf = zr[U + j], zc = zr[2 * U + j], zo = zr[3 * U + j];
-    if (b) {
-      zi += b[j];
-      zf += b[U + j];
-      zc += b[2 * U + j];
-      zo += b[3 * U + j];
-    }
-    const float i = sigmoidf(zi), f = sigmoidf(zf), g = tanhf(zc), o = sigmoidf(zo);
-    const float c = (t > 0 ? f * cs[(row - 1) * U + j] : 0.0f) + i * g;
-    const float h = o * tanhf(c);
-    zr[j] = i;
-    zr[U + j] = f;
-    zr[2 * U + j] = g;
-    zr[3 * U + j] = o;
-    cs[row * U + j] = c;
-    if (t + 1 < T) hp[(row + 1) * U + j] = h;
-    if (seq) y[row * U + j] = h;
-    else if (t + 1 == T) y[n * U + j] = h;
+    const lstm_math::Cell s = lstm_math::cell_forward(zr[j], zr[U + j], zr[2 * U + j], zr[3 * U + j], b, U, j,
+                                                      t > 0 ? cs[(row - 1) * U + j] : 0.0f, t > 0);
+    zr[j] = s.i;
+    zr[U + j] = s.f;
+    zr[2 * U + j] = s.g;
+    zr[3 * U + j] = s.o;
+    cs[row * U + j] = s.c;
+    if (t + 1 < T) hp[(row + 1) * U + j] = s.h;
+    if (seq) y[row * U + j] = s.h;
+    else if (t + 1 == T) y[n * U + j] = s.h;
   }
 }
 
@@ -79,17 +67,16 @@ __global__ void gates_backward_kernel(const float* __restrict__ z, const float* 
     const int64_t n = e / U, j = e % U, row = n * T + t, G = 4 * U;
     const bool last = t + 1 == T;
     const float* zr = z + row * G;
-    const float i = zr[j], f = zr[U + j], g = zr[2 * U + j], o = zr[3 * U + j];
-    const float tc = tanhf(cs[row * U + j]);
     const float g_out = seq ? dy[row * U + j] : (last ? dy[n * U + j] : 0.0f);
-    const float gh = (last ? 0.0f : dh[n * U + j]) + g_out;
-    const float gc = (last ? 0.0f : dc[n * U + j]) + gh * o * (1.0f - tc * tc);
+    const lstm_math::CellGrad d = lstm_math::cell_backward(
+        zr[j], zr[U + j], zr[2 * U + j], zr[3 * U + j], cs[row * U + j], t > 0 ? cs[(row - 1) * U + j] : 0.0f, t > 0,
+        last ? 0.0f : dh[n * U + j], g_out, last ? 0.0f : dc[n * U + j]);
     float* dzr = dz + row * G;
-    dzr[j] = gc * g * i * (1.0f - i);
-    dzr[U + j] = t > 0 ? gc * cs[(row - 1) * U + j] * f * (1.0f - f) : 0.0f;
-    dzr[2 * U + j] = gc * i * (1.0f - g * g);
-    dzr[3 * U + j] = gh * tc * o * (1.0f - o);
-    dc[n * U + j] = gc * f;
+    dzr[j] = d.dzi;
+    dzr[U + j] = d.dzf;
+    dzr[2 * U + j] = d.dzc;
+    dzr[3 * U + j] = d.dzo;
+    dc[n * U + j] = d.dc_prev;
   }
 }
 

@@ -4,47 +4,28 @@
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/pad2d.h"
+#include "core/ops/pad_math.h"
 
 namespace trainer {
 namespace {
 
 constexpr const char* kOp = "pad2d";
 
-struct PadShape {
-  int64_t n, h, w, c, oh, ow;
-  int top, left;
-};
+using pad_math::PadShape;
 
 // y element i of [n, oh, ow, c]: x under it, or zero in the border (T's bits copied as they are).
 template <class T>
-__host__ __device__ inline T pad_forward_at(const PadShape& s, const T* __restrict__ x, int64_t i) {
-  const int64_t ch = i % s.c;
-  int64_t r = i / s.c;
-  const int64_t ix = r % s.ow - s.left;
-  r /= s.ow;
-  const int64_t iy = r % s.oh - s.top, b = r / s.oh;
-  return (iy >= 0 && iy < s.h && ix >= 0 && ix < s.w) ? x[((b * s.h + iy) * s.w + ix) * s.c + ch] : cuda::from_f32<T>(0.0f);
+__global__ void pad_forward_kernel(PadShape s, const T* __restrict__ x, T* __restrict__ y) {
+  CUDA_GRID_LOOP(i, s.n * s.oh * s.ow * s.c) {
+    const int64_t src = pad_math::forward_source(s, i);
+    y[i] = src >= 0 ? x[src] : cuda::from_f32<T>(0.0f);
+  }
 }
 
 // dx element i of [n, h, w, c]: the dy element it was copied to.
 template <class T>
-__host__ __device__ inline T pad_backward_at(const PadShape& s, const T* __restrict__ dy, int64_t i) {
-  const int64_t ch = i % s.c;
-  int64_t r = i / s.c;
-  const int64_t ix = r % s.w;
-  r /= s.w;
-  const int64_t iy = r % s.h, b = r / s.h;
-  return dy[((b * s.oh + iy + s.top) * s.ow + ix + s.left) * s.c + ch];
-}
-
-template <class T>
-__global__ void pad_forward_kernel(PadShape s, const T* __restrict__ x, T* __restrict__ y) {
-  CUDA_GRID_LOOP(i, s.n * s.oh * s.ow * s.c) y[i] = pad_forward_at(s, x, i);
-}
-
-template <class T>
 __global__ void pad_backward_kernel(PadShape s, const T* __restrict__ dy, T* __restrict__ dx) {
-  CUDA_GRID_LOOP(i, s.n * s.h * s.w * s.c) dx[i] = pad_backward_at(s, dy, i);
+  CUDA_GRID_LOOP(i, s.n * s.h * s.w * s.c) dx[i] = dy[pad_math::backward_source(s, i)];
 }
 
 class CudaPad2d final : public Pad2dKernel {

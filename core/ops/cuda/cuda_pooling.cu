@@ -3,12 +3,14 @@
 
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
+#include "core/ops/pool_math.h"
 #include "core/ops/pooling.h"
 
 // Why not cudnnPoolingForward/Backward: cuDNN pads symmetrically, and Keras' 'same' puts the odd
 // padding row/column after (bottom/right); average pooling must also exclude that padding from its
 // count, which explicit padding cannot express. These kernels implement the CPU backend's
-// semantics directly (the float64 reference in tests/unit/ops/reference.cpp):
+// semantics directly (the float64 reference in tests/unit/ops/reference.cpp; the window arithmetic
+// is pool_math.h's, tested on the host):
 //   max: the largest in-bounds value; its gradient goes to the first position of the window, in
 //        row-major window order, holding that maximum (strict '>' scan, as the reference);
 //   avg: the mean of the in-bounds values (padding excluded from the count).
@@ -21,18 +23,7 @@ namespace {
 
 constexpr const char* kOp = "pool2d";
 
-struct PoolGeom {
-  int n, ih, iw, c, oh, ow;
-  int kh, kw, sh, sw;
-  int pt, pl;  // padding before (top, left); the padding after is implied by oh/ow
-};
-
-// The in-bounds part [k0, k1) of a window of size k starting at input row (or column) `start`.
-__device__ __forceinline__ void clip_window(int start, int k, int in, int& k0, int& k1) {
-  k0 = start < 0 ? -start : 0;
-  k1 = in - start < k ? in - start : k;
-  if (k1 < k0) k1 = k0;
-}
+using pool_math::PoolGeom;
 
 // One thread per output element (c fastest: neighbouring threads read neighbouring channels).
 // Max: y = the maximum (when y != nullptr) and arg = its input position iy * iw + ix (when
@@ -41,85 +32,27 @@ template <class T>
 __global__ void pool_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int* __restrict__ arg, PoolGeom g,
                                     bool is_max) {
   const int64_t total = int64_t(g.n) * g.oh * g.ow * g.c;
+  const cuda::Load<T> lx{x};
   CUDA_GRID_LOOP(i, total) {
-    const int c = int(i % g.c);
-    int64_t r = i / g.c;
-    const int ox = int(r % g.ow);
-    r /= g.ow;
-    const int oy = int(r % g.oh);
-    const int64_t n = r / g.oh;
-    const int y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
-    int ky0, ky1, kx0, kx1;
-    clip_window(y0, g.kh, g.ih, ky0, ky1);
-    clip_window(x0, g.kw, g.iw, kx0, kx1);
-    const T* xn = x + n * g.ih * g.iw * g.c + c;
+    const pool_math::Window w = pool_math::output_window(g, i);
     if (is_max) {
-      float best = -INFINITY;
-      int best_pos = (y0 + ky0) * g.iw + (x0 + kx0);  // the first in-bounds position if none is > -inf
-      for (int ky = ky0; ky < ky1; ++ky)
-        for (int kx = kx0; kx < kx1; ++kx) {
-          const int pos = (y0 + ky) * g.iw + (x0 + kx);
-          const float v = cuda::to_f32(xn[int64_t(pos) * g.c]);
-          if (v > best) {
-            best = v;
-            best_pos = pos;
-          }
-        }
+      int best_pos;
+      const float best = pool_math::window_max(g, w, lx, best_pos);
       if (y) y[i] = cuda::from_f32<T>(best);
       if (arg) arg[i] = best_pos;
     } else {
-      float s = 0.0f;
-      for (int ky = ky0; ky < ky1; ++ky)
-        for (int kx = kx0; kx < kx1; ++kx) s += cuda::to_f32(xn[int64_t((y0 + ky) * g.iw + (x0 + kx)) * g.c]);
-      const int cnt = (ky1 - ky0) * (kx1 - kx0);
-      y[i] = cuda::from_f32<T>(cnt > 0 ? s / float(cnt) : 0.0f);
+      y[i] = cuda::from_f32<T>(pool_math::window_avg(g, w, lx));
     }
   }
 }
 
-// The outputs o in [o0, o1] (inclusive; empty when o1 < o0) whose window, starting at o * s - p
-// with size k, covers input index i: o * s - p <= i <= o * s - p + k - 1.
-__device__ __forceinline__ void covering(int i, int k, int s, int p, int out, int& o0, int& o1) {
-  const int lo = i + p - k + 1;  // o * s >= lo
-  o0 = lo <= 0 ? 0 : (lo + s - 1) / s;
-  o1 = (i + p) / s;  // i + p >= 0
-  if (o1 > out - 1) o1 = out - 1;
-}
-
-// One thread per input element: dx = Σ over covering outputs (oy, then ox ascending) of
-// max: dy if this element is the output's argmax; avg: dy / (in-bounds count of that window).
+// One thread per input element: the gather of pool_math::input_grad.
 template <class T>
 __global__ void pool_backward_kernel(const T* __restrict__ dy, const int* __restrict__ arg, T* __restrict__ dx,
                                      PoolGeom g, bool is_max) {
   const int64_t total = int64_t(g.n) * g.ih * g.iw * g.c;
-  CUDA_GRID_LOOP(i, total) {
-    const int c = int(i % g.c);
-    int64_t r = i / g.c;
-    const int ix = int(r % g.iw);
-    r /= g.iw;
-    const int iy = int(r % g.ih);
-    const int64_t n = r / g.ih;
-    int oy0, oy1, ox0, ox1;
-    covering(iy, g.kh, g.sh, g.pt, g.oh, oy0, oy1);
-    covering(ix, g.kw, g.sw, g.pl, g.ow, ox0, ox1);
-    const int pos = iy * g.iw + ix;
-    float acc = 0.0f;
-    for (int oy = oy0; oy <= oy1; ++oy) {
-      int ky0, ky1;
-      clip_window(oy * g.sh - g.pt, g.kh, g.ih, ky0, ky1);
-      for (int ox = ox0; ox <= ox1; ++ox) {
-        const int64_t o = ((n * g.oh + oy) * g.ow + ox) * g.c + c;
-        if (is_max) {
-          if (arg[o] == pos) acc += cuda::to_f32(dy[o]);
-        } else {
-          int kx0, kx1;
-          clip_window(ox * g.sw - g.pl, g.kw, g.iw, kx0, kx1);
-          acc += cuda::to_f32(dy[o]) / float((ky1 - ky0) * (kx1 - kx0));  // >= 1: the window covers (iy, ix)
-        }
-      }
-    }
-    dx[i] = cuda::from_f32<T>(acc);
-  }
+  const cuda::Load<T> ldy{dy};
+  CUDA_GRID_LOOP(i, total) dx[i] = cuda::from_f32<T>(pool_math::input_grad(g, i, is_max, arg, ldy));
 }
 
 int to_int(int64_t v, const char* what) {

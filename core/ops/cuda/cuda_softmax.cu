@@ -6,6 +6,7 @@
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_util.cuh"
 #include "core/ops/softmax.h"
+#include "core/ops/softmax_math.h"
 
 namespace trainer {
 namespace {
@@ -25,11 +26,11 @@ __global__ void softmax_fwd_kernel(const float* x, float* y, int64_t rows, int64
     const float* a = x + r * C;
     float* o = y + r * C;
     float mx = -INFINITY;
-    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) mx = fmaxf(mx, a[j]);
+    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) mx = softmax_math::max_step(mx, a[j]);
     mx = block_max(mx);
     float s = 0.0f;
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
-      float e = expf(a[j] - mx);
+      float e = softmax_math::exp_shifted(a[j], mx);
       o[j] = e;
       s += e;
     }
@@ -48,7 +49,7 @@ __global__ void softmax_bwd_kernel(const float* y, const float* dy, float* dx, i
     float dot = 0.0f;
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) dot += a[j] * g[j];
     dot = block_sum(dot);
-    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) o[j] = a[j] * (g[j] - dot);
+    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) o[j] = softmax_math::softmax_grad(a[j], g[j], dot);
   }
 }
 
@@ -65,7 +66,7 @@ __global__ void xent_rows_kernel(const float* x, const int32_t* lab, const float
     int64_t label = 0;
     if constexpr (kSparse) {
       const int32_t l = lab[i];  // the same value in every thread: the branch is uniform
-      if (l < 0 || int64_t(l) >= C) {
+      if (!softmax_math::label_in_range(l, C)) {
         if (threadIdx.x == 0) {
           losses[i] = 0.0;
           status[i] = -1;
@@ -77,23 +78,22 @@ __global__ void xent_rows_kernel(const float* x, const int32_t* lab, const float
       label = l;
     }
     float mx = -INFINITY;
-    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) mx = fmaxf(mx, a[j]);
+    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) mx = softmax_math::max_step(mx, a[j]);
     mx = block_max(mx);
     double s = 0.0;
-    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) s += exp(double(a[j] - mx));
+    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) s += softmax_math::lse_term(a[j], mx);
     s = block_sum(s);
-    const float lse = float(log(s));
+    const float lse = softmax_math::lse_of(s);
     const long long pred = cuda::row_argmax(a, C);
     double loss;
     bool hit;
     if constexpr (kSparse) {
-      loss = double(lse) - double(a[label] - mx);
+      loss = softmax_math::sparse_loss(lse, a[label], mx);
       hit = pred == label;
     } else {
       const float* tr = t + i * C;
       double l = 0.0;
-      for (int64_t j = threadIdx.x; j < C; j += blockDim.x)
-        if (tr[j] != 0.0f) l -= double(tr[j]) * (double(a[j] - mx) - double(lse));
+      for (int64_t j = threadIdx.x; j < C; j += blockDim.x) softmax_math::dense_loss_add(l, tr[j], a[j], mx, lse);
       loss = block_sum(l);
       hit = pred == cuda::row_argmax(tr, C);
     }
@@ -106,7 +106,7 @@ __global__ void xent_rows_kernel(const float* x, const int32_t* lab, const float
         float target;
         if constexpr (kSparse) target = j == label ? 1.0f : 0.0f;
         else target = t[i * C + j];
-        dr[j] = (expf(a[j] - mx - lse) - target) * grad_scale;
+        dr[j] = softmax_math::xent_grad(a[j], mx, lse, target, grad_scale);
       }
     }
   }

@@ -12,6 +12,7 @@
 
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/shape_checks.h"
+#include "core/ops/softmax_math.h"
 
 // fmt's compile-time format strings (consteval) do not survive nvcc's host pass, so the .cu files
 // build their messages with ostream insertion (cuda::cat) instead of fmt.
@@ -180,7 +181,7 @@ __device__ __forceinline__ long long block_min(long long v) { return block_reduc
 // Argmax as the CPU's sequential `if (x[j] > x[k]) k = j`: the largest value, the first index among
 // equals. Idle threads pass (-inf, INT64_MAX).
 __device__ __forceinline__ void argmax_combine(float& v, long long& k, float v2, long long k2) {
-  if (v2 > v || (v2 == v && k2 < k)) {
+  if (softmax_math::argmax_better(v2, k2, v, k)) {
     v = v2;
     k = k2;
   }

@@ -1,0 +1,135 @@
+// Batch-norm arithmetic shared by the CPU and CUDA kernels: reduction terms, the per-channel finishes (statistics, running statistics, coefficients) and the element formulas.
+#pragma once
+#include <math.h>
+
+#include "core/ops/activation_math.h"
+#include "core/ops/hd.h"
+
+// x is [m, C] with C last. The algorithm (cpu_batchnorm.cpp, cuda_batchnorm.cu):
+//   forward_train  per-channel Σd and Σd² of d = x - shift (shift = x's first row: the one-pass
+//                  variance stays accurate when |mean| >> std), then train_stats; y = act(x·a + b)
+//   forward_infer  infer_affine from the running statistics, then the same y
+//   backward       per-channel Σg and Σg·(x - mean) of g = act'(y)·dy, then grad_coef;
+//                  dx = P·g + Q·(x - mean) + R
+//   backward_apply (synchronised batch norm) apply_coef from all replicas' sums and count
+// The finishes and element formulas are one definition for both backends (the CPU's results are
+// the ones these expressions always gave). The reduction terms differ by design: the CPU adds
+// blocks of 64 rows in float before widening to double (vectorised), the GPU widens every term
+// (centred_terms, grad_terms) and adds in the fixed order of column_reduce.h.
+
+namespace trainer::bn {
+
+// --- Fused activation: 0 none, 1 relu, 2 relu6, as a compile-time clamp (act::clamp semantics).
+
+template <int A>
+TRAINER_HD_INLINE act::Clamp clamp_for() {
+  act::Clamp c;
+  if constexpr (A != 0) c.lo = 0.0f;
+  if constexpr (A == 2) c.hi = 6.0f;
+  return c;
+}
+
+template <int A>
+TRAINER_HD_INLINE float act_clamp(float v) {
+  if constexpr (A == 0) return v;
+  else return act::clamp(v, clamp_for<A>());
+}
+
+template <int A>
+TRAINER_HD_INLINE float act_through(float g, float y) {
+  if constexpr (A == 0) return g;
+  else return act::through(g, y, clamp_for<A>());
+}
+
+// --- Reduction terms (GPU: one element into the double accumulators of column_reduce.h). The
+// products are explicit fma so that host (g++ may or may not contract) and device (nvcc
+// contracts) round them the same way: the host emulation of the reduction is bit-exact.
+
+// d = x - shift in float, then Σd and Σd².
+TRAINER_HD_INLINE void centred_terms(float x, float shift, double (&a)[2]) {
+  const double d = double(x - shift);
+  a[0] += d;
+  a[1] = fma(d, d, a[1]);
+}
+
+// Σg and Σg·(x - mean), (x - mean) in float.
+TRAINER_HD_INLINE void grad_terms(float g, float x, float mean, double (&a)[2]) {
+  a[0] += double(g);
+  a[1] = fma(double(g), double(x - mean), a[1]);
+}
+
+// --- Per-channel finishes. gamma and beta are 1 and 0 where the layer has none.
+
+struct TrainStats {
+  float mean, invstd;  // the batch statistics (biased variance)
+  float a, b;          // y = x·a + b
+  float running_mean, running_var;
+};
+
+// From sum = Σd and sumsq = Σd² over m rows of d = x - shift. The running variance takes the
+// unbiased batch variance (0 for one row); a negative rounding of the variance is taken as 0 (a
+// NaN stays NaN).
+TRAINER_HD_INLINE TrainStats train_stats(double sum, double sumsq, double m, float shift, double gamma, double beta,
+                                         double eps, double momentum, float running_mean, float running_var) {
+  const double dmean = sum / m;
+  const double v = sumsq / m - dmean * dmean;
+  const double var = v < 0.0 ? 0.0 : v;
+  const double mu = double(shift) + dmean;
+  const double is = 1.0 / sqrt(var + eps);
+  TrainStats s;
+  s.mean = float(mu);
+  s.invstd = float(is);
+  s.a = float(gamma * is);
+  s.b = float(beta - mu * gamma * is);
+  const double unbiased = m > 1.0 ? var * m / (m - 1.0) : 0.0;
+  s.running_mean = float(momentum * double(running_mean) + (1.0 - momentum) * mu);
+  s.running_var = float(momentum * double(running_var) + (1.0 - momentum) * unbiased);
+  return s;
+}
+
+// An empty batch's saved 1/sqrt(var + eps) (var taken as 0).
+TRAINER_HD_INLINE float empty_invstd(float eps) { return 1.0f / sqrtf(eps); }
+
+struct Affine {
+  float a, b;  // y = x·a + b
+};
+
+// Inference: from the running statistics.
+TRAINER_HD_INLINE Affine infer_affine(double gamma, double beta, float running_mean, float running_var, double eps) {
+  const double is = 1.0 / sqrt(double(running_var) + eps);
+  return {float(gamma * is), float(beta - double(running_mean) * gamma * is)};
+}
+
+struct InputGrad {
+  float p, q, r;  // dx = p·g + q·(x - mean) + r
+};
+
+struct GradCoef {
+  float dgamma, dbeta;
+  InputGrad dx;
+};
+
+// backward, from sum_g = Σg and sum_gxmu = Σg·(x - mean) over this batch's m rows:
+// dx = γ·is·(g - Σg/m - x̂·dγ/m), x̂ = (x - mean)·is, dγ = is·Σg(x - mean), dβ = Σg.
+TRAINER_HD_INLINE GradCoef grad_coef(double sum_g, double sum_gxmu, float invstd, double gamma, double m) {
+  const double db = sum_g, is = invstd, dg = sum_gxmu * is;
+  const double p = gamma * is;
+  return {float(dg), float(db), {float(p), float(-gamma * is * is * dg / m), float(-p * db / m)}};
+}
+
+// backward_apply (synchronised batch norm): the same dx from the sums and row count of all
+// replicas: p = γ·is, q = -p·is²·Σdy(x - mean)/count, r = -p·Σdy/count.
+TRAINER_HD_INLINE InputGrad apply_coef(double gamma, float invstd, float sum_dy, float sum_dy_xmu, double count) {
+  const double is = invstd, p = gamma * is;
+  return {float(p), float(-p * is * is * double(sum_dy_xmu) / count), float(-p * double(sum_dy) / count)};
+}
+
+// --- Element formulas (then act_clamp / act::clamp for a fused activation; g = act'(y)·dy).
+
+TRAINER_HD_INLINE float normalise(float x, float a, float b) { return x * a + b; }
+
+TRAINER_HD_INLINE float input_grad(float g, float x, float mean, float p, float q, float r) {
+  return p * g + q * (x - mean) + r;
+}
+
+}  // namespace trainer::bn

@@ -1,0 +1,51 @@
+// Softmax and cross-entropy arithmetic shared by the CPU and CUDA kernels: row maximum, shifted exponentials, log-sum-exp, loss, gradient, and the argmax (accuracy) rule.
+#pragma once
+#include <math.h>
+
+#include <cstdint>
+
+#include "core/ops/hd.h"
+
+// One row of C logits x (softmax.h, cpu_softmax.cpp, cuda_softmax.cu):
+//   mx = max_j x_j;  softmax_j = exp(x_j - mx) / Σ exp(x - mx) (float);
+//   lse = log(Σ_j exp(double(x_j - mx))) (summed in double, rounded to float);
+//   loss = lse - (x_label - mx) (index label), or -Σ_{t_j != 0} t_j·((x_j - mx) - lse) (probabilities);
+//   dlogits_j = (exp(x_j - mx - lse) - target_j)·scale; hit: argmax(x) == label (resp. argmax(t)),
+//   the argmax being the first index of the maximum.
+// The row reductions' order is each backend's (the CPU's sequential loop; the GPU's fixed block
+// tree, cuda_util.cuh); the per-element and per-row arithmetic is here.
+
+namespace trainer::softmax_math {
+
+// One step of the row-maximum scan (x > m: a NaN value is skipped).
+TRAINER_HD_INLINE float max_step(float m, float x) { return x > m ? x : m; }
+
+TRAINER_HD_INLINE float exp_shifted(float x, float mx) { return expf(x - mx); }
+
+// softmax backward: dx = y·(dy - Σ dy·y).
+TRAINER_HD_INLINE float softmax_grad(float y, float dy, float dot) { return y * (dy - dot); }
+
+// A term of the log-sum-exp's sum, and the log of the sum.
+TRAINER_HD_INLINE double lse_term(float x, float mx) { return exp(double(x - mx)); }
+TRAINER_HD_INLINE float lse_of(double sum) { return float(log(sum)); }
+
+// An index label's per-sample loss.
+TRAINER_HD_INLINE double sparse_loss(float lse, float x_label, float mx) { return double(lse) - double(x_label - mx); }
+
+// A probability label's loss: adds class j's share (target t, logit x) into l.
+TRAINER_HD_INLINE void dense_loss_add(double& l, float t, float x, float mx, float lse) {
+  if (t != 0.0f) l -= double(t) * (double(x - mx) - double(lse));
+}
+
+// dlogits_j for target t (1 or 0 for an index label).
+TRAINER_HD_INLINE float xent_grad(float x, float mx, float lse, float t, float scale) {
+  return (expf(x - mx - lse) - t) * scale;
+}
+
+// Whether (v2, k2) beats the current best (v, k) of an argmax: a larger value, or an equal one at a
+// smaller index, so any order of combination gives the first index of the maximum (NaNs never win).
+TRAINER_HD_INLINE bool argmax_better(float v2, int64_t k2, float v, int64_t k) { return v2 > v || (v2 == v && k2 < k); }
+
+TRAINER_HD_INLINE bool label_in_range(int64_t label, int64_t C) { return label >= 0 && label < C; }
+
+}  // namespace trainer::softmax_math

@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "core/dist/communicator.h"
 #include "core/io/config.h"
 #include "core/ops/activation.h"
 #include "core/ops/context.h"
@@ -40,9 +39,44 @@ struct ParamSpec {
 //   Low: always low: compute-bound layers with low-precision kernels (convolutions, depthwise).
 enum class MixedPrecision { F32, Follow, Low };
 
+// Statistics over every data-parallel replica (batch norm with sync_bn): the narrow view of the
+// replicas' communicator a layer gets. In-place sum of a few host values over the replicas.
+class StatsSync {
+ public:
+  virtual ~StatsSync() = default;
+  virtual int replicas() const = 0;
+  virtual void all_reduce_sum(std::vector<double>& values) = 0;
+};
+
+// A layer's kernel, made at bind(). A copy of the layer (Layer::clone, made before bind) copies
+// its configuration, not its kernel.
+template <class K>
+class KernelSlot {
+ public:
+  KernelSlot() = default;
+  KernelSlot(const KernelSlot&) {}
+  KernelSlot& operator=(const KernelSlot&) {
+    p_.reset();
+    return *this;
+  }
+  KernelSlot& operator=(std::unique_ptr<K> k) {
+    p_ = std::move(k);
+    return *this;
+  }
+  K* operator->() const { return p_.get(); }
+  K& operator*() const { return *p_; }
+  explicit operator bool() const { return bool(p_); }
+
+ private:
+  std::unique_ptr<K> p_;
+};
+
 class Layer {
  public:
   virtual ~Layer() = default;
+  // A fresh copy of this layer's configuration and inferred shapes, not bound to any device: a
+  // Graph's layers are prototypes, each executor binds clones of its own.
+  virtual std::unique_ptr<Layer> clone() const = 0;
 
   const std::string& name() const { return name_; }
   const std::string& type() const { return type_; }
@@ -92,13 +126,15 @@ class Layer {
   // activation layer's work, so its forward and backward do nothing (its output and gradient are
   // the producer's buffers, see in_place()).
   virtual std::optional<ActKind> activation() const { return std::nullopt; }
+  // Whether fuse_activation(k) would succeed now (after bind): what an execution plan asks.
+  virtual bool can_fuse_activation(ActKind) const { return false; }
   virtual bool fuse_activation(std::optional<ActKind> k) { return !k; }
   virtual void set_fused(bool) {}
   // Layers with run-to-run randomness (dropout) get a fresh seed each step.
   virtual void set_step_seed(uint64_t) {}
   // Data parallelism with sync_bn: layers whose statistics span the batch (batch norm) reduce
-  // them over every replica through `comm` (used on the worker thread only).
-  virtual void set_sync(Communicator*) {}
+  // them over every replica through `sync` (used on the worker thread only).
+  virtual void set_sync(StatsSync*) {}
 
  protected:
   OpContext& ctx() const { return *ctx_; }
@@ -109,6 +145,10 @@ class Layer {
   std::string name_, type_;
   cfg::Node spec_;
 };
+
+// The clone() of a layer class whose copy constructor copies its configuration.
+#define TRAINER_LAYER_CLONE(Class) \
+  std::unique_ptr<Layer> clone() const override { return std::make_unique<Class>(*this); }
 
 // Layer types by config name. A factory reads the layer's own keys from the reader (name, type
 // and inputs are read by the graph builder).

@@ -10,10 +10,9 @@ namespace trainer {
 
 static int64_t align16(int64_t n) { return (n + 15) & ~int64_t(15); }
 
-void ParamStore::layout(std::vector<ParamEntry> entries) {
+ParamLayout::ParamLayout(std::vector<ParamEntry> entries) {
   std::stable_partition(entries.begin(), entries.end(), [](const ParamEntry& e) { return e.spec.trainable; });
   int64_t off = 0;
-  trainable_floats_ = 0;
   for (ParamEntry& e : entries) {
     e.offset = off;
     off += align16(e.spec.shape.numel());
@@ -23,7 +22,7 @@ void ParamStore::layout(std::vector<ParamEntry> entries) {
   entries_ = std::move(entries);
 }
 
-int64_t ParamStore::count(bool trainable) const {
+int64_t ParamLayout::count(bool trainable) const {
   int64_t n = 0;
   for (const ParamEntry& e : entries_)
     if (e.spec.trainable == trainable) n += e.spec.shape.numel();
@@ -101,40 +100,40 @@ void init_param(const ParamSpec& spec, const std::string& name, uint64_t seed, f
   }
 }
 
-void ParamStore::allocate(OpContext& ctx, uint64_t seed) {
-  weights_ = ctx.zeros(Shape{total_floats_});
-  grads_ = ctx.zeros(Shape{std::max<int64_t>(trainable_floats_, 1)});
-  std::vector<float> host(size_t(total_floats_), 0.f);
-  for (const ParamEntry& e : entries_) init_param(e.spec, e.name, seed, host.data() + e.offset);
+ParamStore::ParamStore(const ParamLayout& layout, OpContext& ctx, uint64_t seed) : layout_(layout) {
+  weights_ = ctx.zeros(Shape{total_floats()});
+  grads_ = ctx.zeros(Shape{std::max<int64_t>(trainable_floats(), 1)});
+  std::vector<float> host(size_t(total_floats()), 0.f);
+  for (const ParamEntry& e : entries()) init_param(e.spec, e.name, seed, host.data() + e.offset);
   upload(ctx, host);
 }
 
 Tensor ParamStore::trainable_weights() const {
-  return Tensor::view(weights_.data(), Shape{trainable_floats_}, DType::F32, weights_.device());
+  return Tensor::view(weights_.data(), Shape{trainable_floats()}, DType::F32, weights_.device());
 }
 
 Tensor ParamStore::trainable_grads() const {
-  return Tensor::view(grads_.data(), Shape{trainable_floats_}, DType::F32, grads_.device());
+  return Tensor::view(grads_.data(), Shape{trainable_floats()}, DType::F32, grads_.device());
 }
 
 Tensor ParamStore::frozen_weights() const {
-  return Tensor::view(weights_.f32() + trainable_floats_, Shape{total_floats_ - trainable_floats_}, DType::F32,
+  return Tensor::view(weights_.f32() + trainable_floats(), Shape{total_floats() - trainable_floats()}, DType::F32,
                       weights_.device());
 }
 
 Tensor ParamStore::weight_view(size_t i) const {
-  const ParamEntry& e = entries_[i];
+  const ParamEntry& e = entries()[i];
   return Tensor::view(weights_.f32() + e.offset, e.spec.shape, DType::F32, weights_.device());
 }
 
 Tensor ParamStore::grad_view(size_t i) const {
-  const ParamEntry& e = entries_[i];
+  const ParamEntry& e = entries()[i];
   if (!e.spec.trainable) return Tensor();
   return Tensor::view(grads_.f32() + e.offset, e.spec.shape, DType::F32, grads_.device());
 }
 
 std::vector<float> ParamStore::download(OpContext& ctx) const {
-  std::vector<float> host(static_cast<size_t>(total_floats_));
+  std::vector<float> host(static_cast<size_t>(total_floats()));
   ctx.copy_to_host(host.data(), weights_.data(), host.size() * sizeof(float));
   return host;
 }

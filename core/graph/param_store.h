@@ -14,19 +14,35 @@ struct ParamEntry {
   int64_t offset = 0;  // in floats, into weights (and, when trainable, grads)
 };
 
-class ParamStore {
+// Where each parameter lives in the flat buffers: trainable ones first (so the gradient buffer
+// mirrors that prefix), each aligned to 16 floats. Part of the immutable Graph.
+class ParamLayout {
  public:
-  // Lays out the parameters: trainable ones first (so the gradient buffer mirrors that prefix),
-  // each aligned to 16 floats.
-  void layout(std::vector<ParamEntry> entries);
-  // Allocates the buffers on the context's device and fills the weights with their initialisers
-  // (computed on the host from `seed` and each parameter's name, then uploaded).
-  void allocate(OpContext& ctx, uint64_t seed);
-
+  ParamLayout() = default;
+  explicit ParamLayout(std::vector<ParamEntry> entries);
   const std::vector<ParamEntry>& entries() const { return entries_; }
   int64_t trainable_floats() const { return trainable_floats_; }  // also the gradient buffer's length
   int64_t total_floats() const { return total_floats_; }
   int64_t count(bool trainable) const;  // parameter values, without alignment padding
+
+ private:
+  std::vector<ParamEntry> entries_;
+  int64_t trainable_floats_ = 0, total_floats_ = 0;
+};
+
+// One copy's parameters in memory: the weights in one flat buffer on a device, the trainable
+// gradients in a second; layers hold views into both.
+class ParamStore {
+ public:
+  // Allocates the buffers on the context's device and fills the weights with their initialisers
+  // (computed on the host from `seed` and each parameter's name, then uploaded).
+  ParamStore(const ParamLayout& layout, OpContext& ctx, uint64_t seed);
+
+  const ParamLayout& layout() const { return layout_; }
+  const std::vector<ParamEntry>& entries() const { return layout_.entries(); }
+  int64_t trainable_floats() const { return layout_.trainable_floats(); }
+  int64_t total_floats() const { return layout_.total_floats(); }
+  int64_t count(bool trainable) const { return layout_.count(trainable); }
   Tensor& weights() { return weights_; }
   Tensor& grads() { return grads_; }
   // The trainable prefix of the weights, as long as grads().
@@ -43,8 +59,7 @@ class ParamStore {
   void upload(OpContext& ctx, const std::vector<float>& values);
 
  private:
-  std::vector<ParamEntry> entries_;
-  int64_t trainable_floats_ = 0, total_floats_ = 0;
+  ParamLayout layout_;
   Tensor weights_, grads_;
 };
 

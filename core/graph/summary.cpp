@@ -42,7 +42,7 @@ std::string model_summary(const Graph& g, const std::string& name, const Placeme
   s += rule_eq + "\n";
   for (size_t k = 0; k < g.input_shapes().size(); ++k)
     row(fmt::format("{} (InputLayer)", g.input_names()[k]), g.input_shapes()[k].keras_str(), "0", "", "");
-  const ParamStore& ps = g.params();
+  const ParamLayout& ps = g.params();
   const size_t devices = placement ? placement->devices.size() : 0;
   std::vector<int64_t> dev_params(devices), dev_acts(devices);
   for (size_t i = 0; i < g.nodes().size(); ++i) {

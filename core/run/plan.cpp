@@ -30,6 +30,7 @@ std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / double(
 TraineeSpec trainee_spec(const RunSpec& e) {
   TraineeSpec t;
   t.model = e.model;
+  t.graph = std::make_shared<const Graph>(e.model);
   t.optimizer = e.optimizer;
   t.loss = e.train.loss;
   t.context.precision = e.precision;
@@ -80,7 +81,7 @@ RunPlan plan_run(const RunSpec& e, const std::optional<CheckpointInfo>& resume) 
   p.eval_batch = e.train.eval_batch_size > 0 ? e.train.eval_batch_size : p.batch;
   p.base_lr = e.optimizer.lr * p.lr_factor;
 
-  const Graph g(e.model);  // shapes and parameters only, no memory
+  const Graph& g = *t.graph;  // shapes and parameters only, no memory
   p.flops_per_sample = g.flops_per_sample();
   p.params = g.params().count(true) + g.params().count(false);
   p.trainable_params = g.params().count(true);

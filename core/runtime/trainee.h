@@ -7,6 +7,7 @@
 
 #include "core/checkpoint/model_state.h"
 #include "core/data/loader.h"
+#include "core/graph/graph.h"
 #include "core/graph/model_spec.h"
 #include "core/graph/placement.h"
 #include "core/ops/context.h"
@@ -19,6 +20,7 @@ namespace trainer {
 // What every copy of the model is built from, whatever the strategy: fixed once by the run's plan.
 struct TraineeSpec {
   ModelSpec model;
+  std::shared_ptr<const Graph> graph;  // `model` instantiated once, shared by every replica (data parallel)
   OptimizerSpec optimizer;
   std::string loss = "sparse_categorical_crossentropy";
   ContextOptions context;       // precision, TF32 and workspace; threads are each replica's or stage's own

@@ -9,6 +9,7 @@ namespace {
 
 class Activation : public Layer {
  public:
+  TRAINER_LAYER_CLONE(Activation)
   explicit Activation(ActKind k) { p_.kind = k; }
   explicit Activation(cfg::MapReader& r) {
     std::vector<std::string> names;
@@ -49,11 +50,12 @@ class Activation : public Layer {
   ActivationParams p_;
   bool fused_ = false;
   int64_t elems_ = 0;
-  std::unique_ptr<ActivationKernel> k_;
+  KernelSlot<ActivationKernel> k_;
 };
 
 template <ActKind K>
 struct Fixed final : Activation {
+  TRAINER_LAYER_CLONE(Fixed)
   explicit Fixed(cfg::MapReader&) : Activation(K) {}
 };
 

@@ -11,6 +11,7 @@ namespace {
 
 class BatchNorm final : public Layer {
  public:
+  TRAINER_LAYER_CLONE(BatchNorm)
   // Backward never reads y, except that of a fused activation (fuse_activation), which is y's
   // final value: the in-place activation layer leaves it alone.
   bool output_reusable() const override { return true; }
@@ -49,13 +50,16 @@ class BatchNorm final : public Layer {
     var_ = ctx.zeros(Shape{c_});
   }
 
-  void set_sync(Communicator* comm) override {
-    sync_ = comm && comm->size() > 1 ? comm : nullptr;
+  void set_sync(StatsSync* sync) override {
+    sync_ = sync && sync->replicas() > 1 ? sync : nullptr;
     if (sync_ && p_.activation != ActKind::Linear) throw std::logic_error("batchnorm: set_sync after an activation was fused");
   }
 
   // ReLU or ReLU6 where the kernel can (the CPU's); not with synchronised statistics, whose pieces
   // take none.
+  bool can_fuse_activation(ActKind k) const override {
+    return k == p_.activation || (!sync_ && k_ && k_->can_fuse(k));
+  }
   bool fuse_activation(std::optional<ActKind> k) override {
     const ActKind want = k.value_or(ActKind::Linear);
     if (want == p_.activation) return true;
@@ -103,7 +107,7 @@ class BatchNorm final : public Layer {
     std::vector<float> s = download(sum_);
     std::vector<double> v(s.begin(), s.end());
     v.push_back(double(rows));
-    sync_->all_reduce_host(v);
+    sync_->all_reduce_sum(v);
     count_ = v[c];
     if (count_ <= 0) return;
     std::vector<double> mean(c);
@@ -112,7 +116,7 @@ class BatchNorm final : public Layer {
     k_->channel_sums(x, mean_, sum_, sumsq_);
     std::vector<float> q = download(sumsq_);
     std::vector<double> var(q.begin(), q.end());
-    sync_->all_reduce_host(var);
+    sync_->all_reduce_sum(var);
     std::vector<double> invstd(c), rm(c), rv(c);
     std::vector<float> run_m = download(params_[2]), run_v = download(params_[3]);
     double m = p_.momentum;
@@ -145,19 +149,19 @@ class BatchNorm final : public Layer {
     }
     upload(grads_[0], dgamma);
     upload(grads_[1], dbeta);
-    sync_->all_reduce_host(g);
+    sync_->all_reduce_sum(g);
     if (!dx.defined() || count_ <= 0) return;
     upload(sum_, g, 0);
     upload(sumsq_, g, c);
     k_->backward_apply(x, dy, params_[0], mean_, invstd_, sum_, sumsq_, count_, dx);
   }
 
-  Communicator* sync_ = nullptr;
+  StatsSync* sync_ = nullptr;
   Tensor sum_, sumsq_, var_;
   double count_ = 0;
   BatchNormParams p_;
   int64_t c_ = 0, elems_ = 0;
-  std::unique_ptr<BatchNormKernel> k_;
+  KernelSlot<BatchNormKernel> k_;
   Tensor mean_, invstd_;
 };
 

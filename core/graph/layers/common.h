@@ -39,7 +39,7 @@ class KernelBiasLayer : public Layer {
 
  protected:
   typename Kernel::Params p_;
-  std::unique_ptr<Kernel> k_;
+  KernelSlot<Kernel> k_;
 };
 
 }  // namespace trainer

@@ -9,6 +9,7 @@ namespace {
 
 class Conv2d final : public KernelBiasLayer<Conv2dKernel> {
  public:
+  TRAINER_LAYER_CLONE(Conv2d)
   explicit Conv2d(cfg::MapReader& r) {
     p_.filters = r.get_int("filters", std::nullopt, 1, 1 << 20);
     std::tie(p_.kh, p_.kw) = r.get_pair("kernel", std::nullopt);

@@ -9,6 +9,7 @@ namespace {
 
 class Dense final : public KernelBiasLayer<DenseKernel> {
  public:
+  TRAINER_LAYER_CLONE(Dense)
   explicit Dense(cfg::MapReader& r) {
     p_.units = r.get_int("units", std::nullopt, 1, 1 << 24);
     p_.bias = r.get<bool>("use_bias", true);

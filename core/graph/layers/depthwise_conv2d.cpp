@@ -9,6 +9,7 @@ namespace {
 
 class DepthwiseConv2d final : public KernelBiasLayer<DepthwiseConv2dKernel> {
  public:
+  TRAINER_LAYER_CLONE(DepthwiseConv2d)
   explicit DepthwiseConv2d(cfg::MapReader& r) {
     std::tie(p_.kh, p_.kw) = r.get_pair("kernel", std::nullopt);
     std::tie(p_.sh, p_.sw) = r.get_pair("strides", std::pair{1, 1});

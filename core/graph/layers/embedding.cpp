@@ -9,6 +9,7 @@ namespace {
 
 class Embedding final : public Layer {
  public:
+  TRAINER_LAYER_CLONE(Embedding)
   explicit Embedding(cfg::MapReader& r) {
     p_.input_dim = r.get_int("input_dim", std::nullopt, 1, int64_t(1) << 30);
     p_.output_dim = r.get_int("output_dim", std::nullopt, 1, 1 << 20);
@@ -34,7 +35,7 @@ class Embedding final : public Layer {
 
  private:
   EmbeddingParams p_;
-  std::unique_ptr<EmbeddingKernel> k_;
+  KernelSlot<EmbeddingKernel> k_;
 };
 
 RegisterLayer<Embedding> reg("embedding", "Embedding");

@@ -9,6 +9,7 @@ namespace {
 
 class Lstm final : public Layer {
  public:
+  TRAINER_LAYER_CLONE(Lstm)
   explicit Lstm(cfg::MapReader& r) {
     p_.units = r.get_int("units", std::nullopt, 1, 1 << 16);
     p_.return_sequences = r.get<bool>("return_sequences", false);
@@ -57,7 +58,7 @@ class Lstm final : public Layer {
   LstmParams p_;
   bool unit_forget_bias_ = true;
   int64_t steps_ = 0, features_ = 0;
-  std::unique_ptr<LstmKernel> k_;
+  KernelSlot<LstmKernel> k_;
 };
 
 RegisterLayer<Lstm> reg("lstm", "LSTM");

@@ -9,6 +9,7 @@ namespace {
 
 class Concat final : public Layer {
  public:
+  TRAINER_LAYER_CLONE(Concat)
   bool output_reusable() const override { return true; }  // backward never reads y
   MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
   explicit Concat(cfg::MapReader& r) {
@@ -40,11 +41,12 @@ class Concat final : public Layer {
   }
 
  private:
-  std::unique_ptr<ElementwiseKernel> k_;
+  KernelSlot<ElementwiseKernel> k_;
 };
 
 class Add final : public Layer {
  public:
+  TRAINER_LAYER_CLONE(Add)
   bool output_reusable() const override { return true; }  // backward never reads y
   MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
   explicit Add(cfg::MapReader&) {}
@@ -71,7 +73,7 @@ class Add final : public Layer {
 
  private:
   int64_t elems_ = 0;
-  std::unique_ptr<ElementwiseKernel> k_;
+  KernelSlot<ElementwiseKernel> k_;
 };
 
 RegisterLayer<Concat> reg_concat("concat", "Concatenate");

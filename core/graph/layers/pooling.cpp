@@ -42,18 +42,21 @@ class Pool2d : public Layer {
  private:
   Pool2dParams p_;
   int64_t flops_ = 0;
-  std::unique_ptr<Pool2dKernel> k_;
+  KernelSlot<Pool2dKernel> k_;
 };
 
 struct MaxPool2d final : Pool2d {
+  TRAINER_LAYER_CLONE(MaxPool2d)
   explicit MaxPool2d(cfg::MapReader& r) : Pool2d(r, PoolKind::Max) {}
 };
 struct AvgPool2d final : Pool2d {
+  TRAINER_LAYER_CLONE(AvgPool2d)
   explicit AvgPool2d(cfg::MapReader& r) : Pool2d(r, PoolKind::Avg) {}
 };
 
 class GlobalAvgPool2d final : public Layer {
  public:
+  TRAINER_LAYER_CLONE(GlobalAvgPool2d)
   explicit GlobalAvgPool2d(cfg::MapReader&) {}
   Shape infer(const std::vector<Shape>& in) override {
     if (in[0].rank() != 3) spec().fail(fmt::format("global_avg_pool2d '{}' needs an image input, got {}", name(), in[0].str()));
@@ -74,7 +77,7 @@ class GlobalAvgPool2d final : public Layer {
 
  private:
   int64_t flops_ = 0;
-  std::unique_ptr<GlobalPoolKernel> k_;
+  KernelSlot<GlobalPoolKernel> k_;
 };
 
 RegisterLayer<MaxPool2d> reg_max("max_pool2d", "MaxPooling2D");

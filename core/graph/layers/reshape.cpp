@@ -9,6 +9,7 @@ namespace {
 
 class Flatten final : public Layer {
  public:
+  TRAINER_LAYER_CLONE(Flatten)
   explicit Flatten(cfg::MapReader&) {}
   Shape infer(const std::vector<Shape>& in) override { return {in[0].numel()}; }
   MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
@@ -23,6 +24,7 @@ class Flatten final : public Layer {
 
 class Dropout final : public Layer {
  public:
+  TRAINER_LAYER_CLONE(Dropout)
   explicit Dropout(cfg::MapReader& r) { p_.rate = float(r.get_float("rate", std::nullopt, 0.0, 0.999)); }
   Shape infer(const std::vector<Shape>& in) override { return in[0]; }
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
@@ -51,7 +53,7 @@ class Dropout final : public Layer {
   uint64_t seed_ = 0;
   bool training_ = false;
   Tensor mask_;
-  std::unique_ptr<DropoutKernel> k_;
+  KernelSlot<DropoutKernel> k_;
 };
 
 RegisterLayer<Flatten> reg_flatten("flatten", "Flatten");

@@ -10,6 +10,7 @@ namespace {
 
 class Softmax final : public Layer {
  public:
+  TRAINER_LAYER_CLONE(Softmax)
   explicit Softmax(cfg::MapReader&) {}
   Shape infer(const std::vector<Shape>& in) override {
     if (in[0].rank() != 1) spec().fail(fmt::format("softmax '{}' needs a flat input, got {}", name(), in[0].str()));
@@ -29,7 +30,7 @@ class Softmax final : public Layer {
 
  private:
   int64_t elems_ = 0;
-  std::unique_ptr<SoftmaxKernel> k_;
+  KernelSlot<SoftmaxKernel> k_;
 };
 
 RegisterLayer<Softmax> reg("softmax", "Activation");

@@ -38,6 +38,7 @@ Pad2dParams read_pad2d(cfg::MapReader& r) {
 
 class ZeroPad2d final : public Layer {
  public:
+  TRAINER_LAYER_CLONE(ZeroPad2d)
   bool output_reusable() const override { return true; }  // backward never reads y
   MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
   explicit ZeroPad2d(cfg::MapReader& r) : p_(read_pad2d(r)) {}
@@ -60,7 +61,7 @@ class ZeroPad2d final : public Layer {
 
  private:
   Pad2dParams p_;
-  std::unique_ptr<Pad2dKernel> k_;
+  KernelSlot<Pad2dKernel> k_;
 };
 
 RegisterLayer<ZeroPad2d> reg("zero_pad2d", "ZeroPadding2D");

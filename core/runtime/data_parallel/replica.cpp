@@ -9,18 +9,17 @@ namespace trainer {
 
 Replica::Replica(const TraineeSpec& t, Device device, int threads) {
   ctx_ = make_context(device, t.context_for(threads));
-  graph_ = std::make_unique<Graph>(t.model);
-  graph_->bind(*ctx_, t.seed);
+  exec_ = std::make_unique<Executor>(t.graph ? t.graph : std::make_shared<const Graph>(t.model), *ctx_, t.seed);
   optimizer_ = make_optimizer(t.optimizer);
-  optimizer_->bind(*ctx_, graph_->params().trainable_weights(), graph_->params().trainable_grads());
+  optimizer_->bind(*ctx_, exec_->params().trainable_weights(), exec_->params().trainable_grads());
   loss_ = make_loss(t.loss, *ctx_);
   // Keras' softmax (sigmoid) + crossentropy: the loss is computed from the activation's input
   // (logits), which is exact and stable; otherwise the output is taken as logits (from_logits=True).
-  LossHead h = loss_head(*graph_, *loss_);
+  LossHead h = loss_head(exec_->graph(), *loss_);
   fused_ = h.fused;
   logits_ = h.logits;
-  graph_->keep_f32(logits_);  // the loss reads and writes f32
-  state_ = std::make_unique<StoreState>(*ctx_, graph_->params(), *optimizer_);
+  exec_->keep_f32(logits_);  // the loss reads and writes f32
+  state_ = std::make_unique<StoreState>(*ctx_, exec_->params(), *optimizer_);
 }
 
 Tensor Replica::to_device(const Tensor& host) {
@@ -37,13 +36,13 @@ static std::vector<const Tensor*> pointers(const std::vector<Tensor>& v) {
 }
 
 LossStats Replica::compute_gradients(const Tensor& images, const Tensor& labels, float grad_scale, uint64_t step_seed) {
-  std::vector<Tensor> x = split_inputs(*ctx_, images, graph_->input_shapes(), staging_);
+  std::vector<Tensor> x = split_inputs(*ctx_, images, exec_->input_shapes(), staging_);
   Tensor y = to_device(labels);
-  graph_->set_step_seed(step_seed);
-  graph_->forward(pointers(x), true, logits_);
-  Tensor& dlogits = graph_->grad(logits_);
-  LossStats s = loss_->compute(graph_->output(logits_), y, dlogits, grad_scale);
-  graph_->backward(dlogits, logits_);
+  exec_->set_step_seed(step_seed);
+  exec_->forward(pointers(x), true, logits_);
+  Tensor& dlogits = exec_->grad(logits_);
+  LossStats s = loss_->compute(exec_->output(logits_), y, dlogits, grad_scale);
+  exec_->backward(dlogits, logits_);
   return s;
 }
 
@@ -54,13 +53,13 @@ LossStats Replica::train_step(const Tensor& images, const Tensor& labels, float 
 }
 
 LossStats Replica::eval_step(const Tensor& images, const Tensor& labels, std::vector<int32_t>* predicted) {
-  std::vector<Tensor> x = split_inputs(*ctx_, images, graph_->input_shapes(), staging_);
+  std::vector<Tensor> x = split_inputs(*ctx_, images, exec_->input_shapes(), staging_);
   Tensor y = to_device(labels);
-  graph_->forward(pointers(x), false, logits_);
+  exec_->forward(pointers(x), false, logits_);
   Tensor none;
-  LossStats s = loss_->compute(graph_->output(logits_), y, none, 1.0f);
+  LossStats s = loss_->compute(exec_->output(logits_), y, none, 1.0f);
   if (predicted) {
-    const Tensor& logits = graph_->output(logits_);
+    const Tensor& logits = exec_->output(logits_);
     int64_t n = logits.dim(0), k = logits.numel() / std::max<int64_t>(n, 1);
     std::vector<float> host(size_t(logits.numel()));
     ctx_->copy_to_host(host.data(), logits.data(), host.size() * sizeof(float));

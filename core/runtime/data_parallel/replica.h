@@ -7,7 +7,7 @@
 #include "core/runtime/trainee.h"
 #include "core/graph/loss.h"
 #include "core/checkpoint/model_state.h"
-#include "core/graph/graph.h"
+#include "core/graph/executor.h"
 #include "core/optim/optimizer.h"
 
 namespace trainer {
@@ -26,7 +26,7 @@ class Replica {
 
   OpContext& context() { return *ctx_; }
   ModelState& state() { return *state_; }
-  Graph& graph() { return *graph_; }
+  Executor& executor() { return *exec_; }
   Optimizer& optimizer() { return *optimizer_; }
   int logits_node() const { return logits_; }
   bool fused_activation() const { return fused_; }
@@ -36,7 +36,7 @@ class Replica {
   Tensor to_device(const Tensor& host);
 
   std::unique_ptr<OpContext> ctx_;
-  std::unique_ptr<Graph> graph_;
+  std::unique_ptr<Executor> exec_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Loss> loss_;
   std::unique_ptr<StoreState> state_;

@@ -17,7 +17,7 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Rank 0's per-layer times over `steps` more (profiled) steps, slowest first.
-std::vector<std::string> layer_lines(Graph& g, int steps) {
+std::vector<std::string> layer_lines(Executor& g, int steps) {
   std::vector<size_t> order(g.nodes().size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   const auto& t = g.layer_times();
@@ -57,7 +57,7 @@ class DataParallel final : public Strategy {
 BenchResult DataParallel::bench(std::vector<BenchInput>& inputs, const BenchOptions& o) {
   const int n = group_.size();  // this process's replicas
   const int total = n * this_process().size, first = this_process().rank * n;
-  Graph& g0 = group_.worker(0).replica().graph();
+  Executor& g0 = group_.worker(0).replica().executor();
   const float lr = float(group_.worker(0).replica().optimizer().base_lr());
 
   // Wall seconds of every local rank's timed steps; rank 0's parts, input wait and samples.
@@ -116,7 +116,7 @@ BenchResult DataParallel::bench(std::vector<BenchInput>& inputs, const BenchOpti
       images = samples;
     }
     if (o.layers) {  // every rank steps (they meet in the all-reduces); rank 0 is profiled
-      Graph& g = w.replica().graph();
+      Executor& g = w.replica().executor();
       if (w.rank() == 0) g.set_profiling(true);
       for (int s = 0; s < o.steps; ++s) w.train_step(in.next(warm_wait), lr, uint64_t(s), stop);
       g.set_profiling(false);

@@ -6,6 +6,19 @@
 
 namespace trainer {
 
+// Batch-norm statistics over every replica through the control communicator (Layer::set_sync).
+class Worker::CommStats final : public StatsSync {
+ public:
+  explicit CommStats(Communicator& c) : c_(c) {}
+  int replicas() const override { return c_.size(); }
+  void all_reduce_sum(std::vector<double>& v) override { c_.all_reduce_host(v); }
+
+ private:
+  Communicator& c_;
+};
+
+Worker::~Worker() = default;
+
 Worker::Worker(const TraineeSpec& t, int rank, Device device, int threads)
     : rank_(rank), sync_bn_(t.sync_bn), bucket_floats_(t.bucket_floats) {
   rep_ = std::make_unique<Replica>(t, device, threads);
@@ -13,7 +26,7 @@ Worker::Worker(const TraineeSpec& t, int rank, Device device, int threads)
 }
 
 void Worker::poison_first_gradient() {
-  Tensor g = rep_->graph().params().trainable_grads();
+  Tensor g = rep_->executor().params().trainable_grads();
   if (g.numel() == 0) return;
   const float inf = std::numeric_limits<float>::infinity();
   rep_->context().copy_from_host(g.data(), &inf, sizeof(float));
@@ -21,12 +34,12 @@ void Worker::poison_first_gradient() {
 
 void Worker::attach(Communicator& grad, Communicator& ctl) {
   ctl_ = &ctl;
-  ParamStore& ps = rep_->graph().params();
+  ParamStore& ps = rep_->executor().params();
   std::vector<int64_t> cuts;
   for (const ParamEntry& p : ps.entries())
     if (p.spec.trainable) cuts.push_back(p.offset);
   buckets_ = std::make_unique<GradBuckets>(ps.trainable_grads(), cuts, bucket_floats_, grad, rep_->context());
-  rep_->graph().set_backward_hook([this](int64_t frontier) {
+  rep_->executor().set_backward_hook([this](int64_t frontier) {
     // Every gradient is final at frontier 0; the bucket holding offset 0 is reduced after this.
     if (frontier == 0 && inject_ && rank_ == 0) poison_first_gradient();
     buckets_->on_frontier(frontier);
@@ -40,13 +53,16 @@ void Worker::attach(Communicator& grad, Communicator& ctl) {
   };
   // Between layers of backward, the worker thread sums the gradient pieces every rank has posted.
   h.after_backward = [this](int) { buckets_->progress(); };
-  rep_->graph().set_hooks(std::move(h));
-  if (sync_bn_)
-    for (const GraphNode& n : rep_->graph().nodes()) n.layer->set_sync(&ctl);
+  rep_->executor().set_hooks(std::move(h));
+  if (sync_bn_) {
+    sync_ = std::make_unique<CommStats>(ctl);
+    Executor& ex = rep_->executor();
+    for (size_t i = 0; i < ex.nodes().size(); ++i) ex.layer(int(i)).set_sync(sync_.get());
+  }
 }
 
 void Worker::broadcast_parameters() {
-  Tensor w = rep_->graph().params().weights();
+  Tensor w = rep_->executor().params().weights();
   ctl_->broadcast(w, 0);
 }
 
@@ -97,7 +113,7 @@ LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop
     timeline_.buckets = bk;
     timeline_.trace = buckets_->trace();
   }
-  Tensor frozen = rep_->graph().params().frozen_weights();
+  Tensor frozen = rep_->executor().params().frozen_weights();
   if (frozen.numel() > 0) ctl_->broadcast(frozen, 0);
   std::vector<double> v{s.loss_sum, double(s.correct), double(s.count), stop ? 1.0 : 0.0};
   ctl_->all_reduce_host(v);

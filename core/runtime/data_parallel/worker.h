@@ -44,6 +44,7 @@ struct StepTimes {
 class Worker final : public Trainee {
  public:
   Worker(const TraineeSpec& t, int rank, Device device, int threads);
+  ~Worker() override;
   // Connects the worker to its communicators (made once every replica's context exists):
   // `grad` is used only by the gradient communication thread, `ctl` only by the worker thread.
   void attach(Communicator& grad, Communicator& ctl);
@@ -83,6 +84,8 @@ class Worker final : public Trainee {
   std::unique_ptr<Replica> rep_;
   Communicator* ctl_ = nullptr;
   std::unique_ptr<GradBuckets> buckets_;
+  class CommStats;
+  std::unique_ptr<CommStats> sync_;  // sync_bn
   bool timing_ = false;
   StepTimes times_;
   StepTimeline timeline_;

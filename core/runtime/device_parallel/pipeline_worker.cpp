@@ -79,7 +79,8 @@ std::vector<Device> placement_devices(const Placement& p, const DevicesSpec& r, 
 PipelineWorker::PipelineWorker(const TraineeSpec& t, const std::vector<Device>& devices, int threads)
     : microbatches_(t.microbatches) {
   scaler_ = LossScaler(t.loss_scale);
-  Graph full(t.model);
+  const std::shared_ptr<const Graph> whole = t.graph ? t.graph : std::make_shared<const Graph>(t.model);
+  const Graph& full = *whole;
   std::vector<Shape> shapes;
   for (const GraphNode& n : full.nodes()) shapes.push_back(n.shape);
   input_shapes_ = full.input_shapes();

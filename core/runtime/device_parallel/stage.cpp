@@ -15,8 +15,8 @@ size_t slot(size_t boundary, int m, int dir, int M) { return (boundary * size_t(
 
 // Clears a graph's hooks when a pass ends, also by an exception: they point at the pass's locals.
 struct HookScope {
-  Graph& g;
-  HookScope(Graph& graph, GraphHooks h) : g(graph) { g.set_hooks(std::move(h)); }
+  Executor& g;
+  HookScope(Executor& ex, GraphHooks h) : g(ex) { g.set_hooks(std::move(h)); }
   ~HookScope() { g.set_hooks({}); }
 };
 
@@ -27,15 +27,14 @@ StageRuntime::StageRuntime(const TraineeSpec& t, const Stage& st, Device device,
     : stage_(st) {
   ctx_ = make_context(device, t.context_for(threads));
   for (int m = 0; m < microbatches; ++m) {
-    graphs_.push_back(std::make_unique<Graph>(st.spec));
     if (m == 0)
-      graphs_[0]->bind(*ctx_, t.seed);
+      graphs_.push_back(std::make_unique<Executor>(std::make_shared<const Graph>(st.spec), *ctx_, t.seed));
     else
-      graphs_[size_t(m)]->bind_shared(*ctx_, *graphs_[0]);
+      graphs_.push_back(std::make_unique<Executor>(*ctx_, *graphs_[0]));
     for (size_t k = 0; k < st.model_inputs.size(); ++k)
       if (st.model_inputs[k] < 0) graphs_[size_t(m)]->set_input_grad(int(k), true);
   }
-  Graph& g = *graphs_[0];
+  Executor& g = *graphs_[0];
   optimizer_ = make_optimizer(t.optimizer);
   optimizer_->bind(*ctx_, g.params().trainable_weights(), g.params().trainable_grads());
   state_ = std::make_unique<StoreState>(*ctx_, g.params(), *optimizer_);
@@ -111,7 +110,7 @@ LossStats StageRuntime::run(const std::vector<MicroBatch>& mbs, bool training, f
 
 void StageRuntime::forward(int m, const MicroBatch& mb, bool training, float grad_scale, uint64_t seed,
                            std::vector<Boundary>& bounds, Mailbox& box, int M, StageTimes& times, LossStats& total) {
-  Graph& g = *graphs_[size_t(m)];
+  Executor& g = *graphs_[size_t(m)];
   const bool cpu = ctx_->device().is_cpu();
   const size_t inputs = stage_.model_inputs.size();
   std::vector<const Tensor*> in(inputs);
@@ -156,7 +155,7 @@ void StageRuntime::forward(int m, const MicroBatch& mb, bool training, float gra
 }
 
 void StageRuntime::backward(int m, std::vector<Boundary>& bounds, Mailbox& box, int M, StageTimes& times) {
-  Graph& g = *graphs_[size_t(m)];
+  Executor& g = *graphs_[size_t(m)];
   const bool cpu = ctx_->device().is_cpu();
   GraphHooks h;
   h.before_backward = [&](int i) {

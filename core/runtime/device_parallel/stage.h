@@ -10,7 +10,7 @@
 #include "core/graph/loss.h"
 #include "core/checkpoint/model_state.h"
 #include "core/runtime/device_parallel/mailbox.h"
-#include "core/graph/graph.h"
+#include "core/graph/executor.h"
 #include "core/graph/placement.h"
 
 namespace trainer {
@@ -48,7 +48,7 @@ class StageRuntime {
                 std::vector<Boundary>& bounds, Mailbox& box, int max_microbatches, StageTimes& times);
 
   OpContext& context() { return *ctx_; }
-  Graph& graph() { return *graphs_[0]; }
+  Executor& graph() { return *graphs_[0]; }
   ParamStore& params() { return graphs_[0]->params(); }
   Optimizer& optimizer() { return *optimizer_; }
   ModelState& state() { return *state_; }
@@ -64,7 +64,7 @@ class StageRuntime {
 
   Stage stage_;
   std::unique_ptr<OpContext> ctx_;
-  std::vector<std::unique_ptr<Graph>> graphs_;
+  std::vector<std::unique_ptr<Executor>> graphs_;  // one per micro-batch, sharing graphs_[0]'s parameters
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Loss> loss_;
   std::unique_ptr<StoreState> state_;

@@ -71,7 +71,7 @@ std::vector<float> train(const std::string& yaml, int replicas, int steps, bool*
     for (int s = 0; s < steps; ++s) {
       if (!loader.next(b)) throw std::logic_error("the loader ran out of batches");  // no Catch macros off the main thread
       w.train_step(b, 0.05f, uint64_t(s), stop);
-      weights[size_t(w.rank())] = w.replica().graph().params().download(w.replica().context());
+      weights[size_t(w.rank())] = w.replica().executor().params().download(w.replica().context());
       w.control().barrier();
       if (w.rank() == 0)
         for (int r = 1; r < replicas; ++r)

@@ -211,10 +211,10 @@ TEST_CASE("shared layers: the gradient is the sum of both uses' gradients", "[de
     ru.state().upload_weights(w);
   }
   auto grads = [](Replica& r) {
-    std::vector<float> g(size_t(r.graph().params().trainable_floats()));
-    r.context().copy_to_host(g.data(), r.graph().params().grads().data(), g.size() * sizeof(float));
+    std::vector<float> g(size_t(r.executor().params().trainable_floats()));
+    r.context().copy_to_host(g.data(), r.executor().params().grads().data(), g.size() * sizeof(float));
     std::map<std::string, std::vector<float>> out;
-    for (const ParamEntry& p : r.graph().params().entries())
+    for (const ParamEntry& p : r.executor().params().entries())
       if (p.spec.trainable) out[p.name].assign(g.begin() + p.offset, g.begin() + p.offset + p.spec.shape.numel());
     return out;
   };

@@ -25,8 +25,8 @@ Trained train(Device device, int threads, int steps) {
   Replica rep(trainee_spec(e), device, threads);
   test::train_steps(e, rep, steps, 0.01f);
   Trained t;
-  t.weights = rep.graph().params().download(rep.context());
-  for (const ParamEntry& p : rep.graph().params().entries())
+  t.weights = rep.executor().params().download(rep.context());
+  for (const ParamEntry& p : rep.executor().params().entries())
     if (p.spec.trainable) t.tensors.push_back({p.name, {p.offset, p.spec.shape.numel()}});
   return t;
 }

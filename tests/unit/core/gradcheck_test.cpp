@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "core/graph/executor.h"
 #include "core/graph/graph.h"
 #include "core/ops/softmax.h"
 
@@ -33,15 +34,14 @@ model:
 
 struct Setup {
   std::unique_ptr<OpContext> ctx = make_context(Device::cpu(), {2});
-  std::unique_ptr<Graph> g;
+  std::unique_ptr<Executor> g;
   std::unique_ptr<SoftmaxKernel> loss;
   Tensor x, labels;
   int logits = 0;
 
   Setup() {
     auto doc = cfg::parse_document(kNet, "gradcheck.yaml");
-    g = std::make_unique<Graph>(parse_model(cfg::root(doc).child("model")));
-    g->bind(*ctx, 5);
+    g = std::make_unique<Executor>(std::make_shared<const Graph>(parse_model(cfg::root(doc).child("model"))), *ctx, 5);
     loss = make_kernel<SoftmaxKernel>(*ctx, {});
     logits = g->node_index("dense");
     std::mt19937_64 rng(9);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 
+#include "core/graph/executor.h"
 #include "core/run/spec.h"
 #include "core/graph/graph.h"
 #include "core/graph/summary.h"
@@ -117,14 +118,14 @@ TEST_CASE("graph: output gradients share memory where their backward lifetimes d
   RunSpec e = load_run_spec(TRAINER_SOURCE_DIR "/configs/minigooglenet.yaml", {});
   Graph g(e.model);
   auto ctx = make_context(Device::cpu(0), {1});
-  g.bind(*ctx, 1);
+  Executor gx(std::make_shared<const Graph>(std::move(g)), *ctx, 1);
   Tensor x = ctx->zeros(Shape{2, 32, 32, 3});
-  g.forward(x, true);
+  gx.forward(x, true);
   int64_t outputs = 0;
-  for (const GraphNode& n : g.nodes()) outputs += 2 * n.shape.numel() * 4;
-  WARN("MiniGoogLeNet output gradients: " << g.gradient_bytes() << " bytes planned for a batch of 2, "
-                                          << outputs << " without sharing (" << 100.0 * double(g.gradient_bytes()) / double(outputs) << "%)");
-  CHECK(g.gradient_bytes() < outputs / 4);
+  for (const GraphNode& n : gx.nodes()) outputs += 2 * n.shape.numel() * 4;
+  WARN("MiniGoogLeNet output gradients: " << gx.gradient_bytes() << " bytes planned for a batch of 2, "
+                                          << outputs << " without sharing (" << 100.0 * double(gx.gradient_bytes()) / double(outputs) << "%)");
+  CHECK(gx.gradient_bytes() < outputs / 4);
 }
 
 namespace {
@@ -150,42 +151,42 @@ std::string in_place_net(bool barrier) {
 TEST_CASE("graph: activations run in place over a reusable producer (fused into batch norm), with the same gradients") {
   auto ctx = make_context(Device::cpu(0), {1});
   Graph a = test::build(in_place_net(false)), b = test::build(in_place_net(true));
-  a.bind(*ctx, 3);
-  b.bind(*ctx, 3);
-  REQUIRE(a.params().weights().numel() == b.params().weights().numel());
-  for (const ParamEntry& e : a.params().entries())  // gamma 5: a good part of bn's outputs pass relu6's cap
-    if (e.spec.name == "gamma") std::fill_n(a.params().weights().f32() + e.offset, e.spec.shape.numel(), 5.0f);
-  std::copy(a.params().weights().f32(), a.params().weights().f32() + a.params().weights().numel(), b.params().weights().f32());
+  Executor ax(std::make_shared<const Graph>(std::move(a)), *ctx, 3);
+  Executor bx(std::make_shared<const Graph>(std::move(b)), *ctx, 3);
+  REQUIRE(ax.params().weights().numel() == bx.params().weights().numel());
+  for (const ParamEntry& e : ax.params().entries())  // gamma 5: a good part of bn's outputs pass relu6's cap
+    if (e.spec.name == "gamma") std::fill_n(ax.params().weights().f32() + e.offset, e.spec.shape.numel(), 5.0f);
+  std::copy(ax.params().weights().f32(), ax.params().weights().f32() + ax.params().weights().numel(), bx.params().weights().f32());
   std::mt19937_64 rng(7);
   std::normal_distribution<float> nd(0.f, 1.f);
   Tensor x = ctx->empty(Shape{4, 6, 6, 3}), dy = ctx->empty(Shape{4, 3});
   for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = nd(rng);
   for (int64_t i = 0; i < dy.numel(); ++i) dy.f32()[i] = nd(rng);
-  for (Graph* g : {&a, &b}) {
+  for (Executor* g : {&ax, &bx}) {
     g->forward(x, true);
     g->backward(dy, g->output_node());
   }
   // r1 and r2 share their producers' buffers in `a` (4 x 144 floats each), not in `b`.
-  CHECK(b.activation_bytes() - a.activation_bytes() == 2 * 4 * 6 * 6 * 4 * 4);
-  auto buffer = [](Graph& g, const char* n) { return g.output(g.node_index(n)).data(); };
-  CHECK(buffer(a, "r1") == buffer(a, "bn"));  // the same memory, not a copy
-  CHECK(buffer(a, "r2") == buffer(a, "c2"));
-  CHECK(buffer(b, "r1") != buffer(b, "bn"));
-  CHECK(buffer(b, "r1") != buffer(b, "lin1"));
+  CHECK(bx.activation_bytes() - ax.activation_bytes() == 2 * 4 * 6 * 6 * 4 * 4);
+  auto buffer = [](Executor& g, const char* n) { return g.output(g.node_index(n)).data(); };
+  CHECK(buffer(ax, "r1") == buffer(ax, "bn"));  // the same memory, not a copy
+  CHECK(buffer(ax, "r2") == buffer(ax, "c2"));
+  CHECK(buffer(bx, "r1") != buffer(bx, "bn"));
+  CHECK(buffer(bx, "r1") != buffer(bx, "lin1"));
   // On the CPU, batch norm also applies relu6 itself (one pass, forward and backward); the
   // convolution cannot, so r2 stays a pass of its own; in `b` relu6 does not run in place.
-  CHECK(a.fused_into(a.node_index("r1")) == a.node_index("bn"));
-  CHECK(a.fused_into(a.node_index("r2")) == -1);
-  CHECK(b.fused_into(b.node_index("r1")) == -1);
+  CHECK(ax.fused_into(ax.node_index("r1")) == ax.node_index("bn"));
+  CHECK(ax.fused_into(ax.node_index("r2")) == -1);
+  CHECK(bx.fused_into(bx.node_index("r1")) == -1);
   for (const char* n : {"r1", "r2", "sum", "dense"}) {
-    const Tensor &ya = a.output(a.node_index(n)), &yb = b.output(b.node_index(n));
+    const Tensor &ya = ax.output(ax.node_index(n)), &yb = bx.output(bx.node_index(n));
     for (int64_t i = 0; i < ya.numel(); ++i) REQUIRE(ya.f32()[i] == yb.f32()[i]);
   }
-  const int64_t np = a.params().trainable_floats();
+  const int64_t np = ax.params().trainable_floats();
   int64_t capped = 0;
-  const Tensor& r1 = a.output(a.node_index("r1"));
+  const Tensor& r1 = ax.output(ax.node_index("r1"));
   for (int64_t i = 0; i < r1.numel(); ++i) capped += r1.f32()[i] == 6.0f;
   INFO("relu6 outputs at the cap: " << capped);
   CHECK(capped > 0);
-  for (int64_t i = 0; i < np; ++i) REQUIRE(a.params().grads().f32()[i] == b.params().grads().f32()[i]);
+  for (int64_t i = 0; i < np; ++i) REQUIRE(ax.params().grads().f32()[i] == bx.params().grads().f32()[i]);
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 
+#include "core/graph/executor.h"
 #include "core/graph/graph.h"
 #include "core/graph/summary.h"
 #include "core/ops/softmax.h"
@@ -76,10 +77,10 @@ TEST_CASE("graph: depthwise_conv2d and zero_pad2d shapes, parameter counts, fans
 
   // The Glorot-uniform limit sqrt(6 / (fan_in + fan_out)) bounds the initial depthwise weights.
   auto ctx = make_context(Device::cpu(), {2});
-  g.bind(*ctx, 3);
-  for (const ParamEntry& e : g.params().entries()) {
+  Executor gx(std::make_shared<const Graph>(std::move(g)), *ctx, 3);
+  for (const ParamEntry& e : gx.params().entries()) {
     if (e.name != "dw2/depthwise_kernel") continue;
-    const float* w = g.params().weights().f32() + e.offset;
+    const float* w = gx.params().weights().f32() + e.offset;
     double limit = std::sqrt(6.0 / (15 * 16 + 15 * 2)), top = 0;
     for (int64_t i = 0; i < e.spec.shape.numel(); ++i) top = std::max(top, std::abs(double(w[i])));
     CHECK(top <= limit);
@@ -87,8 +88,8 @@ TEST_CASE("graph: depthwise_conv2d and zero_pad2d shapes, parameter counts, fans
   }
   Tensor x = Tensor::empty(Shape{2, 10, 10, 8});
   for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = float(i % 7) - 3.0f;
-  g.forward(x, true);
-  CHECK(g.output(g.output_node()).shape() == Shape{2, 13, 11, 32});
+  gx.forward(x, true);
+  CHECK(gx.output(gx.output_node()).shape() == Shape{2, 13, 11, 32});
 }
 
 TEST_CASE("graph: depthwise_conv2d and zero_pad2d config errors name file:line:col") {
@@ -138,9 +139,9 @@ model:
   CHECK(shape_of(g, "dw") == Shape{4, 5, 6});
   CHECK(shape_of(g, "dw2") == Shape{3, 3, 6});
   auto ctx = make_context(Device::cpu(), {2});
-  g.bind(*ctx, 11);
+  Executor gx(std::make_shared<const Graph>(std::move(g)), *ctx, 11);
   auto loss = make_kernel<SoftmaxKernel>(*ctx, {});
-  const int logits = g.node_index("dense");
+  const int logits = gx.node_index("dense");
   std::mt19937_64 rng(4);
   std::normal_distribution<float> nd(0.f, 1.f);
   Tensor x = Tensor::empty(Shape{2, 7, 7, 3});
@@ -148,19 +149,19 @@ model:
   Tensor labels = Tensor::empty(Shape{2}, DType::I32);
   labels.i32()[0] = 1, labels.i32()[1] = 3;
   auto loss_value = [&] {
-    g.forward(x, true, logits);
+    gx.forward(x, true, logits);
     Tensor none;
-    return loss->cross_entropy(g.output(logits), labels, none, 1.f).loss_sum / 2.0;
+    return loss->cross_entropy(gx.output(logits), labels, none, 1.f).loss_sum / 2.0;
   };
 
-  g.forward(x, true, logits);
-  Tensor& dl = g.grad(logits);
-  loss->cross_entropy(g.output(logits), labels, dl, 0.5f);
-  g.backward(dl, logits);
-  std::vector<float> analytic(g.params().grads().f32(), g.params().grads().f32() + g.params().trainable_floats());
-  float* w = g.params().weights().f32();
+  gx.forward(x, true, logits);
+  Tensor& dl = gx.grad(logits);
+  loss->cross_entropy(gx.output(logits), labels, dl, 0.5f);
+  gx.backward(dl, logits);
+  std::vector<float> analytic(gx.params().grads().f32(), gx.params().grads().f32() + gx.params().trainable_floats());
+  float* w = gx.params().weights().f32();
   int checked = 0;
-  for (const ParamEntry& e : g.params().entries()) {
+  for (const ParamEntry& e : gx.params().entries()) {
     int64_t n = e.spec.shape.numel();
     for (int64_t k = 0; k < std::min<int64_t>(n, 12); ++k) {
       int64_t i = e.offset + (k * 7919) % n;

@@ -2,6 +2,7 @@
 #pragma once
 #include <string>
 
+#include "core/graph/executor.h"
 #include "core/graph/graph.h"
 
 namespace trainer::test {

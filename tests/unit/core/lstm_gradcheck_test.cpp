@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "core/graph/executor.h"
 #include "core/graph/graph.h"
 #include "core/ops/sigmoid_xent.h"
 #include "graph_test_util.h"
@@ -46,14 +47,13 @@ ModelSpec spec_of(const char* yaml, const Shape& input) {
 
 struct Setup {
   std::unique_ptr<OpContext> ctx = make_context(Device::cpu(), {2});
-  std::unique_ptr<Graph> g;
+  std::unique_ptr<Executor> g;
   std::unique_ptr<SigmoidXentKernel> loss;
   Tensor x, labels;
   int logits = 0;
 
   Setup(const ModelSpec& spec, bool ids) {
-    g = std::make_unique<Graph>(spec);
-    g->bind(*ctx, 11);
+    g = std::make_unique<Executor>(std::make_shared<const Graph>(spec), *ctx, 11);
     // Weights of order one instead of the initialisers' (embeddings ±0.05 would make most
     // gradients ~1e-6, below what float32 finite differences resolve).
     std::mt19937_64 wrng(13);
@@ -144,10 +144,10 @@ model:
 TEST_CASE("lstm and embedding initialisers are Keras': orthogonal, unit forget bias, uniform(-0.05, 0.05)") {
   Graph g(spec_of(kTokens, Shape{6}));
   auto ctx = make_context(Device::cpu(), {1});
-  g.bind(*ctx, 3);
-  const std::vector<float> w = g.params().download(*ctx);
+  Executor gx(std::make_shared<const Graph>(std::move(g)), *ctx, 3);
+  const std::vector<float> w = gx.params().download(*ctx);
   auto values = [&](const std::string& name) {
-    for (const ParamEntry& e : g.params().entries())
+    for (const ParamEntry& e : gx.params().entries())
       if (e.name == name) return std::vector<float>(w.begin() + e.offset, w.begin() + e.offset + e.spec.shape.numel());
     FAIL("no parameter " << name);
     return std::vector<float>();
@@ -184,11 +184,11 @@ TEST_CASE("lstm and embedding initialisers are Keras': orthogonal, unit forget b
   CHECK(hi - lo > 0.02f);  // spread, not constant
   // Deterministic from the seed, and different for another seed.
   Graph g2(spec_of(kTokens, Shape{6}));
-  g2.bind(*ctx, 3);
-  CHECK(g2.params().download(*ctx) == w);
+  Executor g2x(std::make_shared<const Graph>(std::move(g2)), *ctx, 3);
+  CHECK(g2x.params().download(*ctx) == w);
   Graph g3(spec_of(kTokens, Shape{6}));
-  g3.bind(*ctx, 4);
-  CHECK(g3.params().download(*ctx) != w);
+  Executor g3x(std::make_shared<const Graph>(std::move(g3)), *ctx, 4);
+  CHECK(g3x.params().download(*ctx) != w);
 }
 
 TEST_CASE("gradcheck: embedding, two lstm layers, dense and sigmoid cross-entropy match finite differences") {

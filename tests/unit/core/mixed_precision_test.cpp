@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 
+#include "core/graph/executor.h"
 #include "core/run/spec.h"
 #include "graph_test_util.h"
 #include "test_devices.h"
@@ -39,17 +40,20 @@ const char* kNet =
 
 struct Run {
   std::unique_ptr<OpContext> ctx;
-  Graph g;
+  std::unique_ptr<Executor> exec;
+  Executor& g;
   Tensor x, dy;
+  Run(std::unique_ptr<OpContext> c, std::unique_ptr<Executor> e) : ctx(std::move(c)), exec(std::move(e)), g(*exec) {}
 };
 
 // kNet on `device` at `p`, seed 3, a fixed batch of 4 and a fixed output gradient; forward and
 // backward run. fp32 is strict on a GPU (no TF32: the reference for the low precisions).
 std::unique_ptr<Run> run(Device device, Precision p, const std::vector<std::string>& keep = {}) {
   ContextOptions o{device.is_cpu() ? 2 : 0, p};
-  auto r = std::unique_ptr<Run>(new Run{make_context(device, o), test::build(kNet), {}, {}});
-  Graph& g = r->g;
-  g.bind(*r->ctx, 3);
+  auto ctx = make_context(device, o);
+  auto exec = std::make_unique<Executor>(std::make_shared<const Graph>(test::build(kNet)), *ctx, 3);
+  auto r = std::make_unique<Run>(std::move(ctx), std::move(exec));
+  Executor& g = r->g;
   for (const std::string& n : keep) g.keep_f32(g.node_index(n));
   g.set_input_grad(0, true);
   std::mt19937_64 rng(11);

@@ -21,7 +21,7 @@ std::vector<float> train(int steps, std::vector<double>* losses = nullptr) {
   RunSpec e = smoke();
   Replica rep(trainee_spec(e), Device::cpu(), 2);
   test::train_steps(e, rep, steps, 0.02f, losses);
-  return rep.graph().params().download(rep.context());
+  return rep.executor().params().download(rep.context());
 }
 
 }  // namespace

@@ -1,0 +1,189 @@
+// Planning a graph's execution: precision per node, in-place nodes, fusions, gradient buffer
+// sharing, and the arena offsets of every buffer.
+#include "core/graph/execution_plan.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace trainer {
+namespace {
+
+bool is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
+
+int64_t align64(int64_t n) { return (std::max<int64_t>(n, 1) + 63) / 64 * 64; }
+
+// Each node's output type (Layer::mixed_precision) from the precision's low type and the model
+// inputs' types; everything is f32 under fp32 and at nodes kept f32.
+std::vector<DType> plan_precision(const Graph& g, const ExecutionInputs& in) {
+  const bool mixed = in.low != DType::F32;
+  const auto& nodes = g.nodes();
+  std::vector<DType> dtypes(nodes.size(), DType::F32);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const GraphNode& n = nodes[i];
+    const MixedPrecision mp = mixed && !in.keep_f32[i] ? n.layer->mixed_precision() : MixedPrecision::F32;
+    bool all_low = true;
+    for (int j : n.inputs)
+      all_low &= (is_model_input(j) ? in.input_dtypes[size_t(model_input_index(j))] : dtypes[size_t(j)]) == in.low;
+    if (mp == MixedPrecision::Low || (mp == MixedPrecision::Follow && all_low)) dtypes[i] = in.low;
+  }
+  return dtypes;
+}
+
+// Per node, the node whose output buffer it overwrites (in-place layers, see Layer::in_place),
+// else -1. Never the output node: the engine reads its input as the loss's logits. Never across
+// types (the input is then converted, and its producer's output must stay).
+std::vector<int> plan_in_place(const Graph& g, const std::vector<DType>& dtypes) {
+  const auto& nodes = g.nodes();
+  const int output = g.output_node();
+  std::vector<int> over(nodes.size(), -1);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const GraphNode& n = nodes[i];
+    if (int(i) == output || !n.layer->in_place() || n.inputs.size() != 1 || is_model_input(n.inputs[0])) continue;
+    const GraphNode& p = nodes[size_t(n.inputs[0])];
+    if (n.inputs[0] != output && p.consumers == 1 && p.layer->output_reusable() && dtypes[i] == dtypes[size_t(n.inputs[0])])
+      over[i] = n.inputs[0];
+  }
+  return over;
+}
+
+// Output gradients share memory where their lifetimes in backward do not overlap. Backward runs
+// the nodes from the last to the first; node j's gradient is live from the backward of its
+// last consumer (which writes it first) to its own backward (which reads it last), or from the
+// start when no node of this graph consumes it (the loss or another device writes it). A node's
+// backward reads its gradient while writing its inputs', so those never share. Returns each
+// node's buffer and, in `sizes`, each buffer's length in bytes. A node run in place (over[i] =
+// j) also computes its input's gradient over its own (element-wise, so dx may alias dy): j takes
+// over i's buffer, which nothing else can have claimed, since it is busy until i's backward and
+// j's gradient starts there. A gradient has its node's output type.
+std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, const std::vector<int>& over,
+                                   const std::vector<DType>& dtypes, int64_t batch, std::vector<int64_t>& sizes) {
+  const size_t n = nodes.size();
+  std::vector<size_t> last_consumer(n, 0);
+  std::vector<bool> consumed(n, false);
+  for (size_t i = 0; i < n; ++i)
+    for (int j : nodes[i].inputs)
+      if (!is_model_input(j)) {
+        last_consumer[size_t(j)] = std::max(last_consumer[size_t(j)], i);
+        consumed[size_t(j)] = true;
+      }
+  // In backward time t = n - 1 - i: live over [start, end].
+  std::vector<size_t> start(n), end(n), order(n);
+  for (size_t j = 0; j < n; ++j) {
+    start[j] = consumed[j] ? n - 1 - last_consumer[j] : 0;
+    end[j] = n - 1 - j;
+    order[j] = j;
+  }
+  // By start; among equal starts the later node first, so an in-place node precedes its input.
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return start[a] != start[b] ? start[a] < start[b] : a > b; });
+  std::vector<size_t> buffer(n), busy_until;  // per buffer: the end of its current occupant
+  std::vector<int> in_place_by(n, -1);          // per node: its consumer that runs in place on it
+  for (size_t i = 0; i < n; ++i)
+    if (over[i] >= 0) in_place_by[size_t(over[i])] = int(i);
+  sizes.clear();
+  for (size_t j : order) {
+    const int64_t need = nodes[j].shape.numel() * batch * int64_t(dtype_size(dtypes[j]));
+    if (in_place_by[j] >= 0) {
+      buffer[j] = buffer[size_t(in_place_by[j])];
+      sizes[buffer[j]] = std::max(sizes[buffer[j]], need);
+      busy_until[buffer[j]] = end[j];
+      continue;
+    }
+    // The smallest free buffer that is large enough, else the largest free one (grown).
+    size_t pick = SIZE_MAX;
+    for (size_t b = 0; b < sizes.size(); ++b) {
+      if (busy_until[b] >= start[j]) continue;
+      if (pick == SIZE_MAX) {
+        pick = b;
+        continue;
+      }
+      bool fits = sizes[b] >= need, pick_fits = sizes[pick] >= need;
+      if ((fits && (!pick_fits || sizes[b] < sizes[pick])) || (!fits && !pick_fits && sizes[b] > sizes[pick])) pick = b;
+    }
+    if (pick == SIZE_MAX) {
+      pick = sizes.size();
+      sizes.push_back(0);
+      busy_until.push_back(0);
+    }
+    sizes[pick] = std::max(sizes[pick], need);
+    busy_until[pick] = end[j];
+    buffer[j] = pick;
+  }
+  return buffer;
+}
+
+}  // namespace
+
+ExecutionPlan plan_execution(const Graph& g, const ExecutionInputs& in) {
+  const auto& nodes = g.nodes();
+  const size_t n = nodes.size(), inputs = g.input_shapes().size();
+  ExecutionPlan p;
+  p.batch = in.batch;
+  p.input_dtypes = in.input_dtypes;
+  p.dtypes = plan_precision(g, in);
+  p.in_place_of = plan_in_place(g, p.dtypes);
+
+  // An activation running in place over a producer that can apply it is done by the producer:
+  // one pass over the data instead of two, forward and backward. Not into a node read from
+  // outside (keep_f32), whose output must be its own.
+  p.fused_into.assign(n, -1);
+  p.applies.assign(n, std::nullopt);
+  for (size_t i = 0; i < n; ++i) {
+    const int j = p.in_place_of[i];
+    const std::optional<ActKind> act = nodes[i].layer->activation();
+    if (j < 0 || in.keep_f32[size_t(j)] || !act || p.applies[size_t(j)]) continue;
+    if (in.can_fuse && in.can_fuse(j, *act)) {
+      p.fused_into[i] = j;
+      p.applies[size_t(j)] = act;
+    }
+  }
+
+  int64_t cursor = 0;
+  auto take = [&](int64_t bytes) {
+    Region r{cursor, bytes};
+    cursor += align64(bytes);
+    return r;
+  };
+  auto bytes_of = [&](const Shape& s, DType t) { return s.numel() * in.batch * int64_t(dtype_size(t)); };
+  auto shape_of = [&](int j) { return is_model_input(j) ? g.input_shapes()[size_t(model_input_index(j))] : nodes[size_t(j)].shape; };
+
+  // Outputs; an in-place node writes its input's region.
+  p.act.assign(n, Region{});
+  for (size_t i = 0; i < n; ++i) p.act[i] = p.in_place_of[i] >= 0 ? p.act[size_t(p.in_place_of[i])] : take(bytes_of(nodes[i].shape, p.dtypes[i]));
+  // Converted copies (in the reader's type), and the scratch for input gradients computed apart:
+  // at most every input of one node at once, in that node's type (64-byte aligned pieces).
+  p.cast.assign(n, Region{});
+  p.input_cast.assign(inputs, Region{});
+  int64_t scratch = 64;
+  for (size_t i = 0; i < n; ++i) {
+    int64_t need = 0;
+    for (int j : nodes[i].inputs) {
+      const bool model = is_model_input(j);
+      const size_t m = model ? size_t(model_input_index(j)) : size_t(j);
+      const DType from = model ? in.input_dtypes[m] : p.dtypes[m];
+      need += align64(bytes_of(shape_of(j), p.dtypes[i]));
+      if (!is_float(from) || from == p.dtypes[i]) continue;
+      Region& cast = model ? p.input_cast[m] : p.cast[m];
+      if (!cast.defined()) cast = take(bytes_of(shape_of(j), p.dtypes[i]));
+    }
+    scratch = std::max(scratch, need);
+  }
+  p.activation_bytes = cursor;
+  // Output gradients: buffers shared where lifetimes allow.
+  std::vector<int64_t> sizes;
+  const std::vector<size_t> buffer = plan_gradients(nodes, p.in_place_of, p.dtypes, in.batch, sizes);
+  const int64_t grads_at = cursor;
+  std::vector<Region> buffers;
+  for (int64_t sz : sizes) buffers.push_back(take(sz));
+  p.gradient_bytes = cursor - grads_at;
+  p.grad.assign(n, Region{});
+  for (size_t i = 0; i < n; ++i) p.grad[i] = {buffers[buffer[i]].offset, bytes_of(nodes[i].shape, p.dtypes[i])};
+  p.input_grad.assign(inputs, Region{});
+  for (size_t k = 0; k < inputs; ++k)
+    if (k < in.input_grads.size() && in.input_grads[k])
+      p.input_grad[k] = take(bytes_of(g.input_shapes()[k], is_float(in.input_dtypes[k]) ? in.input_dtypes[k] : DType::F32));
+  p.scratch = take(scratch);
+  p.arena_bytes = cursor;
+  return p;
+}
+
+}  // namespace trainer

@@ -1,0 +1,53 @@
+// ExecutionPlan: how one copy of a Graph runs at a batch size — each node's precision, which nodes
+// run in place and which activations are fused into their producer, which output gradients share
+// memory, and every buffer of the step at a fixed offset of one arena. A pure function of its
+// inputs (unit-tested); the Executor allocates the arena once and runs the step over it.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "core/graph/graph.h"
+
+namespace trainer {
+
+struct ExecutionInputs {
+  int64_t batch = 1;
+  DType low = DType::F32;             // the precision's low type (bf16, f16); F32 under fp32
+  std::vector<DType> input_dtypes;    // per model input
+  std::vector<bool> keep_f32;         // per node: its output stays f32 and takes no fused activation
+  std::vector<bool> input_grads;      // per model input: its gradient is computed
+  // Whether node `producer`'s layer can apply activation `k` in its own pass (Layer::can_fuse_activation).
+  std::function<bool(int producer, ActKind k)> can_fuse;
+};
+
+// A byte range of the arena (offset -1: none).
+struct Region {
+  int64_t offset = -1, bytes = 0;
+  bool defined() const { return offset >= 0; }
+};
+
+struct ExecutionPlan {
+  int64_t batch = 0;
+  std::vector<DType> dtypes;            // per node: the type of its output and output gradient
+  std::vector<DType> input_dtypes;      // per model input, as planned
+  std::vector<int> in_place_of;         // per node: the node whose output buffer it overwrites, or -1
+  std::vector<int> fused_into;          // per activation node: the producer that applies it, or -1
+  std::vector<std::optional<ActKind>> applies;  // per node: the activation it applies for a fused consumer
+  std::vector<Region> act;              // per node: its output (an in-place node: its input's region)
+  std::vector<Region> cast;             // per node: its output converted to the other float type, when a consumer needs it
+  std::vector<Region> input_cast;       // per model input, likewise
+  std::vector<Region> grad;             // per node: its output gradient (shared where lifetimes allow)
+  std::vector<Region> input_grad;       // per model input whose gradient is computed
+  Region scratch;                       // input gradients computed apart (a second contribution, another type)
+  int64_t arena_bytes = 0;              // every region above lies in [0, arena_bytes)
+  int64_t gradient_bytes = 0;           // the output gradients' buffers
+  int64_t activation_bytes = 0;         // outputs and their converted copies
+};
+
+// Plans `g` for `in`. Regions are 64-byte aligned; an in-place node's output and gradient are
+// its input's; two gradients share bytes only when their lifetimes in backward do not overlap.
+ExecutionPlan plan_execution(const Graph& g, const ExecutionInputs& in);
+
+}  // namespace trainer

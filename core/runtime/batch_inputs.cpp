@@ -6,37 +6,43 @@
 
 namespace trainer {
 
-std::vector<Tensor> host_inputs(const Tensor& host, const std::vector<Shape>& shapes) {
+const std::vector<Tensor>& BatchInputs::on_host(const Tensor& host, const std::vector<Shape>& shapes) {
   const int64_t n = host.dim(0);
-  if (shapes.size() == 1) return {host.reshape(shapes[0].with_batch(n))};
+  host_.resize(shapes.size());
+  if (shapes.size() == 1) {
+    host_[0] = host.reshape(shapes[0].with_batch(n));
+    return host_;
+  }
   // Several inputs: sample i holds input 0's values, then input 1's, ...: gather each input's rows.
   int64_t total = 0;
   for (const Shape& s : shapes) total += s.numel();
   if (host.numel() != n * total) throw std::invalid_argument("the batch does not hold the model's inputs");
-  std::vector<Tensor> out;
+  gathered_.resize(shapes.size());
   int64_t offset = 0;
-  for (const Shape& s : shapes) {
-    const int64_t m = s.numel();
-    Tensor h = Tensor::empty(s.with_batch(n));
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    const int64_t m = shapes[k].numel();
+    const Shape want = shapes[k].with_batch(n);
+    if (gathered_[k].shape() != want) gathered_[k] = Tensor::empty(want);
+    Tensor& h = gathered_[k];
     for (int64_t i = 0; i < n; ++i)
       std::copy(host.f32() + i * total + offset, host.f32() + i * total + offset + m, h.f32() + i * m);
     offset += m;
-    out.push_back(h);
+    host_[k] = h;
   }
-  return out;
+  return host_;
 }
 
-std::vector<Tensor> split_inputs(OpContext& ctx, const Tensor& host, const std::vector<Shape>& shapes,
-                                 std::vector<Tensor>& staging) {
-  std::vector<Tensor> out = host_inputs(host, shapes);
-  if (ctx.device().is_cpu()) return out;
-  staging.resize(out.size());
-  for (size_t k = 0; k < out.size(); ++k) {
-    if (staging[k].shape() != out[k].shape()) staging[k] = ctx.empty(out[k].shape());
-    ctx.copy_from_host(staging[k].data(), out[k].data(), out[k].bytes());
-    out[k] = staging[k];
+const std::vector<Tensor>& BatchInputs::on(OpContext& ctx, const Tensor& host, const std::vector<Shape>& shapes) {
+  const std::vector<Tensor>& in = on_host(host, shapes);
+  if (ctx.device().is_cpu()) return in;
+  device_.resize(in.size());
+  out_.resize(in.size());
+  for (size_t k = 0; k < in.size(); ++k) {
+    if (device_[k].shape() != in[k].shape()) device_[k] = ctx.empty(in[k].shape());
+    ctx.copy_from_host(device_[k].data(), in[k].data(), in[k].bytes());
+    out_[k] = device_[k];
   }
-  return out;
+  return out_;
 }
 
 }  // namespace trainer

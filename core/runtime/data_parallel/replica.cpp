@@ -36,7 +36,7 @@ static std::vector<const Tensor*> pointers(const std::vector<Tensor>& v) {
 }
 
 LossStats Replica::compute_gradients(const Tensor& images, const Tensor& labels, float grad_scale, uint64_t step_seed) {
-  std::vector<Tensor> x = split_inputs(*ctx_, images, exec_->input_shapes(), staging_);
+  const std::vector<Tensor>& x = inputs_.on(*ctx_, images, exec_->input_shapes());
   Tensor y = to_device(labels);
   exec_->set_step_seed(step_seed);
   exec_->forward(pointers(x), true, logits_);
@@ -53,7 +53,7 @@ LossStats Replica::train_step(const Tensor& images, const Tensor& labels, float 
 }
 
 LossStats Replica::eval_step(const Tensor& images, const Tensor& labels, std::vector<int32_t>* predicted) {
-  std::vector<Tensor> x = split_inputs(*ctx_, images, exec_->input_shapes(), staging_);
+  const std::vector<Tensor>& x = inputs_.on(*ctx_, images, exec_->input_shapes());
   Tensor y = to_device(labels);
   exec_->forward(pointers(x), false, logits_);
   Tensor none;

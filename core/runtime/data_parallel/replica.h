@@ -43,7 +43,7 @@ class Replica {
   int logits_ = -1;
   bool fused_ = false;  // the output layer (softmax or sigmoid) is fused into the loss
   Tensor dev_labels_;
-  std::vector<Tensor> staging_;
+  BatchInputs inputs_;
 };
 
 }  // namespace trainer

@@ -130,7 +130,7 @@ PipelineWorker::~PipelineWorker() { threads_.reset(); }
 LossStats PipelineWorker::pass(const Batch& b, bool training, int M, uint64_t seed, float loss_scale) {
   const int64_t n = b.images.dim(0);
   M = int(std::max<int64_t>(1, std::min<int64_t>(M, n)));
-  std::vector<Tensor> inputs = host_inputs(b.images, input_shapes_);
+  const std::vector<Tensor>& inputs = batch_inputs_.on_host(b.images, input_shapes_);
   std::vector<MicroBatch> mbs(static_cast<size_t>(M));
   std::vector<int64_t> lo(size_t(M) + 1);
   for (int m = 0; m <= M; ++m) lo[size_t(m)] = n * m / M;

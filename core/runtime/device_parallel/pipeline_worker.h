@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/runtime/batch_inputs.h"
 #include "core/runtime/devices.h"
 #include "core/runtime/device_parallel/mailbox.h"
 #include "core/runtime/device_parallel/stage.h"
@@ -83,6 +84,7 @@ class PipelineWorker final : public Trainee {
   std::vector<std::unique_ptr<ModelState>> stage_states_;
   std::unique_ptr<ModelState> state_;
   std::vector<Shape> input_shapes_;
+  BatchInputs batch_inputs_;
   // Parameters held by several stages: per group, (stage, entry index) of each copy.
   std::vector<std::vector<std::pair<int, size_t>>> tied_;
   Bubble bubble_;

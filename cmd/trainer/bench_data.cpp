@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "cmd/trainer/command.h"
+#include "core/io/json_text.h"
 #include "core/run/data_setup.h"
 
 namespace trainer::cli {
@@ -22,14 +23,6 @@ struct BenchDataArgs {
   int workers = -1, epochs = 3;
 };
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) out += c;
-  }
-  return out + "\"";
-}
 
 int run_bench_data(const BenchDataArgs& a) {
   using clock = std::chrono::steady_clock;

@@ -1,5 +1,6 @@
 // Run directory creation, metrics.csv and metrics.jsonl (writing and reading back), small file writes.
 #include "core/io/run_dir.h"
+#include "core/io/json_text.h"
 
 #include <fmt/format.h>
 
@@ -61,19 +62,10 @@ void put_line(std::FILE* f, const std::string& path, const std::string& line) {
     throw FileError(fmt::format("cannot write {}: {}", path, std::strerror(errno ? errno : EIO)));
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", int(c));
-    else out += c;
-  }
-  return out + "\"";
-}
-
 }  // namespace
 
-CsvLogger::CsvLogger(const std::string& path, const MetricRows& initial) : path_(path) {
+MetricsLogger::MetricsLogger(Format format, const std::string& path, const MetricRows& initial)
+    : format_(format), path_(path) {
   f_ = open_for_writing(path);
   try {
     for (const auto& [epoch, m] : initial) write(epoch, m);
@@ -83,11 +75,19 @@ CsvLogger::CsvLogger(const std::string& path, const MetricRows& initial) : path_
   }
 }
 
-CsvLogger::~CsvLogger() {
+MetricsLogger::~MetricsLogger() {
   if (f_) std::fclose(f_);
 }
 
-void CsvLogger::write(int epoch, const Metrics& m) {
+void MetricsLogger::write(int epoch, const Metrics& m) { put_line(f_, path_, row(epoch, m)); }
+
+std::string MetricsLogger::row(int epoch, const Metrics& m) {
+  if (format_ == Format::Jsonl) {
+    std::string line = fmt::format("{{\"epoch\": {}", epoch);
+    for (const auto& [k, v] : m)
+      line += fmt::format(", {}: {}", json_string(k), std::isfinite(v) ? fmt::format("{}", v) : std::string("null"));
+    return line + "}";
+  }
   if (columns_.empty()) {
     std::string header = "epoch";
     for (const auto& [k, v] : m) {
@@ -96,35 +96,14 @@ void CsvLogger::write(int epoch, const Metrics& m) {
     }
     put_line(f_, path_, header);
   }
-  std::string row = std::to_string(epoch);
+  std::string line = std::to_string(epoch);
   for (const std::string& c : columns_) {
     std::string cell;
     for (const auto& [k, v] : m)
       if (k == c) cell = fmt::format("{}", v);
-    row += "," + cell;
+    line += "," + cell;
   }
-  put_line(f_, path_, row);
-}
-
-JsonlLogger::JsonlLogger(const std::string& path, const MetricRows& initial) : path_(path) {
-  f_ = open_for_writing(path);
-  try {
-    for (const auto& [epoch, m] : initial) write(epoch, m);
-  } catch (...) {
-    std::fclose(f_);
-    throw;
-  }
-}
-
-JsonlLogger::~JsonlLogger() {
-  if (f_) std::fclose(f_);
-}
-
-void JsonlLogger::write(int epoch, const Metrics& m) {
-  std::string line = fmt::format("{{\"epoch\": {}", epoch);
-  for (const auto& [k, v] : m)
-    line += fmt::format(", {}: {}", json_string(k), std::isfinite(v) ? fmt::format("{}", v) : std::string("null"));
-  put_line(f_, path_, line + "}");
+  return line;
 }
 
 MetricRows read_metrics_csv(const std::string& path) {

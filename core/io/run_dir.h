@@ -18,42 +18,35 @@ std::string create_run_dir(const std::string& root, const std::string& name, con
 // One epoch's metrics as metrics.csv holds them: (0-based epoch, name -> value).
 using MetricRows = std::vector<std::pair<int, Metrics>>;
 
-// Keras CSVLogger: a header (epoch first, then the metric names of the first row written, in
-// their order) and one row per epoch; a later row's missing metric is an empty cell, an extra one
-// is dropped. `initial` rows (a resumed run's earlier epochs, from read_metrics_csv) are written
-// first, exactly as if write() had been called for each. Every row is flushed; a failed write
-// (disk full) throws FileError (core/io/file.h) naming the file and the system's reason.
-class CsvLogger {
+// A metrics file, one row per epoch (epochs numbered from 0, as Keras' CSVLogger), in one of two
+// formats:
+//   Csv:   Keras CSVLogger: a header (epoch first, then the metric names of the first row written,
+//          in their order) and one row per epoch; a later row's missing metric is an empty cell,
+//          an extra one is dropped.
+//   Jsonl: one JSON object per epoch and line, {"epoch": 0, <each metric in order>}, e.g.
+//          {"epoch": 0, "accuracy": 0.91, "loss": 0.27, "lr": 0.003, "val_accuracy": 0.9,
+//          "val_loss": 0.3, "time_s": 12.5}; NaN and infinities are written as null.
+// `initial` rows (a resumed run's earlier epochs, from read_metrics_csv) are written first,
+// exactly as if write() had been called for each. Every row is flushed; a failed write (disk
+// full) throws FileError (core/io/file.h) naming the file and the system's reason.
+class MetricsLogger {
  public:
-  explicit CsvLogger(const std::string& path, const MetricRows& initial = {});
-  ~CsvLogger();
-  CsvLogger(const CsvLogger&) = delete;
-  CsvLogger& operator=(const CsvLogger&) = delete;
+  enum class Format { Csv, Jsonl };
+  MetricsLogger(Format format, const std::string& path, const MetricRows& initial = {});
+  ~MetricsLogger();
+  MetricsLogger(const MetricsLogger&) = delete;
+  MetricsLogger& operator=(const MetricsLogger&) = delete;
   void write(int epoch, const Metrics& m);
 
  private:
+  std::string row(int epoch, const Metrics& m);  // the format's line (a CSV header first, once)
+  Format format_;
   std::FILE* f_ = nullptr;
   std::string path_;
-  std::vector<std::string> columns_;
+  std::vector<std::string> columns_;  // CSV
 };
 
-// metrics.jsonl: one JSON object per epoch and line, {"epoch": 0, <each metric in order>}, e.g.
-// {"epoch": 0, "accuracy": 0.91, "loss": 0.27, "lr": 0.003, "val_accuracy": 0.9, "val_loss": 0.3,
-// "time_s": 12.5}; NaN and infinities are written as null. `initial` and failures as CsvLogger.
-class JsonlLogger {
- public:
-  explicit JsonlLogger(const std::string& path, const MetricRows& initial = {});
-  ~JsonlLogger();
-  JsonlLogger(const JsonlLogger&) = delete;
-  JsonlLogger& operator=(const JsonlLogger&) = delete;
-  void write(int epoch, const Metrics& m);
-
- private:
-  std::FILE* f_ = nullptr;
-  std::string path_;
-};
-
-// The rows of a metrics.csv that CsvLogger wrote, in file order. An empty cell leaves that
+// The rows of a metrics.csv that MetricsLogger (Csv) wrote, in file order. An empty cell leaves that
 // metric out of its row; "nan"/"inf" read as such. A last line without its newline (a write cut
 // short) is ignored. Throws FileError naming the file (and line) when it cannot be read
 // or a row does not parse.

@@ -30,8 +30,8 @@ MetricRows earlier_rows(const std::optional<CheckpointInfo>& from) {
 class Observer::Record {
  public:
   Record(const std::string& run_dir, const std::string& model_name, const MetricRows& earlier)
-      : dir_(run_dir), name_(model_name), rows_(earlier), csv_(run_dir + "/metrics.csv", earlier),
-        jsonl_(run_dir + "/metrics.jsonl", earlier) {}
+      : dir_(run_dir), name_(model_name), rows_(earlier), csv_(MetricsLogger::Format::Csv, run_dir + "/metrics.csv", earlier),
+        jsonl_(MetricsLogger::Format::Jsonl, run_dir + "/metrics.jsonl", earlier) {}
   // Appends an epoch's row; redraws curves.png (a plot failure is one warning line, once).
   void add(int epoch, const Metrics& row, double seconds, Progress& progress) {
     csv_.write(epoch, row);
@@ -49,8 +49,7 @@ class Observer::Record {
  private:
   std::string dir_, name_;
   MetricRows rows_;
-  CsvLogger csv_;
-  JsonlLogger jsonl_;
+  MetricsLogger csv_, jsonl_;
   bool plot_warned_ = false;
 };
 

@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "core/io/json_text.h"
 #include "core/ops/context.h"
 #include "core/ops/inventory.h"
 #include "core/runtime/cpu_info.h"
@@ -73,16 +74,6 @@ int threads_per_replica(const DevicesSpec& r, int replicas) {
 }
 
 namespace {
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", int(c));
-    else out += c;
-  }
-  return out + "\"";
-}
 
 const char* yes_no(bool b) { return b ? "yes" : "no"; }
 

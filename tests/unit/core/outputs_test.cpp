@@ -162,7 +162,7 @@ TEST_CASE("outputs: metrics.jsonl has one JSON object per epoch, NaN and inf as 
   std::string dir = temp_dir("jsonl");
   {
     MetricRows earlier{{0, {{"accuracy", 0.5}, {"loss", 1.25}}}};
-    JsonlLogger log(dir + "/metrics.jsonl", earlier);
+    MetricsLogger log(MetricsLogger::Format::Jsonl, dir + "/metrics.jsonl", earlier);
     log.write(1, {{"accuracy", 0.75}, {"loss", NAN}, {"lr", 1e-05}, {"val_loss", INFINITY}, {"time_s", 2.5}});
   }
   CHECK(slurp(dir + "/metrics.jsonl") ==
@@ -170,13 +170,13 @@ TEST_CASE("outputs: metrics.jsonl has one JSON object per epoch, NaN and inf as 
         "{\"epoch\": 1, \"accuracy\": 0.75, \"loss\": null, \"lr\": 1e-05, \"val_loss\": null, \"time_s\": 2.5}\n");
 }
 
-TEST_CASE("outputs: metrics.csv reads back as CsvLogger wrote it") {
+TEST_CASE("outputs: metrics.csv reads back as MetricsLogger wrote it") {
   std::string dir = temp_dir("csv");
   MetricRows in{{0, {{"accuracy", 0.1}, {"loss", 2.302585092994046}, {"lr", 0.003}, {"val_loss", NAN}}},
                 {1, {{"accuracy", 1.0 / 3}, {"loss", 1e-07}, {"lr", 0.0015}, {"val_loss", 0.5}}},
                 {2, {{"accuracy", 0.9}, {"loss", 0.25}, {"val_loss", 0.4}}}};  // no lr: an empty cell
   {
-    CsvLogger csv(dir + "/metrics.csv", MetricRows(in.begin(), in.begin() + 1));  // as a resumed run
+    MetricsLogger csv(MetricsLogger::Format::Csv, dir + "/metrics.csv", MetricRows(in.begin(), in.begin() + 1));  // as a resumed run
     csv.write(1, in[1].second);
     csv.write(2, in[2].second);
   }
@@ -206,9 +206,9 @@ TEST_CASE("outputs: a full disk is an error naming the file, for both loggers") 
     WARN("skipped: no /dev/full on this system");
     return;
   }
-  CsvLogger csv("/dev/full");
+  MetricsLogger csv(MetricsLogger::Format::Csv, "/dev/full");
   CHECK_THROWS_WITH(csv.write(0, {{"loss", 1.0}}), Catch::Contains("/dev/full") && Catch::Contains("No space left"));
-  JsonlLogger jsonl("/dev/full");
+  MetricsLogger jsonl(MetricsLogger::Format::Jsonl, "/dev/full");
   CHECK_THROWS_WITH(jsonl.write(0, {{"loss", 1.0}}), Catch::Contains("/dev/full") && Catch::Contains("No space left"));
-  CHECK_THROWS_WITH(CsvLogger("/dev/full", {{0, {{"loss", 1.0}}}}), Catch::Contains("/dev/full"));
+  CHECK_THROWS_WITH(MetricsLogger(MetricsLogger::Format::Csv, "/dev/full", {{0, {{"loss", 1.0}}}}), Catch::Contains("/dev/full"));
 }

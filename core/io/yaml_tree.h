@@ -2,6 +2,8 @@
 #pragma once
 #include <yaml-cpp/yaml.h>
 
+#include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -32,5 +34,25 @@ inline const YAML::Node& yaml_of(const Node& n) {
   static const YAML::Node undefined(YAML::NodeType::Undefined);
   return n.ref() ? n.ref()->node : undefined;
 }
+
+// A whole decimal integer (no trailing text); `overflow` says when it is one but out of range.
+inline bool parse_int(const std::string& s, int64_t& out, bool* overflow = nullptr) {
+  if (s.empty()) return false;
+  size_t pos = 0;
+  try {
+    long long v = std::stoll(s, &pos, 10);
+    if (pos != s.size()) return false;
+    out = v;
+    return true;
+  } catch (const std::out_of_range&) {
+    if (overflow) *overflow = s.find_first_not_of("+-0123456789") == std::string::npos;
+    return false;
+  } catch (...) {
+    return false;
+  }
+}
+
+// Applies one --set "a.b=value" to the tree (ConfigError naming the override).
+void apply_override(DocumentTree& doc, const std::string& text);
 
 }  // namespace trainer::cfg

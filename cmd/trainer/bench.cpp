@@ -111,7 +111,7 @@ int run_bench(const BenchArgs& a) {
 const RegisterCommand reg({"bench", "Time training steps (images/s, ms/step, where a step's time goes, per-layer times)",
                            [](CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
-  app.add_option("config", a->config, "RunSpec YAML file")->required();
+  app.add_option("config", a->config, "Experiment YAML file")->required();
   app.add_option("--set", a->sets, "Override a config key (value parsed as YAML)");
   app.add_option("--steps", a->o.steps, "Timed steps (default 20)")->check(CLI::PositiveNumber);
   app.add_option("--warmup", a->o.warmup, "Untimed steps first (default 3)")->check(CLI::NonNegativeNumber);

@@ -67,7 +67,7 @@ int run_bench_data(const BenchDataArgs& a) {
 const RegisterCommand reg({"bench-data", "Time the data pipeline of a config: open/decode, then img/s per epoch",
                            [](CLI::App& app) {
   auto a = std::make_shared<BenchDataArgs>();
-  app.add_option("config", a->config, "RunSpec YAML file")->required();
+  app.add_option("config", a->config, "Experiment YAML file")->required();
   app.add_option("--set", a->sets, "Override a config key (value parsed as YAML)");
   app.add_option("--workers", a->workers, "Loader worker threads (data.workers; 0: on the reading thread)")
       ->check(CLI::Range(0, 64));

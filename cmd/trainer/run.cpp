@@ -68,7 +68,7 @@ int run(const RunArgs& a) {
 
 const RegisterCommand reg({"run", "Train the model a config describes", [](CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
-  app.add_option("config", a->config, "RunSpec YAML file (optional with --resume RUN_DIR|CHECKPOINT)");
+  app.add_option("config", a->config, "Experiment YAML file (optional with --resume RUN_DIR|CHECKPOINT)");
   app.add_option("--resume", a->resume,
                  "Continue from a checkpoint: auto (the newest of this config under --runs-root), a run directory "
                  "(its newest valid checkpoint) or a .safetensors/.json checkpoint");

@@ -2,7 +2,7 @@
 #include <fmt/format.h>
 
 #include "cmd/trainer/command.h"
-#include "core/run/spec.h"
+#include "core/run/plan.h"
 #include "core/graph/summary.h"
 
 namespace trainer::cli {
@@ -11,13 +11,13 @@ namespace {
 const RegisterCommand reg({"summary", "Print the model's layers, output shapes, parameters and FLOPs", [](CLI::App& app) {
   auto config = std::make_shared<std::string>();
   auto sets = std::make_shared<std::vector<std::string>>();
-  app.add_option("config", *config, "RunSpec YAML file")->required();
+  app.add_option("config", *config, "Experiment YAML file")->required();
   app.add_option("--set", *sets, "Override a config key (value parsed as YAML)");
   return [config, sets] {
     RunSpec e = load_run_spec(*config, *sets);
-    Graph g(e.model);
-    bool placed = e.strategy == StrategyKind::DeviceParallel;
-    fmt::print("{}", model_summary(g, e.name, placed ? &e.placement : nullptr, e.train.batch_size));
+    const RunPlan plan = plan_model(e);  // the model's graph and sizes; no devices needed
+    const bool placed = plan.strategy == StrategyKind::DeviceParallel;
+    fmt::print("{}", model_summary(*plan.trainee.graph, e.name, placed ? &e.placement : nullptr, plan.batch));
     return kOk;
   };
 }});

@@ -45,6 +45,40 @@ TraineeSpec trainee_spec(const RunSpec& e) {
   return t;
 }
 
+namespace {
+
+// The model's sizes and loss head from the plan's graph.
+void plan_sizes(const RunSpec& e, RunPlan& p) {
+  const Graph& g = *p.trainee.graph;  // shapes and parameters only, no memory
+  p.flops_per_sample = g.flops_per_sample();
+  p.params = g.params().count(true) + g.params().count(false);
+  p.trainable_params = g.params().count(true);
+  p.param_bytes = int64_t(sizeof(float)) * (g.params().total_floats() +
+                                            (1 + optimizer_slots(e.optimizer)) * g.params().trainable_floats());
+  for (const GraphNode& n : g.nodes()) p.activation_bytes_per_sample += int64_t(sizeof(float)) * n.shape.numel();
+  auto cpu = make_context(Device::cpu(0));
+  auto loss = make_loss(e.train.loss, *cpu);
+  const LossHead head = loss_head(g, *loss);
+  p.logits = g.nodes()[size_t(head.logits)].layer->name();
+  p.logits_units = g.nodes()[size_t(head.logits)].shape.numel();
+  p.fused_loss = head.fused;
+  p.fused_output = loss->fused_output();
+}
+
+}  // namespace
+
+RunPlan plan_model(const RunSpec& e) {
+  RunPlan p;
+  p.strategy = e.strategy;
+  p.trainee = trainee_spec(e);
+  p.threads = threads_per_replica(e.devices, 1);
+  p.batch = p.global_batch = e.train.batch_size;
+  p.eval_batch = e.train.eval_batch_size > 0 ? e.train.eval_batch_size : p.batch;
+  p.base_lr = e.optimizer.lr;
+  plan_sizes(e, p);
+  return p;
+}
+
 RunPlan plan_run(const RunSpec& e, const std::optional<CheckpointInfo>& resume) {
   RunPlan p;
   p.strategy = e.strategy;
@@ -81,20 +115,7 @@ RunPlan plan_run(const RunSpec& e, const std::optional<CheckpointInfo>& resume) 
   p.eval_batch = e.train.eval_batch_size > 0 ? e.train.eval_batch_size : p.batch;
   p.base_lr = e.optimizer.lr * p.lr_factor;
 
-  const Graph& g = *t.graph;  // shapes and parameters only, no memory
-  p.flops_per_sample = g.flops_per_sample();
-  p.params = g.params().count(true) + g.params().count(false);
-  p.trainable_params = g.params().count(true);
-  p.param_bytes = int64_t(sizeof(float)) * (g.params().total_floats() +
-                                            (1 + optimizer_slots(e.optimizer)) * g.params().trainable_floats());
-  for (const GraphNode& n : g.nodes()) p.activation_bytes_per_sample += int64_t(sizeof(float)) * n.shape.numel();
-  auto cpu = make_context(Device::cpu(0));
-  auto loss = make_loss(e.train.loss, *cpu);
-  const LossHead head = loss_head(g, *loss);
-  p.logits = g.nodes()[size_t(head.logits)].layer->name();
-  p.logits_units = g.nodes()[size_t(head.logits)].shape.numel();
-  p.fused_loss = head.fused;
-  p.fused_output = loss->fused_output();
+  plan_sizes(e, p);
   t.context.threads = p.threads;
   return p;
 }

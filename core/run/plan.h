@@ -51,5 +51,8 @@ TraineeSpec trainee_spec(const RunSpec& e);
 // keeps the checkpoint's global batch and learning-rate factor. DeviceError when the devices asked
 // for are not there; ConfigError for what cannot be planned (a device-parallel job over processes).
 RunPlan plan_run(const RunSpec& e, const std::optional<CheckpointInfo>& resume = std::nullopt);
+// The same without choosing devices (`trainer summary` on any machine): devices stay empty, one
+// replica, the machine's threads.
+RunPlan plan_model(const RunSpec& e);
 
 }  // namespace trainer

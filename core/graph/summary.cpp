@@ -26,6 +26,40 @@ static std::string bytes_str(double b) {
   return fmt::format("{:.1f} KiB", b / (1 << 10));
 }
 
+std::vector<DeviceMemory> memory_per_device(const Graph& g, const Placement& placement) {
+  const ParamLayout& ps = g.params();
+  std::vector<DeviceMemory> out(placement.devices.size());
+  for (size_t d = 0; d < out.size(); ++d) out[d].device = placement.devices[d];
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const GraphNode& n = g.nodes()[i];
+    const size_t d = size_t(placement.layer_device[i]);
+    // A shared layer's parameters are held by every device that runs one of its uses, once each.
+    bool first_here = true;
+    if (n.shares >= 0)
+      for (size_t o = 0; o < i; ++o)
+        first_here &= !(size_t(placement.layer_device[o]) == d && (int(o) == n.shares || g.nodes()[o].shares == n.shares));
+    if (first_here)
+      for (size_t p : n.params) out[d].params += ps.entries()[p].spec.shape.numel();
+    out[d].activations_per_sample += 2 * n.shape.numel();  // the output and its gradient
+    // Inputs this device receives: a copy of each model input it reads; a copy of another
+    // device's activation and of its gradient.
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const int j = n.inputs[k];
+      bool seen = false;
+      for (size_t o = 0; o < i && !seen; ++o)
+        if (size_t(placement.layer_device[o]) == d)
+          for (int q : g.nodes()[o].inputs) seen |= q == j;
+      for (size_t q = 0; q < k; ++q) seen |= n.inputs[q] == j;
+      if (seen) continue;
+      if (is_model_input(j))
+        out[d].activations_per_sample += g.input_shapes()[size_t(model_input_index(j))].numel();
+      else if (size_t(placement.layer_device[size_t(j)]) != d)
+        out[d].activations_per_sample += 2 * g.nodes()[size_t(j)].shape.numel();
+    }
+  }
+  return out;
+}
+
 std::string model_summary(const Graph& g, const std::string& name, const Placement* placement, int64_t batch) {
   size_t w_layer = 28, w_shape = 22;
   for (const GraphNode& n : g.nodes()) {
@@ -43,8 +77,6 @@ std::string model_summary(const Graph& g, const std::string& name, const Placeme
   for (size_t k = 0; k < g.input_shapes().size(); ++k)
     row(fmt::format("{} (InputLayer)", g.input_names()[k]), g.input_shapes()[k].keras_str(), "0", "", "");
   const ParamLayout& ps = g.params();
-  const size_t devices = placement ? placement->devices.size() : 0;
-  std::vector<int64_t> dev_params(devices), dev_acts(devices);
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const GraphNode& n = g.nodes()[i];
     int64_t params = 0;
@@ -54,35 +86,7 @@ std::string model_summary(const Graph& g, const std::string& name, const Placeme
       inputs += (inputs.empty() ? "" : ", ") + (is_model_input(j) ? g.input_names()[size_t(model_input_index(j))] : g.nodes()[size_t(j)].layer->name());
     if (n.shares >= 0) inputs += fmt::format(" (shares {})", g.nodes()[size_t(n.shares)].layer->name());
     const LayerInfo* info = find_layer(n.layer->type());
-    std::string dev;
-    if (placement) {
-      size_t d = size_t(placement->layer_device[i]);
-      dev = placement->devices[d];
-      // A shared layer's parameters are held by every device that runs one of its uses, once each.
-      bool first_here = true;
-      if (n.shares >= 0)
-        for (size_t o = 0; o < i; ++o)
-          first_here &= !(size_t(placement->layer_device[o]) == d &&
-                          (int(o) == n.shares || g.nodes()[o].shares == n.shares));
-      if (first_here)
-        for (size_t p : n.params) dev_params[d] += ps.entries()[p].spec.shape.numel();
-      dev_acts[d] += 2 * n.shape.numel();  // the output and its gradient
-      // Inputs this device receives: a copy of each model input it reads; a copy of another
-      // device's activation and of its gradient.
-      for (size_t k = 0; k < n.inputs.size(); ++k) {
-        const int j = n.inputs[k];
-        bool seen = false;
-        for (size_t o = 0; o < i && !seen; ++o)
-          if (size_t(placement->layer_device[o]) == d)
-            for (int q : g.nodes()[o].inputs) seen |= q == j;
-        for (size_t q = 0; q < k; ++q) seen |= n.inputs[q] == j;
-        if (seen) continue;
-        if (is_model_input(j))
-          dev_acts[d] += g.input_shapes()[size_t(model_input_index(j))].numel();
-        else if (size_t(placement->layer_device[size_t(j)]) != d)
-          dev_acts[d] += 2 * g.nodes()[size_t(j)].shape.numel();
-      }
-    }
+    const std::string dev = placement ? placement->devices[size_t(placement->layer_device[i])] : "";
     row(fmt::format("{} ({})", n.layer->name(), info ? info->keras_name : n.layer->type()), n.shape.keras_str(),
         n.shares >= 0 ? std::string("(shared)") : with_thousands(params), dev, inputs);
   }
@@ -95,10 +99,11 @@ std::string model_summary(const Graph& g, const std::string& name, const Placeme
   if (placement) {
     s += fmt::format("Memory per device (fp32; activations: inputs, outputs and their gradients, without layer workspaces; "
                      "batch {}):\n", batch);
-    for (size_t d = 0; d < devices; ++d)
-      s += fmt::format("  {:<8} params {:>12} ({}), activations {} per sample, {} per batch\n", placement->devices[d],
-                       with_thousands(dev_params[d]), bytes_str(4.0 * double(dev_params[d])),
-                       bytes_str(4.0 * double(dev_acts[d])), bytes_str(4.0 * double(dev_acts[d]) * double(batch)));
+    for (const DeviceMemory& m : memory_per_device(g, *placement))
+      s += fmt::format("  {:<8} params {:>12} ({}), activations {} per sample, {} per batch\n", m.device,
+                       with_thousands(m.params), bytes_str(4.0 * double(m.params)),
+                       bytes_str(4.0 * double(m.activations_per_sample)),
+                       bytes_str(4.0 * double(m.activations_per_sample) * double(batch)));
   }
   s += rule + "\n";
   return s;

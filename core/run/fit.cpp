@@ -80,7 +80,7 @@ FitResult fit(const RunSpec& e, const FitOptions& o) {
   }
 
   auto schedule = make_schedule(e.schedule, e.train.epochs);
-  LoopSetup run{e, plan, data, *schedule, from, obs.get()};
+  LoopSetup run{e, plan, data, *schedule, from, obs.get(), {0}, {}};
   auto t0 = std::chrono::steady_clock::now();
   strategy->run([&](Trainee& w) { train_epochs(w, run); });
   result.stopped_by = run.stopped_by;

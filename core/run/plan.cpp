@@ -56,6 +56,12 @@ void plan_sizes(const RunSpec& e, RunPlan& p) {
   p.param_bytes = int64_t(sizeof(float)) * (g.params().total_floats() +
                                             (1 + optimizer_slots(e.optimizer)) * g.params().trainable_floats());
   for (const GraphNode& n : g.nodes()) p.activation_bytes_per_sample += int64_t(sizeof(float)) * n.shape.numel();
+  const int64_t per_value = int64_t(sizeof(float)) * (2 + optimizer_slots(e.optimizer));  // weight, gradient, state
+  if (e.strategy == StrategyKind::DeviceParallel)
+    for (const DeviceMemory& m : memory_per_device(g, e.placement))
+      p.memory.push_back({m.device, per_value * m.params, int64_t(sizeof(float)) * m.activations_per_sample});
+  else
+    p.memory.push_back({"replica", p.param_bytes, 2 * p.activation_bytes_per_sample});  // outputs and their gradients
   auto cpu = make_context(Device::cpu(0));
   auto loss = make_loss(e.train.loss, *cpu);
   const LossHead head = loss_head(g, *loss);
@@ -154,9 +160,12 @@ std::vector<std::string> RunPlan::banner(const RunSpec& e) const {
                                 devices[0].is_cpu() ? fmt::format(", {} compute threads each", threads) : "", batch,
                                 global_batch, steps, batch_note));
   }
-  lines.push_back(fmt::format("Memory per {}: parameters, gradients and optimizer state {}, activations {} per batch of {}",
-                              strategy == StrategyKind::DeviceParallel ? "model" : "replica", mib(double(param_bytes)),
-                              mib(double(activation_bytes_per_sample) * double(batch)), batch));
+  std::string mem = "Memory (f32; parameters with gradients and optimizer state; activations with their gradients, "
+                    "per batch of " + std::to_string(batch) + "):";
+  for (size_t d = 0; d < memory.size(); ++d)
+    mem += fmt::format("{} {} {} + {}", d ? "," : "", memory[d].device == "replica" ? "per replica" : memory[d].device,
+                       mib(double(memory[d].param_bytes)), mib(double(memory[d].activation_bytes_per_sample) * double(batch)));
+  lines.push_back(mem);
   auto opt = make_optimizer(e.optimizer);
   auto schedule = make_schedule(e.schedule, e.train.epochs);
   lines.push_back(fmt::format("Optimizer {}, effective lr {:g}{}, schedule {}, loss {}{}", opt->describe(), base_lr,

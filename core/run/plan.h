@@ -32,6 +32,14 @@ struct RunPlan {
   int64_t params = 0, trainable_params = 0;
   int64_t param_bytes = 0;           // weights, gradients and optimizer state of one copy
   int64_t activation_bytes_per_sample = 0;  // every layer's output, f32
+  // Memory each device of this process holds (f32): a replica's whole model (data parallel), or
+  // each placement label's part (device parallel; a shared layer's parameters on every device using it).
+  struct DeviceMemory {
+    std::string device;
+    int64_t param_bytes = 0;                  // weights, gradients and optimizer state
+    int64_t activation_bytes_per_sample = 0;  // outputs, their gradients, received copies
+  };
+  std::vector<DeviceMemory> memory;
   std::string logits;                // the layer whose output the loss scores
   int64_t logits_units = 0;          // its outputs per sample (classes; 1: a binary classifier)
   bool fused_loss = false;           // the output activation is folded into the loss

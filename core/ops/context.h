@@ -2,6 +2,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <stdexcept>
 
 #include "core/tensor/tensor.h"
 
@@ -22,6 +23,16 @@ inline const char* precision_name(Precision p) {
 inline DType low_dtype(Precision p) {
   return p == Precision::BF16 ? DType::BF16 : p == Precision::FP16 ? DType::F16 : DType::F32;
 }
+
+// A context's work recorded once and replayed as one launch (CUDA: a CUDA graph): the same
+// kernels on the same addresses with the same arguments, so what changes between replays must be
+// read from device memory the kernels are given (inputs, labels, StepScalars).
+class CapturedWork {
+ public:
+  virtual ~CapturedWork() = default;
+  // Queues the recorded work on the context's stream again.
+  virtual void replay() = 0;
+};
 
 class OpContext {
  public:
@@ -46,6 +57,15 @@ class OpContext {
   // The most device memory this context's allocator has held at once, in bytes (0 on the CPU,
   // whose memory the process's peak RSS counts).
   virtual size_t device_memory_peak() const { return 0; }
+  // Capture (CUDA graphs): every op queued on this context between begin_capture() and
+  // end_capture() is recorded, not run, into one CapturedWork. Nothing in between may allocate
+  // (the allocator refuses: a recorded address must stay the work's), synchronise, or copy from
+  // or to the host. The CPU cannot capture (its ops run as they are called): can_capture() false.
+  virtual bool can_capture() const { return false; }
+  virtual void begin_capture() { throw std::logic_error(device_.str() + " cannot capture work"); }
+  virtual std::unique_ptr<CapturedWork> end_capture() { throw std::logic_error(device_.str() + " cannot capture work"); }
+  // Ends a capture that failed part-way (an exception between begin and end), discarding it.
+  virtual void abort_capture() noexcept {}
 
   Tensor empty(const Shape& s, DType t = DType::F32) { return Tensor::empty(s, t, allocator()); }
   Tensor zeros(const Shape& s, DType t = DType::F32) {

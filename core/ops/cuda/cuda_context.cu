@@ -50,6 +50,7 @@ class DeviceGuard {
 
 struct CudaAllocator::Impl {
   mutable std::mutex mu;
+  bool capturing = false;
   std::map<size_t, std::vector<void*>> free;  // rounded size -> idle blocks
   size_t cached = 0;    // bytes on the free lists
   size_t reserved = 0;  // bytes obtained from cudaMalloc and not yet returned
@@ -94,9 +95,17 @@ CudaAllocator::~CudaAllocator() {
   cudaGetLastError();  // leave no sticky error behind from a failed teardown
 }
 
+void CudaAllocator::set_capturing(bool on) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->capturing = on;
+}
+
 void* CudaAllocator::do_allocate(size_t bytes) {
   const size_t r = Impl::round(bytes);
   std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->capturing)
+    throw DeviceError(cuda::cat("cuda:", device_, ": an allocation of ", bytes, " bytes while a CUDA graph is captured (a step ",
+                                "must allocate nothing after its warm-up; devices.cuda_graphs: false runs it uncaptured)"));
   auto it = impl_->free.find(r);
   if (it != impl_->free.end() && !it->second.empty()) {
     void* p = it->second.back();

@@ -37,6 +37,9 @@ class CudaAllocator final : public Allocator {
   Device device() const override { return Device::cuda(device_); }
   size_t cached_bytes() const;
   size_t peak_bytes() const;  // the most obtained from cudaMalloc at once
+  // While a CUDA graph is being captured on the owning stream, allocate() throws: a block handed
+  // out then would be baked into the graph and could be reused by others between replays.
+  void set_capturing(bool on);
 
  private:
   void* do_allocate(size_t bytes) override;
@@ -60,6 +63,11 @@ class CudaContext final : public OpContext {
   void fill_zero(void* dst, size_t bytes) override;                      // async on stream()
   void bind_thread() override;                                           // cudaSetDevice
   size_t device_memory_peak() const override { return alloc_ ? alloc_->peak_bytes() : 0; }
+  // CUDA graphs (cuda_capture.cu): stream capture in thread-local mode, instantiated on end.
+  bool can_capture() const override { return true; }
+  void begin_capture() override;
+  std::unique_ptr<CapturedWork> end_capture() override;
+  void abort_capture() noexcept override;
 
   cudaStream_t stream() const { return stream_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
@@ -92,6 +100,7 @@ class CudaContext final : public OpContext {
   size_t pinned_bytes_ = 0;
   cudaEvent_t pinned_free_ = nullptr;
   cudaDeviceProp props_{};
+  bool capturing_ = false;
 };
 
 inline CudaContext& cuda_context(OpContext& c) { return static_cast<CudaContext&>(c); }

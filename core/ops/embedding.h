@@ -26,22 +26,6 @@ inline Shape output_shape(const Shape& ids, const EmbeddingParams& p) {
   return Shape(std::move(d));
 }
 
-inline void check_params(const EmbeddingParams& p) {
-  if (p.input_dim <= 0 || p.output_dim <= 0)
-    shape_checks::fail("embedding: input_dim and output_dim must be positive, got ", p.input_dim, " and ",
-                       p.output_dim);
-}
-
-// ids of rank >= 1 and w [V, D].
-inline void check_shapes(const EmbeddingParams& p, const Tensor& ids, const Tensor& w) {
-  if (!ids.defined()) shape_checks::fail("embedding: ids are undefined");
-  if (ids.shape().rank() < 1) shape_checks::fail("embedding: ids must have rank >= 1");
-  if (!w.defined()) shape_checks::fail("embedding: w is undefined");
-  if (w.shape() != Shape{p.input_dim, p.output_dim})
-    shape_checks::fail("embedding: w has shape [", w.shape().str(), "], expected [", p.input_dim, ", ", p.output_dim,
-                       "]");
-}
-
 // --- Per-element rules of both backends' kernels (host and device).
 
 // A float holding a valid id: an integer in [0, V) (NaN fails both comparisons).
@@ -97,13 +81,44 @@ class EmbeddingKernel {
   using Params = EmbeddingParams;
   static constexpr const char* kName = "embedding";
   virtual ~EmbeddingKernel() = default;
-  // y[..., :] = w[ids[...], :]. Ids are f32 (the graph's activations) holding integers in
-  // [0, V); any other value throws std::runtime_error (bad input data, not a bug) naming the
-  // first such value and its position in ids (bad_id_message).
-  virtual void forward(const Tensor& ids, const Tensor& w, Tensor& y) = 0;
+  EmbeddingKernel(const EmbeddingKernel&) = delete;
+  EmbeddingKernel& operator=(const EmbeddingKernel&) = delete;
+
+  // y[..., :] = w[ids[...], :] (all f32; ids of rank >= 1, w [V, D]). Ids are f32 (the graph's
+  // activations) holding integers in [0, V); any other value throws std::runtime_error (bad input
+  // data, not a bug) naming the first such value and its position in ids (bad_id_message).
+  void forward(const Tensor& ids, const Tensor& w, Tensor& y) {
+    check("w", ids, w);
+    ck_.shape("y", y, embedding::output_shape(ids.shape(), p_));
+    forward_impl(ids, w, y);
+  }
   // dw (overwritten) = for each row v, the sum of dy's rows at the positions whose id is v (in
   // position order, so the result is deterministic). Ids are not differentiable.
-  virtual void backward(const Tensor& ids, const Tensor& dy, Tensor& dw) = 0;
+  void backward(const Tensor& ids, const Tensor& dy, Tensor& dw) {
+    check("dw", ids, dw);
+    ck_.shape("dy", dy, embedding::output_shape(ids.shape(), p_));
+    backward_impl(ids, dy, dw);
+  }
+
+ protected:
+  EmbeddingKernel(const OpContext& c, const Params& p) : p_(p), ck_(kName, c.device()) {
+    if (p.input_dim <= 0 || p.output_dim <= 0)
+      ck_.fail("input_dim and output_dim must be positive, got ", p.input_dim, " and ", p.output_dim);
+  }
+  // Called with checked arguments only (the ids' values are the backends' to check).
+  virtual void forward_impl(const Tensor& ids, const Tensor& w, Tensor& y) = 0;
+  virtual void backward_impl(const Tensor& ids, const Tensor& dy, Tensor& dw) = 0;
+
+  const Params p_;
+
+ private:
+  // ids of rank >= 1 and the table (w or dw) [V, D].
+  void check(const char* table, const Tensor& ids, const Tensor& w) const {
+    ck_.dtype("ids", ids, DType::F32);
+    ck_.min_rank("ids", ids, 1);
+    ck_.shape(table, w, {p_.input_dim, p_.output_dim});
+  }
+  shape_checks::Checks ck_;
 };
 
 }  // namespace trainer

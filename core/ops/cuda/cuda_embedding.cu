@@ -69,15 +69,14 @@ int key_bits(int64_t V) {
 
 class CudaEmbedding final : public EmbeddingKernel {
  public:
-  CudaEmbedding(OpContext& ctx, const EmbeddingParams& p) : c_(cuda_context(ctx)), p_(p) {
-    embedding::check_params(p);
+  CudaEmbedding(OpContext& ctx, const EmbeddingParams& p) : EmbeddingKernel(ctx, p), c_(cuda_context(ctx)) {
+    // Capability: the backward's radix sort takes 32-bit keys.
     if (p.input_dim >= INT_MAX) cuda::fail(kOp, ": input_dim ", p.input_dim, " exceeds 32-bit ids");
   }
 
+ private:
   // Synchronises the stream to check the ids.
-  void forward(const Tensor& ids, const Tensor& w, Tensor& y) override {
-    check(ids, w);
-    cuda::require_shape(kOp, "y", y, embedding::output_shape(ids.shape(), p_), c_.device());
+  void forward_impl(const Tensor& ids, const Tensor& w, Tensor& y) override {
     const int64_t P = ids.numel(), D = p_.output_dim;
     if (P == 0) return;
     cuda::DeviceBuffer flag(c_.allocator(), sizeof(unsigned long long));
@@ -93,13 +92,11 @@ class CudaEmbedding final : public EmbeddingKernel {
     }
   }
 
-  void backward(const Tensor& ids, const Tensor& dy, Tensor& dw) override {
-    check(ids, dw);
-    cuda::require_shape(kOp, "dy", dy, embedding::output_shape(ids.shape(), p_), c_.device());
+  void backward_impl(const Tensor& ids, const Tensor& dy, Tensor& dw) override {
     c_.fill_zero(dw.data(), dw.bytes());
     const int64_t P = ids.numel(), D = p_.output_dim, V = p_.input_dim;
     if (P == 0) return;
-    if (P > INT_MAX) cuda::fail(kOp, ": ", P, " ids exceed the 32-bit sort");
+    if (P > INT_MAX) cuda::fail(kOp, ": ", P, " ids exceed the 32-bit sort");  // capability
     const int n = int(P);
     // keys, sorted keys, positions, sorted positions, then CUB's temporary storage.
     size_t temp_bytes = 0;
@@ -120,15 +117,7 @@ class CudaEmbedding final : public EmbeddingKernel {
                    dy.f32(), dw.f32(), P, D, V);
   }
 
- private:
-  void check(const Tensor& ids, const Tensor& w) const {
-    cuda::require_f32(kOp, "ids", ids, c_.device());
-    cuda::require_f32(kOp, "w", w, c_.device());
-    embedding::check_shapes(p_, ids, w);
-  }
-
   CudaContext& c_;
-  EmbeddingParams p_;
 };
 
 static RegisterKernel<EmbeddingKernel, CudaEmbedding> reg(DeviceKind::CUDA);

@@ -145,19 +145,15 @@ constexpr unsigned kFinalizeBlock = 256;
 
 class CudaSoftmax final : public SoftmaxKernel {
  public:
-  CudaSoftmax(OpContext& ctx, const SoftmaxParams&) : c_(cuda_context(ctx)) {}
+  CudaSoftmax(OpContext& ctx, const SoftmaxParams& p) : SoftmaxKernel(ctx, p), c_(cuda_context(ctx)) {}
 
-  void forward(const Tensor& x, Tensor& y) override {
-    auto [rows, C] = dims("softmax", x);
-    cuda::require_shape("softmax", "y", y, x.shape(), c_.device());
+ private:
+  void forward_impl(int64_t rows, int64_t C, const Tensor& x, Tensor& y) override {
     if (rows == 0 || C == 0) return;
     TRAINER_LAUNCH(softmax_fwd_kernel, row_grid(rows), cuda::row_block(C), c_.stream(), x.f32(), y.f32(), rows, C);
   }
 
-  void backward(const Tensor& y, const Tensor& dy, Tensor& dx) override {
-    auto [rows, C] = dims("softmax", y);
-    cuda::require_shape("softmax", "dy", dy, y.shape(), c_.device());
-    cuda::require_shape("softmax", "dx", dx, y.shape(), c_.device());
+  void backward_impl(int64_t rows, int64_t C, const Tensor& y, const Tensor& dy, Tensor& dx) override {
     if (rows == 0 || C == 0) return;
     TRAINER_LAUNCH(softmax_bwd_kernel, row_grid(rows), cuda::row_block(C), c_.stream(), y.f32(), dy.f32(), dx.f32(),
                    rows, C);
@@ -165,22 +161,9 @@ class CudaSoftmax final : public SoftmaxKernel {
 
   // Synchronises the stream: the loss and hit count are reduced on the GPU and copied back (a few
   // bytes) before returning, and an out-of-range label found on the GPU is reported from here.
-  LossStats cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float grad_scale) override {
-    const Device dev = c_.device();
-    cuda::require_rank("cross_entropy", "logits", logits, 2, dev);
-    const int64_t N = logits.dim(0), C = logits.dim(1);
-    if (C == 0) cuda::fail("cross_entropy: logits have no classes");
-    if (!labels.defined()) cuda::fail("cross_entropy: labels are undefined");
-    const bool sparse = labels.dtype() == DType::I32;
-    if (sparse) {
-      cuda::require_dtype("cross_entropy", "labels", labels, DType::I32, dev);
-      if (labels.shape() != Shape{N})
-        cuda::fail("cross_entropy: i32 labels have shape [", labels.shape().str(), "], expected [", N, "]");
-    } else {
-      cuda::require_shape("cross_entropy", "labels", labels, logits.shape(), dev);
-    }
+  LossStats cross_entropy_impl(int64_t N, int64_t C, bool sparse, const Tensor& logits, const Tensor& labels,
+                               Tensor& dlogits, float grad_scale) override {
     const bool grad = dlogits.defined();
-    if (grad) cuda::require_shape("cross_entropy", "dlogits", dlogits, logits.shape(), dev);
     if (N == 0) return {0.0, 0, 0};
 
     // Per-sample losses and statuses, then the result struct (doubles first: 8-byte aligned).
@@ -209,14 +192,6 @@ class CudaSoftmax final : public SoftmaxKernel {
                                         ") is outside the ", C, " classes [0, ", C, ")"));
     }
     return {host.loss_sum, int64_t(host.correct), N};
-  }
-
- private:
-  // [rows, C] of a tensor whose last axis is C.
-  std::pair<int64_t, int64_t> dims(const char* op, const Tensor& x) const {
-    cuda::require_f32(op, "x", x, c_.device());
-    if (x.shape().rank() == 0) cuda::fail(op, ": x must have rank >= 1");
-    return shape_checks::rows_by_last(x);
   }
 
   // One block per row, at most 2^20 blocks (the kernels loop over further rows).

@@ -1,9 +1,8 @@
 // Sigmoid cross-entropy op family: binary cross-entropy from logits [N, 1] against 0/1 labels, with accuracy.
 #pragma once
-#include <cmath>
 #include <cstdint>
 
-#include "core/ops/hd.h"
+#include "core/ops/math/sigmoid_xent_math.h"
 #include "core/ops/registry.h"
 #include "core/ops/shape_checks.h"
 #include "core/ops/softmax.h"  // LossStats
@@ -11,27 +10,6 @@
 namespace trainer {
 
 struct SigmoidXentParams {};
-
-// Per-sample math shared by the backends (host and device: plain float/double arithmetic).
-namespace sigmoid_xent {
-
-// Binary cross-entropy of sigmoid(x) against z ∈ {0, 1}, stable for any x:
-// max(x, 0) - x·z + log(1 + e^{-|x|}) (TensorFlow's sigmoid_cross_entropy_with_logits), in double.
-TRAINER_HD_INLINE double loss(float x, int z) {
-  const double v = x;
-  return (v > 0 ? v : 0.0) - v * z + log1p(exp(-fabs(v)));
-}
-
-// (sigmoid(x) - z) · scale, with e^{-|x|} never overflowing.
-TRAINER_HD_INLINE float grad(float x, int z, float scale) {
-  const float e = expf(-fabsf(x));
-  const float s = x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
-  return (s - float(z)) * scale;
-}
-
-TRAINER_HD_INLINE bool hit(float x, int z) { return (x > 0.0f) == (z == 1); }
-
-}  // namespace sigmoid_xent
 
 class SigmoidXentKernel {
  public:

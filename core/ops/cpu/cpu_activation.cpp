@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "core/ops/activation.h"
-#include "core/ops/activation_math.h"
+#include "core/ops/math/activation_math.h"
 #include "core/ops/cpu/cpu_bf16.h"
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"

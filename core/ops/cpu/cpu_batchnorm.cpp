@@ -5,9 +5,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/ops/activation_math.h"
+#include "core/ops/math/activation_math.h"
 #include "core/ops/batchnorm.h"
-#include "core/ops/batchnorm_math.h"
+#include "core/ops/math/batchnorm_math.h"
 #include "core/ops/cpu/cpu_bf16.h"
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"

@@ -8,7 +8,7 @@
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
 #include "core/ops/elementwise.h"
-#include "core/ops/philox.h"
+#include "core/ops/math/philox.h"
 
 namespace trainer {
 namespace {

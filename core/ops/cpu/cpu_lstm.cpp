@@ -27,7 +27,7 @@
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
 #include "core/ops/lstm.h"
-#include "core/ops/lstm_math.h"
+#include "core/ops/math/lstm_math.h"
 
 namespace trainer {
 namespace {

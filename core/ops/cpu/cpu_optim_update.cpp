@@ -3,7 +3,7 @@
 
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
-#include "core/ops/optim_math.h"
+#include "core/ops/math/optim_math.h"
 #include "core/ops/optim_update.h"
 
 namespace trainer {

@@ -8,7 +8,7 @@
 #include "core/ops/cpu/cpu_bf16.h"
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
-#include "core/ops/pool_math.h"
+#include "core/ops/math/pool_math.h"
 #include "core/ops/pooling.h"
 
 namespace trainer {

@@ -8,7 +8,7 @@
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
 #include "core/ops/softmax.h"
-#include "core/ops/softmax_math.h"
+#include "core/ops/math/softmax_math.h"
 
 namespace trainer {
 namespace {

@@ -1,6 +1,6 @@
 // CUDA activation: linear, relu, relu6, sigmoid and tanh forward/backward as element-wise maps over any float type (cpu_activation.cpp's formulas).
 #include "core/ops/activation.h"
-#include "core/ops/activation_math.h"
+#include "core/ops/math/activation_math.h"
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
 

@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "core/ops/batchnorm.h"
-#include "core/ops/batchnorm_math.h"
+#include "core/ops/math/batchnorm_math.h"
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_reduce.cuh"
 

@@ -11,7 +11,7 @@
 #include "core/ops/cuda/cuda_conv_algo.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/cuda/cuda_reduce.cuh"
-#include "core/ops/pad_math.h"
+#include "core/ops/math/pad_math.h"
 
 // cuDNN's legacy convolution API (cudnn_cnn.h; cuDNN 9 API reference, cudnn_cnn library):
 //  - x, y: cudnnSetTensor4dDescriptor(CUDNN_TENSOR_NHWC, T, N, C, H, W) (dims always N,C,H,W; the

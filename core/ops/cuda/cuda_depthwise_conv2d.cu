@@ -5,7 +5,7 @@
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/depthwise_conv2d.h"
-#include "core/ops/depthwise_math.h"
+#include "core/ops/math/depthwise_math.h"
 
 // Why not cuDNN: a depthwise convolution is a grouped one (groups = C), but cuDNN's fp32 NHWC
 // grouped kernels are slow for depthwise shapes and its deterministic backward-filter choices for

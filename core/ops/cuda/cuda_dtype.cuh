@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "core/ops/cuda/cuda_util.cuh"
-#include "core/ops/half_bits.h"
+#include "core/ops/math/half_bits.h"
 
 // Mixed precision on the GPU keeps activations in bf16 or f16 between the layers that allow it;
 // every kernel loads them into float registers, computes in float (accumulating in float or

@@ -6,7 +6,7 @@
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/elementwise.h"
-#include "core/ops/philox.h"
+#include "core/ops/math/philox.h"
 
 namespace trainer {
 namespace {

@@ -1,7 +1,7 @@
 // CUDA global pooling: [N,H,W,C] -> [N,C] average or max of any float type and their gradients (thread per (n, c), the CPU's order).
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
-#include "core/ops/pool_math.h"
+#include "core/ops/math/pool_math.h"
 #include "core/ops/pooling.h"
 
 namespace trainer {

@@ -6,7 +6,7 @@
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_reduce.cuh"
 #include "core/ops/lstm.h"
-#include "core/ops/lstm_math.h"
+#include "core/ops/math/lstm_math.h"
 
 // Why not cuDNN's RNN API (the first version of this file): on the first GPU run it made an
 // illegal memory access at n = t = f = u = 1, and a second backward after one forward gave other

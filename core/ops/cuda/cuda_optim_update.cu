@@ -1,7 +1,7 @@
 // CUDA optimizer updates: fused single-pass SGD, Adam(W) and RMSprop over flat f32 buffers (optim_math.h, shared with the CPU); the gradients' finiteness check.
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_util.cuh"
-#include "core/ops/optim_math.h"
+#include "core/ops/math/optim_math.h"
 #include "core/ops/optim_update.h"
 
 namespace trainer {

@@ -4,7 +4,7 @@
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/pad2d.h"
-#include "core/ops/pad_math.h"
+#include "core/ops/math/pad_math.h"
 
 namespace trainer {
 namespace {

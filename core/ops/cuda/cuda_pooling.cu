@@ -3,7 +3,7 @@
 
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
-#include "core/ops/pool_math.h"
+#include "core/ops/math/pool_math.h"
 #include "core/ops/pooling.h"
 
 // Why not cudnnPoolingForward/Backward: cuDNN pads symmetrically, and Keras' 'same' puts the odd

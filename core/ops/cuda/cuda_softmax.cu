@@ -6,7 +6,7 @@
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_util.cuh"
 #include "core/ops/softmax.h"
-#include "core/ops/softmax_math.h"
+#include "core/ops/math/softmax_math.h"
 
 namespace trainer {
 namespace {

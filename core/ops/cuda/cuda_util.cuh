@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "core/ops/cuda/cuda_context.h"
-#include "core/ops/softmax_math.h"
+#include "core/ops/math/softmax_math.h"
 
 // fmt's compile-time format strings (consteval) do not survive nvcc's host pass, so the .cu files
 // build their messages with ostream insertion (cuda::cat) instead of fmt.

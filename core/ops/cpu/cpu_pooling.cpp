@@ -70,11 +70,12 @@ class CpuPool2d final : public Pool2dKernel {
     auto& eng = c_.engine();
     Tensor* ws = p_.kind == PoolKind::Max ? workspace(pl, x, false) : nullptr;
     if (p_.kind == PoolKind::Max && !ws) {
-      // No training forward of this input preceded: recompute the argmax positions.
+      // No training forward of this input preceded: recompute the argmax positions (the maxima
+      // themselves go to scratch kept for the next such call).
       ws = workspace(pl, x, true);
-      Tensor tmp = c_.empty(g.output(), x.dtype());
+      void* maxima = discard_.get(c_, dy.bytes());
       pl.train.execute(c_.stream(), {{DNNL_ARG_SRC, cpu::mem(pl.src_md, eng, x.data())},
-                                     {DNNL_ARG_DST, cpu::mem(pl.dst_md, eng, tmp.data())},
+                                     {DNNL_ARG_DST, cpu::mem(pl.dst_md, eng, maxima)},
                                      {DNNL_ARG_WORKSPACE, memory(pl.train_pd.workspace_desc(), eng, ws->data())},
                                      {DNNL_ARG_SCRATCHPAD, cpu::scratchpad(pl.train_pd, eng)}});
     }
@@ -152,6 +153,7 @@ class CpuPool2d final : public Pool2dKernel {
 
   CpuContext& c_;
   cpu::ShapeCache<PoolPlan> cache_;
+  Scratch discard_;  // backward's recomputed maxima (only the argmax workspace is needed)
   struct Workspace {
     Tensor t;
     bool pending = false;  // written by a training forward, not yet read by its backward

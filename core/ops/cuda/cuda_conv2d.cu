@@ -146,8 +146,7 @@ class CudaConv2d final : public Conv2dKernel {
   void forward_t(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const ConvGeometry& g) {
     ConvPlan& pl = plan(x, g);
     if (!pl.fwd) pl.fwd = choose_conv_algo(c_, pl.descs(), ConvPass::Forward, pl.type, pl.what());
-    std::optional<cuda::DeviceBuffer> xpad;
-    const T* xin = padded_input<T>(pl, x, xpad);
+    const T* xin = padded_input<T>(pl, x);
     const T* wk = to_krsc<T>(w);
     void* ws = pl.fwd->workspace ? c_.workspace(pl.fwd->workspace) : nullptr;
     const float one = 1.0f, zero = 0.0f;  // float scaling factors: the compute type is float
@@ -175,12 +174,7 @@ class CudaConv2d final : public Conv2dKernel {
 
     if (dx.defined()) {
       const T* wk = to_krsc<T>(w);
-      std::optional<cuda::DeviceBuffer> dxpad;
-      T* dxo = cuda::ptr<T>(dx);
-      if (pl.padded()) {
-        dxpad.emplace(c_.allocator(), size_t(g.n) * pl.hp() * pl.wp() * g.ic * sizeof(T));
-        dxo = dxpad->as<T>();
-      }
+      T* dxo = pl.padded() ? dxpad_.as<T>(c_, size_t(g.n) * pl.hp() * pl.wp() * g.ic) : cuda::ptr<T>(dx);
       set_conv_math(pl.descs(), pl.bwd_data->math);
       CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, pl.w.d, wk, pl.y.d, dy.data(), pl.conv.d,
                                                cudnnConvolutionBwdDataAlgo_t(pl.bwd_data->algo), ws,
@@ -190,10 +184,8 @@ class CudaConv2d final : public Conv2dKernel {
                        cuda::ptr<T>(dx), g.n, int(g.ih), int(g.iw), pl.hp(), pl.wp(), int(g.ic));
     }
 
-    std::optional<cuda::DeviceBuffer> xpad;
-    const T* xin = padded_input<T>(pl, x, xpad);
-    if (dw_krsc_.bytes() < size_t(w.numel()) * sizeof(T)) dw_krsc_ = c_.empty({w.numel() * int64_t(sizeof(T))}, DType::U8);
-    T* dwk = static_cast<T*>(dw_krsc_.data());
+    const T* xin = padded_input<T>(pl, x);
+    T* dwk = dw_krsc_.as<T>(c_, size_t(w.numel()));
     set_conv_math(pl.descs(), pl.bwd_filter->math);
     CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, pl.x.d, xin, pl.y.d, dy.data(), pl.conv.d,
                                                cudnnConvolutionBwdFilterAlgo_t(pl.bwd_filter->algo), ws,
@@ -242,16 +234,16 @@ class CudaConv2d final : public Conv2dKernel {
     return pl;
   }
 
-  // x as cuDNN sees it: x itself, or a copy with the extra bottom/right zero padding in `buf`.
+  // x as cuDNN sees it: x itself, or a copy with the extra bottom/right zero padding in xpad_.
   template <class T>
-  const T* padded_input(const ConvPlan& pl, const Tensor& x, std::optional<cuda::DeviceBuffer>& buf) {
+  const T* padded_input(const ConvPlan& pl, const Tensor& x) {
     if (!pl.padded()) return cuda::ptr<const T>(x);
     const ConvGeometry& g = pl.g;
     const int64_t total = g.n * pl.hp() * pl.wp() * g.ic;
-    buf.emplace(c_.allocator(), size_t(total) * sizeof(T));
-    TRAINER_LAUNCH(pad_kernel<T>, cuda::grid_for(total, c_), cuda::kBlock, c_.stream(), cuda::ptr<const T>(x),
-                   buf->as<T>(), g.n, int(g.ih), int(g.iw), pl.hp(), pl.wp(), int(g.ic));
-    return buf->as<T>();
+    T* xp = xpad_.as<T>(c_, size_t(total));
+    TRAINER_LAUNCH(pad_kernel<T>, cuda::grid_for(total, c_), cuda::kBlock, c_.stream(), cuda::ptr<const T>(x), xp,
+                   g.n, int(g.ih), int(g.iw), pl.hp(), pl.wp(), int(g.ic));
+    return xp;
   }
 
   // out [cols, rows] = in [rows, cols]ᵀ on the context's stream.
@@ -265,8 +257,7 @@ class CudaConv2d final : public Conv2dKernel {
   // HWIO w, i.e. [kh*kw*cin, cout], transposed into the KRSC buffer [cout, kh*kw*cin] of type T.
   template <class T>
   const T* to_krsc(const Tensor& w) {
-    if (w_krsc_.bytes() < size_t(w.numel()) * sizeof(T)) w_krsc_ = c_.empty({w.numel() * int64_t(sizeof(T))}, DType::U8);
-    T* out = static_cast<T*>(w_krsc_.data());
+    T* out = w_krsc_.as<T>(c_, size_t(w.numel()));
     const int64_t k = p_.filters;
     transpose<float, T>(w.f32(), out, w.numel() / k, k);
     return out;
@@ -275,7 +266,9 @@ class CudaConv2d final : public Conv2dKernel {
   static constexpr size_t kMaxPlans = 8;
   CudaContext& c_;
   std::vector<std::pair<std::vector<int64_t>, std::unique_ptr<ConvPlan>>> plans_;
-  Tensor w_krsc_, dw_krsc_;  // bytes: the weights and their gradient in KRSC, of the activations' type
+  // Scratch, grown to the largest shape seen: the weights and their gradient in KRSC, of the
+  // activations' type; the explicitly padded input and its gradient (odd 'same' padding only).
+  Scratch w_krsc_, dw_krsc_, xpad_, dxpad_;
   cuda::ColumnReducer bias_sums_;
 };
 

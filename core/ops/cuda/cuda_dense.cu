@@ -44,14 +44,13 @@ class LowCopy {
  public:
   template <class T>
   const T* of(CudaContext& c, const float* src, int64_t n) {
-    if (buf_.bytes() < size_t(n) * sizeof(T)) buf_ = c.empty({std::max<int64_t>(n, 1) * int64_t(sizeof(T))}, DType::U8);
-    T* p = static_cast<T*>(buf_.data());
+    T* p = buf_.as<T>(c, size_t(n));
     cuda::tmap1(c, src, p, n, Identity{});
     return p;
   }
 
  private:
-  Tensor buf_;
+  Scratch buf_;
 };
 
 class CudaDense final : public DenseKernel {

@@ -79,12 +79,12 @@ class CudaEmbedding final : public EmbeddingKernel {
   void forward_impl(const Tensor& ids, const Tensor& w, Tensor& y) override {
     const int64_t P = ids.numel(), D = p_.output_dim;
     if (P == 0) return;
-    cuda::DeviceBuffer flag(c_.allocator(), sizeof(unsigned long long));
-    CUDA_CHECK(cudaMemsetAsync(flag.as<void>(), 0xff, sizeof(unsigned long long), c_.stream()));  // ULLONG_MAX
+    unsigned long long* flag = flag_.as<unsigned long long>(c_, 1);
+    CUDA_CHECK(cudaMemsetAsync(flag, 0xff, sizeof(unsigned long long), c_.stream()));  // ULLONG_MAX
     TRAINER_LAUNCH(gather_kernel, cuda::grid_for(P * D, c_), cuda::kBlock, c_.stream(), ids.f32(), w.f32(), y.f32(), P,
-                   D, p_.input_dim, flag.as<unsigned long long>());
+                   D, p_.input_dim, flag);
     unsigned long long bad = 0;
-    c_.copy_to_host(&bad, flag.as<void>(), sizeof bad);  // synchronises
+    c_.copy_to_host(&bad, flag, sizeof bad);  // synchronises
     if (bad != ULLONG_MAX) {
       float v = 0.0f;
       c_.copy_to_host(&v, ids.f32() + bad, sizeof v);
@@ -104,8 +104,7 @@ class CudaEmbedding final : public EmbeddingKernel {
                                                static_cast<uint32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
                                                static_cast<int32_t*>(nullptr), n, 0, key_bits(V), c_.stream()));
     const size_t arr = (size_t(P) * sizeof(int32_t) + 255) & ~size_t(255);
-    cuda::DeviceBuffer buf(c_.allocator(), 4 * arr + temp_bytes);
-    char* base = buf.as<char>();
+    char* base = static_cast<char*>(sort_.get(c_, 4 * arr + temp_bytes));
     uint32_t* keys = reinterpret_cast<uint32_t*>(base);
     uint32_t* keys_sorted = reinterpret_cast<uint32_t*>(base + arr);
     int32_t* pos = reinterpret_cast<int32_t*>(base + 2 * arr);
@@ -118,6 +117,8 @@ class CudaEmbedding final : public EmbeddingKernel {
   }
 
   CudaContext& c_;
+  Scratch flag_;  // forward's first bad position
+  Scratch sort_;  // backward's keys and positions (unsorted, sorted) and CUB's temporary storage
 };
 
 static RegisterKernel<EmbeddingKernel, CudaEmbedding> reg(DeviceKind::CUDA);

@@ -61,10 +61,10 @@ class CudaSigmoidXent final : public SigmoidXentKernel {
 
     const size_t loss_bytes = size_t(N) * sizeof(double), status_bytes = size_t(N) * sizeof(int32_t);
     const size_t res_off = (loss_bytes + status_bytes + 15) & ~size_t(15);
-    cuda::DeviceBuffer buf(c_.allocator(), res_off + sizeof(BceResult));
-    double* losses = buf.as<double>();
-    int32_t* status = reinterpret_cast<int32_t*>(buf.as<char>() + loss_bytes);
-    BceResult* res = reinterpret_cast<BceResult*>(buf.as<char>() + res_off);
+    char* buf = static_cast<char*>(scratch_.get(c_, res_off + sizeof(BceResult)));
+    double* losses = reinterpret_cast<double*>(buf);
+    int32_t* status = reinterpret_cast<int32_t*>(buf + loss_bytes);
+    BceResult* res = reinterpret_cast<BceResult*>(buf + res_off);
     TRAINER_LAUNCH(bce_samples_kernel, cuda::grid_for(N, c_), cuda::kBlock, c_.stream(), logits.f32(), labels.i32(),
                    grad ? dlogits.f32() : nullptr, grad_scale, N, losses, status);
     TRAINER_LAUNCH(bce_finalize_kernel, 1u, 256u, c_.stream(), losses, status, N, res);
@@ -79,6 +79,7 @@ class CudaSigmoidXent final : public SigmoidXentKernel {
   }
 
   CudaContext& c_;
+  Scratch scratch_;  // per-sample losses and statuses, then the result
 };
 
 static RegisterKernel<SigmoidXentKernel, CudaSigmoidXent> reg(DeviceKind::CUDA);

@@ -169,10 +169,10 @@ class CudaSoftmax final : public SoftmaxKernel {
     // Per-sample losses and statuses, then the result struct (doubles first: 8-byte aligned).
     const size_t loss_bytes = size_t(N) * sizeof(double), status_bytes = size_t(N) * sizeof(int32_t);
     const size_t res_off = (loss_bytes + status_bytes + 15) & ~size_t(15);
-    cuda::DeviceBuffer buf(c_.allocator(), res_off + sizeof(XentResult));
-    double* losses = buf.as<double>();
-    int32_t* status = reinterpret_cast<int32_t*>(buf.as<char>() + loss_bytes);
-    XentResult* res = reinterpret_cast<XentResult*>(buf.as<char>() + res_off);
+    char* buf = static_cast<char*>(scratch_.get(c_, res_off + sizeof(XentResult)));
+    double* losses = reinterpret_cast<double*>(buf);
+    int32_t* status = reinterpret_cast<int32_t*>(buf + loss_bytes);
+    XentResult* res = reinterpret_cast<XentResult*>(buf + res_off);
 
     float* dp = grad ? dlogits.f32() : nullptr;
     if (sparse)
@@ -198,6 +198,7 @@ class CudaSoftmax final : public SoftmaxKernel {
   static unsigned row_grid(int64_t rows) { return unsigned(rows < (int64_t(1) << 20) ? rows : (int64_t(1) << 20)); }
 
   CudaContext& c_;
+  Scratch scratch_;  // cross_entropy's per-sample losses and statuses, then its result
 };
 
 static RegisterKernel<SoftmaxKernel, CudaSoftmax> reg(DeviceKind::CUDA);

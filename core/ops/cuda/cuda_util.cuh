@@ -37,24 +37,6 @@ template <class... A>
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 inline bool aligned4(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 3u) == 0; }
 
-// Device scratch from the context's caching allocator, returned on scope exit. The allocator is
-// stream-ordered for the context's single stream, so returning a block that queued kernels still
-// use is safe: the next user of that block is queued after them.
-class DeviceBuffer {
- public:
-  DeviceBuffer(Allocator& a, size_t bytes) : a_(a), bytes_(bytes), p_(a.allocate(bytes)) {}
-  ~DeviceBuffer() { a_.deallocate(p_, bytes_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <class T>
-  T* as() const { return static_cast<T*>(p_); }
-
- private:
-  Allocator& a_;
-  size_t bytes_;
-  void* p_;
-};
-
 // ---------------------------------------------------------------------------------------------
 // Launch configuration.
 

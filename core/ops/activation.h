@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/ops/registry.h"
+#include "core/ops/shape_checks.h"
 
 namespace trainer {
 
@@ -26,10 +27,36 @@ class ActivationKernel {
   using Params = ActivationParams;
   static constexpr const char* kName = "activation";
   virtual ~ActivationKernel() = default;
-  virtual void forward(const Tensor& x, Tensor& y) = 0;
+  ActivationKernel(const ActivationKernel&) = delete;
+  ActivationKernel& operator=(const ActivationKernel&) = delete;
+
+  // y = f(x): x of a float type, y of its shape and type (y may be x: in place).
+  void forward(const Tensor& x, Tensor& y) {
+    ck_.floating("x", x);
+    ck_.like("y", y, x, x.shape());
+    forward_impl(x, y);
+  }
   // dx overwritten (it may alias dy); the nonlinear kinds read only y (see backward_reads_y), so
-  // y may be computed over x (in place).
-  virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) = 0;
+  // y may be computed over x (in place). dy and dx are of the shape and type of the tensor read.
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) {
+    const bool uses_y = backward_reads_y(p_.kind);
+    const Tensor& in = uses_y ? y : x;
+    ck_.floating(uses_y ? "y" : "x", in);
+    ck_.like("dy", dy, in, in.shape());
+    ck_.like("dx", dx, in, in.shape());
+    backward_impl(in, dy, dx);
+  }
+
+ protected:
+  ActivationKernel(const OpContext& c, const Params& p) : p_(p), ck_(kName, c.device()) {}
+  // Called with checked arguments only. `in` is y for the nonlinear kinds, x for Linear.
+  virtual void forward_impl(const Tensor& x, Tensor& y) = 0;
+  virtual void backward_impl(const Tensor& in, const Tensor& dy, Tensor& dx) = 0;
+
+  const Params p_;
+
+ private:
+  shape_checks::Checks ck_;
 };
 
 }  // namespace trainer

@@ -2,6 +2,7 @@
 #pragma once
 #include "core/ops/activation.h"
 #include "core/ops/registry.h"
+#include "core/ops/shape_checks.h"
 
 namespace trainer {
 
@@ -14,27 +15,64 @@ struct BatchNormParams {
   ActKind activation = ActKind::Linear;
 };
 
+// The activations batch norm applies in its own pass: the clamps (activation_math.h's act::Clamp),
+// which every backend's normalisation and gradient loops take as a compile-time flag.
+inline bool batchnorm_can_fuse(ActKind k) { return k == ActKind::Linear || k == ActKind::Relu || k == ActKind::Relu6; }
+
 class BatchNormKernel {
  public:
   using Params = BatchNormParams;
   static constexpr const char* kName = "batchnorm";
   virtual ~BatchNormKernel() = default;
-  // Whether this backend applies `k` as Params::activation (Linear always).
-  virtual bool can_fuse(ActKind k) const { return k == ActKind::Linear; }
-  // x [..., C] normalised over every axis but the last with the batch statistics.
+  BatchNormKernel(const BatchNormKernel&) = delete;
+  BatchNormKernel& operator=(const BatchNormKernel&) = delete;
+
+  // Whether the kernels apply `k` as Params::activation (Linear always).
+  bool can_fuse(ActKind k) const { return batchnorm_can_fuse(k); }
+
+  // x [..., C] (rank >= 2; f32, bf16 or f16) normalised over every axis but the last with the
+  // batch statistics; y, dy and dx are of x's shape and type, every [C] tensor is f32 (gamma, beta
+  // and the gradients dgamma, dbeta may be undefined: 1, 0, not needed).
   // Saves the batch mean and 1/sqrt(var + eps) ([C]) for backward and updates the running
   // statistics (the running variance takes the unbiased batch variance, as TF's fused kernel,
   // cuDNN and PyTorch do).
-  virtual void forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
-                             Tensor& save_mean, Tensor& save_invstd, Tensor& running_mean,
-                             Tensor& running_var) = 0;
-  virtual void forward_infer(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                             const Tensor& running_mean, const Tensor& running_var, Tensor& y) = 0;
+  void forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& save_mean,
+                     Tensor& save_invstd, Tensor& running_mean, Tensor& running_var) {
+    const int64_t C = channels(x);
+    ck_.vec("gamma", gamma, C, true);
+    ck_.vec("beta", beta, C, true);
+    ck_.vec("save_mean", save_mean, C, false);
+    ck_.vec("save_invstd", save_invstd, C, false);
+    ck_.vec("running_mean", running_mean, C, false);
+    ck_.vec("running_var", running_var, C, false);
+    ck_.like("y", y, x, x.shape());
+    forward_train_impl(rows(x, C), C, x, gamma, beta, y, save_mean, save_invstd, running_mean, running_var);
+  }
+  void forward_infer(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                     const Tensor& running_var, Tensor& y) {
+    const int64_t C = channels(x);
+    ck_.vec("gamma", gamma, C, true);
+    ck_.vec("beta", beta, C, true);
+    ck_.vec("running_mean", running_mean, C, false);
+    ck_.vec("running_var", running_var, C, false);
+    ck_.like("y", y, x, x.shape());
+    forward_infer_impl(rows(x, C), C, x, gamma, beta, running_mean, running_var, y);
+  }
   // dx, dgamma, dbeta overwritten; dx may be undefined. y (forward's output) is read only with a
   // fused activation, and may be undefined without one.
-  virtual void backward(const Tensor& x, const Tensor& y, const Tensor& gamma, const Tensor& dy,
-                        const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,
-                        Tensor& dbeta) = 0;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& gamma, const Tensor& dy, const Tensor& save_mean,
+                const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+    const int64_t C = channels(x);
+    ck_.vec("gamma", gamma, C, true);
+    ck_.vec("save_mean", save_mean, C, false);
+    ck_.vec("save_invstd", save_invstd, C, false);
+    ck_.vec("dgamma", dgamma, C, true);
+    ck_.vec("dbeta", dbeta, C, true);
+    ck_.like("dy", dy, x, x.shape());
+    if (p_.activation != ActKind::Linear) ck_.like("y", y, x, x.shape());
+    if (dx.defined()) ck_.like("dx", dx, x, x.shape());
+    backward_impl(rows(x, C), C, x, y, gamma, dy, save_mean, save_invstd, dx, dgamma, dbeta);
+  }
 
   // --- Pieces of synchronised batch norm (statistics over several replicas' batches), without a
   // fused activation. The layer reduces the [C] results across replicas between the calls; normalisation itself is
@@ -42,15 +80,80 @@ class BatchNormKernel {
   // accumulated in double (CPU) or in fixed-order reductions (CUDA).
   // sum[c] = sum over rows of (x - shift[c]), sumsq[c] = sum of (x - shift[c])^2; an undefined
   // shift means 0. (Two passes — the mean, then the centred square sum — keep the variance exact.)
-  virtual void channel_sums(const Tensor& x, const Tensor& shift, Tensor& sum, Tensor& sumsq) = 0;
+  void channel_sums(const Tensor& x, const Tensor& shift, Tensor& sum, Tensor& sumsq) {
+    const int64_t C = channels(x);
+    no_activation("channel_sums");
+    ck_.vec("shift", shift, C, true);
+    ck_.vec("sum", sum, C, false);
+    ck_.vec("sumsq", sumsq, C, false);
+    channel_sums_impl(rows(x, C), C, x, shift, sum, sumsq);
+  }
   // sum_dy[c] = sum of dy, sum_dy_xmu[c] = sum of dy * (x - mean[c]), over this replica's rows.
-  virtual void backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, Tensor& sum_dy,
-                             Tensor& sum_dy_xmu) = 0;
+  void backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, Tensor& sum_dy, Tensor& sum_dy_xmu) {
+    const int64_t C = channels(x);
+    no_activation("backward_sums");
+    ck_.like("dy", dy, x, x.shape());
+    ck_.vec("mean", mean, C, false);
+    ck_.vec("sum_dy", sum_dy, C, false);
+    ck_.vec("sum_dy_xmu", sum_dy_xmu, C, false);
+    backward_sums_impl(rows(x, C), C, x, dy, mean, sum_dy, sum_dy_xmu);
+  }
   // dx = g * invstd * (dy - sum_dy / count - (x - mean) * invstd^2 * sum_dy_xmu / count), with the
-  // sums and count over the whole (global) batch; g = gamma, or 1 when undefined.
-  virtual void backward_apply(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
-                              const Tensor& invstd, const Tensor& sum_dy, const Tensor& sum_dy_xmu, double count,
-                              Tensor& dx) = 0;
+  // sums and count over the whole (global) batch; g = gamma, or 1 when undefined. Nothing to do
+  // when dx is undefined.
+  void backward_apply(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean, const Tensor& invstd,
+                      const Tensor& sum_dy, const Tensor& sum_dy_xmu, double count, Tensor& dx) {
+    const int64_t C = channels(x);
+    no_activation("backward_apply");
+    ck_.like("dy", dy, x, x.shape());
+    ck_.vec("gamma", gamma, C, true);
+    ck_.vec("mean", mean, C, false);
+    ck_.vec("invstd", invstd, C, false);
+    ck_.vec("sum_dy", sum_dy, C, false);
+    ck_.vec("sum_dy_xmu", sum_dy_xmu, C, false);
+    if (!(count > 0)) ck_.fail("count must be positive, got ", count);
+    if (!dx.defined()) return;
+    ck_.like("dx", dx, x, x.shape());
+    backward_apply_impl(rows(x, C), C, x, dy, gamma, mean, invstd, sum_dy, sum_dy_xmu, count, dx);
+  }
+
+ protected:
+  BatchNormKernel(const OpContext& c, const Params& p) : p_(p), ck_(kName, c.device()) {
+    if (!(p.epsilon > 0)) ck_.fail("epsilon must be positive, got ", p.epsilon);
+    if (!batchnorm_can_fuse(p.activation)) ck_.fail("cannot fuse activation ", activation_name(p.activation));
+  }
+  // Called with checked arguments only; x is seen as [m, C] (m = 0 when C == 0).
+  virtual void forward_train_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                  Tensor& y, Tensor& save_mean, Tensor& save_invstd, Tensor& running_mean,
+                                  Tensor& running_var) = 0;
+  virtual void forward_infer_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                  const Tensor& running_mean, const Tensor& running_var, Tensor& y) = 0;
+  virtual void backward_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& y, const Tensor& gamma,
+                             const Tensor& dy, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
+                             Tensor& dgamma, Tensor& dbeta) = 0;
+  virtual void channel_sums_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& shift, Tensor& sum,
+                                 Tensor& sumsq) = 0;
+  virtual void backward_sums_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& dy, const Tensor& mean,
+                                  Tensor& sum_dy, Tensor& sum_dy_xmu) = 0;
+  // dx is defined.
+  virtual void backward_apply_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                                   const Tensor& mean, const Tensor& invstd, const Tensor& sum_dy,
+                                   const Tensor& sum_dy_xmu, double count, Tensor& dx) = 0;
+
+  const Params p_;
+
+ private:
+  // x's channel count; x is of a float type, and y, dy and dx must be of its type.
+  int64_t channels(const Tensor& x) const {
+    ck_.floating("x", x);
+    ck_.min_rank("x", x, 2);
+    return x.shape().back();
+  }
+  static int64_t rows(const Tensor& x, int64_t C) { return C ? x.numel() / C : 0; }
+  void no_activation(const char* piece) const {
+    if (p_.activation != ActKind::Linear) ck_.fail(piece, " takes no fused activation");
+  }
+  shape_checks::Checks ck_;
 };
 
 }  // namespace trainer

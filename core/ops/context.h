@@ -1,4 +1,4 @@
-// OpContext: what an op needs from its device (allocator, stream, library handles), one per replica.
+// OpContext: what an op needs from its device (allocator, stream, library handles), one per replica; Scratch, a kernel's grow-only memory.
 #pragma once
 #include <functional>
 #include <memory>
@@ -77,6 +77,28 @@ class OpContext {
  private:
   Device device_;
   Precision precision_;
+};
+
+// Memory a kernel keeps between calls: grown from its context's allocator when a call needs more
+// bytes than it holds, never shrunk, so a step of fixed shapes allocates only on its first call
+// (allocator_calls() counts every allocation). The pointer stays valid until a later call asks
+// for more. Replacing the block while queued GPU work still reads the old one is safe: the CUDA
+// allocator is stream-ordered on the context's one stream.
+class Scratch {
+ public:
+  void* get(OpContext& c, size_t bytes) {
+    if (!buf_.defined() || buf_.bytes() < bytes) buf_ = c.empty({int64_t(bytes > 0 ? bytes : 1)}, DType::U8);
+    return buf_.data();
+  }
+  // Room for n elements of T.
+  template <class T>
+  T* as(OpContext& c, size_t n) {
+    return static_cast<T*>(get(c, n * sizeof(T)));
+  }
+  size_t bytes() const { return buf_.defined() ? buf_.bytes() : 0; }
+
+ private:
+  Tensor buf_;
 };
 
 struct ContextOptions {

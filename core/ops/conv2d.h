@@ -1,6 +1,7 @@
 // Conv2d op family: 2-D convolution over NHWC activations with HWIO weights (Keras layout).
 #pragma once
 #include "core/ops/registry.h"
+#include "core/ops/shape_checks.h"
 #include "core/ops/window.h"
 
 namespace trainer {
@@ -37,15 +38,77 @@ inline Shape conv2d_weight_shape(int64_t in_channels, const Conv2dParams& p) {
   return {p.kh, p.kw, in_channels, p.filters};
 }
 
+// The window parameters of conv2d and depthwise_conv2d: kernel, strides and dilation of at least 1.
+inline void check_conv_window(const shape_checks::Checks& ck, int kh, int kw, int sh, int sw, int dh, int dw) {
+  if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || dh < 1 || dw < 1)
+    ck.fail("kernel ", kh, "x", kw, ", strides ", sh, "x", sw, " and dilation ", dh, "x", dw, " must be positive");
+}
+
+// The argument checks of conv2d and depthwise_conv2d (shared: only the weight shape and the output
+// channels differ, both in the geometry): activations x, y, dy, dx of one float type, weights,
+// bias and their gradients f32.
+inline void check_conv_input(const shape_checks::Checks& ck, const Tensor& x) {
+  ck.floating("x", x);
+  ck.has_rank("x", x, 4);
+}
+inline void check_conv_forward(const shape_checks::Checks& ck, const ConvGeometry& g, const Tensor& x, const Tensor& b,
+                               const Tensor& y, bool bias) {
+  if (bias) ck.shape("b", b, {g.oc});
+  ck.like("y", y, x, {g.n, g.oh, g.ow, g.oc});
+}
+inline void check_conv_backward(const shape_checks::Checks& ck, const ConvGeometry& g, const Tensor& x,
+                                const Tensor& w, const Tensor& dy, const Tensor& dx, const Tensor& dw, const Tensor& db,
+                                bool bias) {
+  ck.like("dy", dy, x, {g.n, g.oh, g.ow, g.oc});
+  ck.shape("dw", dw, w.shape());
+  if (bias) ck.shape("db", db, {g.oc});
+  if (dx.defined()) ck.like("dx", dx, x, x.shape());
+}
+
 class Conv2dKernel {
  public:
   using Params = Conv2dParams;
   static constexpr const char* kName = "conv2d";
   virtual ~Conv2dKernel() = default;
-  // x [N,H,W,C], w [KH,KW,C,F], b [F] (undefined when !bias) -> y [N,OH,OW,F]
-  virtual void forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) = 0;
-  // dw, db are overwritten; dx (overwritten) may be undefined when no input gradient is needed.
-  virtual void backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) = 0;
+  Conv2dKernel(const Conv2dKernel&) = delete;
+  Conv2dKernel& operator=(const Conv2dKernel&) = delete;
+
+  // x [N,H,W,C] (f32, bf16 or f16), w [KH,KW,C,F] f32, b [F] f32 (ignored, may be undefined,
+  // when !bias) -> y [N,OH,OW,F] of x's type.
+  void forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+    const ConvGeometry g = check(x, w);
+    check_conv_forward(ck_, g, x, b, y, p_.bias);
+    forward_impl(g, x, w, b, y);
+  }
+  // dy of y's shape and x's type; dw, db (f32) are overwritten; dx (x's type, overwritten) may be
+  // undefined when no input gradient is needed.
+  void backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) {
+    const ConvGeometry g = check(x, w);
+    check_conv_backward(ck_, g, x, w, dy, dx, dw, db, p_.bias);
+    backward_impl(g, x, w, dy, dx, dw, db);
+  }
+
+ protected:
+  Conv2dKernel(const OpContext& c, const Params& p) : p_(p), ck_(kName, c.device()) {
+    if (p.filters <= 0) ck_.fail("filters must be positive, got ", p.filters);
+    check_conv_window(ck_, p.kh, p.kw, p.sh, p.sw, p.dh, p.dw);
+  }
+  // Called with checked arguments only; g is conv2d_geometry(x.shape(), p_).
+  virtual void forward_impl(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) = 0;
+  virtual void backward_impl(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+                             Tensor& dw, Tensor& db) = 0;
+
+  const Params p_;
+
+ private:
+  ConvGeometry check(const Tensor& x, const Tensor& w) const {
+    check_conv_input(ck_, x);
+    const ConvGeometry g = conv2d_geometry(x.shape(), p_);
+    ck_.shape("w", w, conv2d_weight_shape(g.ic, p_));
+    if (g.ic == 0) ck_.fail("x has no channels");
+    return g;
+  }
+  shape_checks::Checks ck_;
 };
 
 }  // namespace trainer

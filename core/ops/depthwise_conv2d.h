@@ -43,10 +43,44 @@ class DepthwiseConv2dKernel {
   using Params = DepthwiseConv2dParams;
   static constexpr const char* kName = "depthwise_conv2d";
   virtual ~DepthwiseConv2dKernel() = default;
-  // x [N,H,W,C], w [KH,KW,C,M], b [C*M] (undefined when !bias) -> y [N,OH,OW,C*M]
-  virtual void forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) = 0;
-  // dw, db are overwritten; dx (overwritten) may be undefined when no input gradient is needed.
-  virtual void backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) = 0;
+  DepthwiseConv2dKernel(const DepthwiseConv2dKernel&) = delete;
+  DepthwiseConv2dKernel& operator=(const DepthwiseConv2dKernel&) = delete;
+
+  // x [N,H,W,C] (f32, bf16 or f16), w [KH,KW,C,M] f32, b [C*M] f32 (ignored, may be undefined,
+  // when !bias) -> y [N,OH,OW,C*M] of x's type.
+  void forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+    const ConvGeometry g = check(x, w);
+    check_conv_forward(ck_, g, x, b, y, p_.bias);
+    forward_impl(g, x, w, b, y);
+  }
+  // dy of y's shape and x's type; dw, db (f32) are overwritten; dx (x's type, overwritten) may be
+  // undefined when no input gradient is needed.
+  void backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) {
+    const ConvGeometry g = check(x, w);
+    check_conv_backward(ck_, g, x, w, dy, dx, dw, db, p_.bias);
+    backward_impl(g, x, w, dy, dx, dw, db);
+  }
+
+ protected:
+  DepthwiseConv2dKernel(const OpContext& c, const Params& p) : p_(p), ck_(kName, c.device()) {
+    if (p.multiplier <= 0) ck_.fail("depth multiplier must be positive, got ", p.multiplier);
+    check_conv_window(ck_, p.kh, p.kw, p.sh, p.sw, p.dh, p.dw);
+  }
+  // Called with checked arguments only; g is depthwise_conv2d_geometry(x.shape(), p_).
+  virtual void forward_impl(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) = 0;
+  virtual void backward_impl(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+                             Tensor& dw, Tensor& db) = 0;
+
+  const Params p_;
+
+ private:
+  ConvGeometry check(const Tensor& x, const Tensor& w) const {
+    check_conv_input(ck_, x);
+    const ConvGeometry g = depthwise_conv2d_geometry(x.shape(), p_);
+    ck_.shape("w", w, depthwise_conv2d_weight_shape(g.ic, p_));
+    return g;
+  }
+  shape_checks::Checks ck_;
 };
 
 }  // namespace trainer

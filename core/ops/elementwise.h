@@ -2,6 +2,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/ops/registry.h"
@@ -61,6 +62,13 @@ inline std::vector<int64_t> split_widths(const Tensor& dy, const std::vector<Ten
   return w;
 }
 
+// A [rows, width] tensor's place in a concatenation: columns [off, off + width) of the wide
+// tensor's last axis (concat's y, split's dy).
+struct Segment {
+  void* data;
+  int64_t off, width;
+};
+
 }  // namespace elementwise
 
 struct ElementwiseParams {};
@@ -70,20 +78,102 @@ class ElementwiseKernel {
   using Params = ElementwiseParams;
   static constexpr const char* kName = "elementwise";
   virtual ~ElementwiseKernel() = default;
-  // Element types: f32 everywhere, and on the CPU also bf16 (mixed precision activations) where
-  // noted. bf16 values are computed in f32 and rounded to nearest even once, when stored.
-  // y = sum of xs (all of y's shape and type; f32 or bf16)
-  virtual void add(const std::vector<const Tensor*>& xs, Tensor& y) = 0;
-  // y += x (same shape; each f32 or bf16, independently)
-  virtual void accumulate(const Tensor& x, Tensor& y) = 0;
-  // y = x converted to y's type (same shape; each f32 or bf16; a copy when they agree)
-  virtual void convert(const Tensor& x, Tensor& y) = 0;
+  ElementwiseKernel(const ElementwiseKernel&) = delete;
+  ElementwiseKernel& operator=(const ElementwiseKernel&) = delete;
+
+  // Element types: f32, or bf16 / f16 (mixed precision activations) where noted. Low-precision
+  // values are computed in f32 and rounded to nearest even once, when stored. The messages name
+  // the method ("add: input 2 aliases the output").
+
+  // y = sum of xs (all of y's shape and float type). Inputs 0 and 1 may be y, later ones not.
+  void add(const std::vector<const Tensor*>& xs, Tensor& y) {
+    const shape_checks::Checks ck("add", dev_);
+    ck.floating("y", y);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (!xs[i]) ck.fail("input ", i, " is null");
+      ck.like(("input " + std::to_string(i)).c_str(), *xs[i], y, y.shape());
+      if (i >= 2 && xs[i]->data() == y.data()) ck.fail("input ", i, " aliases the output");
+    }
+    add_impl(xs, y);
+  }
+  // y += x (same shape; each of a float type, independently)
+  void accumulate(const Tensor& x, Tensor& y) {
+    const shape_checks::Checks ck("accumulate", dev_);
+    ck.floating("y", y);
+    ck.floating("x", x);
+    ck.has_shape("x", x, y.shape());
+    accumulate_impl(x, y);
+  }
+  // y = x converted to y's type (each of a float type; a copy when they agree). The element
+  // counts must agree, the shapes need not (a flat copy: the tests widen a [256, 256] tensor into
+  // [65536]). Types of different sizes cannot share memory (in place would overwrite elements not
+  // yet read).
+  void convert(const Tensor& x, Tensor& y) {
+    const shape_checks::Checks ck("convert", dev_);
+    ck.floating("x", x);
+    ck.floating("y", y);
+    ck.same_numel("x", x, "y", y);
+    if (x.dtype() != y.dtype() && x.numel() && x.data() == y.data())
+      ck.fail("x (", dtype_name(x.dtype()), ") and y (", dtype_name(y.dtype()), ") share memory");
+    convert_impl(x, y);
+  }
   // y = a * y (f32)
-  virtual void scale(Tensor& y, float a) = 0;
-  // Concatenate along the last axis: y [..., sum C_i] (all of one type, f32 or bf16)
-  virtual void concat(const std::vector<const Tensor*>& xs, Tensor& y) = 0;
+  void scale(Tensor& y, float a) {
+    shape_checks::Checks("scale", dev_).dtype("y", y, DType::F32);
+    scale_impl(y, a);
+  }
+  // Concatenate along the last axis: y [..., sum C_i] (all of y's float type, equal outside the
+  // last axis).
+  void concat(const std::vector<const Tensor*>& xs, Tensor& y) {
+    const shape_checks::Checks ck("concat", dev_);
+    ck.floating("y", y);
+    if (y.shape().rank() == 0) ck.fail("y must have rank >= 1");
+    std::vector<elementwise::Segment> segs;
+    int64_t off = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (!xs[i]) ck.fail("input ", i, " is null");
+      const Tensor& x = *xs[i];
+      ck.dtype(("input " + std::to_string(i)).c_str(), x, y.dtype());
+      if (!elementwise::same_lead(x.shape(), y.shape()))
+        ck.fail("input ", i, " [", x.shape().str(), "] does not match y [", y.shape().str(), "] outside the last axis");
+      segs.push_back({x.data(), off, x.shape().back()});
+      off += x.shape().back();
+    }
+    elementwise::check_concat_width(off, y.shape().back());
+    concat_impl(segs, y);
+  }
   // The inverse: slices of dy's last axis into dxs (undefined entries are skipped; dy's type)
-  virtual void split(const Tensor& dy, const std::vector<Tensor*>& dxs) = 0;
+  void split(const Tensor& dy, const std::vector<Tensor*>& dxs) {
+    const shape_checks::Checks ck("split", dev_);
+    ck.floating("dy", dy);
+    if (dy.shape().rank() == 0) ck.fail("dy must have rank >= 1");
+    const std::vector<int64_t> w = elementwise::split_widths(dy, dxs);
+    std::vector<elementwise::Segment> segs;
+    int64_t off = 0;
+    for (size_t i = 0; i < dxs.size(); ++i) {
+      if (dxs[i] && dxs[i]->defined()) {
+        ck.dtype(("output " + std::to_string(i)).c_str(), *dxs[i], dy.dtype());
+        segs.push_back({dxs[i]->data(), off, w[i]});
+      }
+      off += w[i];
+    }
+    split_impl(dy, segs);
+  }
+
+ protected:
+  ElementwiseKernel(const OpContext& c, const Params&) : dev_(c.device()) {}
+  // Called with checked arguments only.
+  virtual void add_impl(const std::vector<const Tensor*>& xs, Tensor& y) = 0;
+  virtual void accumulate_impl(const Tensor& x, Tensor& y) = 0;
+  virtual void convert_impl(const Tensor& x, Tensor& y) = 0;
+  virtual void scale_impl(Tensor& y, float a) = 0;
+  // segs: the inputs' places in y's last axis, in order.
+  virtual void concat_impl(const std::vector<elementwise::Segment>& segs, Tensor& y) = 0;
+  // segs: the defined outputs' places in dy's last axis.
+  virtual void split_impl(const Tensor& dy, const std::vector<elementwise::Segment>& segs) = 0;
+
+ private:
+  Device dev_;
 };
 
 struct DropoutParams {
@@ -95,11 +185,41 @@ class DropoutKernel {
   using Params = DropoutParams;
   static constexpr const char* kName = "dropout";
   virtual ~DropoutKernel() = default;
-  // Inverted dropout: y = x * keep / (1 - rate). The keep mask is a pure function of
+  DropoutKernel(const DropoutKernel&) = delete;
+  DropoutKernel& operator=(const DropoutKernel&) = delete;
+
+  // Inverted dropout: y = x * keep / (1 - rate), f32. The keep mask is a pure function of
   // (seed, element index) (counter-based RNG), so backends and runs agree bit for bit; the mask
-  // (u8, x's shape) is saved for backward.
-  virtual void forward(const Tensor& x, Tensor& y, Tensor& mask, uint64_t seed) = 0;
-  virtual void backward(const Tensor& dy, const Tensor& mask, Tensor& dx) = 0;
+  // (u8, x's size) is saved for backward.
+  void forward(const Tensor& x, Tensor& y, Tensor& mask, uint64_t seed) {
+    ck_.dtype("x", x, DType::F32);
+    ck_.shape("y", y, x.shape());
+    check_mask(mask, x.shape());
+    forward_impl(x, y, mask, seed);
+  }
+  void backward(const Tensor& dy, const Tensor& mask, Tensor& dx) {
+    ck_.dtype("dy", dy, DType::F32);
+    ck_.shape("dx", dx, dy.shape());
+    check_mask(mask, dy.shape());
+    backward_impl(dy, mask, dx);
+  }
+
+ protected:
+  DropoutKernel(const OpContext& c, const Params& p) : p_(p), ck_(kName, c.device()) {
+    if (!(p.rate >= 0.0f && p.rate < 1.0f)) ck_.fail("rate must be in [0, 1), got ", p.rate);
+  }
+  // Called with checked arguments only.
+  virtual void forward_impl(const Tensor& x, Tensor& y, Tensor& mask, uint64_t seed) = 0;
+  virtual void backward_impl(const Tensor& dy, const Tensor& mask, Tensor& dx) = 0;
+
+  const Params p_;
+
+ private:
+  void check_mask(const Tensor& mask, const Shape& s) const {
+    ck_.dtype("mask", mask, DType::U8);
+    if (mask.numel() != s.numel()) ck_.fail("mask [", mask.shape().str(), "] does not match x [", s.str(), "]");
+  }
+  shape_checks::Checks ck_;
 };
 
 }  // namespace trainer

@@ -1,6 +1,7 @@
 // Optimizer update op family: fused in-place updates over the flat parameter buffer, and the finiteness check of the gradients (loss scaling).
 #pragma once
 #include "core/ops/registry.h"
+#include "core/ops/shape_checks.h"
 
 namespace trainer {
 
@@ -26,19 +27,69 @@ class OptimUpdateKernel {
   using Params = OptimUpdateParams;
   static constexpr const char* kName = "optim_update";
   virtual ~OptimUpdateKernel() = default;
-  // w, g, and the state buffers are flat f32 tensors of equal length.
+  OptimUpdateKernel(const OptimUpdateKernel&) = delete;
+  OptimUpdateKernel& operator=(const OptimUpdateKernel&) = delete;
+
+  // w, g, and the state buffers are flat f32 tensors of equal length. State buffers a
+  // configuration does not use (SGD without momentum, RMSprop without momentum or centering) may be
+  // undefined. The messages name the optimizer ("adam: m is undefined").
   // SGD (PyTorch/Keras form): v = momentum*v + g'; w -= lr * (nesterov ? g' + momentum*v : v),
-  // where g' = g*scale + wd*w.
-  virtual void sgd(Tensor& w, const Tensor& g, Tensor& velocity, const SgdStep& s) = 0;
+  // where g' = g*scale + wd*w. Without a velocity (momentum 0 only): w -= lr*g'.
+  void sgd(Tensor& w, const Tensor& g, Tensor& velocity, const SgdStep& s) {
+    const shape_checks::Checks ck("sgd", dev_);
+    check_wg(ck, w, g);
+    check_state(ck, "velocity", velocity, w, s.momentum != 0.0f);
+    sgd_impl(w, g, velocity, s);
+  }
   // Adam(W): m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2; w -= lr * (m/bias1) / (sqrt(v/bias2) + eps)
-  virtual void adam(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) = 0;
+  void adam(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) {
+    const shape_checks::Checks ck("adam", dev_);
+    check_wg(ck, w, g);
+    check_state(ck, "m", m, w, true);
+    check_state(ck, "v", v, w, true);
+    if (!(s.bias1 > 0.0f) || !(s.bias2 > 0.0f)) ck.fail("bias corrections must be positive (step >= 1)");
+    adam_impl(w, g, m, v, s);
+  }
   // RMSprop (Keras): ms = rho ms + (1-rho) g'^2 [mg = rho mg + (1-rho) g' when centered];
   // denom = sqrt(ms - mg^2) + eps; with momentum: mom = momentum*mom + lr g'/denom, w -= mom;
   // without: w -= lr g'/denom.
-  virtual void rmsprop(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, Tensor& mg, const RmspropStep& s) = 0;
+  void rmsprop(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, Tensor& mg, const RmspropStep& s) {
+    const shape_checks::Checks ck("rmsprop", dev_);
+    check_wg(ck, w, g);
+    check_state(ck, "ms", ms, w, true);
+    check_state(ck, "mom", mom, w, s.momentum != 0.0f);
+    check_state(ck, "mg", mg, w, s.centered);
+    rmsprop_impl(w, g, ms, mom, mg, s);
+  }
   // Whether every element of the flat f32 tensor g is finite (no inf, no NaN); waits for the
   // device. A logical AND: the same answer whatever the order, on every backend.
-  virtual bool all_finite(const Tensor& g) = 0;
+  bool all_finite(const Tensor& g) {
+    shape_checks::Checks("all_finite", dev_).dtype("g", g, DType::F32);
+    return all_finite_impl(g);
+  }
+
+ protected:
+  OptimUpdateKernel(const OpContext& c, const Params&) : dev_(c.device()) {}
+  // Called with checked arguments only: sgd_impl's velocity is defined iff it is used (momentum
+  // != 0, or given); rmsprop_impl reads mom only when s.momentum != 0 and mg only when centered.
+  virtual void sgd_impl(Tensor& w, const Tensor& g, Tensor& velocity, const SgdStep& s) = 0;
+  virtual void adam_impl(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) = 0;
+  virtual void rmsprop_impl(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, Tensor& mg, const RmspropStep& s) = 0;
+  virtual bool all_finite_impl(const Tensor& g) = 0;
+
+ private:
+  static void check_wg(const shape_checks::Checks& ck, const Tensor& w, const Tensor& g) {
+    ck.dtype("w", w, DType::F32);
+    ck.dtype("g", g, DType::F32);
+    ck.same_numel("g", g, "w", w);
+  }
+  static void check_state(const shape_checks::Checks& ck, const char* name, const Tensor& t, const Tensor& w,
+                          bool needed) {
+    if (!needed && !t.defined()) return;
+    ck.dtype(name, t, DType::F32);
+    ck.same_numel(name, t, "w", w);
+  }
+  Device dev_;
 };
 
 }  // namespace trainer

@@ -1,6 +1,7 @@
 // Pad2d op family: constant-zero spatial padding of NHWC activations (Keras ZeroPadding2D); backward crops.
 #pragma once
 #include "core/ops/registry.h"
+#include "core/ops/shape_checks.h"
 
 namespace trainer {
 
@@ -17,10 +18,40 @@ class Pad2dKernel {
   using Params = Pad2dParams;
   static constexpr const char* kName = "pad2d";
   virtual ~Pad2dKernel() = default;
-  // x [N,H,W,C] -> y [N,H+top+bottom,W+left+right,C], zeros around a copy of x.
-  virtual void forward(const Tensor& x, Tensor& y) = 0;
+  Pad2dKernel(const Pad2dKernel&) = delete;
+  Pad2dKernel& operator=(const Pad2dKernel&) = delete;
+
+  // x [N,H,W,C] (f32, bf16 or f16) -> y [N,H+top+bottom,W+left+right,C] of x's type, zeros
+  // around a copy of x.
+  void forward(const Tensor& x, Tensor& y) {
+    ck_.floating("x", x);
+    ck_.has_rank("x", x, 4);
+    ck_.like("y", y, x, output_shape(x.shape()));
+    forward_impl(x, y);
+  }
   // dx [N,H,W,C] (overwritten) = the interior of dy, where x was copied to.
-  virtual void backward(const Tensor& dy, Tensor& dx) = 0;
+  void backward(const Tensor& dy, Tensor& dx) {
+    ck_.floating("dx", dx);
+    ck_.has_rank("dx", dx, 4);
+    ck_.like("dy", dy, dx, output_shape(dx.shape()));
+    backward_impl(dy, dx);
+  }
+
+ protected:
+  Pad2dKernel(const OpContext& c, const Params& p) : p_(p), ck_(kName, c.device()) {
+    if (p.top < 0 || p.bottom < 0 || p.left < 0 || p.right < 0)
+      ck_.fail("padding ", p.top, "/", p.bottom, " x ", p.left, "/", p.right, " must not be negative");
+  }
+  // Called with checked arguments only.
+  virtual void forward_impl(const Tensor& x, Tensor& y) = 0;
+  virtual void backward_impl(const Tensor& dy, Tensor& dx) = 0;
+
+  Shape output_shape(const Shape& x) const { return pad2d_output_shape(x.without_batch(), p_).with_batch(x[0]); }
+
+  const Params p_;
+
+ private:
+  shape_checks::Checks ck_;
 };
 
 }  // namespace trainer

@@ -1,4 +1,4 @@
-// Shape checks shared by the CPU and CUDA kernels (plain std::string messages: this header also builds under nvcc).
+// Argument checks that every op header runs once before a backend computes (one message style, std::invalid_argument; also builds under nvcc).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -11,8 +11,8 @@
 
 namespace trainer::shape_checks {
 
-// Throws std::invalid_argument with the arguments written one after another (as cpu::fail and
-// cuda::fail do; integers and strings only, so both backends word a message the same way).
+// Throws std::invalid_argument with the arguments written one after another (integers, floats and
+// strings only: the same words on every backend).
 template <class... A>
 [[noreturn]] void fail(const A&... a) {
   std::ostringstream o;
@@ -20,19 +20,87 @@ template <class... A>
   throw std::invalid_argument(o.str());
 }
 
-inline void require_same_numel(const char* op, const char* a, const Tensor& ta, const char* b, const Tensor& tb) {
-  if (ta.numel() != tb.numel())
-    fail(op, ": ", a, " [", ta.shape().str(), "] and ", b, " [", tb.shape().str(), "] differ in size");
-}
-
-inline void require_min_rank(const char* op, const char* name, const Tensor& t, size_t rank) {
-  if (t.shape().rank() < rank) fail(op, ": ", name, " must have rank >= ", rank, ", got [", t.shape().str(), "]");
-}
-
 // {rows, C}: the [rows, C] view of a tensor whose last axis is C (rows = 0 when C == 0).
 inline std::pair<int64_t, int64_t> rows_by_last(const Tensor& t) {
   int64_t C = t.shape().back();
   return {C ? t.numel() / C : 0, C};
 }
+
+inline bool is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
+
+// Whether a tensor on `t` is memory a kernel of `kernel` reads: the same GPU, or host memory for a
+// CPU kernel (every CPU replica addresses the one host memory, whatever its index).
+inline bool reachable(Device t, Device kernel) {
+  return t.kind == kernel.kind && (kernel.is_cpu() || t.index == kernel.index);
+}
+
+// The checks of one op's calls: the op's name starts every message, and every tensor must be on
+// the kernel's device. Each check names the argument it refuses:
+//   "conv2d: w has shape [3x3x4x8], expected [3x3x2x8]".
+class Checks {
+ public:
+  Checks(const char* op, Device dev) : op_(op), dev_(dev) {}
+
+  const char* op() const { return op_; }
+  Device device() const { return dev_; }
+
+  template <class... A>
+  [[noreturn]] void fail(const A&... a) const {
+    shape_checks::fail(op_, ": ", a...);
+  }
+
+  void defined(const char* name, const Tensor& t) const {
+    if (!t.defined()) fail(name, " is undefined");
+  }
+  void on_device(const char* name, const Tensor& t) const {
+    if (!reachable(t.device(), dev_))
+      fail(name, " is on ", t.device().str(), ", not ", dev_.is_cpu() ? std::string("the CPU") : dev_.str());
+  }
+  // Defined, of type `dt`, on the device.
+  void dtype(const char* name, const Tensor& t, DType dt) const {
+    defined(name, t);
+    if (t.dtype() != dt) fail(name, " must be ", dtype_name(dt), ", got ", dtype_name(t.dtype()));
+    on_device(name, t);
+  }
+  // Defined, of a floating type (f32, or bf16 / f16 under mixed precision), on the device; returns
+  // the type. (A backend without some type refuses it itself, as a capability.)
+  DType floating(const char* name, const Tensor& t) const {
+    defined(name, t);
+    if (!is_float(t.dtype())) fail(name, " must be f32, bf16 or f16, got ", dtype_name(t.dtype()));
+    on_device(name, t);
+    return t.dtype();
+  }
+  void has_shape(const char* name, const Tensor& t, const Shape& want) const {
+    if (t.shape() != want) fail(name, " has shape [", t.shape().str(), "], expected [", want.str(), "]");
+  }
+  // Of type `dt` and shape `want`.
+  void shape(const char* name, const Tensor& t, const Shape& want, DType dt = DType::F32) const {
+    dtype(name, t, dt);
+    has_shape(name, t, want);
+  }
+  // Of `like`'s type (the activations of one call share a type) and of shape `want`.
+  void like(const char* name, const Tensor& t, const Tensor& like, const Shape& want) const {
+    shape(name, t, want, like.dtype());
+  }
+  void has_rank(const char* name, const Tensor& t, size_t rank) const {
+    if (t.shape().rank() != rank) fail(name, " must have rank ", rank, ", got [", t.shape().str(), "]");
+  }
+  void min_rank(const char* name, const Tensor& t, size_t rank) const {
+    if (t.shape().rank() < rank) fail(name, " must have rank >= ", rank, ", got [", t.shape().str(), "]");
+  }
+  void same_numel(const char* a, const Tensor& ta, const char* b, const Tensor& tb) const {
+    if (ta.numel() != tb.numel())
+      fail(a, " [", ta.shape().str(), "] and ", b, " [", tb.shape().str(), "] differ in size");
+  }
+  // An f32 [C] vector; `optional` ones may be undefined.
+  void vec(const char* name, const Tensor& t, int64_t C, bool optional) const {
+    if (optional && !t.defined()) return;
+    shape(name, t, {C});
+  }
+
+ private:
+  const char* op_;
+  Device dev_;
+};
 
 }  // namespace trainer::shape_checks

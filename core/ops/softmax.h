@@ -1,6 +1,9 @@
 // Softmax op family: softmax over the last axis, and fused softmax cross-entropy with accuracy.
 #pragma once
+#include <utility>
+
 #include "core/ops/registry.h"
+#include "core/ops/shape_checks.h"
 
 namespace trainer {
 
@@ -23,14 +26,63 @@ class SoftmaxKernel {
   using Params = SoftmaxParams;
   static constexpr const char* kName = "softmax";
   virtual ~SoftmaxKernel() = default;
-  // y = softmax(x) over the last axis
-  virtual void forward(const Tensor& x, Tensor& y) = 0;
+  SoftmaxKernel(const SoftmaxKernel&) = delete;
+  SoftmaxKernel& operator=(const SoftmaxKernel&) = delete;
+
+  // y = softmax(x) over the last axis (f32, rank >= 1)
+  void forward(const Tensor& x, Tensor& y) {
+    const shape_checks::Checks ck(kName, dev_);
+    const auto [rows, C] = rows_of(ck, "x", x);
+    ck.shape("y", y, x.shape());
+    forward_impl(rows, C, x, y);
+  }
   // dx = y * (dy - sum(dy * y)) over the last axis
-  virtual void backward(const Tensor& y, const Tensor& dy, Tensor& dx) = 0;
-  // Cross-entropy of softmax(logits) [N,C] against labels: i32 class indices [N] or f32
+  void backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
+    const shape_checks::Checks ck(kName, dev_);
+    const auto [rows, C] = rows_of(ck, "y", y);
+    ck.shape("dy", dy, y.shape());
+    ck.shape("dx", dx, y.shape());
+    backward_impl(rows, C, y, dy, dx);
+  }
+  // Cross-entropy of softmax(logits) [N,C] (f32) against labels: i32 class indices [N] or f32
   // probabilities (one-hot) [N,C]. Writes dlogits = (softmax - target) * grad_scale when
-  // dlogits is defined (grad_scale is 1/global batch for a mean loss).
-  virtual LossStats cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float grad_scale) = 0;
+  // dlogits is defined (grad_scale is 1/global batch for a mean loss). A class index outside
+  // [0, C) throws std::out_of_range naming the sample.
+  LossStats cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float grad_scale) {
+    const shape_checks::Checks ck("cross_entropy", dev_);
+    ck.dtype("logits", logits, DType::F32);
+    ck.has_rank("logits", logits, 2);
+    const int64_t N = logits.dim(0), C = logits.dim(1);
+    if (C == 0) ck.fail("logits have no classes");
+    ck.defined("labels", labels);
+    const bool sparse = labels.dtype() == DType::I32;
+    if (sparse) {
+      ck.on_device("labels", labels);
+      if (labels.shape() != Shape{N})
+        ck.fail("i32 labels have shape [", labels.shape().str(), "], expected [", N, "]");
+    } else {
+      ck.shape("labels", labels, logits.shape());
+    }
+    if (dlogits.defined()) ck.shape("dlogits", dlogits, logits.shape());
+    return cross_entropy_impl(N, C, sparse, logits, labels, dlogits, grad_scale);
+  }
+
+ protected:
+  SoftmaxKernel(const OpContext& c, const Params&) : dev_(c.device()) {}
+  // Called with checked arguments only: x (y) seen as [rows, C] (rows = 0 when C == 0); logits
+  // [N, C] with C >= 1, labels i32 [N] when sparse, else f32 [N, C].
+  virtual void forward_impl(int64_t rows, int64_t C, const Tensor& x, Tensor& y) = 0;
+  virtual void backward_impl(int64_t rows, int64_t C, const Tensor& y, const Tensor& dy, Tensor& dx) = 0;
+  virtual LossStats cross_entropy_impl(int64_t N, int64_t C, bool sparse, const Tensor& logits, const Tensor& labels,
+                                       Tensor& dlogits, float grad_scale) = 0;
+
+ private:
+  static std::pair<int64_t, int64_t> rows_of(const shape_checks::Checks& ck, const char* name, const Tensor& t) {
+    ck.dtype(name, t, DType::F32);
+    ck.min_rank(name, t, 1);
+    return shape_checks::rows_by_last(t);
+  }
+  Device dev_;
 };
 
 }  // namespace trainer

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "core/ops/activation.h"
-#include "core/ops/activation_math.h"
+#include "core/ops/math/activation_math.h"
 #include "core/ops/cpu/cpu_bf16.h"
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
@@ -28,16 +28,16 @@ void map2(const T* v, const T* g, T* o, int64_t n, F f) {
 
 class CpuActivation final : public ActivationKernel {
  public:
-  CpuActivation(OpContext& ctx, const ActivationParams& p) : c_(ctx), p_(p) {}
+  CpuActivation(OpContext& ctx, const ActivationParams& p) : ActivationKernel(ctx, p), c_(ctx) {}
 
-  void forward(const Tensor& x, Tensor& y) override {
-    DType dt = cpu::float_dtype("activation", "x", x);
-    cpu::require_shape("activation", "y", y, x.shape(), dt);
+ private:
+  void forward_impl(const Tensor& x, Tensor& y) override {
+    cpu::refuse_f16(kName, "x", x);
     if (p_.kind == ActKind::Linear) {
       if (y.data() != x.data()) c_.copy(y.data(), x.data(), x.bytes());
       return;
     }
-    cpu::dispatch_float("activation", "x", x, [&](auto t) {
+    cpu::dispatch_float(kName, "x", x, [&](auto t) {
       using T = decltype(t);
       const T* a = x.as<T>();
       T* o = y.as<T>();
@@ -61,18 +61,13 @@ class CpuActivation final : public ActivationKernel {
     });
   }
 
-  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) override {
-    const bool uses_y = backward_reads_y(p_.kind);
-    const Tensor& in = uses_y ? y : x;
-    const char* in_name = uses_y ? "y" : "x";
-    DType dt = cpu::float_dtype("activation", in_name, in);
-    cpu::require_shape("activation", "dy", dy, in.shape(), dt);
-    cpu::require_shape("activation", "dx", dx, in.shape(), dt);
+  void backward_impl(const Tensor& in, const Tensor& dy, Tensor& dx) override {
+    cpu::refuse_f16(kName, "dy", dy);
     if (p_.kind == ActKind::Linear) {
       if (dx.data() != dy.data()) c_.copy(dx.data(), dy.data(), dy.bytes());
       return;
     }
-    cpu::dispatch_float("activation", in_name, in, [&](auto t) {
+    cpu::dispatch_float(kName, "dy", dy, [&](auto t) {
       using T = decltype(t);
       const T* v = in.as<T>();  // dx may alias dy
       const T* g = dy.as<T>();
@@ -97,9 +92,7 @@ class CpuActivation final : public ActivationKernel {
     });
   }
 
- private:
   OpContext& c_;
-  ActivationParams p_;
 };
 
 static RegisterKernel<ActivationKernel, CpuActivation> reg(DeviceKind::CPU);

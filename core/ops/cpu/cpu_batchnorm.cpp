@@ -5,9 +5,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/ops/activation_math.h"
+#include "core/ops/math/activation_math.h"
 #include "core/ops/batchnorm.h"
-#include "core/ops/batchnorm_math.h"
+#include "core/ops/math/batchnorm_math.h"
 #include "core/ops/cpu/cpu_bf16.h"
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
@@ -147,26 +147,13 @@ void apply_dx(const T* x, const T* dy, const T* y, Clamp bounds, const float* me
 
 class CpuBatchNorm final : public BatchNormKernel {
  public:
-  CpuBatchNorm(OpContext&, const BatchNormParams& p) : p_(p), act_(act::clamp_of(p.activation)) {
-    if (!(p.epsilon > 0)) cpu::fail("batchnorm: epsilon must be positive, got {}", p.epsilon);
-    if (!can_fuse(p.activation)) cpu::fail("batchnorm: cannot fuse activation {}", activation_name(p.activation));
-  }
+  CpuBatchNorm(OpContext& ctx, const BatchNormParams& p)
+      : BatchNormKernel(ctx, p), act_(act::clamp_of(p.activation)) {}
 
-  bool can_fuse(ActKind k) const override {
-    return k == ActKind::Linear || k == ActKind::Relu || k == ActKind::Relu6;
-  }
-
-  void forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& save_mean,
-                     Tensor& save_invstd, Tensor& running_mean, Tensor& running_var) override {
-    int64_t C = channels(x);
-    int64_t m = C ? x.numel() / C : 0;
-    check_vec("gamma", gamma, C, true);
-    check_vec("beta", beta, C, true);
-    check_vec("save_mean", save_mean, C, false);
-    check_vec("save_invstd", save_invstd, C, false);
-    check_vec("running_mean", running_mean, C, false);
-    check_vec("running_var", running_var, C, false);
-    cpu::require_shape("batchnorm", "y", y, x.shape(), x.dtype());
+ private:
+  void forward_train_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                          Tensor& save_mean, Tensor& save_invstd, Tensor& running_mean, Tensor& running_var) override {
+    cpu::refuse_f16(kName, "x", x);
     if (C == 0) return;
     float* mean = save_mean.f32();
     float* invstd = save_invstd.f32();
@@ -202,15 +189,9 @@ class CpuBatchNorm final : public BatchNormKernel {
     });
   }
 
-  void forward_infer(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
-                     const Tensor& running_var, Tensor& y) override {
-    int64_t C = channels(x);
-    int64_t m = C ? x.numel() / C : 0;
-    check_vec("gamma", gamma, C, true);
-    check_vec("beta", beta, C, true);
-    check_vec("running_mean", running_mean, C, false);
-    check_vec("running_var", running_var, C, false);
-    cpu::require_shape("batchnorm", "y", y, x.shape(), x.dtype());
+  void forward_infer_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                          const Tensor& running_mean, const Tensor& running_var, Tensor& y) override {
+    cpu::refuse_f16(kName, "x", x);
     if (m == 0 || C == 0) return;
     std::vector<float> a(C), b(C);
     for (int64_t c = 0; c < C; ++c) {
@@ -228,18 +209,10 @@ class CpuBatchNorm final : public BatchNormKernel {
     });
   }
 
-  void backward(const Tensor& x, const Tensor& y, const Tensor& gamma, const Tensor& dy, const Tensor& save_mean,
-                const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) override {
-    int64_t C = channels(x);
-    int64_t m = C ? x.numel() / C : 0;
-    check_vec("gamma", gamma, C, true);
-    check_vec("save_mean", save_mean, C, false);
-    check_vec("save_invstd", save_invstd, C, false);
-    check_vec("dgamma", dgamma, C, true);
-    check_vec("dbeta", dbeta, C, true);
-    cpu::require_shape("batchnorm", "dy", dy, x.shape(), x.dtype());
-    if (dx.defined()) cpu::require_shape("batchnorm", "dx", dx, x.shape(), x.dtype());
-    if (p_.activation != ActKind::Linear) cpu::require_shape("batchnorm", "y", y, x.shape(), x.dtype());
+  void backward_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& y, const Tensor& gamma, const Tensor& dy,
+                     const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,
+                     Tensor& dbeta) override {
+    cpu::refuse_f16(kName, "x", x);
     if (C == 0) return;
     if (m == 0) {
       if (dgamma.defined()) std::memset(dgamma.data(), 0, dgamma.bytes());
@@ -258,11 +231,9 @@ class CpuBatchNorm final : public BatchNormKernel {
 
   // --- Synchronised batch norm pieces (see batchnorm.h).
 
-  void channel_sums(const Tensor& x, const Tensor& shift, Tensor& sum, Tensor& sumsq) override {
-    const int64_t C = channels(x), m = C ? x.numel() / C : 0;
-    check_vec("shift", shift, C, true);
-    check_vec("sum", sum, C, false);
-    check_vec("sumsq", sumsq, C, false);
+  void channel_sums_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& shift, Tensor& sum,
+                         Tensor& sumsq) override {
+    cpu::refuse_f16(kName, "x", x);
     if (C == 0) return;
     if (m == 0) {
       std::fill(sum.f32(), sum.f32() + C, 0.0f);
@@ -282,14 +253,9 @@ class CpuBatchNorm final : public BatchNormKernel {
     }
   }
 
-  void backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, Tensor& sum_dy,
-                     Tensor& sum_dy_xmu) override {
-    const int64_t C = channels(x), m = C ? x.numel() / C : 0;
-    no_activation("backward_sums");
-    cpu::require_shape("batchnorm", "dy", dy, x.shape(), x.dtype());
-    check_vec("mean", mean, C, false);
-    check_vec("sum_dy", sum_dy, C, false);
-    check_vec("sum_dy_xmu", sum_dy_xmu, C, false);
+  void backward_sums_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& dy, const Tensor& mean, Tensor& sum_dy,
+                          Tensor& sum_dy_xmu) override {
+    cpu::refuse_f16(kName, "x", x);
     if (C == 0) return;
     if (m == 0) {
       std::fill(sum_dy.f32(), sum_dy.f32() + C, 0.0f);
@@ -306,19 +272,10 @@ class CpuBatchNorm final : public BatchNormKernel {
     }
   }
 
-  void backward_apply(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean, const Tensor& invstd,
-                      const Tensor& sum_dy, const Tensor& sum_dy_xmu, double count, Tensor& dx) override {
-    const int64_t C = channels(x), m = C ? x.numel() / C : 0;
-    no_activation("backward_apply");
-    cpu::require_shape("batchnorm", "dy", dy, x.shape(), x.dtype());
-    check_vec("gamma", gamma, C, true);
-    check_vec("mean", mean, C, false);
-    check_vec("invstd", invstd, C, false);
-    check_vec("sum_dy", sum_dy, C, false);
-    check_vec("sum_dy_xmu", sum_dy_xmu, C, false);
-    if (!(count > 0)) cpu::fail("batchnorm: count must be positive, got {}", count);
-    if (!dx.defined()) return;
-    cpu::require_shape("batchnorm", "dx", dx, x.shape(), x.dtype());
+  void backward_apply_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                           const Tensor& mean, const Tensor& invstd, const Tensor& sum_dy, const Tensor& sum_dy_xmu,
+                           double count, Tensor& dx) override {
+    cpu::refuse_f16(kName, "x", x);
     if (m == 0 || C == 0) return;
     // dx = p*dy + q*(x - mean) + r (bn::apply_coef: as in backward, whose sums and count are this batch's).
     std::vector<float> pa(C), qa(C), ra(C);
@@ -336,7 +293,6 @@ class CpuBatchNorm final : public BatchNormKernel {
     });
   }
 
- private:
   // backward for element type T, with (A) or without a fused activation.
   template <bool A, class T>
   void backward_as(const Tensor& x, const Tensor& y, const Tensor& gamma, const Tensor& dy, const float* mean,
@@ -358,21 +314,6 @@ class CpuBatchNorm final : public BatchNormKernel {
     if (dx.defined())
       apply_dx<A>(x.as<T>(), dy.as<T>(), yp, act_, mean, pa.data(), qa.data(), ra.data(), dx.as<T>(), m, C);
   }
-  // x's channel count; x is f32 or bf16, and y, dy and dx must be of its type (the [C] tensors are
-  // f32 either way).
-  static int64_t channels(const Tensor& x) {
-    cpu::float_dtype("batchnorm", "x", x);
-    shape_checks::require_min_rank("batchnorm", "x", x, 2);
-    return x.shape().back();
-  }
-  void no_activation(const char* piece) const {
-    if (p_.activation != ActKind::Linear) cpu::fail("batchnorm: {} takes no fused activation", piece);
-  }
-  static void check_vec(const char* name, const Tensor& t, int64_t C, bool optional) {
-    if (optional && !t.defined()) return;
-    cpu::require_shape("batchnorm", name, t, {C});
-  }
-  BatchNormParams p_;
   Clamp act_;  // the fused activation's bounds
 };
 

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "core/ops/cpu/cpu_util.h"
-#include "core/ops/half_bits.h"
+#include "core/ops/math/half_bits.h"
 
 namespace trainer::cpu {
 

@@ -107,16 +107,11 @@ class Bf16Dense {
 
 class CpuDense final : public DenseKernel {
  public:
-  CpuDense(OpContext& ctx, const DenseParams& p) : c_(cpu_context(ctx)), p_(p) {
-    if (p.units <= 0) cpu::fail("dense: units must be positive, got {}", p.units);
-  }
+  CpuDense(OpContext& ctx, const DenseParams& p) : DenseKernel(ctx, p), c_(cpu_context(ctx)) {}
 
-  void forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
-    const std::pair<int64_t, int64_t> nk = check(x, w);  // no structured binding: clang < 16 can't capture it in OpenMP
-    const int64_t n = nk.first, k = nk.second;
-    int64_t u = p_.units;
-    if (p_.bias) cpu::require_shape("dense", "b", b, {u});
-    cpu::require_shape("dense", "y", y, out_shape(x));
+ private:
+  void forward_impl(int64_t n, int64_t k, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
+    const int64_t u = p_.units;
     if (n == 0) return;
     if (c_.bf16()) return bf16(n, k).forward(x, w, p_.bias ? b : Tensor(), y);
     float* yp = y.f32();
@@ -128,13 +123,9 @@ class CpuDense final : public DenseKernel {
     gemm('N', 'N', n, u, k, x.f32(), k, w.f32(), u, p_.bias ? 1.0f : 0.0f, yp, u);
   }
 
-  void backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) override {
-    auto [n, k] = check(x, w);
-    int64_t u = p_.units;
-    cpu::require_shape("dense", "dy", dy, out_shape(x));
-    cpu::require_shape("dense", "dw", dw, {k, u});
-    if (p_.bias) cpu::require_shape("dense", "db", db, {u});
-    if (dx.defined()) cpu::require_shape("dense", "dx", dx, x.shape());
+  void backward_impl(int64_t n, int64_t k, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                     Tensor& db) override {
+    const int64_t u = p_.units;
     if (n == 0) {
       std::memset(dw.data(), 0, dw.bytes());
       if (p_.bias) std::memset(db.data(), 0, db.bytes());
@@ -155,26 +146,11 @@ class CpuDense final : public DenseKernel {
     }
   }
 
- private:
-  std::pair<int64_t, int64_t> check(const Tensor& x, const Tensor& w) const {
-    cpu::require_f32("dense", "x", x);
-    shape_checks::require_min_rank("dense", "x", x, 2);
-    auto [rows, k] = shape_checks::rows_by_last(x);
-    cpu::require_shape("dense", "w", w, {k, p_.units});
-    return {rows, k};
-  }
-  // x [..., K] -> [..., units] (Keras applies Dense to the last axis).
-  Shape out_shape(const Tensor& x) const {
-    std::vector<int64_t> d = x.shape().dims();
-    d.back() = p_.units;
-    return Shape(std::move(d));
-  }
   Bf16Dense& bf16(int64_t n, int64_t k) {
     return plans_.get({n, k}, [&] { return Bf16Dense(c_, n, k, p_.units, p_.bias); });
   }
 
   CpuContext& c_;
-  DenseParams p_;
   cpu::ShapeCache<Bf16Dense> plans_;  // bf16 only: one per [rows, K]
 };
 

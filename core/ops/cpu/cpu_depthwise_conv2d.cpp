@@ -22,44 +22,22 @@ namespace {
 
 class CpuDepthwiseConv2d final : public DepthwiseConv2dKernel {
  public:
-  CpuDepthwiseConv2d(OpContext& ctx, const DepthwiseConv2dParams& p) : p_(p), conv_(cpu_context(ctx), config(p)) {
-    if (p.multiplier <= 0) cpu::fail("depthwise_conv2d: depth multiplier must be positive, got {}", p.multiplier);
-    if (p.kh < 1 || p.kw < 1 || p.sh < 1 || p.sw < 1 || p.dh < 1 || p.dw < 1)
-      cpu::fail("depthwise_conv2d: kernel {}x{}, strides {}x{} and dilation {}x{} must be positive", p.kh, p.kw, p.sh,
-                p.sw, p.dh, p.dw);
-  }
-
-  void forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
-    ConvGeometry g = check(x, w, b, p_.bias);
-    cpu::require_shape(kOp, "y", y, {g.n, g.oh, g.ow, g.oc}, x.dtype());
-    conv_.forward(g, x, w, b, y);
-  }
-
-  void backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) override {
-    ConvGeometry g = check(x, w, Tensor(), false);
-    cpu::require_shape(kOp, "dy", dy, {g.n, g.oh, g.ow, g.oc}, x.dtype());
-    cpu::require_shape(kOp, "dw", dw, w.shape());
-    if (p_.bias) cpu::require_shape(kOp, "db", db, {g.oc});
-    if (dx.defined()) cpu::require_shape(kOp, "dx", dx, x.shape(), x.dtype());
-    conv_.backward(g, x, w, dy, dx, dw, db);
-  }
+  CpuDepthwiseConv2d(OpContext& ctx, const DepthwiseConv2dParams& p)
+      : DepthwiseConv2dKernel(ctx, p), conv_(cpu_context(ctx), config(p)) {}
 
  private:
-  static constexpr const char* kOp = "depthwise_conv2d";
+  void forward_impl(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
+    conv_.forward(g, x, w, b, y);
+  }
+  void backward_impl(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                     Tensor& db) override {
+    conv_.backward(g, x, w, dy, dx, dw, db);
+  }
 
   static cpu::OnednnConvConfig config(const DepthwiseConv2dParams& p) {
     return {true, dnnl::memory::format_tag::hwigo, p.kh, p.kw, p.sh, p.sw, p.dh, p.dw, p.bias};
   }
 
-  ConvGeometry check(const Tensor& x, const Tensor& w, const Tensor& b, bool need_bias) const {
-    cpu::require_rank(kOp, "x", x, 4, cpu::float_dtype(kOp, "x", x));  // y, dy, dx: x's type
-    ConvGeometry g = depthwise_conv2d_geometry(x.shape(), p_);
-    cpu::require_shape(kOp, "w", w, depthwise_conv2d_weight_shape(g.ic, p_));
-    if (need_bias) cpu::require_shape(kOp, "b", b, {g.oc});
-    return g;
-  }
-
-  DepthwiseConv2dParams p_;
   cpu::OnednnConv conv_;
 };
 

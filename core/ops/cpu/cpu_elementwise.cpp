@@ -8,7 +8,7 @@
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
 #include "core/ops/elementwise.h"
-#include "core/ops/philox.h"
+#include "core/ops/math/philox.h"
 
 namespace trainer {
 namespace {
@@ -43,16 +43,13 @@ void sum_into(const std::vector<const T*>& in, T* y, int64_t n) {
 
 class CpuElementwise final : public ElementwiseKernel {
  public:
-  CpuElementwise(OpContext&, const ElementwiseParams&) {}
+  CpuElementwise(OpContext& ctx, const ElementwiseParams& p) : ElementwiseKernel(ctx, p) {}
 
-  void add(const std::vector<const Tensor*>& xs, Tensor& y) override {
-    DType dt = cpu::float_dtype("add", "y", y);
-    for (size_t i = 0; i < xs.size(); ++i) {
-      if (!xs[i]) cpu::fail("add: input {} is null", i);
-      cpu::require_shape("add", ("input " + std::to_string(i)).c_str(), *xs[i], y.shape(), dt);
-      // Inputs 0 and 1 may be y, later ones not: harmless here, but both backends accept the same calls.
-      if (i >= 2 && xs[i]->data() == y.data()) cpu::fail("add: input {} aliases the output", i);
-    }
+ private:
+  // f16 operands are refused by dispatch_float or explicitly (a capability: the CPU stores f32 and
+  // bf16 only).
+  void add_impl(const std::vector<const Tensor*>& xs, Tensor& y) override {
+    cpu::refuse_f16("add", "y", y);
     if (xs.empty()) {
       std::memset(y.data(), 0, y.bytes());
       return;
@@ -69,9 +66,7 @@ class CpuElementwise final : public ElementwiseKernel {
     });
   }
 
-  void accumulate(const Tensor& x, Tensor& y) override {
-    cpu::float_dtype("accumulate", "y", y);
-    cpu::require_shape("accumulate", "x", x, y.shape(), cpu::float_dtype("accumulate", "x", x));
+  void accumulate_impl(const Tensor& x, Tensor& y) override {
     cpu::dispatch_float("accumulate", "y", y, [&](auto ty) {
       cpu::dispatch_float("accumulate", "x", x, [&](auto tx) {
         using Y = decltype(ty);
@@ -85,17 +80,15 @@ class CpuElementwise final : public ElementwiseKernel {
     });
   }
 
-  void convert(const Tensor& x, Tensor& y) override {
-    DType dx = cpu::float_dtype("convert", "x", x), dy = cpu::float_dtype("convert", "y", y);
-    cpu::require_same_numel("convert", "x", x, "y", y);
-    if (dx == dy) {
+  void convert_impl(const Tensor& x, Tensor& y) override {
+    cpu::refuse_f16("convert", "x", x);
+    cpu::refuse_f16("convert", "y", y);
+    if (x.dtype() == y.dtype()) {
       if (x.data() != y.data()) std::memcpy(y.data(), x.data(), y.bytes());
       return;
     }
-    if (x.numel() && x.data() == y.data())  // elements of different sizes: in place would overwrite unread ones
-      cpu::fail("convert: x ({}) and y ({}) share memory", dtype_name(dx), dtype_name(dy));
     int64_t n = y.numel();
-    if (dy == DType::BF16) {
+    if (y.dtype() == DType::BF16) {
       const float* __restrict a = x.f32();
       cpu::bf16* __restrict o = y.as<cpu::bf16>();
 #pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
@@ -108,71 +101,40 @@ class CpuElementwise final : public ElementwiseKernel {
     }
   }
 
-  void scale(Tensor& y, float a) override {
-    cpu::require_f32("scale", "y", y);
+  void scale_impl(Tensor& y, float a) override {
     float* o = y.f32();
     int64_t n = y.numel();
 #pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
     for (int64_t i = 0; i < n; ++i) o[i] *= a;
   }
 
-  // concat and split move whole elements: one code path for f32 and bf16, by element size.
-  void concat(const std::vector<const Tensor*>& xs, Tensor& y) override {
-    DType dt = cpu::float_dtype("concat", "y", y);
-    if (y.shape().rank() == 0) cpu::fail("concat: y must have rank >= 1");
-    std::vector<Seg> segs;
-    int64_t off = 0;
-    for (size_t i = 0; i < xs.size(); ++i) {
-      if (!xs[i]) cpu::fail("concat: input {} is null", i);
-      const Tensor& x = *xs[i];
-      cpu::require_dtype("concat", "input", x, dt);
-      if (!elementwise::same_lead(x.shape(), y.shape()))
-        cpu::fail("concat: input {} [{}] does not match y [{}] outside the last axis", i, x.shape().str(),
-                  y.shape().str());
-      segs.push_back({static_cast<char*>(x.data()), off, x.shape().back()});
-      off += x.shape().back();
-    }
-    int64_t width = y.shape().back();
-    elementwise::check_concat_width(off, width);
-    copy_segments(segs, static_cast<char*>(y.data()), dtype_size(dt), elementwise::rows_of(y), width, true);
+  // concat and split move whole elements: one code path for every type, by element size.
+  void concat_impl(const std::vector<elementwise::Segment>& segs, Tensor& y) override {
+    cpu::refuse_f16("concat", "y", y);
+    copy_segments(segs, static_cast<char*>(y.data()), dtype_size(y.dtype()), elementwise::rows_of(y),
+                  y.shape().back(), true);
   }
 
-  void split(const Tensor& dy, const std::vector<Tensor*>& dxs) override {
-    DType dt = cpu::float_dtype("split", "dy", dy);
-    if (dy.shape().rank() == 0) cpu::fail("split: dy must have rank >= 1");
-    const int64_t width = dy.shape().back();
-    const std::vector<int64_t> w = elementwise::split_widths(dy, dxs);
-    std::vector<Seg> segs;
-    int64_t off = 0;
-    for (size_t i = 0; i < dxs.size(); ++i) {
-      if (dxs[i] && dxs[i]->defined()) {
-        cpu::require_dtype("split", "output", *dxs[i], dt);
-        segs.push_back({static_cast<char*>(dxs[i]->data()), off, w[i]});
-      }
-      off += w[i];
-    }
-    copy_segments(segs, static_cast<char*>(dy.data()), dtype_size(dt), elementwise::rows_of(dy), width, false);
+  void split_impl(const Tensor& dy, const std::vector<elementwise::Segment>& segs) override {
+    cpu::refuse_f16("split", "dy", dy);
+    copy_segments(segs, static_cast<char*>(dy.data()), dtype_size(dy.dtype()), elementwise::rows_of(dy),
+                  dy.shape().back(), false);
   }
 
- private:
-  struct Seg {
-    char* p;         // the [rows, c] tensor
-    int64_t off, c;  // its columns in the wide tensor
-  };
   // into_wide: wide[r, off + j] = seg[r, j]; otherwise seg[r, j] = wide[r, off + j] (esz bytes an element).
-  static void copy_segments(const std::vector<Seg>& segs, char* wide, size_t esz, int64_t rows, int64_t width,
-                            bool into_wide) {
+  static void copy_segments(const std::vector<elementwise::Segment>& segs, char* wide, size_t esz, int64_t rows,
+                            int64_t width, bool into_wide) {
     if (rows == 0 || segs.empty()) return;
-    const Seg* sp = segs.data();
+    const elementwise::Segment* sp = segs.data();
     int64_t ns = int64_t(segs.size());
 #pragma omp parallel for schedule(static) if (rows * width > cpu::kParallelGrain)
     for (int64_t r = 0; r < rows; ++r) {
       char* wr = wide + size_t(r * width) * esz;
       for (int64_t s = 0; s < ns; ++s) {
-        char* nr = sp[s].p + size_t(r * sp[s].c) * esz;
+        char* nr = static_cast<char*>(sp[s].data) + size_t(r * sp[s].width) * esz;
         char* __restrict dst = into_wide ? wr + size_t(sp[s].off) * esz : nr;
         const char* __restrict src = into_wide ? nr : wr + size_t(sp[s].off) * esz;
-        std::memcpy(dst, src, size_t(sp[s].c) * esz);
+        std::memcpy(dst, src, size_t(sp[s].width) * esz);
       }
     }
   }
@@ -180,25 +142,21 @@ class CpuElementwise final : public ElementwiseKernel {
 
 class CpuDropout final : public DropoutKernel {
  public:
-  CpuDropout(OpContext&, const DropoutParams& p) : rate_(p.rate) {
-    if (!(p.rate >= 0.0f && p.rate < 1.0f)) cpu::fail("dropout: rate must be in [0, 1), got {}", p.rate);
-  }
+  CpuDropout(OpContext& ctx, const DropoutParams& p) : DropoutKernel(ctx, p) {}
 
-  void forward(const Tensor& x, Tensor& y, Tensor& mask, uint64_t seed) override {
-    cpu::require_f32("dropout", "x", x);
-    cpu::require_shape("dropout", "y", y, x.shape());
-    check_mask(mask, x.shape());
+ private:
+  void forward_impl(const Tensor& x, Tensor& y, Tensor& mask, uint64_t seed) override {
     int64_t n = x.numel();
     const float* a = x.f32();
     float* o = y.f32();
     uint8_t* m = mask.as<uint8_t>();
-    if (rate_ == 0.0f) {
+    if (p_.rate == 0.0f) {
       if (o != a) std::memcpy(o, a, x.bytes());
       std::memset(m, 1, size_t(n));
       return;
     }
-    const uint32_t thr = dropout_threshold(rate_);
-    const float scale = dropout_scale(rate_);
+    const uint32_t thr = dropout_threshold(p_.rate);
+    const float scale = dropout_scale(p_.rate);
     int64_t groups = (n + 3) / 4;
 #pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain / 4)
     for (int64_t gi = 0; gi < groups; ++gi) {
@@ -213,26 +171,15 @@ class CpuDropout final : public DropoutKernel {
     }
   }
 
-  void backward(const Tensor& dy, const Tensor& mask, Tensor& dx) override {
-    cpu::require_f32("dropout", "dy", dy);
-    cpu::require_shape("dropout", "dx", dx, dy.shape());
-    check_mask(mask, dy.shape());
+  void backward_impl(const Tensor& dy, const Tensor& mask, Tensor& dx) override {
     int64_t n = dy.numel();
     const float* g = dy.f32();
     const uint8_t* m = mask.as<uint8_t>();
     float* o = dx.f32();
-    const float scale = dropout_scale(rate_);
+    const float scale = dropout_scale(p_.rate);
 #pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
     for (int64_t i = 0; i < n; ++i) o[i] = dropout_apply(m[i] != 0, g[i], scale);
   }
-
- private:
-  static void check_mask(const Tensor& mask, const Shape& s) {
-    if (!mask.defined()) cpu::fail("dropout: mask is undefined");
-    if (mask.dtype() != DType::U8) cpu::fail("dropout: mask must be u8, got {}", dtype_name(mask.dtype()));
-    if (mask.numel() != s.numel()) cpu::fail("dropout: mask [{}] does not match x [{}]", mask.shape().str(), s.str());
-  }
-  float rate_;
 };
 
 static RegisterKernel<ElementwiseKernel, CpuElementwise> reg_ew(DeviceKind::CPU);

@@ -11,15 +11,12 @@
 namespace trainer {
 namespace {
 
-constexpr const char* kOp = "embedding";
-
 class CpuEmbedding final : public EmbeddingKernel {
  public:
-  CpuEmbedding(OpContext&, const EmbeddingParams& p) : p_(p) { embedding::check_params(p); }
+  CpuEmbedding(OpContext& ctx, const EmbeddingParams& p) : EmbeddingKernel(ctx, p) {}
 
-  void forward(const Tensor& ids, const Tensor& w, Tensor& y) override {
-    check(ids, w);
-    cpu::require_shape(kOp, "y", y, embedding::output_shape(ids.shape(), p_));
+ private:
+  void forward_impl(const Tensor& ids, const Tensor& w, Tensor& y) override {
     const int64_t P = ids.numel(), D = p_.output_dim;
     if (P == 0) return;
     check_ids(ids);
@@ -32,9 +29,7 @@ class CpuEmbedding final : public EmbeddingKernel {
 
   // Each thread owns a contiguous range of rows of dw and adds, in position order, the dy rows
   // of the ids in its range: every row's sum has the same order whatever the thread count.
-  void backward(const Tensor& ids, const Tensor& dy, Tensor& dw) override {
-    check(ids, dw);
-    cpu::require_shape(kOp, "dy", dy, embedding::output_shape(ids.shape(), p_));
+  void backward_impl(const Tensor& ids, const Tensor& dy, Tensor& dw) override {
     std::memset(dw.data(), 0, dw.bytes());
     const int64_t P = ids.numel(), D = p_.output_dim, V = p_.input_dim;
     if (P == 0) return;
@@ -57,13 +52,6 @@ class CpuEmbedding final : public EmbeddingKernel {
     }
   }
 
- private:
-  void check(const Tensor& ids, const Tensor& w) const {
-    cpu::require_f32(kOp, "ids", ids);
-    cpu::require_f32(kOp, "w", w);
-    embedding::check_shapes(p_, ids, w);
-  }
-
   // Throws for the first id that is not an integer in [0, V).
   void check_ids(const Tensor& ids) const {
     const float* ip = ids.f32();
@@ -71,8 +59,6 @@ class CpuEmbedding final : public EmbeddingKernel {
       if (!embedding::valid_id(ip[q], p_.input_dim))
         throw std::runtime_error(embedding::bad_id_message(ip[q], q, ids.shape(), p_.input_dim));
   }
-
-  EmbeddingParams p_;
 };
 
 static RegisterKernel<EmbeddingKernel, CpuEmbedding> reg(DeviceKind::CPU);

@@ -27,12 +27,11 @@
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
 #include "core/ops/lstm.h"
-#include "core/ops/lstm_math.h"
+#include "core/ops/math/lstm_math.h"
 
 namespace trainer {
 namespace {
 
-constexpr const char* kOp = "lstm";
 // The batch is split between threads from this many recurrent multiply-adds (N·T·U·4U) on.
 constexpr int64_t kSliceGrain = int64_t(1) << 20;
 
@@ -67,14 +66,12 @@ bool for_batch_slices(int64_t n, int64_t work, Body&& body) {
 
 class CpuLstm final : public LstmKernel {
  public:
-  CpuLstm(OpContext&, const LstmParams& p) : p_(p) {
-    if (p.units <= 0) cpu::fail("lstm: units must be positive, got {}", p.units);
-  }
+  CpuLstm(OpContext& ctx, const LstmParams& p) : LstmKernel(ctx, p) {}
 
-  void forward(const Tensor& x, const Tensor& w, const Tensor& r, const Tensor& b, Tensor& y, bool training) override {
-    const lstm::Dims d = check(x, w, r, &b);
-    cpu::require_shape(kOp, "y", y, lstm::output_shape(d, p_));
-    kept_ = false;
+ private:
+  // The header keeps track of whether a training forward of x's shape is in the buffers.
+  void forward_impl(const lstm::Dims& d, const Tensor& x, const Tensor& w, const Tensor& r, const Tensor& b, Tensor& y,
+                    bool /*training*/) override {
     if (d.n == 0) return;
     const int64_t U = d.u, G = 4 * U, T = d.t;
     grow(d);
@@ -114,31 +111,16 @@ class CpuLstm final : public LstmKernel {
       return true;
     });
     require(ok, "recurrent step");
-    if (training) {
-      kept_ = true;
-      kept_dims_ = d;
-    }
   }
 
-  void backward(const Tensor& x, const Tensor& w, const Tensor& r, const Tensor& y, const Tensor& dy, Tensor& dx,
-                Tensor& dw, Tensor& dr, Tensor& db) override {
-    const lstm::Dims d = check(x, w, r, nullptr);
-    const Shape out = lstm::output_shape(d, p_);
-    cpu::require_shape(kOp, "y", y, out);
-    cpu::require_shape(kOp, "dy", dy, out);
-    cpu::require_shape(kOp, "dw", dw, w.shape());
-    cpu::require_shape(kOp, "dr", dr, r.shape());
-    if (p_.bias) cpu::require_shape(kOp, "db", db, {4 * d.u});
-    if (dx.defined()) cpu::require_shape(kOp, "dx", dx, x.shape());
+  void backward_impl(const lstm::Dims& d, const Tensor& x, const Tensor& w, const Tensor& r, const Tensor& /*y*/,
+                     const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& dr, Tensor& db) override {
     if (d.n == 0) {
       std::memset(dw.data(), 0, dw.bytes());
       std::memset(dr.data(), 0, dr.bytes());
       if (p_.bias) std::memset(db.data(), 0, db.bytes());
       return;
     }
-    if (!kept_ || kept_dims_.n != d.n || kept_dims_.t != d.t || kept_dims_.f != d.f)
-      throw std::logic_error("lstm: backward without a training forward of this input shape [" + x.shape().str() +
-                             "]");
     const int64_t U = d.u, G = 4 * U, T = d.t, N = d.n;
     const float* z = z_.data();  // activated gates
     const float* cs = cs_.data();
@@ -184,16 +166,6 @@ class CpuLstm final : public LstmKernel {
     if (p_.bias) bias_grad(N * T, G, dz, db.f32());
   }
 
- private:
-  // b: checked when given (forward), nullptr in backward.
-  lstm::Dims check(const Tensor& x, const Tensor& w, const Tensor& r, const Tensor* b) const {
-    cpu::require_f32(kOp, "x", x);
-    cpu::require_f32(kOp, "w", w);
-    cpu::require_f32(kOp, "r", r);
-    if (p_.bias && b) cpu::require_f32(kOp, "b", *b);
-    return lstm::dims(p_, x, w, r, b);
-  }
-
   // Buffers for N·T rows (grown, never shrunk: the batch varies between training and evaluation).
   void grow(const lstm::Dims& d) {
     const size_t rows = size_t(d.n * d.t), u = size_t(d.u);
@@ -223,14 +195,11 @@ class CpuLstm final : public LstmKernel {
     }
   }
 
-  LstmParams p_;
   // Workspace, rows n·T + t: z_ [N, T, 4U] gate pre-activations, then activations (kept for
   // backward); hp_ [N, T, U] the hidden state each step starts from (h_{t-1}; zeros at t = 0);
   // cs_ [N, T, U] cell states; dz_ [N, T, 4U] gate pre-activation gradients; dh_, dc_ [N, U]
   // the running state gradients.
   std::vector<float> z_, hp_, cs_, dz_, dh_, dc_;
-  bool kept_ = false;  // the buffers hold a training forward of kept_dims_
-  lstm::Dims kept_dims_{};
 };
 
 static RegisterKernel<LstmKernel, CpuLstm> reg(DeviceKind::CPU);

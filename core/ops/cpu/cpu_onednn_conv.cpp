@@ -84,6 +84,7 @@ memory OnednnConv::weights(Plan& pl, const Tensor& w, const dnnl::reorder& r, Te
 // Keyed by x's shape and type: the graph picks each layer's activation type, so one kernel may
 // see f32 and bf16 inputs of the same shape.
 OnednnConv::Plan& OnednnConv::plan(const Tensor& x, const ConvGeometry& g) {
+  refuse_f16(cfg_.depthwise ? "depthwise_conv2d" : "conv2d", "x", x);  // oneDNN's CPU convolutions: f32 or bf16
   std::vector<int64_t> key = x.shape().dims();
   key.push_back(int64_t(x.dtype()));
   return cache_.get(key, [&] { return make_plan(g, x.dtype()); });

@@ -19,14 +19,15 @@ struct OnednnConvConfig {
 
 // Forward and backward of one convolution on NHWC activations. Plans (descriptors, primitives,
 // reorders and reordered weights) are cached per input shape and type; the backward parts are
-// created on first use (evaluation shapes never need them). Arguments are checked by the caller.
+// created on first use (evaluation shapes never need them). Arguments are checked by the op
+// header (conv2d.h); only f16, which these primitives do not take, is refused here.
 //
 // The activations' type is the compute type, whatever the context's precision. f32 x: a plain
 // fp32 convolution. bf16 x (mixed precision, as PyTorch's CPU autocast): x, y, dy and dx are bf16
 // and the primitives read and write the caller's buffers directly, with no conversion; the f32
 // master weights become bf16 in the reorder into the primitive's blocked layout (made in fp32
-// too), the primitives accumulate in f32, and dw and db are written in f32. The caller checks that
-// y, dy and dx have x's type and that w, b, dw and db are f32.
+// too), the primitives accumulate in f32, and dw and db are written in f32. The op header checks
+// that y, dy and dx have x's type and that w, b, dw and db are f32.
 class OnednnConv {
  public:
   OnednnConv(CpuContext& c, const OnednnConvConfig& cfg) : c_(c), cfg_(cfg) {}

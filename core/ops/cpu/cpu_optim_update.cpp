@@ -3,29 +3,20 @@
 
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
-#include "core/ops/optim_math.h"
+#include "core/ops/math/optim_math.h"
 #include "core/ops/optim_update.h"
 
 namespace trainer {
 namespace {
 
-// State buffers a configuration does not use (SGD without momentum, RMSprop without momentum or
-// centering) may be undefined.
-void check_state(const char* op, const char* name, const Tensor& t, const Tensor& w, bool needed) {
-  if (!needed && !t.defined()) return;
-  cpu::require_f32(op, name, t);
-  cpu::require_same_numel(op, name, t, "w", w);
-}
-
 class CpuOptimUpdate final : public OptimUpdateKernel {
  public:
-  CpuOptimUpdate(OpContext&, const OptimUpdateParams&) {}
+  CpuOptimUpdate(OpContext& ctx, const OptimUpdateParams& p) : OptimUpdateKernel(ctx, p) {}
 
-  void sgd(Tensor& w, const Tensor& g, Tensor& velocity, const SgdStep& s) override {
-    check_wg("sgd", w, g);
+ private:
+  void sgd_impl(Tensor& w, const Tensor& g, Tensor& velocity, const SgdStep& s) override {
     // Without a velocity buffer (allowed only when momentum is 0) the update is w -= lr*g'.
     const bool mom = velocity.defined();
-    check_state("sgd", "velocity", velocity, w, s.momentum != 0.0f);
     float* __restrict wp = w.f32();
     const float* __restrict gp = g.f32();
     int64_t n = w.numel();
@@ -46,11 +37,7 @@ class CpuOptimUpdate final : public OptimUpdateKernel {
     }
   }
 
-  void adam(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) override {
-    check_wg("adam", w, g);
-    check_state("adam", "m", m, w, true);
-    check_state("adam", "v", v, w, true);
-    if (!(s.bias1 > 0.0f) || !(s.bias2 > 0.0f)) cpu::fail("adam: bias corrections must be positive (step >= 1)");
+  void adam_impl(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) override {
     float* __restrict wp = w.f32();
     const float* __restrict gp = g.f32();
     float* __restrict mp = m.f32();
@@ -61,12 +48,8 @@ class CpuOptimUpdate final : public OptimUpdateKernel {
     for (int64_t i = 0; i < n; ++i) optim_math::adam(wp[i], mp[i], vp[i], gp[i], k);
   }
 
-  void rmsprop(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, Tensor& mg, const RmspropStep& s) override {
-    check_wg("rmsprop", w, g);
+  void rmsprop_impl(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, Tensor& mg, const RmspropStep& s) override {
     const bool use_mom = s.momentum != 0.0f;
-    check_state("rmsprop", "ms", ms, w, true);
-    check_state("rmsprop", "mom", mom, w, use_mom);
-    check_state("rmsprop", "mg", mg, w, s.centered);
     float* __restrict wp = w.f32();
     const float* __restrict gp = g.f32();
     float* __restrict sp = ms.f32();
@@ -79,8 +62,7 @@ class CpuOptimUpdate final : public OptimUpdateKernel {
       optim_math::rmsprop(wp[i], sp[i], op ? op + i : nullptr, cp ? cp + i : nullptr, gp[i], k);
   }
 
-  bool all_finite(const Tensor& g) override {
-    cpu::require_f32("all_finite", "g", g);
+  bool all_finite_impl(const Tensor& g) override {
     const float* __restrict gp = g.f32();
     const int64_t n = g.numel();
     // x - x is 0 for a finite x and NaN for inf or NaN: no branch, vectorises; any NaN in the sum
@@ -89,13 +71,6 @@ class CpuOptimUpdate final : public OptimUpdateKernel {
 #pragma omp parallel for simd schedule(static) reduction(+ : bad) if (n > cpu::kParallelGrain)
     for (int64_t i = 0; i < n; ++i) bad += gp[i] - gp[i];
     return bad == 0.0f;
-  }
-
- private:
-  static void check_wg(const char* op, const Tensor& w, const Tensor& g) {
-    cpu::require_f32(op, "w", w);
-    cpu::require_f32(op, "g", g);
-    cpu::require_same_numel(op, "g", g, "w", w);
   }
 };
 

@@ -11,20 +11,15 @@
 namespace trainer {
 namespace {
 
-constexpr const char* kOp = "pad2d";
-
 class CpuPad2d final : public Pad2dKernel {
  public:
-  CpuPad2d(OpContext&, const Pad2dParams& p) : p_(p) {
-    if (p.top < 0 || p.bottom < 0 || p.left < 0 || p.right < 0)
-      cpu::fail("pad2d: padding {}/{} x {}/{} must not be negative", p.top, p.bottom, p.left, p.right);
-  }
+  CpuPad2d(OpContext& ctx, const Pad2dParams& p) : Pad2dKernel(ctx, p) {}
 
+ private:
   // Every output row (b, oy) is written whole: zeros, the input row or nothing, zeros.
-  void forward(const Tensor& x, Tensor& y) override {
-    const DType t = cpu::float_dtype(kOp, "x", x);
-    cpu::require_rank(kOp, "x", x, 4, t);
-    cpu::require_shape(kOp, "y", y, out_shape(x.shape()), t);
+  void forward_impl(const Tensor& x, Tensor& y) override {
+    cpu::refuse_f16(kName, "x", x);
+    const DType t = x.dtype();
     if (y.numel() == 0) return;
     const int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
     const int64_t oh = y.dim(1), ow = y.dim(2);
@@ -47,10 +42,9 @@ class CpuPad2d final : public Pad2dKernel {
     }
   }
 
-  void backward(const Tensor& dy, Tensor& dx) override {
-    const DType t = cpu::float_dtype(kOp, "dx", dx);
-    cpu::require_rank(kOp, "dx", dx, 4, t);
-    cpu::require_shape(kOp, "dy", dy, out_shape(dx.shape()), t);
+  void backward_impl(const Tensor& dy, Tensor& dx) override {
+    cpu::refuse_f16(kName, "dx", dx);
+    const DType t = dx.dtype();
     if (dx.numel() == 0) return;
     const int64_t n = dx.dim(0), h = dx.dim(1), w = dx.dim(2), c = dx.dim(3);
     const int64_t oh = dy.dim(1), ow = dy.dim(2);
@@ -64,11 +58,6 @@ class CpuPad2d final : public Pad2dKernel {
                   size_t(w * c) * es);
     }
   }
-
- private:
-  Shape out_shape(const Shape& x) const { return pad2d_output_shape(x.without_batch(), p_).with_batch(x[0]); }
-
-  Pad2dParams p_;
 };
 
 static RegisterKernel<Pad2dKernel, CpuPad2d> reg(DeviceKind::CPU);

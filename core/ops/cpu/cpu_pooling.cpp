@@ -8,7 +8,7 @@
 #include "core/ops/cpu/cpu_bf16.h"
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
-#include "core/ops/pool_math.h"
+#include "core/ops/math/pool_math.h"
 #include "core/ops/pooling.h"
 
 namespace trainer {
@@ -16,14 +16,10 @@ namespace {
 
 using dnnl::memory;
 
-// x, y, dy and dx of one call share x's type, f32 or bf16 (mixed precision). oneDNN's pooling
-// computes in f32 and rounds when it stores bf16: once per output in forward; in backward, where
-// windows overlap, once per window adding its share into dx (a few bf16 ulps at most).
-DType activation_dtype(const char* op, const Tensor& x) {
-  DType t = cpu::float_dtype(op, "x", x);
-  cpu::require_rank(op, "x", x, 4, t);
-  return t;
-}
+// x, y, dy and dx of one call share x's type, f32 or bf16 (mixed precision; the op header checks
+// them, f16 is refused here). oneDNN's pooling computes in f32 and rounds when it stores bf16: once
+// per output in forward; in backward, where windows overlap, once per window adding its share into
+// dx (a few bf16 ulps at most).
 
 // A plan's or workspace's key: the input's shape and type (one kernel may see both types).
 std::vector<int64_t> shape_type_key(const Tensor& x) {
@@ -44,17 +40,13 @@ struct PoolPlan {
 
 class CpuPool2d final : public Pool2dKernel {
  public:
-  CpuPool2d(OpContext& ctx, const Pool2dParams& p) : c_(cpu_context(ctx)), p_(p) {
-    if (p.kh < 1 || p.kw < 1 || p.sh < 1 || p.sw < 1)
-      cpu::fail("pool2d: pool size {}x{} and strides {}x{} must be positive", p.kh, p.kw, p.sh, p.sw);
-  }
+  CpuPool2d(OpContext& ctx, const Pool2dParams& p) : Pool2dKernel(ctx, p), c_(cpu_context(ctx)) {}
 
-  void forward(const Tensor& x, Tensor& y, bool training) override {
-    DType t = activation_dtype("pool2d", x);
-    Shape ys = pool2d_output_shape(x.shape().without_batch(), p_).with_batch(x.dim(0));
-    cpu::require_shape("pool2d", "y", y, ys, t);
+ private:
+  void forward_impl(const Pool2dGeometry& g, const Tensor& x, Tensor& y, bool training) override {
+    cpu::refuse_f16(kName, "x", x);
     if (y.numel() == 0) return;
-    PoolPlan& pl = plan(x);
+    PoolPlan& pl = plan(g, x);
     auto& eng = c_.engine();
     bool use_train = training && p_.kind == PoolKind::Max;
     auto& pd = use_train ? pl.train_pd : pl.infer_pd;
@@ -67,24 +59,23 @@ class CpuPool2d final : public Pool2dKernel {
   }
 
   // y is not needed: max pooling uses the workspace of the training forward of x.
-  void backward(const Tensor& x, const Tensor& /*y*/, const Tensor& dy, Tensor& dx) override {
-    DType t = activation_dtype("pool2d", x);
-    Shape ys = pool2d_output_shape(x.shape().without_batch(), p_).with_batch(x.dim(0));
-    cpu::require_shape("pool2d", "dy", dy, ys, t);
-    cpu::require_shape("pool2d", "dx", dx, x.shape(), t);
+  void backward_impl(const Pool2dGeometry& g, const Tensor& x, const Tensor& /*y*/, const Tensor& dy,
+                     Tensor& dx) override {
+    cpu::refuse_f16(kName, "x", x);
     if (dy.numel() == 0) {
       std::memset(dx.data(), 0, dx.bytes());
       return;
     }
-    PoolPlan& pl = plan(x);
+    PoolPlan& pl = plan(g, x);
     auto& eng = c_.engine();
     Tensor* ws = p_.kind == PoolKind::Max ? workspace(pl, x, false) : nullptr;
     if (p_.kind == PoolKind::Max && !ws) {
-      // No training forward of this input preceded: recompute the argmax positions.
+      // No training forward of this input preceded: recompute the argmax positions (the maxima
+      // themselves go to scratch kept for the next such call).
       ws = workspace(pl, x, true);
-      Tensor tmp = c_.empty(ys, t);
+      void* maxima = discard_.get(c_, dy.bytes());
       pl.train.execute(c_.stream(), {{DNNL_ARG_SRC, cpu::mem(pl.src_md, eng, x.data())},
-                                     {DNNL_ARG_DST, cpu::mem(pl.dst_md, eng, tmp.data())},
+                                     {DNNL_ARG_DST, cpu::mem(pl.dst_md, eng, maxima)},
                                      {DNNL_ARG_WORKSPACE, memory(pl.train_pd.workspace_desc(), eng, ws->data())},
                                      {DNNL_ARG_SCRATCHPAD, cpu::scratchpad(pl.train_pd, eng)}});
     }
@@ -104,20 +95,18 @@ class CpuPool2d final : public Pool2dKernel {
     if (ws) consume_workspace(x);  // a second backward recomputes it
   }
 
- private:
   dnnl::algorithm alg() const {
     return p_.kind == PoolKind::Max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding;
   }
 
-  PoolPlan& plan(const Tensor& x) {
+  PoolPlan& plan(const Pool2dGeometry& g, const Tensor& x) {
     return cache_.get(shape_type_key(x), [&] {
       PoolPlan pl;
-      const Shape& xs = x.shape();
       const auto type = x.dtype() == DType::BF16 ? memory::data_type::bf16 : memory::data_type::f32;
-      pl.h = window_1d(xs[1], p_.kh, p_.sh, 1, p_.padding);
-      pl.w = window_1d(xs[2], p_.kw, p_.sw, 1, p_.padding);
-      pl.src_md = cpu::nhwc_md(xs, type);
-      pl.dst_md = cpu::nhwc_md({xs[0], pl.h.out, pl.w.out, xs[3]}, type);
+      pl.h = g.h;
+      pl.w = g.w;
+      pl.src_md = cpu::nhwc_md(x.shape(), type);
+      pl.dst_md = cpu::nhwc_md(g.output(), type);
       memory::dims strides = {p_.sh, p_.sw}, kernel = {p_.kh, p_.kw};
       memory::dims pad_l = {pl.h.pad_before, pl.w.pad_before}, pad_r = {pl.h.pad_after, pl.w.pad_after};
       auto& eng = c_.engine();
@@ -163,8 +152,8 @@ class CpuPool2d final : public Pool2dKernel {
   }
 
   CpuContext& c_;
-  Pool2dParams p_;
   cpu::ShapeCache<PoolPlan> cache_;
+  Scratch discard_;  // backward's recomputed maxima (only the argmax workspace is needed)
   struct Workspace {
     Tensor t;
     bool pending = false;  // written by a training forward, not yet read by its backward
@@ -176,23 +165,17 @@ class CpuPool2d final : public Pool2dKernel {
 // arithmetic is f32.
 class CpuGlobalPool final : public GlobalPoolKernel {
  public:
-  CpuGlobalPool(OpContext&, const GlobalPoolParams& p) : p_(p) {}
-
-  void forward(const Tensor& x, Tensor& y) override {
-    DType t = activation_dtype("global_pool", x);
-    cpu::require_shape("global_pool", "y", y, {x.dim(0), x.dim(3)}, t);
-    cpu::dispatch_float("global_pool", "x", x, [&](auto tag) { forward_t<decltype(tag)>(x, y); });
-  }
-
-  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) override {
-    DType t = activation_dtype("global_pool", x);
-    cpu::require_shape("global_pool", "dy", dy, {x.dim(0), x.dim(3)}, t);
-    cpu::require_shape("global_pool", "dx", dx, x.shape(), t);
-    if (p_.kind == PoolKind::Max) cpu::require_shape("global_pool", "y", y, {x.dim(0), x.dim(3)}, t);
-    cpu::dispatch_float("global_pool", "x", x, [&](auto tag) { backward_t<decltype(tag)>(x, y, dy, dx); });
-  }
+  CpuGlobalPool(OpContext& ctx, const GlobalPoolParams& p) : GlobalPoolKernel(ctx, p) {}
 
  private:
+  // f16 is refused by dispatch_float (a capability: the CPU stores f32 and bf16 only).
+  void forward_impl(const Tensor& x, Tensor& y) override {
+    cpu::dispatch_float(kName, "x", x, [&](auto tag) { forward_t<decltype(tag)>(x, y); });
+  }
+  void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) override {
+    cpu::dispatch_float(kName, "x", x, [&](auto tag) { backward_t<decltype(tag)>(x, y, dy, dx); });
+  }
+
   // Channels are reduced in blocks of kBlock f32 accumulators on the stack: a sample's H x W rows
   // are read in order (NHWC), the inner loop runs over contiguous channels and vectorises, and
   // bf16 is rounded once per output.
@@ -263,8 +246,6 @@ class CpuGlobalPool final : public GlobalPoolKernel {
       }
     }
   }
-
-  GlobalPoolParams p_;
 };
 
 static RegisterKernel<Pool2dKernel, CpuPool2d> reg_pool(DeviceKind::CPU);

@@ -11,18 +11,14 @@
 namespace trainer {
 namespace {
 
-constexpr const char* kOp = "sigmoid_xent";
-
 class CpuSigmoidXent final : public SigmoidXentKernel {
  public:
-  CpuSigmoidXent(OpContext&, const SigmoidXentParams&) {}
+  CpuSigmoidXent(OpContext& ctx, const SigmoidXentParams& p) : SigmoidXentKernel(ctx, p) {}
 
-  LossStats loss(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float grad_scale) override {
-    cpu::require_f32(kOp, "logits", logits);
-    if (labels.defined() && !labels.device().is_cpu()) cpu::fail("sigmoid_xent: labels are on {}", labels.device().str());
-    const int64_t N = sigmoid_xent::check_shapes(logits, labels);
+ private:
+  LossStats loss_impl(int64_t N, const Tensor& logits, const Tensor& labels, Tensor& dlogits,
+                      float grad_scale) override {
     const bool grad = dlogits.defined();
-    if (grad) cpu::require_shape(kOp, "dlogits", dlogits, logits.shape());
     const int32_t* z = labels.i32();
     for (int64_t i = 0; i < N; ++i)
       if (z[i] != 0 && z[i] != 1)

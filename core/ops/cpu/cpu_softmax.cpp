@@ -8,7 +8,7 @@
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
 #include "core/ops/softmax.h"
-#include "core/ops/softmax_math.h"
+#include "core/ops/math/softmax_math.h"
 
 namespace trainer {
 namespace {
@@ -32,12 +32,10 @@ inline int64_t argmax(const float* x, int64_t C) {
 
 class CpuSoftmax final : public SoftmaxKernel {
  public:
-  CpuSoftmax(OpContext&, const SoftmaxParams&) {}
+  CpuSoftmax(OpContext& ctx, const SoftmaxParams& p) : SoftmaxKernel(ctx, p) {}
 
-  void forward(const Tensor& x, Tensor& y) override {
-    const auto rc = dims("softmax", x);  // no structured binding: clang < 16 can't capture it in OpenMP
-    const int64_t rows = rc.first, C = rc.second;
-    cpu::require_shape("softmax", "y", y, x.shape());
+ private:
+  void forward_impl(int64_t rows, int64_t C, const Tensor& x, Tensor& y) override {
     const float* xp = x.f32();
     float* yp = y.f32();
 #pragma omp parallel for schedule(static) if (rows * C > cpu::kParallelGrain)
@@ -56,11 +54,7 @@ class CpuSoftmax final : public SoftmaxKernel {
     }
   }
 
-  void backward(const Tensor& y, const Tensor& dy, Tensor& dx) override {
-    const auto rc = dims("softmax", y);  // no structured binding: clang < 16 can't capture it in OpenMP
-    const int64_t rows = rc.first, C = rc.second;
-    cpu::require_shape("softmax", "dy", dy, y.shape());
-    cpu::require_shape("softmax", "dx", dx, y.shape());
+  void backward_impl(int64_t rows, int64_t C, const Tensor& y, const Tensor& dy, Tensor& dx) override {
     const float* yp = y.f32();
     const float* gp = dy.f32();
     float* op = dx.f32();
@@ -75,25 +69,16 @@ class CpuSoftmax final : public SoftmaxKernel {
     }
   }
 
-  LossStats cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float grad_scale) override {
-    cpu::require_rank("cross_entropy", "logits", logits, 2);
-    int64_t N = logits.dim(0), C = logits.dim(1);
-    if (C == 0) cpu::fail("cross_entropy: logits have no classes");
-    if (!labels.defined()) cpu::fail("cross_entropy: labels are undefined");
-    bool sparse = labels.dtype() == DType::I32;
-    if (sparse) {
-      if (labels.shape() != Shape{N})
-        cpu::fail("cross_entropy: i32 labels have shape [{}], expected [{}]", labels.shape().str(), N);
+  LossStats cross_entropy_impl(int64_t N, int64_t C, bool sparse, const Tensor& logits, const Tensor& labels,
+                               Tensor& dlogits, float grad_scale) override {
+    if (sparse) {  // the labels' values: data, checked before anything is written
       const int32_t* lp = labels.i32();
       for (int64_t i = 0; i < N; ++i)
         if (!softmax_math::label_in_range(lp[i], C))
           throw std::out_of_range(
               fmt::format("cross_entropy: label {} (sample {}) is outside the {} classes [0, {})", lp[i], i, C, C));
-    } else {
-      cpu::require_shape("cross_entropy", "labels", labels, logits.shape());
     }
-    bool grad = dlogits.defined();
-    if (grad) cpu::require_shape("cross_entropy", "dlogits", dlogits, logits.shape());
+    const bool grad = dlogits.defined();
     const float* xp = logits.f32();
     float* dp = grad ? dlogits.f32() : nullptr;
     // Per-sample results are summed afterwards in sample order, so the loss does not depend on the
@@ -134,13 +119,6 @@ class CpuSoftmax final : public SoftmaxKernel {
       correct += hits[i];
     }
     return {loss, correct, N};
-  }
-
- private:
-  static std::pair<int64_t, int64_t> dims(const char* op, const Tensor& x) {
-    cpu::require_f32(op, "x", x);
-    if (x.shape().rank() == 0) cpu::fail("{}: x must have rank >= 1", op);
-    return shape_checks::rows_by_last(x);
   }
 };
 

@@ -1,4 +1,4 @@
-// Helpers shared by the CPU kernels: argument checks, oneDNN descriptors, per-shape caches, scratch.
+// Helpers shared by the CPU kernels: capability refusals, oneDNN descriptors, per-shape caches, scratch.
 #pragma once
 #include <fmt/format.h>
 
@@ -11,7 +11,6 @@
 #include <utility>
 #include <vector>
 
-#include "core/ops/shape_checks.h"
 #include "core/tensor/tensor.h"
 
 namespace trainer::cpu {
@@ -24,36 +23,12 @@ template <class... A>
   throw std::invalid_argument(fmt::format(f, std::forward<A>(args)...));
 }
 
-inline void require_dtype(const char* op, const char* name, const Tensor& t, DType dt) {
-  if (!t.defined()) fail("{}: {} is undefined", op, name);
-  if (t.dtype() != dt) fail("{}: {} must be {}, got {}", op, name, dtype_name(dt), dtype_name(t.dtype()));
-  if (!t.device().is_cpu()) fail("{}: {} is on {}, not the CPU", op, name, t.device().str());
+// Capability: the CPU kernels store activations as f32 or bf16 only. The op headers' checks accept
+// every float type (f16 is the CUDA backend's fp16 mixed precision, which the CPU context refuses),
+// so a CPU kernel that reads or writes activations refuses f16 with this.
+inline void refuse_f16(const char* op, const char* name, const Tensor& t) {
+  if (t.dtype() == DType::F16) fail("{}: {} is f16, which the CPU backend does not support (fp16 is CUDA-only)", op, name);
 }
-
-inline void require_f32(const char* op, const char* name, const Tensor& t) { require_dtype(op, name, t, DType::F32); }
-
-// Activations are f32, or bf16 under mixed precision (the layers that allow it): kernels that take
-// both check x's type with this and the other activation tensors against x's.
-inline DType float_dtype(const char* op, const char* name, const Tensor& t) {
-  if (!t.defined()) fail("{}: {} is undefined", op, name);
-  if (t.dtype() != DType::F32 && t.dtype() != DType::BF16)
-    fail("{}: {} must be f32 or bf16, got {}", op, name, dtype_name(t.dtype()));
-  require_dtype(op, name, t, t.dtype());
-  return t.dtype();
-}
-
-inline void require_shape(const char* op, const char* name, const Tensor& t, const Shape& want,
-                          DType dt = DType::F32) {
-  require_dtype(op, name, t, dt);
-  if (t.shape() != want) fail("{}: {} has shape [{}], expected [{}]", op, name, t.shape().str(), want.str());
-}
-
-inline void require_rank(const char* op, const char* name, const Tensor& t, size_t rank, DType dt = DType::F32) {
-  require_dtype(op, name, t, dt);
-  if (t.shape().rank() != rank) fail("{}: {} must have rank {}, got [{}]", op, name, rank, t.shape().str());
-}
-
-using shape_checks::require_same_numel;
 
 // oneDNN's NCHW-ordered dims for an NHWC tensor [N,H,W,C].
 inline dnnl::memory::dims nchw_dims(const Shape& s) { return {s[0], s[3], s[1], s[2]}; }

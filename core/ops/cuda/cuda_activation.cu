@@ -1,6 +1,6 @@
 // CUDA activation: linear, relu, relu6, sigmoid and tanh forward/backward as element-wise maps over any float type (cpu_activation.cpp's formulas).
 #include "core/ops/activation.h"
-#include "core/ops/activation_math.h"
+#include "core/ops/math/activation_math.h"
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
 
@@ -34,18 +34,16 @@ struct TanhB {
 
 class CudaActivation final : public ActivationKernel {
  public:
-  CudaActivation(OpContext& ctx, const ActivationParams& p) : c_(cuda_context(ctx)), p_(p) {}
+  CudaActivation(OpContext& ctx, const ActivationParams& p) : ActivationKernel(ctx, p), c_(cuda_context(ctx)) {}
 
-  void forward(const Tensor& x, Tensor& y) override {
-    const Device dev = c_.device();
-    cuda::require_float("activation", "x", x, dev);
-    cuda::require_as("activation", "y", y, x, x.shape(), dev);
+ private:
+  void forward_impl(const Tensor& x, Tensor& y) override {
     const int64_t n = x.numel();
     if (p_.kind == ActKind::Linear) {
       if (y.data() != x.data()) c_.copy(y.data(), x.data(), x.bytes());
       return;
     }
-    cuda::dispatch_float("activation", "x", x, [&](auto tag) {
+    cuda::dispatch_float(kName, "x", x, [&](auto tag) {
       using T = decltype(tag);
       const T* a = cuda::ptr<const T>(x);  // y may alias x
       T* o = cuda::ptr<T>(y);
@@ -59,19 +57,13 @@ class CudaActivation final : public ActivationKernel {
     });
   }
 
-  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) override {
-    const Device dev = c_.device();
-    const bool uses_y = backward_reads_y(p_.kind);
-    const Tensor& in = uses_y ? y : x;
-    cuda::require_float("activation", uses_y ? "y" : "x", in, dev);
-    cuda::require_as("activation", "dy", dy, in, in.shape(), dev);
-    cuda::require_as("activation", "dx", dx, in, in.shape(), dev);
+  void backward_impl(const Tensor& in, const Tensor& dy, Tensor& dx) override {
     const int64_t n = in.numel();
     if (p_.kind == ActKind::Linear) {
       if (dx.data() != dy.data()) c_.copy(dx.data(), dy.data(), dy.bytes());
       return;
     }
-    cuda::dispatch_float("activation", "dy", dy, [&](auto tag) {
+    cuda::dispatch_float(kName, "dy", dy, [&](auto tag) {
       using T = decltype(tag);
       const T* v = cuda::ptr<const T>(in);  // dx may alias dy
       const T* g = cuda::ptr<const T>(dy);
@@ -86,9 +78,7 @@ class CudaActivation final : public ActivationKernel {
     });
   }
 
- private:
   CudaContext& c_;
-  ActivationParams p_;
 };
 
 static RegisterKernel<ActivationKernel, CudaActivation> reg(DeviceKind::CUDA);

@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "core/ops/batchnorm.h"
-#include "core/ops/batchnorm_math.h"
+#include "core/ops/math/batchnorm_math.h"
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_reduce.cuh"
 
@@ -207,25 +207,12 @@ __global__ void dx_kernel(const T* __restrict__ x, const T* __restrict__ dy, con
 
 class CudaBatchNorm final : public BatchNormKernel {
  public:
-  CudaBatchNorm(OpContext& ctx, const BatchNormParams& p) : c_(cuda_context(ctx)), p_(p), act_(act_code(p.activation)) {
-    if (!(p.epsilon > 0)) cuda::fail(kOp, ": epsilon must be positive, got ", p.epsilon);
-    if (!can_fuse(p.activation)) cuda::fail(kOp, ": cannot fuse a ", activation_name(p.activation), " activation");
-  }
+  CudaBatchNorm(OpContext& ctx, const BatchNormParams& p)
+      : BatchNormKernel(ctx, p), c_(cuda_context(ctx)), act_(act_code(p.activation)) {}
 
-  bool can_fuse(ActKind k) const override {
-    return k == ActKind::Linear || k == ActKind::Relu || k == ActKind::Relu6;
-  }
-
-  void forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& save_mean,
-                     Tensor& save_invstd, Tensor& running_mean, Tensor& running_var) override {
-    const int64_t C = channels(x), m = C ? x.numel() / C : 0;
-    check_vec("gamma", gamma, C, true);
-    check_vec("beta", beta, C, true);
-    check_vec("save_mean", save_mean, C, false);
-    check_vec("save_invstd", save_invstd, C, false);
-    check_vec("running_mean", running_mean, C, false);
-    check_vec("running_var", running_var, C, false);
-    cuda::require_as(kOp, "y", y, x, x.shape(), dev());
+ private:
+  void forward_train_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                          Tensor& save_mean, Tensor& save_invstd, Tensor& running_mean, Tensor& running_var) override {
     if (C == 0) return;
     if (m == 0) {  // no samples: no statistics; leave the running statistics alone
       c_.fill_zero(save_mean.data(), save_mean.bytes());
@@ -245,14 +232,8 @@ class CudaBatchNorm final : public BatchNormKernel {
     });
   }
 
-  void forward_infer(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
-                     const Tensor& running_var, Tensor& y) override {
-    const int64_t C = channels(x), m = C ? x.numel() / C : 0;
-    check_vec("gamma", gamma, C, true);
-    check_vec("beta", beta, C, true);
-    check_vec("running_mean", running_mean, C, false);
-    check_vec("running_var", running_var, C, false);
-    cuda::require_as(kOp, "y", y, x, x.shape(), dev());
+  void forward_infer_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                          const Tensor& running_mean, const Tensor& running_var, Tensor& y) override {
     if (m == 0 || C == 0) return;
     float* coef = scratch(2 * C);
     TRAINER_LAUNCH(infer_coef_kernel, cuda::grid_for(C, c_), cuda::kBlock, c_.stream(), opt(gamma), opt(beta),
@@ -263,17 +244,9 @@ class CudaBatchNorm final : public BatchNormKernel {
     });
   }
 
-  void backward(const Tensor& x, const Tensor& y, const Tensor& gamma, const Tensor& dy, const Tensor& save_mean,
-                const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) override {
-    const int64_t C = channels(x), m = C ? x.numel() / C : 0;
-    check_vec("gamma", gamma, C, true);
-    check_vec("save_mean", save_mean, C, false);
-    check_vec("save_invstd", save_invstd, C, false);
-    check_vec("dgamma", dgamma, C, true);
-    check_vec("dbeta", dbeta, C, true);
-    cuda::require_as(kOp, "dy", dy, x, x.shape(), dev());
-    if (act_ != 0) cuda::require_as(kOp, "y (read by the fused activation)", y, x, x.shape(), dev());
-    if (dx.defined()) cuda::require_as(kOp, "dx", dx, x, x.shape(), dev());
+  void backward_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& y, const Tensor& gamma, const Tensor& dy,
+                     const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,
+                     Tensor& dbeta) override {
     if (C == 0) return;
     if (m == 0) {
       if (dgamma.defined()) c_.fill_zero(dgamma.data(), dgamma.bytes());
@@ -297,12 +270,8 @@ class CudaBatchNorm final : public BatchNormKernel {
 
   // --- Synchronised batch norm pieces (batchnorm.h): no fused activation.
 
-  void channel_sums(const Tensor& x, const Tensor& shift, Tensor& sum, Tensor& sumsq) override {
-    const int64_t C = channels(x), m = C ? x.numel() / C : 0;
-    no_activation("channel_sums");
-    check_vec("shift", shift, C, true);
-    check_vec("sum", sum, C, false);
-    check_vec("sumsq", sumsq, C, false);
+  void channel_sums_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& shift, Tensor& sum,
+                         Tensor& sumsq) override {
     cuda::dispatch_float(kOp, "x", x, [&](auto tag) {
       using T = decltype(tag);
       sums_.run<2>(c_, m, C, CentredTerms<T>{cuda::ptr<const T>(x), opt(shift), C, false},
@@ -310,14 +279,8 @@ class CudaBatchNorm final : public BatchNormKernel {
     });
   }
 
-  void backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, Tensor& sum_dy,
-                     Tensor& sum_dy_xmu) override {
-    const int64_t C = channels(x), m = C ? x.numel() / C : 0;
-    no_activation("backward_sums");
-    cuda::require_as(kOp, "dy", dy, x, x.shape(), dev());
-    check_vec("mean", mean, C, false);
-    check_vec("sum_dy", sum_dy, C, false);
-    check_vec("sum_dy_xmu", sum_dy_xmu, C, false);
+  void backward_sums_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& dy, const Tensor& mean, Tensor& sum_dy,
+                          Tensor& sum_dy_xmu) override {
     cuda::dispatch_float(kOp, "x", x, [&](auto tag) {
       using T = decltype(tag);
       sums_.run<2>(c_, m, C, GradTerms<T, 0>{cuda::ptr<const T>(x), cuda::ptr<const T>(dy), nullptr, mean.f32(), C},
@@ -325,19 +288,9 @@ class CudaBatchNorm final : public BatchNormKernel {
     });
   }
 
-  void backward_apply(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean, const Tensor& invstd,
-                      const Tensor& sum_dy, const Tensor& sum_dy_xmu, double count, Tensor& dx) override {
-    const int64_t C = channels(x), m = C ? x.numel() / C : 0;
-    no_activation("backward_apply");
-    cuda::require_as(kOp, "dy", dy, x, x.shape(), dev());
-    check_vec("gamma", gamma, C, true);
-    check_vec("mean", mean, C, false);
-    check_vec("invstd", invstd, C, false);
-    check_vec("sum_dy", sum_dy, C, false);
-    check_vec("sum_dy_xmu", sum_dy_xmu, C, false);
-    if (!(count > 0)) cuda::fail(kOp, ": count must be positive, got ", count);
-    if (!dx.defined()) return;
-    cuda::require_as(kOp, "dx", dx, x, x.shape(), dev());
+  void backward_apply_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                           const Tensor& mean, const Tensor& invstd, const Tensor& sum_dy, const Tensor& sum_dy_xmu,
+                           double count, Tensor& dx) override {
     if (m == 0 || C == 0) return;
     float* coef = scratch(3 * C);
     TRAINER_LAUNCH(sync_coef_kernel, cuda::grid_for(C, c_), cuda::kBlock, c_.stream(), opt(gamma), invstd.f32(),
@@ -348,9 +301,6 @@ class CudaBatchNorm final : public BatchNormKernel {
                        m * C, C);
     });
   }
-
- private:
-  Device dev() const { return c_.device(); }
 
   template <class T>
   void affine(const T* x, T* y, const float* coef, int64_t n, int64_t C) {
@@ -372,21 +322,6 @@ class CudaBatchNorm final : public BatchNormKernel {
                    C, vec);
   }
 
-  int64_t channels(const Tensor& x) const {
-    cuda::require_float(kOp, "x", x, dev());
-    shape_checks::require_min_rank(kOp, "x", x, 2);
-    return x.shape().back();
-  }
-
-  void no_activation(const char* piece) const {
-    if (act_ != 0) cuda::fail(kOp, ": ", piece, " takes no fused activation");
-  }
-
-  void check_vec(const char* name, const Tensor& t, int64_t C, bool optional) const {
-    if (optional && !t.defined()) return;
-    cuda::require_shape(kOp, name, t, {C}, dev());
-  }
-
   static float* opt(const Tensor& t) { return t.defined() ? t.f32() : nullptr; }
 
   // The per-channel coefficients' buffer (grown on demand; a fixed shape allocates nothing after
@@ -397,7 +332,6 @@ class CudaBatchNorm final : public BatchNormKernel {
   }
 
   CudaContext& c_;
-  BatchNormParams p_;
   int act_;  // the fused activation (act_code)
   cuda::ColumnReducer sums_;
   Tensor coef_;

@@ -11,7 +11,7 @@
 #include "core/ops/cuda/cuda_conv_algo.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/cuda/cuda_reduce.cuh"
-#include "core/ops/pad_math.h"
+#include "core/ops/math/pad_math.h"
 
 // cuDNN's legacy convolution API (cudnn_cnn.h; cuDNN 9 API reference, cudnn_cnn library):
 //  - x, y: cudnnSetTensor4dDescriptor(CUDNN_TENSOR_NHWC, T, N, C, H, W) (dims always N,C,H,W; the
@@ -123,26 +123,16 @@ int to_int(int64_t v, const char* what) {
 
 class CudaConv2d final : public Conv2dKernel {
  public:
-  CudaConv2d(OpContext& ctx, const Conv2dParams& p) : c_(cuda_context(ctx)), p_(p) {
-    if (p.filters <= 0) cuda::fail(kOp, ": filters must be positive, got ", p.filters);
-    if (p.kh < 1 || p.kw < 1 || p.sh < 1 || p.sw < 1 || p.dh < 1 || p.dw < 1)
-      cuda::fail(kOp, ": kernel ", p.kh, "x", p.kw, ", strides ", p.sh, "x", p.sw, " and dilation ", p.dh, "x", p.dw,
-                 " must be positive");
-  }
+  CudaConv2d(OpContext& ctx, const Conv2dParams& p) : Conv2dKernel(ctx, p), c_(cuda_context(ctx)) {}
 
-  void forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
-    ConvGeometry g = check(x, w, b, p_.bias);
-    cuda::require_as(kOp, "y", y, x, {g.n, g.oh, g.ow, g.oc}, dev());
+ private:
+  void forward_impl(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
     if (g.n == 0 || g.oh == 0 || g.ow == 0) return;
     cuda::dispatch_float(kOp, "x", x, [&](auto tag) { forward_t<decltype(tag)>(x, w, b, y, g); });
   }
 
-  void backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) override {
-    ConvGeometry g = check(x, w, Tensor(), false);
-    cuda::require_as(kOp, "dy", dy, x, {g.n, g.oh, g.ow, g.oc}, dev());
-    cuda::require_shape(kOp, "dw", dw, w.shape(), dev());
-    if (p_.bias) cuda::require_shape(kOp, "db", db, {g.oc}, dev());
-    if (dx.defined()) cuda::require_as(kOp, "dx", dx, x, x.shape(), dev());
+  void backward_impl(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                     Tensor& db) override {
     if (g.n == 0 || g.oh == 0 || g.ow == 0) {  // no output: every gradient is zero
       c_.fill_zero(dw.data(), dw.bytes());
       if (p_.bias) c_.fill_zero(db.data(), db.bytes());
@@ -152,15 +142,11 @@ class CudaConv2d final : public Conv2dKernel {
     cuda::dispatch_float(kOp, "x", x, [&](auto tag) { backward_t<decltype(tag)>(x, w, dy, dx, dw, db, g); });
   }
 
- private:
-  Device dev() const { return c_.device(); }
-
   template <class T>
   void forward_t(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const ConvGeometry& g) {
     ConvPlan& pl = plan(x, g);
     if (!pl.fwd) pl.fwd = choose_conv_algo(c_, pl.descs(), ConvPass::Forward, pl.type, pl.what());
-    std::optional<cuda::DeviceBuffer> xpad;
-    const T* xin = padded_input<T>(pl, x, xpad);
+    const T* xin = padded_input<T>(pl, x);
     const T* wk = to_krsc<T>(w);
     void* ws = pl.fwd->workspace ? c_.workspace(pl.fwd->workspace) : nullptr;
     const float one = 1.0f, zero = 0.0f;  // float scaling factors: the compute type is float
@@ -188,12 +174,7 @@ class CudaConv2d final : public Conv2dKernel {
 
     if (dx.defined()) {
       const T* wk = to_krsc<T>(w);
-      std::optional<cuda::DeviceBuffer> dxpad;
-      T* dxo = cuda::ptr<T>(dx);
-      if (pl.padded()) {
-        dxpad.emplace(c_.allocator(), size_t(g.n) * pl.hp() * pl.wp() * g.ic * sizeof(T));
-        dxo = dxpad->as<T>();
-      }
+      T* dxo = pl.padded() ? dxpad_.as<T>(c_, size_t(g.n) * pl.hp() * pl.wp() * g.ic) : cuda::ptr<T>(dx);
       set_conv_math(pl.descs(), pl.bwd_data->math);
       CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, pl.w.d, wk, pl.y.d, dy.data(), pl.conv.d,
                                                cudnnConvolutionBwdDataAlgo_t(pl.bwd_data->algo), ws,
@@ -203,10 +184,8 @@ class CudaConv2d final : public Conv2dKernel {
                        cuda::ptr<T>(dx), g.n, int(g.ih), int(g.iw), pl.hp(), pl.wp(), int(g.ic));
     }
 
-    std::optional<cuda::DeviceBuffer> xpad;
-    const T* xin = padded_input<T>(pl, x, xpad);
-    if (dw_krsc_.bytes() < size_t(w.numel()) * sizeof(T)) dw_krsc_ = c_.empty({w.numel() * int64_t(sizeof(T))}, DType::U8);
-    T* dwk = static_cast<T*>(dw_krsc_.data());
+    const T* xin = padded_input<T>(pl, x);
+    T* dwk = dw_krsc_.as<T>(c_, size_t(w.numel()));
     set_conv_math(pl.descs(), pl.bwd_filter->math);
     CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, pl.x.d, xin, pl.y.d, dy.data(), pl.conv.d,
                                                cudnnConvolutionBwdFilterAlgo_t(pl.bwd_filter->algo), ws,
@@ -214,14 +193,6 @@ class CudaConv2d final : public Conv2dKernel {
     transpose<T, float>(dwk, dw.f32(), g.oc, int64_t(p_.kh) * p_.kw * g.ic);  // KRSC -> HWIO, widened
 
     if (p_.bias) cuda::column_sums(bias_sums_, c_, cuda::ptr<const T>(dy), g.n * g.oh * g.ow, g.oc, db.f32());
-  }
-
-  ConvGeometry check(const Tensor& x, const Tensor& w, const Tensor& b, bool need_bias) const {
-    cuda::require_float_rank(kOp, "x", x, 4, dev());
-    ConvGeometry g = conv2d_geometry(x.shape(), p_);
-    cuda::require_shape(kOp, "w", w, conv2d_weight_shape(g.ic, p_), dev());
-    if (need_bias) cuda::require_shape(kOp, "b", b, {g.oc}, dev());
-    return g;
   }
 
   ConvPlan& plan(const Tensor& x, const ConvGeometry& g) {
@@ -238,9 +209,9 @@ class CudaConv2d final : public Conv2dKernel {
     pl->type = type;
     pl->eh = g.pb - g.pt;
     pl->ew = g.pr - g.pl;
-    if (pl->eh < 0 || pl->ew < 0 || pl->eh > 1 || pl->ew > 1)
+    if (pl->eh < 0 || pl->ew < 0 || pl->eh > 1 || pl->ew > 1)  // window_1d never pads so (internal error)
       cuda::fail(kOp, ": unexpected padding ", g.pt, "/", g.pb, " x ", g.pl, "/", g.pr);
-    if (g.ic == 0) cuda::fail(kOp, ": x has no channels");
+    // Capability: cuDNN's legacy API takes int sizes.
     const int N = to_int(g.n, "batch"), IC = to_int(g.ic, "input channels"), OC = to_int(g.oc, "filters");
     const int HP = to_int(g.ih + pl->eh, "input height"), WP = to_int(g.iw + pl->ew, "input width");
     const int OH = to_int(g.oh, "output height"), OW = to_int(g.ow, "output width");
@@ -263,16 +234,16 @@ class CudaConv2d final : public Conv2dKernel {
     return pl;
   }
 
-  // x as cuDNN sees it: x itself, or a copy with the extra bottom/right zero padding in `buf`.
+  // x as cuDNN sees it: x itself, or a copy with the extra bottom/right zero padding in xpad_.
   template <class T>
-  const T* padded_input(const ConvPlan& pl, const Tensor& x, std::optional<cuda::DeviceBuffer>& buf) {
+  const T* padded_input(const ConvPlan& pl, const Tensor& x) {
     if (!pl.padded()) return cuda::ptr<const T>(x);
     const ConvGeometry& g = pl.g;
     const int64_t total = g.n * pl.hp() * pl.wp() * g.ic;
-    buf.emplace(c_.allocator(), size_t(total) * sizeof(T));
-    TRAINER_LAUNCH(pad_kernel<T>, cuda::grid_for(total, c_), cuda::kBlock, c_.stream(), cuda::ptr<const T>(x),
-                   buf->as<T>(), g.n, int(g.ih), int(g.iw), pl.hp(), pl.wp(), int(g.ic));
-    return buf->as<T>();
+    T* xp = xpad_.as<T>(c_, size_t(total));
+    TRAINER_LAUNCH(pad_kernel<T>, cuda::grid_for(total, c_), cuda::kBlock, c_.stream(), cuda::ptr<const T>(x), xp,
+                   g.n, int(g.ih), int(g.iw), pl.hp(), pl.wp(), int(g.ic));
+    return xp;
   }
 
   // out [cols, rows] = in [rows, cols]ᵀ on the context's stream.
@@ -286,8 +257,7 @@ class CudaConv2d final : public Conv2dKernel {
   // HWIO w, i.e. [kh*kw*cin, cout], transposed into the KRSC buffer [cout, kh*kw*cin] of type T.
   template <class T>
   const T* to_krsc(const Tensor& w) {
-    if (w_krsc_.bytes() < size_t(w.numel()) * sizeof(T)) w_krsc_ = c_.empty({w.numel() * int64_t(sizeof(T))}, DType::U8);
-    T* out = static_cast<T*>(w_krsc_.data());
+    T* out = w_krsc_.as<T>(c_, size_t(w.numel()));
     const int64_t k = p_.filters;
     transpose<float, T>(w.f32(), out, w.numel() / k, k);
     return out;
@@ -295,9 +265,10 @@ class CudaConv2d final : public Conv2dKernel {
 
   static constexpr size_t kMaxPlans = 8;
   CudaContext& c_;
-  Conv2dParams p_;
   std::vector<std::pair<std::vector<int64_t>, std::unique_ptr<ConvPlan>>> plans_;
-  Tensor w_krsc_, dw_krsc_;  // bytes: the weights and their gradient in KRSC, of the activations' type
+  // Scratch, grown to the largest shape seen: the weights and their gradient in KRSC, of the
+  // activations' type; the explicitly padded input and its gradient (odd 'same' padding only).
+  Scratch w_krsc_, dw_krsc_, xpad_, dxpad_;
   cuda::ColumnReducer bias_sums_;
 };
 

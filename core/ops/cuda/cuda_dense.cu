@@ -44,31 +44,28 @@ class LowCopy {
  public:
   template <class T>
   const T* of(CudaContext& c, const float* src, int64_t n) {
-    if (buf_.bytes() < size_t(n) * sizeof(T)) buf_ = c.empty({std::max<int64_t>(n, 1) * int64_t(sizeof(T))}, DType::U8);
-    T* p = static_cast<T*>(buf_.data());
+    T* p = buf_.as<T>(c, size_t(n));
     cuda::tmap1(c, src, p, n, Identity{});
     return p;
   }
 
  private:
-  Tensor buf_;
+  Scratch buf_;
 };
 
 class CudaDense final : public DenseKernel {
  public:
-  CudaDense(OpContext& ctx, const DenseParams& p) : c_(cuda_context(ctx)), p_(p), low_(low_dtype(ctx.precision())) {
-    if (p.units <= 0) cuda::fail(kOp, ": units must be positive, got ", p.units);
+  CudaDense(OpContext& ctx, const DenseParams& p)
+      : DenseKernel(ctx, p), c_(cuda_context(ctx)), low_(low_dtype(ctx.precision())) {
     cublasPointerMode_t mode;
     CUBLAS_CHECK(cublasGetPointerMode(c_.cublas(), &mode));
     if (mode != CUBLAS_POINTER_MODE_HOST)  // alpha/beta below are host scalars
       throw DeviceError("dense: the cuBLAS handle of " + c_.device().str() + " is not in host pointer mode");
   }
 
-  void forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
-    auto [n, k] = check(x, w);
+ private:
+  void forward_impl(int64_t n, int64_t k, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
     const int64_t u = p_.units;
-    if (p_.bias) cuda::require_shape(kOp, "b", b, {u}, dev());
-    cuda::require_shape(kOp, "y", y, out_shape(x), dev());
     if (n == 0) return;  // also K == 0 (no rows as the CPU backend counts them): y is left as is
     float* yp = y.f32();
     if (p_.bias)
@@ -78,13 +75,9 @@ class CudaDense final : public DenseKernel {
          x.f32(), int(k), xl_, beta, yp, int(u));
   }
 
-  void backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) override {
-    auto [n, k] = check(x, w);
+  void backward_impl(int64_t n, int64_t k, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                     Tensor& db) override {
     const int64_t u = p_.units;
-    cuda::require_shape(kOp, "dy", dy, out_shape(x), dev());
-    cuda::require_shape(kOp, "dw", dw, {k, u}, dev());
-    if (p_.bias) cuda::require_shape(kOp, "db", db, {u}, dev());
-    if (dx.defined()) cuda::require_shape(kOp, "dx", dx, x.shape(), dev());
     if (n == 0) {  // no rows (an empty batch, or K == 0 as the CPU backend counts rows): zero gradients
       c_.fill_zero(dw.data(), dw.bytes());
       if (p_.bias) c_.fill_zero(db.data(), db.bytes());
@@ -95,9 +88,6 @@ class CudaDense final : public DenseKernel {
     gemm(CUBLAS_OP_N, CUBLAS_OP_T, U, K, N, dy.f32(), U, dyl_, x.f32(), K, xl_, 0.0f, dw.f32(), U);
     if (p_.bias) cuda::column_sums(bias_sums_, c_, dy.f32(), n, u, db.f32());
   }
-
- private:
-  Device dev() const { return c_.device(); }
 
   // C (m x n, f32) = op(A)·op(B) + beta·C, A and B f32 buffers (lda/ldb: their leading dimensions).
   // fp32: sgemm on them. Low precision: each rounded into its LowCopy first (sizes from op and ld).
@@ -119,24 +109,7 @@ class CudaDense final : public DenseKernel {
                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 
-  // {rows, K}: rows = numel / K (0 when K == 0, as the CPU backend counts them).
-  std::pair<int64_t, int64_t> check(const Tensor& x, const Tensor& w) const {
-    cuda::require_f32(kOp, "x", x, dev());
-    shape_checks::require_min_rank(kOp, "x", x, 2);
-    auto [rows, k] = shape_checks::rows_by_last(x);
-    cuda::require_shape(kOp, "w", w, {k, p_.units}, dev());
-    return {rows, k};
-  }
-
-  // x [..., K] -> [..., units] (Keras applies Dense to the last axis).
-  Shape out_shape(const Tensor& x) const {
-    std::vector<int64_t> d = x.shape().dims();
-    d.back() = p_.units;
-    return Shape(std::move(d));
-  }
-
   CudaContext& c_;
-  DenseParams p_;
   DType low_;                // F32: plain sgemm; BF16/F16: operands rounded to it
   LowCopy xl_, wl_, dyl_;    // the low-precision operands
   cuda::ColumnReducer bias_sums_;

@@ -5,7 +5,7 @@
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/depthwise_conv2d.h"
-#include "core/ops/depthwise_math.h"
+#include "core/ops/math/depthwise_math.h"
 
 // Why not cuDNN: a depthwise convolution is a grouped one (groups = C), but cuDNN's fp32 NHWC
 // grouped kernels are slow for depthwise shapes and its deterministic backward-filter choices for
@@ -74,16 +74,12 @@ __global__ void dw_filter_sum_kernel(const float* __restrict__ partial, int64_t 
 
 class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
  public:
-  CudaDepthwiseConv2d(OpContext& ctx, const DepthwiseConv2dParams& p) : c_(cuda_context(ctx)), p_(p) {
-    if (p.multiplier <= 0) cuda::fail(kOp, ": depth multiplier must be positive, got ", p.multiplier);
-    if (p.kh < 1 || p.kw < 1 || p.sh < 1 || p.sw < 1 || p.dh < 1 || p.dw < 1)
-      cuda::fail(kOp, ": kernel ", p.kh, "x", p.kw, ", strides ", p.sh, "x", p.sw, " and dilation ", p.dh, "x", p.dw,
-                 " must be positive");
-  }
+  CudaDepthwiseConv2d(OpContext& ctx, const DepthwiseConv2dParams& p)
+      : DepthwiseConv2dKernel(ctx, p), c_(cuda_context(ctx)) {}
 
-  void forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
-    DwShape s = check(x, w, b, p_.bias);
-    cuda::require_as(kOp, "y", y, x, {s.n, s.oh, s.ow, s.oc}, dev());
+ private:
+  void forward_impl(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
+    const DwShape s = shape_of(g);
     const int64_t total = y.numel();
     if (total == 0) return;
     cuda::dispatch_float(kOp, "x", x, [&](auto tag) {
@@ -93,12 +89,9 @@ class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
     });
   }
 
-  void backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) override {
-    DwShape s = check(x, w, Tensor(), false);
-    cuda::require_as(kOp, "dy", dy, x, {s.n, s.oh, s.ow, s.oc}, dev());
-    cuda::require_shape(kOp, "dw", dw, w.shape(), dev());
-    if (p_.bias) cuda::require_shape(kOp, "db", db, {s.oc}, dev());
-    if (dx.defined()) cuda::require_as(kOp, "dx", dx, x, x.shape(), dev());
+  void backward_impl(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                     Tensor& db) override {
+    const DwShape s = shape_of(g);
     const int64_t rows = s.n * s.oh * s.ow;
     if (rows == 0 || s.oc == 0) {  // no output: every gradient is zero
       c_.fill_zero(dw.data(), dw.bytes());
@@ -123,20 +116,12 @@ class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
                    chunks, int64_t(taps) * s.oc, s.oc, slots, dw.f32(), p_.bias ? db.f32() : nullptr);
   }
 
- private:
-  Device dev() const { return c_.device(); }
-
-  DwShape check(const Tensor& x, const Tensor& w, const Tensor& b, bool need_bias) const {
-    cuda::require_float_rank(kOp, "x", x, 4, dev());
-    ConvGeometry g = depthwise_conv2d_geometry(x.shape(), p_);
-    cuda::require_shape(kOp, "w", w, depthwise_conv2d_weight_shape(g.ic, p_), dev());
-    if (need_bias) cuda::require_shape(kOp, "b", b, {g.oc}, dev());
+  DwShape shape_of(const ConvGeometry& g) const {
     return {g.n,  g.ih,  g.iw,  g.ic,  g.oh,  g.ow,  g.oc,  p_.multiplier, p_.kh,
             p_.kw, p_.sh, p_.sw, p_.dh, p_.dw, g.pt, g.pl};
   }
 
   CudaContext& c_;
-  DepthwiseConv2dParams p_;
   Tensor partial_;  // the filter gradient's per-chunk partials
 };
 

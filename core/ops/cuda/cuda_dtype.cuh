@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "core/ops/cuda/cuda_util.cuh"
-#include "core/ops/half_bits.h"
+#include "core/ops/math/half_bits.h"
 
 // Mixed precision on the GPU keeps activations in bf16 or f16 between the layers that allow it;
 // every kernel loads them into float registers, computes in float (accumulating in float or
@@ -76,8 +76,8 @@ inline T* ptr(const Tensor& t) {
   return static_cast<T*>(t.data());
 }
 
-// Calls f(T{}) with T = float, bf16 or f16 for the tensor's type; anything else is an
-// invalid_argument naming the op and the tensor.
+// Calls f(T{}) with T = float, bf16 or f16 for the tensor's type; anything else (which the op
+// headers' checks let through to no kernel) is an invalid_argument naming the op and the tensor.
 template <class F>
 decltype(auto) dispatch_float(const char* op, const char* name, const Tensor& t, F&& f) {
   switch (t.dtype()) {
@@ -87,27 +87,6 @@ decltype(auto) dispatch_float(const char* op, const char* name, const Tensor& t,
     default: break;
   }
   fail(op, ": ", name, " must be f32, bf16 or f16, got ", dtype_name(t.dtype()));
-}
-
-inline bool is_float_type(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
-
-// Defined, of a floating type, on the context's GPU.
-inline void require_float(const char* op, const char* name, const Tensor& x, Device dev) {
-  if (!x.defined()) fail(op, ": ", name, " is undefined");
-  if (!is_float_type(x.dtype())) fail(op, ": ", name, " must be f32, bf16 or f16, got ", dtype_name(x.dtype()));
-  if (!(x.device() == dev)) fail(op, ": ", name, " is on ", x.device().str(), ", not ", dev.str());
-}
-
-inline void require_float_rank(const char* op, const char* name, const Tensor& x, size_t rank, Device dev) {
-  require_float(op, name, x, dev);
-  if (x.shape().rank() != rank) fail(op, ": ", name, " must have rank ", rank, ", got [", x.shape().str(), "]");
-}
-
-// Of `like`'s type (activations of one op share a type) and of shape `want`.
-inline void require_as(const char* op, const char* name, const Tensor& x, const Tensor& like, const Shape& want,
-                       Device dev) {
-  require_dtype(op, name, x, like.dtype(), dev);
-  if (x.shape() != want) fail(op, ": ", name, " has shape [", x.shape().str(), "], expected [", want.str(), "]");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/elementwise.h"
-#include "core/ops/philox.h"
+#include "core/ops/math/philox.h"
 
 namespace trainer {
 namespace {
@@ -120,19 +120,10 @@ __global__ void dropout_bwd_kernel(const float* g, const uint8_t* m, float* dx, 
 
 class CudaElementwise final : public ElementwiseKernel {
  public:
-  CudaElementwise(OpContext& ctx, const ElementwiseParams&) : c_(cuda_context(ctx)) {}
+  CudaElementwise(OpContext& ctx, const ElementwiseParams& p) : ElementwiseKernel(ctx, p), c_(cuda_context(ctx)) {}
 
-  void add(const std::vector<const Tensor*>& xs, Tensor& y) override {
-    const Device dev = c_.device();
-    cuda::require_float("add", "y", y, dev);
-    for (size_t i = 0; i < xs.size(); ++i) {
-      if (!xs[i]) cuda::fail("add: input ", i, " is null");
-      cuda::require_as("add", ("input " + std::to_string(i)).c_str(), *xs[i], y, y.shape(), dev);
-    }
-    // As the CPU backend: inputs 0 and 1 may alias y, later ones may not (the result would not
-    // depend on it here, but both backends accept the same calls).
-    for (size_t k = 2; k < xs.size(); ++k)
-      if (xs[k]->data() == y.data()) cuda::fail("add: input ", k, " aliases the output");
+ private:
+  void add_impl(const std::vector<const Tensor*>& xs, Tensor& y) override {
     const int64_t n = y.numel();
     if (xs.empty()) {
       c_.fill_zero(y.data(), y.bytes());
@@ -146,12 +137,7 @@ class CudaElementwise final : public ElementwiseKernel {
     cuda::dispatch_float("add", "y", y, [&](auto tag) { add_as<decltype(tag)>(xs, y); });
   }
 
-  void accumulate(const Tensor& x, Tensor& y) override {
-    const Device dev = c_.device();
-    cuda::require_float("accumulate", "y", y, dev);
-    cuda::require_float("accumulate", "x", x, dev);
-    if (x.shape() != y.shape())
-      cuda::fail("accumulate: x has shape [", x.shape().str(), "], y [", y.shape().str(), "]");
+  void accumulate_impl(const Tensor& x, Tensor& y) override {
     cuda::dispatch_float("accumulate", "y", y, [&](auto ty) {
       using Y = decltype(ty);
       cuda::dispatch_float("accumulate", "x", x, [&](auto tx) {
@@ -162,13 +148,9 @@ class CudaElementwise final : public ElementwiseKernel {
   }
 
   // Widening is exact; narrowing rounds to nearest even (bf16 and f16 alike, NaN kept).
-  void convert(const Tensor& x, Tensor& y) override {
-    const Device dev = c_.device();
-    cuda::require_float("convert", "y", y, dev);
-    cuda::require_float("convert", "x", x, dev);
-    if (x.shape() != y.shape()) cuda::fail("convert: x has shape [", x.shape().str(), "], y [", y.shape().str(), "]");
+  void convert_impl(const Tensor& x, Tensor& y) override {
     if (x.dtype() == y.dtype()) {
-      c_.copy(y.data(), x.data(), y.bytes());
+      if (x.data() != y.data()) c_.copy(y.data(), x.data(), y.bytes());
       return;
     }
     cuda::dispatch_float("convert", "y", y, [&](auto ty) {
@@ -180,51 +162,18 @@ class CudaElementwise final : public ElementwiseKernel {
     });
   }
 
-  void scale(Tensor& y, float a) override {
-    cuda::require_f32("scale", "y", y, c_.device());
-    cuda::tmap1(c_, y.f32(), y.f32(), y.numel(), ScaleF{a});
+  void scale_impl(Tensor& y, float a) override { cuda::tmap1(c_, y.f32(), y.f32(), y.numel(), ScaleF{a}); }
+
+  void concat_impl(const std::vector<elementwise::Segment>& segs, Tensor& y) override {
+    copy_segments(segs, static_cast<char*>(y.data()), dtype_size(y.dtype()), elementwise::rows_of(y),
+                  y.shape().back(), true);
   }
 
-  void concat(const std::vector<const Tensor*>& xs, Tensor& y) override {
-    const Device dev = c_.device();
-    cuda::require_float("concat", "y", y, dev);
-    if (y.shape().rank() == 0) cuda::fail("concat: y must have rank >= 1");
-    std::vector<Seg> segs;
-    int64_t off = 0;
-    for (size_t i = 0; i < xs.size(); ++i) {
-      if (!xs[i]) cuda::fail("concat: input ", i, " is null");
-      const Tensor& x = *xs[i];
-      cuda::require_dtype("concat", "input", x, y.dtype(), dev);
-      if (!elementwise::same_lead(x.shape(), y.shape()))
-        cuda::fail("concat: input ", i, " [", x.shape().str(), "] does not match y [", y.shape().str(),
-                   "] outside the last axis");
-      segs.push_back({static_cast<const char*>(x.data()), off, x.shape().back()});
-      off += x.shape().back();
-    }
-    int64_t width = y.shape().back();
-    elementwise::check_concat_width(off, width);
-    copy_segments(segs, static_cast<char*>(y.data()), dtype_size(y.dtype()), elementwise::rows_of(y), width, true);
+  void split_impl(const Tensor& dy, const std::vector<elementwise::Segment>& segs) override {
+    copy_segments(segs, static_cast<char*>(dy.data()), dtype_size(dy.dtype()), elementwise::rows_of(dy),
+                  dy.shape().back(), false);
   }
 
-  void split(const Tensor& dy, const std::vector<Tensor*>& dxs) override {
-    const Device dev = c_.device();
-    cuda::require_float("split", "dy", dy, dev);
-    if (dy.shape().rank() == 0) cuda::fail("split: dy must have rank >= 1");
-    const int64_t width = dy.shape().back();
-    const std::vector<int64_t> w = elementwise::split_widths(dy, dxs);
-    std::vector<Seg> segs;
-    int64_t off = 0;
-    for (size_t i = 0; i < dxs.size(); ++i) {
-      if (dxs[i] && dxs[i]->defined()) {
-        cuda::require_dtype("split", "output", *dxs[i], dy.dtype(), dev);
-        segs.push_back({static_cast<const char*>(dxs[i]->data()), off, w[i]});
-      }
-      off += w[i];
-    }
-    copy_segments(segs, static_cast<char*>(dy.data()), dtype_size(dy.dtype()), elementwise::rows_of(dy), width, false);
-  }
-
- private:
   template <class T>
   void add_as(const std::vector<const Tensor*>& xs, Tensor& y) {
     T* o = cuda::ptr<T>(y);
@@ -248,31 +197,26 @@ class CudaElementwise final : public ElementwiseKernel {
     }
   }
 
-  struct Seg {
-    const char* p;   // the [rows, c] tensor
-    int64_t off, c;  // its columns in the wide tensor
-  };
-
   // into_wide: wide[r, off + j] = seg[r, j]; otherwise seg[r, j] = wide[r, off + j], for elements
   // of `esz` bytes. One launch per segment; 16-byte units when the offsets, widths and pointers
   // allow it.
-  void copy_segments(const std::vector<Seg>& segs, char* wide, size_t esz, int64_t rows, int64_t width,
-                     bool into_wide) {
+  void copy_segments(const std::vector<elementwise::Segment>& segs, char* wide, size_t esz, int64_t rows,
+                     int64_t width, bool into_wide) {
     if (rows == 0) return;
-    for (const Seg& s : segs) {
-      if (s.c == 0) continue;
-      char* narrow = const_cast<char*>(s.p);
+    for (const elementwise::Segment& s : segs) {
+      if (s.width == 0) continue;
+      char* narrow = static_cast<char*>(s.data);
       char* wcol = wide + s.off * int64_t(esz);
       const char* src = into_wide ? narrow : wcol;
       char* dst = into_wide ? wcol : narrow;
-      const int64_t src_ld = into_wide ? s.c : width, dst_ld = into_wide ? width : s.c;  // in elements
+      const int64_t src_ld = into_wide ? s.width : width, dst_ld = into_wide ? width : s.width;  // in elements
       const int64_t per16 = int64_t(16 / esz);
-      if (s.c % per16 == 0 && width % per16 == 0 && cuda::aligned16(src) && cuda::aligned16(dst))
-        copy_as<uint4>(src, src_ld / per16, dst, dst_ld / per16, rows, s.c / per16);
+      if (s.width % per16 == 0 && width % per16 == 0 && cuda::aligned16(src) && cuda::aligned16(dst))
+        copy_as<uint4>(src, src_ld / per16, dst, dst_ld / per16, rows, s.width / per16);
       else if (esz == 4)
-        copy_as<uint32_t>(src, src_ld, dst, dst_ld, rows, s.c);
+        copy_as<uint32_t>(src, src_ld, dst, dst_ld, rows, s.width);
       else
-        copy_as<uint16_t>(src, src_ld, dst, dst_ld, rows, s.c);
+        copy_as<uint16_t>(src, src_ld, dst, dst_ld, rows, s.width);
     }
   }
 
@@ -287,53 +231,35 @@ class CudaElementwise final : public ElementwiseKernel {
 
 class CudaDropout final : public DropoutKernel {
  public:
-  CudaDropout(OpContext& ctx, const DropoutParams& p) : c_(cuda_context(ctx)), rate_(p.rate) {
-    if (!(p.rate >= 0.0f && p.rate < 1.0f)) cuda::fail("dropout: rate must be in [0, 1), got ", p.rate);
-  }
+  CudaDropout(OpContext& ctx, const DropoutParams& p) : DropoutKernel(ctx, p), c_(cuda_context(ctx)) {}
 
-  void forward(const Tensor& x, Tensor& y, Tensor& mask, uint64_t seed) override {
-    const Device dev = c_.device();
-    cuda::require_f32("dropout", "x", x, dev);
-    cuda::require_shape("dropout", "y", y, x.shape(), dev);
-    check_mask(mask, x.shape());
+ private:
+  void forward_impl(const Tensor& x, Tensor& y, Tensor& mask, uint64_t seed) override {
     const int64_t n = x.numel();
     const float* a = x.f32();
     float* o = y.f32();
     uint8_t* m = mask.as<uint8_t>();
-    if (rate_ == 0.0f) {
+    if (p_.rate == 0.0f) {
       if (o != a) c_.copy(o, a, x.bytes());
       if (n > 0) CUDA_CHECK(cudaMemsetAsync(m, 1, size_t(n), c_.stream()));
       return;
     }
     if (n == 0) return;
-    const uint32_t thr = dropout_threshold(rate_);
-    const float scale = dropout_scale(rate_);
+    const uint32_t thr = dropout_threshold(p_.rate);
+    const float scale = dropout_scale(p_.rate);
     const bool vec = n % 4 == 0 && cuda::aligned16(a) && cuda::aligned16(o) && cuda::aligned4(m);
     TRAINER_LAUNCH(dropout_fwd_kernel, cuda::grid_for((n + 3) / 4, c_), cuda::kBlock, c_.stream(), a, o, m, n, seed,
                    thr, scale, vec);
   }
 
-  void backward(const Tensor& dy, const Tensor& mask, Tensor& dx) override {
-    const Device dev = c_.device();
-    cuda::require_f32("dropout", "dy", dy, dev);
-    cuda::require_shape("dropout", "dx", dx, dy.shape(), dev);
-    check_mask(mask, dy.shape());
+  void backward_impl(const Tensor& dy, const Tensor& mask, Tensor& dx) override {
     const int64_t n = dy.numel();
-    const float scale = dropout_scale(rate_);
+    const float scale = dropout_scale(p_.rate);
     TRAINER_LAUNCH(dropout_bwd_kernel, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), dy.f32(),
                    mask.as<const uint8_t>(), dx.f32(), n, scale);
   }
 
- private:
-  void check_mask(const Tensor& mask, const Shape& s) const {
-    if (!mask.defined()) cuda::fail("dropout: mask is undefined");
-    if (mask.dtype() != DType::U8) cuda::fail("dropout: mask must be u8, got ", dtype_name(mask.dtype()));
-    if (!(mask.device() == c_.device())) cuda::fail("dropout: mask is on ", mask.device().str(), ", not ", c_.device().str());
-    if (mask.numel() != s.numel())
-      cuda::fail("dropout: mask [", mask.shape().str(), "] does not match x [", s.str(), "]");
-  }
   CudaContext& c_;
-  float rate_;
 };
 
 static RegisterKernel<ElementwiseKernel, CudaElementwise> reg_ew(DeviceKind::CUDA);

@@ -69,23 +69,22 @@ int key_bits(int64_t V) {
 
 class CudaEmbedding final : public EmbeddingKernel {
  public:
-  CudaEmbedding(OpContext& ctx, const EmbeddingParams& p) : c_(cuda_context(ctx)), p_(p) {
-    embedding::check_params(p);
+  CudaEmbedding(OpContext& ctx, const EmbeddingParams& p) : EmbeddingKernel(ctx, p), c_(cuda_context(ctx)) {
+    // Capability: the backward's radix sort takes 32-bit keys.
     if (p.input_dim >= INT_MAX) cuda::fail(kOp, ": input_dim ", p.input_dim, " exceeds 32-bit ids");
   }
 
+ private:
   // Synchronises the stream to check the ids.
-  void forward(const Tensor& ids, const Tensor& w, Tensor& y) override {
-    check(ids, w);
-    cuda::require_shape(kOp, "y", y, embedding::output_shape(ids.shape(), p_), c_.device());
+  void forward_impl(const Tensor& ids, const Tensor& w, Tensor& y) override {
     const int64_t P = ids.numel(), D = p_.output_dim;
     if (P == 0) return;
-    cuda::DeviceBuffer flag(c_.allocator(), sizeof(unsigned long long));
-    CUDA_CHECK(cudaMemsetAsync(flag.as<void>(), 0xff, sizeof(unsigned long long), c_.stream()));  // ULLONG_MAX
+    unsigned long long* flag = flag_.as<unsigned long long>(c_, 1);
+    CUDA_CHECK(cudaMemsetAsync(flag, 0xff, sizeof(unsigned long long), c_.stream()));  // ULLONG_MAX
     TRAINER_LAUNCH(gather_kernel, cuda::grid_for(P * D, c_), cuda::kBlock, c_.stream(), ids.f32(), w.f32(), y.f32(), P,
-                   D, p_.input_dim, flag.as<unsigned long long>());
+                   D, p_.input_dim, flag);
     unsigned long long bad = 0;
-    c_.copy_to_host(&bad, flag.as<void>(), sizeof bad);  // synchronises
+    c_.copy_to_host(&bad, flag, sizeof bad);  // synchronises
     if (bad != ULLONG_MAX) {
       float v = 0.0f;
       c_.copy_to_host(&v, ids.f32() + bad, sizeof v);
@@ -93,13 +92,11 @@ class CudaEmbedding final : public EmbeddingKernel {
     }
   }
 
-  void backward(const Tensor& ids, const Tensor& dy, Tensor& dw) override {
-    check(ids, dw);
-    cuda::require_shape(kOp, "dy", dy, embedding::output_shape(ids.shape(), p_), c_.device());
+  void backward_impl(const Tensor& ids, const Tensor& dy, Tensor& dw) override {
     c_.fill_zero(dw.data(), dw.bytes());
     const int64_t P = ids.numel(), D = p_.output_dim, V = p_.input_dim;
     if (P == 0) return;
-    if (P > INT_MAX) cuda::fail(kOp, ": ", P, " ids exceed the 32-bit sort");
+    if (P > INT_MAX) cuda::fail(kOp, ": ", P, " ids exceed the 32-bit sort");  // capability
     const int n = int(P);
     // keys, sorted keys, positions, sorted positions, then CUB's temporary storage.
     size_t temp_bytes = 0;
@@ -107,8 +104,7 @@ class CudaEmbedding final : public EmbeddingKernel {
                                                static_cast<uint32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
                                                static_cast<int32_t*>(nullptr), n, 0, key_bits(V), c_.stream()));
     const size_t arr = (size_t(P) * sizeof(int32_t) + 255) & ~size_t(255);
-    cuda::DeviceBuffer buf(c_.allocator(), 4 * arr + temp_bytes);
-    char* base = buf.as<char>();
+    char* base = static_cast<char*>(sort_.get(c_, 4 * arr + temp_bytes));
     uint32_t* keys = reinterpret_cast<uint32_t*>(base);
     uint32_t* keys_sorted = reinterpret_cast<uint32_t*>(base + arr);
     int32_t* pos = reinterpret_cast<int32_t*>(base + 2 * arr);
@@ -120,15 +116,9 @@ class CudaEmbedding final : public EmbeddingKernel {
                    dy.f32(), dw.f32(), P, D, V);
   }
 
- private:
-  void check(const Tensor& ids, const Tensor& w) const {
-    cuda::require_f32(kOp, "ids", ids, c_.device());
-    cuda::require_f32(kOp, "w", w, c_.device());
-    embedding::check_shapes(p_, ids, w);
-  }
-
   CudaContext& c_;
-  EmbeddingParams p_;
+  Scratch flag_;  // forward's first bad position
+  Scratch sort_;  // backward's keys and positions (unsorted, sorted) and CUB's temporary storage
 };
 
 static RegisterKernel<EmbeddingKernel, CudaEmbedding> reg(DeviceKind::CUDA);

@@ -1,7 +1,7 @@
 // CUDA global pooling: [N,H,W,C] -> [N,C] average or max of any float type and their gradients (thread per (n, c), the CPU's order).
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
-#include "core/ops/pool_math.h"
+#include "core/ops/math/pool_math.h"
 #include "core/ops/pooling.h"
 
 namespace trainer {
@@ -49,37 +49,30 @@ __global__ void global_max_bwd_kernel(const T* x, const T* y, const T* dy, T* dx
 
 class CudaGlobalPool final : public GlobalPoolKernel {
  public:
-  CudaGlobalPool(OpContext& ctx, const GlobalPoolParams& p) : c_(cuda_context(ctx)), p_(p) {}
+  CudaGlobalPool(OpContext& ctx, const GlobalPoolParams& p) : GlobalPoolKernel(ctx, p), c_(cuda_context(ctx)) {}
 
-  void forward(const Tensor& x, Tensor& y) override {
-    const Device dev = c_.device();
-    cuda::require_float_rank("global_pool", "x", x, 4, dev);
+ private:
+  void forward_impl(const Tensor& x, Tensor& y) override {
     const int64_t n = x.dim(0), hw = x.dim(1) * x.dim(2), C = x.dim(3);
-    cuda::require_as("global_pool", "y", y, x, {n, C}, dev);
     if (hw == 0) {
       c_.fill_zero(y.data(), y.bytes());
       return;
     }
     const bool avg = p_.kind == PoolKind::Avg;
     const float inv = pool_math::global_inv(hw);
-    cuda::dispatch_float("global_pool", "x", x, [&](auto tag) {
+    cuda::dispatch_float(kName, "x", x, [&](auto tag) {
       using T = decltype(tag);
       TRAINER_LAUNCH(global_pool_fwd_kernel<T>, cuda::grid_for(n * C, c_), cuda::kBlock, c_.stream(),
                      cuda::ptr<const T>(x), cuda::ptr<T>(y), n, hw, C, avg, inv);
     });
   }
 
-  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) override {
-    const Device dev = c_.device();
-    cuda::require_float_rank("global_pool", "x", x, 4, dev);
+  void backward_impl(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) override {
     const int64_t n = x.dim(0), hw = x.dim(1) * x.dim(2), C = x.dim(3);
-    cuda::require_as("global_pool", "dy", dy, x, {n, C}, dev);
-    cuda::require_as("global_pool", "dx", dx, x, x.shape(), dev);
     const bool avg = p_.kind == PoolKind::Avg;
-    if (!avg) cuda::require_as("global_pool", "y", y, x, {n, C}, dev);
     if (hw == 0) return;
     const float inv = pool_math::global_inv(hw);
-    cuda::dispatch_float("global_pool", "x", x, [&](auto tag) {
+    cuda::dispatch_float(kName, "x", x, [&](auto tag) {
       using T = decltype(tag);
       if (avg)
         TRAINER_LAUNCH(global_avg_bwd_kernel<T>, cuda::grid_for(n * hw * C, c_), cuda::kBlock, c_.stream(),
@@ -91,9 +84,7 @@ class CudaGlobalPool final : public GlobalPoolKernel {
     });
   }
 
- private:
   CudaContext& c_;
-  GlobalPoolParams p_;
 };
 
 static RegisterKernel<GlobalPoolKernel, CudaGlobalPool> reg(DeviceKind::CUDA);

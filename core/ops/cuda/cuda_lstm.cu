@@ -6,7 +6,7 @@
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_reduce.cuh"
 #include "core/ops/lstm.h"
-#include "core/ops/lstm_math.h"
+#include "core/ops/math/lstm_math.h"
 
 // Why not cuDNN's RNN API (the first version of this file): on the first GPU run it made an
 // illegal memory access at n = t = f = u = 1, and a second backward after one forward gave other
@@ -82,14 +82,12 @@ __global__ void gates_backward_kernel(const float* __restrict__ z, const float* 
 
 class CudaLstm final : public LstmKernel {
  public:
-  CudaLstm(OpContext& ctx, const LstmParams& p) : c_(cuda_context(ctx)), p_(p) {
-    if (p.units <= 0) cuda::fail(kOp, ": units must be positive, got ", p.units);
-  }
+  CudaLstm(OpContext& ctx, const LstmParams& p) : LstmKernel(ctx, p), c_(cuda_context(ctx)) {}
 
-  void forward(const Tensor& x, const Tensor& w, const Tensor& r, const Tensor& b, Tensor& y, bool training) override {
-    const lstm::Dims d = check(x, w, r, &b);
-    cuda::require_shape(kOp, "y", y, lstm::output_shape(d, p_), dev());
-    kept_ = false;
+ private:
+  // The header keeps track of whether a training forward of x's shape is in the buffers.
+  void forward_impl(const lstm::Dims& d, const Tensor& x, const Tensor& w, const Tensor& r, const Tensor& b, Tensor& y,
+                    bool /*training*/) override {
     if (d.n == 0) return;
     grow(d);
     const int G = to_int(4 * d.u, "4 x units"), U = int(d.u), F = to_int(d.f, "features");
@@ -109,31 +107,16 @@ class CudaLstm final : public LstmKernel {
       TRAINER_LAUNCH(gates_forward_kernel, cuda::grid_for(d.n * d.u, c_), cuda::kBlock, c_.stream(), z, cs_.f32(), hp,
                      y.f32(), p_.bias ? b.f32() : nullptr, d.n, T, d.u, t, p_.return_sequences);
     }
-    if (training) {
-      kept_ = true;
-      kept_dims_ = d;
-    }
   }
 
-  void backward(const Tensor& x, const Tensor& w, const Tensor& r, const Tensor& y, const Tensor& dy, Tensor& dx,
-                Tensor& dw, Tensor& dr, Tensor& db) override {
-    const lstm::Dims d = check(x, w, r, nullptr);
-    const Shape out = lstm::output_shape(d, p_);
-    cuda::require_shape(kOp, "y", y, out, dev());
-    cuda::require_shape(kOp, "dy", dy, out, dev());
-    cuda::require_shape(kOp, "dw", dw, w.shape(), dev());
-    cuda::require_shape(kOp, "dr", dr, r.shape(), dev());
-    if (p_.bias) cuda::require_shape(kOp, "db", db, {4 * d.u}, dev());
-    if (dx.defined()) cuda::require_shape(kOp, "dx", dx, x.shape(), dev());
+  void backward_impl(const lstm::Dims& d, const Tensor& x, const Tensor& w, const Tensor& r, const Tensor& /*y*/,
+                     const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& dr, Tensor& db) override {
     if (d.n == 0) {
       c_.fill_zero(dw.data(), dw.bytes());
       c_.fill_zero(dr.data(), dr.bytes());
       if (p_.bias) c_.fill_zero(db.data(), db.bytes());
       return;
     }
-    if (!kept_ || kept_dims_.n != d.n || kept_dims_.t != d.t || kept_dims_.f != d.f)
-      throw std::logic_error("lstm: backward without a training forward of this input shape [" + x.shape().str() +
-                             "]");
     const int G = int(4 * d.u), U = int(d.u), F = int(d.f), NT = int(d.n * d.t), N = int(d.n);
     const int64_t T = d.t;
     const int ldz = int(T * G);
@@ -155,17 +138,6 @@ class CudaLstm final : public LstmKernel {
     if (p_.bias) cuda::column_sums(bias_sums_, c_, static_cast<const float*>(dz), d.n * T, 4 * d.u, db.f32());
   }
 
- private:
-  Device dev() const { return c_.device(); }
-
-  lstm::Dims check(const Tensor& x, const Tensor& w, const Tensor& r, const Tensor* b) const {
-    cuda::require_f32(kOp, "x", x, dev());
-    cuda::require_f32(kOp, "w", w, dev());
-    cuda::require_f32(kOp, "r", r, dev());
-    if (p_.bias && b) cuda::require_f32(kOp, "b", *b, dev());
-    return lstm::dims(p_, x, w, r, b);
-  }
-
   // Buffers for N·T rows (grown, never shrunk: the batch varies between training and evaluation).
   void grow(const lstm::Dims& d) {
     const int64_t rows = d.n * d.t, u = d.u;
@@ -184,15 +156,12 @@ class CudaLstm final : public LstmKernel {
   }
 
   CudaContext& c_;
-  LstmParams p_;
   // Rows n·T + t: z_ [N, T, 4U] gate pre-activations, then activations (kept for backward); hp_
   // [N, T, U] the hidden state each step starts from (h_{t-1}; zeros at t = 0); cs_ [N, T, U] cell
   // states; dz_ [N, T, 4U] gate pre-activation gradients; dh_, dc_ [N, U] the running state
   // gradients.
   Tensor z_, hp_, cs_, dz_, dh_, dc_;
   cuda::ColumnReducer bias_sums_;
-  bool kept_ = false;  // the buffers hold a training forward of kept_dims_
-  lstm::Dims kept_dims_{};
 };
 
 static RegisterKernel<LstmKernel, CudaLstm> reg(DeviceKind::CUDA);

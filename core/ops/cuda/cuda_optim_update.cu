@@ -1,7 +1,7 @@
 // CUDA optimizer updates: fused single-pass SGD, Adam(W) and RMSprop over flat f32 buffers (optim_math.h, shared with the CPU); the gradients' finiteness check.
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_util.cuh"
-#include "core/ops/optim_math.h"
+#include "core/ops/math/optim_math.h"
 #include "core/ops/optim_update.h"
 
 namespace trainer {
@@ -38,39 +38,29 @@ __global__ void nonfinite_kernel(const float* g, int64_t n, int* flag) {
 
 class CudaOptimUpdate final : public OptimUpdateKernel {
  public:
-  CudaOptimUpdate(OpContext& ctx, const OptimUpdateParams&) : c_(cuda_context(ctx)) {}
+  CudaOptimUpdate(OpContext& ctx, const OptimUpdateParams& p) : OptimUpdateKernel(ctx, p), c_(cuda_context(ctx)) {}
 
-  void sgd(Tensor& w, const Tensor& g, Tensor& velocity, const SgdStep& s) override {
-    check_wg("sgd", w, g);
+ private:
+  void sgd_impl(Tensor& w, const Tensor& g, Tensor& velocity, const SgdStep& s) override {
     // Without a velocity buffer (allowed only when momentum is 0) the update is w -= lr*g'.
     const bool mom = velocity.defined();
-    check_state("sgd", "velocity", velocity, w, s.momentum != 0.0f);
     TRAINER_LAUNCH(sgd_kernel, cuda::grid_for(w.numel(), c_), cuda::kBlock, c_.stream(), w.f32(), g.f32(),
                    mom ? velocity.f32() : nullptr, w.numel(), optim_math::sgd_coef(s), s.nesterov);
   }
 
-  void adam(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) override {
-    check_wg("adam", w, g);
-    check_state("adam", "m", m, w, true);
-    check_state("adam", "v", v, w, true);
-    if (!(s.bias1 > 0.0f) || !(s.bias2 > 0.0f)) cuda::fail("adam: bias corrections must be positive (step >= 1)");
+  void adam_impl(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) override {
     TRAINER_LAUNCH(adam_kernel, cuda::grid_for(w.numel(), c_), cuda::kBlock, c_.stream(), w.f32(), g.f32(), m.f32(),
                    v.f32(), w.numel(), optim_math::adam_coef(s));
   }
 
-  void rmsprop(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, Tensor& mg, const RmspropStep& s) override {
-    check_wg("rmsprop", w, g);
+  void rmsprop_impl(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, Tensor& mg, const RmspropStep& s) override {
     const bool use_mom = s.momentum != 0.0f;
-    check_state("rmsprop", "ms", ms, w, true);
-    check_state("rmsprop", "mom", mom, w, use_mom);
-    check_state("rmsprop", "mg", mg, w, s.centered);
     TRAINER_LAUNCH(rmsprop_kernel, cuda::grid_for(w.numel(), c_), cuda::kBlock, c_.stream(), w.f32(), g.f32(),
                    ms.f32(), use_mom ? mom.f32() : nullptr, s.centered ? mg.f32() : nullptr, w.numel(),
                    optim_math::rmsprop_coef(s));
   }
 
-  bool all_finite(const Tensor& g) override {
-    cuda::require_f32("all_finite", "g", g, c_.device());
+  bool all_finite_impl(const Tensor& g) override {
     if (!flag_.defined()) flag_ = Tensor::empty(Shape{1}, DType::I32, c_.allocator());
     c_.fill_zero(flag_.data(), sizeof(int));
     if (g.numel() > 0)
@@ -79,20 +69,6 @@ class CudaOptimUpdate final : public OptimUpdateKernel {
     int bad = 0;
     c_.copy_to_host(&bad, flag_.data(), sizeof(int));  // waits for the stream
     return bad == 0;
-  }
-
- private:
-  void check_wg(const char* op, const Tensor& w, const Tensor& g) const {
-    cuda::require_f32(op, "w", w, c_.device());
-    cuda::require_f32(op, "g", g, c_.device());
-    cuda::require_same_numel(op, "g", g, "w", w);
-  }
-  // State buffers a configuration does not use (SGD without momentum, RMSprop without momentum or
-  // centering) may be undefined.
-  void check_state(const char* op, const char* name, const Tensor& t, const Tensor& w, bool needed) const {
-    if (!needed && !t.defined()) return;
-    cuda::require_f32(op, name, t, c_.device());
-    cuda::require_same_numel(op, name, t, "w", w);
   }
 
   CudaContext& c_;

@@ -4,12 +4,10 @@
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/pad2d.h"
-#include "core/ops/pad_math.h"
+#include "core/ops/math/pad_math.h"
 
 namespace trainer {
 namespace {
-
-constexpr const char* kOp = "pad2d";
 
 using pad_math::PadShape;
 
@@ -30,41 +28,32 @@ __global__ void pad_backward_kernel(PadShape s, const T* __restrict__ dy, T* __r
 
 class CudaPad2d final : public Pad2dKernel {
  public:
-  CudaPad2d(OpContext& ctx, const Pad2dParams& p) : c_(cuda_context(ctx)), p_(p) {
-    if (p.top < 0 || p.bottom < 0 || p.left < 0 || p.right < 0)
-      cuda::fail(kOp, ": padding ", p.top, "/", p.bottom, " x ", p.left, "/", p.right, " must not be negative");
-  }
+  CudaPad2d(OpContext& ctx, const Pad2dParams& p) : Pad2dKernel(ctx, p), c_(cuda_context(ctx)) {}
 
-  void forward(const Tensor& x, Tensor& y) override {
-    cuda::require_float_rank(kOp, "x", x, 4, c_.device());
-    cuda::require_as(kOp, "y", y, x, out_shape(x.shape()), c_.device());
+ private:
+  void forward_impl(const Tensor& x, Tensor& y) override {
     if (y.numel() == 0) return;
-    cuda::dispatch_float(kOp, "x", x, [&](auto tag) {
+    cuda::dispatch_float(kName, "x", x, [&](auto tag) {
       using T = decltype(tag);
       TRAINER_LAUNCH(pad_forward_kernel<T>, cuda::grid_for(y.numel(), c_), cuda::kBlock, c_.stream(),
                      shape_of(x.shape()), cuda::ptr<const T>(x), cuda::ptr<T>(y));
     });
   }
 
-  void backward(const Tensor& dy, Tensor& dx) override {
-    cuda::require_float_rank(kOp, "dx", dx, 4, c_.device());
-    cuda::require_as(kOp, "dy", dy, dx, out_shape(dx.shape()), c_.device());
+  void backward_impl(const Tensor& dy, Tensor& dx) override {
     if (dx.numel() == 0) return;
-    cuda::dispatch_float(kOp, "dx", dx, [&](auto tag) {
+    cuda::dispatch_float(kName, "dx", dx, [&](auto tag) {
       using T = decltype(tag);
       TRAINER_LAUNCH(pad_backward_kernel<T>, cuda::grid_for(dx.numel(), c_), cuda::kBlock, c_.stream(),
                      shape_of(dx.shape()), cuda::ptr<const T>(dy), cuda::ptr<T>(dx));
     });
   }
 
- private:
-  Shape out_shape(const Shape& x) const { return pad2d_output_shape(x.without_batch(), p_).with_batch(x[0]); }
   PadShape shape_of(const Shape& x) const {
     return {x[0], x[1], x[2], x[3], x[1] + p_.top + p_.bottom, x[2] + p_.left + p_.right, p_.top, p_.left};
   }
 
   CudaContext& c_;
-  Pad2dParams p_;
 };
 
 static RegisterKernel<Pad2dKernel, CudaPad2d> reg(DeviceKind::CUDA);

@@ -3,7 +3,7 @@
 
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
-#include "core/ops/pool_math.h"
+#include "core/ops/math/pool_math.h"
 #include "core/ops/pooling.h"
 
 // Why not cudnnPoolingForward/Backward: cuDNN pads symmetrically, and Keras' 'same' puts the odd
@@ -62,16 +62,12 @@ int to_int(int64_t v, const char* what) {
 
 class CudaPool2d final : public Pool2dKernel {
  public:
-  CudaPool2d(OpContext& ctx, const Pool2dParams& p) : c_(cuda_context(ctx)), p_(p) {
-    if (p.kh < 1 || p.kw < 1 || p.sh < 1 || p.sw < 1)
-      cuda::fail(kOp, ": pool size ", p.kh, "x", p.kw, " and strides ", p.sh, "x", p.sw, " must be positive");
-  }
+  CudaPool2d(OpContext& ctx, const Pool2dParams& p) : Pool2dKernel(ctx, p), c_(cuda_context(ctx)) {}
 
-  void forward(const Tensor& x, Tensor& y, bool /*training*/) override {
-    cuda::require_float_rank(kOp, "x", x, 4, dev());
-    cuda::require_as(kOp, "y", y, x, out_shape(x), dev());
+ private:
+  void forward_impl(const Pool2dGeometry& pg, const Tensor& x, Tensor& y, bool /*training*/) override {
     if (y.numel() == 0) return;
-    PoolGeom g = geometry(x);
+    const PoolGeom g = geometry(pg);
     cuda::dispatch_float(kOp, "x", x, [&](auto tag) {
       using T = decltype(tag);
       TRAINER_LAUNCH(pool_forward_kernel<T>, cuda::grid_for(y.numel(), c_), cuda::kBlock, c_.stream(),
@@ -80,17 +76,14 @@ class CudaPool2d final : public Pool2dKernel {
   }
 
   // y is not needed: max pooling recomputes its argmax from x.
-  void backward(const Tensor& x, const Tensor& /*y*/, const Tensor& dy, Tensor& dx) override {
-    cuda::require_float_rank(kOp, "x", x, 4, dev());
-    Shape ys = out_shape(x);
-    cuda::require_as(kOp, "dy", dy, x, ys, dev());
-    cuda::require_as(kOp, "dx", dx, x, x.shape(), dev());
+  void backward_impl(const Pool2dGeometry& pg, const Tensor& x, const Tensor& /*y*/, const Tensor& dy,
+                     Tensor& dx) override {
     if (dx.numel() == 0) return;
     if (dy.numel() == 0) {  // no output covers anything
       c_.fill_zero(dx.data(), dx.bytes());
       return;
     }
-    PoolGeom g = geometry(x);
+    const PoolGeom g = geometry(pg);
     const bool is_max = p_.kind == PoolKind::Max;
     cuda::dispatch_float(kOp, "x", x, [&](auto tag) {
       using T = decltype(tag);
@@ -106,32 +99,23 @@ class CudaPool2d final : public Pool2dKernel {
     });
   }
 
- private:
-  Device dev() const { return c_.device(); }
-
-  Shape out_shape(const Tensor& x) const {
-    return pool2d_output_shape(x.shape().without_batch(), p_).with_batch(x.dim(0));
-  }
-
-  PoolGeom geometry(const Tensor& x) const {
-    Window1d h = window_1d(x.dim(1), p_.kh, p_.sh, 1, p_.padding);
-    Window1d w = window_1d(x.dim(2), p_.kw, p_.sw, 1, p_.padding);
-    // Positions iy * iw + ix are ints; element indices are 64-bit.
-    to_int(x.dim(1) * x.dim(2), "H*W");
+  // The header's geometry as the kernels' int one (pool_math.h). Capability: positions iy * iw + ix
+  // are ints (element indices are 64-bit), so larger sizes are refused.
+  PoolGeom geometry(const Pool2dGeometry& pg) const {
+    to_int(pg.ih * pg.iw, "H*W");
     PoolGeom g;
-    g.n = to_int(x.dim(0), "batch");
-    g.ih = int(x.dim(1));
-    g.iw = int(x.dim(2));
-    g.c = to_int(x.dim(3), "channels");
-    g.oh = to_int(h.out, "output height");
-    g.ow = to_int(w.out, "output width");
+    g.n = to_int(pg.n, "batch");
+    g.ih = int(pg.ih);
+    g.iw = int(pg.iw);
+    g.c = to_int(pg.c, "channels");
+    g.oh = to_int(pg.h.out, "output height");
+    g.ow = to_int(pg.w.out, "output width");
     g.kh = p_.kh, g.kw = p_.kw, g.sh = p_.sh, g.sw = p_.sw;
-    g.pt = h.pad_before, g.pl = w.pad_before;
+    g.pt = pg.h.pad_before, g.pl = pg.w.pad_before;
     return g;
   }
 
   CudaContext& c_;
-  Pool2dParams p_;
   Tensor argmax_;  // i32: max pooling's argmax, recomputed in backward
 };
 

@@ -4,7 +4,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "core/ops/column_reduce.h"
+#include "core/ops/math/column_reduce.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
 
 // Two launches, no atomics, and an order of additions that depends on (rows, C) alone, so a result

@@ -1,5 +1,5 @@
 // Test hook: the GPU's column reducer run on host data with the bias-gradient and batch-norm terms, its sums returned as doubles.
-#include "core/ops/batchnorm_math.h"
+#include "core/ops/math/batchnorm_math.h"
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_reduce.cuh"
 #include "core/ops/cuda/cuda_reduce_probe.h"

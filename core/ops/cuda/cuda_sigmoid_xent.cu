@@ -9,8 +9,6 @@
 namespace trainer {
 namespace {
 
-constexpr const char* kOp = "sigmoid_xent";
-
 // status[i]: 1 hit, 0 miss, -1 label neither 0 nor 1 (no loss; d[i] = 0).
 __global__ void bce_samples_kernel(const float* __restrict__ x, const int32_t* __restrict__ z, float* __restrict__ d,
                                    float scale, int64_t N, double* __restrict__ losses, int32_t* __restrict__ status) {
@@ -52,24 +50,21 @@ __global__ void bce_finalize_kernel(const double* losses, const int32_t* status,
 
 class CudaSigmoidXent final : public SigmoidXentKernel {
  public:
-  CudaSigmoidXent(OpContext& ctx, const SigmoidXentParams&) : c_(cuda_context(ctx)) {}
+  CudaSigmoidXent(OpContext& ctx, const SigmoidXentParams& p) : SigmoidXentKernel(ctx, p), c_(cuda_context(ctx)) {}
 
+ private:
   // Synchronises the stream (the sums are copied back), and reports a bad label from here.
-  LossStats loss(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float grad_scale) override {
-    const Device dev = c_.device();
-    cuda::require_f32(kOp, "logits", logits, dev);
-    const int64_t N = sigmoid_xent::check_shapes(logits, labels);
-    cuda::require_dtype(kOp, "labels", labels, DType::I32, dev);
+  LossStats loss_impl(int64_t N, const Tensor& logits, const Tensor& labels, Tensor& dlogits,
+                      float grad_scale) override {
     const bool grad = dlogits.defined();
-    if (grad) cuda::require_shape(kOp, "dlogits", dlogits, logits.shape(), dev);
     if (N == 0) return {0.0, 0, 0};
 
     const size_t loss_bytes = size_t(N) * sizeof(double), status_bytes = size_t(N) * sizeof(int32_t);
     const size_t res_off = (loss_bytes + status_bytes + 15) & ~size_t(15);
-    cuda::DeviceBuffer buf(c_.allocator(), res_off + sizeof(BceResult));
-    double* losses = buf.as<double>();
-    int32_t* status = reinterpret_cast<int32_t*>(buf.as<char>() + loss_bytes);
-    BceResult* res = reinterpret_cast<BceResult*>(buf.as<char>() + res_off);
+    char* buf = static_cast<char*>(scratch_.get(c_, res_off + sizeof(BceResult)));
+    double* losses = reinterpret_cast<double*>(buf);
+    int32_t* status = reinterpret_cast<int32_t*>(buf + loss_bytes);
+    BceResult* res = reinterpret_cast<BceResult*>(buf + res_off);
     TRAINER_LAUNCH(bce_samples_kernel, cuda::grid_for(N, c_), cuda::kBlock, c_.stream(), logits.f32(), labels.i32(),
                    grad ? dlogits.f32() : nullptr, grad_scale, N, losses, status);
     TRAINER_LAUNCH(bce_finalize_kernel, 1u, 256u, c_.stream(), losses, status, N, res);
@@ -83,8 +78,8 @@ class CudaSigmoidXent final : public SigmoidXentKernel {
     return {host.loss_sum, int64_t(host.correct), N};
   }
 
- private:
   CudaContext& c_;
+  Scratch scratch_;  // per-sample losses and statuses, then the result
 };
 
 static RegisterKernel<SigmoidXentKernel, CudaSigmoidXent> reg(DeviceKind::CUDA);

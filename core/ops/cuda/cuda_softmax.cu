@@ -6,7 +6,7 @@
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_util.cuh"
 #include "core/ops/softmax.h"
-#include "core/ops/softmax_math.h"
+#include "core/ops/math/softmax_math.h"
 
 namespace trainer {
 namespace {
@@ -145,19 +145,15 @@ constexpr unsigned kFinalizeBlock = 256;
 
 class CudaSoftmax final : public SoftmaxKernel {
  public:
-  CudaSoftmax(OpContext& ctx, const SoftmaxParams&) : c_(cuda_context(ctx)) {}
+  CudaSoftmax(OpContext& ctx, const SoftmaxParams& p) : SoftmaxKernel(ctx, p), c_(cuda_context(ctx)) {}
 
-  void forward(const Tensor& x, Tensor& y) override {
-    auto [rows, C] = dims("softmax", x);
-    cuda::require_shape("softmax", "y", y, x.shape(), c_.device());
+ private:
+  void forward_impl(int64_t rows, int64_t C, const Tensor& x, Tensor& y) override {
     if (rows == 0 || C == 0) return;
     TRAINER_LAUNCH(softmax_fwd_kernel, row_grid(rows), cuda::row_block(C), c_.stream(), x.f32(), y.f32(), rows, C);
   }
 
-  void backward(const Tensor& y, const Tensor& dy, Tensor& dx) override {
-    auto [rows, C] = dims("softmax", y);
-    cuda::require_shape("softmax", "dy", dy, y.shape(), c_.device());
-    cuda::require_shape("softmax", "dx", dx, y.shape(), c_.device());
+  void backward_impl(int64_t rows, int64_t C, const Tensor& y, const Tensor& dy, Tensor& dx) override {
     if (rows == 0 || C == 0) return;
     TRAINER_LAUNCH(softmax_bwd_kernel, row_grid(rows), cuda::row_block(C), c_.stream(), y.f32(), dy.f32(), dx.f32(),
                    rows, C);
@@ -165,31 +161,18 @@ class CudaSoftmax final : public SoftmaxKernel {
 
   // Synchronises the stream: the loss and hit count are reduced on the GPU and copied back (a few
   // bytes) before returning, and an out-of-range label found on the GPU is reported from here.
-  LossStats cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float grad_scale) override {
-    const Device dev = c_.device();
-    cuda::require_rank("cross_entropy", "logits", logits, 2, dev);
-    const int64_t N = logits.dim(0), C = logits.dim(1);
-    if (C == 0) cuda::fail("cross_entropy: logits have no classes");
-    if (!labels.defined()) cuda::fail("cross_entropy: labels are undefined");
-    const bool sparse = labels.dtype() == DType::I32;
-    if (sparse) {
-      cuda::require_dtype("cross_entropy", "labels", labels, DType::I32, dev);
-      if (labels.shape() != Shape{N})
-        cuda::fail("cross_entropy: i32 labels have shape [", labels.shape().str(), "], expected [", N, "]");
-    } else {
-      cuda::require_shape("cross_entropy", "labels", labels, logits.shape(), dev);
-    }
+  LossStats cross_entropy_impl(int64_t N, int64_t C, bool sparse, const Tensor& logits, const Tensor& labels,
+                               Tensor& dlogits, float grad_scale) override {
     const bool grad = dlogits.defined();
-    if (grad) cuda::require_shape("cross_entropy", "dlogits", dlogits, logits.shape(), dev);
     if (N == 0) return {0.0, 0, 0};
 
     // Per-sample losses and statuses, then the result struct (doubles first: 8-byte aligned).
     const size_t loss_bytes = size_t(N) * sizeof(double), status_bytes = size_t(N) * sizeof(int32_t);
     const size_t res_off = (loss_bytes + status_bytes + 15) & ~size_t(15);
-    cuda::DeviceBuffer buf(c_.allocator(), res_off + sizeof(XentResult));
-    double* losses = buf.as<double>();
-    int32_t* status = reinterpret_cast<int32_t*>(buf.as<char>() + loss_bytes);
-    XentResult* res = reinterpret_cast<XentResult*>(buf.as<char>() + res_off);
+    char* buf = static_cast<char*>(scratch_.get(c_, res_off + sizeof(XentResult)));
+    double* losses = reinterpret_cast<double*>(buf);
+    int32_t* status = reinterpret_cast<int32_t*>(buf + loss_bytes);
+    XentResult* res = reinterpret_cast<XentResult*>(buf + res_off);
 
     float* dp = grad ? dlogits.f32() : nullptr;
     if (sparse)
@@ -211,18 +194,11 @@ class CudaSoftmax final : public SoftmaxKernel {
     return {host.loss_sum, int64_t(host.correct), N};
   }
 
- private:
-  // [rows, C] of a tensor whose last axis is C.
-  std::pair<int64_t, int64_t> dims(const char* op, const Tensor& x) const {
-    cuda::require_f32(op, "x", x, c_.device());
-    if (x.shape().rank() == 0) cuda::fail(op, ": x must have rank >= 1");
-    return shape_checks::rows_by_last(x);
-  }
-
   // One block per row, at most 2^20 blocks (the kernels loop over further rows).
   static unsigned row_grid(int64_t rows) { return unsigned(rows < (int64_t(1) << 20) ? rows : (int64_t(1) << 20)); }
 
   CudaContext& c_;
+  Scratch scratch_;  // cross_entropy's per-sample losses and statuses, then its result
 };
 
 static RegisterKernel<SoftmaxKernel, CudaSoftmax> reg(DeviceKind::CUDA);

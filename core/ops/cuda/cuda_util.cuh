@@ -1,4 +1,4 @@
-// Helpers shared by the hand-written CUDA kernels: argument checks, checked launches, grid-stride loops, block reductions.
+// Helpers shared by the hand-written CUDA kernels: messages, checked launches, grid-stride loops, block reductions.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -11,8 +11,7 @@
 #include <utility>
 
 #include "core/ops/cuda/cuda_context.h"
-#include "core/ops/shape_checks.h"
-#include "core/ops/softmax_math.h"
+#include "core/ops/math/softmax_math.h"
 
 // fmt's compile-time format strings (consteval) do not survive nvcc's host pass, so the .cu files
 // build their messages with ostream insertion (cuda::cat) instead of fmt.
@@ -20,7 +19,8 @@
 namespace trainer::cuda {
 
 // ---------------------------------------------------------------------------------------------
-// Host side: messages and argument checks (same wording as the CPU backend's cpu_util.h).
+// Host side: messages (the arguments are checked by the op headers, shape_checks.h; what stays in
+// the .cu files is what only this backend refuses, such as sizes beyond cuDNN's 32-bit indices).
 
 template <class... A>
 std::string cat(const A&... a) {
@@ -34,49 +34,8 @@ template <class... A>
   throw std::invalid_argument(cat(a...));
 }
 
-// Defined, of dtype `t`, and on the context's GPU.
-inline void require_dtype(const char* op, const char* name, const Tensor& x, DType t, Device dev) {
-  if (!x.defined()) fail(op, ": ", name, " is undefined");
-  if (x.dtype() != t) fail(op, ": ", name, " must be ", dtype_name(t), ", got ", dtype_name(x.dtype()));
-  if (!(x.device() == dev)) fail(op, ": ", name, " is on ", x.device().str(), ", not ", dev.str());
-}
-
-inline void require_f32(const char* op, const char* name, const Tensor& x, Device dev) {
-  require_dtype(op, name, x, DType::F32, dev);
-}
-
-inline void require_shape(const char* op, const char* name, const Tensor& x, const Shape& want, Device dev) {
-  require_f32(op, name, x, dev);
-  if (x.shape() != want) fail(op, ": ", name, " has shape [", x.shape().str(), "], expected [", want.str(), "]");
-}
-
-inline void require_rank(const char* op, const char* name, const Tensor& x, size_t rank, Device dev) {
-  require_f32(op, name, x, dev);
-  if (x.shape().rank() != rank) fail(op, ": ", name, " must have rank ", rank, ", got [", x.shape().str(), "]");
-}
-
-using shape_checks::require_same_numel;
-
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 inline bool aligned4(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 3u) == 0; }
-
-// Device scratch from the context's caching allocator, returned on scope exit. The allocator is
-// stream-ordered for the context's single stream, so returning a block that queued kernels still
-// use is safe: the next user of that block is queued after them.
-class DeviceBuffer {
- public:
-  DeviceBuffer(Allocator& a, size_t bytes) : a_(a), bytes_(bytes), p_(a.allocate(bytes)) {}
-  ~DeviceBuffer() { a_.deallocate(p_, bytes_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <class T>
-  T* as() const { return static_cast<T*>(p_); }
-
- private:
-  Allocator& a_;
-  size_t bytes_;
-  void* p_;
-};
 
 // ---------------------------------------------------------------------------------------------
 // Launch configuration.

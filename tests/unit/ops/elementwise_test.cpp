@@ -3,7 +3,7 @@
 
 #include <map>
 
-#include "core/ops/philox.h"
+#include "core/ops/math/philox.h"
 #include "backends.h"
 
 using namespace trainer;

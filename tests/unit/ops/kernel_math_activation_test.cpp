@@ -1,7 +1,7 @@
 // Kernel math: activation_math.h (the activation kernels of both backends, batch norm's fused clamp) against the float64 reference.
-#include "core/ops/activation_math.h"
+#include "core/ops/math/activation_math.h"
 
-#include "core/ops/batchnorm_math.h"
+#include "core/ops/math/batchnorm_math.h"
 #include "kernel_math_util.h"
 
 using namespace trainer;

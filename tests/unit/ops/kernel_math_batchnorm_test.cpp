@@ -1,7 +1,7 @@
 // Kernel math: batchnorm_math.h with column_reduce.h run on the host as the CUDA kernels run it (terms, reduction order, finishes, element formulas) against the float64 reference.
-#include "core/ops/batchnorm_math.h"
+#include "core/ops/math/batchnorm_math.h"
 
-#include "core/ops/column_reduce.h"
+#include "core/ops/math/column_reduce.h"
 #include "kernel_math_util.h"
 
 using namespace trainer;

@@ -1,10 +1,10 @@
 // Kernel math: column_reduce.h, the GPU column reducer's order (partition, rows per thread, lane trees, finish) and its host emulation; on a GPU, the kernels against the emulation bit for bit.
-#include "core/ops/column_reduce.h"
+#include "core/ops/math/column_reduce.h"
 
 #include <cstring>
 
 #include "backends.h"
-#include "core/ops/batchnorm_math.h"
+#include "core/ops/math/batchnorm_math.h"
 #include "kernel_math_util.h"
 #ifdef TRAINER_HAVE_CUDA
 #include "core/ops/cuda/cuda_reduce_probe.h"

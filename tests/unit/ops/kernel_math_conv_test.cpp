@@ -1,7 +1,7 @@
 // Kernel math: pad_math.h (pad2d, and conv2d's explicit bottom/right padding) and depthwise_math.h (per-output accumulation, the filter gradient's chunks) against the float64 references.
-#include "core/ops/depthwise_math.h"
+#include "core/ops/math/depthwise_math.h"
 
-#include "core/ops/pad_math.h"
+#include "core/ops/math/pad_math.h"
 #include "core/ops/window.h"
 #include "kernel_math_util.h"
 

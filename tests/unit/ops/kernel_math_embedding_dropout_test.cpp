@@ -3,7 +3,7 @@
 #include <numeric>
 
 #include "core/ops/embedding.h"
-#include "core/ops/philox.h"
+#include "core/ops/math/philox.h"
 #include "kernel_math_util.h"
 #include "reference_rnn.h"
 

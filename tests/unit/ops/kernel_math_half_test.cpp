@@ -1,5 +1,5 @@
 // Kernel math: the bf16 and f16 roundings of half_bits.h (the CPU's bf16 stores and every CUDA low-precision store) against a float64 nearest-value search.
-#include "core/ops/half_bits.h"
+#include "core/ops/math/half_bits.h"
 
 #include <algorithm>
 #include <cstring>

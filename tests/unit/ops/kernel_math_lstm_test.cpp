@@ -1,5 +1,5 @@
 // Kernel math: lstm_math.h (both backends' gate, cell and hidden-state arithmetic and its backward) driven through time on the host against the float64 LSTM reference.
-#include "core/ops/lstm_math.h"
+#include "core/ops/math/lstm_math.h"
 
 #include "kernel_math_util.h"
 #include "reference_rnn.h"

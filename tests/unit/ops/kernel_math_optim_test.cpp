@@ -1,5 +1,5 @@
 // Kernel math: optim_math.h (the per-element SGD, Adam(W) and RMSprop updates both backends run) against the float64 optimizer references over several steps.
-#include "core/ops/optim_math.h"
+#include "core/ops/math/optim_math.h"
 
 #include "kernel_math_util.h"
 

@@ -1,5 +1,5 @@
 // Kernel math: pool_math.h (the CUDA pooling kernels' windows, divisors, first-maximum rule and backward gather; global pooling's rules shared with the CPU) against the float64 reference.
-#include "core/ops/pool_math.h"
+#include "core/ops/math/pool_math.h"
 
 #include "core/ops/window.h"
 #include "kernel_math_util.h"

@@ -1,5 +1,5 @@
 // Kernel math: softmax_math.h (row maximum, shifted exponentials, log-sum-exp, losses, gradients, the argmax rule) and sigmoid_xent.h against the float64 references.
-#include "core/ops/softmax_math.h"
+#include "core/ops/math/softmax_math.h"
 
 #include <algorithm>
 #include <numeric>

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "core/ops/hd.h"
+#include "core/ops/math/hd.h"
 
 // Semantics (the float64 reference in tests/unit/ops/reference.cpp):
 //   max: the largest in-bounds value; its gradient goes to the first position, in row-major

@@ -2,7 +2,7 @@
 #pragma once
 
 // The per-element and per-partial arithmetic of the hand-written CUDA kernels lives in headers
-// under core/ops/ (batchnorm_math.h, pool_math.h, column_reduce.h, ...), written once as
+// under core/ops/math/ (batchnorm_math.h, pool_math.h, column_reduce.h, ...), written once as
 // functions that nvcc compiles for both sides and g++ compiles as ordinary inline functions. The
 // CPU kernels call the same functions where they compute the same formula, and
 // tests/unit/ops/kernel_math_*_test.cpp check them on the host against the float64 references,

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/ops/hd.h"
+#include "core/ops/math/hd.h"
 
 // One definition for every backend: the CPU's bf16 (cpu_bf16.h) and the CUDA kernels' bf16 and
 // f16 loads and stores (cuda_dtype.cuh) call these, so the rounding the GPU applies when it

@@ -2,8 +2,8 @@
 #pragma once
 #include <math.h>
 
-#include "core/ops/activation_math.h"
-#include "core/ops/hd.h"
+#include "core/ops/math/activation_math.h"
+#include "core/ops/math/hd.h"
 
 // x is [m, C] with C last. The algorithm (cpu_batchnorm.cpp, cuda_batchnorm.cu):
 //   forward_train  per-channel Σd and Σd² of d = x - shift (shift = x's first row: the one-pass

@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
-#include "core/ops/activation_math.h"
-#include "core/ops/hd.h"
+#include "core/ops/math/activation_math.h"
+#include "core/ops/math/hd.h"
 
 // Keras gates (lstm.h): z = x·W + h_{t-1}·R (+ b), columns [i | f | c | o];
 //   i = σ(z_i)  f = σ(z_f)  g = tanh(z_c)  o = σ(z_o)   c_t = f·c_{t-1} + i·g   h_t = o·tanh(c_t).

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "core/ops/hd.h"
+#include "core/ops/math/hd.h"
 
 // One row of C logits x (softmax.h, cpu_softmax.cpp, cuda_softmax.cu):
 //   mx = max_j x_j;  softmax_j = exp(x_j - mx) / Σ exp(x - mx) (float);

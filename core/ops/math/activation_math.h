@@ -3,7 +3,7 @@
 #include <math.h>
 
 #include "core/ops/activation.h"
-#include "core/ops/hd.h"
+#include "core/ops/math/hd.h"
 
 // Used by the activation kernels (cpu_activation.cpp, cuda_activation.cu), by batch norm's fused
 // ReLU/ReLU6 (cpu_batchnorm.cpp, batchnorm_math.h) and by the LSTM gates (lstm_math.h). Every

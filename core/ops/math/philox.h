@@ -2,7 +2,7 @@
 #pragma once
 #include <cstdint>
 
-#include "core/ops/hd.h"
+#include "core/ops/math/hd.h"
 
 namespace trainer {
 

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/ops/hd.h"
+#include "core/ops/math/hd.h"
 
 // cuda_reduce.cuh runs two kernels; this header is the order they add in, written once for the
 // kernels and for column_reduce_reference, the host emulation the tests compare them with bit

@@ -2,7 +2,7 @@
 #pragma once
 #include <cstdint>
 
-#include "core/ops/hd.h"
+#include "core/ops/math/hd.h"
 
 // NHWC x [n, h, w, c] inside y [n, oh, ow, c] at (top, left); the rest of y is zero. Only indices
 // are computed here: the kernels copy the element's bits (no conversion) or store a zero.

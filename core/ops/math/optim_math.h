@@ -2,7 +2,7 @@
 #pragma once
 #include <math.h>
 
-#include "core/ops/hd.h"
+#include "core/ops/math/hd.h"
 #include "core/ops/optim_update.h"
 
 // optim_update.h gives the formulas. Each update is one element's arithmetic in float, the same

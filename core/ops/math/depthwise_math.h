@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "core/ops/hd.h"
+#include "core/ops/math/hd.h"
 
 // NHWC activations, Keras kernel [kh, kw, C, M] (flat tap·C·M + oc), output channel oc = c·M + m.
 // Each output value is summed by one thread in a fixed order (fmaf in float), so results are

@@ -138,7 +138,11 @@ void Executor::apply_fusion() {
 }
 
 void Executor::set_step_seed(uint64_t seed) {
-  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->set_step_seed(seed * 1000003ull + i);
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->set_step_seed(node_seed(seed, i));
+}
+
+void Executor::set_step_scalars(const StepScalars* step) {
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->set_step_scalars(step, i);
 }
 
 void Executor::set_profiling(bool on) {

@@ -87,6 +87,9 @@ class Executor {
   // starts a bucket's all-reduce from here while backward goes on.
   void set_backward_hook(std::function<void(int64_t frontier)> hook) { hook_ = std::move(hook); }
   void set_step_seed(uint64_t seed);
+  // A recorded step: every layer reads the step's seed from `step` where its kernels run (null:
+  // back to set_step_seed's values).
+  void set_step_scalars(const StepScalars* step);
   // Per-node wall time of forward and backward, accumulated while profiling is on (the context
   // is synchronised around every layer, so this slows training down: for `trainer bench`).
   void set_profiling(bool on);

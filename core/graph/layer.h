@@ -9,6 +9,7 @@
 #include "core/io/config.h"
 #include "core/ops/activation.h"
 #include "core/ops/context.h"
+#include "core/ops/step_scalars.h"
 
 namespace trainer {
 
@@ -132,6 +133,9 @@ class Layer {
   virtual void set_fused(bool) {}
   // Layers with run-to-run randomness (dropout) get a fresh seed each step.
   virtual void set_step_seed(uint64_t) {}
+  // A recorded step (CUDA graphs): the step's seed is read from `step` where the kernels run, and
+  // this layer's is node_seed(that, node); null returns to set_step_seed's value.
+  virtual void set_step_scalars(const StepScalars* /*step*/, uint64_t /*node*/) {}
   // Data parallelism with sync_bn: layers whose statistics span the batch (batch norm) reduce
   // them over every replica through `sync` (used on the worker thread only).
   virtual void set_sync(StatsSync*) {}

@@ -21,6 +21,10 @@ class SoftmaxCrossEntropy final : public Loss {
   LossStats compute(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float scale) override {
     return k_->cross_entropy(logits, labels, dlogits, scale);
   }
+  void compute_into(const Tensor& logits, const Tensor& labels, Tensor& dlogits, const StepScalars* step,
+                    LossSums* sums) override {
+    k_->cross_entropy_into(logits, labels, dlogits, step, sums);
+  }
   const char* fused_output() const override { return "softmax"; }
   std::string check_logits(const Shape& s) const override {
     return s.rank() == 1 ? "" : fmt::format("the model output must be a vector of class scores, got {}", s.str());
@@ -35,6 +39,10 @@ class BinaryCrossEntropy final : public Loss {
   explicit BinaryCrossEntropy(OpContext& ctx) : k_(make_kernel<SigmoidXentKernel>(ctx, {})) {}
   LossStats compute(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float scale) override {
     return k_->loss(logits, labels, dlogits, scale);
+  }
+  void compute_into(const Tensor& logits, const Tensor& labels, Tensor& dlogits, const StepScalars* step,
+                    LossSums* sums) override {
+    k_->loss_into(logits, labels, dlogits, step, sums);
   }
   const char* fused_output() const override { return "sigmoid"; }
   std::string check_logits(const Shape& s) const override {

@@ -17,6 +17,10 @@ class Loss {
   virtual ~Loss() = default;
   // dlogits (overwritten, = d(loss_sum * grad_scale)/dlogits) may be undefined in evaluation.
   virtual LossStats compute(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float grad_scale) = 0;
+  // The same in a recorded step: the scale read from step->loss_scale and the statistics added to
+  // `sums` where the kernels run (device memory on a GPU, never copied to the host here).
+  virtual void compute_into(const Tensor& logits, const Tensor& labels, Tensor& dlogits, const StepScalars* step,
+                            LossSums* sums) = 0;
   // The activation layer type folded into the loss when it is the model's output ("softmax").
   virtual const char* fused_output() const = 0;
   // Why logits of this shape (without batch) cannot be scored, or "" when they can.

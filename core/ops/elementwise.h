@@ -7,6 +7,7 @@
 
 #include "core/ops/registry.h"
 #include "core/ops/shape_checks.h"
+#include "core/ops/step_scalars.h"
 
 namespace trainer {
 
@@ -191,7 +192,9 @@ class DropoutKernel {
   // Inverted dropout: y = x * keep / (1 - rate), f32. The keep mask is a pure function of
   // (seed, element index) (counter-based RNG), so backends and runs agree bit for bit; the mask
   // (u8, x's size) is saved for backward.
-  void forward(const Tensor& x, Tensor& y, Tensor& mask, uint64_t seed) {
+  void forward(const Tensor& x, Tensor& y, Tensor& mask, uint64_t seed) { forward(x, y, mask, DropoutSeed{seed, nullptr}); }
+  // The same with the seed read where the kernel runs (a recorded step: DropoutSeed::step).
+  void forward(const Tensor& x, Tensor& y, Tensor& mask, DropoutSeed seed) {
     ck_.dtype("x", x, DType::F32);
     ck_.shape("y", y, x.shape());
     check_mask(mask, x.shape());
@@ -209,7 +212,7 @@ class DropoutKernel {
     if (!(p.rate >= 0.0f && p.rate < 1.0f)) ck_.fail("rate must be in [0, 1), got ", p.rate);
   }
   // Called with checked arguments only.
-  virtual void forward_impl(const Tensor& x, Tensor& y, Tensor& mask, uint64_t seed) = 0;
+  virtual void forward_impl(const Tensor& x, Tensor& y, Tensor& mask, DropoutSeed seed) = 0;
   virtual void backward_impl(const Tensor& dy, const Tensor& mask, Tensor& dx) = 0;
 
   const Params p_;

@@ -2,22 +2,29 @@
 #pragma once
 #include "core/ops/registry.h"
 #include "core/ops/shape_checks.h"
+#include "core/ops/step_scalars.h"
 
 namespace trainer {
 
 // Per-step scalars; grad_scale multiplies every gradient first (folds replica averaging in).
+// `step`, when set, overrides lr and grad_scale (and Adam's bias corrections) with the values in
+// that memory when the update runs (StepScalars: a recorded step replays with new ones); it is
+// device memory on a GPU.
 struct SgdStep {
   float lr, momentum, weight_decay, grad_scale;
   bool nesterov;
+  const StepScalars* step = nullptr;
 };
 struct AdamStep {
   float lr, beta1, beta2, epsilon, weight_decay, grad_scale;
   bool decoupled;  // AdamW: w -= lr * wd * w, instead of adding wd * w to the gradient
   float bias1, bias2;  // 1 - beta1^t, 1 - beta2^t
+  const StepScalars* step = nullptr;
 };
 struct RmspropStep {
   float lr, rho, momentum, epsilon, weight_decay, grad_scale;
   bool centered;
+  const StepScalars* step = nullptr;
 };
 
 struct OptimUpdateParams {};
@@ -47,7 +54,7 @@ class OptimUpdateKernel {
     check_wg(ck, w, g);
     check_state(ck, "m", m, w, true);
     check_state(ck, "v", v, w, true);
-    if (!(s.bias1 > 0.0f) || !(s.bias2 > 0.0f)) ck.fail("bias corrections must be positive (step >= 1)");
+    if (!s.step && (!(s.bias1 > 0.0f) || !(s.bias2 > 0.0f))) ck.fail("bias corrections must be positive (step >= 1)");
     adam_impl(w, g, m, v, s);
   }
   // RMSprop (Keras): ms = rho ms + (1-rho) g'^2 [mg = rho mg + (1-rho) g' when centered];

@@ -32,12 +32,27 @@ class SigmoidXentKernel {
     if (dlogits.defined()) ck_.shape("dlogits", dlogits, s);
     return loss_impl(s[0], logits, labels, dlogits, grad_scale);
   }
+  // The same for a recorded step (SoftmaxKernel::cross_entropy_into's rules): the scale from
+  // step->loss_scale, the statistics added to `sums`, both read and written where the kernels run.
+  void loss_into(const Tensor& logits, const Tensor& labels, Tensor& dlogits, const StepScalars* step, LossSums* sums) {
+    ck_.dtype("logits", logits, DType::F32);
+    const Shape& s = logits.shape();
+    if (!(s.rank() == 1 || (s.rank() == 2 && s[1] == 1))) ck_.fail("logits must be [N, 1] or [N], got [", s.str(), "]");
+    ck_.shape("labels", labels, {s[0]}, DType::I32);
+    if (dlogits.defined()) ck_.shape("dlogits", dlogits, s);
+    loss_into_impl(s[0], logits, labels, dlogits, step, sums);
+  }
 
  protected:
   SigmoidXentKernel(const OpContext& c, const Params&) : ck_(kName, c.device()) {}
   // Called with checked arguments only: N samples.
   virtual LossStats loss_impl(int64_t N, const Tensor& logits, const Tensor& labels, Tensor& dlogits,
                               float grad_scale) = 0;
+  // Host memory (the CPU): loss_impl with the scale read now, its statistics added.
+  virtual void loss_into_impl(int64_t N, const Tensor& logits, const Tensor& labels, Tensor& dlogits,
+                              const StepScalars* step, LossSums* sums) {
+    add_to(*sums, loss_impl(N, logits, labels, dlogits, step->loss_scale));
+  }
 
  private:
   shape_checks::Checks ck_;

@@ -1,9 +1,11 @@
 // Softmax op family: softmax over the last axis, and fused softmax cross-entropy with accuracy.
 #pragma once
+#include <stdexcept>
 #include <utility>
 
 #include "core/ops/registry.h"
 #include "core/ops/shape_checks.h"
+#include "core/ops/step_scalars.h"
 
 namespace trainer {
 
@@ -18,6 +20,12 @@ struct LossStats {
     return *this;
   }
 };
+
+inline void add_to(LossSums& sums, const LossStats& s) {
+  sums.loss_sum += s.loss_sum;
+  sums.correct += s.correct;
+  sums.count += s.count;
+}
 
 struct SoftmaxParams {};
 
@@ -49,6 +57,39 @@ class SoftmaxKernel {
   // dlogits is defined (grad_scale is 1/global batch for a mean loss). A class index outside
   // [0, C) throws std::out_of_range naming the sample.
   LossStats cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float grad_scale) {
+    const auto [N, C, sparse] = check_xent(logits, labels, dlogits);
+    return cross_entropy_impl(N, C, sparse, logits, labels, dlogits, grad_scale);
+  }
+  // The same for a recorded step: grad_scale is read from step->loss_scale where the kernels run,
+  // and the batch's statistics are added to `sums`, both in the context's memory (device memory on
+  // a GPU: no host synchronisation; an out-of-range label is then noted in sums, not thrown).
+  void cross_entropy_into(const Tensor& logits, const Tensor& labels, Tensor& dlogits, const StepScalars* step,
+                          LossSums* sums) {
+    const auto [N, C, sparse] = check_xent(logits, labels, dlogits);
+    cross_entropy_into_impl(N, C, sparse, logits, labels, dlogits, step, sums);
+  }
+
+ protected:
+  SoftmaxKernel(const OpContext& c, const Params&) : dev_(c.device()) {}
+  // Called with checked arguments only: x (y) seen as [rows, C] (rows = 0 when C == 0); logits
+  // [N, C] with C >= 1, labels i32 [N] when sparse, else f32 [N, C].
+  virtual void forward_impl(int64_t rows, int64_t C, const Tensor& x, Tensor& y) = 0;
+  virtual void backward_impl(int64_t rows, int64_t C, const Tensor& y, const Tensor& dy, Tensor& dx) = 0;
+  virtual LossStats cross_entropy_impl(int64_t N, int64_t C, bool sparse, const Tensor& logits, const Tensor& labels,
+                                       Tensor& dlogits, float grad_scale) = 0;
+  // Host memory (the CPU, which runs ops as they are called): cross_entropy_impl with the scale
+  // read now, its statistics added (an out-of-range label throws, as in cross_entropy).
+  virtual void cross_entropy_into_impl(int64_t N, int64_t C, bool sparse, const Tensor& logits, const Tensor& labels,
+                                       Tensor& dlogits, const StepScalars* step, LossSums* sums) {
+    add_to(*sums, cross_entropy_impl(N, C, sparse, logits, labels, dlogits, step->loss_scale));
+  }
+
+ private:
+  struct XentShape {
+    int64_t N, C;
+    bool sparse;
+  };
+  XentShape check_xent(const Tensor& logits, const Tensor& labels, const Tensor& dlogits) const {
     const shape_checks::Checks ck("cross_entropy", dev_);
     ck.dtype("logits", logits, DType::F32);
     ck.has_rank("logits", logits, 2);
@@ -64,19 +105,8 @@ class SoftmaxKernel {
       ck.shape("labels", labels, logits.shape());
     }
     if (dlogits.defined()) ck.shape("dlogits", dlogits, logits.shape());
-    return cross_entropy_impl(N, C, sparse, logits, labels, dlogits, grad_scale);
+    return {N, C, sparse};
   }
-
- protected:
-  SoftmaxKernel(const OpContext& c, const Params&) : dev_(c.device()) {}
-  // Called with checked arguments only: x (y) seen as [rows, C] (rows = 0 when C == 0); logits
-  // [N, C] with C >= 1, labels i32 [N] when sparse, else f32 [N, C].
-  virtual void forward_impl(int64_t rows, int64_t C, const Tensor& x, Tensor& y) = 0;
-  virtual void backward_impl(int64_t rows, int64_t C, const Tensor& y, const Tensor& dy, Tensor& dx) = 0;
-  virtual LossStats cross_entropy_impl(int64_t N, int64_t C, bool sparse, const Tensor& logits, const Tensor& labels,
-                                       Tensor& dlogits, float grad_scale) = 0;
-
- private:
   static std::pair<int64_t, int64_t> rows_of(const shape_checks::Checks& ck, const char* name, const Tensor& t) {
     ck.dtype(name, t, DType::F32);
     ck.min_rank(name, t, 1);

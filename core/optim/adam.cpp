@@ -31,6 +31,15 @@ class Adam final : public Optimizer {
     Tensor w = range(weights_, b, e), m = range(m_, b, e), v = range(v_, b, e);
     k_->adam(w, range(grads_, b, e), m, v, AdamStep{lr, b1_, b2_, eps_, wd_, scale, decoupled_, bias1, bias2});
   }
+  void update_from(int64_t b, int64_t e, const StepScalars* step) override {
+    Tensor w = range(weights_, b, e), m = range(m_, b, e), v = range(v_, b, e);
+    k_->adam(w, range(grads_, b, e), m, v, AdamStep{0.0f, b1_, b2_, eps_, wd_, 0.0f, decoupled_, 1.0f, 1.0f, step});
+  }
+  void step_scalars(StepScalars& s, float lr, float grad_scale) const override {
+    Optimizer::step_scalars(s, lr, grad_scale);
+    s.bias1 = float(1.0 - std::pow(double(b1_), double(steps_)));
+    s.bias2 = float(1.0 - std::pow(double(b2_), double(steps_)));
+  }
   std::vector<std::pair<std::string, Tensor*>> state() override { return {{"m", &m_}, {"v", &v_}}; }
   std::string describe() const override {
     return fmt::format("{}(lr={:g}, beta1={:g}, beta2={:g}, epsilon={:g}, weight_decay={:g})", decoupled_ ? "AdamW" : "Adam",

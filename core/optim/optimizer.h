@@ -8,6 +8,7 @@
 
 #include "core/io/config.h"
 #include "core/ops/optim_update.h"
+#include "core/ops/step_scalars.h"
 
 namespace trainer {
 
@@ -22,6 +23,14 @@ class Optimizer {
   // all-reduce is done). Gradients are multiplied by grad_scale first.
   void begin_step() { ++steps_; }
   virtual void update(int64_t begin, int64_t end, float lr, float grad_scale) = 0;
+  // The same in a recorded step (CUDA graphs): the rate, the gradient scale and Adam's bias
+  // corrections are read from `step` where the update runs; step_scalars() fills them for this
+  // step (after begin_step) — the same values update() would use, so the same bits.
+  virtual void update_from(int64_t begin, int64_t end, const StepScalars* step) = 0;
+  virtual void step_scalars(StepScalars& s, float lr, float grad_scale) const {
+    s.lr = lr;
+    s.grad_scale = grad_scale;
+  }
   void step(float lr, float grad_scale) {
     begin_step();
     update(0, weights_.numel(), lr, grad_scale);

@@ -30,6 +30,10 @@ class Rmsprop final : public Optimizer {
     Tensor w = range(weights_, b, e), ms = range(ms_, b, e), mom = range(mom_, b, e), mg = range(mg_, b, e);
     k_->rmsprop(w, range(grads_, b, e), ms, mom, mg, RmspropStep{lr, rho_, momentum_, eps_, wd_, scale, centered_});
   }
+  void update_from(int64_t b, int64_t e, const StepScalars* step) override {
+    Tensor w = range(weights_, b, e), ms = range(ms_, b, e), mom = range(mom_, b, e), mg = range(mg_, b, e);
+    k_->rmsprop(w, range(grads_, b, e), ms, mom, mg, RmspropStep{0.0f, rho_, momentum_, eps_, wd_, 0.0f, centered_, step});
+  }
   std::vector<std::pair<std::string, Tensor*>> state() override {
     return {{"mean_square", &ms_}, {"momentum", &mom_}, {"mean_grad", &mg_}};
   }

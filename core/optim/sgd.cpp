@@ -23,6 +23,10 @@ class Sgd final : public Optimizer {
     Tensor w = range(weights_, b, e), v = range(velocity_, b, e);
     k_->sgd(w, range(grads_, b, e), v, SgdStep{lr, momentum_, wd_, scale, nesterov_});
   }
+  void update_from(int64_t b, int64_t e, const StepScalars* step) override {
+    Tensor w = range(weights_, b, e), v = range(velocity_, b, e);
+    k_->sgd(w, range(grads_, b, e), v, SgdStep{0.0f, momentum_, wd_, 0.0f, nesterov_, step});
+  }
   std::vector<std::pair<std::string, Tensor*>> state() override { return {{"momentum", &velocity_}}; }
   std::string describe() const override {
     return fmt::format("SGD(lr={:g}, momentum={:g}{}, weight_decay={:g})", lr_, momentum_, nesterov_ ? ", nesterov" : "", wd_);

@@ -42,6 +42,7 @@ TraineeSpec trainee_spec(const RunSpec& e) {
   t.bucket_floats = e.train.bucket_mb > 0 ? std::max<int64_t>(1, int64_t(e.train.bucket_mb * (1 << 20) / sizeof(float))) : 0;
   t.placement = e.placement;
   t.microbatches = e.microbatches;
+  t.cuda_graphs = e.devices.cuda_graphs;
   return t;
 }
 

@@ -34,6 +34,7 @@ DevicesSpec read_devices(const cfg::Node& section) {
   d.threads = int(r.get_int("threads", 0, 0, 4096));
   d.tf32 = r.get<bool>("tf32", true);
   d.workspace_mb = r.get_int("workspace_mb", 0, 0, int64_t(1) << 20);
+  d.cuda_graphs = r.get<bool>("cuda_graphs", true);
   r.finish();
   return d;
 }

@@ -19,6 +19,7 @@ struct DevicesSpec {
   int threads = 0;        // CPU compute threads per replica (0: every core)
   bool tf32 = true;       // GPU fp32: TF32 tensor cores (as PyTorch's cuDNN and TF); false: strict fp32
   int64_t workspace_mb = 0;  // GPU convolution workspace budget in MiB (0: 1/16 of the device memory, <= 4 GiB)
+  bool cuda_graphs = true;   // GPU: a step recorded once as a CUDA graph and replayed (where it can be)
   cfg::Node node;         // the section, for messages
 };
 DevicesSpec read_devices(const cfg::Node& section);

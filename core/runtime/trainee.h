@@ -30,6 +30,7 @@ struct TraineeSpec {
   int64_t bucket_floats = 0;    // data parallel: gradient bucket size (0: auto)
   Placement placement;          // device parallel: the device of each layer
   int microbatches = 1;         // device parallel: GPipe micro-batches per batch
+  bool cuda_graphs = true;      // devices.cuda_graphs: record the step once and replay it (see Worker)
 
   ContextOptions context_for(int threads) const {
     ContextOptions o = context;

@@ -32,6 +32,10 @@ class Dropout final : public Layer {
     k_ = make_kernel<DropoutKernel>(ctx, p_);
   }
   void set_step_seed(uint64_t seed) override { seed_ = seed; }
+  void set_step_scalars(const StepScalars* step, uint64_t node) override {
+    step_ = step;
+    node_ = node;
+  }
   void forward(const std::vector<const Tensor*>& x, Tensor& y, bool training) override {
     training_ = training && p_.rate > 0;
     if (!training_) {
@@ -39,7 +43,7 @@ class Dropout final : public Layer {
       return;
     }
     if (mask_.shape() != x[0]->shape()) mask_ = ctx().empty(x[0]->shape(), DType::U8);
-    k_->forward(*x[0], y, mask_, seed_);
+    k_->forward(*x[0], y, mask_, step_ ? DropoutSeed{node_, step_} : DropoutSeed{seed_, nullptr});
   }
   void backward(const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
@@ -51,6 +55,8 @@ class Dropout final : public Layer {
  private:
   DropoutParams p_;
   uint64_t seed_ = 0;
+  const StepScalars* step_ = nullptr;  // a recorded step's seed source (set_step_scalars)
+  uint64_t node_ = 0;
   bool training_ = false;
   Tensor mask_;
   KernelSlot<DropoutKernel> k_;

@@ -145,7 +145,8 @@ class CpuDropout final : public DropoutKernel {
   CpuDropout(OpContext& ctx, const DropoutParams& p) : DropoutKernel(ctx, p) {}
 
  private:
-  void forward_impl(const Tensor& x, Tensor& y, Tensor& mask, uint64_t seed) override {
+  void forward_impl(const Tensor& x, Tensor& y, Tensor& mask, DropoutSeed s) override {
+    const uint64_t seed = s.step ? node_seed(s.step->seed(), s.value) : s.value;
     int64_t n = x.numel();
     const float* a = x.f32();
     float* o = y.f32();

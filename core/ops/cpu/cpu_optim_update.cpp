@@ -20,7 +20,7 @@ class CpuOptimUpdate final : public OptimUpdateKernel {
     float* __restrict wp = w.f32();
     const float* __restrict gp = g.f32();
     int64_t n = w.numel();
-    const optim_math::SgdCoef k = optim_math::sgd_coef(s);
+    const optim_math::SgdCoef k = optim_math::with_step(optim_math::sgd_coef(s), s.step);
     if (!mom) {
 #pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
       for (int64_t i = 0; i < n; ++i) optim_math::sgd(wp[i], gp[i], k);
@@ -43,7 +43,7 @@ class CpuOptimUpdate final : public OptimUpdateKernel {
     float* __restrict mp = m.f32();
     float* __restrict vp = v.f32();
     int64_t n = w.numel();
-    const optim_math::AdamCoef k = optim_math::adam_coef(s);
+    const optim_math::AdamCoef k = optim_math::with_step(optim_math::adam_coef(s), s.step);
 #pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
     for (int64_t i = 0; i < n; ++i) optim_math::adam(wp[i], mp[i], vp[i], gp[i], k);
   }
@@ -56,7 +56,7 @@ class CpuOptimUpdate final : public OptimUpdateKernel {
     float* __restrict op = use_mom ? mom.f32() : nullptr;
     float* __restrict cp = s.centered ? mg.f32() : nullptr;
     int64_t n = w.numel();
-    const optim_math::RmspropCoef k = optim_math::rmsprop_coef(s);
+    const optim_math::RmspropCoef k = optim_math::with_step(optim_math::rmsprop_coef(s), s.step);
 #pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
     for (int64_t i = 0; i < n; ++i)
       optim_math::rmsprop(wp[i], sp[i], op ? op + i : nullptr, cp ? cp + i : nullptr, gp[i], k);

@@ -78,8 +78,10 @@ struct ScaleF {
 
 // Thread per group of 4 elements: group g uses philox4x32(counter = g, key = seed) and element
 // 4g + j keeps when dropout_keep(word j, thr), exactly as cpu_elementwise.cpp (philox.h's rules).
-__global__ void dropout_fwd_kernel(const float* x, float* y, uint8_t* m, int64_t n, uint64_t seed, uint32_t thr,
-                                   float scale, bool vec) {
+// `step` (device memory, may be null): the seed is node_seed(step's seed, seed0), read here.
+__global__ void dropout_fwd_kernel(const float* x, float* y, uint8_t* m, int64_t n, uint64_t seed0,
+                                   const StepScalars* step, uint32_t thr, float scale, bool vec) {
+  const uint64_t seed = step ? node_seed(step->seed(), seed0) : seed0;
   const int64_t groups = (n + 3) / 4;
   CUDA_GRID_LOOP(gi, groups) {
     Philox4 r = dropout_words(uint64_t(gi), seed);
@@ -234,7 +236,7 @@ class CudaDropout final : public DropoutKernel {
   CudaDropout(OpContext& ctx, const DropoutParams& p) : DropoutKernel(ctx, p), c_(cuda_context(ctx)) {}
 
  private:
-  void forward_impl(const Tensor& x, Tensor& y, Tensor& mask, uint64_t seed) override {
+  void forward_impl(const Tensor& x, Tensor& y, Tensor& mask, DropoutSeed s) override {
     const int64_t n = x.numel();
     const float* a = x.f32();
     float* o = y.f32();
@@ -248,8 +250,8 @@ class CudaDropout final : public DropoutKernel {
     const uint32_t thr = dropout_threshold(p_.rate);
     const float scale = dropout_scale(p_.rate);
     const bool vec = n % 4 == 0 && cuda::aligned16(a) && cuda::aligned16(o) && cuda::aligned4(m);
-    TRAINER_LAUNCH(dropout_fwd_kernel, cuda::grid_for((n + 3) / 4, c_), cuda::kBlock, c_.stream(), a, o, m, n, seed,
-                   thr, scale, vec);
+    TRAINER_LAUNCH(dropout_fwd_kernel, cuda::grid_for((n + 3) / 4, c_), cuda::kBlock, c_.stream(), a, o, m, n, s.value,
+                   s.step, thr, scale, vec);
   }
 
   void backward_impl(const Tensor& dy, const Tensor& mask, Tensor& dx) override {

@@ -11,20 +11,26 @@ namespace {
 // fma, so results agree with the CPU to rounding, not bits).
 
 // v == nullptr: no velocity (momentum 0): w -= lr * g'.
-__global__ void sgd_kernel(float* w, const float* g, float* v, int64_t n, optim_math::SgdCoef k, bool nesterov) {
+// `step` (device memory, may be null): this step's rate and scales, read where the update runs.
+__global__ void sgd_kernel(float* w, const float* g, float* v, int64_t n, optim_math::SgdCoef k0, bool nesterov,
+                           const StepScalars* step) {
+  const optim_math::SgdCoef k = optim_math::with_step(k0, step);
   CUDA_GRID_LOOP(i, n) {
     if (!v) optim_math::sgd(w[i], g[i], k);
     else optim_math::sgd_momentum(w[i], v[i], g[i], k, nesterov);
   }
 }
 
-__global__ void adam_kernel(float* w, const float* g, float* m, float* v, int64_t n, optim_math::AdamCoef k) {
+__global__ void adam_kernel(float* w, const float* g, float* m, float* v, int64_t n, optim_math::AdamCoef k0,
+                            const StepScalars* step) {
+  const optim_math::AdamCoef k = optim_math::with_step(k0, step);
   CUDA_GRID_LOOP(i, n) optim_math::adam(w[i], m[i], v[i], g[i], k);
 }
 
 // mom == nullptr: no momentum; mg == nullptr: not centered.
 __global__ void rmsprop_kernel(float* w, const float* g, float* ms, float* mom, float* mg, int64_t n,
-                               optim_math::RmspropCoef k) {
+                               optim_math::RmspropCoef k0, const StepScalars* step) {
+  const optim_math::RmspropCoef k = optim_math::with_step(k0, step);
   CUDA_GRID_LOOP(i, n) optim_math::rmsprop(w[i], ms[i], mom ? mom + i : nullptr, mg ? mg + i : nullptr, g[i], k);
 }
 
@@ -45,19 +51,19 @@ class CudaOptimUpdate final : public OptimUpdateKernel {
     // Without a velocity buffer (allowed only when momentum is 0) the update is w -= lr*g'.
     const bool mom = velocity.defined();
     TRAINER_LAUNCH(sgd_kernel, cuda::grid_for(w.numel(), c_), cuda::kBlock, c_.stream(), w.f32(), g.f32(),
-                   mom ? velocity.f32() : nullptr, w.numel(), optim_math::sgd_coef(s), s.nesterov);
+                   mom ? velocity.f32() : nullptr, w.numel(), optim_math::sgd_coef(s), s.nesterov, s.step);
   }
 
   void adam_impl(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) override {
     TRAINER_LAUNCH(adam_kernel, cuda::grid_for(w.numel(), c_), cuda::kBlock, c_.stream(), w.f32(), g.f32(), m.f32(),
-                   v.f32(), w.numel(), optim_math::adam_coef(s));
+                   v.f32(), w.numel(), optim_math::adam_coef(s), s.step);
   }
 
   void rmsprop_impl(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, Tensor& mg, const RmspropStep& s) override {
     const bool use_mom = s.momentum != 0.0f;
     TRAINER_LAUNCH(rmsprop_kernel, cuda::grid_for(w.numel(), c_), cuda::kBlock, c_.stream(), w.f32(), g.f32(),
                    ms.f32(), use_mom ? mom.f32() : nullptr, s.centered ? mg.f32() : nullptr, w.numel(),
-                   optim_math::rmsprop_coef(s));
+                   optim_math::rmsprop_coef(s), s.step);
   }
 
   bool all_finite_impl(const Tensor& g) override {

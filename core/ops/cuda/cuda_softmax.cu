@@ -57,9 +57,11 @@ __global__ void softmax_bwd_kernel(const float* y, const float* dy, float* dx, i
 // lse - (x[label] - max) (index labels) or -sum_j t_j (x_j - max - lse) over t_j != 0 (probability
 // labels); hit = argmax(x) == label (resp. argmax(t)); d = (exp(x - max - lse) - target) * scale.
 // status[i]: 1 hit, 0 miss, -1 label out of range (no loss, d's row zeroed).
+// `step` (device memory, may be null): grad_scale is step->loss_scale instead, read here.
 template <bool kSparse>
-__global__ void xent_rows_kernel(const float* x, const int32_t* lab, const float* t, float* d, float grad_scale,
-                                 int64_t N, int64_t C, double* losses, int32_t* status) {
+__global__ void xent_rows_kernel(const float* x, const int32_t* lab, const float* t, float* d, float grad_scale0,
+                                 const StepScalars* step, int64_t N, int64_t C, double* losses, int32_t* status) {
+  const float grad_scale = step ? step->loss_scale : grad_scale0;
   for (int64_t i = blockIdx.x; i < N; i += gridDim.x) {
     const float* a = x + i * C;
     float* dr = d ? d + i * C : nullptr;
@@ -138,6 +140,32 @@ __global__ void xent_finalize_kernel(const double* losses, const int32_t* status
   }
 }
 
+// The same sums added to a step's LossSums (a recorded step: nothing is copied to the host); the
+// first bad sample and its label are noted once.
+__global__ void xent_accumulate_kernel(const double* losses, const int32_t* status, const int32_t* labels, int64_t N,
+                                       LossSums* sums) {
+  double s = 0.0;
+  long long hits = 0, bad = LLONG_MAX;
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
+    s += losses[i];
+    const int32_t st = status[i];
+    if (st > 0) ++hits;
+    if (st < 0 && i < bad) bad = i;
+  }
+  s = block_sum(s);
+  hits = block_sum(hits);
+  bad = cuda::block_min(bad);
+  if (threadIdx.x == 0) {
+    sums->loss_sum += s;
+    sums->correct += hits;
+    sums->count += N;
+    if (bad != LLONG_MAX && sums->bad_sample < 0) {
+      sums->bad_sample = bad;
+      sums->bad_label = labels ? labels[bad] : 0;
+    }
+  }
+}
+
 constexpr unsigned kFinalizeBlock = 256;
 
 // ---------------------------------------------------------------------------------------------
@@ -163,7 +191,6 @@ class CudaSoftmax final : public SoftmaxKernel {
   // bytes) before returning, and an out-of-range label found on the GPU is reported from here.
   LossStats cross_entropy_impl(int64_t N, int64_t C, bool sparse, const Tensor& logits, const Tensor& labels,
                                Tensor& dlogits, float grad_scale) override {
-    const bool grad = dlogits.defined();
     if (N == 0) return {0.0, 0, 0};
 
     // Per-sample losses and statuses, then the result struct (doubles first: 8-byte aligned).
@@ -174,13 +201,7 @@ class CudaSoftmax final : public SoftmaxKernel {
     int32_t* status = reinterpret_cast<int32_t*>(buf + loss_bytes);
     XentResult* res = reinterpret_cast<XentResult*>(buf + res_off);
 
-    float* dp = grad ? dlogits.f32() : nullptr;
-    if (sparse)
-      TRAINER_LAUNCH(xent_rows_kernel<true>, row_grid(N), cuda::row_block(C), c_.stream(), logits.f32(),
-                     labels.i32(), static_cast<const float*>(nullptr), dp, grad_scale, N, C, losses, status);
-    else
-      TRAINER_LAUNCH(xent_rows_kernel<false>, row_grid(N), cuda::row_block(C), c_.stream(), logits.f32(),
-                     static_cast<const int32_t*>(nullptr), labels.f32(), dp, grad_scale, N, C, losses, status);
+    rows(N, C, sparse, logits, labels, dlogits, grad_scale, nullptr, losses, status);
     TRAINER_LAUNCH(xent_finalize_kernel, 1u, kFinalizeBlock, c_.stream(), losses, status, N, res);
 
     XentResult host{};
@@ -192,6 +213,31 @@ class CudaSoftmax final : public SoftmaxKernel {
                                         ") is outside the ", C, " classes [0, ", C, ")"));
     }
     return {host.loss_sum, int64_t(host.correct), N};
+  }
+
+  // The per-sample losses and statuses (and dlogits), the scale given or read from `step`.
+  void rows(int64_t N, int64_t C, bool sparse, const Tensor& logits, const Tensor& labels, Tensor& dlogits,
+            float grad_scale, const StepScalars* step, double* losses, int32_t* status) {
+    float* dp = dlogits.defined() ? dlogits.f32() : nullptr;
+    if (sparse)
+      TRAINER_LAUNCH(xent_rows_kernel<true>, row_grid(N), cuda::row_block(C), c_.stream(), logits.f32(), labels.i32(),
+                     static_cast<const float*>(nullptr), dp, grad_scale, step, N, C, losses, status);
+    else
+      TRAINER_LAUNCH(xent_rows_kernel<false>, row_grid(N), cuda::row_block(C), c_.stream(), logits.f32(),
+                     static_cast<const int32_t*>(nullptr), labels.f32(), dp, grad_scale, step, N, C, losses, status);
+  }
+
+  // A recorded step's: no copy to the host, the statistics added to `sums` on the device.
+  void cross_entropy_into_impl(int64_t N, int64_t C, bool sparse, const Tensor& logits, const Tensor& labels,
+                               Tensor& dlogits, const StepScalars* step, LossSums* sums) override {
+    if (N == 0) return;
+    const size_t loss_bytes = size_t(N) * sizeof(double), status_bytes = size_t(N) * sizeof(int32_t);
+    char* buf = static_cast<char*>(scratch_.get(c_, loss_bytes + status_bytes));
+    double* losses = reinterpret_cast<double*>(buf);
+    int32_t* status = reinterpret_cast<int32_t*>(buf + loss_bytes);
+    rows(N, C, sparse, logits, labels, dlogits, 1.0f, step, losses, status);
+    TRAINER_LAUNCH(xent_accumulate_kernel, 1u, kFinalizeBlock, c_.stream(), losses, status,
+                   sparse ? labels.i32() : static_cast<const int32_t*>(nullptr), N, sums);
   }
 
   // One block per row, at most 2^20 blocks (the kernels loop over further rows).

@@ -19,6 +19,11 @@ struct SgdCoef {
   float lr, momentum, wd, scale;
 };
 inline SgdCoef sgd_coef(const SgdStep& s) { return {s.lr, s.momentum, s.weight_decay, s.grad_scale}; }
+// The rate and scale of a StepScalars, when given (read where the update runs).
+TRAINER_HD_INLINE SgdCoef with_step(SgdCoef k, const StepScalars* s) {
+  if (s) k.lr = s->lr, k.scale = s->grad_scale;
+  return k;
+}
 
 // Without a velocity (momentum 0): w -= lr·g'.
 TRAINER_HD_INLINE void sgd(float& w, float g, const SgdCoef& k) { w -= k.lr * grad_of(g, w, k.scale, k.wd); }
@@ -37,6 +42,7 @@ struct AdamCoef {
   float l2;        // added to the gradient (Adam's weight decay); 0 for AdamW
   float dec;       // AdamW: w -= lr·wd·w; 0 for Adam
   float ib1, ib2;  // 1 / bias corrections
+  float wd_dec;    // AdamW's weight decay (dec = lr·wd_dec); 0 for Adam
 };
 inline AdamCoef adam_coef(const AdamStep& s) {
   return {s.lr,
@@ -47,7 +53,19 @@ inline AdamCoef adam_coef(const AdamStep& s) {
           s.decoupled ? 0.0f : s.weight_decay,
           s.decoupled ? s.lr * s.weight_decay : 0.0f,
           1.0f / s.bias1,
-          1.0f / s.bias2};
+          1.0f / s.bias2,
+          s.decoupled ? s.weight_decay : 0.0f};
+}
+// The rate, scale and bias corrections of a StepScalars, when given (the same float operations
+// as adam_coef, so the same bits).
+TRAINER_HD_INLINE AdamCoef with_step(AdamCoef k, const StepScalars* s) {
+  if (!s) return k;
+  k.lr = s->lr;
+  k.scale = s->grad_scale;
+  k.dec = s->lr * k.wd_dec;
+  k.ib1 = 1.0f / s->bias1;
+  k.ib2 = 1.0f / s->bias2;
+  return k;
 }
 
 // m = b1·m + (1-b1)·g'; v = b2·v + (1-b2)·g'²; w = w - dec·w - lr·(m/bias1) / (sqrt(v/bias2) + eps).
@@ -67,6 +85,10 @@ struct RmspropCoef {
 };
 inline RmspropCoef rmsprop_coef(const RmspropStep& s) {
   return {s.lr, s.rho, s.momentum, s.epsilon, s.weight_decay, s.grad_scale};
+}
+TRAINER_HD_INLINE RmspropCoef with_step(RmspropCoef k, const StepScalars* s) {
+  if (s) k.lr = s->lr, k.scale = s->grad_scale;
+  return k;
 }
 
 // ms = rho·ms + (1-rho)·g'²; centered (mg not null): mg = rho·mg + (1-rho)·g', var = max(ms - mg², 0),

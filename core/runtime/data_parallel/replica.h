@@ -1,6 +1,7 @@
 // Replica: one device's copy of the model — its context, graph, parameters and optimizer —
 // and the training/evaluation step on a batch.
 #pragma once
+#include <map>
 #include <memory>
 
 #include "core/runtime/batch_inputs.h"
@@ -24,6 +25,19 @@ class Replica {
   // Only forward + loss + backward (no update): the gradient is left in params().grads().
   LossStats compute_gradients(const Tensor& images, const Tensor& labels, float grad_scale, uint64_t step_seed);
 
+  // The whole step as a fixed program (fixed_step.cpp): the batch and this step's values (rate,
+  // scales, Adam's corrections, the seed: StepScalars) copied into buffers of fixed address, then
+  // forward, the loss (its statistics added up in memory), backward and the optimizer update over
+  // the whole flat buffer. On a context that can capture (CUDA) and with `record` on, that work is
+  // recorded on a batch size's second step (the first plans, picks algorithms and grows scratch)
+  // and replayed from the third; elsewhere it runs as called. The same arithmetic on the same
+  // values as train_step(…, lr, seed) with loss_grad_scale = 1 / batch: the same bits. Returns the
+  // step's loss statistics (read once its work is done).
+  LossStats fixed_step(const Tensor& images, const Tensor& labels, float lr, float loss_grad_scale, uint64_t step_seed,
+                       bool record);
+  // Batch sizes whose step is recorded (tests).
+  int recorded_steps() const;
+
   OpContext& context() { return *ctx_; }
   ModelState& state() { return *state_; }
   Executor& executor() { return *exec_; }
@@ -44,6 +58,14 @@ class Replica {
   bool fused_ = false;  // the output layer (softmax or sigmoid) is fused into the loss
   Tensor dev_labels_;
   BatchInputs inputs_;
+  // fixed_step's: StepScalars then LossSums, in the context's memory; the recorded work per batch size.
+  Tensor step_memory_;
+  struct Recorded {
+    bool warm = false;
+    std::unique_ptr<CapturedWork> work;
+  };
+  std::map<int64_t, Recorded> recorded_;
+  void run_fixed(const std::vector<Tensor>& x, const Tensor& y);
 };
 
 }  // namespace trainer

@@ -20,7 +20,7 @@ class Worker::CommStats final : public StatsSync {
 Worker::~Worker() = default;
 
 Worker::Worker(const TraineeSpec& t, int rank, Device device, int threads)
-    : rank_(rank), sync_bn_(t.sync_bn), bucket_floats_(t.bucket_floats) {
+    : rank_(rank), sync_bn_(t.sync_bn), cuda_graphs_(t.cuda_graphs), bucket_floats_(t.bucket_floats) {
   rep_ = std::make_unique<Replica>(t, device, threads);
   scaler_ = LossScaler(t.loss_scale);
 }
@@ -66,7 +66,23 @@ void Worker::broadcast_parameters() {
   ctl_->broadcast(w, 0);
 }
 
+// A step that can be one fixed, recorded program: this replica alone in the job (no collective in
+// the step), on a context that can capture, without loss scaling (its finiteness check reads the
+// gradients on the host), synchronised batch norm (host all-reduces in the layers), test hooks or
+// per-part timing. Every other step takes the ordinary path.
+bool Worker::fixed_step_ok() const {
+  return cuda_graphs_ && ctl_->size() == 1 && rep_->context().can_capture() && !scaler_.enabled() && !sync_bn_ &&
+         !inject_ && !timing_;
+}
+
 LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop) {
+  if (fixed_step_ok()) {
+    const float grad_scale = b.global_size > 0 ? 1.0f / float(b.global_size) : 0.0f;
+    buckets_->start_step();  // one rank: the backward hook only marks buckets done
+    const LossStats s = rep_->fixed_step(b.images, b.labels, lr, grad_scale, seed, true);
+    times_ = StepTimes{};  // one program: no parts (bench times it with timing on, the ordinary path)
+    return s;               // one replica: its statistics are the job's; `stop` is its own
+  }
   auto seconds = [](Clock::time_point a, Clock::time_point z) { return std::chrono::duration<double>(z - a).count(); };
   const Clock::time_point start = Clock::now();
   forward_end_ = start;

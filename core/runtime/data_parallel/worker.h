@@ -79,7 +79,9 @@ class Worker final : public Trainee {
   void poison_first_gradient();  // inject_nonfinite(): an inf in the first trainable gradient
 
   int rank_;
+  bool fixed_step_ok() const;
   bool sync_bn_;
+  bool cuda_graphs_;
   int64_t bucket_floats_;
   std::unique_ptr<Replica> rep_;
   Communicator* ctl_ = nullptr;

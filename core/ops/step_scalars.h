@@ -1,0 +1,52 @@
+// StepScalars and LossSums: what a training step changes from one step to the next (rate, scales, Adam's corrections, the dropout seed) and what it adds up (loss, hits), in memory the kernels read and write when they run — so a step recorded once (CapturedWork) replays with new values.
+#pragma once
+#include <cstdint>
+
+namespace trainer {
+
+// Written by the host before each step; read by the kernels (device memory on a GPU, host memory
+// on the CPU). The static path passes the same values as kernel arguments: both give the same bits.
+struct StepScalars {
+  float lr = 0;              // the optimizer's learning rate
+  float grad_scale = 1;      // the optimizer multiplies every gradient by it (1 / loss scale)
+  float bias1 = 1, bias2 = 1;  // Adam: 1 - beta1^t, 1 - beta2^t
+  float loss_scale = 1;      // the loss: dlogits = d(loss sum)/d(logits) x it (1 / global batch)
+  uint32_t seed_lo = 0, seed_hi = 0;  // the step's seed (Executor::set_step_seed's value)
+  uint32_t unused = 0;
+
+  void set_seed(uint64_t s) {
+    seed_lo = uint32_t(s);
+    seed_hi = uint32_t(s >> 32);
+  }
+#if defined(__CUDACC__)
+  __host__ __device__
+#endif
+  uint64_t seed() const {
+    return uint64_t(seed_lo) | (uint64_t(seed_hi) << 32);
+  }
+};
+
+// The seed of node `node`'s randomness in a step whose seed is `step_seed` (Executor::set_step_seed).
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+inline uint64_t node_seed(uint64_t step_seed, uint64_t node) {
+  return step_seed * 1000003ull + node;
+}
+
+// A dropout seed: `value` itself, or — with `step` set — node_seed(step->seed(), value), read where
+// the kernel runs.
+struct DropoutSeed {
+  uint64_t value = 0;
+  const StepScalars* step = nullptr;
+};
+
+// A step's loss statistics, added to in memory by the loss kernels; the host reads them once the
+// step is done. bad_sample: the first sample whose label was out of range (-1: none).
+struct LossSums {
+  double loss_sum = 0;
+  long long correct = 0, count = 0;
+  long long bad_sample = -1, bad_label = 0;
+};
+
+}  // namespace trainer

@@ -1,0 +1,84 @@
+// Replica's step as a fixed program: the batch and this step's values in buffers of fixed address,
+// forward, loss, backward and update recorded once per batch size (CUDA graphs) and replayed.
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <stdexcept>
+
+#include "core/runtime/data_parallel/replica.h"
+
+namespace trainer {
+namespace {
+
+// StepScalars and LossSums side by side in one buffer: one copy writes this step's values and
+// zeroes its sums.
+struct StepMemory {
+  StepScalars scalars;
+  LossSums sums;
+};
+
+}  // namespace
+
+int Replica::recorded_steps() const {
+  int n = 0;
+  for (const auto& [batch, r] : recorded_) n += r.work != nullptr;
+  return n;
+}
+
+// The step's work, in the order train_step runs it, every per-step value read from step memory.
+void Replica::run_fixed(const std::vector<Tensor>& x, const Tensor& y) {
+  auto* mem = static_cast<StepMemory*>(step_memory_.data());
+  const StepScalars* scalars = &mem->scalars;
+  exec_->set_step_scalars(scalars);
+  std::vector<const Tensor*> in;
+  for (const Tensor& t : x) in.push_back(&t);
+  exec_->forward(in, true, logits_);
+  Tensor& dlogits = exec_->grad(logits_);
+  loss_->compute_into(exec_->output(logits_), y, dlogits, scalars, &mem->sums);
+  exec_->backward(dlogits, logits_);
+  optimizer_->update_from(0, exec_->params().trainable_floats(), scalars);
+  exec_->set_step_scalars(nullptr);  // host-side state only: the ordinary path's seeds again
+}
+
+LossStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float lr, float loss_grad_scale,
+                              uint64_t step_seed, bool record) {
+  if (!step_memory_.defined()) step_memory_ = ctx_->empty(Shape{int64_t(sizeof(StepMemory))}, DType::U8);
+  optimizer_->begin_step();
+  StepMemory host;
+  optimizer_->step_scalars(host.scalars, lr, 1.0f);
+  host.scalars.loss_scale = loss_grad_scale;
+  host.scalars.set_seed(step_seed);
+  ctx_->copy_from_host(step_memory_.data(), &host, sizeof host);
+  const std::vector<Tensor>& x = inputs_.on(*ctx_, images, exec_->input_shapes());
+  const Tensor y = to_device(labels);
+
+  Recorded& r = recorded_[images.dim(0)];
+  if (!record || !ctx_->can_capture()) {
+    run_fixed(x, y);
+  } else if (r.work) {
+    r.work->replay();
+  } else if (!r.warm) {  // plans, algorithm choices and scratch come with the first step of a size
+    run_fixed(x, y);
+    r.warm = true;
+  } else {
+    ctx_->begin_capture();
+    try {
+      run_fixed(x, y);
+      r.work = ctx_->end_capture();
+    } catch (...) {
+      ctx_->abort_capture();
+      exec_->set_step_scalars(nullptr);
+      throw;
+    }
+    r.work->replay();
+  }
+  LossSums sums;
+  ctx_->copy_to_host(&sums, static_cast<char*>(step_memory_.data()) + offsetof(StepMemory, sums), sizeof sums);
+  if (sums.bad_sample >= 0)
+    throw std::out_of_range(fmt::format("{}: label {} (sample {}) is out of range for the model's output",
+                                        loss_->fused_output() == std::string("sigmoid") ? "sigmoid_xent" : "cross_entropy",
+                                        sums.bad_label, sums.bad_sample));
+  return {sums.loss_sum, int64_t(sums.correct), int64_t(sums.count)};
+}
+
+}  // namespace trainer

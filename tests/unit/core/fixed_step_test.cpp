@@ -1,0 +1,128 @@
+// The step as a fixed program: its per-step values read from memory (StepScalars) give the bits of
+// the ordinary step; on a GPU, recorded once as a CUDA graph and replayed, the same bits again.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <random>
+
+#include "core/run/plan.h"
+#include "core/runtime/data_parallel/replica.h"
+#include "test_devices.h"
+
+using namespace trainer;
+
+namespace {
+
+// Convolution, batch norm with its fused ReLU, dropout, pooling, dense, softmax: every kind of
+// per-step value (the rate, Adam's bias corrections, the loss scale, the dropout seed).
+const char* kNet = R"(
+name: fixed
+model:
+  input: [8, 8, 3]
+  layers:
+    - {name: c1, type: conv2d, filters: 8, kernel: 3, padding: same}
+    - {name: bn, type: batchnorm}
+    - {name: r1, type: relu}
+    - {name: drop, type: dropout, rate: 0.25}
+    - {name: pool, type: max_pool2d, pool: 2}
+    - {name: flat, type: flatten}
+    - {name: dense, type: dense, units: 5}
+    - {name: out, type: softmax}
+data:
+  train: {type: synthetic, size: 64, shape: [8, 8, 3], classes: 5}
+)";
+
+RunSpec spec(const std::vector<std::string>& sets) {
+  return read_run_spec(cfg::parse_document(kNet, "fixed.yaml", sets));
+}
+
+// A fixed batch of `n` samples (the same on every call).
+struct HostBatch {
+  Tensor images, labels;
+};
+HostBatch batch(int64_t n, int classes) {
+  HostBatch b{Tensor::empty(Shape{n, 8, 8, 3}), Tensor::empty(Shape{n}, DType::I32)};
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (int64_t i = 0; i < b.images.numel(); ++i) b.images.f32()[i] = nd(rng);
+  for (int64_t i = 0; i < n; ++i) b.labels.i32()[i] = int32_t(rng() % uint64_t(classes));
+  return b;
+}
+
+enum class Path { Ordinary, Fixed, Recorded };
+
+struct Outcome {
+  std::vector<float> weights;
+  std::vector<double> losses;
+  int recorded = 0;
+};
+
+// 10 steps (batch 6, then a last batch of 4 as an epoch's uneven end, then 6 again) at a rate
+// that changes every step, on `device`, by `path`.
+Outcome train(const RunSpec& e, Device device, Path path, int classes = 5) {
+  Replica rep(trainee_spec(e), device, device.is_cpu() ? 2 : 0);
+  rep.context().bind_thread();
+  const HostBatch six = batch(6, classes), four = batch(4, classes);
+  Outcome out;
+  for (int s = 0; s < 10; ++s) {
+    const HostBatch& b = s == 6 ? four : six;
+    const float lr = 0.05f / float(1 + s);
+    const uint64_t seed = 1000 + uint64_t(s);
+    LossStats st = path == Path::Ordinary ? rep.train_step(b.images, b.labels, lr, seed)
+                                          : rep.fixed_step(b.images, b.labels, lr, 1.0f / float(b.images.dim(0)), seed,
+                                                           path == Path::Recorded);
+    out.losses.push_back(st.loss_sum);
+    CHECK(st.count == b.images.dim(0));
+  }
+  out.weights = rep.executor().params().download(rep.context());
+  out.recorded = rep.recorded_steps();
+  return out;
+}
+
+void check_same(const Outcome& a, const Outcome& b) {
+  REQUIRE(a.weights.size() == b.weights.size());
+  CHECK(a.losses == b.losses);
+  size_t differ = 0;
+  for (size_t i = 0; i < a.weights.size(); ++i) differ += std::memcmp(&a.weights[i], &b.weights[i], sizeof(float)) != 0;
+  INFO(differ << " of " << a.weights.size() << " weights differ");
+  CHECK(differ == 0);
+}
+
+}  // namespace
+
+TEST_CASE("fixed step: values read from step memory give the ordinary step's bits (sgd, adam, rmsprop, dropout, both losses)") {
+  for (const char* opt : {"{type: sgd, lr: 0.05, momentum: 0.9, nesterov: true}", "{type: adam, lr: 0.01}",
+                          "{type: adamw, lr: 0.01}", "{type: rmsprop, lr: 0.01, momentum: 0.5, centered: true}"})
+    for (const test::TestDevice& d : test::test_devices()) {
+      SECTION(d.name + " " + opt) {
+        const RunSpec e = spec({std::string("optimizer=") + opt});
+        const Outcome ordinary = train(e, d.device, Path::Ordinary), fixed = train(e, d.device, Path::Fixed);
+        check_same(ordinary, fixed);
+        // The run is not trivial: the weights moved and the loss changed.
+        CHECK(ordinary.losses.front() != ordinary.losses.back());
+      }
+    }
+  // Binary cross-entropy over a sigmoid output.
+  for (const test::TestDevice& d : test::test_devices()) {
+    SECTION(d.name + " binary_crossentropy") {
+      const RunSpec e = spec({"model.layers.6.units=1", "model.layers.7.type=sigmoid", "train.loss=binary_crossentropy",
+                              "data.train.classes=2"});
+      check_same(train(e, d.device, Path::Ordinary, 2), train(e, d.device, Path::Fixed, 2));
+    }
+  }
+}
+
+TEST_CASE("fixed step: CUDA graphs on and off give the same bits after 10 steps") {
+  const test::TestDevice* gpu = test::test_gpu();  // warns with the reason when no GPU can run here
+  if (!gpu) return;
+  for (const char* opt : {"{type: sgd, lr: 0.05, momentum: 0.9}", "{type: adam, lr: 0.01}"}) {
+    INFO(opt);
+    const RunSpec e = spec({std::string("optimizer=") + opt, "devices.tf32=false"});
+    const Outcome off = train(e, gpu->device, Path::Fixed), on = train(e, gpu->device, Path::Recorded);
+    check_same(off, on);
+    check_same(train(e, gpu->device, Path::Ordinary), on);
+    // Batch sizes 6 and 4 were each recorded once (their first step plans, the second records).
+    CHECK(on.recorded == 2);
+    CHECK(off.recorded == 0);
+  }
+}

@@ -194,3 +194,16 @@ TEST_CASE("e2e bench: the precision is reported, and --layers names each layer's
   REQUIRE(f.code == 0);
   CHECK(last_json(f.out)["precision"] == "fp32");
 }
+
+TEST_CASE("e2e bench: a timed step allocates nothing (one replica, two replicas, a pipeline, MiniGoogLeNet)") {
+  const std::string mgn = "'" TRAINER_SOURCE_DIR "/configs/minigooglenet.yaml' --set train.batch_size=2";
+  const std::string lstm = "'" TRAINER_SOURCE_DIR "/configs/shared_lstm.yaml' --set train.batch_size=4";
+  for (const std::string& args : {kSmoke + " --cpu 1", kSmoke + " --cpu 2 --threads 1", kModelParallel, lstm, mgn}) {
+    e2e::Result r = e2e::trainer("bench " + args + " --steps 3 --warmup 2 --json");
+    INFO("trainer bench " << args << "\n" << r.err);
+    REQUIRE(r.code == 0);
+    const nlohmann::json j = last_json(r.out);
+    REQUIRE(j.contains("allocations_per_step"));
+    CHECK(j["allocations_per_step"].get<double>() == 0.0);
+  }
+}

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/ops/cuda/cuda_context.h"
+#include "core/ops/cuda/cuda_loss_sums.h"
 #include "core/ops/cuda/cuda_util.cuh"
 #include "core/ops/softmax.h"
 #include "core/ops/math/softmax_math.h"
@@ -114,59 +115,6 @@ __global__ void xent_rows_kernel(const float* x, const int32_t* lab, const float
   }
 }
 
-struct XentResult {
-  double loss_sum;
-  long long correct;
-  long long bad_sample;  // the first sample whose label is out of range, or -1
-};
-
-// One block: fixed-order sums over the samples (bit-reproducible for a given N).
-__global__ void xent_finalize_kernel(const double* losses, const int32_t* status, int64_t N, XentResult* out) {
-  double s = 0.0;
-  long long hits = 0, bad = LLONG_MAX;
-  for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
-    s += losses[i];
-    const int32_t st = status[i];
-    if (st > 0) ++hits;
-    if (st < 0 && i < bad) bad = i;
-  }
-  s = block_sum(s);
-  hits = block_sum(hits);
-  bad = cuda::block_min(bad);
-  if (threadIdx.x == 0) {
-    out->loss_sum = s;
-    out->correct = hits;
-    out->bad_sample = bad == LLONG_MAX ? -1 : bad;
-  }
-}
-
-// The same sums added to a step's LossSums (a recorded step: nothing is copied to the host); the
-// first bad sample and its label are noted once.
-__global__ void xent_accumulate_kernel(const double* losses, const int32_t* status, const int32_t* labels, int64_t N,
-                                       LossSums* sums) {
-  double s = 0.0;
-  long long hits = 0, bad = LLONG_MAX;
-  for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
-    s += losses[i];
-    const int32_t st = status[i];
-    if (st > 0) ++hits;
-    if (st < 0 && i < bad) bad = i;
-  }
-  s = block_sum(s);
-  hits = block_sum(hits);
-  bad = cuda::block_min(bad);
-  if (threadIdx.x == 0) {
-    sums->loss_sum += s;
-    sums->correct += hits;
-    sums->count += N;
-    if (bad != LLONG_MAX && sums->bad_sample < 0) {
-      sums->bad_sample = bad;
-      sums->bad_label = labels ? labels[bad] : 0;
-    }
-  }
-}
-
-constexpr unsigned kFinalizeBlock = 256;
 
 // ---------------------------------------------------------------------------------------------
 // Host side
@@ -187,33 +135,25 @@ class CudaSoftmax final : public SoftmaxKernel {
                    rows, C);
   }
 
-  // Synchronises the stream: the loss and hit count are reduced on the GPU and copied back (a few
+  // Synchronises the stream: the loss and hit count are summed on the GPU and copied back (a few
   // bytes) before returning, and an out-of-range label found on the GPU is reported from here.
   LossStats cross_entropy_impl(int64_t N, int64_t C, bool sparse, const Tensor& logits, const Tensor& labels,
                                Tensor& dlogits, float grad_scale) override {
     if (N == 0) return {0.0, 0, 0};
-
-    // Per-sample losses and statuses, then the result struct (doubles first: 8-byte aligned).
-    const size_t loss_bytes = size_t(N) * sizeof(double), status_bytes = size_t(N) * sizeof(int32_t);
-    const size_t res_off = (loss_bytes + status_bytes + 15) & ~size_t(15);
-    char* buf = static_cast<char*>(scratch_.get(c_, res_off + sizeof(XentResult)));
-    double* losses = reinterpret_cast<double*>(buf);
-    int32_t* status = reinterpret_cast<int32_t*>(buf + loss_bytes);
-    XentResult* res = reinterpret_cast<XentResult*>(buf + res_off);
-
+    const cuda::LossScratch sc = cuda::loss_scratch(scratch_, c_, N);
+    double* losses = sc.losses;
+    int32_t* status = sc.status;
+    LossSums* res = sc.sums;
     rows(N, C, sparse, logits, labels, dlogits, grad_scale, nullptr, losses, status);
-    TRAINER_LAUNCH(xent_finalize_kernel, 1u, kFinalizeBlock, c_.stream(), losses, status, N, res);
-
-    XentResult host{};
+    cuda::launch_loss_sums(c_.stream(), losses, status, sparse ? labels.i32() : nullptr, N, res, true);
+    LossSums host;
     c_.copy_to_host(&host, res, sizeof host);  // synchronises
-    if (host.bad_sample >= 0) {
-      int32_t bad_label = 0;
-      c_.copy_to_host(&bad_label, labels.i32() + host.bad_sample, sizeof bad_label);
-      throw std::out_of_range(cuda::cat("cross_entropy: label ", bad_label, " (sample ", host.bad_sample,
+    if (host.bad_sample >= 0)
+      throw std::out_of_range(cuda::cat("cross_entropy: label ", host.bad_label, " (sample ", host.bad_sample,
                                         ") is outside the ", C, " classes [0, ", C, ")"));
-    }
     return {host.loss_sum, int64_t(host.correct), N};
   }
+
 
   // The per-sample losses and statuses (and dlogits), the scale given or read from `step`.
   void rows(int64_t N, int64_t C, bool sparse, const Tensor& logits, const Tensor& labels, Tensor& dlogits,
@@ -231,13 +171,11 @@ class CudaSoftmax final : public SoftmaxKernel {
   void cross_entropy_into_impl(int64_t N, int64_t C, bool sparse, const Tensor& logits, const Tensor& labels,
                                Tensor& dlogits, const StepScalars* step, LossSums* sums) override {
     if (N == 0) return;
-    const size_t loss_bytes = size_t(N) * sizeof(double), status_bytes = size_t(N) * sizeof(int32_t);
-    char* buf = static_cast<char*>(scratch_.get(c_, loss_bytes + status_bytes));
-    double* losses = reinterpret_cast<double*>(buf);
-    int32_t* status = reinterpret_cast<int32_t*>(buf + loss_bytes);
+    const cuda::LossScratch sc = cuda::loss_scratch(scratch_, c_, N);
+    double* losses = sc.losses;
+    int32_t* status = sc.status;
     rows(N, C, sparse, logits, labels, dlogits, 1.0f, step, losses, status);
-    TRAINER_LAUNCH(xent_accumulate_kernel, 1u, kFinalizeBlock, c_.stream(), losses, status,
-                   sparse ? labels.i32() : static_cast<const int32_t*>(nullptr), N, sums);
+    cuda::launch_loss_sums(c_.stream(), losses, status, sparse ? labels.i32() : nullptr, N, sums, false);
   }
 
   // One block per row, at most 2^20 blocks (the kernels loop over further rows).

@@ -93,6 +93,7 @@ class Executor {
   // Per-node wall time of forward and backward, accumulated while profiling is on (the context
   // is synchronised around every layer, so this slows training down: for `trainer bench`).
   void set_profiling(bool on);
+  bool profiling() const { return profiling_; }
   struct LayerTime {
     double forward = 0, backward = 0;  // seconds
   };

@@ -68,11 +68,12 @@ void Worker::broadcast_parameters() {
 
 // A step that can be one fixed, recorded program: this replica alone in the job (no collective in
 // the step), on a context that can capture, without loss scaling (its finiteness check reads the
-// gradients on the host), synchronised batch norm (host all-reduces in the layers), test hooks or
-// per-part timing. Every other step takes the ordinary path.
+// gradients on the host), synchronised batch norm (host all-reduces in the layers), test hooks,
+// per-part timing or per-layer profiling (both synchronise the device between parts). Every other
+// step takes the ordinary path.
 bool Worker::fixed_step_ok() const {
   return cuda_graphs_ && ctl_->size() == 1 && rep_->context().can_capture() && !scaler_.enabled() && !sync_bn_ &&
-         !inject_ && !timing_;
+         !inject_ && !timing_ && !rep_->executor().profiling();
 }
 
 LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop) {

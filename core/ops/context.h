@@ -66,6 +66,10 @@ class OpContext {
   virtual std::unique_ptr<CapturedWork> end_capture() { throw std::logic_error(device_.str() + " cannot capture work"); }
   // Ends a capture that failed part-way (an exception between begin and end), discarding it.
   virtual void abort_capture() noexcept {}
+  // Blocks handed back to this context's allocator so far. Recorded work stays valid while this
+  // does not move: every block it uses is still held by its owner (none could be reused). A
+  // growing scratch, arena or input buffer hands its old block back, and the work is recorded again.
+  virtual uint64_t released_blocks() const { return 0; }
 
   Tensor empty(const Shape& s, DType t = DType::F32) { return Tensor::empty(s, t, allocator()); }
   Tensor zeros(const Shape& s, DType t = DType::F32) {

@@ -51,6 +51,7 @@ class DeviceGuard {
 struct CudaAllocator::Impl {
   mutable std::mutex mu;
   bool capturing = false;
+  uint64_t releases = 0;  // deallocate() calls so far
   std::map<size_t, std::vector<void*>> free;  // rounded size -> idle blocks
   size_t cached = 0;    // bytes on the free lists
   size_t reserved = 0;  // bytes obtained from cudaMalloc and not yet returned
@@ -142,6 +143,12 @@ void CudaAllocator::deallocate(void* p, size_t bytes) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->free[r].push_back(p);
   impl_->cached += r;
+  ++impl_->releases;
+}
+
+uint64_t CudaAllocator::releases() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->releases;
 }
 
 size_t CudaAllocator::peak_bytes() const {

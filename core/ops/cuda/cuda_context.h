@@ -40,6 +40,8 @@ class CudaAllocator final : public Allocator {
   // While a CUDA graph is being captured on the owning stream, allocate() throws: a block handed
   // out then would be baked into the graph and could be reused by others between replays.
   void set_capturing(bool on);
+  // Blocks handed back so far (deallocate calls).
+  uint64_t releases() const;
 
  private:
   void* do_allocate(size_t bytes) override;
@@ -68,6 +70,7 @@ class CudaContext final : public OpContext {
   void begin_capture() override;
   std::unique_ptr<CapturedWork> end_capture() override;
   void abort_capture() noexcept override;
+  uint64_t released_blocks() const override { return alloc_ ? alloc_->releases() : 0; }
 
   cudaStream_t stream() const { return stream_; }
   cudnnHandle_t cudnn() const { return cudnn_; }

@@ -49,10 +49,22 @@ LossStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float 
   host.scalars.loss_scale = loss_grad_scale;
   host.scalars.set_seed(step_seed);
   ctx_->copy_from_host(step_memory_.data(), &host, sizeof host);
-  const std::vector<Tensor>& x = inputs_.on(*ctx_, images, exec_->input_shapes());
-  const Tensor y = to_device(labels);
-
   Recorded& r = recorded_[images.dim(0)];
+  // Buffers of this batch size's own (evaluation and other sizes use others), so their addresses
+  // stay the ones recorded.
+  const std::vector<Tensor>& x = r.inputs.on(*ctx_, images, exec_->input_shapes());
+  Tensor y = labels;
+  if (!ctx_->device().is_cpu()) {
+    if (r.labels.shape() != labels.shape()) r.labels = ctx_->empty(labels.shape(), labels.dtype());
+    ctx_->copy_from_host(r.labels.data(), labels.data(), labels.bytes());
+    y = r.labels;
+  }
+  // A block handed back since the recording (an arena, scratch or buffer grown by evaluation or
+  // another batch size) may be one the recording uses: run as launched once more, then record again.
+  if (r.work && ctx_->released_blocks() != r.released_at) {
+    r.work.reset();
+    r.warm = false;
+  }
   if (!record || !ctx_->can_capture()) {
     run_fixed(x, y);
   } else if (r.work) {
@@ -65,6 +77,7 @@ LossStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float 
     try {
       run_fixed(x, y);
       r.work = ctx_->end_capture();
+      r.released_at = ctx_->released_blocks();
     } catch (...) {
       ctx_->abort_capture();
       exec_->set_step_scalars(nullptr);

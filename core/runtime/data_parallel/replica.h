@@ -63,6 +63,9 @@ class Replica {
   struct Recorded {
     bool warm = false;
     std::unique_ptr<CapturedWork> work;
+    uint64_t released_at = 0;  // the context's released_blocks() when recorded
+    BatchInputs inputs;        // this batch size's input and label buffers: their addresses are recorded
+    Tensor labels;
   };
   std::map<int64_t, Recorded> recorded_;
   void run_fixed(const std::vector<Tensor>& x, const Tensor& y);

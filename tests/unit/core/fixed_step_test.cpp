@@ -57,15 +57,16 @@ struct Outcome {
   int recorded = 0;
 };
 
-// 10 steps (batch 6, then a last batch of 4 as an epoch's uneven end, then 6 again) at a rate
-// that changes every step, on `device`, by `path`.
+// 10 steps (batch 6 four times, then 4 three times — an epoch's uneven end —, then 6 again) at a
+// rate that changes every step, on `device`, by `path`: each size runs as launched, is recorded and
+// is replayed.
 Outcome train(const RunSpec& e, Device device, Path path, int classes = 5) {
   Replica rep(trainee_spec(e), device, device.is_cpu() ? 2 : 0);
   rep.context().bind_thread();
   const HostBatch six = batch(6, classes), four = batch(4, classes);
   Outcome out;
   for (int s = 0; s < 10; ++s) {
-    const HostBatch& b = s == 6 ? four : six;
+    const HostBatch& b = s >= 4 && s < 7 ? four : six;
     const float lr = 0.05f / float(1 + s);
     const uint64_t seed = 1000 + uint64_t(s);
     LossStats st = path == Path::Ordinary ? rep.train_step(b.images, b.labels, lr, seed)

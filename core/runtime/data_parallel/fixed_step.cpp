@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <stdexcept>
 
 #include "core/runtime/data_parallel/replica.h"
@@ -65,7 +66,7 @@ LossStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float 
     r.work.reset();
     r.warm = false;
   }
-  if (!record || !ctx_->can_capture()) {
+  if (!record || !ctx_->can_capture() || !capture_failed_.empty()) {
     run_fixed(x, y);
   } else if (r.work) {
     r.work->replay();
@@ -78,12 +79,21 @@ LossStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float 
       run_fixed(x, y);
       r.work = ctx_->end_capture();
       r.released_at = ctx_->released_blocks();
+    } catch (const DeviceError& e) {
+      // A library call that cannot be recorded (or an allocation the step should not make): nothing
+      // of this step ran (a capture only records), so it runs as launched, and so do the next ones.
+      ctx_->abort_capture();
+      exec_->set_step_scalars(nullptr);
+      capture_failed_ = e.what();
+      std::fprintf(stderr, "note: %s: the step could not be recorded as a CUDA graph (%s); steps run kernel by kernel "
+                   "(devices.cuda_graphs: false says the same)\n", ctx_->device().str().c_str(), e.what());
+      run_fixed(x, y);
     } catch (...) {
       ctx_->abort_capture();
       exec_->set_step_scalars(nullptr);
       throw;
     }
-    r.work->replay();
+    if (r.work) r.work->replay();
   }
   LossSums sums;
   ctx_->copy_to_host(&sums, static_cast<char*>(step_memory_.data()) + offsetof(StepMemory, sums), sizeof sums);

@@ -68,6 +68,7 @@ class Replica {
     Tensor labels;
   };
   std::map<int64_t, Recorded> recorded_;
+  std::string capture_failed_;  // why recording failed (then every step runs as launched)
   void run_fixed(const std::vector<Tensor>& x, const Tensor& y);
 };
 

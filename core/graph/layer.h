@@ -31,8 +31,8 @@ struct ParamSpec {
 };
 
 // What a layer computes in under mixed precision (bf16 or fp16; under fp32 everything is fp32).
-// Its output and output gradient have that type; the graph converts inputs of the other type
-// (Graph: casts). "Low" is the precision's type: bf16 or f16.
+// Its output and output gradient have that type; inputs of the other type are converted (the
+// ExecutionPlan plans it, the Executor does it). "Low" is the precision's type: bf16 or f16.
 //   F32: always fp32 (the default: softmax, LSTM, dense, ...).
 //   Follow: low when every input is low, else fp32: memory-bound layers whose kernels take
 //     either type (batch norm, activations, pooling, concat, add, padding, flatten), so a chain of
@@ -120,9 +120,9 @@ class Layer {
   virtual bool in_place() const { return false; }
   virtual bool output_reusable() const { return false; }
   virtual MixedPrecision mixed_precision() const { return MixedPrecision::F32; }
-  // Fusion (Graph): an activation running in place over its producer's output may be applied by
-  // the producer in its own pass (batch norm + ReLU, forward and backward). activation(): the kind
-  // an activation layer applies (else none). fuse_activation(k): from now on the producer applies
+  // Fusion (planned by the ExecutionPlan, applied by the Executor): an activation running in
+  // place over its producer's output may be applied by the producer in its own pass (batch norm +
+  // ReLU, forward and backward). activation(): the kind an activation layer applies (else none). fuse_activation(k): from now on the producer applies
   // k (none: it stops), or says false when it cannot. set_fused(true): the producer does this
   // activation layer's work, so its forward and backward do nothing (its output and gradient are
   // the producer's buffers, see in_place()).

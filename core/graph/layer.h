@@ -122,10 +122,10 @@ class Layer {
   virtual MixedPrecision mixed_precision() const { return MixedPrecision::F32; }
   // Fusion (planned by the ExecutionPlan, applied by the Executor): an activation running in
   // place over its producer's output may be applied by the producer in its own pass (batch norm +
-  // ReLU, forward and backward). activation(): the kind an activation layer applies (else none). fuse_activation(k): from now on the producer applies
-  // k (none: it stops), or says false when it cannot. set_fused(true): the producer does this
-  // activation layer's work, so its forward and backward do nothing (its output and gradient are
-  // the producer's buffers, see in_place()).
+  // ReLU, forward and backward). activation(): the kind an activation layer applies (else none).
+  // fuse_activation(k): from now on the producer applies k (none: it stops), or says false when it
+  // cannot. set_fused(true): the producer does this activation layer's work, so its forward and
+  // backward do nothing (its output and gradient are the producer's buffers, see in_place()).
   virtual std::optional<ActKind> activation() const { return std::nullopt; }
   // Whether fuse_activation(k) would succeed now (after bind): what an execution plan asks.
   virtual bool can_fuse_activation(ActKind) const { return false; }

@@ -36,7 +36,9 @@ void print_confusion(const EvalResult& r) {
 std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "null"; }
 
 int eval(const EvalArgs& a) {
-  CheckpointInfo c = find_checkpoint(a.target);
+  std::vector<std::string> skipped;
+  CheckpointInfo c = find_checkpoint(a.target, &skipped);
+  for (const std::string& s : skipped) fmt::print(stderr, "warning: passed over an invalid checkpoint: {}\n", s);
   std::string config = a.config.empty() ? config_of(c.sidecar) : a.config;
   std::vector<std::string> sets = a.sets;
   // --data: a dataset section in YAML ({type: ..., path: ...}) or a path for the split's own reader.

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "cmd/trainer/command.h"
+#include "cmd/trainer/signals.h"
 #include "core/dist/launch.h"
 #include "core/run/fit.h"
 #include "core/runtime/interrupt.h"
@@ -22,10 +23,11 @@ struct RunArgs {
   bool json = false;
 };
 
-extern "C" void on_signal(int) {
-  // First signal: finish the step, write a checkpoint, exit 130. Second: leave at once (the
-  // checkpoint being written is a temporary file; the previous one stays valid).
-  if (interrupt_requests().fetch_add(1) >= 1) std::_Exit(kInterrupted);
+// Invalid checkpoints passed over for an older valid one are named, so a resume never silently
+// goes back further than the user expects.
+void warn_skipped(const std::vector<std::string>& skipped) {
+  if (this_process().rank != 0) return;
+  for (const std::string& s : skipped) fmt::print(stderr, "warning: passed over an invalid checkpoint: {}\n", s);
 }
 
 std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "null"; }
@@ -39,19 +41,20 @@ int run(const RunArgs& a) {
   }
   std::vector<std::string> sets = a.sets;
   for (const std::string& s : device_overrides(a.gpus, a.cpu, a.threads)) sets.push_back(s);
+  install_stop_signals();  // before anything long: reading the data, choosing a checkpoint
   RunSpec e = load_run_spec(config, sets);
   FitOptions o;
+  std::vector<std::string> skipped;
   if (a.resume == "auto") {
-    o.resume = find_auto_checkpoint(a.runs_root, e.name, config_hash(*e.doc));
+    o.resume = find_auto_checkpoint(a.runs_root, e.name, config_hash(*e.doc), &skipped);
     if (o.resume)
       o.resume_note = "the newest checkpoint of this config";
     else if (this_process().rank == 0)
       fmt::print("No checkpoint of this config under {}/{}: starting from scratch\n", a.runs_root, e.name);
   } else if (!a.resume.empty()) {
-    o.resume = find_checkpoint(a.resume);
+    o.resume = find_checkpoint(a.resume, &skipped);
   }
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  warn_skipped(skipped);
   o.run_dir = a.run_dir;
   o.runs_root = a.runs_root;
   o.terminal = isatty(fileno(stdout));
@@ -63,6 +66,8 @@ int run(const RunArgs& a) {
                "\"images_per_second\": {:.1f}{}}}\n",
                r.run_dir, r.epochs_done, r.interrupted, r.stopped_by, r.checkpoint, r.images_per_second, m);
   }
+  if (r.interrupted && interrupt_signal().load() == SIGPIPE && this_process().rank == 0)  // the console is gone
+    fmt::print(stderr, "trainer: stopped by SIGPIPE (the console's reader went away): checkpoint {}\n", r.checkpoint);
   return r.interrupted ? kInterrupted : kOk;
 }
 

@@ -83,6 +83,11 @@ TrainState state_from(const json& j) {
 
 std::vector<int64_t> dims(const Shape& s) { return s.dims(); }
 
+// The weights as read when the checkpoint was chosen, or (a CheckpointInfo made by hand) from disk.
+SafeTensorsReader weights_reader(const CheckpointInfo& c) {
+  return c.weights_bytes ? SafeTensorsReader(c.weights, c.weights_bytes) : SafeTensorsReader(c.weights);
+}
+
 }  // namespace
 
 std::string config_hash(const cfg::Document& doc) {
@@ -110,16 +115,43 @@ CheckpointInfo save_checkpoint(const std::string& dir, const std::string& stem, 
                stats->mean.data());
     if (!stats->stddev.empty()) st.add_f32("data/std", {int64_t(stats->stddev.size())}, stats->stddev.data());
   }
-  CheckpointInfo c{(fs::path(dir) / (stem + ".safetensors")).string(), (fs::path(dir) / (stem + ".json")).string(), s};
+  const size_t expected = st.size();
+  CheckpointInfo c;
+  c.weights = (fs::path(dir) / (stem + ".safetensors")).string();
+  c.sidecar = (fs::path(dir) / (stem + ".json")).string();
+  c.state = s;
   auto [bytes, crc] = st.write(c.weights);
   json j = state_json(s);
   j["weights"] = {{"file", stem + ".safetensors"}, {"bytes", bytes}, {"crc32", fmt::format("{:08x}", crc)}};
   j["normalization"] = {{"kind", stats ? mean_name(stats->kind) : "none"}, {"shape", stats ? dims(stats->shape) : std::vector<int64_t>{}}};
+  c.normalization = j["normalization"];
   write_file_atomic(c.sidecar, j.dump(2) + "\n");
+  // Read it back as --resume and eval will, before anything relies on it (pruning older ones).
+  try {
+    CheckpointInfo back = read_checkpoint(c.sidecar);
+    SafeTensorsReader check(back.weights, back.weights_bytes);
+    if (check.tensors().size() != expected)
+      throw FileError(fmt::format("it holds {} tensors, {} were written", check.tensors().size(), expected));
+  } catch (const FileError& e) {
+    std::error_code ec;
+    fs::remove(c.sidecar, ec);  // not a valid checkpoint: the previous one stays the newest
+    fs::remove(c.weights, ec);
+    throw FileError(fmt::format("{}: the checkpoint just written does not read back ({}); the previous checkpoint "
+                                "stays the newest", c.weights, e.what()));
+  }
   return c;
 }
 
-CheckpointInfo read_checkpoint(const std::string& path) {
+namespace {
+
+// A sidecar read and checked, its weights file not yet: what choosing among checkpoints needs.
+struct Sidecar {
+  CheckpointInfo info;
+  uint64_t bytes = 0;
+  std::string crc;
+};
+
+Sidecar read_sidecar(const std::string& path) {
   fs::path p(path);
   if (p.extension() == ".safetensors") p.replace_extension(".json");
   if (!fs::exists(p)) {
@@ -136,11 +168,10 @@ CheckpointInfo read_checkpoint(const std::string& path) {
   } catch (const json::exception&) {  // valid syntax nlohmann cannot hold, e.g. 1e999 (out_of_range 406)
     throw FileError(fmt::format("{}: corrupt checkpoint sidecar: it holds a number too large for a double", p.string()));
   }
-  CheckpointInfo c;
+  Sidecar out;
+  CheckpointInfo& c = out.info;
   c.sidecar = p.string();
   std::string weights_file;
-  uint64_t bytes = 0;
-  std::string crc;
   try {
     if (!j.is_object() || j.value("format", "") != "trainer-checkpoint")
       throw std::out_of_range("it is not a trainer checkpoint sidecar");
@@ -149,8 +180,9 @@ CheckpointInfo read_checkpoint(const std::string& path) {
       throw std::out_of_range(fmt::format("format version {} is newer than this trainer's ({})", version, kCheckpointFormat));
     c.state = state_from(j);
     weights_file = j.at("weights").at("file").get<std::string>();
-    bytes = j.at("weights").at("bytes").get<uint64_t>();
-    crc = j.at("weights").at("crc32").get<std::string>();
+    out.bytes = j.at("weights").at("bytes").get<uint64_t>();
+    out.crc = j.at("weights").at("crc32").get<std::string>();
+    c.normalization = j.value("normalization", json());  // checked where used (checkpoint_stats)
   } catch (const std::exception& e) {  // nlohmann's type and key errors, and ours
     throw FileError(fmt::format("{}: bad checkpoint sidecar: {}", p.string(), e.what()));
   }
@@ -163,38 +195,98 @@ CheckpointInfo read_checkpoint(const std::string& path) {
   if (!plain)
     throw FileError(fmt::format("{}: bad checkpoint sidecar: weights file '{}' is not a plain name", p.string(), weights_file));
   c.weights = (p.parent_path() / weights_file).string();
+  return out;
+}
+
+// Reads the weights file the sidecar names and checks its size and CRC-32; the bytes stay with
+// the returned info, so a checkpoint a live run prunes after this is still loaded whole.
+CheckpointInfo verified(const Sidecar& s) {
+  CheckpointInfo c = s.info;
   std::error_code ec;
   uint64_t size = fs::file_size(c.weights, ec);
-  if (ec) throw FileError(fmt::format("{}: cannot read {}: {}", p.string(), c.weights, ec.message()));
-  if (size != bytes)
-    throw FileError(fmt::format("{}: {} bytes, the sidecar says {}: truncated or replaced", c.weights, size, bytes));
+  if (ec) throw FileError(fmt::format("{}: cannot read {}: {}", c.sidecar, c.weights, ec.message()));
+  if (size != s.bytes)
+    throw FileError(fmt::format("{}: {} bytes, the sidecar says {}: truncated or replaced", c.weights, size, s.bytes));
   SafeTensorsReader check(c.weights);
-  if (fmt::format("{:08x}", check.crc32()) != crc)
-    throw FileError(fmt::format("{}: CRC-32 {:08x} differs from the sidecar's {}: the file is corrupt", c.weights, check.crc32(), crc));
+  if (fmt::format("{:08x}", check.crc32()) != s.crc)
+    throw FileError(fmt::format("{}: CRC-32 {:08x} differs from the sidecar's {}: the file is corrupt", c.weights, check.crc32(), s.crc));
+  c.weights_bytes = check.bytes();
   return c;
 }
 
-std::vector<CheckpointInfo> list_checkpoints(const std::string& dir, std::vector<std::string>* skipped) {
+// Training position, for choosing the newest: epoch, then samples into it (steps times the global
+// batch, so runs on other device counts compare), then the step count. Never file times.
+bool ahead(const CheckpointInfo& a, const CheckpointInfo& b) {
+  const TrainState &x = a.state, &y = b.state;
+  if (x.epoch != y.epoch) return x.epoch > y.epoch;
+  int64_t xs = x.step_in_epoch * x.global_batch, ys = y.step_in_epoch * y.global_batch;
+  if (xs != ys) return xs > ys;
+  if (x.global_step != y.global_step) return x.global_step > y.global_step;
+  bool xb = fs::path(a.sidecar).stem() == "best", yb = fs::path(b.sidecar).stem() == "best";
+  if (xb != yb) return yb;  // at one position, the regular checkpoint (what a resume continues)
+  return a.sidecar > b.sidecar;  // then the later run directory (their names are start times)
+}
+
+// A checkpoint read failed because a live run pruned it meanwhile (it removes the sidecar first).
+bool vanished(const std::string& sidecar) {
+  std::error_code ec;
+  return !fs::exists(sidecar, ec);
+}
+
+}  // namespace
+
+CheckpointInfo read_checkpoint(const std::string& path) { return verified(read_sidecar(path)); }
+
+std::vector<CheckpointInfo> list_checkpoints(const std::string& dir, std::vector<std::string>* skipped, bool verify) {
   std::vector<CheckpointInfo> out;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return out;
   for (const auto& f : fs::directory_iterator(dir, ec)) {
     if (f.path().extension() != ".json") continue;
     try {
-      out.push_back(read_checkpoint(f.path().string()));
+      Sidecar s = read_sidecar(f.path().string());
+      out.push_back(verify ? verified(s) : s.info);
+      out.back().weights_bytes.reset();
     } catch (const FileError& e) {
-      if (skipped) skipped->push_back(e.what());
+      if (skipped && !vanished(f.path().string())) skipped->push_back(e.what());
     }
   }
-  std::sort(out.begin(), out.end(), [](const CheckpointInfo& a, const CheckpointInfo& b) {
-    if (a.state.global_step != b.state.global_step) return a.state.global_step > b.state.global_step;
-    return a.weights < b.weights;
-  });
+  std::sort(out.begin(), out.end(), ahead);
   return out;
 }
 
+std::optional<CheckpointInfo> newest_checkpoint(const std::vector<std::string>& dirs, const std::string& hash,
+                                                std::vector<std::string>* skipped) {
+  auto skip = [&](const std::string& sidecar, const std::string& why) {
+    if (skipped && !vanished(sidecar)) skipped->push_back(why);
+  };
+  std::vector<Sidecar> all;
+  for (const std::string& dir : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    for (const auto& f : fs::directory_iterator(dir, ec)) {
+      if (f.path().extension() != ".json") continue;
+      try {
+        Sidecar s = read_sidecar(f.path().string());
+        if (hash.empty() || s.info.state.config_hash == hash) all.push_back(std::move(s));
+      } catch (const FileError& e) {
+        skip(f.path().string(), e.what());
+      }
+    }
+  }
+  std::sort(all.begin(), all.end(), [](const Sidecar& a, const Sidecar& b) { return ahead(a.info, b.info); });
+  for (const Sidecar& s : all) {
+    try {
+      return verified(s);
+    } catch (const FileError& e) {
+      skip(s.info.sidecar, e.what());
+    }
+  }
+  return std::nullopt;
+}
+
 void load_checkpoint(const CheckpointInfo& c, ModelState& ps, bool optimizer) {
-  SafeTensorsReader st(c.weights);
+  SafeTensorsReader st = weights_reader(c);
   auto mismatch = [&](const std::string& why) { return cfg::ConfigError(c.weights, why + " (does the config match the checkpoint?)"); };
   auto read = [&](const std::string& name, const Shape& shape) {
     const SafeTensor* t = st.find(name);
@@ -233,15 +325,16 @@ NormStats checkpoint_stats(const CheckpointInfo& c) {
   NormStats s;
   std::string kind;
   try {  // read_checkpoint checked the JSON itself, not this part of it
-    json j = json::parse(read_text_file(c.sidecar));
-    kind = j.at("normalization").at("kind").get<std::string>();
+    const json& n = c.normalization;
+    if (!n.is_object()) throw std::out_of_range("no 'normalization' object");
+    kind = n.at("kind").get<std::string>();
     if (kind == "none" || kind == "constant") return s;
     if (kind != "per_pixel" && kind != "per_channel") throw std::out_of_range("unknown normalization kind '" + kind + "'");
-    s.shape = Shape(j.at("normalization").at("shape").get<std::vector<int64_t>>());
+    s.shape = Shape(n.at("shape").get<std::vector<int64_t>>());
   } catch (const std::exception& e) {  // nlohmann's type and key errors, and ours
     throw FileError(fmt::format("{}: bad checkpoint sidecar: {}", c.sidecar, e.what()));
   }
-  SafeTensorsReader st(c.weights);
+  SafeTensorsReader st = weights_reader(c);
   s.kind = kind == "per_pixel" ? Augment::Mean::PerPixel : Augment::Mean::PerChannel;
   s.mean = st.f32("data/mean");
   if (st.find("data/std")) s.stddev = st.f32("data/std");

@@ -2,6 +2,7 @@
 // normalisation statistics in a safetensors file, and the training position (epoch, step,
 // schedule, RNG, callbacks) in a JSON sidecar; finding the newest valid one; loading into a replica.
 #pragma once
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -45,6 +46,10 @@ struct CheckpointInfo {
   std::string weights;  // .safetensors
   std::string sidecar;  // .json
   TrainState state;
+  nlohmann::json normalization;  // the sidecar's data statistics entry (null when it has none)
+  // The weights file's bytes, read when the checkpoint was checked: loading uses them, so a
+  // checkpoint that a live run prunes after it was chosen still loads (eval, --resume).
+  std::shared_ptr<const std::string> weights_bytes;
 };
 
 // Writes dir/<stem>.safetensors, then dir/<stem>.json (the sidecar makes the pair valid, so a
@@ -54,9 +59,17 @@ CheckpointInfo save_checkpoint(const std::string& dir, const std::string& stem, 
 // Reads and checks a checkpoint given by either of its files: the sidecar parses and the weights
 // file has the size and CRC-32 the sidecar recorded. FileError (exit 3) otherwise.
 CheckpointInfo read_checkpoint(const std::string& path);
-// The checkpoints in `dir`, newest (highest global step) first; invalid ones are skipped and,
-// when `skipped` is given, described there.
-std::vector<CheckpointInfo> list_checkpoints(const std::string& dir, std::vector<std::string>* skipped = nullptr);
+// The checkpoints in `dir`, newest (furthest training position) first, without their bytes;
+// invalid ones are skipped and, when `skipped` is given, described there. `verify`: false reads
+// the sidecars only (rotation), true also each weights file's size and CRC-32.
+std::vector<CheckpointInfo> list_checkpoints(const std::string& dir, std::vector<std::string>* skipped = nullptr,
+                                             bool verify = true);
+// The newest valid checkpoint in `dirs` (of config `hash`, unless empty), by the training position
+// its sidecar records (epoch, samples into it, step), never by file time; its bytes are held.
+// Invalid ones passed over on the way are described in `skipped`; ones a live run pruned meanwhile
+// are passed over silently.
+std::optional<CheckpointInfo> newest_checkpoint(const std::vector<std::string>& dirs, const std::string& hash,
+                                                std::vector<std::string>* skipped);
 
 // Loads weights (and, with `optimizer`, the optimizer state and step count) into `r`. Names and
 // shapes must match the replica's model: otherwise a ConfigError naming the checkpoint.

@@ -51,7 +51,7 @@ CheckpointInfo Checkpointer::save(ModelState& r, const TrainState& s) {
 }
 
 void Checkpointer::prune() {
-  std::vector<CheckpointInfo> all = list_checkpoints(dir_);
+  std::vector<CheckpointInfo> all = list_checkpoints(dir_, nullptr, false);  // sidecars: save() checked the new one
   int kept = 0;
   for (const CheckpointInfo& c : all) {
     if (fs::path(c.sidecar).stem() == "best") continue;

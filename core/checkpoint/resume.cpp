@@ -27,39 +27,30 @@ std::string config_of(const std::string& target) {
   return cfg.string();
 }
 
-CheckpointInfo find_checkpoint(const std::string& target) {
+CheckpointInfo find_checkpoint(const std::string& target, std::vector<std::string>* skipped) {
   std::error_code ec;
   if (!fs::exists(target, ec)) throw FileError(fmt::format("{}: no such run directory or checkpoint", target));
   if (!fs::is_directory(target, ec)) return read_checkpoint(target);
   fs::path dir = fs::path(target) / "checkpoints";
   if (!fs::is_directory(dir, ec)) dir = target;
-  std::vector<std::string> skipped;
-  std::vector<CheckpointInfo> all = list_checkpoints(dir.string(), &skipped);
-  if (all.empty()) {
-    std::string why = skipped.empty() ? "" : fmt::format(" ({} invalid: {})", skipped.size(), skipped.front());
+  std::vector<std::string> passed;
+  std::optional<CheckpointInfo> c = newest_checkpoint({dir.string()}, "", &passed);
+  if (!c) {
+    std::string why = passed.empty() ? "" : fmt::format(" ({} invalid: {})", passed.size(), passed.front());
     throw FileError(fmt::format("{}: no valid checkpoint{}", dir.string(), why));
   }
-  return all.front();
+  if (skipped) skipped->insert(skipped->end(), passed.begin(), passed.end());
+  return *c;
 }
 
 std::optional<CheckpointInfo> find_auto_checkpoint(const std::string& runs_root, const std::string& name,
-                                                   const std::string& hash) {
+                                                   const std::string& hash, std::vector<std::string>* skipped) {
   std::error_code ec;
   fs::path base = fs::path(runs_root) / name;
-  std::optional<CheckpointInfo> best;
-  fs::file_time_type best_time;
-  if (!fs::is_directory(base, ec)) return best;
-  for (const auto& run : fs::directory_iterator(base, ec)) {
-    for (const CheckpointInfo& c : list_checkpoints((run.path() / "checkpoints").string())) {
-      if (c.state.config_hash != hash) continue;
-      fs::file_time_type t = fs::last_write_time(c.sidecar, ec);
-      if (!best || t > best_time || (t == best_time && c.state.global_step > best->state.global_step)) {
-        best = c;
-        best_time = t;
-      }
-    }
-  }
-  return best;
+  std::vector<std::string> dirs;
+  if (fs::is_directory(base, ec))
+    for (const auto& run : fs::directory_iterator(base, ec)) dirs.push_back((run.path() / "checkpoints").string());
+  return newest_checkpoint(dirs, hash, skipped);
 }
 
 }  // namespace trainer

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/graph/layer.h"
+#include "core/io/utf8.h"
 
 namespace trainer {
 namespace {
@@ -26,6 +27,23 @@ struct Ref {
   int scope = 0;
   cfg::Node where;
 };
+
+// Why a layer or input name cannot be used, or "". Names become parameter names ("<layer>/kernel")
+// in checkpoints and JSON: text without control characters or '/', not starting with '$'; at the
+// top level not "optimizer" or "data", the prefixes of a checkpoint's own entries
+// ("optimizer/<slot>/<parameter>", "data/mean"), which a parameter must never collide with.
+std::string name_problem(const std::string& name, bool top_level) {
+  if (name.empty()) return "it is empty";
+  size_t at = 0;
+  if (!valid_utf8(name, &at)) return fmt::format("byte {} is not UTF-8 text", at);
+  for (unsigned char c : name)
+    if (c < 0x20 || c == 0x7f) return "it holds a control character";
+  if (name.find('/') != std::string::npos) return "'/' separates scopes";
+  if (name[0] == '$') return "'$' starts the names of block inputs";
+  if (top_level && (name == "optimizer" || name == "data"))
+    return fmt::format("checkpoints keep their own entries under '{}/'; choose another name", name);
+  return "";
+}
 
 struct Scope {
   std::string prefix;                // "incep1/" ("" at the top level)
@@ -123,8 +141,8 @@ class Expander {
       cfg::Node name_node = r.optional("name");
       std::string local = name_node.defined() ? name_node.as<std::string>()
                                               : fmt::format("{}_{}", type, ++auto_names[type]);
-      if (local.empty() || local.find('/') != std::string::npos || local[0] == '$')
-        (name_node.defined() ? name_node : item).fail(fmt::format("'{}' is not a valid layer name", local));
+      if (std::string why = name_problem(local, scopes_[size_t(sc)].prefix.empty()); !why.empty())
+        (name_node.defined() ? name_node : item).fail(fmt::format("'{}' is not a valid layer name: {}", local, why));
       Scope& s = scopes_[size_t(sc)];
       if (s.local.count(local))
         (name_node.defined() ? name_node : item)
@@ -323,8 +341,8 @@ ModelSpec parse_model(const cfg::Node& model) {
       std::string name = ir.get<std::string>("name");
       Shape shape = read_input_shape(ir.required("shape"), "shape");
       ir.finish();
-      if (name.empty() || name.find('/') != std::string::npos || name[0] == '$')
-        item.fail(fmt::format("'{}' is not a valid input name", name));
+      if (std::string why = name_problem(name, false); !why.empty())
+        item.fail(fmt::format("'{}' is not a valid input name: {}", name, why));
       if (spec.input_index(name) >= 0) item.fail(fmt::format("input name '{}' is used twice", name));
       spec.inputs.push_back({name, shape, item});
       total += shape.numel();

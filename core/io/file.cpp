@@ -33,6 +33,12 @@ bool should_stall(const std::string& path) {
   return v && *v && std::filesystem::path(path).filename().string().find(v) != std::string::npos;
 }
 
+// TRAINER_TEST_STALL_SECONDS: how long the stall lasts (default 300: until the test kills it).
+long stall_seconds() {
+  const char* v = std::getenv("TRAINER_TEST_STALL_SECONDS");
+  return v && *v ? std::strtol(v, nullptr, 10) : 300;
+}
+
 }  // namespace
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
@@ -78,7 +84,7 @@ void AtomicFile::write(const void* data, size_t bytes) {
       ::fsync(fd_);
       std::fprintf(stderr, "test hook: stalling write of %s\n", tmp_.c_str());
       std::fflush(stderr);
-      std::this_thread::sleep_for(std::chrono::seconds(300));
+      std::this_thread::sleep_for(std::chrono::seconds(stall_seconds()));
     }
   }
 }

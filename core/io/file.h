@@ -23,7 +23,8 @@ class FileError : public std::runtime_error {
 //                                     the process) fails with ENOSPC, as on a full disk;
 //   TRAINER_TEST_STALL_WRITE=<text>   a file whose name contains <text> stops half-written: one
 //                                     line "test hook: stalling write of <tmp>" on stderr, then
-//                                     a long sleep (for kill -9 during a checkpoint write).
+//                                     a sleep of TRAINER_TEST_STALL_SECONDS (default 300: for
+//                                     kill -9 during a checkpoint write; short: a signal there).
 class AtomicFile {
  public:
   explicit AtomicFile(std::string path);

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
+
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -25,6 +27,8 @@ size_t dtype_size(const std::string& d) {
 
 void SafeTensorsWriter::add(const std::string& name, const std::string& dtype, const std::vector<int64_t>& shape,
                             const void* data, size_t bytes) {
+  for (const SafeTensor& o : tensors_)  // the header is a JSON object: one entry per name
+    if (o.name == name) throw std::logic_error(fmt::format("safetensors: two tensors named '{}'", name));
   SafeTensor t{name, dtype, shape, data_.size(), data_.size() + bytes};
   data_.append(static_cast<const char*>(data), bytes);
   tensors_.push_back(std::move(t));
@@ -66,27 +70,36 @@ std::pair<uint64_t, uint32_t> SafeTensorsWriter::write(const std::string& path) 
   return {bytes.size(), crc32_of(bytes.data(), bytes.size())};
 }
 
-SafeTensorsReader::SafeTensorsReader(const std::string& path) : path_(path) {
-  bytes_ = read_text_file(path);
+SafeTensorsReader::SafeTensorsReader(const std::string& path)
+    : SafeTensorsReader(path, std::make_shared<const std::string>(read_text_file(path))) {}
+
+SafeTensorsReader::SafeTensorsReader(const std::string& path, std::shared_ptr<const std::string> bytes)
+    : path_(path), bytes_(std::move(bytes)) {
+  parse();
+}
+
+void SafeTensorsReader::parse() {
+  const std::string& bytes = *bytes_;
+  const std::string& path = path_;
   auto bad = [&](uint64_t offset, const std::string& why) {
     return FileError(fmt::format("{}: corrupt safetensors file at byte {}: {}", path, offset, why));
   };
-  if (bytes_.size() < 8) throw bad(0, fmt::format("only {} bytes, less than the 8-byte header length", bytes_.size()));
+  if (bytes.size() < 8) throw bad(0, fmt::format("only {} bytes, less than the 8-byte header length", bytes.size()));
   uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= uint64_t(uint8_t(bytes_[size_t(i)])) << (8 * i);
-  if (n > bytes_.size() - 8)
-    throw bad(0, fmt::format("the header length {} runs past the end of the file ({} bytes): truncated?", n, bytes_.size()));
+  for (int i = 0; i < 8; ++i) n |= uint64_t(uint8_t(bytes[size_t(i)])) << (8 * i);
+  if (n > bytes.size() - 8)
+    throw bad(0, fmt::format("the header length {} runs past the end of the file ({} bytes): truncated?", n, bytes.size()));
   data_offset_ = 8 + n;
   json h;
   try {
-    h = json::parse(bytes_.begin() + 8, bytes_.begin() + std::ptrdiff_t(data_offset_));
+    h = json::parse(bytes.begin() + 8, bytes.begin() + std::ptrdiff_t(data_offset_));
   } catch (const json::parse_error& e) {
     throw bad(8 + (e.byte > 0 ? e.byte - 1 : 0), "the header is not valid JSON");
   } catch (const json::exception&) {  // valid syntax nlohmann cannot hold, e.g. 1e999 (out_of_range 406)
     throw bad(8, "the header holds a number too large for a double");
   }
   if (!h.is_object()) throw bad(8, "the header is not a JSON object");
-  uint64_t data_bytes = bytes_.size() - data_offset_;
+  uint64_t data_bytes = bytes.size() - data_offset_;
   for (auto it = h.begin(); it != h.end(); ++it) {
     const json& v = it.value();
     if (it.key() == "__metadata__") {
@@ -151,17 +164,17 @@ const SafeTensor& SafeTensorsReader::get(const std::string& name, const std::str
 std::vector<float> SafeTensorsReader::f32(const std::string& name) const {
   const SafeTensor& t = get(name, "F32");
   std::vector<float> v((t.end - t.begin) / sizeof(float));
-  if (!v.empty()) std::memcpy(v.data(), bytes_.data() + data_offset_ + t.begin, t.end - t.begin);
+  if (!v.empty()) std::memcpy(v.data(), bytes_->data() + data_offset_ + t.begin, t.end - t.begin);
   return v;
 }
 
 std::vector<int64_t> SafeTensorsReader::i64(const std::string& name) const {
   const SafeTensor& t = get(name, "I64");
   std::vector<int64_t> v((t.end - t.begin) / sizeof(int64_t));
-  if (!v.empty()) std::memcpy(v.data(), bytes_.data() + data_offset_ + t.begin, t.end - t.begin);
+  if (!v.empty()) std::memcpy(v.data(), bytes_->data() + data_offset_ + t.begin, t.end - t.begin);
   return v;
 }
 
-uint32_t SafeTensorsReader::crc32() const { return crc32_of(bytes_.data(), bytes_.size()); }
+uint32_t SafeTensorsReader::crc32() const { return crc32_of(bytes_->data(), bytes_->size()); }
 
 }  // namespace trainer

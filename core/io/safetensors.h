@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ class SafeTensorsWriter {
   void add_f32(const std::string& name, const std::vector<int64_t>& shape, const float* data);
   void add_i64(const std::string& name, const std::vector<int64_t>& shape, const int64_t* data);
   void set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
+  size_t size() const { return tensors_.size(); }
   // The complete file's bytes.
   std::string serialize() const;
   // Writes `path` atomically (AtomicFile); returns the number of bytes and their CRC-32.
@@ -41,20 +43,24 @@ class SafeTensorsWriter {
 class SafeTensorsReader {
  public:
   explicit SafeTensorsReader(const std::string& path);
+  // The bytes of `path` read earlier (a checkpoint chosen, then pruned by a live run, stays readable).
+  SafeTensorsReader(const std::string& path, std::shared_ptr<const std::string> bytes);
   const std::string& path() const { return path_; }
+  const std::shared_ptr<const std::string>& bytes() const { return bytes_; }
   const std::vector<SafeTensor>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const SafeTensor* find(const std::string& name) const;  // null when absent
   // An F32 tensor's values (FileError when absent or of another dtype).
   std::vector<float> f32(const std::string& name) const;
   std::vector<int64_t> i64(const std::string& name) const;
-  uint64_t file_bytes() const { return bytes_.size(); }
+  uint64_t file_bytes() const { return bytes_->size(); }
   uint32_t crc32() const;
 
  private:
   const SafeTensor& get(const std::string& name, const std::string& dtype) const;
+  void parse();
   std::string path_;
-  std::string bytes_;
+  std::shared_ptr<const std::string> bytes_;
   uint64_t data_offset_ = 0;
   std::vector<SafeTensor> tensors_;
   std::map<std::string, std::string> metadata_;

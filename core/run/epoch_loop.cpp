@@ -100,6 +100,8 @@ void train_epochs(Trainee& w, LoopSetup& run) {
   const double base_lr = run.plan.base_lr;
   int64_t global_step = st.global_step;
   std::vector<float> best_weights;
+  interrupt_checkpoints() = true;  // from here a stop signal ends in a checkpoint
+  auto why = [] { return signal_name(interrupt_signal().load()); };
   for (int epoch = st.epoch; epoch < e.train.epochs; ++epoch) {
     const int64_t first = (from && epoch == st.epoch) ? st.step_in_epoch : 0;
     LossStats sum = first > 0 ? LossStats{st.loss_sum, st.correct, st.count} : LossStats{};
@@ -107,7 +109,8 @@ void train_epochs(Trainee& w, LoopSetup& run) {
     if (obs) obs->begin_epoch(epoch, e.train.epochs, steps);
     train.start_epoch(epoch, first);
     if (first == 0) scaler.begin_epoch();  // a mid-epoch resume keeps the epoch's count
-    double lr = 0;
+    // A resume from a checkpoint written during validation has no step left: its rate is the last step's.
+    double lr = first < steps ? 0 : cb.adjust_lr(run.schedule.lr(base_lr, epoch, double(steps - 1) / double(steps)));
     bool stop = false;
     Batch b;
     int64_t step = first;
@@ -143,7 +146,7 @@ void train_epochs(Trainee& w, LoopSetup& run) {
     if (stop && step < steps) {
       if (lead) run.stopped_by = "interrupt";
       if (obs)
-        obs->line(fmt::format("Interrupted at epoch {} step {}/{}: checkpoint {}", epoch + 1, step, steps,
+        obs->line(fmt::format("Interrupted ({}) at epoch {} step {}/{}: checkpoint {}", why(), epoch + 1, step, steps,
                               obs->result().checkpoint));
       return;
     }
@@ -152,7 +155,17 @@ void train_epochs(Trainee& w, LoopSetup& run) {
     Metrics console{{"loss", loss}, {"accuracy", acc}};
     Metrics row{{"accuracy", acc}, {"loss", loss}, {"lr", lr}};
     if (val) {
-      LossStats v = w.evaluate(*val);
+      bool cut = false;
+      LossStats v = w.evaluate(*val, {}, &cut);
+      if (cut) {  // every rank agreed: the epoch's training is done, its validation is not
+        if (lead) run.stopped_by = "interrupt";
+        if (obs) {
+          obs->save(rep, state_at(epoch, step, sum, global_step, "interrupt"));
+          obs->line(fmt::format("Interrupted ({}) during the validation of epoch {}: checkpoint {} (a resume validates again)",
+                                why(), epoch + 1, obs->result().checkpoint));
+        }
+        return;
+      }
       double vc = double(std::max<int64_t>(v.count, 1));
       double vl = v.count ? v.loss_sum / vc : NAN, va = v.count ? double(v.correct) / vc : NAN;
       console.push_back({"val_loss", vl});
@@ -178,7 +191,7 @@ void train_epochs(Trainee& w, LoopSetup& run) {
       if (!best.empty()) obs->line(best);
       s.callbacks["checkpoint"] = obs->checkpoint_state();
       if (obs->due_after_epoch(epoch + 1) || stop || ee.stop || epoch + 1 == e.train.epochs) obs->save(rep, s);
-      if (stop) obs->line(fmt::format("Interrupted after epoch {}: checkpoint {}", epoch + 1, obs->result().checkpoint));
+      if (stop) obs->line(fmt::format("Interrupted ({}) after epoch {}: checkpoint {}", why(), epoch + 1, obs->result().checkpoint));
     }
     if (stop || ee.stop) {
       if (lead) run.stopped_by = stop ? "interrupt" : "early_stopping";

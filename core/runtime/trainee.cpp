@@ -1,19 +1,43 @@
 // The evaluation loop every trainee shares.
 #include "core/runtime/trainee.h"
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "core/runtime/interrupt.h"
+
 namespace trainer {
 
-LossStats Trainee::evaluate(Loader& loader, const Predictions& predictions) {
+namespace {
+
+// Test hook: TRAINER_TEST_SLOW_VALIDATION=<ms> makes each batch of a training run's validation
+// take that much longer, after one "test hook: validating" line, so a test can signal it there.
+int slow_validation_ms() {
+  const char* v = std::getenv("TRAINER_TEST_SLOW_VALIDATION");
+  return v ? std::atoi(v) : 0;
+}
+
+}  // namespace
+
+LossStats Trainee::evaluate(Loader& loader, const Predictions& predictions, bool* cut) {
+  const int slow = cut ? slow_validation_ms() : 0;
+  if (slow > 0 && rank() == 0) std::fprintf(stderr, "test hook: validating (%d ms a batch)\n", slow), std::fflush(stderr);
   LossStats total;
   std::vector<int32_t> predicted;
   loader.start_epoch(0);
   Batch b;
-  while (loader.next(b)) {
+  bool stopped = false;
+  while (!(stopped = cut && interrupted()) && loader.next(b)) {
     if (b.size == 0) continue;
     total += eval_batch(b, predictions ? &predicted : nullptr);
     if (predictions) predictions(b, predicted);
+    if (slow > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow));
   }
-  return sum_over_ranks(total);
+  LossStats sums = sum_over_ranks(total);
+  if (cut) *cut = sum_over_ranks(LossStats{0, stopped ? 1 : 0, 0}).correct > 0;  // one verdict for every rank
+  return sums;
 }
 
 }  // namespace trainer

@@ -54,7 +54,9 @@ class Trainee {
   // one evaluation loop of every strategy. `predictions`, when given, sees each batch with each
   // sample's arg-max class (a confusion matrix).
   using Predictions = std::function<void(const Batch& b, const std::vector<int32_t>& predicted)>;
-  LossStats evaluate(Loader& loader, const Predictions& predictions = {});
+  // `cut`, when given: the pass stops early once this process is interrupted (a stop signal), and
+  // *cut says whether any rank stopped so (all ranks agree; the sums are then incomplete).
+  LossStats evaluate(Loader& loader, const Predictions& predictions = {}, bool* cut = nullptr);
 
   // Loss scaling (train.loss_scale): the scale and the skipped-step counters. Every rank (every
   // stage) decides from the same reduced gradients, so all of them hold the same state.

@@ -79,7 +79,7 @@ TEST_CASE("e2e checkpoint: SIGINT mid-epoch, then --resume, ends bit-identical t
   auto cut = e2e::trainer("run c.yaml --run-dir cut", dir, "TRAINER_TEST_SIGINT_AT_STEP=14");
   INFO(cut.out << cut.err);
   REQUIRE(cut.code == 130);
-  CHECK_THAT(cut.out, Contains("Interrupted at epoch 2 step 5/10"));
+  CHECK_THAT(cut.out, Contains("Interrupted (SIGINT) at epoch 2 step 5/10"));
   REQUIRE(fs::exists(dir + "/cut/checkpoints/epoch-0002-step-000005.safetensors"));
   auto res = e2e::trainer("run --resume cut --run-dir resumed", dir);
   INFO(res.out << res.err);

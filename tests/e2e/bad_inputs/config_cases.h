@@ -211,6 +211,13 @@ inline std::vector<Case> config_cases() {
        .expect = "c.yaml:5:26: unknown layer type 'convolution2d'"},
       {.cat = "graph", .name = "missing input", .config = changed({{"type: global_avg_pool2d}", "type: global_avg_pool2d, inputs: [pol]}"}}),
        .expect = "c.yaml:7:53: layer 'gap' names input 'pol', which is not a layer of the model (did you mean 'pool'?)"},
+      // ---- names that would collide with a checkpoint's own entries, or are not text (issue 25) ----------
+      {.cat = "names", .name = "a layer named optimizer (its parameters would be optimizer/kernel, ...)", .config = changed({{"{name: conv,", "{name: optimizer,"}}),
+       .expect = "c.yaml:5:14: 'optimizer' is not a valid layer name: checkpoints keep their own entries under 'optimizer/'; choose another name"},
+      {.cat = "names", .name = "a layer named data (data/mean would be the normalisation's)", .config = changed({{"{name: dense,", "{name: data,"}}),
+       .expect = "c.yaml:8:14: 'data' is not a valid layer name: checkpoints keep their own entries under 'data/'; choose another name"},
+      {.cat = "names", .name = "a layer name with a slash", .config = changed({{"{name: conv,", "{name: a/b,"}}),
+       .expect = "c.yaml:5:14: 'a/b' is not a valid layer name: '/' separates scopes"},
       {.cat = "graph", .name = "duplicate layer name", .config = changed({{"{name: pool,", "{name: conv,"}}),
        .expect = "c.yaml:6:14: layer name 'conv' is used twice"},
       {.cat = "graph", .name = "no layers", .config = with_model("model:\n  input: [8, 8, 3]\n  layers: []\n"),

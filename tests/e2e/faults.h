@@ -1,0 +1,117 @@
+// The fault-injection suite's shared parts: the run every case interrupts, its uninterrupted
+// reference (a checkpoint at every step), running a command while a script acts on it, and the
+// property every case checks: the newest checkpoint loads and equals the reference's at its step.
+#pragma once
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "cli.h"
+
+namespace faults {
+
+// Small and BN-free: a step takes milliseconds, 30 epochs of 10 steps a few seconds.
+inline const char* kConfig = R"(name: faults
+seed: 5
+model:
+  input: [16, 16, 3]
+  layers:
+    - {name: conv1, type: conv2d, filters: 8, kernel: 3, padding: same}
+    - {name: relu1, type: relu}
+    - {name: pool, type: max_pool2d, pool: 2}
+    - {name: conv2, type: conv2d, filters: 16, kernel: 3, padding: same}
+    - {name: relu2, type: relu}
+    - {name: gap, type: global_avg_pool2d}
+    - {name: dense, type: dense, units: 4}
+    - {name: softmax, type: softmax}
+data:
+  train: {type: synthetic, size: 320, image_size: 16, classes: 4, seed: 1}
+  val: {type: synthetic, size: 64, image_size: 16, classes: 4, seed: 2}
+  augment: {flip: horizontal, mean: per_channel}
+train: {epochs: 30, batch_size: 32}
+optimizer: {type: adam, lr: 0.003}
+schedule: {type: cosine}
+devices: {cpu: 1, threads: 1}
+)";
+inline const std::string kLastEpoch = "0030";
+
+inline std::string setup(const std::string& tag) {
+  std::string dir = e2e::temp_dir("faults_" + tag);
+  e2e::write_file(dir + "/c.yaml", kConfig);
+  return dir;
+}
+
+inline bool same_file(const std::string& a, const std::string& b) {
+  std::string x = e2e::read_file(a), y = e2e::read_file(b);
+  return !x.empty() && x == y;
+}
+
+inline size_t lines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
+
+inline std::string seconds(int ms) { return std::to_string(ms / 1000) + "." + std::to_string(1000 + ms % 1000).substr(1); }
+
+// The uninterrupted run, with a checkpoint after every step (and every epoch): made once.
+struct Reference {
+  std::string dir;  // its run directory
+};
+inline const Reference& reference() {
+  static const Reference ref = [] {
+    std::string dir = setup("reference");
+    e2e::Result r = e2e::trainer("run c.yaml --run-dir ref --set checkpoint.every_steps=1 --set checkpoint.keep=100000", dir);
+    if (r.code != 0) FAIL("the reference run failed: " << r.out << r.err);
+    return Reference{dir + "/ref"};
+  }();
+  return ref;
+}
+
+struct Stopped : e2e::Result {
+  long ms = -1;  // from the script's end (the signal) to the process' exit
+};
+
+// Starts `trainer run c.yaml --run-dir <run> <args>` in `dir` in the background (stdout in
+// <run>.out, stderr in <run>.err with '/' as '_', $pid its process), runs `script`, then waits for it.
+inline Stopped run_and(const std::string& dir, const std::string& run, const std::string& args, const std::string& env,
+                       const std::string& script) {
+  std::string log = run;  // the logs beside `dir`'s config, also when the run is inside a mount
+  std::replace(log.begin(), log.end(), '/', '_');
+  std::string cmd = "cd '" + dir + "' && (" + env + " '" TRAINER_BINARY "' run c.yaml --run-dir " + run + " " + args + " >" +
+                    log + ".out 2>" + log + ".err & pid=$!; " + script +
+                    "; start=$(date +%s%N); wait $pid; echo $? >" + log + ".rc; echo $(( ($(date +%s%N) - start) / 1000000 )) >" +
+                    log + ".ms)";
+  Stopped s;
+  if (std::system(cmd.c_str()) != 0) FAIL("the shell failed: " << cmd);
+  s.code = std::atoi(e2e::read_file(dir + "/" + log + ".rc").c_str());
+  s.ms = std::atol(e2e::read_file(dir + "/" + log + ".ms").c_str());
+  s.out = e2e::read_file(dir + "/" + log + ".out");
+  s.err = e2e::read_file(dir + "/" + log + ".err");
+  return s;
+}
+
+inline int64_t global_step_of(const std::string& sidecar) {
+  return nlohmann::json::parse(e2e::read_file(sidecar)).at("global_step").get<int64_t>();
+}
+
+// The property: the newest checkpoint of `run_dir` (as `trainer eval` chooses it) loads, and its
+// weights and optimizer state are the bytes the reference wrote at the same global step.
+inline void check_newest_equals_reference(const std::string& run_dir, const Reference& ref) {
+  e2e::Result ev = e2e::trainer("eval '" + run_dir + "' --json");
+  INFO("trainer eval: " << ev.out << ev.err);
+  REQUIRE(ev.code == 0);
+  std::string weights = nlohmann::json::parse(ev.out).at("checkpoint").get<std::string>();
+  std::string sidecar = std::filesystem::path(weights).replace_extension(".json").string();
+  int64_t step = global_step_of(sidecar);
+  INFO("newest checkpoint " << weights << " at global step " << step);
+  bool found = false;
+  for (const auto& f : std::filesystem::directory_iterator(ref.dir + "/checkpoints")) {
+    if (f.path().extension() != ".json" || global_step_of(f.path().string()) != step) continue;
+    found = true;
+    CHECK(same_file(weights, std::filesystem::path(f.path()).replace_extension(".safetensors").string()));
+  }
+  CHECK(found);
+}
+
+}  // namespace faults

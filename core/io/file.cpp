@@ -33,6 +33,11 @@ bool should_stall(const std::string& path) {
   return v && *v && std::filesystem::path(path).filename().string().find(v) != std::string::npos;
 }
 
+bool should_corrupt(const std::string& path) {
+  const char* v = std::getenv("TRAINER_TEST_CORRUPT_WRITE");
+  return v && *v && std::filesystem::path(path).filename().string().find(v) != std::string::npos;
+}
+
 // TRAINER_TEST_STALL_SECONDS: how long the stall lasts (default 300: until the test kills it).
 long stall_seconds() {
   const char* v = std::getenv("TRAINER_TEST_STALL_SECONDS");
@@ -43,7 +48,7 @@ long stall_seconds() {
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   tmp_ = fmt::format("{}.tmp-{}", path_, ::getpid());
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  fd_ = ::open(tmp_.c_str(), (should_corrupt(path_) ? O_RDWR : O_WRONLY) | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) fail("cannot create", errno);
   stall_ = should_stall(path_);
 }
@@ -90,6 +95,13 @@ void AtomicFile::write(const void* data, size_t bytes) {
 }
 
 void AtomicFile::commit() {
+  if (should_corrupt(path_) && written_ > 0) {  // test hook: what a disk that lies would leave
+    char last = 0;
+    if (::pread(fd_, &last, 1, off_t(written_ - 1)) == 1) {
+      last = char(last ^ 0x55);
+      if (::pwrite(fd_, &last, 1, off_t(written_ - 1)) != 1) fail("cannot write", errno);
+    }
+  }
   if (::fsync(fd_) != 0) fail("cannot write", errno);
   if (::close(fd_) != 0) {
     fd_ = -1;

@@ -24,7 +24,10 @@ class FileError : public std::runtime_error {
 //   TRAINER_TEST_STALL_WRITE=<text>   a file whose name contains <text> stops half-written: one
 //                                     line "test hook: stalling write of <tmp>" on stderr, then
 //                                     a sleep of TRAINER_TEST_STALL_SECONDS (default 300: for
-//                                     kill -9 during a checkpoint write; short: a signal there).
+//                                     kill -9 during a checkpoint write; short: a signal there);
+//   TRAINER_TEST_CORRUPT_WRITE=<text> a file whose name contains <text> has its last byte flipped
+//                                     on disk before the rename (a checkpoint that does not
+//                                     read back).
 class AtomicFile {
  public:
   explicit AtomicFile(std::string path);

@@ -121,3 +121,19 @@ TEST_CASE("e2e faults: --resume chooses by training position, not file time, and
   CHECK_THAT(r.out, Contains("epoch-0002.safetensors"));
   CHECK_THAT(r.err, StartsWith("warning: passed over an invalid checkpoint: "));
 }
+
+TEST_CASE("e2e faults: a checkpoint that does not read back after writing is removed, with one line and exit 3") {
+  std::string dir = faults::setup("read_back");
+  const faults::Reference& ref = faults::reference();
+  // The hook flips the last byte of epoch-0002's weights on disk, as a lying disk would.
+  faults::Stopped s = faults::run_and(dir, "r", "", "TRAINER_TEST_CORRUPT_WRITE=epoch-0002.safetensors", "true");
+  INFO(s.out << s.err);
+  CHECK(s.code == 3);
+  CHECK_THAT(s.err, StartsWith("file error: r/checkpoints/epoch-0002.safetensors: the checkpoint just written does not "
+                                "read back (r/checkpoints/epoch-0002.safetensors: CRC-32 "));
+  CHECK(faults::lines(s.err) == 1);
+  CHECK_THAT(s.err, Contains("the previous checkpoint stays the newest"));
+  CHECK_FALSE(fs::exists(dir + "/r/checkpoints/epoch-0002.json"));
+  CHECK_FALSE(fs::exists(dir + "/r/checkpoints/epoch-0002.safetensors"));
+  faults::check_newest_equals_reference(dir + "/r", ref);
+}

@@ -102,11 +102,18 @@ FitResult fit(const RunSpec& e, const FitOptions& o) {
   }
 
   auto schedule = make_schedule(e.schedule, e.train.epochs);
-  LoopSetup run{e, plan, data, *schedule, from, obs.get(), {0}, {}};
+  LoopSetup run{e, plan, data, *schedule, from, obs.get(), {0}, {}, {}};
   auto t0 = std::chrono::steady_clock::now();
   strategy->run([&](Trainee& w) { train_epochs(w, run); });
   result.stopped_by = run.stopped_by;
   result.interrupted = result.stopped_by == "interrupt";
+  // Process 0 said where the job stopped and which checkpoint it wrote; each other one says that it
+  // stopped there too, so every process of an interrupted job ends with one line (and exits 130).
+  if (!obs && result.interrupted) {
+    fmt::print("process {}/{}: interrupted at {} with the whole job; process 0 wrote the checkpoint\n", plan.process,
+               plan.processes, run.stopped_at);
+    std::fflush(stdout);
+  }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   result.images_per_second = secs > 0 ? double(run.images) / secs : 0;
   return result;

@@ -91,9 +91,10 @@ int run_command(int argc, char** argv) {
     return cli::kUsage;
   } catch (...) {
     Failure f = describe_failure(std::current_exception());
-    // In a job of several processes the others may be waiting for this one in a collective.
-    if (this_process().multi()) abort_job(f);
-    std::fprintf(stderr, "%s\n", f.line.c_str());
+    // In a job of several processes the others may be waiting for this one in a collective, unless
+    // every process raised the same failure (they disagree at start).
+    if (this_process().multi() && !f.everywhere) abort_job(f);
+    report(f);
     return f.code;
   }
 }

@@ -159,4 +159,35 @@ std::pair<std::shared_ptr<Dataset>, std::shared_ptr<Dataset>> split_dataset(std:
   return {t, v};
 }
 
+std::string content_fingerprint(const Dataset& ds) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  auto mix = [&h](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
+  };
+  const int64_t n = ds.size(), classes = ds.num_classes(), elements = ds.sample_shape().numel();
+  mix(&n, sizeof n);
+  mix(&classes, sizeof classes);
+  for (const Shape& s : ds.input_shapes())
+    for (int64_t d : s.dims()) mix(&d, sizeof d);
+  std::vector<uint8_t> pixels;
+  std::vector<float> values;
+  for (int64_t i : {int64_t(0), n / 2, n - 1}) {
+    if (i < 0 || i >= n) continue;
+    int32_t label = 0;
+    if (ds.float_samples()) {
+      int64_t total = 0;
+      for (const Shape& s : ds.input_shapes()) total += s.numel();
+      values.assign(size_t(total), 0.f);
+      label = ds.get_f32(i, values.data());
+      mix(values.data(), values.size() * sizeof(float));
+    } else {
+      pixels.assign(size_t(elements), 0);
+      label = ds.get(i, pixels.data());
+      mix(pixels.data(), pixels.size());
+    }
+    mix(&label, sizeof label);
+  }
+  return fmt::format("{:016x}", h);
+}
+
 }  // namespace trainer

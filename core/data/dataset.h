@@ -109,4 +109,9 @@ std::shared_ptr<Dataset> make_dataset(const cfg::Node& spec, const std::string& 
 std::pair<std::shared_ptr<Dataset>, std::shared_ptr<Dataset>> split_dataset(std::shared_ptr<Dataset> ds,
                                                                             double fraction, uint64_t seed = 0);
 
+// A cheap fingerprint of a set's contents, 16 hex digits: its size, sample shape and classes and
+// the bytes and labels of its first, middle and last samples (three reads whatever the size), so
+// processes that read other files, or another version of them, almost surely differ in it.
+std::string content_fingerprint(const Dataset& ds);
+
 }  // namespace trainer

@@ -52,6 +52,8 @@ void train_epochs(Trainee& w, LoopSetup& run) {
   const RunSpec& e = run.spec;
   const int rank = w.rank();
   const bool lead = rank == 0;
+  // This process's first replica tells its fit() how the run ended (every process exits with it).
+  const bool first_here = rank == run.data.first_rank;
   Observer* obs = lead ? run.observer : nullptr;
   ModelState& rep = w.state();
   Loader& train = *run.data.train_loaders[size_t(rank - run.data.first_rank)];
@@ -129,7 +131,7 @@ void train_epochs(Trainee& w, LoopSetup& run) {
       std::string message;
       if (!cb.on_batch_end(step - 1, s.loss_sum / double(std::max<int64_t>(s.count, 1)), &message)) {
         if (obs) obs->line(message);
-        if (lead) run.stopped_by = "terminate_on_nan";
+        if (first_here) run.stopped_by = "terminate_on_nan";
         return;  // no checkpoint of weights that produced a non-finite loss
       }
       if (lead) {
@@ -144,7 +146,10 @@ void train_epochs(Trainee& w, LoopSetup& run) {
       }
     }
     if (stop && step < steps) {
-      if (lead) run.stopped_by = "interrupt";
+      if (first_here) {
+        run.stopped_by = "interrupt";
+        run.stopped_at = fmt::format("epoch {} step {}/{}", epoch + 1, step, steps);
+      }
       if (obs)
         obs->line(fmt::format("Interrupted ({}) at epoch {} step {}/{}: checkpoint {}", why(), epoch + 1, step, steps,
                               obs->result().checkpoint));
@@ -194,7 +199,10 @@ void train_epochs(Trainee& w, LoopSetup& run) {
       if (stop) obs->line(fmt::format("Interrupted ({}) after epoch {}: checkpoint {}", why(), epoch + 1, obs->result().checkpoint));
     }
     if (stop || ee.stop) {
-      if (lead) run.stopped_by = stop ? "interrupt" : "early_stopping";
+      if (first_here) {
+        run.stopped_by = stop ? "interrupt" : "early_stopping";
+        run.stopped_at = fmt::format("the end of epoch {}", epoch + 1);
+      }
       return;
     }
   }

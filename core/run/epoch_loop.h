@@ -22,7 +22,10 @@ struct LoopSetup {
   const std::optional<CheckpointInfo>& resume;
   Observer* observer;  // the job's first process only (null in the others)
   std::atomic<int64_t> images{0};  // samples trained, counted by rank 0
-  std::string stopped_by;          // "", "interrupt", "early_stopping" or "terminate_on_nan" (rank 0)
+  // How this process's replicas stopped (its first replica says): "", "interrupt", "early_stopping"
+  // or "terminate_on_nan" — the same in every process, as every rank agrees on it — and where
+  // ("epoch 2 step 4/8", "the end of epoch 3").
+  std::string stopped_by, stopped_at;
 };
 
 // The epochs of one trainee (every thread runs it; rank 0 reports to the observer).

@@ -7,27 +7,48 @@
 #include <chrono>
 
 #include "core/checkpoint/init_from.h"
+#include "core/dist/agreement.h"
 #include "core/dist/launch.h"
-#include "core/dist/mpi_world.h"
 #include "core/run/epoch_loop.h"
 #include "core/run/observer.h"
 #include "core/run/plan.h"
+#include "core/runtime/failure.h"
 #include "core/runtime/strategy.h"
 
 namespace trainer {
 namespace {
 
-// Every process of a multi-process job must run the same config on as many replicas: checked
-// before anything is trained (a mismatch would deadlock or silently diverge).
-void check_same_job(const RunSpec& e, int local) {
-  const std::string mine = fmt::format("{} {}", config_hash(*e.doc), local);
-  std::vector<std::string> all = mpi::allgather(mine);
-  for (size_t q = 1; q < all.size(); ++q)
-    if (all[q] != all[0])
-      throw cfg::ConfigError(e.doc->file, fmt::format("process {} runs another config or replica count than process 0 "
-                                                      "(config hash and replicas '{}' vs '{}'): every process of the job "
-                                                      "must get the same config, overrides and devices",
-                                                      q, all[q], all[0]));
+// What every process of a multi-process job must hold equal, compared at start (agreement.h):
+// a difference would pair all-reduces of different steps (silent mis-training), then hang.
+// The job: checked before the data is opened, so a config difference is named before whatever
+// it makes a process's data do.
+std::vector<AgreedField> job_fields(const RunSpec& e, const RunPlan& plan, const std::optional<CheckpointInfo>& from) {
+  const std::string config = "every process must get the same config file and --set overrides";
+  const std::string devices = "every process must be given as many devices of one kind (--cpu N, --gpus)";
+  std::string resume = "none";
+  if (from) resume = fmt::format("global step {} of config {}", from->state.global_step, from->state.config_hash);
+  return {{"processes in the job", std::to_string(plan.processes), kExitUsage, "the launcher gave processes different worlds"},
+          {"precision", precision_name(e.precision), kExitUsage, config},
+          {"strategy", strategy_name(plan.strategy), kExitUsage, config},
+          {"replicas per process", std::to_string(plan.local_replicas), kExitUsage, devices},
+          {"device kind", plan.devices.empty() ? "none" : plan.devices[0].kind == DeviceKind::CPU ? "cpu" : "cuda",
+           kExitUsage, devices},
+          {"global batch", std::to_string(plan.global_batch), kExitUsage, config},
+          {"config hash", config_hash(*e.doc), kExitUsage, config},
+          {"resume point", resume, kExitData, "every process must resume from the same checkpoint"}};
+}
+
+// The data: every process opens the whole of each set and its loaders take their replicas' shards
+// of every global batch, so the sets themselves, and the steps of an epoch, must be the same.
+std::vector<AgreedField> data_fields(const DataSetup& d, int64_t steps) {
+  const std::string same = "every process must see the same data";
+  auto size = [](const std::shared_ptr<Dataset>& s) { return s ? std::to_string(s->size()) : std::string("none"); };
+  auto content = [](const std::shared_ptr<Dataset>& s) { return s ? content_fingerprint(*s) : std::string("none"); };
+  return {{"train set size", size(d.train), kExitData, same},
+          {"validation set size", size(d.val), kExitData, same},
+          {"train data fingerprint (first, middle and last samples)", content(d.train), kExitData, same},
+          {"validation data fingerprint (first, middle and last samples)", content(d.val), kExitData, same},
+          {"steps per epoch", std::to_string(steps), kExitData, same}};
 }
 
 }  // namespace
@@ -35,11 +56,12 @@ void check_same_job(const RunSpec& e, int local) {
 FitResult fit(const RunSpec& e, const FitOptions& o) {
   const std::optional<CheckpointInfo>& from = o.resume;
   RunPlan plan = plan_run(e, from);
-  if (plan.processes > 1) check_same_job(e, plan.local_replicas);
+  if (plan.processes > 1) check_processes_agree(job_fields(e, plan, from));
   DataSetup data = setup_data(e, DataShards{plan.replicas, plan.first_rank, plan.local_replicas, plan.batch, plan.eval_batch},
                               o.base_dir);
   int64_t steps = data.train_loaders[0]->batches_per_epoch();
   if (e.train.steps_per_epoch > 0) steps = std::min(steps, e.train.steps_per_epoch);
+  if (plan.processes > 1) check_processes_agree(data_fields(data, steps));
   plan.with_steps(steps, data.train->size());
   std::unique_ptr<Strategy> strategy = strategy_type(plan.strategy).make(plan.trainee, plan.devices, plan.threads);
   ModelState& lead = strategy->trainee(0).state();
@@ -80,11 +102,18 @@ FitResult fit(const RunSpec& e, const FitOptions& o) {
   }
 
   auto schedule = make_schedule(e.schedule, e.train.epochs);
-  LoopSetup run{e, plan, data, *schedule, from, obs.get(), {0}, {}};
+  LoopSetup run{e, plan, data, *schedule, from, obs.get(), {0}, {}, {}};
   auto t0 = std::chrono::steady_clock::now();
   strategy->run([&](Trainee& w) { train_epochs(w, run); });
   result.stopped_by = run.stopped_by;
   result.interrupted = result.stopped_by == "interrupt";
+  // Process 0 said where the job stopped and which checkpoint it wrote; each other one says that it
+  // stopped there too, so every process of an interrupted job ends with one line (and exits 130).
+  if (!obs && result.interrupted) {
+    fmt::print("process {}/{}: interrupted at {} with the whole job; process 0 wrote the checkpoint\n", plan.process,
+               plan.processes, run.stopped_at);
+    std::fflush(stdout);
+  }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   result.images_per_second = secs > 0 ? double(run.images) / secs : 0;
   return result;

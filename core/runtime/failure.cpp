@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "core/data/dataset.h"
+#include "core/dist/agreement.h"
 #include "core/dist/launch.h"
 #include "core/dist/mpi_world.h"
 #include "core/io/config.h"
@@ -17,6 +18,8 @@ namespace trainer {
 Failure describe_failure(std::exception_ptr e) {
   try {
     std::rethrow_exception(e);
+  } catch (const DisagreementError& x) {
+    return {x.code(), x.what(), true};
   } catch (const cfg::ConfigError& x) {
     return {kExitUsage, x.what()};
   } catch (const FileError& x) {  // unreadable/corrupt checkpoint, unwritable run directory, disk full
@@ -32,13 +35,17 @@ Failure describe_failure(std::exception_ptr e) {
   }
 }
 
-void abort_job(const Failure& f) {
+void report(const Failure& f) {
   const Launch& p = this_process();
   if (p.multi())
     std::fprintf(stderr, "process %d/%d: %s\n", p.rank, p.size, f.line.c_str());
   else
     std::fprintf(stderr, "%s\n", f.line.c_str());
   std::fflush(stderr);
+}
+
+void abort_job(const Failure& f) {
+  report(f);
   if (mpi::initialized()) mpi::abort(f.code);
   std::_Exit(f.code);
 }

@@ -98,4 +98,13 @@ std::map<std::string, double> last_metrics(const std::string& run_dir) {
   return m;
 }
 
+bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
+
+std::string mpi_env() {
+  return "env OMPI_MCA_btl=self,vader OMPI_MCA_plm=isolated OMPI_MCA_btl_vader_single_copy_mechanism=none "
+         "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0\" ";
+}
+
+std::string mpirun(const std::string& wrapper) { return mpi_env() + wrapper + "mpirun --oversubscribe --allow-run-as-root"; }
+
 }  // namespace e2e

@@ -31,4 +31,13 @@ std::map<std::string, double> last_metrics(const std::string& run_dir);
 // The folder with the shared real data (TRAINER_DATA, default <repo>/../shared/data); "" when absent.
 std::string shared_data_dir();
 
+// mpirun (Open MPI) on this machine: whether it is installed, and the environment that keeps it on
+// shared memory (no TCP probing, no ssh launcher, no cross-memory attach, which containers
+// refuse; full malloc stacks under ASan so tests/lsan.supp can name Open MPI's own leaks), to put
+// before `mpirun`; mpirun() adds `mpirun` with the flags a CI container needs (root, more
+// processes than its 2 cores), `wrapper` (e.g. "timeout 60 ") before it; the caller adds -np N.
+bool have_mpirun();
+std::string mpi_env();
+std::string mpirun(const std::string& wrapper = "");
+
 }  // namespace e2e

@@ -1,0 +1,212 @@
+// Faults of mpirun jobs that would lose work: processes that disagree at start (data, config,
+// devices) stop in one line each, bounded; a signal to mpirun or to the processes stops every
+// process at one step with a checkpoint that loads; kill -9 of one process ends the job in seconds.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "cli.h"
+
+namespace fs = std::filesystem;
+using Catch::Contains;
+
+namespace {
+
+const std::string kBinary = "'" TRAINER_BINARY "'";
+const std::string kSmoke = "'" TRAINER_SOURCE_DIR "/configs/smoke.yaml'";
+
+// A tiny classifier of 4 floats, trained on x.npy / y.npy of the directory each process runs in:
+// the same config (the same hash) in every process, whatever data its directory holds.
+const std::string kNpyConfig = R"(name: agree
+model:
+  input: [4]
+  layers:
+    - {name: dense, type: dense, units: 3}
+    - {name: softmax, type: softmax}
+data:
+  train: {type: npy, x: x.npy, labels: y.npy}
+train: {epochs: 1, batch_size: 2}
+optimizer: {type: sgd, lr: 0.1}
+)";
+
+// A .npy file (version 1) of `shape` and raw little-endian `data`.
+std::string npy(const std::string& descr, const std::string& shape, const std::string& data) {
+  std::string h = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  h.append(63 - (10 + h.size()) % 64, ' ');
+  h += '\n';
+  return std::string("\x93NUMPY\x01\x00", 8) + char(h.size() & 255) + char(h.size() >> 8) + h + data;
+}
+
+// `dir`/x.npy (n samples of 4 floats, scaled by `scale`) and `dir`/y.npy (labels 0, 1, 2, 0, ...).
+void write_set(const std::string& dir, int n, float scale) {
+  fs::create_directories(dir);
+  std::vector<float> x;
+  std::string y;
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < 4; ++j) x.push_back(scale * float(i * 4 + j));
+    y += char(i % 3);
+  }
+  std::string xb(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float));
+  e2e::write_file(dir + "/x.npy", npy("<f4", "(" + std::to_string(n) + ", 4)", xb));
+  e2e::write_file(dir + "/y.npy", npy("|u1", "(" + std::to_string(n) + ",)", y));
+}
+
+struct Job {
+  int code = -1;
+  long ms = 0;
+  std::string out;
+};
+
+// Runs `command` (a shell command line) in `dir` with its output in job.out; `then`, when given,
+// runs once the job's process 0 has finished its first epoch ($job is mpirun's pid), and ms is
+// the time from then to the job's end (else from the start).
+Job run_job(const std::string& dir, const std::string& command, const std::string& then = "") {
+  std::string script = "cd '" + dir + "' && (" + command + " >job.out 2>&1 & job=$!; start=$(date +%s%N); ";
+  if (!then.empty())
+    script += "for i in $(seq 600); do [ -f run/metrics.csv ] && [ \"$(wc -l <run/metrics.csv)\" -ge 2 ] && break; sleep 0.1; done; " +
+              then + "; start=$(date +%s%N); ";
+  script += "wait $job; echo $? >job.rc; echo $(( ($(date +%s%N) - start) / 1000000 )) >job.ms)";
+  REQUIRE(std::system(script.c_str()) == 0);
+  Job j;
+  j.out = e2e::read_file(dir + "/job.out");
+  j.code = std::stoi(e2e::read_file(dir + "/job.rc"));
+  j.ms = std::stol(e2e::read_file(dir + "/job.ms"));
+  return j;
+}
+
+// Two processes, each its own command line (Open MPI's MPMD form); a hang fails after 60 s.
+std::string two_processes(const std::string& first, const std::string& second) {
+  return e2e::mpirun("timeout -k 5 60 ") + " -np 1 " + first + " : -np 1 " + second;
+}
+
+// Lists the pids of the trainer processes of the job running in `dir`: their command lines start
+// with the binary (those of the shells, timeout and mpirun do not) and name `dir`, which no other
+// test's do.
+std::string trainer_pids(const std::string& dir) { return "pgrep -f '^[^ ]*trainer run .*" + dir + "/run'"; }
+
+// A long 2-process run of smoke.yaml writing `dir`/run, each process through `wrap` (a command
+// before the binary), with a checkpoint after every epoch.
+std::string long_run(const std::string& dir, const std::string& wrap = "") {
+  return e2e::mpirun("timeout -k 5 120 ") + " -np 2 " + wrap + kBinary + " run " + kSmoke +
+         " --set train.epochs=500 --cpu 1 --threads 1 --run-dir '" + dir + "/run'";
+}
+
+// The newest checkpoint of `dir`/run loads: `trainer eval` of the run directory succeeds. After
+// an interrupt (`job_out` has process 0's "Interrupted ...: checkpoint PATH"), it is that one.
+void check_newest_checkpoint_loads(const std::string& dir, const std::string& job_out = "") {
+  e2e::Result ev = e2e::trainer("eval run --threads 1", dir);
+  INFO(ev.out << ev.err);
+  CHECK(ev.code == 0);
+  CHECK_THAT(ev.out, Contains("Checkpoint: "));
+  if (size_t at = job_out.find("Interrupted "); at != std::string::npos) {
+    size_t from = job_out.find(": checkpoint ", at), end = job_out.find('\n', at);
+    REQUIRE(from < end);
+    std::string path = job_out.substr(from + 13, end - from - 13);
+    while (!path.empty() && (path.back() == '\r' || path.back() == ' ')) path.pop_back();
+    CHECK_THAT(ev.out, Contains("/checkpoints/" + fs::path(path).filename().string() + " "));
+  }
+}
+
+#define SKIP_WITHOUT_MPIRUN()                                                 \
+  if (!e2e::have_mpirun()) {                                                  \
+    WARN("skipped: no mpirun (scripts/setup.sh installs openmpi-bin)"); \
+    return;                                                                   \
+  }
+
+}  // namespace
+
+TEST_CASE("faults mpi: processes whose data differ stop at start, naming the field and each one's value, exit 3") {
+  SKIP_WITHOUT_MPIRUN();
+  std::string dir = e2e::temp_dir("faults_data");
+  e2e::write_file(dir + "/agree.yaml", kNpyConfig);
+  write_set(dir + "/a", 16, 1.f);
+  write_set(dir + "/b", 12, 1.f);   // fewer samples: fewer steps per epoch, all-reduces of different steps
+  write_set(dir + "/c", 16, -1.f);  // as many samples, other values
+  auto job = [&](const std::string& second) {
+    const std::string run = kBinary + " run '" + dir + "/agree.yaml' --cpu 1 --threads 1 --run-dir '" + dir + "/run'";
+    return run_job(dir, two_processes("--wdir a " + run, "--wdir " + second + " " + run));
+  };
+  Job size = job("b");
+  INFO(size.out);
+  CHECK(size.code == 3);
+  CHECK(size.ms < 30000);
+  const std::string line = "processes disagree: train set size 16 on process 0, 12 on process 1 (every process must see the same data)";
+  CHECK_THAT(size.out, Contains("process 0/2: " + line));
+  CHECK_THAT(size.out, Contains("process 1/2: " + line));
+  CHECK_FALSE(fs::exists(dir + "/run/checkpoints"));
+
+  Job content = job("c");
+  INFO(content.out);
+  CHECK(content.code == 3);
+  CHECK_THAT(content.out, Contains("process 0/2: processes disagree: train data fingerprint"));
+  CHECK_THAT(content.out, Contains("process 1/2: processes disagree: train data fingerprint"));
+}
+
+TEST_CASE("faults mpi: processes given another config or replica count stop at start, naming it, exit 2") {
+  SKIP_WITHOUT_MPIRUN();
+  std::string dir = e2e::temp_dir("faults_config");
+  const std::string run = kBinary + " run " + kSmoke + " --threads 1 --run-dir '" + dir + "/run'";
+  // The second process gets another learning rate.
+  Job lr = run_job(dir, two_processes(run + " --cpu 1", run + " --cpu 1 --set optimizer.lr=0.5"));
+  INFO(lr.out);
+  CHECK(lr.code == 2);
+  CHECK(lr.ms < 30000);
+  for (const char* p : {"process 0/2: ", "process 1/2: "})
+    CHECK_THAT(lr.out, Contains(std::string(p) + "processes disagree: config hash ") &&
+                           Contains("(every process must get the same config file and --set overrides)"));
+  // ... or another replica count.
+  Job replicas = run_job(dir, two_processes(run + " --cpu 1", run + " --cpu 2"));
+  INFO(replicas.out);
+  CHECK(replicas.code == 2);
+  CHECK_THAT(replicas.out, Contains("processes disagree: replicas per process 1 on process 0, 2 on process 1"));
+}
+
+TEST_CASE("faults mpi: SIGINT to mpirun stops every process at one step with a checkpoint that loads") {
+  SKIP_WITHOUT_MPIRUN();
+  // Ctrl-C: mpirun (Open MPI 4.1) sends the processes SIGCONT, then SIGTERM a second later
+  // (odls_base_sigkill_timeout), then SIGKILL a second after that; the processes stop at the step
+  // they agree on, process 0 writes the checkpoint, each says so in one line and exits 130, and
+  // mpirun itself exits non-zero (Open MPI 4.1: 1, whatever its processes' codes).
+  std::string dir = e2e::temp_dir("faults_sigint");
+  Job j = run_job(dir, long_run(dir), "pkill -INT -x mpirun -P $job");  // $job is timeout's
+  INFO(j.out);
+  WARN("mpirun after SIGINT: exit " << j.code << " after " << j.ms << " ms");
+  CHECK(j.code != 0);
+  CHECK(j.ms < 10000);  // long before the timeout
+  CHECK_THAT(j.out, Contains("Interrupted "));
+  CHECK_THAT(j.out, Contains("process 1/2: interrupted at ") && Contains("with the whole job; process 0 wrote the checkpoint"));
+  check_newest_checkpoint_loads(dir, j.out);
+}
+
+TEST_CASE("faults mpi: SIGINT to the trainer processes stops the job with exit 130 from each and from mpirun") {
+  SKIP_WITHOUT_MPIRUN();
+  // What a scheduler signalling the job's tasks does: each process gets SIGINT itself, they agree
+  // on the step, each exits 130, and so does mpirun (the first non-zero code of its processes).
+  std::string dir = e2e::temp_dir("faults_sigint_ranks");
+  // Each process through a shell that notes its exit code and exits with it.
+  const std::string wrap = "sh -c '\"$@\"; rc=$?; echo $rc >" + dir + "/rank$OMPI_COMM_WORLD_RANK.rc; exit $rc' sh ";
+  Job j = run_job(dir, long_run(dir, wrap), "kill -INT $(" + trainer_pids(dir) + ")");
+  INFO(j.out);
+  CHECK(j.code == 130);
+  CHECK(j.ms < 10000);
+  CHECK(e2e::read_file(dir + "/rank0.rc") == "130\n");
+  CHECK(e2e::read_file(dir + "/rank1.rc") == "130\n");
+  CHECK_THAT(j.out, Contains("Interrupted ") && Contains("process 1/2: interrupted at "));
+  check_newest_checkpoint_loads(dir, j.out);
+}
+
+TEST_CASE("faults mpi: kill -9 of one process ends the job within seconds, and the newest checkpoint loads") {
+  SKIP_WITHOUT_MPIRUN();
+  std::string dir = e2e::temp_dir("faults_kill");
+  // The other process waits in a collective for the dead one; mpirun sees the death and ends it.
+  Job j = run_job(dir, long_run(dir), "kill -9 $(" + trainer_pids(dir) + " | sort -n | tail -1)");
+  INFO(j.out);
+  WARN("mpirun after kill -9 of one trainer process: exit " << j.code << " after " << j.ms << " ms");
+  CHECK(j.code != 0);
+  CHECK(j.ms < 10000);  // long before the timeout
+  CHECK_THAT(j.out, Contains("signal 9"));  // mpirun: "... exited on signal 9 (Killed)."
+  check_newest_checkpoint_loads(dir);
+}

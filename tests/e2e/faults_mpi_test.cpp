@@ -181,6 +181,20 @@ TEST_CASE("faults mpi: SIGINT to mpirun stops every process at one step with a c
   check_newest_checkpoint_loads(dir, j.out);
 }
 
+TEST_CASE("faults mpi: SIGUSR1 to mpirun is forwarded: every process stops at one step with a checkpoint, mpirun exits 130") {
+  SKIP_WITHOUT_MPIRUN();
+  // Open MPI forwards USR1 (and USR2) to its processes at once and kills nothing: the agreed stop
+  // without mpirun's one-second deadline (what Slurm's --signal=USR1@T reaches through srun/mpirun).
+  std::string dir = e2e::temp_dir("faults_usr1");
+  Job j = run_job(dir, long_run(dir), "pkill -USR1 -x mpirun -P $job");
+  INFO(j.out);
+  CHECK(j.code == 130);
+  CHECK(j.ms < 10000);
+  CHECK_THAT(j.out, Contains("Interrupted (SIGUSR1) "));
+  CHECK_THAT(j.out, Contains("process 1/2: interrupted at ") && Contains("with the whole job; process 0 wrote the checkpoint"));
+  check_newest_checkpoint_loads(dir, j.out);
+}
+
 TEST_CASE("faults mpi: SIGINT to the trainer processes stops the job with exit 130 from each and from mpirun") {
   SKIP_WITHOUT_MPIRUN();
   // What a scheduler signalling the job's tasks does: each process gets SIGINT itself, they agree

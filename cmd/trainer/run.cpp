@@ -8,6 +8,7 @@
 
 #include "cmd/trainer/command.h"
 #include "core/dist/launch.h"
+#include "core/io/json_text.h"
 #include "core/run/fit.h"
 #include "core/runtime/interrupt.h"
 #include "core/checkpoint/resume.h"
@@ -27,8 +28,6 @@ extern "C" void on_signal(int) {
   // checkpoint being written is a temporary file; the previous one stays valid).
   if (interrupt_requests().fetch_add(1) >= 1) std::_Exit(kInterrupted);
 }
-
-std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "null"; }
 
 int run(const RunArgs& a) {
   std::string config = a.config;
@@ -57,11 +56,11 @@ int run(const RunArgs& a) {
   o.terminal = isatty(fileno(stdout));
   FitResult r = fit(e, o);
   if (a.json && this_process().rank == 0) {
-    std::string m;
-    for (const auto& [k, v] : r.last) m += fmt::format(", \"{}\": {}", k, json_number(v));
-    fmt::print("{{\"run_dir\": \"{}\", \"epochs\": {}, \"interrupted\": {}, \"stopped_by\": \"{}\", \"checkpoint\": \"{}\", "
-               "\"images_per_second\": {:.1f}{}}}\n",
-               r.run_dir, r.epochs_done, r.interrupted, r.stopped_by, r.checkpoint, r.images_per_second, m);
+    JsonLine j = {{"run_dir", r.run_dir},       {"epochs", r.epochs_done},       {"interrupted", r.interrupted},
+                  {"stopped_by", r.stopped_by}, {"checkpoint", r.checkpoint},
+                  {"images_per_second", json_rounded(r.images_per_second, 1)}};
+    for (const auto& [k, v] : r.last) j[k] = v;
+    fmt::print("{}\n", json_line(j));
   }
   return r.interrupted ? kInterrupted : kOk;
 }

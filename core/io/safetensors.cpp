@@ -67,7 +67,7 @@ std::pair<uint64_t, uint32_t> SafeTensorsWriter::write(const std::string& path) 
 }
 
 SafeTensorsReader::SafeTensorsReader(const std::string& path) : path_(path) {
-  bytes_ = read_text_file(path);
+  bytes_ = read_text_file(path);  // no format limit: a regular file, read to its size at open
   auto bad = [&](uint64_t offset, const std::string& why) {
     return FileError(fmt::format("{}: corrupt safetensors file at byte {}: {}", path, offset, why));
   };

@@ -98,4 +98,12 @@ std::map<std::string, double> last_metrics(const std::string& run_dir) {
   return m;
 }
 
+nlohmann::json last_json(const std::string& out) {
+  std::istringstream in(out);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return nlohmann::json::parse(last);
+}
+
 }  // namespace e2e

@@ -57,7 +57,7 @@ TEST_CASE("input file: a FIFO without a writer is refused at once, not waited on
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
 }
 
-TEST_CASE("input file: devices, directories and sockets are refused by what they are; a missing file by errno") {
+TEST_CASE("input file: devices, directories and sockets are refused by what they are, a missing file by errno") {
   const std::string d = fresh_dir();
   CHECK(refusal("/dev/zero") == "/dev/zero: is a character device, not a regular file");
   fs::create_symlink("/dev/zero", d + "/x.npy");  // a link is followed: what it names counts

@@ -21,7 +21,7 @@ for s in ${SET:-}; do sets+=(--set "$s"); done
 # Open MPI on shared memory only, as the tests run it (containers refuse cross-memory attach).
 mpirun_=(env OMPI_MCA_btl=self,vader OMPI_MCA_plm=isolated OMPI_MCA_btl_vader_single_copy_mechanism=none
   mpirun -np 2 --oversubscribe --allow-run-as-root)
-field() { sed -nE "s/.*\"$1\": ([0-9.]+).*/\\1/p" | tail -1; }
+field() { sed -nE "s/.*\"$1\": ?([0-9.]+).*/\\1/p" | tail -1; }
 bench() { "$build/trainer" bench "$model" --json --steps "$steps" "${sets[@]}" "$@"; }
 declare -A img ar hid skew
 for r in $(seq "$rounds"); do

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 config=${CONFIG:-configs/model_parallel.yaml} batch=${BATCH:-64} steps=${STEPS:-20} rounds=${ROUNDS:-3}
 ms=${MS:-1 2 4 8} build=${BUILD_DIR:-build}
 [ -x "$build/trainer" ] || scripts/setup.sh
-field() { sed -nE "s/.*\"$1\": ([0-9.]+).*/\\1/p" | tail -1; }
+field() { sed -nE "s/.*\"$1\": ?([0-9.]+).*/\\1/p" | tail -1; }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 stages=$("$build/trainer" summary "$config" | awk '/^Memory per device/ {on = 1; next} on && /^  [a-z]/ {n++} END {print n + 0}')
 printf '%s, batch %s, %s stages, median of %s rounds of %s steps\n' "$config" "$batch" "$stages" "$rounds" "$steps"

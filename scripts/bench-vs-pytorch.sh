@@ -36,7 +36,7 @@ if [ "$device" = cuda ]; then
     bf16) ours_prec=(--set precision=bf16) peer_prec=(--amp bf16) ;;
     *) echo "bench-vs-pytorch: PRECISION must be fp32 or bf16, not '$precision'"; exit 2 ;;
   esac
-  field() { sed -nE "s/.*\"$1\": ([0-9.]+).*/\1/p" | tail -1; }
+  field() { sed -nE "s/.*\"$1\": ?([0-9.]+).*/\1/p" | tail -1; }
   median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
   declare -A ips mem
   for r in $(seq "$rounds"); do

@@ -82,7 +82,7 @@ csv_cell() {  # quotes a cell holding a comma, a quote or a newline
 }
 
 json_field() {  # json_field LINE KEY: the value of "KEY": in a one-line JSON object
-  local re="\"$2\": (\"[^\"]*\"|[^,}]*)"
+  local re="\"$2\": ?(\"[^\"]*\"|[^,}]*)"
   [[ $1 =~ $re ]] || return 0
   local v=${BASH_REMATCH[1]}
   v=${v#\"}

@@ -48,26 +48,29 @@ std::string parts_text(const BenchResult& r) {
   return s;
 }
 
-// The step's parts as JSON fields (", \"forward_ms\": ..."); forward_ms and backward_ms are null
-// where only their sum is measured (device parallel).
-std::string parts_json(const BenchResult& r) {
+// The step's parts as fields of the JSON line; forward_ms and backward_ms are null where only
+// their sum is measured (device parallel).
+void add_parts(JsonLine& j, const BenchResult& r) {
   const StepBreakdown& p = r.parts;
-  auto ms = [](double v) { return fmt::format("{:.3f}", v); };
-  std::string s = fmt::format(", \"breakdown\": \"{}\", \"input\": \"{}\"", p.scope, p.data ? "data" : "synthetic");
-  s += fmt::format(", \"forward_ms\": {}, \"backward_ms\": {}, \"forward_backward_ms\": {}", p.split ? ms(p.forward_ms) : "null",
-                   p.split ? ms(p.backward_ms) : "null", ms(p.forward_backward_ms));
-  s += fmt::format(", \"optimizer_ms\": {}, \"allreduce_ms\": {}, \"exposed_allreduce_ms\": {}, \"skew_ms\": {}, "
-                   "\"input_wait_ms\": {}, \"other_ms\": {}",
-                   ms(p.optimizer_ms), ms(p.allreduce_ms), ms(p.exposed_allreduce_ms), ms(p.skew_ms), ms(p.input_wait_ms),
-                   ms(r.ms_per_step - p.accounted_ms()));
-  if (p.stages.empty()) return s;
-  s += ", \"stages\": [";
-  for (size_t i = 0; i < p.stages.size(); ++i)
-    s += fmt::format("{}{{\"device\": \"{}\", \"busy_ms\": {}, \"forward_ms\": {}, \"backward_ms\": {}, \"wait_ms\": {}, "
-                     "\"optimizer_ms\": {}}}", i ? ", " : "", p.stages[i].device, ms(p.stages[i].busy_ms),
-                     ms(p.stages[i].forward_ms), ms(p.stages[i].busy_ms - p.stages[i].forward_ms), ms(p.stages[i].wait_ms),
-                     ms(p.stages[i].optimizer_ms));
-  return s + "]";
+  auto ms = [](double v) { return json_rounded(v, 3); };
+  j["breakdown"] = p.scope;
+  j["input"] = p.data ? "data" : "synthetic";
+  j["forward_ms"] = p.split ? JsonLine(ms(p.forward_ms)) : JsonLine(nullptr);
+  j["backward_ms"] = p.split ? JsonLine(ms(p.backward_ms)) : JsonLine(nullptr);
+  j["forward_backward_ms"] = ms(p.forward_backward_ms);
+  j["optimizer_ms"] = ms(p.optimizer_ms);
+  j["allreduce_ms"] = ms(p.allreduce_ms);
+  j["exposed_allreduce_ms"] = ms(p.exposed_allreduce_ms);
+  j["skew_ms"] = ms(p.skew_ms);
+  j["input_wait_ms"] = ms(p.input_wait_ms);
+  j["other_ms"] = ms(r.ms_per_step - p.accounted_ms());
+  if (p.stages.empty()) return;
+  JsonLine stages = JsonLine::array();
+  for (const auto& st : p.stages)
+    stages.push_back({{"device", st.device}, {"busy_ms", ms(st.busy_ms)}, {"forward_ms", ms(st.forward_ms)},
+                      {"backward_ms", ms(st.busy_ms - st.forward_ms)}, {"wait_ms", ms(st.wait_ms)},
+                      {"optimizer_ms", ms(st.optimizer_ms)}});
+  j["stages"] = stages;
 }
 
 int run_bench(const BenchArgs& a) {
@@ -95,16 +98,27 @@ int run_bench(const BenchArgs& a) {
     if (a.timeline) fmt::print("{}", timeline_text(r.timelines));
   }
   if (!a.trace.empty()) write_chrome_trace(a.trace, r.timelines);
-  fmt::print("{{\"model\": \"{}\", \"device\": \"{}\", \"threads\": {}, \"precision\": \"{}\", \"batch\": {}, \"steps\": {}, "
-             "\"images_per_sec\": {:.2f}, \"ms_per_step\": {:.2f}, \"gflops_per_sec\": {:.1f}, "
-             "\"allreduce_ms_per_step\": {:.2f}, \"allreduce_hidden\": {:.3f}, \"allocations_per_step\": {:g}, "
-             "\"peak_rss_mb\": {:.1f}{}{}{}}}\n",
-             e.name, r.device, r.threads, precision_name(e.precision), r.batch, a.o.steps, r.images_per_second, r.ms_per_step,
-             r.gflops_per_second,
-             r.parts.allreduce_ms, r.hidden_fraction, r.allocations_per_step, peak_rss_mb,
-             r.peak_device_mb > 0 ? fmt::format(", \"peak_device_mb\": {:.1f}", r.peak_device_mb) : "",
-             r.bubble >= 0 ? fmt::format(", \"microbatches\": {}, \"bubble\": {:.3f}", r.microbatches, r.bubble) : "",
-             parts_json(r) + timeline_json(r.timelines));
+  JsonLine j = {{"model", e.name},
+                {"device", r.device},
+                {"threads", r.threads},
+                {"precision", precision_name(e.precision)},
+                {"batch", r.batch},
+                {"steps", a.o.steps},
+                {"images_per_sec", json_rounded(r.images_per_second, 2)},
+                {"ms_per_step", json_rounded(r.ms_per_step, 2)},
+                {"gflops_per_sec", json_rounded(r.gflops_per_second, 1)},
+                {"allreduce_ms_per_step", json_rounded(r.parts.allreduce_ms, 2)},
+                {"allreduce_hidden", json_rounded(r.hidden_fraction, 3)},
+                {"allocations_per_step", r.allocations_per_step},
+                {"peak_rss_mb", json_rounded(peak_rss_mb, 1)}};
+  if (r.peak_device_mb > 0) j["peak_device_mb"] = json_rounded(r.peak_device_mb, 1);
+  if (r.bubble >= 0) {
+    j["microbatches"] = r.microbatches;
+    j["bubble"] = json_rounded(r.bubble, 3);
+  }
+  add_parts(j, r);
+  if (!r.timelines.empty()) j["timeline"] = timeline_json(r.timelines);
+  fmt::print("{}\n", json_line(j));
   return kOk;
 }
 

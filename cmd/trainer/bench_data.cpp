@@ -49,18 +49,22 @@ int run_bench_data(const BenchDataArgs& a) {
     seconds.push_back(s);
     rates.push_back(s > 0 ? double(images) / s : 0.0);
   }
-  auto list = [](const std::vector<double>& v, const char* f) {
-    std::string out;
-    for (double x : v) out += fmt::format(fmt::runtime(f), out.empty() ? "" : ", ", x);
-    return "[" + out + "]";
+  auto rounded = [](const std::vector<double>& v, int digits) {
+    JsonLine out = JsonLine::array();
+    for (double x : v) out.push_back(json_rounded(x, digits));
+    return out;
   };
-  fmt::print("{{\"config\": {}, \"split\": {}, \"dataset\": {}, \"workers\": {}, \"batch\": {}, \"images\": {}, "
-             "\"sample_shape\": {}, \"open_seconds\": {:.3f}, \"epoch_seconds\": {}, \"epoch_img_per_sec\": {}, "
-             "\"cold_img_per_sec\": {:.1f}}}\n",
-             json_string(a.config), json_string(a.split), json_string(loader.dataset().describe()),
-             loader.options().workers, loader.options().batch_size, images, json_string(loader.sample_shape().str()),
-             open_s, list(seconds, "{}{:.3f}"), list(rates, "{}{:.1f}"),
-             seconds.empty() ? 0.0 : double(images) / (open_s + seconds[0]));
+  fmt::print("{}\n", json_line({{"config", a.config},
+                                 {"split", a.split},
+                                 {"dataset", loader.dataset().describe()},
+                                 {"workers", loader.options().workers},
+                                 {"batch", loader.options().batch_size},
+                                 {"images", images},
+                                 {"sample_shape", loader.sample_shape().str()},
+                                 {"open_seconds", json_rounded(open_s, 3)},
+                                 {"epoch_seconds", rounded(seconds, 3)},
+                                 {"epoch_img_per_sec", rounded(rates, 1)},
+                                 {"cold_img_per_sec", json_rounded(seconds.empty() ? 0.0 : double(images) / (open_s + seconds[0]), 1)}}));
   return kOk;
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cmd/trainer/command.h"
+#include "core/io/json_text.h"
 #include "core/run/evaluate.h"
 #include "core/checkpoint/resume.h"
 
@@ -33,8 +34,6 @@ void print_confusion(const EvalResult& r) {
   }
 }
 
-std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "null"; }
-
 int eval(const EvalArgs& a) {
   std::vector<std::string> skipped;
   CheckpointInfo c = find_checkpoint(a.target, &skipped);
@@ -49,15 +48,13 @@ int eval(const EvalArgs& a) {
   o.split = a.split;
   EvalResult r = evaluate_checkpoint(e, c, o);
   if (a.json) {
-    std::string m;
-    size_t k = r.class_names.size();
-    for (size_t i = 0; i < k; ++i) {
-      m += i ? ", [" : "[";
-      for (size_t j = 0; j < k; ++j) m += fmt::format("{}{}", j ? ", " : "", r.confusion[i * k + j]);
-      m += "]";
-    }
-    fmt::print("{{\"checkpoint\": \"{}\", \"split\": \"{}\", \"count\": {}, \"loss\": {}, \"accuracy\": {}, \"confusion\": [{}]}}\n",
-               c.weights, a.split, r.count, json_number(r.loss), json_number(r.accuracy), m);
+    const size_t k = r.class_names.size();
+    JsonLine confusion = JsonLine::array();
+    for (size_t i = 0; i < k; ++i)
+      confusion.push_back(std::vector<int64_t>(r.confusion.begin() + std::ptrdiff_t(i * k),
+                                               r.confusion.begin() + std::ptrdiff_t((i + 1) * k)));
+    fmt::print("{}\n", json_line({{"checkpoint", c.weights}, {"split", a.split}, {"count", r.count}, {"loss", r.loss},
+                                   {"accuracy", r.accuracy}, {"confusion", confusion}}));
     return kOk;
   }
   fmt::print("Checkpoint: {} (epoch {}, step {})\n", c.weights, c.state.epoch + (c.state.step_in_epoch ? 1 : 0),

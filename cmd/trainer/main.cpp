@@ -82,7 +82,7 @@ int run_command(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    std::fprintf(stderr, "%s\n", usage_error_line(app, e, argc, argv).c_str());
+    std::fprintf(stderr, "%s\n", printable(usage_error_line(app, e, argc, argv)).c_str());
     return cli::kUsage;
   }
   try {

@@ -9,6 +9,7 @@
 #include "cmd/trainer/command.h"
 #include "cmd/trainer/signals.h"
 #include "core/dist/launch.h"
+#include "core/io/json_text.h"
 #include "core/run/fit.h"
 #include "core/runtime/interrupt.h"
 #include "core/checkpoint/resume.h"
@@ -29,8 +30,6 @@ void warn_skipped(const std::vector<std::string>& skipped) {
   if (this_process().rank != 0) return;
   for (const std::string& s : skipped) fmt::print(stderr, "warning: passed over an invalid checkpoint: {}\n", s);
 }
-
-std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "null"; }
 
 int run(const RunArgs& a) {
   std::string config = a.config;
@@ -60,11 +59,11 @@ int run(const RunArgs& a) {
   o.terminal = isatty(fileno(stdout));
   FitResult r = fit(e, o);
   if (a.json && this_process().rank == 0) {
-    std::string m;
-    for (const auto& [k, v] : r.last) m += fmt::format(", \"{}\": {}", k, json_number(v));
-    fmt::print("{{\"run_dir\": \"{}\", \"epochs\": {}, \"interrupted\": {}, \"stopped_by\": \"{}\", \"checkpoint\": \"{}\", "
-               "\"images_per_second\": {:.1f}{}}}\n",
-               r.run_dir, r.epochs_done, r.interrupted, r.stopped_by, r.checkpoint, r.images_per_second, m);
+    JsonLine j = {{"run_dir", r.run_dir},       {"epochs", r.epochs_done},       {"interrupted", r.interrupted},
+                  {"stopped_by", r.stopped_by}, {"checkpoint", r.checkpoint},
+                  {"images_per_second", json_rounded(r.images_per_second, 1)}};
+    for (const auto& [k, v] : r.last) j[k] = v;
+    fmt::print("{}\n", json_line(j));
   }
   if (r.interrupted && interrupt_signal().load() == SIGPIPE && this_process().rank == 0)  // the console is gone
     fmt::print(stderr, "trainer: stopped by SIGPIPE (the console's reader went away): checkpoint {}\n", r.checkpoint);

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/io/file.h"
+#include "core/io/printable.h"
 #include "core/io/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -16,6 +17,9 @@ using json = nlohmann::ordered_json;
 
 namespace trainer {
 namespace {
+
+// A sidecar holds the train state and callbacks' state: a few KiB; anything near this is not one.
+constexpr uint64_t kMaxSidecarBytes = uint64_t(16) << 20;
 
 const char* mean_name(Augment::Mean m) {
   switch (m) {
@@ -159,7 +163,7 @@ Sidecar read_sidecar(const std::string& path) {
       throw FileError(fmt::format("{}: no sidecar {} next to it: the checkpoint was not completely written", path, p.string()));
     throw FileError(fmt::format("{}: no such checkpoint", path));
   }
-  std::string text = read_text_file(p.string());
+  std::string text = read_text_file(p.string(), kMaxSidecarBytes, "the most a checkpoint sidecar may be");
   json j;
   try {
     j = json::parse(text);
@@ -187,13 +191,11 @@ Sidecar read_sidecar(const std::string& path) {
     throw FileError(fmt::format("{}: bad checkpoint sidecar: {}", p.string(), e.what()));
   }
   // One plain file name next to the sidecar: no folder, no way up, nothing unprintable.
-  bool plain = !weights_file.empty() && weights_file != "." && weights_file != "..";
-  for (char& ch : weights_file) {
-    plain = plain && ch != '/' && ch != '\\' && (unsigned char)ch >= 0x20 && ch != 0x7f;
-    if ((unsigned char)ch < 0x20 || ch == 0x7f) ch = '?';  // the message stays one line
-  }
+  bool plain = !weights_file.empty() && weights_file != "." && weights_file != ".." && printable(weights_file) == weights_file;
+  for (char ch : weights_file) plain = plain && ch != '/' && ch != '\\';
   if (!plain)
-    throw FileError(fmt::format("{}: bad checkpoint sidecar: weights file '{}' is not a plain name", p.string(), weights_file));
+    throw FileError(fmt::format("{}: bad checkpoint sidecar: weights file '{}' is not a plain name", p.string(),
+                                printable(weights_file)));
   c.weights = (p.parent_path() / weights_file).string();
   return out;
 }

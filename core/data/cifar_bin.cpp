@@ -4,11 +4,12 @@
 
 #include <cctype>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 
 #include "core/data/dataset.h"
 #include "core/data/memory_dataset.h"
 #include "core/data/util.h"
+#include "core/io/file.h"
 
 namespace trainer {
 
@@ -27,6 +28,8 @@ namespace {
 // Records: 2 label bytes (coarse 0..19, fine 0..99), then the same 3072 pixel bytes. Class names
 // come from fine_label_names.txt / coarse_label_names.txt when present.
 constexpr int kSide = 32, kPlane = kSide * kSide, kPixels = 3 * kPlane;
+constexpr uint64_t kMaxRecords = 60000;              // all of CIFAR-10 or CIFAR-100 in one file
+constexpr uint64_t kMaxNamesBytes = uint64_t(1) << 20;  // 100 class names
 
 struct Format {
   std::string type;                 // for messages
@@ -37,8 +40,12 @@ struct Format {
   std::string names_file;           // one class name per line
 };
 
+// Class names, one a line: none when the file is absent (or holds fewer than `classes`).
 std::vector<std::string> read_class_names(const std::string& dir, const std::string& file, int classes) {
-  std::ifstream in((std::filesystem::path(dir) / file).string());
+  const std::string path = (std::filesystem::path(dir) / file).string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return {};
+  std::istringstream in(data_util::as_data_error([&] { return InputFile(path).read_all(kMaxNamesBytes, "a class name list"); }));
   std::vector<std::string> names;
   std::string line;
   while (in && std::getline(in, line)) {
@@ -62,16 +69,22 @@ std::shared_ptr<Dataset> read_cifar(const Format& f, const std::string& given, c
   std::vector<int32_t> labels;
   for (const std::string& name : f.files) {
     const std::string path = (std::filesystem::path(dir) / name).string();
-    std::vector<uint8_t> bytes = data_util::read_file(path);
-    if (bytes.empty()) throw DataError(fmt::format("{}: empty file", path));
-    if (bytes.size() % record != 0)
-      throw DataError(fmt::format("{}: truncated at byte offset {} (records are {} bytes; the last is {} bytes short)",
-                                  path, bytes.size(), record, record - bytes.size() % record));
+    // The size decides before a byte is read: whole records, at most kMaxRecords of them.
+    const std::string bytes = data_util::as_data_error([&] {
+      InputFile in(path);
+      if (in.size() == 0) throw DataError(fmt::format("{}: empty file", path));
+      if (in.size() % record != 0)
+        throw DataError(fmt::format("{}: truncated at byte offset {} (records are {} bytes; the last is {} bytes short)",
+                                    path, in.size(), record, record - in.size() % record));
+      return in.read_all(kMaxRecords * record, fmt::format("{} records, all of {}", kMaxRecords, what));
+    });
+    if (bytes.size() % record != 0)  // it shrank while being read
+      throw DataError(fmt::format("{}: truncated at byte offset {} (records are {} bytes)", path, bytes.size(), record));
     const size_t records = bytes.size() / record, base = labels.size();
     labels.resize(base + records);
     pixels.resize((base + records) * size_t(kPixels));
     for (size_t k = 0; k < records; ++k) {
-      const uint8_t* rec = &bytes[k * record];
+      const auto* rec = reinterpret_cast<const uint8_t*>(&bytes[k * record]);
       const int label = rec[f.label_offset];
       if (label >= f.classes)
         throw DataError(fmt::format("{}: label {} at byte offset {} is not a {} class (0..{})", path, label,

@@ -51,8 +51,9 @@ void set_data_warning_handler(DataWarningHandler handler) {
 void data_warning(const std::string& line) {
   Warnings& w = warnings();
   std::lock_guard<std::mutex> lock(w.mu);
-  if (w.handler) return w.handler(line);
-  std::fprintf(stderr, "warning: %s\n", line.c_str());
+  const std::string one = printable(line);  // a file name with a newline stays on its line
+  if (w.handler) return w.handler(one);
+  std::fprintf(stderr, "warning: %s\n", one.c_str());
   std::fflush(stderr);
 }
 

@@ -191,8 +191,7 @@ std::shared_ptr<Dataset> make_image_folder(cfg::MapReader& r, const DatasetConte
       if (failures.failed(i)) return;  // already found bad while looking for the size
       failures.guard(i, [&] {
         if (!decode_all && size) {
-          std::error_code ec;
-          if (!std::filesystem::is_regular_file(e.path, ec)) throw DataError(fmt::format("{}: no such file", e.path));
+          data_util::as_data_error([&] { InputFile{e.path}; });  // there, and a regular file (not a FIFO)
           return;
         }
         std::vector<uint8_t> bytes = read_image_file(e.path, ctx.max_image_bytes);

@@ -1,11 +1,11 @@
 // `type: mnist_idx`: MNIST-style IDX files (images + labels), raw or gzip-compressed.
 #include <fmt/format.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 
 #include "core/data/dataset.h"
 #include "core/data/memory_dataset.h"
@@ -37,9 +37,16 @@ constexpr uint64_t kGzipFloor = uint64_t(16) << 20;
 struct IdxReader {
   std::string path;
   gzFile f = nullptr;
+  uint64_t on_disk = 0;  // the file's size
   explicit IdxReader(std::string p) : path(std::move(p)) {
-    f = gzopen(path.c_str(), "rb");
-    if (!f) throw DataError(fmt::format("{}: cannot open: {}", path, errno ? std::strerror(errno) : "gzopen failed"));
+    InputFile in = data_util::as_data_error([&] { return InputFile(path); });
+    on_disk = in.size();
+    const int fd = in.release();
+    f = gzdopen(fd, "rb");
+    if (!f) {
+      ::close(fd);
+      throw DataError(fmt::format("{}: cannot open: {}", path, errno ? std::strerror(errno) : "gzdopen failed"));
+    }
   }
   ~IdxReader() { gzclose(f); }
   IdxReader(const IdxReader&) = delete;
@@ -55,7 +62,8 @@ struct IdxReader {
       if (got < 0) {
         int code = 0;
         std::string msg = gzerror(f, &code);
-        if (msg.rfind(path + ": ", 0) == 0) msg.erase(0, path.size() + 2);  // zlib prefixes the path
+        if (size_t at = msg.find(">: "); msg.rfind("<fd:", 0) == 0 && at != std::string::npos)
+          msg.erase(0, at + 3);  // zlib prefixes "<fd:N>: " (gzdopen)
         throw DataError(fmt::format("{}: read error: {}", path, msg));
       }
       out.resize(at + size_t(got));
@@ -71,13 +79,12 @@ std::vector<uint8_t> read_idx(const std::string& path, size_t header_bytes, Chec
   std::vector<uint8_t> bytes;
   in.read(bytes, header_bytes);
   const uint64_t total = check_header(bytes);  // header + payload, as declared
-  std::error_code ec;
-  const uint64_t on_disk = std::filesystem::file_size(path, ec);
-  if (!ec && gzdirect(in.f) == 0 && total > std::max(kGzipFloor, on_disk * kMaxGzipRatio))
+  const uint64_t on_disk = in.on_disk;
+  if (gzdirect(in.f) == 0 && total > std::max(kGzipFloor, on_disk * kMaxGzipRatio))
     throw DataError(fmt::format("{}: the header declares {} bytes, more than {} times the {} compressed bytes: a "
                                 "corrupt header or a decompression bomb (not inflated)",
                                 path, total, kMaxGzipRatio, on_disk));
-  bytes.reserve(size_t(!ec && gzdirect(in.f) != 0 ? std::min(total, on_disk) : total));  // raw: what is there
+  bytes.reserve(size_t(gzdirect(in.f) != 0 ? std::min(total, on_disk) : total));  // raw: what is there
   in.read(bytes, total - bytes.size());
   return bytes;
 }

@@ -1,11 +1,8 @@
 // NumPy .npy header parsing (bounds-checked, every fault at its byte offset), mapping and writing.
 #include "core/data/npy_format.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <bit>
 #include <cerrno>
@@ -231,22 +228,14 @@ std::string make_header(const std::vector<int64_t>& shape, const std::string& de
 }
 
 File::File(const std::string& path, const std::vector<Type>& accepted) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw DataError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw DataError(fmt::format("{}: cannot stat: {}", path, std::strerror(err)));
-  }
-  const size_t size = size_t(st.st_size);
-  void* map = size ? ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
-  ::close(fd);
+  InputFile in = data_util::as_data_error([&] { return InputFile(path); });
+  const size_t size = size_t(in.size());
+  void* map = size ? ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, in.fd(), 0) : MAP_FAILED;
   size_t have_bytes = size;
   if (map != MAP_FAILED) {
     owner_ = std::shared_ptr<const void>(map, [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
-  } else {  // empty, or a file system without mmap: read it whole
-    auto bytes = std::make_shared<std::vector<uint8_t>>(data_util::read_file(path));
+  } else {  // empty, or a file system without mmap: read it whole (its size at open, no more)
+    auto bytes = std::make_shared<std::string>(data_util::as_data_error([&] { return in.read_all(); }));
     have_bytes = bytes->size();
     owner_ = std::shared_ptr<const void>(bytes, bytes->data());
   }

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -14,7 +13,6 @@
 #include <mutex>
 #include <thread>
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/data/dataset.h"
@@ -28,33 +26,11 @@ std::string resolve_path(const std::string& base_dir, const std::string& path) {
 }
 
 std::vector<uint8_t> read_file(const std::string& path, uint64_t max_bytes, const std::string& limit_name) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw DataError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  std::vector<uint8_t> out;
-  if (max_bytes != UINT64_MAX) {  // a bounded read: decided from the file's size before reading
-    struct stat st {};
-    if (fstat(fileno(f), &st) == 0 && (!S_ISREG(st.st_mode) || uint64_t(st.st_size) > max_bytes)) {
-      std::fclose(f);
-      if (!S_ISREG(st.st_mode)) throw DataError(fmt::format("{}: not a regular file, not read", path));
-      throw DataError(fmt::format("{}: {} bytes, larger than {} ({}), not read", path, uint64_t(st.st_size),
-                                  format_bytes(max_bytes), limit_name));
-    }
-  }
-  uint8_t buf[1 << 16];
-  size_t n;
-  // Reading stops past the limit: a file that grows, or /dev/zero under an image's name, ends too.
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
-    if (out.size() + n > max_bytes) {
-      std::fclose(f);
-      throw DataError(fmt::format("{}: larger than {} ({}), not read", path, format_bytes(max_bytes), limit_name));
-    }
-    out.insert(out.end(), buf, buf + n);
-  }
-  bool bad = std::ferror(f) != 0;
-  int err = errno;
-  std::fclose(f);
-  if (bad) throw DataError(fmt::format("{}: read error: {}", path, std::strerror(err)));
-  return out;
+  return as_data_error([&] {
+    InputFile f(path);
+    const std::string bytes = f.read_all(max_bytes, limit_name);
+    return std::vector<uint8_t>(bytes.begin(), bytes.end());
+  });
 }
 
 int default_threads(int cap) {
@@ -162,15 +138,6 @@ void set_cache_budget(uint64_t bytes) {
   CacheBudget& b = budget();
   std::lock_guard<std::mutex> lock(b.mu);
   b.total = bytes;
-}
-
-std::string format_bytes(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = double(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) v /= 1024, ++u;
-  if (u == 0) return fmt::format("{} B", bytes);
-  return fmt::format("{:.{}f} {}", v, v < 10 ? 1 : 0, units[u]);
 }
 
 }  // namespace trainer::data_util

@@ -6,15 +6,29 @@
 #include <string>
 #include <vector>
 
+#include "core/data/dataset.h"
+#include "core/io/file.h"
+
 namespace trainer::data_util {
 
 // `path` if absolute or base_dir is empty, else base_dir/path (lexically normalised).
 std::string resolve_path(const std::string& base_dir, const std::string& path);
 
-// The whole file; DataError "<path>: cannot open: <reason>" when it cannot be read, and
-// "<path>: N bytes, larger than 1 GiB (<limit_name>), not read" past `max_bytes` (checked from
-// its size before reading, and while reading); a bounded read refuses what is not a regular file
-// (a device, a FIFO: "<path>: not a regular file, not read").
+// fn(), with an InputFileError (core/io/file.h: a path that cannot be opened, is not a regular
+// file or is too large) rethrown as a DataError of the same message (exit code 3 either way).
+template <class Fn>
+auto as_data_error(Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const InputFileError& e) {
+    throw DataError(e.what());
+  }
+}
+
+// The whole file through InputFile: DataError "<path>: cannot open: <reason>" when it cannot be
+// opened, "<path>: is a FIFO, not a regular file" (a device, a socket, a directory), and
+// "<path>: N bytes, larger than 1.0 GiB (<limit_name>), not read" past `max_bytes` (decided from
+// its size before reading).
 std::vector<uint8_t> read_file(const std::string& path, uint64_t max_bytes = UINT64_MAX,
                                const std::string& limit_name = "");
 
@@ -34,7 +48,6 @@ uint64_t cache_budget();       // total bytes
 uint64_t cache_budget_left();  // not reserved yet (0 when over-committed by forced reservations)
 void set_cache_budget(uint64_t bytes);  // tests; 0 restores the default
 
-// "1.5 GiB", "300 MiB", "12 KiB", "100 B".
-std::string format_bytes(uint64_t bytes);
+using ::trainer::format_bytes;  // core/io/file.h
 
 }  // namespace trainer::data_util

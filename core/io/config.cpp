@@ -9,13 +9,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <set>
 #include <sstream>
 
 #include "core/io/config_bounds.h"
 #include "core/io/config_text.h"
+#include "core/io/file.h"
 #include "core/io/yaml_tree.h"
 
 namespace trainer::cfg {
@@ -373,19 +373,20 @@ std::shared_ptr<Document> parse_document(const std::string& text, const std::str
 }
 
 std::shared_ptr<Document> load_document(const std::string& file, const std::vector<std::string>& overrides) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) throw ConfigError(file, "cannot read the config file: it is a directory");
-  errno = 0;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw ConfigError(file, fmt::format("cannot open the config file: {}", std::strerror(errno ? errno : ENOENT)));
-  // At most one byte past the bound: a huge file (or /dev/zero) is refused without reading it all.
-  std::string text(kMaxConfigBytes + 1, '\0');
-  in.read(text.data(), std::streamsize(text.size()));
-  if (in.bad()) throw ConfigError(file, "cannot read the config file");
-  text.resize(size_t(in.gcount()));
-  if (text.size() > kMaxConfigBytes)
-    throw ConfigError(file + ":1:1", fmt::format("the config is larger than {} MiB; a config may be at most that (is this "
-                                                 "the right file?)", kMaxConfigBytes >> 20));
+  // Opened without blocking (a FIFO), refused unless a regular file (/dev/zero), and by its size
+  // before a byte is read: a huge file is not read at all.
+  std::string text;
+  try {
+    InputFile in(file);
+    if (in.size() > kMaxConfigBytes)
+      throw ConfigError(file + ":1:1", fmt::format("the config is larger than {} MiB; a config may be at most that (is this "
+                                                   "the right file?)", kMaxConfigBytes >> 20));
+    text = in.read_all(kMaxConfigBytes, "the most a config may be");
+  } catch (const InputFileError& e) {
+    if (e.err != 0) throw ConfigError(file, fmt::format("cannot open the config file: {}", std::strerror(e.err)));
+    if (!e.kind.empty()) throw ConfigError(file, fmt::format("cannot read the config file: it is {}, not a regular file", e.kind));
+    throw ConfigError(file, fmt::format("cannot read the config file: {}", e.reason));
+  }
   auto doc = parse_document(text, file, overrides);
   // Nothing but comments and blank lines (a run would only fail later, on a missing model:).
   if (overrides.empty() && (!doc->tree->root.IsDefined() || doc->tree->root.IsNull()))

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/io/printable.h"
+
 // The YAML library stays inside core/io (config.cpp and its private headers): a Node is an opaque handle,
 // so no other part of the program compiles against the YAML library.
 
@@ -145,7 +147,8 @@ std::shared_ptr<Document> parse_document(const std::string& text, const std::str
 Node root(const std::shared_ptr<Document>& doc);
 // The resolved config as YAML text, without the top-level sections named in `without`.
 std::string emit(const Document& doc, const std::vector<std::string>& without = {});
-// Raw input bytes quoted in a message (the YAML parser's, --set's), one printable line: \xNN escapes.
-std::string printable(const std::string& s);
+// Raw input bytes quoted in a message (the YAML parser's, --set's): trainer::printable
+// (core/io/printable.h), one line.
+using ::trainer::printable;
 
 }  // namespace trainer::cfg

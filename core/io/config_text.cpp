@@ -10,13 +10,6 @@
 
 namespace trainer::cfg {
 
-// Messages quote raw input bytes (yaml-cpp's, --set's): keep the line printable.
-std::string printable(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) out += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, char(c));
-  return out;
-}
-
 std::string at_mark(const std::string& name, const YAML::Mark& m) {
   return fmt::format("{}:{}:{}", name, m.line + 1, m.column + 1);
 }

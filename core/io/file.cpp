@@ -1,8 +1,9 @@
-// Atomic file writes, the write-failure and stall test hooks, whole-file reads and CRC-32.
+// Atomic file writes, the write-failure and stall test hooks, safe input files, whole-file reads and CRC-32.
 #include "core/io/file.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -11,8 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 namespace trainer {
@@ -130,13 +129,87 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
   f.commit();
 }
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw FileError(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) throw FileError(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-  return s.str();
+InputFileError::InputFileError(std::string p, std::string r, int e, std::string k)
+    : FileError(p + ": " + r), path(std::move(p)), reason(std::move(r)), kind(std::move(k)), err(e) {}
+
+namespace {
+
+const char* kind_of(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
+}  // namespace
+
+InputFile::InputFile(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd_ < 0) {
+    const int err = errno;
+    throw InputFileError(path_, fmt::format("cannot open: {}", std::strerror(err)), err);
+  }
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    throw InputFileError(path_, fmt::format("cannot stat: {}", std::strerror(err)), err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    const std::string kind = kind_of(st.st_mode);
+    throw InputFileError(path_, fmt::format("is {}, not a regular file", kind), 0, kind);
+  }
+  size_ = uint64_t(st.st_size);
+  ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);  // a regular file: plain blocking reads
+}
+
+InputFile::~InputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int InputFile::release() {
+  const int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+std::string InputFile::read_all(uint64_t max_bytes, const std::string& limit_name) {
+  if (size_ > max_bytes)
+    throw InputFileError(path_, fmt::format("{} bytes, larger than {}{}, not read", size_, format_bytes(max_bytes),
+                                            limit_name.empty() ? "" : " (" + limit_name + ")"));
+  std::string out(size_t(size_), '\0');  // a file that grows meanwhile is read to its size at open
+  size_t have = 0;
+  while (have < out.size()) {
+    const ssize_t n = ::read(fd_, out.data() + have, out.size() - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw InputFileError(path_, fmt::format("read error: {}", std::strerror(errno)), errno);
+    if (n == 0) break;  // shrunk meanwhile
+    have += size_t(n);
+  }
+  out.resize(have);
+  return out;
+}
+
+std::string format_bytes(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  if (u == 0) return fmt::format("{} B", bytes);
+  return fmt::format("{:.{}f} {}", v, v < 10 ? 1 : 0, units[u]);
+}
+
+std::string read_text_file(const std::string& path, uint64_t max_bytes, const std::string& limit_name) {
+  try {
+    InputFile f(path);
+    return f.read_all(max_bytes, limit_name);
+  } catch (const InputFileError& e) {
+    if (e.err != 0) throw FileError(fmt::format("cannot read {}: {}", path, std::strerror(e.err)));
+    throw;
+  }
 }
 
 uint32_t crc32_of(const void* data, size_t bytes, uint32_t crc) {

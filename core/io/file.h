@@ -1,5 +1,5 @@
-// Files that must survive a crash: atomic writes (temporary file, fsync, rename, fsync of the
-// directory) and FileError, the error for unreadable or unwritable files (exit code 3).
+// Files in and out: atomic writes that survive a crash (temporary file, fsync, rename, fsync of the
+// directory), InputFile for reading outside bytes safely, and FileError (exit code 3).
 #pragma once
 #include <cstdint>
 #include <stdexcept>
@@ -13,6 +13,46 @@ class FileError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// Why an input file cannot be read: `reason` without the path ("cannot open: No such file or
+// directory", "is a FIFO, not a regular file", "5 GiB, larger than 4 MiB (the limit), not read");
+// `err` is open()'s errno when opening failed, `kind` what the path is when it is not a regular
+// file ("a FIFO", "a character device", "a block device", "a socket", "a directory").
+class InputFileError : public FileError {
+ public:
+  InputFileError(std::string path, std::string reason, int err = 0, std::string kind = "");
+  std::string path, reason, kind;
+  int err = 0;
+};
+
+// A file of bytes from outside (data, configs, checkpoints) opened for reading. Opening never
+// blocks (O_NONBLOCK: a FIFO named like an image has no writer), and anything but a regular file is
+// refused before a byte is read; then O_NONBLOCK is cleared. Every reader of outside files opens
+// them through this, and reads at most what its format allows.
+class InputFile {
+ public:
+  explicit InputFile(std::string path);  // InputFileError "<path>: cannot open: ..." / "<path>: is a FIFO, ..."
+  ~InputFile();
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }  // as fstat saw it at open
+  // The descriptor, now the caller's to close (gzdopen takes it).
+  int release();
+  // The whole file, at most its size at open: refused before allocating when that is past
+  // `max_bytes` ("<path>: N bytes, larger than <max> (<limit_name>), not read").
+  std::string read_all(uint64_t max_bytes = UINT64_MAX, const std::string& limit_name = "");
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+// "1.5 GiB", "300 MiB", "12 KiB", "100 B".
+std::string format_bytes(uint64_t bytes);
 
 // Writes `path` so that at every moment either the old file or the complete new one is there:
 // the bytes go to "<path>.tmp-<pid>", which commit() fsyncs, renames over `path` and makes
@@ -52,8 +92,9 @@ class AtomicFile {
 
 // The whole file at once, atomically.
 void write_file_atomic(const std::string& path, const std::string& contents);
-// The whole file; FileError naming the path when it cannot be read.
-std::string read_text_file(const std::string& path);
+// The whole file through InputFile, at most `max_bytes`; FileError naming the path when it cannot
+// be read ("cannot read <path>: <reason>"), is not a regular file or is larger.
+std::string read_text_file(const std::string& path, uint64_t max_bytes = UINT64_MAX, const std::string& limit_name = "");
 // CRC-32 (zlib's polynomial) of a buffer, continuing from `crc`.
 uint32_t crc32_of(const void* data, size_t bytes, uint32_t crc = 0);
 

@@ -1,20 +1,23 @@
-// JSON text for the few hand-written JSON lines (metrics.jsonl, `trainer devices --json`, bench lines): a quoted, escaped string.
+// Machine-readable output (`--json` lines, metrics.jsonl): one JSON object per line, always made by nlohmann::json.
 #pragma once
-#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <string>
 
 namespace trainer {
 
-// `s` as a JSON string literal: quotes and backslashes escaped, control bytes as \u00XX.
-inline std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", int(c));
-    else out += c;
-  }
-  return out + "\"";
+using JsonLine = nlohmann::ordered_json;  // fields in the order they were set
+
+// `j` on one line: strings escaped by the library (a quote, a newline in a path), NaN and
+// infinities as null, bytes that are not UTF-8 replaced by U+FFFD rather than failing.
+inline std::string json_line(const JsonLine& j) { return j.dump(-1, ' ', false, JsonLine::error_handler_t::replace); }
+
+// `v` rounded to `digits` decimals, for figures whose further digits are noise (ms, img/s).
+inline double json_rounded(double v, int digits) {
+  if (!std::isfinite(v)) return v;
+  const double scale = std::pow(10.0, digits);
+  return std::round(v * scale) / scale;
 }
 
 }  // namespace trainer

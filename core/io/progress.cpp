@@ -1,5 +1,6 @@
 // Keras-style progress bar and epoch lines.
 #include "core/io/progress.h"
+#include "core/io/printable.h"
 
 #include <fmt/format.h>
 
@@ -19,7 +20,8 @@ std::string Progress::format_duration(double s) {
   return fmt::format("{}s", int(std::lround(s)));
 }
 
-void Progress::line(const std::string& s) {
+void Progress::line(const std::string& text) {
+  const std::string s = printable(text);  // names inside stay on one line
   if (terminal_ && step_ > 0 && step_ < steps_) std::fputs("\n", out_);
   std::fputs((s + "\n").c_str(), out_);
   std::fflush(out_);

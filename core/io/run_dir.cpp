@@ -83,10 +83,9 @@ void MetricsLogger::write(int epoch, const Metrics& m) { put_line(f_, path_, row
 
 std::string MetricsLogger::row(int epoch, const Metrics& m) {
   if (format_ == Format::Jsonl) {
-    std::string line = fmt::format("{{\"epoch\": {}", epoch);
-    for (const auto& [k, v] : m)
-      line += fmt::format(", {}: {}", json_string(k), std::isfinite(v) ? fmt::format("{}", v) : std::string("null"));
-    return line + "}";
+    JsonLine line = {{"epoch", epoch}};
+    for (const auto& [k, v] : m) line[k] = v;  // NaN and infinities: null
+    return json_line(line);
   }
   if (columns_.empty()) {
     std::string header = "epoch";
@@ -107,11 +106,8 @@ std::string MetricsLogger::row(int epoch, const Metrics& m) {
 }
 
 MetricRows read_metrics_csv(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw FileError(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
+  // A row is at most a few hundred bytes: a million epochs' fit.
+  const std::string text = read_text_file(path, uint64_t(256) << 20, "the most a metrics.csv may be");
   auto split = [](const std::string& line) {
     std::vector<std::string> cells;
     size_t start = 0;

@@ -71,7 +71,7 @@ std::pair<uint64_t, uint32_t> SafeTensorsWriter::write(const std::string& path) 
 }
 
 SafeTensorsReader::SafeTensorsReader(const std::string& path)
-    : SafeTensorsReader(path, std::make_shared<const std::string>(read_text_file(path))) {}
+    : SafeTensorsReader(path, std::make_shared<const std::string>(read_text_file(path))) {}  // a regular file, read to its size
 
 SafeTensorsReader::SafeTensorsReader(const std::string& path, std::shared_ptr<const std::string> bytes)
     : path_(path), bytes_(std::move(bytes)) {

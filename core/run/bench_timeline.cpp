@@ -10,7 +10,8 @@
 namespace trainer {
 namespace {
 
-std::string ms(double seconds) { return seconds < 0 ? "null" : fmt::format("{:.3f}", seconds * 1000); }
+// Seconds as ms to the microsecond; null when not measured (negative).
+JsonLine ms(double seconds) { return seconds < 0 ? JsonLine(nullptr) : JsonLine(json_rounded(seconds * 1000, 3)); }
 std::string cell(double seconds) { return seconds < 0 ? "-" : fmt::format("{:.2f}", seconds * 1000); }
 bool exchanged(const StepTimeline& s) {
   for (const BucketTrace& b : s.trace)
@@ -39,52 +40,50 @@ std::string timeline_text(const RankTimelines& t) {
   return out;
 }
 
-std::string timeline_json(const RankTimelines& t) {
-  if (t.empty()) return "";
-  std::string out = ", \"timeline\": [";
-  for (size_t i = 0; i < t.size(); ++i) {
-    const auto& [rank, s] = t[i];
-    out += fmt::format("{}{{\"rank\": {}, \"reduced_by\": \"{}\", \"forward_end_ms\": {}, \"backward_end_ms\": {}, "
-                       "\"update_end_ms\": {}, \"buckets\": [",
-                       i ? ", " : "", rank, s.reduced_by, ms(s.forward_end), ms(s.backward_end), ms(s.update_end));
+JsonLine timeline_json(const RankTimelines& t) {
+  JsonLine out = JsonLine::array();
+  for (const auto& [rank, s] : t) {
+    JsonLine buckets = JsonLine::array();
     for (size_t b = 0; b < s.trace.size(); ++b) {
       const BucketTrace& x = s.trace[b];
-      out += fmt::format("{}{{\"bucket\": {}, \"floats\": {}, \"ready_ms\": {}, \"start_ms\": {}, \"end_ms\": {}, \"pieces\": {}, "
-                         "\"pieces_here\": {}, \"exchange_start_ms\": {}, \"exchange_all_started_ms\": {}, \"exchange_end_ms\": {}}}",
-                         b ? ", " : "", b, s.buckets[b].size(), ms(x.ready), ms(x.start), ms(x.end), x.pieces, x.pieces_here,
-                         ms(x.exchange_start), ms(x.exchange_all), ms(x.exchange_end));
+      buckets.push_back({{"bucket", b}, {"floats", s.buckets[b].size()}, {"ready_ms", ms(x.ready)}, {"start_ms", ms(x.start)},
+                         {"end_ms", ms(x.end)}, {"pieces", x.pieces}, {"pieces_here", x.pieces_here},
+                         {"exchange_start_ms", ms(x.exchange_start)}, {"exchange_all_started_ms", ms(x.exchange_all)},
+                         {"exchange_end_ms", ms(x.exchange_end)}});
     }
-    out += "]}";
+    out.push_back({{"rank", rank}, {"reduced_by", s.reduced_by}, {"forward_end_ms", ms(s.forward_end)},
+                   {"backward_end_ms", ms(s.backward_end)}, {"update_end_ms", ms(s.update_end)}, {"buckets", buckets}});
   }
-  return out + "]";
+  return out;
 }
 
 void write_chrome_trace(const std::string& path, const RankTimelines& t) {
-  std::string ev;
-  auto add = [&](const std::string& e) { ev += (ev.empty() ? "" : ",\n") + e; };
+  JsonLine events = JsonLine::array();
   auto span = [&](int pid, int tid, const std::string& name, double a, double z) {
     if (a < 0 || z < a) return;
-    add(fmt::format(R"j({{"name": "{}", "ph": "X", "pid": {}, "tid": {}, "ts": {:.1f}, "dur": {:.1f}}})j", name, pid, tid, a * 1e6,
-                    (z - a) * 1e6));
+    events.push_back({{"name", name}, {"ph", "X"}, {"pid", pid}, {"tid", tid}, {"ts", json_rounded(a * 1e6, 1)},
+                      {"dur", json_rounded((z - a) * 1e6, 1)}});
+  };
+  auto thread_name = [&](int pid, int tid, const std::string& name) {
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
   };
   for (const auto& [rank, s] : t) {
-    add(fmt::format(R"j({{"name": "process_name", "ph": "M", "pid": {}, "args": {{"name": "rank {}"}}}})j", rank, rank));
-    add(fmt::format(R"j({{"name": "thread_name", "ph": "M", "pid": {}, "tid": 0, "args": {{"name": "worker thread"}}}})j", rank));
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", fmt::format("rank {}", rank)}}}});
+    thread_name(rank, 0, "worker thread");
     span(rank, 0, "forward", 0, s.forward_end);
     span(rank, 0, "backward", s.forward_end, s.backward_end);
     span(rank, 0, "updates", s.backward_end, s.update_end);
     for (size_t b = 0; b < s.trace.size(); ++b) {
       const BucketTrace& x = s.trace[b];
       const int tid = 1 + int(b);
-      add(fmt::format(R"j({{"name": "thread_name", "ph": "M", "pid": {}, "tid": {}, "args": {{"name": "bucket {} ({} floats)"}}}})j",
-                      rank, tid, b, s.buckets[b].size()));
+      thread_name(rank, tid, fmt::format("bucket {} ({} floats)", b, s.buckets[b].size()));
       span(rank, tid, "ready, not yet taken", x.ready, x.start);
       span(rank, tid, fmt::format("reduce ({} of {} pieces here)", x.pieces_here, x.pieces), x.start, x.end);
       if (x.exchange_all > x.exchange_start) span(rank, tid, "waiting for another process", x.exchange_start, x.exchange_all);
       span(rank, tid, "exchange with other processes", std::max(x.exchange_start, x.exchange_all), x.exchange_end);
     }
   }
-  write_file_atomic(path, "{\"traceEvents\": [\n" + ev + "\n]}\n");
+  write_file_atomic(path, JsonLine{{"traceEvents", events}}.dump(1, ' ', false, JsonLine::error_handler_t::replace) + "\n");
 }
 
 }  // namespace trainer

@@ -6,14 +6,15 @@
 #include <utility>
 #include <vector>
 
+#include "core/io/json_text.h"
 #include "core/runtime/bench_result.h"
 
 namespace trainer {
 
 // A table per rank, ms from the step's start, buckets in the order backward finished them.
 std::string timeline_text(const RankTimelines& t);
-// ", \"timeline\": [...]" (empty for no timeline).
-std::string timeline_json(const RankTimelines& t);
+// The "timeline" field of the bench's JSON line: an object per rank (an empty array for none).
+JsonLine timeline_json(const RankTimelines& t);
 // chrome://tracing / Perfetto JSON: a process per rank, forward/backward/update on its worker
 // thread, each bucket's reduction on a track of its own. FileError when it cannot be written.
 void write_chrome_trace(const std::string& path, const RankTimelines& t);

@@ -16,7 +16,7 @@ namespace {
 // A name quoted on one short printable line: control bytes (NUL included) as \xNN, at most 64
 // characters of it, then its length.
 std::string quoted_name(const std::string& s) {
-  const std::string out = cfg::printable(s.substr(0, 64));
+  const std::string out = printable(s.substr(0, 64));
   return s.size() <= 64 ? "'" + out + "'" : fmt::format("'{}...' ({} characters)", out, s.size());
 }
 

@@ -115,29 +115,24 @@ std::vector<std::string> describe_devices() {
 
 std::string describe_devices_json() {
   CpuInfo c = cpu_info();
-  std::vector<std::string> flags;
-  for (const std::string& f : c.flags) flags.push_back(json_string(f));
-  std::string out = fmt::format(
-      "{{\"cpu\": {{\"logical_cores\": {}, \"online_cores\": {}, \"model\": {}, \"onednn_isa\": {}, \"avx512\": {}, "
-      "\"avx512_bf16\": {}, \"amx\": {}, \"flags\": [{}]}}",
-      c.usable, c.online, json_string(c.model), json_string(c.onednn_isa), c.avx512, c.avx512_bf16, c.amx,
-      fmt::join(flags, ", "));
+  JsonLine j;
+  j["cpu"] = {{"logical_cores", c.usable}, {"online_cores", c.online}, {"model", c.model}, {"onednn_isa", c.onednn_isa},
+              {"avx512", c.avx512}, {"avx512_bf16", c.avx512_bf16}, {"amx", c.amx}, {"flags", c.flags}};
   GpuInventory inv = gpu_inventory();
-  std::vector<std::string> gpus, peer;
+  JsonLine gpus = JsonLine::array();
   for (const GpuInfo& g : inv.gpus)
-    gpus.push_back(fmt::format("{{\"index\": {}, \"name\": {}, \"memory_bytes\": {}, \"compute_capability\": \"{}.{}\"}}",
-                               g.index, json_string(g.name), g.memory_bytes, g.cc_major, g.cc_minor));
-  for (const auto& row : inv.peer) {
-    std::vector<std::string> cells;
-    for (bool b : row) cells.push_back(b ? "true" : "false");
-    peer.push_back(fmt::format("[{}]", fmt::join(cells, ", ")));
-  }
-  auto or_null = [](const std::string& s) { return s.empty() ? std::string("null") : json_string(s); };
-  out += fmt::format(", \"gpus\": [{}], \"no_gpu_reason\": {}, \"cuda_driver\": {}, \"cuda_runtime\": {}, \"nccl\": {}, "
-                     "\"peer_access\": [{}]}}",
-                     fmt::join(gpus, ", "), inv.gpus.empty() ? json_string(inv.why) : "null", or_null(inv.driver),
-                     or_null(inv.runtime), or_null(inv.nccl), fmt::join(peer, ", "));
-  return out;
+    gpus.push_back({{"index", g.index}, {"name", g.name}, {"memory_bytes", g.memory_bytes},
+                    {"compute_capability", fmt::format("{}.{}", g.cc_major, g.cc_minor)}});
+  auto or_null = [](const std::string& s) { return s.empty() ? JsonLine(nullptr) : JsonLine(s); };
+  j["gpus"] = gpus;
+  j["no_gpu_reason"] = inv.gpus.empty() ? JsonLine(inv.why) : JsonLine(nullptr);
+  j["cuda_driver"] = or_null(inv.driver);
+  j["cuda_runtime"] = or_null(inv.runtime);
+  j["nccl"] = or_null(inv.nccl);
+  JsonLine peer = JsonLine::array();
+  for (const auto& row : inv.peer) peer.push_back(std::vector<bool>(row.begin(), row.end()));
+  j["peer_access"] = peer;
+  return json_line(j);
 }
 
 }  // namespace trainer

@@ -11,11 +11,14 @@
 #include "core/dist/mpi_world.h"
 #include "core/io/config.h"
 #include "core/io/file.h"
+#include "core/io/printable.h"
 #include "core/ops/context.h"
 
 namespace trainer {
 
-Failure describe_failure(std::exception_ptr e) {
+namespace {
+
+Failure classify(std::exception_ptr e) {
   try {
     std::rethrow_exception(e);
   } catch (const DisagreementError& x) {
@@ -33,6 +36,15 @@ Failure describe_failure(std::exception_ptr e) {
   } catch (...) {
     return {kExitInternal, "error: unknown exception"};
   }
+}
+
+}  // namespace
+
+// One line whatever the message holds: a file name with a newline, a quote, bytes that are not UTF-8.
+Failure describe_failure(std::exception_ptr e) {
+  Failure f = classify(std::move(e));
+  f.line = printable(f.line);
+  return f;
 }
 
 void report(const Failure& f) {

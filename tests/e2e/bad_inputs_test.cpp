@@ -9,13 +9,15 @@
 //    .code = 2, .expect = "c.yaml:13:32: 'train.batch_size' must be between 1 and 1048576, not -4"},
 //
 // `config` is written as c.yaml (args default to "run c.yaml"); `files` adds others (a path ending
-// in '/' is an empty folder; fixture() reads tests/e2e/bad_inputs/<name>). `expect` is the whole
+// in '/' is an empty folder; fifo() and symlink_to() make a named pipe and a link, e.g. to /dev/zero;
+// fixture() reads tests/e2e/bad_inputs/<name>). `expect` is the whole
 // line with "..." standing for any text: "data error: cifar/data_batch_1.bin: truncated...3173".
 // Every case runs under `timeout 60` in a fresh directory of its own, so a hang fails, not blocks.
 // A case whose fix lies in code someone else owns gets `.why_excluded = "..."`: it still runs, and
 // its state is printed, but it is not counted until it behaves. TRAINER_CORPUS_ONLY=<text> runs the
 // cases whose "category: name" contains it; TRAINER_CORPUS_SHOW=1 prints every actual result.
 #include <catch2/catch.hpp>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -30,6 +32,7 @@
 #include "bad_inputs/device_parallel_cases.h"
 #include "bad_inputs/hostile_cases.h"
 #include "bad_inputs/hostile_files_cases.h"
+#include "bad_inputs/special_files_cases.h"
 #include "bad_inputs/usage_cases.h"
 #include "cli.h"
 
@@ -41,7 +44,8 @@ namespace {
 // Every table, in order. A new area (checkpoints, run directories, ...) adds its header and a line here.
 std::vector<Case> corpus() {
   std::vector<Case> all;
-  for (auto table : {config_cases, data_cases, usage_cases, checkpoint_cases, device_parallel_cases, hostile_cases, hostile_files_cases})
+  for (auto table : {config_cases, data_cases, usage_cases, checkpoint_cases, device_parallel_cases, hostile_cases, hostile_files_cases,
+                     special_files_cases})
     for (Case& c : table()) all.push_back(std::move(c));
   return all;
 }
@@ -76,7 +80,13 @@ void create(const std::string& dir, const File& f) {
     return;
   }
   fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << f.bytes;
+  if (f.kind == File::Fifo) {
+    if (::mkfifo(p.c_str(), 0644) != 0) throw std::runtime_error("corpus: cannot make the FIFO " + p.string());
+  } else if (f.kind == File::Symlink) {
+    fs::create_symlink(f.bytes, p);
+  } else {
+    std::ofstream(p, std::ios::binary) << f.bytes;
+  }
 }
 
 // What is wrong with one case's result ("" when it is right).

@@ -16,14 +16,6 @@ const std::string kSmoke = "'" TRAINER_SOURCE_DIR "/configs/smoke.yaml'";
 const std::string kModelParallel = "'" TRAINER_SOURCE_DIR "/configs/model_parallel.yaml'";
 
 // The JSON line bench prints last.
-nlohmann::json last_json(const std::string& out) {
-  std::istringstream in(out);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (!line.empty()) last = line;
-  return nlohmann::json::parse(last);
-}
-
 // Every part is there and not negative; the critical-path parts make up most of ms/step (the
 // rest: the step-end collectives and the loop) and never more than it (10% for clock noise).
 void check_parts(const nlohmann::json& j, bool split) {
@@ -60,7 +52,7 @@ TEST_CASE("e2e bench: a data-parallel step's parts add up to ms/step (synthetic 
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Contains("Step (rank 0 of 1, ms): forward ") && Contains("input wait 0.0 (synthetic input)") &&
                         Contains(" other "));
-  auto j = last_json(r.out);
+  auto j = e2e::last_json(r.out);
   check_parts(j, true);
   CHECK(j["input"] == "synthetic");
   CHECK(j["breakdown"] == "rank 0 of 1");
@@ -71,7 +63,7 @@ TEST_CASE("e2e bench: a data-parallel step's parts add up to ms/step (synthetic 
   INFO(only.out << only.err);
   REQUIRE(only.code == 0);
   CHECK(only.out.find("Step (") == std::string::npos);
-  CHECK(last_json(only.out).contains("optimizer_ms"));
+  CHECK(e2e::last_json(only.out).contains("optimizer_ms"));
 }
 
 TEST_CASE("e2e bench: two CPU replicas report their all-reduce, the part of it exposed, and a timeline per bucket") {
@@ -80,7 +72,7 @@ TEST_CASE("e2e bench: two CPU replicas report their all-reduce, the part of it e
                         trace);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
-  auto j = last_json(r.out);
+  auto j = e2e::last_json(r.out);
   INFO(j.dump());
   CHECK(j["breakdown"] == "rank 0 of 2");
   // Rank 0's summing: 0 when rank 1's thread happened to take every piece (the timeline shows it).
@@ -121,7 +113,7 @@ TEST_CASE("e2e bench --data: steps read the training data through the loader, ep
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Contains("(training data)"));
-  auto j = last_json(r.out);
+  auto j = e2e::last_json(r.out);
   check_parts(j, true);
   CHECK(j["input"] == "data");
 }
@@ -144,7 +136,7 @@ TEST_CASE("e2e bench: device parallel reports the schedule, the updates and each
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Contains("Step (all stages, ms): forward+backward ") && Contains("stage 0 on cpu:0: busy ") &&
                         Contains("stage 1 on cpu:1: busy "));
-  auto j = last_json(r.out);
+  auto j = e2e::last_json(r.out);
   check_parts(j, false);
   CHECK(j["breakdown"] == "all stages");
   CHECK(j["input"] == "synthetic");
@@ -160,7 +152,7 @@ TEST_CASE("e2e bench: device parallel reports the schedule, the updates and each
   auto d = e2e::trainer("bench " + kModelParallel + small + " --data --set data.train.size=96");
   INFO(d.out << d.err);
   REQUIRE(d.code == 0);
-  auto jd = last_json(d.out);
+  auto jd = e2e::last_json(d.out);
   check_parts(jd, false);
   CHECK(jd["input"] == "data");
 }
@@ -173,7 +165,7 @@ TEST_CASE("e2e bench: the precision is reported, and --layers names each layer's
     return;
   }
   REQUIRE(r.code == 0);
-  CHECK(last_json(r.out)["precision"] == "bf16");
+  CHECK(e2e::last_json(r.out)["precision"] == "bf16");
   CHECK_THAT(r.out, Contains("(2 threads, bf16)"));
   // configs/smoke.yaml: conv -> batch norm -> relu -> ... -> dense -> softmax; convolutions and the
   // layers after them keep bf16 activations, dense and the output stay f32.
@@ -192,7 +184,7 @@ TEST_CASE("e2e bench: the precision is reported, and --layers names each layer's
   auto f = e2e::trainer("bench " + kSmoke + " --threads 2 --steps 2 --warmup 1 --json");
   INFO(f.out << f.err);
   REQUIRE(f.code == 0);
-  CHECK(last_json(f.out)["precision"] == "fp32");
+  CHECK(e2e::last_json(f.out)["precision"] == "fp32");
 }
 
 TEST_CASE("e2e bench: a timed step allocates nothing (one replica, two replicas, a pipeline, MiniGoogLeNet)") {
@@ -202,7 +194,7 @@ TEST_CASE("e2e bench: a timed step allocates nothing (one replica, two replicas,
     e2e::Result r = e2e::trainer("bench " + args + " --steps 3 --warmup 2 --json");
     INFO("trainer bench " << args << "\n" << r.err);
     REQUIRE(r.code == 0);
-    const nlohmann::json j = last_json(r.out);
+    const nlohmann::json j = e2e::last_json(r.out);
     REQUIRE(j.contains("allocations_per_step"));
     CHECK(j["allocations_per_step"].get<double>() == 0.0);
   }

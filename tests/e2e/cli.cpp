@@ -107,4 +107,12 @@ std::string mpi_env() {
 
 std::string mpirun(const std::string& wrapper) { return mpi_env() + wrapper + "mpirun --oversubscribe --allow-run-as-root"; }
 
+nlohmann::json last_json(const std::string& out) {
+  std::istringstream in(out);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return nlohmann::json::parse(last);
+}
+
 }  // namespace e2e

@@ -1,5 +1,7 @@
 // Helpers for end-to-end tests: run the trainer binary, capture exit code and output.
 #pragma once
+#include <nlohmann/json.hpp>
+
 #include <map>
 #include <string>
 #include <vector>
@@ -28,6 +30,8 @@ void write_file(const std::string& path, const std::string& text);
 std::string read_file(const std::string& path);
 // The last row of a run's metrics.csv as column -> value (-1 for an empty cell).
 std::map<std::string, double> last_metrics(const std::string& run_dir);
+// The last non-empty line of `out` parsed as JSON (a --json line); throws when it is not JSON.
+nlohmann::json last_json(const std::string& out);
 // The folder with the shared real data (TRAINER_DATA, default <repo>/../shared/data); "" when absent.
 std::string shared_data_dir();
 

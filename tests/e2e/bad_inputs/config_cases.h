@@ -21,7 +21,7 @@ inline std::vector<Case> config_cases() {
       {.cat = "yaml", .name = "only comments", .config = "# nothing here\n\n# still nothing\n",
        .expect = "c.yaml:1:1: the config is empty..."},
       {.cat = "yaml", .name = "config path is a directory", .files = {{"c.yaml/", ""}},
-       .expect = "c.yaml: cannot read the config file: it is a directory"},
+       .expect = "c.yaml: cannot read the config file: it is a directory, not a regular file"},
       {.cat = "yaml", .name = "missing config file", .args = "run nothere.yaml",
        .expect = "nothere.yaml: cannot open the config file: No such file or directory"},
       {.cat = "yaml", .name = "binary garbage", .files = {{"c.yaml", std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR\xff\xfe", 18)}},

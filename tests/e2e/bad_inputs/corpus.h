@@ -35,9 +35,14 @@ devices: {cpu: 1}
 )";
 
 struct File {
-  std::string path;   // relative to the case's directory; ending in '/': an empty folder
-  std::string bytes;  // the content of a file
+  enum Kind { Plain, Fifo, Symlink };
+  std::string path;    // relative to the case's directory; ending in '/': an empty folder
+  std::string bytes;   // the content of a file; the target of a symlink
+  Kind kind = Plain;   // Fifo: a named pipe no one writes to (mkfifo); Symlink: a link to `bytes`
 };
+
+inline File fifo(const std::string& path) { return {path, "", File::Fifo}; }
+inline File symlink_to(const std::string& path, const std::string& target) { return {path, target, File::Symlink}; }
 
 struct Case {
   std::string cat;              // category, for the count

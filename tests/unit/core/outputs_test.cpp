@@ -166,8 +166,8 @@ TEST_CASE("outputs: metrics.jsonl has one JSON object per epoch, NaN and inf as 
     log.write(1, {{"accuracy", 0.75}, {"loss", NAN}, {"lr", 1e-05}, {"val_loss", INFINITY}, {"time_s", 2.5}});
   }
   CHECK(slurp(dir + "/metrics.jsonl") ==
-        "{\"epoch\": 0, \"accuracy\": 0.5, \"loss\": 1.25}\n"
-        "{\"epoch\": 1, \"accuracy\": 0.75, \"loss\": null, \"lr\": 1e-05, \"val_loss\": null, \"time_s\": 2.5}\n");
+        "{\"epoch\":0,\"accuracy\":0.5,\"loss\":1.25}\n"
+        "{\"epoch\":1,\"accuracy\":0.75,\"loss\":null,\"lr\":1e-05,\"val_loss\":null,\"time_s\":2.5}\n");
 }
 
 TEST_CASE("outputs: metrics.csv reads back as MetricsLogger wrote it") {

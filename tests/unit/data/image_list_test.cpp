@@ -89,7 +89,7 @@ TEST_CASE("image list: errors name the list file and line") {
   CHECK(err("\nimg/a.jpg\n") == l + ":2: expected '<relative/path> <label>', got 'img/a.jpg'");
   CHECK(err("# nothing\n\n") == l + ": no entries (expected lines '<relative/path> <label>')");
   CHECK(err("img/a.jpg 0\nimg/gone.jpg 0\n") == (d / "root/img/gone.jpg") + ": cannot open: No such file or directory");
-  CHECK(err("img/a.jpg 0\nimg/gone.jpg 0\n", ", image_size: 4, cache: false") == (d / "root/img/gone.jpg") + ": no such file");
+  CHECK(err("img/a.jpg 0\nimg/gone.jpg 0\n", ", image_size: 4, cache: false") == (d / "root/img/gone.jpg") + ": cannot open: No such file or directory");
   std::string e = error_of<DataError>([&] { dataset_from("{type: image_folder, path: root, files: none.txt}", d.path()); });
   CHECK(e.find((d / "root/none.txt") + ": cannot open") == 0);
   e = error_of<cfg::ConfigError>([&] { dataset_from("{type: image_folder, path: root, classes: [a]}", d.path()); });

@@ -5,23 +5,28 @@
 
 namespace trainer {
 
-// Whether `s` is well-formed UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF);
-// when not, *bad_at is the byte offset of the first bad sequence.
+// The length of the well-formed UTF-8 sequence starting at s[i] (1 to 4), or 0 (an invalid byte
+// there: a stray continuation, an overlong form, a surrogate, past U+10FFFF, or cut short).
+inline size_t utf8_length(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = b(0);
+  if (c < 0x80) return 1;
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xbf;  // the second byte's range (narrower after E0, ED, F0, F4)
+  if (c >= 0xc2 && c <= 0xdf) n = 2;
+  else if (c >= 0xe0 && c <= 0xef) n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+  else if (c >= 0xf0 && c <= 0xf4) n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+  if (n == 0 || i + n > s.size() || b(1) < lo || b(1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k)
+    if (b(k) < 0x80 || b(k) > 0xbf) return 0;
+  return n;
+}
+
+// Whether `s` is well-formed UTF-8; when not, *bad_at is the byte offset of the first bad sequence.
 inline bool valid_utf8(std::string_view s, size_t* bad_at = nullptr) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = (unsigned char)s[i];
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    bool ok = n > 0 && i + n <= s.size();
-    unsigned cp = n == 1 ? c : n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
-    for (size_t k = 1; ok && k < n; ++k) {
-      unsigned char d = (unsigned char)s[i + k];
-      ok = (d >> 6) == 0x2;
-      cp = (cp << 6) | (d & 0x3f);
-    }
-    ok = ok && !(n == 2 && cp < 0x80) && !(n == 3 && cp < 0x800) && !(n == 4 && (cp < 0x10000 || cp > 0x10ffff)) &&
-         !(cp >= 0xd800 && cp <= 0xdfff);
-    if (!ok) {
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_length(s, i);
+    if (n == 0) {
       if (bad_at) *bad_at = i;
       return false;
     }

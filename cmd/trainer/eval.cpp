@@ -38,7 +38,8 @@ int eval(const EvalArgs& a) {
   std::vector<std::string> skipped;
   CheckpointInfo c = find_checkpoint(a.target, &skipped);
   for (const std::string& s : skipped) fmt::print(stderr, "warning: passed over an invalid checkpoint: {}\n", s);
-  std::string config = a.config.empty() ? config_of(c.sidecar) : a.config;
+  // The run directory's config, not the sidecar's neighbour: a live run may have pruned the sidecar.
+  std::string config = a.config.empty() ? config_of(run_dir_of(c)) : a.config;
   std::vector<std::string> sets = a.sets;
   // --data: a dataset section in YAML ({type: ..., path: ...}) or a path for the split's own reader.
   if (!a.data.empty()) sets.push_back(fmt::format("data.{}{}={}", a.split, a.data.front() == '{' ? "" : ".path", a.data));

@@ -259,29 +259,42 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& dir, std::vector
 
 std::optional<CheckpointInfo> newest_checkpoint(const std::vector<std::string>& dirs, const std::string& hash,
                                                 std::vector<std::string>* skipped) {
-  auto skip = [&](const std::string& sidecar, const std::string& why) {
-    if (skipped && !vanished(sidecar)) skipped->push_back(why);
-  };
-  std::vector<Sidecar> all;
-  for (const std::string& dir : dirs) {
-    std::error_code ec;
-    if (!fs::is_directory(dir, ec)) continue;
-    for (const auto& f : fs::directory_iterator(dir, ec)) {
-      if (f.path().extension() != ".json") continue;
-      try {
-        Sidecar s = read_sidecar(f.path().string());
-        if (hash.empty() || s.info.state.config_hash == hash) all.push_back(std::move(s));
-      } catch (const FileError& e) {
-        skip(f.path().string(), e.what());
+  // A live run may prune every checkpoint of a listing before it is read (keep: 1, a checkpoint
+  // every step): then list again; its newer checkpoints are there by then.
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    bool moved_on = false;
+    std::vector<std::string> passed;
+    auto skip = [&](const std::string& sidecar, const std::string& why) {
+      if (vanished(sidecar)) moved_on = true;
+      else passed.push_back(why);
+    };
+    std::vector<Sidecar> all;
+    for (const std::string& dir : dirs) {
+      std::error_code ec;
+      if (!fs::is_directory(dir, ec)) continue;
+      for (const auto& f : fs::directory_iterator(dir, ec)) {
+        if (f.path().extension() != ".json") continue;
+        try {
+          Sidecar s = read_sidecar(f.path().string());
+          if (hash.empty() || s.info.state.config_hash == hash) all.push_back(std::move(s));
+        } catch (const FileError& e) {
+          skip(f.path().string(), e.what());
+        }
       }
     }
-  }
-  std::sort(all.begin(), all.end(), [](const Sidecar& a, const Sidecar& b) { return ahead(a.info, b.info); });
-  for (const Sidecar& s : all) {
-    try {
-      return verified(s);
-    } catch (const FileError& e) {
-      skip(s.info.sidecar, e.what());
+    std::sort(all.begin(), all.end(), [](const Sidecar& a, const Sidecar& b) { return ahead(a.info, b.info); });
+    std::optional<CheckpointInfo> found;
+    for (const Sidecar& s : all) {
+      try {
+        found = verified(s);
+        break;
+      } catch (const FileError& e) {
+        skip(s.info.sidecar, e.what());
+      }
+    }
+    if (found || !moved_on) {
+      if (skipped) skipped->insert(skipped->end(), passed.begin(), passed.end());
+      return found;
     }
   }
   return std::nullopt;

@@ -1,4 +1,4 @@
-// The registered losses: (sparse) categorical cross-entropy over softmax, binary cross-entropy over sigmoid.
+// The registered losses: (sparse) categorical cross-entropy over softmax, binary cross-entropy over sigmoid, each with label smoothing.
 #include "core/graph/loss.h"
 
 #include <fmt/format.h>
@@ -17,7 +17,7 @@ std::map<std::string, LossFactory>& losses() {
 
 class SoftmaxCrossEntropy final : public Loss {
  public:
-  explicit SoftmaxCrossEntropy(OpContext& ctx) : k_(make_kernel<SoftmaxKernel>(ctx, {})) {}
+  SoftmaxCrossEntropy(OpContext& ctx, float ls) : k_(make_kernel<SoftmaxKernel>(ctx, {ls})) {}
   LossStats compute(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float scale) override {
     return k_->cross_entropy(logits, labels, dlogits, scale);
   }
@@ -36,7 +36,7 @@ class SoftmaxCrossEntropy final : public Loss {
 
 class BinaryCrossEntropy final : public Loss {
  public:
-  explicit BinaryCrossEntropy(OpContext& ctx) : k_(make_kernel<SigmoidXentKernel>(ctx, {})) {}
+  BinaryCrossEntropy(OpContext& ctx, float ls) : k_(make_kernel<SigmoidXentKernel>(ctx, {ls})) {}
   LossStats compute(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float scale) override {
     return k_->loss(logits, labels, dlogits, scale);
   }
@@ -55,9 +55,12 @@ class BinaryCrossEntropy final : public Loss {
 
 const bool registered = [] {
   // Labels are class indices for both categorical names (Keras' one-hot form is not read).
-  register_loss("sparse_categorical_crossentropy", [](OpContext& c) { return std::make_unique<SoftmaxCrossEntropy>(c); });
-  register_loss("categorical_crossentropy", [](OpContext& c) { return std::make_unique<SoftmaxCrossEntropy>(c); });
-  register_loss("binary_crossentropy", [](OpContext& c) { return std::make_unique<BinaryCrossEntropy>(c); });
+  // Label smoothing on an index label smooths its one-hot target (Keras's CategoricalCrossentropy,
+  // PyTorch's CrossEntropyLoss).
+  const auto softmax_xent = [](OpContext& c, float ls) { return std::make_unique<SoftmaxCrossEntropy>(c, ls); };
+  register_loss("sparse_categorical_crossentropy", softmax_xent);
+  register_loss("categorical_crossentropy", softmax_xent);
+  register_loss("binary_crossentropy", [](OpContext& c, float ls) { return std::make_unique<BinaryCrossEntropy>(c, ls); });
   return true;
 }();
 
@@ -71,10 +74,10 @@ std::vector<std::string> loss_names() {
   return n;
 }
 
-std::unique_ptr<Loss> make_loss(const std::string& name, OpContext& ctx) {
+std::unique_ptr<Loss> make_loss(const std::string& name, OpContext& ctx, float label_smoothing) {
   auto it = losses().find(name);
   if (it == losses().end()) throw std::invalid_argument("unknown loss " + name);
-  return it->second(ctx);
+  return it->second(ctx, label_smoothing);
 }
 
 LossHead loss_head(const Graph& g, const Loss& loss) {

@@ -36,9 +36,11 @@ struct LossHead {
 // A config error (at the output layer) when the loss cannot score the model's output.
 LossHead loss_head(const Graph& g, const Loss& loss);
 
-using LossFactory = std::function<std::unique_ptr<Loss>(OpContext&)>;
+// label_smoothing (train.label_smoothing, Keras's and PyTorch's): every registered loss smooths its
+// targets by it (softmax_math.h, sigmoid_xent_math.h); the loss it reports is the smoothed loss.
+using LossFactory = std::function<std::unique_ptr<Loss>(OpContext&, float label_smoothing)>;
 void register_loss(const std::string& name, LossFactory f);
 std::vector<std::string> loss_names();
-std::unique_ptr<Loss> make_loss(const std::string& name, OpContext& ctx);
+std::unique_ptr<Loss> make_loss(const std::string& name, OpContext& ctx, float label_smoothing = 0.0f);
 
 }  // namespace trainer

@@ -6,6 +6,11 @@
 
 namespace trainer {
 
+// Whose definitions an update follows (optimizer.convention): Keras 3's (the default) or PyTorch's.
+// The formulas are optim_math.h's and docs/config-reference.md's.
+enum class OptimConvention { Keras, PyTorch };
+inline const char* convention_name(OptimConvention c) { return c == OptimConvention::Keras ? "keras" : "pytorch"; }
+
 // Per-step scalars; grad_scale multiplies every gradient first (folds replica averaging in).
 // `step`, when set, overrides lr and grad_scale (and Adam's bias corrections) with the values in
 // that memory when the update runs (StepScalars: a recorded step replays with new ones); it is
@@ -13,17 +18,20 @@ namespace trainer {
 struct SgdStep {
   float lr, momentum, weight_decay, grad_scale;
   bool nesterov;
+  OptimConvention convention = OptimConvention::Keras;  // keras: decoupled weight decay; pytorch: L2
   const StepScalars* step = nullptr;
 };
 struct AdamStep {
   float lr, beta1, beta2, epsilon, weight_decay, grad_scale;
-  bool decoupled;  // AdamW: w -= lr * wd * w, instead of adding wd * w to the gradient
+  bool decoupled;  // w -= lr * wd * w, instead of adding wd * w to the gradient (set under keras)
   float bias1, bias2;  // 1 - beta1^t, 1 - beta2^t
+  OptimConvention convention = OptimConvention::Keras;
   const StepScalars* step = nullptr;
 };
 struct RmspropStep {
   float lr, rho, momentum, epsilon, weight_decay, grad_scale;
   bool centered;
+  OptimConvention convention = OptimConvention::Keras;  // keras: decoupled weight decay; pytorch: L2
   const StepScalars* step = nullptr;
 };
 
@@ -40,15 +48,17 @@ class OptimUpdateKernel {
   // w, g, and the state buffers are flat f32 tensors of equal length. State buffers a
   // configuration does not use (SGD without momentum, RMSprop without momentum or centering) may be
   // undefined. The messages name the optimizer ("adam: m is undefined").
-  // SGD (PyTorch/Keras form): v = momentum*v + g'; w -= lr * (nesterov ? g' + momentum*v : v),
-  // where g' = g*scale + wd*w. Without a velocity (momentum 0 only): w -= lr*g'.
+  // SGD. keras: w -= lr*wd*w; v = momentum*v - lr*g'; w += nesterov ? momentum*v - lr*g' : v, where
+  // g' = g*scale. pytorch: v = momentum*v + g'; w -= lr * (nesterov ? g' + momentum*v : v), where
+  // g' = g*scale + wd*w. Without a velocity (momentum 0 only): w -= lr*g' (after the decay).
   void sgd(Tensor& w, const Tensor& g, Tensor& velocity, const SgdStep& s) {
     const shape_checks::Checks ck("sgd", dev_);
     check_wg(ck, w, g);
     check_state(ck, "velocity", velocity, w, s.momentum != 0.0f);
     sgd_impl(w, g, velocity, s);
   }
-  // Adam(W): m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2; w -= lr * (m/bias1) / (sqrt(v/bias2) + eps)
+  // Adam(W): m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2 (decoupled: w -= lr*wd*w first);
+  // keras: w -= lr*sqrt(bias2)/bias1 * m / (sqrt(v) + eps); pytorch: w -= lr * (m/bias1) / (sqrt(v/bias2) + eps)
   void adam(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) {
     const shape_checks::Checks ck("adam", dev_);
     check_wg(ck, w, g);
@@ -57,9 +67,10 @@ class OptimUpdateKernel {
     if (!s.step && (!(s.bias1 > 0.0f) || !(s.bias2 > 0.0f))) ck.fail("bias corrections must be positive (step >= 1)");
     adam_impl(w, g, m, v, s);
   }
-  // RMSprop (Keras): ms = rho ms + (1-rho) g'^2 [mg = rho mg + (1-rho) g' when centered];
-  // denom = sqrt(ms - mg^2) + eps; with momentum: mom = momentum*mom + lr g'/denom, w -= mom;
-  // without: w -= lr g'/denom.
+  // RMSprop: ms = rho ms + (1-rho) g'^2 [mg = rho mg + (1-rho) g' when centered]. keras (w -= lr*wd*w
+  // first): denom = sqrt(ms - mg^2 + eps); with momentum mom = momentum*mom + lr g'/denom, w -= mom;
+  // without w -= lr g'/denom. pytorch (g' has + wd*w): denom = sqrt(ms - mg^2) + eps; with momentum
+  // mom = momentum*mom + g'/denom, w -= lr*mom; without w -= lr g'/denom.
   void rmsprop(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, Tensor& mg, const RmspropStep& s) {
     const shape_checks::Checks ck("rmsprop", dev_);
     check_wg(ck, w, g);

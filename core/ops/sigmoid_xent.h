@@ -9,7 +9,10 @@
 
 namespace trainer {
 
-struct SigmoidXentParams {};
+// label_smoothing: the target of label z is z·(1-ls) + 0.5·ls (sigmoid_xent_math.h).
+struct SigmoidXentParams {
+  float label_smoothing = 0.0f;
+};
 
 class SigmoidXentKernel {
  public:
@@ -21,8 +24,9 @@ class SigmoidXentKernel {
 
   // Binary cross-entropy of sigmoid(logits) (f32 [N, 1] or [N]) against labels (i32 0 or 1, [N])
   // as LossStats: loss_sum over samples (summed in a fixed order, so it is bit-reproducible),
-  // correct = samples with (logit > 0) == label, count = N. Writes dlogits = (sigmoid(logits) -
-  // label) * grad_scale when dlogits is defined (logits' shape). A label other than 0 or 1 throws
+  // correct = samples with (logit > 0) == label, count = N, against the label smoothed by the
+  // kernel's label_smoothing (the loss is the smoothed loss). Writes dlogits = (sigmoid(logits) -
+  // target) * grad_scale when dlogits is defined (logits' shape). A label other than 0 or 1 throws
   // std::out_of_range naming the sample.
   LossStats loss(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float grad_scale) {
     ck_.dtype("logits", logits, DType::F32);
@@ -44,7 +48,11 @@ class SigmoidXentKernel {
   }
 
  protected:
-  SigmoidXentKernel(const OpContext& c, const Params&) : ck_(kName, c.device()) {}
+  SigmoidXentKernel(const OpContext& c, const Params& p) : label_smoothing_(p.label_smoothing), ck_(kName, c.device()) {
+    if (!(p.label_smoothing >= 0.0f && p.label_smoothing <= 1.0f))
+      ck_.fail("label_smoothing must be in [0, 1], got ", p.label_smoothing);
+  }
+  const float label_smoothing_;
   // Called with checked arguments only: N samples.
   virtual LossStats loss_impl(int64_t N, const Tensor& logits, const Tensor& labels, Tensor& dlogits,
                               float grad_scale) = 0;

@@ -27,7 +27,11 @@ inline void add_to(LossSums& sums, const LossStats& s) {
   sums.count += s.count;
 }
 
-struct SoftmaxParams {};
+// label_smoothing: cross_entropy's targets are t·(1-ls) + ls/C (softmax_math.h); forward and
+// backward ignore it.
+struct SoftmaxParams {
+  float label_smoothing = 0.0f;
+};
 
 class SoftmaxKernel {
  public:
@@ -53,8 +57,8 @@ class SoftmaxKernel {
     backward_impl(rows, C, y, dy, dx);
   }
   // Cross-entropy of softmax(logits) [N,C] (f32) against labels: i32 class indices [N] or f32
-  // probabilities (one-hot) [N,C]. Writes dlogits = (softmax - target) * grad_scale when
-  // dlogits is defined (grad_scale is 1/global batch for a mean loss). A class index outside
+  // probabilities (one-hot) [N,C], each target smoothed by the kernel's label_smoothing (the loss
+  // is the smoothed loss). Writes dlogits = (softmax - target) * grad_scale when dlogits is defined (grad_scale is 1/global batch for a mean loss). A class index outside
   // [0, C) throws std::out_of_range naming the sample.
   LossStats cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float grad_scale) {
     const auto [N, C, sparse] = check_xent(logits, labels, dlogits);
@@ -70,7 +74,11 @@ class SoftmaxKernel {
   }
 
  protected:
-  SoftmaxKernel(const OpContext& c, const Params&) : dev_(c.device()) {}
+  SoftmaxKernel(const OpContext& c, const Params& p) : label_smoothing_(p.label_smoothing), dev_(c.device()) {
+    if (!(p.label_smoothing >= 0.0f && p.label_smoothing <= 1.0f))
+      shape_checks::Checks(kName, dev_).fail("label_smoothing must be in [0, 1], got ", p.label_smoothing);
+  }
+  const float label_smoothing_;
   // Called with checked arguments only: x (y) seen as [rows, C] (rows = 0 when C == 0); logits
   // [N, C] with C >= 1, labels i32 [N] when sparse, else f32 [N, C].
   virtual void forward_impl(int64_t rows, int64_t C, const Tensor& x, Tensor& y) = 0;

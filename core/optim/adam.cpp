@@ -1,4 +1,4 @@
-// Adam and AdamW (decoupled weight decay), with bias correction (Keras/PyTorch defaults).
+// Adam and AdamW with bias correction: Keras 3's epsilon hat and decoupled decay, or PyTorch's (optimizer.convention).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -15,10 +15,13 @@ class Adam final : public Optimizer {
     s.beta1 = r.get_float("beta1", 0.9, 0.0, 0.999999);
     s.beta2 = r.get_float("beta2", 0.999, 0.0, 0.9999999);
     s.epsilon = r.get_float("epsilon", 1e-7, 0.0, 1.0);  // Keras' default
-    s.weight_decay = r.get_float("weight_decay", decoupled ? 0.01 : 0.0, 0.0, 1.0);
+    // AdamW's default: Keras 0.004, PyTorch 0.01.
+    const double wd = decoupled ? (s.convention == OptimConvention::Keras ? 0.004 : 0.01) : 0.0;
+    s.weight_decay = r.get_float("weight_decay", wd, 0.0, 1.0);
   }
-  Adam(const OptimizerSpec& s, bool decoupled)
-      : decoupled_(decoupled), b1_(float(s.beta1)), b2_(float(s.beta2)), eps_(float(s.epsilon)), wd_(float(s.weight_decay)) {
+  // Keras's weight decay is decoupled on Adam too (Adam(weight_decay=...) is AdamW).
+  Adam(const OptimizerSpec& s, bool adamw)
+      : adamw_(adamw), decoupled_(adamw || s.convention == OptimConvention::Keras), convention_(s.convention), b1_(float(s.beta1)), b2_(float(s.beta2)), eps_(float(s.epsilon)), wd_(float(s.weight_decay)) {
     lr_ = s.lr;
   }
   void allocate_state(OpContext& ctx, int64_t n) override {
@@ -29,11 +32,11 @@ class Adam final : public Optimizer {
     float bias1 = float(1.0 - std::pow(double(b1_), double(steps_)));
     float bias2 = float(1.0 - std::pow(double(b2_), double(steps_)));
     Tensor w = range(weights_, b, e), m = range(m_, b, e), v = range(v_, b, e);
-    k_->adam(w, range(grads_, b, e), m, v, AdamStep{lr, b1_, b2_, eps_, wd_, scale, decoupled_, bias1, bias2});
+    k_->adam(w, range(grads_, b, e), m, v, AdamStep{lr, b1_, b2_, eps_, wd_, scale, decoupled_, bias1, bias2, convention_});
   }
   void update_from(int64_t b, int64_t e, const StepScalars* step) override {
     Tensor w = range(weights_, b, e), m = range(m_, b, e), v = range(v_, b, e);
-    k_->adam(w, range(grads_, b, e), m, v, AdamStep{0.0f, b1_, b2_, eps_, wd_, 0.0f, decoupled_, 1.0f, 1.0f, step});
+    k_->adam(w, range(grads_, b, e), m, v, AdamStep{0.0f, b1_, b2_, eps_, wd_, 0.0f, decoupled_, 1.0f, 1.0f, convention_, step});
   }
   void step_scalars(StepScalars& s, float lr, float grad_scale) const override {
     Optimizer::step_scalars(s, lr, grad_scale);
@@ -42,12 +45,14 @@ class Adam final : public Optimizer {
   }
   std::vector<std::pair<std::string, Tensor*>> state() override { return {{"m", &m_}, {"v", &v_}}; }
   std::string describe() const override {
-    return fmt::format("{}(lr={:g}, beta1={:g}, beta2={:g}, epsilon={:g}, weight_decay={:g})", decoupled_ ? "AdamW" : "Adam",
-                       lr_, b1_, b2_, eps_, wd_);
+    return fmt::format("{}(lr={:g}, beta1={:g}, beta2={:g}, epsilon={:g}, weight_decay={:g}{}, convention={})",
+                       adamw_ ? "AdamW" : "Adam", lr_, b1_, b2_, eps_, wd_, wd_ == 0 ? "" : decoupled_ ? " decoupled" : " L2",
+                       convention_name(convention_));
   }
 
  private:
-  bool decoupled_;
+  bool adamw_, decoupled_;
+  OptimConvention convention_;
   float b1_, b2_, eps_, wd_;
   Tensor m_, v_;
 };

@@ -32,6 +32,8 @@ OptimizerSpec read_optimizer(const cfg::Node& section) {
   s.node = section;
   s.type = r.get_choice("type", optimizer_types(), "sgd");
   s.lr_scaling = r.get_choice("lr_scaling", {"none", "linear"}, "none");
+  s.convention = r.get_choice("convention", {"keras", "pytorch"}, "keras") == "keras" ? OptimConvention::Keras
+                                                                                 : OptimConvention::PyTorch;
   optimizers().at(s.type).read(r, s);
   r.finish();
   return s;

@@ -59,10 +59,13 @@ class Optimizer {
 // reading the keys it has (the others keep their defaults and are refused in the config).
 struct OptimizerSpec {
   std::string type = "sgd";         // sgd | adam | adamw | rmsprop (registered types)
+  // keras (default): Keras 3's definitions; pytorch: torch.optim's (optim_update.h, optim_math.h).
+  OptimConvention convention = OptimConvention::Keras;
   double lr = 0.01;                 // the type's default when absent (sgd 0.01, the others 1e-3)
   double momentum = 0;              // sgd, rmsprop
   bool nesterov = false;            // sgd
-  double weight_decay = 0;          // sgd, adam, rmsprop: L2 added to the gradient; adamw: decoupled (default 0.01)
+  double weight_decay = 0;          // keras: decoupled on every type (adamw default 0.004); pytorch: sgd, adam,
+                                    // rmsprop L2 added to the gradient, adamw decoupled (default 0.01)
   double beta1 = 0.9, beta2 = 0.999;  // adam, adamw
   double epsilon = 1e-7;            // adam, adamw, rmsprop (Keras' default)
   double rho = 0.9;                 // rmsprop
@@ -78,8 +81,9 @@ struct OptimizerType {
 };
 void register_optimizer(const std::string& type, OptimizerType t);
 std::vector<std::string> optimizer_types();
-// `optimizer:` {type: sgd|adam|adamw|rmsprop, lr, ...} (absent: sgd); unknown keys and bad values
-// are config errors at their line.
+// `optimizer:` {type: sgd|adam|adamw|rmsprop, convention: keras|pytorch, lr, ...} (absent: sgd,
+// keras); the convention is read before the type's keys (their defaults may depend on it); unknown
+// keys and bad values are config errors at their line.
 OptimizerSpec read_optimizer(const cfg::Node& section);
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec);
 

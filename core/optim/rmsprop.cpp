@@ -1,4 +1,4 @@
-// RMSprop (Keras semantics: rho 0.9, epsilon 1e-7, optional momentum and centering).
+// RMSprop (rho 0.9, epsilon 1e-7, optional momentum and centering): Keras 3's epsilon inside the root and decoupled decay, or PyTorch's (optimizer.convention).
 #include <fmt/format.h>
 
 #include "core/optim/optimizer.h"
@@ -18,7 +18,7 @@ class Rmsprop final : public Optimizer {
   }
   explicit Rmsprop(const OptimizerSpec& s)
       : rho_(float(s.rho)), momentum_(float(s.momentum)), eps_(float(s.epsilon)), wd_(float(s.weight_decay)),
-        centered_(s.centered) {
+        centered_(s.centered), convention_(s.convention) {
     lr_ = s.lr;
   }
   void allocate_state(OpContext& ctx, int64_t n) override {
@@ -28,23 +28,24 @@ class Rmsprop final : public Optimizer {
   }
   void update(int64_t b, int64_t e, float lr, float scale) override {
     Tensor w = range(weights_, b, e), ms = range(ms_, b, e), mom = range(mom_, b, e), mg = range(mg_, b, e);
-    k_->rmsprop(w, range(grads_, b, e), ms, mom, mg, RmspropStep{lr, rho_, momentum_, eps_, wd_, scale, centered_});
+    k_->rmsprop(w, range(grads_, b, e), ms, mom, mg, RmspropStep{lr, rho_, momentum_, eps_, wd_, scale, centered_, convention_});
   }
   void update_from(int64_t b, int64_t e, const StepScalars* step) override {
     Tensor w = range(weights_, b, e), ms = range(ms_, b, e), mom = range(mom_, b, e), mg = range(mg_, b, e);
-    k_->rmsprop(w, range(grads_, b, e), ms, mom, mg, RmspropStep{0.0f, rho_, momentum_, eps_, wd_, 0.0f, centered_, step});
+    k_->rmsprop(w, range(grads_, b, e), ms, mom, mg, RmspropStep{0.0f, rho_, momentum_, eps_, wd_, 0.0f, centered_, convention_, step});
   }
   std::vector<std::pair<std::string, Tensor*>> state() override {
     return {{"mean_square", &ms_}, {"momentum", &mom_}, {"mean_grad", &mg_}};
   }
   std::string describe() const override {
-    return fmt::format("RMSprop(lr={:g}, rho={:g}, momentum={:g}, epsilon={:g}{})", lr_, rho_, momentum_, eps_,
-                       centered_ ? ", centered" : "");
+    return fmt::format("RMSprop(lr={:g}, rho={:g}, momentum={:g}, epsilon={:g}{}, weight_decay={:g}, convention={})", lr_,
+                       rho_, momentum_, eps_, centered_ ? ", centered" : "", wd_, convention_name(convention_));
   }
 
  private:
   float rho_, momentum_, eps_, wd_;
   bool centered_;
+  OptimConvention convention_;
   Tensor ms_, mom_, mg_;
 };
 

@@ -1,4 +1,4 @@
-// SGD with momentum, Nesterov momentum and L2 weight decay (PyTorch/Keras semantics).
+// SGD with momentum, Nesterov momentum and weight decay: Keras 3's velocity and decoupled decay, or PyTorch's buffer and L2 (optimizer.convention).
 #include <fmt/format.h>
 
 #include "core/optim/optimizer.h"
@@ -15,26 +15,29 @@ class Sgd final : public Optimizer {
     s.weight_decay = r.get_float("weight_decay", 0.0, 0.0, 1.0);
     if (s.nesterov && s.momentum == 0) r.required("nesterov").fail("nesterov needs momentum > 0");
   }
-  explicit Sgd(const OptimizerSpec& s) : momentum_(float(s.momentum)), wd_(float(s.weight_decay)), nesterov_(s.nesterov) {
+  explicit Sgd(const OptimizerSpec& s)
+      : momentum_(float(s.momentum)), wd_(float(s.weight_decay)), nesterov_(s.nesterov), convention_(s.convention) {
     lr_ = s.lr;
   }
   void allocate_state(OpContext& ctx, int64_t n) override { velocity_ = ctx.zeros(Shape{n}); }
   void update(int64_t b, int64_t e, float lr, float scale) override {
     Tensor w = range(weights_, b, e), v = range(velocity_, b, e);
-    k_->sgd(w, range(grads_, b, e), v, SgdStep{lr, momentum_, wd_, scale, nesterov_});
+    k_->sgd(w, range(grads_, b, e), v, SgdStep{lr, momentum_, wd_, scale, nesterov_, convention_});
   }
   void update_from(int64_t b, int64_t e, const StepScalars* step) override {
     Tensor w = range(weights_, b, e), v = range(velocity_, b, e);
-    k_->sgd(w, range(grads_, b, e), v, SgdStep{0.0f, momentum_, wd_, 0.0f, nesterov_, step});
+    k_->sgd(w, range(grads_, b, e), v, SgdStep{0.0f, momentum_, wd_, 0.0f, nesterov_, convention_, step});
   }
   std::vector<std::pair<std::string, Tensor*>> state() override { return {{"momentum", &velocity_}}; }
   std::string describe() const override {
-    return fmt::format("SGD(lr={:g}, momentum={:g}{}, weight_decay={:g})", lr_, momentum_, nesterov_ ? ", nesterov" : "", wd_);
+    return fmt::format("SGD(lr={:g}, momentum={:g}{}, weight_decay={:g}, convention={})", lr_, momentum_,
+                       nesterov_ ? ", nesterov" : "", wd_, convention_name(convention_));
   }
 
  private:
   float momentum_, wd_;
   bool nesterov_;
+  OptimConvention convention_;
   Tensor velocity_;
 };
 

@@ -33,6 +33,7 @@ TraineeSpec trainee_spec(const RunSpec& e) {
   t.graph = std::make_shared<const Graph>(e.model);
   t.optimizer = e.optimizer;
   t.loss = e.train.loss;
+  t.label_smoothing = float(e.train.label_smoothing);
   t.context.precision = e.precision;
   t.context.tf32 = e.devices.tf32;
   t.context.workspace_mb = e.devices.workspace_mb;
@@ -169,9 +170,11 @@ std::vector<std::string> RunPlan::banner(const RunSpec& e) const {
   lines.push_back(mem);
   auto opt = make_optimizer(e.optimizer);
   auto schedule = make_schedule(e.schedule, e.train.epochs);
+  const std::string smoothing =
+      e.train.label_smoothing != 0 ? fmt::format(" with label_smoothing {:g}", e.train.label_smoothing) : std::string();
   lines.push_back(fmt::format("Optimizer {}, effective lr {:g}{}, schedule {}, loss {}{}", opt->describe(), base_lr,
                               lr_factor != 1 ? fmt::format(" (linear scaling x{:g})", lr_factor) : "", schedule->describe(),
-                              e.train.loss,
+                              e.train.loss + smoothing,
                               fused_loss ? fmt::format(" (fused with the output {})", fused_output) : std::string(" (output taken as logits)")) +
                   (e.train.loss_scale.enabled() ? ", loss scale " + e.train.loss_scale.describe() : std::string()));
   for (const std::string& c : Callbacks(e.callbacks).describe()) lines.push_back("Callback " + c);

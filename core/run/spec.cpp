@@ -29,6 +29,7 @@ TrainSpec read_train(cfg::MapReader r) {
   t.shuffle = r.get<bool>("shuffle", true);
   t.steps_per_epoch = r.get_int("steps_per_epoch", 0, 0, INT64_MAX);
   t.loss = r.get_choice("loss", loss_names(), "sparse_categorical_crossentropy");
+  t.label_smoothing = r.get_float("label_smoothing", 0.0, 0.0, 1.0);
   // auto (0): sized for the reduction path (plan_buckets, core/runtime/data_parallel/grad_buckets.h).
   cfg::Node bucket = r.optional("bucket_mb");
   if (bucket.is_scalar() && bucket.scalar() == "auto") r.allow({"bucket_mb"});

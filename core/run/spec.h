@@ -30,6 +30,7 @@ struct TrainSpec {
   bool shuffle = true;
   int64_t steps_per_epoch = 0;   // 0: the whole training set
   std::string loss = "sparse_categorical_crossentropy";
+  double label_smoothing = 0;    // Keras's label_smoothing on the loss: targets y·(1-ls) + ls/K (binary: + ls/2)
   double bucket_mb = 0;          // data parallelism: gradient all-reduce bucket size (0: auto)
   bool sync_bn = false;          // data parallelism: batch-norm statistics over the global batch
   LossScaleOptions loss_scale;   // `loss_scale:` (default: dynamic for fp16, none otherwise)

@@ -23,6 +23,7 @@ struct TraineeSpec {
   std::shared_ptr<const Graph> graph;  // `model` instantiated once, shared by every replica (data parallel)
   OptimizerSpec optimizer;
   std::string loss = "sparse_categorical_crossentropy";
+  float label_smoothing = 0;    // train.label_smoothing: the loss's targets smoothed (make_loss)
   ContextOptions context;       // precision, TF32 and workspace; threads are each replica's or stage's own
   uint64_t seed = 42;
   LossScaleOptions loss_scale;

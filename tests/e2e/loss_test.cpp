@@ -1,7 +1,10 @@
-// train.loss: binary_crossentropy with a one-unit sigmoid output fits a small two-class training
-// set (circles vs squares: too hard for this tiny net to generalise in seconds, so the test asks for
-// fitting, which needs the loss's gradient right), and eval scores it as a binary classifier.
+// train.loss and train.label_smoothing end to end: binary_crossentropy over a sigmoid fits a small set; the smoothed loss is the one reported.
+// binary_crossentropy with a one-unit sigmoid output fits a small two-class training set (circles
+// vs squares: too hard for this tiny net to generalise in seconds, so the test asks for fitting,
+// which needs the loss's gradient right), and eval scores it as a binary classifier.
 #include <catch2/catch.hpp>
+
+#include <cmath>
 
 #include "cli.h"
 
@@ -43,4 +46,41 @@ optimizer: {type: adam, lr: 0.01}
   auto bad = e2e::trainer("run c.yaml --set model.layers.6.units=3", dir);
   CHECK(bad.code == 2);
   CHECK_THAT(bad.err, Catch::Contains("binary_crossentropy needs one output unit (shape 1), got 3"));
+}
+
+// train.label_smoothing: the reported loss is the smoothed loss. With ls = 1 every target is 1/K,
+// and -Σ_j log(p_j)/K >= log K for any probabilities p (the arithmetic-geometric mean inequality):
+// the unsmoothed loss could go below it, the smoothed one cannot. Values outside [0, 1] are refused.
+TEST_CASE("e2e loss: label_smoothing smooths the targets and the reported loss, and is named in the plan") {
+  std::string dir = e2e::temp_dir("smooth");
+  e2e::write_file(dir + "/c.yaml", R"(name: smooth
+seed: 5
+model:
+  input: [8, 8, 3]
+  layers:
+    - {name: flat, type: flatten}
+    - {name: dense, type: dense, units: 4}
+    - {name: out, type: softmax}
+data:
+  train: {type: synthetic, size: 64, image_size: 8, classes: 4, seed: 1}
+  augment: {mean: per_channel}
+train: {epochs: 10, batch_size: 16, label_smoothing: 1.0}
+optimizer: {type: adam, lr: 0.01}
+)");
+  auto r = e2e::trainer("run c.yaml --run-dir r", dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("loss sparse_categorical_crossentropy with label_smoothing 1"));
+  CHECK_THAT(r.out, Catch::Contains("convention=keras"));
+  const auto m = e2e::last_metrics(dir + "/r");
+  WARN("label_smoothing 1: training loss " << m.at("loss") << ", log 4 = " << std::log(4.0));
+  CHECK(m.at("loss") >= std::log(4.0) - 1e-6);
+  auto plain = e2e::trainer("run c.yaml --run-dir p --set train.label_smoothing=0", dir);
+  REQUIRE(plain.code == 0);
+  const double plain_loss = e2e::last_metrics(dir + "/p").at("loss");
+  WARN("label_smoothing 0: training loss " << plain_loss);
+  CHECK(plain_loss < std::log(4.0));  // the unsmoothed loss does go below
+  auto bad = e2e::trainer("run c.yaml --set train.label_smoothing=1.5", dir);
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("label_smoothing"));
 }

@@ -29,9 +29,10 @@ class CpuSigmoidXent final : public SigmoidXentKernel {
     std::vector<uint8_t> hits(static_cast<size_t>(N));
 #pragma omp parallel for schedule(static) if (N > cpu::kParallelGrain / 8)
     for (int64_t i = 0; i < N; ++i) {
-      losses[size_t(i)] = sigmoid_xent::loss(x[i], z[i]);
+      const float t = sigmoid_xent::smooth(z[i], label_smoothing_);
+      losses[size_t(i)] = sigmoid_xent::loss(x[i], t);
       hits[size_t(i)] = sigmoid_xent::hit(x[i], z[i]);
-      if (d) d[i] = sigmoid_xent::grad(x[i], z[i], grad_scale);
+      if (d) d[i] = sigmoid_xent::grad(x[i], t, grad_scale);
     }
     LossStats s{0.0, 0, N};
     for (int64_t i = 0; i < N; ++i) {

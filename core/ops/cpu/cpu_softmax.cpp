@@ -79,6 +79,7 @@ class CpuSoftmax final : public SoftmaxKernel {
               fmt::format("cross_entropy: label {} (sample {}) is outside the {} classes [0, {})", lp[i], i, C, C));
     }
     const bool grad = dlogits.defined();
+    const float ls = label_smoothing_;
     const float* xp = logits.f32();
     float* dp = grad ? dlogits.f32() : nullptr;
     // Per-sample results are summed afterwards in sample order, so the loss does not depend on the
@@ -93,22 +94,26 @@ class CpuSoftmax final : public SoftmaxKernel {
       int64_t pred = argmax(a, C);
       if (sparse) {
         int64_t lab = labels.i32()[i];
-        losses[i] = softmax_math::sparse_loss(lse, a[lab], mx);
+        double shift_sum = 0;
+        if (ls != 0.0f)
+          for (int64_t j = 0; j < C; ++j) shift_sum += softmax_math::shift_term(a[j], mx);
+        losses[i] = softmax_math::smoothed_sparse_loss(softmax_math::sparse_loss(lse, a[lab], mx), lse, shift_sum, ls, C);
         hits[i] = pred == lab;
         if (grad) {
           float* d = dp + i * C;
           for (int64_t j = 0; j < C; ++j)
-            d[j] = softmax_math::xent_grad(a[j], mx, lse, j == lab ? 1.0f : 0.0f, grad_scale);
+            d[j] = softmax_math::xent_grad(a[j], mx, lse, softmax_math::smooth(j == lab ? 1.0f : 0.0f, ls, C), grad_scale);
         }
       } else {
         const float* t = labels.f32() + i * C;
         double l = 0;
-        for (int64_t j = 0; j < C; ++j) softmax_math::dense_loss_add(l, t[j], a[j], mx, lse);
+        for (int64_t j = 0; j < C; ++j) softmax_math::dense_loss_add(l, softmax_math::smooth(t[j], ls, C), a[j], mx, lse);
         losses[i] = l;
         hits[i] = pred == argmax(t, C);
         if (grad) {
           float* d = dp + i * C;
-          for (int64_t j = 0; j < C; ++j) d[j] = softmax_math::xent_grad(a[j], mx, lse, t[j], grad_scale);
+          for (int64_t j = 0; j < C; ++j)
+            d[j] = softmax_math::xent_grad(a[j], mx, lse, softmax_math::smooth(t[j], ls, C), grad_scale);
         }
       }
     }

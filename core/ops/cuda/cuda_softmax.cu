@@ -61,7 +61,8 @@ __global__ void softmax_bwd_kernel(const float* y, const float* dy, float* dx, i
 // `step` (device memory, may be null): grad_scale is step->loss_scale instead, read here.
 template <bool kSparse>
 __global__ void xent_rows_kernel(const float* x, const int32_t* lab, const float* t, float* d, float grad_scale0,
-                                 const StepScalars* step, int64_t N, int64_t C, double* losses, int32_t* status) {
+                                 const StepScalars* step, float ls, int64_t N, int64_t C, double* losses,
+                                 int32_t* status) {
   const float grad_scale = step ? step->loss_scale : grad_scale0;
   for (int64_t i = blockIdx.x; i < N; i += gridDim.x) {
     const float* a = x + i * C;
@@ -91,12 +92,18 @@ __global__ void xent_rows_kernel(const float* x, const int32_t* lab, const float
     double loss;
     bool hit;
     if constexpr (kSparse) {
-      loss = softmax_math::sparse_loss(lse, a[label], mx);
+      double shift_sum = 0.0;
+      if (ls != 0.0f) {  // uniform across the block
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) shift_sum += softmax_math::shift_term(a[j], mx);
+        shift_sum = block_sum(shift_sum);
+      }
+      loss = softmax_math::smoothed_sparse_loss(softmax_math::sparse_loss(lse, a[label], mx), lse, shift_sum, ls, C);
       hit = pred == label;
     } else {
       const float* tr = t + i * C;
       double l = 0.0;
-      for (int64_t j = threadIdx.x; j < C; j += blockDim.x) softmax_math::dense_loss_add(l, tr[j], a[j], mx, lse);
+      for (int64_t j = threadIdx.x; j < C; j += blockDim.x)
+        softmax_math::dense_loss_add(l, softmax_math::smooth(tr[j], ls, C), a[j], mx, lse);
       loss = block_sum(l);
       hit = pred == cuda::row_argmax(tr, C);
     }
@@ -109,7 +116,7 @@ __global__ void xent_rows_kernel(const float* x, const int32_t* lab, const float
         float target;
         if constexpr (kSparse) target = j == label ? 1.0f : 0.0f;
         else target = t[i * C + j];
-        dr[j] = softmax_math::xent_grad(a[j], mx, lse, target, grad_scale);
+        dr[j] = softmax_math::xent_grad(a[j], mx, lse, softmax_math::smooth(target, ls, C), grad_scale);
       }
     }
   }
@@ -161,10 +168,11 @@ class CudaSoftmax final : public SoftmaxKernel {
     float* dp = dlogits.defined() ? dlogits.f32() : nullptr;
     if (sparse)
       TRAINER_LAUNCH(xent_rows_kernel<true>, row_grid(N), cuda::row_block(C), c_.stream(), logits.f32(), labels.i32(),
-                     static_cast<const float*>(nullptr), dp, grad_scale, step, N, C, losses, status);
+                     static_cast<const float*>(nullptr), dp, grad_scale, step, label_smoothing_, N, C, losses, status);
     else
       TRAINER_LAUNCH(xent_rows_kernel<false>, row_grid(N), cuda::row_block(C), c_.stream(), logits.f32(),
-                     static_cast<const int32_t*>(nullptr), labels.f32(), dp, grad_scale, step, N, C, losses, status);
+                     static_cast<const int32_t*>(nullptr), labels.f32(), dp, grad_scale, step, label_smoothing_, N, C,
+                     losses, status);
   }
 
   // A recorded step's: no copy to the host, the statistics added to `sums` on the device.

@@ -12,6 +12,9 @@
 //   loss = lse - (x_label - mx) (index label), or -Σ_{t_j != 0} t_j·((x_j - mx) - lse) (probabilities);
 //   dlogits_j = (exp(x_j - mx - lse) - target_j)·scale; hit: argmax(x) == label (resp. argmax(t)),
 //   the argmax being the first index of the maximum.
+// Label smoothing ls (Keras's label_smoothing, PyTorch's CrossEntropyLoss(label_smoothing)): the
+//   target of class j is t_j·(1-ls) + ls/C (t one-hot for an index label), in the loss and in the
+//   gradient; an index label's loss is then (1-ls)·(lse - (x_label - mx)) + ls·(lse - Σ_j(x_j - mx)/C).
 // The row reductions' order is each backend's (the CPU's sequential loop; the GPU's fixed block
 // tree, cuda_util.cuh); the per-element and per-row arithmetic is here.
 
@@ -37,7 +40,18 @@ TRAINER_HD_INLINE void dense_loss_add(double& l, float t, float x, float mx, flo
   if (t != 0.0f) l -= double(t) * (double(x - mx) - double(lse));
 }
 
-// dlogits_j for target t (1 or 0 for an index label).
+// Label smoothing's target: t·(1-ls) + ls/C (t itself when ls is 0).
+TRAINER_HD_INLINE float smooth(float t, float ls, int64_t C) { return ls == 0.0f ? t : t * (1.0f - ls) + ls / float(C); }
+
+// A term of an index label's smoothed loss: Σ_j double(x_j - mx) is summed from these.
+TRAINER_HD_INLINE double shift_term(float x, float mx) { return double(x - mx); }
+// An index label's smoothed loss from its unsmoothed one and shift_sum = Σ_j (x_j - mx).
+TRAINER_HD_INLINE double smoothed_sparse_loss(double sparse, float lse, double shift_sum, float ls, int64_t C) {
+  if (ls == 0.0f) return sparse;
+  return (1.0 - double(ls)) * sparse + double(ls) * (double(lse) - shift_sum / double(C));
+}
+
+// dlogits_j for target t (1 or 0 for an index label; smooth()'s value under label smoothing).
 TRAINER_HD_INLINE float xent_grad(float x, float mx, float lse, float t, float scale) {
   return (expf(x - mx - lse) - t) * scale;
 }

@@ -12,7 +12,7 @@ Replica::Replica(const TraineeSpec& t, Device device, int threads) {
   exec_ = std::make_unique<Executor>(t.graph ? t.graph : std::make_shared<const Graph>(t.model), *ctx_, t.seed);
   optimizer_ = make_optimizer(t.optimizer);
   optimizer_->bind(*ctx_, exec_->params().trainable_weights(), exec_->params().trainable_grads());
-  loss_ = make_loss(t.loss, *ctx_);
+  loss_ = make_loss(t.loss, *ctx_, t.label_smoothing);
   // Keras' softmax (sigmoid) + crossentropy: the loss is computed from the activation's input
   // (logits), which is exact and stable; otherwise the output is taken as logits (from_logits=True).
   LossHead h = loss_head(exec_->graph(), *loss_);

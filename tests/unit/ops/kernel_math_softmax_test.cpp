@@ -1,4 +1,4 @@
-// Kernel math: softmax_math.h (row maximum, shifted exponentials, log-sum-exp, losses, gradients, the argmax rule) and sigmoid_xent.h against the float64 references.
+// Kernel math: softmax_math.h (row maximum, shifted exponentials, log-sum-exp, losses, gradients, label smoothing, the argmax rule) and sigmoid_xent.h against the float64 references.
 #include "core/ops/math/softmax_math.h"
 
 #include <algorithm>
@@ -187,5 +187,80 @@ TEST_CASE("kernel math: sigmoid cross-entropy per sample matches float64") {
     CHECK(hits == want.correct);
     if (n > 1) check_tight("dlogits", d, want.dlogits, 4 * kU, wrong);
     else check_within("dlogits", d, want.dlogits, 4 * kU);  // the one logit is 0: its sign does not matter
+  }
+}
+
+// Label smoothing (softmax_math.h's smooth and smoothed_sparse_loss, sigmoid_xent.h's smooth)
+// against float64 cross-entropies of the smoothed targets; the unsmoothed formulas are the wrong ones.
+TEST_CASE("kernel math: label-smoothed cross-entropies (index, probability, binary) match float64") {
+  std::mt19937_64 rng(465);
+  for (float ls : {0.1f, 0.3f, 1.0f})
+    for (int64_t C : {2, 17, 1000})
+      for (bool sparse : {true, false}) {
+        const int64_t N = 9;
+        INFO("label_smoothing " << ls << ", " << C << " classes, " << (sparse ? "index" : "probability") << " labels");
+        std::vector<float> x = to_floats(random_floats(size_t(N * C), rng, -8, 8)), t(size_t(N * C), 0.0f);
+        std::vector<int64_t> lab(static_cast<size_t>(N));
+        for (int64_t i = 0; i < N; ++i) {
+          lab[i] = uniform_int(rng, 0, C - 1);
+          if (sparse) {
+            t[i * C + lab[i]] = 1.0f;
+          } else {
+            const ref::Vec p = random_floats(size_t(C), rng, 0, 1);
+            const double s = std::accumulate(p.begin(), p.end(), 0.0);
+            for (int64_t j = 0; j < C; ++j) t[i * C + j] = float(p[j] / s);
+          }
+        }
+        double loss = 0, wrong_loss = 0, bound = 0;
+        ref::Vec d, wrong_d, smoothed(t.size());
+        for (int64_t i = 0; i < N; ++i) {
+          const float* a = &x[i * C];
+          const float* tr = &t[i * C];
+          const Row s = row_stats(a, C);
+          double l = 0, l0 = 0, shift = 0;
+          if (sparse) {
+            for (int64_t j = 0; j < C; ++j) shift += sm::shift_term(a[j], s.mx);
+            l0 = sm::sparse_loss(s.lse, a[lab[i]], s.mx);
+            l = sm::smoothed_sparse_loss(l0, s.lse, shift, ls, C);
+          } else {
+            for (int64_t j = 0; j < C; ++j) sm::dense_loss_add(l, sm::smooth(tr[j], ls, C), a[j], s.mx, s.lse);
+            for (int64_t j = 0; j < C; ++j) sm::dense_loss_add(l0, tr[j], a[j], s.mx, s.lse);
+          }
+          loss += l, wrong_loss += l0;
+          double spread = 0;
+          for (int64_t j = 0; j < C; ++j) spread = std::max(spread, double(s.mx - a[j]));
+          bound += 4 * kU * (std::fabs(s.lse) + spread + 1);
+          for (int64_t j = 0; j < C; ++j) {
+            smoothed[size_t(i * C + j)] = double(tr[j]) * (1 - double(ls)) + double(ls) / double(C);
+            d.push_back(sm::xent_grad(a[j], s.mx, s.lse, sm::smooth(tr[j], ls, C), 0.5f));
+            wrong_d.push_back(sm::xent_grad(a[j], s.mx, s.lse, tr[j], 0.5f));
+          }
+        }
+        const ref::Xent want = ref::cross_entropy(to_doubles(x), smoothed, N, C, 0.5);
+        INFO("loss " << loss << " vs " << want.loss_sum << ", bound " << bound << ", unsmoothed " << wrong_loss);
+        CHECK(std::fabs(loss - want.loss_sum) <= bound);
+        CHECK(std::fabs(wrong_loss - want.loss_sum) > bound);
+        check_tight("dlogits", d, want.dlogits, 8 * kU * (16 + std::log(double(C)) + 1), wrong_d);
+      }
+  // Binary: target z(1-ls) + ls/2.
+  for (float ls : {0.1f, 1.0f}) {
+    const size_t n = 501;
+    std::vector<float> x = to_floats(random_floats(n, rng, -30, 30));
+    std::vector<int> z(n);
+    for (auto& v : z) v = int(uniform_int(rng, 0, 1));
+    double loss = 0, wrong_loss = 0, bound = 0;
+    ref::Vec d, wrong;
+    for (size_t i = 0; i < n; ++i) {
+      bound += 2 * kU * (std::fabs(x[i]) + 1);  // the target rounded to float, times the logit
+      loss += sigmoid_xent::loss(x[i], sigmoid_xent::smooth(z[i], ls));
+      wrong_loss += sigmoid_xent::loss(x[i], float(z[i]));
+      d.push_back(sigmoid_xent::grad(x[i], sigmoid_xent::smooth(z[i], ls), 0.5f));
+      wrong.push_back(sigmoid_xent::grad(x[i], float(z[i]), 0.5f));
+    }
+    const ref::Bce want = ref::sigmoid_xent(to_doubles(x), z, 0.5, ls);
+    INFO("label_smoothing " << ls << ": loss " << loss << " vs " << want.loss_sum);
+    CHECK(std::fabs(loss - want.loss_sum) <= bound);
+    CHECK(std::fabs(wrong_loss - want.loss_sum) > bound);
+    check_tight("dlogits", d, want.dlogits, 4 * kU, wrong);
   }
 }

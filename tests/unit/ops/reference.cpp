@@ -304,8 +304,17 @@ Xent cross_entropy(const Vec& logits, const Vec& targets, int64_t rows, int64_t 
   return o;
 }
 
-void sgd_step(Vec& w, const Vec& g, Vec& v, double lr, double momentum, double wd, double scale, bool nesterov) {
+// keras: Keras 3's definitions (decoupled weight decay first, w -= lr*wd*w); else PyTorch's.
+void sgd_step(Vec& w, const Vec& g, Vec& v, double lr, double momentum, double wd, double scale, bool nesterov,
+              bool keras) {
   for (size_t i = 0; i < w.size(); ++i) {
+    if (keras) {
+      const double gi = g[i] * scale;
+      w[i] -= lr * wd * w[i];
+      v[i] = momentum * v[i] - lr * gi;
+      w[i] += nesterov ? momentum * v[i] - lr * gi : v[i];
+      continue;
+    }
     double gi = g[i] * scale + wd * w[i];
     v[i] = momentum * v[i] + gi;
     w[i] -= lr * (nesterov ? gi + momentum * v[i] : v[i]);
@@ -313,34 +322,38 @@ void sgd_step(Vec& w, const Vec& g, Vec& v, double lr, double momentum, double w
 }
 
 void adam_step(Vec& w, const Vec& g, Vec& m, Vec& v, double lr, double b1, double b2, double eps, double wd,
-               double scale, bool decoupled, int t) {
+               double scale, bool decoupled, int t, bool keras) {
   double bias1 = 1 - std::pow(b1, t), bias2 = 1 - std::pow(b2, t);
   for (size_t i = 0; i < w.size(); ++i) {
     double gi = g[i] * scale + (decoupled ? 0.0 : wd * w[i]);
     m[i] = b1 * m[i] + (1 - b1) * gi;
     v[i] = b2 * v[i] + (1 - b2) * gi * gi;
-    double step = lr * (m[i] / bias1) / (std::sqrt(v[i] / bias2) + eps);
+    double step = keras ? lr * std::sqrt(bias2) / bias1 * m[i] / (std::sqrt(v[i]) + eps)
+                        : lr * (m[i] / bias1) / (std::sqrt(v[i] / bias2) + eps);
     if (decoupled) w[i] -= lr * wd * w[i];
     w[i] -= step;
   }
 }
 
 void rmsprop_step(Vec& w, const Vec& g, Vec& ms, Vec& mom, Vec& mg, double lr, double rho, double momentum, double eps,
-                  double wd, double scale, bool centered) {
+                  double wd, double scale, bool centered, bool keras) {
   for (size_t i = 0; i < w.size(); ++i) {
-    double gi = g[i] * scale + wd * w[i];
+    double gi = g[i] * scale + (keras ? 0.0 : wd * w[i]);
+    if (keras) w[i] -= lr * wd * w[i];
     ms[i] = rho * ms[i] + (1 - rho) * gi * gi;
     double var = ms[i];
     if (centered) {
       mg[i] = rho * mg[i] + (1 - rho) * gi;
       var -= mg[i] * mg[i];
     }
-    double step = lr * gi / (std::sqrt(var) + eps);
+    // keras: lr g / sqrt(var + eps), the rate inside the momentum; pytorch: g / (sqrt(var) + eps),
+    // the rate outside.
+    double q = keras ? gi / std::sqrt(var + eps) : gi / (std::sqrt(var) + eps);
     if (momentum != 0) {
-      mom[i] = momentum * mom[i] + step;
-      w[i] -= mom[i];
+      mom[i] = momentum * mom[i] + (keras ? lr * q : q);
+      w[i] -= keras ? mom[i] : lr * mom[i];
     } else {
-      w[i] -= step;
+      w[i] -= lr * q;
     }
   }
 }

@@ -60,12 +60,14 @@ struct Xent {
 // targets: [rows, C] probabilities (a one-hot row for an index label).
 Xent cross_entropy(const Vec& logits, const Vec& targets, int64_t rows, int64_t C, double grad_scale);
 
-// Optimizer steps on double state, following optim_update.h.
-void sgd_step(Vec& w, const Vec& g, Vec& v, double lr, double momentum, double wd, double scale, bool nesterov);
+// Optimizer steps on double state, following optim_update.h: Keras 3's definitions when `keras`,
+// else PyTorch's (under keras the weight decay is decoupled: sgd and rmsprop take it so).
+void sgd_step(Vec& w, const Vec& g, Vec& v, double lr, double momentum, double wd, double scale, bool nesterov,
+              bool keras);
 void adam_step(Vec& w, const Vec& g, Vec& m, Vec& v, double lr, double b1, double b2, double eps, double wd,
-               double scale, bool decoupled, int t);
+               double scale, bool decoupled, int t, bool keras);
 void rmsprop_step(Vec& w, const Vec& g, Vec& ms, Vec& mom, Vec& mg, double lr, double rho, double momentum, double eps,
-                  double wd, double scale, bool centered);
+                  double wd, double scale, bool centered, bool keras);
 
 // Depthwise conv2d on NHWC with Keras weights [kh, kw, ic, m] (ConvDims with oc = ic * m): output
 // channel c * m + j is input channel c convolved with filter j of that channel.

@@ -118,14 +118,15 @@ Vec embedding_backward(const Vec& ids, const Vec& dy, int64_t vocab, int64_t d) 
   return dw;
 }
 
-Bce sigmoid_xent(const Vec& logits, const std::vector<int>& labels, double grad_scale) {
+Bce sigmoid_xent(const Vec& logits, const std::vector<int>& labels, double grad_scale, double ls) {
   Bce out;
   out.dlogits.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) {
-    const double x = logits[i], z = labels[i];
-    out.loss_sum += z == 1 ? softplus(-x) : softplus(x);
+    const double x = logits[i], z = labels[i], t = z * (1 - ls) + 0.5 * ls;
+    if (ls == 0) out.loss_sum += z == 1 ? softplus(-x) : softplus(x);
+    else out.loss_sum += t * softplus(-x) + (1 - t) * softplus(x);
     out.correct += (x > 0) == (z == 1);
-    out.dlogits[i] = (sig(x) - z) * grad_scale;
+    out.dlogits[i] = (sig(x) - t) * grad_scale;
   }
   return out;
 }

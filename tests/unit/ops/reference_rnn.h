@@ -23,12 +23,13 @@ Vec embedding_backward(const Vec& ids, const Vec& dy, int64_t vocab, int64_t d);
 
 // Binary cross-entropy of sigmoid(logits) against 0/1 labels, per sample
 // log(1 + e^{-x}) for z = 1 and log(1 + e^{x}) for z = 0; correct: (x > 0) == z;
-// dlogits = (sigmoid(x) - z) · grad_scale.
+// dlogits = (sigmoid(x) - z) · grad_scale. With label smoothing ls the target is t = z(1-ls) + ls/2:
+// loss t·log(1 + e^{-x}) + (1-t)·log(1 + e^{x}), dlogits (sigmoid(x) - t) · grad_scale.
 struct Bce {
   double loss_sum = 0;
   int64_t correct = 0;
   Vec dlogits;
 };
-Bce sigmoid_xent(const Vec& logits, const std::vector<int>& labels, double grad_scale);
+Bce sigmoid_xent(const Vec& logits, const std::vector<int>& labels, double grad_scale, double ls = 0);
 
 }  // namespace trainer::ref

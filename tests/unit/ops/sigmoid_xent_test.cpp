@@ -1,4 +1,4 @@
-// sigmoid_xent tests: binary cross-entropy loss, accuracy and gradient against float64 on every backend; extreme logits; bad labels.
+// sigmoid_xent tests: binary cross-entropy loss, accuracy and gradient against float64 on every backend (with label smoothing too); extreme logits; bad labels.
 #include <cmath>
 
 #include "backends.h"
@@ -40,6 +40,29 @@ TEST_CASE("sigmoid_xent loss, accuracy and gradient match float64 reference") {
         be.check("dlogits", dx, want.dlogits);
       }
     }
+  }
+}
+
+TEST_CASE("sigmoid_xent with label smoothing matches float64 reference (targets z(1-ls) + ls/2)") {
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(92);
+    for (float ls : {0.1f, 0.4f, 1.0f}) {
+      INFO("label_smoothing " << ls);
+      auto k = make_kernel<SigmoidXentKernel>(be.ctx(), SigmoidXentParams{ls});
+      const int64_t n = 777;
+      Tensor hx = random_tensor({n, 1}, rng, -12.0, 12.0);
+      std::vector<int> z(static_cast<size_t>(n));
+      for (int& v : z) v = int(uniform_int(rng, 0, 1));
+      Tensor dx = be.nan({n, 1});
+      const LossStats got = k->loss(be.upload(hx), be.upload(labels_of(z)), dx, 0.5f);
+      const ref::Bce want = ref::sigmoid_xent(to_vec(hx), z, 0.5, ls), plain = ref::sigmoid_xent(to_vec(hx), z, 0.5);
+      CHECK(got.correct == want.correct);
+      INFO("loss " << got.loss_sum << ", reference " << want.loss_sum << ", unsmoothed " << plain.loss_sum);
+      CHECK(std::fabs(got.loss_sum - want.loss_sum) <= 1e-6 * std::max(1.0, want.loss_sum));
+      CHECK(std::fabs(plain.loss_sum - want.loss_sum) > 1e-3 * want.loss_sum);
+      be.check("dlogits", dx, want.dlogits);
+    }
+    CHECK_THROWS_AS(make_kernel<SigmoidXentKernel>(be.ctx(), SigmoidXentParams{-1.0f}), std::invalid_argument);
   }
 }
 

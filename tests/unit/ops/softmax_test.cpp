@@ -1,4 +1,4 @@
-// softmax tests: forward/backward and cross-entropy (index and one-hot/probability labels) against float64 references.
+// softmax tests: forward/backward and cross-entropy (index and one-hot/probability labels, label smoothing) against float64 references.
 #include "core/ops/softmax.h"
 
 #include "backends.h"
@@ -90,6 +90,52 @@ TEST_CASE("softmax cross_entropy with one-hot and probability labels matches flo
       check_close("loss_sum", ref::Vec{got.loss_sum}, ref::Vec{want.loss_sum}, be.tol);
       be.check("dlogits", dl, want.dlogits);
     }
+  }
+}
+
+TEST_CASE("softmax cross_entropy with label smoothing matches float64 reference (index and probability labels)") {
+  // Targets t·(1-ls) + ls/C in double; the loss is the smoothed loss, accuracy the labels' argmax.
+  const int64_t N = 40;
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(54);
+    for (float ls : {0.1f, 0.5f, 1.0f})
+      for (int64_t C : {1, 3, 10, 1000})
+        for (bool sparse : {true, false}) {
+          INFO("label_smoothing " << ls << ", " << C << " classes, " << (sparse ? "index" : "probability") << " labels");
+          auto k = make_kernel<SoftmaxKernel>(be.ctx(), SoftmaxParams{ls});
+          Tensor hlogits = random_tensor({N, C}, rng, -6.0, 6.0), logits = be.upload(hlogits);
+          Tensor hidx = Tensor::empty({N}, DType::I32);
+          ref::Vec t(size_t(N * C), 0.0);
+          for (int64_t i = 0; i < N; ++i) {
+            hidx.i32()[i] = int32_t(uniform_int(rng, 0, C - 1));
+            if (sparse) {
+              t[size_t(i * C + hidx.i32()[i])] = 1.0;
+            } else {  // probability rows on a few classes (floats, as the kernel reads them)
+              double sum = 0;
+              for (int r = 0; r < 3; ++r) {
+                const double w = double(uniform_int(rng, 1, 9));
+                t[size_t(i * C + uniform_int(rng, 0, C - 1))] += w;
+                sum += w;
+              }
+              for (int64_t j = 0; j < C; ++j) t[size_t(i * C + j)] = double(float(t[size_t(i * C + j)] / sum));
+            }
+          }
+          Tensor labels = sparse ? be.upload(hidx) : be.upload(from_vec({N, C}, t));
+          ref::Vec smooth(t.size());
+          for (size_t i = 0; i < t.size(); ++i) smooth[i] = t[i] * (1 - double(ls)) + double(ls) / double(C);
+          const ref::Xent want = ref::cross_entropy(to_vec(hlogits), smooth, N, C, 0.5);
+          const ref::Xent plain = ref::cross_entropy(to_vec(hlogits), t, N, C, 0.5);
+          Tensor dl = be.nan({N, C});
+          const LossStats got = k->cross_entropy(logits, labels, dl, 0.5f);
+          CHECK(got.count == N);
+          CHECK(got.correct == plain.correct);  // the labels' classes, not the smoothed targets'
+          check_close("loss_sum", ref::Vec{got.loss_sum}, ref::Vec{want.loss_sum}, be.tol);
+          if (C > 1) CHECK(std::fabs(plain.loss_sum - want.loss_sum) > be.tol * std::max(1.0, std::fabs(want.loss_sum)));
+          be.check("dlogits", dl, want.dlogits);
+        }
+    // Out of [0, 1]: refused when the kernel is made.
+    CHECK_THROWS_AS(make_kernel<SoftmaxKernel>(be.ctx(), SoftmaxParams{-0.1f}), std::invalid_argument);
+    CHECK_THROWS_AS(make_kernel<SoftmaxKernel>(be.ctx(), SoftmaxParams{1.5f}), std::invalid_argument);
   }
 }
 

@@ -83,7 +83,7 @@ std::vector<float> train(const std::string& yaml, int replicas, int steps, bool*
   return weights[0];
 }
 
-void check_equivalent(const std::string& yaml, int replicas, const Device* gpu = nullptr) {
+void check_equivalent(const std::string& yaml, int replicas, const Device* gpu = nullptr, double max_element_bound = 1e-5) {
   bool same1 = true, sameN = true;
   std::vector<float> one = train(yaml, 1, 10, &same1, gpu);
   std::vector<float> many = train(yaml, replicas, 10, &sameN, gpu);
@@ -101,7 +101,12 @@ void check_equivalent(const std::string& yaml, int replicas, const Device* gpu =
                 << " (max |w| " << maxabs << ")");
   CHECK(sameN);
   CHECK(std::sqrt(diff / norm) <= 1e-5);
-  CHECK(maxdiff <= 1e-5 * maxabs);
+  // One element may move further: where a gradient is near 0, the summation order's rounding is
+  // a large part of it, and Adam (whose step is m/(sqrt(v) + eps), nearly the gradient's sign)
+  // turns that into a visible step difference. Keras's form, whose sqrt(v) is not bias-corrected,
+  // widens that band of gradients in the first steps (2 replicas: 6.7e-6 of max |w| against
+  // PyTorch's form's 3.4e-6 here), so the bound on one element is 5e-5 of the largest weight.
+  CHECK(maxdiff <= max_element_bound * maxabs);
 }
 
 }  // namespace
@@ -111,7 +116,8 @@ TEST_CASE("data parallel: N replicas x B/N match 1 replica x B after 10 steps (S
 }
 
 TEST_CASE("data parallel: N replicas x B/N match 1 replica x B after 10 steps (Adam)") {
-  for (int n : {2, 3, 4}) check_equivalent(config("{type: adam, lr: 0.01}", false, false), n);
+  for (int n : {2, 3, 4}) check_equivalent(config("{type: adam, lr: 0.01}", false, false), n, nullptr, 5e-5);
+  for (int n : {2, 3, 4}) check_equivalent(config("{type: adam, lr: 0.01, convention: pytorch}", false, false), n);
 }
 
 TEST_CASE("data parallel: with sync_bn, N replicas x B/N match 1 replica x B (batch norm over the global batch)") {
@@ -123,7 +129,7 @@ TEST_CASE("data parallel on one GPU listed N times (--gpus 0,0,0): N replicas x 
   const test::TestDevice* gpu = test::test_gpu();
   if (!gpu) return;
   for (int n : {2, 3}) check_equivalent(config("{type: sgd, lr: 0.05, momentum: 0.9}", false, false), n, &gpu->device);
-  check_equivalent(config("{type: adam, lr: 0.01}", false, false), 3, &gpu->device);
+  check_equivalent(config("{type: adam, lr: 0.01}", false, false), 3, &gpu->device, 5e-5);
   check_equivalent(config("{type: sgd, lr: 0.05, momentum: 0.9}", true, true), 3, &gpu->device);
 }
 

@@ -20,6 +20,7 @@ packages=(
   libplplot-dev plplot-driver-cairo               # curves.png (PLplot and its pngcairo device)
   tar gzip                                        # unpacking test data
   python3-numpy                                   # tests: an independent safetensors reader
+  python3-torch                                   # tests: the Keras peer check (PyTorch written to Keras's formulas)
   libopenmpi-dev openmpi-bin                      # MPI: runs across processes/nodes (mpirun)
 )
 missing=()

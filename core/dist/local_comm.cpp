@@ -102,7 +102,7 @@ void LocalComm::all_reduce_sum(Tensor& buf) {
     for (int q = 0; q < n; ++q)
       parts.push_back(Tensor::view(static_cast<float*>(group_->pointer(q)) + begin, Shape{end - begin}, DType::F32, buf.device()));
     for (const Tensor& t : parts) xs.push_back(&t);
-    if (scratch_.numel() < end - begin) scratch_ = ctx_.empty(Shape{end - begin});
+    if (!scratch_.defined() || scratch_.numel() < end - begin) scratch_ = ctx_.empty(Shape{end - begin});
     Tensor sum = scratch_.slice(0, end - begin);
     k_->add(xs, sum);
     for (Tensor& t : parts) ctx_.copy(t.data(), sum.data(), sum.bytes());

@@ -327,14 +327,13 @@ class CudaBatchNorm final : public BatchNormKernel {
   // The per-channel coefficients' buffer (grown on demand; a fixed shape allocates nothing after
   // its first call).
   float* scratch(int64_t n) {
-    if (coef_.numel() < n) coef_ = c_.empty({n});
-    return coef_.f32();
+    return coef_.as<float>(c_, size_t(n));
   }
 
   CudaContext& c_;
   int act_;  // the fused activation (act_code)
   cuda::ColumnReducer sums_;
-  Tensor coef_;
+  Scratch coef_;
 };
 
 static RegisterKernel<BatchNormKernel, CudaBatchNorm> reg(DeviceKind::CUDA);

@@ -103,16 +103,16 @@ class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
     int64_t chunks = 0, rows_per_chunk = 0;
     depthwise_math::filter_chunks(rows, chunks, rows_per_chunk);
     const int64_t per_chunk = int64_t(slots) * s.oc;
-    if (partial_.numel() < chunks * per_chunk) partial_ = c_.empty({chunks * per_chunk});  // grown once per shape
+    float* partial = partial_.as<float>(c_, size_t(chunks * per_chunk));  // grown once per shape
     cuda::dispatch_float(kOp, "x", x, [&](auto tag) {
       using T = decltype(tag);
       if (dx.defined())
         TRAINER_LAUNCH(dw_backward_data_kernel<T>, cuda::grid_for(dx.numel(), c_), cuda::kBlock, c_.stream(), s,
                        cuda::ptr<const T>(dy), w.f32(), cuda::ptr<T>(dx));
       TRAINER_LAUNCH(dw_filter_partial_kernel<T>, cuda::grid_for(chunks * per_chunk, c_), cuda::kBlock, c_.stream(), s,
-                     cuda::ptr<const T>(x), cuda::ptr<const T>(dy), slots, rows_per_chunk, chunks, partial_.f32());
+                     cuda::ptr<const T>(x), cuda::ptr<const T>(dy), slots, rows_per_chunk, chunks, partial);
     });
-    TRAINER_LAUNCH(dw_filter_sum_kernel, cuda::grid_for(per_chunk, c_), cuda::kBlock, c_.stream(), partial_.f32(),
+    TRAINER_LAUNCH(dw_filter_sum_kernel, cuda::grid_for(per_chunk, c_), cuda::kBlock, c_.stream(), partial,
                    chunks, int64_t(taps) * s.oc, s.oc, slots, dw.f32(), p_.bias ? db.f32() : nullptr);
   }
 
@@ -122,7 +122,7 @@ class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
   }
 
   CudaContext& c_;
-  Tensor partial_;  // the filter gradient's per-chunk partials
+  Scratch partial_;  // the filter gradient's per-chunk partials
 };
 
 static RegisterKernel<DepthwiseConv2dKernel, CudaDepthwiseConv2d> reg(DeviceKind::CUDA);

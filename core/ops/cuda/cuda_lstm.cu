@@ -89,14 +89,14 @@ class CudaLstm final : public LstmKernel {
   void forward_impl(const lstm::Dims& d, const Tensor& x, const Tensor& w, const Tensor& r, const Tensor& b, Tensor& y,
                     bool /*training*/) override {
     if (d.n == 0) return;
-    grow(d);
+    const Buffers B = buffers(d);
     const int G = to_int(4 * d.u, "4 x units"), U = int(d.u), F = to_int(d.f, "features");
     const int NT = to_int(d.n * d.t, "batch x steps"), N = int(d.n);
     const int64_t T = d.t;
     const float one = 1.0f, zero = 0.0f;
     cublasHandle_t h = c_.cublas();
-    float* z = z_.f32();
-    float* hp = hp_.f32();
+    float* z = B.z;
+    float* hp = B.hp;
     c_.fill_zero(hp, size_t(d.n * T * d.u) * sizeof(float));  // h_{-1} = 0 (rows n·T)
     CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, G, NT, F, &one, w.f32(), G, x.f32(), F, &zero, z, G));
     const int ldz = to_int(T * G, "steps x 4 x units"), ldh = to_int(T * U, "steps x units");
@@ -104,7 +104,7 @@ class CudaLstm final : public LstmKernel {
       if (t > 0)  // Z_t += h_{t-1}·R
         CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, G, N, U, &one, r.f32(), G, hp + t * U, ldh, &one,
                                  z + t * G, ldz));
-      TRAINER_LAUNCH(gates_forward_kernel, cuda::grid_for(d.n * d.u, c_), cuda::kBlock, c_.stream(), z, cs_.f32(), hp,
+      TRAINER_LAUNCH(gates_forward_kernel, cuda::grid_for(d.n * d.u, c_), cuda::kBlock, c_.stream(), z, B.cs, hp,
                      y.f32(), p_.bias ? b.f32() : nullptr, d.n, T, d.u, t, p_.return_sequences);
     }
   }
@@ -122,37 +122,35 @@ class CudaLstm final : public LstmKernel {
     const int ldz = int(T * G);
     const float one = 1.0f, zero = 0.0f;
     cublasHandle_t h = c_.cublas();
-    float* dz = dz_.f32();
+    const Buffers B = buffers(d);
+    float* dz = B.dz;
     for (int64_t t = T - 1; t >= 0; --t) {
       if (t + 1 < T)  // dh = dZ_{t+1}·Rᵀ
         CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, U, N, G, &one, r.f32(), G, dz + (t + 1) * G, ldz, &zero,
-                                 dh_.f32(), U));
-      TRAINER_LAUNCH(gates_backward_kernel, cuda::grid_for(d.n * d.u, c_), cuda::kBlock, c_.stream(), z_.f32(),
-                     cs_.f32(), dy.f32(), dh_.f32(), dc_.f32(), dz, d.n, T, d.u, t, p_.return_sequences);
+                                 B.dh, U));
+      TRAINER_LAUNCH(gates_backward_kernel, cuda::grid_for(d.n * d.u, c_), cuda::kBlock, c_.stream(), B.z, B.cs,
+                     dy.f32(), B.dh, B.dc, dz, d.n, T, d.u, t, p_.return_sequences);
     }
     if (dx.defined())
       CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, F, NT, G, &one, w.f32(), G, dz, G, &zero, dx.f32(), F));
     CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, G, F, NT, &one, dz, G, x.f32(), F, &zero, dw.f32(), G));
     // h_{-1} = 0 rows add 0
-    CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, G, U, NT, &one, dz, G, hp_.f32(), U, &zero, dr.f32(), G));
+    CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, G, U, NT, &one, dz, G, B.hp, U, &zero, dr.f32(), G));
     if (p_.bias) cuda::column_sums(bias_sums_, c_, static_cast<const float*>(dz), d.n * T, 4 * d.u, db.f32());
   }
 
-  // Buffers for N·T rows (grown, never shrunk: the batch varies between training and evaluation).
-  void grow(const lstm::Dims& d) {
-    const int64_t rows = d.n * d.t, u = d.u;
-    if (z_.numel() < rows * 4 * u) {
-      z_ = c_.empty({rows * 4 * u});
-      dz_ = c_.empty({rows * 4 * u});
-    }
-    if (cs_.numel() < rows * u) {
-      cs_ = c_.empty({rows * u});
-      hp_ = c_.empty({rows * u});
-    }
-    if (dh_.numel() < d.n * u) {
-      dh_ = c_.empty({d.n * u});
-      dc_ = c_.empty({d.n * u});
-    }
+  // The buffers for N·T rows (Scratch: grown, never shrunk, as the batch varies between training
+  // and evaluation). A Tensor compared by numel() was not enough: an undefined tensor's numel() is
+  // 1 (a rank-0 shape), so for N·T·U = 1 no buffer was made and the kernels got null pointers (the
+  // n 1, t 1, f 1, u 1 case: an illegal access on 2026-11-22, cudaMemsetAsync's invalid argument on
+  // 2026-11-26).
+  struct Buffers {
+    float *z, *hp, *cs, *dz, *dh, *dc;
+  };
+  Buffers buffers(const lstm::Dims& d) {
+    const size_t rows = size_t(d.n * d.t), u = size_t(d.u), n = size_t(d.n);
+    return {z_.as<float>(c_, rows * 4 * u), hp_.as<float>(c_, rows * u), cs_.as<float>(c_, rows * u),
+            dz_.as<float>(c_, rows * 4 * u), dh_.as<float>(c_, n * u),   dc_.as<float>(c_, n * u)};
   }
 
   CudaContext& c_;
@@ -160,7 +158,7 @@ class CudaLstm final : public LstmKernel {
   // [N, T, U] the hidden state each step starts from (h_{t-1}; zeros at t = 0); cs_ [N, T, U] cell
   // states; dz_ [N, T, 4U] gate pre-activation gradients; dh_, dc_ [N, U] the running state
   // gradients.
-  Tensor z_, hp_, cs_, dz_, dh_, dc_;
+  Scratch z_, hp_, cs_, dz_, dh_, dc_;
   cuda::ColumnReducer bias_sums_;
 };
 

@@ -89,10 +89,10 @@ class CudaPool2d final : public Pool2dKernel {
       using T = decltype(tag);
       const int* arg = nullptr;
       if (is_max) {  // the argmax scratch (grown on demand: no allocation once the shape is fixed)
-        if (argmax_.numel() < dy.numel()) argmax_ = c_.empty({dy.numel()}, DType::I32);
+        int* am = argmax_.as<int>(c_, size_t(dy.numel()));
         TRAINER_LAUNCH(pool_forward_kernel<T>, cuda::grid_for(dy.numel(), c_), cuda::kBlock, c_.stream(),
-                       cuda::ptr<const T>(x), nullptr, argmax_.i32(), g, true);
-        arg = argmax_.i32();
+                       cuda::ptr<const T>(x), nullptr, am, g, true);
+        arg = am;
       }
       TRAINER_LAUNCH(pool_backward_kernel<T>, cuda::grid_for(dx.numel(), c_), cuda::kBlock, c_.stream(),
                      cuda::ptr<const T>(dy), arg, cuda::ptr<T>(dx), g, is_max);
@@ -116,7 +116,7 @@ class CudaPool2d final : public Pool2dKernel {
   }
 
   CudaContext& c_;
-  Tensor argmax_;  // i32: max pooling's argmax, recomputed in backward
+  Scratch argmax_;  // i32: max pooling's argmax, recomputed in backward
 };
 
 static RegisterKernel<Pool2dKernel, CudaPool2d> reg(DeviceKind::CUDA);

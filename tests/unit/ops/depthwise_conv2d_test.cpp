@@ -119,6 +119,7 @@ TEST_CASE("depthwise_conv2d forward and backward match float64 reference on corn
       {2, 6, 6, 3, 2, 3, 3, 1, 1, 1, 1, S, false, false},    // no bias, no dx, multiplier 2
       {2, 3, 3, 2, 1, 3, 3, 1, 1, 1, 1, V},                  // input equals kernel: 1x1 output
       {1, 5, 5, 1, 1, 3, 3, 1, 1, 1, 1, S},                  // one channel
+      {1, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, V, false},           // 1x1, one channel, no bias: one filter partial
   };
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(111);

@@ -63,6 +63,7 @@ TEST_CASE("pool2d max and avg match float64 reference on corner cases") {
       {2, 2, 3, 3, 5, 5, 1, 1, S},                                 // input smaller than the pool, same
       {3, 7, 7, 16, 7, 7, 1, 1, V},                                // whole-image window
       {2, 5, 5, 33, 1, 1, 2, 2, V},                                // 1x1 subsampling
+      {1, 2, 2, 1, 2, 2, 2, 2, V},                                 // one output element (a kept buffer of one)
   };
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(21);

@@ -61,11 +61,14 @@ void check_exact(const std::string& what, const Tensor& got, const ref::Vec& wan
   check_within(what, got, want, ref::Vec(want.size(), 0.0));
 }
 
-// bound[i] = a · |want[i]| + b · mag[i]
-ref::Vec bounds(const ref::Vec& want, double a, const ref::Vec& mag, double b) {
+// bound[i] = a · |want[i]| + b · mag[i] + eta, eta the rounding's underflow term of the stored type
+// (b16::underflow: 2^-25 for f16, whose subnormal step is fixed) for the bounds of a rounded result
+// (a or b > 0); exact checks pass a = b = 0 and get 0.
+ref::Vec bounds(const ref::Vec& want, double a, const ref::Vec& mag, double b, DType stored) {
   REQUIRE(want.size() == mag.size());
+  const double eta = a > 0 || b > 0 ? b16::underflow(stored) : 0.0;
   ref::Vec r(want.size());
-  for (size_t i = 0; i < r.size(); ++i) r[i] = a * std::fabs(want[i]) + b * mag[i];
+  for (size_t i = 0; i < r.size(); ++i) r[i] = a * std::fabs(want[i]) + b * mag[i] + eta;
   return r;
 }
 
@@ -128,7 +131,7 @@ void check_max(const Low& lo, const PoolCase& k, std::mt19937_64& rng) {
   ref::Vec dyv = b16::values(dyh), want_dx = ref::pool2d_backward(d, xv, dyv, true);
   check_within("dx", lo.down(dx), want_dx,
                bounds(want_dx, 0, ref::pool2d_backward(d, xv, absolute(dyv), true),
-                      k.s >= k.k ? 0 : pool_dx_factor(k, lo.u())));
+                      k.s >= k.k ? 0 : pool_dx_factor(k, lo.u()), L));
   Tensor yi = lo.up(b16::nan_of(y.shape(), L));
   kernel->forward(x, yi, false);
   check_exact("y (inference)", lo.down(yi), ref::pool2d_forward(d, xv, true));
@@ -148,12 +151,12 @@ void check_avg(const Low& lo, const PoolCase& k, std::mt19937_64& rng) {
   kernel->forward(x, y, true);
   ref::Vec xv = b16::values(xh), want = ref::pool2d_forward(d, xv, false);
   const double acc = double(k.k * k.k + 2) * 0x1p-23;
-  check_within("y", lo.down(y), want, bounds(want, u, ref::pool2d_forward(d, absolute(xv), false), acc * (1 + u)));
+  check_within("y", lo.down(y), want, bounds(want, u, ref::pool2d_forward(d, absolute(xv), false), acc * (1 + u), L));
   Tensor dyh = random_low(y.shape(), rng, L), dx = lo.up(b16::nan_of(x.shape(), L));
   kernel->backward(x, y, lo.up(dyh), dx);
   ref::Vec dyv = b16::values(dyh), want_dx = ref::pool2d_backward(d, xv, dyv, false);
   check_within("dx", lo.down(dx), want_dx,
-               bounds(want_dx, 0, ref::pool2d_backward(d, xv, absolute(dyv), false), pool_dx_factor(k, u)));
+               bounds(want_dx, 0, ref::pool2d_backward(d, xv, absolute(dyv), false), pool_dx_factor(k, u), L));
 }
 
 const std::vector<PoolCase>& pool_cases() {
@@ -242,8 +245,8 @@ TEST_CASE("low-precision global_pool: max is exact, avg within its bound") {
         // the mean of |x|), then rounded once. dx = dy · (1/hw) rounded once.
         const double acc = double(hw + 2) * 0x1p-23;
         check_within("y", lo.down(y), want,
-                     bounds(want, u, ref::global_pool_forward(absolute(xv), n, hw, c, false), acc * (1 + u)));
-        check_within("dx", lo.down(dx), want_dx, bounds(want_dx, u, absolute(want_dx), 2 * 0x1p-23));
+                     bounds(want, u, ref::global_pool_forward(absolute(xv), n, hw, c, false), acc * (1 + u), L));
+        check_within("dx", lo.down(dx), want_dx, bounds(want_dx, u, absolute(want_dx), 2 * 0x1p-23, L));
       }
     }
   }

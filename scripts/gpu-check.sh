@@ -19,7 +19,8 @@
 # benchmark round) a timeout (<= 120 s); a phase stops starting
 # steps when its bound is near and counts what it left as "not run (time bound)"; the whole command
 # stops starting phases GPU_CHECK_BUDGET seconds (default 570) after it began. Rows go to
-# $OUT/gpu-check/summary.log as they are made, the logs are archived into $OUT/gpu-check-logs.tar.gz
+# $OUT/gpu-check-summary.log as they are made, the logs (written under /tmp/gpu-check, not $OUT: the
+# device tool brings back at most 8 files) are archived into $OUT/gpu-check-logs.tar.gz
 # after every phase and at exit (also on SIGTERM/SIGINT/SIGHUP), and the summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,7 @@ phase_table=(
   "memcheck     300 120 compute-sanitizer memcheck on every unit_ops case (no leak check: contexts live on purpose)"
   "racecheck     60  60 compute-sanitizer racecheck on the kernels with shared memory"
   "configs      180  60 quickstart, smoke, shared_lstm, model_parallel x (fp32, bf16) x (--gpus 0, 0,0)"
+  "graphs       150  60 trainer bench MiniGoogLeNet, batch 64 and 256, fp32 and bf16: the step as a CUDA graph vs launched"
   "bench        360 110 MiniGoogLeNet batch 256, fp32 and bf16, against PyTorch eager and torch.compile"
   "configs-mgn  180 110 MiniGoogLeNet, one epoch of the shared CIFAR-10, fp32 and bf16, --gpus 0 and 0,0"
   "e2e          240 120 unit_data and the CLI tests, one process per case"
@@ -42,7 +44,7 @@ phase_table=(
   "bench-mnv2   300 120 MobileNetV2 224x224 batch 64, fp32 and bf16, against PyTorch"
 )
 # One device-tool command each (sum of bounds <= 540, + 30 s start-up <= 570), most important first.
-commands=("ops core engine" "memcheck racecheck configs" "bench configs-mgn" "e2e configs-mnv2" "bench-b64 bench-mnv2")
+commands=("ops core engine" "graphs racecheck configs" "bench configs-mgn" "memcheck" "e2e configs-mnv2" "bench-b64 bench-mnv2")
 declare -A bound step_timeout about
 all=()
 for r in "${phase_table[@]}"; do
@@ -86,7 +88,9 @@ if [ "${1:-}" = "pack" ]; then
   cp "$share"/*.fnt "$share"/*.pal "$stage/plplot/data/"
   # Debian libraries the GPU machine lacks (not glibc itself, not the CUDA libraries), for the
   # binaries and the driver plugins.
-  ldd build-gpu/trainer build-gpu/tests/* "$drv"/cairo.so 2>/dev/null | awk '/=> \//{print $3}' | sort -u |
+  # (ldd of the binaries alone: build-gpu/tests/* also holds CMake's files, on which ldd exits 1,
+  # and under pipefail that ended the pack here without a word.)
+  ldd build-gpu/trainer build-gpu/tests/{unit_ops,unit_core,unit_data,e2e} "$drv"/cairo.so 2>/dev/null | awk '/=> \//{print $3}' | sort -u |
     grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libgcc_s)\.so|/usr/local/cuda|libcudnn|libcublas|libnccl' |
     while read -r lib; do cp -L "$lib" "$stage/lib/"; done
   mkdir -p .device-pack
@@ -104,8 +108,11 @@ phases=("$@")
 ((${#phases[@]})) || phases=(${commands[0]})
 [ "${phases[*]}" = all ] && phases=("${all[@]}")
 
-out=${OUT:-/tmp}/gpu-check
+out=${GPU_CHECK_LOGS:-/tmp/gpu-check}
 archive=${OUT:-/tmp}/gpu-check-logs.tar.gz
+summary=${OUT:-/tmp}/gpu-check-summary.log
+mkdir -p "$(dirname "$archive")"
+rm -f "$summary"
 rm -rf "$out" && mkdir -p "$out"
 budget=${GPU_CHECK_BUDGET:-570}
 rows=()
@@ -114,9 +121,11 @@ row() {
   r=$(printf '%-58s %s' "$1" "$2")
   rows+=("$r")
   echo "$r" >>"$out/summary.log"
+  echo "$r" >>"$summary"
 }
 log() { echo "== $(date -u +%H:%M:%S) +$(($(date +%s) - t0))s $*" | tee -a "$out/progress.log"; }
-save() { tar -C "$(dirname "$out")" -czf "$archive.part" "$(basename "$out")" 2>/dev/null && mv -f "$archive.part" "$archive"; }
+# Checkpoints stay out of the archive (MiniGoogLeNet's are ~14 MB each; a file over 16 MiB does not come back).
+save() { tar -C "$(dirname "$out")" --exclude='*.safetensors' -czf "$archive.part" "$(basename "$out")" 2>/dev/null && mv -f "$archive.part" "$archive"; }
 finished=0
 finish() {
   ((finished)) && return
@@ -228,13 +237,15 @@ isolated() {  # isolated <binary> <jobs> [run-isolated options]: a row with its 
   (cd /tmp && "$root/scripts/run-isolated.sh" "$tests/$b" "$out/tests-$b${tag:-}" --jobs "$jobs" \
     --timeout "${step_timeout[$phase]}" --deadline "$phase_deadline" "$@") >"$out/tests-$b${tag:-}.log" 2>&1
   row "tests $b${tag:-} (one process per case)" "$(tail -1 "$out/tests-$b${tag:-}.log")"
-  grep '^FAILED' "$out/tests-$b${tag:-}.log" | head -20 | while read -r f; do row "  $b" "$f"; done
-  grep -ho "cuda: skipped[^']*" "$out/tests-$b${tag:-}"/case-*.log 2>/dev/null | sort -u | head -1 |
-    while read -r s; do row "  $b: CUDA SKIPPED" "$s"; done
+  # (Loops fed by process substitution, not pipes: a row made in a pipe's subshell never reached
+  # the summary printed last.)
+  while read -r f; do row "  $b" "$f"; done < <(grep '^FAILED' "$out/tests-$b${tag:-}.log" | head -20)
+  while read -r s; do row "  $b: CUDA SKIPPED" "$s"; done < <(grep -ho "cuda: skipped[^']*" "$out/tests-$b${tag:-}"/case-*.log 2>/dev/null | sort -u | head -1)
 }
 
-phase_ops() { isolated unit_ops 4; }
-phase_core() { isolated unit_core 4; }
+jobs=${GPU_CHECK_JOBS:-4}  # test processes at once on the one GPU (the machine has 16 cores)
+phase_ops() { isolated unit_ops "$jobs"; }
+phase_core() { isolated unit_core "$jobs"; }
 phase_e2e() {
   isolated unit_data 8
   command -v mpirun >/dev/null || row "  e2e" "no mpirun on this machine: the mpi cases skip, saying so"
@@ -380,8 +391,26 @@ referee() {  # referee <model> <batch> <precision> <rounds>: its summary rows
     run_bounded $((3 * s * $4)) scripts/bench-vs-pytorch.sh >"$out/bench-$tag.log" 2>&1
   local rc=$?
   ((rc == 125)) && { skip "  $tag"; return; }
-  grep -E "^  (trainer|eager|compile|ratio)" "$out/bench-$tag.log" | while read -r l; do row "  $tag" "$l"; done
+  while read -r l; do row "  $tag" "$l"; done < <(grep -E "^  (trainer|eager|compile|ratio)" "$out/bench-$tag.log")
   [ $rc = 0 ] || row "  $tag" "bench-vs-pytorch exit $rc: $(tail -1 "$out/bench-$tag.log")"
+}
+# --- the step as one CUDA graph against the same step launched kernel by kernel ------------------
+phase_graphs() {
+  local b p g o
+  for b in 64 256; do
+    for p in fp32 bf16; do
+      local label="graphs: minigooglenet b$b $p (ms/step on / off)"
+      ((dry)) && { skip "$label" "trainer bench, devices.cuda_graphs true and false"; continue; }
+      local r=()
+      for g in true false; do
+        o=$(run_bounded "${step_timeout[$phase]}" "$T" bench configs/minigooglenet.yaml --gpus 0 --steps 50 --warmup 10 \
+              --set train.batch_size=$b --set precision=$p --set devices.cuda_graphs=$g 2>&1)
+        echo "$o" >"$out/graphs-b$b-$p-$g.log"
+        r+=("$(sed -nE 's/.*"ms_per_step": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)")
+      done
+      row "$label" "${r[0]:-failed} / ${r[1]:-failed}$(grep -h '^note:' "$out/graphs-b$b-$p-true.log" | head -1 | cut -c1-80)"
+    done
+  done
 }
 phase_bench() { for p in fp32 bf16; do referee minigooglenet 256 "$p" 1; done; }
 phase_bench_b64() { for p in fp32 bf16; do referee minigooglenet 64 "$p" 1; done; }

@@ -17,7 +17,7 @@ namespace {
 // Runs the script with `args`; its stdout (stderr folded in) and exit code.
 e2e::Result gpu_check(const std::string& args, const std::string& out_dir) {
   const std::string build = std::filesystem::path(TRAINER_BINARY).parent_path().string();
-  const std::string cmd = "cd '" TRAINER_SOURCE_DIR "' && OUT='" + out_dir + "' GPU_CHECK_BUILD='" + build +
+  const std::string cmd = "cd '" TRAINER_SOURCE_DIR "' && OUT='" + out_dir + "' GPU_CHECK_LOGS='" + out_dir + "/logs' GPU_CHECK_BUILD='" + build +
                           "' scripts/gpu-check.sh " + args + " >'" + out_dir + "/stdout' 2>&1 </dev/null";
   const int st = std::system(cmd.c_str());
   e2e::Result r;
@@ -59,14 +59,16 @@ TEST_CASE("gpu-check: the dry run walks every phase, prints its rows and archive
   CHECK(r.code == 0);  // non-zero: a binary, config, peer or test list the check needs is missing
   CHECK(secs < 60);
   CHECK(r.out.find("MISSING") == std::string::npos);
-  for (const char* p : {"ops", "core", "engine", "memcheck", "racecheck", "configs", "bench", "configs-mgn", "e2e",
+  for (const char* p : {"ops", "core", "engine", "graphs", "memcheck", "racecheck", "configs", "bench", "configs-mgn", "e2e",
                         "configs-mnv2", "bench-b64", "bench-mnv2"}) {
     INFO("phase " << p);
     CHECK(r.out.find(std::string("\nphase ") + p + " ") != std::string::npos);
   }
   CHECK(r.out.find("skipped: no GPU") != std::string::npos);
   CHECK(std::filesystem::exists(dir + "/gpu-check-logs.tar.gz"));
-  CHECK(std::filesystem::exists(dir + "/gpu-check/summary.log"));
+  CHECK(std::filesystem::exists(dir + "/gpu-check-summary.log"));
+  CHECK(std::filesystem::exists(dir + "/logs/summary.log"));
+  CHECK(!std::filesystem::exists(dir + "/gpu-check"));  // the logs stay out of $OUT (8 files come back)
 }
 
 TEST_CASE("gpu-check: run-isolated starts no case past its deadline and counts the cases left as not run") {

@@ -92,8 +92,9 @@ for r in $(seq "$rounds"); do
         --set train.batch_size="$batch" "${ours_prec[@]}")
   t=$(peak /usr/bin/python3 "$peer" --threads "$threads" --channels-last --batch "$batch" --steps "$steps" --warmup 3 \
         "${peer_prec[@]}") || { echo "bench-vs-pytorch: the PyTorch peer failed (its message is above)"; exit 1; }
-  oi=$(grep images_per_sec <<<"$o" | tail -1 | sed -E 's/.*"images_per_sec": ([0-9.]+).*/\1/')
-  ti=$(grep images_per_s <<<"$t" | tail -1 | sed -E 's/.*"images_per_s": ([0-9.]+).*/\1/')
+  # (trainer's --json is nlohmann's compact dump since 519a489: no space after the colon.)
+  oi=$(sed -nE 's/.*"images_per_sec": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)
+  ti=$(sed -nE 's/.*"images_per_s": ?([0-9.]+).*/\1/p' <<<"$t" | tail -1)
   om=$(awk '/^maxrss_kb/ {printf "%.0f", $2 / 1024}' <<<"$o") tm=$(awk '/^maxrss_kb/ {printf "%.0f", $2 / 1024}' <<<"$t")
   echo "round $r: trainer $oi img/s (peak RSS $om MiB), pytorch $ti img/s (peak RSS $tm MiB)"
   ours+=("$oi") theirs+=("$ti") ours_rss+=("$om") theirs_rss+=("$tm")

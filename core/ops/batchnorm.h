@@ -1,6 +1,7 @@
 // BatchNorm op family: per-channel (last axis) normalisation with batch or running statistics.
 #pragma once
 #include "core/ops/activation.h"
+#include "core/ops/math/batchnorm_math.h"
 #include "core/ops/registry.h"
 #include "core/ops/shape_checks.h"
 
@@ -13,6 +14,14 @@ struct BatchNormParams {
   // backward takes dy through it first, reading y. Only kinds the kernel can_fuse(); the graph
   // fuses a ReLU (ReLU6) that runs in place after batch norm (Graph, Layer::fuse_activation).
   ActKind activation = ActKind::Linear;
+  // The batch variance the moving variance averages: the biased one, mean((x - mean)^2), as
+  // Keras 3 (ops.moments); or, when true, the unbiased one (m / (m - 1) times it), as PyTorch,
+  // cuDNN and tf.keras 2's fused kernel. Normalisation always uses the biased one.
+  bool unbiased_moving_variance = false;
+  // What the moving variance averages, from the biased variance `var` of m rows.
+  double moving_variance_term(double var, double m) const {
+    return bn::moving_variance_term(var, m, unbiased_moving_variance);
+  }
 };
 
 // The activations batch norm applies in its own pass: the clamps (activation_math.h's act::Clamp),
@@ -34,8 +43,8 @@ class BatchNormKernel {
   // batch statistics; y, dy and dx are of x's shape and type, every [C] tensor is f32 (gamma, beta
   // and the gradients dgamma, dbeta may be undefined: 1, 0, not needed).
   // Saves the batch mean and 1/sqrt(var + eps) ([C]) for backward and updates the running
-  // statistics (the running variance takes the unbiased batch variance, as TF's fused kernel,
-  // cuDNN and PyTorch do).
+  // statistics (the running variance averages the biased batch variance, as Keras 3, or the
+  // unbiased one with Params::unbiased_moving_variance).
   void forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& save_mean,
                      Tensor& save_invstd, Tensor& running_mean, Tensor& running_var) {
     const int64_t C = channels(x);

@@ -1,4 +1,4 @@
-// batchnorm layer (Keras BatchNormalization over the channel axis): momentum 0.99, epsilon 1e-3.
+// batchnorm layer (Keras BatchNormalization over the channel axis): momentum 0.99, epsilon 1e-3, moving variance of the biased batch variance.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -19,6 +19,9 @@ class BatchNorm final : public Layer {
   explicit BatchNorm(cfg::MapReader& r) {
     p_.momentum = float(r.get_float("momentum", 0.99, 0.0, 1.0));
     p_.epsilon = float(r.get_float("epsilon", 1e-3, 1e-12, 1.0));
+    // Which batch variance the moving variance averages: Keras 3's biased one, or PyTorch's
+    // (and cuDNN's, tf.keras 2's fused kernel's) unbiased one.
+    p_.unbiased_moving_variance = r.get_choice("moving_variance", {"biased", "unbiased"}, "biased") == "unbiased";
     r.allow({"axis"});  // channels are always the last axis (NHWC); Keras' axis=-1
     cfg::Node axis = r.optional("axis");
     if (axis.defined() && axis.as<int>() != -1 && axis.as<int>() != 3)
@@ -121,11 +124,10 @@ class BatchNorm final : public Layer {
     std::vector<float> run_m = download(params_[2]), run_v = download(params_[3]);
     double m = p_.momentum;
     for (size_t i = 0; i < c; ++i) {
-      double unbiased = count_ > 1 ? var[i] / (count_ - 1) : 0.0;
       var[i] /= count_;
       invstd[i] = 1.0 / std::sqrt(var[i] + p_.epsilon);
       rm[i] = m * run_m[i] + (1 - m) * mean[i];
-      rv[i] = m * run_v[i] + (1 - m) * unbiased;
+      rv[i] = m * run_v[i] + (1 - m) * p_.moving_variance_term(var[i], count_);
     }
     upload(invstd_, invstd);
     upload(var_, var);

@@ -175,7 +175,8 @@ class CpuBatchNorm final : public BatchNormKernel {
       for (int64_t c = 0; c < C; ++c) {
         const bn::TrainStats st = bn::train_stats(
             part[c], part[C + c], double(m), shift[c], gamma.defined() ? gamma.f32()[c] : 1.0,
-            beta.defined() ? beta.f32()[c] : 0.0, double(p_.epsilon), double(p_.momentum), rm[c], rv[c]);
+            beta.defined() ? beta.f32()[c] : 0.0, double(p_.epsilon), double(p_.momentum), rm[c], rv[c],
+            p_.unbiased_moving_variance);
         mean[c] = st.mean;
         invstd[c] = st.invstd;
         a[c] = st.a;

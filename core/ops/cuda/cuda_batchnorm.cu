@@ -12,8 +12,9 @@
 //   forward_train  1. per-channel sums of d = x - x[0, c] and d^2 (shifting by the first row keeps
 //                     the one-pass variance accurate when |mean| >> std), in double, in the fixed
 //                     order of cuda_reduce.cuh; the finish pass computes mean, 1/sqrt(var + eps)
-//                     (biased variance), the running statistics (momentum, unbiased variance; 0
-//                     for one row) and the affine coefficients a = g·is, b = beta - mean·a;
+//                     (biased variance), the running statistics (momentum; the biased batch
+//                     variance, or with unbiased_moving_variance the unbiased one, 0 for one
+//                     row) and the affine coefficients a = g·is, b = beta - mean·a;
 //                  2. y = act(x·a + b), act a clamp ([0, inf) relu, [0, 6] relu6) or nothing.
 //   forward_infer  a, b from the running statistics, then pass 2.
 //   backward       1. per-channel sums of g = act'(y)·dy and g·(x - mean); the finish pass writes
@@ -80,9 +81,10 @@ struct TrainStats {  // forward_train: statistics, running statistics, coef = [a
   float *mean, *invstd, *rm, *rv, *coef;
   double m, eps, mom;
   int64_t C;
+  bool unbiased;  // BatchNormParams::unbiased_moving_variance
   __device__ void operator()(int64_t c, const double (&s)[2]) const {
     const bn::TrainStats st = bn::train_stats(s[0], s[1], m, x0[c], gamma ? double(gamma[c]) : 1.0,
-                                              beta ? double(beta[c]) : 0.0, eps, mom, rm[c], rv[c]);
+                                              beta ? double(beta[c]) : 0.0, eps, mom, rm[c], rv[c], unbiased);
     mean[c] = st.mean;
     invstd[c] = st.invstd;
     coef[c] = st.a;
@@ -227,7 +229,7 @@ class CudaBatchNorm final : public BatchNormKernel {
       sums_.run<2>(c_, m, C, CentredTerms<T>{xp, nullptr, C, true},
                    TrainStats{coef + 2 * C, opt(gamma), opt(beta), save_mean.f32(), save_invstd.f32(),
                               running_mean.f32(), running_var.f32(), coef, double(m), double(p_.epsilon),
-                              double(p_.momentum), C});
+                              double(p_.momentum), C, p_.unbiased_moving_variance});
       affine<T>(xp, cuda::ptr<T>(y), coef, m * C, C);
     });
   }

@@ -66,11 +66,18 @@ struct TrainStats {
   float running_mean, running_var;
 };
 
-// From sum = Σd and sumsq = Σd² over m rows of d = x - shift. The running variance takes the
-// unbiased batch variance (0 for one row); a negative rounding of the variance is taken as 0 (a
-// NaN stays NaN).
+// The batch variance the running variance averages: the biased `var` itself (Keras 3), or the
+// unbiased var·m/(m - 1) (PyTorch, cuDNN; 0 for one row).
+TRAINER_HD_INLINE double moving_variance_term(double var, double m, bool unbiased) {
+  return !unbiased ? var : m > 1.0 ? var * m / (m - 1.0) : 0.0;
+}
+
+// From sum = Σd and sumsq = Σd² over m rows of d = x - shift. The running variance takes
+// moving_variance_term of the batch variance; a negative rounding of the variance is taken as 0
+// (a NaN stays NaN).
 TRAINER_HD_INLINE TrainStats train_stats(double sum, double sumsq, double m, float shift, double gamma, double beta,
-                                         double eps, double momentum, float running_mean, float running_var) {
+                                         double eps, double momentum, float running_mean, float running_var,
+                                         bool unbiased) {
   const double dmean = sum / m;
   const double v = sumsq / m - dmean * dmean;
   const double var = v < 0.0 ? 0.0 : v;
@@ -81,9 +88,8 @@ TRAINER_HD_INLINE TrainStats train_stats(double sum, double sumsq, double m, flo
   s.invstd = float(is);
   s.a = float(gamma * is);
   s.b = float(beta - mu * gamma * is);
-  const double unbiased = m > 1.0 ? var * m / (m - 1.0) : 0.0;
   s.running_mean = float(momentum * double(running_mean) + (1.0 - momentum) * mu);
-  s.running_var = float(momentum * double(running_var) + (1.0 - momentum) * unbiased);
+  s.running_var = float(momentum * double(running_var) + (1.0 - momentum) * moving_variance_term(var, m, unbiased));
   return s;
 }
 

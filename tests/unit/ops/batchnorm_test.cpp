@@ -27,16 +27,17 @@ BnTensors upload(const Backend& be, const BnTensors& h) {
   return {be.upload(h.x), be.upload(h.gamma), be.upload(h.beta), be.upload(h.rm), be.upload(h.rv)};
 }
 
-void check_train(const Backend& be, const Shape& s, double offset, std::mt19937_64& rng) {
-  INFO("x [" << s.str() << "], values around " << offset);
+void check_train(const Backend& be, const Shape& s, double offset, std::mt19937_64& rng, bool unbiased) {
+  INFO("x [" << s.str() << "], values around " << offset << (unbiased ? ", unbiased" : ", biased") << " moving variance");
   BatchNormParams p;
   p.momentum = 0.9f;
   p.epsilon = 1e-3f;
+  p.unbiased_moving_variance = unbiased;
   auto k = make_kernel<BatchNormKernel>(be.ctx(), p);
   int64_t C = s.back(), m = s.numel() / C;
   BnTensors h = make_inputs(s, rng, offset), t = upload(be, h);
   ref::BnTrain want = ref::batchnorm_train(to_vec(h.x), m, C, to_vec(h.gamma), to_vec(h.beta), to_vec(h.rm),
-                                           to_vec(h.rv), p.momentum, p.epsilon);
+                                           to_vec(h.rv), p.momentum, p.epsilon, unbiased);
   Tensor y = be.nan(s), mean = be.nan({C}), invstd = be.nan({C});
   k->forward_train(t.x, t.gamma, t.beta, y, mean, invstd, t.rm, t.rv);
   be.check("y", y, want.y);
@@ -66,14 +67,16 @@ void check_train(const Backend& be, const Shape& s, double offset, std::mt19937_
 TEST_CASE("batchnorm training forward and backward match float64 reference") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(11);
-    check_train(be, {2, 5, 7, 3}, 0.0, rng);
-    check_train(be, {1, 3, 3, 1}, 0.5, rng);  // batch 1, one channel
-    check_train(be, {4, 9, 7, 13}, 0.0, rng);
-    check_train(be, {64, 8, 8, 32}, 1.0, rng);  // many rows: several reduction chunks, threads
-    check_train(be, {16, 15, 15, 80}, 0.0, rng);
-    check_train(be, {33, 10}, 0.0, rng);        // 2-D [N, C] (after a dense layer)
-    check_train(be, {2, 17}, -3.0, rng);        // two samples
-    check_train(be, {8, 6, 6, 5}, 100.0, rng);  // |mean| >> std: the one-pass variance must stay accurate
+    for (bool unbiased : {false, true}) {  // the moving variance of Keras 3 (biased) and of PyTorch
+      check_train(be, {2, 5, 7, 3}, 0.0, rng, unbiased);
+      check_train(be, {1, 3, 3, 1}, 0.5, rng, unbiased);  // batch 1, one channel
+      check_train(be, {4, 9, 7, 13}, 0.0, rng, unbiased);
+      check_train(be, {64, 8, 8, 32}, 1.0, rng, unbiased);  // many rows: several reduction chunks, threads
+      check_train(be, {16, 15, 15, 80}, 0.0, rng, unbiased);
+      check_train(be, {33, 10}, 0.0, rng, unbiased);        // 2-D [N, C] (after a dense layer)
+      check_train(be, {2, 17}, -3.0, rng, unbiased);        // two samples
+      check_train(be, {8, 6, 6, 5}, 100.0, rng, unbiased);  // |mean| >> std: the one-pass variance must stay accurate
+    }
   }
 }
 

@@ -30,9 +30,10 @@ struct Out {
 };
 
 // cuda_batchnorm.cu's forward_train then backward with fused activation A, step by step on the
-// host. `no_eps` is a deliberately wrong variant (eps left out of the variance).
+// host. `no_eps` is a deliberately wrong variant (eps left out of the variance); `unbiased` is
+// BatchNormParams::unbiased_moving_variance.
 template <int A>
-Out gpu_path(const Inputs& in, float momentum, float eps, bool no_eps = false) {
+Out gpu_path(const Inputs& in, float momentum, float eps, bool no_eps = false, bool unbiased = false) {
   const int64_t m = in.m, C = in.C;
   Out o;
   std::vector<double> s(size_t(2 * C));
@@ -41,7 +42,7 @@ Out gpu_path(const Inputs& in, float momentum, float eps, bool no_eps = false) {
   std::vector<float> a(C), b(C), mean(C), invstd(C);
   for (int64_t c = 0; c < C; ++c) {
     const bn::TrainStats st = bn::train_stats(s[2 * c], s[2 * c + 1], double(m), in.x[c], in.gamma[c], in.beta[c],
-                                              no_eps ? 0.0 : double(eps), momentum, in.rm[c], in.rv[c]);
+                                              no_eps ? 0.0 : double(eps), momentum, in.rm[c], in.rv[c], unbiased);
     mean[c] = st.mean, invstd[c] = st.invstd, a[c] = st.a, b[c] = st.b;
     o.mean.push_back(st.mean), o.invstd.push_back(st.invstd);
     o.rm.push_back(st.running_mean), o.rv.push_back(st.running_var);
@@ -106,17 +107,25 @@ void check_case(int64_t m, int64_t C, double offset, std::mt19937_64& rng) {
   INFO("y: error " << ey << "u of |x·a| + |b| + 1 (bound 4u), without eps " << ebad << "u");
   CHECK(ey <= 4);
   if (m > 1) CHECK(ebad > 4);
-  // [C] statistics: double arithmetic rounded once to f32. The running variance takes the
-  // unbiased variance: the biased one is caught.
+  // [C] statistics: double arithmetic rounded once to f32. The running variance averages the
+  // biased batch variance (Keras 3), or with `unbiased` the unbiased one (PyTorch): with more than
+  // one row each is within 2u of its reference and the other form is caught; with one row both
+  // batch variances are 0.
   check_within("mean", o.mean, want.mean, 2 * kU);
   check_within("invstd", o.invstd, want.invstd, 2 * kU);
   check_within("running_mean", o.rm, want.running_mean, 2 * kU);
-  if (m > 1) {
-    ref::Vec biased(o.rv.size());
-    for (int64_t c = 0; c < C; ++c) biased[c] = (o.rv[c] - mom * in.rv[c]) * double(m - 1) / double(m) + mom * in.rv[c];
-    check_tight("running_var", o.rv, want.running_var, 2 * kU, biased);
-  } else {
-    for (int64_t c = 0; c < C; ++c) CHECK(o.rv[c] == float(double(mom) * in.rv[c]));  // one row: unbiased 0
+  for (bool unbiased : {false, true}) {
+    INFO((unbiased ? "unbiased" : "biased") << " moving variance");
+    const Out ou = gpu_path<0>(in, mom, eps, false, unbiased);
+    const ref::Vec rv = ref::batchnorm_train(x, m, C, to_doubles(in.gamma), to_doubles(in.beta), to_doubles(in.rm),
+                                             to_doubles(in.rv), mom, eps, unbiased).running_var;
+    const ref::Vec other = ref::batchnorm_train(x, m, C, to_doubles(in.gamma), to_doubles(in.beta), to_doubles(in.rm),
+                                                to_doubles(in.rv), mom, eps, !unbiased).running_var;
+    if (m > 1) {
+      check_tight("running_var", ou.rv, rv, 2 * kU, other);
+    } else {
+      for (int64_t c = 0; c < C; ++c) CHECK(ou.rv[c] == float(double(mom) * in.rv[c]));  // one row: variance 0
+    }
   }
 
   ref::Vec dx, dgamma, dbeta;

@@ -62,7 +62,7 @@ static void channel_stats(const Vec& x, int64_t m, int64_t C, Vec& mean, Vec& va
 }
 
 BnTrain batchnorm_train(const Vec& x, int64_t m, int64_t C, const Vec& gamma, const Vec& beta, const Vec& running_mean,
-                        const Vec& running_var, double momentum, double eps) {
+                        const Vec& running_var, double momentum, double eps, bool unbiased) {
   BnTrain o;
   Vec var;
   channel_stats(x, m, C, o.mean, var);
@@ -72,7 +72,8 @@ BnTrain batchnorm_train(const Vec& x, int64_t m, int64_t C, const Vec& gamma, co
   for (int64_t c = 0; c < C; ++c) {
     o.invstd[c] = 1.0 / std::sqrt(var[c] + eps);
     o.running_mean[c] = momentum * running_mean[c] + (1 - momentum) * o.mean[c];
-    o.running_var[c] = momentum * running_var[c] + (1 - momentum) * var[c] * double(m) / double(m - 1);
+    const double batch_var = !unbiased ? var[c] : m > 1 ? var[c] * double(m) / double(m - 1) : 0.0;
+    o.running_var[c] = momentum * running_var[c] + (1 - momentum) * batch_var;
   }
   o.y.resize(x.size());
   for (int64_t r = 0; r < m; ++r)

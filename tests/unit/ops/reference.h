@@ -16,12 +16,13 @@ struct ConvDims {
 Vec conv2d_forward(const ConvDims& d, const Vec& x, const Vec& w, const Vec* b);
 void conv2d_backward(const ConvDims& d, const Vec& x, const Vec& w, const Vec& dy, Vec& dx, Vec& dw, Vec& db);
 
-// BatchNorm over [m, C] (all axes but the last flattened into m).
+// BatchNorm over [m, C] (all axes but the last flattened into m). The running variance averages
+// the biased batch variance (Keras 3), or with `unbiased` m/(m - 1) times it (PyTorch; 0 for m = 1).
 struct BnTrain {
   Vec y, mean, invstd, running_mean, running_var;
 };
 BnTrain batchnorm_train(const Vec& x, int64_t m, int64_t C, const Vec& gamma, const Vec& beta, const Vec& running_mean,
-                        const Vec& running_var, double momentum, double eps);
+                        const Vec& running_var, double momentum, double eps, bool unbiased = false);
 Vec batchnorm_infer(const Vec& x, int64_t m, int64_t C, const Vec& gamma, const Vec& beta, const Vec& running_mean,
                     const Vec& running_var, double eps);
 // Analytical gradient of the training-mode batchnorm with respect to x, gamma and beta, with the

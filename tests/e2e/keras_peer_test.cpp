@@ -1,4 +1,4 @@
-// Peer check: trainer's optimizers (convention keras) against Keras 3's formulas written by hand in PyTorch (tests/e2e/keras_peer/optimizers.py), with convention pytorch as the negative control.
+// Peer checks: trainer against Keras 3's definitions written by hand in PyTorch (tests/e2e/keras_peer/): optimizers, every layer type and loss, schedules and replicas; each with negative controls.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -7,13 +7,17 @@
 
 #include "cli.h"
 
-TEST_CASE("e2e keras peer: sgd, adam, adamw and rmsprop weights and slots match Keras 3's formulas within 1e-4") {
+namespace {
+
+// Runs tests/e2e/keras_peer/<script> on trainer; prints its table (WARN, so CI's log keeps it)
+// and checks that it held. Exit 77: torch could not be imported, said as a skip.
+void peer_check(const std::string& script, const std::string& title) {
   if (std::system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1") != 0) {
     WARN("skipped: /usr/bin/python3 cannot import torch and numpy (Debian: python3-torch python3-numpy)");
     return;
   }
   const std::string dir = e2e::temp_dir("keras_peer");
-  const std::string cmd = "/usr/bin/python3 '" TRAINER_SOURCE_DIR "/tests/e2e/keras_peer/optimizers.py' '" TRAINER_BINARY
+  const std::string cmd = "/usr/bin/python3 '" TRAINER_SOURCE_DIR "/tests/e2e/keras_peer/" + script + "' '" TRAINER_BINARY
                           "' '" + dir + "' >'" + dir + "/table.txt' 2>&1";
   const int status = std::system(cmd.c_str());
   const std::string table = e2e::read_file(dir + "/table.txt");
@@ -22,6 +26,20 @@ TEST_CASE("e2e keras peer: sgd, adam, adamw and rmsprop weights and slots match 
     WARN("skipped: " << table);
     return;
   }
-  WARN("Keras 3 peer (max relative error of every weight and optimizer slot after 3 steps):\n" << table);
+  WARN(title << ":\n" << table);
   CHECK(code == 0);
+}
+
+}  // namespace
+
+TEST_CASE("e2e keras peer: sgd, adam, adamw and rmsprop weights and slots match Keras 3's formulas within 1e-4") {
+  peer_check("optimizers.py", "Keras 3 peer, optimizers (max relative error of every weight and optimizer slot after 3 steps)");
+}
+
+TEST_CASE("e2e keras peer: every layer type and loss matches Keras 3 within 1e-4, and flipped conventions do not") {
+  peer_check("layers.py", "Keras 3 peer, layers and losses (weights, moving statistics, training and validation loss after 2 steps)");
+}
+
+TEST_CASE("e2e keras peer: schedules, the epoch's loss, lr_scaling and sync_bn match Keras 3 within 1e-4") {
+  peer_check("training.py", "Keras 3 peer, schedules and replicas (weights, slots, epoch loss and accuracy)");
 }

@@ -10,13 +10,12 @@ with convention pytorch must NOT be within the tolerance of the Keras reference 
 change every step and epsilon 1e-3 the forms differ well above it). Prints a table; exit 0 when
 every check holds, 1 when one fails, 77 when torch cannot be imported.
 """
-import json
 import os
-import struct
-import subprocess
 import sys
 
 import numpy as np
+
+from peer import TOL, checkpoint, max_rel, run_trainer as run_config, write_safetensors
 
 try:
     import torch
@@ -25,37 +24,8 @@ except Exception as e:  # noqa: BLE001 - any import failure is a skip
     sys.exit(77)
 
 torch.set_default_dtype(torch.float64)  # the reference in float64
-TOL = 1e-4
 N, D, K = 16, 4, 3
 LR0, GAMMA, STEPS = 0.1, 0.5, 3
-
-
-def write_safetensors(path, tensors):
-    header, blobs, off = {}, [], 0
-    for name, a in tensors.items():
-        b = np.ascontiguousarray(a, dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8 : 8 + n])
-    header.pop("__metadata__", None)
-    out = {}
-    for name, t in header.items():
-        if t["dtype"] != "F32":
-            continue
-        b, e = t["data_offsets"]
-        out[name] = np.frombuffer(raw[8 + n + b : 8 + n + e], dtype="<f4").reshape(t["shape"]).astype(np.float64)
-    return out
 
 
 def rate(step):  # step 0, 1, 2: the schedule `step` (every 1 epoch, gamma 0.5), one step per epoch
@@ -178,28 +148,7 @@ train: {{epochs: {STEPS}, batch_size: {N}, shuffle: false}}
 optimizer: {{{opt}}}
 schedule: {{type: step, every: 1, gamma: {GAMMA}}}
 """
-    path = os.path.join(work, f"{tag}.yaml")
-    with open(path, "w") as f:
-        f.write(cfg)
-    run_dir = os.path.join(work, "runs", tag)
-    r = subprocess.run([trainer, "run", path, "--run-dir", run_dir], cwd=work, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"trainer failed ({r.returncode}) on {tag}:\n{r.stdout}\n{r.stderr}")
-    return read_safetensors(os.path.join(run_dir, "checkpoints", f"epoch-{STEPS:04d}.safetensors"))
-
-
-def max_rel(got, want):
-    """Max over the reference's tensors of |got - want| / max(|want|, 1e-3·max|want| of the tensor)."""
-    worst, where = 0.0, ""
-    for name, w in want.items():
-        if name not in got:
-            return float("inf"), f"{name} missing"
-        g = got[name].reshape(w.shape)
-        floor = max(1e-3 * float(np.max(np.abs(w))), 1e-12)
-        e = float(np.max(np.abs(g - w) / np.maximum(np.abs(w), floor)))
-        if e > worst:
-            worst, where = e, name
-    return worst, where
+    return checkpoint(run_config(trainer, work, tag, cfg), STEPS)
 
 
 def main():

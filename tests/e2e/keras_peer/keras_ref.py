@@ -1,0 +1,189 @@
+"""Keras 3's layers, losses and trainer's dropout mask, written by hand in PyTorch (float64, NHWC).
+
+Every function takes and returns channels-last tensors and Keras-layout weights, as Keras stores
+them (and trainer's checkpoints do). Where PyTorch's own operator means something else, the comment
+says what, citing Keras 3 (keras/src/...) or TensorFlow, whose kernels the Keras TF backend uses.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def same_pads(n, k, s, d=1):
+    # TensorFlow's 'same' (tf.nn.conv2d, tf.nn.pool; keras/src/backend/tensorflow/nn.py passes the
+    # padding string through): out = ceil(n / s), total = max((out - 1)·s + (k - 1)·d + 1 - n, 0),
+    # the smaller half BEFORE (total // 2) and the rest after. PyTorch's padding=k//2 is symmetric:
+    # for stride 2 on an even size it pads one more row on top than TensorFlow does.
+    out = -(-n // s)
+    total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
+    return total // 2, total - total // 2
+
+
+def _pad_same(x, kh, kw, sh, sw, dh=1, dw=1, value=0.0, symmetric=False):
+    t, b = same_pads(x.shape[1], kh, sh, dh)
+    l, r = same_pads(x.shape[2], kw, sw, dw)
+    if symmetric:  # negative control: PyTorch's padding=k//2 on both sides
+        t = b = (kh - 1) * dh // 2
+        l = r = (kw - 1) * dw // 2
+    return F.pad(x, (0, 0, l, r, t, b), value=value)
+
+
+def conv2d(x, kernel, bias=None, strides=(1, 1), padding="valid", dilation=(1, 1), symmetric=False, raw_layout=False):
+    # keras.layers.Conv2D: kernel [kh, kw, in, out] (PyTorch's weight is [out, in, kh, kw]), NHWC.
+    kh, kw, cin, cout = kernel.shape
+    if padding == "same":
+        x = _pad_same(x, kh, kw, strides[0], strides[1], dilation[0], dilation[1], symmetric=symmetric)
+    w = kernel.reshape(cout, cin, kh, kw) if raw_layout else kernel.permute(3, 2, 0, 1)  # raw: a control
+    y = F.conv2d(x.permute(0, 3, 1, 2), w, bias, stride=strides, dilation=dilation)
+    return y.permute(0, 2, 3, 1)
+
+
+def depthwise_conv2d(x, kernel, bias=None, strides=(1, 1), padding="valid", dilation=(1, 1)):
+    # keras.layers.DepthwiseConv2D: kernel [kh, kw, C, M]; output channel c·M + m is input channel c
+    # through its m-th filter (tf.nn.depthwise_conv2d), i.e. groups=C with weight [C·M, 1, kh, kw].
+    kh, kw, c, m = kernel.shape
+    if padding == "same":
+        x = _pad_same(x, kh, kw, strides[0], strides[1], dilation[0], dilation[1])
+    w = kernel.permute(2, 3, 0, 1).reshape(c * m, 1, kh, kw)
+    y = F.conv2d(x.permute(0, 3, 1, 2), w, bias, stride=strides, dilation=dilation, groups=c)
+    return y.permute(0, 2, 3, 1)
+
+
+def max_pool2d(x, pool, strides, padding="valid"):
+    # keras.layers.MaxPooling2D: 'same' pads as TensorFlow (padding never wins a maximum).
+    if padding == "same":
+        x = _pad_same(x, pool[0], pool[1], strides[0], strides[1], value=-math.inf)
+    return F.max_pool2d(x.permute(0, 3, 1, 2), pool, strides).permute(0, 2, 3, 1)
+
+
+def avg_pool2d(x, pool, strides, padding="valid", count_padding=False):
+    # keras.layers.AveragePooling2D: 'same' averages over the window's real elements only
+    # (tf.nn.avg_pool; PyTorch's avg_pool2d counts the padding unless count_include_pad=False).
+    ones = torch.ones_like(x[..., :1])
+    if padding == "same":
+        x = _pad_same(x, pool[0], pool[1], strides[0], strides[1])
+        ones = _pad_same(ones, pool[0], pool[1], strides[0], strides[1], value=1.0 if count_padding else 0.0)
+    s = F.avg_pool2d(x.permute(0, 3, 1, 2), pool, strides, divisor_override=1)
+    n = F.avg_pool2d(ones.permute(0, 3, 1, 2), pool, strides, divisor_override=1)
+    return (s / n).permute(0, 2, 3, 1)
+
+
+def global_avg_pool2d(x):
+    return x.mean(dim=(1, 2))
+
+
+def zero_pad2d(x, top, bottom, left, right):
+    return F.pad(x, (0, 0, left, right, top, bottom))
+
+
+def flatten(x, channels_first=False):
+    # keras.layers.Flatten on channels-last data: the order (h, w, c). A PyTorch model flattens
+    # (c, h, w): the negative control.
+    if channels_first and x.dim() == 4:
+        x = x.permute(0, 3, 1, 2)
+    return x.reshape(x.shape[0], -1)
+
+
+def dense(x, kernel, bias=None):
+    # keras.layers.Dense: kernel [in, out] (PyTorch's Linear weight is [out, in]).
+    y = x @ kernel
+    return y + bias if bias is not None else y
+
+
+def batchnorm_train(x, gamma, beta, state, momentum, epsilon, unbiased=False, flipped_momentum=False):
+    """keras.layers.BatchNormalization in training. Returns y; updates state's moving statistics.
+
+    keras/src/layers/normalization/batch_normalization.py: mean, variance = ops.moments(x) (the
+    biased variance, mean((x - mean)^2)); moving_mean = moving_mean·momentum + mean·(1 - momentum),
+    moving_variance = moving_variance·momentum + variance·(1 - momentum). PyTorch's BatchNorm2d
+    feeds the unbiased variance into running_var and its `momentum` is Keras's 1 - momentum.
+    """
+    axes = tuple(range(x.dim() - 1))
+    mean = x.mean(dim=axes)
+    var = ((x - mean) ** 2).mean(dim=axes)
+    y = (x - mean) / torch.sqrt(var + epsilon) * gamma + beta
+    m = x.numel() // x.shape[-1]
+    v = var.detach() * (m / (m - 1) if unbiased and m > 1 else 1.0)
+    k = 1.0 - momentum if flipped_momentum else momentum
+    state["moving_mean"] = state["moving_mean"] * k + mean.detach() * (1.0 - k)
+    state["moving_variance"] = state["moving_variance"] * k + v * (1.0 - k)
+    return y
+
+
+def batchnorm_infer(x, gamma, beta, state, epsilon):
+    return (x - state["moving_mean"]) / torch.sqrt(state["moving_variance"] + epsilon) * gamma + beta
+
+
+def lstm(x, kernel, recurrent, bias, return_sequences, gates="ifco"):
+    """keras.layers.LSTM (activation tanh, recurrent_activation sigmoid, the Keras 3 defaults).
+
+    Gates in the order i, f, c, o along the 4·units axis (keras/src/layers/rnn/lstm.py, LSTMCell:
+    z = x·kernel + h·recurrent_kernel + bias; c = f·c + i·tanh(z_c); h = o·tanh(c)); the initial
+    state zero. PyTorch's nn.LSTM orders i, f, g, o too, but stores weight_ih [4u, in].
+    """
+    n, t, _ = x.shape
+    u = recurrent.shape[0]
+    h = x.new_zeros(n, u)
+    c = x.new_zeros(n, u)
+    out = []
+    for s in range(t):
+        z = x[:, s] @ kernel + h @ recurrent
+        if bias is not None:
+            z = z + bias
+        part = {k: z[:, j * u : (j + 1) * u] for j, k in enumerate(gates)}  # gates="icfo": a control
+        i, f, g, o = part["i"], part["f"], part["c"], part["o"]
+        i, f, o = torch.sigmoid(i), torch.sigmoid(f), torch.sigmoid(o)
+        c = f * c + i * torch.tanh(g)
+        h = o * torch.tanh(c)
+        out.append(h)
+    return torch.stack(out, dim=1) if return_sequences else h
+
+
+ACTIVATIONS = {
+    "relu": torch.relu,
+    "relu6": lambda v: torch.clamp(v, 0.0, 6.0),  # keras.layers.ReLU(max_value=6)
+    "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+    "linear": lambda v: v,
+}
+
+
+# --- Losses (keras/src/losses/losses.py): the batch mean of the per-sample loss.
+def sparse_categorical_crossentropy(logits, y, k, smoothing=0.0):
+    # Keras's label_smoothing: targets y·(1 - ls) + ls/K (categorical_crossentropy; the sparse form
+    # applies it to the one-hot labels).
+    t = F.one_hot(y, k).to(logits.dtype) * (1.0 - smoothing) + smoothing / k
+    return -(t * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
+
+
+def binary_crossentropy(logit, y, smoothing=0.0):
+    # keras.losses.binary_crossentropy on a sigmoid output: targets y·(1 - ls) + ls/2.
+    t = y.to(logit.dtype) * (1.0 - smoothing) + smoothing / 2
+    return F.binary_cross_entropy_with_logits(logit.reshape(-1), t)
+
+
+# --- trainer's dropout mask (core/ops/math/philox.h, core/ops/step_scalars.h, core/run/epoch_loop.cpp):
+# the RNG is the one part that cannot be Keras's; given the mask, Keras's inverted dropout
+# (keras/src/layers/regularization/dropout.py: x·mask / (1 - rate)) is what the reference applies.
+M32, M64 = 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF
+
+
+def _philox(c0, c1, c2, c3, k0, k1):
+    for _ in range(10):
+        p0, p1 = 0xD2511F53 * c0, 0xCD9E8D57 * c2
+        c0, c1, c2, c3 = ((p1 >> 32) ^ c1 ^ k0) & M32, p1 & M32, ((p0 >> 32) ^ c3 ^ k1) & M32, p0 & M32
+        k0, k1 = (k0 + 0x9E3779B9) & M32, (k1 + 0xBB67AE85) & M32
+    return c0, c1, c2, c3
+
+
+def dropout_mask(numel, run_seed, global_step, node, rate, rank=0):
+    step = (((run_seed * 0x9E3779B97F4A7C15 + global_step) & M64) * 0xBF58476D1CE4E5B9 + rank) & M64
+    seed = (step * 1000003 + node) & M64
+    t = rate * 16777216.0
+    threshold = int(t) + (1 if int(t) < t else 0)
+    keep = []
+    for g in range((numel + 3) // 4):
+        w = _philox(g & M32, g >> 32, 0, 0, seed & M32, seed >> 32)
+        keep += [(w[j] >> 8) >= threshold for j in range(4)]
+    return torch.tensor(keep[:numel], dtype=torch.float64)

@@ -1,0 +1,384 @@
+#!/usr/bin/env python3
+"""Peer check of every layer type and loss against Keras 3's definitions, written by hand in PyTorch.
+
+Usage: layers.py TRAINER WORKDIR. Each case is a small model given to trainer with its initial
+weights (init.from) and trained for 2 steps of plain SGD (lr 0.1, one batch of 4 samples per
+epoch, shuffle off) on .npy data, with a validation set of 4 other samples. The reference
+(keras_ref.py, float64) runs the same steps with Keras's definitions. Checked per case, each
+within 1e-4 relative:
+  - every parameter and moving statistic of trainer's last checkpoint;
+  - the training loss trainer reports for each epoch (metrics.csv `loss`: the loss of the epoch's
+    one batch before its update, Keras's logs["loss"]);
+  - the validation loss (metrics.csv `val_loss`: inference mode, batch norm's moving statistics).
+Negative controls: the same reference with one convention flipped (TensorFlow's 'same' padding,
+the kernel layout, the flatten order, batch norm's momentum and biased variance, average pooling
+without the padding) must NOT be within the tolerance. Prints a table; exit 0 when every check
+holds, 1 when one fails, 77 when torch cannot be imported.
+"""
+import os
+import sys
+
+import numpy as np
+
+from peer import TOL, checkpoint, max_rel, metrics, rel, run_trainer, save_npy, write_safetensors
+
+try:
+    import torch
+
+    import keras_ref as K
+except Exception as e:  # noqa: BLE001 - any import failure is a skip
+    print(f"SKIP: import torch failed: {e}")
+    sys.exit(77)
+
+torch.set_default_dtype(torch.float64)
+N, CLASSES, STEPS, LR, SEED = 4, 3, 2, 0.1, 1
+IMG = [6, 7, 3]  # an even and an odd side: 'same' stride 2 pads (0, 1) rows and (1, 1) columns
+
+
+class Case:
+    """component, variant, the model's layers (YAML flow maps), its input(s), the initial weights,
+    the reference forward f(P, X, S, training, ctl, step) -> logits, the loss, negative controls."""
+
+    def __init__(self, component, variant, layers, params, forward, inputs=None, loss="sparse_categorical_crossentropy",
+                 smoothing=0.0, state=None, controls=()):
+        self.component, self.variant, self.layers, self.params = component, variant, layers, params
+        self.forward, self.loss, self.smoothing, self.controls = forward, loss, smoothing, controls
+        self.inputs = inputs or {"x": ("image", IMG)}
+        self.state = state or {}
+
+
+rng = np.random.default_rng(11)
+
+
+def w(*shape, scale=0.5):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def head(units_in):  # the classifier every image case ends with: dense -> softmax
+    return {"logits/kernel": w(units_in, CLASSES), "logits/bias": w(CLASSES, scale=0.1)}
+
+
+HEAD = ["{name: flat, type: flatten}", f"{{name: logits, type: dense, units: {CLASSES}}}", "{name: out, type: softmax}"]
+
+
+def logits(P, h):
+    return K.dense(K.flatten(h), P["logits/kernel"], P["logits/bias"])
+
+
+def bn_state(c):
+    return {"moving_mean": np.zeros(c, np.float32) + w(c, scale=0.1), "moving_variance": np.ones(c, np.float32) + np.abs(w(c, scale=0.2))}
+
+
+def cases():
+    out = []
+    # --- conv2d: TensorFlow's 'same' padding, strides, dilation, the kernel layout.
+    for variant, opts, kw, shape_out, controls in [
+        ("3x3 'same' stride 1", "kernel: 3, padding: same", {"padding": "same"}, (6, 7, 4), ()),
+        ("3x3 'same' stride 2 (uneven padding)", "kernel: 3, strides: 2, padding: same",
+         {"padding": "same", "strides": (2, 2)}, (3, 4, 4), ("symmetric padding", "kernel as [out, in, kh, kw]")),
+        ("3x3 'valid' stride 2", "kernel: 3, strides: 2", {"strides": (2, 2)}, (2, 3, 4), ()),
+        ("3x3 'same' dilation 2", "kernel: 3, dilation: 2, padding: same", {"padding": "same", "dilation": (2, 2)},
+         (6, 7, 4), ()),
+    ]:
+        p = {"conv/kernel": w(3, 3, 3, 4), "conv/bias": w(4, scale=0.1), **head(int(np.prod(shape_out)))}
+
+        def f(P, X, S, training, ctl, step, kw=kw):
+            h = K.conv2d(X["x"], P["conv/kernel"], P["conv/bias"], symmetric=ctl == "symmetric padding",
+                         raw_layout=ctl == "kernel as [out, in, kh, kw]", **kw)
+            return logits(P, h)
+
+        out.append(Case("conv2d", variant, [f"{{name: conv, type: conv2d, filters: 4, {opts}}}"] + HEAD, p, f,
+                        controls=controls))
+    p = {"conv/kernel": w(1, 1, 3, 5), **head(6 * 7 * 5)}
+    out.append(Case("conv2d", "1x1, no bias", ["{name: conv, type: conv2d, filters: 5, kernel: 1, use_bias: false}"] + HEAD,
+                    p, lambda P, X, S, t, c, s: logits(P, K.conv2d(X["x"], P["conv/kernel"]))))
+
+    # --- depthwise_conv2d: [kh, kw, C, M], output channel c·M + m.
+    p = {"dw/depthwise_kernel": w(3, 3, 3, 2), "dw/bias": w(6, scale=0.1), **head(6 * 7 * 6)}
+    out.append(Case("depthwise_conv2d", "3x3 'same', multiplier 2",
+                    ["{name: dw, type: depthwise_conv2d, kernel: 3, padding: same, depth_multiplier: 2}"] + HEAD, p,
+                    lambda P, X, S, t, c, s: logits(P, K.depthwise_conv2d(X["x"], P["dw/depthwise_kernel"], P["dw/bias"],
+                                                                         padding="same"))))
+    p = {"dw/depthwise_kernel": w(3, 3, 3, 1), **head(3 * 4 * 3)}
+    out.append(Case("depthwise_conv2d", "3x3 'same' stride 2, no bias",
+                    ["{name: dw, type: depthwise_conv2d, kernel: 3, strides: 2, padding: same, use_bias: false}"] + HEAD, p,
+                    lambda P, X, S, t, c, s: logits(P, K.depthwise_conv2d(X["x"], P["dw/depthwise_kernel"],
+                                                                         strides=(2, 2), padding="same"))))
+
+    # --- batch norm after a convolution (training, and inference in validation).
+    p = {"conv/kernel": w(3, 3, 3, 4), "bn/gamma": 1 + w(4, scale=0.2), "bn/beta": w(4, scale=0.2), **head(6 * 7 * 4)}
+
+    for unbiased in (False, True):
+        def f_bn(P, X, S, training, ctl, step, unbiased=unbiased):
+            h = K.conv2d(X["x"], P["conv/kernel"], padding="same")
+            if training:
+                h = K.batchnorm_train(h, P["bn/gamma"], P["bn/beta"], S["bn"], 0.9, 1e-3,
+                                      unbiased=unbiased != (ctl == "the other batch variance"),
+                                      flipped_momentum=ctl == "momentum as PyTorch's")
+            else:
+                h = K.batchnorm_infer(h, P["bn/gamma"], P["bn/beta"], S["bn"], 1e-3)
+            return logits(P, torch.relu(h))
+
+        out.append(Case("batchnorm", "after conv, momentum 0.9, train + inference" if not unbiased
+                        else "moving_variance: unbiased (PyTorch's form)",
+                        ["{name: conv, type: conv2d, filters: 4, kernel: 3, padding: same, use_bias: false}",
+                         "{name: bn, type: batchnorm, momentum: 0.9" + (", moving_variance: unbiased}" if unbiased else "}"),
+                         "{name: relu, type: relu}"] + HEAD, p, f_bn, state={"bn": bn_state(4)},
+                        controls=("the other batch variance",) + (() if unbiased else ("momentum as PyTorch's",))))
+    p = {"d1/kernel": w(5, 6), "bn/gamma": 1 + w(6, scale=0.2), "bn/beta": w(6, scale=0.2), **head(6)}
+
+    def f_bn2(P, X, S, training, ctl, step):
+        h = K.dense(X["x"], P["d1/kernel"])
+        h = (K.batchnorm_train(h, P["bn/gamma"], P["bn/beta"], S["bn"], 0.99, 1e-3) if training
+             else K.batchnorm_infer(h, P["bn/gamma"], P["bn/beta"], S["bn"], 1e-3))
+        return logits(P, torch.tanh(h))
+
+    out.append(Case("batchnorm", "on dense features, Keras defaults",
+                    ["{name: d1, type: dense, units: 6, use_bias: false}", "{name: bn, type: batchnorm}", "{name: act, type: tanh}"]
+                    + HEAD[1:], p, f_bn2, inputs={"x": ("vector", [5])}, state={"bn": bn_state(6)}))
+
+    # --- pooling
+    for comp, variant, opts, fn, shape_out, controls in [
+        ("max_pool2d", "2x2 'valid'", "pool: 2", lambda x, c: K.max_pool2d(x, (2, 2), (2, 2)), (3, 3, 3), ()),
+        ("max_pool2d", "3x3 stride 2 'same'", "pool: 3, strides: 2, padding: same",
+         lambda x, c: K.max_pool2d(x, (3, 3), (2, 2), "same"), (3, 4, 3), ()),
+        ("avg_pool2d", "2x2 'valid'", "pool: 2", lambda x, c: K.avg_pool2d(x, (2, 2), (2, 2)), (3, 3, 3), ()),
+        ("avg_pool2d", "3x3 stride 2 'same' (padding not counted)", "pool: 3, strides: 2, padding: same",
+         lambda x, c: K.avg_pool2d(x, (3, 3), (2, 2), "same", count_padding=c == "padding counted"), (3, 4, 3),
+         ("padding counted",)),
+    ]:
+        p = {"conv/kernel": w(3, 3, 3, 3), **head(int(np.prod(shape_out)))}
+
+        def f(P, X, S, t, ctl, step, fn=fn):
+            return logits(P, fn(K.conv2d(X["x"], P["conv/kernel"], padding="same"), ctl))
+
+        out.append(Case(comp, variant, ["{name: conv, type: conv2d, filters: 3, kernel: 3, padding: same, use_bias: false}",
+                                        f"{{name: pool, type: {comp}, {opts}}}"] + HEAD, p, f, controls=controls))
+    p = {"conv/kernel": w(3, 3, 3, 5), **head(5)}
+    out.append(Case("global_avg_pool2d", "", ["{name: conv, type: conv2d, filters: 5, kernel: 3, use_bias: false}",
+                                               "{name: gap, type: global_avg_pool2d}"] + HEAD[1:], p,
+                    lambda P, X, S, t, c, s: logits(P, K.global_avg_pool2d(K.conv2d(X["x"], P["conv/kernel"])))))
+
+    # --- activations between two dense layers
+    for typ, layer in [("relu", "{name: act, type: relu}"), ("relu6", "{name: act, type: relu6}"),
+                       ("sigmoid", "{name: act, type: sigmoid}"), ("tanh", "{name: act, type: activation, function: tanh}")]:
+        p = {"d1/kernel": w(5, 6, scale=2.0), "d1/bias": w(6, scale=1.0), **head(6)}  # scale 2: relu6 clips
+
+        def f(P, X, S, t, c, s, typ=typ):
+            return logits(P, K.ACTIVATIONS[typ](K.dense(X["x"], P["d1/kernel"], P["d1/bias"])))
+
+        out.append(Case("activation", typ, ["{name: d1, type: dense, units: 6}", layer] + HEAD[1:], p, f,
+                        inputs={"x": ("vector", [5])}))
+
+    # --- merges, padding, flatten
+    p = {"a/kernel": w(3, 3, 3, 2), "b/kernel": w(1, 1, 3, 3), **head(6 * 7 * 5)}
+    out.append(Case("concat", "two conv branches (channels)",
+                    ["{name: a, type: conv2d, filters: 2, kernel: 3, padding: same, use_bias: false, inputs: [x]}",
+                     "{name: b, type: conv2d, filters: 3, kernel: 1, use_bias: false, inputs: [x]}",
+                     "{name: cat, type: concat, inputs: [a, b]}"] + HEAD, p,
+                    lambda P, X, S, t, c, s: logits(P, torch.cat([K.conv2d(X["x"], P["a/kernel"], padding="same"),
+                                                                  K.conv2d(X["x"], P["b/kernel"])], dim=3)),
+                    inputs={"x": ("image", IMG)}))
+    p = {"a/kernel": w(3, 3, 3, 3), "b/kernel": w(1, 1, 3, 3), **head(6 * 7 * 3)}
+    out.append(Case("add", "two conv branches",
+                    ["{name: a, type: conv2d, filters: 3, kernel: 3, padding: same, use_bias: false, inputs: [x]}",
+                     "{name: b, type: conv2d, filters: 3, kernel: 1, use_bias: false, inputs: [x]}",
+                     "{name: sum, type: add, inputs: [a, b]}"] + HEAD, p,
+                    lambda P, X, S, t, c, s: logits(P, K.conv2d(X["x"], P["a/kernel"], padding="same")
+                                                    + K.conv2d(X["x"], P["b/kernel"])), inputs={"x": ("image", IMG)}))
+    p = {"conv/kernel": w(3, 3, 3, 2), **head(7 * 6 * 2)}
+    out.append(Case("zero_pad2d", "[[1, 2], [0, 1]] then 'valid' 3x3",
+                    ["{name: pad, type: zero_pad2d, padding: [[1, 2], [0, 1]]}",
+                     "{name: conv, type: conv2d, filters: 2, kernel: 3, use_bias: false}"] + HEAD, p,
+                    lambda P, X, S, t, c, s: logits(P, K.conv2d(K.zero_pad2d(X["x"], 1, 2, 0, 1), P["conv/kernel"]))))
+    p = {"conv/kernel": w(3, 3, 3, 2), **head(6 * 7 * 2)}
+    out.append(Case("flatten", "(h, w, c) order", ["{name: conv, type: conv2d, filters: 2, kernel: 3, padding: same, use_bias: false}"]
+                    + HEAD, p,
+                    lambda P, X, S, t, c, s: K.dense(K.flatten(K.conv2d(X["x"], P["conv/kernel"], padding="same"),
+                                                               channels_first=c == "flatten as (c, h, w)"),
+                                                     P["logits/kernel"], P["logits/bias"]),
+                    controls=("flatten as (c, h, w)",)))
+
+    # --- dropout: rate 0, and rate 0.5 with trainer's own mask (node 0: the first layer)
+    for rate in (0.0, 0.5):
+        p = {"d1/kernel": w(6, 5), "d1/bias": w(5, scale=0.1), **head(5)}
+
+        def f(P, X, S, training, c, step, rate=rate):
+            x = X["x"]
+            if training and rate > 0:
+                scale = 1.0 if c == "no 1/(1 - rate) scaling" else 1.0 / (1.0 - rate)
+                x = x * K.dropout_mask(x.numel(), SEED, step, 0, rate).reshape(x.shape) * scale
+            return logits(P, torch.relu(K.dense(x, P["d1/kernel"], P["d1/bias"])))
+
+        out.append(Case("dropout", f"rate {rate:g}" + (" (trainer's mask)" if rate else ""),
+                        [f"{{name: drop, type: dropout, rate: {rate}}}", "{name: d1, type: dense, units: 5}",
+                         "{name: relu, type: relu}"] + HEAD[1:], p, f, inputs={"x": ("vector", [6])},
+                        controls=("no 1/(1 - rate) scaling",) if rate else ()))
+
+    # --- embedding, LSTM, a shared layer
+    p = {"emb/embeddings": w(10, 4), **head(5 * 4)}
+    out.append(Case("embedding", "10 x 4 over 5 ids", ["{name: emb, type: embedding, input_dim: 10, output_dim: 4}"] + HEAD, p,
+                    lambda P, X, S, t, c, s: logits(P, P["emb/embeddings"][X["x"].long()]), inputs={"x": ("ids", [5])}))
+    for seq in (False, True):
+        p = {"lstm/kernel": w(3, 16), "lstm/recurrent_kernel": w(4, 16), "lstm/bias": w(16, scale=0.2),
+             **head(5 * 4 if seq else 4)}
+
+        def f(P, X, S, t, c, s, seq=seq):
+            gates = "icfo" if c == "gates i, c, f, o" else "ifco"
+            return logits(P, K.lstm(X["x"], P["lstm/kernel"], P["lstm/recurrent_kernel"], P["lstm/bias"], seq, gates))
+
+        out.append(Case("lstm", "return_sequences" if seq else "last state",
+                        [f"{{name: lstm, type: lstm, units: 4, return_sequences: {str(seq).lower()}}}"]
+                        + (HEAD if seq else HEAD[1:]), p, f, inputs={"x": ("vector", [5, 3])},
+                        controls=() if seq else ("gates i, c, f, o",)))
+    p = {"emb/embeddings": w(10, 3), "lstm/kernel": w(3, 8), "lstm/recurrent_kernel": w(2, 8), "lstm/bias": w(8, scale=0.2),
+         **head(2)}
+    out.append(Case("embedding + lstm", "", ["{name: emb, type: embedding, input_dim: 10, output_dim: 3}",
+                                             "{name: lstm, type: lstm, units: 2}"] + HEAD[1:], p,
+                    lambda P, X, S, t, c, s: logits(P, K.lstm(P["emb/embeddings"][X["x"].long()], P["lstm/kernel"],
+                                                              P["lstm/recurrent_kernel"], P["lstm/bias"], False)),
+                    inputs={"x": ("ids", [6])}))
+    p = {"enc/kernel": w(5, 3), "enc/bias": w(3, scale=0.1), **head(6)}
+    out.append(Case("shared layer", "one dense on two inputs, gradients added",
+                    ["{name: enc, type: dense, units: 3, inputs: [a]}", "{name: enc_b, share: enc, inputs: [b]}",
+                     "{name: cat, type: concat, inputs: [enc, enc_b]}"] + HEAD[1:], p,
+                    lambda P, X, S, t, c, s: logits(P, torch.cat([K.dense(X["a"], P["enc/kernel"], P["enc/bias"]),
+                                                                  K.dense(X["b"], P["enc/kernel"], P["enc/bias"])], dim=1)),
+                    inputs={"a": ("vector", [5]), "b": ("vector", [5])}))
+
+    # --- losses
+    for loss, ls in [("categorical_crossentropy", 0.0), ("sparse_categorical_crossentropy", 0.1),
+                     ("categorical_crossentropy", 0.2)]:
+        p = {"d1/kernel": w(5, CLASSES), "d1/bias": w(CLASSES, scale=0.1)}
+        out.append(Case("loss", loss + (f", label_smoothing {ls:g}" if ls else ""),
+                        [f"{{name: d1, type: dense, units: {CLASSES}}}", "{name: out, type: softmax}"], p,
+                        lambda P, X, S, t, c, s: K.dense(X["x"], P["d1/kernel"], P["d1/bias"]),
+                        inputs={"x": ("vector", [5])}, loss=loss, smoothing=ls))
+    for ls in (0.0, 0.1):
+        p = {"d1/kernel": w(5, 1), "d1/bias": w(1, scale=0.1)}
+        out.append(Case("loss", "binary_crossentropy" + (f", label_smoothing {ls:g}" if ls else ""),
+                        ["{name: d1, type: dense, units: 1}", "{name: out, type: sigmoid}"], p,
+                        lambda P, X, S, t, c, s: K.dense(X["x"], P["d1/kernel"], P["d1/bias"]),
+                        inputs={"x": ("vector", [5])}, loss="binary_crossentropy", smoothing=ls))
+    return out
+
+
+def make_inputs(case, n):
+    X = {}
+    for name, (kind, shape) in case.inputs.items():
+        if kind == "ids":
+            X[name] = rng.integers(0, 10, [n] + shape).astype(np.int32)
+        else:
+            X[name] = rng.standard_normal([n] + shape).astype(np.float32)
+    return X
+
+
+def loss_of(case, out, y):
+    if case.loss == "binary_crossentropy":
+        return K.binary_crossentropy(out, y, case.smoothing)
+    return K.sparse_categorical_crossentropy(out, y, CLASSES, case.smoothing)
+
+
+def torch_inputs(X):
+    return {k: torch.tensor(v, dtype=torch.float64) for k, v in X.items()}
+
+
+def reference(case, X, y, Xv, yv, ctl=None):
+    """Trains as trainer does: STEPS steps of SGD on the one batch; returns the final tensors (by
+    checkpoint name), the training loss of each step and the validation loss after each."""
+    P = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in case.params.items()}
+    S = {layer: {k: torch.tensor(v, dtype=torch.float64) for k, v in st.items()} for layer, st in case.state.items()}
+    xt, yt = torch_inputs(X), torch.tensor(y, dtype=torch.int64)
+    xv, yvt = torch_inputs(Xv), torch.tensor(yv, dtype=torch.int64)
+    losses, val = [], []
+    for step in range(STEPS):
+        loss = loss_of(case, case.forward(P, xt, S, True, ctl, step), yt)
+        losses.append(float(loss))
+        grads = torch.autograd.grad(loss, list(P.values()))
+        with torch.no_grad():
+            for p, g in zip(P.values(), grads):
+                p -= LR * g
+            val.append(float(loss_of(case, case.forward(P, xv, S, False, ctl, step), yvt)))
+    want = {k: v.detach().numpy() for k, v in P.items()}
+    for layer, st in S.items():
+        for k, v in st.items():
+            want[f"{layer}/{k}"] = v.numpy()
+    return want, losses, val
+
+
+def config(case):
+    names = list(case.inputs)
+    if names == ["x"] and not any("inputs: [x]" in l for l in case.layers):
+        model_in = f"  input: {case.inputs['x'][1]}\n"
+    else:
+        model_in = "  inputs:\n" + "".join(f"    - {{name: {n}, shape: {case.inputs[n][1]}}}\n" for n in names)
+    data = (lambda split: f"{{type: npy, x: x{split}.npy, labels: y{split}.npy, classes: {CLASSES}}}" if len(names) == 1
+            else f"{{type: npy, inputs: [{', '.join(f'{n}{split}.npy' for n in names)}], labels: y{split}.npy, classes: {CLASSES}}}")
+    layers = "".join(f"    - {l}\n" for l in case.layers)
+    ls = f", label_smoothing: {case.smoothing}" if case.smoothing else ""
+    return f"""name: peer
+seed: {SEED}
+model:
+{model_in}  layers:
+{layers}init: {{from: w.safetensors}}
+data:
+  train: {data("")}
+  val: {data("v")}
+train: {{epochs: {STEPS}, batch_size: {N}, shuffle: false, loss: {case.loss}{ls}}}
+optimizer: {{type: sgd, lr: {LR}}}
+"""
+
+
+def run_case(trainer, work, i, case):
+    d = os.path.join(work, f"c{i}")
+    os.makedirs(d, exist_ok=True)
+    X, Xv = make_inputs(case, N), make_inputs(case, N)
+    classes = 2 if case.loss == "binary_crossentropy" else CLASSES
+    y, yv = rng.integers(0, classes, N).astype(np.int32), rng.integers(0, classes, N).astype(np.int32)
+    for split, arrays, labels in (("", X, y), ("v", Xv, yv)):
+        for name, a in arrays.items():
+            save_npy(d, f"{name}{split}.npy", a)
+        save_npy(d, f"y{split}.npy", labels)
+    init = dict(case.params)
+    for layer, st in case.state.items():
+        init.update({f"{layer}/{k}": v for k, v in st.items()})
+    write_safetensors(os.path.join(d, "w.safetensors"), init)
+    cfg = config(case).replace(f"classes: {CLASSES}", f"classes: {classes}")
+    run = run_trainer(trainer, d, "run", cfg)
+    got = checkpoint(run, STEPS)
+    rows = metrics(run)
+    want, losses, val = reference(case, X, y, Xv, yv)
+    err, where = max_rel(got, want)
+    for e in range(STEPS):
+        for col, ref in (("loss", losses[e]), ("val_loss", val[e])):
+            r = rel(rows[e][col], ref)
+            if r > err:
+                err, where = r, f"{col} of epoch {e + 1}"
+    controls = []
+    for ctl in case.controls:
+        cw, cl, cv = reference(case, X, y, Xv, yv, ctl)
+        controls.append((ctl, max_rel(got, cw)[0]))
+    return err, where, controls
+
+
+def main():
+    trainer, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    ok = True
+    print(f"{'component':<18} {'variant':<44} {'max rel err':>12}  result")
+    for i, case in enumerate(cases()):
+        err, where, controls = run_case(trainer, work, i, case)
+        good = err <= TOL
+        ok &= good
+        print(f"{case.component:<18} {case.variant:<44} {err:>12.3e}  {'ok' if good else f'FAIL (worst {where})'}")
+        for ctl, e in controls:
+            fails = e > TOL
+            ok &= fails
+            print(f"{'':<18} {'  control: ' + ctl:<44} {e:>12.3e}  {'ok (differs)' if fails else 'FAIL (control within tolerance)'}")
+    print(f"tolerance {TOL:g} relative (weights, moving statistics, training and validation loss); "
+          f"{'all within' if ok else 'FAILED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -9,6 +9,7 @@
 
 #include "cmd/trainer/command.h"
 #include "core/run/bench.h"
+#include "core/run/ceiling.h"
 #include "core/dist/launch.h"
 #include "core/run/bench_timeline.h"
 
@@ -89,11 +90,17 @@ int run_bench(const BenchArgs& a) {
       fmt::print("Note: --layers times the layers of data-parallel replicas only\n");
     for (const std::string& l : r.layer_lines) fmt::print("{}\n", l);
     fmt::print("{} on {} ({} threads, {}), batch {}, {} steps after {} warm-up: {:.1f} img/s, {:.2f} ms/step, "
-               "{:.1f} GFLOP/s, peak RSS {:.0f} MiB{}{}\n",
+               "{:.1f} GFLOP/s, {:.2f} cores busy, peak RSS {:.0f} MiB{}{}\n",
                e.name, r.device, r.threads, precision_name(e.precision), r.batch, a.o.steps, a.o.warmup,
-               r.images_per_second, r.ms_per_step, r.gflops_per_second, peak_rss_mb,
+               r.images_per_second, r.ms_per_step, r.gflops_per_second, r.cpu_cores, peak_rss_mb,
                r.peak_device_mb > 0 ? fmt::format(", peak device memory {:.0f} MiB", r.peak_device_mb) : "",
                r.bubble >= 0 ? fmt::format(", {} micro-batches, bubble {:.1f}%", r.microbatches, 100 * r.bubble) : "");
+    if (r.ceiling_gflops > 0)
+      fmt::print("Ceiling: {:.2f} of what this machine's kernels reach on one large convolution with the same threads "
+                 "({:.1f} GFLOP/s; on a large GEMM {:.1f}; {})\n",
+                 r.gflops_per_second / r.ceiling_gflops, r.ceiling_gflops, r.gemm_ceiling_gflops,
+                 r.ceiling_cached ? "measured before on this machine; TRAINER_CEILING=measure measures it again"
+                                  : "measured now, kept in " + ceiling_cache_path());
     fmt::print("{}", parts_text(r));
     if (a.timeline) fmt::print("{}", timeline_text(r.timelines));
   }
@@ -110,8 +117,15 @@ int run_bench(const BenchArgs& a) {
                 {"allreduce_ms_per_step", json_rounded(r.parts.allreduce_ms, 2)},
                 {"allreduce_hidden", json_rounded(r.hidden_fraction, 3)},
                 {"allocations_per_step", r.allocations_per_step},
+                {"cpu_cores", json_rounded(r.cpu_cores, 3)},
                 {"peak_rss_mb", json_rounded(peak_rss_mb, 1)}};
   if (r.peak_device_mb > 0) j["peak_device_mb"] = json_rounded(r.peak_device_mb, 1);
+  if (r.ceiling_gflops > 0) {
+    j["ceiling_gflops"] = json_rounded(r.ceiling_gflops, 1);
+    j["ceiling_fraction"] = json_rounded(r.gflops_per_second / r.ceiling_gflops, 3);
+    j["gemm_ceiling_gflops"] = json_rounded(r.gemm_ceiling_gflops, 1);
+    j["ceiling_cached"] = r.ceiling_cached;
+  }
   if (r.bubble >= 0) {
     j["microbatches"] = r.microbatches;
     j["bubble"] = json_rounded(r.bubble, 3);

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "cmd/trainer/command.h"
+#include "cmd/trainer/openmp_env.h"
 #include "core/data/dataset.h"
 #include "core/dist/launch.h"
 #include "core/dist/mpi_world.h"
@@ -100,6 +101,7 @@ int run_command(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+  cli::default_openmp_spin(argv);  // may start this program again, with GOMP_SPINCOUNT set
   // Under mpirun or srun: one process of a job, its place from the launcher, MPI initialised.
   Launch l = detect_launch();
   if (l.multi()) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/run/ceiling.h"
 #include "core/run/data_setup.h"
 #include "core/runtime/strategy.h"
 
@@ -27,8 +28,21 @@ BenchResult bench(const RunSpec& e, const BenchOptions& o, RunPlan* plan_out) {
     for (int r = 0; r < plan.local_replicas; ++r)
       inputs.emplace_back(e.model.input, plan.batch, classes, e.seed, plan.first_rank + r, plan.replicas);
   }
+  // The CPU's ceiling for one replica's threads (cached per machine; measured, about a second,
+  // before the replicas exist, so that nothing else runs meanwhile).
+  BenchOptions opts = o;
+  std::optional<Ceiling> ceiling;
+  const bool cpu = std::all_of(plan.devices.begin(), plan.devices.end(), [](const Device& d) { return d.is_cpu(); });
+  if (cpu) ceiling = cpu_ceiling(plan.threads, e.precision);
+  if (ceiling) opts.ceiling_gflops = ceiling->conv_gflops;
   std::unique_ptr<Strategy> strategy = strategy_type(plan.strategy).make(plan.trainee, plan.devices, plan.threads);
-  BenchResult r = strategy->bench(inputs, o);
+  BenchResult r = strategy->bench(inputs, opts);
+  if (ceiling) {
+    const int copies = int(plan.devices.size());  // replicas, or pipeline stages, of `threads` each
+    r.ceiling_gflops = copies * ceiling->conv_gflops;
+    r.gemm_ceiling_gflops = copies * ceiling->gemm_gflops;
+    r.ceiling_cached = ceiling->cached;
+  }
   if (plan_out) *plan_out = plan;
   return r;
 }

@@ -1,5 +1,7 @@
-// The batches `trainer bench` feeds a strategy: synthetic, or the training loader epoch after epoch.
+// The batches `trainer bench` feeds a strategy: synthetic, or the training loader epoch after epoch; the process's CPU clock.
 #include "core/runtime/bench_result.h"
+
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -8,6 +10,12 @@
 #include "core/data/dataset.h"
 
 namespace trainer {
+
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
 
 BenchInput::BenchInput(Loader& loader, int64_t steps_per_epoch) : loader_(&loader) {
   steps_per_epoch_ = loader_->batches_per_epoch();

@@ -10,6 +10,9 @@
 
 namespace trainer {
 
+// CPU seconds used by this process so far, all threads (CLOCK_PROCESS_CPUTIME_ID).
+double process_cpu_seconds();
+
 struct BenchOptions {
   int steps = 20, warmup = 3;
   bool layers = false;  // per-layer times (synchronised per layer: slower overall)
@@ -17,6 +20,10 @@ struct BenchOptions {
   // measured), instead of one fixed synthetic batch per rank.
   bool data = false;
   std::string base_dir = ".";  // relative data paths resolve against this
+  // The machine's ceiling for one replica (GFLOP/s of a training step of one large convolution
+  // with the replica's threads; core/run/ceiling.h), 0 when unknown: --layers gives each layer's
+  // share of it.
+  double ceiling_gflops = 0;
 };
 
 // One pipeline stage's share of a timed step, ms per step.
@@ -69,6 +76,13 @@ struct BenchResult {
   // Allocator calls (host and device tensor allocators of every replica or stage) in the timed
   // steps, per step: 0 once a step's buffers are planned.
   double allocations_per_step = 0;
+  // The process's CPU time (every thread: compute, OpenMP teams, loader) over the wall time of the
+  // timed steps: how many cores it kept busy. `--threads 1` on one replica should be 1.
+  double cpu_cores = 0;
+  // The ceiling of this process's replicas together (replicas x BenchOptions::ceiling_gflops) and
+  // the GEMM's (0: not measured, e.g. on a GPU).
+  double ceiling_gflops = 0, gemm_ceiling_gflops = 0;
+  bool ceiling_cached = false;  // read from the machine's cache rather than measured by this run
   StepBreakdown parts;
   std::vector<std::string> layer_lines;  // "name  fwd ms  bwd ms", slowest first
   // Data parallel: the last timed step of each of this process's replicas.

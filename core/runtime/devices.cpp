@@ -89,6 +89,17 @@ std::vector<std::string> describe_devices() {
   lines.push_back(fmt::format("cpu: oneDNN ISA {}; AVX-512 {}, AVX512-BF16 {}, AMX {} (flags: {})", c.onednn_isa,
                               yes_no(c.avx512), yes_no(c.avx512_bf16), yes_no(c.amx),
                               c.flags.empty() ? "none of avx2/avx512/amx" : fmt::format("{}", fmt::join(c.flags, " "))));
+  // What idle OpenMP threads do between parallel regions (libgomp read it at start-up; trainer
+  // sets GOMP_SPINCOUNT=3000 when neither variable is given: cmd/trainer/openmp_env.cpp).
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  const char* spin = std::getenv("GOMP_SPINCOUNT");
+  const bool ours = std::getenv("TRAINER_GOMP_SPINCOUNT_DEFAULT") != nullptr;
+  lines.push_back(fmt::format("cpu: idle OpenMP threads: {}",
+                              policy ? fmt::format("OMP_WAIT_POLICY={} (from the environment)", policy)
+                              : spin ? fmt::format("GOMP_SPINCOUNT={} ({})", spin,
+                                                   ours ? "trainer's default: spin briefly, then sleep"
+                                                        : "from the environment")
+                                     : "libgomp's default (spin 300,000 rounds)"));
   GpuInventory inv = gpu_inventory();
   if (inv.gpus.empty()) {
     lines.push_back("cuda: no GPU visible (" + inv.why + ")");

@@ -199,3 +199,43 @@ TEST_CASE("e2e bench: a timed step allocates nothing (one replica, two replicas,
     CHECK(j["allocations_per_step"].get<double>() == 0.0);
   }
 }
+
+TEST_CASE("e2e bench: --threads 1 keeps one core busy, and the step is measured against the machine's cached ceiling") {
+  const std::string cache = e2e::temp_dir("ceiling_cache");
+  const std::string env = "TRAINER_CACHE_DIR='" + cache + "' ";
+  auto first = e2e::trainer("bench " + kSmoke + " --threads 1 --steps 30 --warmup 3 --json", "", env);
+  INFO(first.out << first.err);
+  REQUIRE(first.code == 0);
+  auto j = e2e::last_json(first.out);
+  // CPU time over wall time of the timed steps, all threads: no second core kept busy.
+  CHECK(j["cpu_cores"].get<double>() > 0.5);
+  CHECK(j["cpu_cores"].get<double>() <= 1.05);
+  // The ceiling: measured by this run, kept in the cache, read from it by the next.
+  REQUIRE(j.contains("ceiling_gflops"));
+  CHECK(j["ceiling_gflops"].get<double>() > 0);
+  CHECK(j["gemm_ceiling_gflops"].get<double>() > 0);
+  CHECK(j["ceiling_fraction"].get<double>() == Approx(j["gflops_per_sec"].get<double>() /
+                                                       j["ceiling_gflops"].get<double>()).epsilon(0.01));
+  CHECK(j["ceiling_cached"] == false);
+  const std::string cached = e2e::read_file(cache + "/ceilings.json");
+  CHECK_THAT(cached, Contains("| 1 threads | fp32") && Contains("conv_gflops"));
+  auto second = e2e::trainer("bench " + kSmoke + " --threads 1 --steps 5 --warmup 1", "", env);
+  INFO(second.out << second.err);
+  REQUIRE(second.code == 0);
+  CHECK_THAT(second.out, Contains("Ceiling: ") && Contains("measured before on this machine"));
+  CHECK(e2e::last_json(second.out)["ceiling_cached"] == true);
+  // TRAINER_CEILING=off: no ceiling.
+  auto off = e2e::trainer("bench " + kSmoke + " --threads 1 --steps 5 --warmup 1 --json", "", env + "TRAINER_CEILING=off ");
+  REQUIRE(off.code == 0);
+  CHECK_FALSE(e2e::last_json(off.out).contains("ceiling_gflops"));
+}
+
+TEST_CASE("e2e devices: idle OpenMP threads spin briefly by default, and a user's wait policy is kept") {
+  auto d = e2e::trainer("devices", "", "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u TRAINER_GOMP_SPINCOUNT_DEFAULT ");
+  INFO(d.out << d.err);
+  REQUIRE(d.code == 0);
+  CHECK_THAT(d.out, Contains("cpu: idle OpenMP threads: GOMP_SPINCOUNT=3000 (trainer's default"));
+  auto p = e2e::trainer("devices", "", "env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=passive ");
+  REQUIRE(p.code == 0);
+  CHECK_THAT(p.out, Contains("cpu: idle OpenMP threads: OMP_WAIT_POLICY=passive (from the environment)"));
+}

@@ -16,18 +16,29 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Rank 0's per-layer times over `steps` more (profiled) steps, slowest first.
-std::vector<std::string> layer_lines(Executor& g, int steps) {
+// Rank 0's per-layer times over `steps` more (profiled) steps of `batch` samples, slowest first;
+// for a layer of matrix arithmetic (at least 32 FLOPs per output value: convolutions, dense, LSTM;
+// not batch norm, activations, pooling or concat, which the memory bounds), its training GFLOP/s
+// (3x the forward's FLOPs) and, with a ceiling, the share of it.
+std::vector<std::string> layer_lines(Executor& g, int steps, int64_t batch, double ceiling) {
   std::vector<size_t> order(g.nodes().size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   const auto& t = g.layer_times();
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t c) { return t[a].forward + t[a].backward > t[c].forward + t[c].backward; });
   std::vector<std::string> lines;
-  for (size_t i : order)
-    lines.push_back(fmt::format("{:<36} {:<18} {:<5} fwd {:8.3f} ms  bwd {:8.3f} ms", g.nodes()[i].layer->name(),
-                                g.nodes()[i].layer->type(), dtype_name(g.dtype(int(i))), t[i].forward * 1000 / steps,
-                                t[i].backward * 1000 / steps));
+  for (size_t i : order) {
+    const Layer& l = *g.nodes()[i].layer;
+    const double secs = (t[i].forward + t[i].backward) / steps;
+    const bool matrix = double(l.flops()) >= 32.0 * double(g.nodes()[i].shape.numel());
+    const double gflops = matrix && secs > 0 ? 3.0 * double(l.flops()) * double(batch) / secs / 1e9 : 0;
+    std::string rate;
+    if (gflops > 0) rate = fmt::format("  {:8.1f} GFLOP/s", gflops);
+    if (gflops > 0 && ceiling > 0) rate += fmt::format(" ({:.2f} of the ceiling)", gflops / ceiling);
+    lines.push_back(fmt::format("{:<36} {:<18} {:<5} fwd {:8.3f} ms  bwd {:8.3f} ms{}", l.name(), l.type(),
+                                dtype_name(g.dtype(int(i))), t[i].forward * 1000 / steps, t[i].backward * 1000 / steps,
+                                rate));
+  }
   return lines;
 }
 
@@ -68,6 +79,7 @@ BenchResult DataParallel::bench(std::vector<BenchInput>& inputs, const BenchOpti
   double input_wait = 0;
   int64_t images = 0, global_batch = 0;
   uint64_t allocations = 0;
+  double cpu = 0;  // the process's CPU seconds over the timed steps (rank `first` reads the clock)
   group_.run([&](Worker& w) {
     const int local = w.rank() - first;
     BenchInput& in = inputs[size_t(local)];
@@ -86,6 +98,7 @@ BenchResult DataParallel::bench(std::vector<BenchInput>& inputs, const BenchOpti
     double waited = 0;
     int64_t samples = 0;
     const uint64_t calls0 = allocator_calls();
+    const double cpu0 = w.rank() == first ? process_cpu_seconds() : 0.0;
     const Clock::time_point t0 = Clock::now();
     for (int s = 0; s < o.steps; ++s) {
       const Batch& b = in.next(waited);
@@ -97,7 +110,10 @@ BenchResult DataParallel::bench(std::vector<BenchInput>& inputs, const BenchOpti
     w.replica().context().synchronize();
     w.control().barrier();
     seconds[size_t(local)] = since(t0);
-    if (w.rank() == first) allocations = allocator_calls() - calls0;  // every local replica's, between the barriers
+    if (w.rank() == first) {  // every local replica's, between the barriers
+      allocations = allocator_calls() - calls0;
+      cpu = process_cpu_seconds() - cpu0;
+    }
     if (gpu) {
       w.set_timing(true);
       double unused = 0;
@@ -133,6 +149,7 @@ BenchResult DataParallel::bench(std::vector<BenchInput>& inputs, const BenchOpti
   res.images_per_second = double(images) / secs;
   res.gflops_per_second = 3.0 * double(g0.flops_per_sample()) * res.images_per_second / 1e9;
   res.allocations_per_step = double(allocations) / o.steps;
+  res.cpu_cores = seconds[0] > 0 ? cpu / seconds[0] : 0;
   for (size_t b : peak) res.peak_device_mb += double(b) / (1 << 20);
   res.hidden_fraction = parts.allreduce > 0 ? std::clamp(1.0 - parts.exposed / parts.allreduce, 0.0, 1.0) : 1.0;
   StepBreakdown& p = res.parts;
@@ -147,7 +164,7 @@ BenchResult DataParallel::bench(std::vector<BenchInput>& inputs, const BenchOpti
   for (int r = 0; r < n; ++r) res.timelines.emplace_back(first + r, timelines[size_t(r)]);
   p.input_wait_ms = input_wait * ms;
   p.data = !inputs[0].synthetic();
-  if (o.layers) res.layer_lines = layer_lines(g0, o.steps);
+  if (o.layers) res.layer_lines = layer_lines(g0, o.steps, n > 0 ? global_batch / total : 0, o.ceiling_gflops);
   return res;
 }
 

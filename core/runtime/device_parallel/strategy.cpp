@@ -47,6 +47,7 @@ BenchResult DeviceParallel::bench(std::vector<BenchInput>& inputs, const BenchOp
   double waited = 0;
   int64_t images = 0, batch = 0;
   const uint64_t calls0 = allocator_calls();
+  const double cpu0 = process_cpu_seconds();
   const auto t0 = Clock::now();
   for (int s = 0; s < o.steps; ++s) {
     const Batch& b = in.next(waited);
@@ -65,6 +66,7 @@ BenchResult DeviceParallel::bench(std::vector<BenchInput>& inputs, const BenchOp
     }
   }
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double cpu = process_cpu_seconds() - cpu0;
   const uint64_t allocations = allocator_calls() - calls0;
   w.set_timing(false);
 
@@ -81,6 +83,7 @@ BenchResult DeviceParallel::bench(std::vector<BenchInput>& inputs, const BenchOp
   for (int s = 0; s < w.stages(); ++s) flops += w.stage(s).graph().flops_per_sample();
   res.gflops_per_second = 3.0 * double(flops) * res.images_per_second / 1e9;
   res.allocations_per_step = double(allocations) / o.steps;
+  res.cpu_cores = secs > 0 ? cpu / secs : 0;
   res.peak_device_mb = double(device_memory_peak()) / (1 << 20);
   res.hidden_fraction = sum.shared_sum > 0 ? 0.0 : 1.0;  // the shared-gradient sum runs after the schedule
   res.microbatches = w.microbatches();

@@ -86,7 +86,7 @@ sys.stdout.write(r.stdout)
 print("maxrss_kb", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 sys.exit(r.returncode)' "$@"
 }
-ours=() theirs=() ours_rss=() theirs_rss=()
+ours=() theirs=() ours_rss=() theirs_rss=() ours_ceiling=()
 for r in $(seq "$rounds"); do
   o=$(peak "$trainer" bench "$config" --threads "$threads" --steps "$steps" --warmup 3 \
         --set train.batch_size="$batch" "${ours_prec[@]}")
@@ -94,10 +94,11 @@ for r in $(seq "$rounds"); do
         "${peer_prec[@]}") || { echo "bench-vs-pytorch: the PyTorch peer failed (its message is above)"; exit 1; }
   # (trainer's --json is nlohmann's compact dump since 519a489: no space after the colon.)
   oi=$(sed -nE 's/.*"images_per_sec": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)
+  oc=$(sed -nE 's/.*"ceiling_fraction": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)
   ti=$(sed -nE 's/.*"images_per_s": ?([0-9.]+).*/\1/p' <<<"$t" | tail -1)
   om=$(awk '/^maxrss_kb/ {printf "%.0f", $2 / 1024}' <<<"$o") tm=$(awk '/^maxrss_kb/ {printf "%.0f", $2 / 1024}' <<<"$t")
   echo "round $r: trainer $oi img/s (peak RSS $om MiB), pytorch $ti img/s (peak RSS $tm MiB)"
-  ours+=("$oi") theirs+=("$ti") ours_rss+=("$om") theirs_rss+=("$tm")
+  ours+=("$oi") theirs+=("$ti") ours_rss+=("$om") theirs_rss+=("$tm") ours_ceiling+=("${oc:-0}")
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 mo=$(median "${ours[@]}") mt=$(median "${theirs[@]}")
@@ -107,3 +108,8 @@ printf '\n%s training, %s, batch %s, %s threads (median of %s rounds of %s steps
 printf '  %-44s %10s img/s\n' "trainer" "$mo" "$peer_name" "$mt"
 printf '  %-44s %10s\n' "ratio trainer/PyTorch" "$(awk -v a="$mo" -v b="$mt" 'BEGIN {printf "%.2fx", a/b}')"
 printf '  %-44s %10s MiB (trainer), %s MiB (PyTorch)\n' "peak RSS (median)" "$(median "${ours_rss[@]}")" "$(median "${theirs_rss[@]}")"
+# trainer's share of the machine's ceiling (trainer bench: one large convolution's training step
+# with the same threads and precision); PyTorch's at the same FLOPs per image is the ratio times less.
+mc=$(median "${ours_ceiling[@]}")
+printf '  %-44s %10s (trainer), %s (PyTorch)\n' "fraction of the machine's ceiling" "$mc" \
+  "$(awk -v c="$mc" -v a="$mo" -v b="$mt" 'BEGIN {printf "%.2f", c * b / a}')"

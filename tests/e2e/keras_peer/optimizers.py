@@ -17,13 +17,8 @@ import numpy as np
 
 from peer import TOL, checkpoint, max_rel, run_trainer as run_config, write_safetensors
 
-try:
-    import torch
-except Exception as e:  # noqa: BLE001 - any import failure is a skip
-    print(f"SKIP: import torch failed: {e}")
-    sys.exit(77)
-
-torch.set_default_dtype(torch.float64)  # the reference in float64
+import keras_ref  # noqa: F401 - exits 77 (a skip) when torch cannot be imported; float64 by default
+import torch
 N, D, K = 16, 4, 3
 LR0, GAMMA, STEPS = 0.1, 0.5, 3
 

@@ -26,15 +26,8 @@ import numpy as np
 
 from peer import TOL, checkpoint, max_rel, metrics, rel, run_trainer, save_npy, write_safetensors
 
-try:
-    import torch
-
-    import keras_ref as K
-except Exception as e:  # noqa: BLE001 - any import failure is a skip
-    print(f"SKIP: import torch failed: {e}")
-    sys.exit(77)
-
-torch.set_default_dtype(torch.float64)
+import keras_ref as K  # exits 77 (a skip) when torch cannot be imported
+import torch
 CLASSES, LR, MOM = 3, 0.2, 0.9
 rng = np.random.default_rng(23)
 

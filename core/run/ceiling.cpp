@@ -2,12 +2,10 @@
 #include "core/run/ceiling.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -16,6 +14,7 @@
 #include "core/io/file.h"
 #include "core/ops/conv2d.h"
 #include "core/ops/dense.h"
+#include "core/ops/elementwise.h"
 #include "core/runtime/cpu_info.h"
 
 namespace trainer {
@@ -24,24 +23,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // A tensor of `s` on `ctx` holding small values that vary (the arithmetic does not depend on them;
-// zeros or denormals could only make it look faster).
+// zeros or denormals could only make it look faster), of type t through the elementwise convert.
 Tensor filled(OpContext& ctx, const Shape& s, DType t) {
+  std::vector<float> h(static_cast<size_t>(s.numel()));
+  for (size_t i = 0; i < h.size(); ++i) h[i] = 0.01f * float(int(i % 13) - 6);
+  Tensor f = ctx.empty(s);
+  ctx.copy_from_host(f.data(), h.data(), f.bytes());
+  if (t == DType::F32) return f;
   Tensor x = ctx.empty(s, t);
-  const int64_t n = s.numel();
-  if (t == DType::BF16) {
-    std::vector<uint16_t> h(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = 0.01f * float(i % 13 - 6);
-      uint32_t bits;
-      std::memcpy(&bits, &v, 4);
-      h[size_t(i)] = uint16_t(bits >> 16);
-    }
-    ctx.copy_from_host(x.data(), h.data(), x.bytes());
-  } else {
-    std::vector<float> h(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) h[size_t(i)] = 0.01f * float(i % 13 - 6);
-    ctx.copy_from_host(x.data(), h.data(), x.bytes());
-  }
+  make_kernel<ElementwiseKernel>(ctx, {})->convert(f, x);
   return x;
 }
 

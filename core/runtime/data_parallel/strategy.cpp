@@ -164,7 +164,7 @@ BenchResult DataParallel::bench(std::vector<BenchInput>& inputs, const BenchOpti
   for (int r = 0; r < n; ++r) res.timelines.emplace_back(first + r, timelines[size_t(r)]);
   p.input_wait_ms = input_wait * ms;
   p.data = !inputs[0].synthetic();
-  if (o.layers) res.layer_lines = layer_lines(g0, o.steps, n > 0 ? global_batch / total : 0, o.ceiling_gflops);
+  if (o.layers) res.layer_lines = layer_lines(g0, o.steps, global_batch / total, o.ceiling_gflops);
   return res;
 }
 

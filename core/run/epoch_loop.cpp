@@ -148,7 +148,7 @@ void train_epochs(Trainee& w, LoopSetup& run) {
     if (stop && step < steps) {
       if (first_here) {
         run.stopped_by = "interrupt";
-        run.stopped_at = fmt::format("epoch {} step {}/{}", epoch + 1, step, steps);
+        run.stopped_at = fmt::format("at epoch {} step {}/{}", epoch + 1, step, steps);
       }
       if (obs)
         obs->line(fmt::format("Interrupted ({}) at epoch {} step {}/{}: checkpoint {}", why(), epoch + 1, step, steps,
@@ -163,7 +163,10 @@ void train_epochs(Trainee& w, LoopSetup& run) {
       bool cut = false;
       LossStats v = w.evaluate(*val, {}, &cut);
       if (cut) {  // every rank agreed: the epoch's training is done, its validation is not
-        if (lead) run.stopped_by = "interrupt";
+        if (first_here) {  // every process's, not only process 0's: each one says so and exits 130
+          run.stopped_by = "interrupt";
+          run.stopped_at = fmt::format("during the validation of epoch {}", epoch + 1);
+        }
         if (obs) {
           obs->save(rep, state_at(epoch, step, sum, global_step, "interrupt"));
           obs->line(fmt::format("Interrupted ({}) during the validation of epoch {}: checkpoint {} (a resume validates again)",
@@ -201,7 +204,7 @@ void train_epochs(Trainee& w, LoopSetup& run) {
     if (stop || ee.stop) {
       if (first_here) {
         run.stopped_by = stop ? "interrupt" : "early_stopping";
-        run.stopped_at = fmt::format("the end of epoch {}", epoch + 1);
+        run.stopped_at = fmt::format("at the end of epoch {}", epoch + 1);
       }
       return;
     }

@@ -24,7 +24,7 @@ struct LoopSetup {
   std::atomic<int64_t> images{0};  // samples trained, counted by rank 0
   // How this process's replicas stopped (its first replica says): "", "interrupt", "early_stopping"
   // or "terminate_on_nan" — the same in every process, as every rank agrees on it — and where
-  // ("epoch 2 step 4/8", "the end of epoch 3").
+  // ("at epoch 2 step 4/8", "at the end of epoch 3", "during the validation of epoch 3").
   std::string stopped_by, stopped_at;
 };
 

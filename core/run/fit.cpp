@@ -110,7 +110,7 @@ FitResult fit(const RunSpec& e, const FitOptions& o) {
   // Process 0 said where the job stopped and which checkpoint it wrote; each other one says that it
   // stopped there too, so every process of an interrupted job ends with one line (and exits 130).
   if (!obs && result.interrupted) {
-    fmt::print("process {}/{}: interrupted at {} with the whole job; process 0 wrote the checkpoint\n", plan.process,
+    fmt::print("process {}/{}: interrupted {} with the whole job; process 0 wrote the checkpoint\n", plan.process,
                plan.processes, run.stopped_at);
     std::fflush(stdout);
   }

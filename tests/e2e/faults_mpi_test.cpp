@@ -104,8 +104,9 @@ void check_newest_checkpoint_loads(const std::string& dir, const std::string& jo
   if (size_t at = job_out.find("Interrupted "); at != std::string::npos) {
     size_t from = job_out.find(": checkpoint ", at), end = job_out.find('\n', at);
     REQUIRE(from < end);
-    std::string path = job_out.substr(from + 13, end - from - 13);
-    while (!path.empty() && (path.back() == '\r' || path.back() == ' ')) path.pop_back();
+    size_t stop = job_out.find(".safetensors", from);  // the line may go on: "(a resume validates again)"
+    REQUIRE(stop < end);
+    std::string path = job_out.substr(from + 13, stop + 12 - from - 13);
     CHECK_THAT(ev.out, Contains("/checkpoints/" + fs::path(path).filename().string() + " "));
   }
 }
@@ -177,7 +178,7 @@ TEST_CASE("faults mpi: SIGINT to mpirun stops every process at one step with a c
   CHECK(j.code != 0);
   CHECK(j.ms < 10000);  // long before the timeout
   CHECK_THAT(j.out, Contains("Interrupted "));
-  CHECK_THAT(j.out, Contains("process 1/2: interrupted at ") && Contains("with the whole job; process 0 wrote the checkpoint"));
+  CHECK_THAT(j.out, Contains("process 1/2: interrupted ") && Contains("with the whole job; process 0 wrote the checkpoint"));
   check_newest_checkpoint_loads(dir, j.out);
 }
 
@@ -191,7 +192,7 @@ TEST_CASE("faults mpi: SIGUSR1 to mpirun is forwarded: every process stops at on
   CHECK(j.code == 130);
   CHECK(j.ms < 10000);
   CHECK_THAT(j.out, Contains("Interrupted (SIGUSR1) "));
-  CHECK_THAT(j.out, Contains("process 1/2: interrupted at ") && Contains("with the whole job; process 0 wrote the checkpoint"));
+  CHECK_THAT(j.out, Contains("process 1/2: interrupted ") && Contains("with the whole job; process 0 wrote the checkpoint"));
   check_newest_checkpoint_loads(dir, j.out);
 }
 
@@ -208,8 +209,30 @@ TEST_CASE("faults mpi: SIGINT to the trainer processes stops the job with exit 1
   CHECK(j.ms < 10000);
   CHECK(e2e::read_file(dir + "/rank0.rc") == "130\n");
   CHECK(e2e::read_file(dir + "/rank1.rc") == "130\n");
-  CHECK_THAT(j.out, Contains("Interrupted ") && Contains("process 1/2: interrupted at "));
+  CHECK_THAT(j.out, Contains("Interrupted ") && Contains("process 1/2: interrupted "));
   check_newest_checkpoint_loads(dir, j.out);
+}
+
+TEST_CASE("faults mpi: a signal during validation stops every process there: each says so and exits 130") {
+  SKIP_WITHOUT_MPIRUN();
+  // The validation is slowed (300 ms a batch) so that the signal lands in it; before the fix,
+  // process 1 left its validation silently and exited 0 (only process 0 took it as an interrupt).
+  std::string dir = e2e::temp_dir("faults_sigval");
+  const std::string wrap = "sh -c '\"$@\"; rc=$?; echo $rc >" + dir + "/rank$OMPI_COMM_WORLD_RANK.rc; exit $rc' sh ";
+  const std::string job = e2e::mpirun("TRAINER_TEST_SLOW_VALIDATION=300 timeout -k 5 120 ") + " -np 2 " + wrap + kBinary +
+                          " run " + kSmoke + " --set train.epochs=5 --cpu 1 --threads 1 --run-dir '" + dir + "/run'";
+  std::string script = "cd '" + dir + "' && (" + job + " >job.out 2>&1 & job=$!; " +
+                       "for i in $(seq 1200); do grep -q 'test hook: validating' job.out && break; sleep 0.05; done; " +
+                       "sleep 0.1; kill -TERM $(" + trainer_pids(dir) + "); wait $job; echo $? >job.rc)";
+  REQUIRE(std::system(script.c_str()) == 0);
+  std::string out = e2e::read_file(dir + "/job.out");
+  INFO(out);
+  CHECK(e2e::read_file(dir + "/job.rc") == "130\n");
+  CHECK(e2e::read_file(dir + "/rank0.rc") == "130\n");
+  CHECK(e2e::read_file(dir + "/rank1.rc") == "130\n");
+  CHECK_THAT(out, Contains("Interrupted (SIGTERM) during the validation of epoch 1: checkpoint "));
+  CHECK_THAT(out, Contains("process 1/2: interrupted during the validation of epoch 1 with the whole job; process 0 wrote the checkpoint"));
+  check_newest_checkpoint_loads(dir, out);
 }
 
 TEST_CASE("faults mpi: kill -9 of one process ends the job within seconds, and the newest checkpoint loads") {

@@ -49,7 +49,8 @@ json state_json(const TrainState& s) {
               {"step_in_epoch", s.step_in_epoch},
               {"global_step", s.global_step},
               {"optimizer_steps", s.optimizer_steps},
-              {"epoch_sums", {{"loss_sum", s.loss_sum}, {"correct", s.correct}, {"count", s.count}}},
+              {"epoch_sums", {{"loss_sum", s.loss_sum}, {"correct", s.correct}, {"count", s.count},
+                              {"grad_norm_sum", s.grad_norm_sum}, {"grad_norm_count", s.grad_norm_count}}},
               {"rng", {{"seed", s.seed}, {"kind", "philox(seed, global_step, rank); loader(seed, epoch, batch)"}}},
               {"replicas", s.replicas},
               {"global_batch", s.global_batch},
@@ -71,6 +72,9 @@ TrainState state_from(const json& j) {
   s.loss_sum = sums.at("loss_sum").is_number() ? sums.at("loss_sum").get<double>() : NAN;
   s.correct = sums.at("correct").get<int64_t>();
   s.count = sums.at("count").get<int64_t>();
+  // Absent in checkpoints written before clipping existed: no norms so far.
+  s.grad_norm_sum = sums.contains("grad_norm_sum") && sums.at("grad_norm_sum").is_number() ? sums.at("grad_norm_sum").get<double>() : 0.0;
+  s.grad_norm_count = sums.contains("grad_norm_count") ? sums.at("grad_norm_count").get<int64_t>() : 0;
   s.seed = j.at("rng").at("seed").get<uint64_t>();
   s.replicas = j.at("replicas").get<int>();
   s.global_batch = j.at("global_batch").get<int64_t>();

@@ -27,6 +27,8 @@ struct TrainState {
   int64_t optimizer_steps = 0;
   double loss_sum = 0;         // `epoch`'s sums so far (for its metrics row)
   int64_t correct = 0, count = 0;
+  double grad_norm_sum = 0;    // `epoch`'s gradient norms so far (clipping on): sum and count
+  int64_t grad_norm_count = 0;
   uint64_t seed = 0;
   int replicas = 1;
   int64_t global_batch = 0;

@@ -85,6 +85,19 @@ class OptimUpdateKernel {
     shape_checks::Checks("all_finite", dev_).dtype("g", g, DType::F32);
     return all_finite_impl(g);
   }
+  // The sum of squares of the flat f32 tensor g (gradient clipping's global norm), in
+  // grad_clip_math.h's fixed order: the same bits on every backend and thread count. Waits for the device.
+  double sum_squares(const Tensor& g) {
+    shape_checks::Checks("sum_squares", dev_).dtype("g", g, DType::F32);
+    return g.numel() == 0 ? 0.0 : sum_squares_impl(g);
+  }
+  // g = clamp(g·scale, -limit, limit) in place (gradient clipping by value, after unscaling).
+  void clip_values(Tensor& g, float scale, float limit) {
+    const shape_checks::Checks ck("clip_values", dev_);
+    ck.dtype("g", g, DType::F32);
+    if (!(limit > 0.0f)) ck.fail("the limit must be positive");
+    if (g.numel() > 0) clip_values_impl(g, scale, limit);
+  }
 
  protected:
   OptimUpdateKernel(const OpContext& c, const Params&) : dev_(c.device()) {}
@@ -94,6 +107,8 @@ class OptimUpdateKernel {
   virtual void adam_impl(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) = 0;
   virtual void rmsprop_impl(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, Tensor& mg, const RmspropStep& s) = 0;
   virtual bool all_finite_impl(const Tensor& g) = 0;
+  virtual double sum_squares_impl(const Tensor& g) = 0;  // g not empty
+  virtual void clip_values_impl(Tensor& g, float scale, float limit) = 0;
 
  private:
   static void check_wg(const shape_checks::Checks& ck, const Tensor& w, const Tensor& g) {

@@ -37,6 +37,11 @@ class Optimizer {
   }
   // Whether every gradient is finite (loss scaling's check; waits for the device).
   bool grads_finite() { return k_->all_finite(grads_); }
+  // Gradient clipping (grad_clip.h): the sum of squares of the gradients [begin, end) (all by
+  // default; waits for the device), and g = clamp(g·scale, -limit, limit) in place.
+  double grad_sum_squares() { return k_->sum_squares(grads_); }
+  double grad_sum_squares(int64_t begin, int64_t end) { return k_->sum_squares(grads_.slice(begin, end)); }
+  void clip_grad_values(float scale, float limit) { k_->clip_values(grads_, scale, limit); }
   // State buffers by name, for checkpoints ("momentum", "m", "v", ...).
   virtual std::vector<std::pair<std::string, Tensor*>> state() = 0;
   int64_t steps() const { return steps_; }

@@ -62,6 +62,9 @@ void train_epochs(Trainee& w, LoopSetup& run) {
   Callbacks cb(e.callbacks);
 
   TrainState st;
+  // The epoch's gradient norms (clipping on): their sum and count over the updates so far.
+  double norm_sum = 0;
+  int64_t norm_count = 0;
   // fit() loaded rank 0 (checkpoint or init.from) already.
   if (from) {  // every replica loads the same checkpoint: no broadcast needed
     if (!lead) load_checkpoint(*from, rep, true);
@@ -81,6 +84,8 @@ void train_epochs(Trainee& w, LoopSetup& run) {
     s.loss_sum = sum.loss_sum;
     s.correct = sum.correct;
     s.count = sum.count;
+    s.grad_norm_sum = step > 0 ? norm_sum : 0;
+    s.grad_norm_count = step > 0 ? norm_count : 0;
     s.seed = e.seed;
     s.replicas = run.plan.replicas;
     s.global_batch = run.plan.global_batch;
@@ -107,6 +112,8 @@ void train_epochs(Trainee& w, LoopSetup& run) {
   for (int epoch = st.epoch; epoch < e.train.epochs; ++epoch) {
     const int64_t first = (from && epoch == st.epoch) ? st.step_in_epoch : 0;
     LossStats sum = first > 0 ? LossStats{st.loss_sum, st.correct, st.count} : LossStats{};
+    norm_sum = first > 0 ? st.grad_norm_sum : 0;
+    norm_count = first > 0 ? st.grad_norm_count : 0;
     auto t_epoch = std::chrono::steady_clock::now();
     if (obs) obs->begin_epoch(epoch, e.train.epochs, steps);
     train.start_epoch(epoch, first);
@@ -126,6 +133,10 @@ void train_epochs(Trainee& w, LoopSetup& run) {
       uint64_t seed = (e.seed * 0x9E3779B97F4A7C15ull + uint64_t(global_step)) * 0xBF58476D1CE4E5B9ull + uint64_t(rank);
       LossStats s = w.train_step(b, float(lr), seed, stop);
       sum += s;
+      if (const double n = w.clip().grad_norm(); e.train.clip.enabled() && std::isfinite(n)) {
+        norm_sum += n;  // every rank measured the same norm; a skipped step has none
+        ++norm_count;
+      }
       ++step;
       ++global_step;
       std::string message;
@@ -185,6 +196,7 @@ void train_epochs(Trainee& w, LoopSetup& run) {
       row.push_back({"loss_scale", double(scaler.scale())});
       row.push_back({"skipped_steps", double(scaler.skipped_in_epoch())});
     }
+    if (e.train.clip.enabled()) row.push_back({"grad_norm", norm_count > 0 ? norm_sum / double(norm_count) : NAN});
     Callbacks::EpochEnd ee = cb.on_epoch_end(epoch, row, lr);
     if (ee.snapshot_best) best_weights = rep.download_weights();
     if (ee.restore_best) rep.upload_weights(best_weights);

@@ -39,6 +39,7 @@ TraineeSpec trainee_spec(const RunSpec& e) {
   t.context.workspace_mb = e.devices.workspace_mb;
   t.seed = e.seed;
   t.loss_scale = e.train.loss_scale;
+  t.clip = e.train.clip;
   t.sync_bn = e.train.sync_bn;
   t.bucket_floats = e.train.bucket_mb > 0 ? std::max<int64_t>(1, int64_t(e.train.bucket_mb * (1 << 20) / sizeof(float))) : 0;
   t.placement = e.placement;
@@ -176,7 +177,8 @@ std::vector<std::string> RunPlan::banner(const RunSpec& e) const {
                               lr_factor != 1 ? fmt::format(" (linear scaling x{:g})", lr_factor) : "", schedule->describe(),
                               e.train.loss + smoothing,
                               fused_loss ? fmt::format(" (fused with the output {})", fused_output) : std::string(" (output taken as logits)")) +
-                  (e.train.loss_scale.enabled() ? ", loss scale " + e.train.loss_scale.describe() : std::string()));
+                  (e.train.loss_scale.enabled() ? ", loss scale " + e.train.loss_scale.describe() : std::string()) +
+                  (e.train.clip.enabled() ? ", gradients " + e.train.clip.describe() : std::string()));
   for (const std::string& c : Callbacks(e.callbacks).describe()) lines.push_back("Callback " + c);
   return lines;
 }

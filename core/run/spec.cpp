@@ -35,6 +35,7 @@ TrainSpec read_train(cfg::MapReader r) {
   if (bucket.is_scalar() && bucket.scalar() == "auto") r.allow({"bucket_mb"});
   else t.bucket_mb = r.get_float("bucket_mb", 0.0, 0.001, 4096.0);
   t.sync_bn = r.get<bool>("sync_bn", false);
+  t.clip = read_grad_clip(r);
   r.allow({"loss_scale"});  // read with the precision (its default depends on it)
   r.finish();
   return t;
@@ -73,6 +74,7 @@ std::vector<std::string> metric_names(const RunSpec& e) {
     m.push_back("loss_scale");
     m.push_back("skipped_steps");
   }
+  if (e.train.clip.enabled()) m.push_back("grad_norm");
   return m;
 }
 
@@ -123,6 +125,7 @@ RunSpec read_run_spec(std::shared_ptr<cfg::Document> doc) {
   e.precision = precision == "bf16" ? Precision::BF16 : precision == "fp16" ? Precision::FP16 : Precision::FP32;
   r.finish();
   e.train.loss_scale = read_loss_scale(root.child("train").child("loss_scale"), e.precision);
+  e.train.clip.keras = e.optimizer.convention == OptimConvention::Keras;
   e.metrics = metric_names(e);
   e.callbacks = read_callbacks(callbacks, e.metrics);
   if (!e.checkpoint.best.empty() && std::find(e.metrics.begin(), e.metrics.end(), e.checkpoint.best) == e.metrics.end())

@@ -12,6 +12,7 @@
 #include "core/graph/placement.h"
 #include "core/io/config.h"
 #include "core/ops/context.h"
+#include "core/optim/grad_clip.h"
 #include "core/optim/loss_scale.h"
 #include "core/optim/optimizer.h"
 #include "core/optim/schedule.h"
@@ -34,6 +35,7 @@ struct TrainSpec {
   double bucket_mb = 0;          // data parallelism: gradient all-reduce bucket size (0: auto)
   bool sync_bn = false;          // data parallelism: batch-norm statistics over the global batch
   LossScaleOptions loss_scale;   // `loss_scale:` (default: dynamic for fp16, none otherwise)
+  GradClipOptions clip;          // `clip_norm:` or `clip_value:` (none by default)
 };
 
 struct RunSpec {
@@ -55,7 +57,8 @@ struct RunSpec {
   Precision precision = Precision::FP32;  // `precision: fp32 | bf16 | fp16` (fp16: CUDA only)
   // The names of each epoch's metrics row (metrics.csv's columns after `epoch`): accuracy, loss,
   // lr, val_accuracy and val_loss with validation data, loss_scale (at the epoch's end) and
-  // skipped_steps (the epoch's steps skipped for inf/NaN gradients) with loss scaling on.
+  // skipped_steps (the epoch's steps skipped for inf/NaN gradients) with loss scaling on, grad_norm
+  // (the mean over the epoch's updates of the global gradient norm before clipping) with clipping on.
   std::vector<std::string> metrics;
 
   // The config's node at a dotted path ("devices.cpp"), for errors found after reading.

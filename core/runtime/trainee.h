@@ -12,6 +12,7 @@
 #include "core/graph/placement.h"
 #include "core/ops/context.h"
 #include "core/ops/softmax.h"
+#include "core/optim/grad_clip.h"
 #include "core/optim/loss_scale.h"
 #include "core/optim/optimizer.h"
 
@@ -27,6 +28,7 @@ struct TraineeSpec {
   ContextOptions context;       // precision, TF32 and workspace; threads are each replica's or stage's own
   uint64_t seed = 42;
   LossScaleOptions loss_scale;
+  GradClipOptions clip;         // train.clip_norm / clip_value
   bool sync_bn = false;         // data parallel: batch-norm statistics over the global batch
   int64_t bucket_floats = 0;    // data parallel: gradient bucket size (0: auto)
   Placement placement;          // device parallel: the device of each layer
@@ -62,6 +64,8 @@ class Trainee {
   // Loss scaling (train.loss_scale): the scale and the skipped-step counters. Every rank (every
   // stage) decides from the same reduced gradients, so all of them hold the same state.
   LossScaler& scaler() { return scaler_; }
+  // Gradient clipping (train.clip_norm / clip_value): the last step's gradient norm before clipping.
+  const GradClip& clip() const { return clip_; }
   // Test hook (TRAINER_INJECT_NONFINITE): the next train_step puts an inf into one gradient —
   // data parallel: rank 0's first trainable gradient, before its all-reduce; device parallel:
   // the first stage's that has trainable parameters — as an fp16 overflow in backward would.
@@ -75,6 +79,7 @@ class Trainee {
   virtual LossStats sum_over_ranks(const LossStats& s) { return s; }
 
   LossScaler scaler_;
+  GradClip clip_;
   bool inject_ = false;
 };
 

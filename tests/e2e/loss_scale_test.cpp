@@ -1,6 +1,7 @@
-// Loss scaling through the CLI: injected inf gradients skip steps, the scale backs off and grows, metrics and the console report it, and a resumed run continues with the saved scale.
+// Loss scaling through the CLI: injected inf gradients skip steps, the scale backs off and grows, metrics and the console report it, and a resumed run continues with the saved scale; gradient clipping with it.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <map>
 #include <sstream>
 #include <vector>
@@ -131,4 +132,47 @@ TEST_CASE("e2e loss scale: dynamic scaling without overflows trains bit-identica
   std::string a = e2e::read_file(dir + "/plain/checkpoints/epoch-0003.safetensors");
   CHECK(!a.empty());
   CHECK(a == e2e::read_file(dir + "/dynamic/checkpoints/epoch-0003.safetensors"));
+}
+
+TEST_CASE("e2e clipping: clip_norm acts on the unscaled gradients, skips with the skipped steps, and resumes exactly") {
+  std::string dir = e2e::temp_dir("clip");
+  std::string config = kConfig;
+  const std::string ls = ", loss_scale: {growth_interval: 4}";
+  config.replace(config.find(ls), ls.size(), ", clip_norm: 0.2");
+  e2e::write_file(dir + "/c.yaml", config);
+  auto plain = e2e::trainer("run c.yaml --run-dir plain", dir);
+  INFO(plain.out << plain.err);
+  REQUIRE(plain.code == 0);
+  CHECK_THAT(plain.out, Contains("gradients clip_norm 0.2 (global L2 norm, Keras's coefficient)"));
+  auto rows = csv_rows(dir + "/plain/metrics.csv");
+  REQUIRE(rows.size() == 3);
+  for (const auto& row : rows) CHECK(std::stod(row.at("grad_norm")) > 0.2);  // every epoch clipped on average
+  // A static power-of-two loss scale is divided out exactly before the norm: the same bits.
+  auto scaled = e2e::trainer("run c.yaml --run-dir scaled --set train.loss_scale=1024", dir);
+  INFO(scaled.out << scaled.err);
+  REQUIRE(scaled.code == 0);
+  CHECK(e2e::read_file(dir + "/plain/checkpoints/epoch-0003.safetensors") ==
+        e2e::read_file(dir + "/scaled/checkpoints/epoch-0003.safetensors"));
+  auto srows = csv_rows(dir + "/scaled/metrics.csv");
+  REQUIRE(srows.size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(srows[i].at("grad_norm") == rows[i].at("grad_norm"));
+  // Steps with inf gradients are skipped, not clipped: the epoch's grad_norm averages the others.
+  auto poisoned = e2e::trainer("run c.yaml --run-dir poisoned --set train.loss_scale=dynamic", dir, kPoison);
+  INFO(poisoned.out << poisoned.err);
+  REQUIRE(poisoned.code == 0);
+  auto prows = csv_rows(dir + "/poisoned/metrics.csv");
+  REQUIRE(prows.size() == 3);
+  CHECK(std::stod(prows[0].at("skipped_steps")) == 2);
+  CHECK(std::isfinite(std::stod(prows[0].at("grad_norm"))));
+  // An interrupt mid-epoch and --resume: the same metrics (grad_norm's sums are in the checkpoint) and weights.
+  auto cut = e2e::trainer("run c.yaml --run-dir cut", dir, "TRAINER_TEST_SIGINT_AT_STEP=15");
+  INFO(cut.out << cut.err);
+  REQUIRE(cut.code == 130);
+  CHECK_THAT(e2e::read_file(dir + "/cut/checkpoints/epoch-0002-step-000006.json"), Contains("\"grad_norm_count\": 6"));
+  auto res = e2e::trainer("run --resume cut --run-dir resumed", dir);
+  INFO(res.out << res.err);
+  REQUIRE(res.code == 0);
+  CHECK(e2e::read_file(dir + "/plain/metrics.csv") == e2e::read_file(dir + "/resumed/metrics.csv"));
+  CHECK(e2e::read_file(dir + "/plain/checkpoints/epoch-0003.safetensors") ==
+        e2e::read_file(dir + "/resumed/checkpoints/epoch-0003.safetensors"));
 }

@@ -1,8 +1,10 @@
-// CPU optimizer updates: fused single-pass SGD, Adam(W) and RMSprop over flat f32 buffers (optim_math.h's per-element updates); the gradients' finiteness check.
+// CPU optimizer updates: fused single-pass SGD, Adam(W) and RMSprop over flat f32 buffers (optim_math.h's per-element updates); the gradients' finiteness check, sum of squares and clipping.
 #include <cmath>
+#include <vector>
 
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
+#include "core/ops/math/grad_clip_math.h"
 #include "core/ops/math/optim_math.h"
 #include "core/ops/optim_update.h"
 
@@ -72,6 +74,27 @@ class CpuOptimUpdate final : public OptimUpdateKernel {
     for (int64_t i = 0; i < n; ++i) bad += gp[i] - gp[i];
     return bad == 0.0f;
   }
+
+  double sum_squares_impl(const Tensor& g) override {
+    const float* gp = g.f32();
+    const int64_t n = g.numel(), chunks = grad_clip_math::chunks(n);
+    part_.resize(size_t(chunks));  // kept: a model's size, so no allocation after the first step
+    double* part = part_.data();
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) part[c] = grad_clip_math::chunk_sum_squares(gp, n, c);
+    double sum = 0;
+    for (int64_t c = 0; c < chunks; ++c) sum += part[c];  // in chunk order, as the GPU's host sum
+    return sum;
+  }
+
+  void clip_values_impl(Tensor& g, float scale, float limit) override {
+    float* __restrict gp = g.f32();
+    const int64_t n = g.numel();
+#pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) gp[i] = grad_clip_math::clip_value(gp[i], scale, limit);
+  }
+
+  std::vector<double> part_;  // sum_squares's per-chunk sums
 };
 
 static RegisterKernel<OptimUpdateKernel, CpuOptimUpdate> reg(DeviceKind::CPU);

@@ -1,6 +1,9 @@
-// CUDA optimizer updates: fused single-pass SGD, Adam(W) and RMSprop over flat f32 buffers (optim_math.h, shared with the CPU); the gradients' finiteness check.
+// CUDA optimizer updates: fused single-pass SGD, Adam(W) and RMSprop over flat f32 buffers (optim_math.h, shared with the CPU); the gradients' finiteness check, sum of squares and clipping.
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_util.cuh"
+#include <vector>
+
+#include "core/ops/math/grad_clip_math.h"
 #include "core/ops/math/optim_math.h"
 #include "core/ops/optim_update.h"
 
@@ -42,6 +45,31 @@ __global__ void nonfinite_kernel(const float* g, int64_t n, int* flag) {
   if (bad) *flag = 1;
 }
 
+// One block of kLanes threads per chunk: grad_clip_math.h's lanes and fold, so the chunk's sum has
+// the CPU's bits.
+__global__ void chunk_sum_squares_kernel(const float* g, int64_t n, double* part) {
+  namespace m = grad_clip_math;
+  __shared__ double lanes[m::kLanes];
+  const int l = int(threadIdx.x);
+  const int64_t base = int64_t(blockIdx.x) * m::kChunk;
+  double acc = 0;
+  for (int r = 0; r < m::kRounds; ++r) {
+    const int64_t i = base + int64_t(r) * m::kLanes + l;
+    if (i < n) acc += m::square(g[i]);
+  }
+  lanes[l] = acc;
+  __syncthreads();
+  for (int s = m::kLanes / 2; s > 0; s /= 2) {
+    if (l < s) lanes[l] += lanes[l + s];
+    __syncthreads();
+  }
+  if (l == 0) part[blockIdx.x] = lanes[0];
+}
+
+__global__ void clip_values_kernel(float* g, int64_t n, float scale, float limit) {
+  CUDA_GRID_LOOP(i, n) g[i] = grad_clip_math::clip_value(g[i], scale, limit);
+}
+
 class CudaOptimUpdate final : public OptimUpdateKernel {
  public:
   CudaOptimUpdate(OpContext& ctx, const OptimUpdateParams& p) : OptimUpdateKernel(ctx, p), c_(cuda_context(ctx)) {}
@@ -77,8 +105,26 @@ class CudaOptimUpdate final : public OptimUpdateKernel {
     return bad == 0;
   }
 
+  double sum_squares_impl(const Tensor& g) override {
+    const int64_t n = g.numel(), chunks = grad_clip_math::chunks(n);
+    double* part = part_.as<double>(c_, size_t(chunks));
+    TRAINER_LAUNCH(chunk_sum_squares_kernel, unsigned(chunks), grad_clip_math::kLanes, c_.stream(), g.f32(), n, part);
+    host_part_.resize(size_t(chunks));
+    c_.copy_to_host(host_part_.data(), part, size_t(chunks) * sizeof(double));  // waits for the stream
+    double sum = 0;
+    for (double p : host_part_) sum += p;  // in chunk order, as the CPU
+    return sum;
+  }
+
+  void clip_values_impl(Tensor& g, float scale, float limit) override {
+    TRAINER_LAUNCH(clip_values_kernel, cuda::grid_for(g.numel(), c_), cuda::kBlock, c_.stream(), g.f32(), g.numel(),
+                   scale, limit);
+  }
+
   CudaContext& c_;
   Tensor flag_;  // all_finite's answer on the device
+  Scratch part_;  // sum_squares's per-chunk sums on the device (a model's size: grown once)
+  std::vector<double> host_part_;
 };
 
 static RegisterKernel<OptimUpdateKernel, CudaOptimUpdate> reg(DeviceKind::CUDA);

@@ -23,6 +23,7 @@ Worker::Worker(const TraineeSpec& t, int rank, Device device, int threads)
     : rank_(rank), sync_bn_(t.sync_bn), cuda_graphs_(t.cuda_graphs), bucket_floats_(t.bucket_floats) {
   rep_ = std::make_unique<Replica>(t, device, threads);
   scaler_ = LossScaler(t.loss_scale);
+  clip_ = GradClip(t.clip);
 }
 
 void Worker::poison_first_gradient() {
@@ -67,13 +68,13 @@ void Worker::broadcast_parameters() {
 }
 
 // A step that can be one fixed, recorded program: this replica alone in the job (no collective in
-// the step), on a context that can capture, without loss scaling (its finiteness check reads the
-// gradients on the host), synchronised batch norm (host all-reduces in the layers), test hooks,
+// the step), on a context that can capture, without loss scaling or gradient clipping (the
+// finiteness check and the norm are read on the host), synchronised batch norm (host all-reduces in the layers), test hooks,
 // per-part timing or per-layer profiling (both synchronise the device between parts). Every other
 // step takes the ordinary path.
 bool Worker::fixed_step_ok() const {
-  return cuda_graphs_ && ctl_->size() == 1 && rep_->context().can_capture() && !scaler_.enabled() && !sync_bn_ &&
-         !inject_ && !timing_ && !rep_->executor().profiling();
+  return cuda_graphs_ && ctl_->size() == 1 && rep_->context().can_capture() && !scaler_.enabled() && !clip_.enabled() &&
+         !sync_bn_ && !inject_ && !timing_ && !rep_->executor().profiling();
 }
 
 LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop) {
@@ -99,19 +100,27 @@ LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop
   const Clock::time_point backward_end = Clock::now();
   Optimizer& opt = rep_->optimizer();
   const auto& bk = buckets_->buckets();
-  if (!scaler_.enabled()) {
+  if (!scaler_.enabled() && !clip_.enabled()) {
     opt.begin_step();
     for (size_t i = bk.size(); i-- > 0;) {  // in the order their all-reduces finish
       buckets_->wait(i);
       opt.update(bk[i].begin, bk[i].end, lr, 1.0f);
     }
   } else {
-    // The check needs every reduced gradient, so the update waits for the last all-reduce. Every
-    // replica holds the same reduced gradients: all take the same decision, with no collective.
+    // The check and the norm need every reduced gradient, so the update waits for the last
+    // all-reduce. Every replica holds the same reduced gradients: all take the same decision and
+    // measure the same norm (the global batch's), with no collective.
     for (size_t i = bk.size(); i-- > 0;) buckets_->wait(i);
-    const bool finite = opt.grads_finite();
-    if (finite) opt.step(lr, 1.0f / loss_scale);  // unscaled inside the update
-    scaler_.update(finite);                       // skipped: no update, the step count unchanged
+    const bool finite = !scaler_.enabled() || opt.grads_finite();
+    if (finite) {
+      const float inv_scale = 1.0f / loss_scale;
+      const float grad_scale = clip_.begin(clip_.enabled() ? opt.grad_sum_squares() : 0.0, inv_scale);
+      clip_.clip(opt, inv_scale);
+      opt.step(lr, grad_scale);  // unscaled (and clipped by norm) inside the update
+    } else {
+      clip_.skipped();
+    }
+    if (scaler_.enabled()) scaler_.update(finite);  // skipped: no update, the step count unchanged
   }
   if (timing_) rep_->context().synchronize();
   const Clock::time_point updated = Clock::now();

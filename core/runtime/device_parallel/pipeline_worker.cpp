@@ -79,6 +79,7 @@ std::vector<Device> placement_devices(const Placement& p, const DevicesSpec& r, 
 PipelineWorker::PipelineWorker(const TraineeSpec& t, const std::vector<Device>& devices, int threads)
     : microbatches_(t.microbatches) {
   scaler_ = LossScaler(t.loss_scale);
+  clip_ = GradClip(t.clip);
   const std::shared_ptr<const Graph> whole = t.graph ? t.graph : std::make_shared<const Graph>(t.model);
   const Graph& full = *whole;
   std::vector<Shape> shapes;
@@ -240,15 +241,41 @@ LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bo
     threads_->run_all([&](int st) { ok[size_t(st)] = stages_[size_t(st)]->optimizer().grads_finite(); });
     finite = std::all_of(ok.begin(), ok.end(), [](char c) { return c != 0; });
   }
-  if (!finite)
+  const float inv_scale = 1.0f / loss_scale;
+  float grad_scale = inv_scale;
+  if (finite && clip_.enabled()) {
+    // The global norm: each stage's sum of squares on its own thread, added in stage order. A
+    // layer shared across stages counts once: its copies after the first (which hold the same
+    // summed gradient) are taken out.
+    std::vector<double> squares(stages_.size());
+    threads_->run_all([&](int st) {
+      Optimizer& opt = stages_[size_t(st)]->optimizer();
+      double q = opt.grad_sum_squares();
+      for (const auto& copies : tied_)
+        for (size_t c = 1; c < copies.size(); ++c)
+          if (copies[c].first == st) {
+            const ParamEntry& p = stages_[size_t(st)]->params().entries()[copies[c].second];
+            q -= opt.grad_sum_squares(p.offset, p.offset + p.spec.shape.numel());
+          }
+      squares[size_t(st)] = q;
+    });
+    double sum = 0;
+    for (double q : squares) sum += q;
+    grad_scale = clip_.begin(sum, inv_scale);
+  }
+  if (!finite) {
+    clip_.skipped();
     for (StageTime& t : times_.stages) t.optimizer = 0;  // skipped: no update
-  else
+  } else {
     threads_->run_all([&](int st) {
       const auto t = std::chrono::steady_clock::now();
-      stages_[size_t(st)]->optimizer().step(lr, 1.0f / loss_scale);
+      Optimizer& opt = stages_[size_t(st)]->optimizer();
+      clip_.clip(opt, inv_scale);
+      opt.step(lr, grad_scale);
       if (timing_) stages_[size_t(st)]->context().synchronize();
       times_.stages[size_t(st)].optimizer = since(t);
     });
+  }
   scaler_.update(finite);
   times_.optimizer = since(t0);
   return s;

@@ -7,8 +7,11 @@ halved every step (schedule step, every 1, gamma 0.5). For each optimizer varian
 convention keras and the reference computes the same steps with Keras's formulas; every weight and
 optimizer slot of trainer's last checkpoint must be within 1e-4 relative. Negative control: trainer
 with convention pytorch must NOT be within the tolerance of the Keras reference (with rates that
-change every step and epsilon 1e-3 the forms differ well above it). Prints a table; exit 0 when
-every check holds, 1 when one fails, 77 when torch cannot be imported.
+change every step and epsilon 1e-3 the forms differ well above it). Then gradient clipping
+(train.clip_norm as Keras's global_clipnorm, train.clip_value as clipvalue), each against two
+controls that must differ: trainer without clipping, and the reference clipping each variable by
+its own norm (Keras's clipnorm, not global). Prints tables; exit 0 when every check holds, 1 when
+one fails, 77 when torch cannot be imported.
 """
 import os
 import sys
@@ -108,12 +111,36 @@ VARIANTS = [
 ]
 
 
-def reference(kind, opts, w0, b0, x, y):
+def clipped(gs, clip):
+    """Keras 3's gradient clipping (keras/src/optimizers/base_optimizer.py, _clip_gradients):
+    global_clipnorm: clip_by_global_norm, g * c / max(global norm, c); clipvalue: clip to [-v, v];
+    clipnorm: each variable by its own norm (here only as a control)."""
+    if "clip_norm" in clip:
+        c = clip["clip_norm"]
+        norm = torch.sqrt(sum((g * g).sum() for g in gs))
+        return [g * c / torch.clamp(norm, min=c) for g in gs]
+    if "clip_value" in clip:
+        return [torch.clamp(g, -clip["clip_value"], clip["clip_value"]) for g in gs]
+    if "per_variable_norm" in clip:
+        c = clip["per_variable_norm"]
+        return [g * c / torch.clamp(torch.sqrt((g * g).sum()), min=c) for g in gs]
+    return gs
+
+
+CLIP_VARIANTS = [
+    ("sgd", "clip_norm 0.05 (global_clipnorm)", {"momentum": 0.9}, {"clip_norm": 0.05}),
+    ("adam", "clip_norm 0.05 (global_clipnorm)", {"epsilon": 1e-3}, {"clip_norm": 0.05}),
+    ("sgd", "clip_value 0.02 (clipvalue)", {"momentum": 0.9}, {"clip_value": 0.02}),
+    ("rmsprop", "clip_value 0.02 (clipvalue)", {"epsilon": 1e-3}, {"clip_value": 0.02}),
+]
+
+
+def reference(kind, opts, w0, b0, x, y, clip=None):
     params = {"dense/kernel": torch.tensor(w0), "dense/bias": torch.tensor(b0)}
     state = {k: {} for k in params}
     for step in range(STEPS):
         lr, t = rate(step), step + 1
-        gw, gb = grads(params["dense/kernel"], params["dense/bias"], x, y)
+        gw, gb = clipped(grads(params["dense/kernel"], params["dense/bias"], x, y), clip or {})
         for name, g in (("dense/kernel", gw), ("dense/bias", gb)):
             params[name] = UPDATE[kind](params[name], g, state[name], lr, t, opts)
     out = {k: v.numpy() for k, v in params.items()}
@@ -127,7 +154,7 @@ def yaml_value(v):
     return "true" if v is True else "false" if v is False else repr(v)
 
 
-def run_trainer(trainer, work, tag, kind, opts, convention):
+def run_trainer(trainer, work, tag, kind, opts, convention, train_extra=""):
     opt = ", ".join([f"type: {kind}", f"lr: {LR0}", f"convention: {convention}"] + [f"{k}: {yaml_value(v)}" for k, v in opts.items()])
     cfg = f"""name: peer
 seed: 1
@@ -139,7 +166,7 @@ model:
 init: {{from: w.safetensors}}
 data:
   train: {{type: npy, x: x.npy, labels: y.npy}}
-train: {{epochs: {STEPS}, batch_size: {N}, shuffle: false}}
+train: {{epochs: {STEPS}, batch_size: {N}, shuffle: false{train_extra}}}
 optimizer: {{{opt}}}
 schedule: {{type: step, every: 1, gamma: {GAMMA}}}
 """
@@ -169,6 +196,22 @@ def main():
         ok &= good
         note = "ok" if good else f"FAIL (worst {where})" if ek > TOL else "FAIL (control within tolerance)"
         print(f"{kind:<9} {name:<30} {ek:>19.3e} {ep:>18.3e}  {note}")
+    print(f"tolerance {TOL:g} relative; {'all within' if ok else 'FAILED'}")
+
+    # Clipping: limits well under the gradients' size, so that every step clips.
+    print(f"{'component':<9} {'variant':<30} {'keras: max rel err':>19} {'unclipped':>10} {'per-variable':>13}  result")
+    for i, (kind, name, opts, clip) in enumerate(CLIP_VARIANTS):
+        (key, limit), = clip.items()
+        want = reference(kind, opts, w0.astype(np.float64), b0.astype(np.float64), xt, yt, clip)
+        other = reference(kind, opts, w0.astype(np.float64), b0.astype(np.float64), xt, yt, {"per_variable_norm": limit})
+        got = run_trainer(trainer, work, f"c{i}", kind, opts, "keras", f", {key}: {limit}")
+        ek, where = max_rel(got, want)
+        eu, _ = max_rel(run_trainer(trainer, work, f"c{i}-free", kind, opts, "keras"), want)
+        ev, _ = max_rel(got, other)
+        good = ek <= TOL and eu > TOL and ev > TOL
+        ok &= good
+        note = "ok" if good else f"FAIL (worst {where})" if ek > TOL else "FAIL (a control within tolerance)"
+        print(f"{kind:<9} {name:<30} {ek:>19.3e} {eu:>10.3e} {ev:>13.3e}  {note}")
     print(f"tolerance {TOL:g} relative; {'all within' if ok else 'FAILED'}")
     return 0 if ok else 1
 

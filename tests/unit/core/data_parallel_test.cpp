@@ -2,6 +2,7 @@
 // bitwise identical after every step; a failing replica stops the others promptly.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -15,7 +16,8 @@ using namespace trainer;
 
 namespace {
 
-std::string config(const std::string& optimizer, bool batchnorm, bool sync_bn) {
+// `train` adds keys to the train section ("clip_norm: 0.1, ").
+std::string config(const std::string& optimizer, bool batchnorm, bool sync_bn, const std::string& train = "") {
   // A bias before batch norm has a gradient that is 0 up to rounding; Adam would turn that noise
   // into full-size steps, so (as Keras models do) the convolution has no bias there.
   std::string bn = batchnorm ? "    - {name: bn, type: batchnorm}\n" : "";
@@ -36,16 +38,17 @@ model:
     - {name: softmax, type: softmax}
 data:
   train: {type: synthetic, size: 240, image_size: 8, classes: 5, seed: 3}
-train: {batch_size: 12, sync_bn: )" + std::string(sync_bn ? "true" : "false") + R"(, bucket_mb: 0.001}
+train: {)" + train + R"(batch_size: 12, sync_bn: )" + std::string(sync_bn ? "true" : "false") + R"(, bucket_mb: 0.001}
 optimizer: )" + optimizer + "\n";
 }
 
 // Trains `replicas` CPU replicas (one thread each), or replicas on one GPU listed `replicas` times
 // (as `--gpus 0,0,0`: threads of one process sharing the GPU, LocalComm in its memory), for `steps`
 // steps on global batches of 12; returns rank 0's final parameters, checking after every step that
-// all ranks agree bitwise.
+// all ranks agree bitwise. `norms`, when given, receives rank 0's gradient norm of each step
+// (clipping on) and rank 1's must be the same.
 std::vector<float> train(const std::string& yaml, int replicas, int steps, bool* identical,
-                         const Device* gpu = nullptr) {
+                         const Device* gpu = nullptr, std::vector<double>* norms = nullptr) {
   RunSpec e = read_run_spec(cfg::parse_document(yaml, "dp.yaml"));
   e.train.batch_size = 12 / replicas;
   e.devices.tf32 = false;  // strict fp32 on a GPU, so that the batch split is the only difference
@@ -54,6 +57,7 @@ std::vector<float> train(const std::string& yaml, int replicas, int steps, bool*
   ReplicaGroup group(trainee_spec(e), devices, 1);
   auto ds = make_dataset(cfg::root(e.doc).child("data").child("train"), ".");
   std::vector<std::vector<float>> weights(static_cast<size_t>(replicas));
+  std::vector<double> step_norm(static_cast<size_t>(replicas));
   *identical = true;
   group.run([&](Worker& w) {
     LoaderOptions lo;
@@ -72,11 +76,15 @@ std::vector<float> train(const std::string& yaml, int replicas, int steps, bool*
       if (!loader.next(b)) throw std::logic_error("the loader ran out of batches");  // no Catch macros off the main thread
       w.train_step(b, 0.05f, uint64_t(s), stop);
       weights[size_t(w.rank())] = w.replica().executor().params().download(w.replica().context());
+      step_norm[size_t(w.rank())] = w.clip().grad_norm();
       w.control().barrier();
-      if (w.rank() == 0)
+      if (w.rank() == 0) {
         for (int r = 1; r < replicas; ++r)
-          if (std::memcmp(weights[0].data(), weights[size_t(r)].data(), weights[0].size() * sizeof(float)) != 0)
+          if (std::memcmp(weights[0].data(), weights[size_t(r)].data(), weights[0].size() * sizeof(float)) != 0 ||
+              std::memcmp(&step_norm[0], &step_norm[size_t(r)], sizeof(double)) != 0)
             *identical = false;
+        if (norms) norms->push_back(step_norm[0]);
+      }
       w.control().barrier();
     }
   });
@@ -123,6 +131,37 @@ TEST_CASE("data parallel: N replicas x B/N match 1 replica x B after 10 steps (A
 TEST_CASE("data parallel: with sync_bn, N replicas x B/N match 1 replica x B (batch norm over the global batch)") {
   for (int n : {2, 3, 4}) check_equivalent(config("{type: sgd, lr: 0.05, momentum: 0.9}", true, true), n);
   check_equivalent(config("{type: adam, lr: 0.01}", true, true), 3);
+}
+
+TEST_CASE("data parallel: with clip_norm or clip_value, N replicas x B/N match 1 replica x B (the global batch's norm)") {
+  const std::string sgd = "{type: sgd, lr: 0.05, momentum: 0.9}";
+  // Clipping is in force: every step's norm is over the limit, and the weights differ from an
+  // unclipped run's.
+  bool same = true;
+  std::vector<float> free = train(config(sgd, false, false), 1, 10, &same);
+  std::vector<double> norms;
+  for (const std::string clip : {"clip_value: 0.002, ", "clip_norm: 0.05, "}) {  // norms: clip_norm's, last
+    norms.clear();
+    std::vector<float> clipped = train(config(sgd, false, false, clip), 1, 10, &same, nullptr, &norms);
+    REQUIRE(norms.size() == 10);
+    for (double n : norms) CHECK(n > 0.05);
+    double moved = 0;
+    for (size_t i = 0; i < free.size(); ++i) moved = std::max(moved, double(std::abs(free[i] - clipped[i])));
+    INFO(clip);
+    CHECK(moved > 1e-3);
+  }
+  // The norm is the global batch's: the same on every replica, and the same as one replica's.
+  for (int n : {2, 3}) {
+    std::vector<double> split;
+    bool identical = true;
+    train(config(sgd, false, false, "clip_norm: 0.05, "), n, 10, &identical, nullptr, &split);
+    CHECK(identical);
+    REQUIRE(split.size() == norms.size());
+    for (size_t s = 0; s < norms.size(); ++s) CHECK(std::abs(split[s] - norms[s]) <= 1e-5 * norms[s]);
+  }
+  for (int n : {2, 3, 4}) check_equivalent(config(sgd, false, false, "clip_norm: 0.05, "), n);
+  for (int n : {2, 4}) check_equivalent(config(sgd, false, false, "clip_value: 0.002, "), n);
+  check_equivalent(config("{type: adam, lr: 0.01, convention: pytorch}", true, true, "clip_norm: 0.05, "), 3);
 }
 
 TEST_CASE("data parallel on one GPU listed N times (--gpus 0,0,0): N replicas x B/N match 1 replica x B") {

@@ -126,14 +126,32 @@ std::map<std::string, std::vector<float>> train_single(const RunSpec& e, int ste
   return by_name(r.state());
 }
 
-std::map<std::string, std::vector<float>> train_placed(const RunSpec& e, int steps, int classes) {
+// `norms`, when given, receives each step's gradient norm (clipping on).
+std::map<std::string, std::vector<float>> train_placed(const RunSpec& e, int steps, int classes,
+                                                       std::vector<double>* norms = nullptr) {
   PipelineWorker w(trainee_spec(e), cpus(e), 1);
   bool stop = false;
   for (int s = 0; s < steps; ++s) {
     Batch b = random_batch(input_shapes(e), 12, classes, uint32_t(100 + s));
     w.train_step(b, 0.05f, uint64_t(s), stop);
+    if (norms) norms->push_back(w.clip().grad_norm());
   }
   return by_name(w.state());
+}
+
+// The same on one device through the data-parallel worker (one replica), whose step clips.
+std::map<std::string, std::vector<float>> train_worker(const RunSpec& e, int steps, int classes,
+                                                       std::vector<double>* norms = nullptr) {
+  ReplicaGroup group(trainee_spec(e), {Device::cpu(0)}, 1);
+  group.run([&](Worker& w) {
+    bool stop = false;
+    for (int s = 0; s < steps; ++s) {
+      Batch b = random_batch(input_shapes(e), 12, classes, uint32_t(100 + s));
+      w.train_step(b, 0.05f, uint64_t(s), stop);
+      if (norms) norms->push_back(w.clip().grad_norm());
+    }
+  });
+  return by_name(group.worker(0).state());
 }
 
 }  // namespace
@@ -144,6 +162,29 @@ TEST_CASE("device parallel: a CNN over two devices trains as on one (10 steps, 1
   auto one = train_single(e, 10, 5), two = train_placed(e, 10, 5);
   double d = max_diff(one, two);
   WARN("CNN on 2 virtual CPU devices vs 1 device after 10 SGD steps: max |dw| = " << d);
+  CHECK(d <= 1e-5);
+}
+
+TEST_CASE("device parallel: clip_norm (one norm over every stage's gradients) and clip_value train as on one device",
+          "[device_parallel]") {
+  for (const char* clip : {"train.clip_norm=0.05", "train.clip_value=0.002"}) {
+    INFO(clip);
+    RunSpec e = experiment(kCnn, {clip});
+    std::vector<double> n1, n2;
+    auto one = train_worker(e, 10, 5, &n1), two = train_placed(e, 10, 5, &n2);
+    double d = max_diff(one, two);
+    WARN("CNN on 2 virtual CPU devices vs 1 device after 10 SGD steps with " << clip << ": max |dw| = " << d);
+    CHECK(d <= 1e-5);
+    REQUIRE(n1.size() == n2.size());
+    for (size_t s = 0; s < n1.size(); ++s) {
+      CHECK(n1[s] > 0.05);  // in force at every step
+      CHECK(std::abs(n1[s] - n2[s]) <= 1e-5 * n1[s]);
+    }
+    CHECK(max_diff(two, train_placed(experiment(kCnn), 10, 5)) > 1e-3);  // and it changes the result
+  }
+  RunSpec lstm = experiment(kSharedLstm, {"train.clip_norm=0.01"});
+  double d = max_diff(train_worker(lstm, 10, 2), train_placed(lstm, 10, 2));
+  WARN("shared LSTM on 3 virtual CPU devices vs 1 device after 10 RMSprop steps with clip_norm 0.01: max |dw| = " << d);
   CHECK(d <= 1e-5);
 }
 

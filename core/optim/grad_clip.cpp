@@ -5,8 +5,6 @@
 
 #include <cmath>
 
-#include "core/ops/math/grad_clip_math.h"
-
 namespace trainer {
 
 std::string GradClipOptions::describe() const {
@@ -39,11 +37,17 @@ GradClipOptions read_grad_clip(cfg::MapReader& train) {
   return o;
 }
 
+double clip_coefficient(double norm, double max_norm, bool keras) {
+  if (keras) return max_norm / (norm > max_norm ? norm : max_norm);
+  const double c = max_norm / (norm + 1e-6);
+  return c < 1.0 ? c : 1.0;
+}
+
 float GradClip::begin(double sum_squares, float inv_scale) {
   if (!enabled()) return inv_scale;
   norm_ = std::sqrt(sum_squares) * double(inv_scale);
   if (o_.mode == GradClipOptions::Mode::Value) return 1.0f;
-  return float(double(inv_scale) * grad_clip_math::clip_coef(norm_, o_.limit, o_.keras));
+  return float(double(inv_scale) * clip_coefficient(norm_, o_.limit, o_.keras));
 }
 
 void GradClip::clip(Optimizer& opt, float inv_scale) const {

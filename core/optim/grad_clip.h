@@ -12,7 +12,7 @@ namespace trainer {
 // `train.clip_norm: c` — the global L2 norm over every trainable parameter (every replica holds the
 // all-reduced gradients; a pipeline's stages add their parts) scaled to at most c, as Keras's
 // `global_clipnorm` and PyTorch's clip_grad_norm_ (the coefficient in the optimizer's convention:
-// grad_clip_math::clip_coef). `train.clip_value: v` — each element clipped to [-v, v], as Keras's
+// clip_coefficient). `train.clip_value: v` — each element clipped to [-v, v], as Keras's
 // `clipvalue` and clip_grad_value_. At most one of the two, as in Keras. Both act on the
 // gradients after the loss scale is divided out, and a step skipped for inf/NaN gradients
 // (loss scaling) is not clipped.
@@ -24,6 +24,12 @@ struct GradClipOptions {
   bool enabled() const { return mode != Mode::None; }
   std::string describe() const;  // "clip_norm 1 (global L2 norm, Keras's coefficient)"
 };
+
+// The factor the gradients are multiplied by for a global norm `norm` and limit `max_norm`.
+// Keras (clip_by_global_norm, keras/src/optimizers/base_optimizer.py): max_norm / max(norm,
+// max_norm). PyTorch (torch.nn.utils.clip_grad_norm_): min(1, max_norm / (norm + 1e-6)). A NaN
+// norm gives 1: NaN gradients stay NaN (and the loss says so) rather than a factor hiding them.
+double clip_coefficient(double norm, double max_norm, bool keras);
 
 // Reads clip_norm and clip_value from the train section (both given: an error at clip_value).
 GradClipOptions read_grad_clip(cfg::MapReader& train);

@@ -1,4 +1,4 @@
-// Gradient clipping's arithmetic shared by the CPU and CUDA kernels: the sum of squares in one fixed order (bit-identical on both), the clip coefficient, and the per-element clamp.
+// Gradient clipping's arithmetic shared by the CPU and CUDA kernels: the sum of squares in one fixed order (bit-identical on both) and the per-element clamp.
 #pragma once
 #include <math.h>
 #include <stdint.h>
@@ -39,15 +39,6 @@ inline double chunk_sum_squares(const float* x, int64_t n, int64_t c) {
     for (int64_t l = 0; l < m; ++l) lanes[l] += square(x[at + l]);
   }
   return fold(lanes);
-}
-
-// The factor the gradients are multiplied by for a global norm `norm` and limit `max_norm`.
-// Keras (clip_by_global_norm, keras/src/optimizers/base_optimizer.py): max_norm / max(norm,
-// max_norm). PyTorch (torch.nn.utils.clip_grad_norm_): min(1, max_norm / (norm + 1e-6)).
-inline double clip_coef(double norm, double max_norm, bool keras) {
-  if (keras) return max_norm / (norm > max_norm ? norm : max_norm);
-  const double c = max_norm / (norm + 1e-6);
-  return c < 1.0 ? c : 1.0;
 }
 
 // One gradient element unscaled (× scale) and clipped to [-limit, limit] (Keras's clipvalue,

@@ -65,17 +65,3 @@ TEST_CASE("optim_update clip_values unscales and clips every element to [-limit,
     CHECK_THROWS_AS(k->sum_squares(wrong), std::invalid_argument);
   }
 }
-
-TEST_CASE("kernel math: the clip coefficient in Keras's and PyTorch's forms") {
-  using grad_clip_math::clip_coef;
-  CHECK(clip_coef(0.5, 1.0, true) == 1.0);       // under the limit: untouched
-  CHECK(clip_coef(4.0, 1.0, true) == 0.25);      // max_norm / norm
-  CHECK(clip_coef(1.0, 1.0, true) == 1.0);
-  CHECK(clip_coef(0.5, 1.0, false) == 1.0);      // min(1, ...)
-  CHECK(clip_coef(4.0, 1.0, false) == 1.0 / (4.0 + 1e-6));
-  CHECK(clip_coef(1.0, 1.0, false) < 1.0);       // PyTorch's epsilon clips at the limit, by 1e-6
-  // A NaN norm (NaN gradients without loss scaling) leaves the factor at 1: the NaN gradients stay
-  // NaN and the loss says so (terminate_on_nan), rather than a factor hiding them.
-  CHECK(clip_coef(NAN, 1.0, true) == 1.0);
-  CHECK(clip_coef(NAN, 1.0, false) == 1.0);
-}

@@ -95,6 +95,9 @@ int run_bench(const BenchArgs& a) {
                r.images_per_second, r.ms_per_step, r.gflops_per_second, r.cpu_cores, peak_rss_mb,
                r.peak_device_mb > 0 ? fmt::format(", peak device memory {:.0f} MiB", r.peak_device_mb) : "",
                r.bubble >= 0 ? fmt::format(", {} micro-batches, bubble {:.1f}%", r.microbatches, 100 * r.bubble) : "");
+    if (r.accumulate > 1)
+      fmt::print("Accumulation: {} micro-batches per optimizer step (a step above is all of them); {:.2f} gradient "
+                 "all-reduces per step\n", r.accumulate, r.gradient_allreduces_per_step);
     if (r.ceiling_gflops > 0)
       fmt::print("Ceiling: {:.2f} of what this machine's kernels reach on one large convolution with the same threads "
                  "({:.1f} GFLOP/s; on a large GEMM {:.1f}; {})\n",
@@ -125,6 +128,10 @@ int run_bench(const BenchArgs& a) {
     j["ceiling_fraction"] = json_rounded(r.gflops_per_second / r.ceiling_gflops, 3);
     j["gemm_ceiling_gflops"] = json_rounded(r.gemm_ceiling_gflops, 1);
     j["ceiling_cached"] = r.ceiling_cached;
+  }
+  if (r.accumulate > 1) {
+    j["accumulate"] = r.accumulate;
+    j["gradient_allreduces_per_step"] = json_rounded(r.gradient_allreduces_per_step, 3);
   }
   if (r.bubble >= 0) {
     j["microbatches"] = r.microbatches;

@@ -111,6 +111,11 @@ int64_t Loader::batches_per_epoch() const {
   return opt_.drop_last ? n / g : (n + g - 1) / g;
 }
 
+int64_t Loader::global_batch_size(int64_t k) const {
+  const int64_t g = opt_.batch_size * opt_.replicas;
+  return std::max<int64_t>(0, std::min(g, ds_->size() - k * g));
+}
+
 int64_t Loader::samples_per_epoch() const {
   const int64_t n = ds_->size(), g = opt_.batch_size * opt_.replicas, r = opt_.rank, R = opt_.replicas;
   int64_t s = (n / g) * opt_.batch_size;

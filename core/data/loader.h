@@ -74,6 +74,7 @@ class Loader {
 
   int64_t batches_per_epoch() const;
   int64_t samples_per_epoch() const;  // this replica's
+  int64_t global_batch_size(int64_t k) const;  // batch k's samples over every replica (Batch::global_size)
   const Dataset& dataset() const { return *ds_; }
   // A batch's image shape without the batch dimension: the augment's crop size when it crops,
   // else the dataset's sample shape (what model.input must be; for a float set with several

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
@@ -120,18 +121,26 @@ void train_epochs(Trainee& w, LoopSetup& run) {
     if (first == 0) scaler.begin_epoch();  // a mid-epoch resume keeps the epoch's count
     // A resume from a checkpoint written during validation has no step left: its rate is the last step's.
     double lr = first < steps ? 0 : cb.adjust_lr(run.schedule.lr(base_lr, epoch, double(steps - 1) / double(steps)));
-    bool stop = false;
+    bool stop = false, due = false;  // due: a step checkpoint fell due in this optimizer step
     Batch b;
     int64_t step = first;
+    // train.accumulate k: optimizer steps of k micro-batches from the epoch's start (the last one
+    // shorter; after a resume the first one starts where the checkpoint left off).
+    const int k = e.train.accumulate;
+    const int64_t groups = (steps + k - 1) / k;
     while (step < steps && !stop && train.next(b)) {
       if (rank == fault_rank && global_step == fault_step)
         throw std::runtime_error(fmt::format("injected fault at step {}", global_step));
       if (global_step == sigint_at) std::raise(SIGINT);
       if (poison_at.count(global_step)) w.inject_nonfinite();
-      lr = cb.adjust_lr(run.schedule.lr(base_lr, epoch, double(step) / double(steps)));
+      const int64_t group = step / k, g0 = std::max(group * k, first), g1 = std::min(steps, group * k + k);
+      MicroStep micro{int(step - g0), int(g1 - g0), 0};
+      for (int64_t j = g0; j < g1 && k > 1; ++j) micro.samples += train.global_batch_size(j);
+      // The schedule counts optimizer steps: its position is the step's (with k = 1, step / steps).
+      lr = cb.adjust_lr(run.schedule.lr(base_lr, epoch, double(group) / double(groups)));
       stop = interrupted();
       uint64_t seed = (e.seed * 0x9E3779B97F4A7C15ull + uint64_t(global_step)) * 0xBF58476D1CE4E5B9ull + uint64_t(rank);
-      LossStats s = w.train_step(b, float(lr), seed, stop);
+      LossStats s = w.train_step(b, float(lr), seed, stop, micro);
       sum += s;
       if (const double n = w.clip().grad_norm(); e.train.clip.enabled() && std::isfinite(n)) {
         norm_sum += n;  // every rank measured the same norm; a skipped step has none
@@ -152,8 +161,11 @@ void train_epochs(Trainee& w, LoopSetup& run) {
                                                s.loss_sum, epoch + 1, step));
         double c = double(std::max<int64_t>(sum.count, 1));
         if (obs) obs->after_step(step, sum.loss_sum / c, double(sum.correct) / c);
-        if (obs && step < steps && (stop || obs->due_at_step(global_step)))
+        due = due || (obs && obs->due_at_step(global_step));
+        // Checkpoints only between optimizer steps: nothing of a step is ever half in one.
+        if (obs && step < steps && micro.last() && (stop || due))
           obs->save(rep, state_at(epoch, step, sum, global_step, stop ? "interrupt" : "steps"));
+        if (micro.last()) due = false;
       }
     }
     if (stop && step < steps) {

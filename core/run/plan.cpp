@@ -40,6 +40,7 @@ TraineeSpec trainee_spec(const RunSpec& e) {
   t.seed = e.seed;
   t.loss_scale = e.train.loss_scale;
   t.clip = e.train.clip;
+  t.accumulate = e.train.accumulate;
   t.sync_bn = e.train.sync_bn;
   t.bucket_floats = e.train.bucket_mb > 0 ? std::max<int64_t>(1, int64_t(e.train.bucket_mb * (1 << 20) / sizeof(float))) : 0;
   t.placement = e.placement;
@@ -63,8 +64,9 @@ void plan_sizes(const RunSpec& e, RunPlan& p) {
   if (e.strategy == StrategyKind::DeviceParallel)
     for (const DeviceMemory& m : memory_per_device(g, e.placement))
       p.memory.push_back({m.device, per_value * m.params, int64_t(sizeof(float)) * m.activations_per_sample});
-  else
-    p.memory.push_back({"replica", p.param_bytes, 2 * p.activation_bytes_per_sample});  // outputs and their gradients
+  else  // outputs and their gradients; with accumulation, the held gradient sum
+    p.memory.push_back({"replica", p.param_bytes + (e.train.accumulate > 1 ? int64_t(sizeof(float)) * g.params().trainable_floats() : 0),
+                        2 * p.activation_bytes_per_sample});
   auto cpu = make_context(Device::cpu(0));
   auto loss = make_loss(e.train.loss, *cpu);
   const LossHead head = loss_head(g, *loss);
@@ -159,9 +161,15 @@ std::vector<std::string> RunPlan::banner(const RunSpec& e) const {
       where = fmt::format("{} replicas in {} processes ({} each: {}; launched by {})", replicas, processes, local_replicas,
                           local_replicas == 1 ? devices[0].str() : fmt::format("{}..{}", devices[0].str(), devices.back().str()),
                           this_process().launcher);
-    lines.push_back(fmt::format("Devices: {}{}; batch {} per replica, global batch {}{}{}", where,
+    const int k = e.train.accumulate;
+    const std::string accumulate =
+        k > 1 ? fmt::format("; gradients accumulated over {} micro-batches: {} samples per optimizer step{}", k,
+                            int64_t(k) * global_batch,
+                            steps_per_epoch > 0 ? fmt::format(", {} optimizer steps/epoch", (steps_per_epoch + k - 1) / k) : "")
+              : "";
+    lines.push_back(fmt::format("Devices: {}{}; batch {} per replica, global batch {}{}{}{}", where,
                                 devices[0].is_cpu() ? fmt::format(", {} compute threads each", threads) : "", batch,
-                                global_batch, steps, batch_note));
+                                global_batch, steps, batch_note, accumulate));
   }
   std::string mem = "Memory (f32; parameters with gradients and optimizer state; activations with their gradients, "
                     "per batch of " + std::to_string(batch) + "):";

@@ -36,6 +36,7 @@ TrainSpec read_train(cfg::MapReader r) {
   else t.bucket_mb = r.get_float("bucket_mb", 0.0, 0.001, 4096.0);
   t.sync_bn = r.get<bool>("sync_bn", false);
   t.clip = read_grad_clip(r);
+  t.accumulate = int(r.get_int("accumulate", 1, 1, 65536));
   r.allow({"loss_scale"});  // read with the precision (its default depends on it)
   r.finish();
   return t;
@@ -55,6 +56,9 @@ void read_strategy(cfg::MapReader& r, RunSpec& e) {
     return;
   }
   if (!placement.defined()) strategy.fail("strategy device_parallel needs 'placement:' (layer or block name: device)");
+  if (e.train.accumulate > 1)
+    e.at("train.accumulate").fail("train.accumulate with strategy device_parallel is not implemented; pipeline.microbatches "
+                                  "already sums the gradients of a batch's micro-batches (GPipe): raise batch_size with it");
   e.placement = read_placement(e.model, placement);
   cfg::MapReader p(pipeline, "the pipeline section");
   e.microbatches = int(p.get_int("microbatches", 1, 1, 1024));

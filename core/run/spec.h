@@ -36,6 +36,7 @@ struct TrainSpec {
   bool sync_bn = false;          // data parallelism: batch-norm statistics over the global batch
   LossScaleOptions loss_scale;   // `loss_scale:` (default: dynamic for fp16, none otherwise)
   GradClipOptions clip;          // `clip_norm:` or `clip_value:` (none by default)
+  int accumulate = 1;            // micro-batches per optimizer step (gradient accumulation)
 };
 
 struct RunSpec {

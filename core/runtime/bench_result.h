@@ -91,6 +91,10 @@ struct BenchResult {
   // (S - 1) / (M + S - 1) for S balanced stages); -1 for data parallel.
   int microbatches = 0;
   double bubble = -1;
+  // Data parallel: micro-batches per optimizer step (train.accumulate; a timed step is all of
+  // them) and rank 0's gradient all-reduces per timed step (1 whatever the micro-batches).
+  int accumulate = 1;
+  double gradient_allreduces_per_step = 0;
 };
 
 // The steps' batches for one rank: a fixed random batch (synthetic input), or the next batch of

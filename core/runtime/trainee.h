@@ -34,12 +34,24 @@ struct TraineeSpec {
   Placement placement;          // device parallel: the device of each layer
   int microbatches = 1;         // device parallel: GPipe micro-batches per batch
   bool cuda_graphs = true;      // devices.cuda_graphs: record the step once and replay it (see Worker)
+  int accumulate = 1;           // train.accumulate: micro-batches per optimizer step
 
   ContextOptions context_for(int threads) const {
     ContextOptions o = context;
     o.threads = threads;
     return o;
   }
+};
+
+// One micro-batch of an optimizer step (train.accumulate: k): the step's gradients are summed
+// over `count` micro-batches and applied once, after the last, with one all-reduce. `samples` is
+// the step's sample count over every rank and micro-batch, the loss gradient's divisor, so that k
+// micro-batches of b train as one batch of k·b.
+struct MicroStep {
+  int index = 0;
+  int count = 1;
+  int64_t samples = 0;  // 0: the batch's global size (a step of one micro-batch)
+  bool last() const { return index + 1 == count; }
 };
 
 class Trainee {
@@ -52,7 +64,10 @@ class Trainee {
   virtual void broadcast_parameters() = 0;
   // One step on this rank's batch `b`; returns the step's stats summed over all ranks.
   // `stop`: in, this rank asks to stop after this step; out, some rank asked (all ranks agree).
-  virtual LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop) = 0;
+  // A micro-batch `m` of a step: the earlier ones return zero stats and `stop` false (a stop asked
+  // for is kept for the last), which returns the whole step's stats and agreement.
+  virtual LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) = 0;
+  LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop) { return train_step(b, lr, seed, stop, MicroStep{}); }
   // Loss and accuracy sums over this rank's shard of a loader pass, summed over all ranks — the
   // one evaluation loop of every strategy. `predictions`, when given, sees each batch with each
   // sample's arg-max class (a confusion matrix).

@@ -80,13 +80,25 @@ BenchResult DataParallel::bench(std::vector<BenchInput>& inputs, const BenchOpti
   int64_t images = 0, global_batch = 0;
   uint64_t allocations = 0;
   double cpu = 0;  // the process's CPU seconds over the timed steps (rank `first` reads the clock)
+  const int k = group_.worker(0).accumulate();
+  int64_t reduced = 0;  // rank 0's gradient all-reduces in the timed steps
   group_.run([&](Worker& w) {
     const int local = w.rank() - first;
     BenchInput& in = inputs[size_t(local)];
     w.broadcast_parameters();
     bool stop = false;
+    // One optimizer step: train.accumulate micro-batches (their parts' times added into `sum`).
+    auto step = [&](double& wait, uint64_t seed, StepTimes* sum, int64_t* samples) {
+      for (int i = 0; i < k; ++i) {
+        const Batch& b = in.next(wait);
+        if (samples) *samples += b.global_size;
+        if (w.rank() == 0) global_batch = int64_t(k) * b.global_size;
+        w.train_step(b, lr, seed, stop, MicroStep{i, k, k > 1 ? int64_t(k) * b.global_size : 0});
+        if (sum) *sum += w.step_times();
+      }
+    };
     double warm_wait = 0;
-    for (int s = 0; s < o.warmup; ++s) w.train_step(in.next(warm_wait), lr, uint64_t(s), stop);
+    for (int s = 0; s < o.warmup; ++s) step(warm_wait, uint64_t(s), nullptr, nullptr);
     w.replica().context().synchronize();
     w.control().barrier();
     // The breakdown synchronises the device at each part's end (Worker::set_timing): free on the
@@ -99,14 +111,9 @@ BenchResult DataParallel::bench(std::vector<BenchInput>& inputs, const BenchOpti
     int64_t samples = 0;
     const uint64_t calls0 = allocator_calls();
     const double cpu0 = w.rank() == first ? process_cpu_seconds() : 0.0;
+    const int64_t reduced0 = w.reduced_steps();
     const Clock::time_point t0 = Clock::now();
-    for (int s = 0; s < o.steps; ++s) {
-      const Batch& b = in.next(waited);
-      samples += b.global_size;
-      if (w.rank() == 0) global_batch = b.global_size;
-      w.train_step(b, lr, uint64_t(o.warmup + s), stop);
-      if (!gpu) sum += w.step_times();
-    }
+    for (int s = 0; s < o.steps; ++s) step(waited, uint64_t(o.warmup + s), gpu ? nullptr : &sum, &samples);
     w.replica().context().synchronize();
     w.control().barrier();
     seconds[size_t(local)] = since(t0);
@@ -114,13 +121,11 @@ BenchResult DataParallel::bench(std::vector<BenchInput>& inputs, const BenchOpti
       allocations = allocator_calls() - calls0;
       cpu = process_cpu_seconds() - cpu0;
     }
+    if (w.rank() == 0) reduced = w.reduced_steps() - reduced0;
     if (gpu) {
       w.set_timing(true);
       double unused = 0;
-      for (int s = 0; s < o.steps; ++s) {
-        w.train_step(in.next(unused), lr, uint64_t(o.warmup + s), stop);
-        sum += w.step_times();
-      }
+      for (int s = 0; s < o.steps; ++s) step(unused, uint64_t(o.warmup + s), &sum, nullptr);
       w.replica().context().synchronize();
     }
     timelines[size_t(local)] = w.timeline();
@@ -134,7 +139,7 @@ BenchResult DataParallel::bench(std::vector<BenchInput>& inputs, const BenchOpti
     if (o.layers) {  // every rank steps (they meet in the all-reduces); rank 0 is profiled
       Executor& g = w.replica().executor();
       if (w.rank() == 0) g.set_profiling(true);
-      for (int s = 0; s < o.steps; ++s) w.train_step(in.next(warm_wait), lr, uint64_t(s), stop);
+      for (int s = 0; s < o.steps; ++s) step(warm_wait, uint64_t(s), nullptr, nullptr);
       g.set_profiling(false);
     }
   });
@@ -151,6 +156,8 @@ BenchResult DataParallel::bench(std::vector<BenchInput>& inputs, const BenchOpti
   res.allocations_per_step = double(allocations) / o.steps;
   res.cpu_cores = seconds[0] > 0 ? cpu / seconds[0] : 0;
   for (size_t b : peak) res.peak_device_mb += double(b) / (1 << 20);
+  res.accumulate = k;
+  res.gradient_allreduces_per_step = double(reduced) / o.steps;
   res.hidden_fraction = parts.allreduce > 0 ? std::clamp(1.0 - parts.exposed / parts.allreduce, 0.0, 1.0) : 1.0;
   StepBreakdown& p = res.parts;
   p.scope = fmt::format("rank 0 of {}", total);

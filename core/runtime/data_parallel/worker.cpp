@@ -1,8 +1,11 @@
 // The data-parallel step of one replica.
 #include "core/runtime/data_parallel/worker.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
 
 namespace trainer {
 
@@ -20,8 +23,13 @@ class Worker::CommStats final : public StatsSync {
 Worker::~Worker() = default;
 
 Worker::Worker(const TraineeSpec& t, int rank, Device device, int threads)
-    : rank_(rank), sync_bn_(t.sync_bn), cuda_graphs_(t.cuda_graphs), bucket_floats_(t.bucket_floats) {
+    : rank_(rank), sync_bn_(t.sync_bn), cuda_graphs_(t.cuda_graphs), bucket_floats_(t.bucket_floats),
+      accumulate_(t.accumulate) {
   rep_ = std::make_unique<Replica>(t, device, threads);
+  if (accumulate_ > 1) {
+    held_ = rep_->context().zeros(Shape{rep_->executor().params().trainable_floats()});
+    ew_ = make_kernel<ElementwiseKernel>(rep_->context(), ElementwiseParams{});
+  }
   scaler_ = LossScaler(t.loss_scale);
   clip_ = GradClip(t.clip);
 }
@@ -43,6 +51,11 @@ void Worker::attach(Communicator& grad, Communicator& ctl) {
   rep_->executor().set_backward_hook([this](int64_t frontier) {
     // Every gradient is final at frontier 0; the bucket holding offset 0 is reduced after this.
     if (frontier == 0 && inject_ && rank_ == 0) poison_first_gradient();
+    if (hold_) return;  // an earlier micro-batch of the step: nothing is reduced
+    if (add_ && frontier < added_to_) {
+      add_held(frontier, added_to_);
+      added_to_ = frontier;
+    }
     buckets_->on_frontier(frontier);
   });
   // The end of forward, for StepTimes (the loss is computed right after the logits).
@@ -53,7 +66,9 @@ void Worker::attach(Communicator& grad, Communicator& ctl) {
     forward_end_ = Clock::now();
   };
   // Between layers of backward, the worker thread sums the gradient pieces every rank has posted.
-  h.after_backward = [this](int) { buckets_->progress(); };
+  h.after_backward = [this](int) {
+    if (!hold_) buckets_->progress();
+  };
   rep_->executor().set_hooks(std::move(h));
   if (sync_bn_) {
     sync_ = std::make_unique<CommStats>(ctl);
@@ -77,11 +92,46 @@ bool Worker::fixed_step_ok() const {
          !sync_bn_ && !inject_ && !timing_ && !rep_->executor().profiling();
 }
 
-LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop) {
-  if (fixed_step_ok()) {
+void Worker::add_held(int64_t from, int64_t to) {
+  if (from >= to) return;
+  Tensor g = rep_->executor().params().trainable_grads().slice(from, to);
+  ew_->accumulate(held_.slice(from, to), g);
+}
+
+LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) {
+  if (m.count > accumulate_ || m.index < 0 || m.index >= m.count)
+    throw std::logic_error(fmt::format("micro-batch {} of {} (train.accumulate {})", m.index, m.count, accumulate_));
+  const int64_t samples = m.samples > 0 ? m.samples : b.global_size;
+  if (!m.last()) {  // an earlier micro-batch: its gradients are added to the held sum, nothing else
+    const auto t0 = Clock::now();
+    forward_end_ = t0;
+    hold_ = true;
+    LossStats s;
+    try {
+      s = rep_->compute_gradients(b.images, b.labels, (samples > 0 ? 1.0f / float(samples) : 0.0f) * scaler_.scale(), seed);
+    } catch (...) {
+      hold_ = false;
+      throw;
+    }
+    hold_ = false;
+    inject_ = false;
+    Tensor g = rep_->executor().params().trainable_grads();
+    if (m.index == 0) ew_->convert(g, held_);
+    else ew_->accumulate(g, held_);
+    held_stats_ += s;
+    held_stop_ = held_stop_ || stop;
+    stop = false;  // kept for the step's last micro-batch, where every rank agrees
+    if (timing_) rep_->context().synchronize();
+    times_ = StepTimes{};
+    times_.forward = std::chrono::duration<double>(forward_end_ - t0).count();
+    times_.backward = std::chrono::duration<double>(Clock::now() - forward_end_).count();
+    return LossStats{};
+  }
+  if (m.count == 1 && fixed_step_ok()) {
     const float grad_scale = b.global_size > 0 ? 1.0f / float(b.global_size) : 0.0f;
     buckets_->start_step();  // one rank: the backward hook only marks buckets done
     const LossStats s = rep_->fixed_step(b.images, b.labels, lr, grad_scale, seed, true);
+    ++reduced_steps_;
     times_ = StepTimes{};  // one program: no parts (bench times it with timing on, the ordinary path)
     return s;               // one replica: its statistics are the job's; `stop` is its own
   }
@@ -93,8 +143,24 @@ LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop
   // of the mean loss over the global batch: averaging needs no pass of its own.
   // With loss scaling the loss gradient is also multiplied by the scale (exactly, for a power of 2).
   const float loss_scale = scaler_.scale();
-  float grad_scale = b.global_size > 0 ? 1.0f / float(b.global_size) : 0.0f;
-  LossStats s = rep_->compute_gradients(b.images, b.labels, grad_scale * loss_scale, seed);
+  float grad_scale = samples > 0 ? 1.0f / float(samples) : 0.0f;
+  // The last micro-batch of several: the held sum goes into each bucket before its all-reduce.
+  add_ = m.count > 1;
+  added_to_ = rep_->executor().params().trainable_floats();
+  LossStats s;
+  try {
+    s = rep_->compute_gradients(b.images, b.labels, grad_scale * loss_scale, seed);
+  } catch (...) {
+    add_ = false;
+    throw;
+  }
+  if (add_ && added_to_ > 0) throw std::logic_error("accumulation: backward ended before offset 0");
+  add_ = false;
+  ++reduced_steps_;
+  s += held_stats_;
+  stop = stop || held_stop_;
+  held_stats_ = LossStats{};
+  held_stop_ = false;
   inject_ = false;
   if (timing_) rep_->context().synchronize();
   const Clock::time_point backward_end = Clock::now();

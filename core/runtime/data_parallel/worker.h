@@ -9,11 +9,15 @@
 //   2. a broadcast of rank 0's non-trained parameters (batch-norm running statistics);
 //   3. a host all-reduce of the step's loss sum, correct count and sample count.
 // (With sync_bn, each batch-norm layer adds two host all-reduces in forward and backward.)
+// With train.accumulate k, the first k-1 micro-batches meet nobody: their gradients are summed
+// into a buffer of the replica's own, which the last micro-batch's backward adds into each bucket
+// just before that bucket's all-reduce.
 #pragma once
 #include <chrono>
 #include <memory>
 
 #include "core/data/loader.h"
+#include "core/ops/elementwise.h"
 #include "core/runtime/data_parallel/grad_buckets.h"
 #include "core/runtime/data_parallel/replica.h"
 #include "core/runtime/bench_result.h"
@@ -60,7 +64,11 @@ class Worker final : public Trainee {
 
   // One step on this rank's shard `b`; returns the step's stats summed over all replicas.
   // `stop`: in, this rank asks to stop after this step; out, some rank asked (all ranks agree).
-  LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop) override;
+  using Trainee::train_step;
+  LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) override;
+  // Steps whose gradients were all-reduced (one per optimizer step, whatever train.accumulate is).
+  int64_t reduced_steps() const { return reduced_steps_; }
+  int accumulate() const { return accumulate_; }
 
   const GradBuckets& buckets() const { return *buckets_; }
   // The last train_step's parts; `timing` synchronises the device between them (for `trainer
@@ -77,6 +85,7 @@ class Worker final : public Trainee {
  private:
   using Clock = std::chrono::steady_clock;
   void poison_first_gradient();  // inject_nonfinite(): an inf in the first trainable gradient
+  void add_held(int64_t from, int64_t to);  // gradients [from, to) += the held sum
 
   int rank_;
   bool fixed_step_ok() const;
@@ -92,6 +101,17 @@ class Worker final : public Trainee {
   StepTimes times_;
   StepTimeline timeline_;
   Clock::time_point forward_end_;  // set by the after_forward hook at the logits
+  // Accumulation (train.accumulate > 1): the sum of the step's earlier micro-batches' gradients;
+  // hold_: this backward's gradients are kept (no all-reduce); add_: the last micro-batch's
+  // backward adds held_ into each range before it is reduced, down to offset added_to_.
+  int accumulate_ = 1;
+  Tensor held_;
+  std::unique_ptr<ElementwiseKernel> ew_;
+  bool hold_ = false, add_ = false;
+  int64_t added_to_ = 0;
+  LossStats held_stats_;
+  bool held_stop_ = false;
+  int64_t reduced_steps_ = 0;
 };
 
 }  // namespace trainer

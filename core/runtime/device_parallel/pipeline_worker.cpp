@@ -227,7 +227,8 @@ void PipelineWorker::poison_first_gradient() {
   }
 }
 
-LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bool&) {
+LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bool&, const MicroStep& m) {
+  if (m.count != 1) throw std::logic_error("device parallel: train.accumulate is refused by the config reader");
   const float loss_scale = scaler_.scale();
   LossStats s = compute_gradients(b, seed, loss_scale);
   const auto t0 = std::chrono::steady_clock::now();

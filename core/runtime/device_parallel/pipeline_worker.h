@@ -28,7 +28,8 @@ class PipelineWorker final : public Trainee {
   int rank() const override { return 0; }
   ModelState& state() override { return *state_; }
   void broadcast_parameters() override {}  // copies of a shared layer start equal (same seed and name)
-  LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop) override;
+  using Trainee::train_step;
+  LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) override;
 
   // Forward and backward only (no update): the gradients stay in each stage's store, a shared
   // layer's summed over its copies. For tests and benchmarks. `loss_scale` multiplies the loss

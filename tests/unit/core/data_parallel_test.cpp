@@ -46,11 +46,15 @@ optimizer: )" + optimizer + "\n";
 // (as `--gpus 0,0,0`: threads of one process sharing the GPU, LocalComm in its memory), for `steps`
 // steps on global batches of 12; returns rank 0's final parameters, checking after every step that
 // all ranks agree bitwise. `norms`, when given, receives rank 0's gradient norm of each step
-// (clipping on) and rank 1's must be the same.
+// (clipping on) and rank 1's must be the same. `accumulate` k: each step is k micro-batches of
+// 12 / k (the same 12 samples as one batch of 12), one optimizer step; `reduced`, when given,
+// receives rank 0's count of gradient all-reduces.
 std::vector<float> train(const std::string& yaml, int replicas, int steps, bool* identical,
-                         const Device* gpu = nullptr, std::vector<double>* norms = nullptr) {
+                         const Device* gpu = nullptr, std::vector<double>* norms = nullptr, int accumulate = 1,
+                         int64_t* reduced = nullptr) {
   RunSpec e = read_run_spec(cfg::parse_document(yaml, "dp.yaml"));
-  e.train.batch_size = 12 / replicas;
+  e.train.batch_size = 12 / (replicas * accumulate);
+  e.train.accumulate = accumulate;
   e.devices.tf32 = false;  // strict fp32 on a GPU, so that the batch split is the only difference
   std::vector<Device> devices;
   for (int r = 0; r < replicas; ++r) devices.push_back(gpu ? *gpu : Device::cpu(r));
@@ -73,8 +77,10 @@ std::vector<float> train(const std::string& yaml, int replicas, int steps, bool*
     Batch b;
     bool stop = false;
     for (int s = 0; s < steps; ++s) {
-      if (!loader.next(b)) throw std::logic_error("the loader ran out of batches");  // no Catch macros off the main thread
-      w.train_step(b, 0.05f, uint64_t(s), stop);
+      for (int i = 0; i < accumulate; ++i) {
+        if (!loader.next(b)) throw std::logic_error("the loader ran out of batches");  // no Catch macros off the main thread
+        w.train_step(b, 0.05f, uint64_t(s), stop, MicroStep{i, accumulate, accumulate > 1 ? 12 : 0});
+      }
       weights[size_t(w.rank())] = w.replica().executor().params().download(w.replica().context());
       step_norm[size_t(w.rank())] = w.clip().grad_norm();
       w.control().barrier();
@@ -84,6 +90,7 @@ std::vector<float> train(const std::string& yaml, int replicas, int steps, bool*
               std::memcmp(&step_norm[0], &step_norm[size_t(r)], sizeof(double)) != 0)
             *identical = false;
         if (norms) norms->push_back(step_norm[0]);
+        if (reduced) *reduced = w.reduced_steps();
       }
       w.control().barrier();
     }
@@ -91,10 +98,13 @@ std::vector<float> train(const std::string& yaml, int replicas, int steps, bool*
   return weights[0];
 }
 
-void check_equivalent(const std::string& yaml, int replicas, const Device* gpu = nullptr, double max_element_bound = 1e-5) {
+void check_equivalent(const std::string& yaml, int replicas, const Device* gpu = nullptr, double max_element_bound = 1e-5,
+                      int accumulate = 1) {
   bool same1 = true, sameN = true;
   std::vector<float> one = train(yaml, 1, 10, &same1, gpu);
-  std::vector<float> many = train(yaml, replicas, 10, &sameN, gpu);
+  int64_t reduced = 0;
+  std::vector<float> many = train(yaml, replicas, 10, &sameN, gpu, nullptr, accumulate, &reduced);
+  CHECK(reduced == 10);  // one gradient all-reduce per optimizer step, whatever the micro-batches
   REQUIRE(one.size() == many.size());
   double diff = 0, norm = 0, maxdiff = 0, maxabs = 0;
   for (size_t i = 0; i < one.size(); ++i) {
@@ -104,7 +114,9 @@ void check_equivalent(const std::string& yaml, int replicas, const Device* gpu =
     maxdiff = std::max(maxdiff, std::abs(d));
     maxabs = std::max(maxabs, std::abs(double(one[i])));
   }
-  WARN((gpu ? gpu->str() + ": " : std::string()) << replicas << " replicas: relative L2 difference "
+  WARN((gpu ? gpu->str() + ": " : std::string()) << replicas << " replicas"
+       << (accumulate > 1 ? " x " + std::to_string(accumulate) + " accumulated micro-batches" : std::string())
+       << ": relative L2 difference "
        << std::sqrt(diff / norm) << ", max |diff| " << maxdiff
                 << " (max |w| " << maxabs << ")");
   CHECK(sameN);
@@ -162,6 +174,15 @@ TEST_CASE("data parallel: with clip_norm or clip_value, N replicas x B/N match 1
   for (int n : {2, 3, 4}) check_equivalent(config(sgd, false, false, "clip_norm: 0.05, "), n);
   for (int n : {2, 4}) check_equivalent(config(sgd, false, false, "clip_value: 0.002, "), n);
   check_equivalent(config("{type: adam, lr: 0.01, convention: pytorch}", true, true, "clip_norm: 0.05, "), 3);
+}
+
+TEST_CASE("data parallel: gradient accumulation, k micro-batches of 12/k (on 1 to 3 replicas) match one batch of 12, one all-reduce a step") {
+  const std::string sgd = "{type: sgd, lr: 0.05, momentum: 0.9}";
+  for (int k : {2, 3, 4}) check_equivalent(config(sgd, false, false), 1, nullptr, 1e-5, k);
+  check_equivalent(config(sgd, false, false), 2, nullptr, 1e-5, 2);  // 2 replicas x 2 micro-batches of 3
+  check_equivalent(config(sgd, false, false), 3, nullptr, 1e-5, 4);  // 3 replicas x 4 micro-batches of 1
+  check_equivalent(config("{type: adam, lr: 0.01}", false, false), 2, nullptr, 5e-5, 3);
+  check_equivalent(config(sgd, false, false, "clip_norm: 0.05, "), 2, nullptr, 1e-5, 3);  // the norm of the whole step
 }
 
 TEST_CASE("data parallel on one GPU listed N times (--gpus 0,0,0): N replicas x B/N match 1 replica x B") {

@@ -1,0 +1,97 @@
+// Gradient accumulation through the CLI: stops and step checkpoints fall between optimizer steps, so an interrupted and resumed run ends where an uninterrupted one does; loss scaling skips whole steps; bench counts one all-reduce per step; device parallel refuses it.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <set>
+
+#include "cli.h"
+
+namespace fs = std::filesystem;
+using Catch::Contains;
+
+namespace {
+
+// 10 micro-batches of 32 per epoch (320 samples), accumulate 4: optimizer steps of 4, 4 and 2
+// micro-batches (the last one short); BN-free.
+const char* kConfig = R"(name: acc
+seed: 3
+model:
+  input: [16, 16, 3]
+  layers:
+    - {name: conv1, type: conv2d, filters: 8, kernel: 3, padding: same}
+    - {name: relu1, type: relu}
+    - {name: pool, type: max_pool2d, pool: 2}
+    - {name: gap, type: global_avg_pool2d}
+    - {name: dense, type: dense, units: 4}
+    - {name: softmax, type: softmax}
+data:
+  train: {type: synthetic, size: 320, image_size: 16, classes: 4, seed: 1}
+  augment: {mean: per_channel}
+train: {epochs: 3, batch_size: 32, accumulate: 4}
+optimizer: {type: adam, lr: 0.01}
+schedule: {type: cosine, per_step: true}
+checkpoint: {every_steps: 3, keep: 100}
+)";
+
+}  // namespace
+
+TEST_CASE("e2e accumulate: a stop mid-step waits for the step's last micro-batch, and --resume ends as the uninterrupted run") {
+  std::string dir = e2e::temp_dir("accumulate");
+  e2e::write_file(dir + "/c.yaml", kConfig);
+  auto full = e2e::trainer("run c.yaml --run-dir full", dir);
+  INFO(full.out << full.err);
+  REQUIRE(full.code == 0);
+  CHECK_THAT(full.out, Contains("gradients accumulated over 4 micro-batches: 128 samples per optimizer step, 3 optimizer steps/epoch"));
+  // every_steps 3 falls due at micro-batches 3, 6, 9, ... (global); each checkpoint waits for the
+  // end of its optimizer step (micro-batch 4 or 8 of the epoch), or is the epoch's own.
+  std::set<std::string> names;
+  for (const auto& f : fs::directory_iterator(dir + "/full/checkpoints"))
+    if (f.path().extension() == ".safetensors") names.insert(f.path().filename().string());
+  const std::set<std::string> want{"epoch-0001-step-000004.safetensors", "epoch-0001-step-000008.safetensors", "epoch-0001.safetensors",
+                                   "epoch-0002-step-000004.safetensors", "epoch-0002-step-000008.safetensors", "epoch-0002.safetensors",
+                                   "epoch-0003-step-000004.safetensors", "epoch-0003-step-000008.safetensors", "epoch-0003.safetensors"};
+  CHECK(names == want);
+  // SIGINT before micro-batch 11 (epoch 2's second, in its first optimizer step, 0..3): the step
+  // finishes, and the run stops after its fourth micro-batch.
+  auto cut = e2e::trainer("run c.yaml --run-dir cut", dir, "TRAINER_TEST_SIGINT_AT_STEP=11");
+  INFO(cut.out << cut.err);
+  REQUIRE(cut.code == 130);
+  CHECK_THAT(cut.out, Contains("Interrupted (SIGINT) at epoch 2 step 4/10: checkpoint"));
+  auto res = e2e::trainer("run --resume cut --run-dir resumed", dir);
+  INFO(res.out << res.err);
+  REQUIRE(res.code == 0);
+  CHECK(e2e::read_file(dir + "/full/metrics.csv") == e2e::read_file(dir + "/resumed/metrics.csv"));
+  CHECK(e2e::read_file(dir + "/full/checkpoints/epoch-0003.safetensors") ==
+        e2e::read_file(dir + "/resumed/checkpoints/epoch-0003.safetensors"));
+  // 3 epochs of 3 optimizer steps.
+  CHECK_THAT(e2e::read_file(dir + "/full/checkpoints/epoch-0003.json"), Contains("\"optimizer_steps\": 9"));
+}
+
+TEST_CASE("e2e accumulate: an inf in one micro-batch skips the whole optimizer step; two replicas decide alike") {
+  std::string dir = e2e::temp_dir("accumulate_skip");
+  e2e::write_file(dir + "/c.yaml", kConfig);
+  // Micro-batch 2 is in the first step (0..3), 14 in the second of epoch 2 (14..17 is 4..7 of it).
+  const std::string env = "TRAINER_INJECT_NONFINITE=2,14";
+  auto r = e2e::trainer("run c.yaml --run-dir one --set train.loss_scale=dynamic", dir, env);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Contains("1 of 10 steps skipped this epoch"));
+  CHECK_THAT(e2e::read_file(dir + "/one/checkpoints/epoch-0003.json"), Contains("\"optimizer_steps\": 7"));
+  auto two = e2e::trainer("run c.yaml --run-dir two --cpu 2 --set train.batch_size=16 --set train.loss_scale=dynamic", dir, env);
+  INFO(two.out << two.err);
+  REQUIRE(two.code == 0);
+  CHECK_THAT(e2e::read_file(dir + "/two/checkpoints/epoch-0003.json"), Contains("\"optimizer_steps\": 7"));
+}
+
+TEST_CASE("e2e accumulate: bench times whole optimizer steps with one gradient all-reduce each; device parallel refuses it") {
+  auto b = e2e::trainer("bench '" TRAINER_SOURCE_DIR "/configs/smoke.yaml' --cpu 2 --steps 3 --warmup 1 --json --set train.accumulate=3");
+  INFO(b.out << b.err);
+  REQUIRE(b.code == 0);
+  nlohmann::json j = e2e::last_json(b.out);
+  CHECK(j["accumulate"] == 3);
+  CHECK(j["gradient_allreduces_per_step"] == 1.0);
+  CHECK(j["batch"] == 3 * 64);  // samples per optimizer step
+  auto dp = e2e::trainer("run '" TRAINER_SOURCE_DIR "/configs/model_parallel.yaml' --set train.accumulate=2");
+  CHECK(dp.code == 2);
+  CHECK_THAT(dp.err, Contains("train.accumulate with strategy device_parallel is not implemented"));
+}

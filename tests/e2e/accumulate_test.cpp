@@ -67,7 +67,7 @@ TEST_CASE("e2e accumulate: a stop mid-step waits for the step's last micro-batch
   CHECK_THAT(e2e::read_file(dir + "/full/checkpoints/epoch-0003.json"), Contains("\"optimizer_steps\": 9"));
 }
 
-TEST_CASE("e2e accumulate: an inf in one micro-batch skips the whole optimizer step; two replicas decide alike") {
+TEST_CASE("e2e accumulate: an inf in one micro-batch skips the whole optimizer step, and two replicas decide alike") {
   std::string dir = e2e::temp_dir("accumulate_skip");
   e2e::write_file(dir + "/c.yaml", kConfig);
   // Micro-batch 2 is in the first step (0..3), 14 in the second of epoch 2 (14..17 is 4..7 of it).
@@ -83,7 +83,7 @@ TEST_CASE("e2e accumulate: an inf in one micro-batch skips the whole optimizer s
   CHECK_THAT(e2e::read_file(dir + "/two/checkpoints/epoch-0003.json"), Contains("\"optimizer_steps\": 7"));
 }
 
-TEST_CASE("e2e accumulate: bench times whole optimizer steps with one gradient all-reduce each; device parallel refuses it") {
+TEST_CASE("e2e accumulate: bench times whole optimizer steps with one gradient all-reduce each, and device parallel refuses it") {
   auto b = e2e::trainer("bench '" TRAINER_SOURCE_DIR "/configs/smoke.yaml' --cpu 2 --steps 3 --warmup 1 --json --set train.accumulate=3");
   INFO(b.out << b.err);
   REQUIRE(b.code == 0);

@@ -112,4 +112,23 @@ void TiedState::set_optimizer_steps(int64_t steps) {
   for (ModelState* p : parts_) p->set_optimizer_steps(steps);
 }
 
+void HostCopy::take(ModelState& from) {
+  if (entries_.empty()) entries_ = from.entries();
+  weights_ = from.download_weights();
+  names_ = from.optimizer_state_names();
+  states_.resize(names_.size());
+  for (size_t i = 0; i < names_.size(); ++i) states_[i] = from.download_state(names_[i]);
+  steps_ = from.optimizer_steps();
+}
+
+std::vector<float> HostCopy::download_state(const std::string& name) {
+  for (size_t i = 0; i < names_.size(); ++i)
+    if (names_[i] == name) return states_[i];
+  throw std::logic_error("host copy: no optimizer state '" + name + "'");
+}
+
+void HostCopy::upload_weights(const std::vector<float>&) { throw std::logic_error("host copy: read only"); }
+void HostCopy::upload_state(const std::string&, const std::vector<float>&) { throw std::logic_error("host copy: read only"); }
+void HostCopy::set_optimizer_steps(int64_t) { throw std::logic_error("host copy: read only"); }
+
 }  // namespace trainer

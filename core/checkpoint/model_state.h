@@ -80,4 +80,28 @@ class TiedState final : public ModelState {
   std::vector<std::vector<Copy>> copies_;  // per entry: where it lives ([0] is read)
 };
 
+// A host copy of another state taken at one moment (the watchdog's snapshot of the last completed
+// step), read like the original; it cannot be written (upload_* throw).
+class HostCopy final : public ModelState {
+ public:
+  void take(ModelState& from);
+  bool empty() const { return weights_.empty(); }
+  const std::vector<ParamEntry>& entries() const override { return entries_; }
+  int64_t total_floats() const override { return int64_t(weights_.size()); }
+  std::vector<float> download_weights() override { return weights_; }
+  void upload_weights(const std::vector<float>&) override;
+  std::vector<std::string> optimizer_state_names() override { return names_; }
+  std::vector<float> download_state(const std::string& name) override;
+  void upload_state(const std::string&, const std::vector<float>&) override;
+  int64_t optimizer_steps() const override { return steps_; }
+  void set_optimizer_steps(int64_t) override;
+
+ private:
+  std::vector<ParamEntry> entries_;
+  std::vector<float> weights_;
+  std::vector<std::string> names_;
+  std::vector<std::vector<float>> states_;
+  int64_t steps_ = 0;
+};
+
 }  // namespace trainer

@@ -5,7 +5,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -140,7 +143,26 @@ void Loader::start_epoch(int64_t epoch, int64_t first_batch) {
   st_->work_cv.notify_all();
 }
 
+namespace {
+
+// Test hook: TRAINER_TEST_STALL_LOADER=<k> makes batch k of the first epoch never come (the
+// watchdog's test: a data loader that blocks).
+int64_t stalled_batch() {
+  static const int64_t k = [] {
+    const char* s = std::getenv("TRAINER_TEST_STALL_LOADER");
+    return s ? std::strtoll(s, nullptr, 10) : -1;
+  }();
+  return k;
+}
+
+}  // namespace
+
 void Loader::produce(int64_t k, int64_t epoch, const std::vector<int64_t>& perm, Batch& out) const {
+  if (k == stalled_batch() && epoch == 0) {
+    std::fprintf(stderr, "test hook: the loader holds batch %lld\n", (long long)k);
+    std::fflush(stderr);
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
   const int64_t n = int64_t(perm.size()), R = opt_.replicas, g = opt_.batch_size * R;
   const int64_t first = k * g, m_global = std::min(g, n - first);
   const int64_t lo = first + opt_.rank * m_global / R, hi = first + (opt_.rank + 1) * m_global / R, m = hi - lo;

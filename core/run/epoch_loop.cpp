@@ -5,7 +5,10 @@
 
 #include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <thread>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +16,7 @@
 
 #include "core/run/callbacks.h"
 #include "core/runtime/interrupt.h"
+#include "core/runtime/progress.h"
 
 namespace trainer {
 namespace {
@@ -30,6 +34,16 @@ std::pair<int, int64_t> injected_fault() {
 int64_t sigint_step() {
   const char* s = std::getenv("TRAINER_TEST_SIGINT_AT_STEP");
   return s ? std::strtoll(s, nullptr, 10) : -1;
+}
+
+// TRAINER_TEST_HOLD=<rank>:<global step>: that rank's thread stops there for good (the
+// watchdog's test: a replica that makes no progress).
+std::pair<int, int64_t> held_step() {
+  const char* s = std::getenv("TRAINER_TEST_HOLD");
+  int rank = -1;
+  long long step = -1;
+  if (s && std::sscanf(s, "%d:%lld", &rank, &step) == 2) return {rank, int64_t(step)};
+  return {-1, -1};
 }
 
 // TRAINER_INJECT_NONFINITE=<step>[,<step>...]: at those global steps an inf is put into one
@@ -101,6 +115,17 @@ void train_epochs(Trainee& w, LoopSetup& run) {
   };
 
   auto [fault_rank, fault_step] = injected_fault();
+  const auto [hold_rank, hold_step] = held_step();
+  // Checkpoints from rank 0, marked on the progress board (a write that never ends is a stall too).
+  auto save = [&](const TrainState& s) {
+    mark_phase(rank, Phase::Checkpoint);
+    obs->save(rep, s);
+    if (run.snapshot) {
+      std::lock_guard<std::mutex> lock(run.snapshot->mu);
+      run.snapshot->saved_step = std::max(run.snapshot->saved_step, s.global_step);
+    }
+    mark_phase(rank, Phase::Idle);
+  };
   const int64_t sigint_at = lead ? sigint_step() : -1;
   const std::set<int64_t> poison_at = nonfinite_steps();
   LossScaler& scaler = w.scaler();
@@ -128,7 +153,15 @@ void train_epochs(Trainee& w, LoopSetup& run) {
     // shorter; after a resume the first one starts where the checkpoint left off).
     const int k = e.train.accumulate;
     const int64_t groups = (steps + k - 1) / k;
+    mark_step(rank, global_step);
+    mark_phase(rank, Phase::Input);
     while (step < steps && !stop && train.next(b)) {
+      if (rank == hold_rank && global_step == hold_step) {
+        mark_phase(rank, Phase::Forward);
+        std::fprintf(stderr, "test hook: holding rank %d at step %lld\n", rank, (long long)global_step);
+        std::fflush(stderr);
+        for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+      }
       if (rank == fault_rank && global_step == fault_step)
         throw std::runtime_error(fmt::format("injected fault at step {}", global_step));
       if (global_step == sigint_at) std::raise(SIGINT);
@@ -164,10 +197,23 @@ void train_epochs(Trainee& w, LoopSetup& run) {
         due = due || (obs && obs->due_at_step(global_step));
         // Checkpoints only between optimizer steps: nothing of a step is ever half in one.
         if (obs && step < steps && micro.last() && (stop || due))
-          obs->save(rep, state_at(epoch, step, sum, global_step, stop ? "interrupt" : "steps"));
+          save(state_at(epoch, step, sum, global_step, stop ? "interrupt" : "steps"));
         if (micro.last()) due = false;
+        if (StepSnapshot* snap = run.snapshot; snap && micro.last() && monotonic_ns() - snap->taken_ns >= 50 * snap->copy_ns) {
+          std::lock_guard<std::mutex> lock(snap->mu);
+          const int64_t t = monotonic_ns();
+          snap->state.take(rep);
+          snap->train = state_at(epoch, step, sum, global_step, "watchdog");
+          snap->taken_ns = monotonic_ns();
+          // The first copy allocates: the later ones are timed, the fastest kept (a slow one is the machine's noise).
+          if (snap->valid) snap->copy_ns = snap->copy_ns > 0 ? std::min(snap->copy_ns, snap->taken_ns - t) : snap->taken_ns - t;
+          snap->valid = true;
+        }
       }
+      mark_step(rank, global_step);  // the next one's
+      mark_phase(rank, Phase::Input);
     }
+    mark_phase(rank, Phase::Idle);
     if (stop && step < steps) {
       if (first_here) {
         run.stopped_by = "interrupt";
@@ -191,7 +237,7 @@ void train_epochs(Trainee& w, LoopSetup& run) {
           run.stopped_at = fmt::format("during the validation of epoch {}", epoch + 1);
         }
         if (obs) {
-          obs->save(rep, state_at(epoch, step, sum, global_step, "interrupt"));
+          save(state_at(epoch, step, sum, global_step, "interrupt"));
           obs->line(fmt::format("Interrupted ({}) during the validation of epoch {}: checkpoint {} (a resume validates again)",
                                 why(), epoch + 1, obs->result().checkpoint));
         }
@@ -222,7 +268,7 @@ void train_epochs(Trainee& w, LoopSetup& run) {
       std::string best = obs->update_best(rep, s, row);
       if (!best.empty()) obs->line(best);
       s.callbacks["checkpoint"] = obs->checkpoint_state();
-      if (obs->due_after_epoch(epoch + 1) || stop || ee.stop || epoch + 1 == e.train.epochs) obs->save(rep, s);
+      if (obs->due_after_epoch(epoch + 1) || stop || ee.stop || epoch + 1 == e.train.epochs) save(s);
       if (stop) obs->line(fmt::format("Interrupted ({}) after epoch {}: checkpoint {}", why(), epoch + 1, obs->result().checkpoint));
     }
     if (stop || ee.stop) {

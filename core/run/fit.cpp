@@ -13,7 +13,9 @@
 #include "core/run/observer.h"
 #include "core/run/plan.h"
 #include "core/runtime/failure.h"
+#include "core/runtime/progress.h"
 #include "core/runtime/strategy.h"
+#include "core/runtime/watchdog.h"
 
 namespace trainer {
 namespace {
@@ -49,6 +51,42 @@ std::vector<AgreedField> data_fields(const DataSetup& d, int64_t steps) {
           {"train data fingerprint (first, middle and last samples)", content(d.train), kExitData, same},
           {"validation data fingerprint (first, middle and last samples)", content(d.val), kExitData, same},
           {"steps per epoch", std::to_string(steps), kExitData, same}};
+}
+
+// The watchdog found a stall: one line per rank, the last completed step's checkpoint when one is
+// at hand (process 0, a CPU model), then the whole job ends with exit code 5.
+[[noreturn]] void on_stall(const StallReport& r, Observer* obs, StepSnapshot* snapshot, const ProgressBoard& board) {
+  const Launch& p = this_process();
+  const std::string prefix = p.multi() ? fmt::format("process {}/{}: ", p.rank, p.size) : "";
+  std::fflush(stdout);
+  for (const std::string& l : r.lines) std::fprintf(stderr, "%s%s\n", prefix.c_str(), l.c_str());
+  if (!board.shared() && p.multi())
+    std::fprintf(stderr, "%swatchdog: the other processes' ranks are not seen from here (no shared progress board)\n",
+                 prefix.c_str());
+  std::string saved = "no checkpoint: ";
+  if (!obs) saved += "process 0 writes them";
+  else if (!snapshot) saved += "the last step is kept only for a model on the CPU";
+  else {
+    std::lock_guard<std::mutex> lock(snapshot->mu);
+    if (!snapshot->valid) {
+      saved += "no step had completed";
+    } else if (snapshot->train.global_step <= snapshot->saved_step) {
+      saved = fmt::format("the newest checkpoint (global step {}) is as recent as the last completed step: --resume "
+                          "continues from it", snapshot->saved_step);
+    } else {
+      try {
+        const TrainState& s = snapshot->train;
+        saved = fmt::format("checkpoint {} (epoch {} step {}, global step {}): --resume continues from it",
+                            obs->save(snapshot->state, s), s.epoch + 1, s.step_in_epoch, s.global_step);
+      } catch (const std::exception& x) {
+        saved = fmt::format("no checkpoint: writing it failed: {}", x.what());
+      }
+    }
+  }
+  std::fprintf(stderr, "%swatchdog: %s\n", prefix.c_str(), saved.c_str());
+  std::fflush(stderr);
+  board.remove_file();
+  abort_job(Failure{kExitStalled, r.summary});
 }
 
 }  // namespace
@@ -102,9 +140,22 @@ FitResult fit(const RunSpec& e, const FitOptions& o) {
   }
 
   auto schedule = make_schedule(e.schedule, e.train.epochs);
-  LoopSetup run{e, plan, data, *schedule, from, obs.get(), {0}, {}, {}};
+  StepSnapshot snapshot;
+  LoopSetup run{e, plan, data, *schedule, from, obs.get(), {0}, {}, {}, nullptr};
+  // Every rank marks where it is; the watchdog ends a run in which one stops making progress.
+  ProgressBoard board(plan.replicas, plan.first_rank, plan.local_replicas, plan.processes > 1);
+  std::unique_ptr<Watchdog> watchdog;
+  if (e.train.watchdog_s > 0) {
+    if (obs && !plan.devices.empty() && plan.devices[0].is_cpu()) run.snapshot = &snapshot;
+    // Process 0 reports; another process only when process 0 cannot (stopped itself).
+    const double delay = plan.process == 0 ? 0.0 : std::max(5.0, e.train.watchdog_s / 2);
+    watchdog = std::make_unique<Watchdog>(board, e.train.watchdog_s, delay, [&](const StallReport& r) {
+      on_stall(r, obs.get(), run.snapshot, board);
+    });
+  }
   auto t0 = std::chrono::steady_clock::now();
   strategy->run([&](Trainee& w) { train_epochs(w, run); });
+  watchdog.reset();
   result.stopped_by = run.stopped_by;
   result.interrupted = result.stopped_by == "interrupt";
   // Process 0 said where the job stopped and which checkpoint it wrote; each other one says that it

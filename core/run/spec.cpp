@@ -37,6 +37,7 @@ TrainSpec read_train(cfg::MapReader r) {
   t.sync_bn = r.get<bool>("sync_bn", false);
   t.clip = read_grad_clip(r);
   t.accumulate = int(r.get_int("accumulate", 1, 1, 65536));
+  t.watchdog_s = r.get_float("watchdog_s", 300.0, 0.0, 1e7);
   r.allow({"loss_scale"});  // read with the precision (its default depends on it)
   r.finish();
   return t;

@@ -37,6 +37,7 @@ struct TrainSpec {
   LossScaleOptions loss_scale;   // `loss_scale:` (default: dynamic for fp16, none otherwise)
   GradClipOptions clip;          // `clip_norm:` or `clip_value:` (none by default)
   int accumulate = 1;            // micro-batches per optimizer step (gradient accumulation)
+  double watchdog_s = 300;       // a rank in one phase longer than this ends the run (exit 5); 0: off
 };
 
 struct RunSpec {

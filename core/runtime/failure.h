@@ -6,7 +6,15 @@
 
 namespace trainer {
 
-enum ExitCode { kExitOk = 0, kExitInternal = 1, kExitUsage = 2, kExitData = 3, kExitDevice = 4, kExitInterrupted = 130 };
+enum ExitCode {
+  kExitOk = 0,
+  kExitInternal = 1,
+  kExitUsage = 2,
+  kExitData = 3,
+  kExitDevice = 4,
+  kExitStalled = 5,  // the watchdog: a rank made no progress for train.watchdog_s
+  kExitInterrupted = 130
+};
 
 struct Failure {
   int code = kExitInternal;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/runtime/interrupt.h"
+#include "core/runtime/progress.h"
 
 namespace trainer {
 
@@ -29,12 +30,15 @@ LossStats Trainee::evaluate(Loader& loader, const Predictions& predictions, bool
   loader.start_epoch(0);
   Batch b;
   bool stopped = false;
+  int batch = 0;
   while (!(stopped = cut && interrupted()) && loader.next(b)) {
+    mark_phase(rank(), Phase::Validation, ++batch);
     if (b.size == 0) continue;
     total += eval_batch(b, predictions ? &predicted : nullptr);
     if (predictions) predictions(b, predicted);
     if (slow > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow));
   }
+  mark_phase(rank(), Phase::StepEnd);
   LossStats sums = sum_over_ranks(total);
   if (cut) *cut = sum_over_ranks(LossStats{0, stopped ? 1 : 0, 0}).correct > 0;  // one verdict for every rank
   return sums;

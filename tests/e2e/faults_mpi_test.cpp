@@ -235,6 +235,27 @@ TEST_CASE("faults mpi: a signal during validation stops every process there: eac
   check_newest_checkpoint_loads(dir, out);
 }
 
+TEST_CASE("faults mpi: SIGSTOP of one process: the watchdog names it stopped, writes the last step's checkpoint, and ends the job") {
+  SKIP_WITHOUT_MPIRUN();
+  std::string dir = e2e::temp_dir("faults_stop");
+  const std::string job = e2e::mpirun("timeout -k 5 120 ") + " -np 2 " + kBinary + " run " + kSmoke +
+                          " --set train.epochs=500 --set train.watchdog_s=3 --cpu 1 --threads 1 --run-dir '" + dir + "/run'";
+  Job j = run_job(dir, job, "kill -STOP $(" + trainer_pids(dir) + " | sort -n | tail -1)");
+  INFO(j.out);
+  WARN("mpirun after SIGSTOP of one process (train.watchdog_s 3): exit " << j.code << " after " << j.ms << " ms");
+  CHECK(j.code == 5);  // MPI_Abort's code
+  CHECK(j.ms < 9000);
+  CHECK_THAT(j.out, Contains("process 0/2: watchdog: rank 0 (process 0, pid ") && Contains(", all-reduce of gradient bucket 1 of 1, for "));
+  CHECK_THAT(j.out, Contains("process 0/2: watchdog: rank 1 (process 1, pid ") && Contains(", stopped): step ") && Contains(" s <- no progress"));
+  CHECK_THAT(j.out, Contains("process 0/2: stalled: no progress for ") && Contains("; its process (pid ") && Contains(") is stopped; another rank waits for it"));
+  // The last completed step's checkpoint, or the newest one already written when it is as recent
+  // (a stop right after an epoch's checkpoint).
+  CHECK_THAT(j.out, Contains("process 0/2: watchdog: checkpoint ") ||
+                        Contains("process 0/2: watchdog: the newest checkpoint (global step "));
+  check_newest_checkpoint_loads(dir);
+  std::system(("pkill -KILL -f '^[^ ]*trainer run .*" + dir + "/run' 2>/dev/null").c_str());  // none should be left
+}
+
 TEST_CASE("faults mpi: kill -9 of one process ends the job within seconds, and the newest checkpoint loads") {
   SKIP_WITHOUT_MPIRUN();
   std::string dir = e2e::temp_dir("faults_kill");

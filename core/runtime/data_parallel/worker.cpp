@@ -1,6 +1,8 @@
 // The data-parallel step of one replica.
 #include "core/runtime/data_parallel/worker.h"
 
+#include "core/runtime/progress.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -64,6 +66,7 @@ void Worker::attach(Communicator& grad, Communicator& ctl) {
     if (node != rep_->logits_node()) return;
     if (timing_) rep_->context().synchronize();
     forward_end_ = Clock::now();
+    mark_phase(rank_, Phase::Backward);
   };
   // Between layers of backward, the worker thread sums the gradient pieces every rank has posted.
   h.after_backward = [this](int) {
@@ -102,6 +105,7 @@ LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop
   if (m.count > accumulate_ || m.index < 0 || m.index >= m.count)
     throw std::logic_error(fmt::format("micro-batch {} of {} (train.accumulate {})", m.index, m.count, accumulate_));
   const int64_t samples = m.samples > 0 ? m.samples : b.global_size;
+  mark_phase(rank_, Phase::Forward);
   if (!m.last()) {  // an earlier micro-batch: its gradients are added to the held sum, nothing else
     const auto t0 = Clock::now();
     forward_end_ = t0;
@@ -166,17 +170,24 @@ LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop
   const Clock::time_point backward_end = Clock::now();
   Optimizer& opt = rep_->optimizer();
   const auto& bk = buckets_->buckets();
+  const int n = int(bk.size());
   if (!scaler_.enabled() && !clip_.enabled()) {
     opt.begin_step();
     for (size_t i = bk.size(); i-- > 0;) {  // in the order their all-reduces finish
+      mark_phase(rank_, Phase::AllReduce, n - int(i), n);
       buckets_->wait(i);
+      mark_phase(rank_, Phase::Optimizer);
       opt.update(bk[i].begin, bk[i].end, lr, 1.0f);
     }
   } else {
     // The check and the norm need every reduced gradient, so the update waits for the last
     // all-reduce. Every replica holds the same reduced gradients: all take the same decision and
     // measure the same norm (the global batch's), with no collective.
-    for (size_t i = bk.size(); i-- > 0;) buckets_->wait(i);
+    for (size_t i = bk.size(); i-- > 0;) {
+      mark_phase(rank_, Phase::AllReduce, n - int(i), n);
+      buckets_->wait(i);
+    }
+    mark_phase(rank_, Phase::Optimizer);
     const bool finite = !scaler_.enabled() || opt.grads_finite();
     if (finite) {
       const float inv_scale = 1.0f / loss_scale;
@@ -205,6 +216,7 @@ LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop
     timeline_.buckets = bk;
     timeline_.trace = buckets_->trace();
   }
+  mark_phase(rank_, Phase::StepEnd);
   Tensor frozen = rep_->executor().params().frozen_weights();
   if (frozen.numel() > 0) ctl_->broadcast(frozen, 0);
   std::vector<double> v{s.loss_sum, double(s.correct), double(s.count), stop ? 1.0 : 0.0};

@@ -12,6 +12,7 @@
 #include "core/runtime/devices.h"
 #include "core/graph/loss.h"
 #include "core/runtime/batch_inputs.h"
+#include "core/runtime/progress.h"
 
 namespace trainer {
 namespace {
@@ -229,6 +230,7 @@ void PipelineWorker::poison_first_gradient() {
 
 LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bool&, const MicroStep& m) {
   if (m.count != 1) throw std::logic_error("device parallel: train.accumulate is refused by the config reader");
+  mark_phase(rank(), Phase::Forward);  // the whole GPipe schedule (the stages' threads are not marked apart)
   const float loss_scale = scaler_.scale();
   LossStats s = compute_gradients(b, seed, loss_scale);
   const auto t0 = std::chrono::steady_clock::now();
@@ -242,6 +244,7 @@ LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bo
     threads_->run_all([&](int st) { ok[size_t(st)] = stages_[size_t(st)]->optimizer().grads_finite(); });
     finite = std::all_of(ok.begin(), ok.end(), [](char c) { return c != 0; });
   }
+  mark_phase(rank(), Phase::Optimizer);
   const float inv_scale = 1.0f / loss_scale;
   float grad_scale = inv_scale;
   if (finite && clip_.enabled()) {

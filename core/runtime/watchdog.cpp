@@ -1,0 +1,104 @@
+// The watchdog's thread and its report: each rank's place, the stuck one named with its process's state.
+#include "core/runtime/watchdog.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <tuple>
+
+namespace trainer {
+namespace {
+
+// "stopped" (SIGSTOP, a debugger), "gone" (exited or killed), or "" (running) — from /proc, so
+// for processes of this machine.
+std::string process_state(int pid) {
+  if (pid <= 0) return "";
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string s;
+  if (!in || !std::getline(in, s)) return "gone";
+  const size_t close = s.rfind(')');
+  if (close == std::string::npos || close + 2 >= s.size()) return "";
+  const char state = s[close + 2];
+  if (state == 'T' || state == 't') return "stopped";
+  if (state == 'Z' || state == 'X') return "gone";
+  return "";
+}
+
+}  // namespace
+
+StallReport stall_report(const std::vector<RankPlace>& places, double limit_s, int local) {
+  StallReport r;
+  // The one that stopped the others: a rank whose process is stopped or gone first, then one that
+  // is not waiting for the others (in a collective), then the longest in its phase.
+  auto rank_of = [](const RankPlace& p) {
+    const std::string state = process_state(p.pid);
+    const bool waiting = p.phase == Phase::AllReduce || p.phase == Phase::StepEnd;
+    return std::make_tuple(!state.empty(), !waiting, p.seconds);
+  };
+  const RankPlace* stuck = nullptr;
+  bool over = false;
+  for (const RankPlace& p : places) over = over || (p.used && p.seconds > limit_s);
+  if (!over) return r;
+  for (const RankPlace& p : places)
+    if (p.used && (!stuck || rank_of(p) > rank_of(*stuck))) stuck = &p;
+  r.stuck_rank = stuck->rank;
+  auto who = [&](const RankPlace& p) {
+    std::string state = process_state(p.pid);
+    return fmt::format("rank {} (process {}, pid {}{})", p.rank, p.rank / std::max(local, 1), p.pid,
+                       state.empty() ? "" : ", " + state);
+  };
+  for (const RankPlace& p : places) {
+    if (!p.used) {
+      r.lines.push_back(fmt::format("watchdog: rank {}: never reported (its process did not start training)", p.rank));
+      continue;
+    }
+    r.lines.push_back(fmt::format("watchdog: {}: step {}, {}, for {:.1f} s{}", who(p), p.step, phase_text(p.phase, p.a, p.b),
+                                  p.seconds, &p == stuck ? " <- no progress" : ""));
+  }
+  const std::string state = process_state(stuck->pid);
+  int waiting = 0;
+  for (const RankPlace& p : places) waiting += &p != stuck && (p.phase == Phase::AllReduce || p.phase == Phase::StepEnd);
+  r.summary = fmt::format("stalled: no progress for {:.1f} s (train.watchdog_s {:g}): rank {} at step {}: {}{}{}",
+                          stuck->seconds, limit_s, stuck->rank, stuck->step, phase_text(stuck->phase, stuck->a, stuck->b),
+                          state.empty() ? "" : fmt::format("; its process (pid {}) is {}", stuck->pid, state),
+                          waiting == 0 ? "" : waiting == 1 ? "; another rank waits for it" : fmt::format("; {} ranks wait for it", waiting));
+  return r;
+}
+
+Watchdog::Watchdog(const ProgressBoard& board, double limit_s, double delay_s, std::function<void(const StallReport&)> on_stall)
+    : board_(board), limit_s_(limit_s), delay_s_(delay_s), on_stall_(std::move(on_stall)) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Watchdog::loop() {
+  // Signals are taken by the main thread (interrupt.h); this one only watches.
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  const double period = std::clamp(limit_s_ / 10.0, 0.05, 1.0);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, std::chrono::duration<double>(period), [&] { return stop_; })) {
+    const std::vector<RankPlace> places = board_.read();
+    bool over = false;
+    for (const RankPlace& p : places) over = over || (p.used && p.seconds > limit_s_ + delay_s_);
+    if (!over) continue;
+    StallReport r = stall_report(places, limit_s_, board_.local());
+    lock.unlock();
+    on_stall_(r);  // ends the job
+    return;
+  }
+}
+
+}  // namespace trainer

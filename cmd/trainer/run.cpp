@@ -7,12 +7,14 @@
 #include <cstdlib>
 
 #include "cmd/trainer/command.h"
+#include "cmd/trainer/restarts.h"
 #include "cmd/trainer/signals.h"
 #include "core/dist/launch.h"
 #include "core/io/json_text.h"
 #include "core/run/fit.h"
 #include "core/runtime/interrupt.h"
 #include "core/checkpoint/resume.h"
+#include "core/io/run_dir.h"
 
 namespace trainer::cli {
 namespace {
@@ -20,9 +22,33 @@ namespace {
 struct RunArgs {
   std::string config, gpus, run_dir, runs_root = "runs", resume;
   std::vector<std::string> sets;
-  int cpu = 0, threads = 0;
+  int cpu = 0, threads = 0, max_restarts = 0;
   bool json = false;
 };
+
+// --max-restarts N: this process supervises the run, made in a child process per attempt.
+int supervise(const RunArgs& a) {
+  if (this_process().multi())
+    throw cfg::ConfigError("--max-restarts", "restarts one process on one machine; under mpirun or srun, let the launcher "
+                                             "restart the job (e.g. srun --requeue) with --resume auto");
+  std::string config = a.config;
+  if (config.empty() && !a.resume.empty() && a.resume != "auto") config = config_of(a.resume);
+  if (config.empty()) throw cfg::ConfigError("trainer run", "give a CONFIG file (or --resume RUN_DIR|CHECKPOINT, which brings its own)");
+  std::vector<std::string> sets = a.sets;
+  for (const std::string& s : device_overrides(a.gpus, a.cpu, a.threads)) sets.push_back(s);
+  RunSpec e = load_run_spec(config, sets);  // a config error ends here, never retried
+  RestartPlan p;
+  p.max_restarts = a.max_restarts;
+  p.run_dir = create_run_dir(a.runs_root, e.name, a.run_dir);
+  p.resume = a.resume;
+  p.args = {"run", config, "--runs-root", a.runs_root};
+  for (const std::string& s : a.sets) p.args.insert(p.args.end(), {"--set", s});
+  if (!a.gpus.empty()) p.args.insert(p.args.end(), {"--gpus", a.gpus});
+  if (a.cpu > 0) p.args.insert(p.args.end(), {"--cpu", std::to_string(a.cpu)});
+  if (a.threads > 0) p.args.insert(p.args.end(), {"--threads", std::to_string(a.threads)});
+  if (a.json) p.args.push_back("--json");
+  return run_with_restarts(p);
+}
 
 // Invalid checkpoints passed over for an older valid one are named, so a resume never silently
 // goes back further than the user expects.
@@ -32,6 +58,7 @@ void warn_skipped(const std::vector<std::string>& skipped) {
 }
 
 int run(const RunArgs& a) {
+  if (a.max_restarts > 0) return supervise(a);
   std::string config = a.config;
   if (config.empty()) {
     if (a.resume.empty() || a.resume == "auto")
@@ -83,6 +110,11 @@ const RegisterCommand reg({"run", "Train the model a config describes", [](CLI::
   app.add_option("--run-dir", a->run_dir, "Write the run here (must be new or empty) instead of runs/<name>/<stamp>");
   app.add_option("--runs-root", a->runs_root, "Parent of run directories (default: runs)");
   app.add_flag("--json", a->json, "Print one machine-readable summary line at the end");
+  app.add_option("--max-restarts", a->max_restarts,
+                 "Restart the run from its newest checkpoint up to N times when it fails for a reason that is not the "
+                 "user's (a lost process, the watchdog, a device error); each restart gets RUN_DIR-restart-K and a line in "
+                 "RUN_DIR/restarts.log")
+      ->check(CLI::NonNegativeNumber);
   return [a] { return run(*a); };
 }});
 

@@ -3,15 +3,10 @@
 
 #include <fmt/format.h>
 
-#include <mutex>
-#include <thread>
-
-#include "core/data/dataset.h"
 #include "core/dist/launch.h"
 #include "core/dist/process_comm.h"
 #include "core/dist/device_comms.h"
-#include "core/runtime/failure.h"
-#include "core/io/file.h"
+#include "core/runtime/rank_threads.h"
 
 namespace trainer {
 
@@ -36,57 +31,17 @@ ReplicaGroup::ReplicaGroup(const TraineeSpec& t, const std::vector<Device>& devi
 }
 
 void ReplicaGroup::run(const std::function<void(Worker&)>& fn) {
-  std::mutex mu;
-  std::exception_ptr first;
-  int first_rank = -1;
-  auto body = [&](int r) {
-    try {
-      workers_[size_t(r)]->bind_thread();
-      fn(*workers_[size_t(r)]);
-    } catch (...) {
-      std::string what = "unknown error";
-      try {
-        throw;
-      } catch (const std::exception& x) {
-        what = x.what();
-      } catch (...) {
-      }
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (first) return;  // a consequence of the first failure (an aborted collective)
-        first = std::current_exception();
-        first_rank = r;
-      }
-      if (this_process().multi()) {  // other processes may wait in a collective for this one: end the job now
-        Failure f = describe_failure(first);
-        if (f.code == kExitInternal)  // as below: any other failure of a replica is a device error
-          f = {kExitDevice, fmt::format("device error: replica {} failed: {}", workers_[size_t(r)]->rank(), what)};
-        abort_job(f);
-      }
-      std::string why = fmt::format("replica {} failed: {}", r, what);
-      grad_comms_[0]->abort(why);
-      ctl_comms_[0]->abort(why);
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int r = 1; r < size(); ++r) threads.emplace_back(body, r);
-  body(0);  // rank 0 on the calling thread
-  for (std::thread& t : threads) t.join();
-  if (!first) return;
-  try {
-    std::rethrow_exception(first);
-  } catch (const DataError&) {
-    throw;
-  } catch (const FileError&) {
-    throw;
-  } catch (const cfg::ConfigError&) {
-    throw;
-  } catch (const DeviceError&) {
-    throw;
-  } catch (const std::exception& x) {
-    if (size() == 1) throw;
-    throw DeviceError(fmt::format("replica {} failed: {}", workers_[size_t(first_rank)]->rank(), x.what()));
-  }
+  run_rank_threads(
+      size(),
+      [&](int r) {
+        workers_[size_t(r)]->bind_thread();
+        fn(*workers_[size_t(r)]);
+      },
+      [&](int r) { return fmt::format("replica {}", workers_[size_t(r)]->rank()); },
+      [&](const std::string& why) {
+        grad_comms_[0]->abort(why);
+        ctl_comms_[0]->abort(why);
+      });
 }
 
 }  // namespace trainer

@@ -16,8 +16,15 @@ const RegisterCommand reg({"summary", "Print the model's layers, output shapes, 
   return [config, sets] {
     RunSpec e = load_run_spec(*config, *sets);
     const RunPlan plan = plan_model(e);  // the model's graph and sizes; no devices needed
-    const bool placed = plan.strategy == StrategyKind::DeviceParallel;
-    fmt::print("{}", model_summary(*plan.trainee.graph, e.name, placed ? &e.placement : nullptr, plan.batch));
+    fmt::print("{}", model_summary(*plan.trainee.graph, e.name, placed(plan.strategy) ? &e.placement : nullptr, plan.batch));
+    if (plan.strategy == StrategyKind::Hybrid) {
+      const int devices = e.devices.gpus.empty() ? e.devices.cpu_replicas : int(e.devices.gpus.size());
+      const int stages = int(e.placement.devices.size());
+      fmt::print("Hybrid: {} copies x {} stages on {} devices ({}: copy r's stage s on device r*{} + s); each copy's devices "
+                 "hold the memory per device above, and each copy takes batch_size of the global batch\n",
+                 devices / std::max(stages, 1), stages, devices, e.devices.gpus.empty() ? "devices.cpu or --cpu" : "--gpus",
+                 stages);
+    }
     return kOk;
   };
 }});

@@ -61,7 +61,7 @@ void plan_sizes(const RunSpec& e, RunPlan& p) {
                                             (1 + optimizer_slots(e.optimizer)) * g.params().trainable_floats());
   for (const GraphNode& n : g.nodes()) p.activation_bytes_per_sample += int64_t(sizeof(float)) * n.shape.numel();
   const int64_t per_value = int64_t(sizeof(float)) * (2 + optimizer_slots(e.optimizer));  // weight, gradient, state
-  if (e.strategy == StrategyKind::DeviceParallel)
+  if (placed(e.strategy))
     for (const DeviceMemory& m : memory_per_device(g, e.placement))
       p.memory.push_back({m.device, per_value * m.params, int64_t(sizeof(float)) * m.activations_per_sample});
   else  // outputs and their gradients; with accumulation, the held gradient sum
@@ -96,15 +96,16 @@ RunPlan plan_run(const RunSpec& e, const std::optional<CheckpointInfo>& resume) 
   const Launch& proc = this_process();
   p.processes = proc.size;
   p.process = proc.rank;
-  if (proc.multi() && e.strategy == StrategyKind::DeviceParallel)
-    e.at("strategy").fail("device_parallel across processes (mpirun, srun) is not implemented: run the pipeline in one process");
+  if (proc.multi() && placed(e.strategy))
+    e.at("strategy").fail(fmt::format("{} across processes (mpirun, srun) is not implemented: run the pipeline in one process",
+                                      strategy_name(e.strategy)));
 
   p.trainee = trainee_spec(e);
   TraineeSpec& t = p.trainee;
 
   const StrategyType& kind = strategy_type(e.strategy);
   p.devices = kind.devices(t, e.devices, &p.device_notes);
-  p.local_replicas = kind.local_replicas(p.devices);
+  p.local_replicas = kind.local_replicas(t, p.devices);
   p.replicas = p.local_replicas * proc.size;
   p.first_rank = proc.rank * p.local_replicas;
   p.threads = kind.threads(e.devices, p.devices);
@@ -154,6 +155,22 @@ std::vector<std::string> RunPlan::banner(const RunSpec& e) const {
     lines.push_back(s + fmt::format("; batch {}, {} micro-batch{} (GPipe){}{}", batch, e.microbatches,
                                     e.microbatches == 1 ? "" : "es", steps, batch_note));
     for (const std::string& l : device_notes) lines.push_back("Note: " + l);
+  } else if (strategy == StrategyKind::Hybrid) {
+    // R copies of the S-stage pipeline, copy r's stage s on device r*S + s.
+    const size_t S = e.placement.devices.size();
+    std::string s = fmt::format("Devices: hybrid, {} copies x {} stages (data parallel over pipelines):", replicas, S);
+    for (int r = 0; r < replicas; ++r) {
+      s += fmt::format("{} copy {}:", r ? ";" : "", r);
+      for (size_t d = 0; d < S; ++d) {
+        int layers = 0;
+        for (int ld : e.placement.layer_device) layers += ld == int(d);
+        const Device& dev = devices[size_t(r) * S + d];
+        s += fmt::format("{} {} -> {} ({} layer{})", d ? "," : "", e.placement.devices[d], dev.str(), layers, layers == 1 ? "" : "s");
+      }
+    }
+    lines.push_back(s + fmt::format("; {}batch {} per copy, global batch {}, {} micro-batch{} (GPipe){}{}",
+                                    devices[0].is_cpu() ? fmt::format("{} compute threads per stage, ", threads) : "",
+                                    batch, global_batch, e.microbatches, e.microbatches == 1 ? "" : "es", steps, batch_note));
   } else {
     std::string where = replicas == 1 ? devices[0].str()
                                       : fmt::format("{} replicas ({}..{})", replicas, devices[0].str(), devices.back().str());

@@ -43,30 +43,31 @@ TrainSpec read_train(cfg::MapReader r) {
   return t;
 }
 
-// `strategy:` with device parallelism's `placement:` and `pipeline: {microbatches}`.
+// `strategy:` with device parallelism's `placement:` and `pipeline: {microbatches}` (device_parallel
+// and hybrid, whose copies are pipelines).
 void read_strategy(cfg::MapReader& r, RunSpec& e) {
   cfg::Node strategy = r.optional("strategy"), placement = r.optional("placement"), pipeline = r.optional("pipeline");
   const std::string name = r.get_choice("strategy", {"data_parallel", "device_parallel", "hybrid"}, "data_parallel");
-  if (name == "hybrid")
-    strategy.fail("strategy 'hybrid' (data parallel over copies of a device-parallel pipeline) is not implemented: "
-                  "it needs one gradient communicator per stage across the copies; use device_parallel or data_parallel");
-  e.strategy = name == "device_parallel" ? StrategyKind::DeviceParallel : StrategyKind::DataParallel;
-  if (e.strategy != StrategyKind::DeviceParallel) {
-    if (placement.defined()) placement.fail("'placement' needs strategy: device_parallel");
-    if (pipeline.defined()) pipeline.fail("'pipeline' needs strategy: device_parallel");
+  e.strategy = name == "device_parallel" ? StrategyKind::DeviceParallel
+               : name == "hybrid"        ? StrategyKind::Hybrid
+                                         : StrategyKind::DataParallel;
+  if (!placed(e.strategy)) {
+    if (placement.defined()) placement.fail("'placement' needs strategy: device_parallel or hybrid");
+    if (pipeline.defined()) pipeline.fail("'pipeline' needs strategy: device_parallel or hybrid");
     return;
   }
-  if (!placement.defined()) strategy.fail("strategy device_parallel needs 'placement:' (layer or block name: device)");
+  if (!placement.defined()) strategy.fail(fmt::format("strategy {} needs 'placement:' (layer or block name: device)", name));
   if (e.train.accumulate > 1)
-    e.at("train.accumulate").fail("train.accumulate with strategy device_parallel is not implemented; pipeline.microbatches "
-                                  "already sums the gradients of a batch's micro-batches (GPipe): raise batch_size with it");
+    e.at("train.accumulate").fail(fmt::format("train.accumulate with strategy {} is not implemented; pipeline.microbatches "
+                                              "already sums the gradients of a batch's micro-batches (GPipe): raise "
+                                              "batch_size with it", name));
   e.placement = read_placement(e.model, placement);
   cfg::MapReader p(pipeline, "the pipeline section");
   e.microbatches = int(p.get_int("microbatches", 1, 1, 1024));
   p.finish();
-  if (e.devices.cpu_replicas > 1)
-    e.at("devices.cpu").fail("several CPU replicas of a device-parallel model would be the hybrid strategy, which is not "
-                             "implemented; name virtual CPU devices (cpu:0, cpu:1) in placement instead");
+  if (e.strategy == StrategyKind::DeviceParallel && e.devices.cpu_replicas > 1)
+    e.at("devices.cpu").fail("several CPU replicas of a device-parallel model are the hybrid strategy (strategy: hybrid); "
+                             "or name virtual CPU devices (cpu:0, cpu:1) in placement");
 }
 
 std::vector<std::string> metric_names(const RunSpec& e) {

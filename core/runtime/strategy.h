@@ -1,5 +1,6 @@
-// Strategy: how a run's model copies are placed and driven — data parallel (a replica per device)
-// or device parallel (one model cut over devices, pipelined) — behind one interface, so the epoch
+// Strategy: how a run's model copies are placed and driven — data parallel (a replica per device),
+// device parallel (one model cut over devices, pipelined) or hybrid (data parallel over copies of
+// that pipeline) — behind one interface, so the epoch
 // loop, fit, bench and the banner never branch on the kind. Kinds register themselves.
 #pragma once
 #include <functional>
@@ -36,8 +37,8 @@ struct StrategyType {
   // The devices of this process: one per replica (data parallel), one per placement label
   // (device parallel); `notes` says where labels ran.
   std::function<std::vector<Device>(const TraineeSpec& t, const DevicesSpec& d, std::vector<std::string>* notes)> devices;
-  // How many data-parallel ranks this process contributes (1 for a pipeline).
-  std::function<int(const std::vector<Device>& devices)> local_replicas;
+  // How many data-parallel ranks this process contributes (1 for a pipeline; hybrid: devices / stages).
+  std::function<int(const TraineeSpec& t, const std::vector<Device>& devices)> local_replicas;
   // CPU compute threads per replica or stage.
   std::function<int(const DevicesSpec& d, const std::vector<Device>& devices)> threads;
   std::function<std::unique_ptr<Strategy>(const TraineeSpec& t, const std::vector<Device>& devices, int threads)> make;

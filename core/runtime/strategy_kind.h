@@ -5,11 +5,14 @@
 namespace trainer {
 
 // data_parallel: a replica per device, the batch split, gradients summed; device_parallel: the
-// model's layers placed on devices (`placement:`), optionally pipelined in micro-batches.
-enum class StrategyKind { DataParallel, DeviceParallel };
+// model's layers placed on devices (`placement:`), optionally pipelined in micro-batches; hybrid:
+// data parallel over R copies of that pipeline (R x S devices).
+enum class StrategyKind { DataParallel, DeviceParallel, Hybrid };
 
 inline const char* strategy_name(StrategyKind k) {
-  return k == StrategyKind::DeviceParallel ? "device_parallel" : "data_parallel";
+  return k == StrategyKind::DeviceParallel ? "device_parallel" : k == StrategyKind::Hybrid ? "hybrid" : "data_parallel";
 }
+// Whether the model is cut over devices by `placement:` (device_parallel, hybrid).
+inline bool placed(StrategyKind k) { return k != StrategyKind::DataParallel; }
 
 }  // namespace trainer

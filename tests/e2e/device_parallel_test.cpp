@@ -74,6 +74,37 @@ TEST_CASE("e2e device parallel: SIGINT mid-epoch, then --resume, ends bit-identi
   CHECK(e2e::read_file(dir + "/full/metrics.csv") == e2e::read_file(dir + "/resumed/metrics.csv"));
 }
 
+TEST_CASE("e2e hybrid: configs/hybrid.yaml trains 2 copies x 2 stages, and SIGINT mid-epoch then --resume ends bit-identical") {
+  const std::string hybrid = "'" TRAINER_SOURCE_DIR "/configs/hybrid.yaml'";
+  std::string dir = e2e::temp_dir("hybrid");
+  const std::string small = " --set data.train.size=256 --set data.val.size=64 --set train.epochs=2";
+  auto full = e2e::trainer("run " + hybrid + small + " --run-dir full", dir);
+  INFO(full.out << full.err);
+  REQUIRE(full.code == 0);
+  CHECK_THAT(full.out, Contains("Devices: hybrid, 2 copies x 2 stages (data parallel over pipelines): copy 0: cpu:0 -> cpu:0 (3 layers), "
+                                "cpu:1 -> cpu:1 (5 layers); copy 1: cpu:0 -> cpu:2 (3 layers), cpu:1 -> cpu:3 (5 layers)"));
+  CHECK_THAT(full.out, Contains("batch 32 per copy, global batch 64, 2 micro-batches (GPipe), 4 steps/epoch"));
+  auto cut = e2e::trainer("run " + hybrid + small + " --run-dir cut", dir, "TRAINER_TEST_SIGINT_AT_STEP=6");
+  INFO(cut.out << cut.err);
+  REQUIRE(cut.code == 130);
+  CHECK_THAT(cut.out, Contains("Interrupted (SIGINT) at epoch 2 step 3/4"));
+  auto res = e2e::trainer("run --resume cut --run-dir resumed", dir);
+  INFO(res.out << res.err);
+  REQUIRE(res.code == 0);
+  CHECK(same_file(dir + "/full/checkpoints/epoch-0002.safetensors", dir + "/resumed/checkpoints/epoch-0002.safetensors"));
+  CHECK(e2e::read_file(dir + "/full/metrics.csv") == e2e::read_file(dir + "/resumed/metrics.csv"));
+  auto b = e2e::trainer("bench " + hybrid + " --steps 2 --warmup 1 --json");
+  INFO(b.out << b.err);
+  REQUIRE(b.code == 0);
+  const nlohmann::json j = e2e::last_json(b.out);
+  CHECK(j["device"] == "hybrid 2 copies x 2 stages");
+  CHECK(j["batch"] == 64);
+  auto s = e2e::trainer("summary " + hybrid);
+  INFO(s.out << s.err);
+  REQUIRE(s.code == 0);
+  CHECK_THAT(s.out, Contains("Hybrid: 2 copies x 2 stages on 4 devices"));
+}
+
 TEST_CASE("e2e device parallel: bench reports throughput and the pipeline bubble") {
   auto r = e2e::trainer("bench " + kModelParallel + " --steps 2 --warmup 1 --set pipeline.microbatches=2");
   INFO(r.out << r.err);
@@ -84,11 +115,14 @@ TEST_CASE("e2e device parallel: bench reports throughput and the pipeline bubble
   CHECK(j.contains("bubble"));
 }
 
-TEST_CASE("e2e device parallel: hybrid and bad placements are config errors with their place") {
+TEST_CASE("e2e device parallel: hybrid device counts, CPU replicas of a pipeline and bad placements are errors with their place") {
   std::string dir = e2e::temp_dir("dp_errors");
-  auto h = e2e::trainer("summary " + kModelParallel + " --set strategy=hybrid", dir);
-  CHECK(h.code == 2);
-  CHECK_THAT(h.err, Contains("strategy 'hybrid'") && Contains("is not implemented"));
+  auto h = e2e::trainer("run " + kModelParallel + " --set strategy=hybrid --cpu 3 --run-dir h", dir);
+  CHECK(h.code == 4);
+  CHECK_THAT(h.err, Contains("strategy hybrid places 2 stages per copy: it needs a multiple of 2 devices, at least 4"));
+  auto c = e2e::trainer("run " + kModelParallel + " --cpu 2 --run-dir c", dir);
+  CHECK(c.code == 2);
+  CHECK_THAT(c.err, Contains("several CPU replicas of a device-parallel model are the hybrid strategy"));
   auto p = e2e::trainer("run " + kModelParallel + " --set placement.b1=gpu:7 --gpus 0 --run-dir x", dir);
   CHECK(p.code == 4);  // no GPU here, or only one: a device error either way
 }

@@ -178,7 +178,7 @@ BenchResult DataParallel::bench(std::vector<BenchInput>& inputs, const BenchOpti
 [[maybe_unused]] const bool registered = [] {
   StrategyType t;
   t.devices = [](const TraineeSpec&, const DevicesSpec& d, std::vector<std::string>*) { return select_devices(d); };
-  t.local_replicas = [](const std::vector<Device>& devices) { return int(devices.size()); };
+  t.local_replicas = [](const TraineeSpec&, const std::vector<Device>& devices) { return int(devices.size()); };
   t.threads = [](const DevicesSpec& d, const std::vector<Device>& devices) {
     return threads_per_replica(d, int(devices.size()));
   };

@@ -215,6 +215,24 @@ LossStats PipelineWorker::compute_gradients(const Batch& b, uint64_t seed, float
   return s;
 }
 
+void PipelineWorker::attach(int rank, std::vector<Communicator*> stage_comms, Communicator* ctl) {
+  rank_ = rank;
+  stage_comms_ = std::move(stage_comms);
+  ctl_ = ctl;
+}
+
+void PipelineWorker::broadcast_parameters() {
+  if (stage_comms_.empty()) return;
+  threads_->run_all([&](int st) { stage_comms_[size_t(st)]->broadcast(stages_[size_t(st)]->params().weights(), 0); });
+}
+
+LossStats PipelineWorker::sum_over_ranks(const LossStats& total) {
+  if (!ctl_) return total;
+  std::vector<double> v{total.loss_sum, double(total.correct), double(total.count)};
+  ctl_->all_reduce_host(v);
+  return {v[0], int64_t(v[1]), int64_t(v[2])};
+}
+
 void PipelineWorker::poison_first_gradient() {
   for (size_t st = 0; st < stages_.size(); ++st) {
     Tensor g = stages_[st]->params().trainable_grads();
@@ -228,14 +246,23 @@ void PipelineWorker::poison_first_gradient() {
   }
 }
 
-LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bool&, const MicroStep& m) {
+LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) {
   if (m.count != 1) throw std::logic_error("device parallel: train.accumulate is refused by the config reader");
   mark_phase(rank(), Phase::Forward);  // the whole GPipe schedule (the stages' threads are not marked apart)
   const float loss_scale = scaler_.scale();
   LossStats s = compute_gradients(b, seed, loss_scale);
   const auto t0 = std::chrono::steady_clock::now();
-  if (inject_) poison_first_gradient();
+  if (inject_ && rank_ == 0) poison_first_gradient();
   inject_ = false;
+  // Hybrid: each stage's gradients summed over the copies (the loss gradient was scaled by 1 /
+  // global batch, so the sum is the global batch's mean), every stage on its own thread.
+  if (!stage_comms_.empty()) {
+    mark_phase(rank_, Phase::AllReduce, 1, 1);
+    threads_->run_all([&](int st) {
+      Tensor g = stages_[size_t(st)]->params().trainable_grads();
+      stage_comms_[size_t(st)]->all_reduce_sum(g);
+    });
+  }
   // Loss scaling: each stage checks its own gradients; the step is taken only when every stage's
   // are finite, so all stages skip together (and the scale stays one for the whole model).
   bool finite = true;
@@ -282,7 +309,18 @@ LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bo
   }
   scaler_.update(finite);
   times_.optimizer = since(t0);
-  return s;
+  if (!ctl_) return s;
+  // Hybrid: copy 0's batch-norm statistics to every copy, stage by stage; the step's statistics
+  // and the stop over every copy.
+  mark_phase(rank_, Phase::StepEnd);
+  threads_->run_all([&](int st) {
+    Tensor frozen = stages_[size_t(st)]->params().frozen_weights();
+    if (frozen.numel() > 0) stage_comms_[size_t(st)]->broadcast(frozen, 0);
+  });
+  std::vector<double> v{s.loss_sum, double(s.correct), double(s.count), stop ? 1.0 : 0.0};
+  ctl_->all_reduce_host(v);
+  stop = v[3] > 0;
+  return {v[0], int64_t(v[1]), int64_t(v[2])};
 }
 
 LossStats PipelineWorker::eval_batch(const Batch& b, std::vector<int32_t>* predicted) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dist/communicator.h"
 #include "core/runtime/batch_inputs.h"
 #include "core/runtime/devices.h"
 #include "core/runtime/device_parallel/mailbox.h"
@@ -25,9 +26,16 @@ class PipelineWorker final : public Trainee {
   PipelineWorker(const TraineeSpec& t, const std::vector<Device>& devices, int threads);
   ~PipelineWorker() override;
 
-  int rank() const override { return 0; }
+  int rank() const override { return rank_; }
   ModelState& state() override { return *state_; }
-  void broadcast_parameters() override {}  // copies of a shared layer start equal (same seed and name)
+  // Copies of a shared layer start equal (same seed and name); replicas of a hybrid run take
+  // replica 0's parameters, stage by stage.
+  void broadcast_parameters() override;
+
+  // Hybrid (data parallel over copies of this pipeline): this copy is data-parallel rank `rank`;
+  // `stage_comms[s]` joins stage s of every copy (gradients all-reduced after the schedule,
+  // parameters broadcast), `ctl` the copies' driving threads (the step's statistics, the stop).
+  void attach(int rank, std::vector<Communicator*> stage_comms, Communicator* ctl);
   using Trainee::train_step;
   LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) override;
 
@@ -71,6 +79,7 @@ class PipelineWorker final : public Trainee {
 
  protected:
   LossStats eval_batch(const Batch& b, std::vector<int32_t>* predicted) override;
+  LossStats sum_over_ranks(const LossStats& s) override;
 
  private:
   LossStats pass(const Batch& b, bool training, int microbatches, uint64_t seed, float loss_scale = 1.0f);
@@ -78,6 +87,9 @@ class PipelineWorker final : public Trainee {
   void poison_first_gradient();  // inject_nonfinite(): an inf in the first stage's first gradient
 
   int microbatches_ = 1;
+  int rank_ = 0;
+  std::vector<Communicator*> stage_comms_;  // hybrid: per stage, across the copies (empty: one copy)
+  Communicator* ctl_ = nullptr;
   Mailbox box_;
   std::vector<std::unique_ptr<StageRuntime>> stages_;
   std::vector<Boundary> bounds_;

@@ -109,7 +109,7 @@ BenchResult DeviceParallel::bench(std::vector<BenchInput>& inputs, const BenchOp
   t.devices = [](const TraineeSpec& spec, const DevicesSpec& d, std::vector<std::string>* notes) {
     return placement_devices(spec.placement, d, notes);
   };
-  t.local_replicas = [](const std::vector<Device>&) { return 1; };
+  t.local_replicas = [](const TraineeSpec&, const std::vector<Device>&) { return 1; };
   t.threads = [](const DevicesSpec& d, const std::vector<Device>& devices) {
     int cpu = 0;
     for (const Device& x : devices) cpu += x.is_cpu();

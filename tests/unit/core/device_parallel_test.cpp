@@ -14,6 +14,7 @@
 #include "core/runtime/device_parallel/pipeline_worker.h"
 #include "core/runtime/data_parallel/replica.h"
 #include "core/runtime/data_parallel/replica_group.h"
+#include "core/runtime/strategy.h"
 
 using namespace trainer;
 
@@ -186,6 +187,59 @@ TEST_CASE("device parallel: clip_norm (one norm over every stage's gradients) an
   double d = max_diff(train_worker(lstm, 10, 2), train_placed(lstm, 10, 2));
   WARN("shared LSTM on 3 virtual CPU devices vs 1 device after 10 RMSprop steps with clip_norm 0.01: max |dw| = " << d);
   CHECK(d <= 1e-5);
+}
+
+// R copies of the placed pipeline (strategy hybrid) on R x S virtual CPU devices, copy r taking rows
+// [r*12/R, (r+1)*12/R) of each batch of 12; returns copy 0's weights, checking that every copy's
+// equal it bitwise after every step.
+std::map<std::string, std::vector<float>> train_hybrid(RunSpec e, int copies, int steps, int classes, bool* identical) {
+  e.strategy = StrategyKind::Hybrid;
+  std::vector<Device> devices;
+  for (size_t d = 0; d < size_t(copies) * e.placement.devices.size(); ++d) devices.push_back(Device::cpu(int(d)));
+  std::unique_ptr<Strategy> s = strategy_type(StrategyKind::Hybrid).make(trainee_spec(e), devices, 1);
+  REQUIRE(s->size() == copies);
+  std::vector<std::vector<float>> w(static_cast<size_t>(copies));
+  *identical = true;
+  s->run([&](Trainee& t) {
+    t.broadcast_parameters();
+    bool stop = false;
+    for (int step = 0; step < steps; ++step) {
+      Batch all = random_batch(input_shapes(e), 12, classes, uint32_t(100 + step));
+      const int64_t lo = 12 * t.rank() / copies, hi = 12 * (t.rank() + 1) / copies;
+      Batch b;
+      b.images = all.images.slice(lo, hi);
+      b.labels = all.labels.slice(lo, hi);
+      b.size = hi - lo;
+      b.global_size = 12;
+      t.train_step(b, 0.05f, uint64_t(step), stop);
+      w[size_t(t.rank())] = t.state().download_weights();
+    }
+  });
+  for (int r = 1; r < copies; ++r) *identical = *identical && w[size_t(r)] == w[0];
+  return by_name(s->trainee(0).state());
+}
+
+TEST_CASE("hybrid: R copies of a pipeline train as one copy with the whole batch and as one device (10 steps, 1e-5)",
+          "[device_parallel]") {
+  for (const char* yaml : {kCnn, kSharedLstm}) {
+    const bool lstm = yaml == kSharedLstm;
+    for (int copies : {2, 3}) {
+      for (int M : {1, 2}) {
+        RunSpec e = experiment(yaml, {"pipeline.microbatches=" + std::to_string(M)});
+        bool same = false;
+        auto hybrid = train_hybrid(e, copies, 10, lstm ? 2 : 5, &same);
+        auto one_copy = train_placed(e, 10, lstm ? 2 : 5);
+        auto single = train_single(e, 10, lstm ? 2 : 5);
+        const double d_copy = max_diff(hybrid, one_copy), d_single = max_diff(hybrid, single);
+        WARN((lstm ? "shared LSTM" : "CNN") << ": hybrid " << copies << " copies x " << e.placement.devices.size()
+             << " stages, M = " << M << ", vs one pipeline with the whole batch: max |dw| = " << d_copy
+             << "; vs one device: " << d_single);
+        CHECK(same);
+        CHECK(d_copy <= 1e-5);
+        CHECK(d_single <= 1e-5);
+      }
+    }
+  }
 }
 
 TEST_CASE("device parallel in bf16: the boundary stays f32 and the CNN trains as on one device", "[device_parallel]") {

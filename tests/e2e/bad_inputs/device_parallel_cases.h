@@ -35,13 +35,13 @@ inline std::vector<Case> device_parallel_cases() {
       {.cat = "placement", .name = "not a mapping", .config = seq({{"placement: {lstm_a: cpu:1, lstm_b: cpu:2, merged: cpu}", "placement: [cpu, cpu:1]"}}),
        .expect = "c.yaml:17:12: 'placement' must map layer (or block) names to devices: {conv1: cpu:0, head: cpu:1}"},
       {.cat = "placement", .name = "placement without device_parallel", .config = seq({{"strategy: device_parallel", "strategy: data_parallel"}}),
-       .expect = "c.yaml:17:12: 'placement' needs strategy: device_parallel"},
+       .expect = "c.yaml:17:12: 'placement' needs strategy: device_parallel or hybrid"},
       {.cat = "placement", .name = "device_parallel without placement",
        .config = seq({{"placement: {lstm_a: cpu:1, lstm_b: cpu:2, merged: cpu}\n", ""}}),
        .expect = "c.yaml:16:11: strategy device_parallel needs 'placement:' (layer or block name: device)"},
-      {.cat = "placement", .name = "hybrid", .config = seq({{"strategy: device_parallel", "strategy: hybrid"}}),
-       .expect = "c.yaml:16:11: strategy 'hybrid' (data parallel over copies of a device-parallel pipeline) is not implemented: "
-                 "it needs one gradient communicator per stage across the copies; use device_parallel or data_parallel"},
+      {.cat = "placement", .name = "hybrid on one device", .config = seq({{"strategy: device_parallel", "strategy: hybrid"}}),
+       .code = 4, .expect = "device error: strategy hybrid places 3 stages per copy: it needs a multiple of 3 devices, at least 6 "
+                            "(--cpu 6 or --gpus with 6 GPUs for 2 copies), not 1"},
       {.cat = "placement", .name = "micro-batches 0", .config = seq({{"strategy: device_parallel", "strategy: device_parallel\npipeline: {microbatches: 0}"}}),
        .expect = "c.yaml:17:26: 'pipeline.microbatches' must be between 1 and 1024, not 0"},
       {.cat = "placement", .name = "gpu:N without a GPU", .config = seq({{"lstm_b: cpu:2", "lstm_b: gpu:0"}}), .args = "run c.yaml --gpus 0",

@@ -358,8 +358,8 @@ TEST_CASE("device parallel: config errors name the place", "[device_parallel]") 
   };
   fails({"placement={conv3: cpu:1}"}, "placement names 'conv3', which is not a layer or block of the model (did you mean 'conv1'");
   fails({"placement={conv1: tpu:0}"}, "'tpu:0' is not a device: use cpu, cpu:N (a virtual CPU device) or gpu:N");
-  fails({"strategy=hybrid"}, "strategy 'hybrid' (data parallel over copies of a device-parallel pipeline) is not implemented");
-  fails({"strategy=data_parallel"}, "'placement' needs strategy: device_parallel");
+  fails({"strategy=hybrid", "train.accumulate=2"}, "train.accumulate with strategy hybrid is not implemented");
+  fails({"strategy=data_parallel"}, "'placement' needs strategy: device_parallel or hybrid");
   fails({"pipeline.microbatches=0"}, "microbatches");
 }
 

@@ -101,34 +101,40 @@ void Worker::add_held(int64_t from, int64_t to) {
   ew_->accumulate(held_.slice(from, to), g);
 }
 
+// An earlier micro-batch of a step (train.accumulate): its gradients are added to the held sum,
+// its statistics and stop request kept for the step's last; nothing is reduced or updated.
+void Worker::hold(const Batch& b, uint64_t seed, int64_t samples, bool first, bool& stop) {
+  const auto t0 = Clock::now();
+  forward_end_ = t0;
+  hold_ = true;
+  LossStats s;
+  try {
+    s = rep_->compute_gradients(b.images, b.labels, (samples > 0 ? 1.0f / float(samples) : 0.0f) * scaler_.scale(), seed);
+  } catch (...) {
+    hold_ = false;
+    throw;
+  }
+  hold_ = false;
+  inject_ = false;
+  Tensor g = rep_->executor().params().trainable_grads();
+  if (first) ew_->convert(g, held_);
+  else ew_->accumulate(g, held_);
+  held_stats_ += s;
+  held_stop_ = held_stop_ || stop;
+  stop = false;  // kept for the step's last micro-batch, where every rank agrees
+  if (timing_) rep_->context().synchronize();
+  times_ = StepTimes{};
+  times_.forward = std::chrono::duration<double>(forward_end_ - t0).count();
+  times_.backward = std::chrono::duration<double>(Clock::now() - forward_end_).count();
+}
+
 LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) {
   if (m.count > accumulate_ || m.index < 0 || m.index >= m.count)
     throw std::logic_error(fmt::format("micro-batch {} of {} (train.accumulate {})", m.index, m.count, accumulate_));
   const int64_t samples = m.samples > 0 ? m.samples : b.global_size;
   mark_phase(rank_, Phase::Forward);
-  if (!m.last()) {  // an earlier micro-batch: its gradients are added to the held sum, nothing else
-    const auto t0 = Clock::now();
-    forward_end_ = t0;
-    hold_ = true;
-    LossStats s;
-    try {
-      s = rep_->compute_gradients(b.images, b.labels, (samples > 0 ? 1.0f / float(samples) : 0.0f) * scaler_.scale(), seed);
-    } catch (...) {
-      hold_ = false;
-      throw;
-    }
-    hold_ = false;
-    inject_ = false;
-    Tensor g = rep_->executor().params().trainable_grads();
-    if (m.index == 0) ew_->convert(g, held_);
-    else ew_->accumulate(g, held_);
-    held_stats_ += s;
-    held_stop_ = held_stop_ || stop;
-    stop = false;  // kept for the step's last micro-batch, where every rank agrees
-    if (timing_) rep_->context().synchronize();
-    times_ = StepTimes{};
-    times_.forward = std::chrono::duration<double>(forward_end_ - t0).count();
-    times_.backward = std::chrono::duration<double>(Clock::now() - forward_end_).count();
+  if (!m.last()) {
+    hold(b, seed, samples, m.index == 0, stop);
     return LossStats{};
   }
   if (m.count == 1 && fixed_step_ok()) {
@@ -191,9 +197,9 @@ LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop
     const bool finite = !scaler_.enabled() || opt.grads_finite();
     if (finite) {
       const float inv_scale = 1.0f / loss_scale;
-      const float grad_scale = clip_.begin(clip_.enabled() ? opt.grad_sum_squares() : 0.0, inv_scale);
+      const float update_scale = clip_.begin(clip_.enabled() ? opt.grad_sum_squares() : 0.0, inv_scale);
       clip_.clip(opt, inv_scale);
-      opt.step(lr, grad_scale);  // unscaled (and clipped by norm) inside the update
+      opt.step(lr, update_scale);  // unscaled (and clipped by norm) inside the update
     } else {
       clip_.skipped();
     }

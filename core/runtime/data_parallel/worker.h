@@ -86,6 +86,7 @@ class Worker final : public Trainee {
   using Clock = std::chrono::steady_clock;
   void poison_first_gradient();  // inject_nonfinite(): an inf in the first trainable gradient
   void add_held(int64_t from, int64_t to);  // gradients [from, to) += the held sum
+  void hold(const Batch& b, uint64_t seed, int64_t samples, bool first, bool& stop);
 
   int rank_;
   bool fixed_step_ok() const;

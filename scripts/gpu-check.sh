@@ -34,7 +34,7 @@ phase_table=(
   "engine       150 100 smoke on --gpus 0 / one-rank NCCL / --gpus 0,0; SIGINT + resume; eval; device parallel; mpirun"
   "memcheck     300 120 compute-sanitizer memcheck on every unit_ops case (no leak check: contexts live on purpose)"
   "racecheck     60  60 compute-sanitizer racecheck on the kernels with shared memory"
-  "configs      180  60 quickstart, smoke, shared_lstm, model_parallel x (fp32, bf16) x (--gpus 0, 0,0)"
+  "configs      270  60 quickstart, smoke, shared_lstm, model_parallel x (fp32, bf16) x (--gpus 0, 0,0); hybrid 2x2, accumulation, clipping"
   "graphs       150  60 trainer bench MiniGoogLeNet, batch 64 and 256, fp32 and bf16: the step as a CUDA graph vs launched"
   "bench        360 110 MiniGoogLeNet batch 256, fp32 and bf16, against PyTorch eager and torch.compile"
   "configs-mgn  180 110 MiniGoogLeNet, one epoch of the shared CIFAR-10, fp32 and bf16, --gpus 0 and 0,0"
@@ -307,7 +307,21 @@ phase_configs() {
     config_run shared_lstm "$prec" 0,0 configs/shared_lstm.yaml
     config_run model_parallel "$prec" 0 configs/model_parallel.yaml --set placement.a1=gpu:0 --set placement.b1=cpu
     config_run model_parallel "$prec" 0,0 configs/model_parallel.yaml --set placement.a1=gpu:0 --set placement.b1=gpu:1
+    config_run hybrid "$prec" 0,0,0,0 configs/hybrid.yaml --set placement.a1=gpu:0 --set placement.b1=gpu:1
+    config_run "smoke accumulate 4" "$prec" 0,0 configs/smoke.yaml --set train.batch_size=16 --set train.accumulate=4
+    config_run "smoke clip_norm 1" "$prec" 0 configs/smoke.yaml --set train.clip_norm=1
   done
+  # Throughput of the two on the GPU: the hybrid's copies and stages; one gradient all-reduce per
+  # accumulated step (gradient_allreduces_per_step).
+  if ((dry)); then
+    skip "bench hybrid 2x2 --gpus 0,0,0,0" "trainer bench configs/hybrid.yaml"
+    skip "bench smoke accumulate 4 --gpus 0,0" "trainer bench configs/smoke.yaml"
+    return
+  fi
+  row "bench hybrid 2x2 --gpus 0,0,0,0" "$(run_bounded 60 "$T" bench configs/hybrid.yaml --gpus 0,0,0,0 \
+    --set placement.a1=gpu:0 --set placement.b1=gpu:1 --steps 20 --json 2>&1 | tail -1)"
+  row "bench smoke accumulate 4 --gpus 0,0" "$(run_bounded 60 "$T" bench configs/smoke.yaml --gpus 0,0 \
+    --set train.accumulate=4 --steps 20 --json 2>&1 | tail -1)"
 }
 
 phase_configs_mgn() {

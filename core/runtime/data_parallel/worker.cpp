@@ -1,6 +1,7 @@
 // The data-parallel step of one replica.
 #include "core/runtime/data_parallel/worker.h"
 
+#include "core/runtime/comm_stats.h"
 #include "core/runtime/progress.h"
 
 #include <fmt/format.h>
@@ -10,17 +11,6 @@
 #include <stdexcept>
 
 namespace trainer {
-
-// Batch-norm statistics over every replica through the control communicator (Layer::set_sync).
-class Worker::CommStats final : public StatsSync {
- public:
-  explicit CommStats(Communicator& c) : c_(c) {}
-  int replicas() const override { return c_.size(); }
-  void all_reduce_sum(std::vector<double>& v) override { c_.all_reduce_host(v); }
-
- private:
-  Communicator& c_;
-};
 
 Worker::~Worker() = default;
 
@@ -73,7 +63,7 @@ void Worker::attach(Communicator& grad, Communicator& ctl) {
     if (!hold_) buckets_->progress();
   };
   rep_->executor().set_hooks(std::move(h));
-  if (sync_bn_) {
+  if (sync_bn_) {  // batch-norm statistics over every replica through the control communicator
     sync_ = std::make_unique<CommStats>(ctl);
     Executor& ex = rep_->executor();
     for (size_t i = 0; i < ex.nodes().size(); ++i) ex.layer(int(i)).set_sync(sync_.get());

@@ -96,8 +96,7 @@ class Worker final : public Trainee {
   std::unique_ptr<Replica> rep_;
   Communicator* ctl_ = nullptr;
   std::unique_ptr<GradBuckets> buckets_;
-  class CommStats;
-  std::unique_ptr<CommStats> sync_;  // sync_bn
+  std::unique_ptr<StatsSync> sync_;  // sync_bn
   bool timing_ = false;
   StepTimes times_;
   StepTimeline timeline_;

@@ -12,6 +12,7 @@
 #include "core/runtime/devices.h"
 #include "core/graph/loss.h"
 #include "core/runtime/batch_inputs.h"
+#include "core/runtime/comm_stats.h"
 #include "core/runtime/progress.h"
 
 namespace trainer {
@@ -81,6 +82,7 @@ PipelineWorker::PipelineWorker(const TraineeSpec& t, const std::vector<Device>& 
     : microbatches_(t.microbatches) {
   scaler_ = LossScaler(t.loss_scale);
   clip_ = GradClip(t.clip);
+  sync_bn_ = t.sync_bn;
   const std::shared_ptr<const Graph> whole = t.graph ? t.graph : std::make_shared<const Graph>(t.model);
   const Graph& full = *whole;
   std::vector<Shape> shapes;
@@ -219,6 +221,11 @@ void PipelineWorker::attach(int rank, std::vector<Communicator*> stage_comms, Co
   rank_ = rank;
   stage_comms_ = std::move(stage_comms);
   ctl_ = ctl;
+  if (!sync_bn_) return;
+  for (size_t st = 0; st < stages_.size(); ++st) {
+    syncs_.push_back(std::make_unique<CommStats>(*stage_comms_[st]));
+    stages_[st]->set_sync(syncs_.back().get());
+  }
 }
 
 void PipelineWorker::broadcast_parameters() {

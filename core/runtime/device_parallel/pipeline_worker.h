@@ -34,7 +34,8 @@ class PipelineWorker final : public Trainee {
 
   // Hybrid (data parallel over copies of this pipeline): this copy is data-parallel rank `rank`;
   // `stage_comms[s]` joins stage s of every copy (gradients all-reduced after the schedule,
-  // parameters broadcast), `ctl` the copies' driving threads (the step's statistics, the stop).
+  // parameters broadcast; with sync_bn, each micro-batch's batch-norm statistics over the copies'
+  // same micro-batch), `ctl` the copies' driving threads (the step's statistics, the stop).
   void attach(int rank, std::vector<Communicator*> stage_comms, Communicator* ctl);
   using Trainee::train_step;
   LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) override;
@@ -89,6 +90,8 @@ class PipelineWorker final : public Trainee {
   int microbatches_ = 1;
   int rank_ = 0;
   std::vector<Communicator*> stage_comms_;  // hybrid: per stage, across the copies (empty: one copy)
+  bool sync_bn_ = false;
+  std::vector<std::unique_ptr<StatsSync>> syncs_;  // hybrid with sync_bn: per stage
   Communicator* ctl_ = nullptr;
   Mailbox box_;
   std::vector<std::unique_ptr<StageRuntime>> stages_;

@@ -189,4 +189,9 @@ void StageRuntime::backward(int m, std::vector<Boundary>& bounds, Mailbox& box, 
   g.backward_all();
 }
 
+void StageRuntime::set_sync(StatsSync* s) {
+  for (auto& g : graphs_)
+    for (size_t i = 0; i < g->nodes().size(); ++i) g->layer(int(i)).set_sync(s);
+}
+
 }  // namespace trainer

@@ -54,6 +54,8 @@ class StageRuntime {
   ModelState& state() { return *state_; }
   bool holds_loss() const { return loss_ != nullptr; }
   const Stage& stage() const { return stage_; }
+  // Batch-norm statistics through `s` (sync_bn) in every micro-batch's graph.
+  void set_sync(StatsSync* s);
 
  private:
   void forward(int m, const MicroBatch& mb, bool training, float grad_scale, uint64_t seed, std::vector<Boundary>& bounds,

@@ -159,13 +159,23 @@ LossStats PipelineWorker::pass(const Batch& b, bool training, int M, uint64_t se
   std::vector<double> ran(static_cast<size_t>(S));
   const float grad_scale = 1.0f / float(b.global_size > 0 ? b.global_size : n) * loss_scale;
   auto t0 = std::chrono::steady_clock::now();
+  std::vector<double> reduced(static_cast<size_t>(S));
   threads_->run_all([&](int s) {
     auto t = std::chrono::steady_clock::now();
     per[size_t(s)] = stages_[size_t(s)]->run(mbs, training, grad_scale, seed, bounds_, box_, microbatches_, times[size_t(s)]);
     ran[size_t(s)] = since(t);
+    if (!training || stage_comms_.empty()) return;
+    // Hybrid: this stage's gradients are final; their sum over the copies starts now, while the
+    // stages before it are still in backward (the last stage finishes first).
+    const auto r0 = std::chrono::steady_clock::now();
+    if (inject_ && rank_ == 0 && s == poison_stage()) poison(s);  // before the sum, as an fp16 overflow would be
+    Tensor g = stages_[size_t(s)]->params().trainable_grads();
+    stage_comms_[size_t(s)]->all_reduce_sum(g);
+    reduced[size_t(s)] = since(r0);
   });
   if (training) {
     times_.schedule = since(t0);
+    times_.allreduce = *std::max_element(reduced.begin(), reduced.end());
     bubble_.wall += times_.schedule;
     for (int s = 0; s < S; ++s) {
       StageTime& st = times_.stages[size_t(s)];
@@ -240,17 +250,17 @@ LossStats PipelineWorker::sum_over_ranks(const LossStats& total) {
   return {v[0], int64_t(v[1]), int64_t(v[2])};
 }
 
-void PipelineWorker::poison_first_gradient() {
-  for (size_t st = 0; st < stages_.size(); ++st) {
-    Tensor g = stages_[st]->params().trainable_grads();
-    if (g.numel() == 0) continue;
-    threads_->run_on(int(st), [&] {
-      const float inf = std::numeric_limits<float>::infinity();
-      stages_[st]->context().copy_from_host(g.data(), &inf, sizeof(float));
-      stages_[st]->context().synchronize();
-    });
-    return;
-  }
+int PipelineWorker::poison_stage() const {
+  for (size_t st = 0; st < stages_.size(); ++st)
+    if (stages_[st]->params().trainable_grads().numel() > 0) return int(st);
+  return -1;
+}
+
+void PipelineWorker::poison(int st) {
+  Tensor g = stages_[size_t(st)]->params().trainable_grads();
+  const float inf = std::numeric_limits<float>::infinity();
+  stages_[size_t(st)]->context().copy_from_host(g.data(), &inf, sizeof(float));
+  stages_[size_t(st)]->context().synchronize();
 }
 
 LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) {
@@ -259,17 +269,12 @@ LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bo
   const float loss_scale = scaler_.scale();
   LossStats s = compute_gradients(b, seed, loss_scale);
   const auto t0 = std::chrono::steady_clock::now();
-  if (inject_ && rank_ == 0) poison_first_gradient();
-  inject_ = false;
-  // Hybrid: each stage's gradients summed over the copies (the loss gradient was scaled by 1 /
-  // global batch, so the sum is the global batch's mean), every stage on its own thread.
-  if (!stage_comms_.empty()) {
-    mark_phase(rank_, Phase::AllReduce, 1, 1);
-    threads_->run_all([&](int st) {
-      Tensor g = stages_[size_t(st)]->params().trainable_grads();
-      stage_comms_[size_t(st)]->all_reduce_sum(g);
-    });
+  // One copy: the test hook's inf now (a hybrid's went in before its sum over the copies, in pass).
+  if (inject_ && stage_comms_.empty() && poison_stage() >= 0) {
+    const int st = poison_stage();
+    threads_->run_on(st, [&] { poison(st); });
   }
+  inject_ = false;
   // Loss scaling: each stage checks its own gradients; the step is taken only when every stage's
   // are finite, so all stages skip together (and the scale stays one for the whole model).
   bool finite = true;

@@ -70,8 +70,9 @@ class PipelineWorker final : public Trainee {
     double forward = 0;  // the part of busy spent in forwards (the loss included); the rest is backward
   };
   struct StepTimes {
-    double schedule = 0;    // the GPipe schedule (forward + backward), wall time
+    double schedule = 0;    // the GPipe schedule (forward + backward; hybrid: each stage's sum after it), wall time
     double shared_sum = 0;  // a shared layer's gradients summed over the devices holding copies
+    double allreduce = 0;   // hybrid: the longest stage's sum over the copies (after its backward, in the schedule's time)
     double optimizer = 0;   // every stage's update (in parallel), wall time
     std::vector<StageTime> stages;
   };
@@ -85,7 +86,10 @@ class PipelineWorker final : public Trainee {
  private:
   LossStats pass(const Batch& b, bool training, int microbatches, uint64_t seed, float loss_scale = 1.0f);
   void sum_shared_gradients();
-  void poison_first_gradient();  // inject_nonfinite(): an inf in the first stage's first gradient
+  // inject_nonfinite(): an inf in the first gradient of the first stage that has trainable
+  // parameters (-1: none), set on that stage's thread.
+  int poison_stage() const;
+  void poison(int stage);
 
   int microbatches_ = 1;
   int rank_ = 0;

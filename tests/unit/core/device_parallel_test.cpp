@@ -127,12 +127,14 @@ std::map<std::string, std::vector<float>> train_single(const RunSpec& e, int ste
   return by_name(r.state());
 }
 
-// `norms`, when given, receives each step's gradient norm (clipping on).
+// `norms`, when given, receives each step's gradient norm (clipping on); step `poison` gets an
+// inf gradient (loss scaling's test hook).
 std::map<std::string, std::vector<float>> train_placed(const RunSpec& e, int steps, int classes,
-                                                       std::vector<double>* norms = nullptr) {
+                                                       std::vector<double>* norms = nullptr, int poison = -1) {
   PipelineWorker w(trainee_spec(e), cpus(e), 1);
   bool stop = false;
   for (int s = 0; s < steps; ++s) {
+    if (s == poison) w.inject_nonfinite();
     Batch b = random_batch(input_shapes(e), 12, classes, uint32_t(100 + s));
     w.train_step(b, 0.05f, uint64_t(s), stop);
     if (norms) norms->push_back(w.clip().grad_norm());
@@ -192,7 +194,8 @@ TEST_CASE("device parallel: clip_norm (one norm over every stage's gradients) an
 // R copies of the placed pipeline (strategy hybrid) on R x S virtual CPU devices, copy r taking rows
 // [r*12/R, (r+1)*12/R) of each batch of 12; returns copy 0's weights, checking that every copy's
 // equal it bitwise after every step.
-std::map<std::string, std::vector<float>> train_hybrid(RunSpec e, int copies, int steps, int classes, bool* identical) {
+std::map<std::string, std::vector<float>> train_hybrid(RunSpec e, int copies, int steps, int classes, bool* identical,
+                                                       int poison = -1) {
   e.strategy = StrategyKind::Hybrid;
   std::vector<Device> devices;
   for (size_t d = 0; d < size_t(copies) * e.placement.devices.size(); ++d) devices.push_back(Device::cpu(int(d)));
@@ -204,6 +207,7 @@ std::map<std::string, std::vector<float>> train_hybrid(RunSpec e, int copies, in
     t.broadcast_parameters();
     bool stop = false;
     for (int step = 0; step < steps; ++step) {
+      if (step == poison) t.inject_nonfinite();  // every copy is told; copy 0 puts the inf in, before the sum
       Batch all = random_batch(input_shapes(e), 12, classes, uint32_t(100 + step));
       const int64_t lo = 12 * t.rank() / copies, hi = 12 * (t.rank() + 1) / copies;
       Batch b;
@@ -240,6 +244,18 @@ TEST_CASE("hybrid: R copies of a pipeline train as one copy with the whole batch
       }
     }
   }
+}
+
+TEST_CASE("hybrid with loss scaling: an inf on copy 0 reaches every copy through the sum, and all skip the step", "[device_parallel]") {
+  RunSpec e = experiment(kCnn, {"train.loss_scale=dynamic", "pipeline.microbatches=2"});
+  bool same = false;
+  auto hybrid = train_hybrid(e, 2, 10, 5, &same, 3);
+  auto one_copy = train_placed(e, 10, 5, nullptr, 3);
+  const double d = max_diff(hybrid, one_copy);
+  WARN("CNN, hybrid 2 x 2 with dynamic loss scaling and an inf at step 3 vs one pipeline: max |dw| = " << d);
+  CHECK(same);
+  CHECK(d <= 1e-5);
+  CHECK(max_diff(one_copy, train_placed(e, 10, 5)) > 1e-4);  // the skipped step shows
 }
 
 TEST_CASE("hybrid with sync_bn: batch norm over the copies trains as one copy with the whole batch (M = 1)", "[device_parallel]") {

@@ -85,7 +85,6 @@ std::vector<AgreedField> data_fields(const DataSetup& d, int64_t steps) {
   }
   std::fprintf(stderr, "%swatchdog: %s\n", prefix.c_str(), saved.c_str());
   std::fflush(stderr);
-  board.remove_file();
   abort_job(Failure{kExitStalled, r.summary});
 }
 
@@ -99,7 +98,12 @@ FitResult fit(const RunSpec& e, const FitOptions& o) {
                               o.base_dir);
   int64_t steps = data.train_loaders[0]->batches_per_epoch();
   if (e.train.steps_per_epoch > 0) steps = std::min(steps, e.train.steps_per_epoch);
+  // Every rank marks where it is on the progress board (the watchdog reads it). In a job of several
+  // processes it is a shared file: made before the agreement below (a collective), removed by
+  // process 0 after it, when every process has it mapped, so no kill can leave it behind.
+  ProgressBoard board(plan.replicas, plan.first_rank, plan.local_replicas, plan.processes > 1);
   if (plan.processes > 1) check_processes_agree(data_fields(data, steps));
+  board.remove_file();
   plan.with_steps(steps, data.train->size());
   std::unique_ptr<Strategy> strategy = strategy_type(plan.strategy).make(plan.trainee, plan.devices, plan.threads);
   ModelState& lead = strategy->trainee(0).state();
@@ -142,8 +146,7 @@ FitResult fit(const RunSpec& e, const FitOptions& o) {
   auto schedule = make_schedule(e.schedule, e.train.epochs);
   StepSnapshot snapshot;
   LoopSetup run{e, plan, data, *schedule, from, obs.get(), {0}, {}, {}, nullptr};
-  // Every rank marks where it is; the watchdog ends a run in which one stops making progress.
-  ProgressBoard board(plan.replicas, plan.first_rank, plan.local_replicas, plan.processes > 1);
+  // The watchdog ends a run in which a rank stops making progress.
   std::unique_ptr<Watchdog> watchdog;
   if (e.train.watchdog_s > 0) {
     if (obs && !plan.devices.empty() && plan.devices[0].is_cpu()) run.snapshot = &snapshot;

@@ -81,8 +81,9 @@ ProgressBoard::~ProgressBoard() {
   }
 }
 
-void ProgressBoard::remove_file() const {
+void ProgressBoard::remove_file() {
   if (shared_ && owner_) ::unlink(path_.c_str());
+  owner_ = false;
 }
 
 ProgressBoard* ProgressBoard::current() { return g_board.load(std::memory_order_acquire); }

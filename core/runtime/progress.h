@@ -46,9 +46,9 @@ struct RankPlace {
 
 // The job's board: `ranks` slots (every process's replicas), this process's from `first`. In a
 // job of several processes with a job id (PMIX_NAMESPACE from Open MPI, SLURM_JOB_ID.STEP from
-// srun), the slots are shared in /dev/shm/trainer-progress-<id> (removed by process 0 at the
-// end); otherwise, or when that file cannot be made, they are this process's own (`shared()`
-// false: other processes' ranks are not seen).
+// srun), the slots are shared in /dev/shm/trainer-progress-<id> (process 0 removes the file once
+// every process has mapped it: remove_file); otherwise, or when that file cannot be made, they
+// are this process's own (`shared()` false: other processes' ranks are not seen).
 class ProgressBoard {
  public:
   ProgressBoard(int ranks, int first, int local, bool multi_process);
@@ -66,8 +66,8 @@ class ProgressBoard {
   static ProgressBoard* current();
 
   ProgressSlot& slot(int rank) { return slots_[rank]; }
-  // Removes the shared file now (process 0, before ending the job without unwinding).
-  void remove_file() const;
+  // Process 0 removes the shared file (the mappings stay): call once every process has opened it.
+  void remove_file();
 
  private:
   int ranks_, first_, local_;

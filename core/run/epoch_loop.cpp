@@ -3,16 +3,15 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <thread>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
+#include <thread>
 
 #include "core/run/callbacks.h"
 #include "core/runtime/interrupt.h"

@@ -47,7 +47,7 @@ ProgressBoard::ProgressBoard(int ranks, int first, int local, bool multi_process
     bytes_ = sizeof(ProgressSlot) * size_t(ranks);
     // Every process opens (or makes) the same file; a fresh file reads as zeros, which is each
     // slot's initial state (the atomics' zero bit patterns).
-    int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd >= 0 && ::ftruncate(fd, off_t(bytes_)) == 0) {
       void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       if (p != MAP_FAILED) {

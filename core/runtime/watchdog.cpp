@@ -52,7 +52,8 @@ StallReport stall_report(const std::vector<RankPlace>& places, double limit_s, i
   };
   for (const RankPlace& p : places) {
     if (!p.used) {
-      r.lines.push_back(fmt::format("watchdog: rank {}: never reported (its process did not start training)", p.rank));
+      r.lines.push_back(fmt::format("watchdog: rank {}: not on this machine's board (a process of another machine, or one "
+                                    "that has not started training)", p.rank));
       continue;
     }
     r.lines.push_back(fmt::format("watchdog: {}: step {}, {}, for {:.1f} s{}", who(p), p.step, phase_text(p.phase, p.a, p.b),

@@ -24,9 +24,10 @@ StallReport stall_report(const std::vector<RankPlace>& places, double limit_s, i
 
 class Watchdog {
  public:
-  // Reads `board` every `period_s`; once some rank has been in its phase longer than limit_s +
-  // delay_s, calls on_stall (on the watchdog's thread; it is expected not to return: it ends the
-  // job). delay_s lets process 0 report first, other processes only when it cannot.
+  // Reads `board` every second (a tenth of the limit when that is shorter, at least 50 ms); once
+  // some rank has been in its phase longer than limit_s + delay_s, calls on_stall (on the
+  // watchdog's thread; it is expected not to return: it ends the job). delay_s lets process 0
+  // report first, other processes only when it cannot.
   Watchdog(const ProgressBoard& board, double limit_s, double delay_s, std::function<void(const StallReport&)> on_stall);
   ~Watchdog();  // stops the thread
   Watchdog(const Watchdog&) = delete;

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -62,30 +64,49 @@ json state_json(const TrainState& s) {
               {"loss_scale", s.loss_scale}};
 }
 
+// A whole number of the sidecar within [lo, hi] (a float, or one out of range, is refused: converting
+// it would be undefined behaviour).
+int64_t whole(const json& v, const char* key, int64_t lo, int64_t hi) {
+  int64_t x = 0;
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > uint64_t(INT64_MAX)) throw std::out_of_range(fmt::format("'{}' is out of range", key));
+    x = int64_t(u);
+  } else if (v.is_number_integer()) {
+    x = v.get<int64_t>();
+  } else {
+    throw std::out_of_range(fmt::format("'{}' is not a whole number", key));
+  }
+  if (x < lo || x > hi) throw std::out_of_range(fmt::format("'{}' is out of range: {}", key, x));
+  return x;
+}
+
 TrainState state_from(const json& j) {
   TrainState s;
-  s.epoch = j.at("epoch").get<int>();
-  s.step_in_epoch = j.at("step_in_epoch").get<int64_t>();
-  s.global_step = j.at("global_step").get<int64_t>();
-  s.optimizer_steps = j.at("optimizer_steps").get<int64_t>();
+  constexpr int64_t kMax = INT64_MAX;
+  s.epoch = int(whole(j.at("epoch"), "epoch", 0, INT32_MAX));
+  s.step_in_epoch = whole(j.at("step_in_epoch"), "step_in_epoch", 0, kMax);
+  s.global_step = whole(j.at("global_step"), "global_step", 0, kMax);
+  s.optimizer_steps = whole(j.at("optimizer_steps"), "optimizer_steps", 0, kMax);
   const json& sums = j.at("epoch_sums");
   s.loss_sum = sums.at("loss_sum").is_number() ? sums.at("loss_sum").get<double>() : NAN;
-  s.correct = sums.at("correct").get<int64_t>();
-  s.count = sums.at("count").get<int64_t>();
+  s.correct = whole(sums.at("correct"), "correct", 0, kMax);
+  s.count = whole(sums.at("count"), "count", 0, kMax);
   // Absent in checkpoints written before clipping existed: no norms so far.
   s.grad_norm_sum = sums.contains("grad_norm_sum") && sums.at("grad_norm_sum").is_number() ? sums.at("grad_norm_sum").get<double>() : 0.0;
-  s.grad_norm_count = sums.contains("grad_norm_count") ? sums.at("grad_norm_count").get<int64_t>() : 0;
-  s.seed = j.at("rng").at("seed").get<uint64_t>();
-  s.replicas = j.at("replicas").get<int>();
-  s.global_batch = j.at("global_batch").get<int64_t>();
+  s.grad_norm_count = sums.contains("grad_norm_count") ? whole(sums.at("grad_norm_count"), "grad_norm_count", 0, kMax) : 0;
+  const json& seed = j.at("rng").at("seed");
+  if (!seed.is_number_unsigned() && !(seed.is_number_integer() && seed.get<int64_t>() >= 0))
+    throw std::out_of_range("'seed' is not a whole number of 0 or more");
+  s.seed = seed.get<uint64_t>();
+  s.replicas = int(whole(j.at("replicas"), "replicas", 1, INT32_MAX));
+  s.global_batch = whole(j.at("global_batch"), "global_batch", 1, kMax);
   s.lr_factor = j.at("lr_factor").get<double>();
   s.config_hash = j.at("config_hash").get<std::string>();
   s.reason = j.at("reason").get<std::string>();
   s.last = metrics_from(j.at("last_metrics"));
   s.callbacks = j.at("callbacks");
   s.loss_scale = j.value("loss_scale", nlohmann::json::object());  // absent before loss scaling existed
-  if (s.epoch < 0 || s.step_in_epoch < 0 || s.global_step < 0 || s.replicas < 1 || s.global_batch < 1)
-    throw std::out_of_range("a position or size is out of range");
   return s;
 }
 
@@ -183,12 +204,12 @@ Sidecar read_sidecar(const std::string& path) {
   try {
     if (!j.is_object() || j.value("format", "") != "trainer-checkpoint")
       throw std::out_of_range("it is not a trainer checkpoint sidecar");
-    int version = j.at("format_version").get<int>();
+    const int64_t version = whole(j.at("format_version"), "format_version", 0, INT32_MAX);
     if (version > kCheckpointFormat)
       throw std::out_of_range(fmt::format("format version {} is newer than this trainer's ({})", version, kCheckpointFormat));
     c.state = state_from(j);
     weights_file = j.at("weights").at("file").get<std::string>();
-    out.bytes = j.at("weights").at("bytes").get<uint64_t>();
+    out.bytes = uint64_t(whole(j.at("weights").at("bytes"), "bytes", 0, INT64_MAX));
     out.crc = j.at("weights").at("crc32").get<std::string>();
     c.normalization = j.value("normalization", json());  // checked where used (checkpoint_stats)
   } catch (const std::exception& e) {  // nlohmann's type and key errors, and ours

@@ -22,6 +22,9 @@ packages=(
   python3-numpy                                   # tests: an independent safetensors reader
   python3-torch                                   # tests: the Keras peer check (PyTorch written to Keras's formulas)
   libopenmpi-dev openmpi-bin                      # MPI: runs across processes/nodes (mpirun)
+  libprotobuf-dev protobuf-compiler               # TensorBoard event files (its Event/Summary protobufs)
+  libonnx-dev                                     # trainer export: the ONNX model built with ONNX's own protobuf classes
+  python3-onnx python3-opencv python3-protobuf    # tests: onnx.checker, OpenCV's DNN runs the export, an event reader
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -325,8 +325,18 @@ std::optional<CheckpointInfo> newest_checkpoint(const std::vector<std::string>& 
   return std::nullopt;
 }
 
-void load_checkpoint(const CheckpointInfo& c, ModelState& ps, bool optimizer) {
+bool has_ema(const CheckpointInfo& c) {
   SafeTensorsReader st = weights_reader(c);
+  for (const SafeTensor& t : st.tensors())
+    if (t.name.rfind("ema/", 0) == 0) return true;
+  return false;
+}
+
+void load_checkpoint(const CheckpointInfo& c, ModelState& ps, bool optimizer, LoadWeights which) {
+  SafeTensorsReader st = weights_reader(c);
+  bool average = false;
+  if (which == LoadWeights::Average)
+    for (const SafeTensor& t : st.tensors()) average = average || t.name.rfind("ema/", 0) == 0;
   auto mismatch = [&](const std::string& why) { return cfg::ConfigError(c.weights, why + " (does the config match the checkpoint?)"); };
   auto read = [&](const std::string& name, const Shape& shape) {
     const SafeTensor* t = st.find(name);
@@ -340,11 +350,12 @@ void load_checkpoint(const CheckpointInfo& c, ModelState& ps, bool optimizer) {
   std::set<std::string> mine;
   for (const ParamEntry& p : ps.entries()) mine.insert(p.name);
   for (const SafeTensor& t : st.tensors())
-    if (t.name.rfind("optimizer/", 0) != 0 && t.name.rfind("data/", 0) != 0 && !mine.count(t.name))
+    if (t.name.rfind("optimizer/", 0) != 0 && t.name.rfind("data/", 0) != 0 && t.name.rfind("ema/", 0) != 0 &&
+        !mine.count(t.name))
       throw mismatch(fmt::format("'{}' in the checkpoint is not a parameter of the model", t.name));
   std::vector<float> w = ps.download_weights();
   for (const ParamEntry& p : ps.entries()) {
-    std::vector<float> v = read(p.name, p.spec.shape);
+    std::vector<float> v = read(average ? ema_tensor_name(p.name) : p.name, p.spec.shape);
     std::copy(v.begin(), v.end(), w.begin() + p.offset);
   }
   ps.upload_weights(w);

@@ -73,9 +73,21 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& dir, std::vector
 std::optional<CheckpointInfo> newest_checkpoint(const std::vector<std::string>& dirs, const std::string& hash,
                                                 std::vector<std::string>* skipped);
 
-// Loads weights (and, with `optimizer`, the optimizer state and step count) into `r`. Names and
-// shapes must match the replica's model: otherwise a ConfigError naming the checkpoint.
-void load_checkpoint(const CheckpointInfo& c, ModelState& r, bool optimizer);
+// train.ema: a checkpoint holds the weights' moving average beside them, every parameter (batch-
+// norm statistics included) as "ema/<parameter>".
+inline std::string ema_tensor_name(const std::string& param) { return "ema/" + param; }
+bool has_ema(const CheckpointInfo& c);
+
+// Which weights a model copy is given from a checkpoint.
+enum class LoadWeights {
+  Trained,  // the weights the optimizer updates
+  Average,  // their moving average (train.ema) when the checkpoint holds one, else the trained ones
+};
+
+// Loads weights (and, with `optimizer`, the optimizer state, the moving average when the model
+// keeps one, and the step count) into `r`. Names and shapes must match the replica's model:
+// otherwise a ConfigError naming the checkpoint.
+void load_checkpoint(const CheckpointInfo& c, ModelState& r, bool optimizer, LoadWeights which = LoadWeights::Trained);
 // The normalisation statistics stored with a checkpoint (empty kind None when it has none).
 NormStats checkpoint_stats(const CheckpointInfo& c);
 

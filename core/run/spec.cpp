@@ -20,6 +20,25 @@ std::string quoted_name(const std::string& s) {
   return s.size() <= 64 ? "'" + out + "'" : fmt::format("'{}...' ({} characters)", out, s.size());
 }
 
+EmaSpec read_ema(cfg::Node n) {
+  EmaSpec e;
+  if (!n.defined()) return e;
+  cfg::MapReader r(n, "train.ema");
+  e.decay = r.get_float("decay", 0.999, 0.0, 0.999999999);
+  if (e.decay <= 0) r.required("decay").fail("train.ema.decay must be above 0 (leave train.ema out to keep no average)");
+  e.every = int(r.get_int("every", 1, 1, 1000000));
+  r.finish();
+  return e;
+}
+
+LoggingSpec read_logging(cfg::Node n) {
+  LoggingSpec l;
+  cfg::MapReader r(n, "the logging section");
+  l.tensorboard = r.get<bool>("tensorboard", true);
+  r.finish();
+  return l;
+}
+
 TrainSpec read_train(cfg::MapReader r) {
   TrainSpec t;
   t.epochs = int(r.get_int("epochs", 1, 1, 1000000));
@@ -38,6 +57,7 @@ TrainSpec read_train(cfg::MapReader r) {
   t.clip = read_grad_clip(r);
   t.accumulate = int(r.get_int("accumulate", 1, 1, 65536));
   t.watchdog_s = r.get_float("watchdog_s", 300.0, 0.0, 1e7);
+  t.ema = read_ema(r.optional("ema"));
   r.allow({"loss_scale"});  // read with the precision (its default depends on it)
   r.finish();
   return t;
@@ -75,6 +95,10 @@ std::vector<std::string> metric_names(const RunSpec& e) {
   if (e.data.has_val()) {
     m.push_back("val_accuracy");
     m.push_back("val_loss");
+    if (e.train.ema.enabled()) {
+      m.push_back("val_accuracy_ema");
+      m.push_back("val_loss_ema");
+    }
   }
   if (e.train.loss_scale.enabled()) {
     m.push_back("loss_scale");
@@ -125,6 +149,7 @@ RunSpec read_run_spec(std::shared_ptr<cfg::Document> doc) {
   cfg::Node callbacks = r.optional("callbacks");
   e.checkpoint = read_checkpoint_spec(r.optional("checkpoint"));
   e.init = read_init_spec(r.optional("init"));
+  e.logging = read_logging(r.optional("logging"));
   // Whether the device can do it is checked when its context is made (CPU: AVX-512 for bf16, no
   // fp16; CUDA: compute capability 8.0 for bf16).
   const std::string precision = r.get_choice("precision", {"fp32", "bf16", "fp16"}, "fp32");

@@ -22,6 +22,16 @@
 
 namespace trainer {
 
+// `train.ema:` — an exponential moving average of the weights, kept beside them (fp32, on each
+// replica's device, identical on every replica): after every `every`-th optimizer step,
+// ema = decay·ema + (1 − decay)·w. Validation reports the averaged weights' metrics too
+// (val_accuracy_ema, val_loss_ema); eval, predict and export use them unless --no-ema.
+struct EmaSpec {
+  double decay = 0;              // 0: off
+  int every = 1;                 // optimizer steps between updates
+  bool enabled() const { return decay > 0; }
+};
+
 // `train:` — epochs, batches and the loss.
 struct TrainSpec {
   int epochs = 1;
@@ -38,6 +48,12 @@ struct TrainSpec {
   GradClipOptions clip;          // `clip_norm:` or `clip_value:` (none by default)
   int accumulate = 1;            // micro-batches per optimizer step (gradient accumulation)
   double watchdog_s = 300;       // a rank in one phase longer than this ends the run (exit 5); 0: off
+  EmaSpec ema;                   // `ema: {decay, every}`: an exponential moving average of the weights
+};
+
+// `logging:` — what a run writes besides its console, train.log and metrics files.
+struct LoggingSpec {
+  bool tensorboard = true;       // TensorBoard event files under RUN_DIR/tb (rank 0)
 };
 
 struct RunSpec {
@@ -56,6 +72,7 @@ struct RunSpec {
   int microbatches = 1;   // device_parallel: `pipeline: {microbatches: M}`
   CheckpointSpec checkpoint;
   InitSpec init;
+  LoggingSpec logging;
   Precision precision = Precision::FP32;  // `precision: fp32 | bf16 | fp16` (fp16: CUDA only)
   // The names of each epoch's metrics row (metrics.csv's columns after `epoch`): accuracy, loss,
   // lr, val_accuracy and val_loss with validation data, loss_scale (at the epoch's end) and

@@ -174,7 +174,8 @@ void train_epochs(Trainee& w, LoopSetup& run) {
       uint64_t seed = (e.seed * 0x9E3779B97F4A7C15ull + uint64_t(global_step)) * 0xBF58476D1CE4E5B9ull + uint64_t(rank);
       LossStats s = w.train_step(b, float(lr), seed, stop, micro);
       sum += s;
-      if (const double n = w.clip().grad_norm(); e.train.clip.enabled() && std::isfinite(n)) {
+      // (only at an optimizer step's end: an earlier micro-batch would count the previous step's norm again)
+      if (const double n = w.clip().grad_norm(); micro.last() && e.train.clip.enabled() && std::isfinite(n)) {
         norm_sum += n;  // every rank measured the same norm; a skipped step has none
         ++norm_count;
       }
@@ -192,7 +193,14 @@ void train_epochs(Trainee& w, LoopSetup& run) {
           throw std::runtime_error(fmt::format("the loss became {} at epoch {} step {} (callbacks.terminate_on_nan: true stops instead)",
                                                s.loss_sum, epoch + 1, step));
         double c = double(std::max<int64_t>(sum.count, 1));
-        if (obs) obs->after_step(step, sum.loss_sum / c, double(sum.correct) / c);
+        if (obs) {  // an optimizer step's end also gives TensorBoard its step/* scalars
+          StepReport u;
+          if (micro.last()) {
+            u = {global_step, s.loss_sum / double(std::max<int64_t>(s.count, 1)), lr, s.count,
+                 e.train.clip.enabled() ? w.clip().grad_norm() : NAN, scaler.enabled() ? double(scaler.scale()) : NAN};
+          }
+          obs->after_step(step, sum.loss_sum / c, double(sum.correct) / c, micro.last() ? &u : nullptr);
+        }
         due = due || (obs && obs->due_at_step(global_step));
         // Checkpoints only between optimizer steps: nothing of a step is ever half in one.
         if (obs && step < steps && micro.last() && (stop || due))

@@ -34,7 +34,7 @@ phase_table=(
   "engine       150 100 smoke on --gpus 0 / one-rank NCCL / --gpus 0,0; SIGINT + resume; eval; device parallel; mpirun"
   "memcheck     300 120 compute-sanitizer memcheck on every unit_ops case (no leak check: contexts live on purpose)"
   "racecheck     60  60 compute-sanitizer racecheck on the kernels with shared memory"
-  "configs      270  60 quickstart, smoke, shared_lstm, model_parallel x (fp32, bf16) x (--gpus 0, 0,0); hybrid 2x2, accumulation, clipping"
+  "configs      300  60 quickstart, smoke, shared_lstm, model_parallel x (fp32, bf16) x (--gpus 0, 0,0); hybrid 2x2, accumulation, clipping, ema; predict GPU vs CPU"
   "graphs       150  60 trainer bench MiniGoogLeNet, batch 64 and 256, fp32 and bf16: the step as a CUDA graph vs launched"
   "bench        360 110 MiniGoogLeNet batch 256, fp32 and bf16, against PyTorch eager and torch.compile"
   "configs-mgn  180 110 MiniGoogLeNet, one epoch of the shared CIFAR-10, fp32 and bf16, --gpus 0 and 0,0"
@@ -310,7 +310,20 @@ phase_configs() {
     config_run hybrid "$prec" 0,0,0,0 configs/hybrid.yaml --set placement.a1=gpu:0 --set placement.b1=gpu:1
     config_run "smoke accumulate 4" "$prec" 0,0 configs/smoke.yaml --set train.batch_size=16 --set train.accumulate=4
     config_run "smoke clip_norm 1" "$prec" 0 configs/smoke.yaml --set train.clip_norm=1
+    config_run "quickstart ema" "$prec" 0,0 configs/quickstart.yaml --set train.batch_size=32 --set 'train.ema={decay: 0.99}'
   done
+  # predict with the averaged weights on the GPU and on the CPU (the config's devices: none): the
+  # same top classes and probabilities within rounding (the CSVs' first rows side by side).
+  local ema="$out/run-quickstart_ema-fp32-g0_0"
+  if ((dry)); then
+    skip "predict --gpus 0 vs cpu" "trainer predict $ema"
+  elif [ -d "$ema" ]; then
+    local imgs="$root/tests/e2e/bad_inputs/bird32x32.jpg $root/tests/e2e/bad_inputs/rgb4x4.png"
+    run_bounded 60 "$T" predict "$ema" $imgs --gpus 0 --csv "$out/predict-gpu.csv" >"$out/predict-gpu.log" 2>&1
+    run_bounded 60 "$T" predict "$ema" $imgs --csv "$out/predict-cpu.csv" >"$out/predict-cpu.log" 2>&1
+    row "predict --gpus 0" "$(sed -n 2p "$out/predict-gpu.csv" 2>/dev/null || tail -1 "$out/predict-gpu.log")"
+    row "predict on the CPU" "$(sed -n 2p "$out/predict-cpu.csv" 2>/dev/null || tail -1 "$out/predict-cpu.log")"
+  fi
   # Throughput of the two on the GPU: the hybrid's copies and stages; one gradient all-reduce per
   # accumulated step (gradient_allreduces_per_step).
   if ((dry)); then

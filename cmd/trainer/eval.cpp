@@ -1,4 +1,4 @@
-// `trainer eval RUN_DIR|CHECKPOINT [--split val|test|train] [--data PATH|YAML] [--confusion] [--json]`
+// `trainer eval RUN_DIR|CHECKPOINT [--split val|test|train] [--data PATH|YAML] [--confusion] [--json] [--no-ema]`
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -16,7 +16,7 @@ struct EvalArgs {
   std::string target, config, split = "val", data, gpus;
   std::vector<std::string> sets;
   int threads = 0;
-  bool confusion = false, json = false;
+  bool confusion = false, json = false, no_ema = false;
 };
 
 void print_confusion(const EvalResult& r) {
@@ -47,6 +47,7 @@ int eval(const EvalArgs& a) {
   RunSpec e = load_run_spec(config, sets);
   EvalOptions o;
   o.split = a.split;
+  o.weights = a.no_ema ? LoadWeights::Trained : LoadWeights::Average;
   EvalResult r = evaluate_checkpoint(e, c, o);
   if (a.json) {
     const size_t k = r.class_names.size();
@@ -78,6 +79,7 @@ const RegisterCommand reg({"eval", "Evaluate a run's checkpoint on a data split"
   app.add_option("--threads", a->threads, "CPU compute threads")->check(CLI::PositiveNumber);
   app.add_flag("--confusion", a->confusion, "Print the confusion matrix");
   app.add_flag("--json", a->json, "Print one JSON line instead");
+  app.add_flag("--no-ema", a->no_ema, "Use the trained weights, not their moving average (train.ema)");
   return [a] { return eval(*a); };
 }});
 

@@ -128,7 +128,7 @@ std::string config_hash(const cfg::Document& doc) {
 }
 
 CheckpointInfo save_checkpoint(const std::string& dir, const std::string& stem, ModelState& ps, const NormStats* stats,
-                               const TrainState& s) {
+                               const TrainState& s, const std::vector<std::string>& classes) {
   std::vector<float> w = ps.download_weights();
   SafeTensorsWriter st;
   st.set_metadata("format", "trainer-checkpoint");
@@ -138,6 +138,11 @@ CheckpointInfo save_checkpoint(const std::string& dir, const std::string& stem, 
     std::vector<float> host = ps.download_state(name);
     for (const ParamEntry& p : ps.entries())
       if (p.spec.trainable) st.add_f32("optimizer/" + name + "/" + p.name, dims(p.spec.shape), host.data() + p.offset);
+  }
+  std::vector<float> average;
+  if (ps.has_average()) {
+    average = ps.download_average();
+    for (const ParamEntry& p : ps.entries()) st.add_f32(ema_tensor_name(p.name), dims(p.spec.shape), average.data() + p.offset);
   }
   if (stats && !stats->mean.empty()) {
     st.add_f32("data/mean", stats->kind == Augment::Mean::PerPixel ? dims(stats->shape) : std::vector<int64_t>{int64_t(stats->mean.size())},
@@ -154,6 +159,8 @@ CheckpointInfo save_checkpoint(const std::string& dir, const std::string& stem, 
   j["weights"] = {{"file", stem + ".safetensors"}, {"bytes", bytes}, {"crc32", fmt::format("{:08x}", crc)}};
   j["normalization"] = {{"kind", stats ? mean_name(stats->kind) : "none"}, {"shape", stats ? dims(stats->shape) : std::vector<int64_t>{}}};
   c.normalization = j["normalization"];
+  if (!classes.empty()) j["classes"] = classes;
+  c.classes = classes;
   write_file_atomic(c.sidecar, j.dump(2) + "\n");
   // Read it back as --resume and eval will, before anything relies on it (pruning older ones).
   try {
@@ -212,6 +219,8 @@ Sidecar read_sidecar(const std::string& path) {
     out.bytes = uint64_t(whole(j.at("weights").at("bytes"), "bytes", 0, INT64_MAX));
     out.crc = j.at("weights").at("crc32").get<std::string>();
     c.normalization = j.value("normalization", json());  // checked where used (checkpoint_stats)
+    // The training set's class names (absent before predict existed): text, one per class.
+    if (j.contains("classes")) c.classes = j.at("classes").get<std::vector<std::string>>();
   } catch (const std::exception& e) {  // nlohmann's type and key errors, and ours
     throw FileError(fmt::format("{}: bad checkpoint sidecar: {}", p.string(), e.what()));
   }
@@ -368,6 +377,16 @@ void load_checkpoint(const CheckpointInfo& c, ModelState& ps, bool optimizer, Lo
       std::copy(v.begin(), v.end(), host.begin() + p.offset);
     }
     ps.upload_state(name, host);
+  }
+  // The moving average when the checkpoint holds one; otherwise it starts from the weights at
+  // the first step (a run that turns train.ema on when resumed).
+  if (ps.has_average() && has_ema(c)) {
+    std::vector<float> host(size_t(ps.total_floats()), 0.0f);
+    for (const ParamEntry& p : ps.entries()) {
+      std::vector<float> v = read(ema_tensor_name(p.name), p.spec.shape);
+      std::copy(v.begin(), v.end(), host.begin() + p.offset);
+    }
+    ps.upload_average(host);
   }
   ps.set_optimizer_steps(c.state.optimizer_steps);
 }

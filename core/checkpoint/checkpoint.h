@@ -49,6 +49,7 @@ struct CheckpointInfo {
   std::string sidecar;  // .json
   TrainState state;
   nlohmann::json normalization;  // the sidecar's data statistics entry (null when it has none)
+  std::vector<std::string> classes;  // the training set's class names (empty when not recorded)
   // The weights file's bytes, read when the checkpoint was checked: loading uses them, so a
   // checkpoint that a live run prunes after it was chosen still loads (eval, --resume).
   std::shared_ptr<const std::string> weights_bytes;
@@ -56,8 +57,9 @@ struct CheckpointInfo {
 
 // Writes dir/<stem>.safetensors, then dir/<stem>.json (the sidecar makes the pair valid, so a
 // crash between the two leaves the previous checkpoint the newest valid one).
+// `classes`: the training set's class names, kept for predict (may be empty).
 CheckpointInfo save_checkpoint(const std::string& dir, const std::string& stem, ModelState& r, const NormStats* stats,
-                               const TrainState& s);
+                               const TrainState& s, const std::vector<std::string>& classes = {});
 // Reads and checks a checkpoint given by either of its files: the sidecar parses and the weights
 // file has the size and CRC-32 the sidecar recorded. FileError (exit 3) otherwise.
 CheckpointInfo read_checkpoint(const std::string& path);

@@ -35,8 +35,9 @@ CheckpointSpec read_checkpoint_spec(const cfg::Node& section) {
   return c;
 }
 
-Checkpointer::Checkpointer(const CheckpointSpec& o, std::string dir, const NormStats* stats)
-    : o_(o), dir_(std::move(dir)), stats_(stats), best_(o.best_max ? -INFINITY : INFINITY) {
+Checkpointer::Checkpointer(const CheckpointSpec& o, std::string dir, const NormStats* stats,
+                           std::vector<std::string> classes)
+    : o_(o), dir_(std::move(dir)), stats_(stats), classes_(std::move(classes)), best_(o.best_max ? -INFINITY : INFINITY) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) throw FileError(fmt::format("cannot create {}: {}", dir_, ec.message()));
@@ -45,7 +46,7 @@ Checkpointer::Checkpointer(const CheckpointSpec& o, std::string dir, const NormS
 CheckpointInfo Checkpointer::save(ModelState& r, const TrainState& s) {
   std::string stem = s.step_in_epoch == 0 ? fmt::format("epoch-{:04d}", s.epoch)
                                           : fmt::format("epoch-{:04d}-step-{:06d}", s.epoch + 1, s.step_in_epoch);
-  CheckpointInfo c = save_checkpoint(dir_, stem, r, stats_, s);
+  CheckpointInfo c = save_checkpoint(dir_, stem, r, stats_, s, classes_);
   prune();
   return c;
 }
@@ -75,7 +76,7 @@ std::string Checkpointer::update_best(ModelState& r, const TrainState& s, const 
     best_ = v;
     TrainState with_best = s;
     with_best.callbacks["checkpoint"] = state();
-    save_checkpoint(dir_, "best", r, stats_, with_best);
+    save_checkpoint(dir_, "best", r, stats_, with_best, classes_);
     return line;
   }
   return fmt::format("Epoch {}: {} did not improve from {:.5f}", epoch, o_.best, best_);

@@ -22,8 +22,9 @@ bool maximised(const std::string& metric, const std::string& mode);
 
 class Checkpointer {
  public:
-  // `dir`: the run's checkpoints/ folder (created here). `stats` may be null.
-  Checkpointer(const CheckpointSpec& o, std::string dir, const NormStats* stats);
+  // `dir`: the run's checkpoints/ folder (created here). `stats` may be null; `classes`: the
+  // training set's class names, recorded in every sidecar.
+  Checkpointer(const CheckpointSpec& o, std::string dir, const NormStats* stats, std::vector<std::string> classes);
   const std::string& dir() const { return dir_; }
 
   bool due_after_epoch(int epochs_done) const { return o_.every > 0 && epochs_done % o_.every == 0; }
@@ -44,6 +45,7 @@ class Checkpointer {
   CheckpointSpec o_;
   std::string dir_;
   const NormStats* stats_;
+  std::vector<std::string> classes_;
   double best_;
 };
 

@@ -23,6 +23,18 @@ void StoreState::upload_weights(const std::vector<float>& w) {
   ctx_.synchronize();
 }
 
+std::vector<float> StoreState::download_average() {
+  if (!average_) throw std::logic_error("download_average: the model keeps no moving average");
+  ctx_.synchronize();
+  return average_->download();
+}
+
+void StoreState::upload_average(const std::vector<float>& v) {
+  if (!average_) throw std::logic_error("upload_average: the model keeps no moving average");
+  average_->upload(v);
+  ctx_.synchronize();
+}
+
 std::vector<std::string> StoreState::optimizer_state_names() {
   std::vector<std::string> names;
   for (auto& [name, t] : opt_.state()) names.push_back(name);
@@ -99,6 +111,15 @@ void TiedState::upload_weights(const std::vector<float>& w) {
   for (size_t q = 0; q < parts_.size(); ++q) parts_[q]->upload_weights(per[q]);
 }
 
+std::vector<float> TiedState::download_average() {
+  return gather([](ModelState& s) { return s.download_average(); });
+}
+
+void TiedState::upload_average(const std::vector<float>& v) {
+  auto per = scatter(v);
+  for (size_t q = 0; q < parts_.size(); ++q) parts_[q]->upload_average(per[q]);
+}
+
 std::vector<float> TiedState::download_state(const std::string& name) {
   return gather([&](ModelState& s) { return s.download_state(name); });
 }
@@ -119,6 +140,7 @@ void HostCopy::take(ModelState& from) {
   states_.resize(names_.size());
   for (size_t i = 0; i < names_.size(); ++i) states_[i] = from.download_state(names_[i]);
   steps_ = from.optimizer_steps();
+  if (from.has_average()) average_ = from.download_average();
 }
 
 std::vector<float> HostCopy::download_state(const std::string& name) {
@@ -130,5 +152,6 @@ std::vector<float> HostCopy::download_state(const std::string& name) {
 void HostCopy::upload_weights(const std::vector<float>&) { throw std::logic_error("host copy: read only"); }
 void HostCopy::upload_state(const std::string&, const std::vector<float>&) { throw std::logic_error("host copy: read only"); }
 void HostCopy::set_optimizer_steps(int64_t) { throw std::logic_error("host copy: read only"); }
+void HostCopy::upload_average(const std::vector<float>&) { throw std::logic_error("host copy: read only"); }
 
 }  // namespace trainer

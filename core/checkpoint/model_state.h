@@ -8,6 +8,7 @@
 
 #include "core/graph/param_store.h"
 #include "core/optim/optimizer.h"
+#include "core/optim/weight_average.h"
 
 namespace trainer {
 
@@ -27,13 +28,19 @@ class ModelState {
   virtual void upload_state(const std::string& name, const std::vector<float>& v) = 0;
   virtual int64_t optimizer_steps() const = 0;
   virtual void set_optimizer_steps(int64_t steps) = 0;
+  // The weights' moving average (train.ema), in the weights' layout, when the model keeps one.
+  virtual bool has_average() const = 0;
+  virtual std::vector<float> download_average() = 0;
+  virtual void upload_average(const std::vector<float>& v) = 0;
   int64_t count(bool trainable) const;  // parameter values, without padding
 };
 
 // One parameter store and its optimizer on one device.
 class StoreState final : public ModelState {
  public:
-  StoreState(OpContext& ctx, ParamStore& store, Optimizer& opt) : ctx_(ctx), store_(store), opt_(opt) {}
+  // `average`: the store's moving average (train.ema), or null.
+  StoreState(OpContext& ctx, ParamStore& store, Optimizer& opt, WeightAverage* average = nullptr)
+      : ctx_(ctx), store_(store), opt_(opt), average_(average) {}
   const std::vector<ParamEntry>& entries() const override { return store_.entries(); }
   int64_t total_floats() const override { return store_.total_floats(); }
   std::vector<float> download_weights() override;
@@ -43,12 +50,16 @@ class StoreState final : public ModelState {
   void upload_state(const std::string& name, const std::vector<float>& v) override;
   int64_t optimizer_steps() const override { return opt_.steps(); }
   void set_optimizer_steps(int64_t steps) override { opt_.set_steps(steps); }
+  bool has_average() const override { return average_ != nullptr; }
+  std::vector<float> download_average() override;
+  void upload_average(const std::vector<float>& v) override;
 
  private:
   Tensor* state_tensor(const std::string& name);
   OpContext& ctx_;
   ParamStore& store_;
   Optimizer& opt_;
+  WeightAverage* average_;
 };
 
 // Several stores (the stages of a device-parallel model) as one: a parameter held by several
@@ -65,6 +76,9 @@ class TiedState final : public ModelState {
   void upload_state(const std::string& name, const std::vector<float>& v) override;
   int64_t optimizer_steps() const override { return parts_[0]->optimizer_steps(); }
   void set_optimizer_steps(int64_t steps) override;
+  bool has_average() const override { return parts_[0]->has_average(); }
+  std::vector<float> download_average() override;
+  void upload_average(const std::vector<float>& v) override;
 
  private:
   using Fetch = std::function<std::vector<float>(ModelState&)>;
@@ -95,10 +109,13 @@ class HostCopy final : public ModelState {
   void upload_state(const std::string&, const std::vector<float>&) override;
   int64_t optimizer_steps() const override { return steps_; }
   void set_optimizer_steps(int64_t) override;
+  bool has_average() const override { return !average_.empty(); }
+  std::vector<float> download_average() override { return average_; }
+  void upload_average(const std::vector<float>&) override;
 
  private:
   std::vector<ParamEntry> entries_;
-  std::vector<float> weights_;
+  std::vector<float> weights_, average_;
   std::vector<std::string> names_;
   std::vector<std::vector<float>> states_;
   int64_t steps_ = 0;

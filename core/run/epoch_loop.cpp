@@ -20,6 +20,13 @@
 namespace trainer {
 namespace {
 
+// train.ema's validation: the weights and their moving average trade places (twice: back).
+void swap_average(ModelState& m) {
+  std::vector<float> weights = m.download_weights(), average = m.download_average();
+  m.upload_weights(average);
+  m.upload_average(weights);
+}
+
 // Test hooks: TRAINER_INJECT_FAULT=<rank>:<step> makes that replica throw at that global step;
 // TRAINER_TEST_SIGINT_AT_STEP=<step> makes rank 0 raise SIGINT (through the real handler) then.
 std::pair<int, int64_t> injected_fault() {
@@ -238,6 +245,12 @@ void train_epochs(Trainee& w, LoopSetup& run) {
     if (val) {
       bool cut = false;
       LossStats v = w.evaluate(*val, {}, &cut);
+      LossStats a;
+      if (!cut && e.train.ema.enabled()) {  // the same pass with the moving average in the weights' place
+        swap_average(rep);
+        a = w.evaluate(*val, {}, &cut);
+        swap_average(rep);
+      }
       if (cut) {  // every rank agreed: the epoch's training is done, its validation is not
         if (first_here) {  // every process's, not only process 0's: each one says so and exits 130
           run.stopped_by = "interrupt";
@@ -250,12 +263,17 @@ void train_epochs(Trainee& w, LoopSetup& run) {
         }
         return;
       }
-      double vc = double(std::max<int64_t>(v.count, 1));
-      double vl = v.count ? v.loss_sum / vc : NAN, va = v.count ? double(v.correct) / vc : NAN;
-      console.push_back({"val_loss", vl});
-      console.push_back({"val_accuracy", va});
-      row.push_back({"val_accuracy", va});
-      row.push_back({"val_loss", vl});
+      auto loss_of = [](const LossStats& x) { return x.count ? x.loss_sum / double(x.count) : NAN; };
+      auto accuracy_of = [](const LossStats& x) { return x.count ? double(x.correct) / double(x.count) : NAN; };
+      console.push_back({"val_loss", loss_of(v)});
+      console.push_back({"val_accuracy", accuracy_of(v)});
+      row.push_back({"val_accuracy", accuracy_of(v)});
+      row.push_back({"val_loss", loss_of(v)});
+      if (e.train.ema.enabled()) {
+        console.push_back({"val_accuracy_ema", accuracy_of(a)});
+        row.push_back({"val_accuracy_ema", accuracy_of(a)});
+        row.push_back({"val_loss_ema", loss_of(a)});
+      }
     }
     if (scaler.enabled()) {
       row.push_back({"loss_scale", double(scaler.scale())});

@@ -22,6 +22,17 @@ std::shared_ptr<Dataset> split_set(const RunSpec& e, const std::string& split, c
 
 }  // namespace
 
+RunSpec one_copy(const RunSpec& e) {
+  RunSpec one = e;
+  one.strategy = StrategyKind::DataParallel;
+  const Device first = select_devices(e.devices)[0];
+  one.devices.all_gpus = false;
+  one.devices.gpus.clear();
+  if (!first.is_cpu()) one.devices.gpus = {first.index};
+  one.devices.cpu_replicas = 1;
+  return one;
+}
+
 EvalResult evaluate_checkpoint(const RunSpec& e, const CheckpointInfo& c, const EvalOptions& o) {
   const DatasetContext dc = e.data.context(o.base_dir);
   std::shared_ptr<Dataset> ds = split_set(e, o.split, dc);
@@ -41,15 +52,7 @@ EvalResult evaluate_checkpoint(const RunSpec& e, const CheckpointInfo& c, const 
     e.data.section.fail(fmt::format("data.{} gives {} samples, but model.input is {}", o.split, loader.sample_shape().str(),
                                     e.model.input.str()));
 
-  // The whole model as one data-parallel replica on the config's first device.
-  RunSpec one = e;
-  one.strategy = StrategyKind::DataParallel;
-  const Device first = select_devices(e.devices)[0];
-  one.devices.all_gpus = false;
-  one.devices.gpus.clear();
-  if (!first.is_cpu()) one.devices.gpus = {first.index};
-  one.devices.cpu_replicas = 1;
-  const RunPlan plan = plan_run(one);
+  const RunPlan plan = plan_run(one_copy(e));
   std::unique_ptr<Strategy> strategy = strategy_type(plan.strategy).make(plan.trainee, plan.devices, plan.threads);
 
   EvalResult out;
@@ -63,7 +66,7 @@ EvalResult evaluate_checkpoint(const RunSpec& e, const CheckpointInfo& c, const 
   out.confusion.assign(k * k, 0);
   LossStats s;
   strategy->run([&](Trainee& w) {
-    load_checkpoint(c, w.state(), false);
+    load_checkpoint(c, w.state(), false, o.weights);
     s = w.evaluate(loader, [&](const Batch& b, const std::vector<int32_t>& predicted) {
       const int32_t* labels = static_cast<const int32_t*>(b.labels.data());
       for (int64_t i = 0; i < b.size; ++i)

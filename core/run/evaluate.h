@@ -12,6 +12,7 @@ namespace trainer {
 struct EvalOptions {
   std::string split = "val";    // val | test | train
   std::string base_dir = ".";
+  LoadWeights weights = LoadWeights::Average;  // the moving average when the checkpoint holds one (--no-ema: Trained)
 };
 
 struct EvalResult {
@@ -21,6 +22,9 @@ struct EvalResult {
   std::vector<std::string> class_names;
   std::vector<int64_t> confusion;  // classes x classes, row = true class, column = predicted
 };
+
+// The whole model as one data-parallel copy on the config's first device (eval, predict).
+RunSpec one_copy(const RunSpec& e);
 
 // Runs on the config's first device. ConfigError when the config has no such split.
 EvalResult evaluate_checkpoint(const RunSpec& e, const CheckpointInfo& c, const EvalOptions& o);

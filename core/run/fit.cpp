@@ -119,7 +119,7 @@ FitResult fit(const RunSpec& e, const FitOptions& o) {
   // Only the job's first process writes the run directory and prints; the others train silently.
   FitResult result;
   std::unique_ptr<Observer> obs;
-  if (plan.process == 0) obs = std::make_unique<Observer>(e, o, data.stats.get(), result);
+  if (plan.process == 0) obs = std::make_unique<Observer>(e, o, data.stats.get(), data.train->class_names(), result);
   auto say = [&](const std::string& s) {
     if (obs) obs->line(s);
   };

@@ -61,9 +61,10 @@ class Observer::Record {
   bool plot_warned_ = false;
 };
 
-Observer::Observer(const RunSpec& e, const FitOptions& o, const NormStats* stats, FitResult& result)
+Observer::Observer(const RunSpec& e, const FitOptions& o, const NormStats* stats, std::vector<std::string> classes,
+                   FitResult& result)
     : result_(result), dir_(create_run_dir(o.runs_root, e.name, o.run_dir)), progress_(o.out, o.terminal),
-      ckpt_(e.checkpoint, dir_ + "/checkpoints", stats) {
+      ckpt_(e.checkpoint, dir_ + "/checkpoints", stats, std::move(classes)) {
   result_.run_dir = dir_;
   write_file_atomic(dir_ + "/config.yaml", cfg::emit(*e.doc));
   if (stats && stats->kind != Augment::Mean::None && !stats->mean.empty()) save_stats(*stats, dir_ + "/norm_stats.npy");

@@ -33,7 +33,9 @@ class Observer {
  public:
   // Creates the run directory (config.yaml, norm_stats.npy, train.log) and the metrics files (a
   // resumed run's earlier epochs first). `result` receives the run directory and what follows.
-  Observer(const RunSpec& e, const FitOptions& o, const NormStats* stats, FitResult& result);
+  // `classes`: the training set's class names (recorded in checkpoints for predict).
+  Observer(const RunSpec& e, const FitOptions& o, const NormStats* stats, std::vector<std::string> classes,
+           FitResult& result);
   ~Observer();
   Observer(const Observer&) = delete;
   Observer& operator=(const Observer&) = delete;

@@ -41,6 +41,7 @@ TraineeSpec trainee_spec(const RunSpec& e) {
   t.loss_scale = e.train.loss_scale;
   t.clip = e.train.clip;
   t.accumulate = e.train.accumulate;
+  t.average = e.train.ema;
   t.sync_bn = e.train.sync_bn;
   t.bucket_floats = e.train.bucket_mb > 0 ? std::max<int64_t>(1, int64_t(e.train.bucket_mb * (1 << 20) / sizeof(float))) : 0;
   t.placement = e.placement;

@@ -20,8 +20,8 @@ std::string quoted_name(const std::string& s) {
   return s.size() <= 64 ? "'" + out + "'" : fmt::format("'{}...' ({} characters)", out, s.size());
 }
 
-EmaSpec read_ema(cfg::Node n) {
-  EmaSpec e;
+WeightAverageOptions read_ema(cfg::Node n) {
+  WeightAverageOptions e;
   if (!n.defined()) return e;
   cfg::MapReader r(n, "train.ema");
   e.decay = r.get_float("decay", 0.999, 0.0, 0.999999999);

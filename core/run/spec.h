@@ -16,21 +16,12 @@
 #include "core/optim/loss_scale.h"
 #include "core/optim/optimizer.h"
 #include "core/optim/schedule.h"
+#include "core/optim/weight_average.h"
 #include "core/run/callbacks.h"
 #include "core/runtime/devices.h"
 #include "core/runtime/strategy_kind.h"
 
 namespace trainer {
-
-// `train.ema:` — an exponential moving average of the weights, kept beside them (fp32, on each
-// replica's device, identical on every replica): after every `every`-th optimizer step,
-// ema = decay·ema + (1 − decay)·w. Validation reports the averaged weights' metrics too
-// (val_accuracy_ema, val_loss_ema); eval, predict and export use them unless --no-ema.
-struct EmaSpec {
-  double decay = 0;              // 0: off
-  int every = 1;                 // optimizer steps between updates
-  bool enabled() const { return decay > 0; }
-};
 
 // `train:` — epochs, batches and the loss.
 struct TrainSpec {
@@ -48,7 +39,10 @@ struct TrainSpec {
   GradClipOptions clip;          // `clip_norm:` or `clip_value:` (none by default)
   int accumulate = 1;            // micro-batches per optimizer step (gradient accumulation)
   double watchdog_s = 300;       // a rank in one phase longer than this ends the run (exit 5); 0: off
-  EmaSpec ema;                   // `ema: {decay, every}`: an exponential moving average of the weights
+  // `ema: {decay, every}`: a moving average of the weights (core/optim/weight_average.h), kept on
+  // each copy's device, identical on every replica; validation reports its metrics too
+  // (val_accuracy_ema, val_loss_ema); eval, predict and export use it unless --no-ema.
+  WeightAverageOptions ema;
 };
 
 // `logging:` — what a run writes besides its console, train.log and metrics files.

@@ -15,6 +15,7 @@
 #include "core/optim/grad_clip.h"
 #include "core/optim/loss_scale.h"
 #include "core/optim/optimizer.h"
+#include "core/optim/weight_average.h"
 
 namespace trainer {
 
@@ -35,6 +36,7 @@ struct TraineeSpec {
   int microbatches = 1;         // device parallel: GPipe micro-batches per batch
   bool cuda_graphs = true;      // devices.cuda_graphs: record the step once and replay it (see Worker)
   int accumulate = 1;           // train.accumulate: micro-batches per optimizer step
+  WeightAverageOptions average; // train.ema: each copy keeps a moving average of its weights
 
   ContextOptions context_for(int threads) const {
     ContextOptions o = context;

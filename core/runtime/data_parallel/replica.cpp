@@ -19,7 +19,8 @@ Replica::Replica(const TraineeSpec& t, Device device, int threads) {
   fused_ = h.fused;
   logits_ = h.logits;
   exec_->keep_f32(logits_);  // the loss reads and writes f32
-  state_ = std::make_unique<StoreState>(*ctx_, exec_->params(), *optimizer_);
+  if (t.average.enabled()) average_ = std::make_unique<WeightAverage>(*ctx_, exec_->params().weights(), t.average);
+  state_ = std::make_unique<StoreState>(*ctx_, exec_->params(), *optimizer_, average_.get());
 }
 
 Tensor Replica::to_device(const Tensor& host) {
@@ -50,6 +51,14 @@ LossStats Replica::train_step(const Tensor& images, const Tensor& labels, float 
   LossStats s = compute_gradients(images, labels, 1.0f / float(images.dim(0)), step_seed);
   optimizer_->step(lr, 1.0f);
   return s;
+}
+
+void Replica::logits(const Tensor& images, std::vector<float>& host) {
+  const std::vector<Tensor>& x = inputs_.on(*ctx_, images, exec_->input_shapes());
+  exec_->forward(pointers(x), false, logits_);
+  const Tensor& out = exec_->output(logits_);
+  host.resize(size_t(out.numel()));
+  ctx_->copy_to_host(host.data(), out.data(), host.size() * sizeof(float));
 }
 
 LossStats Replica::eval_step(const Tensor& images, const Tensor& labels, std::vector<int32_t>* predicted) {

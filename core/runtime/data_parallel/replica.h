@@ -22,6 +22,8 @@ class Replica {
   LossStats train_step(const Tensor& images, const Tensor& labels, float lr, uint64_t step_seed);
   // `predicted`, when given, receives each sample's arg-max class.
   LossStats eval_step(const Tensor& images, const Tensor& labels, std::vector<int32_t>* predicted = nullptr);
+  // Inference: forward to the loss's logits node; its values [N, units] copied into `host`.
+  void logits(const Tensor& images, std::vector<float>& host);
   // Only forward + loss + backward (no update): the gradient is left in params().grads().
   LossStats compute_gradients(const Tensor& images, const Tensor& labels, float grad_scale, uint64_t step_seed);
 
@@ -42,6 +44,7 @@ class Replica {
   ModelState& state() { return *state_; }
   Executor& executor() { return *exec_; }
   Optimizer& optimizer() { return *optimizer_; }
+  WeightAverage* average() { return average_.get(); }  // train.ema, or null
   int logits_node() const { return logits_; }
   bool fused_activation() const { return fused_; }
   const Loss& loss() const { return *loss_; }
@@ -53,6 +56,7 @@ class Replica {
   std::unique_ptr<Executor> exec_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Loss> loss_;
+  std::unique_ptr<WeightAverage> average_;
   std::unique_ptr<StoreState> state_;
   int logits_ = -1;
   bool fused_ = false;  // the output layer (softmax or sigmoid) is fused into the loss

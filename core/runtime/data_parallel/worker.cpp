@@ -127,10 +127,12 @@ LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop
     hold(b, seed, samples, m.index == 0, stop);
     return LossStats{};
   }
+  if (WeightAverage* avg = rep_->average()) avg->start();  // from the weights training starts with
   if (m.count == 1 && fixed_step_ok()) {
     const float grad_scale = b.global_size > 0 ? 1.0f / float(b.global_size) : 0.0f;
     buckets_->start_step();  // one rank: the backward hook only marks buckets done
     const LossStats s = rep_->fixed_step(b.images, b.labels, lr, grad_scale, seed, true);
+    if (WeightAverage* avg = rep_->average()) avg->update(rep_->optimizer().steps());
     ++reduced_steps_;
     times_ = StepTimes{};  // one program: no parts (bench times it with timing on, the ordinary path)
     return s;               // one replica: its statistics are the job's; `stop` is its own
@@ -215,6 +217,8 @@ LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop
   mark_phase(rank_, Phase::StepEnd);
   Tensor frozen = rep_->executor().params().frozen_weights();
   if (frozen.numel() > 0) ctl_->broadcast(frozen, 0);
+  // After rank 0's statistics reached every replica: the same average everywhere.
+  if (WeightAverage* avg = rep_->average()) avg->update(opt.steps());
   std::vector<double> v{s.loss_sum, double(s.correct), double(s.count), stop ? 1.0 : 0.0};
   ctl_->all_reduce_host(v);
   stop = v[3] > 0;

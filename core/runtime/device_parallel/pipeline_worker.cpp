@@ -39,6 +39,11 @@ class OnStageThread final : public ModelState {
   }
   int64_t optimizer_steps() const override { return s_.optimizer_steps(); }
   void set_optimizer_steps(int64_t steps) override { s_.set_optimizer_steps(steps); }
+  bool has_average() const override { return s_.has_average(); }
+  std::vector<float> download_average() override { return on([&] { return s_.download_average(); }); }
+  void upload_average(const std::vector<float>& v) override {
+    t_.run_on(stage_, [&] { s_.upload_average(v); });
+  }
 
  private:
   std::vector<float> on(const std::function<std::vector<float>()>& f) {
@@ -266,6 +271,9 @@ void PipelineWorker::poison(int st) {
 LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) {
   if (m.count != 1) throw std::logic_error("device parallel: train.accumulate is refused by the config reader");
   mark_phase(rank(), Phase::Forward);  // the whole GPipe schedule (the stages' threads are not marked apart)
+  // train.ema: each stage's average starts from the weights training starts with.
+  if (WeightAverage* a = stages_[0]->average(); a && !a->started())
+    threads_->run_all([&](int st) { stages_[size_t(st)]->average()->start(); });
   const float loss_scale = scaler_.scale();
   LossStats s = compute_gradients(b, seed, loss_scale);
   const auto t0 = std::chrono::steady_clock::now();
@@ -321,7 +329,16 @@ LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bo
   }
   scaler_.update(finite);
   times_.optimizer = since(t0);
-  if (!ctl_) return s;
+  // train.ema: every stage's average after the update (a hybrid's after copy 0's statistics
+  // reached every copy: the same average in every copy).
+  auto average = [&] {
+    if (stages_[0]->average())
+      threads_->run_all([&](int st) { stages_[size_t(st)]->average()->update(stages_[size_t(st)]->optimizer().steps()); });
+  };
+  if (!ctl_) {
+    average();
+    return s;
+  }
   // Hybrid: copy 0's batch-norm statistics to every copy, stage by stage; the step's statistics
   // and the stop over every copy.
   mark_phase(rank_, Phase::StepEnd);
@@ -329,6 +346,7 @@ LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bo
     Tensor frozen = stages_[size_t(st)]->params().frozen_weights();
     if (frozen.numel() > 0) stage_comms_[size_t(st)]->broadcast(frozen, 0);
   });
+  average();
   std::vector<double> v{s.loss_sum, double(s.correct), double(s.count), stop ? 1.0 : 0.0};
   ctl_->all_reduce_host(v);
   stop = v[3] > 0;

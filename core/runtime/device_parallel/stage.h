@@ -51,6 +51,7 @@ class StageRuntime {
   Executor& graph() { return *graphs_[0]; }
   ParamStore& params() { return graphs_[0]->params(); }
   Optimizer& optimizer() { return *optimizer_; }
+  WeightAverage* average() { return average_.get(); }  // train.ema, or null
   ModelState& state() { return *state_; }
   bool holds_loss() const { return loss_ != nullptr; }
   const Stage& stage() const { return stage_; }
@@ -69,6 +70,7 @@ class StageRuntime {
   std::vector<std::unique_ptr<Executor>> graphs_;  // one per micro-batch, sharing graphs_[0]'s parameters
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Loss> loss_;
+  std::unique_ptr<WeightAverage> average_;
   std::unique_ptr<StoreState> state_;
   std::unique_ptr<ElementwiseKernel> elementwise_;
   int logits_ = -1;

@@ -1,5 +1,5 @@
 // Bad-input corpus: corrupt, truncated and mismatched checkpoints (exit 3 / exit 2), bad --resume
-// and eval targets, init.from, checkpoint/callback settings, unwritable run directories, a full disk.
+// and eval targets, predict inputs, init.from, checkpoint/callback settings, unwritable run directories, a full disk.
 #pragma once
 #include <filesystem>
 
@@ -36,6 +36,12 @@ inline std::string replaced(std::string s, const std::string& from, const std::s
   size_t at = s.find(from);
   if (at == std::string::npos) throw std::logic_error("corpus: '" + from + "' not in the checkpoint");
   return s.replace(at, from.size(), to);
+}
+
+// The run directory's files and more.
+inline std::vector<File> with(std::vector<File> files, const std::vector<File>& more) {
+  files.insert(files.end(), more.begin(), more.end());
+  return files;
 }
 
 inline std::vector<Case> checkpoint_cases() {
@@ -106,6 +112,24 @@ inline std::vector<Case> checkpoint_cases() {
        .expect = "r/config.yaml:...: the config has no data.val to evaluate on (give one with --data)"},
       {.cat = "checkpoint", .name = "eval: bad --split", .files = run_dir(g.weights, g.sidecar), .args = "eval r --split dev",
        .expect = "--split: dev not in {val,test,train} (see trainer eval --help)"},
+
+      // ---- predict (its inputs: one line each, the others predicted; exit 3) ---------------------------
+      {.cat = "predict", .name = "predict: a missing input", .files = run_dir(g.weights, g.sidecar), .args = "predict r missing.jpg",
+       .code = 3, .expect = "data error: missing.jpg: no such file or folder"},
+      {.cat = "predict", .name = "predict: text named like an image", .files = with(run_dir(g.weights, g.sidecar), {{"a.png", "hello"}}),
+       .args = "predict r a.png", .code = 3, .expect = "data error: a.png: not a JPEG or PNG file (first bytes 68 65 6c 6c 6f)"},
+      {.cat = "predict", .name = "predict: a FIFO named like an image", .files = with(run_dir(g.weights, g.sidecar), {fifo("a.jpg")}),
+       .args = "predict r a.jpg", .code = 3, .expect = "data error: a.jpg: ...FIFO..."},
+      {.cat = "predict", .name = "predict: a folder without images", .files = with(run_dir(g.weights, g.sidecar), {{"d/"}}),
+       .args = "predict r d", .code = 3, .expect = "data error: d: holds no images (.jpg, .jpeg, .png)"},
+      {.cat = "predict", .name = "predict: a checkpoint of another model", .config = changed({{"filters: 4", "filters: 6"}}),
+       .files = with(run_dir(g.weights, g.sidecar), {{"rgb4x4.png", fixture("rgb4x4.png")}}), .args = "predict r rgb4x4.png --config c.yaml", .code = 2,
+       .expect = st + ": 'conv/kernel' has shape 3x3x3x4, the model's is 3x3x3x6 (does the config match the checkpoint?)"},
+      {.cat = "predict", .name = "predict: sidecar class names not a list",
+       .files = with(run_dir(g.weights, replaced(g.sidecar, "\"classes\": [", "\"classes\": 7, \"x\": [")), {{"rgb4x4.png", fixture("rgb4x4.png")}}),
+       .args = "predict r rgb4x4.png", .code = 3, .expect = "file error: r/checkpoints: no valid checkpoint (1 invalid: " + js + ": bad checkpoint sidecar: ...)"},
+      {.cat = "predict", .name = "predict: --top 0", .files = run_dir(g.weights, g.sidecar), .args = "predict r x.png --top 0",
+       .expect = "--top: expected a positive number, not '0' (see trainer predict --help)"},
 
       // ---- init.from ----------------------------------------------------------------------------------
       {.cat = "checkpoint", .name = "init.from: no such file", .config = kBase + "init: {from: none.safetensors}\n",

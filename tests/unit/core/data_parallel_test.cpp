@@ -44,8 +44,8 @@ optimizer: )" + optimizer + "\n";
 
 // Trains `replicas` CPU replicas (one thread each), or replicas on one GPU listed `replicas` times
 // (as `--gpus 0,0,0`: threads of one process sharing the GPU, LocalComm in its memory), for `steps`
-// steps on global batches of 12; returns rank 0's final parameters, checking after every step that
-// all ranks agree bitwise. `norms`, when given, receives rank 0's gradient norm of each step
+// steps on global batches of 12; returns rank 0's final parameters (then, with train.ema, their
+// moving average), checking after every step that all ranks agree bitwise. `norms`, when given, receives rank 0's gradient norm of each step
 // (clipping on) and rank 1's must be the same. `accumulate` k: each step is k micro-batches of
 // 12 / k (the same 12 samples as one batch of 12), one optimizer step; `reduced`, when given,
 // receives rank 0's count of gradient all-reduces.
@@ -82,6 +82,10 @@ std::vector<float> train(const std::string& yaml, int replicas, int steps, bool*
         w.train_step(b, 0.05f, uint64_t(s), stop, MicroStep{i, accumulate, accumulate > 1 ? 12 : 0});
       }
       weights[size_t(w.rank())] = w.replica().executor().params().download(w.replica().context());
+      if (WeightAverage* a = w.replica().average()) {  // train.ema: the average follows the weights
+        std::vector<float> avg = a->download();
+        weights[size_t(w.rank())].insert(weights[size_t(w.rank())].end(), avg.begin(), avg.end());
+      }
       step_norm[size_t(w.rank())] = w.clip().grad_norm();
       w.control().barrier();
       if (w.rank() == 0) {
@@ -174,6 +178,22 @@ TEST_CASE("data parallel: with clip_norm or clip_value, N replicas x B/N match 1
   for (int n : {2, 3, 4}) check_equivalent(config(sgd, false, false, "clip_norm: 0.05, "), n);
   for (int n : {2, 4}) check_equivalent(config(sgd, false, false, "clip_value: 0.002, "), n);
   check_equivalent(config("{type: adam, lr: 0.01, convention: pytorch}", true, true, "clip_norm: 0.05, "), 3);
+}
+
+TEST_CASE("data parallel: with train.ema, the weights' moving average is bitwise the same on every replica and N replicas match 1") {
+  const std::string sgd = "{type: sgd, lr: 0.05, momentum: 0.9}";
+  bool same = true;
+  std::vector<float> plain = train(config(sgd, true, true), 1, 10, &same);
+  std::vector<float> averaged = train(config(sgd, true, true, "ema: {decay: 0.8}, "), 1, 10, &same);
+  // The weights are those of a run without the average; the average (batch-norm statistics
+  // included) lags behind them.
+  REQUIRE(averaged.size() == 2 * plain.size());
+  CHECK(std::equal(plain.begin(), plain.end(), averaged.begin()));
+  double lag = 0;
+  for (size_t i = 0; i < plain.size(); ++i) lag = std::max(lag, double(std::abs(averaged[plain.size() + i] - plain[i])));
+  CHECK(lag > 1e-3);
+  for (int n : {2, 3}) check_equivalent(config(sgd, true, true, "ema: {decay: 0.8}, "), n);
+  check_equivalent(config(sgd, false, false, "ema: {decay: 0.95, every: 3}, "), 4);
 }
 
 TEST_CASE("data parallel: gradient accumulation, k micro-batches of 12/k (on 1 to 3 replicas) match one batch of 12, one all-reduce a step") {

@@ -1,9 +1,12 @@
 // Layer: one node of the static graph — reads its config, infers its shape, declares its
 // parameters, and runs forward/backward through the op kernels of its replica's device.
 #pragma once
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "core/io/config.h"
@@ -72,6 +75,27 @@ class KernelSlot {
   std::unique_ptr<K> p_;
 };
 
+// A layer's configuration as plain named values (Layer::describe): what a tool that translates
+// the model into another format reads (the ONNX exporter, core/export) instead of its YAML.
+// Keys are the layer's config keys where it has one value ("filters", "units", "padding": "same"),
+// split where a key holds a pair ("kernel" -> "kernel_h", "kernel_w"); flags are integers 0/1.
+class LayerConfig {
+ public:
+  LayerConfig& put_int(const std::string& key, int64_t v);
+  LayerConfig& put_real(const std::string& key, double v);
+  LayerConfig& put_text(const std::string& key, std::string v);
+  bool has(const std::string& key) const { return values_.count(key) > 0; }
+  // std::logic_error naming the key when it is absent or of another kind (a describe() missing
+  // a key is a bug of the layer or of its reader).
+  int64_t integer(const std::string& key) const;
+  double real(const std::string& key) const;
+  const std::string& text(const std::string& key) const;
+  bool flag(const std::string& key) const { return integer(key) != 0; }
+
+ private:
+  std::map<std::string, std::variant<int64_t, double, std::string>> values_;
+};
+
 class Layer {
  public:
   virtual ~Layer() = default;
@@ -98,6 +122,8 @@ class Layer {
   virtual std::vector<ParamSpec> params() const { return {}; }
   // Forward multiply-adds x2 per sample, after infer().
   virtual int64_t flops() const { return 0; }
+  // The configuration as plain values (LayerConfig), after infer(); empty for a layer without one.
+  virtual LayerConfig describe() const { return {}; }
 
   // Runtime, once per replica: receive the context and views of this layer's parameters and
   // gradients (in the order of params(); gradients only for trainable ones).

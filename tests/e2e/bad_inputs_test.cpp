@@ -30,6 +30,7 @@
 #include "bad_inputs/config_cases.h"
 #include "bad_inputs/data_cases.h"
 #include "bad_inputs/device_parallel_cases.h"
+#include "bad_inputs/export_cases.h"
 #include "bad_inputs/hostile_cases.h"
 #include "bad_inputs/hostile_files_cases.h"
 #include "bad_inputs/special_files_cases.h"
@@ -44,8 +45,8 @@ namespace {
 // Every table, in order. A new area (checkpoints, run directories, ...) adds its header and a line here.
 std::vector<Case> corpus() {
   std::vector<Case> all;
-  for (auto table : {config_cases, data_cases, usage_cases, checkpoint_cases, device_parallel_cases, hostile_cases, hostile_files_cases,
-                     special_files_cases})
+  for (auto table : {config_cases, data_cases, usage_cases, checkpoint_cases, device_parallel_cases, export_cases,
+                     hostile_cases, hostile_files_cases, special_files_cases})
     for (Case& c : table()) all.push_back(std::move(c));
   return all;
 }

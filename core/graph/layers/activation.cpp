@@ -21,6 +21,7 @@ class Activation : public Layer {
     return in[0];
   }
   int64_t flops() const override { return elems_; }
+  LayerConfig describe() const override { return LayerConfig().put_text("function", activation_name(p_.kind)); }
   bool in_place() const override { return true; }  // backward reads only y (backward_reads_y)
   MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {

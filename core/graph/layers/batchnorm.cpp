@@ -42,6 +42,10 @@ class BatchNorm final : public Layer {
   }
 
   int64_t flops() const override { return 2 * elems_; }
+  // Inference uses the moving statistics: y = gamma * (x - moving_mean) / sqrt(moving_variance + epsilon) + beta.
+  LayerConfig describe() const override {
+    return LayerConfig().put_real("epsilon", p_.epsilon).put_real("momentum", p_.momentum);
+  }
 
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
     Layer::bind(ctx, std::move(params), std::move(grads));

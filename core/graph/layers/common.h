@@ -18,6 +18,18 @@ inline InitKind read_init(cfg::MapReader& r, const std::string& key, const char*
   return InitKind::Zeros;
 }
 
+// A sliding window's configuration for describe(): kernel (or pool), strides, dilation, padding.
+inline LayerConfig& describe_window(LayerConfig& c, const char* kernel, int kh, int kw, int sh, int sw, int dh, int dw,
+                                    Padding p) {
+  return c.put_int(std::string(kernel) + "_h", kh)
+      .put_int(std::string(kernel) + "_w", kw)
+      .put_int("strides_h", sh)
+      .put_int("strides_w", sw)
+      .put_int("dilation_h", dh)
+      .put_int("dilation_w", dw)
+      .put_text("padding", padding_name(p));
+}
+
 // A layer whose op takes (input, kernel weights, optional bias) — conv2d and dense share this
 // runtime; they differ in config, shapes and parameters.
 template <class Kernel>

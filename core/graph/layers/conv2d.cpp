@@ -41,6 +41,11 @@ class Conv2d final : public KernelBiasLayer<Conv2dKernel> {
   }
 
   int64_t flops() const override { return 2 * out_.numel() * p_.kh * p_.kw * cin_; }
+  LayerConfig describe() const override {
+    LayerConfig c;
+    describe_window(c, "kernel", p_.kh, p_.kw, p_.sh, p_.sw, p_.dh, p_.dw, p_.padding);
+    return c.put_int("filters", p_.filters).put_int("use_bias", p_.bias);
+  }
   MixedPrecision mixed_precision() const override { return MixedPrecision::Low; }
 
  private:

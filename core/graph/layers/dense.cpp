@@ -28,6 +28,7 @@ class Dense final : public KernelBiasLayer<DenseKernel> {
     return ps;
   }
   int64_t flops() const override { return 2 * k_in_ * p_.units; }
+  LayerConfig describe() const override { return LayerConfig().put_int("units", p_.units).put_int("use_bias", p_.bias); }
  private:
   InitKind init_;
   int64_t k_in_ = 0;

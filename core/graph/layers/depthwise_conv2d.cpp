@@ -49,6 +49,11 @@ class DepthwiseConv2d final : public KernelBiasLayer<DepthwiseConv2dKernel> {
 
   // Each output value is kh * kw multiply-adds (one input channel).
   int64_t flops() const override { return 2 * out_.numel() * p_.kh * p_.kw; }
+  LayerConfig describe() const override {
+    LayerConfig c;
+    describe_window(c, "kernel", p_.kh, p_.kw, p_.sh, p_.sw, p_.dh, p_.dw, p_.padding);
+    return c.put_int("depth_multiplier", p_.multiplier).put_int("use_bias", p_.bias);
+  }
 
  private:
   InitKind init_;

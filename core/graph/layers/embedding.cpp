@@ -21,6 +21,9 @@ class Embedding final : public Layer {
     return {{"embeddings", Shape{p_.input_dim, p_.output_dim}, InitKind::RandomUniform, true, 1, 1}};
   }
   int64_t flops() const override { return 0; }  // a gather: no arithmetic
+  LayerConfig describe() const override {
+    return LayerConfig().put_int("input_dim", p_.input_dim).put_int("output_dim", p_.output_dim);
+  }
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
     Layer::bind(ctx, std::move(params), std::move(grads));
     k_ = make_kernel<EmbeddingKernel>(ctx, p_);

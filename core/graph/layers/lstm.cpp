@@ -41,6 +41,15 @@ class Lstm final : public Layer {
     const int64_t U = p_.units;
     return steps_ * (8 * U * (features_ + U) + 13 * U);
   }
+  // Keras' defaults, the only ones the layer has: activation tanh, recurrent_activation sigmoid.
+  LayerConfig describe() const override {
+    return LayerConfig()
+        .put_int("units", p_.units)
+        .put_int("return_sequences", p_.return_sequences)
+        .put_int("use_bias", p_.bias)
+        .put_text("activation", "tanh")
+        .put_text("recurrent_activation", "sigmoid");
+  }
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
     Layer::bind(ctx, std::move(params), std::move(grads));
     k_ = make_kernel<LstmKernel>(ctx, p_);

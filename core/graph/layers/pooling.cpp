@@ -28,6 +28,11 @@ class Pool2d : public Layer {
     return o;
   }
   int64_t flops() const override { return flops_; }
+  // Average pooling divides by the window's values inside the input (padding excluded).
+  LayerConfig describe() const override {
+    LayerConfig c;
+    return describe_window(c, "pool", p_.kh, p_.kw, p_.sh, p_.sw, 1, 1, p_.padding);
+  }
   MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
     Layer::bind(ctx, std::move(params), std::move(grads));

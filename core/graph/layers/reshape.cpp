@@ -27,6 +27,7 @@ class Dropout final : public Layer {
   TRAINER_LAYER_CLONE(Dropout)
   explicit Dropout(cfg::MapReader& r) { p_.rate = float(r.get_float("rate", std::nullopt, 0.0, 0.999)); }
   Shape infer(const std::vector<Shape>& in) override { return in[0]; }
+  LayerConfig describe() const override { return LayerConfig().put_real("rate", p_.rate); }
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
     Layer::bind(ctx, std::move(params), std::move(grads));
     k_ = make_kernel<DropoutKernel>(ctx, p_);

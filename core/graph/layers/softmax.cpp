@@ -18,6 +18,7 @@ class Softmax final : public Layer {
     return in[0];
   }
   int64_t flops() const override { return 3 * elems_; }
+  LayerConfig describe() const override { return LayerConfig().put_int("axis", -1); }
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
     Layer::bind(ctx, std::move(params), std::move(grads));
     k_ = make_kernel<SoftmaxKernel>(ctx, {});

@@ -49,6 +49,9 @@ class ZeroPad2d final : public Layer {
       spec().fail(fmt::format("zero_pad2d '{}' needs an image input (H, W, C), got {}", name(), x.str()));
     return pad2d_output_shape(x, p_);
   }
+  LayerConfig describe() const override {
+    return LayerConfig().put_int("top", p_.top).put_int("bottom", p_.bottom).put_int("left", p_.left).put_int("right", p_.right);
+  }
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
     Layer::bind(ctx, std::move(params), std::move(grads));
     k_ = make_kernel<Pad2dKernel>(ctx, p_);

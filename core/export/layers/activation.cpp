@@ -1,0 +1,64 @@
+// ONNX export of the activation layers (activation, relu, relu6, sigmoid, tanh) and softmax:
+// Relu, Clip(0, 6) or Relu(x) - Relu(x - 6) (ExportContext::relu6_clip), Sigmoid, Tanh, Identity
+// (linear); Softmax over the last axis.
+#include <fmt/format.h>
+
+#include <map>
+
+#include "core/export/registry.h"
+
+namespace trainer::onnx_export {
+namespace {
+
+// One ONNX node for each function an activation layer applies, by its config name.
+using ActivationWriter = std::function<void(ExportContext&, size_t, const std::string& x, const std::string& y)>;
+
+const std::map<std::string, ActivationWriter>& activation_writers() {
+  auto unary = [](const char* op) {
+    return [op](ExportContext& ctx, size_t, const std::string& x, const std::string& y) { ctx.add_node(op, {x}, {y}); };
+  };
+  static const std::map<std::string, ActivationWriter> m = {
+      {"linear", unary("Identity")},
+      {"relu", unary("Relu")},
+      {"sigmoid", unary("Sigmoid")},
+      {"tanh", unary("Tanh")},
+      {"relu6",
+       [](ExportContext& ctx, size_t i, const std::string& x, const std::string& y) {
+         const std::string name = ctx.node(i).layer->name();
+         if (ctx.relu6_clip()) {
+           ctx.add_node("Clip", {x, ctx.add_scalar(name + "/min", 0.0f), ctx.add_scalar(name + "/max", 6.0f)}, {y});
+           return;
+         }
+         // min(max(x, 0), 6) = max(x, 0) - max(x - 6, 0): 0 below 0, x up to 6, then x - (x - 6).
+         const std::string relu = ctx.fresh(name + "/relu"), shifted = ctx.fresh(name + "/minus6"),
+                           over = ctx.fresh(name + "/over6");
+         ctx.add_node("Relu", {x}, {relu});
+         ctx.add_node("Sub", {x, ctx.add_scalar(name + "/six", 6.0f)}, {shifted});
+         ctx.add_node("Relu", {shifted}, {over});
+         ctx.add_node("Sub", {relu, over}, {y});
+       }},
+  };
+  return m;
+}
+
+void export_activation(ExportContext& ctx, size_t i) {
+  const Layer& l = *ctx.node(i).layer;
+  const std::string f = l.describe().text("function");
+  auto it = activation_writers().find(f);
+  if (it == activation_writers().end())
+    l.spec().fail(fmt::format("{} layer '{}': activation '{}' has no ONNX export", l.type(), l.name(), f));
+  it->second(ctx, i, ctx.input(i, 0).name, ctx.output_name(i));
+  ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
+}
+
+void export_softmax(ExportContext& ctx, size_t i) {
+  onnx::NodeProto* n = ctx.add_node("Softmax", {ctx.input(i, 0).name}, {ctx.output_name(i)});
+  attr_int(n, "axis", -1);  // the trainer's softmax takes a flat input: [N, K]
+  ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
+}
+
+const RegisterExporter act({"activation", "relu", "relu6", "sigmoid", "tanh"}, export_activation);
+const RegisterExporter softmax({"softmax"}, export_softmax);
+
+}  // namespace
+}  // namespace trainer::onnx_export

@@ -1,0 +1,81 @@
+// ONNX export of conv2d and depthwise_conv2d: Conv on NCHW with OIHW weights (depthwise: group = C),
+// Keras "same" padding as explicit pads, a following batch norm folded into weights and bias.
+#include <fmt/format.h>
+
+#include "core/export/registry.h"
+#include "core/ops/window.h"
+
+namespace trainer::onnx_export {
+namespace {
+
+// out[o][i][y][x] from the trainer's kernel, per output channel o scaled by a folded batch norm.
+struct ConvWeights {
+  std::vector<int64_t> dims;  // O, I, KH, KW
+  std::vector<float> w, b;    // b empty: no bias
+  std::string doc;
+};
+
+void apply_fold(ExportContext& ctx, size_t i, ConvWeights& cw) {
+  const ChannelAffine* a = ctx.folded_into(i);
+  if (!a) return;
+  const int64_t out = cw.dims[0], per = int64_t(cw.w.size()) / out;
+  if (cw.b.empty()) cw.b.assign(size_t(out), 0.0f);
+  for (int64_t o = 0; o < out; ++o) {
+    const double s = a->scale[size_t(o)];
+    for (int64_t k = 0; k < per; ++k) cw.w[size_t(o * per + k)] = float(double(cw.w[size_t(o * per + k)]) * s);
+    cw.b[size_t(o)] = float(double(cw.b[size_t(o)]) * s + a->shift[size_t(o)]);
+  }
+  cw.doc += fmt::format("; batch norm '{}' folded in (weights x gamma / sqrt(moving_variance + epsilon))", a->batchnorm);
+}
+
+void export_conv(ExportContext& ctx, size_t i, bool depthwise) {
+  const Layer& l = *ctx.node(i).layer;
+  const LayerConfig d = l.describe();
+  const Value& x = ctx.input(i, 0);
+  const int kh = int(d.integer("kernel_h")), kw = int(d.integer("kernel_w"));
+  const int sh = int(d.integer("strides_h")), sw = int(d.integer("strides_w"));
+  const int dh = int(d.integer("dilation_h")), dw = int(d.integer("dilation_w"));
+  const Padding pad = d.text("padding") == "same" ? Padding::Same : Padding::Valid;
+  const int64_t cin = x.shape[2];
+  const std::string kname = depthwise ? "depthwise_kernel" : "kernel";
+  const std::vector<float> k = ctx.param(i, kname);  // conv2d [KH, KW, C, F]; depthwise [KH, KW, C, M]
+  ConvWeights cw;
+  const int64_t per_in = depthwise ? d.integer("depth_multiplier") : d.integer("filters");
+  const int64_t out = depthwise ? cin * per_in : per_in, in = depthwise ? 1 : cin;
+  cw.dims = {out, in, kh, kw};
+  cw.w.resize(size_t(out * in * kh * kw));
+  // trainer: k[((y * KW + x) * C + c) * P + p]. Conv2d: o = p, i = c. Depthwise (Keras): output
+  // channel c * M + m of group c, one input channel.
+  for (int64_t y = 0; y < kh; ++y)
+    for (int64_t xx = 0; xx < kw; ++xx)
+      for (int64_t c = 0; c < cin; ++c)
+        for (int64_t p = 0; p < per_in; ++p) {
+          const float v = k[size_t(((y * kw + xx) * cin + c) * per_in + p)];
+          const int64_t o = depthwise ? c * per_in + p : p, ii = depthwise ? 0 : c;
+          cw.w[size_t(((o * in + ii) * kh + y) * kw + xx)] = v;
+        }
+  cw.doc = depthwise ? "trainer [KH, KW, C, M] as ONNX [C*M, 1, KH, KW]" : "trainer [KH, KW, C, F] (HWIO) as ONNX [F, C, KH, KW] (OIHW)";
+  if (d.flag("use_bias")) cw.b = ctx.param(i, "bias");
+  apply_fold(ctx, i, cw);
+  const Window1d wh = window_1d(x.shape[0], kh, sh, dh, pad), ww = window_1d(x.shape[1], kw, sw, dw, pad);
+  std::vector<std::string> inputs{x.name, ctx.add_initializer(ctx.param_entry(i, kname).name, cw.dims, cw.w, cw.doc)};
+  if (!cw.b.empty()) {
+    const std::string bname = d.flag("use_bias") ? ctx.param_entry(i, "bias").name : l.name() + "/bias";
+    inputs.push_back(ctx.add_initializer(bname, {out}, cw.b,
+                                         ctx.folded_into(i) ? "bias with the folded batch norm's shift" : ""));
+  }
+  onnx::NodeProto* n = ctx.add_node("Conv", inputs, {ctx.output_name(i)});
+  attr_ints(n, "kernel_shape", {kh, kw});
+  attr_ints(n, "strides", {sh, sw});
+  attr_ints(n, "dilations", {dh, dw});
+  attr_ints(n, "pads", {wh.pad_before, ww.pad_before, wh.pad_after, ww.pad_after});
+  attr_int(n, "group", depthwise ? cin : 1);
+  ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
+}
+
+const RegisterExporter conv({"conv2d"}, [](ExportContext& ctx, size_t i) { export_conv(ctx, i, false); }, true);
+const RegisterExporter depthwise({"depthwise_conv2d"}, [](ExportContext& ctx, size_t i) { export_conv(ctx, i, true); },
+                                 true);
+
+}  // namespace
+}  // namespace trainer::onnx_export

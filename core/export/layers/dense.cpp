@@ -1,0 +1,40 @@
+// ONNX export of dense: Gemm(x [N, F], kernel^T [U, F], bias [U]) with transB = 1 (the form every
+// runtime takes; OpenCV 4.6 refuses transB = 0), a following batch norm folded into kernel columns and bias.
+#include <fmt/format.h>
+
+#include "core/export/registry.h"
+
+namespace trainer::onnx_export {
+namespace {
+
+void export_dense(ExportContext& ctx, size_t i) {
+  const LayerConfig d = ctx.node(i).layer->describe();
+  const Value& x = ctx.input(i, 0);
+  const int64_t f = x.shape[0], u = d.integer("units");
+  std::vector<float> k = ctx.param(i, "kernel"), b;
+  if (d.flag("use_bias")) b = ctx.param(i, "bias");
+  std::string kdoc = "trainer [F, U] transposed to [U, F], Gemm's B with transB = 1", bdoc;
+  if (const ChannelAffine* a = ctx.folded_into(i)) {
+    if (b.empty()) b.assign(size_t(u), 0.0f);
+    for (int64_t r = 0; r < f; ++r)
+      for (int64_t c = 0; c < u; ++c) k[size_t(r * u + c)] = float(double(k[size_t(r * u + c)]) * a->scale[size_t(c)]);
+    for (int64_t c = 0; c < u; ++c) b[size_t(c)] = float(double(b[size_t(c)]) * a->scale[size_t(c)] + a->shift[size_t(c)]);
+    kdoc += fmt::format("; batch norm '{}' folded in (columns x gamma / sqrt(moving_variance + epsilon))", a->batchnorm);
+    bdoc = "bias with the folded batch norm's shift";
+  }
+  std::vector<float> kt(k.size());
+  for (int64_t r = 0; r < f; ++r)
+    for (int64_t c = 0; c < u; ++c) kt[size_t(c * f + r)] = k[size_t(r * u + c)];
+  std::vector<std::string> in{x.name, ctx.add_initializer(ctx.param_entry(i, "kernel").name, {u, f}, kt, kdoc)};
+  if (!b.empty()) {
+    const std::string bname = d.flag("use_bias") ? ctx.param_entry(i, "bias").name : ctx.node(i).layer->name() + "/bias";
+    in.push_back(ctx.add_initializer(bname, {u}, b, bdoc));
+  }
+  attr_int(ctx.add_node("Gemm", in, {ctx.output_name(i)}), "transB", 1);
+  ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
+}
+
+const RegisterExporter dense({"dense"}, export_dense, true);
+
+}  // namespace
+}  // namespace trainer::onnx_export

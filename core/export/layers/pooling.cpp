@@ -1,0 +1,36 @@
+// ONNX export of max_pool2d, avg_pool2d (MaxPool / AveragePool with Keras padding as explicit pads;
+// the average excludes the padding, count_include_pad = 0, as Keras) and global_avg_pool2d
+// (GlobalAveragePool, then Flatten to [N, C]).
+#include "core/export/registry.h"
+#include "core/ops/window.h"
+
+namespace trainer::onnx_export {
+namespace {
+
+void export_pool(ExportContext& ctx, size_t i, const char* op) {
+  const LayerConfig d = ctx.node(i).layer->describe();
+  const Value& x = ctx.input(i, 0);
+  const int kh = int(d.integer("pool_h")), kw = int(d.integer("pool_w"));
+  const int sh = int(d.integer("strides_h")), sw = int(d.integer("strides_w"));
+  const Padding pad = d.text("padding") == "same" ? Padding::Same : Padding::Valid;
+  const Window1d wh = window_1d(x.shape[0], kh, sh, 1, pad), ww = window_1d(x.shape[1], kw, sw, 1, pad);
+  onnx::NodeProto* n = ctx.add_node(op, {x.name}, {ctx.output_name(i)});
+  attr_ints(n, "kernel_shape", {kh, kw});
+  attr_ints(n, "strides", {sh, sw});
+  attr_ints(n, "pads", {wh.pad_before, ww.pad_before, wh.pad_after, ww.pad_after});
+  ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
+}
+
+void export_global_avg(ExportContext& ctx, size_t i) {
+  const std::string pooled = ctx.fresh(ctx.node(i).layer->name() + "/nc11");
+  ctx.add_node("GlobalAveragePool", {ctx.input(i, 0).name}, {pooled});
+  attr_int(ctx.add_node("Flatten", {pooled}, {ctx.output_name(i)}), "axis", 1);
+  ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
+}
+
+const RegisterExporter max_pool({"max_pool2d"}, [](ExportContext& ctx, size_t i) { export_pool(ctx, i, "MaxPool"); });
+const RegisterExporter avg_pool({"avg_pool2d"}, [](ExportContext& ctx, size_t i) { export_pool(ctx, i, "AveragePool"); });
+const RegisterExporter global_avg({"global_avg_pool2d"}, export_global_avg);
+
+}  // namespace
+}  // namespace trainer::onnx_export

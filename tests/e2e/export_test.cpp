@@ -1,0 +1,187 @@
+// `trainer export --onnx` checked by implementations nobody here wrote: ONNX's checker (full check)
+// and strict shape inference, and OpenCV's DNN module running each model on the inputs given to
+// `trainer predict`, whose probabilities it must reproduce within 1e-4 (tests/e2e/onnx/compare.py).
+#include <catch2/catch.hpp>
+#include <sys/wait.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+
+namespace {
+
+const std::string kPython = "/usr/bin/python3";  // Debian's: python3-onnx, python3-opencv, python3-numpy
+
+bool have_python_deps() {
+  return std::system((kPython + " -c 'import onnx, cv2, numpy' >/dev/null 2>&1").c_str()) == 0;
+}
+
+// A little-endian .npy file (format 1.0) of `dtype` ("|u1", "<f4") and shape.
+std::string npy(const std::string& dtype, const std::vector<int64_t>& shape, const std::string& data) {
+  std::string dims;
+  for (int64_t d : shape) dims += std::to_string(d) + ", ";
+  std::string header = "{'descr': '" + dtype + "', 'fortran_order': False, 'shape': (" + dims + "), }";
+  header.append(64 - (10 + header.size() + 1) % 64, ' ');
+  header += '\n';
+  const uint16_t len = uint16_t(header.size());
+  return std::string("\x93NUMPY\x01\x00", 8) + char(len & 0xff) + char(len >> 8) + header + data;
+}
+
+// N random images [N, H, W, 3] of uint8 pixels (fixed seed).
+void write_pixels(const std::string& path, int64_t n, int64_t h, int64_t w) {
+  std::mt19937 rng(7);
+  std::string px(size_t(n * h * w * 3), '\0');
+  for (char& c : px) c = char(rng() & 0xff);
+  e2e::write_file(path, npy("|u1", {n, h, w, 3}, px));
+}
+
+// N random float32 rows of `elems` values (a sequence model's inputs, one after another).
+void write_floats(const std::string& path, int64_t n, int64_t elems) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  std::vector<float> v(size_t(n * elems));
+  for (float& x : v) x = normal(rng);
+  e2e::write_file(path, npy("<f4", {n, elems}, std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)));
+}
+
+// Two steps of `config` with `sets` (synthetic data; batch-norm momentum 0, so that the moving
+// statistics are a real batch's and folding them changes the weights visibly) into dir/run.
+std::string train(const std::string& dir, const std::string& config, const std::string& sets) {
+  e2e::Result r = e2e::trainer("run " TRAINER_SOURCE_DIR "/configs/" + config +
+                                   " --set train.epochs=1 --set train.steps_per_epoch=2 --run-dir run " + sets,
+                               dir, "timeout 120");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  return dir + "/run";
+}
+
+void predict(const std::string& dir, const std::string& inputs, const std::string& probs, const std::string& extra = "") {
+  e2e::Result r = e2e::trainer("predict run " + inputs + " --probs " + probs + " " + extra, dir, "timeout 120");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+}
+
+// Exports with `flags` and runs compare.py; returns its JSON line. `compare` adds its options.
+nlohmann::json export_and_compare(const std::string& dir, const std::string& flags, const std::string& inputs,
+                                  const std::string& probs, const std::string& compare, const std::string& note = "") {
+  e2e::Result x = e2e::trainer("export run --onnx m.onnx " + flags, dir, "timeout 120");
+  INFO("trainer export run --onnx m.onnx " << flags << "\n" << x.out << x.err);
+  REQUIRE(x.code == 0);
+  CHECK(x.err.empty());
+  CHECK(x.out.find("ONNX opset ") != std::string::npos);
+  // The command says what the input must hold (compare.py checks the model's doc_string alike).
+  if (compare.find("--stats") != std::string::npos || compare.find("--mean") != std::string::npos)
+    CHECK(x.out.find(flags.find("--normalize") != std::string::npos ? "raw pixels 0..255" : "the normalised image") !=
+          std::string::npos);
+  const std::string cmd = "cd '" + dir + "' && " + kPython + " '" TRAINER_SOURCE_DIR "/tests/e2e/onnx/compare.py' m.onnx " +
+                          inputs + " " + probs + " " + compare + (flags.find("--normalize") != std::string::npos ? " --raw" : "") +
+                          " >compare.out 2>&1";
+  const int status = std::system(cmd.c_str());
+  const std::string out = e2e::read_file(dir + "/compare.out");
+  INFO(cmd << "\n" << out);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  nlohmann::json j = e2e::last_json(out);
+  std::string line = note + "[" + flags + "] opencv " + j.value("opencv", "?");
+  if (j.contains("max_abs_diff")) line += ", max |difference| " + j["max_abs_diff"].dump();
+  WARN(line);
+  return j;
+}
+
+// The four variants every image model is checked in: batch norms folded or kept, the input
+// normalised outside or inside the model.
+void image_variants(const std::string& dir, const std::string& inputs, const std::string& probs, const std::string& norm) {
+  for (const char* flags : {"", "--keep-batchnorm", "--normalize", "--normalize --keep-batchnorm"}) {
+    nlohmann::json j = export_and_compare(dir, flags, inputs, probs, norm);
+    CHECK(j.value("opencv", "") == "ok");
+    CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
+  }
+}
+
+#define REQUIRE_PYTHON_DEPS()                                                                                       \
+  if (!have_python_deps()) {                                                                                        \
+    WARN("skipped: " << kPython << " cannot import onnx, cv2 and numpy (Debian: python3-onnx python3-opencv)"); \
+    return;                                                                                                         \
+  }
+
+}  // namespace
+
+TEST_CASE("e2e export: the quickstart model in OpenCV equals trainer predict within 1e-4 (BN folded/kept, normalised "
+          "or not, opsets 13-17, moving average or not)", "[export]") {
+  REQUIRE_PYTHON_DEPS();
+  const std::string dir = e2e::temp_dir("export_quickstart");
+  train(dir, "quickstart.yaml",
+        "--set train.batch_size=8 --set 'data.train={type: synthetic, size: 32, seed: 1}' "
+        "--set 'data.val={type: synthetic, size: 8, seed: 2}' --set model.blocks.conv_bn_relu.layers.1.momentum=0 "
+        "--set 'train.ema={decay: 0.5}'");
+  write_pixels(dir + "/x.npy", 5, 32, 32);
+  predict(dir, "x.npy", "p.npy");
+  predict(dir, "x.npy", "p_trained.npy", "--no-ema");
+  image_variants(dir, "x.npy", "p.npy", "--stats run/norm_stats.npy");
+  for (int opset = 13; opset <= 17; ++opset) {
+    nlohmann::json j = export_and_compare(dir, "--opset " + std::to_string(opset), "x.npy", "p.npy", "--stats run/norm_stats.npy");
+    CHECK(j.value("opset", 0) == opset);
+    CHECK(j.value("ir_version", 0) == (opset <= 14 ? 7 : 8));
+    CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
+  }
+  // The checkpoint holds a moving average: the default exports it, --no-ema the trained weights,
+  // and they differ (so a swap would show).
+  nlohmann::json j = export_and_compare(dir, "--no-ema", "x.npy", "p_trained.npy", "--stats run/norm_stats.npy");
+  CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
+  j = export_and_compare(dir, "", "x.npy", "p_trained.npy", "--stats run/norm_stats.npy --tolerance 1",
+                         "control, the moving average against predict --no-ema, must differ: ");
+  CHECK(j.value("max_abs_diff", 0.0) > 1e-4);
+}
+
+TEST_CASE("e2e export: MiniGoogLeNet in OpenCV equals trainer predict within 1e-4 (BN folded/kept, normalised or not)",
+          "[export]") {
+  REQUIRE_PYTHON_DEPS();
+  const std::string dir = e2e::temp_dir("export_minigooglenet");
+  train(dir, "minigooglenet.yaml",
+        "--set train.batch_size=4 --set 'data.train={type: synthetic, size: 16, seed: 1}' "
+        "--set 'data.val={type: synthetic, size: 4, seed: 2}' --set data.workers=1 "
+        "--set model.blocks.conv_module.layers.1.momentum=0");
+  write_pixels(dir + "/x.npy", 4, 32, 32);
+  predict(dir, "x.npy", "p.npy");
+  image_variants(dir, "x.npy", "p.npy", "--stats run/norm_stats.npy");  // per_pixel mean
+}
+
+TEST_CASE("e2e export: MobileNetV2 in OpenCV equals trainer predict within 1e-4 (BN folded/kept, normalised or not, "
+          "relu6 as Clip checked by onnx)", "[export]") {
+  REQUIRE_PYTHON_DEPS();
+  const std::string dir = e2e::temp_dir("export_mobilenetv2");
+  train(dir, "mobilenetv2_cats_vs_dogs.yaml",
+        "--set train.batch_size=2 --set 'data.train={type: synthetic, size: 4, seed: 1, image_size: 224, classes: 2}' "
+        "--set 'data.val={type: synthetic, size: 2, seed: 2, image_size: 224, classes: 2}' --set data.workers=1 "
+        "--set model.blocks.conv_bn_relu6.layers.1.momentum=0 --set model.blocks.dw_bn_relu6.layers.1.momentum=0 "
+        "--set model.blocks.project.layers.1.momentum=0");
+  write_pixels(dir + "/x.npy", 2, 224, 224);
+  predict(dir, "x.npy", "p.npy");
+  const std::string norm = "--mean 127.5 --scale 0.00784313725490196";  // the config's {mean: 127.5, scale: 1/127.5}
+  image_variants(dir, "x.npy", "p.npy", norm);
+  // relu6 as one Clip node: valid ONNX (checker, shape inference); OpenCV 4.6 reads only the
+  // opset-6 Clip, so it may refuse, and then says why.
+  nlohmann::json j = export_and_compare(dir, "--relu6 clip", "x.npy", "p.npy", norm + " --allow-opencv-refusal");
+  if (j.value("opencv", "") == "ok") CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
+}
+
+TEST_CASE("e2e export: the device-parallel shared-LSTM model in OpenCV equals trainer predict within 1e-4", "[export]") {
+  REQUIRE_PYTHON_DEPS();
+  const std::string dir = e2e::temp_dir("export_lstm");
+  train(dir, "shared_lstm.yaml",
+        "--set train.batch_size=4 "
+        "--set 'data.train={type: synthetic_sequences, size: 8, length: 140, features: 256, inputs: 2, sources: 8, seed: 1}' "
+        "--set 'data.val={type: synthetic_sequences, size: 4, length: 140, features: 256, inputs: 2, sources: 8, seed: 2, "
+        "source_seed: 1}'");
+  write_floats(dir + "/x.npy", 3, 2 * 140 * 256);
+  predict(dir, "x.npy", "p.npy");
+  // compare.py feeds OpenCV each [N, 140, 256] input through a Reshape from [N, 140 * 256]: OpenCV
+  // 4.6's Python binding turns a 3-D array into a 2-D multi-channel image.
+  nlohmann::json j = export_and_compare(dir, "", "x.npy", "p.npy", "");
+  CHECK(j.value("opencv", "") == "ok");
+  CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
+}

@@ -67,7 +67,7 @@ std::vector<std::vector<std::string>> csv_rows(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("e2e ema: the average follows avg = d*avg + (1-d)*w every 2nd step, batch-norm statistics included; eval and predict use it") {
+TEST_CASE("e2e ema: the average follows avg = d*avg + (1-d)*w every 2nd step, batch-norm statistics included — eval and predict use it") {
   const std::string dir = e2e::temp_dir("ema");
   e2e::write_file(dir + "/c.yaml", kConfig);
   auto r = e2e::trainer("run c.yaml --run-dir full", dir);
@@ -114,7 +114,7 @@ TEST_CASE("e2e ema: the average follows avg = d*avg + (1-d)*w every 2nd step, ba
   CHECK(e2e::read_file(dir + "/a.npy") != e2e::read_file(dir + "/t.npy"));
 }
 
-TEST_CASE("e2e ema: a run stopped and resumed ends bit-identical to an uninterrupted one, average included; two replicas match one") {
+TEST_CASE("e2e ema: a run stopped and resumed ends bit-identical to an uninterrupted one, average included — two replicas match one") {
   const std::string dir = e2e::temp_dir("ema_resume");
   e2e::write_file(dir + "/c.yaml", std::string(kConfig) + "schedule: {type: constant}\n");
   auto full = e2e::trainer("run c.yaml --run-dir full", dir);
@@ -142,7 +142,7 @@ TEST_CASE("e2e ema: a run stopped and resumed ends bit-identical to an uninterru
   }
 }
 
-TEST_CASE("e2e predict: a table, CSV rows and .npy probabilities for images, folders and .npy batches; class names from training") {
+TEST_CASE("e2e predict: a table, CSV rows and .npy probabilities for images, folders and .npy batches — class names from training") {
   const std::string dir = e2e::temp_dir("predict");
   e2e::write_file(dir + "/c.yaml", kConfig);
   REQUIRE(e2e::trainer("run c.yaml --run-dir r --set train.epochs=1", dir).code == 0);
@@ -210,7 +210,7 @@ TEST_CASE("e2e predict: a table, CSV rows and .npy probabilities for images, fol
   CHECK(e2e::read_file(dir + "/a.npy").size() == 128 + 2 * 4 * sizeof(float));
 }
 
-TEST_CASE("e2e predict: bad inputs are named one line each and the others still predicted (exit 3); another model's checkpoint is refused (exit 2)") {
+TEST_CASE("e2e predict: bad inputs are named one line each and the others still predicted (exit 3) — another model's checkpoint is refused (exit 2)") {
   const std::string dir = e2e::temp_dir("predict_bad");
   e2e::write_file(dir + "/c.yaml", kConfig);
   REQUIRE(e2e::trainer("run c.yaml --run-dir r --set train.epochs=1", dir).code == 0);

@@ -25,7 +25,7 @@ TEST_CASE("onnx export: the IR version that goes with each opset written") {
   CHECK(onnx_ir_version(17) == 8);
 }
 
-TEST_CASE("LayerConfig: typed values; a missing or mistyped key is a logic_error naming it") {
+TEST_CASE("LayerConfig: typed values — a missing or mistyped key is a logic_error naming it") {
   LayerConfig c;
   c.put_int("filters", 16).put_real("epsilon", 1e-3).put_text("padding", "same").put_int("use_bias", 0);
   CHECK(c.integer("filters") == 16);

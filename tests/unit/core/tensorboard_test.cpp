@@ -76,7 +76,7 @@ TEST_CASE("tensorboard: a record is its length, the length's masked CRC, the dat
   CHECK(frame_record("").size() == 16);
 }
 
-TEST_CASE("tensorboard: records read back; a flipped byte or a cut file stops the reading with where and why") {
+TEST_CASE("tensorboard: records read back — a flipped byte or a cut file stops the reading with where and why") {
   const std::string dir = fresh_dir("records");
   const std::string path = dir + "/r.tfrecord";
   std::string bytes = frame_record("first") + frame_record(std::string(300, 'x')) + frame_record("third");

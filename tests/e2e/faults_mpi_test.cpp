@@ -89,6 +89,14 @@ std::string trainer_pids(const std::string& dir) { return "pgrep -f '^[^ ]*train
 
 // A long 2-process run of smoke.yaml writing `dir`/run, each process through `wrap` (a command
 // before the binary), with a checkpoint after every epoch.
+// Each process through a shell that notes its exit code in `dir`/rank<R>.rc and exits with it. The
+// shell ignores TERM (the trainer sets its own handler): when the first process exits non-zero,
+// mpirun ends the others with TERM, then KILL a second later, and a process that was itself
+// exiting 130 at that moment must still get its code noted.
+std::string rc_wrapper(const std::string& dir) {
+  return "sh -c 'trap \"\" TERM; \"$@\"; rc=$?; echo $rc >" + dir + "/rank$OMPI_COMM_WORLD_RANK.rc; exit $rc' sh ";
+}
+
 std::string long_run(const std::string& dir, const std::string& wrap = "") {
   return e2e::mpirun("timeout -k 5 120 ") + " -np 2 " + wrap + kBinary + " run " + kSmoke +
          " --set train.epochs=500 --cpu 1 --threads 1 --run-dir '" + dir + "/run'";
@@ -201,8 +209,7 @@ TEST_CASE("faults mpi: SIGINT to the trainer processes stops the job with exit 1
   // What a scheduler signalling the job's tasks does: each process gets SIGINT itself, they agree
   // on the step, each exits 130, and so does mpirun (the first non-zero code of its processes).
   std::string dir = e2e::temp_dir("faults_sigint_ranks");
-  // Each process through a shell that notes its exit code and exits with it.
-  const std::string wrap = "sh -c '\"$@\"; rc=$?; echo $rc >" + dir + "/rank$OMPI_COMM_WORLD_RANK.rc; exit $rc' sh ";
+  const std::string wrap = rc_wrapper(dir);
   Job j = run_job(dir, long_run(dir, wrap), "kill -INT $(" + trainer_pids(dir) + ")");
   INFO(j.out);
   CHECK(j.code == 130);
@@ -218,7 +225,7 @@ TEST_CASE("faults mpi: a signal during validation stops every process there: eac
   // The validation is slowed (300 ms a batch) so that the signal lands in it; before the fix,
   // process 1 left its validation silently and exited 0 (only process 0 took it as an interrupt).
   std::string dir = e2e::temp_dir("faults_sigval");
-  const std::string wrap = "sh -c '\"$@\"; rc=$?; echo $rc >" + dir + "/rank$OMPI_COMM_WORLD_RANK.rc; exit $rc' sh ";
+  const std::string wrap = rc_wrapper(dir);
   const std::string job = e2e::mpirun("TRAINER_TEST_SLOW_VALIDATION=300 timeout -k 5 120 ") + " -np 2 " + wrap + kBinary +
                           " run " + kSmoke + " --set train.epochs=5 --cpu 1 --threads 1 --run-dir '" + dir + "/run'";
   std::string script = "cd '" + dir + "' && (" + job + " >job.out 2>&1 & job=$!; " +

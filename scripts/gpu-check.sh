@@ -24,7 +24,10 @@
 # after every phase and at exit (also on SIGTERM/SIGINT/SIGHUP), and the summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
+# The physical path: run through the /tmp/trainer-src link made below (the e2e tests do), a logical
+# $PWD made that link point at itself, and every later test of the command found no file (GPU run of
+# 2026-11-26, H200: 27 e2e cases).
+root=$(pwd -P)
 t0=$(date +%s)
 
 # --- the phases: name, bound (s), per-step timeout (s), what it checks ----------------------------
@@ -66,7 +69,8 @@ if [ "${1:-}" = "--plan" ]; then
   done
   printf '\nPhases end well inside their bounds (an H100, 2026-11-26: ops 17 s, core 3 s, engine 7 s, graphs\n'
   printf '13 s, bench 121 s, configs 127 s, configs-mgn 26 s, configs-mnv2 73 s, racecheck 42-49 s,\n'
-  printf 'memcheck 20 s, bench-b64 136 s), and the command stops starting phases at GPU_CHECK_BUDGET. With\n'
+  printf 'memcheck 20 s, bench-b64 136 s; an H200, that evening: configs 110 s, e2e 84 s, bench-mnv2 181 s\n'
+  printf 'before its layer rows), and the command stops starting phases at GPU_CHECK_BUDGET. With\n'
   printf '15 minutes of device time (a start took ~30 s), one command in priority order does most of it:\n'
   printf '  GPU_CHECK_BUDGET=560 GPU_CHECK_JOBS=8 bash scripts/gpu-check.sh ops core engine graphs bench configs \\\n'
   printf '    configs-mgn configs-mnv2 racecheck memcheck\n'
@@ -91,6 +95,13 @@ if [ "${1:-}" = "pack" ]; then
   cp "$drv"/cairo.* "$drv"/null.* "$stage/plplot/drivers/"
   share=$(ls -d /usr/share/plplot[0-9]* | head -1)
   cp "$share"/*.fnt "$share"/*.pal "$stage/plplot/data/"
+  # The GPU machine has no fontconfig configuration: cairo's first text then printed "Fontconfig
+  # error: Cannot load default config file" on stderr, which the one-line-on-stderr tests count (8
+  # e2e cases, 2026-11-26). A configuration naming one travelling font (FONTCONFIG_FILE below).
+  mkdir -p "$stage/fonts"
+  cp /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf "$stage/fonts/"
+  printf '<?xml version="1.0"?>\n<!DOCTYPE fontconfig SYSTEM "fonts.dtd">\n<fontconfig>\n  <dir>/tmp/trainer-gpu/fonts</dir>\n  <cachedir>/tmp/trainer-gpu/fonts/cache</cachedir>\n</fontconfig>\n' \
+    >"$stage/fonts/fonts.conf"
   # Debian libraries the GPU machine lacks (not glibc itself, not the CUDA libraries), for the
   # binaries and the driver plugins.
   # (ldd of the binaries alone: build-gpu/tests/* also holds CMake's files, on which ldd exits 1,
@@ -165,6 +176,7 @@ if [ -f .device-pack/trainer-gpu.tar.xz ]; then
   tests=$bin/tests
   export LD_LIBRARY_PATH=$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export PLPLOT_DRV_DIR=$bin/plplot/drivers PLPLOT_LIB=$bin/plplot/data
+  [ -f "$bin/fonts/fonts.conf" ] && export FONTCONFIG_FILE=$bin/fonts/fonts.conf
   export TRAINER_DATA=$root/.device-pack/data
 else
   build=${GPU_CHECK_BUILD:-$root/build}
@@ -446,7 +458,22 @@ phase_graphs() {
 }
 phase_bench() { for p in fp32 bf16; do referee minigooglenet 256 "$p" 1; done; }
 phase_bench_b64() { for p in fp32 bf16; do referee minigooglenet 64 "$p" 1; done; }
-phase_bench_mnv2() { for p in fp32 bf16; do referee mobilenetv2 64 "$p" 1; done; }
+phase_bench_mnv2() {
+  local p
+  for p in fp32 bf16; do referee mobilenetv2 64 "$p" 1; done
+  # Where its step goes (it ran at 0.48x/0.65x PyTorch eager on an H200, 2026-11-26): every layer
+  # timed, the step synchronised around each; one row per precision with the layer types' totals.
+  for p in fp32 bf16; do
+    local label="layers: mobilenetv2 b64 $p (fwd+bwd ms per type)"
+    ((dry)) && { skip "$label" "trainer bench --layers"; continue; }
+    run_bounded 60 "$T" bench configs/mobilenetv2_cats_vs_dogs.yaml --gpus 0 --steps 10 --warmup 3 --layers \
+      --set train.batch_size=64 --set precision=$p >"$out/layers-mnv2-$p.log" 2>&1
+    local rc=$?
+    ((rc == 125)) && { skip "$label"; continue; }
+    row "$label" "rc $rc; $(grep -E ' fwd +[0-9.]+ ms  bwd' "$out/layers-mnv2-$p.log" |
+      awk '{t[$2] += $5 + $8} END {for (k in t) printf "%.2f %s\n", t[k], k}' | sort -rn | head -6 | paste -sd, -)"
+  done
+}
 
 for phase in "${phases[@]}"; do
   case " ${all[*]} " in

@@ -252,7 +252,10 @@ TEST_CASE("faults mpi: SIGSTOP of one process: the watchdog names it stopped, wr
   WARN("mpirun after SIGSTOP of one process (train.watchdog_s 3): exit " << j.code << " after " << j.ms << " ms");
   CHECK(j.code == 5);  // MPI_Abort's code
   CHECK(j.ms < 9000);
-  CHECK_THAT(j.out, Contains("process 0/2: watchdog: rank 0 (process 0, pid ") && Contains(", all-reduce of gradient bucket 1 of 1, for "));
+  // Rank 0 waits for the stopped rank in the gradient all-reduce, or, when the stop lands between
+  // steps (seen on a 16-core GPU machine), in the end-of-step exchange.
+  CHECK_THAT(j.out, Contains("process 0/2: watchdog: rank 0 (process 0, pid ") &&
+                        (Contains(", all-reduce of gradient bucket 1 of 1, for ") || Contains(", end-of-step exchange with the other ranks, for ")));
   CHECK_THAT(j.out, Contains("process 0/2: watchdog: rank 1 (process 1, pid ") && Contains(", stopped): step ") && Contains(" s <- no progress"));
   CHECK_THAT(j.out, Contains("process 0/2: stalled: no progress for ") && Contains("; its process (pid ") && Contains(") is stopped; another rank waits for it"));
   // The last completed step's checkpoint, or the newest one already written when it is as recent

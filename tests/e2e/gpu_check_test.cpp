@@ -69,6 +69,10 @@ TEST_CASE("gpu-check: the dry run walks every phase, prints its rows and archive
   CHECK(std::filesystem::exists(dir + "/gpu-check-summary.log"));
   CHECK(std::filesystem::exists(dir + "/logs/summary.log"));
   CHECK(!std::filesystem::exists(dir + "/gpu-check"));  // the logs stay out of $OUT (8 files come back)
+  // With a pack, the script links /tmp/trainer-src to the checkout; run from under that link (as the
+  // GPU machine's e2e phase runs this test), it once made the link point at itself.
+  std::error_code ec;
+  if (std::filesystem::is_symlink("/tmp/trainer-src", ec)) CHECK(std::filesystem::read_symlink("/tmp/trainer-src", ec) != "/tmp/trainer-src");
 }
 
 TEST_CASE("gpu-check: run-isolated starts no case past its deadline and counts the cases left as not run") {

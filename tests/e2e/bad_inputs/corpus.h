@@ -14,6 +14,9 @@
 
 namespace bad_inputs {
 
+// The rows about GPUs that are not there hide every GPU, so that they hold on a GPU machine too.
+const std::string kNoGpu = "CUDA_VISIBLE_DEVICES=";
+
 // The reference config: trains (one short epoch) as written; each config case changes one thing.
 // Line numbers matter to the expected messages.
 const std::string kBase = R"(name: bad

@@ -45,7 +45,7 @@ inline std::vector<Case> device_parallel_cases() {
       {.cat = "placement", .name = "micro-batches 0", .config = seq({{"strategy: device_parallel", "strategy: device_parallel\npipeline: {microbatches: 0}"}}),
        .expect = "c.yaml:17:26: 'pipeline.microbatches' must be between 1 and 1024, not 0"},
       {.cat = "placement", .name = "gpu:N without a GPU", .config = seq({{"lstm_b: cpu:2", "lstm_b: gpu:0"}}), .args = "run c.yaml --gpus 0",
-       .code = 4, .expect = "device error: GPUs were requested but none is visible: ..."},
+       .env = kNoGpu, .code = 4, .expect = "device error: GPUs were requested but none is visible: ..."},
       {.cat = "share", .name = "unknown layer", .config = seq({{"share: lstm_a", "share: lstm_x"}}),
        .expect = "c.yaml:8:29: layer 'lstm_b' shares 'lstm_x', which is not a layer of the model (did you mean 'lstm_a'?)"},
       {.cat = "share", .name = "its own configuration", .config = seq({{"share: lstm_a, inputs: [b]}", "share: lstm_a, inputs: [b], units: 8}"}}),

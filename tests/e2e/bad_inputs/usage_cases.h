@@ -23,7 +23,7 @@ inline std::vector<Case> usage_cases() {
       {.cat = "cli", .name = "--cpu not a number", .config = kBase, .args = "run c.yaml --cpu two", .expect = "--cpu: expected a positive number, not 'two' (see trainer run --help)"},
       {.cat = "cli", .name = "--gpus garbage", .config = kBase, .args = "run c.yaml --gpus x1",
        .expect = "--gpus x1: expected a GPU count (4), ordinals (0,2 or 0,0 or 1,) or 'all'"},
-      {.cat = "cli", .name = "--gpus with no GPU", .config = kBase, .args = "run c.yaml --gpus 0", .code = 4,
+      {.cat = "cli", .name = "--gpus with no GPU", .config = kBase, .args = "run c.yaml --gpus 0", .env = kNoGpu, .code = 4,
        .expect = "device error: GPUs were requested but none is visible: ..."},
       {.cat = "cli", .name = "--gpus and --cpu together", .config = kBase, .args = "run c.yaml --gpus 0 --cpu 2",
        .expect = "--gpus excludes --cpu (see trainer run --help)"},
@@ -41,9 +41,9 @@ inline std::vector<Case> usage_cases() {
 
       // ---- device lists in the config ---------------------------------------------------------------
       {.cat = "devices", .name = "a GPU on a machine without one", .config = changed({{"devices: {cpu: 1}", "devices: {gpus: [0]}"}}),
-       .code = 4, .expect = "device error: GPUs were requested but none is visible: ..."},
+       .env = kNoGpu, .code = 4, .expect = "device error: GPUs were requested but none is visible: ..."},
       {.cat = "devices", .name = "gpus: all without a GPU", .config = changed({{"devices: {cpu: 1}", "devices: {gpus: all}"}}),
-       .code = 4, .expect = "device error: GPUs were requested but none is visible: ..."},
+       .env = kNoGpu, .code = 4, .expect = "device error: GPUs were requested but none is visible: ..."},
       {.cat = "devices", .name = "negative GPU ordinal", .config = changed({{"devices: {cpu: 1}", "devices: {gpus: [-1]}"}}),
        .expect = "c.yaml:16:18: GPU ordinals are 0 or more"},
       {.cat = "devices", .name = "GPU list of names", .config = changed({{"devices: {cpu: 1}", "devices: {gpus: [a100]}"}}),
@@ -66,7 +66,7 @@ inline std::vector<Case> usage_cases() {
        .config = with_model("model:\n  input: [4]\n  layers:\n    - {name: a, type: dense, units: 4, inputs: [b]}\n"
                             "    - {name: b, type: dense, units: 3, inputs: [a]}\n"),
        .args = "bench c.yaml --steps 1", .expect = "c.yaml:5:7: the layers form a cycle: a -> b -> a"},
-      {.cat = "subcommand", .name = "bench: --gpus with no GPU", .config = kBase, .args = "bench c.yaml --steps 1 --gpus 1", .code = 4,
+      {.cat = "subcommand", .name = "bench: --gpus with no GPU", .config = kBase, .args = "bench c.yaml --steps 1 --gpus 1", .env = kNoGpu, .code = 4,
        .expect = "device error: GPUs were requested but none is visible: ..."},
       {.cat = "subcommand", .name = "bench: --steps 0", .config = kBase, .args = "bench c.yaml --steps 0", .expect = "--steps: expected a positive number, not '0' (see trainer bench --help)"},
       {.cat = "subcommand", .name = "bench: --warmup -1", .config = kBase, .args = "bench c.yaml --warmup=-1",

@@ -211,6 +211,12 @@ TEST_CASE("data parallel on one GPU listed N times (--gpus 0,0,0): N replicas x 
   for (int n : {2, 3}) check_equivalent(config("{type: sgd, lr: 0.05, momentum: 0.9}", false, false), n, &gpu->device);
   check_equivalent(config("{type: adam, lr: 0.01}", false, false), 3, &gpu->device, 5e-5);
   check_equivalent(config("{type: sgd, lr: 0.05, momentum: 0.9}", true, true), 3, &gpu->device);
+  // Clipping (the global batch's norm), the weights' moving average with sync_bn, and accumulated
+  // micro-batches, as the CPU cases above check them.
+  const std::string sgd = "{type: sgd, lr: 0.05, momentum: 0.9}";
+  check_equivalent(config(sgd, false, false, "clip_norm: 0.05, "), 3, &gpu->device);
+  check_equivalent(config(sgd, true, true, "ema: {decay: 0.8}, "), 2, &gpu->device);
+  check_equivalent(config(sgd, false, false), 2, &gpu->device, 1e-5, 2);
 }
 
 TEST_CASE("data parallel: a failing replica stops every replica promptly with its error") {

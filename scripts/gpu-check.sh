@@ -71,10 +71,11 @@ if [ "${1:-}" = "--plan" ]; then
   printf '13 s, bench 121 s, configs 127 s, configs-mgn 26 s, configs-mnv2 73 s, racecheck 42-49 s,\n'
   printf 'memcheck 20 s, bench-b64 136 s; an H200, that evening: configs 110 s, e2e 84 s, bench-mnv2 181 s\n'
   printf 'before its layer rows), and the command stops starting phases at GPU_CHECK_BUDGET. With\n'
-  printf '15 minutes of device time (a start took ~30 s), one command in priority order does most of it:\n'
-  printf '  GPU_CHECK_BUDGET=560 GPU_CHECK_JOBS=8 bash scripts/gpu-check.sh ops core engine graphs bench configs \\\n'
-  printf '    configs-mgn configs-mnv2 racecheck memcheck\n'
-  printf 'then, warm, the rest: bench-b64 bench-mnv2 e2e. Each command leaves $OUT/gpu-check-summary.log and\n'
+  printf '15 minutes of device time (a start took ~30 s), one command in priority order does most of it (the\n'
+  printf 'fixes of the H200 run are checked by core and e2e; bench-mnv2 says where MobileNetV2 loses):\n'
+  printf '  GPU_CHECK_BUDGET=560 GPU_CHECK_JOBS=8 bash scripts/gpu-check.sh ops core engine e2e bench-mnv2 configs \\\n'
+  printf '    graphs racecheck memcheck\n'
+  printf 'then, warm, the rest: configs-mgn configs-mnv2 bench bench-b64. Each command leaves $OUT/gpu-check-summary.log and\n'
   printf '$OUT/gpu-check-logs.tar.gz (2 files back). Build the pack first: scripts/gpu-check.sh pack\n'
   exit $bad
 fi

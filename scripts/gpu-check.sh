@@ -67,15 +67,15 @@ if [ "${1:-}" = "--plan" ]; then
     ((sum <= 540)) || bad=1
     printf '  %d. bash scripts/gpu-check.sh %-28s # bounds sum to %3d s\n' "$i" "$c" "$sum"
   done
-  printf '\nPhases end well inside their bounds (an H100, 2026-11-26: ops 17 s, core 3 s, engine 7 s, graphs\n'
-  printf '13 s, bench 121 s, configs 127 s, configs-mgn 26 s, configs-mnv2 73 s, racecheck 42-49 s,\n'
-  printf 'memcheck 20 s, bench-b64 136 s; an H200, that evening: configs 110 s, e2e 84 s, bench-mnv2 181 s\n'
-  printf 'before its layer rows), and the command stops starting phases at GPU_CHECK_BUDGET. With\n'
-  printf '15 minutes of device time (a start took ~30 s), one command in priority order does most of it (the\n'
-  printf 'fixes of the H200 run are checked by core and e2e; bench-mnv2 says where MobileNetV2 loses):\n'
-  printf '  GPU_CHECK_BUDGET=560 GPU_CHECK_JOBS=8 bash scripts/gpu-check.sh ops core engine e2e bench-mnv2 configs \\\n'
-  printf '    graphs racecheck memcheck\n'
-  printf 'then, warm, the rest: configs-mgn configs-mnv2 bench bench-b64. Each command leaves $OUT/gpu-check-summary.log and\n'
+  printf '\nPhases end well inside their bounds (an H100, 2026-11-27: ops 21 s, core 5 s, engine 12 s, e2e\n'
+  printf '134 s, bench-mnv2 226 s with its layer rows, configs 125 s, graphs 17 s, racecheck 50 s, memcheck\n'
+  printf '21 s, configs-mgn 35 s, bench-b64 133 s; engine now also times the CPU stage by OpenMP wait policy,\n'
+  printf '~40 s more), and the command stops starting phases at GPU_CHECK_BUDGET. With 15 minutes of device\n'
+  printf 'time (a start took ~30 s), one command in priority order does most of it (engine says why the\n'
+  printf 'gpu:0 + cpu pipeline slowed 4x; bench-mnv2 which cuDNN algorithms MobileNetV2 bf16 gets):\n'
+  printf '  GPU_CHECK_BUDGET=560 GPU_CHECK_JOBS=8 bash scripts/gpu-check.sh ops core engine bench-mnv2 e2e \\\n'
+  printf '    racecheck memcheck\n'
+  printf 'then, warm (~270 s left): configs graphs configs-mgn. Each command leaves $OUT/gpu-check-summary.log and\n'
   printf '$OUT/gpu-check-logs.tar.gz (2 files back). Build the pack first: scripts/gpu-check.sh pack\n'
   exit $bad
 fi
@@ -241,7 +241,43 @@ run_bounded() {
 }
 # skip <label> <what>: the row of a step that does not run.
 skip() {
-  if ((dry)); then row "$1" "skipped: no GPU${2:+ ($2)}"; else row "$1" "not run: the phase's time bound (${bound[$phase]} s) was reached"; fi
+  if ((dry)); then row "$1" "skipped: no GPU${2:+ ($2)}"; else
+    row "$1" "not run: under 10 s left before the phase's deadline (its bound of ${bound[$phase]} s, or GPU_CHECK_BUDGET)"
+  fi
+}
+# bounded_row <label> <timeout> <log> <cmd...>: the command under run_bounded, its output in <log>, and
+# a row with its last line, or why there is none ("not run", "timed out", the exit code): never an
+# empty row (the H100 run of 2026-11-27 printed three, for steps the command's budget left out).
+bounded_row() {
+  local label=$1 t=$2 logf=$3 rc last
+  shift 3
+  run_bounded "$t" "$@" >"$logf" 2>&1
+  rc=$?
+  ((rc == 125)) && { skip "$label"; return $rc; }
+  last=$(grep -v '^[[:space:]]*$' "$logf" | tail -1)
+  case $rc in
+    0) row "$label" "${last:-exit 0 without output}" ;;
+    124 | 137) row "$label" "timed out (${t} s or the phase's deadline): ${last:-no output}" ;;
+    *) row "$label" "exit $rc: ${last:-no output}" ;;
+  esac
+  return $rc
+}
+
+# bench_row <label> <log> <cmd...>: a `trainer bench --json` run (60 s at most) as one short row: img/s,
+# the cores it kept busy, and each pipeline stage's busy time.
+bench_row() {
+  local label=$1 logf=$2 j
+  shift 2
+  run_bounded 60 "$@" >"$logf" 2>&1
+  case $? in
+    0) j=$(grep '^{' "$logf" | tail -1)
+       row "$label" "$(sed -nE 's/.*"images_per_sec": ?([0-9.]+).*/\1 img\/s/p' <<<"$j"), cores $(sed -nE \
+         's/.*"cpu_cores": ?([0-9.]+).*/\1/p' <<<"$j"), threads $(sed -nE 's/.*"threads": ?([0-9]+).*/\1/p' <<<"$j")$(grep -oE \
+         '"device": ?"[^"]*", ?"busy_ms": ?[0-9.]+' <<<"$j" | sed -E 's/"device": ?"([^"]*)", ?"busy_ms": ?/, \1 busy /' |
+         tr -d '\n')" ;;
+    125) skip "$label" ;;
+    *) row "$label" "failed: $(grep -v '^[[:space:]]*$' "$logf" | tail -1)" ;;
+  esac
 }
 
 # --- the test suites, one process per case --------------------------------------------------------
@@ -337,10 +373,17 @@ phase_configs() {
     skip "predict --gpus 0 vs cpu" "trainer predict $ema"
   elif [ -d "$ema" ]; then
     local imgs="$root/tests/e2e/bad_inputs/bird32x32.jpg $root/tests/e2e/bad_inputs/rgb4x4.png"
-    run_bounded 60 "$T" predict "$ema" $imgs --gpus 0 --csv "$out/predict-gpu.csv" >"$out/predict-gpu.log" 2>&1
-    run_bounded 60 "$T" predict "$ema" $imgs --csv "$out/predict-cpu.csv" >"$out/predict-cpu.log" 2>&1
-    row "predict --gpus 0" "$(sed -n 2p "$out/predict-gpu.csv" 2>/dev/null || tail -1 "$out/predict-gpu.log")"
-    row "predict on the CPU" "$(sed -n 2p "$out/predict-cpu.csv" 2>/dev/null || tail -1 "$out/predict-cpu.log")"
+    local where flag rc
+    for where in gpu cpu; do
+      flag=()
+      [ $where = gpu ] && flag=(--gpus 0)
+      run_bounded 60 "$T" predict "$ema" $imgs "${flag[@]}" --csv "$out/predict-$where.csv" >"$out/predict-$where.log" 2>&1
+      rc=$?
+      if ((rc == 125)); then skip "predict on the ${where^^}"
+      elif ((rc == 0)); then row "predict on the ${where^^}" "$(sed -n 2p "$out/predict-$where.csv")"
+      else row "predict on the ${where^^}" "exit $rc: $(grep -v '^[[:space:]]*$' "$out/predict-$where.log" | tail -1)"
+      fi
+    done
   fi
   # Throughput of the two on the GPU: the hybrid's copies and stages; one gradient all-reduce per
   # accumulated step (gradient_allreduces_per_step).
@@ -349,10 +392,10 @@ phase_configs() {
     skip "bench smoke accumulate 4 --gpus 0,0" "trainer bench configs/smoke.yaml"
     return
   fi
-  row "bench hybrid 2x2 --gpus 0,0,0,0" "$(run_bounded 60 "$T" bench configs/hybrid.yaml --gpus 0,0,0,0 \
-    --set placement.a1=gpu:0 --set placement.b1=gpu:1 --steps 20 --json 2>&1 | tail -1)"
-  row "bench smoke accumulate 4 --gpus 0,0" "$(run_bounded 60 "$T" bench configs/smoke.yaml --gpus 0,0 \
-    --set train.accumulate=4 --steps 20 --json 2>&1 | tail -1)"
+  bounded_row "bench hybrid 2x2 --gpus 0,0,0,0" 60 "$out/bench-hybrid.log" "$T" bench configs/hybrid.yaml \
+    --gpus 0,0,0,0 --set placement.a1=gpu:0 --set placement.b1=gpu:1 --steps 20 --json
+  bounded_row "bench smoke accumulate 4 --gpus 0,0" 60 "$out/bench-accumulate.log" "$T" bench configs/smoke.yaml \
+    --gpus 0,0 --set train.accumulate=4 --steps 20 --json
 }
 
 phase_configs_mgn() {
@@ -389,6 +432,8 @@ phase_engine() {
   if ((dry)); then
     for r in "smoke loss: --gpus 0 / NCCL 1 rank / --gpus 0,0" "SIGINT at step 40 + resume (smoke, GPU)" \
       "trainer eval on GPU" "bench model_parallel gpu:0 + cpu, M=1" "bench model_parallel gpu:0 + cpu, M=4" \
+      "model_parallel gpu:0 + cpu, M=1, by OpenMP wait policy (4 rows)" \
+      "minigooglenet --cpu 1 b64, by GOMP_SPINCOUNT (2 rows)" \
       "mpirun -np 1 trainer run smoke.yaml --gpus 0"; do skip "$r"; done
     need configs/model_parallel.yaml "config"
     return
@@ -417,8 +462,25 @@ phase_engine() {
   run_bounded 60 "$T" eval "$out/dp-single" --gpus 0 >"$out/ck-eval.log" 2>&1
   row "trainer eval on GPU" "rc $?; $(grep -o 'loss: .*' "$out/ck-eval.log" | tail -1)"
   for m in 1 4; do
-    row "bench model_parallel gpu:0 + cpu, M=$m" "$(run_bounded 60 "$T" bench configs/model_parallel.yaml --gpus 0 \
-      --set placement.a1=gpu:0 --set placement.b1=cpu --set pipeline.microbatches=$m --steps 20 2>&1 | tail -1)"
+    bounded_row "bench model_parallel gpu:0 + cpu, M=$m" 60 "$out/bench-model_parallel-m$m.log" "$T" bench \
+      configs/model_parallel.yaml --gpus 0 --set placement.a1=gpu:0 --set placement.b1=cpu \
+      --set pipeline.microbatches=$m --steps 20
+  done
+  # That bench ran at 8,582 img/s (M=1) on the H100 machine at 2264054 and at 1,958 at 4358a80, its CPU
+  # stage busy 6.5 then 28.7 ms, with 6.5 of 16 cores busy. Suspects: trainer's GOMP_SPINCOUNT=3000
+  # (7fe5491: idle OpenMP threads sleep after a short spin, so each of the stage's many short parallel
+  # regions wakes 15 threads) and 16 compute threads beside the GPU stage's own thread. One row each.
+  local v i=0
+  for v in "GOMP_SPINCOUNT=300000|" "GOMP_SPINCOUNT=3000|" "GOMP_SPINCOUNT=3000|--threads 15" \
+           "OMP_WAIT_POLICY=active|"; do
+    bench_row "model_parallel gpu:0 + cpu, M=1, ${v%%|*} ${v#*|}" "$out/bench-mp-$((++i)).log" \
+      env "${v%%|*}" "$T" bench configs/model_parallel.yaml --gpus 0 --set placement.a1=gpu:0 --set placement.b1=cpu \
+      --steps 20 --json ${v#*|}
+  done
+  # The same threads on the CPU alone (MiniGoogLeNet b64, all cores): is the spin count the cost?
+  for v in "GOMP_SPINCOUNT=300000" "GOMP_SPINCOUNT=3000"; do
+    bench_row "minigooglenet --cpu 1 b64, ${v}" "$out/bench-cpu-$v.log" env "$v" "$T" bench configs/minigooglenet.yaml \
+      --cpu 1 --steps 10 --warmup 2 --json
   done
   if command -v mpirun >/dev/null; then
     run_bounded 60 mpirun -np 1 --allow-run-as-root "$T" run configs/smoke.yaml --gpus 0 --run-dir "$out/mpi-gpu" \
@@ -472,12 +534,18 @@ phase_bench_mnv2() {
   for p in fp32 bf16; do
     local label="layers: mobilenetv2 b64 $p (fwd+bwd ms per type)"
     ((dry)) && { skip "$label" "trainer bench --layers"; continue; }
-    run_bounded 60 "$T" bench configs/mobilenetv2_cats_vs_dogs.yaml --gpus 0 --steps 10 --warmup 3 --layers \
+    TRAINER_CUDNN_LOG=1 run_bounded 60 "$T" bench configs/mobilenetv2_cats_vs_dogs.yaml --gpus 0 --steps 10 --warmup 3 --layers \
       --set train.batch_size=64 --set precision=$p >"$out/layers-mnv2-$p.log" 2>&1
     local rc=$?
     ((rc == 125)) && { skip "$label"; continue; }
     row "$label" "rc $rc; $(grep -E ' fwd +[0-9.]+ ms  bwd' "$out/layers-mnv2-$p.log" |
       awk '{t[$2] += $5 + $8} END {for (k in t) printf "%.2f %s\n", t[k], k}' | sort -rn | head -6 | paste -sd, -)"
+    # bf16's 1x1 convolutions took ~0.3 ms forward whatever their size on the H100 (2026-11-27), fp32's
+    # 0.07-0.15: which cuDNN algorithms and math types were chosen (TRAINER_CUDNN_LOG=1, one line each).
+    row "cuDNN choices: mobilenetv2 b64 $p" "$(grep -c ': cuDNN ' "$out/layers-mnv2-$p.log") choices; $(grep -oE \
+      '(forward|backward data|backward filter): cuDNN [a-z]+ algorithm [0-9]+ \(math [A-Z_]+' "$out/layers-mnv2-$p.log" |
+      sed -E 's/: cuDNN ([a-z]+) algorithm ([0-9]+) \(math /:\1 \2:/' | sort | uniq -c |
+      sort -rn | head -8 | awk '{$1=$1; print}' | paste -sd, -)"
   done
 }
 

@@ -1,6 +1,7 @@
 // CUDA depthwise conv2d: hand-written NHWC kernels over f32/bf16/f16 activations (forward, backward data, backward filter in fixed order, no atomics).
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
@@ -34,29 +35,37 @@ constexpr const char* kOp = "depthwise_conv2d";
 
 using depthwise_math::DwShape;
 
-template <class T>
+// A grid-stride loop over [0, n) in the index type I (int32_t when fits_int32 said so: the grid's
+// stride is at most 8 blocks per SM of kBlock threads, so i + stride stays below 2^31).
+#define DW_GRID_LOOP(I, i, n) \
+  for (I i = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x), i##_step_ = I(blockDim.x) * I(gridDim.x); i < (n); i += i##_step_)
+
+template <class T, class I>
 __global__ void dw_forward_kernel(DwShape s, const T* __restrict__ x, const float* __restrict__ w,
-                                  const float* __restrict__ b, T* __restrict__ y) {
+                                  const float* __restrict__ b, T* __restrict__ y, I total) {
   const cuda::Load<T> lx{x};
-  CUDA_GRID_LOOP(i, s.n * s.oh * s.ow * s.oc) y[i] = cuda::from_f32<T>(depthwise_math::forward_at(s, lx, w, b, i));
+  DW_GRID_LOOP(I, i, total) y[i] = cuda::from_f32<T>(depthwise_math::forward_at(s, lx, w, b, i));
 }
 
-template <class T>
+template <class T, class I>
 __global__ void dw_backward_data_kernel(DwShape s, const T* __restrict__ dy, const float* __restrict__ w,
-                                        T* __restrict__ dx) {
+                                        T* __restrict__ dx, I total) {
   const cuda::Load<T> ldy{dy};
-  CUDA_GRID_LOOP(i, s.n * s.ih * s.iw * s.c) {
-    dx[i] = cuda::from_f32<T>(depthwise_math::backward_data_at(s, ldy, w, i));
-  }
+  DW_GRID_LOOP(I, i, total) dx[i] = cuda::from_f32<T>(depthwise_math::backward_data_at(s, ldy, w, i));
 }
 
-template <class T>
+template <class T, class I>
 __global__ void dw_filter_partial_kernel(DwShape s, const T* __restrict__ x, const T* __restrict__ dy, int slots,
-                                         int64_t rows_per_chunk, int64_t chunks, float* __restrict__ partial) {
+                                         int64_t rows_per_chunk, I total, float* __restrict__ partial) {
   const cuda::Load<T> lx{x}, ldy{dy};
-  CUDA_GRID_LOOP(i, chunks * slots * s.oc) {
-    partial[i] = depthwise_math::filter_partial_at(s, lx, ldy, slots, rows_per_chunk, i);
-  }
+  DW_GRID_LOOP(I, i, total) partial[i] = depthwise_math::filter_partial_at(s, lx, ldy, slots, rows_per_chunk, i);
+}
+
+// Every index of a call below 2^30 (so below 2^31 with the grid's stride added): 32-bit index math.
+bool fits_int32(std::initializer_list<int64_t> counts) {
+  for (int64_t n : counts)
+    if (n >= (int64_t(1) << 30)) return false;
+  return true;
 }
 
 // Slots [0, kh*kw) go to dw (Keras layout: tap * oc + oc'), slot kh*kw (when present) to db.
@@ -82,10 +91,16 @@ class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
     const DwShape s = shape_of(g);
     const int64_t total = y.numel();
     if (total == 0) return;
+    const bool narrow = fits_int32({x.numel(), total});
     cuda::dispatch_float(kOp, "x", x, [&](auto tag) {
       using T = decltype(tag);
-      TRAINER_LAUNCH(dw_forward_kernel<T>, cuda::grid_for(total, c_), cuda::kBlock, c_.stream(), s,
-                     cuda::ptr<const T>(x), w.f32(), p_.bias ? b.f32() : nullptr, cuda::ptr<T>(y));
+      const float* bias = p_.bias ? b.f32() : nullptr;
+      if (narrow)
+        TRAINER_LAUNCH(dw_forward_kernel<T, int32_t>, cuda::grid_for(total, c_), cuda::kBlock, c_.stream(), s,
+                       cuda::ptr<const T>(x), w.f32(), bias, cuda::ptr<T>(y), int32_t(total));
+      else
+        TRAINER_LAUNCH(dw_forward_kernel<T, int64_t>, cuda::grid_for(total, c_), cuda::kBlock, c_.stream(), s,
+                       cuda::ptr<const T>(x), w.f32(), bias, cuda::ptr<T>(y), total);
     });
   }
 
@@ -104,13 +119,26 @@ class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
     depthwise_math::filter_chunks(rows, chunks, rows_per_chunk);
     const int64_t per_chunk = int64_t(slots) * s.oc;
     float* partial = partial_.as<float>(c_, size_t(chunks * per_chunk));  // grown once per shape
+    const int64_t parts = chunks * per_chunk;
+    const bool narrow = fits_int32({x.numel(), dy.numel(), parts});
     cuda::dispatch_float(kOp, "x", x, [&](auto tag) {
       using T = decltype(tag);
-      if (dx.defined())
-        TRAINER_LAUNCH(dw_backward_data_kernel<T>, cuda::grid_for(dx.numel(), c_), cuda::kBlock, c_.stream(), s,
-                       cuda::ptr<const T>(dy), w.f32(), cuda::ptr<T>(dx));
-      TRAINER_LAUNCH(dw_filter_partial_kernel<T>, cuda::grid_for(chunks * per_chunk, c_), cuda::kBlock, c_.stream(), s,
-                     cuda::ptr<const T>(x), cuda::ptr<const T>(dy), slots, rows_per_chunk, chunks, partial);
+      const T* xp = cuda::ptr<const T>(x);
+      const T* dyp = cuda::ptr<const T>(dy);
+      if (dx.defined()) {
+        if (narrow)
+          TRAINER_LAUNCH(dw_backward_data_kernel<T, int32_t>, cuda::grid_for(dx.numel(), c_), cuda::kBlock,
+                         c_.stream(), s, dyp, w.f32(), cuda::ptr<T>(dx), int32_t(dx.numel()));
+        else
+          TRAINER_LAUNCH(dw_backward_data_kernel<T, int64_t>, cuda::grid_for(dx.numel(), c_), cuda::kBlock,
+                         c_.stream(), s, dyp, w.f32(), cuda::ptr<T>(dx), dx.numel());
+      }
+      if (narrow)
+        TRAINER_LAUNCH(dw_filter_partial_kernel<T, int32_t>, cuda::grid_for(parts, c_), cuda::kBlock, c_.stream(), s,
+                       xp, dyp, slots, rows_per_chunk, int32_t(parts), partial);
+      else
+        TRAINER_LAUNCH(dw_filter_partial_kernel<T, int64_t>, cuda::grid_for(parts, c_), cuda::kBlock, c_.stream(), s,
+                       xp, dyp, slots, rows_per_chunk, parts, partial);
     });
     TRAINER_LAUNCH(dw_filter_sum_kernel, cuda::grid_for(per_chunk, c_), cuda::kBlock, c_.stream(), partial,
                    chunks, int64_t(taps) * s.oc, s.oc, slots, dw.f32(), p_.bias ? db.f32() : nullptr);

@@ -8,7 +8,10 @@
 
 // NHWC activations, Keras kernel [kh, kw, C, M] (flat tap·C·M + oc), output channel oc = c·M + m.
 // Each output value is summed by one thread in a fixed order (fmaf in float), so results are
-// bit-reproducible (cuda_depthwise_conv2d.cu):
+// bit-reproducible (cuda_depthwise_conv2d.cu). The index arithmetic is done in the type I of the
+// element index i: int32_t where every index of the call fits (a GPU's 64-bit divisions are
+// emulated in tens of instructions, and these functions divide four times per element), int64_t
+// otherwise; the sums are the same either way (kernel_math_conv_test.cpp checks both):
 //  - forward: y element i: its kh·kw taps, ky then kx;
 //  - backward data: dx element i (n, iy, ix, c): the taps whose window covers (iy, ix)
 //    (oy = (iy + pt - ky·dh) / sh where that divides exactly), ky then kx, then the M filters;
@@ -25,50 +28,52 @@ struct DwShape {
   int m, kh, kw, sh, sw, dh, dw, pt, pl;
 };
 
-template <class LoadX>
-TRAINER_HD_INLINE float forward_at(const DwShape& s, const LoadX& x, const float* w, const float* b, int64_t i) {
-  const int64_t oc = i % s.oc;
-  int64_t r = i / s.oc;
-  const int64_t ox = r % s.ow;
-  r /= s.ow;
-  const int64_t oy = r % s.oh, n = r / s.oh;
-  const int64_t c = oc / s.m;
+template <class LoadX, class I>
+TRAINER_HD_INLINE float forward_at(const DwShape& s, const LoadX& x, const float* w, const float* b, I i) {
+  const I soc = I(s.oc), sow = I(s.ow), soh = I(s.oh), sih = I(s.ih), siw = I(s.iw), sc = I(s.c);
+  const I oc = i % soc;
+  I r = i / soc;
+  const I ox = r % sow;
+  r /= sow;
+  const I oy = r % soh, n = r / soh;
+  const I c = oc / I(s.m);
   float acc = 0.0f;
   for (int ky = 0; ky < s.kh; ++ky) {
-    const int64_t iy = oy * s.sh - s.pt + int64_t(ky) * s.dh;
-    if (iy < 0 || iy >= s.ih) continue;
-    const int64_t xrow = (n * s.ih + iy) * s.iw * s.c + c;
-    const float* wrow = w + int64_t(ky) * s.kw * s.oc + oc;
+    const I iy = oy * I(s.sh) - I(s.pt) + I(ky) * I(s.dh);
+    if (iy < 0 || iy >= sih) continue;
+    const I xrow = (n * sih + iy) * siw * sc + c;
+    const float* wrow = w + I(ky) * I(s.kw) * soc + oc;
     for (int kx = 0; kx < s.kw; ++kx) {
-      const int64_t ix = ox * s.sw - s.pl + int64_t(kx) * s.dw;
-      if (ix < 0 || ix >= s.iw) continue;
-      acc = fmaf(x(xrow + ix * s.c), wrow[int64_t(kx) * s.oc], acc);
+      const I ix = ox * I(s.sw) - I(s.pl) + I(kx) * I(s.dw);
+      if (ix < 0 || ix >= siw) continue;
+      acc = fmaf(x(xrow + ix * sc), wrow[I(kx) * soc], acc);
     }
   }
   return b ? acc + b[oc] : acc;
 }
 
-template <class LoadDy>
-TRAINER_HD_INLINE float backward_data_at(const DwShape& s, const LoadDy& dy, const float* w, int64_t i) {
-  const int64_t c = i % s.c;
-  int64_t r = i / s.c;
-  const int64_t ix = r % s.iw;
-  r /= s.iw;
-  const int64_t iy = r % s.ih, n = r / s.ih;
+template <class LoadDy, class I>
+TRAINER_HD_INLINE float backward_data_at(const DwShape& s, const LoadDy& dy, const float* w, I i) {
+  const I sc = I(s.c), siw = I(s.iw), sih = I(s.ih), soh = I(s.oh), sow = I(s.ow), soc = I(s.oc), sm = I(s.m);
+  const I c = i % sc;
+  I r = i / sc;
+  const I ix = r % siw;
+  r /= siw;
+  const I iy = r % sih, n = r / sih;
   float acc = 0.0f;
   for (int ky = 0; ky < s.kh; ++ky) {
-    const int64_t ty = iy + s.pt - int64_t(ky) * s.dh;
-    if (ty < 0 || ty % s.sh != 0) continue;
-    const int64_t oy = ty / s.sh;
-    if (oy >= s.oh) continue;
+    const I ty = iy + I(s.pt) - I(ky) * I(s.dh);
+    if (ty < 0) continue;
+    const I oy = ty / I(s.sh);  // the tap reaches a row of y only where the stride divides exactly
+    if (oy * I(s.sh) != ty || oy >= soh) continue;
     for (int kx = 0; kx < s.kw; ++kx) {
-      const int64_t tx = ix + s.pl - int64_t(kx) * s.dw;
-      if (tx < 0 || tx % s.sw != 0) continue;
-      const int64_t ox = tx / s.sw;
-      if (ox >= s.ow) continue;
-      const int64_t g = ((n * s.oh + oy) * s.ow + ox) * s.oc + c * s.m;
-      const float* wt = w + (int64_t(ky) * s.kw + kx) * s.oc + c * s.m;
-      for (int j = 0; j < s.m; ++j) acc = fmaf(dy(g + j), wt[j], acc);
+      const I tx = ix + I(s.pl) - I(kx) * I(s.dw);
+      if (tx < 0) continue;
+      const I ox = tx / I(s.sw);
+      if (ox * I(s.sw) != tx || ox >= sow) continue;
+      const I g = ((n * soh + oy) * sow + ox) * soc + c * sm;
+      const float* wt = w + (I(ky) * I(s.kw) + I(kx)) * soc + c * sm;
+      for (int j = 0; j < s.m; ++j) acc = fmaf(dy(g + I(j)), wt[j], acc);
     }
   }
   return acc;
@@ -87,32 +92,34 @@ TRAINER_HD_INLINE void filter_chunks(int64_t rows, int64_t& chunks, int64_t& row
 
 // Partial i of [chunks][slots][oc]: the sum over rows [chunk·rows_per_chunk, + rows_per_chunk) of
 // dy[row, oc]·x[the input under tap `slot`] (slot < kh·kw), or of dy[row, oc] (slot == kh·kw: bias).
-template <class LoadX, class LoadDy>
+template <class LoadX, class LoadDy, class I>
 TRAINER_HD_INLINE float filter_partial_at(const DwShape& s, const LoadX& x, const LoadDy& dy, int slots,
-                                          int64_t rows_per_chunk, int64_t i) {
-  const int64_t oc = i % s.oc;
-  int64_t r = i / s.oc;
-  const int slot = int(r % slots);
-  const int64_t chunk = r / slots;
-  const int64_t rows = s.n * s.oh * s.ow;
-  const int64_t row0 = chunk * rows_per_chunk;
-  const int64_t row1 = row0 + rows_per_chunk < rows ? row0 + rows_per_chunk : rows;
+                                          int64_t rows_per_chunk, I i) {
+  const I soc = I(s.oc), sow = I(s.ow), soh = I(s.oh), sih = I(s.ih), siw = I(s.iw), sc = I(s.c);
+  const I oc = i % soc;
+  I r = i / soc;
+  const int slot = int(r % I(slots));
+  const I chunk = r / I(slots);
+  const I rows = I(s.n) * soh * sow;
+  const I row0 = chunk * I(rows_per_chunk);
+  const I row1 = row0 + I(rows_per_chunk) < rows ? row0 + I(rows_per_chunk) : rows;
   float acc = 0.0f;
   if (slot == s.kh * s.kw) {
-    for (int64_t row = row0; row < row1; ++row) acc += dy(row * s.oc + oc);
+    for (I row = row0; row < row1; ++row) acc += dy(row * soc + oc);
     return acc;
   }
   const int ky = slot / s.kw, kx = slot % s.kw;
-  const int64_t c = oc / s.m;
-  int64_t ox = row0 % s.ow, t = row0 / s.ow;
-  int64_t oy = t % s.oh, n = t / s.oh;
-  for (int64_t row = row0; row < row1; ++row) {
-    const int64_t iy = oy * s.sh - s.pt + int64_t(ky) * s.dh, ix = ox * s.sw - s.pl + int64_t(kx) * s.dw;
-    if (iy >= 0 && iy < s.ih && ix >= 0 && ix < s.iw)
-      acc = fmaf(dy(row * s.oc + oc), x(((n * s.ih + iy) * s.iw + ix) * s.c + c), acc);
-    if (++ox == s.ow) {
+  const I c = oc / I(s.m);
+  const I dyy = I(ky) * I(s.dh) - I(s.pt), dxx = I(kx) * I(s.dw) - I(s.pl);
+  I ox = row0 % sow, t = row0 / sow;
+  I oy = t % soh, n = t / soh;
+  for (I row = row0; row < row1; ++row) {
+    const I iy = oy * I(s.sh) + dyy, ix = ox * I(s.sw) + dxx;
+    if (iy >= 0 && iy < sih && ix >= 0 && ix < siw)
+      acc = fmaf(dy(row * soc + oc), x(((n * sih + iy) * siw + ix) * sc + c), acc);
+    if (++ox == sow) {
       ox = 0;
-      if (++oy == s.oh) {
+      if (++oy == soh) {
         oy = 0;
         ++n;
       }

@@ -124,6 +124,14 @@ TEST_CASE("kernel math: depthwise conv2d per-output sums and chunked filter grad
     }
     for (int64_t i = 0; i < k.n * k.h * k.w * k.c; ++i)
       dx.push_back(depthwise_math::backward_data_at(s, ldy, w.data(), i));
+    // The GPU kernels' 32-bit index math (shapes under 2^30 elements) gives the same bits.
+    ref::Vec y32, dx32;
+    for (int32_t i = 0; i < int32_t(k.n * wh.out * ww.out * oc); ++i)
+      y32.push_back(depthwise_math::forward_at(s, lx, w.data(), k.bias ? b.data() : nullptr, i));
+    for (int32_t i = 0; i < int32_t(k.n * k.h * k.w * k.c); ++i)
+      dx32.push_back(depthwise_math::backward_data_at(s, ldy, w.data(), i));
+    CHECK(y32 == y);
+    CHECK(dx32 == dx);
     const double taps = k.kh * k.kw;
     const ref::Vec vb = to_doubles(b), ab = abs_of(b);
     const ref::Vec want_y = ref::depthwise_conv2d_forward(d, to_doubles(x), to_doubles(w), k.bias ? &vb : nullptr);
@@ -151,6 +159,10 @@ TEST_CASE("kernel math: depthwise conv2d per-output sums and chunked filter grad
     std::vector<float> partial(size_t(chunks * per_chunk));
     for (int64_t i = 0; i < chunks * per_chunk; ++i)
       partial[i] = depthwise_math::filter_partial_at(s, lx, ldy, slots, per, i);
+    bool same32 = true;
+    for (int32_t i = 0; i < int32_t(chunks * per_chunk); ++i)
+      same32 = same32 && depthwise_math::filter_partial_at(s, lx, ldy, slots, per, i) == partial[size_t(i)];
+    CHECK(same32);
     ref::Vec dw, db;
     for (int64_t i = 0; i < per_chunk; ++i) {
       const float v = depthwise_math::filter_sum_at(partial.data(), chunks, per_chunk, i);

@@ -531,11 +531,13 @@ phase_bench_mnv2() {
   for p in fp32 bf16; do referee mobilenetv2 64 "$p" 1; done
   # Where its step goes (it ran at 0.48x/0.65x PyTorch eager on an H200, 2026-11-26): every layer
   # timed, the step synchronised around each; one row per precision with the layer types' totals.
-  for p in fp32 bf16; do
+  # The third row: bf16 with the algorithms measured instead of guessed (TRAINER_CUDNN_FIND=1).
+  for p in fp32 bf16 bf16-find; do
     local label="layers: mobilenetv2 b64 $p (fwd+bwd ms per type)"
     ((dry)) && { skip "$label" "trainer bench --layers"; continue; }
-    TRAINER_CUDNN_LOG=1 run_bounded 60 "$T" bench configs/mobilenetv2_cats_vs_dogs.yaml --gpus 0 --steps 10 --warmup 3 --layers \
-      --set train.batch_size=64 --set precision=$p >"$out/layers-mnv2-$p.log" 2>&1
+    TRAINER_CUDNN_FIND=$([ $p = bf16-find ] && echo 1 || echo 0) TRAINER_CUDNN_LOG=1 run_bounded 60 "$T" bench \
+      configs/mobilenetv2_cats_vs_dogs.yaml --gpus 0 --steps 10 --warmup 3 --layers \
+      --set train.batch_size=64 --set precision=${p%-find} >"$out/layers-mnv2-$p.log" 2>&1
     local rc=$?
     ((rc == 125)) && { skip "$label"; continue; }
     row "$label" "rc $rc; $(grep -E ' fwd +[0-9.]+ ms  bwd' "$out/layers-mnv2-$p.log" |
@@ -546,6 +548,17 @@ phase_bench_mnv2() {
       '(forward|backward data|backward filter): cuDNN [a-z]+ algorithm [0-9]+ \(math [A-Z_]+' "$out/layers-mnv2-$p.log" |
       sed -E 's/: cuDNN ([a-z]+) algorithm ([0-9]+) \(math /:\1 \2:/' | sort | uniq -c |
       sort -rn | head -8 | awk '{$1=$1; print}' | paste -sd, -)"
+  done
+  # Whole bf16 steps, the algorithms guessed (cuDNN's heuristic, the default) vs measured.
+  local f
+  for p in bf16; do
+    for f in 0 1; do
+      local label="mobilenetv2 b64 $p step, TRAINER_CUDNN_FIND=$f"
+      ((dry)) && { skip "$label" "trainer bench --json"; continue; }
+      bench_row "$label" "$out/bench-mnv2-$p-find$f.log" env TRAINER_CUDNN_FIND=$f "$T" bench \
+        configs/mobilenetv2_cats_vs_dogs.yaml --gpus 0 --steps 30 --warmup 5 --json --set train.batch_size=64 \
+        --set precision=$p
+    done
   done
 }
 

@@ -12,11 +12,26 @@
 // CUDNN_DETERMINISTIC ones are taken. The fallbacks are deterministic too: FWD IMPLICIT_PRECOMP_GEMM
 // (then IMPLICIT_GEMM), BWD_DATA_ALGO_1, BWD_FILTER_ALGO_1.
 // TRAINER_CUDNN_LOG=1 prints every choice to stderr (first GPU runs, benchmarks).
+// TRAINER_CUDNN_FIND=1 (an experiment, off by default): the candidates come from cudnnFind*, which
+// runs each algorithm once on buffers of its own and orders them by measured time, as PyTorch's
+// cudnn.benchmark, instead of the heuristic's guess; the same filter then applies (deterministic,
+// math type, workspace). It runs in the first step of a shape (synchronising, allocating inside
+// cuDNN), never in a recorded one; measured times vary, so two runs may choose differently and
+// their bits differ. Why it exists: on an H100 MobileNetV2's bf16 1x1 convolutions took ~0.3 ms
+// each whatever their size (2026-11-27); this says whether the heuristic's choice is the cause.
 
 namespace trainer {
 namespace {
 
 constexpr size_t kMiB = size_t(1) << 20;
+
+bool find_mode() {
+  static const bool on = [] {
+    const char* e = std::getenv("TRAINER_CUDNN_FIND");
+    return e && *e && *e != '0';
+  }();
+  return on;
+}
 
 bool log_all() {
   static const bool on = [] {
@@ -30,29 +45,46 @@ const char* pass_name(ConvPass p) {
   return p == ConvPass::Forward ? "forward" : p == ConvPass::BackwardData ? "backward data" : "backward filter";
 }
 
-// cuDNN's heuristic candidates for the pass, fastest first.
-std::vector<ConvCandidate> candidates(cudnnHandle_t h, const ConvDescs& d, ConvPass pass) {
+// cuDNN's candidates for the pass, fastest first: the heuristic's (cudnnGet*_v7), or measured
+// (cudnnFind*) under TRAINER_CUDNN_FIND. With TRAINER_CUDNN_LOG, measured times go to stderr.
+std::vector<ConvCandidate> candidates(cudnnHandle_t h, const ConvDescs& d, ConvPass pass, const std::string& what) {
   std::vector<ConvCandidate> out;
   int max = 0, got = 0;
+  const bool timed = find_mode();
   auto take = [&](const auto& perf) {
-    for (int i = 0; i < got; ++i)
-      out.push_back({int(perf[size_t(i)].algo), perf[size_t(i)].status, perf[size_t(i)].determinism,
-                     perf[size_t(i)].mathType, perf[size_t(i)].memory});
+    for (int i = 0; i < got; ++i) {
+      const auto& k = perf[size_t(i)];
+      out.push_back({int(k.algo), k.status, k.determinism, k.mathType, k.memory});
+      if (timed && log_all())
+        std::fprintf(stderr, "conv2d %s %s: cudnnFind: algorithm %d (math %s, %s) %.4f ms%s\n", what.c_str(),
+                     pass_name(pass), int(k.algo), math_name(k.mathType),
+                     k.determinism == CUDNN_DETERMINISTIC ? "deterministic" : "not deterministic", double(k.time),
+                     k.status == CUDNN_STATUS_SUCCESS ? "" : " (failed)");
+    }
   };
   if (pass == ConvPass::Forward) {
     CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max));
     std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(size_t(std::max(max, 1)));
-    CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, max, &got, perf.data()));
+    if (timed)
+      CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, d.x, d.w, d.conv, d.y, max, &got, perf.data()));
+    else
+      CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, max, &got, perf.data()));
     take(perf);
   } else if (pass == ConvPass::BackwardData) {
     CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max));
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(size_t(std::max(max, 1)));
-    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, max, &got, perf.data()));
+    if (timed)
+      CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(h, d.w, d.y, d.conv, d.x, max, &got, perf.data()));
+    else
+      CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, max, &got, perf.data()));
     take(perf);
   } else {
     CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max));
     std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(size_t(std::max(max, 1)));
-    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, max, &got, perf.data()));
+    if (timed)
+      CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(h, d.x, d.y, d.conv, d.w, max, &got, perf.data()));
+    else
+      CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, max, &got, perf.data()));
     take(perf);
   }
   return out;
@@ -130,7 +162,7 @@ ConvAlgo choose_conv_algo(CudaContext& c, const ConvDescs& d, ConvPass pass, DTy
   cudnnHandle_t h = c.cudnn();
   const size_t budget = c.workspace_budget();
   set_conv_math(d, conv_math(t, c.tf32()));
-  const std::vector<ConvCandidate> list = candidates(h, d, pass);
+  const std::vector<ConvCandidate> list = candidates(h, d, pass, what);
   const ConvCandidate* passed_over = nullptr;  // the fastest usable candidate, when it did not fit
   size_t passed_over_ws = 0;
   for (size_t i : conv_try_order(list, t, c.tf32())) {

@@ -57,8 +57,10 @@ std::vector<size_t> conv_try_order(const std::vector<ConvCandidate>& list, DType
 // only FMA math was left for bf16/f16, one line on stderr says so. No candidate at all: the pass's
 // deterministic fallback (PyTorch's choices in deterministic mode), whatever its workspace, in the
 // preferred math type, then FMA. `what` names the layer's shape in messages; TRAINER_CUDNN_LOG=1
-// prints every choice (shape, pass, algorithm, math type, workspace). Leaves the descriptor's math
-// type set to the choice's.
+// prints every choice (shape, pass, algorithm, math type, workspace). TRAINER_CUDNN_FIND=1, an
+// experiment: the candidates are measured (cudnnFind*, as PyTorch's cudnn.benchmark) instead of
+// guessed (cuda_conv_algo.cu says what that costs). Leaves the descriptor's math type set to the
+// choice's.
 ConvAlgo choose_conv_algo(CudaContext& c, const ConvDescs& d, ConvPass pass, DType t, const std::string& what);
 
 // Sets the math type of d.conv (cuDNN keeps one per descriptor; each pass sets its own).

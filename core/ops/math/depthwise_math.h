@@ -64,13 +64,15 @@ TRAINER_HD_INLINE float backward_data_at(const DwShape& s, const LoadDy& dy, con
   for (int ky = 0; ky < s.kh; ++ky) {
     const I ty = iy + I(s.pt) - I(ky) * I(s.dh);
     if (ty < 0) continue;
-    const I oy = ty / I(s.sh);  // the tap reaches a row of y only where the stride divides exactly
-    if (oy * I(s.sh) != ty || oy >= soh) continue;
+    // The tap reaches a row of y only where the stride divides exactly (no division at stride 1,
+    // the common case: a division is the dearest instruction of this loop on a GPU).
+    const I oy = s.sh == 1 ? ty : ty / I(s.sh);
+    if ((s.sh != 1 && oy * I(s.sh) != ty) || oy >= soh) continue;
     for (int kx = 0; kx < s.kw; ++kx) {
       const I tx = ix + I(s.pl) - I(kx) * I(s.dw);
       if (tx < 0) continue;
-      const I ox = tx / I(s.sw);
-      if (ox * I(s.sw) != tx || ox >= sow) continue;
+      const I ox = s.sw == 1 ? tx : tx / I(s.sw);
+      if ((s.sw != 1 && ox * I(s.sw) != tx) || ox >= sow) continue;
       const I g = ((n * soh + oy) * sow + ox) * soc + c * sm;
       const float* wt = w + (I(ky) * I(s.kw) + I(kx)) * soc + c * sm;
       for (int j = 0; j < s.m; ++j) acc = fmaf(dy(g + I(j)), wt[j], acc);

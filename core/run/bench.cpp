@@ -37,8 +37,18 @@ BenchResult bench(const RunSpec& e, const BenchOptions& o, RunPlan* plan_out) {
   if (ceiling) opts.ceiling_gflops = ceiling->conv_gflops;
   std::unique_ptr<Strategy> strategy = strategy_type(plan.strategy).make(plan.trainee, plan.devices, plan.threads);
   BenchResult r = strategy->bench(inputs, opts);
+  const int copies = int(plan.devices.size());  // replicas, or pipeline stages, of `threads` each
+  if (ceiling && ceiling->cached && r.gflops_per_second > 1.02 * copies * ceiling->conv_gflops) {
+    // The step beat the cached ceiling by more than timing noise: that value was measured while
+    // something else took the cores (seen: 100.3 GFLOP/s cached for one thread, 113.5 measured
+    // again on a quiet machine). Measure again now that the replicas are idle, and keep it.
+    if (std::optional<Ceiling> again = cpu_ceiling(plan.threads, e.precision, true)) {
+      fmt::print(stderr, "note: this run reached {:.1f} GFLOP/s, over the cached ceiling of {:.1f}: measured it again: {:.1f}\n",
+                 r.gflops_per_second, copies * ceiling->conv_gflops, copies * again->conv_gflops);
+      ceiling = again;
+    }
+  }
   if (ceiling) {
-    const int copies = int(plan.devices.size());  // replicas, or pipeline stages, of `threads` each
     r.ceiling_gflops = copies * ceiling->conv_gflops;
     r.gemm_ceiling_gflops = copies * ceiling->gemm_gflops;
     r.ceiling_cached = ceiling->cached;

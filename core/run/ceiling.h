@@ -19,8 +19,10 @@ struct Ceiling {
 // The ceiling for `threads` CPU threads in `precision` (fp32 or bf16): from the cache
 // (TRAINER_CACHE_DIR, else $XDG_CACHE_HOME/trainer, else ~/.cache/trainer: ceilings.json), or
 // measured (about a second) and stored there. nullopt where the CPU cannot run the precision.
-// TRAINER_CEILING=measure measures again (and stores); =off gives nullopt.
-std::optional<Ceiling> cpu_ceiling(int threads, Precision precision);
+// TRAINER_CEILING=measure measures again (and stores); =off gives nullopt. `again`: measure and
+// store whatever the cache holds (a run that beat the cached value shows it was measured while
+// something else ran: core/run/bench.cpp).
+std::optional<Ceiling> cpu_ceiling(int threads, Precision precision, bool again = false);
 
 // Where the cache lives ("" when no directory can be named).
 std::string ceiling_cache_path();

@@ -230,6 +230,35 @@ TEST_CASE("e2e bench: --threads 1 keeps one core busy, and the step is measured 
   CHECK_FALSE(e2e::last_json(off.out).contains("ceiling_gflops"));
 }
 
+TEST_CASE("e2e bench: a cached ceiling the run beats was measured under load, and is measured again") {
+  const std::string cache = e2e::temp_dir("ceiling_stale");
+  const std::string env = "TRAINER_CACHE_DIR='" + cache + "' ";
+  auto first = e2e::trainer("bench " + kSmoke + " --threads 1 --steps 5 --warmup 1 --json", "", env);
+  REQUIRE(first.code == 0);
+  const double measured = e2e::last_json(first.out)["ceiling_gflops"].get<double>();
+  // The cache as a measurement beside another process would leave it: far below this machine's.
+  nlohmann::json c = nlohmann::json::parse(e2e::read_file(cache + "/ceilings.json"));
+  REQUIRE(c.size() == 1);
+  for (auto& e : c) e["conv_gflops"] = 0.01;
+  e2e::write_file(cache + "/ceilings.json", c.dump(1));
+  auto r = e2e::trainer("bench " + kSmoke + " --threads 1 --steps 5 --warmup 1 --json", "", env);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.err, Contains("over the cached ceiling of 0.0: measured it again:"));
+  const nlohmann::json j = e2e::last_json(r.out);
+  CHECK(j["ceiling_cached"] == false);
+  CHECK(j["ceiling_gflops"].get<double>() > 0.5 * measured);
+  CHECK(j["ceiling_fraction"].get<double>() < 1.5);
+  // Stored: the next run reads the new value.
+  const nlohmann::json after = nlohmann::json::parse(e2e::read_file(cache + "/ceilings.json"));
+  for (const auto& e : after) CHECK(e["conv_gflops"].get<double>() > 0.5 * measured);
+  // A cached ceiling the run does not beat is kept (no note, read from the cache).
+  auto kept = e2e::trainer("bench " + kSmoke + " --threads 1 --steps 5 --warmup 1 --json", "", env);
+  REQUIRE(kept.code == 0);
+  CHECK_THAT(kept.err, !Contains("measured it again"));
+  CHECK(e2e::last_json(kept.out)["ceiling_cached"] == true);
+}
+
 TEST_CASE("e2e devices: idle OpenMP threads spin briefly by default, and a user's wait policy is kept") {
   auto d = e2e::trainer("devices", "", "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u TRAINER_GOMP_SPINCOUNT_DEFAULT ");
   INFO(d.out << d.err);

@@ -104,12 +104,17 @@ struct ConvPlan {
   int eh = 0, ew = 0;  // explicit zero rows (bottom) and columns (right)
   TensorDesc x, y;
   FilterDesc w;
-  ConvDesc conv;
+  // One convolution descriptor per pass (forward, backward data, backward filter), each keeping the
+  // math type of its pass's algorithm, set once when the algorithm is chosen: one descriptor whose
+  // math type changed before every call (each pass may choose another) is what the launched bf16
+  // step's host time points at (H100, 2026-11-27: MiniGoogLeNet 14.5 ms launched vs 2.5 recorded,
+  // fp32 5.4 vs 3.4; MobileNetV2's bf16 1x1 convolutions ~0.3 ms each, timed with the host's part).
+  ConvDesc conv[3];
   std::optional<ConvAlgo> fwd, bwd_data, bwd_filter;
   bool padded() const { return eh > 0 || ew > 0; }
   int hp() const { return int(g.ih) + eh; }
   int wp() const { return int(g.iw) + ew; }
-  ConvDescs descs() const { return {x.d, y.d, w.d, conv.d}; }
+  ConvDescs descs(ConvPass p) const { return {x.d, y.d, w.d, conv[int(p)].d}; }
   std::string what() const {
     return cuda::cat(g.n, "x", g.ih, "x", g.iw, "x", g.ic, " -> ", g.n, "x", g.oh, "x", g.ow, "x", g.oc, " ",
                      dtype_name(type));
@@ -145,13 +150,12 @@ class CudaConv2d final : public Conv2dKernel {
   template <class T>
   void forward_t(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const ConvGeometry& g) {
     ConvPlan& pl = plan(x, g);
-    if (!pl.fwd) pl.fwd = choose_conv_algo(c_, pl.descs(), ConvPass::Forward, pl.type, pl.what());
+    if (!pl.fwd) pl.fwd = choose_conv_algo(c_, pl.descs(ConvPass::Forward), ConvPass::Forward, pl.type, pl.what());
     const T* xin = padded_input<T>(pl, x);
     const T* wk = to_krsc<T>(w);
     void* ws = pl.fwd->workspace ? c_.workspace(pl.fwd->workspace) : nullptr;
     const float one = 1.0f, zero = 0.0f;  // float scaling factors: the compute type is float
-    set_conv_math(pl.descs(), pl.fwd->math);
-    CUDNN_CHECK(cudnnConvolutionForward(c_.cudnn(), &one, pl.x.d, xin, pl.w.d, wk, pl.conv.d,
+    CUDNN_CHECK(cudnnConvolutionForward(c_.cudnn(), &one, pl.x.d, xin, pl.w.d, wk, pl.conv[int(ConvPass::Forward)].d,
                                         cudnnConvolutionFwdAlgo_t(pl.fwd->algo), ws, pl.fwd->workspace, &zero, pl.y.d,
                                         y.data()));
     if (p_.bias)
@@ -164,8 +168,10 @@ class CudaConv2d final : public Conv2dKernel {
                   const ConvGeometry& g) {
     ConvPlan& pl = plan(x, g);
     if (dx.defined() && !pl.bwd_data)
-      pl.bwd_data = choose_conv_algo(c_, pl.descs(), ConvPass::BackwardData, pl.type, pl.what());
-    if (!pl.bwd_filter) pl.bwd_filter = choose_conv_algo(c_, pl.descs(), ConvPass::BackwardFilter, pl.type, pl.what());
+      pl.bwd_data = choose_conv_algo(c_, pl.descs(ConvPass::BackwardData), ConvPass::BackwardData, pl.type, pl.what());
+    if (!pl.bwd_filter)
+      pl.bwd_filter =
+          choose_conv_algo(c_, pl.descs(ConvPass::BackwardFilter), ConvPass::BackwardFilter, pl.type, pl.what());
     // One workspace request for both calls: a later, larger request could move it.
     const size_t wsb = std::max(dx.defined() ? pl.bwd_data->workspace : 0, pl.bwd_filter->workspace);
     void* ws = wsb ? c_.workspace(wsb) : nullptr;
@@ -175,8 +181,8 @@ class CudaConv2d final : public Conv2dKernel {
     if (dx.defined()) {
       const T* wk = to_krsc<T>(w);
       T* dxo = pl.padded() ? dxpad_.as<T>(c_, size_t(g.n) * pl.hp() * pl.wp() * g.ic) : cuda::ptr<T>(dx);
-      set_conv_math(pl.descs(), pl.bwd_data->math);
-      CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, pl.w.d, wk, pl.y.d, dy.data(), pl.conv.d,
+      CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, pl.w.d, wk, pl.y.d, dy.data(),
+                                               pl.conv[int(ConvPass::BackwardData)].d,
                                                cudnnConvolutionBwdDataAlgo_t(pl.bwd_data->algo), ws,
                                                pl.bwd_data->workspace, &zero, pl.x.d, dxo));
       if (pl.padded())
@@ -186,8 +192,8 @@ class CudaConv2d final : public Conv2dKernel {
 
     const T* xin = padded_input<T>(pl, x);
     T* dwk = dw_krsc_.as<T>(c_, size_t(w.numel()));
-    set_conv_math(pl.descs(), pl.bwd_filter->math);
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, pl.x.d, xin, pl.y.d, dy.data(), pl.conv.d,
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, pl.x.d, xin, pl.y.d, dy.data(),
+                                               pl.conv[int(ConvPass::BackwardFilter)].d,
                                                cudnnConvolutionBwdFilterAlgo_t(pl.bwd_filter->algo), ws,
                                                pl.bwd_filter->workspace, &zero, pl.w.d, dwk));
     transpose<T, float>(dwk, dw.f32(), g.oc, int64_t(p_.kh) * p_.kw * g.ic);  // KRSC -> HWIO, widened
@@ -223,11 +229,13 @@ class CudaConv2d final : public Conv2dKernel {
     CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->x.d, CUDNN_TENSOR_NHWC, dt, N, IC, HP, WP));
     CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->y.d, CUDNN_TENSOR_NHWC, dt, N, OC, OH, OW));
     CUDNN_CHECK(cudnnSetFilter4dDescriptor(pl->w.d, dt, CUDNN_TENSOR_NHWC, OC, IC, p_.kh, p_.kw));
-    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(pl->conv.d, g.pt, g.pl, p_.sh, p_.sw, p_.dh, p_.dw,
-                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    set_conv_math(pl->descs(), conv_math(type, c_.tf32()));
+    for (ConvDesc& cd : pl->conv) {
+      CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd.d, g.pt, g.pl, p_.sh, p_.sw, p_.dh, p_.dw, CUDNN_CROSS_CORRELATION,
+                                                  CUDNN_DATA_FLOAT));
+      CUDNN_CHECK(cudnnSetConvolutionMathType(cd.d, conv_math(type, c_.tf32())));
+    }
     int on = 0, oc = 0, oh = 0, ow = 0;
-    CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(pl->conv.d, pl->x.d, pl->w.d, &on, &oc, &oh, &ow));
+    CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(pl->conv[0].d, pl->x.d, pl->w.d, &on, &oc, &oh, &ow));
     if (on != N || oc != OC || oh != OH || ow != OW)
       cuda::fail(kOp, ": cuDNN's output ", on, "x", oh, "x", ow, "x", oc, " differs from Keras' ", N, "x", OH, "x", OW,
                  "x", OC, " (internal error)");

@@ -71,11 +71,12 @@ if [ "${1:-}" = "--plan" ]; then
   printf '134 s, bench-mnv2 226 s with its layer rows, configs 125 s, graphs 17 s, racecheck 50 s, memcheck\n'
   printf '21 s, configs-mgn 35 s, bench-b64 133 s; engine now also times the CPU stage by OpenMP wait policy,\n'
   printf '~40 s more), and the command stops starting phases at GPU_CHECK_BUDGET. With 15 minutes of device\n'
-  printf 'time (a start took ~30 s), one command in priority order does most of it (engine says why the\n'
-  printf 'gpu:0 + cpu pipeline slowed 4x; bench-mnv2 which cuDNN algorithms MobileNetV2 bf16 gets):\n'
-  printf '  GPU_CHECK_BUDGET=560 GPU_CHECK_JOBS=8 bash scripts/gpu-check.sh ops core engine bench-mnv2 e2e \\\n'
-  printf '    racecheck memcheck\n'
-  printf 'then, warm (~270 s left): configs graphs configs-mgn. Each command leaves $OUT/gpu-check-summary.log and\n'
+  printf 'time (a start took ~30 s), one command in priority order does most of it (ops and memcheck check\n'
+  printf 'the changed depthwise and convolution code; graphs and bench-mnv2 measure it; engine says why the\n'
+  printf 'gpu:0 + cpu pipeline slowed 4x):\n'
+  printf '  GPU_CHECK_BUDGET=560 GPU_CHECK_JOBS=8 bash scripts/gpu-check.sh ops memcheck core graphs engine \\\n'
+  printf '    bench-mnv2 configs\n'
+  printf 'then, warm (~270 s left): e2e racecheck configs-mgn. Each command leaves $OUT/gpu-check-summary.log and\n'
   printf '$OUT/gpu-check-logs.tar.gz (2 files back). Build the pack first: scripts/gpu-check.sh pack\n'
   exit $bad
 fi

@@ -61,11 +61,13 @@ __global__ void dw_filter_partial_kernel(DwShape s, const T* __restrict__ x, con
   DW_GRID_LOOP(I, i, total) partial[i] = depthwise_math::filter_partial_at(s, lx, ldy, slots, rows_per_chunk, i);
 }
 
-// Every index of a call below 2^30 (so below 2^31 with the grid's stride added): 32-bit index math.
-bool fits_int32(std::initializer_list<int64_t> counts) {
+// f(int32_t{}) when every index of the call is below 2^30 (so below 2^31 with the grid's stride
+// added), else f(int64_t{}): the index type of the kernels it launches.
+template <class F>
+void with_index_type(std::initializer_list<int64_t> counts, F&& f) {
   for (int64_t n : counts)
-    if (n >= (int64_t(1) << 30)) return false;
-  return true;
+    if (n >= (int64_t(1) << 30)) return f(int64_t{});
+  f(int32_t{});
 }
 
 // Slots [0, kh*kw) go to dw (Keras layout: tap * oc + oc'), slot kh*kw (when present) to db.
@@ -91,16 +93,13 @@ class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
     const DwShape s = shape_of(g);
     const int64_t total = y.numel();
     if (total == 0) return;
-    const bool narrow = fits_int32({x.numel(), total});
     cuda::dispatch_float(kOp, "x", x, [&](auto tag) {
       using T = decltype(tag);
-      const float* bias = p_.bias ? b.f32() : nullptr;
-      if (narrow)
-        TRAINER_LAUNCH(dw_forward_kernel<T, int32_t>, cuda::grid_for(total, c_), cuda::kBlock, c_.stream(), s,
-                       cuda::ptr<const T>(x), w.f32(), bias, cuda::ptr<T>(y), int32_t(total));
-      else
-        TRAINER_LAUNCH(dw_forward_kernel<T, int64_t>, cuda::grid_for(total, c_), cuda::kBlock, c_.stream(), s,
-                       cuda::ptr<const T>(x), w.f32(), bias, cuda::ptr<T>(y), total);
+      with_index_type({x.numel(), total}, [&](auto index) {
+        using I = decltype(index);
+        TRAINER_LAUNCH((dw_forward_kernel<T, I>), cuda::grid_for(total, c_), cuda::kBlock, c_.stream(), s,
+                       cuda::ptr<const T>(x), w.f32(), p_.bias ? b.f32() : nullptr, cuda::ptr<T>(y), I(total));
+      });
     });
   }
 
@@ -120,25 +119,16 @@ class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
     const int64_t per_chunk = int64_t(slots) * s.oc;
     float* partial = partial_.as<float>(c_, size_t(chunks * per_chunk));  // grown once per shape
     const int64_t parts = chunks * per_chunk;
-    const bool narrow = fits_int32({x.numel(), dy.numel(), parts});
     cuda::dispatch_float(kOp, "x", x, [&](auto tag) {
       using T = decltype(tag);
-      const T* xp = cuda::ptr<const T>(x);
-      const T* dyp = cuda::ptr<const T>(dy);
-      if (dx.defined()) {
-        if (narrow)
-          TRAINER_LAUNCH(dw_backward_data_kernel<T, int32_t>, cuda::grid_for(dx.numel(), c_), cuda::kBlock,
-                         c_.stream(), s, dyp, w.f32(), cuda::ptr<T>(dx), int32_t(dx.numel()));
-        else
-          TRAINER_LAUNCH(dw_backward_data_kernel<T, int64_t>, cuda::grid_for(dx.numel(), c_), cuda::kBlock,
-                         c_.stream(), s, dyp, w.f32(), cuda::ptr<T>(dx), dx.numel());
-      }
-      if (narrow)
-        TRAINER_LAUNCH(dw_filter_partial_kernel<T, int32_t>, cuda::grid_for(parts, c_), cuda::kBlock, c_.stream(), s,
-                       xp, dyp, slots, rows_per_chunk, int32_t(parts), partial);
-      else
-        TRAINER_LAUNCH(dw_filter_partial_kernel<T, int64_t>, cuda::grid_for(parts, c_), cuda::kBlock, c_.stream(), s,
-                       xp, dyp, slots, rows_per_chunk, parts, partial);
+      with_index_type({x.numel(), dy.numel(), parts}, [&](auto index) {
+        using I = decltype(index);
+        if (dx.defined())
+          TRAINER_LAUNCH((dw_backward_data_kernel<T, I>), cuda::grid_for(dx.numel(), c_), cuda::kBlock, c_.stream(), s,
+                         cuda::ptr<const T>(dy), w.f32(), cuda::ptr<T>(dx), I(dx.numel()));
+        TRAINER_LAUNCH((dw_filter_partial_kernel<T, I>), cuda::grid_for(parts, c_), cuda::kBlock, c_.stream(), s,
+                       cuda::ptr<const T>(x), cuda::ptr<const T>(dy), slots, rows_per_chunk, I(parts), partial);
+      });
     });
     TRAINER_LAUNCH(dw_filter_sum_kernel, cuda::grid_for(per_chunk, c_), cuda::kBlock, c_.stream(), partial,
                    chunks, int64_t(taps) * s.oc, s.oc, slots, dw.f32(), p_.bias ? db.f32() : nullptr);

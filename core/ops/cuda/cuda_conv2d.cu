@@ -68,22 +68,22 @@ __global__ void transpose_kernel(const In* __restrict__ in, Out* __restrict__ ou
 
 // xp [n, hp, wp, c] = x [n, h, w, c] with zero rows h..hp-1 and zero columns w..wp-1 (pad2d's
 // index math, pad_math.h, with the padding after only).
-template <class T>
+template <class T, class I>
 __global__ void pad_kernel(const T* __restrict__ x, T* __restrict__ xp, int64_t n, int h, int w, int hp, int wp,
                            int c) {
   const pad_math::PadShape s{n, h, w, c, hp, wp, 0, 0};
-  CUDA_GRID_LOOP(i, n * hp * wp * c) {
-    const int64_t src = pad_math::forward_source(s, i);
+  CUDA_GRID_LOOP_T(I, i, n * hp * wp * c) {
+    const I src = pad_math::forward_source(s, i);
     xp[i] = src >= 0 ? x[src] : cuda::from_f32<T>(0.0f);
   }
 }
 
 // dx [n, h, w, c] = the top-left h x w part of dxp [n, hp, wp, c].
-template <class T>
+template <class T, class I>
 __global__ void crop_kernel(const T* __restrict__ dxp, T* __restrict__ dx, int64_t n, int h, int w, int hp, int wp,
                             int c) {
   const pad_math::PadShape s{n, h, w, c, hp, wp, 0, 0};
-  CUDA_GRID_LOOP(i, n * h * w * c) dx[i] = dxp[pad_math::backward_source(s, i)];
+  CUDA_GRID_LOOP_T(I, i, n * h * w * c) dx[i] = dxp[pad_math::backward_source(s, i)];
 }
 
 // y [rows, c] += b [c] (broadcast over the rows), in float, rounded once.
@@ -186,8 +186,10 @@ class CudaConv2d final : public Conv2dKernel {
                                                cudnnConvolutionBwdDataAlgo_t(pl.bwd_data->algo), ws,
                                                pl.bwd_data->workspace, &zero, pl.x.d, dxo));
       if (pl.padded())
-        TRAINER_LAUNCH(crop_kernel<T>, cuda::grid_for(dx.numel(), c_), cuda::kBlock, c_.stream(), dxo,
-                       cuda::ptr<T>(dx), g.n, int(g.ih), int(g.iw), pl.hp(), pl.wp(), int(g.ic));
+        cuda::with_index_type({int64_t(g.n) * pl.hp() * pl.wp() * g.ic}, [&](auto index) {
+          TRAINER_LAUNCH((crop_kernel<T, decltype(index)>), cuda::grid_for(dx.numel(), c_), cuda::kBlock, c_.stream(),
+                         dxo, cuda::ptr<T>(dx), g.n, int(g.ih), int(g.iw), pl.hp(), pl.wp(), int(g.ic));
+        });
     }
 
     const T* xin = padded_input<T>(pl, x);
@@ -249,8 +251,10 @@ class CudaConv2d final : public Conv2dKernel {
     const ConvGeometry& g = pl.g;
     const int64_t total = g.n * pl.hp() * pl.wp() * g.ic;
     T* xp = xpad_.as<T>(c_, size_t(total));
-    TRAINER_LAUNCH(pad_kernel<T>, cuda::grid_for(total, c_), cuda::kBlock, c_.stream(), cuda::ptr<const T>(x), xp,
-                   g.n, int(g.ih), int(g.iw), pl.hp(), pl.wp(), int(g.ic));
+    cuda::with_index_type({total}, [&](auto index) {
+      TRAINER_LAUNCH((pad_kernel<T, decltype(index)>), cuda::grid_for(total, c_), cuda::kBlock, c_.stream(),
+                     cuda::ptr<const T>(x), xp, g.n, int(g.ih), int(g.iw), pl.hp(), pl.wp(), int(g.ic));
+    });
     return xp;
   }
 

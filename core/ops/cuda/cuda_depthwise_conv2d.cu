@@ -1,7 +1,6 @@
 // CUDA depthwise conv2d: hand-written NHWC kernels over f32/bf16/f16 activations (forward, backward data, backward filter in fixed order, no atomics).
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
 
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
@@ -35,39 +34,25 @@ constexpr const char* kOp = "depthwise_conv2d";
 
 using depthwise_math::DwShape;
 
-// A grid-stride loop over [0, n) in the index type I (int32_t when fits_int32 said so: the grid's
-// stride is at most 8 blocks per SM of kBlock threads, so i + stride stays below 2^31).
-#define DW_GRID_LOOP(I, i, n) \
-  for (I i = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x), i##_step_ = I(blockDim.x) * I(gridDim.x); i < (n); i += i##_step_)
-
 template <class T, class I>
 __global__ void dw_forward_kernel(DwShape s, const T* __restrict__ x, const float* __restrict__ w,
                                   const float* __restrict__ b, T* __restrict__ y, I total) {
   const cuda::Load<T> lx{x};
-  DW_GRID_LOOP(I, i, total) y[i] = cuda::from_f32<T>(depthwise_math::forward_at(s, lx, w, b, i));
+  CUDA_GRID_LOOP_T(I, i, total) y[i] = cuda::from_f32<T>(depthwise_math::forward_at(s, lx, w, b, i));
 }
 
 template <class T, class I>
 __global__ void dw_backward_data_kernel(DwShape s, const T* __restrict__ dy, const float* __restrict__ w,
                                         T* __restrict__ dx, I total) {
   const cuda::Load<T> ldy{dy};
-  DW_GRID_LOOP(I, i, total) dx[i] = cuda::from_f32<T>(depthwise_math::backward_data_at(s, ldy, w, i));
+  CUDA_GRID_LOOP_T(I, i, total) dx[i] = cuda::from_f32<T>(depthwise_math::backward_data_at(s, ldy, w, i));
 }
 
 template <class T, class I>
 __global__ void dw_filter_partial_kernel(DwShape s, const T* __restrict__ x, const T* __restrict__ dy, int slots,
                                          int64_t rows_per_chunk, I total, float* __restrict__ partial) {
   const cuda::Load<T> lx{x}, ldy{dy};
-  DW_GRID_LOOP(I, i, total) partial[i] = depthwise_math::filter_partial_at(s, lx, ldy, slots, rows_per_chunk, i);
-}
-
-// f(int32_t{}) when every index of the call is below 2^30 (so below 2^31 with the grid's stride
-// added), else f(int64_t{}): the index type of the kernels it launches.
-template <class F>
-void with_index_type(std::initializer_list<int64_t> counts, F&& f) {
-  for (int64_t n : counts)
-    if (n >= (int64_t(1) << 30)) return f(int64_t{});
-  f(int32_t{});
+  CUDA_GRID_LOOP_T(I, i, total) partial[i] = depthwise_math::filter_partial_at(s, lx, ldy, slots, rows_per_chunk, i);
 }
 
 // Slots [0, kh*kw) go to dw (Keras layout: tap * oc + oc'), slot kh*kw (when present) to db.
@@ -95,7 +80,7 @@ class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
     if (total == 0) return;
     cuda::dispatch_float(kOp, "x", x, [&](auto tag) {
       using T = decltype(tag);
-      with_index_type({x.numel(), total}, [&](auto index) {
+      cuda::with_index_type({x.numel(), total}, [&](auto index) {
         using I = decltype(index);
         TRAINER_LAUNCH((dw_forward_kernel<T, I>), cuda::grid_for(total, c_), cuda::kBlock, c_.stream(), s,
                        cuda::ptr<const T>(x), w.f32(), p_.bias ? b.f32() : nullptr, cuda::ptr<T>(y), I(total));
@@ -121,7 +106,7 @@ class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
     const int64_t parts = chunks * per_chunk;
     cuda::dispatch_float(kOp, "x", x, [&](auto tag) {
       using T = decltype(tag);
-      with_index_type({x.numel(), dy.numel(), parts}, [&](auto index) {
+      cuda::with_index_type({x.numel(), dy.numel(), parts}, [&](auto index) {
         using I = decltype(index);
         if (dx.defined())
           TRAINER_LAUNCH((dw_backward_data_kernel<T, I>), cuda::grid_for(dx.numel(), c_), cuda::kBlock, c_.stream(), s,

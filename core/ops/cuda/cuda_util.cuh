@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -89,6 +90,27 @@ void launch_at(const char* name, const char* file, int line, void (*kernel)(KArg
 #define CUDA_GRID_LOOP(i, n)                                                                  \
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, i##_step_ = int64_t(blockDim.x) * gridDim.x; \
        i < int64_t(n); i += i##_step_)
+
+// The same loop in the index type I: int32_t where cuda::with_index_type chose it (the grid's stride,
+// at most 8 blocks per SM of kBlock threads, keeps i + stride below 2^31 when n < 2^30).
+#define CUDA_GRID_LOOP_T(I, i, n)                                                                        \
+  for (I i = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x), i##_step_ = I(blockDim.x) * I(gridDim.x); i < I(n); \
+       i += i##_step_)
+
+namespace trainer::cuda {
+
+// f(int32_t{}) when every count is below 2^30, else f(int64_t{}): the index type of the kernels f
+// launches. Kernels that divide their element index into coordinates (NHWC n, y, x, c) do it in
+// 32 bits then: a GPU emulates a 64-bit division in tens of instructions (the depthwise and padding
+// kernels divided four to six times per element; H100, 2026-11-27: ~10x their bytes' time).
+template <class F>
+void with_index_type(std::initializer_list<int64_t> counts, F&& f) {
+  for (int64_t n : counts)
+    if (n >= (int64_t(1) << 30)) return f(int64_t{});
+  f(int32_t{});
+}
+
+}  // namespace trainer::cuda
 
 namespace trainer::cuda {
 

@@ -14,24 +14,29 @@ struct PadShape {
   int top, left;
 };
 
-// The x element under y element i, or -1 where i is in the zero border.
-TRAINER_HD_INLINE int64_t forward_source(const PadShape& s, int64_t i) {
-  const int64_t ch = i % s.c;
-  int64_t r = i / s.c;
-  const int64_t ix = r % s.ow - s.left;
-  r /= s.ow;
-  const int64_t iy = r % s.oh - s.top, b = r / s.oh;
-  return (iy >= 0 && iy < s.h && ix >= 0 && ix < s.w) ? ((b * s.h + iy) * s.w + ix) * s.c + ch : -1;
+// The x element under y element i, or -1 where i is in the zero border. The arithmetic is in i's
+// type: int32_t in the GPU kernels where every index fits (cuda::with_index_type), int64_t else.
+template <class I>
+TRAINER_HD_INLINE I forward_source(const PadShape& s, I i) {
+  const I c = I(s.c), ow = I(s.ow), oh = I(s.oh), h = I(s.h), w = I(s.w);
+  const I ch = i % c;
+  I r = i / c;
+  const I ix = r % ow - I(s.left);
+  r /= ow;
+  const I iy = r % oh - I(s.top), b = r / oh;
+  return (iy >= 0 && iy < h && ix >= 0 && ix < w) ? ((b * h + iy) * w + ix) * c + ch : I(-1);
 }
 
 // Backward (a crop): the dy element that x element i was copied to.
-TRAINER_HD_INLINE int64_t backward_source(const PadShape& s, int64_t i) {
-  const int64_t ch = i % s.c;
-  int64_t r = i / s.c;
-  const int64_t ix = r % s.w;
-  r /= s.w;
-  const int64_t iy = r % s.h, b = r / s.h;
-  return ((b * s.oh + iy + s.top) * s.ow + ix + s.left) * s.c + ch;
+template <class I>
+TRAINER_HD_INLINE I backward_source(const PadShape& s, I i) {
+  const I c = I(s.c), w = I(s.w), h = I(s.h);
+  const I ch = i % c;
+  I r = i / c;
+  const I ix = r % w;
+  r /= w;
+  const I iy = r % h, b = r / h;
+  return ((b * I(s.oh) + iy + I(s.top)) * I(s.ow) + ix + I(s.left)) * c + ch;
 }
 
 }  // namespace trainer::pad_math

@@ -76,6 +76,13 @@ TEST_CASE("kernel math: pad2d index math (and conv2d's padding after) equals the
     if (x.size() > 1 && k.w > 1) check_tight("y", pad_forward(s, x), want, 0.0, pad_forward(s, x, 1));
     else check_within("y", pad_forward(s, x), want, 0.0);
     check_within("dx", pad_backward(s, dy), ref::pad2d_backward(d, to_doubles(dy)), 0.0);
+    // The GPU kernels' 32-bit index math gives the same indices.
+    bool same32 = true;
+    for (int32_t i = 0; i < int32_t(k.n * s.oh * s.ow * k.c); ++i)
+      same32 = same32 && int64_t(pad_math::forward_source(s, i)) == pad_math::forward_source(s, int64_t(i));
+    for (int32_t i = 0; i < int32_t(k.n * k.h * k.w * k.c); ++i)
+      same32 = same32 && int64_t(pad_math::backward_source(s, i)) == pad_math::backward_source(s, int64_t(i));
+    CHECK(same32);
   }
 }
 

@@ -43,7 +43,8 @@ BenchResult bench(const RunSpec& e, const BenchOptions& o, RunPlan* plan_out) {
     // something else took the cores (seen: 100.3 GFLOP/s cached for one thread, 113.5 measured
     // again on a quiet machine). Measure again now that the replicas are idle, and keep it.
     if (std::optional<Ceiling> again = cpu_ceiling(plan.threads, e.precision, true)) {
-      fmt::print(stderr, "note: this run reached {:.1f} GFLOP/s, over the cached ceiling of {:.1f}: measured it again: {:.1f}\n",
+      fmt::print(stderr,
+                 "note: this run reached {:.1f} GFLOP/s, over the cached ceiling of {:.1f}: measured it again: {:.1f}\n",
                  r.gflops_per_second, copies * ceiling->conv_gflops, copies * again->conv_gflops);
       ceiling = again;
     }

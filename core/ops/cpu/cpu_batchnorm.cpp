@@ -117,8 +117,8 @@ decltype(auto) with_activation(ActKind k, F&& f) {
 // [2C]: per channel, sum dy, then sum dy * (x - mean) (x and dy [m, C]; dy taken through the
 // activation from y when A); as reduce_rows.
 template <bool A, class T, bool Recompute>
-const double* reduce_dy_dyxmu(const T* xp, const T* dyp, YSource<T, Recompute> ys, Clamp bounds, const float* mean, int64_t m,
-                              int64_t C) {
+const double* reduce_dy_dyxmu(const T* xp, const T* dyp, YSource<T, Recompute> ys, Clamp bounds, const float* mean,
+                              int64_t m, int64_t C) {
   return reduce_rows(m, C, [&](int64_t r, float* __restrict fs, float* __restrict fq) {
     const T* __restrict xr = xp + r * C;
     const T* __restrict dr = dyp + r * C;
@@ -150,8 +150,8 @@ void affine_rows(const T* __restrict x, const float* __restrict a, const float* 
 // backward_apply, whose coefficients fold gamma, invstd and the two gradient sums (dy taken through
 // the activation from y when A).
 template <bool A, class T, bool Recompute>
-void apply_dx(const T* x, const T* dy, YSource<T, Recompute> ys, Clamp bounds, const float* mean, const float* P, const float* Q,
-              const float* R, T* dx, int64_t m, int64_t C) {
+void apply_dx(const T* x, const T* dy, YSource<T, Recompute> ys, Clamp bounds, const float* mean, const float* P,
+              const float* Q, const float* R, T* dx, int64_t m, int64_t C) {
 #pragma omp parallel for schedule(static) if (m * C > cpu::kParallelGrain)
   for (int64_t r = 0; r < m; ++r) {
     const T* __restrict xr = x + r * C;
@@ -337,8 +337,9 @@ class CpuBatchNorm final : public BatchNormKernel {
 
   // backward for element type T, with (A) or without a fused activation, y found through ys.
   template <bool A, class T, bool Recompute>
-  void backward_as(const Tensor& x, YSource<T, Recompute> ys, const Tensor& gamma, const Tensor& dy, const float* mean,
-                   const float* invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta, int64_t m, int64_t C) {
+  void backward_as(const Tensor& x, YSource<T, Recompute> ys, const Tensor& gamma, const Tensor& dy,
+                   const float* mean, const float* invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta, int64_t m,
+                   int64_t C) {
     // part[c] = sum dy, part[C + c] = sum dy * (x - mean)
     const double* part = reduce_dy_dyxmu<A>(x.as<T>(), dy.as<T>(), ys, act_, mean, m, C);
     std::vector<float> pa(C), qa(C), ra(C);

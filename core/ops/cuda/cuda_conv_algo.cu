@@ -25,19 +25,19 @@ namespace {
 
 constexpr size_t kMiB = size_t(1) << 20;
 
+// An environment switch: set, non-empty and not "0".
+bool env_on(const char* name) {
+  const char* e = std::getenv(name);
+  return e && *e && *e != '0';
+}
+
 bool find_mode() {
-  static const bool on = [] {
-    const char* e = std::getenv("TRAINER_CUDNN_FIND");
-    return e && *e && *e != '0';
-  }();
+  static const bool on = env_on("TRAINER_CUDNN_FIND");
   return on;
 }
 
 bool log_all() {
-  static const bool on = [] {
-    const char* e = std::getenv("TRAINER_CUDNN_LOG");
-    return e && *e && *e != '0';
-  }();
+  static const bool on = env_on("TRAINER_CUDNN_LOG");
   return on;
 }
 

@@ -145,7 +145,8 @@ TEST_CASE("batchnorm with a fused relu6: a backward after another training forwa
     Tensor yb3 = fresh(), mb3 = stat(), ib3 = stat(), dx3 = fresh(), dg3 = stat(), db3 = stat(), rm3 = rm(), rv3 = rv();
     k3->forward_train(xb, gamma, beta, yb3, mb3, ib3, rm3, rv3);
     k3->backward(xb, yb3, gamma, dy, mb3, ib3, dx3, dg3, db3);
-    for (auto [got, want] : {std::pair{&dx2, &dx1}, {&dg2, &dg1}, {&db2, &db1}, {&dxb, &dx3}, {&dgb, &dg3}, {&dbb, &db3}})
+    for (auto [got, want] :
+         {std::pair{&dx2, &dx1}, {&dg2, &dg1}, {&db2, &db1}, {&dxb, &dx3}, {&dgb, &dg3}, {&dbb, &db3}})
       CHECK(same_bits(be.download(*got), be.download(*want)));
   }
 }

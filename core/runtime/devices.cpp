@@ -68,10 +68,10 @@ std::vector<Device> select_devices(const DevicesSpec& r) {
   return out;
 }
 
-int threads_per_replica(const DevicesSpec& r, int replicas) {
+int threads_per_replica(const DevicesSpec& r, int replicas, int reserved) {
   if (r.threads > 0) return r.threads;
   int hw = std::max(1, int(std::thread::hardware_concurrency()));
-  return std::max(1, hw / std::max(1, replicas));
+  return std::max(1, (hw - std::max(0, reserved)) / std::max(1, replicas));
 }
 
 namespace {

@@ -25,8 +25,9 @@ struct DevicesSpec {
 DevicesSpec read_devices(const cfg::Node& section);
 
 std::vector<Device> select_devices(const DevicesSpec& r);
-// CPU compute threads per replica: the request's, else the machine's cores shared evenly.
-int threads_per_replica(const DevicesSpec& r, int replicas);
+// CPU compute threads per replica: the request's, else the machine's cores shared evenly, less
+// `reserved` cores kept for other threads that keep one busy (a GPU stage's driving thread).
+int threads_per_replica(const DevicesSpec& r, int replicas, int reserved = 0);
 // `trainer devices`: the CPU (cores, model, oneDNN's ISA, AVX-512/BF16/AMX) and each visible GPU
 // (name, memory, compute capability; CUDA and NCCL versions; the peer-access matrix with 2+
 // GPUs), or a line saying why no GPU is visible. As lines, or as one JSON object.

@@ -110,10 +110,14 @@ BenchResult DeviceParallel::bench(std::vector<BenchInput>& inputs, const BenchOp
     return placement_devices(spec.placement, d, notes);
   };
   t.local_replicas = [](const TraineeSpec&, const std::vector<Device>&) { return 1; };
+  // The CPU stages share the cores but one for each GPU stage: its thread launches and waits for
+  // every micro-batch of its stage. With all 16 cores of an H200 machine in the CPU stage's team
+  // beside it, configs/model_parallel.yaml (gpu:0 + cpu) ran at 2,314 img/s (M=1) and 2,516
+  // (M=4); with 15 threads 5,451 and 4,978 (docs/gpu-runs/2026-11-27-h200.md).
   t.threads = [](const DevicesSpec& d, const std::vector<Device>& devices) {
     int cpu = 0;
     for (const Device& x : devices) cpu += x.is_cpu();
-    return threads_per_replica(d, std::max(1, cpu));
+    return threads_per_replica(d, std::max(1, cpu), cpu > 0 ? int(devices.size()) - cpu : 0);
   };
   t.make = [](const TraineeSpec& spec, const std::vector<Device>& devices, int threads) -> std::unique_ptr<Strategy> {
     return std::make_unique<DeviceParallel>(spec, devices, threads);

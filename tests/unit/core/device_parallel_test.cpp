@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <random>
+#include <thread>
 
 #include "../cpu_bf16.h"
 #include "core/run/plan.h"
@@ -454,4 +455,17 @@ TEST_CASE("shared layers under data parallelism: 2 replicas x 6 match 1 replica 
   double d = max_diff(one, two);
   WARN("shared LSTM, 2 data-parallel replicas vs 1 after 10 RMSprop steps: max |dw| = " << d);
   CHECK(d <= 1e-5);
+}
+
+TEST_CASE("device parallel: CPU stages leave one core per GPU stage's thread, --threads is taken as given", "[device_parallel]") {
+  const StrategyType& t = strategy_type(StrategyKind::DeviceParallel);
+  const int hw = std::max(1, int(std::thread::hardware_concurrency()));
+  DevicesSpec d;
+  CHECK(t.threads(d, {Device::cpu(0)}) == hw);
+  CHECK(t.threads(d, {Device::cpu(0), Device::cpu(1)}) == std::max(1, hw / 2));
+  CHECK(t.threads(d, {Device::cuda(0), Device::cpu(0)}) == std::max(1, hw - 1));
+  CHECK(t.threads(d, {Device::cuda(0), Device::cuda(1), Device::cpu(0)}) == std::max(1, hw - 2));
+  CHECK(t.threads(d, {Device::cuda(0), Device::cuda(1)}) == hw);  // no CPU stage: nothing to share
+  d.threads = 3;
+  CHECK(t.threads(d, {Device::cuda(0), Device::cpu(0)}) == 3);
 }

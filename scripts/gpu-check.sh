@@ -67,16 +67,15 @@ if [ "${1:-}" = "--plan" ]; then
     ((sum <= 540)) || bad=1
     printf '  %d. bash scripts/gpu-check.sh %-28s # bounds sum to %3d s\n' "$i" "$c" "$sum"
   done
-  printf '\nPhases end well inside their bounds (an H100, 2026-11-27: ops 21 s, core 5 s, engine 12 s, e2e\n'
-  printf '134 s, bench-mnv2 226 s with its layer rows, configs 125 s, graphs 17 s, racecheck 50 s, memcheck\n'
-  printf '21 s, configs-mgn 35 s, bench-b64 133 s; engine now also times the CPU stage by OpenMP wait policy,\n'
-  printf '~40 s more), and the command stops starting phases at GPU_CHECK_BUDGET. With 15 minutes of device\n'
-  printf 'time (a start took ~30 s), one command in priority order does most of it (ops and memcheck check\n'
-  printf 'the changed depthwise and convolution code; graphs and bench-mnv2 measure it; engine says why the\n'
-  printf 'gpu:0 + cpu pipeline slowed 4x):\n'
-  printf '  GPU_CHECK_BUDGET=560 GPU_CHECK_JOBS=8 bash scripts/gpu-check.sh ops memcheck core graphs engine \\\n'
-  printf '    bench-mnv2 configs\n'
-  printf 'then, warm (~270 s left): e2e racecheck configs-mgn. Each command leaves $OUT/gpu-check-summary.log and\n'
+  printf '\nPhases end well inside their bounds (an H200, 2026-11-27: ops 19 s, memcheck 21 s, core 4 s,\n'
+  printf 'graphs 15 s, engine 17 s, bench-mnv2 189 s with its layer rows, configs 113 s, e2e 111 s, racecheck\n'
+  printf '48 s, configs-mgn 45 s, bench-b64 124 s), and the command stops starting phases at GPU_CHECK_BUDGET.\n'
+  printf 'With 15 minutes of device time (a start took ~30 s), one command in priority order does most of\n'
+  printf 'it (correctness first; engine checks that the gpu:0 + cpu pipeline, whose CPU stage now leaves a core\n'
+  printf 'to the GPU stage, is back near 6,000 img/s; bench and configs-mnv2 did not run in the last two runs):\n'
+  printf '  GPU_CHECK_BUDGET=540 GPU_CHECK_JOBS=8 bash scripts/gpu-check.sh ops memcheck core engine configs \\\n'
+  printf '    e2e racecheck\n'
+  printf 'then, warm (~400 s left): bench configs-mnv2. Each command leaves $OUT/gpu-check-summary.log and\n'
   printf '$OUT/gpu-check-logs.tar.gz (2 files back). Build the pack first: scripts/gpu-check.sh pack\n'
   exit $bad
 fi
@@ -467,10 +466,11 @@ phase_engine() {
       configs/model_parallel.yaml --gpus 0 --set placement.a1=gpu:0 --set placement.b1=cpu \
       --set pipeline.microbatches=$m --steps 20
   done
-  # That bench ran at 8,582 img/s (M=1) on the H100 machine at 2264054 and at 1,958 at 4358a80, its CPU
-  # stage busy 6.5 then 28.7 ms, with 6.5 of 16 cores busy. Suspects: trainer's GOMP_SPINCOUNT=3000
-  # (7fe5491: idle OpenMP threads sleep after a short spin, so each of the stage's many short parallel
-  # regions wakes 15 threads) and 16 compute threads beside the GPU stage's own thread. One row each.
+  # That bench ran at 8,582 img/s (M=1) on the H100 machine at 2264054 and at 1,958 at 4358a80. The H200
+  # run of 2026-11-27 found why: 16 CPU-stage threads beside the GPU stage's thread, and a short spin
+  # (GOMP_SPINCOUNT=3000) that puts the one sharing a core to sleep (2,314 img/s; 5,451 with
+  # --threads 15; 6,403 with a long spin). The CPU stage now leaves a core per GPU stage: the rows
+  # above run with 15 threads. These keep the spin count's and wait policy's effect in view.
   local v i=0
   for v in "GOMP_SPINCOUNT=300000|" "GOMP_SPINCOUNT=3000|" "GOMP_SPINCOUNT=3000|--threads 15" \
            "OMP_WAIT_POLICY=active|"; do

@@ -101,7 +101,7 @@ int run_command(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  cli::default_openmp_spin(argv);  // may start this program again, with GOMP_SPINCOUNT set
+  cli::prepare_openmp(argv);  // may start this program again, with GOMP_SPINCOUNT set or the binding removed
   // Under mpirun or srun: one process of a job, its place from the launcher, MPI initialised.
   Launch l = detect_launch();
   if (l.multi()) {
@@ -120,6 +120,7 @@ int main(int argc, char** argv) {
     l.size = mpi::size();
   }
   set_this_process(l);
+  if (std::string note = cli::binding_note(); !note.empty() && l.rank == 0) std::fprintf(stderr, "%s\n", note.c_str());
   int code = run_command(argc, argv);
   mpi::finalize();
   return code;

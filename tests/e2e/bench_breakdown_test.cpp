@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "cli.h"
 
@@ -267,4 +268,25 @@ TEST_CASE("e2e devices: idle OpenMP threads spin briefly by default, and a user'
   auto p = e2e::trainer("devices", "", "env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=passive ");
   REQUIRE(p.code == 0);
   CHECK_THAT(p.out, Contains("cpu: idle OpenMP threads: OMP_WAIT_POLICY=passive (from the environment)"));
+}
+
+TEST_CASE("e2e bench: OMP_PROC_BIND or OMP_PLACES would bind every compute thread to one core: removed, in one line") {
+  // libgomp binds the first thread to its first place as it loads, and every thread trainer starts
+  // inherits that core (cpu_cores 1.0 with --threads 2 before trainer removed the binding).
+  const std::string mgn = "'" TRAINER_SOURCE_DIR "/configs/minigooglenet.yaml' --set train.batch_size=8 --threads 2";
+  for (const std::string env : {"OMP_PROC_BIND=close OMP_PLACES=cores ", "OMP_PLACES=cores ", "OMP_PROC_BIND=true "}) {
+    auto r = e2e::trainer("bench " + mgn + " --steps 5 --warmup 2 --json", "", "env " + env);
+    INFO(env << "\n" << r.out << r.err);
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.err, Contains("not applied: trainer's compute threads would all inherit the one core"));
+    if (std::thread::hardware_concurrency() < 2) {
+      WARN("one core here: the two threads' spread across cores is not checked");
+      continue;
+    }
+    CHECK(e2e::last_json(r.out)["cpu_cores"].get<double>() > 1.3);
+  }
+  // Binding switched off, or none asked for: nothing removed, nothing said.
+  auto off = e2e::trainer("bench " + kSmoke + " --steps 2 --warmup 1 --json", "", "env OMP_PROC_BIND=false OMP_PLACES=cores ");
+  REQUIRE(off.code == 0);
+  CHECK_THAT(off.err, !Contains("not applied"));
 }

@@ -58,7 +58,8 @@ void prepare_openmp(char** argv) {
   bool again = false;
   const char* bind = std::getenv("OMP_PROC_BIND");
   const char* places = std::getenv("OMP_PLACES");
-  if ((bind && strcasecmp(bind, "false") != 0) || (places && !(bind && strcasecmp(bind, "false") == 0))) {
+  const bool unbound = bind && strcasecmp(bind, "false") == 0;  // places without binding bind nothing
+  if (!unbound && (bind || places)) {
     std::string was;
     if (bind) was = std::string("OMP_PROC_BIND=") + bind;
     if (places) was += std::string(was.empty() ? "" : " ") + "OMP_PLACES=" + places;

@@ -76,15 +76,19 @@ const double* reduce_centred(const T* xp, const float* sh, int64_t m, int64_t C)
 }
 
 // A fused activation (BatchNormParams::activation) is the activation kernel's clamp
-// (activation_math.h), applied to the output, its gradient taken from y. On f32 tensors backward
-// does not read y: it recomputes it from x with the coefficients a, b of the forward pass it
-// follows (kept by the kernel, which each layer copy owns, as it owns the saved statistics), the
-// same bits, so each backward pass reads x and dy only (2 threads, alternated runs: MobileNetV2
-// 224² batch 16, batch norm backward 61-70 -> 49-59 ms per step and the step 46.0-47.8 -> 48.9-50.7
-// img/s; MiniGoogLeNet batch 64, 17-22 -> 12-14 ms). On bf16 tensors it reads y: recomputing the
-// bf16 rounding cost more than the read saves (backward 37-38 -> 45-46 ms on MobileNetV2, 9.6 ->
-// 12.6 on MiniGoogLeNet). The loops below take the activation as a compile-time flag `A` (false:
-// no activation, y not used), so batch norm alone runs exactly as before.
+// (activation_math.h), applied to the output; backward passes dy where the stored y is inside the
+// clamp. Backward does not read y: it decides that from x with the coefficients a, b of the forward
+// pass it follows (kept by the kernel, which each layer copy owns, as it owns the saved
+// statistics): v = x·a + b, the value forward clamped and stored, is compared with the gate
+// act::rounded_gate gives for the stored type (f32: the clamp's bounds; bf16: the bounds moved to
+// where the rounding changes sides, so no rounding is redone), the same decision bit for bit. So
+// each backward pass reads x and dy only. Measured with 2 threads, alternated runs: f32 MobileNetV2
+// 224² batch 16, batch norm backward 61-70 -> 49-59 ms per step; f32 MiniGoogLeNet batch 64,
+// 17-22 -> 12-14 ms; bf16 with the gate (2026-11-27), alternated against reading y: MiniGoogLeNet
+// batch 64 14.1-14.3 -> 13.4-13.5 ms, MobileNetV2 batch 16 median of five 39.7 -> 36.3 ms. (Redoing
+// the bf16 rounding instead had cost more than the read it saves.) The loops below take the
+// activation as a compile-time flag `A` (false: no activation, y not used), so batch norm alone
+// runs exactly as before.
 using act::Clamp;
 
 // Forward's output value before its rounding to T: x·a + b, clamped when A.
@@ -95,15 +99,21 @@ inline float affine_value(float x, float a, float b, Clamp bounds) {
   return v;
 }
 
-// Where backward finds y: read, or recomputed from x as forward stored it (Recompute: f32, whose
-// stored y is the value itself).
+// Where backward finds whether y passed the activation's gradient: y read, or decided from x
+// (Recompute) with forward's coefficients and the stored type's gate (see above).
 template <class T, bool Recompute>
 struct YSource {
   const T* y = nullptr;                    // [m, C], read unless Recompute
   const float *a = nullptr, *b = nullptr;  // forward's coefficients [C], when Recompute
-  float at(int64_t r, int64_t C, int64_t c, float x, Clamp bounds) const {
-    if constexpr (Recompute) return affine_value<true>(x, a[c], b[c], bounds);
-    else return cpu::to_f32(y[r * C + c]);
+  Clamp gate;                              // act::rounded_gate of the clamp for T, when Recompute
+  // dy through the activation at [r, c] (x: the input there).
+  float pass(float g, int64_t r, int64_t C, int64_t c, float x, Clamp bounds) const {
+    if constexpr (Recompute) {
+      const float v = bn::normalise(x, a[c], b[c]), lo = gate.lo, hi = gate.hi;  // both loaded: a vector loop
+      return v > lo && v < hi ? g : 0.0f;
+    } else {
+      return act::through(g, cpu::to_f32(y[r * C + c]), bounds);
+    }
   }
 };
 
@@ -126,7 +136,7 @@ const double* reduce_dy_dyxmu(const T* xp, const T* dyp, YSource<T, Recompute> y
     for (int64_t c = 0; c < C; ++c) {
       const float xv = cpu::to_f32(xr[c]);
       float g = cpu::to_f32(dr[c]);
-      if constexpr (A) g = act::through(g, ys.at(r, C, c, xv, bounds), bounds);
+      if constexpr (A) g = ys.pass(g, r, C, c, xv, bounds);
       fs[c] += g;
       fq[c] += g * (xv - mean[c]);
     }
@@ -161,7 +171,7 @@ void apply_dx(const T* x, const T* dy, YSource<T, Recompute> ys, Clamp bounds, c
     for (int64_t c = 0; c < C; ++c) {
       const float xv = cpu::to_f32(xr[c]);
       float g = cpu::to_f32(dr[c]);
-      if constexpr (A) g = act::through(g, ys.at(r, C, c, xv, bounds), bounds);
+      if constexpr (A) g = ys.pass(g, r, C, c, xv, bounds);
       o[c] = cpu::from_f32<T>(bn::input_grad(g, xv, mean[c], P[c], Q[c], R[c]));
     }
   }
@@ -170,7 +180,9 @@ void apply_dx(const T* x, const T* dy, YSource<T, Recompute> ys, Clamp bounds, c
 class CpuBatchNorm final : public BatchNormKernel {
  public:
   CpuBatchNorm(OpContext& ctx, const BatchNormParams& p)
-      : BatchNormKernel(ctx, p), act_(act::clamp_of(p.activation)) {}
+      : BatchNormKernel(ctx, p),
+        act_(act::clamp_of(p.activation)),
+        gate_bf16_(act::rounded_gate(act_, [](float v) { return cpu::to_f32(cpu::round_bf16(v)); })) {}
 
  private:
   void forward_train_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
@@ -210,7 +222,7 @@ class CpuBatchNorm final : public BatchNormKernel {
       with_activation(p_.activation, [&](auto a_on) {
         affine_rows<decltype(a_on)::value>(xp, a.data(), b.data(), y.as<T>(), act_, m, C);
       });
-      if (std::is_same_v<T, float> && p_.activation != ActKind::Linear) {  // for backward's y
+      if (p_.activation != ActKind::Linear) {  // for backward's activation gate
         fwd_a_.swap(a);
         fwd_b_.swap(b);
         fwd_mean_ = save_mean.data();
@@ -251,21 +263,20 @@ class CpuBatchNorm final : public BatchNormKernel {
     }
     const float* mean = save_mean.f32();
     const float* invstd = save_invstd.f32();
-    // y recomputed (f32) when the coefficients kept are those of the forward pass these statistics
-    // come from; else read.
+    // The activation's gate decided from x when the coefficients kept are those of the forward pass
+    // these statistics come from; else y is read.
     const bool kept = fwd_mean_ == save_mean.data() && fwd_rows_ == m && int64_t(fwd_a_.size()) == C;
     cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
       using T = decltype(t);
-      if constexpr (std::is_same_v<T, float>) {
-        if (p_.activation != ActKind::Linear && kept) {
-          backward_as<true, T>(x, YSource<T, true>{nullptr, fwd_a_.data(), fwd_b_.data()}, gamma, dy, mean, invstd, dx,
-                               dgamma, dbeta, m, C);
-          return;
-        }
+      if (p_.activation != ActKind::Linear && kept) {
+        const Clamp gate = std::is_same_v<T, float> ? act_ : gate_bf16_;
+        backward_as<true, T>(x, YSource<T, true>{nullptr, fwd_a_.data(), fwd_b_.data(), gate}, gamma, dy, mean, invstd,
+                             dx, dgamma, dbeta, m, C);
+        return;
       }
       with_activation(p_.activation, [&](auto a_on) {
         constexpr bool A = decltype(a_on)::value;
-        backward_as<A, T>(x, YSource<T, false>{A ? y.as<T>() : nullptr}, gamma, dy, mean, invstd, dx, dgamma, dbeta,
+        backward_as<A, T>(x, YSource<T, false>{A ? y.as<T>() : nullptr, nullptr, nullptr, {}}, gamma, dy, mean, invstd, dx, dgamma, dbeta,
                           m, C);
       });
     });
@@ -356,8 +367,9 @@ class CpuBatchNorm final : public BatchNormKernel {
     if (dx.defined())
       apply_dx<A>(x.as<T>(), dy.as<T>(), ys, act_, mean, pa.data(), qa.data(), ra.data(), dx.as<T>(), m, C);
   }
-  Clamp act_;  // the fused activation's bounds
-  // The last training forward's coefficients y = x·a + b (f32 with a fused activation), for its
+  Clamp act_;        // the fused activation's bounds
+  Clamp gate_bf16_;  // its gate on the value before a bf16 store (act::rounded_gate)
+  // The last training forward's coefficients y = x·a + b (with a fused activation), for its
   // backward; fwd_mean_ names the saved statistics they go with (nullptr: none kept).
   std::vector<float> fwd_a_, fwd_b_;
   const void* fwd_mean_ = nullptr;

@@ -1,6 +1,10 @@
 // Element-wise activation math shared by the CPU and CUDA kernels: ReLU/ReLU6 as clamps, sigmoid, tanh, and each derivative taken from the output.
 #pragma once
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <stdexcept>
 
 #include "core/ops/activation.h"
 #include "core/ops/math/hd.h"
@@ -30,6 +34,51 @@ TRAINER_HD_INLINE float clamp(float v, Clamp c) { return v > c.lo ? (v < c.hi ? 
 // the bounds is taken as 0, as TF and PyTorch; 0 < y < 6 exactly where 0 < x < 6, and a ReLU
 // output of +inf passes nothing).
 TRAINER_HD_INLINE float through(float dy, float y, Clamp c) { return y > c.lo && y < c.hi ? dy : 0.0f; }
+
+// The gate of `through` decided from the value v before the clamp and a rounding store, without
+// rounding: returns (lo', hi') such that lo' < v < hi' exactly when y = round(clamp(v, c)) has
+// lo < y < hi (a NaN passes neither). `round` is the store's round trip (f32 -> bf16 -> f32); it
+// must be monotonic and keep c's bounds (0, 6 and the infinities are exact in bf16 and f16), else
+// std::invalid_argument. For the identity, (lo, hi). Host code: a binary search over the floats.
+namespace detail {
+// The non-NaN floats in increasing order as unsigned keys, and back.
+inline uint32_t float_key(float v) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+inline float key_float(uint32_t k) {
+  const uint32_t u = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
+  float v;
+  memcpy(&v, &u, 4);
+  return v;
+}
+// The first float f (in [-inf, inf]) with p(f), p false then true as f grows; +inf when none.
+template <class P>
+float first_float(P p) {
+  uint32_t lo = float_key(-HUGE_VALF), hi = float_key(HUGE_VALF);
+  if (p(-HUGE_VALF)) return -HUGE_VALF;
+  if (!p(HUGE_VALF)) return HUGE_VALF;
+  while (hi - lo > 1) {  // p(lo) false, p(hi) true
+    const uint32_t mid = lo + (hi - lo) / 2;
+    (p(key_float(mid)) ? hi : lo) = mid;
+  }
+  return key_float(hi);
+}
+}  // namespace detail
+
+inline Clamp rounded_gate(Clamp c, float (*round)(float)) {
+  if (!(round(c.lo) == c.lo) || !(round(c.hi) == c.hi))
+    throw std::invalid_argument("rounded_gate: the clamp's bounds must survive the rounding");
+  Clamp g;
+  // lo' = the last float whose rounding is <= lo, i.e. the one before the first rounding above lo.
+  const float above = detail::first_float([&](float f) { return round(f) > c.lo; });
+  const bool none_above = !(round(HUGE_VALF) > c.lo);  // lo = +inf: every float rounds to <= lo
+  g.lo = none_above ? HUGE_VALF : detail::key_float(detail::float_key(above) - 1);
+  // hi' = the first float whose rounding is >= hi.
+  g.hi = detail::first_float([&](float f) { return round(f) >= c.hi; });
+  return g;
+}
 
 // Numerically safe for any x: exp only ever sees -|x|, so it never overflows.
 TRAINER_HD_INLINE float sigmoid(float x) {

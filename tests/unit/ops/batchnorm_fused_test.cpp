@@ -109,44 +109,47 @@ TEST_CASE("batchnorm fuses only relu and relu6, and its synchronised pieces take
   }
 }
 
-// The CPU's f32 backward recomputes y from the coefficients its last training forward kept; a
-// backward whose statistics come from another forward (another tensor) reads y instead. Both give
-// what a kernel that ran only that forward gives, bit for bit.
+// The CPU's backward decides the activation's gate from the coefficients its last training
+// forward kept (f32 and bf16); a backward whose statistics come from another forward (another
+// tensor) reads y instead. Both give what a kernel that ran only that forward gives, bit for bit.
 TEST_CASE("batchnorm with a fused relu6: a backward after another training forward uses its own forward's y") {
   for (const Backend& be : backends()) SECTION(be.name) {
-    std::mt19937_64 rng(6);
-    const Shape s{8, 5, 5, 24};
-    const int64_t C = s.back();
-    BatchNormParams p;
-    p.activation = ActKind::Relu6;
-    Tensor gamma = be.upload(random_tensor({C}, rng, 1.0, 6.0)), beta = be.upload(random_tensor({C}, rng, -1.0, 1.0));
-    auto rm = [&] { return be.upload(make({C}, DType::F32, ref::Vec(size_t(C), 0.0))); };
-    auto rv = [&] { return be.upload(make({C}, DType::F32, ref::Vec(size_t(C), 1.0))); };
-    Tensor xa = be.upload(make(s, DType::F32, random_values(s, rng, DType::F32, -3, 3)));
-    Tensor xb = be.upload(make(s, DType::F32, random_values(s, rng, DType::F32, -3, 3)));
-    Tensor dy = be.upload(make(s, DType::F32, random_values(s, rng, DType::F32)));
-    auto fresh = [&] { return be.upload(make(s, DType::F32, ref::Vec(size_t(s.numel()), 0.0))); };
-    auto stat = [&] { return be.upload(make({C}, DType::F32, ref::Vec(size_t(C), 0.0))); };
-    // Alone: forward a, backward a.
-    auto k1 = make_kernel<BatchNormKernel>(be.ctx(), p);
-    Tensor ya = fresh(), ma = stat(), ia = stat(), dx1 = fresh(), dg1 = stat(), db1 = stat(), rm1 = rm(), rv1 = rv();
-    k1->forward_train(xa, gamma, beta, ya, ma, ia, rm1, rv1);
-    k1->backward(xa, ya, gamma, dy, ma, ia, dx1, dg1, db1);
-    // Interleaved: forward a, forward b (other statistics tensors), backward a, then backward b.
-    auto k2 = make_kernel<BatchNormKernel>(be.ctx(), p);
-    Tensor ya2 = fresh(), ma2 = stat(), ia2 = stat(), yb = fresh(), mb = stat(), ib = stat(), rm2 = rm(), rv2 = rv();
-    Tensor dx2 = fresh(), dg2 = stat(), db2 = stat(), dxb = fresh(), dgb = stat(), dbb = stat();
-    k2->forward_train(xa, gamma, beta, ya2, ma2, ia2, rm2, rv2);
-    k2->forward_train(xb, gamma, beta, yb, mb, ib, rm2, rv2);
-    k2->backward(xa, ya2, gamma, dy, ma2, ia2, dx2, dg2, db2);
-    k2->backward(xb, yb, gamma, dy, mb, ib, dxb, dgb, dbb);
-    // b alone, for its backward.
-    auto k3 = make_kernel<BatchNormKernel>(be.ctx(), p);
-    Tensor yb3 = fresh(), mb3 = stat(), ib3 = stat(), dx3 = fresh(), dg3 = stat(), db3 = stat(), rm3 = rm(), rv3 = rv();
-    k3->forward_train(xb, gamma, beta, yb3, mb3, ib3, rm3, rv3);
-    k3->backward(xb, yb3, gamma, dy, mb3, ib3, dx3, dg3, db3);
-    for (auto [got, want] :
-         {std::pair{&dx2, &dx1}, {&dg2, &dg1}, {&db2, &db1}, {&dxb, &dx3}, {&dgb, &dg3}, {&dbb, &db3}})
-      CHECK(same_bits(be.download(*got), be.download(*want)));
+    for (DType dt : types_of(be)) {
+      INFO(dtype_name(dt));
+      std::mt19937_64 rng(6);
+      const Shape s{8, 5, 5, 24};
+      const int64_t C = s.back();
+      BatchNormParams p;
+      p.activation = ActKind::Relu6;
+      Tensor gamma = be.upload(random_tensor({C}, rng, 1.0, 6.0)), beta = be.upload(random_tensor({C}, rng, -1.0, 1.0));
+      auto rm = [&] { return be.upload(make({C}, DType::F32, ref::Vec(size_t(C), 0.0))); };
+      auto rv = [&] { return be.upload(make({C}, DType::F32, ref::Vec(size_t(C), 1.0))); };
+      Tensor xa = be.upload(make(s, dt, random_values(s, rng, dt, -3, 3)));
+      Tensor xb = be.upload(make(s, dt, random_values(s, rng, dt, -3, 3)));
+      Tensor dy = be.upload(make(s, dt, random_values(s, rng, dt)));
+      auto fresh = [&] { return be.upload(make(s, dt, ref::Vec(size_t(s.numel()), 0.0))); };
+      auto stat = [&] { return be.upload(make({C}, DType::F32, ref::Vec(size_t(C), 0.0))); };
+      // Alone: forward a, backward a.
+      auto k1 = make_kernel<BatchNormKernel>(be.ctx(), p);
+      Tensor ya = fresh(), ma = stat(), ia = stat(), dx1 = fresh(), dg1 = stat(), db1 = stat(), rm1 = rm(), rv1 = rv();
+      k1->forward_train(xa, gamma, beta, ya, ma, ia, rm1, rv1);
+      k1->backward(xa, ya, gamma, dy, ma, ia, dx1, dg1, db1);
+      // Interleaved: forward a, forward b (other statistics tensors), backward a, then backward b.
+      auto k2 = make_kernel<BatchNormKernel>(be.ctx(), p);
+      Tensor ya2 = fresh(), ma2 = stat(), ia2 = stat(), yb = fresh(), mb = stat(), ib = stat(), rm2 = rm(), rv2 = rv();
+      Tensor dx2 = fresh(), dg2 = stat(), db2 = stat(), dxb = fresh(), dgb = stat(), dbb = stat();
+      k2->forward_train(xa, gamma, beta, ya2, ma2, ia2, rm2, rv2);
+      k2->forward_train(xb, gamma, beta, yb, mb, ib, rm2, rv2);
+      k2->backward(xa, ya2, gamma, dy, ma2, ia2, dx2, dg2, db2);
+      k2->backward(xb, yb, gamma, dy, mb, ib, dxb, dgb, dbb);
+      // b alone, for its backward.
+      auto k3 = make_kernel<BatchNormKernel>(be.ctx(), p);
+      Tensor yb3 = fresh(), mb3 = stat(), ib3 = stat(), dx3 = fresh(), dg3 = stat(), db3 = stat(), rm3 = rm(), rv3 = rv();
+      k3->forward_train(xb, gamma, beta, yb3, mb3, ib3, rm3, rv3);
+      k3->backward(xb, yb3, gamma, dy, mb3, ib3, dx3, dg3, db3);
+      for (auto [got, want] :
+           {std::pair{&dx2, &dx1}, {&dg2, &dg1}, {&db2, &db1}, {&dxb, &dx3}, {&dgb, &dg3}, {&dbb, &db3}})
+        CHECK(same_bits(be.download(*got), be.download(*want)));
+    }
   }
 }

@@ -1,4 +1,4 @@
-// Kernel math: the bf16 and f16 roundings of half_bits.h (the CPU's bf16 stores and every CUDA low-precision store) against a float64 nearest-value search.
+// Kernel math: the bf16 and f16 roundings of half_bits.h (the CPU's bf16 stores and every CUDA low-precision store) against a float64 nearest-value search, and a clamp's gate before such a store.
 #include "core/ops/math/half_bits.h"
 
 #include <algorithm>
@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "core/ops/cpu/cpu_bf16.h"
+#include "core/ops/math/activation_math.h"
 #include "kernel_math_util.h"
 
 using namespace trainer;
@@ -171,4 +172,50 @@ TEST_CASE("kernel math: bf16 and f16 widen exactly and every 16-bit pattern surv
   const float snan = from_bits(0xff800001u);
   CHECK((hb::bf16_from_f32(snan) & 0xffc0) == 0xffc0);
   CHECK((hb::f16_from_f32(snan) & 0xfe00) == 0xfe00);
+}
+
+// Batch norm's fused ReLU/ReLU6 decides its backward gate from the value before the clamp and the
+// low-precision store (cpu_batchnorm.cpp): act::rounded_gate must agree with the gradient taken
+// from the stored y on every probe, around the gate's own bounds, and on NaN.
+TEST_CASE("kernel math: a clamp's gate before a bf16 or f16 store decides as the gradient through the stored y") {
+  using RoundFn = float (*)(float);
+  const RoundFn round_bf16 = [](float v) { return cpu::to_f32(cpu::round_bf16(v)); };
+  const RoundFn round_f16 = [](float v) { return hb::f32_from_f16(hb::f16_from_f32(v)); };
+  const RoundFn identity = [](float v) { return v; };
+  struct Case {
+    const char* name;
+    RoundFn round;
+    const Format* format;
+  };
+  for (const Case& k : {Case{"bf16", round_bf16, &bf16_format()}, Case{"f16", round_f16, &f16_format()},
+                        Case{"f32", identity, &bf16_format()}}) {
+    for (ActKind a : {ActKind::Relu, ActKind::Relu6, ActKind::Linear}) {
+      INFO(k.name << ", " << activation_name(a));
+      const act::Clamp c = act::clamp_of(a), g = act::rounded_gate(c, k.round);
+      std::vector<float> xs = probes(*k.format);
+      for (float b : {g.lo, g.hi, c.lo, c.hi})
+        for (float x : {b, std::nextafter(b, -INFINITY), std::nextafter(b, INFINITY)}) xs.push_back(x);
+      xs.push_back(NAN);
+      xs.push_back(-NAN);
+      int64_t bad = 0, passed = 0;
+      for (float v : xs) {
+        const bool want = act::through(1.0f, k.round(act::clamp(v, c)), c) != 0.0f;
+        bad += (v > g.lo && v < g.hi) != want;
+        passed += want;
+      }
+      CHECK(bad == 0);
+      CHECK(passed > 0);
+    }
+  }
+  // By hand: bf16 rounds (0, 2^-134] to 0 and [5.984375, 6) to 6 (the tie goes to 6, whose
+  // mantissa is even); f16 rounds (0, 2^-25] to 0 and [5.998046875, 6) to 6; f32 keeps the bounds.
+  const act::Clamp relu6 = act::clamp_of(ActKind::Relu6);
+  CHECK(act::rounded_gate(relu6, round_bf16).lo == 0x1p-134f);
+  CHECK(act::rounded_gate(relu6, round_bf16).hi == 5.984375f);
+  CHECK(act::rounded_gate(relu6, round_f16).lo == 0x1p-25f);
+  CHECK(act::rounded_gate(relu6, round_f16).hi == 5.998046875f);
+  CHECK(act::rounded_gate(relu6, identity).lo == 0.0f);
+  CHECK(act::rounded_gate(relu6, identity).hi == 6.0f);
+  // A bound the store cannot keep has no such gate.
+  CHECK_THROWS_AS(act::rounded_gate(act::Clamp{0.1f, HUGE_VALF}, round_bf16), std::invalid_argument);
 }

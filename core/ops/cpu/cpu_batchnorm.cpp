@@ -227,6 +227,7 @@ class CpuBatchNorm final : public BatchNormKernel {
         fwd_b_.swap(b);
         fwd_mean_ = save_mean.data();
         fwd_rows_ = m;
+        fwd_type_ = x.dtype();
       }
     });
   }
@@ -265,7 +266,8 @@ class CpuBatchNorm final : public BatchNormKernel {
     const float* invstd = save_invstd.f32();
     // The activation's gate decided from x when the coefficients kept are those of the forward pass
     // these statistics come from; else y is read.
-    const bool kept = fwd_mean_ == save_mean.data() && fwd_rows_ == m && int64_t(fwd_a_.size()) == C;
+    const bool kept = fwd_mean_ == save_mean.data() && fwd_rows_ == m && fwd_type_ == x.dtype() &&
+                      int64_t(fwd_a_.size()) == C;
     cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
       using T = decltype(t);
       if (p_.activation != ActKind::Linear && kept) {
@@ -374,6 +376,7 @@ class CpuBatchNorm final : public BatchNormKernel {
   std::vector<float> fwd_a_, fwd_b_;
   const void* fwd_mean_ = nullptr;
   int64_t fwd_rows_ = 0;
+  DType fwd_type_ = DType::F32;  // the gate depends on the type stored
 };
 
 static RegisterKernel<BatchNormKernel, CpuBatchNorm> reg(DeviceKind::CPU);

@@ -95,7 +95,11 @@ class Executor {
   void set_profiling(bool on);
   bool profiling() const { return profiling_; }
   struct LayerTime {
-    double forward = 0, backward = 0;  // seconds
+    double forward = 0, backward = 0;  // seconds: the layer's own passes
+    // Seconds adding this node's input gradients into gradients another consumer wrote first (a
+    // tensor that feeds several layers), converting them to another type, and summing shared
+    // weights' gradients: the executor's work after the layer's backward, not the layer's.
+    double sums = 0;
   };
   const std::vector<LayerTime>& layer_times() const { return times_; }
 

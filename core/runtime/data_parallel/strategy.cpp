@@ -19,7 +19,8 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 // Rank 0's per-layer times over `steps` more (profiled) steps of `batch` samples, slowest first;
 // for a layer of matrix arithmetic (at least 32 FLOPs per output value: convolutions, dense, LSTM;
 // not batch norm, activations, pooling or concat, which the memory bounds), its training GFLOP/s
-// (3x the forward's FLOPs) and, with a ceiling, the share of it.
+// (3x the forward's FLOPs) and, with a ceiling, the share of it. Then, when there is any, the time
+// spent summing input gradients outside the layers (Executor::LayerTime::sums), on a line of its own.
 std::vector<std::string> layer_lines(Executor& g, int steps, int64_t batch, double ceiling) {
   std::vector<size_t> order(g.nodes().size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -39,6 +40,12 @@ std::vector<std::string> layer_lines(Executor& g, int steps, int64_t batch, doub
                                 dtype_name(g.dtype(int(i))), t[i].forward * 1000 / steps, t[i].backward * 1000 / steps,
                                 rate));
   }
+  double sums = 0;
+  for (const auto& x : t) sums += x.sums;
+  if (sums > 0)
+    lines.push_back(fmt::format("Input gradients added where a tensor feeds several layers (or converted to its type), "
+                                "outside the layers' bwd above: {:.3f} ms",
+                                sums * 1000 / steps));
   return lines;
 }
 

@@ -542,7 +542,8 @@ phase_bench_mnv2() {
     local rc=$?
     ((rc == 125)) && { skip "$label"; continue; }
     row "$label" "rc $rc; $(grep -E ' fwd +[0-9.]+ ms  bwd' "$out/layers-mnv2-$p.log" |
-      awk '{t[$2] += $5 + $8} END {for (k in t) printf "%.2f %s\n", t[k], k}' | sort -rn | head -6 | paste -sd, -)"
+      awk '{t[$2] += $5 + $8} END {for (k in t) printf "%.2f %s\n", t[k], k}' | sort -rn | head -6 | paste -sd, -)$(
+      grep -oE "outside the layers' bwd above: [0-9.]+ ms" "$out/layers-mnv2-$p.log" | sed 's/.*above: /; input-gradient sums /')"
     # bf16's 1x1 convolutions took ~0.3 ms forward whatever their size on the H100 (2026-11-27), fp32's
     # 0.07-0.15: which cuDNN algorithms and math types were chosen (TRAINER_CUDNN_LOG=1, one line each).
     row "cuDNN choices: mobilenetv2 b64 $p" "$(grep -c ': cuDNN ' "$out/layers-mnv2-$p.log") choices; $(grep -oE \

@@ -302,9 +302,12 @@ void Executor::run_backward(int from, const Tensor* dy_from) {
       layers_[size_t(i)]->backward(in, acts_[size_t(i)], *dy, dx);
     }
     {
-      bool sums = !n.sharers.empty();  // timed only where there is something to add or convert
-      for (const Apart& a : apart) sums |= a.into != nullptr;
-      ScopeTimer t(profiling_ && sums, *ctx_, profiling_ ? &times_[size_t(i)].sums : nullptr);
+      bool sums = false;  // profiling: timed only where there is something to add or convert
+      if (profiling_) {
+        sums = !n.sharers.empty();
+        for (const Apart& a : apart) sums |= a.into != nullptr;
+      }
+      ScopeTimer t(sums, *ctx_, sums ? &times_[size_t(i)].sums : nullptr);
       for (size_t k = 0; k < n.inputs.size(); ++k) {
         if (!apart[k].into) continue;
         if (apart[k].add) elementwise_->accumulate(dx_store[k], *apart[k].into);

@@ -278,8 +278,8 @@ class CpuBatchNorm final : public BatchNormKernel {
       }
       with_activation(p_.activation, [&](auto a_on) {
         constexpr bool A = decltype(a_on)::value;
-        backward_as<A, T>(x, YSource<T, false>{A ? y.as<T>() : nullptr, nullptr, nullptr, {}}, gamma, dy, mean, invstd, dx, dgamma, dbeta,
-                          m, C);
+        const YSource<T, false> ys{A ? y.as<T>() : nullptr, nullptr, nullptr, {}};
+        backward_as<A, T>(x, ys, gamma, dy, mean, invstd, dx, dgamma, dbeta, m, C);
       });
     });
   }

@@ -48,7 +48,7 @@ void OnednnConv::backward(const ConvGeometry& g, const Tensor& x, const Tensor& 
   }
   Plan& pl = plan(x, g);
   if (dx.defined() && !pl.have_bwd_data) make_bwd_data(pl);
-  if (!pl.have_bwd_weights) make_bwd_weights(pl);
+  if (!pl.have_bwd_weights) make_bwd_weights(pl, g);
   auto& eng = c_.engine();
   auto& s = c_.stream();
   memory ddst = mem(pl.dst_md, eng, dy.data());
@@ -59,6 +59,11 @@ void OnednnConv::backward(const ConvGeometry& g, const Tensor& x, const Tensor& 
                             {DNNL_ARG_DIFF_SRC, mem(pl.src_md, eng, dx.data())},
                             {DNNL_ARG_SCRATCHPAD, scratchpad(pl.bwd_data_pd, eng)}});
 
+  if (pl.own_bwd_w) {
+    s.wait();  // dx's primitive, before the kernel's own OpenMP team
+    pl.own_bwd_w->run(x, dy, dw, cfg_.bias ? &db : nullptr);
+    return;
+  }
   memory user_dw = mem(pl.user_w_md, eng, dw.data());
   memory dwmem = pl.dw_to_user ? memory(pl.bwd_w_pd.diff_weights_desc(), eng, pl.dw_buf.data()) : user_dw;
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, mem(pl.src_md, eng, x.data())},
@@ -130,7 +135,13 @@ void OnednnConv::make_bwd_data(Plan& pl) {
   pl.have_bwd_data = true;
 }
 
-void OnednnConv::make_bwd_weights(Plan& pl) {
+void OnednnConv::make_bwd_weights(Plan& pl, const ConvGeometry& g) {
+  if (!cfg_.depthwise && pl.src_md.data_type() == dt::bf16 && ConvWgradBf16::available()) {
+    pl.own_bwd_w = std::make_unique<ConvWgradBf16>(
+        c_, g, ConvWgradBf16::Window{int(cfg_.kh), int(cfg_.kw), int(cfg_.sh), int(cfg_.sw), int(cfg_.dh), int(cfg_.dw)});
+    pl.have_bwd_weights = true;
+    return;
+  }
   memory::desc any_w(pl.wdims, dt::f32, tag::any);  // f32 gradients in either precision
   auto alg = dnnl::algorithm::convolution_direct;
   auto d = cfg_.bias ? dnnl::convolution_backward_weights::desc(alg, pl.src_md, any_w, pl.bias_md, pl.dst_md,

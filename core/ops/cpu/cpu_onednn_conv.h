@@ -1,6 +1,9 @@
 // oneDNN convolution shared by the CPU conv2d and depthwise conv2d kernels: per-shape plans, fp32 or bf16, fwd and bwd.
 #pragma once
+#include <memory>
+
 #include "core/ops/conv2d.h"
+#include "core/ops/cpu/cpu_conv_wgrad_bf16.h"
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
 
@@ -27,7 +30,9 @@ struct OnednnConvConfig {
 // and the primitives read and write the caller's buffers directly, with no conversion; the f32
 // master weights become bf16 in the reorder into the primitive's blocked layout (made in fp32
 // too), the primitives accumulate in f32, and dw and db are written in f32. The op header checks
-// that y, dy and dx have x's type and that w, b, dw and db are f32.
+// that y, dy and dx have x's type and that w, b, dw and db are f32. In bf16, a plain convolution's
+// dw and db come from ConvWgradBf16 where the CPU has AVX512_BF16 (oneDNN 2.6's own kernel for
+// them is the slowest part of a bf16 step).
 class OnednnConv {
  public:
   OnednnConv(CpuContext& c, const OnednnConvConfig& cfg) : c_(c), cfg_(cfg) {}
@@ -56,6 +61,7 @@ class OnednnConv {
     Tensor w_bwd;
 
     bool have_bwd_weights = false;
+    std::unique_ptr<ConvWgradBf16> own_bwd_w;  // bf16 plain convolutions where the CPU has AVX512_BF16
     dnnl::convolution_backward_weights::primitive_desc bwd_w_pd;
     dnnl::convolution_backward_weights bwd_w;
     dnnl::reorder dw_to_user;
@@ -65,7 +71,7 @@ class OnednnConv {
   Plan& plan(const Tensor& x, const ConvGeometry& g);
   Plan make_plan(const ConvGeometry& g, DType compute);
   void make_bwd_data(Plan& pl);
-  void make_bwd_weights(Plan& pl);
+  void make_bwd_weights(Plan& pl, const ConvGeometry& g);
   dnnl::memory weights(Plan& pl, const Tensor& w, const dnnl::reorder& r, Tensor& buf, const dnnl::memory::desc& md);
 
   CpuContext& c_;

@@ -152,31 +152,33 @@ void ConvWgradBf16::pack(const uint16_t* x, const uint16_t* dy, const Chunk& ch,
   for (int64_t m = 0; m < ch.pairs; ++m) {
     const int64_t n0 = 2 * (ch.pair0 + m), n1 = n0 + 1;
     const bool second = n1 < g.n;
-    for (int64_t r = 0; r < ch.rows; ++r)
-      for (int64_t ow = 0; ow < g.ow; ++ow) {
-        const uint16_t* a = dy + ((n0 * g.oh + ch.h0 + r) * g.ow + ow) * g.oc;
-        const uint16_t* b = second ? a + g.oh * g.ow * g.oc : nullptr;
-        uint16_t* d = dyp + ((m * rows_ + r) * g.ow + ow) * ocp_ * 2;
-        interleave(a, b, d, g.oc);
-        std::memset(d + 2 * g.oc, 0, (ocp_ - g.oc) * 4);
-        if (dbp) add_channels(a, b, dbp, g.oc);
+    for (int64_t r = 0; r < ch.rows; ++r) {  // dy: a row at once where no channel padding interrupts it
+      const uint16_t* a = dy + (n0 * g.oh + ch.h0 + r) * g.ow * g.oc;
+      const uint16_t* b = second ? a + g.oh * g.ow * g.oc : nullptr;
+      uint16_t* d = dyp + (m * rows_ + r) * g.ow * ocp_ * 2;
+      if (ocp_ == g.oc) {
+        interleave(a, b, d, g.ow * g.oc);
+      } else {
+        for (int64_t ow = 0; ow < g.ow; ++ow) {
+          interleave(a + ow * g.oc, b ? b + ow * g.oc : nullptr, d + ow * ocp_ * 2, g.oc);
+          std::memset(d + ow * ocp_ * 2 + 2 * g.oc, 0, (ocp_ - g.oc) * 4);
+        }
       }
-    for (int64_t r = 0; r < xr; ++r) {
+      if (dbp)
+        for (int64_t ow = 0; ow < g.ow; ++ow) add_channels(a + ow * g.oc, b ? b + ow * g.oc : nullptr, dbp, g.oc);
+    }
+    for (int64_t r = 0; r < xr; ++r) {  // x: zeros, the row's valid columns at once, zeros
       const int64_t ih = ch.h0 * w_.sh - g.pt + r;
       uint16_t* d = xp + (m * xrows_ + r) * wp_ * g.ic * 2;
       if (ih < 0 || ih >= g.ih) {
         std::memset(d, 0, wp_ * g.ic * 4);
         continue;
       }
-      for (int64_t col = 0; col < wp_; ++col) {
-        const int64_t iw = col - g.pl;
-        if (iw < 0 || iw >= g.iw) {
-          std::memset(d + col * g.ic * 2, 0, g.ic * 4);
-          continue;
-        }
-        const uint16_t* a = x + ((n0 * g.ih + ih) * g.iw + iw) * g.ic;
-        interleave(a, second ? a + g.ih * g.iw * g.ic : nullptr, d + col * g.ic * 2, g.ic);
-      }
+      const int64_t c0 = std::min<int64_t>(g.pl, wp_), c1 = std::min<int64_t>(wp_, g.pl + g.iw);  // iw = col - pl
+      const uint16_t* a = x + (n0 * g.ih + ih) * g.iw * g.ic;
+      std::memset(d, 0, c0 * g.ic * 4);
+      if (c1 > c0) interleave(a, second ? a + g.ih * g.iw * g.ic : nullptr, d + c0 * g.ic * 2, (c1 - c0) * g.ic);
+      std::memset(d + std::max(c0, c1) * g.ic * 2, 0, (wp_ - std::max(c0, c1)) * g.ic * 4);
     }
   }
 }

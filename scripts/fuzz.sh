@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzes every reader of outside bytes (tests/fuzz/*_fuzz.cpp) with libFuzzer under ASan + UBSan,
-# each for a bounded time, one after the other; exits non-zero on any crash, sanitizer report,
+# each for a bounded time, as many at once as there are cores (FUZZ_JOBS); exits non-zero on any crash, sanitizer report,
 # leak, timeout (> 5 s per input) or out-of-memory (> 1 GB RSS or one allocation over 1 GB),
 # printing each reproducer's path. One line per target:
 #   fuzz <target>: N execs in S s, 0 crashes (corpus K inputs)
@@ -62,20 +62,20 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 symbolizer=/usr/lib/llvm-14/bin/llvm-symbolizer
 [ -x "$symbolizer" ] && export ASAN_SYMBOLIZER_PATH=$symbolizer
 
-failed=0
-for t in "${targets[@]}"; do
-  corpus=$build/corpus/$t
-  artifacts=$build/artifacts/$t
-  log=$build/fuzz-$t.log
+# One target: its libFuzzer run and its line in fuzz-<target>.result; fuzz-<target>.clean when it
+# found nothing (a run that ends any other way, this function's own failure included, fails).
+fuzz_one() {
+  local t=$1 corpus=$build/corpus/$1 artifacts=$build/artifacts/$1 log=$build/fuzz-$1.log
   mkdir -p "$corpus"
   rm -rf "$artifacts" && mkdir -p "$artifacts"
-  extra=(-max_len=65536)
+  local extra=(-max_len=65536)
   case $t in
     config) extra=(-dict=tests/fuzz/yaml.dict -max_len=8192) ;;
     overrides) extra=(-dict=tests/fuzz/yaml.dict -max_len=2048) ;;
     sidecar) extra=(-max_len=4096) ;;
     idx | cifar | npy | safetensors) extra=(-max_len=16384) ;;
   esac
+  local start rc elapsed execs found units
   start=$(date +%s)
   set +e
   "$build/${t}_fuzz" "$corpus" "$seeds/$t" "${extra[@]}" -max_total_time="$seconds" -timeout=5 \
@@ -86,15 +86,32 @@ for t in "${targets[@]}"; do
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   found=$(find "$artifacts" -type f | sort)
   if [ "$rc" -ne 0 ] || [ -n "$found" ]; then
-    tail -60 "$log"
-    echo "fuzz $t: ${execs:-?} execs in ${elapsed} s, FAILED (libFuzzer exit $rc; log $log)"
-    for f in $found; do
-      echo "  reproducer: $(realpath "$f")   (replay: $build/${t}_fuzz $f)"
-    done
-    failed=1
-    continue
+    {
+      tail -60 "$log"
+      echo "fuzz $t: ${execs:-?} execs in ${elapsed} s, FAILED (libFuzzer exit $rc; log $log)"
+      for f in $found; do
+        echo "  reproducer: $(realpath "$f")   (replay: $build/${t}_fuzz $f)"
+      done
+    } >"$build/fuzz-$t.result"
+    return 0
   fi
   units=$(find "$corpus" -type f | wc -l)
-  echo "fuzz $t: ${execs} execs in ${elapsed} s, 0 crashes (corpus ${units} inputs)"
+  echo "fuzz $t: ${execs} execs in ${elapsed} s, 0 crashes (corpus ${units} inputs)" >"$build/fuzz-$t.result"
+  touch "$build/fuzz-$t.clean"
+}
+
+# Each libFuzzer process uses one core: as many targets at once as there are cores (CI's 2 halve
+# the wall time), each still fuzzed for its full time; the lines come out in the targets' order.
+jobs_max=${FUZZ_JOBS:-$(nproc)}
+for t in "${targets[@]}"; do
+  while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n || true; done
+  rm -f "$build/fuzz-$t.result" "$build/fuzz-$t.clean"
+  fuzz_one "$t" &
+done
+wait || true
+failed=0
+for t in "${targets[@]}"; do
+  cat "$build/fuzz-$t.result" 2>/dev/null || echo "fuzz $t: FAILED (no result: the script's run of it ended early)"
+  [ -f "$build/fuzz-$t.clean" ] || failed=1
 done
 exit "$failed"

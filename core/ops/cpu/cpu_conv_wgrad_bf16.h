@@ -32,7 +32,7 @@ class ConvWgradBf16 {
     int kh, kw, sh, sw, dh, dw;  // dilation as Keras' (1 = dense)
   };
 
-  // Whether this CPU has AVX512_BF16, as oneDNN sees it (DNNL_MAX_CPU_ISA can lower it).
+  // Whether this CPU has AVX512_BF16, as oneDNN sees it (ONEDNN_MAX_CPU_ISA can lower it).
   static bool available();
 
   // Sizes the per-thread buffers for one geometry (g.n, g.oh, g.ow > 0) and the context's threads.

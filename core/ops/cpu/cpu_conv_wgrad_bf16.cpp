@@ -74,12 +74,13 @@ struct Walk {
 };
 
 // dw[i][16v..16v+15] (row stride ocp) += Σ over the chunk's positions of x pair i (broadcast) · dy
-// pairs of 16 output channels, for ICB input channels and OV vectors of 16 output channels.
+// pairs of 16 output channels, for ICB input channels and OV vectors of 16 output channels; with
+// `first`, dw = that sum (the thread's first chunk: its dw is not read, so never zeroed).
 template <int OV, int ICB>
-void micro(float* dw, int64_t ocp, const uint16_t* xp, const uint16_t* dyp, const Walk& k) {
+void micro(float* dw, int64_t ocp, const uint16_t* xp, const uint16_t* dyp, const Walk& k, bool first) {
   __m512 acc[ICB][OV];
   for (int i = 0; i < ICB; ++i)
-    for (int v = 0; v < OV; ++v) acc[i][v] = _mm512_loadu_ps(dw + i * ocp + v * 16);
+    for (int v = 0; v < OV; ++v) acc[i][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(dw + i * ocp + v * 16);
   for (int64_t m = 0; m < k.m; ++m)
     for (int64_t r = 0; r < k.r; ++r) {
       const uint16_t* xr = xp + m * k.x_m + r * k.x_r;
@@ -100,7 +101,7 @@ void micro(float* dw, int64_t ocp, const uint16_t* xp, const uint16_t* dyp, cons
     for (int v = 0; v < OV; ++v) _mm512_storeu_ps(dw + i * ocp + v * 16, acc[i][v]);
 }
 
-using Micro = void (*)(float*, int64_t, const uint16_t*, const uint16_t*, const Walk&);
+using Micro = void (*)(float*, int64_t, const uint16_t*, const uint16_t*, const Walk&, bool);
 constexpr int kMaxIcb = 12;
 // Input channels per block for OV vectors of output channels: 24 accumulators (12 for one vector).
 constexpr std::array<int, 5> kIcb = {0, 12, 12, 8, 6};
@@ -183,7 +184,8 @@ void ConvWgradBf16::pack(const uint16_t* x, const uint16_t* dy, const Chunk& ch,
   }
 }
 
-void ConvWgradBf16::accumulate(const Chunk& ch, const uint16_t* xp, const uint16_t* dyp, float* dwp) const {
+void ConvWgradBf16::accumulate(const Chunk& ch, const uint16_t* xp, const uint16_t* dyp, float* dwp,
+                               bool first) const {
   const int64_t ic = g_.ic;
   const Walk k{w_.sw * ic * 2,  w_.sh * wp_ * ic * 2, xrows_ * wp_ * ic * 2, ocp_ * 2, g_.ow * ocp_ * 2,
                rows_ * g_.ow * ocp_ * 2, g_.ow, ch.rows, ch.pairs};
@@ -194,7 +196,7 @@ void ConvWgradBf16::accumulate(const Chunk& ch, const uint16_t* xp, const uint16
       for (int64_t o = 0; o < ocp_; o += 64) {
         const int ov = int(std::min<int64_t>(4, (ocp_ - o) / 16)), icb = kIcb[ov];
         for (int64_t i = 0; i < ic; i += icb)
-          kMicro[ov][std::min<int64_t>(icb, ic - i)](dwk + i * ocp_ + o, ocp_, xk + i * 2, dyp + o * 2, k);
+          kMicro[ov][std::min<int64_t>(icb, ic - i)](dwk + i * ocp_ + o, ocp_, xk + i * 2, dyp + o * 2, k, first);
       }
     }
 }
@@ -214,15 +216,17 @@ void ConvWgradBf16::run(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* d
     auto* dbp = reinterpret_cast<float*>(mine + align_up(dw_elems_ * 4, kAlign));
     auto* xp = reinterpret_cast<uint16_t*>(reinterpret_cast<char*>(dbp) + align_up(ocp_ * 4, kAlign));
     auto* dyp = reinterpret_cast<uint16_t*>(reinterpret_cast<char*>(xp) + align_up(x_elems_ * 2, kAlign));
-    std::memset(dwp, 0, dw_elems_ * 4);
     std::memset(dbp, 0, ocp_ * 4);
     const int64_t p0 = pairs * t / nt, p1 = pairs * (t + 1) / nt;
+    bool first = true;  // dwp is written by the first chunk's micro-kernels, added to by the others
     for (int64_t p = p0; p < p1; p += pairs_per_chunk_)
       for (int64_t h0 = 0; h0 < g_.oh; h0 += rows_) {
         const Chunk ch{p, std::min(pairs_per_chunk_, p1 - p), h0, std::min(rows_, g_.oh - h0)};
         pack(xs, dys, ch, xp, dyp, dbo ? dbp : nullptr);
-        accumulate(ch, xp, dyp, dwp);
+        accumulate(ch, xp, dyp, dwp, first);
+        first = false;
       }
+    if (first) std::memset(dwp, 0, dw_elems_ * 4);  // no pairs for this thread
 #pragma omp barrier
     // The threads' sums, in thread order: each thread a share of dw's rows (and thread 0 db).
     for (int64_t j = rows_out * t / nt; j < rows_out * (t + 1) / nt; ++j)

@@ -47,7 +47,7 @@ class ConvWgradBf16 {
  private:
   struct Chunk;
   void pack(const uint16_t* x, const uint16_t* dy, const Chunk& ch, uint16_t* xp, uint16_t* dyp, float* dbp) const;
-  void accumulate(const Chunk& ch, const uint16_t* xp, const uint16_t* dyp, float* dwp) const;
+  void accumulate(const Chunk& ch, const uint16_t* xp, const uint16_t* dyp, float* dwp, bool first) const;
 
   ConvGeometry g_;
   Window w_;

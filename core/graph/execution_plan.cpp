@@ -1,5 +1,5 @@
-// Planning a graph's execution: precision per node, in-place nodes, fusions, gradient buffer
-// sharing, and the arena offsets of every buffer.
+// Planning a graph's execution: precision per node, in-place nodes, fusions, channel slices,
+// gradient buffer sharing, and the arena offsets of every buffer.
 #include "core/graph/execution_plan.h"
 
 #include <algorithm>
@@ -46,6 +46,45 @@ std::vector<int> plan_in_place(const Graph& g, const std::vector<DType>& dtypes)
   return over;
 }
 
+// Channel slices (ExecutionPlan::slice_of): a concat input written in the concat's output by the
+// layer that computes it — the input itself, or the producer it is fused into (batch norm with its
+// ReLU) — when that layer writes_channel_slice, the input is read by the concat only (not from
+// outside: keep_f32, not the output node), all three share a type, the writer owns its buffer (runs
+// in place over nothing) and no consumer runs in place over the concat's output (which would
+// overwrite the slices a fused activation's backward may read).
+void plan_slices(const Graph& g, const ExecutionInputs& in, ExecutionPlan& p) {
+  const auto& nodes = g.nodes();
+  const size_t n = nodes.size();
+  p.slice_of.assign(n, -1);
+  p.slice_channel.assign(n, 0);
+  if (!in.can_slice) return;
+  std::vector<bool> overwritten(n, false);
+  for (size_t i = 0; i < n; ++i)
+    if (p.in_place_of[i] >= 0) overwritten[size_t(p.in_place_of[i])] = true;
+  const int output = g.output_node();
+  for (size_t c = 0; c < n; ++c) {
+    const GraphNode& cn = nodes[c];
+    if (!cn.layer->joins_channels() || overwritten[c]) continue;
+    int64_t channel = 0;
+    for (int k : cn.inputs) {
+      const int64_t width = is_model_input(k) ? 0 : nodes[size_t(k)].shape.back();
+      const int64_t at = channel;
+      channel += width;
+      if (is_model_input(k) || std::count(cn.inputs.begin(), cn.inputs.end(), k) != 1) continue;
+      const size_t ku = size_t(k);
+      const int over = p.in_place_of[ku];
+      const int w = over < 0 ? k : (p.fused_into[ku] == over ? over : -1);  // the layer that writes k's output
+      if (w < 0 || p.in_place_of[size_t(w)] >= 0 || p.slice_of[size_t(w)] >= 0) continue;
+      if (nodes[ku].consumers != 1 || k == output || w == output || in.keep_f32[ku] || in.keep_f32[size_t(w)]) continue;
+      if (p.dtypes[ku] != p.dtypes[c] || p.dtypes[size_t(w)] != p.dtypes[c] || !in.can_slice(w)) continue;
+      for (int s : {k, w}) {
+        p.slice_of[size_t(s)] = int(c);
+        p.slice_channel[size_t(s)] = at;
+      }
+    }
+  }
+}
+
 // Output gradients share memory where their lifetimes in backward do not overlap. Backward runs
 // the nodes from the last to the first; node j's gradient is live from the backward of its
 // last consumer (which writes it first) to its own backward (which reads it last), or from the
@@ -54,9 +93,12 @@ std::vector<int> plan_in_place(const Graph& g, const std::vector<DType>& dtypes)
 // node's buffer and, in `sizes`, each buffer's length in bytes. A node run in place (over[i] =
 // j) also computes its input's gradient over its own (element-wise, so dx may alias dy): j takes
 // over i's buffer, which nothing else can have claimed, since it is busy until i's backward and
-// j's gradient starts there. A gradient has its node's output type.
+// j's gradient starts there. A gradient has its node's output type. A channel slice (slice_of)
+// has no buffer of its own (its concat's holds it, SIZE_MAX in the result), and its concat's
+// gradient stays live until the slice's backward.
 std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, const std::vector<int>& over,
-                                   const std::vector<DType>& dtypes, int64_t batch, std::vector<int64_t>& sizes) {
+                                   const std::vector<int>& slice_of, const std::vector<DType>& dtypes, int64_t batch,
+                                   std::vector<int64_t>& sizes) {
   const size_t n = nodes.size();
   std::vector<size_t> last_consumer(n, 0);
   std::vector<bool> consumed(n, false);
@@ -73,6 +115,8 @@ std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, const st
     end[j] = n - 1 - j;
     order[j] = j;
   }
+  for (size_t j = 0; j < n; ++j)
+    if (slice_of[j] >= 0) end[size_t(slice_of[j])] = std::max(end[size_t(slice_of[j])], end[j]);
   // By start; among equal starts the later node first, so an in-place node precedes its input.
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return start[a] != start[b] ? start[a] < start[b] : a > b; });
   std::vector<size_t> buffer(n), busy_until;  // per buffer: the end of its current occupant
@@ -81,6 +125,10 @@ std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, const st
     if (over[i] >= 0) in_place_by[size_t(over[i])] = int(i);
   sizes.clear();
   for (size_t j : order) {
+    if (slice_of[j] >= 0) {
+      buffer[j] = SIZE_MAX;
+      continue;
+    }
     const int64_t need = nodes[j].shape.numel() * batch * int64_t(dtype_size(dtypes[j]));
     if (in_place_by[j] >= 0) {
       buffer[j] = buffer[size_t(in_place_by[j])];
@@ -136,6 +184,7 @@ ExecutionPlan plan_execution(const Graph& g, const ExecutionInputs& in) {
       p.applies[size_t(j)] = act;
     }
   }
+  plan_slices(g, in, p);
 
   int64_t cursor = 0;
   auto take = [&](int64_t bytes) {
@@ -146,9 +195,18 @@ ExecutionPlan plan_execution(const Graph& g, const ExecutionInputs& in) {
   auto bytes_of = [&](const Shape& s, DType t) { return s.numel() * in.batch * int64_t(dtype_size(t)); };
   auto shape_of = [&](int j) { return is_model_input(j) ? g.input_shapes()[size_t(model_input_index(j))] : nodes[size_t(j)].shape; };
 
-  // Outputs; an in-place node writes its input's region.
+  // Outputs; an in-place node writes its input's region, a channel slice its concat's.
+  auto slice = [&](size_t i, const Region& whole) {
+    const size_t c = size_t(p.slice_of[i]);
+    const int64_t esz = int64_t(dtype_size(p.dtypes[i]));
+    return Region{whole.offset + p.slice_channel[i] * esz, bytes_of(nodes[i].shape, p.dtypes[i]), nodes[c].shape.back()};
+  };
   p.act.assign(n, Region{});
-  for (size_t i = 0; i < n; ++i) p.act[i] = p.in_place_of[i] >= 0 ? p.act[size_t(p.in_place_of[i])] : take(bytes_of(nodes[i].shape, p.dtypes[i]));
+  for (size_t i = 0; i < n; ++i)
+    if (p.slice_of[i] < 0)
+      p.act[i] = p.in_place_of[i] >= 0 ? p.act[size_t(p.in_place_of[i])] : take(bytes_of(nodes[i].shape, p.dtypes[i]));
+  for (size_t i = 0; i < n; ++i)
+    if (p.slice_of[i] >= 0) p.act[i] = slice(i, p.act[size_t(p.slice_of[i])]);
   // Converted copies (in the reader's type), and the scratch for input gradients computed apart:
   // at most every input of one node at once, in that node's type (64-byte aligned pieces).
   p.cast.assign(n, Region{});
@@ -170,13 +228,16 @@ ExecutionPlan plan_execution(const Graph& g, const ExecutionInputs& in) {
   p.activation_bytes = cursor;
   // Output gradients: buffers shared where lifetimes allow.
   std::vector<int64_t> sizes;
-  const std::vector<size_t> buffer = plan_gradients(nodes, p.in_place_of, p.dtypes, in.batch, sizes);
+  const std::vector<size_t> buffer = plan_gradients(nodes, p.in_place_of, p.slice_of, p.dtypes, in.batch, sizes);
   const int64_t grads_at = cursor;
   std::vector<Region> buffers;
   for (int64_t sz : sizes) buffers.push_back(take(sz));
   p.gradient_bytes = cursor - grads_at;
   p.grad.assign(n, Region{});
-  for (size_t i = 0; i < n; ++i) p.grad[i] = {buffers[buffer[i]].offset, bytes_of(nodes[i].shape, p.dtypes[i])};
+  for (size_t i = 0; i < n; ++i)
+    if (p.slice_of[i] < 0) p.grad[i] = {buffers[buffer[i]].offset, bytes_of(nodes[i].shape, p.dtypes[i])};
+  for (size_t i = 0; i < n; ++i)
+    if (p.slice_of[i] >= 0) p.grad[i] = slice(i, p.grad[size_t(p.slice_of[i])]);
   p.input_grad.assign(inputs, Region{});
   for (size_t k = 0; k < inputs; ++k)
     if (k < in.input_grads.size() && in.input_grads[k])

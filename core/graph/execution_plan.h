@@ -1,6 +1,7 @@
 // ExecutionPlan: how one copy of a Graph runs at a batch size — each node's precision, which nodes
-// run in place and which activations are fused into their producer, which output gradients share
-// memory, and every buffer of the step at a fixed offset of one arena. A pure function of its
+// run in place and which activations are fused into their producer, which outputs are channel
+// slices of a concat's, which output gradients share memory, and every buffer of the step at a
+// fixed offset of one arena. A pure function of its
 // inputs (unit-tested); the Executor allocates the arena once and runs the step over it.
 #pragma once
 #include <cstdint>
@@ -20,11 +21,16 @@ struct ExecutionInputs {
   std::vector<bool> input_grads;      // per model input: its gradient is computed
   // Whether node `producer`'s layer can apply activation `k` in its own pass (Layer::can_fuse_activation).
   std::function<bool(int producer, ActKind k)> can_fuse;
+  // Whether node `producer`'s layer writes its output as a channel slice (Layer::writes_channel_slice);
+  // empty: no slices.
+  std::function<bool(int producer)> can_slice;
 };
 
-// A byte range of the arena (offset -1: none).
+// A byte range of the arena (offset -1: none). A channel slice's rows are row_stride elements
+// apart (its concat's channels) and bytes counts its own elements; 0: contiguous.
 struct Region {
   int64_t offset = -1, bytes = 0;
+  int64_t row_stride = 0;
   bool defined() const { return offset >= 0; }
 };
 
@@ -35,6 +41,11 @@ struct ExecutionPlan {
   std::vector<int> in_place_of;         // per node: the node whose output buffer it overwrites, or -1
   std::vector<int> fused_into;          // per activation node: the producer that applies it, or -1
   std::vector<std::optional<ActKind>> applies;  // per node: the activation it applies for a fused consumer
+  // Per node: the concat whose output holds this node's output (and whose gradient its gradient)
+  // as channels [slice_channel, ...), or -1. A concat input and, when it is an activation fused
+  // into its producer, that producer too: the producer writes the slice, the concat copies nothing.
+  std::vector<int> slice_of;
+  std::vector<int64_t> slice_channel;
   std::vector<Region> act;              // per node: its output (an in-place node: its input's region)
   std::vector<Region> cast;             // per node: its output converted to the other float type, when a consumer needs it
   std::vector<Region> input_cast;       // per model input, likewise
@@ -47,7 +58,8 @@ struct ExecutionPlan {
 };
 
 // Plans `g` for `in`. Regions are 64-byte aligned; an in-place node's output and gradient are
-// its input's; two gradients share bytes only when their lifetimes in backward do not overlap.
+// its input's, a channel slice's lie in its concat's; two gradients share bytes only when their
+// lifetimes in backward do not overlap (a concat's lasts until its slices' backward).
 ExecutionPlan plan_execution(const Graph& g, const ExecutionInputs& in);
 
 }  // namespace trainer

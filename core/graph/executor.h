@@ -76,6 +76,9 @@ class Executor {
   // (Layer::fuse_activation: batch norm + ReLU on the CPU), else -1; after a forward.
   int fused_into(int node) const { return plan_.fused_into.at(size_t(node)); }
   void keep_f32(int node);
+  // Whether concat inputs may be written in the concat's output by their producers (channel
+  // slices, ExecutionPlan::slice_of; on by default): off, every concat copies, as a reference.
+  void set_channel_slices(bool on);
   // Gradients with respect to model input k are computed when asked for (device parallelism:
   // an input that is another device's activation); valid after the last consumer's backward.
   void set_input_grad(int k, bool on);
@@ -120,7 +123,8 @@ class Executor {
   std::vector<const Tensor*> inputs_;
   std::vector<bool> keep_f32_;        // per node (keep_f32)
   std::vector<bool> input_grad_on_;   // per model input (set_input_grad)
-  bool replan_ = true;                // keep_f32 or set_input_grad changed since the last plan
+  bool channel_slices_ = true;        // set_channel_slices
+  bool replan_ = true;                // keep_f32, set_input_grad or set_channel_slices changed since the last plan
   ExecutionPlan plan_;
   Tensor arena_;                      // every buffer of plan_ (grows, never shrinks)
   std::vector<Tensor> acts_, grads_, cast_, input_cast_, input_grads_;  // views into arena_

@@ -157,6 +157,13 @@ class Layer {
   virtual bool can_fuse_activation(ActKind) const { return false; }
   virtual bool fuse_activation(std::optional<ActKind> k) { return !k; }
   virtual void set_fused(bool) {}
+  // Channel slices (planned by the ExecutionPlan, made by the Executor): the inputs of a layer
+  // that joins_channels() (concat) may be written in its output by their producers, and their
+  // gradients read from its gradient, instead of copied. A producer that does so says
+  // writes_channel_slice() (after bind): its forward takes y, and its backward y and dy, as
+  // strided views (Tensor::row_stride); the concat leaves an input already in place alone.
+  virtual bool writes_channel_slice() const { return false; }
+  virtual bool joins_channels() const { return false; }
   // Layers with run-to-run randomness (dropout) get a fresh seed each step.
   virtual void set_step_seed(uint64_t) {}
   // A recorded step (CUDA graphs): the step's seed is read from `step` where the kernels run, and

@@ -38,6 +38,11 @@ class BatchNormKernel {
 
   // Whether the kernels apply `k` as Params::activation (Linear always).
   bool can_fuse(ActKind k) const { return batchnorm_can_fuse(k); }
+  // Whether the backend takes y (forward's output, also read by backward) and dy as strided views
+  // (Tensor::row_stride): a channel slice of a wider tensor, so that a concat's inputs are
+  // written in its output and their gradients read from its gradient, without copies. x and dx
+  // stay contiguous.
+  virtual bool strided_rows() const { return false; }
 
   // x [..., C] (rank >= 2; f32, bf16 or f16) normalised over every axis but the last with the
   // batch statistics; y, dy and dx are of x's shape and type, every [C] tensor is f32 (gamma, beta
@@ -54,7 +59,7 @@ class BatchNormKernel {
     ck_.vec("save_invstd", save_invstd, C, false);
     ck_.vec("running_mean", running_mean, C, false);
     ck_.vec("running_var", running_var, C, false);
-    ck_.like("y", y, x, x.shape());
+    out_ck().like("y", y, x, x.shape());
     forward_train_impl(rows(x, C), C, x, gamma, beta, y, save_mean, save_invstd, running_mean, running_var);
   }
   void forward_infer(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
@@ -64,7 +69,7 @@ class BatchNormKernel {
     ck_.vec("beta", beta, C, true);
     ck_.vec("running_mean", running_mean, C, false);
     ck_.vec("running_var", running_var, C, false);
-    ck_.like("y", y, x, x.shape());
+    out_ck().like("y", y, x, x.shape());
     forward_infer_impl(rows(x, C), C, x, gamma, beta, running_mean, running_var, y);
   }
   // dx, dgamma, dbeta overwritten; dx may be undefined. y (forward's output) is read only with a
@@ -77,8 +82,8 @@ class BatchNormKernel {
     ck_.vec("save_invstd", save_invstd, C, false);
     ck_.vec("dgamma", dgamma, C, true);
     ck_.vec("dbeta", dbeta, C, true);
-    ck_.like("dy", dy, x, x.shape());
-    if (p_.activation != ActKind::Linear) ck_.like("y", y, x, x.shape());
+    out_ck().like("dy", dy, x, x.shape());
+    if (p_.activation != ActKind::Linear) out_ck().like("y", y, x, x.shape());
     if (dx.defined()) ck_.like("dx", dx, x, x.shape());
     backward_impl(rows(x, C), C, x, y, gamma, dy, save_mean, save_invstd, dx, dgamma, dbeta);
   }
@@ -101,7 +106,7 @@ class BatchNormKernel {
   void backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, Tensor& sum_dy, Tensor& sum_dy_xmu) {
     const int64_t C = channels(x);
     no_activation("backward_sums");
-    ck_.like("dy", dy, x, x.shape());
+    out_ck().like("dy", dy, x, x.shape());
     ck_.vec("mean", mean, C, false);
     ck_.vec("sum_dy", sum_dy, C, false);
     ck_.vec("sum_dy_xmu", sum_dy_xmu, C, false);
@@ -114,7 +119,7 @@ class BatchNormKernel {
                       const Tensor& sum_dy, const Tensor& sum_dy_xmu, double count, Tensor& dx) {
     const int64_t C = channels(x);
     no_activation("backward_apply");
-    ck_.like("dy", dy, x, x.shape());
+    out_ck().like("dy", dy, x, x.shape());
     ck_.vec("gamma", gamma, C, true);
     ck_.vec("mean", mean, C, false);
     ck_.vec("invstd", invstd, C, false);
@@ -159,6 +164,8 @@ class BatchNormKernel {
     return x.shape().back();
   }
   static int64_t rows(const Tensor& x, int64_t C) { return C ? x.numel() / C : 0; }
+  // The checks of y and dy: strided views allowed where the backend takes them.
+  shape_checks::Checks out_ck() const { return strided_rows() ? ck_.rows_strided() : ck_; }
   void no_activation(const char* piece) const {
     if (p_.activation != ActKind::Linear) ck_.fail(piece, " takes no fused activation");
   }

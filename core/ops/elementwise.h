@@ -70,6 +70,14 @@ struct Segment {
   int64_t off, width;
 };
 
+// Whether `narrow` already is columns [off, ...) of `wide` (contiguous): a strided view of those
+// columns, so a concat's input written in place by its producer (or a split's output read in
+// place by its consumer), which concat and split leave alone.
+inline bool in_place(const Tensor& narrow, const Tensor& wide, int64_t off) {
+  return narrow.defined() && !narrow.contiguous() && narrow.row_stride() == wide.shape().back() &&
+         narrow.data() == static_cast<const char*>(wide.data()) + off * int64_t(dtype_size(wide.dtype()));
+}
+
 }  // namespace elementwise
 
 struct ElementwiseParams {};
@@ -124,7 +132,7 @@ class ElementwiseKernel {
     scale_impl(y, a);
   }
   // Concatenate along the last axis: y [..., sum C_i] (all of y's float type, equal outside the
-  // last axis).
+  // last axis). An input that is already its columns of y (elementwise::in_place) is not copied.
   void concat(const std::vector<const Tensor*>& xs, Tensor& y) {
     const shape_checks::Checks ck("concat", dev_);
     ck.floating("y", y);
@@ -134,16 +142,18 @@ class ElementwiseKernel {
     for (size_t i = 0; i < xs.size(); ++i) {
       if (!xs[i]) ck.fail("input ", i, " is null");
       const Tensor& x = *xs[i];
-      ck.dtype(("input " + std::to_string(i)).c_str(), x, y.dtype());
+      const bool there = elementwise::in_place(x, y, off);
+      (there ? ck.rows_strided() : ck).dtype(("input " + std::to_string(i)).c_str(), x, y.dtype());
       if (!elementwise::same_lead(x.shape(), y.shape()))
         ck.fail("input ", i, " [", x.shape().str(), "] does not match y [", y.shape().str(), "] outside the last axis");
-      segs.push_back({x.data(), off, x.shape().back()});
+      if (!there) segs.push_back({x.data(), off, x.shape().back()});
       off += x.shape().back();
     }
     elementwise::check_concat_width(off, y.shape().back());
     concat_impl(segs, y);
   }
-  // The inverse: slices of dy's last axis into dxs (undefined entries are skipped; dy's type)
+  // The inverse: slices of dy's last axis into dxs (undefined entries are skipped, as are those
+  // already their columns of dy: elementwise::in_place; dy's type)
   void split(const Tensor& dy, const std::vector<Tensor*>& dxs) {
     const shape_checks::Checks ck("split", dev_);
     ck.floating("dy", dy);
@@ -153,8 +163,9 @@ class ElementwiseKernel {
     int64_t off = 0;
     for (size_t i = 0; i < dxs.size(); ++i) {
       if (dxs[i] && dxs[i]->defined()) {
-        ck.dtype(("output " + std::to_string(i)).c_str(), *dxs[i], dy.dtype());
-        segs.push_back({dxs[i]->data(), off, w[i]});
+        const bool there = elementwise::in_place(*dxs[i], dy, off);
+        (there ? ck.rows_strided() : ck).dtype(("output " + std::to_string(i)).c_str(), *dxs[i], dy.dtype());
+        if (!there) segs.push_back({dxs[i]->data(), off, w[i]});
       }
       off += w[i];
     }

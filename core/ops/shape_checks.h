@@ -35,7 +35,8 @@ inline bool reachable(Device t, Device kernel) {
 }
 
 // The checks of one op's calls: the op's name starts every message, and every tensor must be on
-// the kernel's device. Each check names the argument it refuses:
+// the kernel's device and contiguous (rows_strided() lets an op take a strided view where its
+// kernels allow). Each check names the argument it refuses:
 //   "conv2d: w has shape [3x3x4x8], expected [3x3x2x8]".
 class Checks {
  public:
@@ -51,6 +52,14 @@ class Checks {
 
   void defined(const char* name, const Tensor& t) const {
     if (!t.defined()) fail(name, " is undefined");
+    if (!t.contiguous() && !strided_ok_)
+      fail(name, " is a strided view (rows ", t.row_stride(), " elements apart); this op takes contiguous tensors");
+  }
+  // The same checks, where `t` may be a strided view whose rows hold its last axis (Tensor::row_stride).
+  Checks rows_strided() const {
+    Checks c = *this;
+    c.strided_ok_ = true;
+    return c;
   }
   void on_device(const char* name, const Tensor& t) const {
     if (!reachable(t.device(), dev_))
@@ -101,6 +110,7 @@ class Checks {
  private:
   const char* op_;
   Device dev_;
+  bool strided_ok_ = false;
 };
 
 }  // namespace trainer::shape_checks

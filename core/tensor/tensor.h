@@ -34,6 +34,9 @@ class Tensor {
   static Tensor empty(const Shape& s, DType t = DType::F32) { return empty(s, t, host_allocator()); }
   // A borrowed view on memory someone else owns (e.g. a slice of the flat parameter buffer).
   static Tensor view(void* data, const Shape& s, DType t, Device d);
+  // A borrowed view whose rows (the last axis) start `row_stride` elements apart (>= the last
+  // axis): a channel slice of a wider NHWC tensor (a concat's inputs written in its output).
+  static Tensor strided_view(void* data, const Shape& s, DType t, Device d, int64_t row_stride);
 
   bool defined() const { return data_ != nullptr; }
   void* data() const { return data_; }
@@ -43,15 +46,19 @@ class Tensor {
   int64_t numel() const { return shape_.numel(); }
   size_t bytes() const { return size_t(numel()) * dtype_size(dtype_); }
   int64_t dim(size_t i) const { return shape_[i]; }
+  // Elements from one row of the last axis to the next; contiguous tensors have the last axis.
+  // Only kernels that say so take a tensor that is not contiguous (shape_checks.h).
+  int64_t row_stride() const { return row_stride_ ? row_stride_ : (shape_.rank() ? shape_.back() : 1); }
+  bool contiguous() const { return row_stride_ == 0; }
 
   template <class T>
   T* as() const { return static_cast<T*>(data_); }
   float* f32() const { check(DType::F32); return static_cast<float*>(data_); }
   int32_t* i32() const { check(DType::I32); return static_cast<int32_t*>(data_); }
 
-  // Same memory, new shape of equal element count.
+  // Same memory, new shape of equal element count (of a strided view: the same last axis).
   Tensor reshape(const Shape& s) const;
-  // Rows [begin, end) of the leading dimension (shares storage).
+  // Rows [begin, end) of the leading dimension (shares storage; a strided view stays one).
   Tensor slice(int64_t begin, int64_t end) const;
 
  private:
@@ -63,6 +70,7 @@ class Tensor {
   Shape shape_;
   DType dtype_ = DType::F32;
   Device device_;
+  int64_t row_stride_ = 0;  // 0: contiguous
 };
 
 }  // namespace trainer

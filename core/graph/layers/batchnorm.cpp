@@ -67,6 +67,8 @@ class BatchNorm final : public Layer {
   bool can_fuse_activation(ActKind k) const override {
     return k == p_.activation || (!sync_ && k_ && k_->can_fuse(k));
   }
+  // y and dy as channel slices of a concat's output and gradient, where the kernel takes strided rows.
+  bool writes_channel_slice() const override { return k_ && k_->strided_rows(); }
   bool fuse_activation(std::optional<ActKind> k) override {
     const ActKind want = k.value_or(ActKind::Linear);
     if (want == p_.activation) return true;

@@ -18,6 +18,7 @@ class Concat final : public Layer {
   }
   int min_inputs() const override { return 2; }
   int max_inputs() const override { return -1; }
+  bool joins_channels() const override { return true; }  // inputs written in place are not copied (Layer)
   LayerConfig describe() const override { return LayerConfig().put_int("axis", -1); }  // the channel (last) axis
   Shape infer(const std::vector<Shape>& in) override {
     Shape out = in[0];

@@ -1,4 +1,4 @@
-// CPU batchnorm: per-channel statistics, normalisation (with a fused ReLU/ReLU6) and gradients over f32 or bf16 [rows, C].
+// CPU batchnorm: per-channel statistics, normalisation (with a fused ReLU/ReLU6) and gradients over f32 or bf16 [rows, C] (y, dy: rows may be strided).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -103,16 +103,17 @@ inline float affine_value(float x, float a, float b, Clamp bounds) {
 // (Recompute) with forward's coefficients and the stored type's gate (see above).
 template <class T, bool Recompute>
 struct YSource {
-  const T* y = nullptr;                    // [m, C], read unless Recompute
+  const T* y = nullptr;                    // [m, C] (rows ld apart), read unless Recompute
+  int64_t ld = 0;
   const float *a = nullptr, *b = nullptr;  // forward's coefficients [C], when Recompute
   Clamp gate;                              // act::rounded_gate of the clamp for T, when Recompute
   // dy through the activation at [r, c] (x: the input there).
-  float pass(float g, int64_t r, int64_t C, int64_t c, float x, Clamp bounds) const {
+  float pass(float g, int64_t r, int64_t c, float x, Clamp bounds) const {
     if constexpr (Recompute) {
       const float v = bn::normalise(x, a[c], b[c]), lo = gate.lo, hi = gate.hi;  // both loaded: a vector loop
       return v > lo && v < hi ? g : 0.0f;
     } else {
-      return act::through(g, cpu::to_f32(y[r * C + c]), bounds);
+      return act::through(g, cpu::to_f32(y[r * ld + c]), bounds);
     }
   }
 };
@@ -124,33 +125,33 @@ decltype(auto) with_activation(ActKind k, F&& f) {
   return f(std::false_type{});
 }
 
-// [2C]: per channel, sum dy, then sum dy * (x - mean) (x and dy [m, C]; dy taken through the
-// activation from y when A); as reduce_rows.
+// [2C]: per channel, sum dy, then sum dy * (x - mean) (x and dy [m, C], dy's rows ldd apart; dy
+// taken through the activation from y when A); as reduce_rows.
 template <bool A, class T, bool Recompute>
-const double* reduce_dy_dyxmu(const T* xp, const T* dyp, YSource<T, Recompute> ys, Clamp bounds, const float* mean,
-                              int64_t m, int64_t C) {
+const double* reduce_dy_dyxmu(const T* xp, const T* dyp, int64_t ldd, YSource<T, Recompute> ys, Clamp bounds,
+                              const float* mean, int64_t m, int64_t C) {
   return reduce_rows(m, C, [&](int64_t r, float* __restrict fs, float* __restrict fq) {
     const T* __restrict xr = xp + r * C;
-    const T* __restrict dr = dyp + r * C;
+    const T* __restrict dr = dyp + r * ldd;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       const float xv = cpu::to_f32(xr[c]);
       float g = cpu::to_f32(dr[c]);
-      if constexpr (A) g = ys.pass(g, r, C, c, xv, bounds);
+      if constexpr (A) g = ys.pass(g, r, c, xv, bounds);
       fs[c] += g;
       fq[c] += g * (xv - mean[c]);
     }
   });
 }
 
-// y[r, c] = x[r, c] * a[c] + b[c] (clamped when A)
+// y[r, c] = x[r, c] * a[c] + b[c] (clamped when A; y's rows ldy apart)
 template <bool A, class T>
 void affine_rows(const T* __restrict x, const float* __restrict a, const float* __restrict b, T* __restrict y,
-                 Clamp bounds, int64_t m, int64_t C) {
+                 int64_t ldy, Clamp bounds, int64_t m, int64_t C) {
 #pragma omp parallel for schedule(static) if (m * C > cpu::kParallelGrain)
   for (int64_t r = 0; r < m; ++r) {
     const T* xr = x + r * C;
-    T* yr = y + r * C;
+    T* yr = y + r * ldy;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) yr[c] = cpu::from_f32<T>(affine_value<A>(cpu::to_f32(xr[c]), a[c], b[c], bounds));
   }
@@ -158,20 +159,20 @@ void affine_rows(const T* __restrict x, const float* __restrict a, const float* 
 
 // dx[r, c] = P[c] * dy[r, c] + Q[c] * (x[r, c] - mean[c]) + R[c]: the input gradient of backward and
 // backward_apply, whose coefficients fold gamma, invstd and the two gradient sums (dy taken through
-// the activation from y when A).
+// the activation from y when A; dy's rows ldd apart).
 template <bool A, class T, bool Recompute>
-void apply_dx(const T* x, const T* dy, YSource<T, Recompute> ys, Clamp bounds, const float* mean, const float* P,
-              const float* Q, const float* R, T* dx, int64_t m, int64_t C) {
+void apply_dx(const T* x, const T* dy, int64_t ldd, YSource<T, Recompute> ys, Clamp bounds, const float* mean,
+              const float* P, const float* Q, const float* R, T* dx, int64_t m, int64_t C) {
 #pragma omp parallel for schedule(static) if (m * C > cpu::kParallelGrain)
   for (int64_t r = 0; r < m; ++r) {
     const T* __restrict xr = x + r * C;
-    const T* __restrict dr = dy + r * C;
+    const T* __restrict dr = dy + r * ldd;
     T* __restrict o = dx + r * C;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       const float xv = cpu::to_f32(xr[c]);
       float g = cpu::to_f32(dr[c]);
-      if constexpr (A) g = ys.pass(g, r, C, c, xv, bounds);
+      if constexpr (A) g = ys.pass(g, r, c, xv, bounds);
       o[c] = cpu::from_f32<T>(bn::input_grad(g, xv, mean[c], P[c], Q[c], R[c]));
     }
   }
@@ -183,6 +184,7 @@ class CpuBatchNorm final : public BatchNormKernel {
       : BatchNormKernel(ctx, p),
         act_(act::clamp_of(p.activation)),
         gate_bf16_(act::rounded_gate(act_, [](float v) { return cpu::to_f32(cpu::round_bf16(v)); })) {}
+  bool strided_rows() const override { return true; }
 
  private:
   void forward_train_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
@@ -220,7 +222,7 @@ class CpuBatchNorm final : public BatchNormKernel {
         rv[c] = st.running_var;
       }
       with_activation(p_.activation, [&](auto a_on) {
-        affine_rows<decltype(a_on)::value>(xp, a.data(), b.data(), y.as<T>(), act_, m, C);
+        affine_rows<decltype(a_on)::value>(xp, a.data(), b.data(), y.as<T>(), y.row_stride(), act_, m, C);
       });
       if (p_.activation != ActKind::Linear) {  // for backward's activation gate
         fwd_a_.swap(a);
@@ -247,7 +249,7 @@ class CpuBatchNorm final : public BatchNormKernel {
     cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
       using T = decltype(t);
       with_activation(p_.activation, [&](auto a_on) {
-        affine_rows<decltype(a_on)::value>(x.as<T>(), a.data(), b.data(), y.as<T>(), act_, m, C);
+        affine_rows<decltype(a_on)::value>(x.as<T>(), a.data(), b.data(), y.as<T>(), y.row_stride(), act_, m, C);
       });
     });
   }
@@ -272,13 +274,13 @@ class CpuBatchNorm final : public BatchNormKernel {
       using T = decltype(t);
       if (p_.activation != ActKind::Linear && kept) {
         const Clamp gate = std::is_same_v<T, float> ? act_ : gate_bf16_;
-        backward_as<true, T>(x, YSource<T, true>{nullptr, fwd_a_.data(), fwd_b_.data(), gate}, gamma, dy, mean, invstd,
-                             dx, dgamma, dbeta, m, C);
+        backward_as<true, T>(x, YSource<T, true>{nullptr, 0, fwd_a_.data(), fwd_b_.data(), gate}, gamma, dy, mean,
+                             invstd, dx, dgamma, dbeta, m, C);
         return;
       }
       with_activation(p_.activation, [&](auto a_on) {
         constexpr bool A = decltype(a_on)::value;
-        const YSource<T, false> ys{A ? y.as<T>() : nullptr, nullptr, nullptr, {}};
+        const YSource<T, false> ys{A ? y.as<T>() : nullptr, A ? y.row_stride() : 0, nullptr, nullptr, {}};
         backward_as<A, T>(x, ys, gamma, dy, mean, invstd, dx, dgamma, dbeta, m, C);
       });
     });
@@ -319,7 +321,7 @@ class CpuBatchNorm final : public BatchNormKernel {
     }
     const double* part = cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
       using T = decltype(t);
-      return reduce_dy_dyxmu<false>(x.as<T>(), dy.as<T>(), YSource<T, false>{}, act_, mean.f32(), m, C);
+      return reduce_dy_dyxmu<false>(x.as<T>(), dy.as<T>(), dy.row_stride(), YSource<T, false>{}, act_, mean.f32(), m, C);
     });
     for (int64_t c = 0; c < C; ++c) {
       sum_dy.f32()[c] = float(part[c]);
@@ -343,8 +345,8 @@ class CpuBatchNorm final : public BatchNormKernel {
     }
     cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
       using T = decltype(t);
-      apply_dx<false>(x.as<T>(), dy.as<T>(), YSource<T, false>{}, act_, mean.f32(), pa.data(), qa.data(),
-                      ra.data(), dx.as<T>(), m, C);
+      apply_dx<false>(x.as<T>(), dy.as<T>(), dy.row_stride(), YSource<T, false>{}, act_, mean.f32(), pa.data(),
+                      qa.data(), ra.data(), dx.as<T>(), m, C);
     });
   }
 
@@ -354,7 +356,7 @@ class CpuBatchNorm final : public BatchNormKernel {
                    const float* mean, const float* invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta, int64_t m,
                    int64_t C) {
     // part[c] = sum dy, part[C + c] = sum dy * (x - mean)
-    const double* part = reduce_dy_dyxmu<A>(x.as<T>(), dy.as<T>(), ys, act_, mean, m, C);
+    const double* part = reduce_dy_dyxmu<A>(x.as<T>(), dy.as<T>(), dy.row_stride(), ys, act_, mean, m, C);
     std::vector<float> pa(C), qa(C), ra(C);
     for (int64_t c = 0; c < C; ++c) {
       // dx = g*is * (dy - db/m - xhat*dg/m), xhat = (x - mean)*is  =>  dx = p*dy + q*(x - mean) + r
@@ -367,7 +369,8 @@ class CpuBatchNorm final : public BatchNormKernel {
       ra[c] = k.dx.r;
     }
     if (dx.defined())
-      apply_dx<A>(x.as<T>(), dy.as<T>(), ys, act_, mean, pa.data(), qa.data(), ra.data(), dx.as<T>(), m, C);
+      apply_dx<A>(x.as<T>(), dy.as<T>(), dy.row_stride(), ys, act_, mean, pa.data(), qa.data(), ra.data(), dx.as<T>(),
+                  m, C);
   }
   Clamp act_;        // the fused activation's bounds
   Clamp gate_bf16_;  // its gate on the value before a bf16 store (act::rounded_gate)

@@ -1,5 +1,5 @@
 // ExecutionPlan, a pure function: every buffer inside the arena and aligned, no two live buffers
-// overlapping, in-place and fused nodes where the rules allow them, types per precision.
+// overlapping, in-place and fused nodes and channel slices where the rules allow them, types per precision.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -17,7 +17,7 @@ const Graph& minigooglenet() {
   return g;
 }
 
-ExecutionInputs inputs_for(const Graph& g, int64_t batch, DType low, bool fuse) {
+ExecutionInputs inputs_for(const Graph& g, int64_t batch, DType low, bool fuse, bool slices = false) {
   ExecutionInputs in;
   in.batch = batch;
   in.low = low;
@@ -26,6 +26,7 @@ ExecutionInputs inputs_for(const Graph& g, int64_t batch, DType low, bool fuse) 
   in.keep_f32[size_t(g.output_node())] = true;
   in.input_grads.assign(g.input_shapes().size(), false);
   in.can_fuse = [fuse](int, ActKind k) { return fuse && (k == ActKind::Relu || k == ActKind::Relu6); };
+  if (slices) in.can_slice = [&g](int node) { return g.nodes()[size_t(node)].layer->type() == "batchnorm"; };
   return in;
 }
 
@@ -49,6 +50,16 @@ std::vector<std::pair<size_t, size_t>> lifetimes(const Graph& g) {
   return life;
 }
 
+// Whether node i's output (and gradient) lies in node j's buffer by design: in place, or channel
+// slices of one concat (whose bytes interleave).
+bool same_buffer(const ExecutionPlan& p, size_t i, size_t j) {
+  const auto owner = [&](size_t k) {
+    if (p.slice_of[k] >= 0) return size_t(p.slice_of[k]);
+    return p.in_place_of[k] >= 0 ? size_t(p.in_place_of[k]) : k;
+  };
+  return owner(i) == owner(j);
+}
+
 void check_plan(const Graph& g, const ExecutionPlan& p) {
   const size_t n = g.nodes().size();
   std::vector<Region> all;
@@ -56,9 +67,9 @@ void check_plan(const Graph& g, const ExecutionPlan& p) {
   all.insert(all.end(), p.input_cast.begin(), p.input_cast.end());
   all.insert(all.end(), p.input_grad.begin(), p.input_grad.end());
   all.push_back(p.scratch);
-  for (const Region& r : all) {
+  for (const Region& r : all) {  // a channel slice starts inside its concat's region
     if (!r.defined()) continue;
-    CHECK(r.offset % 64 == 0);
+    if (r.row_stride == 0) CHECK(r.offset % 64 == 0);
     CHECK(r.offset + r.bytes <= p.arena_bytes);
   }
   for (size_t i = 0; i < n; ++i) {
@@ -69,11 +80,25 @@ void check_plan(const Graph& g, const ExecutionPlan& p) {
       CHECK(p.act[i].offset == p.act[size_t(p.in_place_of[i])].offset);
       CHECK(p.dtypes[i] == p.dtypes[size_t(p.in_place_of[i])]);
     }
+    // A channel slice: columns [slice_channel, ...) of its concat's output and gradient, rows
+    // the concat's channels apart, of the concat's type.
+    if (p.slice_of[i] >= 0) {
+      const size_t c = size_t(p.slice_of[i]);
+      const int64_t at = p.slice_channel[i] * int64_t(dtype_size(p.dtypes[i]));
+      CHECK(g.nodes()[c].layer->joins_channels());
+      CHECK(p.act[i].offset == p.act[c].offset + at);
+      CHECK(p.grad[i].offset == p.grad[c].offset + at);
+      CHECK(p.act[i].row_stride == g.nodes()[c].shape.back());
+      CHECK(p.grad[i].row_stride == g.nodes()[c].shape.back());
+      CHECK(p.slice_channel[i] + g.nodes()[i].shape.back() <= g.nodes()[c].shape.back());
+      CHECK(p.dtypes[i] == p.dtypes[c]);
+    } else {
+      CHECK(p.act[i].row_stride == 0);
+      CHECK(p.grad[i].row_stride == 0);
+    }
     // Activations, converted copies and gradients never overlap one another's kind.
     for (size_t j = 0; j < n; ++j) {
-      const bool same_buffer = p.in_place_of[i] == int(j) || p.in_place_of[j] == int(i) ||
-                               (p.in_place_of[i] >= 0 && p.in_place_of[i] == p.in_place_of[j]);
-      if (i != j && !same_buffer) CHECK_FALSE(overlap(p.act[i], p.act[j]));
+      if (i != j && !same_buffer(p, i, j)) CHECK_FALSE(overlap(p.act[i], p.act[j]));
       CHECK_FALSE(overlap(p.act[i], p.grad[j]));
       CHECK_FALSE(overlap(p.cast[i], p.grad[j]));
       CHECK_FALSE(overlap(p.scratch, p.grad[j]));
@@ -88,7 +113,7 @@ void check_plan(const Graph& g, const ExecutionPlan& p) {
   const auto life = lifetimes(g);
   for (size_t i = 0; i < n; ++i)
     for (size_t j = i + 1; j < n; ++j) {
-      if (p.in_place_of[i] == int(j) || p.in_place_of[j] == int(i)) continue;
+      if (same_buffer(p, i, j)) continue;
       const bool live_together = life[i].first <= life[j].second && life[j].first <= life[i].second;
       if (live_together) {
         INFO("gradients of " << g.nodes()[i].layer->name() << " and " << g.nodes()[j].layer->name());
@@ -190,4 +215,89 @@ model:
   REQUIRE(p.input_grad[0].defined());
   CHECK(p.input_grad[0].bytes == 5 * 4 * 4 * 2 * 4);
   for (size_t i = 0; i < g.nodes().size(); ++i) CHECK_FALSE(overlap(p.input_grad[0], p.grad[i]));
+}
+
+TEST_CASE("execution plan: concat inputs written in place as channel slices where the writer can") {
+  const Graph& g = minigooglenet();
+  const auto& nodes = g.nodes();
+  for (DType low : {DType::F32, DType::BF16}) {
+    INFO(dtype_name(low));
+    const ExecutionPlan p = plan_execution(g, inputs_for(g, 3, low, true, true));
+    check_plan(g, p);
+    // Every concat input that is a fused ReLU over batch norm is a slice, with its batch norm; the
+    // downsample modules' max pooling (which cannot write one) is copied.
+    int sliced = 0, copied = 0;
+    for (size_t c = 0; c < nodes.size(); ++c) {
+      if (!nodes[c].layer->joins_channels()) continue;
+      int64_t channel = 0;
+      for (int k : nodes[c].inputs) {
+        const size_t ku = size_t(k);
+        INFO(nodes[c].layer->name() << " input " << nodes[ku].layer->name());
+        if (nodes[ku].layer->type() == "relu") {
+          REQUIRE(p.fused_into[ku] >= 0);
+          CHECK(p.slice_of[ku] == int(c));
+          CHECK(p.slice_of[size_t(p.fused_into[ku])] == int(c));
+          CHECK(p.slice_channel[ku] == channel);
+          ++sliced;
+        } else {
+          CHECK(p.slice_of[ku] == -1);
+          ++copied;
+        }
+        channel += nodes[ku].shape.back();
+      }
+    }
+    CHECK(sliced == 2 * 8 + 2);  // eight inception modules, two downsample modules
+    CHECK(copied == 2);
+    // The concats' inputs take no memory of their own: less arena than copying them.
+    const ExecutionPlan plain = plan_execution(g, inputs_for(g, 3, low, true, false));
+    CHECK(p.activation_bytes < plain.activation_bytes);
+    for (size_t i = 0; i < nodes.size(); ++i) CHECK(plain.slice_of[i] == -1);
+  }
+  // Only an activation fused into its writer: unfused ReLUs (running in place over batch norm's
+  // output) would have to write the slice themselves.
+  const ExecutionPlan unfused = plan_execution(g, inputs_for(g, 3, DType::F32, false, true));
+  check_plan(g, unfused);
+  for (size_t i = 0; i < nodes.size(); ++i) CHECK(unfused.slice_of[i] == -1);
+  // Not an input read from outside (kept), nor one of another type than the concat.
+  ExecutionInputs in = inputs_for(g, 3, DType::F32, true, true);
+  const int relu = g.node_index("incep1/conv_1x1/relu");
+  REQUIRE(relu >= 0);
+  in.keep_f32[size_t(relu)] = true;
+  const ExecutionPlan kept = plan_execution(g, in);
+  check_plan(g, kept);
+  CHECK(kept.slice_of[size_t(relu)] == -1);
+  CHECK(kept.slice_of[size_t(g.node_index("incep1/conv_3x3/relu"))] == g.node_index("incep1/concat"));
+}
+
+TEST_CASE("execution plan: a concat's gradient lives until its slices' backward") {
+  // The concat's gradient is written by its consumers' backward and read by its slices' writers
+  // (batch norm), long after the concat's own backward: a gradient live in between (the other
+  // branch's) must not take its bytes.
+  Graph g = test::build(R"(
+model:
+  input: [4, 4, 3]
+  layers:
+    - {name: a, type: conv2d, filters: 4, kernel: 1, inputs: [input]}
+    - {name: an, type: batchnorm}
+    - {name: ar, type: relu}
+    - {name: b, type: conv2d, filters: 5, kernel: 3, padding: same, inputs: [input]}
+    - {name: bb, type: conv2d, filters: 6, kernel: 1}
+    - {name: bn, type: batchnorm}
+    - {name: br, type: relu}
+    - {name: cat, type: concat, inputs: [ar, br]}
+    - {name: f, type: flatten}
+    - {name: d, type: dense, units: 2}
+)");
+  const ExecutionPlan p = plan_execution(g, inputs_for(g, 2, DType::F32, true, true));
+  check_plan(g, p);
+  const int cat = g.node_index("cat");
+  CHECK(p.slice_of[size_t(g.node_index("an"))] == cat);
+  CHECK(p.slice_of[size_t(g.node_index("bn"))] == cat);
+  // The gradients of the nodes between the first slice's writer and the concat ("b", "bb") are
+  // live while the concat's gradient still holds the first slice's.
+  const Region& cg = p.grad[size_t(cat)];
+  for (const char* name : {"b", "bb"}) {
+    INFO(name);
+    CHECK_FALSE(overlap(cg, p.grad[size_t(g.node_index(name))]));
+  }
 }

@@ -113,6 +113,40 @@ TEST_CASE("elementwise concat and split along the last axis are inverse") {
   }
 }
 
+TEST_CASE("elementwise concat and split leave an input already in its columns alone, refuse other strided views") {
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(9);
+    auto k = make_kernel<ElementwiseKernel>(be.ctx(), ElementwiseParams{});
+    const Shape ys{3, 5, 9}, s0{3, 5, 4}, s1{3, 5, 5};
+    // y's columns [0, 4) were written in place (a producer's channel slice); x1 is copied into [4, 9).
+    const Tensor yh = random_tensor(ys, rng), x1h = random_tensor(s1, rng);
+    Tensor y = be.upload(yh), x1 = be.upload(x1h);
+    Tensor x0 = Tensor::strided_view(y.data(), s0, DType::F32, y.device(), 9);
+    ref::Vec want = to_vec(yh);
+    for (int64_t r = 0; r < 15; ++r)
+      for (int64_t j = 0; j < 5; ++j) want[size_t(r * 9 + 4 + j)] = x1h.f32()[r * 5 + j];
+    k->concat({&x0, &x1}, y);
+    be.check("concat", y, want, 0.0);
+    // split: the in-place part is left as it is, the other copied out.
+    Tensor d1 = be.nan(s1);
+    std::vector<Tensor*> outs{&x0, &d1};
+    k->split(y, outs);
+    be.check("split part 1", d1, to_vec(x1h), 0.0);
+    be.check("split leaves dy", y, want, 0.0);
+    // A strided view elsewhere than its own columns is refused: the kernels copy contiguous parts.
+    Tensor other = be.upload(random_tensor(ys, rng));
+    Tensor moved = Tensor::strided_view(other.data(), s0, DType::F32, other.device(), 9);
+    CHECK_THROWS_WITH(k->concat({&moved, &x1}, y), Catch::Contains("input 0 is a strided view"));
+    Tensor shifted = Tensor::strided_view(static_cast<float*>(y.data()) + 1, s0, DType::F32, y.device(), 9);
+    CHECK_THROWS_WITH(k->concat({&shifted, &x1}, y), Catch::Contains("input 0 is a strided view"));
+    std::vector<Tensor*> bad{&moved, &d1};
+    CHECK_THROWS_WITH(k->split(y, bad), Catch::Contains("output 0 is a strided view"));
+    // ... as is any strided tensor by the other element-wise ops.
+    CHECK_THROWS_WITH(k->accumulate(x1, x0), Catch::Contains("accumulate: y is a strided view"));
+    CHECK_THROWS_WITH(k->convert(x0, d1), Catch::Contains("convert: x is a strided view"));
+  }
+}
+
 TEST_CASE("dropout masks are a pure function of (seed, index) with the right keep rate") {
   DropoutParams p;
   p.rate = 0.3f;

@@ -1,0 +1,120 @@
+// Concat inputs written in place (ExecutionPlan::slice_of): a training step and an inference pass give the same bits as copying every concat, in f32 and bf16.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "core/graph/executor.h"
+#include "graph_test_util.h"
+#include "test_devices.h"
+
+using namespace trainer;
+
+namespace {
+
+// Two inception modules and a downsample module (MiniGoogLeNet's): batch norm + ReLU branches
+// joined by concat, the second module reading the first's output twice (its gradient is a sum),
+// a max-pooling branch that is copied. Odd channel counts put the slices at unaligned offsets.
+const char* kNet = R"(
+model:
+  input: [6, 6, 3]
+  blocks:
+    conv_module:
+      params: {filters: null, kernel: 3, stride: 1, padding: same}
+      layers:
+        - {name: conv, type: conv2d, filters: $filters, kernel: $kernel, strides: $stride, padding: $padding}
+        - {name: bn, type: batchnorm}
+        - {name: relu, type: relu}
+    inception:
+      params: [k1x1, k3x3]
+      layers:
+        - {name: conv_1x1, type: conv_module, filters: $k1x1, kernel: 1, inputs: [$input]}
+        - {name: conv_3x3, type: conv_module, filters: $k3x3, kernel: 3, inputs: [$input]}
+        - {name: concat, type: concat, inputs: [conv_1x1, conv_3x3]}
+    downsample:
+      params: [filters]
+      layers:
+        - {name: conv_3x3, type: conv_module, filters: $filters, kernel: 3, stride: 2, padding: valid, inputs: [$input]}
+        - {name: pool, type: max_pool2d, pool: 3, strides: 2, inputs: [$input]}
+        - {name: concat, type: concat, inputs: [conv_3x3, pool]}
+  layers:
+    - {name: conv1, type: conv_module, filters: 5, kernel: 3}
+    - {name: incep1, type: inception, k1x1: 3, k3x3: 7}
+    - {name: incep2, type: inception, k1x1: 9, k3x3: 4}
+    - {name: down, type: downsample, filters: 6}
+    - {name: pool, type: avg_pool2d, pool: 2}
+    - {name: flatten, type: flatten}
+    - {name: dense, type: dense, units: 4}
+    - {name: softmax, type: softmax}
+)";
+
+struct Result {
+  int slices = 0;  // nodes planned as channel slices
+  std::vector<float> out, grads, weights, input_grad, eval_out;
+};
+
+// One training forward and backward (seed 5, a fixed batch of 5 and output gradient), then an
+// inference pass, on the CPU with 2 threads.
+Result step(Precision p, bool slices) {
+  auto ctx = make_context(Device::cpu(), ContextOptions{2, p});
+  Executor g(std::make_shared<const Graph>(test::build(kNet)), *ctx, 5);
+  g.set_channel_slices(slices);
+  g.set_input_grad(0, true);
+  std::mt19937_64 rng(17);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> xs(5 * 6 * 6 * 3), dys(5 * 4);
+  for (float& v : xs) v = nd(rng);
+  for (float& v : dys) v = nd(rng);
+  Tensor x = ctx->empty(Shape{5, 6, 6, 3}), dy = ctx->empty(Shape{5, 4});
+  ctx->copy_from_host(x.data(), xs.data(), x.bytes());
+  ctx->copy_from_host(dy.data(), dys.data(), dy.bytes());
+  g.forward(x, true);
+  g.backward(dy, g.output_node());
+  Result r;
+  for (int s : g.plan().slice_of) r.slices += s >= 0;
+  r.out = test::host_floats(*ctx, g.output(g.output_node()));
+  r.grads = test::host_floats(*ctx, g.params().grads());
+  r.weights = test::host_floats(*ctx, g.params().weights());  // with the running statistics
+  r.input_grad = test::host_floats(*ctx, g.input_grad(0));
+  g.forward(x, false);
+  r.eval_out = test::host_floats(*ctx, g.output(g.output_node()));
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("channel slices: a step with concat inputs written in place equals one that copies them, bit for bit") {
+  for (Precision p : {Precision::FP32, Precision::BF16}) {
+    INFO(precision_name(p));
+    const Result copied = step(p, false), sliced = step(p, true);
+    CHECK(copied.slices == 0);
+    // Each module's two batch norm + ReLU branches, and the downsample's convolution branch.
+    CHECK(sliced.slices == 2 * (2 * 2 + 1));
+    CHECK(sliced.out == copied.out);
+    CHECK(sliced.grads == copied.grads);
+    CHECK(sliced.weights == copied.weights);
+    CHECK(sliced.input_grad == copied.input_grad);
+    CHECK(sliced.eval_out == copied.eval_out);
+  }
+}
+
+TEST_CASE("channel slices: a strided view keeps its row stride through reshape and slice, and refuses the rest") {
+  std::vector<float> buf(2 * 3 * 10);
+  const Tensor t = Tensor::strided_view(buf.data() + 4, Shape{2, 3, 6}, DType::F32, Device::cpu(), 10);
+  CHECK_FALSE(t.contiguous());
+  CHECK(t.row_stride() == 10);
+  CHECK(t.numel() == 36);
+  // Merging leading axes keeps the rows: [6, 6], still 10 apart.
+  const Tensor r = t.reshape(Shape{6, 6});
+  CHECK(r.row_stride() == 10);
+  CHECK(r.data() == t.data());
+  CHECK_THROWS_AS(t.reshape(Shape{36}), std::logic_error);
+  CHECK_THROWS_AS(t.reshape(Shape{2, 18}), std::logic_error);
+  // A slice of the batch starts a whole number of strided rows later.
+  const Tensor s = t.slice(1, 2);
+  CHECK(s.data() == static_cast<void*>(buf.data() + 4 + 3 * 10));
+  CHECK(s.row_stride() == 10);
+  // Rows as far apart as the last axis: an ordinary contiguous view.
+  CHECK(Tensor::strided_view(buf.data(), Shape{3, 10}, DType::F32, Device::cpu(), 10).contiguous());
+  CHECK_THROWS_AS(Tensor::strided_view(buf.data(), Shape{3, 10}, DType::F32, Device::cpu(), 9), std::logic_error);
+  CHECK(Tensor::view(buf.data(), Shape{3, 10}, DType::F32, Device::cpu()).row_stride() == 10);
+}

@@ -189,14 +189,19 @@ void ConvWgradBf16::accumulate(const Chunk& ch, const uint16_t* xp, const uint16
   const int64_t ic = g_.ic;
   const Walk k{w_.sw * ic * 2,  w_.sh * wp_ * ic * 2, xrows_ * wp_ * ic * 2, ocp_ * 2, g_.ow * ocp_ * 2,
                rows_ * g_.ow * ocp_ * 2, g_.ow, ch.rows, ch.pairs};
+  // Without dilation across the row, tap kw's input channels follow tap kw - 1's in a packed row,
+  // as do their rows of dw: one kernel row's taps are one run of kw·ic pairs (conv1's 3 channels
+  // fill a block of 9 instead of three blocks of 3).
+  const bool merged = w_.dw == 1;
+  const int64_t run = merged ? w_.kw * ic : ic;
   for (int kh = 0; kh < w_.kh; ++kh)
-    for (int kw = 0; kw < w_.kw; ++kw) {
+    for (int kw = 0; kw < (merged ? 1 : w_.kw); ++kw) {
       const uint16_t* xk = xp + (int64_t(kh) * w_.dh * wp_ + int64_t(kw) * w_.dw) * ic * 2;
       float* dwk = dwp + (int64_t(kh) * w_.kw + kw) * ic * ocp_;
       for (int64_t o = 0; o < ocp_; o += 64) {
         const int ov = int(std::min<int64_t>(4, (ocp_ - o) / 16)), icb = kIcb[ov];
-        for (int64_t i = 0; i < ic; i += icb)
-          kMicro[ov][std::min<int64_t>(icb, ic - i)](dwk + i * ocp_ + o, ocp_, xk + i * 2, dyp + o * 2, k, first);
+        for (int64_t i = 0; i < run; i += icb)
+          kMicro[ov][std::min<int64_t>(icb, run - i)](dwk + i * ocp_ + o, ocp_, xk + i * 2, dyp + o * 2, k, first);
       }
     }
 }

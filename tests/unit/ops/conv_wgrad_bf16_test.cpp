@@ -99,6 +99,9 @@ TEST_CASE("conv weight gradient on AVX512-BF16: every window, batch and channel 
       {3, 40, 40, 64, 64, 3, 3, 1, 1, 1, 1, Padding::Same, "an image larger than a chunk: bands of rows"},
       {1, 64, 63, 48, 32, 3, 3, 2, 2, 1, 1, Padding::Same, "bands of rows at stride 2, odd width"},
       {9, 8, 8, 37, 64, 3, 3, 1, 1, 1, 1, Padding::Same, "several pairs per chunk, odd pairs per thread"},
+      {4, 10, 10, 3, 96, 3, 3, 1, 1, 1, 1, Padding::Same, "3 channels (conv1): a kernel row's taps as one run of 9"},
+      {2, 9, 9, 5, 20, 3, 3, 1, 2, 2, 1, Padding::Same, "dilation in height only: taps still merged"},
+      {2, 9, 11, 5, 20, 3, 3, 1, 1, 1, 2, Padding::Same, "dilation in width only: taps apart"},
   };
   std::mt19937_64 rng(2711);
   for (const Case& k : cases)

@@ -87,7 +87,8 @@ TEST_CASE("channel slices: a step with concat inputs written in place equals one
     INFO(precision_name(p));
     const Result copied = step(p, false), sliced = step(p, true);
     CHECK(copied.slices == 0);
-    // Each module's two batch norm + ReLU branches, and the downsample's convolution branch.
+    // Each module's batch norm + ReLU branches (a ReLU and its batch norm each); the downsample's
+    // max pooling is copied.
     CHECK(sliced.slices == 2 * (2 * 2 + 1));
     CHECK(sliced.out == copied.out);
     CHECK(sliced.grads == copied.grads);

@@ -129,6 +129,27 @@ TEST_CASE("pool2d max backward pairs each input with its own forward (micro-batc
   }
 }
 
+TEST_CASE("pool2d max: ties send the gradient to the first maximum in row-major window order") {
+  // Values from {0, 1, 2}: most windows hold their maximum more than once.
+  const std::vector<PoolCase> cases = {{2, 9, 9, 5, 3, 3, 2, 2, Padding::Valid}, {2, 7, 6, 3, 3, 3, 1, 1, Padding::Same},
+                                       {1, 8, 8, 17, 2, 2, 2, 2, Padding::Valid}};
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(31);
+    for (const PoolCase& k : cases) {
+      INFO("max pool " << k.kh << "x" << k.kw << "/" << k.sh << " on " << k.n << "x" << k.h << "x" << k.w << "x" << k.c);
+      auto kernel = make_kernel<Pool2dKernel>(be.ctx(), params_of(k, PoolKind::Max));
+      const ref::PoolDims d = dims_of(k);
+      Tensor hx = Tensor::empty({k.n, k.h, k.w, k.c});
+      for (int64_t i = 0; i < hx.numel(); ++i) hx.f32()[i] = float(uniform_int(rng, 0, 2));
+      Tensor x = be.upload(hx), y = be.nan({k.n, d.oh, d.ow, k.c});
+      kernel->forward(x, y, true);
+      Tensor hdy = random_tensor(y.shape(), rng), dx = be.nan(x.shape());
+      kernel->backward(x, y, be.upload(hdy), dx);
+      be.check("dx", dx, ref::pool2d_backward(d, to_vec(hx), to_vec(hdy), true));  // a wrong tap is off by a whole dy
+    }
+  }
+}
+
 TEST_CASE("pool2d handles an empty batch and rejects mismatched shapes") {
   PoolCase c{0, 6, 6, 3, 2, 2, 2, 2, Padding::Valid};
   for (const Backend& be : backends()) SECTION(be.name) {

@@ -257,6 +257,7 @@ void Executor::run_backward(int from, const Tensor* dy_from) {
     bool add = false;        // added to it (else converted into it)
   };
   std::vector<Apart> apart;
+  std::vector<bool> adds;  // per input: the layer adds its gradient into the one written first
   for (int i = from; i >= 0; --i) {
     const GraphNode& n = graph_->nodes()[size_t(i)];
     if (hooks_.before_backward) hooks_.before_backward(i);
@@ -271,6 +272,7 @@ void Executor::run_backward(int from, const Tensor* dy_from) {
     in.clear();
     dx_store.assign(n.inputs.size(), Tensor());
     apart.assign(n.inputs.size(), Apart{});
+    adds.assign(n.inputs.size(), false);
     size_t scratch_used = 0;
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       int j = n.inputs[k];
@@ -284,11 +286,18 @@ void Executor::run_backward(int from, const Tensor* dy_from) {
       }
       Tensor& g = model_input ? input_grads_[m] : grads_[m];
       std::vector<bool>::reference written = model_input ? input_grad_written_[m] : grad_written_[m];
-      bool taken = written;
-      for (size_t q = 0; q < k; ++q) taken |= n.inputs[q] == j;
+      bool repeated = false;  // the node reads this tensor twice
+      for (size_t q = 0; q < k; ++q) repeated |= n.inputs[q] == j;
+      const bool taken = written || repeated;
       written = true;
       if (!taken && g.dtype() == plan_.dtypes[size_t(i)]) {
         dx_store[k] = g;
+        continue;
+      }
+      // A second contribution the layer adds in place (Layer::can_add_input_grad).
+      if (!repeated && g.dtype() == plan_.dtypes[size_t(i)] && layers_[size_t(i)]->can_add_input_grad(int(k))) {
+        dx_store[k] = g;
+        adds[k] = true;
         continue;
       }
       // A second contribution, or one of another type: computed apart in this node's type, then
@@ -304,6 +313,8 @@ void Executor::run_backward(int from, const Tensor* dy_from) {
     }
     dx.clear();
     for (Tensor& t : dx_store) dx.push_back(&t);
+    for (size_t k = 0; k < n.inputs.size(); ++k)
+      if (layers_[size_t(i)]->can_add_input_grad(int(k))) layers_[size_t(i)]->add_input_grad(int(k), adds[k]);
     {
       ScopeTimer t(profiling_, *ctx_, profiling_ ? &times_[size_t(i)].backward : nullptr);
       layers_[size_t(i)]->backward(in, acts_[size_t(i)], *dy, dx);

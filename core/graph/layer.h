@@ -164,6 +164,12 @@ class Layer {
   // strided views (Tensor::row_stride); the concat leaves an input already in place alone.
   virtual bool writes_channel_slice() const { return false; }
   virtual bool joins_channels() const { return false; }
+  // Input gradients added in place: a layer that can_add_input_grad(k) (after bind) adds its
+  // gradient for input k into dx[k] instead of overwriting it while add_input_grad(k, true) is set.
+  // The executor sets it for a tensor's second consumer in backward, which then adds into the
+  // gradient the first wrote, instead of writing a scratch buffer summed afterwards.
+  virtual bool can_add_input_grad(int /*k*/) const { return false; }
+  virtual void add_input_grad(int /*k*/, bool /*on*/) {}
   // Layers with run-to-run randomness (dropout) get a fresh seed each step.
   virtual void set_step_seed(uint64_t) {}
   // A recorded step (CUDA graphs): the step's seed is read from `step` where the kernels run, and

@@ -80,12 +80,22 @@ class Conv2dKernel {
     check_conv_forward(ck_, g, x, b, y, p_.bias);
     forward_impl(g, x, w, b, y);
   }
-  // dy of y's shape and x's type; dw, db (f32) are overwritten; dx (x's type, overwritten) may be
-  // undefined when no input gradient is needed.
-  void backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) {
+  // Whether backward can add the input gradient into dx (add_dx) instead of overwriting it: the
+  // second consumer of a tensor adding its share in place of a separate sum (Layer::can_add_input_grad).
+  virtual bool adds_dx() const { return false; }
+
+  // dy of y's shape and x's type; dw, db (f32) are overwritten; dx (x's type) is overwritten, or
+  // with add_dx (where adds_dx()) added to, and may be undefined when no input gradient is needed.
+  void backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db,
+                bool add_dx = false) {
     const ConvGeometry g = check(x, w);
     check_conv_backward(ck_, g, x, w, dy, dx, dw, db, p_.bias);
-    backward_impl(g, x, w, dy, dx, dw, db);
+    if (add_dx && !adds_dx()) ck_.fail("this backend cannot add the input gradient into dx for this window");
+    if (add_dx && !dx.defined()) ck_.fail("dx is undefined: nothing to add the input gradient into");
+    if (add_dx)
+      backward_add_impl(g, x, w, dy, dx, dw, db);
+    else
+      backward_impl(g, x, w, dy, dx, dw, db);
   }
 
  protected:
@@ -97,6 +107,11 @@ class Conv2dKernel {
   virtual void forward_impl(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) = 0;
   virtual void backward_impl(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
                              Tensor& dw, Tensor& db) = 0;
+  // backward with dx added to: called only where adds_dx(), so a backend without it never is.
+  virtual void backward_add_impl(const ConvGeometry&, const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&,
+                                 Tensor&) {
+    throw std::logic_error("conv2d: backward adding into dx on a backend without it");
+  }
 
   const Params p_;
 

@@ -47,8 +47,17 @@ class Conv2d final : public KernelBiasLayer<Conv2dKernel> {
     return c.put_int("filters", p_.filters).put_int("use_bias", p_.bias);
   }
   MixedPrecision mixed_precision() const override { return MixedPrecision::Low; }
+  // The input gradient added into dx where the kernel can (a 1x1 window at stride 1 on the CPU).
+  bool can_add_input_grad(int k) const override { return k == 0 && k_ && k_->adds_dx(); }
+  void add_input_grad(int, bool on) override { add_dx_ = on; }
+  void backward(const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    Tensor db = p_.bias ? grads_[1] : Tensor();
+    k_->backward(*x[0], params_[0], dy, *dx[0], grads_[0], db, add_dx_);
+  }
 
  private:
+  bool add_dx_ = false;
   InitKind kernel_init_;
   int64_t cin_ = 0;
   Shape out_;

@@ -10,6 +10,9 @@ namespace {
 class CpuConv2d final : public Conv2dKernel {
  public:
   CpuConv2d(OpContext& ctx, const Conv2dParams& p) : Conv2dKernel(ctx, p), conv_(cpu_context(ctx), config(p)) {}
+  // A 1x1 window at stride 1: the input gradient is a forward 1x1 convolution of dy, which oneDNN
+  // runs with a sum post-op (its backward-data primitive cannot add).
+  bool adds_dx() const override { return p_.kh == 1 && p_.kw == 1 && p_.sh == 1 && p_.sw == 1; }
 
  private:
   // Activations (x, y, dy, dx) are all f32 or all bf16, which decides the compute type (see
@@ -19,7 +22,11 @@ class CpuConv2d final : public Conv2dKernel {
   }
   void backward_impl(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
                      Tensor& db) override {
-    conv_.backward(g, x, w, dy, dx, dw, db);
+    conv_.backward(g, x, w, dy, dx, dw, db, false);
+  }
+  void backward_add_impl(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+                         Tensor& dw, Tensor& db) override {
+    conv_.backward(g, x, w, dy, dx, dw, db, true);
   }
 
   // Weights dims {OC, IC, kh, kw}, given in Keras' HWIO layout.

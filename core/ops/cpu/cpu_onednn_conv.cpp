@@ -28,7 +28,7 @@ void OnednnConv::forward(const ConvGeometry& g, const Tensor& x, const Tensor& w
   if (empty_output(g)) return;
   Plan& pl = plan(x, g);
   auto& eng = c_.engine();
-  memory wmem = weights(pl, w, pl.w_to_fwd, pl.w_fwd, pl.fwd_pd.weights_desc());
+  memory wmem = weights(pl.user_w_md, w, pl.w_to_fwd, pl.w_fwd, pl.fwd_pd.weights_desc());
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, mem(pl.src_md, eng, x.data())},
                                           {DNNL_ARG_WEIGHTS, wmem},
                                           {DNNL_ARG_DST, mem(pl.dst_md, eng, y.data())},
@@ -39,23 +39,31 @@ void OnednnConv::forward(const ConvGeometry& g, const Tensor& x, const Tensor& w
 }
 
 void OnednnConv::backward(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
-                          Tensor& dw, Tensor& db) {
+                          Tensor& dw, Tensor& db, bool add_dx) {
+  if (add_dx && (cfg_.depthwise || cfg_.kh != 1 || cfg_.kw != 1 || cfg_.sh != 1 || cfg_.sw != 1))
+    throw std::logic_error("OnednnConv: adding into dx takes a plain 1x1 convolution at stride 1");
   if (empty_output(g)) {  // no output: every gradient is zero
     std::memset(dw.data(), 0, dw.bytes());
     if (cfg_.bias) std::memset(db.data(), 0, db.bytes());
-    if (dx.defined()) std::memset(dx.data(), 0, dx.bytes());
+    if (dx.defined() && !add_dx) std::memset(dx.data(), 0, dx.bytes());
     return;
   }
   Plan& pl = plan(x, g);
-  if (dx.defined() && !pl.have_bwd_data) make_bwd_data(pl);
+  if (dx.defined() && !add_dx && !pl.have_bwd_data) make_bwd_data(pl);
+  if (add_dx && !pl.have_bwd_add) make_bwd_add(pl);
   if (!pl.have_bwd_weights) make_bwd_weights(pl, g);
   auto& eng = c_.engine();
   auto& s = c_.stream();
   memory ddst = mem(pl.dst_md, eng, dy.data());
 
-  if (dx.defined())
+  if (add_dx)
+    pl.bwd_add.execute(s, {{DNNL_ARG_SRC, ddst},
+                           {DNNL_ARG_WEIGHTS, weights(pl.add_user_w_md, w, pl.w_to_add, pl.w_add, pl.bwd_add_pd.weights_desc())},
+                           {DNNL_ARG_DST, mem(pl.src_md, eng, dx.data())},
+                           {DNNL_ARG_SCRATCHPAD, scratchpad(pl.bwd_add_pd, eng)}});
+  else if (dx.defined())
     pl.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, ddst},
-                            {DNNL_ARG_WEIGHTS, weights(pl, w, pl.w_to_bwd, pl.w_bwd, pl.bwd_data_pd.weights_desc())},
+                            {DNNL_ARG_WEIGHTS, weights(pl.user_w_md, w, pl.w_to_bwd, pl.w_bwd, pl.bwd_data_pd.weights_desc())},
                             {DNNL_ARG_DIFF_SRC, mem(pl.src_md, eng, dx.data())},
                             {DNNL_ARG_SCRATCHPAD, scratchpad(pl.bwd_data_pd, eng)}});
 
@@ -78,8 +86,9 @@ void OnednnConv::backward(const ConvGeometry& g, const Tensor& x, const Tensor& 
 
 // The weights as a primitive takes them (layout `md`): the user's buffer, or its reorder (which
 // in bf16 also converts) into the plan's `buf`, queued on the stream.
-memory OnednnConv::weights(Plan& pl, const Tensor& w, const dnnl::reorder& r, Tensor& buf, const memory::desc& md) {
-  memory user = mem(pl.user_w_md, c_.engine(), w.data());
+memory OnednnConv::weights(const memory::desc& user_md, const Tensor& w, const dnnl::reorder& r, Tensor& buf,
+                           const memory::desc& md) {
+  memory user = mem(user_md, c_.engine(), w.data());
   if (!r) return user;
   memory out(md, c_.engine(), buf.data());
   r.execute(c_.stream(), user, out);
@@ -133,6 +142,25 @@ void OnednnConv::make_bwd_data(Plan& pl) {
   pl.bwd_data = dnnl::convolution_backward_data(pl.bwd_data_pd);
   make_reorder(c_, pl.user_w_md, pl.bwd_data_pd.weights_desc(), pl.w_to_bwd, pl.w_bwd, pl.bwd_data_pd.weights_desc());
   pl.have_bwd_data = true;
+}
+
+// dx += conv1x1(dy, w^T) at stride 1: a forward convolution from dy's OC channels to x's IC with a
+// sum post-op (dst = conv + dst, accumulated in f32, rounded once). Its weights {IC, OC, 1, 1} are
+// the user's HWIO [1, 1, IC, OC] buffer as it is (oihw), reordered like the others.
+void OnednnConv::make_bwd_add(Plan& pl) {
+  const memory::dims wt = {pl.wdims[1], pl.wdims[0], 1, 1};
+  pl.add_user_w_md = memory::desc(wt, dt::f32, tag::oihw);
+  memory::desc any_w(wt, pl.src_md.data_type(), tag::any);
+  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, pl.dst_md,
+                                    any_w, pl.src_md, {1, 1}, {0, 0}, {0, 0}, {0, 0});
+  dnnl::post_ops po;
+  po.append_sum(1.0f);
+  dnnl::primitive_attr attr = user_scratchpad_attr();
+  attr.set_post_ops(po);
+  pl.bwd_add_pd = dnnl::convolution_forward::primitive_desc(d, attr, c_.engine());
+  pl.bwd_add = dnnl::convolution_forward(pl.bwd_add_pd);
+  make_reorder(c_, pl.add_user_w_md, pl.bwd_add_pd.weights_desc(), pl.w_to_add, pl.w_add, pl.bwd_add_pd.weights_desc());
+  pl.have_bwd_add = true;
 }
 
 void OnednnConv::make_bwd_weights(Plan& pl, const ConvGeometry& g) {

@@ -39,9 +39,11 @@ class OnednnConv {
 
   // y = conv(x, w) (+ b); nothing to do when the output is empty.
   void forward(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
-  // dw (and db when the config has a bias, dx when defined) from dy; all zero when the output is empty.
+  // dw (and db when the config has a bias, dx when defined) from dy; all zero when the output is
+  // empty. add_dx (a plain 1x1 convolution at stride 1 only): dx += the input gradient, computed as
+  // the forward 1x1 convolution of dy with the transposed weights and a sum post-op.
   void backward(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
-                Tensor& db);
+                Tensor& db, bool add_dx = false);
 
  private:
   struct Plan {
@@ -60,6 +62,13 @@ class OnednnConv {
     dnnl::reorder w_to_bwd;
     Tensor w_bwd;
 
+    bool have_bwd_add = false;  // dx += conv1x1(dy, w^T): a forward primitive with a sum post-op
+    dnnl::memory::desc add_user_w_md;  // the user's HWIO [1, 1, IC, OC] seen as {IC, OC, 1, 1} (oihw)
+    dnnl::convolution_forward::primitive_desc bwd_add_pd;
+    dnnl::convolution_forward bwd_add;
+    dnnl::reorder w_to_add;
+    Tensor w_add;
+
     bool have_bwd_weights = false;
     std::unique_ptr<ConvWgradBf16> own_bwd_w;  // bf16 plain convolutions where the CPU has AVX512_BF16
     dnnl::convolution_backward_weights::primitive_desc bwd_w_pd;
@@ -71,8 +80,10 @@ class OnednnConv {
   Plan& plan(const Tensor& x, const ConvGeometry& g);
   Plan make_plan(const ConvGeometry& g, DType compute);
   void make_bwd_data(Plan& pl);
+  void make_bwd_add(Plan& pl);
   void make_bwd_weights(Plan& pl, const ConvGeometry& g);
-  dnnl::memory weights(Plan& pl, const Tensor& w, const dnnl::reorder& r, Tensor& buf, const dnnl::memory::desc& md);
+  dnnl::memory weights(const dnnl::memory::desc& user_md, const Tensor& w, const dnnl::reorder& r, Tensor& buf,
+                       const dnnl::memory::desc& md);
 
   CpuContext& c_;
   OnednnConvConfig cfg_;

@@ -1,6 +1,8 @@
 // conv2d tests: forward/backward against the float64 reference on corner and random shapes, caching, errors.
 #include "core/ops/conv2d.h"
 
+#include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "backends.h"
@@ -196,6 +198,73 @@ TEST_CASE("conv2d handles an empty batch and rejects mismatched shapes") {
     CHECK_THROWS_AS(k->forward(x, w, Tensor(), y), std::invalid_argument);
     Tensor x3 = be.upload(random_tensor({5, 5, 2}, rng));
     CHECK_THROWS_AS(k->forward(x3, w, b, y), std::invalid_argument);
+  }
+}
+
+TEST_CASE("conv2d backward adds its input gradient into dx where the backend can (1x1 at stride 1)") {
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(77);
+    Conv2dParams p;
+    p.filters = 19, p.kh = 1, p.kw = 1;
+    auto k = make_kernel<Conv2dKernel>(be.ctx(), p);
+    Conv2dParams p3 = p;
+    p3.kh = p3.kw = 3, p3.padding = Padding::Same;
+    auto k3 = make_kernel<Conv2dKernel>(be.ctx(), p3);
+    CHECK_FALSE(k3->adds_dx());  // the input gradient of a wider window is no 1x1 convolution of dy
+    const Shape xs{3, 5, 7, 21}, ys{3, 5, 7, 19};
+    Tensor x = be.upload(random_tensor(xs, rng)), w = be.upload(random_tensor({1, 1, 21, 19}, rng));
+    Tensor dy = be.upload(random_tensor(ys, rng)), dx0 = random_tensor(xs, rng);
+    Tensor dw = be.nan({1, 1, 21, 19}), db = be.nan({19}), dx = be.upload(dx0);
+    if (!k->adds_dx()) {
+      CHECK_THROWS_WITH(k->backward(x, w, dy, dx, dw, db, true), Catch::Contains("cannot add the input gradient"));
+      continue;
+    }
+    Tensor w3 = be.upload(random_tensor({3, 3, 21, 19}, rng)), dw3 = be.nan(w3.shape());
+    CHECK_THROWS_WITH(k3->backward(x, w3, dy, dx, dw3, db, true), Catch::Contains("cannot add the input gradient"));
+    Tensor none;
+    CHECK_THROWS_WITH(k->backward(x, w, dy, none, dw, db, true), Catch::Contains("dx is undefined"));
+    // f32: dx0 + the reference input gradient; dw and db as without adding.
+    ref::ConvDims d{3, 5, 7, 21, 5, 7, 19, 1, 1, 1, 1, 1, 1, 0, 0};
+    ref::Vec rdx, rdw, rdb;
+    ref::conv2d_backward(d, be.vec(x), be.vec(w), be.vec(dy), rdx, rdw, rdb);
+    k->backward(x, w, dy, dx, dw, db, true);
+    ref::Vec want = to_vec(dx0);
+    for (size_t i = 0; i < want.size(); ++i) want[i] += rdx[i];
+    be.check("dx0 + dx", dx, want);
+    be.check("dw", dw, rdw);
+    be.check("db", db, rdb);
+    // bf16 activations: dx0 + the input gradient rounded once, against the gradient written alone
+    // (rounded once too) plus dx0: within two bf16 roundings of their magnitudes.
+    auto low = [&](const Tensor& t) {
+      Tensor h = Tensor::empty(t.shape(), DType::BF16);
+      const Tensor f = be.download(t);
+      for (int64_t i = 0; i < f.numel(); ++i) {
+        uint32_t u;
+        std::memcpy(&u, f.f32() + i, 4);
+        h.as<uint16_t>()[i] = uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+      }
+      return be.upload(h);
+    };
+    auto values = [&](const Tensor& t) {
+      const Tensor h = be.download(t);
+      ref::Vec v(size_t(h.numel()));
+      for (int64_t i = 0; i < h.numel(); ++i) {
+        const uint32_t u = uint32_t(h.as<uint16_t>()[i]) << 16;
+        float f;
+        std::memcpy(&f, &u, 4);
+        v[size_t(i)] = f;
+      }
+      return v;
+    };
+    Tensor xb = low(x), dyb = low(dy), dxb0 = low(be.upload(dx0)), alone = be.upload(Tensor::empty(xs, DType::BF16));
+    Tensor added = low(be.upload(dx0));
+    k->backward(xb, w, dyb, alone, dw, db);
+    k->backward(xb, w, dyb, added, dw, db, true);
+    const ref::Vec a = values(alone), s = values(added), d0 = values(dxb0);
+    int64_t bad = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!(std::fabs(s[i] - (a[i] + d0[i])) <= 0x1p-7 * (std::fabs(a[i]) + std::fabs(d0[i])) + 1e-30)) ++bad;
+    CHECK(bad == 0);
   }
 }
 

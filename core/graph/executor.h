@@ -47,6 +47,8 @@ class Executor {
   // model input, [N, ...input shape].
   void forward(const std::vector<const Tensor*>& inputs, bool training, int until = -1);
   void forward(const Tensor& x, bool training, int until = -1) { forward(std::vector<const Tensor*>{&x}, training, until); }
+  // Node's output: a strided view (Tensor::row_stride) where it is a concat's channel slice
+  // (ExecutionPlan::slice_of; never a node kept f32, which is what the engine reads).
   const Tensor& output(int node) const { return acts_[size_t(node)]; }
   // Backpropagates from a gradient given for node `from`'s output (skipping layers after it).
   // Parameter gradients are overwritten (the gradient buffer holds this batch's gradient).
@@ -60,6 +62,7 @@ class Executor {
   // Node's output gradient in the current backward pass. Gradients whose lifetimes in backward do
   // not overlap share memory (ExecutionPlan): valid from its consumers' backward (or, for a node
   // nothing in this graph consumes, from the start of backward) until its own backward.
+  // (A concat's channel slice's is a strided view into the concat's.)
   Tensor& grad(int node) { return grads_[size_t(node)]; }
   // Bytes of the current plan (after a forward): output gradients; outputs with their converted copies.
   int64_t gradient_bytes() const { return plan_.gradient_bytes; }

@@ -37,7 +37,10 @@ BenchResult bench(const RunSpec& e, const BenchOptions& o, RunPlan* plan_out) {
   if (ceiling) opts.ceiling_gflops = ceiling->conv_gflops;
   std::unique_ptr<Strategy> strategy = strategy_type(plan.strategy).make(plan.trainee, plan.devices, plan.threads);
   BenchResult r = strategy->bench(inputs, opts);
-  const int copies = int(plan.devices.size());  // replicas, or pipeline stages, of `threads` each
+  // Replicas, or pipeline stages, of `threads` each, in every process of the job: the step's
+  // FLOP/s count the global batch (mpirun -np 2 with one replica each had compared the job's
+  // 200 GFLOP/s with one replica's ceiling, and measured the ceiling again every run).
+  const int copies = int(plan.devices.size()) * plan.processes;
   if (ceiling && ceiling->cached && r.gflops_per_second > 1.02 * copies * ceiling->conv_gflops) {
     // The step beat the cached ceiling by more than timing noise: that value was measured while
     // something else took the cores (seen: 100.3 GFLOP/s cached for one thread, 113.5 measured

@@ -104,3 +104,30 @@ TEST_CASE("e2e mpi: SIGINT in a 2-process run stops both with a checkpoint, mpir
   CHECK(e2e::read_file(dir + "/full/checkpoints/epoch-0002.safetensors") ==
         e2e::read_file(dir + "/resumed/checkpoints/epoch-0002.safetensors"));
 }
+
+TEST_CASE("e2e mpi: bench measures the job's FLOP/s against every process's replicas' ceilings") {
+  if (!e2e::have_mpirun()) {
+    WARN("skipped: no mpirun (scripts/setup.sh installs openmpi-bin)");
+    return;
+  }
+  // The one-thread fp32 ceiling, measured once and cached; both processes read it.
+  const std::string cache = e2e::temp_dir("mpi_ceiling");
+  const std::string env = "TRAINER_CACHE_DIR='" + cache + "' ";
+  auto one = e2e::trainer("bench " + kSmoke + " --cpu 1 --threads 1 --steps 3 --warmup 1 --json", "", env);
+  INFO(one.out << one.err);
+  REQUIRE(one.code == 0);
+  const double ceiling = e2e::last_json(one.out)["ceiling_gflops"].get<double>();
+  REQUIRE(ceiling > 0);
+  // Two processes of one replica each: the step's FLOP/s count the global batch, so the yardstick
+  // is both replicas' (it was one replica's: MiniGoogLeNet printed 1.78 of its ceiling and measured
+  // the ceiling again every run).
+  auto two = e2e::trainer("bench " + kSmoke + " --cpu 1 --threads 1 --steps 3 --warmup 1 --json", "",
+                          env + e2e::mpirun("timeout 300 ") + " -np 2");
+  INFO(two.out << two.err);
+  REQUIRE(two.code == 0);
+  const nlohmann::json j = e2e::last_json(two.out);
+  CHECK(j["ceiling_cached"] == true);
+  CHECK(j["ceiling_gflops"].get<double>() == Approx(2 * ceiling).epsilon(0.01));
+  CHECK(j["ceiling_fraction"].get<double>() == Approx(j["gflops_per_sec"].get<double>() / (2 * ceiling)).epsilon(0.02));
+  CHECK_THAT(two.err, !Contains("measured it again"));
+}

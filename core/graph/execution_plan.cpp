@@ -199,7 +199,8 @@ ExecutionPlan plan_execution(const Graph& g, const ExecutionInputs& in) {
   auto slice = [&](size_t i, const Region& whole) {
     const size_t c = size_t(p.slice_of[i]);
     const int64_t esz = int64_t(dtype_size(p.dtypes[i]));
-    return Region{whole.offset + p.slice_channel[i] * esz, bytes_of(nodes[i].shape, p.dtypes[i]), nodes[c].shape.back()};
+    return Region{whole.offset + p.slice_channel[i] * esz, bytes_of(nodes[i].shape, p.dtypes[i]),
+                  nodes[c].shape.back()};
   };
   p.act.assign(n, Region{});
   for (size_t i = 0; i < n; ++i)

@@ -89,7 +89,8 @@ void Executor::set_input_grad(int k, bool on) {
 Tensor Executor::view(const Region& r, const Shape& s, DType t) const {
   if (!r.defined()) return Tensor();
   void* at = static_cast<char*>(arena_.data()) + r.offset;
-  return r.row_stride ? Tensor::strided_view(at, s, t, arena_.device(), r.row_stride) : Tensor::view(at, s, t, arena_.device());
+  if (r.row_stride) return Tensor::strided_view(at, s, t, arena_.device(), r.row_stride);
+  return Tensor::view(at, s, t, arena_.device());
 }
 
 // The plan for this batch and these input types (kept while they stay: every step of one batch
@@ -107,7 +108,8 @@ void Executor::ensure_plan(int64_t batch) {
   in.keep_f32 = keep_f32_;
   in.input_grads = input_grad_on_;
   in.can_fuse = [this](int producer, ActKind k) { return layers_[size_t(producer)]->can_fuse_activation(k); };
-  if (channel_slices_) in.can_slice = [this](int producer) { return layers_[size_t(producer)]->writes_channel_slice(); };
+  if (channel_slices_)
+    in.can_slice = [this](int producer) { return layers_[size_t(producer)]->writes_channel_slice(); };
   plan_ = plan_execution(*graph_, in);
   replan_ = false;
   apply_fusion();

@@ -70,11 +70,11 @@ struct Segment {
   int64_t off, width;
 };
 
-// Whether `narrow` already is columns [off, ...) of `wide` (contiguous): a strided view of those
-// columns, so a concat's input written in place by its producer (or a split's output read in
-// place by its consumer), which concat and split leave alone.
+// Whether `narrow` already is columns [off, ...) of `wide` (contiguous): a view of those columns
+// (strided, unless it spans them all), so a concat's input written in place by its producer (or a
+// split's output read in place by its consumer), which concat and split leave alone.
 inline bool in_place(const Tensor& narrow, const Tensor& wide, int64_t off) {
-  return narrow.defined() && !narrow.contiguous() && narrow.row_stride() == wide.shape().back() &&
+  return narrow.defined() && narrow.row_stride() == wide.shape().back() &&
          narrow.data() == static_cast<const char*>(wide.data()) + off * int64_t(dtype_size(wide.dtype()));
 }
 

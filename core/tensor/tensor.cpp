@@ -35,7 +35,8 @@ Tensor Tensor::strided_view(void* data, const Shape& s, DType t, Device d, int64
 
 Tensor Tensor::reshape(const Shape& s) const {
   if (s.numel() != numel() || (!contiguous() && (s.rank() == 0 || s.back() != shape_.back())))
-    throw std::logic_error(fmt::format("cannot reshape {}{} to {}", shape_.str(), contiguous() ? "" : " (strided)", s.str()));
+    throw std::logic_error(
+        fmt::format("cannot reshape {}{} to {}", shape_.str(), contiguous() ? "" : " (strided)", s.str()));
   Tensor x = *this;
   x.shape_ = s;
   return x;

@@ -1,4 +1,4 @@
-// CPU batchnorm: per-channel statistics, normalisation (with a fused ReLU/ReLU6) and gradients over f32 or bf16 [rows, C] (y, dy: rows may be strided).
+// CPU batchnorm: statistics, normalisation (fused ReLU/ReLU6) and gradients over f32 or bf16 [rows, C]; y, dy may be strided.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -321,7 +321,8 @@ class CpuBatchNorm final : public BatchNormKernel {
     }
     const double* part = cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
       using T = decltype(t);
-      return reduce_dy_dyxmu<false>(x.as<T>(), dy.as<T>(), dy.row_stride(), YSource<T, false>{}, act_, mean.f32(), m, C);
+      return reduce_dy_dyxmu<false>(x.as<T>(), dy.as<T>(), dy.row_stride(), YSource<T, false>{}, act_, mean.f32(), m,
+                                    C);
     });
     for (int64_t c = 0; c < C; ++c) {
       sum_dy.f32()[c] = float(part[c]);

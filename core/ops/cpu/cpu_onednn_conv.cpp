@@ -56,16 +56,19 @@ void OnednnConv::backward(const ConvGeometry& g, const Tensor& x, const Tensor& 
   auto& s = c_.stream();
   memory ddst = mem(pl.dst_md, eng, dy.data());
 
-  if (add_dx)
+  if (add_dx) {
+    memory wt = weights(pl.add_user_w_md, w, pl.w_to_add, pl.w_add, pl.bwd_add_pd.weights_desc());
     pl.bwd_add.execute(s, {{DNNL_ARG_SRC, ddst},
-                           {DNNL_ARG_WEIGHTS, weights(pl.add_user_w_md, w, pl.w_to_add, pl.w_add, pl.bwd_add_pd.weights_desc())},
+                           {DNNL_ARG_WEIGHTS, wt},
                            {DNNL_ARG_DST, mem(pl.src_md, eng, dx.data())},
                            {DNNL_ARG_SCRATCHPAD, scratchpad(pl.bwd_add_pd, eng)}});
-  else if (dx.defined())
+  } else if (dx.defined()) {
+    memory wb = weights(pl.user_w_md, w, pl.w_to_bwd, pl.w_bwd, pl.bwd_data_pd.weights_desc());
     pl.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, ddst},
-                            {DNNL_ARG_WEIGHTS, weights(pl.user_w_md, w, pl.w_to_bwd, pl.w_bwd, pl.bwd_data_pd.weights_desc())},
+                            {DNNL_ARG_WEIGHTS, wb},
                             {DNNL_ARG_DIFF_SRC, mem(pl.src_md, eng, dx.data())},
                             {DNNL_ARG_SCRATCHPAD, scratchpad(pl.bwd_data_pd, eng)}});
+  }
 
   if (pl.own_bwd_w) {
     s.wait();  // dx's primitive, before the kernel's own OpenMP team
@@ -159,7 +162,8 @@ void OnednnConv::make_bwd_add(Plan& pl) {
   attr.set_post_ops(po);
   pl.bwd_add_pd = dnnl::convolution_forward::primitive_desc(d, attr, c_.engine());
   pl.bwd_add = dnnl::convolution_forward(pl.bwd_add_pd);
-  make_reorder(c_, pl.add_user_w_md, pl.bwd_add_pd.weights_desc(), pl.w_to_add, pl.w_add, pl.bwd_add_pd.weights_desc());
+  const memory::desc& wmd = pl.bwd_add_pd.weights_desc();
+  make_reorder(c_, pl.add_user_w_md, wmd, pl.w_to_add, pl.w_add, wmd);
   pl.have_bwd_add = true;
 }
 

@@ -168,9 +168,10 @@ void OnednnConv::make_bwd_add(Plan& pl) {
 }
 
 void OnednnConv::make_bwd_weights(Plan& pl, const ConvGeometry& g) {
-  if (!cfg_.depthwise && pl.src_md.data_type() == dt::bf16 && ConvWgradBf16::available()) {
-    pl.own_bwd_w = std::make_unique<ConvWgradBf16>(
-        c_, g, ConvWgradBf16::Window{int(cfg_.kh), int(cfg_.kw), int(cfg_.sh), int(cfg_.sw), int(cfg_.dh), int(cfg_.dw)});
+  const DType t = pl.src_md.data_type() == dt::bf16 ? DType::BF16 : DType::F32;
+  const ConvWgrad::Window w{int(cfg_.kh), int(cfg_.kw), int(cfg_.sh), int(cfg_.sw), int(cfg_.dh), int(cfg_.dw)};
+  if (!cfg_.depthwise && ConvWgrad::available(t) && ConvWgrad::preferred(t, g, w)) {
+    pl.own_bwd_w = std::make_unique<ConvWgrad>(c_, g, w, t);
     pl.have_bwd_weights = true;
     return;
   }

@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "core/ops/conv2d.h"
-#include "core/ops/cpu/cpu_conv_wgrad_bf16.h"
+#include "core/ops/cpu/cpu_conv_wgrad.h"
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
 
@@ -30,9 +30,9 @@ struct OnednnConvConfig {
 // and the primitives read and write the caller's buffers directly, with no conversion; the f32
 // master weights become bf16 in the reorder into the primitive's blocked layout (made in fp32
 // too), the primitives accumulate in f32, and dw and db are written in f32. The op header checks
-// that y, dy and dx have x's type and that w, b, dw and db are f32. In bf16, a plain convolution's
-// dw and db come from ConvWgradBf16 where the CPU has AVX512_BF16 (oneDNN 2.6's own kernel for
-// them is the slowest part of a bf16 step).
+// that y, dy and dx have x's type and that w, b, dw and db are f32. A plain convolution's dw and db
+// come from ConvWgrad where the CPU has AVX-512 (f32) or AVX512_BF16 (bf16): oneDNN 2.6's own
+// kernels for them are the slowest part of a step.
 class OnednnConv {
  public:
   OnednnConv(CpuContext& c, const OnednnConvConfig& cfg) : c_(c), cfg_(cfg) {}
@@ -70,7 +70,7 @@ class OnednnConv {
     Tensor w_add;
 
     bool have_bwd_weights = false;
-    std::unique_ptr<ConvWgradBf16> own_bwd_w;  // bf16 plain convolutions where the CPU has AVX512_BF16
+    std::unique_ptr<ConvWgrad> own_bwd_w;  // plain convolutions where ConvWgrad::available
     dnnl::convolution_backward_weights::primitive_desc bwd_w_pd;
     dnnl::convolution_backward_weights bwd_w;
     dnnl::reorder dw_to_user;

@@ -118,6 +118,23 @@ struct YSource {
   }
 };
 
+// dy's strided rows (a concat's channel slice: under half of each row in MiniGoogLeNet) are
+// fetched ahead in software, about 2 KB ahead (4 to 64 rows tried): the hardware's prefetch does not
+// keep up with rows that skip half of each run of lines. Batch norm alone (f32, 2 threads, fused
+// ReLU, [65536, 32] in rows 64 apart): backward 1.8-2.1 -> 1.2 ms (contiguous rows: 0.7). Fetching
+// y's rows ahead for forward's writes changed nothing measurable (tried). For row r of rows whose
+// first C elements are at p + r * ld, `ahead` = prefetch_rows(ld).
+template <class T>
+int64_t prefetch_rows(int64_t ld) {
+  return std::max<int64_t>(1, 2048 / std::max<int64_t>(1, ld * int64_t(sizeof(T))));
+}
+template <class T>
+inline void prefetch_ahead(const T* p, int64_t r, int64_t ahead, int64_t ld, int64_t C, int64_t m) {
+  if (ld == C || r + ahead >= m) return;
+  const char* b = reinterpret_cast<const char*>(p + (r + ahead) * ld);
+  for (int64_t o = 0; o < C * int64_t(sizeof(T)); o += 64) __builtin_prefetch(b + o, 0, 3);
+}
+
 // Calls f(std::true_type) when the activation is fused, else f(std::false_type).
 template <class F>
 decltype(auto) with_activation(ActKind k, F&& f) {
@@ -130,9 +147,11 @@ decltype(auto) with_activation(ActKind k, F&& f) {
 template <bool A, class T, bool Recompute>
 const double* reduce_dy_dyxmu(const T* xp, const T* dyp, int64_t ldd, YSource<T, Recompute> ys, Clamp bounds,
                               const float* mean, int64_t m, int64_t C) {
+  const int64_t ahead = prefetch_rows<T>(ldd);
   return reduce_rows(m, C, [&](int64_t r, float* __restrict fs, float* __restrict fq) {
     const T* __restrict xr = xp + r * C;
     const T* __restrict dr = dyp + r * ldd;
+    prefetch_ahead(dyp, r, ahead, ldd, C, m);
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       const float xv = cpu::to_f32(xr[c]);
@@ -163,11 +182,13 @@ void affine_rows(const T* __restrict x, const float* __restrict a, const float* 
 template <bool A, class T, bool Recompute>
 void apply_dx(const T* x, const T* dy, int64_t ldd, YSource<T, Recompute> ys, Clamp bounds, const float* mean,
               const float* P, const float* Q, const float* R, T* dx, int64_t m, int64_t C) {
+  const int64_t ahead = prefetch_rows<T>(ldd);
 #pragma omp parallel for schedule(static) if (m * C > cpu::kParallelGrain)
   for (int64_t r = 0; r < m; ++r) {
     const T* __restrict xr = x + r * C;
     const T* __restrict dr = dy + r * ldd;
     T* __restrict o = dx + r * C;
+    prefetch_ahead(dy, r, ahead, ldd, C, m);
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       const float xv = cpu::to_f32(xr[c]);

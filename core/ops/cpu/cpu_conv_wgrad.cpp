@@ -323,8 +323,9 @@ bool ConvWgrad::available(DType t) {
 }
 
 bool ConvWgrad::preferred(DType t, const ConvGeometry& g, const Window& w) {
-  if (const char* v = std::getenv("TRAINER_CONV_WGRAD"); v && std::string(v) == "ours") return true;
-  if (const char* v = std::getenv("TRAINER_CONV_WGRAD"); v && std::string(v) == "onednn") return false;
+  const char* env = std::getenv("TRAINER_CONV_WGRAD");
+  const std::string forced = env ? env : "";
+  if (forced == "ours" || forced == "onednn") return forced == "ours";
   return t == DType::BF16 || w.sh > 1 || w.sw > 1 || g.ic <= kFewInputChannels;
 }
 

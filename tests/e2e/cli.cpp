@@ -115,4 +115,9 @@ nlohmann::json last_json(const std::string& out) {
   return nlohmann::json::parse(last);
 }
 
+double fraction_rounding(const nlohmann::json& bench_line, double ceiling) {
+  const double g = bench_line["gflops_per_sec"].get<double>();
+  return 0.0005 + 0.05 / ceiling + 0.05 * g / (ceiling * ceiling) + 1e-9;
+}
+
 }  // namespace e2e

@@ -32,6 +32,10 @@ std::string read_file(const std::string& path);
 std::map<std::string, double> last_metrics(const std::string& run_dir);
 // The last non-empty line of `out` parsed as JSON (a --json line); throws when it is not JSON.
 nlohmann::json last_json(const std::string& out);
+// How far a bench --json line's ceiling_fraction may be from gflops_per_sec / `ceiling` when both
+// are right: the line rounds GFLOP/s to 0.1 and the fraction to 0.001 (under ASan a 5 GFLOP/s
+// smoke step made a 1% tolerance fail on rounding alone: 0.045 printed for 5.0 / 113.3 = 0.0441).
+double fraction_rounding(const nlohmann::json& bench_line, double ceiling);
 // The folder with the shared real data (TRAINER_DATA, default <repo>/../shared/data); "" when absent.
 std::string shared_data_dir();
 

@@ -14,7 +14,9 @@
 
 // Everything down to the pragma's end is compiled for AVX-512 (F, BW, VL) and AVX512_BF16, whatever
 // the build's -march, and runs only where available() (compiled for the build's target, at the end)
-// says the CPU has them; nothing in it runs at start-up.
+// says the CPU has what its type uses: the f32 path (F32Lanes) only AVX-512 F, BW and VL (its
+// intrinsics are those; AVX512_BF16 instructions come only from Bf16Lanes' dot products), the bf16
+// path AVX512_BF16 as well. Nothing in it runs at start-up.
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))), apply_to = function)
 #else

@@ -67,16 +67,16 @@ if [ "${1:-}" = "--plan" ]; then
     ((sum <= 540)) || bad=1
     printf '  %d. bash scripts/gpu-check.sh %-28s # bounds sum to %3d s\n' "$i" "$c" "$sum"
   done
-  printf '\nPhases end well inside their bounds (an H200, 2026-11-27: ops 19 s, memcheck 21 s, core 4 s,\n'
-  printf 'graphs 15 s, engine 17 s, bench-mnv2 189 s with its layer rows, configs 113 s, e2e 111 s, racecheck\n'
-  printf '48 s, configs-mgn 45 s, bench-b64 124 s), and the command stops starting phases at GPU_CHECK_BUDGET.\n'
-  printf 'With 15 minutes of device time (a start took ~30 s), one command in priority order does most of\n'
-  printf 'it (correctness first; engine checks that the gpu:0 + cpu pipeline, whose CPU stage now leaves a core\n'
-  printf 'to the GPU stage, is back near 6,000 img/s; bench and configs-mnv2 did not run in the last two runs):\n'
-  printf '  GPU_CHECK_BUDGET=540 GPU_CHECK_JOBS=8 bash scripts/gpu-check.sh ops memcheck core engine configs \\\n'
-  printf '    e2e racecheck\n'
-  printf 'then, warm (~400 s left): bench configs-mnv2. Each command leaves $OUT/gpu-check-summary.log and\n'
-  printf '$OUT/gpu-check-logs.tar.gz (2 files back). Build the pack first: scripts/gpu-check.sh pack\n'
+  printf '\nPhases end well inside their bounds (an H200, 2026-11-27 evening: ops 20 s, memcheck 21 s, core 4 s,\n'
+  printf 'engine 16 s, configs 116 s, e2e 62 s, bench 129 s, configs-mnv2 65 s, graphs 15 s, racecheck 48 s,\n'
+  printf 'bench-b64 126 s; bench-mnv2 189 s in the morning run), and the command stops starting phases at\n'
+  printf 'GPU_CHECK_BUDGET. With 15 minutes of device time (a start took ~35 s), two commands on the warm machine.\n'
+  printf 'Correctness first, then what the last run left out (bench-mnv2 from its bf16 row on, configs-mgn):\n'
+  printf '  GPU_CHECK_BUDGET=540 GPU_CHECK_JOBS=8 bash scripts/gpu-check.sh ops core engine bench-mnv2 e2e \\\n'
+  printf '    configs-mgn\n'
+  printf 'then, warm (~300 s left): GPU_CHECK_BUDGET=270 bash scripts/gpu-check.sh configs memcheck graphs. Each\n'
+  printf 'command leaves $OUT/gpu-check-summary.log and $OUT/gpu-check-logs.tar.gz (2 files back). Build the\n'
+  printf 'pack first: scripts/gpu-check.sh pack (7 min on 2 cores)\n'
   exit $bad
 fi
 
@@ -499,13 +499,23 @@ referee() {  # referee <model> <batch> <precision> <rounds>: its summary rows
   need "scripts/peers/${1}_torch.py" "PyTorch peer" || return
   ((dry)) && { skip "  $tag" "bench-vs-pytorch, $4 round(s)"; return; }
   log "bench $tag"
-  local s=${step_timeout[$phase]}  # each process of a round: ours, PyTorch eager, torch.compile
+  local s=${step_timeout[$phase]} t0b=$(date +%s)  # each process of a round: ours, PyTorch eager, torch.compile
   DEVICE=cuda MODEL=$1 BATCH=$2 PRECISION=$3 ROUNDS=$4 STEP_TIMEOUT=$s TRAINER=$T \
     run_bounded $((3 * s * $4)) scripts/bench-vs-pytorch.sh >"$out/bench-$tag.log" 2>&1
   local rc=$?
+  local t1
+  t1=$(date +%s)
   ((rc == 125)) && { skip "  $tag"; return; }
   while read -r l; do row "  $tag" "$l"; done < <(grep -E "^  (trainer|eager|compile|ratio)" "$out/bench-$tag.log")
-  [ $rc = 0 ] || row "  $tag" "bench-vs-pytorch exit $rc: $(tail -1 "$out/bench-$tag.log")"
+  # (The H200 run of 2026-11-27 evening printed "exit 124: " and nothing more for a round the
+  # command's budget cut: say so, and what the round had printed.)
+  local last
+  last=$(grep -v '^[[:space:]]*$' "$out/bench-$tag.log" | tail -1)
+  case $rc in
+    0) ;;
+    124 | 137) row "  $tag" "timed out after $((t1 - t0b)) s (the phase's deadline or GPU_CHECK_BUDGET): ${last:-no output yet}" ;;
+    *) row "  $tag" "bench-vs-pytorch exit $rc: ${last:-no output}" ;;
+  esac
 }
 # --- the step as one CUDA graph against the same step launched kernel by kernel ------------------
 phase_graphs() {

@@ -14,12 +14,6 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
-void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-          float beta, float* c, int64_t ldc) {
-  if (dnnl::sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc) != dnnl::status::success)
-    cpu::fail("dense: sgemm failed for {}x{}x{}", m, n, k);
-}
-
 // The bf16 path (precision bf16) for one input shape: x [n,k] · w [k,u] as three oneDNN matmuls on
 // bf16 copies of x, w and dy, accumulating in f32 and writing f32 y, dx and dw:
 //   y  = x · w + b     src x [n,k],                weights w [k,u]
@@ -114,13 +108,7 @@ class CpuDense final : public DenseKernel {
     const int64_t u = p_.units;
     if (n == 0) return;
     if (c_.bf16()) return bf16(n, k).forward(x, w, p_.bias ? b : Tensor(), y);
-    float* yp = y.f32();
-    if (p_.bias) {  // y = b, then y += x·w
-      const float* bp = b.f32();
-#pragma omp parallel for schedule(static) if (n * u > cpu::kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) std::memcpy(yp + i * u, bp, size_t(u) * sizeof(float));
-    }
-    gemm('N', 'N', n, u, k, x.f32(), k, w.f32(), u, p_.bias ? 1.0f : 0.0f, yp, u);
+    cpu::linear_forward_f32("dense", n, k, u, x.f32(), w.f32(), p_.bias ? b.f32() : nullptr, y.f32());
   }
 
   void backward_impl(int64_t n, int64_t k, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
@@ -134,8 +122,8 @@ class CpuDense final : public DenseKernel {
     if (c_.bf16()) {
       bf16(n, k).backward(x, w, dy, dx, dw);
     } else {
-      if (dx.defined()) gemm('N', 'T', n, k, u, dy.f32(), u, w.f32(), u, 0.0f, dx.f32(), k);
-      gemm('T', 'N', k, u, n, x.f32(), k, dy.f32(), u, 0.0f, dw.f32(), u);
+      if (dx.defined()) cpu::sgemm("dense", 'N', 'T', n, k, u, dy.f32(), u, w.f32(), u, 0.0f, dx.f32(), k);
+      cpu::sgemm("dense", 'T', 'N', k, u, n, x.f32(), k, dy.f32(), u, 0.0f, dw.f32(), u);
     }
     if (p_.bias) {
       std::vector<double> acc(size_t(u), 0.0);

@@ -47,6 +47,11 @@ class OnednnConv {
 
  private:
   struct Plan {
+    // f32, a plain 1x1 window at stride 1 without padding: y and dx are GEMMs over the NHWC rows
+    // (cpu::linear_forward_f32, cpu::sgemm) on the user's HWIO weights, [IC, OC] row-major, with no
+    // reorder. Cold from memory, as in a step, oneDNN 2.6's 1x1 convolution forward and
+    // backward-data kernels were the slower ones on every MiniGoogLeNet shape (see gemm_1x1_preferred).
+    bool gemm_1x1 = false;
     dnnl::memory::desc src_md, dst_md;      // x (and dx), y (and dy): NHWC in the compute type
     dnnl::memory::desc bias_md, user_w_md;  // f32 in either type
     dnnl::memory::dims wdims, strides, dilates, pad_l, pad_r;

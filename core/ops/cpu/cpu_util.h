@@ -103,6 +103,16 @@ struct Bf16Convert {
   }
 };
 
+// Row-major single-precision GEMM through oneDNN's sgemm, on the calling thread's OpenMP team:
+// c = op(a)·op(b) + beta·c, op(a) m×k, op(b) k×n ('N' or 'T'). `who` names the op in the error.
+void sgemm(const char* who, char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// y [n,u] = x [n,k] · w [k,u] (+ b [u] on every row when b is not null), all f32 and row-major:
+// a dense layer over the last axis, and a 1x1 convolution at stride 1 on NHWC rows (w in HWIO).
+void linear_forward_f32(const char* who, int64_t n, int64_t k, int64_t u, const float* x, const float* w,
+                        const float* b, float* y);
+
 inline dnnl::primitive_attr user_scratchpad_attr() {
   dnnl::primitive_attr a;
   a.set_scratchpad_mode(dnnl::scratchpad_mode::user);

@@ -27,7 +27,8 @@ bool empty_output(const ConvGeometry& g) { return g.n == 0 || g.oh == 0 || g.ow 
 // gemm_1x1). Measured on a 2-core Zen 4, 2 threads, caches flushed before each call (as a step
 // finds its tensors), forward ms oneDNN / sgemm: 96->32 on 32x32x64 3.16 / 2.39, 64->32 1.86 / 1.30,
 // 160->112 on 15x15x64 2.94 / 2.80, 160->48 1.40 / 1.27, 336->176 on 7x7x64 1.85 / 1.72; the input
-// gradient 2.70 / 2.11 at 96->32 and within 5% either way on the others. TRAINER_CONV_1X1=onednn
+// gradient 15.2 / 14.2 ms over the eight shapes (2.70 / 2.11 at 96->32; from 7% slower at 64->32 to
+// 12% faster at 160->48). TRAINER_CONV_1X1=onednn
 // keeps oneDNN's kernels (for A/B runs on another CPU); read once, when the first plan is made.
 bool gemm_1x1_preferred() {
   static const bool onednn = [] {

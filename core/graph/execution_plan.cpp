@@ -85,6 +85,46 @@ void plan_slices(const Graph& g, const ExecutionInputs& in, ExecutionPlan& p) {
   }
 }
 
+// Sibling groups (ExecutionPlan::sibling_leader): for each concat whose every input is a channel
+// slice, the layers that write them (the input, or the producer its activation is fused into), when
+// each can join siblings, all share one layer type, output type and fused activation, own their
+// parameters, and read one node's output that only they read, in their own type (their input
+// gradient is theirs alone, and is written at the leader's backward).
+void plan_siblings(const Graph& g, const ExecutionInputs& in, ExecutionPlan& p) {
+  const auto& nodes = g.nodes();
+  const size_t n = nodes.size();
+  p.sibling_leader.assign(n, -1);
+  if (!in.can_join) return;
+  for (size_t c = 0; c < n; ++c) {
+    const GraphNode& cn = nodes[c];
+    if (!cn.layer->joins_channels() || cn.inputs.size() < 2) continue;
+    std::vector<int> writers;
+    bool ok = true;
+    for (int k : cn.inputs) {
+      if (is_model_input(k) || p.slice_of[size_t(k)] != int(c)) {
+        ok = false;
+        break;
+      }
+      const int over = p.in_place_of[size_t(k)];
+      const int w = over < 0 ? k : over;  // a slice's writer (plan_slices)
+      const GraphNode& wn = nodes[size_t(w)];
+      ok = p.slice_of[size_t(w)] == int(c) && wn.shares < 0 && wn.sharers.empty() && wn.inputs.size() == 1 &&
+           !is_model_input(wn.inputs[0]) && nodes[size_t(wn.inputs[0])].consumers == 1 &&
+           p.dtypes[size_t(wn.inputs[0])] == p.dtypes[size_t(w)] && in.can_join(w);
+      if (ok && !writers.empty()) {
+        const size_t f = size_t(writers[0]);
+        ok = wn.layer->type() == nodes[f].layer->type() && p.dtypes[size_t(w)] == p.dtypes[f] &&
+             p.applies[size_t(w)] == p.applies[f];
+      }
+      if (!ok) break;
+      writers.push_back(w);
+    }
+    if (!ok) continue;
+    const int leader = *std::max_element(writers.begin(), writers.end());
+    for (int w : writers) p.sibling_leader[size_t(w)] = leader;
+  }
+}
+
 // Output gradients share memory where their lifetimes in backward do not overlap. Backward runs
 // the nodes from the last to the first; node j's gradient is live from the backward of its
 // last consumer (which writes it first) to its own backward (which reads it last), or from the
@@ -95,17 +135,19 @@ void plan_slices(const Graph& g, const ExecutionInputs& in, ExecutionPlan& p) {
 // over i's buffer, which nothing else can have claimed, since it is busy until i's backward and
 // j's gradient starts there. A gradient has its node's output type. A channel slice (slice_of)
 // has no buffer of its own (its concat's holds it, SIZE_MAX in the result), and its concat's
-// gradient stays live until the slice's backward.
+// gradient stays live until the slice's backward. A sibling group's member (leader[i] >= 0) writes
+// its input's gradient at its leader's backward.
 std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, const std::vector<int>& over,
-                                   const std::vector<int>& slice_of, const std::vector<DType>& dtypes, int64_t batch,
-                                   std::vector<int64_t>& sizes) {
+                                   const std::vector<int>& slice_of, const std::vector<int>& leader,
+                                   const std::vector<DType>& dtypes, int64_t batch, std::vector<int64_t>& sizes) {
   const size_t n = nodes.size();
   std::vector<size_t> last_consumer(n, 0);
   std::vector<bool> consumed(n, false);
   for (size_t i = 0; i < n; ++i)
     for (int j : nodes[i].inputs)
       if (!is_model_input(j)) {
-        last_consumer[size_t(j)] = std::max(last_consumer[size_t(j)], i);
+        const size_t at = leader[i] >= 0 ? size_t(leader[i]) : i;  // where i's backward writes j's gradient
+        last_consumer[size_t(j)] = std::max(last_consumer[size_t(j)], at);
         consumed[size_t(j)] = true;
       }
   // In backward time t = n - 1 - i: live over [start, end].
@@ -185,6 +227,7 @@ ExecutionPlan plan_execution(const Graph& g, const ExecutionInputs& in) {
     }
   }
   plan_slices(g, in, p);
+  plan_siblings(g, in, p);
 
   int64_t cursor = 0;
   auto take = [&](int64_t bytes) {
@@ -229,7 +272,7 @@ ExecutionPlan plan_execution(const Graph& g, const ExecutionInputs& in) {
   p.activation_bytes = cursor;
   // Output gradients: buffers shared where lifetimes allow.
   std::vector<int64_t> sizes;
-  const std::vector<size_t> buffer = plan_gradients(nodes, p.in_place_of, p.slice_of, p.dtypes, in.batch, sizes);
+  const std::vector<size_t> buffer = plan_gradients(nodes, p.in_place_of, p.slice_of, p.sibling_leader, p.dtypes, in.batch, sizes);
   const int64_t grads_at = cursor;
   std::vector<Region> buffers;
   for (int64_t sz : sizes) buffers.push_back(take(sz));

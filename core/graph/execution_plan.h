@@ -24,6 +24,9 @@ struct ExecutionInputs {
   // Whether node `producer`'s layer writes its output as a channel slice (Layer::writes_channel_slice);
   // empty: no slices.
   std::function<bool(int producer)> can_slice;
+  // Whether node i's layer can run its backward with its siblings' (Layer::joins_siblings);
+  // empty: no sibling groups.
+  std::function<bool(int node)> can_join;
 };
 
 // A byte range of the arena (offset -1: none). A channel slice's rows are row_stride elements
@@ -46,6 +49,12 @@ struct ExecutionPlan {
   // into its producer, that producer too: the producer writes the slice, the concat copies nothing.
   std::vector<int> slice_of;
   std::vector<int64_t> slice_channel;
+  // Per node: the node whose backward runs this one's too, in one pass with the other writers of
+  // one concat's channels (a sibling group: the writers of all its inputs, in order, joining
+  // siblings, of one layer type, type and fused activation, each reading a tensor only it reads),
+  // the group's last in forward order (its own leader); -1 outside groups. The members' input
+  // gradients are written at the leader's backward, which the gradient buffers' lifetimes count.
+  std::vector<int> sibling_leader;
   std::vector<Region> act;              // per node: its output (an in-place node: its input's region)
   std::vector<Region> cast;             // per node: its output converted to the other float type, when a consumer needs it
   std::vector<Region> input_cast;       // per model input, likewise

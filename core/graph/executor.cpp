@@ -108,8 +108,10 @@ void Executor::ensure_plan(int64_t batch) {
   in.keep_f32 = keep_f32_;
   in.input_grads = input_grad_on_;
   in.can_fuse = [this](int producer, ActKind k) { return layers_[size_t(producer)]->can_fuse_activation(k); };
-  if (channel_slices_)
+  if (channel_slices_) {
     in.can_slice = [this](int producer) { return layers_[size_t(producer)]->writes_channel_slice(); };
+    in.can_join = [this](int node) { return layers_[size_t(node)]->joins_siblings(); };
+  }
   plan_ = plan_execution(*graph_, in);
   replan_ = false;
   apply_fusion();
@@ -136,6 +138,7 @@ void Executor::ensure_plan(int64_t batch) {
   grad_written_.assign(n, false);
   cast_done_.assign(n, false);
   input_cast_done_.assign(inputs, false);
+  siblings_done_.assign(n, false);
 }
 
 // The plan's fusions on the layers: a producer applies its fused consumer's activation (the
@@ -238,6 +241,38 @@ void Executor::add_grad(int node, const Tensor& g) {
   }
 }
 
+// A sibling group's backward at its leader i (ExecutionPlan::sibling_leader), i's own input and
+// input gradient given: the members' input gradients (each read by it alone) are written here, and
+// the members' own backward is skipped. False, and nothing done, where a member's output gradient is
+// not written yet or its input's is (a partial backward): the members then run one by one.
+bool Executor::backward_siblings(int i, const Tensor& x, Tensor& dx) {
+  const int c = plan_.slice_of[size_t(i)];
+  std::vector<Layer*> members;
+  std::vector<const Tensor*> xs;
+  std::vector<Tensor*> dxs;
+  for (int k : graph_->nodes()[size_t(c)].inputs) {
+    const int w = plan_.in_place_of[size_t(k)] < 0 ? k : plan_.in_place_of[size_t(k)];
+    members.push_back(layers_[size_t(w)].get());
+    if (!grad_written_[size_t(k)]) return false;  // its slice of the concat's gradient
+    if (w == i) {
+      xs.push_back(&x);
+      dxs.push_back(&dx);
+      continue;
+    }
+    const size_t j = size_t(graph_->nodes()[size_t(w)].inputs[0]);
+    if (grad_written_[j]) return false;
+    xs.push_back(&input_as(w, int(j)));
+    dxs.push_back(&grads_[j]);
+  }
+  for (int k : graph_->nodes()[size_t(c)].inputs) {
+    const int w = plan_.in_place_of[size_t(k)] < 0 ? k : plan_.in_place_of[size_t(k)];
+    if (w != i) grad_written_[size_t(graph_->nodes()[size_t(w)].inputs[0])] = true;
+  }
+  layers_[size_t(i)]->backward_siblings(members, xs, acts_[size_t(c)], grads_[size_t(c)], dxs);
+  siblings_done_[size_t(i)] = true;
+  return true;
+}
+
 void Executor::backward(const Tensor& dy_from, int from) {
   std::fill(grad_written_.begin(), grad_written_.end(), false);
   grad_written_[size_t(from)] = true;
@@ -260,10 +295,17 @@ void Executor::run_backward(int from, const Tensor* dy_from) {
   };
   std::vector<Apart> apart;
   std::vector<bool> adds;  // per input: the layer adds its gradient into the one written first
+  std::fill(siblings_done_.begin(), siblings_done_.end(), false);
   for (int i = from; i >= 0; --i) {
     const GraphNode& n = graph_->nodes()[size_t(i)];
     if (hooks_.before_backward) hooks_.before_backward(i);
     const Tensor* dy = (i == from && dy_from) ? dy_from : &grads_[size_t(i)];
+    const int leader = plan_.sibling_leader[size_t(i)];
+    if (leader >= 0 && leader != i && siblings_done_[size_t(leader)]) {  // done in its leader's backward
+      if (hooks_.after_backward) hooks_.after_backward(i);
+      if (hook_ && graph_->frontier(size_t(i)) < graph_->frontier(size_t(i) + 1)) hook_(graph_->frontier(size_t(i)));
+      continue;
+    }
     if (!grad_written_[size_t(i)]) {  // nothing downstream reached this node
       zero_param_grads(i);
       finish_params(i);
@@ -319,7 +361,8 @@ void Executor::run_backward(int from, const Tensor* dy_from) {
       if (layers_[size_t(i)]->can_add_input_grad(int(k))) layers_[size_t(i)]->add_input_grad(int(k), adds[k]);
     {
       ScopeTimer t(profiling_, *ctx_, profiling_ ? &times_[size_t(i)].backward : nullptr);
-      layers_[size_t(i)]->backward(in, acts_[size_t(i)], *dy, dx);
+      const bool joined = leader == i && !adds[0] && !apart[0].into && dy != dy_from && backward_siblings(i, *in[0], *dx[0]);
+      if (!joined) layers_[size_t(i)]->backward(in, acts_[size_t(i)], *dy, dx);
     }
     {
       bool sums = false;  // profiling: timed only where there is something to add or convert

@@ -117,6 +117,7 @@ class Executor {
   const Tensor& input_as(int i, int j);  // node i's input j (a node or model input) as node i computes
   void zero_param_grads(int node);
   void run_backward(int from, const Tensor* dy_from);
+  bool backward_siblings(int leader, const Tensor& x, Tensor& dx);
   void finish_params(int node);  // adds sharers' gradients into the owner's
 
   std::shared_ptr<const Graph> graph_;
@@ -133,6 +134,7 @@ class Executor {
   std::vector<Tensor> acts_, grads_, cast_, input_cast_, input_grads_;  // views into arena_
   Tensor scratch_;
   std::vector<bool> cast_done_, input_cast_done_, grad_written_, input_grad_written_;
+  std::vector<bool> siblings_done_;  // per sibling group's leader: this backward ran the group
   std::vector<std::vector<Tensor>> shadow_;  // per node: the gradients of a sharer's own use
   std::unique_ptr<ElementwiseKernel> elementwise_;
   std::function<void(int64_t)> hook_;

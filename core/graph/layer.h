@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <variant>
 #include <vector>
@@ -170,6 +171,17 @@ class Layer {
   // gradient the first wrote, instead of writing a scratch buffer summed afterwards.
   virtual bool can_add_input_grad(int /*k*/) const { return false; }
   virtual void add_input_grad(int /*k*/, bool /*on*/) {}
+  // Sibling groups (ExecutionPlan::sibling_leader): layers whose outputs fill a concat's channels,
+  // one after another, whose backward the group's last in forward order runs for all of them in one
+  // pass over the concat's gradient rows (the others' backward is then skipped). joins_siblings():
+  // whether this layer can (after bind). backward_siblings: the members in channel order, this one
+  // among them, each with its input and its input gradient (overwritten; undefined: not needed);
+  // y and dy: the concat's output and gradient.
+  virtual bool joins_siblings() const { return false; }
+  virtual void backward_siblings(const std::vector<Layer*>& /*members*/, const std::vector<const Tensor*>& /*x*/,
+                                 const Tensor& /*y*/, const Tensor& /*dy*/, const std::vector<Tensor*>& /*dx*/) {
+    throw std::logic_error("backward_siblings on a layer that does not join siblings");
+  }
   // Layers with run-to-run randomness (dropout) get a fresh seed each step.
   virtual void set_step_seed(uint64_t) {}
   // A recorded step (CUDA graphs): the step's seed is read from `step` where the kernels run, and

@@ -1,5 +1,7 @@
 // BatchNorm op family: per-channel (last axis) normalisation with batch or running statistics.
 #pragma once
+#include <vector>
+
 #include "core/ops/activation.h"
 #include "core/ops/math/batchnorm_math.h"
 #include "core/ops/registry.h"
@@ -88,6 +90,47 @@ class BatchNormKernel {
     backward_impl(rows(x, C), C, x, y, gamma, dy, save_mean, save_invstd, dx, dgamma, dbeta);
   }
 
+  // --- Sibling batch norms (the engine's sibling groups, ExecutionPlan::sibling_leader): batch
+  // norms whose outputs are adjacent channel slices of one concat, with one activation and type,
+  // take their backward in one pass over the concat's gradient rows. A CPU fetches whole rows of a
+  // strided slice (its prefetchers), so one pass per sibling reads each row once per sibling.
+  // Part k's channels are [at_k, at_k + C_k) of y's and dy's rows, in order from 0 (y [..., sum
+  // C_k], may be undefined without a fused activation); its x, dx and [C_k] tensors are its own, as
+  // in backward, and its kernel's forward kept state is used. The results are those of separate
+  // backward calls, bit for bit.
+  struct Sibling {
+    const BatchNormKernel* kernel = nullptr;  // the part's own kernel (its forward's kept state)
+    const Tensor *x = nullptr, *gamma = nullptr, *save_mean = nullptr, *save_invstd = nullptr;
+    Tensor *dx = nullptr, *dgamma = nullptr, *dbeta = nullptr;
+  };
+  // Whether backward_siblings runs here (with these parts' kernels of the same backend).
+  virtual bool joins_siblings() const { return false; }
+  void backward_siblings(const Tensor& y, const Tensor& dy, const std::vector<Sibling>& parts) {
+    if (!joins_siblings()) ck_.fail("this backend runs sibling batch norms one by one");
+    if (parts.empty()) ck_.fail("backward_siblings: no parts");
+    const int64_t W = channels(dy);
+    int64_t at = 0;
+    for (const Sibling& s : parts) {
+      if (!s.kernel || !s.x || !s.gamma || !s.save_mean || !s.save_invstd || !s.dx || !s.dgamma || !s.dbeta)
+        ck_.fail("backward_siblings: a part's tensor is missing");
+      if (s.kernel->p_.activation != p_.activation) ck_.fail("backward_siblings: the parts' activations differ");
+      const int64_t C = channels(*s.x);
+      if (s.x->dtype() != dy.dtype() || !same_rows(s.x->shape(), dy.shape()))
+        ck_.fail("backward_siblings: part x [", s.x->shape().str(), "] does not match dy's rows [", dy.shape().str(), "]");
+      ck_.vec("gamma", *s.gamma, C, true);
+      ck_.vec("save_mean", *s.save_mean, C, false);
+      ck_.vec("save_invstd", *s.save_invstd, C, false);
+      ck_.vec("dgamma", *s.dgamma, C, true);
+      ck_.vec("dbeta", *s.dbeta, C, true);
+      if (s.dx->defined()) ck_.like("dx", *s.dx, *s.x, s.x->shape());
+      at += C;
+    }
+    if (at != W) ck_.fail("backward_siblings: the parts have ", at, " channels, dy ", W);
+    out_ck().like("dy", dy, dy, dy.shape());
+    if (p_.activation != ActKind::Linear) out_ck().like("y", y, dy, dy.shape());
+    backward_siblings_impl(rows(dy, W), W, y, dy, parts);
+  }
+
   // --- Pieces of synchronised batch norm (statistics over several replicas' batches), without a
   // fused activation. The layer reduces the [C] results across replicas between the calls; normalisation itself is
   // forward_infer with the global mean and variance. All [C] tensors are f32 on this device,
@@ -149,6 +192,9 @@ class BatchNormKernel {
                                  Tensor& sumsq) = 0;
   virtual void backward_sums_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& dy, const Tensor& mean,
                                   Tensor& sum_dy, Tensor& sum_dy_xmu) = 0;
+  // Called where joins_siblings(), with checked arguments; W channels in all.
+  virtual void backward_siblings_impl(int64_t /*m*/, int64_t /*W*/, const Tensor& /*y*/, const Tensor& /*dy*/,
+                                      const std::vector<Sibling>& /*parts*/) {}
   // dx is defined.
   virtual void backward_apply_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& dy, const Tensor& gamma,
                                    const Tensor& mean, const Tensor& invstd, const Tensor& sum_dy,
@@ -164,6 +210,14 @@ class BatchNormKernel {
     return x.shape().back();
   }
   static int64_t rows(const Tensor& x, int64_t C) { return C ? x.numel() / C : 0; }
+  // Whether a and b have the same axes but the last.
+  static bool same_rows(const Shape& a, const Shape& b) {
+    std::vector<int64_t> da = a.dims(), db = b.dims();
+    if (da.empty() || db.empty()) return false;
+    da.pop_back();
+    db.pop_back();
+    return da == db;
+  }
   // The checks of y and dy: strided views allowed where the backend takes them.
   shape_checks::Checks out_ck() const { return strided_rows() ? ck_.rows_strided() : ck_; }
   void no_activation(const char* piece) const {

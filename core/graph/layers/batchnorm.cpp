@@ -78,6 +78,20 @@ class BatchNorm final : public Layer {
     return true;
   }
 
+  // One backward pass for sibling batch norms of a concat (their gradient rows read once), where
+  // the kernel takes them, the statistics are this replica's own and gamma and beta both train.
+  bool joins_siblings() const override { return !sync_ && k_ && k_->joins_siblings() && grads_.size() == 2; }
+  void backward_siblings(const std::vector<Layer*>& members, const std::vector<const Tensor*>& x, const Tensor& y,
+                         const Tensor& dy, const std::vector<Tensor*>& dx) override {
+    std::vector<BatchNormKernel::Sibling> parts;
+    for (size_t q = 0; q < members.size(); ++q) {
+      auto* b = dynamic_cast<BatchNorm*>(members[q]);
+      if (!b || !b->joins_siblings()) throw std::logic_error("batchnorm: a sibling that is not a joining batch norm");
+      parts.push_back({&*b->k_, x[q], &b->params_[0], &b->mean_, &b->invstd_, dx[q], &b->grads_[0], &b->grads_[1]});
+    }
+    k_->backward_siblings(y, dy, parts);
+  }
+
   void forward(const std::vector<const Tensor*>& x, Tensor& y, bool training) override {
     if (training && sync_)
       forward_sync(*x[0], y);

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -142,23 +143,38 @@ decltype(auto) with_activation(ActKind k, F&& f) {
   return f(std::false_type{});
 }
 
-// [2C]: per channel, sum dy, then sum dy * (x - mean) (x and dy [m, C], dy's rows ldd apart; dy
-// taken through the activation from y when A); as reduce_rows.
+// One batch norm's x and dx ([m, C] rows, contiguous; dx may be null) and its channels [at, at + C)
+// of dy's (and y's) rows and of the per-channel arrays: several parts for sibling batch norms run as
+// one pass (backward_siblings), one otherwise. The inner loops are the one-part loops'.
+template <class T>
+struct Part {
+  const T* x;
+  T* dx;
+  int64_t C, at;
+};
+
+// [2W]: per channel, sum dy, then sum dy * (x - mean) (the parts' W channels in all; dy's rows ldd
+// apart; dy taken through the activation from y when A); as reduce_rows.
 template <bool A, class T, bool Recompute>
-const double* reduce_dy_dyxmu(const T* xp, const T* dyp, int64_t ldd, YSource<T, Recompute> ys, Clamp bounds,
-                              const float* mean, int64_t m, int64_t C) {
+const double* reduce_dy_dyxmu(const std::vector<Part<T>>& parts, const T* dyp, int64_t ldd,
+                              YSource<T, Recompute> ys, Clamp bounds, const float* mean, int64_t m, int64_t W) {
   const int64_t ahead = prefetch_rows<T>(ldd);
-  return reduce_rows(m, C, [&](int64_t r, float* __restrict fs, float* __restrict fq) {
-    const T* __restrict xr = xp + r * C;
-    const T* __restrict dr = dyp + r * ldd;
-    prefetch_ahead(dyp, r, ahead, ldd, C, m);
+  return reduce_rows(m, W, [&](int64_t r, float* __restrict fs, float* __restrict fq) {
+    prefetch_ahead(dyp, r, ahead, ldd, W, m);
+    for (const Part<T>& p : parts) {
+      const T* __restrict xr = p.x + r * p.C;
+      const T* __restrict dr = dyp + r * ldd + p.at;
+      float* __restrict s = fs + p.at;
+      float* __restrict q = fq + p.at;
+      const float* mu = mean + p.at;
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c) {
-      const float xv = cpu::to_f32(xr[c]);
-      float g = cpu::to_f32(dr[c]);
-      if constexpr (A) g = ys.pass(g, r, c, xv, bounds);
-      fs[c] += g;
-      fq[c] += g * (xv - mean[c]);
+      for (int64_t c = 0; c < p.C; ++c) {
+        const float xv = cpu::to_f32(xr[c]);
+        float g = cpu::to_f32(dr[c]);
+        if constexpr (A) g = ys.pass(g, r, p.at + c, xv, bounds);
+        s[c] += g;
+        q[c] += g * (xv - mu[c]);
+      }
     }
   });
 }
@@ -176,25 +192,29 @@ void affine_rows(const T* __restrict x, const float* __restrict a, const float* 
   }
 }
 
-// dx[r, c] = P[c] * dy[r, c] + Q[c] * (x[r, c] - mean[c]) + R[c]: the input gradient of backward and
-// backward_apply, whose coefficients fold gamma, invstd and the two gradient sums (dy taken through
-// the activation from y when A; dy's rows ldd apart).
+// dx[r, c] = P[c] * dy[r, c] + Q[c] * (x[r, c] - mean[c]) + R[c] for each part with a dx: the input
+// gradient of backward and backward_apply, whose coefficients fold gamma, invstd and the two
+// gradient sums (dy taken through the activation from y when A; dy's rows ldd apart).
 template <bool A, class T, bool Recompute>
-void apply_dx(const T* x, const T* dy, int64_t ldd, YSource<T, Recompute> ys, Clamp bounds, const float* mean,
-              const float* P, const float* Q, const float* R, T* dx, int64_t m, int64_t C) {
+void apply_dx(const std::vector<Part<T>>& parts, const T* dy, int64_t ldd, YSource<T, Recompute> ys, Clamp bounds,
+              const float* mean, const float* P, const float* Q, const float* R, int64_t m, int64_t W) {
   const int64_t ahead = prefetch_rows<T>(ldd);
-#pragma omp parallel for schedule(static) if (m * C > cpu::kParallelGrain)
+#pragma omp parallel for schedule(static) if (m * W > cpu::kParallelGrain)
   for (int64_t r = 0; r < m; ++r) {
-    const T* __restrict xr = x + r * C;
-    const T* __restrict dr = dy + r * ldd;
-    T* __restrict o = dx + r * C;
-    prefetch_ahead(dy, r, ahead, ldd, C, m);
+    prefetch_ahead(dy, r, ahead, ldd, W, m);
+    for (const Part<T>& p : parts) {
+      if (!p.dx) continue;
+      const T* __restrict xr = p.x + r * p.C;
+      const T* __restrict dr = dy + r * ldd + p.at;
+      T* __restrict o = p.dx + r * p.C;
+      const float *mu = mean + p.at, *pp = P + p.at, *qq = Q + p.at, *rr = R + p.at;
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c) {
-      const float xv = cpu::to_f32(xr[c]);
-      float g = cpu::to_f32(dr[c]);
-      if constexpr (A) g = ys.pass(g, r, c, xv, bounds);
-      o[c] = cpu::from_f32<T>(bn::input_grad(g, xv, mean[c], P[c], Q[c], R[c]));
+      for (int64_t c = 0; c < p.C; ++c) {
+        const float xv = cpu::to_f32(xr[c]);
+        float g = cpu::to_f32(dr[c]);
+        if constexpr (A) g = ys.pass(g, r, p.at + c, xv, bounds);
+        o[c] = cpu::from_f32<T>(bn::input_grad(g, xv, mu[c], pp[c], qq[c], rr[c]));
+      }
     }
   }
 }
@@ -275,36 +295,76 @@ class CpuBatchNorm final : public BatchNormKernel {
     });
   }
 
+  bool joins_siblings() const override { return true; }
+
   void backward_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& y, const Tensor& gamma, const Tensor& dy,
                      const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,
                      Tensor& dbeta) override {
-    cpu::refuse_f16(kName, "x", x);
-    if (C == 0) return;
+    backward_parts(m, C, y, dy, {Sibling{this, &x, &gamma, &save_mean, &save_invstd, &dx, &dgamma, &dbeta}});
+  }
+  void backward_siblings_impl(int64_t m, int64_t W, const Tensor& y, const Tensor& dy,
+                              const std::vector<Sibling>& parts) override {
+    backward_parts(m, W, y, dy, parts);
+  }
+
+  // backward of one batch norm or of siblings (batchnorm.h), over the W channels of dy's rows.
+  void backward_parts(int64_t m, int64_t W, const Tensor& y, const Tensor& dy, const std::vector<Sibling>& sibs) {
+    cpu::refuse_f16(kName, "x", *sibs[0].x);
+    if (W == 0) return;
     if (m == 0) {
-      if (dgamma.defined()) std::memset(dgamma.data(), 0, dgamma.bytes());
-      if (dbeta.defined()) std::memset(dbeta.data(), 0, dbeta.bytes());
+      for (const Sibling& s : sibs)
+        for (Tensor* t : {s.dgamma, s.dbeta})
+          if (t->defined()) std::memset(t->data(), 0, t->bytes());
       return;
     }
-    const float* mean = save_mean.f32();
-    const float* invstd = save_invstd.f32();
-    // The activation's gate decided from x when the coefficients kept are those of the forward pass
-    // these statistics come from; else y is read.
-    const bool kept = fwd_mean_ == save_mean.data() && fwd_rows_ == m && fwd_type_ == x.dtype() &&
-                      int64_t(fwd_a_.size()) == C;
-    cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
+    // Per channel of all parts: the saved statistics and gamma; the activation's gate decided from
+    // x where each part's kernel kept the coefficients of the forward pass these statistics come
+    // from, else y is read.
+    Channels ch;
+    bool kept = p_.activation != ActKind::Linear;
+    for (const Sibling& s : sibs) {
+      const auto* k = dynamic_cast<const CpuBatchNorm*>(s.kernel);
+      if (!k) throw std::logic_error("batchnorm: a sibling's kernel is not the CPU's");
+      const int64_t C = s.x->shape().back();
+      const float* g = s.gamma->defined() ? s.gamma->f32() : nullptr;
+      for (int64_t c = 0; c < C; ++c) {
+        ch.mean.push_back(s.save_mean->f32()[c]);
+        ch.invstd.push_back(s.save_invstd->f32()[c]);
+        ch.gamma.push_back(g ? g[c] : 1.0f);
+      }
+      kept = kept && k->fwd_mean_ == s.save_mean->data() && k->fwd_rows_ == m && k->fwd_type_ == s.x->dtype() &&
+             int64_t(k->fwd_a_.size()) == C;
+      if (kept) {
+        ch.a.insert(ch.a.end(), k->fwd_a_.begin(), k->fwd_a_.end());
+        ch.b.insert(ch.b.end(), k->fwd_b_.begin(), k->fwd_b_.end());
+      }
+    }
+    cpu::dispatch_float("batchnorm", "x", *sibs[0].x, [&](auto t) {
       using T = decltype(t);
-      if (p_.activation != ActKind::Linear && kept) {
+      std::vector<Part<T>> parts;
+      int64_t at = 0;
+      for (const Sibling& s : sibs) {
+        parts.push_back({s.x->as<T>(), s.dx->defined() ? s.dx->as<T>() : nullptr, s.x->shape().back(), at});
+        at += parts.back().C;
+      }
+      if (kept) {
         const Clamp gate = std::is_same_v<T, float> ? act_ : gate_bf16_;
-        backward_as<true, T>(x, YSource<T, true>{nullptr, 0, fwd_a_.data(), fwd_b_.data(), gate}, gamma, dy, mean,
-                             invstd, dx, dgamma, dbeta, m, C);
+        backward_as<true>(parts, YSource<T, true>{nullptr, 0, ch.a.data(), ch.b.data(), gate}, dy, ch, m, W);
         return;
       }
       with_activation(p_.activation, [&](auto a_on) {
         constexpr bool A = decltype(a_on)::value;
         const YSource<T, false> ys{A ? y.as<T>() : nullptr, A ? y.row_stride() : 0, nullptr, nullptr, {}};
-        backward_as<A, T>(x, ys, gamma, dy, mean, invstd, dx, dgamma, dbeta, m, C);
+        backward_as<A>(parts, ys, dy, ch, m, W);
       });
     });
+    int64_t at = 0;
+    for (const Sibling& s : sibs) {
+      const int64_t C = s.x->shape().back();
+      if (s.dgamma->defined()) std::copy(ch.dgamma.begin() + at, ch.dgamma.begin() + at + C, s.dgamma->f32());
+      if (s.dbeta->defined()) std::copy(ch.dbeta.begin() + at, ch.dbeta.begin() + at + C, s.dbeta->f32());
+      at += C;
+    }
   }
 
   // --- Synchronised batch norm pieces (see batchnorm.h).
@@ -342,8 +402,8 @@ class CpuBatchNorm final : public BatchNormKernel {
     }
     const double* part = cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
       using T = decltype(t);
-      return reduce_dy_dyxmu<false>(x.as<T>(), dy.as<T>(), dy.row_stride(), YSource<T, false>{}, act_, mean.f32(), m,
-                                    C);
+      return reduce_dy_dyxmu<false>(std::vector<Part<T>>{{x.as<T>(), nullptr, C, 0}}, dy.as<T>(), dy.row_stride(),
+                                    YSource<T, false>{}, act_, mean.f32(), m, C);
     });
     for (int64_t c = 0; c < C; ++c) {
       sum_dy.f32()[c] = float(part[c]);
@@ -367,32 +427,37 @@ class CpuBatchNorm final : public BatchNormKernel {
     }
     cpu::dispatch_float("batchnorm", "x", x, [&](auto t) {
       using T = decltype(t);
-      apply_dx<false>(x.as<T>(), dy.as<T>(), dy.row_stride(), YSource<T, false>{}, act_, mean.f32(), pa.data(),
-                      qa.data(), ra.data(), dx.as<T>(), m, C);
+      apply_dx<false>(std::vector<Part<T>>{{x.as<T>(), dx.as<T>(), C, 0}}, dy.as<T>(), dy.row_stride(),
+                      YSource<T, false>{}, act_, mean.f32(), pa.data(), qa.data(), ra.data(), m, C);
     });
   }
 
+  // Per channel of one backward_parts call: the parts' statistics and gamma, forward's kept
+  // coefficients (when used), and the parameter gradients.
+  struct Channels {
+    std::vector<float> mean, invstd, gamma, a, b, dgamma, dbeta;
+  };
+
   // backward for element type T, with (A) or without a fused activation, y found through ys.
   template <bool A, class T, bool Recompute>
-  void backward_as(const Tensor& x, YSource<T, Recompute> ys, const Tensor& gamma, const Tensor& dy,
-                   const float* mean, const float* invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta, int64_t m,
-                   int64_t C) {
-    // part[c] = sum dy, part[C + c] = sum dy * (x - mean)
-    const double* part = reduce_dy_dyxmu<A>(x.as<T>(), dy.as<T>(), dy.row_stride(), ys, act_, mean, m, C);
-    std::vector<float> pa(C), qa(C), ra(C);
-    for (int64_t c = 0; c < C; ++c) {
+  void backward_as(const std::vector<Part<T>>& parts, YSource<T, Recompute> ys, const Tensor& dy, Channels& ch,
+                   int64_t m, int64_t W) {
+    // part[c] = sum dy, part[W + c] = sum dy * (x - mean)
+    const double* part = reduce_dy_dyxmu<A>(parts, dy.as<T>(), dy.row_stride(), ys, act_, ch.mean.data(), m, W);
+    std::vector<float> pa(W), qa(W), ra(W);
+    ch.dgamma.resize(size_t(W));
+    ch.dbeta.resize(size_t(W));
+    for (int64_t c = 0; c < W; ++c) {
       // dx = g*is * (dy - db/m - xhat*dg/m), xhat = (x - mean)*is  =>  dx = p*dy + q*(x - mean) + r
-      const bn::GradCoef k =
-          bn::grad_coef(part[c], part[C + c], invstd[c], gamma.defined() ? gamma.f32()[c] : 1.0, double(m));
-      if (dbeta.defined()) dbeta.f32()[c] = k.dbeta;
-      if (dgamma.defined()) dgamma.f32()[c] = k.dgamma;
+      const bn::GradCoef k = bn::grad_coef(part[c], part[W + c], ch.invstd[c], ch.gamma[c], double(m));
+      ch.dbeta[c] = k.dbeta;
+      ch.dgamma[c] = k.dgamma;
       pa[c] = k.dx.p;
       qa[c] = k.dx.q;
       ra[c] = k.dx.r;
     }
-    if (dx.defined())
-      apply_dx<A>(x.as<T>(), dy.as<T>(), dy.row_stride(), ys, act_, mean, pa.data(), qa.data(), ra.data(), dx.as<T>(),
-                  m, C);
+    if (std::any_of(parts.begin(), parts.end(), [](const Part<T>& p) { return p.dx; }))
+      apply_dx<A>(parts, dy.as<T>(), dy.row_stride(), ys, act_, ch.mean.data(), pa.data(), qa.data(), ra.data(), m, W);
   }
   Clamp act_;        // the fused activation's bounds
   Clamp gate_bf16_;  // its gate on the value before a bf16 store (act::rounded_gate)

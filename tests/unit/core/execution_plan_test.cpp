@@ -17,7 +17,7 @@ const Graph& minigooglenet() {
   return g;
 }
 
-ExecutionInputs inputs_for(const Graph& g, int64_t batch, DType low, bool fuse, bool slices = false) {
+ExecutionInputs inputs_for(const Graph& g, int64_t batch, DType low, bool fuse, bool slices = false, bool join = false) {
   ExecutionInputs in;
   in.batch = batch;
   in.low = low;
@@ -27,6 +27,7 @@ ExecutionInputs inputs_for(const Graph& g, int64_t batch, DType low, bool fuse, 
   in.input_grads.assign(g.input_shapes().size(), false);
   in.can_fuse = [fuse](int, ActKind k) { return fuse && (k == ActKind::Relu || k == ActKind::Relu6); };
   if (slices) in.can_slice = [&g](int node) { return g.nodes()[size_t(node)].layer->type() == "batchnorm"; };
+  if (join) in.can_join = [&g](int node) { return g.nodes()[size_t(node)].layer->type() == "batchnorm"; };
   return in;
 }
 
@@ -35,8 +36,9 @@ bool overlap(const Region& a, const Region& b) {
 }
 
 // The backward lifetime of each node's output gradient, in steps from the start of backward:
-// from its last consumer's backward (or 0 when nothing in the graph consumes it) to its own.
-std::vector<std::pair<size_t, size_t>> lifetimes(const Graph& g) {
+// from its last consumer's backward (or 0 when nothing in the graph consumes it) to its own; a
+// sibling group's member writes its input's gradient at its leader's backward.
+std::vector<std::pair<size_t, size_t>> lifetimes(const Graph& g, const ExecutionPlan& p) {
   const size_t n = g.nodes().size();
   std::vector<std::pair<size_t, size_t>> life(n);
   for (size_t j = 0; j < n; ++j) life[j] = {0, n - 1 - j};
@@ -44,7 +46,8 @@ std::vector<std::pair<size_t, size_t>> lifetimes(const Graph& g) {
   for (size_t i = 0; i < n; ++i)
     for (int j : g.nodes()[i].inputs)
       if (!is_model_input(j)) {
-        life[size_t(j)].first = consumed[size_t(j)] ? std::min(life[size_t(j)].first, n - 1 - i) : n - 1 - i;
+        const size_t at = p.sibling_leader[i] >= 0 ? size_t(p.sibling_leader[i]) : i;
+        life[size_t(j)].first = consumed[size_t(j)] ? std::min(life[size_t(j)].first, n - 1 - at) : n - 1 - at;
         consumed[size_t(j)] = true;
       }
   return life;
@@ -110,7 +113,7 @@ void check_plan(const Graph& g, const ExecutionPlan& p) {
   }
   // Two gradients live at the same time in backward never share bytes (an in-place pair shares
   // one buffer on purpose: the consumer's backward writes its input's gradient over its own).
-  const auto life = lifetimes(g);
+  const auto life = lifetimes(g, p);
   for (size_t i = 0; i < n; ++i)
     for (size_t j = i + 1; j < n; ++j) {
       if (same_buffer(p, i, j)) continue;
@@ -300,4 +303,59 @@ model:
     INFO(name);
     CHECK_FALSE(overlap(cg, p.grad[size_t(g.node_index(name))]));
   }
+}
+
+TEST_CASE("execution plan: sibling batch norms of a concat run their backward at the last one's, and their inputs' gradients live from there") {
+  // The first sibling's input gradient ("a"'s) is written at the second's backward ("bn"), before
+  // "bb" and "b" run theirs: their gradients must not take its bytes, as they may without groups.
+  Graph g = test::build(R"(
+model:
+  input: [4, 4, 3]
+  layers:
+    - {name: a, type: conv2d, filters: 4, kernel: 1, inputs: [input]}
+    - {name: an, type: batchnorm}
+    - {name: ar, type: relu}
+    - {name: b, type: conv2d, filters: 5, kernel: 3, padding: same, inputs: [input]}
+    - {name: bb, type: conv2d, filters: 6, kernel: 1}
+    - {name: bn, type: batchnorm}
+    - {name: br, type: relu}
+    - {name: cat, type: concat, inputs: [ar, br]}
+    - {name: f, type: flatten}
+    - {name: d, type: dense, units: 2}
+)");
+  const auto at = [&](const char* name) { return size_t(g.node_index(name)); };
+  const ExecutionPlan p = plan_execution(g, inputs_for(g, 2, DType::F32, true, true, true));
+  check_plan(g, p);
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    INFO(g.nodes()[i].layer->name());
+    CHECK(p.sibling_leader[i] == (i == at("an") || i == at("bn") ? int(at("bn")) : -1));
+  }
+  CHECK_FALSE(overlap(p.grad[at("a")], p.grad[at("bb")]));
+  CHECK_FALSE(overlap(p.grad[at("a")], p.grad[at("b")]));
+  // Without groups, "a"'s gradient starts at "an"'s backward and shares bytes with one of them.
+  const ExecutionPlan alone = plan_execution(g, inputs_for(g, 2, DType::F32, true, true, false));
+  check_plan(g, alone);
+  for (int l : alone.sibling_leader) CHECK(l == -1);
+  CHECK((overlap(alone.grad[at("a")], alone.grad[at("bb")]) || overlap(alone.grad[at("a")], alone.grad[at("b")])));
+  // No group without slices, nor where a member's input is read elsewhere too, nor with another
+  // fused activation.
+  const ExecutionPlan unsliced = plan_execution(g, inputs_for(g, 2, DType::F32, true, false, true));
+  for (int l : unsliced.sibling_leader) CHECK(l == -1);
+  Graph shared = test::build(R"(
+model:
+  input: [4, 4, 3]
+  layers:
+    - {name: a, type: conv2d, filters: 4, kernel: 1, inputs: [input]}
+    - {name: an, type: batchnorm}
+    - {name: ar, type: relu}
+    - {name: bn, type: batchnorm, inputs: [a]}
+    - {name: br, type: relu6}
+    - {name: cat, type: concat, inputs: [ar, br]}
+    - {name: f, type: flatten}
+    - {name: d, type: dense, units: 2}
+)");
+  const ExecutionPlan s = plan_execution(shared, inputs_for(shared, 2, DType::F32, true, true, true));
+  check_plan(shared, s);
+  CHECK(s.slice_of[size_t(shared.node_index("an"))] >= 0);
+  for (int l : s.sibling_leader) CHECK(l == -1);
 }

@@ -138,3 +138,114 @@ TEST_CASE("batchnorm: a backend without strided rows refuses them, x and dx stay
     CHECK_THROWS_WITH(bn->backward(x, y, none, strided, c, c2, dx, none, none), Catch::Contains("dy is a strided view"));
   }
 }
+
+namespace {
+
+// One sibling of a concat: its kernel, input, parameters, saved statistics and gradients.
+struct Sib {
+  std::unique_ptr<BatchNormKernel> k;
+  Tensor x, gamma, beta, mean, invstd, rm, rv, dx, dg, db, y, dy;
+};
+
+// Raw bits of several host tensors, one after another.
+std::vector<uint32_t> all_bits(std::initializer_list<const Tensor*> ts) {
+  std::vector<uint32_t> out;
+  for (const Tensor* t : ts) {
+    const std::vector<uint32_t> b = bits(*t);
+    out.insert(out.end(), b.begin(), b.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("batchnorm: siblings of one concat in one backward pass give their separate backward results bit for bit") {
+  std::mt19937_64 rng(41);
+  struct Case {
+    std::vector<int64_t> lead, widths;
+  };
+  const std::vector<Case> cases = {{{2, 5, 5}, {7, 9}}, {{64, 8, 8}, {32, 48}}, {{3, 1, 1}, {1, 16, 5}}, {{1, 2}, {3, 4}}};
+  for (ActKind act : {ActKind::Linear, ActKind::Relu, ActKind::Relu6})
+    for (DType dt : {DType::F32, DType::BF16})
+      for (const Case& cs : cases)
+        for (bool kept : {true, false})
+          for (bool dx_all : {true, false}) {
+            int64_t W = 0;
+            for (int64_t w : cs.widths) W += w;
+            auto shape = [&](int64_t c) {
+              std::vector<int64_t> d = cs.lead;
+              d.push_back(c);
+              return Shape(d);
+            };
+            INFO(activation_name(act) << " " << dtype_name(dt) << " [" << shape(W).str() << "] kept " << kept
+                                      << " every dx " << dx_all);
+            const int64_t esz = int64_t(dtype_size(dt));
+            Tensor y = nan_of(shape(W), dt), dy = make(shape(W), dt, random_values(shape(W), rng, dt));
+            BatchNormParams p;
+            p.activation = act;
+            std::vector<Sib> sibs(cs.widths.size());
+            std::vector<BatchNormKernel::Sibling> parts;
+            int64_t at = 0;
+            for (size_t i = 0; i < sibs.size(); ++i) {
+              Sib& s = sibs[i];
+              const int64_t C = cs.widths[i];
+              const Shape sh = shape(C);
+              auto f32 = [&](double v) { return make({C}, DType::F32, ref::Vec(size_t(C), v)); };
+              s.k = make_kernel<BatchNormKernel>(cpu_ctx(), p);
+              REQUIRE(s.k->joins_siblings());
+              s.x = make(sh, dt, random_values(sh, rng, dt, -2.0, 2.0));
+              s.gamma = i == 1 ? Tensor() : make({C}, DType::F32, random_values(Shape{C}, rng, DType::F32, 0.5, 1.5));
+              s.beta = f32(0.1 * double(i) - 0.2);
+              s.mean = f32(0), s.invstd = f32(0), s.rm = f32(0.1), s.rv = f32(1.2);
+              s.y = Tensor::strided_view(static_cast<char*>(y.data()) + at * esz, sh, dt, y.device(), W);
+              s.dy = Tensor::strided_view(static_cast<char*>(dy.data()) + at * esz, sh, dt, dy.device(), W);
+              s.k->forward_train(s.x, s.gamma, s.beta, s.y, s.mean, s.invstd, s.rm, s.rv);
+              if (!kept) s.mean = copy_of(s.mean);  // not the statistics forward kept coefficients for: y is read
+              at += C;
+            }
+            // Separately, then as one pass over the concat's rows.
+            std::vector<Tensor> dx1, dx2, g1, g2;
+            for (size_t i = 0; i < sibs.size(); ++i) {
+              Sib& s = sibs[i];
+              const int64_t C = cs.widths[i];
+              const bool has_dx = dx_all || i != 0;
+              Tensor dxa = has_dx ? nan_of(s.x.shape(), dt) : Tensor(), dga = nan_of({C}, DType::F32),
+                     dba = nan_of({C}, DType::F32);
+              s.k->backward(s.x, s.y, s.gamma, s.dy, s.mean, s.invstd, dxa, dga, dba);
+              dx1.push_back(dxa);
+              g1.push_back(dga);
+              g1.push_back(dba);
+              dx2.push_back(has_dx ? nan_of(s.x.shape(), dt) : Tensor());
+              g2.push_back(nan_of({C}, DType::F32));
+              g2.push_back(nan_of({C}, DType::F32));
+            }
+            for (size_t i = 0; i < sibs.size(); ++i) {
+              Sib& s = sibs[i];
+              parts.push_back({s.k.get(), &s.x, &s.gamma, &s.mean, &s.invstd, &dx2[i], &g2[2 * i], &g2[2 * i + 1]});
+            }
+            sibs.back().k->backward_siblings(act == ActKind::Linear ? Tensor() : y, dy, parts);
+            for (size_t i = 0; i < sibs.size(); ++i) {
+              INFO("part " << i);
+              if (dx1[i].defined()) CHECK((bits(dx1[i]) == bits(dx2[i])));  // a bool: no dump of the vectors
+              CHECK((all_bits({&g1[2 * i], &g1[2 * i + 1]}) == all_bits({&g2[2 * i], &g2[2 * i + 1]})));
+            }
+          }
+}
+
+TEST_CASE("batchnorm: backward_siblings refuses parts that do not fill dy's rows or differ in activation") {
+  const Shape s{2, 3, 3, 4}, wide{2, 3, 3, 8};
+  std::mt19937_64 rng(5);
+  BatchNormParams relu;
+  relu.activation = ActKind::Relu;
+  auto a = make_kernel<BatchNormKernel>(cpu_ctx(), BatchNormParams{}), b = make_kernel<BatchNormKernel>(cpu_ctx(), relu);
+  Tensor x = random_tensor(s, rng), m = make({4}, DType::F32, ref::Vec(4, 0.0)), v = make({4}, DType::F32, ref::Vec(4, 1.0));
+  Tensor dy = random_tensor(wide, rng), dx = nan_of(s, DType::F32), none;
+  BatchNormKernel::Sibling pa{a.get(), &x, &none, &m, &v, &dx, &none, &none};
+  CHECK_THROWS_WITH(a->backward_siblings(none, dy, {pa}), Catch::Contains("the parts have 4 channels, dy 8"));
+  BatchNormKernel::Sibling pb{b.get(), &x, &none, &m, &v, &dx, &none, &none};
+  CHECK_THROWS_WITH(a->backward_siblings(none, dy, {pa, pb}), Catch::Contains("activations differ"));
+  Tensor x3 = random_tensor(Shape{2, 3, 2, 4}, rng);
+  BatchNormKernel::Sibling pc{a.get(), &x3, &none, &m, &v, &dx, &none, &none};
+  CHECK_THROWS_WITH(a->backward_siblings(none, dy, {pa, pc}), Catch::Contains("does not match dy's rows"));
+  a->backward_siblings(none, dy, {pa, pa});  // two parts of 4: accepted
+}

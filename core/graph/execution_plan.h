@@ -49,7 +49,7 @@ struct ExecutionPlan {
   // into its producer, that producer too: the producer writes the slice, the concat copies nothing.
   std::vector<int> slice_of;
   std::vector<int64_t> slice_channel;
-  // Per node: the node whose backward runs this one's too, in one pass with the other writers of
+  // Per node: the node whose forward and backward run this one's too, in one pass with the other writers of
   // one concat's channels (a sibling group: the writers of all its inputs, in order, joining
   // siblings, of one layer type, type and fused activation, each reading a tensor only it reads),
   // the group's last in forward order (its own leader); -1 outside groups. The members' input

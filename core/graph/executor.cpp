@@ -195,11 +195,19 @@ void Executor::forward(const std::vector<const Tensor*>& inputs, bool training, 
   for (int i = 0; i <= until; ++i) {
     const GraphNode& n = graph_->nodes()[size_t(i)];
     if (hooks_.before_forward) hooks_.before_forward(i);
+    const int leader = plan_.sibling_leader[size_t(i)];
+    if (leader >= 0 && leader != i && leader <= until) {  // done in its leader's forward, in this pass
+      if (hooks_.after_forward) hooks_.after_forward(i);
+      continue;
+    }
     in.clear();
     for (int j : n.inputs) in.push_back(&input_as(i, j));
     {
       ScopeTimer t(profiling_, *ctx_, profiling_ ? &times_[size_t(i)].forward : nullptr);
-      layers_[size_t(i)]->forward(in, acts_[size_t(i)], training);
+      if (leader == i)
+        forward_siblings(i, training);
+      else
+        layers_[size_t(i)]->forward(in, acts_[size_t(i)], training);
     }
     if (hooks_.after_forward) hooks_.after_forward(i);
   }
@@ -241,34 +249,55 @@ void Executor::add_grad(int node, const Tensor& g) {
   }
 }
 
-// A sibling group's backward at its leader i (ExecutionPlan::sibling_leader), i's own input and
-// input gradient given: the members' input gradients (each read by it alone) are written here, and
-// the members' own backward is skipped. False, and nothing done, where a member's output gradient is
-// not written yet or its input's is (a partial backward): the members then run one by one.
+// The members of the sibling group node i leads (ExecutionPlan::sibling_leader), in channel order:
+// the writers of its concat's inputs.
+std::vector<int> Executor::sibling_members(int i) const {
+  std::vector<int> w;
+  for (int k : graph_->nodes()[size_t(plan_.slice_of[size_t(i)])].inputs)
+    w.push_back(plan_.in_place_of[size_t(k)] < 0 ? k : plan_.in_place_of[size_t(k)]);
+  return w;
+}
+
+// A sibling group's forward at its leader i: every member's, in one pass writing the concat's rows
+// (the members before i skipped theirs).
+void Executor::forward_siblings(int i, bool training) {
+  std::vector<Layer*> members;
+  std::vector<const Tensor*> xs;
+  for (int w : sibling_members(i)) {
+    members.push_back(layers_[size_t(w)].get());
+    xs.push_back(&input_as(w, graph_->nodes()[size_t(w)].inputs[0]));
+  }
+  layers_[size_t(i)]->forward_siblings(members, xs, acts_[size_t(plan_.slice_of[size_t(i)])], training);
+}
+
+// A sibling group's backward at its leader i, i's own input and input gradient given: the members'
+// input gradients (each read by it alone) are written here, and the members' own backward is
+// skipped. False, and nothing done, where a member's output gradient is not written yet or its
+// input's is (a partial backward): the members then run one by one.
 bool Executor::backward_siblings(int i, const Tensor& x, Tensor& dx) {
-  const int c = plan_.slice_of[size_t(i)];
+  const std::vector<int> ws = sibling_members(i);
+  const auto& cat = graph_->nodes()[size_t(plan_.slice_of[size_t(i)])];
   std::vector<Layer*> members;
   std::vector<const Tensor*> xs;
   std::vector<Tensor*> dxs;
-  for (int k : graph_->nodes()[size_t(c)].inputs) {
-    const int w = plan_.in_place_of[size_t(k)] < 0 ? k : plan_.in_place_of[size_t(k)];
+  for (size_t q = 0; q < ws.size(); ++q) {
+    const int w = ws[q];
     members.push_back(layers_[size_t(w)].get());
-    if (!grad_written_[size_t(k)]) return false;  // its slice of the concat's gradient
+    if (!grad_written_[size_t(cat.inputs[q])]) return false;  // its slice of the concat's gradient
     if (w == i) {
       xs.push_back(&x);
       dxs.push_back(&dx);
       continue;
     }
-    const size_t j = size_t(graph_->nodes()[size_t(w)].inputs[0]);
-    if (grad_written_[j]) return false;
-    xs.push_back(&input_as(w, int(j)));
-    dxs.push_back(&grads_[j]);
+    const int j = graph_->nodes()[size_t(w)].inputs[0];
+    if (grad_written_[size_t(j)]) return false;
+    xs.push_back(&input_as(w, j));
+    dxs.push_back(&grads_[size_t(j)]);
   }
-  for (int k : graph_->nodes()[size_t(c)].inputs) {
-    const int w = plan_.in_place_of[size_t(k)] < 0 ? k : plan_.in_place_of[size_t(k)];
+  for (int w : ws)
     if (w != i) grad_written_[size_t(graph_->nodes()[size_t(w)].inputs[0])] = true;
-  }
-  layers_[size_t(i)]->backward_siblings(members, xs, acts_[size_t(c)], grads_[size_t(c)], dxs);
+  layers_[size_t(i)]->backward_siblings(members, xs, acts_[size_t(plan_.slice_of[size_t(i)])],
+                                        grads_[size_t(plan_.slice_of[size_t(i)])], dxs);
   siblings_done_[size_t(i)] = true;
   return true;
 }

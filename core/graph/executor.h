@@ -117,6 +117,8 @@ class Executor {
   const Tensor& input_as(int i, int j);  // node i's input j (a node or model input) as node i computes
   void zero_param_grads(int node);
   void run_backward(int from, const Tensor* dy_from);
+  std::vector<int> sibling_members(int leader) const;
+  void forward_siblings(int leader, bool training);
   bool backward_siblings(int leader, const Tensor& x, Tensor& dx);
   void finish_params(int node);  // adds sharers' gradients into the owner's
 

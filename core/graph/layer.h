@@ -172,12 +172,16 @@ class Layer {
   virtual bool can_add_input_grad(int /*k*/) const { return false; }
   virtual void add_input_grad(int /*k*/, bool /*on*/) {}
   // Sibling groups (ExecutionPlan::sibling_leader): layers whose outputs fill a concat's channels,
-  // one after another, whose backward the group's last in forward order runs for all of them in one
-  // pass over the concat's gradient rows (the others' backward is then skipped). joins_siblings():
-  // whether this layer can (after bind). backward_siblings: the members in channel order, this one
-  // among them, each with its input and its input gradient (overwritten; undefined: not needed);
+  // one after another, whose forward and backward the group's last in forward order runs for all
+  // of them in one pass over the concat's rows (the others' are then skipped). joins_siblings():
+  // whether this layer can (after bind). The members come in channel order, this one among them,
+  // each with its input (and in backward its input gradient, overwritten; undefined: not needed);
   // y and dy: the concat's output and gradient.
   virtual bool joins_siblings() const { return false; }
+  virtual void forward_siblings(const std::vector<Layer*>& /*members*/, const std::vector<const Tensor*>& /*x*/,
+                                Tensor& /*y*/, bool /*training*/) {
+    throw std::logic_error("forward_siblings on a layer that does not join siblings");
+  }
   virtual void backward_siblings(const std::vector<Layer*>& /*members*/, const std::vector<const Tensor*>& /*x*/,
                                  const Tensor& /*y*/, const Tensor& /*dy*/, const std::vector<Tensor*>& /*dx*/) {
     throw std::logic_error("backward_siblings on a layer that does not join siblings");

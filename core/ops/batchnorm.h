@@ -92,7 +92,7 @@ class BatchNormKernel {
 
   // --- Sibling batch norms (the engine's sibling groups, ExecutionPlan::sibling_leader): batch
   // norms whose outputs are adjacent channel slices of one concat, with one activation and type,
-  // take their backward in one pass over the concat's gradient rows. A CPU fetches whole rows of a
+  // take their forward and backward in one pass over the concat's rows. A CPU fetches whole rows of a
   // strided slice (its prefetchers), so one pass per sibling reads each row once per sibling.
   // Part k's channels are [at_k, at_k + C_k) of y's and dy's rows, in order from 0 (y [..., sum
   // C_k], may be undefined without a fused activation); its x, dx and [C_k] tensors are its own, as
@@ -103,8 +103,44 @@ class BatchNormKernel {
     const Tensor *x = nullptr, *gamma = nullptr, *save_mean = nullptr, *save_invstd = nullptr;
     Tensor *dx = nullptr, *dgamma = nullptr, *dbeta = nullptr;
   };
-  // Whether backward_siblings runs here (with these parts' kernels of the same backend).
+  // Their forward, likewise one pass writing y's rows (training: each part's statistics saved, its
+  // running statistics updated and what its backward needs kept by its kernel; inference: the
+  // running statistics read), bit for bit as separate forward_train / forward_infer calls.
+  struct SiblingForward {
+    BatchNormKernel* kernel = nullptr;  // the part's own kernel (its parameters; keeps its backward's state)
+    const Tensor *x = nullptr, *gamma = nullptr, *beta = nullptr;
+    Tensor *save_mean = nullptr, *save_invstd = nullptr;      // written when training, else unused
+    Tensor *running_mean = nullptr, *running_var = nullptr;   // updated when training, else read
+  };
+  // Whether forward_siblings and backward_siblings run here (with parts' kernels of this backend).
   virtual bool joins_siblings() const { return false; }
+  void forward_siblings(bool training, Tensor& y, const std::vector<SiblingForward>& parts) {
+    if (!joins_siblings()) ck_.fail("this backend runs sibling batch norms one by one");
+    if (parts.empty()) ck_.fail("forward_siblings: no parts");
+    const int64_t W = channels(y);
+    int64_t at = 0;
+    for (const SiblingForward& s : parts) {
+      if (!s.kernel || !s.x || !s.gamma || !s.beta || !s.running_mean || !s.running_var ||
+          (training && (!s.save_mean || !s.save_invstd)))
+        ck_.fail("forward_siblings: a part's tensor is missing");
+      if (s.kernel->p_.activation != p_.activation) ck_.fail("forward_siblings: the parts' activations differ");
+      const int64_t C = channels(*s.x);
+      if (s.x->dtype() != y.dtype() || !same_rows(s.x->shape(), y.shape()))
+        ck_.fail("forward_siblings: part x [", s.x->shape().str(), "] does not match y's rows [", y.shape().str(), "]");
+      ck_.vec("gamma", *s.gamma, C, true);
+      ck_.vec("beta", *s.beta, C, true);
+      ck_.vec("running_mean", *s.running_mean, C, false);
+      ck_.vec("running_var", *s.running_var, C, false);
+      if (training) {
+        ck_.vec("save_mean", *s.save_mean, C, false);
+        ck_.vec("save_invstd", *s.save_invstd, C, false);
+      }
+      at += C;
+    }
+    if (at != W) ck_.fail("forward_siblings: the parts have ", at, " channels, y ", W);
+    out_ck().like("y", y, y, y.shape());
+    forward_siblings_impl(rows(y, W), W, training, y, parts);
+  }
   void backward_siblings(const Tensor& y, const Tensor& dy, const std::vector<Sibling>& parts) {
     if (!joins_siblings()) ck_.fail("this backend runs sibling batch norms one by one");
     if (parts.empty()) ck_.fail("backward_siblings: no parts");
@@ -193,6 +229,8 @@ class BatchNormKernel {
   virtual void backward_sums_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& dy, const Tensor& mean,
                                   Tensor& sum_dy, Tensor& sum_dy_xmu) = 0;
   // Called where joins_siblings(), with checked arguments; W channels in all.
+  virtual void forward_siblings_impl(int64_t /*m*/, int64_t /*W*/, bool /*training*/, Tensor& /*y*/,
+                                     const std::vector<SiblingForward>& /*parts*/) {}
   virtual void backward_siblings_impl(int64_t /*m*/, int64_t /*W*/, const Tensor& /*y*/, const Tensor& /*dy*/,
                                       const std::vector<Sibling>& /*parts*/) {}
   // dx is defined.

@@ -81,13 +81,21 @@ class BatchNorm final : public Layer {
   // One backward pass for sibling batch norms of a concat (their gradient rows read once), where
   // the kernel takes them, the statistics are this replica's own and gamma and beta both train.
   bool joins_siblings() const override { return !sync_ && k_ && k_->joins_siblings() && grads_.size() == 2; }
+  void forward_siblings(const std::vector<Layer*>& members, const std::vector<const Tensor*>& x, Tensor& y,
+                        bool training) override {
+    std::vector<BatchNormKernel::SiblingForward> parts;
+    for (size_t q = 0; q < members.size(); ++q) {
+      BatchNorm& b = sibling(members[q]);
+      parts.push_back({&*b.k_, x[q], &b.params_[0], &b.params_[1], &b.mean_, &b.invstd_, &b.params_[2], &b.params_[3]});
+    }
+    k_->forward_siblings(training, y, parts);
+  }
   void backward_siblings(const std::vector<Layer*>& members, const std::vector<const Tensor*>& x, const Tensor& y,
                          const Tensor& dy, const std::vector<Tensor*>& dx) override {
     std::vector<BatchNormKernel::Sibling> parts;
     for (size_t q = 0; q < members.size(); ++q) {
-      auto* b = dynamic_cast<BatchNorm*>(members[q]);
-      if (!b || !b->joins_siblings()) throw std::logic_error("batchnorm: a sibling that is not a joining batch norm");
-      parts.push_back({&*b->k_, x[q], &b->params_[0], &b->mean_, &b->invstd_, dx[q], &b->grads_[0], &b->grads_[1]});
+      BatchNorm& b = sibling(members[q]);
+      parts.push_back({&*b.k_, x[q], &b.params_[0], &b.mean_, &b.invstd_, dx[q], &b.grads_[0], &b.grads_[1]});
     }
     k_->backward_siblings(y, dy, parts);
   }
@@ -176,6 +184,12 @@ class BatchNorm final : public Layer {
     upload(sum_, g, 0);
     upload(sumsq_, g, c);
     k_->backward_apply(x, dy, params_[0], mean_, invstd_, sum_, sumsq_, count_, dx);
+  }
+
+  static BatchNorm& sibling(Layer* l) {
+    auto* b = dynamic_cast<BatchNorm*>(l);
+    if (!b || !b->joins_siblings()) throw std::logic_error("batchnorm: a sibling that is not a joining batch norm");
+    return *b;
   }
 
   StatsSync* sync_ = nullptr;

@@ -24,6 +24,16 @@ std::vector<uint32_t> bits(const Tensor& t) {
   return out;
 }
 
+// Raw bits of several host tensors, one after another.
+std::vector<uint32_t> all_bits(std::initializer_list<const Tensor*> ts) {
+  std::vector<uint32_t> out;
+  for (const Tensor* t : ts) {
+    const std::vector<uint32_t> b = bits(*t);
+    out.insert(out.end(), b.begin(), b.end());
+  }
+  return out;
+}
+
 // A host buffer [rows, W] of sentinel bytes and the strided view of its columns [at, at + C).
 struct Wide {
   Tensor all;
@@ -141,98 +151,120 @@ TEST_CASE("batchnorm: a backend without strided rows refuses them, x and dx stay
 
 namespace {
 
-// One sibling of a concat: its kernel, input, parameters, saved statistics and gradients.
+// One sibling of a concat: its kernel, input, parameters, saved statistics, gradients, and its
+// slices of the concat's output and gradient.
 struct Sib {
   std::unique_ptr<BatchNormKernel> k;
-  Tensor x, gamma, beta, mean, invstd, rm, rv, dx, dg, db, y, dy;
+  Tensor x, gamma, beta, mean, invstd, rm, rv, dx, dg, db, y, dy, yi;
 };
 
-// Raw bits of several host tensors, one after another.
-std::vector<uint32_t> all_bits(std::initializer_list<const Tensor*> ts) {
-  std::vector<uint32_t> out;
-  for (const Tensor* t : ts) {
-    const std::vector<uint32_t> b = bits(*t);
-    out.insert(out.end(), b.begin(), b.end());
+// Siblings of widths `widths` over rows `lead` run one by one or as one pass (forward_siblings,
+// backward_siblings), from the same values: every output's bits, part by part.
+struct SibRun {
+  std::vector<std::vector<uint32_t>> y, y_infer, dx, stats;
+};
+SibRun run_siblings(bool joined, ActKind act, DType dt, const std::vector<int64_t>& lead,
+                    const std::vector<int64_t>& widths, bool kept, bool dx_all, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  int64_t W = 0;
+  for (int64_t w : widths) W += w;
+  auto shape = [&](int64_t c) {
+    std::vector<int64_t> d = lead;
+    d.push_back(c);
+    return Shape(d);
+  };
+  const int64_t esz = int64_t(dtype_size(dt));
+  Tensor y = nan_of(shape(W), dt), yi = nan_of(shape(W), dt), dy = make(shape(W), dt, random_values(shape(W), rng, dt));
+  BatchNormParams p;
+  p.activation = act;
+  std::vector<Sib> sibs(widths.size());
+  int64_t at = 0;
+  for (size_t i = 0; i < sibs.size(); ++i) {
+    Sib& s = sibs[i];
+    const int64_t C = widths[i];
+    const Shape sh = shape(C);
+    auto f32 = [&](double v) { return make({C}, DType::F32, ref::Vec(size_t(C), v)); };
+    p.momentum = 0.9f + 0.03f * float(i);  // the parts' own parameters
+    p.epsilon = 1e-3f * float(i + 1);
+    s.k = make_kernel<BatchNormKernel>(cpu_ctx(), p);
+    REQUIRE(s.k->joins_siblings());
+    s.x = make(sh, dt, random_values(sh, rng, dt, -2.0, 2.0));
+    s.gamma = i == 1 ? Tensor() : make({C}, DType::F32, random_values(Shape{C}, rng, DType::F32, 0.5, 1.5));
+    s.beta = i == 2 ? Tensor() : f32(0.1 * double(i) - 0.2);
+    s.mean = f32(0), s.invstd = f32(0), s.rm = f32(0.1), s.rv = f32(1.2);
+    s.dx = dx_all || i != 0 ? nan_of(sh, dt) : Tensor();
+    s.dg = nan_of({C}, DType::F32), s.db = nan_of({C}, DType::F32);
+    s.y = Tensor::strided_view(static_cast<char*>(y.data()) + at * esz, sh, dt, y.device(), W);
+    s.yi = Tensor::strided_view(static_cast<char*>(yi.data()) + at * esz, sh, dt, yi.device(), W);
+    s.dy = Tensor::strided_view(static_cast<char*>(dy.data()) + at * esz, sh, dt, dy.device(), W);
+    at += C;
+  }
+  const Tensor no_y = act == ActKind::Linear ? Tensor() : y;
+  if (joined) {
+    std::vector<BatchNormKernel::SiblingForward> fp;
+    for (Sib& s : sibs) fp.push_back({s.k.get(), &s.x, &s.gamma, &s.beta, &s.mean, &s.invstd, &s.rm, &s.rv});
+    sibs.back().k->forward_siblings(true, y, fp);
+  } else {
+    for (Sib& s : sibs) s.k->forward_train(s.x, s.gamma, s.beta, s.y, s.mean, s.invstd, s.rm, s.rv);
+  }
+  SibRun out;
+  for (Sib& s : sibs) {
+    out.y.push_back(bits(s.y));
+    out.stats.push_back(all_bits({&s.mean, &s.invstd, &s.rm, &s.rv}));
+    if (!kept) s.mean = copy_of(s.mean);  // not the statistics forward kept coefficients for: y is read
+  }
+  if (joined) {
+    std::vector<BatchNormKernel::Sibling> bp;
+    for (Sib& s : sibs) bp.push_back({s.k.get(), &s.x, &s.gamma, &s.mean, &s.invstd, &s.dx, &s.dg, &s.db});
+    sibs.front().k->backward_siblings(no_y, dy, bp);
+    std::vector<BatchNormKernel::SiblingForward> ip;
+    for (Sib& s : sibs) ip.push_back({s.k.get(), &s.x, &s.gamma, &s.beta, nullptr, nullptr, &s.rm, &s.rv});
+    sibs.front().k->forward_siblings(false, yi, ip);
+  } else {
+    for (Sib& s : sibs) {
+      s.k->backward(s.x, act == ActKind::Linear ? Tensor() : s.y, s.gamma, s.dy, s.mean, s.invstd, s.dx, s.dg, s.db);
+      s.k->forward_infer(s.x, s.gamma, s.beta, s.rm, s.rv, s.yi);
+    }
+  }
+  for (Sib& s : sibs) {
+    out.y_infer.push_back(bits(s.yi));
+    out.dx.push_back(s.dx.defined() ? bits(s.dx) : std::vector<uint32_t>());
+    out.stats.push_back(all_bits({&s.dg, &s.db}));
   }
   return out;
 }
 
 }  // namespace
 
-TEST_CASE("batchnorm: siblings of one concat in one backward pass give their separate backward results bit for bit") {
-  std::mt19937_64 rng(41);
+TEST_CASE("batchnorm: siblings of one concat in one pass give their separate results bit for bit") {
   struct Case {
     std::vector<int64_t> lead, widths;
   };
-  const std::vector<Case> cases = {{{2, 5, 5}, {7, 9}}, {{64, 8, 8}, {32, 48}}, {{3, 1, 1}, {1, 16, 5}}, {{1, 2}, {3, 4}}};
+  const std::vector<Case> cases = {
+      {{2, 5, 5}, {7, 9}}, {{64, 8, 8}, {32, 48}}, {{3, 1, 1}, {1, 16, 5}}, {{1, 2}, {3, 4}}, {{0, 3}, {2, 5}}};
+  uint64_t seed = 41;
   for (ActKind act : {ActKind::Linear, ActKind::Relu, ActKind::Relu6})
     for (DType dt : {DType::F32, DType::BF16})
       for (const Case& cs : cases)
         for (bool kept : {true, false})
           for (bool dx_all : {true, false}) {
-            int64_t W = 0;
-            for (int64_t w : cs.widths) W += w;
-            auto shape = [&](int64_t c) {
-              std::vector<int64_t> d = cs.lead;
-              d.push_back(c);
-              return Shape(d);
-            };
-            INFO(activation_name(act) << " " << dtype_name(dt) << " [" << shape(W).str() << "] kept " << kept
-                                      << " every dx " << dx_all);
-            const int64_t esz = int64_t(dtype_size(dt));
-            Tensor y = nan_of(shape(W), dt), dy = make(shape(W), dt, random_values(shape(W), rng, dt));
-            BatchNormParams p;
-            p.activation = act;
-            std::vector<Sib> sibs(cs.widths.size());
-            std::vector<BatchNormKernel::Sibling> parts;
-            int64_t at = 0;
-            for (size_t i = 0; i < sibs.size(); ++i) {
-              Sib& s = sibs[i];
-              const int64_t C = cs.widths[i];
-              const Shape sh = shape(C);
-              auto f32 = [&](double v) { return make({C}, DType::F32, ref::Vec(size_t(C), v)); };
-              s.k = make_kernel<BatchNormKernel>(cpu_ctx(), p);
-              REQUIRE(s.k->joins_siblings());
-              s.x = make(sh, dt, random_values(sh, rng, dt, -2.0, 2.0));
-              s.gamma = i == 1 ? Tensor() : make({C}, DType::F32, random_values(Shape{C}, rng, DType::F32, 0.5, 1.5));
-              s.beta = f32(0.1 * double(i) - 0.2);
-              s.mean = f32(0), s.invstd = f32(0), s.rm = f32(0.1), s.rv = f32(1.2);
-              s.y = Tensor::strided_view(static_cast<char*>(y.data()) + at * esz, sh, dt, y.device(), W);
-              s.dy = Tensor::strided_view(static_cast<char*>(dy.data()) + at * esz, sh, dt, dy.device(), W);
-              s.k->forward_train(s.x, s.gamma, s.beta, s.y, s.mean, s.invstd, s.rm, s.rv);
-              if (!kept) s.mean = copy_of(s.mean);  // not the statistics forward kept coefficients for: y is read
-              at += C;
-            }
-            // Separately, then as one pass over the concat's rows.
-            std::vector<Tensor> dx1, dx2, g1, g2;
-            for (size_t i = 0; i < sibs.size(); ++i) {
-              Sib& s = sibs[i];
-              const int64_t C = cs.widths[i];
-              const bool has_dx = dx_all || i != 0;
-              Tensor dxa = has_dx ? nan_of(s.x.shape(), dt) : Tensor(), dga = nan_of({C}, DType::F32),
-                     dba = nan_of({C}, DType::F32);
-              s.k->backward(s.x, s.y, s.gamma, s.dy, s.mean, s.invstd, dxa, dga, dba);
-              dx1.push_back(dxa);
-              g1.push_back(dga);
-              g1.push_back(dba);
-              dx2.push_back(has_dx ? nan_of(s.x.shape(), dt) : Tensor());
-              g2.push_back(nan_of({C}, DType::F32));
-              g2.push_back(nan_of({C}, DType::F32));
-            }
-            for (size_t i = 0; i < sibs.size(); ++i) {
-              Sib& s = sibs[i];
-              parts.push_back({s.k.get(), &s.x, &s.gamma, &s.mean, &s.invstd, &dx2[i], &g2[2 * i], &g2[2 * i + 1]});
-            }
-            sibs.back().k->backward_siblings(act == ActKind::Linear ? Tensor() : y, dy, parts);
-            for (size_t i = 0; i < sibs.size(); ++i) {
+            INFO(activation_name(act) << " " << dtype_name(dt) << " rows of " << cs.lead.size() << " axes, "
+                                      << cs.widths.size() << " parts, kept " << kept << " every dx " << dx_all);
+            ++seed;
+            const SibRun a = run_siblings(false, act, dt, cs.lead, cs.widths, kept, dx_all, seed),
+                         b = run_siblings(true, act, dt, cs.lead, cs.widths, kept, dx_all, seed);
+            for (size_t i = 0; i < cs.widths.size(); ++i) {
               INFO("part " << i);
-              if (dx1[i].defined()) CHECK((bits(dx1[i]) == bits(dx2[i])));  // a bool: no dump of the vectors
-              CHECK((all_bits({&g1[2 * i], &g1[2 * i + 1]}) == all_bits({&g2[2 * i], &g2[2 * i + 1]})));
+              // bools: no dump of the vectors
+              CHECK((a.y[i] == b.y[i]));
+              CHECK((a.y_infer[i] == b.y_infer[i]));
+              CHECK((a.dx[i] == b.dx[i]));
             }
+            CHECK((a.stats == b.stats));
           }
 }
 
-TEST_CASE("batchnorm: backward_siblings refuses parts that do not fill dy's rows or differ in activation") {
+TEST_CASE("batchnorm: sibling passes refuse parts that do not fill the rows, differ in activation or lack a tensor") {
   const Shape s{2, 3, 3, 4}, wide{2, 3, 3, 8};
   std::mt19937_64 rng(5);
   BatchNormParams relu;
@@ -248,4 +280,13 @@ TEST_CASE("batchnorm: backward_siblings refuses parts that do not fill dy's rows
   BatchNormKernel::Sibling pc{a.get(), &x3, &none, &m, &v, &dx, &none, &none};
   CHECK_THROWS_WITH(a->backward_siblings(none, dy, {pa, pc}), Catch::Contains("does not match dy's rows"));
   a->backward_siblings(none, dy, {pa, pa});  // two parts of 4: accepted
+  // Forward, likewise.
+  Tensor y = random_tensor(wide, rng);
+  BatchNormKernel::SiblingForward fa{a.get(), &x, &none, &none, &m, &v, &m, &v};
+  CHECK_THROWS_WITH(a->forward_siblings(true, y, {fa}), Catch::Contains("the parts have 4 channels, y 8"));
+  BatchNormKernel::SiblingForward fb{b.get(), &x, &none, &none, &m, &v, &m, &v};
+  CHECK_THROWS_WITH(a->forward_siblings(true, y, {fa, fb}), Catch::Contains("activations differ"));
+  BatchNormKernel::SiblingForward fc{a.get(), &x, &none, &none, nullptr, nullptr, &m, &v};
+  CHECK_THROWS_WITH(a->forward_siblings(true, y, {fa, fc}), Catch::Contains("a part's tensor is missing"));
+  a->forward_siblings(false, y, {fa, fc});  // inference needs no saved statistics
 }

@@ -272,7 +272,8 @@ ExecutionPlan plan_execution(const Graph& g, const ExecutionInputs& in) {
   p.activation_bytes = cursor;
   // Output gradients: buffers shared where lifetimes allow.
   std::vector<int64_t> sizes;
-  const std::vector<size_t> buffer = plan_gradients(nodes, p.in_place_of, p.slice_of, p.sibling_leader, p.dtypes, in.batch, sizes);
+  const std::vector<size_t> buffer =
+      plan_gradients(nodes, p.in_place_of, p.slice_of, p.sibling_leader, p.dtypes, in.batch, sizes);
   const int64_t grads_at = cursor;
   std::vector<Region> buffers;
   for (int64_t sz : sizes) buffers.push_back(take(sz));

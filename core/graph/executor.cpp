@@ -390,7 +390,8 @@ void Executor::run_backward(int from, const Tensor* dy_from) {
       if (layers_[size_t(i)]->can_add_input_grad(int(k))) layers_[size_t(i)]->add_input_grad(int(k), adds[k]);
     {
       ScopeTimer t(profiling_, *ctx_, profiling_ ? &times_[size_t(i)].backward : nullptr);
-      const bool joined = leader == i && !adds[0] && !apart[0].into && dy != dy_from && backward_siblings(i, *in[0], *dx[0]);
+      const bool joined =
+          leader == i && !adds[0] && !apart[0].into && dy != dy_from && backward_siblings(i, *in[0], *dx[0]);
       if (!joined) layers_[size_t(i)]->backward(in, acts_[size_t(i)], *dy, dx);
     }
     {

@@ -152,7 +152,8 @@ class BatchNormKernel {
       if (s.kernel->p_.activation != p_.activation) ck_.fail("backward_siblings: the parts' activations differ");
       const int64_t C = channels(*s.x);
       if (s.x->dtype() != dy.dtype() || !same_rows(s.x->shape(), dy.shape()))
-        ck_.fail("backward_siblings: part x [", s.x->shape().str(), "] does not match dy's rows [", dy.shape().str(), "]");
+        ck_.fail("backward_siblings: part x [", s.x->shape().str(), "] does not match dy's rows [", dy.shape().str(),
+                 "]");
       ck_.vec("gamma", *s.gamma, C, true);
       ck_.vec("save_mean", *s.save_mean, C, false);
       ck_.vec("save_invstd", *s.save_invstd, C, false);

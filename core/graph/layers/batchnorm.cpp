@@ -78,8 +78,9 @@ class BatchNorm final : public Layer {
     return true;
   }
 
-  // One backward pass for sibling batch norms of a concat (their gradient rows read once), where
-  // the kernel takes them, the statistics are this replica's own and gamma and beta both train.
+  // Sibling batch norms of a concat in one forward and one backward pass (the concat's rows read and
+  // written once), where the kernel takes them, the statistics are this replica's own and gamma and
+  // beta both train.
   bool joins_siblings() const override { return !sync_ && k_ && k_->joins_siblings() && grads_.size() == 2; }
   void forward_siblings(const std::vector<Layer*>& members, const std::vector<const Tensor*>& x, Tensor& y,
                         bool training) override {

@@ -166,7 +166,8 @@ void affine_rows(const std::vector<Part<T>>& parts, const float* a, const float*
       T* __restrict yr = y + r * ldy + p.at;
       const float *__restrict pa = a + p.at, *__restrict pb = b + p.at;
 #pragma omp simd
-      for (int64_t c = 0; c < p.C; ++c) yr[c] = cpu::from_f32<T>(affine_value<A>(cpu::to_f32(xr[c]), pa[c], pb[c], bounds));
+      for (int64_t c = 0; c < p.C; ++c)
+        yr[c] = cpu::from_f32<T>(affine_value<A>(cpu::to_f32(xr[c]), pa[c], pb[c], bounds));
     }
 }
 

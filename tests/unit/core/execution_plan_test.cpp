@@ -17,7 +17,8 @@ const Graph& minigooglenet() {
   return g;
 }
 
-ExecutionInputs inputs_for(const Graph& g, int64_t batch, DType low, bool fuse, bool slices = false, bool join = false) {
+ExecutionInputs inputs_for(const Graph& g, int64_t batch, DType low, bool fuse, bool slices = false,
+                           bool join = false) {
   ExecutionInputs in;
   in.batch = batch;
   in.low = low;
@@ -305,7 +306,7 @@ model:
   }
 }
 
-TEST_CASE("execution plan: sibling batch norms of a concat run their backward at the last one's, and their inputs' gradients live from there") {
+TEST_CASE("execution plan: sibling batch norms run at the last one's turn, their inputs' gradients live from there") {
   // The first sibling's input gradient ("a"'s) is written at the second's backward ("bn"), before
   // "bb" and "b" run theirs: their gradients must not take its bytes, as they may without groups.
   Graph g = test::build(R"(

@@ -269,8 +269,10 @@ TEST_CASE("batchnorm: sibling passes refuse parts that do not fill the rows, dif
   std::mt19937_64 rng(5);
   BatchNormParams relu;
   relu.activation = ActKind::Relu;
-  auto a = make_kernel<BatchNormKernel>(cpu_ctx(), BatchNormParams{}), b = make_kernel<BatchNormKernel>(cpu_ctx(), relu);
-  Tensor x = random_tensor(s, rng), m = make({4}, DType::F32, ref::Vec(4, 0.0)), v = make({4}, DType::F32, ref::Vec(4, 1.0));
+  auto a = make_kernel<BatchNormKernel>(cpu_ctx(), BatchNormParams{});
+  auto b = make_kernel<BatchNormKernel>(cpu_ctx(), relu);
+  Tensor x = random_tensor(s, rng), m = make({4}, DType::F32, ref::Vec(4, 0.0));
+  Tensor v = make({4}, DType::F32, ref::Vec(4, 1.0));
   Tensor dy = random_tensor(wide, rng), dx = nan_of(s, DType::F32), none;
   BatchNormKernel::Sibling pa{a.get(), &x, &none, &m, &v, &dx, &none, &none};
   CHECK_THROWS_WITH(a->backward_siblings(none, dy, {pa}), Catch::Contains("the parts have 4 channels, dy 8"));

@@ -22,10 +22,9 @@ class CpuBatchNorm final : public BatchNormKernel {
         act_(act::clamp_of(p.activation)),
         gate_bf16_(act::rounded_gate(act_, [](float v) { return cpu::to_f32(cpu::round_bf16(v)); })) {}
   bool strided_rows() const override { return true; }
-
- private:
   bool joins_siblings() const override { return true; }
 
+ private:
   void forward_train_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
                           Tensor& save_mean, Tensor& save_invstd, Tensor& running_mean, Tensor& running_var) override {
     forward_parts(m, C, true, y,
@@ -117,7 +116,6 @@ class CpuBatchNorm final : public BatchNormKernel {
       }
     });
   }
-
 
   void backward_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& y, const Tensor& gamma, const Tensor& dy,
                      const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,

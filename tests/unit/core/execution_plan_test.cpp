@@ -273,11 +273,8 @@ TEST_CASE("execution plan: concat inputs written in place as channel slices wher
   CHECK(kept.slice_of[size_t(g.node_index("incep1/conv_3x3/relu"))] == g.node_index("incep1/concat"));
 }
 
-TEST_CASE("execution plan: a concat's gradient lives until its slices' backward") {
-  // The concat's gradient is written by its consumers' backward and read by its slices' writers
-  // (batch norm), long after the concat's own backward: a gradient live in between (the other
-  // branch's) must not take its bytes.
-  Graph g = test::build(R"(
+// Two branches of batch norm + ReLU joined by a concat, the second one layer longer.
+const char* const kTwoBranches = R"(
 model:
   input: [4, 4, 3]
   layers:
@@ -291,7 +288,13 @@ model:
     - {name: cat, type: concat, inputs: [ar, br]}
     - {name: f, type: flatten}
     - {name: d, type: dense, units: 2}
-)");
+)";
+
+TEST_CASE("execution plan: a concat's gradient lives until its slices' backward") {
+  // The concat's gradient is written by its consumers' backward and read by its slices' writers
+  // (batch norm), long after the concat's own backward: a gradient live in between (the other
+  // branch's) must not take its bytes.
+  Graph g = test::build(kTwoBranches);
   const ExecutionPlan p = plan_execution(g, inputs_for(g, 2, DType::F32, true, true));
   check_plan(g, p);
   const int cat = g.node_index("cat");
@@ -309,21 +312,7 @@ model:
 TEST_CASE("execution plan: sibling batch norms run at the last one's turn, their inputs' gradients live from there") {
   // The first sibling's input gradient ("a"'s) is written at the second's backward ("bn"), before
   // "bb" and "b" run theirs: their gradients must not take its bytes, as they may without groups.
-  Graph g = test::build(R"(
-model:
-  input: [4, 4, 3]
-  layers:
-    - {name: a, type: conv2d, filters: 4, kernel: 1, inputs: [input]}
-    - {name: an, type: batchnorm}
-    - {name: ar, type: relu}
-    - {name: b, type: conv2d, filters: 5, kernel: 3, padding: same, inputs: [input]}
-    - {name: bb, type: conv2d, filters: 6, kernel: 1}
-    - {name: bn, type: batchnorm}
-    - {name: br, type: relu}
-    - {name: cat, type: concat, inputs: [ar, br]}
-    - {name: f, type: flatten}
-    - {name: d, type: dense, units: 2}
-)");
+  Graph g = test::build(kTwoBranches);
   const auto at = [&](const char* name) { return size_t(g.node_index(name)); };
   const ExecutionPlan p = plan_execution(g, inputs_for(g, 2, DType::F32, true, true, true));
   check_plan(g, p);

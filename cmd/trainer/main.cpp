@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <map>
 
@@ -15,6 +16,7 @@
 #include "core/dist/mpi_world.h"
 #include "core/runtime/failure.h"
 #include "core/io/config.h"
+#include "core/ops/fast_paths.h"
 
 namespace trainer::cli {
 
@@ -84,6 +86,13 @@ int run_command(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     std::fprintf(stderr, "%s\n", printable(usage_error_line(app, e, argc, argv)).c_str());
+    return cli::kUsage;
+  }
+  try {
+    FastPaths::from_env();  // a typo in TRAINER_FAST_PATHS: one line and exit 2 before any work
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "TRAINER_FAST_PATHS=%s: %s\n", printable(std::getenv("TRAINER_FAST_PATHS")).c_str(),
+                 printable(e.what()).c_str());
     return cli::kUsage;
   }
   try {

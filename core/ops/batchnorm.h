@@ -38,8 +38,9 @@ class BatchNormKernel {
   BatchNormKernel(const BatchNormKernel&) = delete;
   BatchNormKernel& operator=(const BatchNormKernel&) = delete;
 
-  // Whether the kernels apply `k` as Params::activation (Linear always).
-  bool can_fuse(ActKind k) const { return batchnorm_can_fuse(k); }
+  // Whether the kernels apply `k` as Params::activation (Linear always; the others where the
+  // context's bn_act fast path is on, else the activation layer runs: the reference).
+  bool can_fuse(ActKind k) const { return batchnorm_can_fuse(k) && (k == ActKind::Linear || fuse_); }
   // Whether the backend takes y (forward's output, also read by backward) and dy as strided views
   // (Tensor::row_stride): a channel slice of a wider tensor, so that a concat's inputs are
   // written in its output and their gradients read from its gradient, without copies. x and dx
@@ -212,7 +213,8 @@ class BatchNormKernel {
   }
 
  protected:
-  BatchNormKernel(const OpContext& c, const Params& p) : p_(p), ck_(kName, c.device()) {
+  BatchNormKernel(const OpContext& c, const Params& p)
+      : p_(p), ck_(kName, c.device()), fuse_(c.fast_paths().has(FastPath::BnAct)) {
     if (!(p.epsilon > 0)) ck_.fail("epsilon must be positive, got ", p.epsilon);
     if (!batchnorm_can_fuse(p.activation)) ck_.fail("cannot fuse activation ", activation_name(p.activation));
   }
@@ -263,6 +265,7 @@ class BatchNormKernel {
     if (p_.activation != ActKind::Linear) ck_.fail(piece, " takes no fused activation");
   }
   shape_checks::Checks ck_;
+  bool fuse_;  // the bn_act fast path: activations fused into the kernel (can_fuse)
 };
 
 }  // namespace trainer

@@ -4,6 +4,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "core/ops/fast_paths.h"
 #include "core/tensor/tensor.h"
 
 namespace trainer {
@@ -36,13 +37,17 @@ class CapturedWork {
 
 class OpContext {
  public:
-  explicit OpContext(Device d, Precision p = Precision::FP32) : device_(d), precision_(p) {}
+  explicit OpContext(Device d, Precision p = Precision::FP32, FastPaths f = FastPaths::all())
+      : device_(d), precision_(p), fast_(f) {}
   virtual ~OpContext() = default;
   OpContext(const OpContext&) = delete;
   OpContext& operator=(const OpContext&) = delete;
 
   Device device() const { return device_; }
   Precision precision() const { return precision_; }
+  // The fast paths this context's kernels may take (ContextOptions::fast), read when a kernel or a
+  // shape's plan is made.
+  const FastPaths& fast_paths() const { return fast_; }
   virtual Allocator& allocator() = 0;
   // Wait until all work queued on this context has finished (no-op on CPU).
   virtual void synchronize() {}
@@ -81,6 +86,7 @@ class OpContext {
  private:
   Device device_;
   Precision precision_;
+  FastPaths fast_;
 };
 
 // Memory a kernel keeps between calls: grown from its context's allocator when a call needs more
@@ -110,6 +116,7 @@ struct ContextOptions {
   Precision precision = Precision::FP32;  // fp16: CUDA only (the CPU context refuses it)
   int64_t workspace_mb = 0;               // CUDA: convolution workspace budget (0: 1/16 of the device, <= 4 GiB)
   bool tf32 = false;                      // CUDA fp32: TF32 tensor cores in convolutions and GEMMs
+  FastPaths fast = FastPaths::from_env();  // the fast paths taken (TRAINER_FAST_PATHS; tests set it)
 };
 
 // Contexts are made through a registry keyed by device kind, so the engine never names a backend.

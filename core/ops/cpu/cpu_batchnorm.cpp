@@ -20,9 +20,13 @@ class CpuBatchNorm final : public BatchNormKernel {
   CpuBatchNorm(OpContext& ctx, const BatchNormParams& p)
       : BatchNormKernel(ctx, p),
         act_(act::clamp_of(p.activation)),
-        gate_bf16_(act::rounded_gate(act_, [](float v) { return cpu::to_f32(cpu::round_bf16(v)); })) {}
-  bool strided_rows() const override { return true; }
-  bool joins_siblings() const override { return true; }
+        gate_bf16_(act::rounded_gate(act_, [](float v) { return cpu::to_f32(cpu::round_bf16(v)); })),
+        fast_(ctx.fast_paths()) {}
+  // Fast paths (FastPaths): y and dy as a concat's channel slices (slices; else the concat copies),
+  // sibling batch norms in one pass (bn_siblings), the fused activation's gate decided from x in
+  // backward (bn_gate; else y is read).
+  bool strided_rows() const override { return fast_.has(FastPath::Slices); }
+  bool joins_siblings() const override { return fast_.has(FastPath::BnSiblings); }
 
  private:
   void forward_train_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
@@ -141,7 +145,7 @@ class CpuBatchNorm final : public BatchNormKernel {
     // x where each part's kernel kept the coefficients of the forward pass these statistics come
     // from, else y is read.
     Channels ch;
-    bool kept = p_.activation != ActKind::Linear;
+    bool kept = p_.activation != ActKind::Linear && fast_.has(FastPath::BnGate);
     for (const Sibling& s : sibs) {
       const auto* k = dynamic_cast<const CpuBatchNorm*>(s.kernel);
       if (!k) throw std::logic_error("batchnorm: a sibling's kernel is not the CPU's");
@@ -281,6 +285,7 @@ class CpuBatchNorm final : public BatchNormKernel {
   }
   Clamp act_;        // the fused activation's bounds
   Clamp gate_bf16_;  // its gate on the value before a bf16 store (act::rounded_gate)
+  FastPaths fast_;   // the context's, when this kernel was made
   // The last training forward's coefficients y = x·a + b (with a fused activation), for its
   // backward; fwd_mean_ names the saved statistics they go with (nullptr: none kept).
   std::vector<float> fwd_a_, fwd_b_;

@@ -9,7 +9,7 @@
 namespace trainer {
 
 CpuContext::CpuContext(Device d, const ContextOptions& o)
-    : OpContext(d, o.precision), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+    : OpContext(d, o.precision, o.fast), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
   int hw = int(std::thread::hardware_concurrency());
   threads_ = o.threads > 0 ? o.threads : (hw > 0 ? hw : 1);
   // oneDNN's bf16 convolutions and matmuls need AVX-512 (native with AVX512_BF16, emulated on

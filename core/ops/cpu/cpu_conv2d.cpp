@@ -9,10 +9,12 @@ namespace {
 
 class CpuConv2d final : public Conv2dKernel {
  public:
-  CpuConv2d(OpContext& ctx, const Conv2dParams& p) : Conv2dKernel(ctx, p), conv_(cpu_context(ctx), config(p)) {}
+  CpuConv2d(OpContext& ctx, const Conv2dParams& p)
+      : Conv2dKernel(ctx, p), conv_(cpu_context(ctx), config(p)), add_dx_(ctx.fast_paths().has(FastPath::AddDx)) {}
   // A 1x1 window at stride 1: the input gradient is a forward 1x1 convolution of dy, which oneDNN
-  // runs with a sum post-op (its backward-data primitive cannot add).
-  bool adds_dx() const override { return p_.kh == 1 && p_.kw == 1 && p_.sh == 1 && p_.sw == 1; }
+  // runs with a sum post-op (its backward-data primitive cannot add). With the add_dx fast path
+  // off, the executor sums the input gradients written alone instead.
+  bool adds_dx() const override { return add_dx_ && p_.kh == 1 && p_.kw == 1 && p_.sh == 1 && p_.sw == 1; }
 
  private:
   // Activations (x, y, dy, dx) are all f32 or all bf16, which decides the compute type (see
@@ -35,6 +37,7 @@ class CpuConv2d final : public Conv2dKernel {
   }
 
   cpu::OnednnConv conv_;
+  bool add_dx_;
 };
 
 static RegisterKernel<Conv2dKernel, CpuConv2d> reg(DeviceKind::CPU);

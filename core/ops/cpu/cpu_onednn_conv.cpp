@@ -23,20 +23,13 @@ void make_reorder(CpuContext& c, const memory::desc& from, const memory::desc& t
 
 bool empty_output(const ConvGeometry& g) { return g.n == 0 || g.oh == 0 || g.ow == 0 || g.oc == 0; }
 
-// Whether an f32 1x1 convolution at stride 1 without padding runs as GEMMs (OnednnConv::Plan::
-// gemm_1x1). Measured on a 2-core Zen 4, 2 threads, caches flushed before each call (as a step
-// finds its tensors), forward ms oneDNN / sgemm: 96->32 on 32x32x64 3.16 / 2.39, 64->32 1.86 / 1.30,
-// 160->112 on 15x15x64 2.94 / 2.80, 160->48 1.40 / 1.27, 336->176 on 7x7x64 1.85 / 1.72; the input
-// gradient 15.2 / 14.2 ms over the eight shapes (2.70 / 2.11 at 96->32; from 7% slower at 64->32 to
-// 12% faster at 160->48). TRAINER_CONV_1X1=onednn
-// keeps oneDNN's kernels (for A/B runs on another CPU); read once, when the first plan is made.
-bool gemm_1x1_preferred() {
-  static const bool onednn = [] {
-    const char* e = std::getenv("TRAINER_CONV_1X1");
-    return e && std::strcmp(e, "onednn") == 0;
-  }();
-  return !onednn;
-}
+// f32 1x1 convolutions at stride 1 without padding run as GEMMs (OnednnConv::Plan::gemm_1x1) where
+// the context's conv_1x1 fast path is on. Measured on a 2-core Zen 4, 2 threads, caches flushed
+// before each call (as a step finds its tensors), forward ms oneDNN / sgemm: 96->32 on 32x32x64
+// 3.16 / 2.39, 64->32 1.86 / 1.30, 160->112 on 15x15x64 2.94 / 2.80, 160->48 1.40 / 1.27, 336->176
+// on 7x7x64 1.85 / 1.72; the input gradient 15.2 / 14.2 ms over the eight shapes (2.70 / 2.11 at
+// 96->32; from 7% slower at 64->32 to 12% faster at 160->48). TRAINER_FAST_PATHS=-conv_1x1 (or the
+// older TRAINER_CONV_1X1=onednn) keeps oneDNN's kernels, the reference the GEMMs are tested against.
 
 }  // namespace
 
@@ -159,7 +152,7 @@ OnednnConv::Plan OnednnConv::make_plan(const ConvGeometry& g, DType compute) {
   const bool window_1x1 = cfg_.kh == 1 && cfg_.kw == 1 && cfg_.sh == 1 && cfg_.sw == 1;
   const bool unpadded = g.pt == 0 && g.pb == 0 && g.pl == 0 && g.pr == 0;
   pl.gemm_1x1 = compute == DType::F32 && !cfg_.depthwise && cfg_.user_w_tag == tag::hwio && window_1x1 && unpadded &&
-                gemm_1x1_preferred();
+                c_.fast_paths().has(FastPath::Conv1x1);
   if (pl.gemm_1x1) return pl;  // the backward weights' oneDNN primitive, where used, takes fwd_pd as its hint
   pl.fwd = dnnl::convolution_forward(pl.fwd_pd);
   make_reorder(c_, pl.user_w_md, pl.fwd_pd.weights_desc(), pl.w_to_fwd, pl.w_fwd, pl.fwd_pd.weights_desc());
@@ -199,7 +192,8 @@ void OnednnConv::make_bwd_add(Plan& pl) {
 void OnednnConv::make_bwd_weights(Plan& pl, const ConvGeometry& g) {
   const DType t = pl.src_md.data_type() == dt::bf16 ? DType::BF16 : DType::F32;
   const ConvWgrad::Window w{int(cfg_.kh), int(cfg_.kw), int(cfg_.sh), int(cfg_.sw), int(cfg_.dh), int(cfg_.dw)};
-  if (!cfg_.depthwise && ConvWgrad::available(t) && ConvWgrad::preferred(t, g, w)) {
+  const bool ours = c_.fast_paths().has(FastPath::ConvWgrad);  // off: oneDNN's, the reference
+  if (ours && !cfg_.depthwise && ConvWgrad::available(t) && ConvWgrad::preferred(t, g, w)) {
     pl.own_bwd_w = std::make_unique<ConvWgrad>(c_, g, w, t);
     pl.have_bwd_weights = true;
     return;

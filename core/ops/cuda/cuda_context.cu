@@ -165,7 +165,7 @@ size_t CudaAllocator::cached_bytes() const {
 // CudaContext
 
 CudaContext::CudaContext(Device d, const ContextOptions& o)
-    : OpContext(d, o.precision),
+    : OpContext(d, o.precision, o.fast),
       index_(d.index),
       workspace_mb_(std::max<int64_t>(o.workspace_mb, 0)),
       tf32_(o.tf32) {

@@ -1,0 +1,51 @@
+// FastPaths: which of the backends' fast paths a context takes, each beside the slower reference path that computes the same thing.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace trainer {
+
+// Every fast path below was added for speed and keeps a reference path beside it; with the path off
+// the reference runs. Tests compare the two on random inputs (tests/unit/ops/fastpath_*_test.cpp,
+// tests/unit/core/fast_paths_training_test.cpp); users turn them off to rule them out
+// (TRAINER_FAST_PATHS, README "Fast paths"). The names are those of TRAINER_FAST_PATHS.
+enum class FastPath : uint32_t {
+  ConvWgrad = 1u << 0,   // conv_wgrad: plain convolutions' weight gradients from our AVX-512 kernel (else oneDNN's)
+  Conv1x1 = 1u << 1,     // conv_1x1: f32 1x1 convolutions at stride 1 as GEMMs (else oneDNN's convolution)
+  AddDx = 1u << 2,       // add_dx: a 1x1 convolution adds its input gradient into a shared one (else the executor sums)
+  BnGate = 1u << 3,      // bn_gate: batch norm's backward decides its fused activation's gate from x (else reads y)
+  BnSiblings = 1u << 4,  // bn_siblings: batch norms filling one concat run as one pass (else one by one)
+  Slices = 1u << 5,      // slices: a concat's inputs written in place as its channel slices (else copied)
+  BnAct = 1u << 6,       // bn_act: batch norm applies the ReLU/ReLU6 that follows it (else the activation layer runs)
+};
+
+class FastPaths {
+ public:
+  static constexpr uint32_t kAll = (1u << 7) - 1;
+  static FastPaths all() { return FastPaths(kAll); }
+  static FastPaths none() { return FastPaths(0); }
+  // A spec: comma-separated items applied left to right from all: "all", "none", a name (on) or
+  // "-name" (off). E.g. "none,conv_wgrad" (only that one), "-slices,-bn_siblings". Throws
+  // std::invalid_argument naming the unknown item and the known names.
+  static FastPaths parse(std::string_view spec);
+  // TRAINER_FAST_PATHS (unset: all), then the older single switches: TRAINER_CONV_1X1=onednn turns
+  // conv_1x1 off, TRAINER_CONV_WGRAD=onednn conv_wgrad (=ours forces our kernel where the rule
+  // would not take it: ConvWgrad::preferred).
+  static FastPaths from_env();
+
+  bool has(FastPath p) const { return (on_ & uint32_t(p)) != 0; }
+  FastPaths with(FastPath p, bool on) const { return FastPaths(on ? on_ | uint32_t(p) : on_ & ~uint32_t(p)); }
+  uint32_t bits() const { return on_; }
+  bool operator==(const FastPaths& o) const { return on_ == o.on_; }
+  // "all", "none", or the names that are on ("conv_wgrad,bn_gate").
+  std::string str() const;
+
+  static const char* name(FastPath p);
+
+ private:
+  explicit FastPaths(uint32_t on) : on_(on) {}
+  uint32_t on_;
+};
+
+}  // namespace trainer

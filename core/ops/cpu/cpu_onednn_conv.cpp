@@ -1,9 +1,11 @@
 // oneDNN convolution shared by the CPU conv2d and depthwise conv2d kernels (see cpu_onednn_conv.h).
 #include "core/ops/cpu/cpu_onednn_conv.h"
 
-#include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
+
+#include "core/ops/cpu/cpu_bf16.h"
 
 namespace trainer::cpu {
 namespace {
@@ -90,6 +92,11 @@ void OnednnConv::backward(const ConvGeometry& g, const Tensor& x, const Tensor& 
   if (pl.own_bwd_w) {
     s.wait();  // dx's primitive, before the kernel's own OpenMP team
     pl.own_bwd_w->run(x, dy, dw, cfg_.bias ? &db : nullptr);
+    return;
+  }
+  if (pl.sampled_1x1) {
+    s.wait();
+    sampled_1x1_wgrad(pl, g, x, dy, dw, db);
     return;
   }
   memory user_dw = mem(pl.user_w_md, eng, dw.data());
@@ -198,6 +205,19 @@ void OnednnConv::make_bwd_weights(Plan& pl, const ConvGeometry& g) {
     pl.have_bwd_weights = true;
     return;
   }
+  // oneDNN 2.7's 1x1 backward-weights kernels (jit_1x1) write past their "reduce to unit stride"
+  // workspace for a strided window over NHWC input with fewer input channels than their block (8
+  // on AVX2, 16 on AVX-512): wrong weight gradients in about half the calls, hangs and crashes
+  // (uxlfoundation/oneDNN#6035). Found here on AVX2 by tests/unit/ops/fastpath_conv_test.cpp, which
+  // checks the reference paths against float64 on random windows too. Those windows take the rows
+  // they read and one GEMM instead.
+  if (!cfg_.depthwise && cfg_.kh == 1 && cfg_.kw == 1 && (cfg_.sh > 1 || cfg_.sw > 1) && g.ic < 16) {
+    const int64_t rows = g.n * g.oh * g.ow;
+    pl.sampled = c_.empty({rows * (g.ic + (t == DType::BF16 ? g.oc : 0))});
+    pl.sampled_1x1 = true;
+    pl.have_bwd_weights = true;
+    return;
+  }
   memory::desc any_w(pl.wdims, dt::f32, tag::any);  // f32 gradients in either precision
   auto alg = dnnl::algorithm::convolution_direct;
   auto d = cfg_.bias ? dnnl::convolution_backward_weights::desc(alg, pl.src_md, any_w, pl.bias_md, pl.dst_md,
@@ -209,6 +229,37 @@ void OnednnConv::make_bwd_weights(Plan& pl, const ConvGeometry& g) {
   make_reorder(c_, pl.bwd_w_pd.diff_weights_desc(), pl.user_w_md, pl.dw_to_user, pl.dw_buf,
                pl.bwd_w_pd.diff_weights_desc());
   pl.have_bwd_weights = true;
+}
+
+// dw [IC, OC] = Xᵀ·DY over the R = N·OH·OW output positions, X the input rows a strided 1x1 window
+// reads (a 1x1 window is never padded), and db = Σ DY over the rows in order; in f32 (bf16 values
+// widen exactly), one sgemm.
+void OnednnConv::sampled_1x1_wgrad(Plan& pl, const ConvGeometry& g, const Tensor& x, const Tensor& dy, Tensor& dw,
+                                   Tensor& db) {
+  const int64_t rows = g.n * g.oh * g.ow;
+  float* xs = pl.sampled.f32();
+  float* dys = x.dtype() == DType::BF16 ? xs + rows * g.ic : nullptr;
+  const int64_t sh = cfg_.sh, sw = cfg_.sw;
+  dispatch_float("conv2d", "x", x, [&](auto type) {
+    using T = decltype(type);
+    const T* xp = x.as<T>();
+    const T* dyp = dy.as<T>();
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t n = r / (g.oh * g.ow), oh = r / g.ow % g.oh, ow = r % g.ow;
+      const T* src = xp + ((n * g.ih + oh * sh) * g.iw + ow * sw) * g.ic;
+      for (int64_t c = 0; c < g.ic; ++c) xs[r * g.ic + c] = to_f32(src[c]);
+      if (dys)
+        for (int64_t o = 0; o < g.oc; ++o) dys[r * g.oc + o] = to_f32(dyp[r * g.oc + o]);
+    }
+  });
+  const float* d = dys ? dys : dy.f32();
+  sgemm("conv2d", 'T', 'N', g.ic, g.oc, rows, xs, g.ic, d, g.oc, 0.0f, dw.f32(), g.oc);
+  if (!cfg_.bias) return;
+  float* b = db.f32();
+  std::fill(b, b + g.oc, 0.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < g.oc; ++o) b[o] += d[r * g.oc + o];
 }
 
 }  // namespace trainer::cpu

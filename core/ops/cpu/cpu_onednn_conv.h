@@ -76,6 +76,10 @@ class OnednnConv {
 
     bool have_bwd_weights = false;
     std::unique_ptr<ConvWgrad> own_bwd_w;  // plain convolutions where ConvWgrad::available
+    // Strided 1x1 windows with few input channels, where oneDNN 2.7's kernel is wrong (see
+    // make_bwd_weights): the input rows the window reads and, in bf16, dy widened to f32.
+    bool sampled_1x1 = false;
+    Tensor sampled;
     dnnl::convolution_backward_weights::primitive_desc bwd_w_pd;
     dnnl::convolution_backward_weights bwd_w;
     dnnl::reorder dw_to_user;
@@ -87,6 +91,7 @@ class OnednnConv {
   void make_bwd_data(Plan& pl);
   void make_bwd_add(Plan& pl);
   void make_bwd_weights(Plan& pl, const ConvGeometry& g);
+  void sampled_1x1_wgrad(Plan& pl, const ConvGeometry& g, const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db);
   dnnl::memory weights(const dnnl::memory::desc& user_md, const Tensor& w, const dnnl::reorder& r, Tensor& buf,
                        const dnnl::memory::desc& md);
 

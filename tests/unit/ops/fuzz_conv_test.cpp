@@ -1,0 +1,201 @@
+// Convolutions (plain and depthwise) on random windows with random fast paths, 1-4 threads, against float64: exact values bit for bit, wide values within their bound.
+//
+// Where fastpath_conv_test.cpp compares each fast path with its reference path, this checks every
+// path — the references included — against the float64 reference: forward, input gradient
+// (written, or added in place), weight and bias gradients. It found oneDNN 2.7's wrong 1x1
+// backward-weights on strided windows with few input channels (uxlfoundation/oneDNN#6035), which
+// OnednnConv now avoids; the last case below keeps that shape.
+#include <cmath>
+#include <sstream>
+
+#include "../cpu_bf16.h"
+#include "core/ops/conv2d.h"
+#include "core/ops/depthwise_conv2d.h"
+#include "fastpath_fuzz.h"
+
+using namespace trainer;
+using namespace trainer::test;
+namespace fz = trainer::test::fuzz;
+namespace b16 = trainer::test::bf16_check;
+
+namespace {
+
+struct Window {
+  int64_t n, h, w, c, f;  // f: output channels (depthwise: c · multiplier)
+  int kh, kw, sh, sw, dh, dw, multiplier;  // multiplier 0: a plain convolution
+  Padding pad;
+  bool bias;
+  std::string str() const {
+    std::ostringstream o;
+    o << (multiplier ? "depthwise x " : "conv x ") << n << "x" << h << "x" << w << "x" << c << " -> " << f << ", "
+      << kh << "x" << kw << " stride " << sh << "x" << sw << " dilation " << dh << "x" << dw << " "
+      << padding_name(pad) << (bias ? ", bias" : "");
+    return o.str();
+  }
+};
+
+Window random_window(std::mt19937_64& rng) {
+  for (;;) {
+    Window k{};
+    k.multiplier = std::bernoulli_distribution(0.3)(rng) ? int(uniform_int(rng, 1, 3)) : 0;
+    k.n = uniform_int(rng, 1, 6);
+    k.h = uniform_int(rng, 1, 20), k.w = uniform_int(rng, 1, 20);
+    k.c = std::bernoulli_distribution(0.3)(rng) ? uniform_int(rng, 1, 4) : uniform_int(rng, 5, 80);
+    k.f = k.multiplier ? k.c * k.multiplier : uniform_int(rng, 1, 70);
+    k.kh = int(uniform_int(rng, 1, 5)), k.kw = std::bernoulli_distribution(0.7)(rng) ? k.kh : int(uniform_int(rng, 1, 5));
+    k.sh = int(uniform_int(rng, 1, 3)), k.sw = std::bernoulli_distribution(0.7)(rng) ? k.sh : int(uniform_int(rng, 1, 3));
+    k.dh = std::bernoulli_distribution(0.8)(rng) ? 1 : int(uniform_int(rng, 2, 3));
+    k.dw = std::bernoulli_distribution(0.8)(rng) ? k.dh : int(uniform_int(rng, 1, 3));
+    k.pad = std::bernoulli_distribution(0.5)(rng) ? Padding::Same : Padding::Valid;
+    k.bias = std::bernoulli_distribution(0.6)(rng);
+    const Window1d wh = window_1d(k.h, k.kh, k.sh, k.dh, k.pad), ww = window_1d(k.w, k.kw, k.sw, k.dw, k.pad);
+    const int64_t macs = k.n * wh.out * ww.out * k.kh * k.kw * (k.multiplier ? k.multiplier : k.c * k.f);
+    if (wh.out > 0 && ww.out > 0 && macs <= 1'500'000) return k;
+  }
+}
+
+// One convolution's forward and backward on one context; dx added to dx0 where the kernel adds
+// (a 1x1 plain convolution with add_dx on), else written alone and summed here as the executor does.
+struct Out {
+  ref::Vec y, dx, dw, db;
+  bool added = false;
+};
+
+Out run(OpContext& c, const Window& k, DType t, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& dy,
+        const ref::Vec& dx0) {
+  Out o;
+  Tensor y = b16::nan_of(dy.shape(), t), dx = b16::nan_of(x.shape(), t);
+  Tensor dw = b16::nan_of(w.shape(), DType::F32), db = b16::nan_of({k.f}, DType::F32);
+  Tensor bias = k.bias ? b : Tensor(), dbt = k.bias ? db : Tensor();
+  if (k.multiplier) {
+    DepthwiseConv2dParams p{k.multiplier, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, k.pad, k.bias};
+    auto conv = make_kernel<DepthwiseConv2dKernel>(c, p);
+    conv->forward(x, w, bias, y);
+    conv->backward(x, w, dy, dx, dw, dbt);
+  } else {
+    Conv2dParams p{k.f, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, k.pad, k.bias};
+    auto conv = make_kernel<Conv2dKernel>(c, p);
+    conv->forward(x, w, bias, y);
+    o.added = conv->adds_dx();
+    if (o.added) dx = b16::make(x.shape(), t, dx0);
+    conv->backward(x, w, dy, dx, dw, dbt, o.added);
+  }
+  o.y = b16::values(y), o.dx = b16::values(dx), o.dw = b16::values(dw);
+  if (!o.added)
+    for (size_t i = 0; i < o.dx.size(); ++i) o.dx[i] = b16::round_to(t, double(float(o.dx[i]) + float(dx0[i])));
+  if (k.bias) o.db = b16::values(db);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("convolutions, every path: random windows, fast paths and 1-4 threads against float64, exact values bit for bit") {
+  fz::Budget budget(300);
+  fz::Tally exact_tally{"convolutions against float64 (every path)"};
+  std::vector<DType> types = {DType::F32};
+  if (cpu_bf16_refusal().empty()) types.push_back(DType::BF16);
+  for (int64_t i = 0; budget.more(i); ++i) {
+    if (budget.skip(i)) continue;
+    std::mt19937_64 rng = budget.rng(i, 3);
+    const Window k = random_window(rng);
+    const DType t = types[size_t(uniform_int(rng, 0, int64_t(types.size()) - 1))];
+    const int threads = fz::threads(rng);
+    const int choice = int(uniform_int(rng, 0, 2));
+    const FastPaths fast = choice == 0 ? FastPaths::none() : choice == 1 ? FastPaths::all()
+                                                          : FastPaths::parse("none")
+                                                                .with(FastPath::ConvWgrad, uniform_int(rng, 0, 1))
+                                                                .with(FastPath::Conv1x1, uniform_int(rng, 0, 1))
+                                                                .with(FastPath::AddDx, uniform_int(rng, 0, 1));
+    const bool exact = std::bernoulli_distribution(0.5)(rng);
+    INFO("case " << i << ": " << k.str() << ", " << dtype_name(t) << ", " << threads << " thread(s), fast paths "
+                 << fast.str() << ", " << (exact ? "exact" : "wide") << " values; " << budget.repro(i));
+    const Window1d wh = window_1d(k.h, k.kh, k.sh, k.dh, k.pad), ww = window_1d(k.w, k.kw, k.sw, k.dw, k.pad);
+    const Shape xs{k.n, k.h, k.w, k.c}, ys{k.n, wh.out, ww.out, k.f};
+    const Shape ws = k.multiplier ? Shape{k.kh, k.kw, k.c, k.multiplier} : Shape{k.kh, k.kw, k.c, k.f};
+    auto values = [&](const Shape& s, DType vt, int lo, int hi, bool gated) {
+      return exact ? fz::exact_values(size_t(s.numel()), rng) : fz::wide_values(size_t(s.numel()), rng, vt, lo, hi, gated);
+    };
+    // Weights and bias as bf16 holds them when t is bf16 (oneDNN converts the f32 master weights),
+    // so that the float64 reference multiplies the same values.
+    const ref::Vec xv = values(xs, t, -30, 3, true), wv = values(ws, t, -8, 1, false), bv = values({k.f}, t, -8, 1, false);
+    const ref::Vec dyv = values(ys, t, -60, 0, true), dx0 = values(xs, t, -60, 0, true);
+    const Tensor x = b16::make(xs, t, xv), w = b16::make(ws, DType::F32, wv), b = b16::make({k.f}, DType::F32, bv);
+    const Tensor dy = b16::make(ys, t, dyv);
+    const Out o = run(fz::cpu_context_for(threads, t == DType::BF16 ? Precision::BF16 : Precision::FP32, fast), k, t,
+                      x, w, b, dy, dx0);
+
+    ref::ConvDims d{k.n, k.h, k.w, k.c, wh.out, ww.out, k.f, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, int(wh.pad_before),
+                    int(ww.pad_before)};
+    ref::Vec ax = xv, aw = wv, ady = dyv, ab = bv;
+    for (ref::Vec* v : {&ax, &aw, &ady, &ab})
+      for (double& e : *v) e = std::fabs(e);
+    ref::Vec ry, my, rdx, rdw, rdb, mdx, mdw, mdb;
+    if (k.multiplier) {
+      ry = ref::depthwise_conv2d_forward(d, xv, wv, k.bias ? &bv : nullptr);
+      my = ref::depthwise_conv2d_forward(d, ax, aw, k.bias ? &ab : nullptr);
+      ref::depthwise_conv2d_backward(d, xv, wv, dyv, rdx, rdw, rdb);
+      ref::depthwise_conv2d_backward(d, ax, aw, ady, mdx, mdw, mdb);
+    } else {
+      ry = ref::conv2d_forward(d, xv, wv, k.bias ? &bv : nullptr);
+      my = ref::conv2d_forward(d, ax, aw, k.bias ? &ab : nullptr);
+      ref::conv2d_backward(d, xv, wv, dyv, rdx, rdw, rdb);
+      ref::conv2d_backward(d, ax, aw, ady, mdx, mdw, mdb);
+    }
+    for (size_t j = 0; j < rdx.size(); ++j) rdx[j] += dx0[j], mdx[j] += std::fabs(dx0[j]);
+    // Bounds: a sum of K terms in any order, γ(K + 2)·Σ|terms| (K: the window's products per output
+    // (+ bias); per input for dx (+ dx0); N·OH·OW per weight for dw and db), in bf16 plus the store's
+    // rounding of y and dx (2^-8, twice for dx written and then summed) and AVX512-BF16's flush of
+    // results below 2^-126 per term. Exact values in f32: no rounding at all, so bound 0.
+    const int64_t taps = k.kh * k.kw * (k.multiplier ? 1 : k.c), per_in = taps * k.f, rows = k.n * wh.out * ww.out;
+    const bool f32_exact = exact && t == DType::F32;
+    const double ub = t == DType::BF16 ? 0x1p-8 : 0.0, flush = t == DType::BF16 ? 0x1p-126 : 0.0;
+    auto bound = [&](const ref::Vec& mag, int64_t terms, double store) {
+      ref::Vec bd(mag.size());
+      for (size_t j = 0; j < mag.size(); ++j)
+        bd[j] = f32_exact ? 0.0 : (fz::gamma(terms + 2) + store) * mag[j] * (1 + store) + double(terms) * flush;
+      return bd;
+    };
+    double worst = 0;
+    auto check = [&](const char* what, const ref::Vec& got, const ref::Vec& want, const ref::Vec& bd) {
+      const fz::Fit f = fz::fit(got, want, bd);
+      INFO(what << ": " << f.outside << " of " << want.size() << " elements outside the bound (worst " << f.worst
+                << " of it)");
+      CHECK(f.outside == 0);
+      if (!f32_exact) worst = std::max(worst, f.worst);
+    };
+    check("y", o.y, ry, bound(my, taps + 1, ub));
+    check("dx", o.dx, rdx, bound(mdx, per_in + 1, 2 * ub));
+    check("dw", o.dw, rdw, bound(mdw, rows, 0.0));
+    if (k.bias) check("db", o.db, rdb, bound(mdb, rows, 0.0));
+    if (f32_exact)
+      exact_tally.exact(threads, worst);
+    else
+      exact_tally.wide(threads, worst, "case " + std::to_string(i));
+  }
+  exact_tally.report(budget);
+}
+
+TEST_CASE("conv2d: strided 1x1 weight gradients with few input channels are right on every call, 1-4 threads (oneDNN#6035)") {
+  // oneDNN 2.7's jit_1x1 backward-weights got about half of such calls wrong on AVX2 with 2
+  // threads (10 x 23 x 8 x 5, 31 filters, stride 1x2), nondeterministically: the same call 20 times.
+  Conv2dParams p{31, 1, 1, 1, 2, 1, 1, Padding::Same, true};
+  const ConvGeometry g = conv2d_geometry({10, 23, 8, 5}, p);
+  std::mt19937_64 rng(7);
+  const Shape xs{10, 23, 8, 5}, ys{10, g.oh, g.ow, 31}, ws = conv2d_weight_shape(5, p);
+  const ref::Vec xv = fz::exact_values(size_t(xs.numel()), rng), dyv = fz::exact_values(size_t(ys.numel()), rng);
+  ref::ConvDims d{10, 23, 8, 5, g.oh, g.ow, 31, 1, 1, 1, 2, 1, 1, g.pt, g.pl};
+  ref::Vec zero(size_t(ws.numel()), 0.0), dx, rw, rb;
+  ref::conv2d_backward(d, xv, zero, dyv, dx, rw, rb);
+  const Tensor x = from_vec(xs, xv), dy = from_vec(ys, dyv), w = from_vec(ws, zero);
+  for (int threads = 1; threads <= 4; ++threads) {
+    auto conv = make_kernel<Conv2dKernel>(fz::cpu_context_for(threads, Precision::FP32, FastPaths::none()), p);
+    int wrong = 0;
+    for (int r = 0; r < 20; ++r) {
+      Tensor dw = b16::nan_of(ws, DType::F32), db = b16::nan_of({31}, DType::F32), none;
+      conv->backward(x, w, dy, none, dw, db);
+      wrong += fz::max_diff(to_vec(dw), rw) != 0 || fz::max_diff(to_vec(db), rb) != 0;
+    }
+    INFO(threads << " thread(s): " << wrong << " of 20 calls wrong");
+    CHECK(wrong == 0);
+  }
+}

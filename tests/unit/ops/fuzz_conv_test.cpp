@@ -89,7 +89,7 @@ Out run(OpContext& c, const Window& k, DType t, const Tensor& x, const Tensor& w
 
 }  // namespace
 
-TEST_CASE("convolutions, every path: random windows, fast paths and 1-4 threads against float64, exact values bit for bit") {
+TEST_CASE("convolutions, every path: random windows, fast paths and 1-4 threads against float64, exact values bit for bit", "[fuzz]") {
   fz::Budget budget(300);
   fz::Tally exact_tally{"convolutions against float64 (every path)"};
   std::vector<DType> types = {DType::F32};

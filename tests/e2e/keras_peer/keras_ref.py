@@ -17,6 +17,53 @@ except Exception as e:  # noqa: BLE001 - any import failure is a skip (exit 77: 
 torch.set_default_dtype(torch.float64)  # the references compute in float64
 
 
+# --- bf16's rounding as a perturbation model (the peer suite's bf16 bounds, layers.py). Under
+# `precision: bf16` trainer stores each activation and activation gradient in bf16 and converts the
+# f32 weights (and its inputs) to bf16 where a convolution or a dense layer multiplies: each such
+# value is its float64 value times (1 + e) with |e| <= 2^-8, bf16's unit roundoff. With rounding(g)
+# set, every function below perturbs exactly there by an e drawn uniformly from that range by the
+# generator g (forward: the stored value; backward: the gradient through it, rounded once more
+# where it is stored), so that a few such runs show how far bf16's roundings can move each tensor's
+# update; rounding(None) turns it off (exact float64).
+BF16_U = 2.0 ** -8
+_round = None
+
+
+def rounding(gen):
+    global _round
+    _round = gen
+
+
+def _e(t):
+    return (torch.rand(t.shape, generator=_round, dtype=torch.float64) * 2 - 1) * BF16_U
+
+
+class _Stored(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, e_fwd, e_bwd):
+        ctx.save_for_backward(e_fwd, e_bwd)
+        return x * (1 + e_fwd)
+
+    @staticmethod
+    def backward(ctx, g):
+        e_fwd, e_bwd = ctx.saved_tensors
+        return g * (1 + e_fwd) * (1 + e_bwd), None, None
+
+
+def q(x):
+    """An activation stored in bf16 (and its gradient, stored in bf16 too), under rounding()."""
+    if _round is None or not torch.is_floating_point(x):
+        return x
+    return _Stored.apply(x, _e(x), _e(x))
+
+
+def qw(w):
+    """A weight (f32) converted to bf16 where it is multiplied, under rounding()."""
+    if _round is None:
+        return w
+    return w * (1 + _e(w))
+
+
 def same_pads(n, k, s, d=1):
     # TensorFlow's 'same' (tf.nn.conv2d, tf.nn.pool; keras/src/backend/tensorflow/nn.py passes the
     # padding string through): out = ceil(n / s), total = max((out - 1)·s + (k - 1)·d + 1 - n, 0),
@@ -41,9 +88,10 @@ def conv2d(x, kernel, bias=None, strides=(1, 1), padding="valid", dilation=(1, 1
     kh, kw, cin, cout = kernel.shape
     if padding == "same":
         x = _pad_same(x, kh, kw, strides[0], strides[1], dilation[0], dilation[1], symmetric=symmetric)
+    kernel = qw(kernel)
     w = kernel.reshape(cout, cin, kh, kw) if raw_layout else kernel.permute(3, 2, 0, 1)  # raw: a control
-    y = F.conv2d(x.permute(0, 3, 1, 2), w, bias, stride=strides, dilation=dilation)
-    return y.permute(0, 2, 3, 1)
+    y = F.conv2d(q(x).permute(0, 3, 1, 2), w, bias, stride=strides, dilation=dilation)
+    return q(y.permute(0, 2, 3, 1))
 
 
 def depthwise_conv2d(x, kernel, bias=None, strides=(1, 1), padding="valid", dilation=(1, 1)):
@@ -52,16 +100,16 @@ def depthwise_conv2d(x, kernel, bias=None, strides=(1, 1), padding="valid", dila
     kh, kw, c, m = kernel.shape
     if padding == "same":
         x = _pad_same(x, kh, kw, strides[0], strides[1], dilation[0], dilation[1])
-    w = kernel.permute(2, 3, 0, 1).reshape(c * m, 1, kh, kw)
-    y = F.conv2d(x.permute(0, 3, 1, 2), w, bias, stride=strides, dilation=dilation, groups=c)
-    return y.permute(0, 2, 3, 1)
+    w = qw(kernel).permute(2, 3, 0, 1).reshape(c * m, 1, kh, kw)
+    y = F.conv2d(q(x).permute(0, 3, 1, 2), w, bias, stride=strides, dilation=dilation, groups=c)
+    return q(y.permute(0, 2, 3, 1))
 
 
 def max_pool2d(x, pool, strides, padding="valid"):
     # keras.layers.MaxPooling2D: 'same' pads as TensorFlow (padding never wins a maximum).
     if padding == "same":
         x = _pad_same(x, pool[0], pool[1], strides[0], strides[1], value=-math.inf)
-    return F.max_pool2d(x.permute(0, 3, 1, 2), pool, strides).permute(0, 2, 3, 1)
+    return q(F.max_pool2d(x.permute(0, 3, 1, 2), pool, strides).permute(0, 2, 3, 1))
 
 
 def avg_pool2d(x, pool, strides, padding="valid", count_padding=False):
@@ -73,11 +121,11 @@ def avg_pool2d(x, pool, strides, padding="valid", count_padding=False):
         ones = _pad_same(ones, pool[0], pool[1], strides[0], strides[1], value=1.0 if count_padding else 0.0)
     s = F.avg_pool2d(x.permute(0, 3, 1, 2), pool, strides, divisor_override=1)
     n = F.avg_pool2d(ones.permute(0, 3, 1, 2), pool, strides, divisor_override=1)
-    return (s / n).permute(0, 2, 3, 1)
+    return q((s / n).permute(0, 2, 3, 1))
 
 
 def global_avg_pool2d(x):
-    return x.mean(dim=(1, 2))
+    return q(x.mean(dim=(1, 2)))
 
 
 def zero_pad2d(x, top, bottom, left, right):
@@ -93,8 +141,9 @@ def flatten(x, channels_first=False):
 
 
 def dense(x, kernel, bias=None):
-    # keras.layers.Dense: kernel [in, out] (PyTorch's Linear weight is [out, in]).
-    y = x @ kernel
+    # keras.layers.Dense: kernel [in, out] (PyTorch's Linear weight is [out, in]). Under bf16
+    # trainer converts both operands inside the kernel and keeps the output in f32.
+    y = q(x) @ qw(kernel)
     return y + bias if bias is not None else y
 
 
@@ -109,7 +158,7 @@ def batchnorm_train(x, gamma, beta, state, momentum, epsilon, unbiased=False, fl
     axes = tuple(range(x.dim() - 1))
     mean = x.mean(dim=axes)
     var = ((x - mean) ** 2).mean(dim=axes)
-    y = (x - mean) / torch.sqrt(var + epsilon) * gamma + beta
+    y = q((x - mean) / torch.sqrt(var + epsilon) * gamma + beta)
     m = x.numel() // x.shape[-1]
     v = var.detach() * (m / (m - 1) if unbiased and m > 1 else 1.0)
     k = 1.0 - momentum if flipped_momentum else momentum
@@ -119,7 +168,7 @@ def batchnorm_train(x, gamma, beta, state, momentum, epsilon, unbiased=False, fl
 
 
 def batchnorm_infer(x, gamma, beta, state, epsilon):
-    return (x - state["moving_mean"]) / torch.sqrt(state["moving_variance"] + epsilon) * gamma + beta
+    return q((x - state["moving_mean"]) / torch.sqrt(state["moving_variance"] + epsilon) * gamma + beta)
 
 
 def lstm(x, kernel, recurrent, bias, return_sequences, gates="ifco"):
@@ -147,11 +196,11 @@ def lstm(x, kernel, recurrent, bias, return_sequences, gates="ifco"):
     return torch.stack(out, dim=1) if return_sequences else h
 
 
-ACTIVATIONS = {
+ACTIVATIONS = {  # relu and relu6 of a bf16 value are bf16 values: no rounding
     "relu": torch.relu,
     "relu6": lambda v: torch.clamp(v, 0.0, 6.0),  # keras.layers.ReLU(max_value=6)
-    "sigmoid": torch.sigmoid,
-    "tanh": torch.tanh,
+    "sigmoid": lambda v: q(torch.sigmoid(v)),
+    "tanh": lambda v: q(torch.tanh(v)),
     "linear": lambda v: v,
 }
 

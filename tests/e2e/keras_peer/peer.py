@@ -12,6 +12,9 @@ import subprocess
 import numpy as np
 
 TOL = 1e-4
+# TRAINER_PEER_THREADS=n: trainer runs with --threads n (the C++ test runs every script at 1 and 2),
+# unless a case sets its own.
+THREADS = os.environ.get("TRAINER_PEER_THREADS", "")
 
 
 def write_safetensors(path, tensors):
@@ -48,6 +51,8 @@ def run_trainer(trainer, work, tag, cfg, args=()):
     with open(path, "w") as f:
         f.write(cfg)
     run_dir = os.path.join(work, "runs", tag)
+    if THREADS and "--threads" not in args:
+        args = [*args, "--threads", THREADS]
     r = subprocess.run([trainer, "run", path, "--run-dir", run_dir, *args], cwd=work, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"trainer failed ({r.returncode}) on {tag}:\n{r.stdout}\n{r.stderr}")

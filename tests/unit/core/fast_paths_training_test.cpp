@@ -24,37 +24,14 @@
 #include "core/io/config.h"
 #include "core/run/plan.h"
 #include "core/runtime/data_parallel/replica.h"
-#include "skip.h"
-#include "../cpu_bf16.h"
+#include "test_models.h"
 
 using namespace trainer;
 
 namespace {
 
 // MiniGoogLeNet's modules (conv_module, inception, downsample) at a small size; odd channel counts.
-const char* kMiniGoogLeNet = R"(
-model:
-  input: [12, 12, 3]
-  blocks:
-    conv_module:
-      params: {filters: null, kernel: 3, stride: 1, padding: same}
-      layers:
-        - {name: conv, type: conv2d, filters: $filters, kernel: $kernel, strides: $stride, padding: $padding}
-        - {name: bn, type: batchnorm}
-        - {name: relu, type: relu}
-    inception:
-      params: [k1x1, k3x3]
-      layers:
-        - {name: conv_1x1, type: conv_module, filters: $k1x1, kernel: 1, inputs: [$input]}
-        - {name: conv_3x3, type: conv_module, filters: $k3x3, kernel: 3, inputs: [$input]}
-        - {name: concat, type: concat, inputs: [conv_1x1, conv_3x3]}
-    downsample:
-      params: [filters]
-      layers:
-        - {name: conv_3x3, type: conv_module, filters: $filters, kernel: 3, stride: 2, padding: valid, inputs: [$input]}
-        - {name: pool, type: max_pool2d, pool: 3, strides: 2, inputs: [$input]}
-        - {name: concat, type: concat, inputs: [conv_3x3, pool]}
-  layers:
+const std::string kMiniGoogLeNet = std::string("model:\n  input: [12, 12, 3]\n") + test::kMiniGoogLeNetBlocks + R"(  layers:
     - {name: conv1, type: conv_module, filters: 24, kernel: 3}
     - {name: incep1, type: inception, k1x1: 8, k3x3: 17}
     - {name: incep2, type: inception, k1x1: 19, k3x3: 13}
@@ -160,7 +137,7 @@ struct Outcome {
   int compared = 0, flipped = 0;
 };
 
-Outcome compare(const char* yaml, int threads, int steps) {
+Outcome compare(const std::string& yaml, int threads, int steps) {
   const RunSpec e = read_run_spec(cfg::parse_document(yaml, "fast_paths.yaml", {}));
   TraineeSpec fast = trainee_spec(e), slow = trainee_spec(e);
   fast.context.fast = FastPaths::all();
@@ -220,7 +197,7 @@ Outcome compare(const char* yaml, int threads, int steps) {
   return o;
 }
 
-void run_model(const char* name, const char* yaml) {
+void run_model(const char* name, const std::string& yaml) {
   for (int threads : {1, 2, 3}) {
     const Outcome o = compare(yaml, threads, 10);
     WARN(name << ", " << threads << " thread(s), every fast path vs none, 10 teacher-forced steps: largest relative "

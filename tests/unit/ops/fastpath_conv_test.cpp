@@ -265,31 +265,23 @@ TEST_CASE("fast paths conv_1x1 and add_dx: 1x1 convolutions as GEMMs and the inp
                2 * ub * (mdx[j] + std::fabs(dx0[j]));
     }
     const bool f32_exact = exact && t == DType::F32;  // bf16 rounds the stored sums even of exact values
-    if (which & 1) {
-      const double dy_diff = fz::max_diff(f.y, s.y);
+    // Exact f32 values: the same bits; otherwise each side within its bound of float64.
+    auto compare = [&](fz::Tally& tally, const char* what, const ref::Vec& fast_v, const ref::Vec& slow_v,
+                       const ref::Vec& want, const ref::Vec& bound) {
       if (f32_exact) {
-        gemm.exact(threads, dy_diff);
-        CHECK(dy_diff == 0);
-      } else {
-        const fz::Fit a = fz::fit(f.y, ry, by), r = fz::fit(s.y, ry, by);
-        INFO("y: fast " << a.outside << " outside the bound (worst " << a.worst << "), reference " << r.outside);
-        CHECK(a.outside == 0);
-        CHECK(r.outside == 0);
-        gemm.wide(threads, a.worst, "case " + std::to_string(i));
+        const double d = fz::max_diff(fast_v, slow_v);
+        tally.exact(threads, d);
+        CHECK(d == 0);
+        return;
       }
-    }
-    const double dx_diff = fz::max_diff(f.dx, s.dx);
-    fz::Tally& tally = (which & 2) ? add : gemm;
-    if (f32_exact) {
-      tally.exact(threads, dx_diff);
-      CHECK(dx_diff == 0);
-    } else {
-      const fz::Fit a = fz::fit(f.dx, rdx, bdx), r = fz::fit(s.dx, rdx, bdx);
-      INFO("dx: fast " << a.outside << " outside the bound (worst " << a.worst << "), reference " << r.outside);
+      const fz::Fit a = fz::fit(fast_v, want, bound), r = fz::fit(slow_v, want, bound);
+      INFO(what << ": fast " << a.outside << " outside the bound (worst " << a.worst << "), reference " << r.outside);
       CHECK(a.outside == 0);
       CHECK(r.outside == 0);
       tally.wide(threads, a.worst, "case " + std::to_string(i));
-    }
+    };
+    if (which & 1) compare(gemm, "y", f.y, s.y, ry, by);
+    compare((which & 2) ? add : gemm, "dx", f.dx, s.dx, rdx, bdx);
     // dw and db come from the same kernel on both sides (conv_wgrad is off): the same bits.
     CHECK(fz::max_diff(f.dw, s.dw) == 0);
     CHECK(fz::max_diff(f.db, s.db) == 0);

@@ -6,26 +6,21 @@
 #include <sys/wait.h>
 
 #include "cli.h"
+#include "skip.h"
 
 namespace {
 
 // Runs tests/e2e/keras_peer/<script> on trainer; prints its table (WARN, so CI's log keeps it)
-// and checks that it held. Exit 77: torch could not be imported, said as a skip.
+// and checks that it held. Exit 77: torch could not be imported there, a skip (Missing::Package).
 void peer_check(const std::string& script, const std::string& title) {
-  if (std::system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1") != 0) {
-    WARN("skipped: /usr/bin/python3 cannot import torch and numpy (Debian: python3-torch python3-numpy)");
-    return;
-  }
+  if (e2e::skip_without_python({{"torch", "python3-torch"}, {"numpy", "python3-numpy"}})) return;
   const std::string dir = e2e::temp_dir("keras_peer");
   const std::string cmd = "/usr/bin/python3 '" TRAINER_SOURCE_DIR "/tests/e2e/keras_peer/" + script + "' '" TRAINER_BINARY
                           "' '" + dir + "' >'" + dir + "/table.txt' 2>&1";
   const int status = std::system(cmd.c_str());
   const std::string table = e2e::read_file(dir + "/table.txt");
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (code == 77) {
-    WARN("skipped: " << table);
-    return;
-  }
+  if (code == 77) TRAINER_SKIP(Package, table);
   WARN(title << ":\n" << table);
   CHECK(code == 0);
 }

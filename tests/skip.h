@@ -28,7 +28,7 @@ enum class Missing {
   CpuFeature,  // an instruction set oneDNN or our kernels need (AVX-512, AVX512_BF16)
   Package,     // a Debian package scripts/setup.sh installs (python3-torch, numpy, onnx, openmpi-bin ...)
   Data,        // the CIFAR tarballs of ../shared/data (TRAINER_DATA)
-  Permission,  // something the machine does not allow (mounting a tmpfs, a read-only bind mount)
+  Permission,  // something the machine does not allow or provide (a tmpfs or read-only bind mount, /dev/full)
 };
 
 // "gpu", "cpu-feature", "package", "data", "permission": the names in messages and in

@@ -299,7 +299,8 @@ isolated() {  # isolated <binary> <jobs> [run-isolated options]: a row with its 
   # (Loops fed by process substitution, not pipes: a row made in a pipe's subshell never reached
   # the summary printed last.)
   while read -r f; do row "  $b" "$f"; done < <(grep '^FAILED' "$out/tests-$b${tag:-}.log" | head -20)
-  while read -r s; do row "  $b: CUDA SKIPPED" "$s"; done < <(grep -ho "cuda: skipped[^']*" "$out/tests-$b${tag:-}"/case-*.log 2>/dev/null | sort -u | head -1)
+  while read -r f; do row "  $b" "$f"; done < <(grep '^SKIPPED' "$out/tests-$b${tag:-}.log" | head -20)
+  while read -r s; do row "  $b: CUDA SKIPPED" "$s"; done < <(grep -ho "SKIPPED (gpu)[^']*" "$out/tests-$b${tag:-}"/case-*.log 2>/dev/null | sort -u | head -1)
 }
 
 jobs=${GPU_CHECK_JOBS:-4}  # test processes at once on the one GPU (the machine has 16 cores)

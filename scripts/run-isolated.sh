@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test case of a Catch2 test binary in a process of its own (as CTest does), so that one
 # CUDA fault (sticky for its process) cannot hide the other cases; optionally under a wrapper such
-# as compute-sanitizer. Prints one line per failing case and a summary line last:
-#   <name>: P passed, F failed[, N not run (time bound)] (T cases, S with a skip/warning line) [, R sanitizer reports]
+# as compute-sanitizer. Prints one line per failing case, one per skipped case (exit 77, tests/skip.h:
+# its "SKIPPED (<kind>): <reason>" line) and a summary line last:
+#   <name>: P passed, K skipped, F failed[, N not run (time bound)] (T cases, W with a warning line) [, R sanitizer reports]
 #
 #   scripts/run-isolated.sh BINARY LOGDIR [options]
 #     --filter REGEX     only the cases whose name matches (grep -E)
@@ -13,7 +14,7 @@
 #                        left are counted as "not run", so that the caller's time bound always holds
 #     --jobs N           cases at once (default 1; several share one GPU fine)
 #     --list             only print how many cases would run ("N cases") and exit 0 (dry runs)
-# Exit status: 0 when every case ran and passed (and the wrapper reported nothing), 1 otherwise.
+# Exit status: 0 when every case ran and passed or skipped (and the wrapper reported nothing), 1 otherwise.
 set -uo pipefail
 bin=$1 logdir=$2
 shift 2
@@ -76,7 +77,7 @@ export -f run_case
 export bin logdir timeout wrap deadline
 nl -ba -w1 -s$'\t' "$list" | xargs -d '\n' -P "$jobs" -I{} bash -c 'IFS=$'"'"'\t'"'"' read -r i c <<<"$1"; run_case "$i" "$c"' _ {}
 
-passed=0 failed=0 notrun=0 warned=0 reports=0 hostonly=0
+passed=0 skipped_cases=0 failed=0 notrun=0 warned=0 reports=0 hostonly=0
 i=0
 while IFS= read -r case; do
   i=$((i + 1))
@@ -97,6 +98,9 @@ while IFS= read -r case; do
     passed=$((passed + 1)) hostonly=$((hostonly + 1))
   elif [ "$rc" = 0 ] && [ "${r:-0}" = 0 ]; then
     passed=$((passed + 1))
+  elif [ "$rc" = 77 ] && [ "${r:-0}" = 0 ]; then
+    skipped_cases=$((skipped_cases + 1))
+    echo "SKIPPED: $case: $(grep -m1 -o 'SKIPPED (.*' "$log" | sed 's/^SKIPPED //')"
   else
     failed=$((failed + 1))
     why="exit $rc"
@@ -109,5 +113,5 @@ extra=""
 [ -n "$wrap" ] && extra=", $reports sanitizer reports, $hostonly passed with no CUDA call to check"
 skipped=""
 [ "$notrun" -gt 0 ] && skipped=", $notrun not run (time bound)"
-echo "$name: $passed passed, $failed failed$skipped ($total cases, $warned with a skip/warning line)$extra"
+echo "$name: $passed passed, $skipped_cases skipped, $failed failed$skipped ($total cases, $warned with a warning line)$extra"
 [ "$failed" = 0 ] && [ "$notrun" = 0 ]

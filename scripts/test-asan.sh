@@ -38,12 +38,13 @@ export OMP_WAIT_POLICY=PASSIVE
 
 cd "$build"
 set +e
-ctest --output-on-failure --timeout 900 "$@"
+ctest --output-on-failure --timeout 900 --output-junit Testing/junit.xml "$@"
 rc=$?
 set -e
 cd "$root"
-total=$(grep -c '^[0-9]*/[0-9]* Testing: ' "$build/Testing/Temporary/LastTest.log" || true)
-failed=$(grep -c 'Test Failed\.' "$build/Testing/Temporary/LastTest.log" || true)
+# "tests: N passed, M skipped, K failed", then each skipped test and why.
+summary=$(scripts/test-summary.sh "$build")
+counts=$(head -1 <<<"$summary")
 reports=$(find "$report_dir" -type f | sort)
 end=$(date +%s)
 if [ -n "$reports" ]; then
@@ -51,13 +52,14 @@ if [ -n "$reports" ]; then
     echo "=== sanitizer report: $f"
     cat "$f"
   done
-  echo "asan+ubsan: FAILED: $(echo "$reports" | wc -l) sanitizer report(s) (above; kept in $report_dir)," \
-    "$failed of $total tests failed"
+  echo "$summary"
+  echo "asan+ubsan: FAILED: $(echo "$reports" | wc -l) sanitizer report(s) (above; kept in $report_dir), $counts"
   exit 1
 fi
 rm -rf "$report_dir"
+echo "$summary"
 if [ "$rc" -ne 0 ]; then
-  echo "asan+ubsan: FAILED: $failed of $total tests failed (no sanitizer report)"
+  echo "asan+ubsan: FAILED: $counts (no sanitizer report)"
   exit "$rc"
 fi
-echo "asan+ubsan: $total tests passed, 0 sanitizer reports (build $((built - start)) s, tests $((end - built)) s)"
+echo "asan+ubsan: $counts, 0 sanitizer reports (build $((built - start)) s, tests $((end - built)) s)"

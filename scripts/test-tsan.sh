@@ -16,6 +16,14 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FL
 cmake --build "$build" --parallel --target unit_core unit_data
 export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1"
 export OMP_NUM_THREADS=1
-"$build/tests/unit_core" "data parallel*"
-"$build/tests/unit_core" "[device_parallel]"
-"$build/tests/unit_data" "loader*"
+# Exit 77: nothing failed, and some cases were skipped, each saying why ("SKIPPED (<kind>): <reason>",
+# tests/skip.h): this build has no CUDA for the GPU cases, a CPU without AVX-512 no bf16.
+run() {
+  local rc=0
+  "$@" || rc=$?
+  if [ "$rc" -eq 77 ]; then echo "tsan: $*: passed, with skips (above)"; return 0; fi
+  return "$rc"
+}
+run "$build/tests/unit_core" "data parallel*"
+run "$build/tests/unit_core" "[device_parallel]"
+run "$build/tests/unit_data" "loader*"

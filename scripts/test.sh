@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # Builds (if needed) and runs every test: op tests, data, engine/graph, CLI end-to-end.
 #   scripts/test.sh [ctest args...]      e.g. scripts/test.sh -R e2e
-# Real-data tests read ../shared/data (override with TRAINER_DATA=dir) and skip, saying why,
-# when it is absent. CUDA tests skip, saying why, when no GPU is visible.
+# A test that cannot run here (no GPU, a CPU without AVX-512, a missing package, the real data of
+# ../shared/data absent — TRAINER_DATA=dir points elsewhere —, a mount not allowed) is skipped, saying
+# why (tests/skip.h): CTest counts it as "Skipped", not as passed. TRAINER_TEST_REQUIRE=package (CI)
+# makes a skip of a listed kind a failure. The last lines: the counts, then each skipped test and why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 build=${BUILD_DIR:-build}
 [ -f "$build/build.ninja" ] || scripts/setup.sh
 cmake --build "$build" --parallel
 cd "$build"
 set +e
-ctest --output-on-failure --timeout 900 "$@"
+ctest --output-on-failure --timeout 900 --output-junit Testing/junit.xml "$@"
 rc=$?
-# Figures the tests report and every skip with its reason (Catch2 WARN lines), also when passing.
+# Figures the tests report (Catch2 WARN lines), also when passing; the skips are listed below them.
 awk '/warning:$/ {w = 1; msg = ""; next}
-     w && /^[[:space:]]*$/ {w = 0; gsub(/^ +| +$/, "", msg); print "  " msg; next}
+     w && /^[[:space:]]*$/ {w = 0; gsub(/^ +| +$/, "", msg); if (msg !~ /^SKIPPED \(/) print "  " msg; next}
      w {sub(/^ +/, ""); msg = msg (msg == "" ? "" : " ") $0}' Testing/Temporary/LastTest.log | sort -u
+"$root/scripts/test-summary.sh" .
 exit $rc

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cli.h"
+#include "skip.h"
 
 using Catch::Contains;
 using Catch::StartsWith;
@@ -162,10 +163,9 @@ TEST_CASE("e2e bench: device parallel reports the schedule, the updates and each
 TEST_CASE("e2e bench: the precision is reported, and --layers names each layer's activation type") {
   auto r = e2e::trainer("bench " + kSmoke + " --threads 2 --steps 2 --warmup 1 --layers --set precision=bf16");
   INFO(r.out << r.err);
-  if (r.code == 4 && r.err.find("precision bf16 needs a CPU with AVX-512") != std::string::npos) {
-    WARN("cpu bf16: skipped \xe2\x80\x94 " << r.err);  // the CPU lacks it: refused in one line, exit 4
-    return;
-  }
+  // The CPU lacks it: refused in one line, exit 4.
+  if (r.code == 4 && r.err.find("precision bf16 needs a CPU with AVX-512") != std::string::npos)
+    TRAINER_SKIP(CpuFeature, "cpu bf16: " << r.err);
   REQUIRE(r.code == 0);
   CHECK(e2e::last_json(r.out)["precision"] == "bf16");
   CHECK_THAT(r.out, Contains("(2 threads, bf16)"));

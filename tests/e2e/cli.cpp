@@ -14,6 +14,8 @@
 #include <random>
 #include <sstream>
 
+#include "skip.h"
+
 namespace fs = std::filesystem;
 
 namespace e2e {
@@ -99,6 +101,27 @@ std::map<std::string, double> last_metrics(const std::string& run_dir) {
 }
 
 bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
+
+bool skip_without_mpirun() { return skip_without_command("mpirun", "openmpi-bin"); }
+
+bool skip_without_python(const std::vector<std::pair<std::string, std::string>>& modules) {
+  std::string missing, packages;
+  for (const auto& [module, package] : modules)
+    if (std::system(("/usr/bin/python3 -c 'import " + module + "' >/dev/null 2>&1").c_str()) != 0) {
+      missing += (missing.empty() ? "" : ", ") + module;
+      packages += (packages.empty() ? "" : " ") + package;
+    }
+  if (missing.empty()) return false;
+  trainer::test::record_skip(trainer::test::Missing::Package,
+                             "/usr/bin/python3 cannot import " + missing + " (scripts/setup.sh installs " + packages + ")");
+  return true;
+}
+
+bool skip_without_command(const std::string& command, const std::string& package) {
+  if (std::system(("command -v " + command + " >/dev/null 2>&1").c_str()) == 0) return false;
+  trainer::test::record_skip(trainer::test::Missing::Package, "no " + command + " (scripts/setup.sh installs " + package + ")");
+  return true;
+}
 
 std::string mpi_env() {
   return "env OMPI_MCA_btl=self,vader OMPI_MCA_plm=isolated OMPI_MCA_btl_vader_single_copy_mechanism=none "

@@ -16,8 +16,9 @@ namespace {
 
 const std::string kPython = "/usr/bin/python3";  // Debian's: python3-onnx, python3-opencv, python3-numpy
 
-bool have_python_deps() {
-  return std::system((kPython + " -c 'import onnx, cv2, numpy' >/dev/null 2>&1").c_str()) == 0;
+// Records a skip (Missing::Package) and returns true when kPython cannot import onnx, cv2 or numpy.
+bool skip_without_python_deps() {
+  return e2e::skip_without_python({{"onnx", "python3-onnx"}, {"cv2", "python3-opencv"}, {"numpy", "python3-numpy"}});
 }
 
 // A little-endian .npy file (format 1.0) of `dtype` ("|u1", "<f4") and shape.
@@ -102,17 +103,11 @@ void image_variants(const std::string& dir, const std::string& inputs, const std
   }
 }
 
-#define REQUIRE_PYTHON_DEPS()                                                                                       \
-  if (!have_python_deps()) {                                                                                        \
-    WARN("skipped: " << kPython << " cannot import onnx, cv2 and numpy (Debian: python3-onnx python3-opencv)"); \
-    return;                                                                                                         \
-  }
-
 }  // namespace
 
 TEST_CASE("e2e export: the quickstart model in OpenCV equals trainer predict within 1e-4 (BN folded/kept, normalised "
           "or not, opsets 13-17, moving average or not)", "[export]") {
-  REQUIRE_PYTHON_DEPS();
+  if (skip_without_python_deps()) return;
   const std::string dir = e2e::temp_dir("export_quickstart");
   train(dir, "quickstart.yaml",
         "--set train.batch_size=8 --set 'data.train={type: synthetic, size: 32, seed: 1}' "
@@ -139,7 +134,7 @@ TEST_CASE("e2e export: the quickstart model in OpenCV equals trainer predict wit
 
 TEST_CASE("e2e export: MiniGoogLeNet in OpenCV equals trainer predict within 1e-4 (BN folded/kept, normalised or not)",
           "[export]") {
-  REQUIRE_PYTHON_DEPS();
+  if (skip_without_python_deps()) return;
   const std::string dir = e2e::temp_dir("export_minigooglenet");
   train(dir, "minigooglenet.yaml",
         "--set train.batch_size=4 --set 'data.train={type: synthetic, size: 16, seed: 1}' "
@@ -152,7 +147,7 @@ TEST_CASE("e2e export: MiniGoogLeNet in OpenCV equals trainer predict within 1e-
 
 TEST_CASE("e2e export: MobileNetV2 in OpenCV equals trainer predict within 1e-4 (BN folded/kept, normalised or not, "
           "relu6 as Clip checked by onnx)", "[export]") {
-  REQUIRE_PYTHON_DEPS();
+  if (skip_without_python_deps()) return;
   const std::string dir = e2e::temp_dir("export_mobilenetv2");
   train(dir, "mobilenetv2_cats_vs_dogs.yaml",
         "--set train.batch_size=2 --set 'data.train={type: synthetic, size: 4, seed: 1, image_size: 224, classes: 2}' "
@@ -170,7 +165,7 @@ TEST_CASE("e2e export: MobileNetV2 in OpenCV equals trainer predict within 1e-4 
 }
 
 TEST_CASE("e2e export: the device-parallel shared-LSTM model in OpenCV equals trainer predict within 1e-4", "[export]") {
-  REQUIRE_PYTHON_DEPS();
+  if (skip_without_python_deps()) return;
   const std::string dir = e2e::temp_dir("export_lstm");
   train(dir, "shared_lstm.yaml",
         "--set train.batch_size=4 "

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "faults.h"
+#include "skip.h"
 
 namespace fs = std::filesystem;
 using Catch::Contains;
@@ -28,10 +29,8 @@ struct Unmount {
 
 TEST_CASE("e2e faults: a full disk ends with one line and exit 3, and the newest checkpoint equals the uninterrupted run's") {
   std::string dir = faults::setup("full_disk");
-  if (!mount_tmpfs(dir + "/disk", "64k")) {
-    WARN("skipped: this machine does not allow mounting a tmpfs (not root, or in a container without CAP_SYS_ADMIN)");
-    return;
-  }
+  if (!mount_tmpfs(dir + "/disk", "64k"))
+    TRAINER_SKIP(Permission, "this machine does not allow mounting a tmpfs (not root, or in a container without CAP_SYS_ADMIN)");
   Unmount um{dir + "/disk"};
   const faults::Reference& ref = faults::reference();
   faults::Stopped s = faults::run_and(dir, "disk/r", "--set checkpoint.every_steps=1 --set checkpoint.keep=2", "", "true");
@@ -53,10 +52,8 @@ TEST_CASE("e2e faults: a checkpoint folder that turns read-only ends with one li
       "for i in $(seq 1200); do [ -f r/checkpoints/epoch-0001.json ] && break; sleep 0.02; done; "
       "mount --bind r/checkpoints r/checkpoints 2>/dev/null && mount -o remount,bind,ro r/checkpoints 2>/dev/null && touch ro.ok");
   Unmount um{dir + "/r/checkpoints"};
-  if (!fs::exists(dir + "/ro.ok")) {
-    WARN("skipped: this machine does not allow a read-only bind mount (not root, or in a container)");
-    return;
-  }
+  if (!fs::exists(dir + "/ro.ok"))
+    TRAINER_SKIP(Permission, "this machine does not allow a read-only bind mount (not root, or in a container)");
   INFO(s.out << s.err);
   CHECK(s.code == 3);
   CHECK(faults::lines(s.err) == 1);

@@ -119,16 +119,10 @@ void check_newest_checkpoint_loads(const std::string& dir, const std::string& jo
   }
 }
 
-#define SKIP_WITHOUT_MPIRUN()                                                 \
-  if (!e2e::have_mpirun()) {                                                  \
-    WARN("skipped: no mpirun (scripts/setup.sh installs openmpi-bin)"); \
-    return;                                                                   \
-  }
-
 }  // namespace
 
 TEST_CASE("faults mpi: processes whose data differ stop at start, naming the field and each one's value, exit 3") {
-  SKIP_WITHOUT_MPIRUN();
+  if (e2e::skip_without_mpirun()) return;
   std::string dir = e2e::temp_dir("faults_data");
   e2e::write_file(dir + "/agree.yaml", kNpyConfig);
   write_set(dir + "/a", 16, 1.f);
@@ -155,7 +149,7 @@ TEST_CASE("faults mpi: processes whose data differ stop at start, naming the fie
 }
 
 TEST_CASE("faults mpi: processes given another config or replica count stop at start, naming it, exit 2") {
-  SKIP_WITHOUT_MPIRUN();
+  if (e2e::skip_without_mpirun()) return;
   std::string dir = e2e::temp_dir("faults_config");
   const std::string run = kBinary + " run " + kSmoke + " --threads 1 --run-dir '" + dir + "/run'";
   // The second process gets another learning rate.
@@ -174,7 +168,7 @@ TEST_CASE("faults mpi: processes given another config or replica count stop at s
 }
 
 TEST_CASE("faults mpi: SIGINT to mpirun stops every process at one step with a checkpoint that loads") {
-  SKIP_WITHOUT_MPIRUN();
+  if (e2e::skip_without_mpirun()) return;
   // Ctrl-C: mpirun (Open MPI 4.1) sends the processes SIGCONT, then SIGTERM a second later
   // (odls_base_sigkill_timeout), then SIGKILL a second after that; the processes stop at the step
   // they agree on, process 0 writes the checkpoint, each says so in one line and exits 130, and
@@ -191,7 +185,7 @@ TEST_CASE("faults mpi: SIGINT to mpirun stops every process at one step with a c
 }
 
 TEST_CASE("faults mpi: SIGUSR1 to mpirun is forwarded: every process stops at one step with a checkpoint, mpirun exits 130") {
-  SKIP_WITHOUT_MPIRUN();
+  if (e2e::skip_without_mpirun()) return;
   // Open MPI forwards USR1 (and USR2) to its processes at once and kills nothing: the agreed stop
   // without mpirun's one-second deadline (what Slurm's --signal=USR1@T reaches through srun/mpirun).
   std::string dir = e2e::temp_dir("faults_usr1");
@@ -205,7 +199,7 @@ TEST_CASE("faults mpi: SIGUSR1 to mpirun is forwarded: every process stops at on
 }
 
 TEST_CASE("faults mpi: SIGINT to the trainer processes stops the job with exit 130 from each and from mpirun") {
-  SKIP_WITHOUT_MPIRUN();
+  if (e2e::skip_without_mpirun()) return;
   // What a scheduler signalling the job's tasks does: each process gets SIGINT itself, they agree
   // on the step, each exits 130, and so does mpirun (the first non-zero code of its processes).
   std::string dir = e2e::temp_dir("faults_sigint_ranks");
@@ -221,7 +215,7 @@ TEST_CASE("faults mpi: SIGINT to the trainer processes stops the job with exit 1
 }
 
 TEST_CASE("faults mpi: a signal during validation stops every process there: each says so and exits 130") {
-  SKIP_WITHOUT_MPIRUN();
+  if (e2e::skip_without_mpirun()) return;
   // The validation is slowed (300 ms a batch) so that the signal lands in it; before the fix,
   // process 1 left its validation silently and exited 0 (only process 0 took it as an interrupt).
   std::string dir = e2e::temp_dir("faults_sigval");
@@ -243,7 +237,7 @@ TEST_CASE("faults mpi: a signal during validation stops every process there: eac
 }
 
 TEST_CASE("faults mpi: SIGSTOP of one process: the watchdog names it stopped, writes the last step's checkpoint, and ends the job") {
-  SKIP_WITHOUT_MPIRUN();
+  if (e2e::skip_without_mpirun()) return;
   std::string dir = e2e::temp_dir("faults_stop");
   const std::string job = e2e::mpirun("timeout -k 5 120 ") + " -np 2 " + kBinary + " run " + kSmoke +
                           " --set train.epochs=500 --set train.watchdog_s=3 --cpu 1 --threads 1 --run-dir '" + dir + "/run'";
@@ -267,7 +261,7 @@ TEST_CASE("faults mpi: SIGSTOP of one process: the watchdog names it stopped, wr
 }
 
 TEST_CASE("faults mpi: kill -9 of one process ends the job within seconds, and the newest checkpoint loads") {
-  SKIP_WITHOUT_MPIRUN();
+  if (e2e::skip_without_mpirun()) return;
   std::string dir = e2e::temp_dir("faults_kill");
   // The other process waits in a collective for the dead one; mpirun sees the death and ends it.
   Job j = run_job(dir, long_run(dir), "kill -9 $(" + trainer_pids(dir) + " | sort -n | tail -1)");

@@ -6,25 +6,29 @@
 #include <sys/wait.h>
 
 #include "cli.h"
+#include "skip.h"
 
 namespace {
 
-// Runs tests/e2e/keras_peer/<script> on trainer; prints its table (WARN, so CI's log keeps it)
-// and checks that it held. Exit 77: torch could not be imported, said as a skip.
-void peer_check(const std::string& script, const std::string& title) {
-  if (std::system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1") != 0) {
-    WARN("skipped: /usr/bin/python3 cannot import torch and numpy (Debian: python3-torch python3-numpy)");
-    return;
-  }
+// Runs tests/e2e/keras_peer/<script> on trainer (with `pass`, "fp32" or "bf16", as its third
+// argument when given); prints its table (WARN, so CI's log keeps it) and checks that it held.
+// Exit 77: the script's "SKIPPED (<kind>): <reason>" line, a skip of that kind (torch missing:
+// package; trainer refusing bf16 on this CPU: cpu-feature).
+void peer_check(const std::string& script, const std::string& title, const std::string& pass = "") {
+  if (e2e::skip_without_python({{"torch", "python3-torch"}, {"numpy", "python3-numpy"}})) return;
   const std::string dir = e2e::temp_dir("keras_peer");
   const std::string cmd = "/usr/bin/python3 '" TRAINER_SOURCE_DIR "/tests/e2e/keras_peer/" + script + "' '" TRAINER_BINARY
-                          "' '" + dir + "' >'" + dir + "/table.txt' 2>&1";
+                          "' '" + dir + "' " + pass + " >'" + dir + "/table.txt' 2>&1";
   const int status = std::system(cmd.c_str());
   const std::string table = e2e::read_file(dir + "/table.txt");
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   if (code == 77) {
-    WARN("skipped: " << table);
-    return;
+    const size_t at = table.find("SKIPPED (");
+    const std::string line = at == std::string::npos ? table : table.substr(at, table.find('\n', at) - at);
+    const size_t colon = line.find("): ");
+    const std::string why = colon == std::string::npos ? line : line.substr(colon + 3);
+    if (line.rfind("SKIPPED (cpu-feature)", 0) == 0) TRAINER_SKIP(CpuFeature, why);
+    TRAINER_SKIP(Package, why);
   }
   WARN(title << ":\n" << table);
   CHECK(code == 0);
@@ -37,7 +41,12 @@ TEST_CASE("e2e keras peer: sgd, adam, adamw and rmsprop weights and slots match 
 }
 
 TEST_CASE("e2e keras peer: every layer type and loss matches Keras 3 within 1e-4, and flipped conventions do not") {
-  peer_check("layers.py", "Keras 3 peer, layers and losses (weights, moving statistics, training and validation loss after 2 steps)");
+  peer_check("layers.py", "Keras 3 peer, layers and losses (weights, moving statistics, training and validation loss after 2 steps)",
+             "fp32");
+}
+
+TEST_CASE("e2e keras peer: every layer type and loss in bf16 moves the weights as Keras 3 does, within bf16's bound") {
+  peer_check("layers.py", "Keras 3 peer, layers and losses in bf16 (each tensor's update after 2 steps)", "bf16");
 }
 
 TEST_CASE("e2e keras peer: schedules, the epoch's loss, lr_scaling and sync_bn match Keras 3 within 1e-4") {

@@ -55,36 +55,24 @@ void check_equivalent(int per_process, const std::string& extra = "") {
 }  // namespace
 
 TEST_CASE("e2e mpi: 2 processes x --cpu 1 train as one process with --cpu 2") {
-  if (!e2e::have_mpirun()) {
-    WARN("skipped: no mpirun (scripts/setup.sh installs openmpi-bin)");
-    return;
-  }
+  if (e2e::skip_without_mpirun()) return;
   check_equivalent(1);
 }
 
 TEST_CASE("e2e mpi: 2 processes x --cpu 2 train as one process with --cpu 4") {
-  if (!e2e::have_mpirun()) {
-    WARN("skipped: no mpirun (scripts/setup.sh installs openmpi-bin)");
-    return;
-  }
+  if (e2e::skip_without_mpirun()) return;
   check_equivalent(2);
 }
 
 TEST_CASE("e2e mpi: with gradient accumulation and clipping, 2 processes x --cpu 1 train as one process with --cpu 2") {
-  if (!e2e::have_mpirun()) {
-    WARN("skipped: no mpirun (scripts/setup.sh installs openmpi-bin)");
-    return;
-  }
+  if (e2e::skip_without_mpirun()) return;
   // 10 micro-batches: optimizer steps of 4, 4 and 2, each with one all-reduce across the processes,
   // clipped by the norm of the summed gradient.
   check_equivalent(1, " --set train.accumulate=4 --set train.clip_norm=0.5");
 }
 
 TEST_CASE("e2e mpi: SIGINT in a 2-process run stops both with a checkpoint, mpirun --resume ends bit-identical") {
-  if (!e2e::have_mpirun()) {
-    WARN("skipped: no mpirun (scripts/setup.sh installs openmpi-bin)");
-    return;
-  }
+  if (e2e::skip_without_mpirun()) return;
   std::string dir = e2e::temp_dir("mpi_resume");
   const std::string args = "run " + kSmoke + " --set train.epochs=2 --set train.steps_per_epoch=8 --set train.batch_size=8"
                            " --set data.val.size=64 --cpu 1 --threads 1";
@@ -106,10 +94,7 @@ TEST_CASE("e2e mpi: SIGINT in a 2-process run stops both with a checkpoint, mpir
 }
 
 TEST_CASE("e2e mpi: bench measures the job's FLOP/s against every process's replicas' ceilings") {
-  if (!e2e::have_mpirun()) {
-    WARN("skipped: no mpirun (scripts/setup.sh installs openmpi-bin)");
-    return;
-  }
+  if (e2e::skip_without_mpirun()) return;
   // The one-thread fp32 ceiling, measured once and cached; both processes read it.
   const std::string cache = e2e::temp_dir("mpi_ceiling");
   const std::string env = "TRAINER_CACHE_DIR='" + cache + "' ";

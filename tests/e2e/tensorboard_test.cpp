@@ -41,7 +41,12 @@ schedule: {type: cosine, per_step: true}
 constexpr double kBaseLr = 0.05;
 constexpr int kEpochs = 2, kSteps = 6, kBatch = 32;
 
-bool have_reader() { return std::system("/usr/bin/python3 -c 'import google.protobuf' 2>/dev/null && command -v protoc >/dev/null") == 0; }
+// Records a skip (Missing::Package) and returns true when the reader cannot run: no google.protobuf
+// for /usr/bin/python3, or no protoc.
+bool skip_without_reader() {
+  return e2e::skip_without_python({{"google.protobuf", "python3-protobuf"}}) ||
+         e2e::skip_without_command("protoc", "protobuf-compiler");
+}
 
 // The events of RUN_DIR/tb as read_events.py decodes them (its exit status checked: every CRC).
 json read_tb(const std::string& run_dir) {
@@ -141,10 +146,7 @@ std::string setup(const std::string& tag, const std::string& config = kConfig) {
 }  // namespace
 
 TEST_CASE("e2e tensorboard: every optimizer step and epoch, the config and the file version, read back by an independent reader") {
-  if (!have_reader()) {
-    WARN("skipped: /usr/bin/python3 with google.protobuf, or protoc, is not installed (scripts/setup.sh: python3-protobuf protobuf-compiler)");
-    return;
-  }
+  if (skip_without_reader()) return;
   const std::string dir = setup("plain");
   auto r = e2e::trainer("run c.yaml --cpu 1 --run-dir r", dir);
   INFO(r.out << r.err);
@@ -187,10 +189,7 @@ TEST_CASE("e2e tensorboard: every optimizer step and epoch, the config and the f
 }
 
 TEST_CASE("e2e tensorboard: with accumulation, clipping and loss scaling, one event per optimizer step with grad_norm and loss_scale") {
-  if (!have_reader()) {
-    WARN("skipped: /usr/bin/python3 with google.protobuf, or protoc, is not installed (scripts/setup.sh: python3-protobuf protobuf-compiler)");
-    return;
-  }
+  if (skip_without_reader()) return;
   std::string config = kConfig;
   const std::string train = "train: {epochs: 2, batch_size: 32}";
   config.replace(config.find(train), train.size(),
@@ -243,10 +242,7 @@ TEST_CASE("e2e tensorboard: --set logging.tensorboard=false writes no tb folder"
 }
 
 TEST_CASE("e2e tensorboard: a run resumed from its first epoch's checkpoint holds the earlier steps up to it, then its own") {
-  if (!have_reader()) {
-    WARN("skipped: /usr/bin/python3 with google.protobuf, or protoc, is not installed (scripts/setup.sh: python3-protobuf protobuf-compiler)");
-    return;
-  }
+  if (skip_without_reader()) return;
   const std::string dir = setup("resume");
   auto full = e2e::trainer("run c.yaml --cpu 1 --run-dir full", dir);
   INFO(full.out << full.err);
@@ -283,10 +279,7 @@ TEST_CASE("e2e tensorboard: a run resumed from its first epoch's checkpoint hold
 }
 
 TEST_CASE("e2e tensorboard: under mpirun only the first process writes events") {
-  if (!have_reader() || !e2e::have_mpirun()) {
-    WARN("skipped: no mpirun, or /usr/bin/python3 with google.protobuf and protoc (scripts/setup.sh)");
-    return;
-  }
+  if (skip_without_reader() || e2e::skip_without_mpirun()) return;
   const std::string dir = setup("mpi");
   auto r = e2e::trainer("run c.yaml --cpu 1 --threads 1 --run-dir r --set train.epochs=1", dir, e2e::mpirun("timeout 300 ") + " -np 2");
   INFO(r.out << r.err);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "skip.h"
 
 TEST_CASE("e2e summary: MiniGoogLeNet matches Keras' parameter counts and shapes") {
   auto r = e2e::trainer("summary '" TRAINER_SOURCE_DIR "/configs/minigooglenet.yaml'");
@@ -49,10 +50,7 @@ TEST_CASE("e2e quickstart: the README's main job reaches >= 90% validation accur
 
 TEST_CASE("e2e cifar10: a small CNN on a slice of the real CIFAR-10 images learns") {
   std::string data = e2e::shared_data_dir();
-  if (data.empty()) {
-    WARN("skipped: the CIFAR-10 tarballs are not in TRAINER_DATA or ../shared/data");
-    return;
-  }
+  if (data.empty()) TRAINER_SKIP(Data, "the CIFAR-10 tarballs are not in TRAINER_DATA or ../shared/data");
   std::string dir = e2e::temp_dir("cifar");
   // 500 training images per class (5,000) and 100 test images per class (1,000).
   std::string unpack = "tar -xzf '" + data + "/cifar10-jpg-train.tar.gz' -C '" + dir +
@@ -99,9 +97,9 @@ schedule: {type: cosine}
 TEST_CASE("e2e smoke on CUDA: configs/smoke.yaml trains on GPU 0") {
   auto dev = e2e::trainer("devices");
   if (dev.out.find("cuda:0:") == std::string::npos) {
-    std::string why = dev.out.substr(dev.out.find("cuda"));  // "cuda: no GPU visible (<reason>)"
-    WARN("e2e smoke on CUDA skipped: " << why.substr(0, why.find('\n')));
-    return;
+    const size_t at = dev.out.find("cuda");  // "cuda: no GPU visible (<reason>)"
+    const std::string why = at == std::string::npos ? "trainer devices lists no GPU" : dev.out.substr(at);
+    TRAINER_SKIP(Gpu, why.substr(0, why.find('\n')));
   }
   std::string dir = e2e::temp_dir("smoke-cuda");
   auto r = e2e::trainer("run '" TRAINER_SOURCE_DIR "/configs/smoke.yaml' --gpus 0 --run-dir run", dir);

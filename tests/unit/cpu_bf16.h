@@ -1,5 +1,6 @@
 // Whether this CPU trains in precision: bf16 (oneDNN's bf16 needs AVX-512): tests of the CPU's
-// bf16 path skip, saying why, on a machine whose CPU lacks it.
+// bf16 path skip (skip.h, Missing::CpuFeature), saying why, on a machine whose CPU lacks it:
+//   if (!cpu_bf16_refusal().empty()) TRAINER_SKIP(CpuFeature, cpu_bf16_skip_message());
 #pragma once
 #include <string>
 #include <thread>
@@ -25,6 +26,6 @@ inline const std::string& cpu_bf16_refusal() {
   return why;
 }
 
-inline std::string cpu_bf16_skip_message() { return "cpu bf16: skipped \xe2\x80\x94 " + cpu_bf16_refusal(); }
+inline std::string cpu_bf16_skip_message() { return "cpu bf16: " + cpu_bf16_refusal(); }
 
 }  // namespace trainer::test

@@ -11,7 +11,7 @@ try:
     import torch
     import torch.nn.functional as F
 except Exception as e:  # noqa: BLE001 - any import failure is a skip (exit 77: the C++ test says so)
-    print(f"SKIP: import torch failed: {e}")
+    print(f"SKIPPED (package): /usr/bin/python3 cannot import torch (scripts/setup.sh installs python3-torch): {e}")
     sys.exit(77)
 
 torch.set_default_dtype(torch.float64)  # the references compute in float64

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Peer check of every layer type and loss against Keras 3's definitions, written by hand in PyTorch.
 
-Usage: layers.py TRAINER WORKDIR. Each case is a small model given to trainer with its initial
+Usage: layers.py TRAINER WORKDIR [fp32|bf16] (default: both, fp32 first). Each case is a small model given to trainer with its initial
 weights (init.from) and trained for 2 steps of plain SGD (lr 0.1, one batch of 4 samples per
 epoch, shuffle off) on .npy data, with a validation set of 4 other samples. The reference
 (keras_ref.py, float64) runs the same steps with Keras's definitions. Checked per case, each
@@ -30,9 +30,10 @@ values of a window are within bf16's rounding of each other the maximum (and the
 is bf16's choice, not the float64 reference's (tests/unit/ops/bf16_window_ops_test.cpp checks the
 bf16 kernel on distinct values). Where the CPU has no bf16 (no AVX-512) trainer refuses the
 precision, and the bf16 rows say so.
-TRAINER_PEER_PRECISION=fp32 or bf16 runs one table only (default: both).
-Prints a table; exit 0 when every check holds, 1 when one fails, 77 when torch cannot be imported
-or when only bf16 was asked for and trainer refuses it on this CPU.
+Usage: layers.py TRAINER WORKDIR [fp32|bf16] (one pass; both by default). The bf16 pass alone draws
+the fp32 pass's data first, so that its cases see the same data either way.
+Prints a table; exit 0 when every check holds, 1 when one fails, 77 when something needed is missing
+(torch; for the bf16 pass alone, a CPU with bf16), with a line "SKIPPED (<kind>): <reason>".
 """
 import os
 import sys
@@ -383,12 +384,18 @@ def fit(errs, bounds):
     return errs[k] / bounds[k], k
 
 
-def run_case(trainer, work, i, case, precision="fp32"):
-    d = os.path.join(work, f"c{i}-{precision}")
-    os.makedirs(d, exist_ok=True)
+def draw_data(case):
+    """A case's training and validation inputs and labels, from the one random stream."""
     X, Xv = make_inputs(case, N), make_inputs(case, N)
     classes = 2 if case.loss == "binary_crossentropy" else CLASSES
     y, yv = rng.integers(0, classes, N).astype(np.int32), rng.integers(0, classes, N).astype(np.int32)
+    return X, Xv, y, yv, classes
+
+
+def run_case(trainer, work, i, case, precision="fp32"):
+    d = os.path.join(work, f"c{i}-{precision}")
+    os.makedirs(d, exist_ok=True)
+    X, Xv, y, yv, classes = draw_data(case)
     for split, arrays, labels in (("", X, y), ("v", Xv, yv)):
         for name, a in arrays.items():
             save_npy(d, f"{name}{split}.npy", a)
@@ -433,7 +440,7 @@ def table(trainer, work, precision, tol):
         except RuntimeError as e:
             if precision == "bf16" and "failed (4)" in str(e) and "bf16" in str(e):
                 why = [l for l in str(e).splitlines() if "bf16" in l][-1].strip()
-                print(f"{'bf16':<18} {'every case':<44} {'':>12}  skipped: trainer refuses bf16 here: {why}")
+                print(f"SKIPPED (cpu-feature): trainer refuses bf16 here: {why}")
                 return None
             raise
         good = err <= tol
@@ -449,21 +456,22 @@ def table(trainer, work, precision, tol):
 
 def main():
     trainer, work = sys.argv[1], sys.argv[2]
-    which = os.environ.get("TRAINER_PEER_PRECISION", "both")
+    passes = sys.argv[3:4] or ["fp32", "bf16"]
     os.makedirs(work, exist_ok=True)
     ok = True
-    # The fp32 table always runs first: the bf16 table's data follow it in the one random stream.
-    print(f"{'component':<18} {'variant':<44} {'max rel err':>12}  result")
-    fp32 = table(trainer, work, "fp32", TOL)
-    print(f"fp32: tolerance {TOL:g} relative (weights, moving statistics, training and validation loss)")
-    if which in ("both", "fp32"):
-        ok &= fp32
-    if which in ("both", "bf16"):
+    if "fp32" in passes:
+        print(f"{'component':<18} {'variant':<44} {'max rel err':>12}  result")
+        ok &= table(trainer, work, "fp32", TOL)
+        print(f"fp32: tolerance {TOL:g} relative (weights, moving statistics, training and validation loss)")
+    else:
+        for case in cases():  # the fp32 pass's draws: the bf16 cases' data as in a run of both
+            draw_data(case)
+    if "bf16" in passes:
         print(f"{'component':<18} {'variant (precision: bf16)':<44} {'err / bound':>12}  result")
-        bf16 = table(trainer, work, "bf16", 1.0)
-        if bf16 is None:
-            return 77 if which == "bf16" else (0 if ok else 1)
-        ok &= bf16
+        held = table(trainer, work, "bf16", 1.0)
+        if held is None:  # trainer refuses bf16 here: a skip, unless the fp32 pass failed
+            return 1 if not ok else 77
+        ok &= held
         print(f"bf16: each tensor's update error (relative L2) against its own bound, {BF16_FACTOR:g}x the largest of "
               f"{BF16_RUNS} runs of the reference with bf16's roundings as random perturbations; "
               f"{'all within' if ok else 'FAILED'}")

@@ -33,7 +33,7 @@ double mean(const std::vector<double>& v, size_t from, size_t n) {
 
 }  // namespace
 
-TEST_CASE("mixed-precision training: the smoke CNN's losses stay within 2^-5 of fp32's, step by step") {
+TEST_CASE("mixed-precision training: the smoke CNN's losses stay within 2^-5 of fp32's, step by step", "[backends]") {
   for (const test::MixedCase& mc : test::mixed_cases()) SECTION(mc.name()) {
     const int steps = 40;
     std::vector<double> f = losses(mc.device(), "fp32", steps), h = losses(mc.device(), precision_name(mc.precision), steps);

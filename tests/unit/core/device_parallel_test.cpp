@@ -16,6 +16,7 @@
 #include "core/runtime/data_parallel/replica.h"
 #include "core/runtime/data_parallel/replica_group.h"
 #include "core/runtime/strategy.h"
+#include "skip.h"
 
 using namespace trainer;
 
@@ -283,10 +284,7 @@ TEST_CASE("device parallel in bf16: the boundary stays f32 and the CNN trains as
   // maximum of bf16 values is one of them. Gradients cross back as f32 and are converted where the
   // single graph would have stored bf16. So the two agree as closely as in fp32, while bf16 itself
   // moves the weights far more than that from fp32's.
-  if (!test::cpu_bf16_refusal().empty()) {
-    WARN(test::cpu_bf16_skip_message());
-    return;
-  }
+  if (!test::cpu_bf16_refusal().empty()) TRAINER_SKIP(CpuFeature, test::cpu_bf16_skip_message());
   RunSpec e = experiment(kCnn, {"precision=bf16"});
   REQUIRE(e.precision == Precision::BF16);
   auto one = train_single(e, 10, 5), two = train_placed(e, 10, 5);

@@ -91,7 +91,7 @@ void check_same(const Outcome& a, const Outcome& b) {
 
 }  // namespace
 
-TEST_CASE("fixed step: values read from step memory give the ordinary step's bits (sgd, adam, rmsprop, dropout, both losses)") {
+TEST_CASE("fixed step: values read from step memory give the ordinary step's bits (sgd, adam, rmsprop, dropout, both losses)", "[backends]") {
   for (const char* opt : {"{type: sgd, lr: 0.05, momentum: 0.9, nesterov: true}", "{type: adam, lr: 0.01}",
                           "{type: adamw, lr: 0.01}", "{type: rmsprop, lr: 0.01, momentum: 0.5, centered: true}"})
     for (const test::TestDevice& d : test::test_devices()) {
@@ -114,7 +114,7 @@ TEST_CASE("fixed step: values read from step memory give the ordinary step's bit
 }
 
 TEST_CASE("fixed step: CUDA graphs on and off give the same bits after 10 steps") {
-  const test::TestDevice* gpu = test::test_gpu();  // warns with the reason when no GPU can run here
+  const test::TestDevice* gpu = test::test_gpu();  // a skip, with the reason, where no GPU can run
   if (!gpu) return;
   for (const char* opt : {"{type: sgd, lr: 0.05, momentum: 0.9}", "{type: adam, lr: 0.01}"}) {
     INFO(opt);

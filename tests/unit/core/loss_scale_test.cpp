@@ -221,7 +221,7 @@ TEST_CASE("loss scale config: defaults by precision, static and dynamic forms", 
   CHECK_THROWS_WITH(options_of("{init_scal: 8}"), Catch::Contains("unknown key 'init_scal' in train.loss_scale (did you mean 'init_scale'?)"));
 }
 
-TEST_CASE("all_finite: false for one inf, -inf or NaN anywhere, on every backend", "[loss_scale]") {
+TEST_CASE("all_finite: false for one inf, -inf or NaN anywhere, on every backend", "[loss_scale][backends]") {
   for (const test::TestDevice& d : test::test_devices()) {
     SECTION(d.name) {
       auto ctx = make_context(d.device);

@@ -84,7 +84,7 @@ double rel_error(const float* a, const float* b, int64_t n) {
 
 }  // namespace
 
-TEST_CASE("mixed precision: convolutions and the memory-bound layers after them keep the low type, the rest f32") {
+TEST_CASE("mixed precision: convolutions and the memory-bound layers after them keep the low type, the rest f32", "[backends]") {
   for (const test::MixedCase& mc : test::mixed_cases()) SECTION(mc.name()) {
     const Device dev = mc.device();
     const Precision p = mc.precision;
@@ -110,7 +110,7 @@ TEST_CASE("mixed precision: convolutions and the memory-bound layers after them 
   }
 }
 
-TEST_CASE("mixed precision: keep_f32 makes a node f32 and converts its low-precision inputs") {
+TEST_CASE("mixed precision: keep_f32 makes a node f32 and converts its low-precision inputs", "[backends]") {
   for (const test::MixedCase& mc : test::mixed_cases()) SECTION(mc.name()) {
     const Device dev = mc.device();
     const Precision p = mc.precision;
@@ -121,7 +121,7 @@ TEST_CASE("mixed precision: keep_f32 makes a node f32 and converts its low-preci
   }
 }
 
-TEST_CASE("mixed precision: outputs and every gradient match fp32 within bf16 (f16) rounding") {
+TEST_CASE("mixed precision: outputs and every gradient match fp32 within bf16 (f16) rounding", "[backends]") {
   // Each bf16 store rounds to 8 significant bits (relative 2^-8 at most, about 2^-9.5 on average
   // over many values); through a dozen layers forward and back the errors add up to about 2^-7 in
   // norm (measured: output 0.0016, parameter tensors 0.0015 to 0.011). A gradient that misses a
@@ -156,7 +156,7 @@ TEST_CASE("mixed precision: outputs and every gradient match fp32 within bf16 (f
   }
 }
 
-TEST_CASE("mixed precision: a changed batch size replans the buffers and gives the same results") {
+TEST_CASE("mixed precision: a changed batch size replans the buffers and gives the same results", "[backends]") {
   for (const test::MixedCase& mc : test::mixed_cases()) SECTION(mc.name()) {
     const Device dev = mc.device();
     const Precision p = mc.precision;

@@ -13,6 +13,7 @@
 #include "core/data/image.h"
 #include "core/io/curves.h"
 #include "core/io/run_dir.h"
+#include "skip.h"
 
 using namespace trainer;
 namespace fs = std::filesystem;
@@ -202,10 +203,7 @@ TEST_CASE("outputs: metrics.csv reads back as MetricsLogger wrote it") {
 }
 
 TEST_CASE("outputs: a full disk is an error naming the file, for both loggers") {
-  if (!fs::exists("/dev/full")) {
-    WARN("skipped: no /dev/full on this system");
-    return;
-  }
+  if (!fs::exists("/dev/full")) TRAINER_SKIP(Permission, "no /dev/full on this system (a container without it)");
   MetricsLogger csv(MetricsLogger::Format::Csv, "/dev/full");
   CHECK_THROWS_WITH(csv.write(0, {{"loss", 1.0}}), Catch::Contains("/dev/full") && Catch::Contains("No space left"));
   MetricsLogger jsonl(MetricsLogger::Format::Jsonl, "/dev/full");

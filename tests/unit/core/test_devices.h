@@ -1,12 +1,16 @@
 // The devices the engine tests run on: the CPU always, the first visible GPU when CUDA is built in, and the mixed precisions each supports.
+// A test case that loops over test_devices() or mixed_cases() is tagged [backends]: CTest runs its
+// CPU part and its GPU part as two entries (../backend_choice.h).
 #pragma once
 #include <catch2/catch.hpp>
 
 #include <string>
 #include <vector>
 
+#include "../backend_choice.h"
 #include "../cpu_bf16.h"
 #include "core/ops/context.h"
+#include "skip.h"
 #ifdef TRAINER_HAVE_CUDA
 #include "core/ops/cuda/cuda_devices.h"
 #endif
@@ -21,26 +25,28 @@ struct TestDevice {
 
 namespace detail {
 struct FoundDevices {
-  std::vector<TestDevice> all;
-  std::string skipped;  // why no GPU runs here, when CUDA is built in
+  std::vector<TestDevice> all;  // the CPU, then the first GPU where one runs here
+  std::string gpu_missing;      // why no GPU runs here ("" when one does)
 };
 
 inline FoundDevices find_devices() {
   FoundDevices f;
-  // bf16 where the CPU runs it (oneDNN needs AVX-512); test_devices() says when it does not.
+  // bf16 where the CPU runs it (oneDNN needs AVX-512); mixed_cases() says when it does not.
   f.all.push_back({Device::cpu(0), "cpu", {}});
   if (cpu_bf16_refusal().empty()) f.all[0].mixed.push_back(Precision::BF16);
 #ifdef TRAINER_HAVE_CUDA
   std::string why;
   std::vector<GpuInfo> gpus = cuda_devices(&why);
   if (gpus.empty()) {
-    f.skipped = "cuda: skipped \xe2\x80\x94 no GPU visible (" + why + ")";
+    f.gpu_missing = "cuda: no GPU visible (" + why + ")";
   } else {
     TestDevice d{Device::cuda(gpus[0].index), Device::cuda(gpus[0].index).str(), {}};
     if (gpus[0].cc_major >= 8) d.mixed.push_back(Precision::BF16);
     d.mixed.push_back(Precision::FP16);
     f.all.push_back(d);
   }
+#else
+  f.gpu_missing = "cuda: CUDA is not built in (no nvcc found when the build was configured)";
 #endif
   return f;
 }
@@ -51,21 +57,27 @@ inline const detail::FoundDevices& found_devices() {
   return f;
 }
 
-// Every device under test; the first call in a process warns (Catch2 WARN) when a GPU backend is
-// built in but no GPU can run here.
+// The devices a [backends] test case runs on in this process (TRAINER_TEST_BACKEND,
+// ../backend_choice.h): the CPU, the first GPU, or both. A chosen GPU that cannot run here is
+// recorded as a skip (Missing::Gpu) and left out.
 inline const std::vector<TestDevice>& test_devices() {
-  static bool warned = false;
-  if (!warned && !found_devices().skipped.empty()) WARN(found_devices().skipped);
-  if (!warned && !cpu_bf16_refusal().empty()) WARN(cpu_bf16_skip_message());
-  warned = true;
-  return found_devices().all;
+  const BackendChoice choice = backend_choice();
+  static const std::vector<TestDevice> chosen = [&] {
+    std::vector<TestDevice> out;
+    for (const TestDevice& d : found_devices().all)
+      if (d.device.is_cpu() ? choice.cpu : choice.cuda) out.push_back(d);
+    return out;
+  }();
+  if (choice.cuda && !found_devices().gpu_missing.empty()) record_skip(Missing::Gpu, found_devices().gpu_missing);
+  return chosen;
 }
 
-// The first GPU, or nullptr (after a WARN saying why) when none can run here.
+// The first GPU, for test cases of the GPU alone (untagged, whatever TRAINER_TEST_BACKEND says);
+// nullptr, after recording a skip (Missing::Gpu), when none can run here.
 inline const TestDevice* test_gpu() {
-  for (const TestDevice& d : test_devices())  // warns once when a GPU backend cannot run here
+  for (const TestDevice& d : found_devices().all)
     if (!d.device.is_cpu()) return &d;
-  if (found_devices().skipped.empty()) WARN("cuda: skipped \xe2\x80\x94 CUDA is not built in");
+  record_skip(Missing::Gpu, found_devices().gpu_missing);
   return nullptr;
 }
 
@@ -76,10 +88,14 @@ struct MixedCase {
   Device device() const { return dev->device; }
   std::string name() const { return dev->name + " " + precision_name(precision); }
 };
+// A test case that calls it checks mixed precision only; where the CPU is chosen but cannot train
+// in bf16 (no AVX-512), a skip is recorded (Missing::CpuFeature).
 inline std::vector<MixedCase> mixed_cases() {
   std::vector<MixedCase> out;
-  for (const TestDevice& d : test_devices())
+  for (const TestDevice& d : test_devices()) {
+    if (d.device.is_cpu() && !cpu_bf16_refusal().empty()) record_skip(Missing::CpuFeature, cpu_bf16_skip_message());
     for (Precision p : d.mixed) out.push_back({&d, p});
+  }
   return out;
 }
 

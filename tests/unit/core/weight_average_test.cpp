@@ -8,7 +8,7 @@
 
 using namespace trainer;
 
-TEST_CASE("weight average: avg = d*avg + (1-d)*w after every `every`-th optimizer step, from the starting weights") {
+TEST_CASE("weight average: avg = d*avg + (1-d)*w after every `every`-th optimizer step, from the starting weights", "[backends]") {
   for (const test::TestDevice& td : test::test_devices()) {
     SECTION(td.name) {
       auto ctx = make_context(td.device, ContextOptions{});

@@ -15,6 +15,7 @@
 
 #include "core/data/dataset.h"
 #include "core/io/config.h"
+#include "skip.h"
 
 namespace trainer::test {
 
@@ -124,6 +125,15 @@ std::string error_of(F&& f) {
 inline std::string data_dir() {
   if (const char* env = std::getenv("TRAINER_DATA"); env && *env) return env;
   return std::string(TRAINER_SOURCE_DIR) + "/../shared/data";
+}
+
+// A python that imports numpy ("python3" on the PATH, else /usr/bin/python3), or "" after
+// recording a skip (Missing::Package) when neither does.
+inline std::string numpy_python() {
+  for (const char* p : {"python3", "/usr/bin/python3"})
+    if (std::system((std::string(p) + " -c 'import numpy' >/dev/null 2>&1").c_str()) == 0) return p;
+  record_skip(Missing::Package, "no python3 imports numpy (scripts/setup.sh installs python3-numpy)");
+  return "";
 }
 
 }  // namespace trainer::test

@@ -170,10 +170,8 @@ TEST_CASE("image_folder: resize_bilinear interpolates and averages") {
 
 TEST_CASE("image_folder: real CIFAR-10 JPEGs (100 per class)") {
   std::string tarball = trainer::test::data_dir() + "/cifar10-jpg-test.tar.gz";
-  if (!std::filesystem::exists(tarball)) {
-    WARN("skipped: " << tarball << " not found (set TRAINER_DATA to the folder holding it)");
-    return;
-  }
+  if (!std::filesystem::exists(tarball))
+    TRAINER_SKIP(Data, tarball << " not found (set TRAINER_DATA to the folder holding it)");
   TempDir d;
   // Only files 0000..0149 of each class: creating 10,000 small files is slow on some disks.
   std::string cmd = "tar -xzf '" + tarball + "' -C '" + d.path() + "' --wildcards '*/00[0-9][0-9].jpg' '*/01[0-4][0-9].jpg'";

@@ -11,6 +11,7 @@
 using namespace trainer;
 using trainer::test::dataset_from;
 using trainer::test::error_of;
+using trainer::test::numpy_python;
 using trainer::test::TempDir;
 using trainer::test::write_bytes;
 
@@ -227,13 +228,8 @@ TEST_CASE("npy: inconsistent arrays and labels are data errors naming the files"
 }
 
 TEST_CASE("npy: what numpy writes is read (and the toy pair script's output loads)") {
-  std::string python;
-  for (const char* p : {"python3", "/usr/bin/python3"})
-    if (python.empty() && std::system((std::string(p) + " -c 'import numpy' >/dev/null 2>&1").c_str()) == 0) python = p;
-  if (python.empty()) {
-    WARN("numpy not installed: numpy's own files are not tried");
-    return;
-  }
+  const std::string python = numpy_python();
+  if (python.empty()) return;
   TempDir d;
   const std::string script = std::string(TRAINER_SOURCE_DIR) + "/datasets/sequences/make_pairs_npy.py";
   REQUIRE(std::system((python + " '" + script + "' --out '" + d.path() + "' --size 64 --length 7 --features 3 >/dev/null").c_str()) == 0);

@@ -2,24 +2,28 @@
 // closeness bounds, and host<->device transfers of test tensors.
 //
 // Each op test is written once against host tensors and the float64 reference, and runs one
-// Catch2 SECTION per backend:
+// Catch2 SECTION per backend; it is tagged [backends] (backend_choice.h), so that CTest runs its
+// CPU part as "<name>" and its CUDA part as "<name> (cuda)":
 //
-//   for (const Backend& be : backends()) SECTION(be.name) {
-//     auto k = make_kernel<DenseKernel>(be.ctx(), params);
-//     Tensor x = be.upload(random_tensor(shape, rng)), y = be.nan(out_shape);
-//     k->forward(x, ...);
-//     be.check("y", y, want);
+//   TEST_CASE("dense ...", "[backends]") {
+//     for (const Backend& be : backends()) SECTION(be.name) {
+//       auto k = make_kernel<DenseKernel>(be.ctx(), params);
+//       Tensor x = be.upload(random_tensor(shape, rng)), y = be.nan(out_shape);
+//       k->forward(x, ...);
+//       be.check("y", y, want);
+//     }
 //   }
 //
-// When CUDA is compiled in but cannot run here (no GPU visible, as on the development and CI
-// machines), the first test to ask for the backends prints one warning saying so, once per
-// process; the CPU sections still run.
+// Where the CUDA part cannot run (no GPU visible, as on the development and CI machines, or CUDA
+// not built in), backends() records a skip (skip.h, Missing::Gpu) and gives no CUDA backend.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "../backend_choice.h"
 #include "core/ops/context.h"
+#include "skip.h"
 #include "test_util.h"
 #ifdef TRAINER_HAVE_CUDA
 #include "core/ops/cuda/cuda_devices.h"
@@ -82,8 +86,8 @@ struct Backend {
 namespace detail {
 
 struct BackendList {
-  std::vector<Backend> list;
-  std::string skipped;  // one line per backend that is built but cannot run here
+  std::vector<Backend> list;  // the CPU, then the first GPU where one runs here
+  std::string gpu_missing;    // why no GPU backend runs here ("" when one does)
 };
 
 inline BackendList find_backends() {
@@ -93,9 +97,9 @@ inline BackendList find_backends() {
   std::string why;
   std::vector<GpuInfo> gpus;
   if (!has_backend(DeviceKind::CUDA)) {
-    b.skipped = "cuda: skipped \xe2\x80\x94 CUDA is compiled in but no CUDA context is registered";
+    b.gpu_missing = "CUDA is compiled in but no CUDA context is registered";
   } else if ((gpus = cuda_devices(&why)).empty()) {
-    b.skipped = "cuda: skipped \xe2\x80\x94 no GPU visible (" + why + ")";
+    b.gpu_missing = "no GPU visible (" + why + ")";
   } else {
     // The first visible GPU. The context is deliberately never destroyed: tearing down streams
     // and cuDNN handles from a static destructor races the CUDA runtime's own shutdown.
@@ -104,22 +108,45 @@ inline BackendList find_backends() {
     c->bind_thread();  // the tests run on the main thread
     b.list.push_back({d.str(), c, kCudaTolerance});
   }
+#else
+  b.gpu_missing = "CUDA is not built in (no nvcc found when the build was configured)";
 #endif
   return b;
 }
 
+inline const BackendList& found_backends() {
+  static const BackendList found = find_backends();
+  return found;
+}
+
 }  // namespace detail
 
-// The backends to run every op test on. The first call in a process warns about each backend
-// that is compiled in but skipped here (Catch2 WARN: shown without -s).
+// The backends a [backends] test case runs on in this process (TRAINER_TEST_BACKEND,
+// backend_choice.h): the CPU, the first GPU, or both. A chosen GPU that cannot run here is
+// recorded as a skip (Missing::Gpu) and left out.
 inline const std::vector<Backend>& backends() {
-  static const detail::BackendList found = detail::find_backends();
-  static bool warned = false;
-  if (!warned) {
-    warned = true;
-    if (!found.skipped.empty()) WARN(found.skipped);
-  }
-  return found.list;
+  const BackendChoice choice = backend_choice();
+  const detail::BackendList& found = detail::found_backends();
+  static const std::vector<Backend> chosen = [&] {
+    std::vector<Backend> out;
+    for (const Backend& be : found.list)
+      if (be.is_cpu() ? choice.cpu : choice.cuda) out.push_back(be);
+    return out;
+  }();
+  if (choice.cuda && !found.gpu_missing.empty()) record_skip(Missing::Gpu, "cuda: " + found.gpu_missing);
+  return chosen;
+}
+
+// The CPU backend, for test cases of the CPU alone (untagged).
+inline const Backend& cpu_backend() { return detail::found_backends().list[0]; }
+
+// The GPU backend, for test cases of the GPU alone (untagged, whatever TRAINER_TEST_BACKEND says);
+// nullptr, after recording a skip (Missing::Gpu), where none can run here.
+inline const Backend* gpu_backend() {
+  const detail::BackendList& found = detail::found_backends();
+  if (found.list.size() > 1) return &found.list[1];
+  record_skip(Missing::Gpu, "cuda: " + found.gpu_missing);
+  return nullptr;
 }
 
 }  // namespace trainer::test

@@ -125,7 +125,7 @@ TEST_CASE("batchnorm: y and dy as strided rows give the contiguous results bit f
       }
 }
 
-TEST_CASE("batchnorm: a backend without strided rows refuses them, x and dx stay contiguous everywhere") {
+TEST_CASE("batchnorm: a backend without strided rows refuses them, x and dx stay contiguous everywhere", "[backends]") {
   const Shape s{2, 3, 3, 4};
   std::mt19937_64 rng(3);
   for (const Backend& be : backends()) SECTION(be.name) {

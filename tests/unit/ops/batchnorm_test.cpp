@@ -64,7 +64,7 @@ void check_train(const Backend& be, const Shape& s, double offset, std::mt19937_
 
 }  // namespace
 
-TEST_CASE("batchnorm training forward and backward match float64 reference") {
+TEST_CASE("batchnorm training forward and backward match float64 reference", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(11);
     for (bool unbiased : {false, true}) {  // the moving variance of Keras 3 (biased) and of PyTorch
@@ -80,7 +80,7 @@ TEST_CASE("batchnorm training forward and backward match float64 reference") {
   }
 }
 
-TEST_CASE("batchnorm running statistics follow several training steps") {
+TEST_CASE("batchnorm running statistics follow several training steps", "[backends]") {
   BatchNormParams p;  // Keras defaults: momentum 0.99, epsilon 1e-3
   Shape s{3, 4, 5, 6};
   for (const Backend& be : backends()) SECTION(be.name) {
@@ -101,7 +101,7 @@ TEST_CASE("batchnorm running statistics follow several training steps") {
   }
 }
 
-TEST_CASE("batchnorm inference uses the running statistics") {
+TEST_CASE("batchnorm inference uses the running statistics", "[backends]") {
   BatchNormParams p;
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(13);
@@ -153,7 +153,7 @@ TEST_CASE("batchnorm reference gradient agrees with finite differences") {
   }
 }
 
-TEST_CASE("batchnorm handles an empty batch and rejects mismatched shapes") {
+TEST_CASE("batchnorm handles an empty batch and rejects mismatched shapes", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(15);
     auto k = make_kernel<BatchNormKernel>(be.ctx(), BatchNormParams{});
@@ -236,7 +236,7 @@ Tensor host_rows(const Tensor& h, int64_t i0, int64_t i1) {
 
 }  // namespace
 
-TEST_CASE("batchnorm channel_sums match float64 sums, with and without a shift") {
+TEST_CASE("batchnorm channel_sums match float64 sums, with and without a shift", "[backends]") {
   BatchNormParams p;
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(21);
@@ -281,7 +281,7 @@ TEST_CASE("batchnorm channel_sums match float64 sums, with and without a shift")
   }
 }
 
-TEST_CASE("batchnorm backward_sums match float64 sums") {
+TEST_CASE("batchnorm backward_sums match float64 sums", "[backends]") {
   BatchNormParams p;
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(22);
@@ -302,7 +302,7 @@ TEST_CASE("batchnorm backward_sums match float64 sums") {
   }
 }
 
-TEST_CASE("batchnorm backward_apply matches the float64 formula") {
+TEST_CASE("batchnorm backward_apply matches the float64 formula", "[backends]") {
   BatchNormParams p;
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(23);
@@ -332,7 +332,7 @@ TEST_CASE("batchnorm backward_apply matches the float64 formula") {
   }
 }
 
-TEST_CASE("batchnorm sync pieces over split batches reproduce forward_train and backward on the whole batch") {
+TEST_CASE("batchnorm sync pieces over split batches reproduce forward_train and backward on the whole batch", "[backends]") {
   BatchNormParams p;
   p.momentum = 0.9f;
   p.epsilon = 1e-3f;
@@ -427,7 +427,7 @@ TEST_CASE("batchnorm sync pieces over split batches reproduce forward_train and 
   }
 }
 
-TEST_CASE("batchnorm sync pieces handle an empty batch and reject bad arguments") {
+TEST_CASE("batchnorm sync pieces handle an empty batch and reject bad arguments", "[backends]") {
   BatchNormParams p;
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(25);

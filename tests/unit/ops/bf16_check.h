@@ -191,9 +191,9 @@ struct Low {
 
 namespace detail {
 
-inline std::vector<Low> find_lows() {
+inline std::vector<Low> find_lows(const std::vector<Backend>& chosen) {
   std::vector<Low> out;
-  for (const Backend& be : backends()) {
+  for (const Backend& be : chosen) {
     auto ctx_for = [&](Precision p) {
       // Deliberately never destroyed, as backends.h's contexts (see there).
       OpContext* c = make_context(be.ctx().device(), ContextOptions{be.is_cpu() ? 2 : 0, p}).release();
@@ -218,14 +218,17 @@ inline std::vector<Low> find_lows() {
 
 }  // namespace detail
 
-// The pairs under test: cpu bf16 where the CPU runs it (else a WARN says why it is skipped); on a visible GPU, its bf16 (compute capability >= 8.0)
-// and f16. A test runs one Catch2 SECTION per pair:  for (const Low& lo : lows()) SECTION(lo.name()) {...}
+// The pairs under test, of the backends a [backends] test case runs on (backends()): cpu bf16
+// where the CPU runs it (else a skip is recorded, Missing::CpuFeature); on a visible GPU, its bf16
+// (compute capability >= 8.0) and f16. A test runs one Catch2 SECTION per pair:
+//   for (const Low& lo : lows()) SECTION(lo.name()) {...}
+// so a test case that calls it checks low precision only: its f32 checks are a test case of their own.
 inline const std::vector<Low>& lows() {
+  const std::vector<Backend>& chosen = backends();
   // Never destroyed either: the contexts stay reachable from it for LeakSanitizer's check at exit.
-  static const std::vector<Low>* found = new std::vector<Low>(detail::find_lows());
-  static bool warned = false;
-  if (!warned && !cpu_bf16_refusal().empty()) WARN(cpu_bf16_skip_message());
-  warned = true;
+  static const std::vector<Low>* found = new std::vector<Low>(detail::find_lows(chosen));
+  for (const Backend& be : chosen)
+    if (be.is_cpu() && !cpu_bf16_refusal().empty()) record_skip(Missing::CpuFeature, cpu_bf16_skip_message());
   return *found;
 }
 

@@ -27,7 +27,7 @@ ref::Vec grad_from_y(int kind, const ref::Vec& y, const ref::Vec& dy) {
 
 }  // namespace
 
-TEST_CASE("low-precision activations match float64 within one rounding, and in place equals out of place") {
+TEST_CASE("low-precision activations match float64 within one rounding, and in place equals out of place", "[backends]") {
   for (const Low& lo : lows()) SECTION(lo.name()) {
     const DType L = lo.type;
     std::mt19937_64 rng(111);
@@ -80,7 +80,7 @@ TEST_CASE("low-precision activations match float64 within one rounding, and in p
 
 // --- Element-wise: add, accumulate, convert, concat, split.
 
-TEST_CASE("low-precision add sums in f32 and rounds once, accumulate takes every mix of f32 and the low type") {
+TEST_CASE("low-precision add sums in f32 and rounds once, accumulate takes every mix of f32 and the low type", "[backends]") {
   for (const Low& lo : lows()) SECTION(lo.name()) {
     const DType L = lo.type;
     auto k = make_kernel<ElementwiseKernel>(lo.ctx(), ElementwiseParams{});
@@ -179,7 +179,7 @@ std::vector<Bits> rounding_cases(DType t) {
 
 }  // namespace
 
-TEST_CASE("convert rounds f32 to the low type to nearest even and widens it to f32 exactly") {
+TEST_CASE("convert rounds f32 to the low type to nearest even and widens it to f32 exactly", "[backends]") {
   for (const Low& lo : lows()) SECTION(lo.name()) {
     const DType L = lo.type;
     auto k = make_kernel<ElementwiseKernel>(lo.ctx(), ElementwiseParams{});
@@ -242,7 +242,7 @@ TEST_CASE("convert rounds f32 to the low type to nearest even and widens it to f
   }
 }
 
-TEST_CASE("low-precision concat and split along the last axis round-trip bit for bit") {
+TEST_CASE("low-precision concat and split along the last axis round-trip bit for bit", "[backends]") {
   for (const Low& lo : lows()) SECTION(lo.name()) {
     const DType L = lo.type;
     auto k = make_kernel<ElementwiseKernel>(lo.ctx(), ElementwiseParams{});

@@ -318,7 +318,7 @@ std::vector<Mode> low_modes(const Subject& s) {
 
 }  // namespace
 
-TEST_CASE("mixed precision: conv2d and depthwise conv2d on low tensors, and dense in a low context, match float64 within the bound") {
+TEST_CASE("mixed precision: conv2d and depthwise conv2d on low tensors, and dense in a low context, match float64 within the bound", "[backends]") {
   for (const Low& lo : b16::lows()) SECTION(lo.name()) {
     for (const Subject& s : subjects()) {
       double rel_fp32 = exercise(lo, s, Mode::kFp32, Drive::kOneStep, 11);
@@ -337,7 +337,7 @@ TEST_CASE("mixed precision: conv2d and depthwise conv2d on low tensors, and dens
   }
 }
 
-TEST_CASE("mixed precision: nothing stale is reused: backward after a forward on other buffers, a step after in-place updates") {
+TEST_CASE("mixed precision: nothing stale is reused: backward after a forward on other buffers, a step after in-place updates", "[backends]") {
   for (const Low& lo : b16::lows()) SECTION(lo.name()) {
     for (const Subject& s : subjects())
       for (Mode m : low_modes(s)) {
@@ -347,7 +347,7 @@ TEST_CASE("mixed precision: nothing stale is reused: backward after a forward on
   }
 }
 
-TEST_CASE("mixed precision: one kernel serves changing batch sizes, and f32 and low inputs of one shape, from its shape cache") {
+TEST_CASE("mixed precision: one kernel serves changing batch sizes, and f32 and low inputs of one shape, from its shape cache", "[backends]") {
   for (const Low& lo : b16::lows()) SECTION(lo.name()) {
     OpContext& c = lo.lctx();
     Run cv = conv(4, 8, 8, 16, 24, 3).make(c), dw = depthwise(4, 8, 8, 16, 1, 3).make(c), fc = dense({4, 24}, 7).make(c);
@@ -361,7 +361,7 @@ TEST_CASE("mixed precision: one kernel serves changing batch sizes, and f32 and 
   }
 }
 
-TEST_CASE("mixed precision: conv2d and depthwise conv2d take all-f32 or all-low activations with f32 weights") {
+TEST_CASE("mixed precision: conv2d and depthwise conv2d take all-f32 or all-low activations with f32 weights", "[backends]") {
   for (const Low& lo : b16::lows()) SECTION(lo.name()) {
     std::mt19937_64 rng(70);
     OpContext& c = lo.lctx();

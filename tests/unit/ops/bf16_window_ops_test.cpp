@@ -174,7 +174,7 @@ const std::vector<PoolCase>& pool_cases() {
 
 }  // namespace
 
-TEST_CASE("low-precision pool2d: max is exact forward and within the bound backward, avg within its bounds") {
+TEST_CASE("low-precision pool2d: max is exact forward and within the bound backward, avg within its bounds", "[backends]") {
   for (const Low& lo : b16::lows()) SECTION(lo.name()) {
     std::mt19937_64 rng(81);
     for (const PoolCase& k : pool_cases()) {
@@ -184,7 +184,7 @@ TEST_CASE("low-precision pool2d: max is exact forward and within the bound backw
   }
 }
 
-TEST_CASE("low-precision pool2d: one kernel pairs each backward with its forward across f32 and low inputs of one shape") {
+TEST_CASE("low-precision pool2d: one kernel pairs each backward with its forward across f32 and low inputs of one shape", "[backends]") {
   for (const Low& lo : b16::lows()) SECTION(lo.name()) {
     PoolCase k{2, 9, 9, 6, 3, 2, Padding::Valid};
     std::mt19937_64 rng(82);
@@ -218,7 +218,7 @@ TEST_CASE("low-precision pool2d: one kernel pairs each backward with its forward
   }
 }
 
-TEST_CASE("low-precision global_pool: max is exact, avg within its bound") {
+TEST_CASE("low-precision global_pool: max is exact, avg within its bound", "[backends]") {
   for (const Low& lo : b16::lows()) SECTION(lo.name()) {
     const DType L = lo.type;
     const double u = lo.u();
@@ -252,7 +252,7 @@ TEST_CASE("low-precision global_pool: max is exact, avg within its bound") {
   }
 }
 
-TEST_CASE("low-precision pad2d: forward and backward copy the low type exactly") {
+TEST_CASE("low-precision pad2d: forward and backward copy the low type exactly", "[backends]") {
   for (const Low& lo : b16::lows()) SECTION(lo.name()) {
     const DType L = lo.type;
     std::mt19937_64 rng(84);
@@ -272,7 +272,7 @@ TEST_CASE("low-precision pad2d: forward and backward copy the low type exactly")
   }
 }
 
-TEST_CASE("low-precision pool2d, global_pool and pad2d refuse mixed activation types") {
+TEST_CASE("low-precision pool2d, global_pool and pad2d refuse mixed activation types", "[backends]") {
   for (const Low& lo : b16::lows()) SECTION(lo.name()) {
     std::mt19937_64 rng(85);
     auto mk = [&](const Shape& s, DType t) { return lo.up(b16::make(s, t, b16::random_values(s, rng, t))); };

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "../cpu_bf16.h"
 #include "backends.h"
 
 using namespace trainer;
@@ -74,6 +75,45 @@ void check_case(const Backend& be, const ConvCase& k, std::mt19937_64& rng, Conv
   if (k.bias) be.check("db", db, rdb);
 }
 
+// A 1x1 convolution at stride 1 (its backward can add the input gradient into dx where the
+// backend's kernel allows) and its operands on `be`: x, w, dy, and dx0, the host values dx holds.
+struct PointwiseAdd {
+  std::unique_ptr<Conv2dKernel> k;
+  Shape xs{3, 5, 7, 21}, ys{3, 5, 7, 19};
+  Tensor x, w, dy, dx0, dw, db;
+  PointwiseAdd(const Backend& be, std::mt19937_64& rng) {
+    Conv2dParams p;
+    p.filters = 19, p.kh = 1, p.kw = 1;
+    k = make_kernel<Conv2dKernel>(be.ctx(), p);
+    x = be.upload(random_tensor(xs, rng)), w = be.upload(random_tensor({1, 1, 21, 19}, rng));
+    dy = be.upload(random_tensor(ys, rng)), dx0 = random_tensor(xs, rng);
+    dw = be.nan({1, 1, 21, 19}), db = be.nan({19});
+  }
+};
+
+// bf16 tensors on `be`: f32 values rounded to nearest even (to_bf16) and back (bf16_values).
+Tensor to_bf16(const Backend& be, const Tensor& t) {
+  Tensor h = Tensor::empty(t.shape(), DType::BF16);
+  const Tensor f = be.download(t);
+  for (int64_t i = 0; i < f.numel(); ++i) {
+    uint32_t u;
+    std::memcpy(&u, f.f32() + i, 4);
+    h.as<uint16_t>()[i] = uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+  return be.upload(h);
+}
+ref::Vec bf16_values(const Backend& be, const Tensor& t) {
+  const Tensor h = be.download(t);
+  ref::Vec v(size_t(h.numel()));
+  for (int64_t i = 0; i < h.numel(); ++i) {
+    const uint32_t u = uint32_t(h.as<uint16_t>()[i]) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    v[size_t(i)] = f;
+  }
+  return v;
+}
+
 }  // namespace
 
 TEST_CASE("conv2d geometry follows Keras 'same' padding (smaller half before)") {
@@ -88,7 +128,7 @@ TEST_CASE("conv2d geometry follows Keras 'same' padding (smaller half before)") 
   CHECK(g.pr == 1);
 }
 
-TEST_CASE("conv2d forward and backward match float64 reference on corner cases") {
+TEST_CASE("conv2d forward and backward match float64 reference on corner cases", "[backends]") {
   const Padding S = Padding::Same, V = Padding::Valid;
   std::vector<ConvCase> cases = {
       {2, 5, 6, 3, 4, 1, 1},                              // pointwise
@@ -118,7 +158,7 @@ TEST_CASE("conv2d forward and backward match float64 reference on corner cases")
   }
 }
 
-TEST_CASE("conv2d forward and backward match float64 reference on random shapes") {
+TEST_CASE("conv2d forward and backward match float64 reference on random shapes", "[backends]") {
   const int ks[] = {1, 2, 3, 5, 7};
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(202);
@@ -142,7 +182,7 @@ TEST_CASE("conv2d forward and backward match float64 reference on random shapes"
   }
 }
 
-TEST_CASE("conv2d matches float64 reference on MiniGoogLeNet-sized layers") {
+TEST_CASE("conv2d matches float64 reference on MiniGoogLeNet-sized layers", "[backends]") {
   // Channel counts large enough for oneDNN's blocked (JIT / brgemm) implementations.
   const Padding S = Padding::Same, V = Padding::Valid;
   std::vector<ConvCase> cases = {
@@ -159,7 +199,7 @@ TEST_CASE("conv2d matches float64 reference on MiniGoogLeNet-sized layers") {
   }
 }
 
-TEST_CASE("conv2d kernel serves changing batch sizes from its shape cache") {
+TEST_CASE("conv2d kernel serves changing batch sizes from its shape cache", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(404);
     ConvCase c{4, 8, 8, 16, 24, 3, 3, 1, 1, 1, 1, Padding::Same};
@@ -173,7 +213,7 @@ TEST_CASE("conv2d kernel serves changing batch sizes from its shape cache") {
   }
 }
 
-TEST_CASE("conv2d handles an empty batch and rejects mismatched shapes") {
+TEST_CASE("conv2d handles an empty batch and rejects mismatched shapes", "[backends]") {
   Conv2dParams p;
   p.filters = 4, p.kh = 3, p.kw = 3, p.padding = Padding::Same;
   for (const Backend& be : backends()) SECTION(be.name) {
@@ -201,69 +241,56 @@ TEST_CASE("conv2d handles an empty batch and rejects mismatched shapes") {
   }
 }
 
-TEST_CASE("conv2d backward adds its input gradient into dx where the backend can (1x1 at stride 1)") {
+TEST_CASE("conv2d backward adds its input gradient into dx where the backend can (1x1 at stride 1)", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(77);
-    Conv2dParams p;
-    p.filters = 19, p.kh = 1, p.kw = 1;
-    auto k = make_kernel<Conv2dKernel>(be.ctx(), p);
-    Conv2dParams p3 = p;
-    p3.kh = p3.kw = 3, p3.padding = Padding::Same;
+    PointwiseAdd a(be, rng);
+    Conv2dParams p3;
+    p3.filters = 19, p3.kh = p3.kw = 3, p3.padding = Padding::Same;
     auto k3 = make_kernel<Conv2dKernel>(be.ctx(), p3);
     CHECK_FALSE(k3->adds_dx());  // the input gradient of a wider window is no 1x1 convolution of dy
-    const Shape xs{3, 5, 7, 21}, ys{3, 5, 7, 19};
-    Tensor x = be.upload(random_tensor(xs, rng)), w = be.upload(random_tensor({1, 1, 21, 19}, rng));
-    Tensor dy = be.upload(random_tensor(ys, rng)), dx0 = random_tensor(xs, rng);
-    Tensor dw = be.nan({1, 1, 21, 19}), db = be.nan({19}), dx = be.upload(dx0);
-    if (!k->adds_dx()) {
-      CHECK_THROWS_WITH(k->backward(x, w, dy, dx, dw, db, true), Catch::Contains("cannot add the input gradient"));
+    Tensor dx = be.upload(a.dx0);
+    if (!a.k->adds_dx()) {
+      CHECK_THROWS_WITH(a.k->backward(a.x, a.w, a.dy, dx, a.dw, a.db, true), Catch::Contains("cannot add the input gradient"));
       continue;
     }
     Tensor w3 = be.upload(random_tensor({3, 3, 21, 19}, rng)), dw3 = be.nan(w3.shape());
-    CHECK_THROWS_WITH(k3->backward(x, w3, dy, dx, dw3, db, true), Catch::Contains("cannot add the input gradient"));
+    CHECK_THROWS_WITH(k3->backward(a.x, w3, a.dy, dx, dw3, a.db, true), Catch::Contains("cannot add the input gradient"));
     Tensor none;
-    CHECK_THROWS_WITH(k->backward(x, w, dy, none, dw, db, true), Catch::Contains("dx is undefined"));
-    // f32: dx0 + the reference input gradient; dw and db as without adding.
+    CHECK_THROWS_WITH(a.k->backward(a.x, a.w, a.dy, none, a.dw, a.db, true), Catch::Contains("dx is undefined"));
+    // dx0 + the reference input gradient; dw and db as without adding.
     ref::ConvDims d{3, 5, 7, 21, 5, 7, 19, 1, 1, 1, 1, 1, 1, 0, 0};
     ref::Vec rdx, rdw, rdb;
-    ref::conv2d_backward(d, be.vec(x), be.vec(w), be.vec(dy), rdx, rdw, rdb);
-    k->backward(x, w, dy, dx, dw, db, true);
-    ref::Vec want = to_vec(dx0);
+    ref::conv2d_backward(d, be.vec(a.x), be.vec(a.w), be.vec(a.dy), rdx, rdw, rdb);
+    a.k->backward(a.x, a.w, a.dy, dx, a.dw, a.db, true);
+    ref::Vec want = to_vec(a.dx0);
     for (size_t i = 0; i < want.size(); ++i) want[i] += rdx[i];
     be.check("dx0 + dx", dx, want);
-    be.check("dw", dw, rdw);
-    be.check("db", db, rdb);
-    // bf16 activations: dx0 + the input gradient rounded once, against the gradient written alone
-    // (rounded once too) plus dx0: within two bf16 roundings of their magnitudes.
-    auto low = [&](const Tensor& t) {
-      Tensor h = Tensor::empty(t.shape(), DType::BF16);
-      const Tensor f = be.download(t);
-      for (int64_t i = 0; i < f.numel(); ++i) {
-        uint32_t u;
-        std::memcpy(&u, f.f32() + i, 4);
-        h.as<uint16_t>()[i] = uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-      }
-      return be.upload(h);
-    };
-    auto values = [&](const Tensor& t) {
-      const Tensor h = be.download(t);
-      ref::Vec v(size_t(h.numel()));
-      for (int64_t i = 0; i < h.numel(); ++i) {
-        const uint32_t u = uint32_t(h.as<uint16_t>()[i]) << 16;
-        float f;
-        std::memcpy(&f, &u, 4);
-        v[size_t(i)] = f;
-      }
-      return v;
-    };
-    Tensor xb = low(x), dyb = low(dy), dxb0 = low(be.upload(dx0)), alone = be.upload(Tensor::empty(xs, DType::BF16));
-    Tensor added = low(be.upload(dx0));
-    k->backward(xb, w, dyb, alone, dw, db);
-    k->backward(xb, w, dyb, added, dw, db, true);
-    const ref::Vec a = values(alone), s = values(added), d0 = values(dxb0);
+    be.check("dw", a.dw, rdw);
+    be.check("db", a.db, rdb);
+  }
+}
+
+// bf16 activations on the CPU need oneDNN's bf16 convolutions (AVX-512): skipped without them.
+TEST_CASE("conv2d backward adds its bf16 input gradient into dx where the backend can (1x1 at stride 1)", "[backends][bf16]") {
+  for (const Backend& be : backends()) SECTION(be.name) {
+    if (be.is_cpu() && !cpu_bf16_refusal().empty()) {
+      record_skip(Missing::CpuFeature, cpu_bf16_skip_message());
+      continue;
+    }
+    std::mt19937_64 rng(77);
+    PointwiseAdd a(be, rng);
+    if (!a.k->adds_dx()) continue;  // refused: the f32 case above checks the refusal
+    // dx0 + the input gradient rounded once, against the gradient written alone (rounded once
+    // too) plus dx0: within two bf16 roundings of their magnitudes.
+    Tensor xb = to_bf16(be, a.x), dyb = to_bf16(be, a.dy), dxb0 = to_bf16(be, be.upload(a.dx0));
+    Tensor alone = be.upload(Tensor::empty(a.xs, DType::BF16)), added = to_bf16(be, be.upload(a.dx0));
+    a.k->backward(xb, a.w, dyb, alone, a.dw, a.db);
+    a.k->backward(xb, a.w, dyb, added, a.dw, a.db, true);
+    const ref::Vec al = bf16_values(be, alone), s = bf16_values(be, added), d0 = bf16_values(be, dxb0);
     int64_t bad = 0;
-    for (size_t i = 0; i < a.size(); ++i)
-      if (!(std::fabs(s[i] - (a[i] + d0[i])) <= 0x1p-7 * (std::fabs(a[i]) + std::fabs(d0[i])) + 1e-30)) ++bad;
+    for (size_t i = 0; i < al.size(); ++i)
+      if (!(std::fabs(s[i] - (al[i] + d0[i])) <= 0x1p-7 * (std::fabs(al[i]) + std::fabs(d0[i])) + 1e-30)) ++bad;
     CHECK(bad == 0);
   }
 }

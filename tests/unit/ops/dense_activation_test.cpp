@@ -6,7 +6,7 @@
 using namespace trainer;
 using namespace trainer::test;
 
-TEST_CASE("dense forward and backward match float64 reference") {
+TEST_CASE("dense forward and backward match float64 reference", "[backends]") {
   struct Case {
     int64_t n, k, u;
     bool bias, dx;
@@ -41,7 +41,7 @@ TEST_CASE("dense forward and backward match float64 reference") {
   }
 }
 
-TEST_CASE("dense applies to the last axis of higher-rank inputs") {
+TEST_CASE("dense applies to the last axis of higher-rank inputs", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(32);
     auto kernel = make_kernel<DenseKernel>(be.ctx(), DenseParams{6, true});
@@ -53,7 +53,7 @@ TEST_CASE("dense applies to the last axis of higher-rank inputs") {
   }
 }
 
-TEST_CASE("dense handles an empty batch and rejects mismatched shapes") {
+TEST_CASE("dense handles an empty batch and rejects mismatched shapes", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(33);
     auto kernel = make_kernel<DenseKernel>(be.ctx(), DenseParams{4, true});
@@ -72,7 +72,7 @@ TEST_CASE("dense handles an empty batch and rejects mismatched shapes") {
   }
 }
 
-TEST_CASE("activation forward and backward match float64 reference for every kind") {
+TEST_CASE("activation forward and backward match float64 reference for every kind", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(34);
     for (int kind = 0; kind < 5; ++kind) {
@@ -101,7 +101,7 @@ TEST_CASE("activation forward and backward match float64 reference for every kin
   }
 }
 
-TEST_CASE("activation sigmoid stays finite for large inputs, shape mismatch throws") {
+TEST_CASE("activation sigmoid stays finite for large inputs, shape mismatch throws", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     auto k = make_kernel<ActivationKernel>(be.ctx(), ActivationParams{ActKind::Sigmoid});
     Tensor x = be.upload(from_vec({4}, {-1000.0, -90.0, 90.0, 1000.0})), y = be.nan({4});

@@ -92,7 +92,7 @@ TEST_CASE("depthwise_conv2d geometry: Keras 'same' padding, C * multiplier outpu
   CHECK(depthwise_conv2d_output_shape({8, 5, 7}, p) == Shape{3, 2, 21});
 }
 
-TEST_CASE("depthwise_conv2d forward and backward match float64 reference on corner cases") {
+TEST_CASE("depthwise_conv2d forward and backward match float64 reference on corner cases", "[backends]") {
   const Padding S = Padding::Same, V = Padding::Valid;
   std::vector<DwCase> cases = {
       {2, 5, 6, 3, 1, 1, 1},                                 // 1x1
@@ -127,7 +127,7 @@ TEST_CASE("depthwise_conv2d forward and backward match float64 reference on corn
   }
 }
 
-TEST_CASE("depthwise_conv2d forward and backward match float64 reference on random shapes") {
+TEST_CASE("depthwise_conv2d forward and backward match float64 reference on random shapes", "[backends]") {
   const int ks[] = {1, 3, 5, 2, 7};
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(222);
@@ -150,7 +150,7 @@ TEST_CASE("depthwise_conv2d forward and backward match float64 reference on rand
   }
 }
 
-TEST_CASE("depthwise_conv2d matches float64 reference on MobileNetV2-sized layers") {
+TEST_CASE("depthwise_conv2d matches float64 reference on MobileNetV2-sized layers", "[backends]") {
   // MobileNetV2's depthwise layers (3x3, stride 1 or 2 after ZeroPadding2D + 'valid', or 'same'),
   // with smaller spatial sizes; channel counts large enough for oneDNN's JIT implementations.
   const Padding S = Padding::Same, V = Padding::Valid;
@@ -169,7 +169,7 @@ TEST_CASE("depthwise_conv2d matches float64 reference on MobileNetV2-sized layer
   }
 }
 
-TEST_CASE("depthwise_conv2d kernel serves changing batch sizes from its shape cache") {
+TEST_CASE("depthwise_conv2d kernel serves changing batch sizes from its shape cache", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(444);
     DwCase c{4, 8, 8, 24, 1, 3, 3, 2, 2, 1, 1, Padding::Same};
@@ -183,7 +183,7 @@ TEST_CASE("depthwise_conv2d kernel serves changing batch sizes from its shape ca
   }
 }
 
-TEST_CASE("depthwise_conv2d handles an empty batch and rejects mismatched shapes") {
+TEST_CASE("depthwise_conv2d handles an empty batch and rejects mismatched shapes", "[backends]") {
   DepthwiseConv2dParams p;
   p.multiplier = 2, p.kh = 3, p.kw = 3, p.padding = Padding::Same;
   for (const Backend& be : backends()) SECTION(be.name) {
@@ -219,7 +219,7 @@ TEST_CASE("depthwise_conv2d handles an empty batch and rejects mismatched shapes
   }
 }
 
-TEST_CASE("depthwise_conv2d and its gradients are bit-identical from run to run") {
+TEST_CASE("depthwise_conv2d and its gradients are bit-identical from run to run", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(666);
     DepthwiseConv2dParams p;

@@ -9,7 +9,7 @@
 using namespace trainer;
 using namespace trainer::test;
 
-TEST_CASE("elementwise add, accumulate and scale match float64 reference") {
+TEST_CASE("elementwise add, accumulate and scale match float64 reference", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(41);
     auto k = make_kernel<ElementwiseKernel>(be.ctx(), ElementwiseParams{});
@@ -54,7 +54,7 @@ TEST_CASE("elementwise add, accumulate and scale match float64 reference") {
   }
 }
 
-TEST_CASE("elementwise concat and split along the last axis are inverse") {
+TEST_CASE("elementwise concat and split along the last axis are inverse", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(42);
     auto k = make_kernel<ElementwiseKernel>(be.ctx(), ElementwiseParams{});
@@ -113,7 +113,7 @@ TEST_CASE("elementwise concat and split along the last axis are inverse") {
   }
 }
 
-TEST_CASE("elementwise concat and split leave an input already in its columns alone, refuse other strided views") {
+TEST_CASE("elementwise concat and split leave an input already in its columns alone, refuse other strided views", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(9);
     auto k = make_kernel<ElementwiseKernel>(be.ctx(), ElementwiseParams{});
@@ -147,7 +147,7 @@ TEST_CASE("elementwise concat and split leave an input already in its columns al
   }
 }
 
-TEST_CASE("dropout masks are a pure function of (seed, index) with the right keep rate") {
+TEST_CASE("dropout masks are a pure function of (seed, index) with the right keep rate", "[backends]") {
   DropoutParams p;
   p.rate = 0.3f;
   Shape s{64, 16, 16, 8};  // 131072 elements
@@ -203,7 +203,7 @@ TEST_CASE("dropout masks are a pure function of (seed, index) with the right kee
   }
 }
 
-TEST_CASE("dropout with rate 0 is the identity, bad rates and masks are rejected") {
+TEST_CASE("dropout with rate 0 is the identity, bad rates and masks are rejected", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(44);
     auto k = make_kernel<DropoutKernel>(be.ctx(), DropoutParams{0.0f});

@@ -19,7 +19,7 @@ Tensor random_ids(const Shape& s, int64_t vocab, std::mt19937_64& rng) {
 
 }  // namespace
 
-TEST_CASE("embedding forward and backward match float64 reference, repeated ids accumulate") {
+TEST_CASE("embedding forward and backward match float64 reference, repeated ids accumulate", "[backends]") {
   struct Case {
     Shape ids;
     int64_t vocab, dim;
@@ -45,7 +45,7 @@ TEST_CASE("embedding forward and backward match float64 reference, repeated ids 
   }
 }
 
-TEST_CASE("embedding gradient is the same bit for bit on every call") {
+TEST_CASE("embedding gradient is the same bit for bit on every call", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(82);
     auto k = make_kernel<EmbeddingKernel>(be.ctx(), EmbeddingParams{4, 16});
@@ -60,7 +60,7 @@ TEST_CASE("embedding gradient is the same bit for bit on every call") {
   }
 }
 
-TEST_CASE("embedding rejects an id outside the vocabulary or not an integer, naming it and its position") {
+TEST_CASE("embedding rejects an id outside the vocabulary or not an integer, naming it and its position", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     auto k = make_kernel<EmbeddingKernel>(be.ctx(), EmbeddingParams{10, 3});
     Tensor w = be.upload(Tensor::empty({10, 3}));

@@ -16,7 +16,7 @@ namespace {
 constexpr int64_t kSizes[] = {0, 1, 255, grad_clip_math::kChunk, grad_clip_math::kChunk + 1, 100003};
 }  // namespace
 
-TEST_CASE("optim_update sum_squares matches float64, with the same bits on every backend and thread count") {
+TEST_CASE("optim_update sum_squares matches float64, with the same bits on every backend and thread count", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     auto k = make_kernel<OptimUpdateKernel>(be.ctx(), OptimUpdateParams{});
     std::mt19937_64 rng(7);
@@ -46,7 +46,7 @@ TEST_CASE("optim_update sum_squares matches float64, with the same bits on every
   }
 }
 
-TEST_CASE("optim_update clip_values unscales and clips every element to [-limit, limit]") {
+TEST_CASE("optim_update clip_values unscales and clips every element to [-limit, limit]", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     auto k = make_kernel<OptimUpdateKernel>(be.ctx(), OptimUpdateParams{});
     std::mt19937_64 rng(8);

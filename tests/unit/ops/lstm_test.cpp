@@ -67,7 +67,7 @@ void run_case(const Backend& be, const Case& c, bool seq, std::mt19937_64& rng, 
 
 }  // namespace
 
-TEST_CASE("lstm forward and backward match float64 reference in both output modes") {
+TEST_CASE("lstm forward and backward match float64 reference in both output modes", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(71);
     std::vector<Case> cases = {{1, 1, 1, 1},           {1, 5, 3, 7},  {3, 1, 4, 5},         {4, 7, 9, 3},
@@ -81,7 +81,7 @@ TEST_CASE("lstm forward and backward match float64 reference in both output mode
   }
 }
 
-TEST_CASE("lstm on long sequences matches float64 reference") {
+TEST_CASE("lstm on long sequences matches float64 reference", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(72);
     for (bool seq : {true, false}) run_case(be, {3, 120, 6, 10}, seq, rng, be.tol);
@@ -90,7 +90,7 @@ TEST_CASE("lstm on long sequences matches float64 reference") {
 
 // Keras' gate order, by hand: with one unit, one feature and x = (1, 1), each gate's weight is
 // its own column of w, so h after two steps is a closed form of the four weights.
-TEST_CASE("lstm reference follows Keras' gate order i, f, c, o") {
+TEST_CASE("lstm reference follows Keras' gate order i, f, c, o", "[backends]") {
   const double wi = 0.3, wf = -0.7, wc = 0.5, wo = 0.9;
   auto sig = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
   const double i = sig(wi), f = sig(wf), g = std::tanh(wc), o = sig(wo);  // r = 0, b = 0, x = 1
@@ -107,7 +107,7 @@ TEST_CASE("lstm reference follows Keras' gate order i, f, c, o") {
   }
 }
 
-TEST_CASE("lstm backward needs a training forward of the same shape, shapes are checked") {
+TEST_CASE("lstm backward needs a training forward of the same shape, shapes are checked", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(73);
     auto k = make_kernel<LstmKernel>(be.ctx(), LstmParams{3, false, true});
@@ -138,7 +138,7 @@ TEST_CASE("lstm backward needs a training forward of the same shape, shapes are 
   }
 }
 
-TEST_CASE("lstm handles an empty batch") {
+TEST_CASE("lstm handles an empty batch", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(74);
     auto k = make_kernel<LstmKernel>(be.ctx(), LstmParams{2, true, true});

@@ -125,7 +125,7 @@ std::vector<Case> cases() {
   return c;
 }
 
-TEST_CASE("op argument checks: each family refuses a bad argument with one message on every backend") {
+TEST_CASE("op argument checks: each family refuses a bad argument with one message on every backend", "[backends]") {
   for (const Case& k : cases()) {
     INFO(k.family);
     std::string first;
@@ -139,7 +139,7 @@ TEST_CASE("op argument checks: each family refuses a bad argument with one messa
   }
 }
 
-TEST_CASE("op argument checks: a tensor on another device is refused, naming it and the kernel's device") {
+TEST_CASE("op argument checks: a tensor on another device is refused, naming it and the kernel's device", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     auto k = make_kernel<SoftmaxKernel>(be.ctx(), SoftmaxParams{});
     const Device other = be.is_cpu() ? Device::cuda(0) : Device::cpu();

@@ -36,7 +36,7 @@ Buffers make(const Backend& be, std::mt19937_64& rng) {
 }
 }  // namespace
 
-TEST_CASE("optim_update sgd matches float64 reference (momentum, nesterov, weight decay)") {
+TEST_CASE("optim_update sgd matches float64 reference (momentum, nesterov, weight decay)", "[backends]") {
   struct Cfg {
     float momentum, wd;
     bool nesterov;
@@ -74,7 +74,7 @@ TEST_CASE("optim_update sgd matches float64 reference (momentum, nesterov, weigh
   }
 }
 
-TEST_CASE("optim_update adam and adamw match float64 reference") {
+TEST_CASE("optim_update adam and adamw match float64 reference", "[backends]") {
   struct Cfg {
     float wd;
     bool decoupled;
@@ -112,7 +112,7 @@ TEST_CASE("optim_update adam and adamw match float64 reference") {
   }
 }
 
-TEST_CASE("optim_update rmsprop matches float64 reference (centered, momentum)") {
+TEST_CASE("optim_update rmsprop matches float64 reference (centered, momentum)", "[backends]") {
   struct Cfg {
     float momentum, wd;
     bool centered;

@@ -32,7 +32,7 @@ void check_case(const Backend& be, const ref::PadDims& d, std::mt19937_64& rng) 
 
 }  // namespace
 
-TEST_CASE("pad2d forward and backward match float64 reference on corner cases") {
+TEST_CASE("pad2d forward and backward match float64 reference on corner cases", "[backends]") {
   std::vector<ref::PadDims> cases = {
       {2, 5, 6, 3, 1, 1, 1, 1},     // symmetric 1 (Keras ZeroPadding2D default)
       {1, 7, 7, 4, 0, 1, 0, 1},     // MobileNetV2's correct_pad for even sizes: bottom/right only
@@ -49,7 +49,7 @@ TEST_CASE("pad2d forward and backward match float64 reference on corner cases") 
   }
 }
 
-TEST_CASE("pad2d forward and backward match float64 reference on random shapes") {
+TEST_CASE("pad2d forward and backward match float64 reference on random shapes", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(232);
     for (int i = 0; i < 30; ++i) {
@@ -63,7 +63,7 @@ TEST_CASE("pad2d forward and backward match float64 reference on random shapes")
   }
 }
 
-TEST_CASE("pad2d handles an empty batch and rejects mismatched shapes") {
+TEST_CASE("pad2d handles an empty batch and rejects mismatched shapes", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(343);
     auto k = make_kernel<Pad2dKernel>(be.ctx(), Pad2dParams{1, 0, 2, 1});

@@ -51,7 +51,7 @@ void check_case(const Backend& be, const PoolCase& k, PoolKind kind, std::mt1993
 
 }  // namespace
 
-TEST_CASE("pool2d max and avg match float64 reference on corner cases") {
+TEST_CASE("pool2d max and avg match float64 reference on corner cases", "[backends]") {
   const Padding S = Padding::Same, V = Padding::Valid;
   std::vector<PoolCase> cases = {
       {2, 8, 8, 3, 2, 2, 2, 2, V},                                 // Keras default
@@ -74,7 +74,7 @@ TEST_CASE("pool2d max and avg match float64 reference on corner cases") {
   }
 }
 
-TEST_CASE("pool2d max and avg match float64 reference on random shapes") {
+TEST_CASE("pool2d max and avg match float64 reference on random shapes", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(22);
     int done = 0;
@@ -97,7 +97,7 @@ TEST_CASE("pool2d max and avg match float64 reference on random shapes") {
   }
 }
 
-TEST_CASE("pool2d max backward pairs each input with its own forward (micro-batches, batch changes)") {
+TEST_CASE("pool2d max backward pairs each input with its own forward (micro-batches, batch changes)", "[backends]") {
   PoolCase c{2, 9, 9, 6, 3, 3, 2, 2, Padding::Valid};
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(23);
@@ -129,7 +129,7 @@ TEST_CASE("pool2d max backward pairs each input with its own forward (micro-batc
   }
 }
 
-TEST_CASE("pool2d max: ties send the gradient to the first maximum in row-major window order") {
+TEST_CASE("pool2d max: ties send the gradient to the first maximum in row-major window order", "[backends]") {
   // Values from {0, 1, 2}: most windows hold their maximum more than once.
   const std::vector<PoolCase> cases = {{2, 9, 9, 5, 3, 3, 2, 2, Padding::Valid}, {2, 7, 6, 3, 3, 3, 1, 1, Padding::Same},
                                        {1, 8, 8, 17, 2, 2, 2, 2, Padding::Valid}};
@@ -150,7 +150,7 @@ TEST_CASE("pool2d max: ties send the gradient to the first maximum in row-major 
   }
 }
 
-TEST_CASE("pool2d handles an empty batch and rejects mismatched shapes") {
+TEST_CASE("pool2d handles an empty batch and rejects mismatched shapes", "[backends]") {
   PoolCase c{0, 6, 6, 3, 2, 2, 2, 2, Padding::Valid};
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(24);
@@ -163,7 +163,7 @@ TEST_CASE("pool2d handles an empty batch and rejects mismatched shapes") {
   }
 }
 
-TEST_CASE("global_pool avg and max match float64 reference") {
+TEST_CASE("global_pool avg and max match float64 reference", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(25);
     for (PoolKind kind : {PoolKind::Avg, PoolKind::Max}) {

@@ -18,7 +18,7 @@ Tensor labels_of(const std::vector<int>& z) {
 
 }  // namespace
 
-TEST_CASE("sigmoid_xent loss, accuracy and gradient match float64 reference") {
+TEST_CASE("sigmoid_xent loss, accuracy and gradient match float64 reference", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(91);
     auto k = make_kernel<SigmoidXentKernel>(be.ctx(), {});
@@ -43,7 +43,7 @@ TEST_CASE("sigmoid_xent loss, accuracy and gradient match float64 reference") {
   }
 }
 
-TEST_CASE("sigmoid_xent with label smoothing matches float64 reference (targets z(1-ls) + ls/2)") {
+TEST_CASE("sigmoid_xent with label smoothing matches float64 reference (targets z(1-ls) + ls/2)", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(92);
     for (float ls : {0.1f, 0.4f, 1.0f}) {
@@ -66,7 +66,7 @@ TEST_CASE("sigmoid_xent with label smoothing matches float64 reference (targets 
   }
 }
 
-TEST_CASE("sigmoid_xent is finite for extreme logits and deterministic, labels are checked") {
+TEST_CASE("sigmoid_xent is finite for extreme logits and deterministic, labels are checked", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     auto k = make_kernel<SigmoidXentKernel>(be.ctx(), {});
     const ref::Vec xs = {-1000.0, -90.0, -20.0, 0.0, 0.0, 20.0, 90.0, 1000.0};

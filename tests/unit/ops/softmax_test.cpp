@@ -6,7 +6,7 @@
 using namespace trainer;
 using namespace trainer::test;
 
-TEST_CASE("softmax forward and backward match float64 reference") {
+TEST_CASE("softmax forward and backward match float64 reference", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(51);
     auto k = make_kernel<SoftmaxKernel>(be.ctx(), SoftmaxParams{});
@@ -27,7 +27,7 @@ TEST_CASE("softmax forward and backward match float64 reference") {
   }
 }
 
-TEST_CASE("softmax cross_entropy with index labels matches float64 reference") {
+TEST_CASE("softmax cross_entropy with index labels matches float64 reference", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(52);
     auto k = make_kernel<SoftmaxKernel>(be.ctx(), SoftmaxParams{});
@@ -68,7 +68,7 @@ TEST_CASE("softmax cross_entropy with index labels matches float64 reference") {
   }
 }
 
-TEST_CASE("softmax cross_entropy with one-hot and probability labels matches float64 reference") {
+TEST_CASE("softmax cross_entropy with one-hot and probability labels matches float64 reference", "[backends]") {
   int64_t N = 33, C = 12;
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(53);
@@ -93,7 +93,7 @@ TEST_CASE("softmax cross_entropy with one-hot and probability labels matches flo
   }
 }
 
-TEST_CASE("softmax cross_entropy with label smoothing matches float64 reference (index and probability labels)") {
+TEST_CASE("softmax cross_entropy with label smoothing matches float64 reference (index and probability labels)", "[backends]") {
   // Targets t·(1-ls) + ls/C in double; the loss is the smoothed loss, accuracy the labels' argmax.
   const int64_t N = 40;
   for (const Backend& be : backends()) SECTION(be.name) {
@@ -139,7 +139,7 @@ TEST_CASE("softmax cross_entropy with label smoothing matches float64 reference 
   }
 }
 
-TEST_CASE("softmax cross_entropy rejects out-of-range labels and mismatched shapes") {
+TEST_CASE("softmax cross_entropy rejects out-of-range labels and mismatched shapes", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(54);
     auto k = make_kernel<SoftmaxKernel>(be.ctx(), SoftmaxParams{});

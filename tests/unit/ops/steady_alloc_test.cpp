@@ -235,32 +235,22 @@ void low_precision_dense(const bf16_check::Low& lo) {
   });
 }
 
-void steady_state(const Backend& be) {
-  windows_and_convolutions(be, DType::F32);
-  everything_else(be);
-  for (const bf16_check::Low& lo : bf16_check::lows())
-    if (lo.be == &be) {
-      windows_and_convolutions(be, lo.type);
+}  // namespace
+
+// f32 on each backend (TRAINER_TEST_BACKEND: "<name>" on the CPU, "<name> (cuda)" on a GPU).
+TEST_CASE("kernels allocate nothing when called again on the same shapes", "[backends]") {
+  for (const Backend& be : backends()) SECTION(be.name) {
+      windows_and_convolutions(be, DType::F32);
+      everything_else(be);
+    }
+}
+
+// Each low type of each backend (bf16_check.h's lows(): skipped where the CPU has no bf16).
+TEST_CASE("kernels in low precision allocate nothing when called again on the same shapes", "[backends]") {
+  for (const bf16_check::Low& lo : bf16_check::lows()) SECTION(lo.name()) {
+      windows_and_convolutions(*lo.be, lo.type);
       low_precision_dense(lo);
     }
 }
 
-TEST_CASE("CPU kernels allocate nothing when called again on the same shapes") {
-  for (const Backend& be : backends())
-    if (be.is_cpu()) steady_state(be);
-}
-
-// Runs on every GPU backend present; without one (no GPU visible, or a build without CUDA) it
-// warns and checks nothing, as backends.h skips.
-TEST_CASE("CUDA kernels allocate nothing when called again on the same shapes") {
-  bool ran = false;
-  for (const Backend& be : backends())
-    if (!be.is_cpu()) SECTION(be.name) {
-        ran = true;
-        steady_state(be);
-      }
-  if (!ran) WARN("cuda: skipped \xe2\x80\x94 no GPU backend can run here");
-}
-
-}  // namespace
 }  // namespace trainer::test

@@ -6,6 +6,7 @@ back. Every tensor the reference holds must be within TOL relative of trainer's.
 """
 import json
 import os
+import shlex
 import struct
 import subprocess
 
@@ -13,8 +14,10 @@ import numpy as np
 
 TOL = 1e-4
 # TRAINER_PEER_THREADS=n: trainer runs with --threads n (the C++ test runs every script at 1 and 2),
-# unless a case sets its own.
+# unless a case sets its own; TRAINER_PEER_ARGS: more arguments (the GPU: --gpus 0 ...), unless a
+# case chooses its devices itself.
 THREADS = os.environ.get("TRAINER_PEER_THREADS", "")
+EXTRA = shlex.split(os.environ.get("TRAINER_PEER_ARGS", ""))
 
 
 def write_safetensors(path, tensors):
@@ -53,6 +56,8 @@ def run_trainer(trainer, work, tag, cfg, args=()):
     run_dir = os.path.join(work, "runs", tag)
     if THREADS and "--threads" not in args:
         args = [*args, "--threads", THREADS]
+    if EXTRA and "--cpu" not in args and "--gpus" not in args:
+        args = [*args, *EXTRA]
     r = subprocess.run([trainer, "run", path, "--run-dir", run_dir, *args], cwd=work, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"trainer failed ({r.returncode}) on {tag}:\n{r.stdout}\n{r.stderr}")

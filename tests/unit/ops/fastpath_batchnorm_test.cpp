@@ -176,7 +176,7 @@ bool finite(const ref::Vec& v) {
 
 }  // namespace
 
-TEST_CASE("fast paths bn_gate, bn_siblings, slices and bn_act: batch norm on slices, in sibling passes, with the activation fused and its gate from x equals the one-by-one reference bit for bit; random shapes, 1-4 threads", "[fuzz]") {
+TEST_CASE("fast paths bn_gate, bn_siblings, slices and bn_act: batch norm on slices, in sibling passes, with the activation fused and its gate from x equals the one-by-one reference bit for bit, over random shapes, 1-4 threads", "[fuzz]") {
   fz::Budget budget(400);
   fz::Tally tally{"bn_gate + bn_siblings + slices + bn_act (batch norm, bit for bit)"};
   const ActKind acts[] = {ActKind::Linear, ActKind::Relu, ActKind::Relu6};

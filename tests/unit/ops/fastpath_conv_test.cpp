@@ -169,13 +169,13 @@ void fuzz_wgrad(DType t) {
 
 }  // namespace
 
-TEST_CASE("fast path conv_wgrad, f32: our weight gradient equals oneDNN's on exact values, both within their bound of float64 on wide ones; random windows, 1-4 threads", "[fuzz]") {
+TEST_CASE("fast path conv_wgrad, f32: our weight gradient equals oneDNN's on exact values, both within their bound of float64 on wide ones, over random windows, 1-4 threads", "[fuzz]") {
   if (!cpu::ConvWgrad::available(DType::F32))
     TRAINER_SKIP(CpuFeature, "our f32 weight-gradient kernel needs AVX-512, which this CPU lacks (oneDNN's runs here)");
   fuzz_wgrad(DType::F32);
 }
 
-TEST_CASE("fast path conv_wgrad, bf16: our weight gradient equals oneDNN's on exact values, both within their bound of float64 on wide ones; random windows, 1-4 threads", "[fuzz]") {
+TEST_CASE("fast path conv_wgrad, bf16: our weight gradient equals oneDNN's on exact values, both within their bound of float64 on wide ones, over random windows, 1-4 threads", "[fuzz]") {
   if (!cpu_bf16_refusal().empty()) TRAINER_SKIP(CpuFeature, cpu_bf16_refusal());
   if (!cpu::ConvWgrad::available(DType::BF16))
     TRAINER_SKIP(CpuFeature, "our bf16 weight-gradient kernel needs AVX512_BF16, which this CPU lacks");
@@ -215,7 +215,7 @@ Pass run_1x1(OpContext& c, const ConvCase& k, DType t, const Tensor& x, const Te
 
 }  // namespace
 
-TEST_CASE("fast paths conv_1x1 and add_dx: 1x1 convolutions as GEMMs and the input gradient added in place equal oneDNN's convolution and a separate sum; random shapes, 1-4 threads", "[fuzz]") {
+TEST_CASE("fast paths conv_1x1 and add_dx: 1x1 convolutions as GEMMs and the input gradient added in place equal oneDNN's convolution and a separate sum, over random shapes, 1-4 threads", "[fuzz]") {
   fz::Budget budget(300);
   fz::Tally gemm{"conv_1x1 (f32 1x1 convolutions as GEMMs vs oneDNN's)"}, add{"add_dx (input gradient added in place vs summed)"};
   std::vector<DType> types = {DType::F32};

@@ -2,11 +2,13 @@
 #include <catch2/catch.hpp>
 
 #include <random>
+#include <string>
 
 #include "core/graph/executor.h"
 #include "graph_test_util.h"
 #include "skip.h"
 #include "test_devices.h"
+#include "test_models.h"
 
 using namespace trainer;
 
@@ -15,29 +17,7 @@ namespace {
 // Two inception modules and a downsample module (MiniGoogLeNet's): batch norm + ReLU branches
 // joined by concat, the second module reading the first's output twice (its gradient is a sum),
 // a max-pooling branch that is copied. Odd channel counts put the slices at unaligned offsets.
-const char* kNet = R"(
-model:
-  input: [6, 6, 3]
-  blocks:
-    conv_module:
-      params: {filters: null, kernel: 3, stride: 1, padding: same}
-      layers:
-        - {name: conv, type: conv2d, filters: $filters, kernel: $kernel, strides: $stride, padding: $padding}
-        - {name: bn, type: batchnorm}
-        - {name: relu, type: relu}
-    inception:
-      params: [k1x1, k3x3]
-      layers:
-        - {name: conv_1x1, type: conv_module, filters: $k1x1, kernel: 1, inputs: [$input]}
-        - {name: conv_3x3, type: conv_module, filters: $k3x3, kernel: 3, inputs: [$input]}
-        - {name: concat, type: concat, inputs: [conv_1x1, conv_3x3]}
-    downsample:
-      params: [filters]
-      layers:
-        - {name: conv_3x3, type: conv_module, filters: $filters, kernel: 3, stride: 2, padding: valid, inputs: [$input]}
-        - {name: pool, type: max_pool2d, pool: 3, strides: 2, inputs: [$input]}
-        - {name: concat, type: concat, inputs: [conv_3x3, pool]}
-  layers:
+const std::string kNet = std::string("model:\n  input: [6, 6, 3]\n") + test::kMiniGoogLeNetBlocks + R"(  layers:
     - {name: conv1, type: conv_module, filters: 5, kernel: 3}
     - {name: incep1, type: inception, k1x1: 3, k3x3: 7}
     - {name: incep2, type: inception, k1x1: 9, k3x3: 4}

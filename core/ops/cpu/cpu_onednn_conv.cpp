@@ -211,7 +211,8 @@ void OnednnConv::make_bwd_weights(Plan& pl, const ConvGeometry& g) {
   // (uxlfoundation/oneDNN#6035). Found here on AVX2 by tests/unit/ops/fastpath_conv_test.cpp, which
   // checks the reference paths against float64 on random windows too. Those windows take the rows
   // they read and one GEMM instead.
-  if (!cfg_.depthwise && cfg_.kh == 1 && cfg_.kw == 1 && (cfg_.sh > 1 || cfg_.sw > 1) && g.ic < 16) {
+  const bool unpadded = g.pt == 0 && g.pb == 0 && g.pl == 0 && g.pr == 0;  // always, for a 1x1 window
+  if (!cfg_.depthwise && cfg_.kh == 1 && cfg_.kw == 1 && (cfg_.sh > 1 || cfg_.sw > 1) && g.ic < 16 && unpadded) {
     const int64_t rows = g.n * g.oh * g.ow;
     pl.sampled = c_.empty({rows * (g.ic + (t == DType::BF16 ? g.oc : 0))});
     pl.sampled_1x1 = true;
@@ -232,8 +233,8 @@ void OnednnConv::make_bwd_weights(Plan& pl, const ConvGeometry& g) {
 }
 
 // dw [IC, OC] = Xᵀ·DY over the R = N·OH·OW output positions, X the input rows a strided 1x1 window
-// reads (a 1x1 window is never padded), and db = Σ DY over the rows in order; in f32 (bf16 values
-// widen exactly), one sgemm.
+// reads (unpadded: Keras' 'same' pads a 1x1 window by nothing), and db = Σ DY over the rows in
+// order; in f32 (bf16 values widen exactly), one sgemm.
 void OnednnConv::sampled_1x1_wgrad(Plan& pl, const ConvGeometry& g, const Tensor& x, const Tensor& dy, Tensor& dw,
                                    Tensor& db) {
   const int64_t rows = g.n * g.oh * g.ow;

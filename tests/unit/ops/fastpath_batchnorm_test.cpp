@@ -1,4 +1,4 @@
-// Batch norm's fast paths against their reference paths on random cases, bit for bit: the gate from x, sibling passes, strided slices and the fused activation.
+// Batch norm's fast paths against their reference paths on random cases, bit for bit: the gate from x, sibling passes, strided slices and the fused activation (on every backend).
 //
 // Fast: a context with bn_gate, bn_siblings, slices and bn_act: the parts' y and dy are channel
 // slices of one wide [m, W] tensor, the parts run as one sibling pass (more than one part), the
@@ -7,8 +7,12 @@
 // its output), batch norm's backward with the gradient it passes. The same arithmetic by design
 // (cpu_batchnorm_rows.h), so the same bits: y, saved and running statistics, dx, dgamma, dbeta.
 #include <cmath>
+#include <map>
 #include <sstream>
+#include <string>
+#include <utility>
 
+#include "backends.h"
 #include "core/ops/activation.h"
 #include "core/ops/batchnorm.h"
 #include "fastpath_fuzz.h"
@@ -218,4 +222,83 @@ TEST_CASE("fast paths bn_gate, bn_siblings, slices and bn_act: batch norm on sli
   }
   tally.report(budget);
   WARN("batch norm fast paths: " << at_bounds << " outputs at a clamp bound (0 or 6) among those compared");
+}
+
+namespace {
+
+// A context on device d with fast paths f, made once and never destroyed (as backends.h's: a CUDA
+// context torn down at exit races the runtime's own shutdown).
+OpContext& context_on(Device d, FastPaths f) {
+  static std::map<std::pair<std::string, uint32_t>, OpContext*> made;
+  OpContext*& c = made[{d.str(), f.bits()}];
+  if (!c) {
+    ContextOptions o;
+    o.threads = 2;
+    o.fast = f;
+    c = make_context(d, o).release();
+  }
+  c->bind_thread();
+  return *c;
+}
+
+// One batch norm on c: with `act` fused into it, or followed by the activation's own kernel.
+Result run_on(OpContext& c, const Part& p, int64_t m, ActKind act, bool fused) {
+  BatchNormParams bp;
+  bp.activation = fused ? act : ActKind::Linear;
+  auto bn = make_kernel<BatchNormKernel>(c, bp);
+  if (fused) REQUIRE(bn->can_fuse(act));
+  auto up = [&](const Tensor& h) { return to_device(c, h); };
+  const Tensor x = up(b16::make({m, p.C}, DType::F32, p.x)), dy = up(b16::make({m, p.C}, DType::F32, p.dy));
+  Tensor g = up(f32v(p.gamma)), b = up(f32v(p.beta)), rm = up(f32v(p.rm)), rv = up(f32v(p.rv));
+  Tensor mean = up(b16::nan_of({p.C}, DType::F32)), invstd = up(b16::nan_of({p.C}, DType::F32));
+  Tensor y = up(b16::nan_of({m, p.C}, DType::F32)), dx = up(b16::nan_of({m, p.C}, DType::F32));
+  Tensor dg = up(b16::nan_of({p.C}, DType::F32)), db = up(b16::nan_of({p.C}, DType::F32));
+  bn->forward_train(x, g, b, y, mean, invstd, rm, rv);
+  Tensor out = y, dout = dy;
+  if (!fused) {
+    auto a = make_kernel<ActivationKernel>(c, ActivationParams{act});
+    out = up(b16::nan_of({m, p.C}, DType::F32));
+    a->forward(y, out);
+    dout = up(b16::nan_of({m, p.C}, DType::F32));
+    a->backward(y, out, dy, dout);
+  }
+  bn->backward(x, y, g, dout, mean, invstd, dx, dg, db);
+  c.synchronize();
+  Result r;
+  r.y.push_back(b16::values(to_host(c, out)));
+  r.dx.push_back(b16::values(to_host(c, dx)));
+  ref::Vec st;
+  for (const Tensor* s : {&mean, &invstd, &rm, &rv, &dg, &db}) {
+    const ref::Vec v = b16::values(to_host(c, *s));
+    st.insert(st.end(), v.begin(), v.end());
+  }
+  r.stats.push_back(st);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("fast path bn_act on every backend: batch norm with its ReLU or ReLU6 fused equals batch norm then the activation's kernel bit for bit, over random shapes", "[backends][fuzz]") {
+  for (const Backend& be : backends()) SECTION(be.name) {
+    fz::Budget budget(100);
+    fz::Tally tally{"bn_act (fused vs batch norm then the activation) on " + be.name};
+    for (int64_t i = 0; budget.more(i); ++i) {
+      if (budget.skip(i)) continue;
+      std::mt19937_64 rng = budget.rng(i, 5);
+      const int64_t m = uniform_int(rng, 1, 3000), C = uniform_int(rng, 1, 70);
+      const ActKind act = std::bernoulli_distribution(0.5)(rng) ? ActKind::Relu : ActKind::Relu6;
+      const Part p = random_part(rng, m, C, DType::F32);
+      INFO("case " << i << ": " << m << " rows, " << C << " channels, " << activation_name(act) << ", "
+                   << budget.repro(i));
+      const Device d = be.context->device();
+      const Result f = run_on(context_on(d, FastPaths::all()), p, m, act, true);
+      const Result r = run_on(context_on(d, FastPaths::none()), p, m, act, false);
+      CHECK(same(f.y[0], r.y[0]));
+      CHECK(same(f.dx[0], r.dx[0]));
+      CHECK(same(f.stats[0], r.stats[0]));
+      CHECK(finite(f.dx[0]));
+      tally.exact(2, same(f.y[0], r.y[0]) && same(f.dx[0], r.dx[0]) && same(f.stats[0], r.stats[0]) ? 0.0 : INFINITY);
+    }
+    tally.report(budget);
+  }
 }

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Installs every dependency from Debian 12's packages (idempotent) and builds trainer into build/.
-#   scripts/setup.sh            # install what is missing, configure, build
+# Installs every dependency from Debian 12's packages (idempotent) and builds the trainer into
+# build/ (only it: scripts/test.sh builds the tests, so that the README's first command trains in
+# minutes).
+#   scripts/setup.sh            # install what is missing, configure, build build/trainer
 #   BUILD_DIR=out scripts/setup.sh
 # Environment: CI=true turns compiler warnings into errors; TRAINER_CUDA=AUTO|ON|OFF (default AUTO:
-# the CUDA backend is compiled whenever nvcc is found, e.g. /usr/local/cuda/bin/nvcc).
+# the CUDA backend is compiled where an NVIDIA driver is loaded and nvcc is found, for the GPUs
+# present; ON compiles it wherever nvcc is, e.g. /usr/local/cuda/bin/nvcc, as CI does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,5 +50,5 @@ werror=OFF
 [ "${CI:-}" = "true" ] && werror=ON
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAINER_WERROR=$werror \
   -DTRAINER_CUDA="${TRAINER_CUDA:-AUTO}" >/dev/null
-cmake --build "$build" --parallel
-echo "setup: built $build/trainer"
+cmake --build "$build" --parallel --target trainer
+echo "setup: built $build/trainer (scripts/test.sh builds and runs the tests)"

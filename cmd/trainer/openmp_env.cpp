@@ -75,6 +75,15 @@ void prepare_openmp(char** argv) {
     again = true;
   }
   if (!again) return;
+  // By the executable's own path: the kernel names a process after the file it executed, and
+  // "/proc/self/exe" would make it `exe` to ps, top, pgrep and killall. /proc/self/exe itself
+  // when that path is gone (the binary replaced by a rebuild while it runs: "... (deleted)").
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n > 0) {
+    path[n] = '\0';
+    execv(path, argv);
+  }
   execv("/proc/self/exe", argv);
   unsetenv(kDropped);  // it failed (no /proc): libgomp has its defaults, and the binding, then
 }

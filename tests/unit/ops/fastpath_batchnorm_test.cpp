@@ -227,10 +227,11 @@ TEST_CASE("fast paths bn_gate, bn_siblings, slices and bn_act: batch norm on sli
 namespace {
 
 // A context on device d with fast paths f, made once and never destroyed (as backends.h's: a CUDA
-// context torn down at exit races the runtime's own shutdown).
+// context torn down at exit races the runtime's own shutdown); the map itself is never destroyed
+// either, so the contexts stay reachable (LeakSanitizer).
 OpContext& context_on(Device d, FastPaths f) {
-  static std::map<std::pair<std::string, uint32_t>, OpContext*> made;
-  OpContext*& c = made[{d.str(), f.bits()}];
+  static auto* made = new std::map<std::pair<std::string, uint32_t>, OpContext*>;
+  OpContext*& c = (*made)[{d.str(), f.bits()}];
   if (!c) {
     ContextOptions o;
     o.threads = 2;

@@ -143,7 +143,7 @@ int run_bench(const BenchArgs& a) {
   return kOk;
 }
 
-const RegisterCommand reg({"bench", "Time training steps (images/s, ms/step, where a step's time goes, per-layer times)",
+const RegisterCommand reg_bench({"bench", "Time training steps (images/s, ms/step, where a step's time goes, per-layer times)",
                            [](CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   app.add_option("config", a->config, "Experiment YAML file")->required();

@@ -68,7 +68,7 @@ int run_bench_data(const BenchDataArgs& a) {
   return kOk;
 }
 
-const RegisterCommand reg({"bench-data", "Time the data pipeline of a config: open/decode, then img/s per epoch",
+const RegisterCommand reg_bench_data({"bench-data", "Time the data pipeline of a config: open/decode, then img/s per epoch",
                            [](CLI::App& app) {
   auto a = std::make_shared<BenchDataArgs>();
   app.add_option("config", a->config, "Experiment YAML file")->required();

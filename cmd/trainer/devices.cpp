@@ -9,7 +9,7 @@
 namespace trainer::cli {
 namespace {
 
-const RegisterCommand reg({"devices", "List the visible CPU cores and GPUs", [](CLI::App& app) {
+const RegisterCommand reg_devices({"devices", "List the visible CPU cores and GPUs", [](CLI::App& app) {
   auto json = std::make_shared<bool>(false);
   app.add_flag("--json", *json, "Print one JSON object instead of lines");
   return [json] {

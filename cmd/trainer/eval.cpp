@@ -67,7 +67,7 @@ int eval(const EvalArgs& a) {
   return kOk;
 }
 
-const RegisterCommand reg({"eval", "Evaluate a run's checkpoint on a data split", [](CLI::App& app) {
+const RegisterCommand reg_eval({"eval", "Evaluate a run's checkpoint on a data split", [](CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
   app.add_option("target", a->target, "A run directory (its newest valid checkpoint) or a checkpoint file")->required();
   app.add_option("--split", a->split, "Which data section: val (default), test or train")

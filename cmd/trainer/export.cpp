@@ -43,7 +43,7 @@ int export_model(const ExportArgs& a) {
   return kOk;
 }
 
-const RegisterCommand reg({"export", "Export a run's checkpoint as an ONNX model", [](CLI::App& app) {
+const RegisterCommand reg_export({"export", "Export a run's checkpoint as an ONNX model", [](CLI::App& app) {
   auto a = std::make_shared<ExportArgs>();
   app.add_option("target", a->target, "A run directory (its newest valid checkpoint) or a checkpoint file")->required();
   app.add_option("--onnx", a->onnx, "The ONNX file to write")->required();

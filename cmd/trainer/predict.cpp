@@ -99,7 +99,7 @@ int predict(const PredictArgs& a) {
   return p.failed.empty() ? kOk : kData;
 }
 
-const RegisterCommand reg({"predict", "Classify images or arrays with a run's checkpoint", [](CLI::App& app) {
+const RegisterCommand reg_predict({"predict", "Classify images or arrays with a run's checkpoint", [](CLI::App& app) {
   auto a = std::make_shared<PredictArgs>();
   app.add_option("target", a->target, "A run directory (its newest valid checkpoint) or a checkpoint file")->required();
   app.add_option("inputs", a->inputs, "Image files (PNG, JPEG), folders of images, or .npy batches")->required();

@@ -8,7 +8,7 @@
 namespace trainer::cli {
 namespace {
 
-const RegisterCommand reg({"summary", "Print the model's layers, output shapes, parameters and FLOPs", [](CLI::App& app) {
+const RegisterCommand reg_summary({"summary", "Print the model's layers, output shapes, parameters and FLOPs", [](CLI::App& app) {
   auto config = std::make_shared<std::string>();
   auto sets = std::make_shared<std::vector<std::string>>();
   app.add_option("config", *config, "Experiment YAML file")->required();

@@ -10,6 +10,7 @@
 #include "cmd/trainer/restarts.h"
 #include "cmd/trainer/signals.h"
 #include "core/dist/launch.h"
+#include "core/io/file.h"
 #include "core/io/json_text.h"
 #include "core/run/fit.h"
 #include "core/runtime/interrupt.h"
@@ -34,6 +35,9 @@ int supervise(const RunArgs& a) {
   std::string config = a.config;
   if (config.empty() && !a.resume.empty() && a.resume != "auto") config = config_of(a.resume);
   if (config.empty()) throw cfg::ConfigError("trainer run", "give a CONFIG file (or --resume RUN_DIR|CHECKPOINT, which brings its own)");
+  if (is_stream(config))  // each attempt reads the config again: a stream gives it once
+    throw cfg::ConfigError("--max-restarts", "each restart reads the config again: give a CONFIG file, not standard input "
+                                             "or a pipe (or restart from the run directory: --resume RUN_DIR)");
   std::vector<std::string> sets = a.sets;
   for (const std::string& s : device_overrides(a.gpus, a.cpu, a.threads)) sets.push_back(s);
   RunSpec e = load_run_spec(config, sets);  // a config error ends here, never retried
@@ -97,7 +101,7 @@ int run(const RunArgs& a) {
   return r.interrupted ? kInterrupted : kOk;
 }
 
-const RegisterCommand reg({"run", "Train the model a config describes", [](CLI::App& app) {
+const RegisterCommand reg_run({"run", "Train the model a config describes", [](CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   app.add_option("config", a->config, "Experiment YAML file (optional with --resume RUN_DIR|CHECKPOINT)");
   app.add_option("--resume", a->resume,

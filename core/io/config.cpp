@@ -334,15 +334,19 @@ void MapReader::finish() const {
 
 // ---- documents -------------------------------------------------------------------------------
 
-std::shared_ptr<Document> parse_document(const std::string& text, const std::string& name,
+std::shared_ptr<Document> parse_document(const std::string& raw, const std::string& name,
                                          const std::vector<std::string>& overrides) {
   auto doc = std::make_shared<Document>();
   doc->file = name;
   doc->tree = std::make_shared<DocumentTree>();
   DocumentTree& tree = *doc->tree;
-  if (text.size() > kMaxConfigBytes)
-    throw ConfigError(name + ":1:1", fmt::format("the config is {} bytes; a config may be at most {} MiB", text.size(),
+  if (raw.size() > kMaxConfigBytes)
+    throw ConfigError(name + ":1:1", fmt::format("the config is {} bytes; a config may be at most {} MiB", raw.size(),
                                                  kMaxConfigBytes >> 20));
+  // A UTF-8 byte-order mark (YAML allows one; Windows editors write it) is not part of the text:
+  // without it, columns on the first line count as the user sees them.
+  const bool bom = raw.size() >= 3 && raw.compare(0, 3, "\xef\xbb\xbf") == 0;
+  const std::string text = bom ? raw.substr(3) : raw;
   check_text(text, name);
   try {
     tree.root = YAML::Load(text);
@@ -373,24 +377,33 @@ std::shared_ptr<Document> parse_document(const std::string& text, const std::str
 }
 
 std::shared_ptr<Document> load_document(const std::string& file, const std::vector<std::string>& overrides) {
-  // Opened without blocking (a FIFO), refused unless a regular file (/dev/zero), and by its size
-  // before a byte is read: a huge file is not read at all.
+  // A file: opened without blocking, refused unless a regular file (/dev/zero), and by its size
+  // before a byte is read (a huge file is not read at all). Standard input ("-") or a pipe
+  // (`trainer run <(envsubst < t.yaml)`, a FIFO): read once, to the same limit (core/io/file.h
+  // read_stream: a FIFO nobody writes to is refused, not waited for); the run directory's
+  // config.yaml keeps it for --resume.
   std::string text;
+  const std::string name = file == "-" ? "<stdin>" : file;
   try {
-    InputFile in(file);
-    if (in.size() > kMaxConfigBytes)
-      throw ConfigError(file + ":1:1", fmt::format("the config is larger than {} MiB; a config may be at most that (is this "
-                                                   "the right file?)", kMaxConfigBytes >> 20));
-    text = in.read_all(kMaxConfigBytes, "the most a config may be");
+    if (is_stream(file)) {
+      text = read_stream(file, kMaxConfigBytes, "the most a config may be");
+    } else {
+      InputFile in(file);
+      if (in.size() > kMaxConfigBytes)
+        throw ConfigError(file + ":1:1", fmt::format("the config is larger than {} MiB; a config may be at most that (is "
+                                                     "this the right file?)", kMaxConfigBytes >> 20));
+      text = in.read_all(kMaxConfigBytes, "the most a config may be");
+    }
   } catch (const InputFileError& e) {
-    if (e.err != 0) throw ConfigError(file, fmt::format("cannot open the config file: {}", std::strerror(e.err)));
-    if (!e.kind.empty()) throw ConfigError(file, fmt::format("cannot read the config file: it is {}, not a regular file", e.kind));
-    throw ConfigError(file, fmt::format("cannot read the config file: {}", e.reason));
+    if (e.err != 0) throw ConfigError(name, fmt::format("cannot open the config file: {}", std::strerror(e.err)));
+    if (!e.kind.empty() && e.kind != "a FIFO")
+      throw ConfigError(name, fmt::format("cannot read the config file: it is {}, not a regular file", e.kind));
+    throw ConfigError(name, fmt::format("cannot read the config: {}", e.reason));
   }
-  auto doc = parse_document(text, file, overrides);
+  auto doc = parse_document(text, name, overrides);
   // Nothing but comments and blank lines (a run would only fail later, on a missing model:).
   if (overrides.empty() && (!doc->tree->root.IsDefined() || doc->tree->root.IsNull()))
-    throw ConfigError(file + ":1:1", "the config is empty (expected sections such as model:, data:, train:)");
+    throw ConfigError(name + ":1:1", "the config is empty (expected sections such as model:, data:, train:)");
   return doc;
 }
 

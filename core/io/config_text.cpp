@@ -14,8 +14,26 @@ std::string at_mark(const std::string& name, const YAML::Mark& m) {
   return fmt::format("{}:{}:{}", name, m.line + 1, m.column + 1);
 }
 
+// A config in UTF-16 or UTF-32 (YAML allows them; Windows editors save "Unicode" as UTF-16): by its
+// byte-order mark, or, without one, by the zero bytes every ASCII character then has beside it.
+// trainer reads UTF-8 only: said in one line, with the command that converts it.
+void check_encoding(const std::string& text, const std::string& name) {
+  auto starts = [&](const char* p, size_t n) { return text.size() >= n && text.compare(0, n, p, n) == 0; };
+  std::string enc, from;  // what it is; iconv's name for it (with a mark, iconv reads the order from it)
+  if (starts("\xff\xfe\x00\x00", 4)) enc = "UTF-32LE", from = "UTF-32";
+  else if (starts("\x00\x00\xfe\xff", 4)) enc = "UTF-32BE", from = "UTF-32";
+  else if (starts("\xff\xfe", 2)) enc = "UTF-16LE", from = "UTF-16";
+  else if (starts("\xfe\xff", 2)) enc = "UTF-16BE", from = "UTF-16";
+  else if (text.size() >= 2 && text[0] != '\0' && text[1] == '\0') enc = from = "UTF-16LE";
+  else if (text.size() >= 2 && text[0] == '\0' && text[1] != '\0') enc = from = "UTF-16BE";
+  if (enc.empty()) return;
+  throw ConfigError(name + ":1:1", fmt::format("this config is {} text; configs are UTF-8: convert it with "
+                                               "iconv -f {} -t UTF-8 '{}' > config.yaml", enc, from, name));
+}
+
 // Checks of the text that YAML itself would accept or report obscurely.
 void check_text(const std::string& text, const std::string& name) {
+  check_encoding(text, name);
   int line = 1, col = 1;
   for (unsigned char c : text) {
     if ((c < 0x20 && c != '\n' && c != '\r' && c != '\t') || c == 0x7f)

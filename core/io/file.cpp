@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -200,6 +201,72 @@ std::string format_bytes(uint64_t bytes) {
   while (v >= 1024 && u < 4) v /= 1024, ++u;
   if (u == 0) return fmt::format("{} B", bytes);
   return fmt::format("{:.{}f} {}", v, v < 10 ? 1 : 0, units[u]);
+}
+
+// How long a FIFO that no program has open for writing is given for one to open it.
+constexpr int kFifoWriterWaitMs = 2000;
+
+bool is_stream(const std::string& path) {
+  struct stat st {};
+  return path == "-" || (::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode));
+}
+
+std::string read_stream(const std::string& path, uint64_t max_bytes, const std::string& limit_name,
+                        int idle_seconds) {
+  const bool stdin_ = path == "-";
+  const int fd = stdin_ ? ::dup(0) : ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    throw InputFileError(path, fmt::format("cannot open: {}", std::strerror(err)), err);
+  }
+  // A FIFO opened without blocking reads as ended (0) while no program has it open for writing, and
+  // poll() does not wait for a first writer: give one a moment to appear (`mkfifo f; gen > f &`).
+  // Once a writer was seen (data, or "no data yet"), 0 is the end and poll() waits for data.
+  std::string out;
+  char buf[65536];
+  bool writer_seen = stdin_;
+  int no_writer_ms = 0;
+  for (;;) {
+    if (writer_seen) {
+      pollfd p{fd, POLLIN, 0};
+      const int ready = stdin_ ? 1 : ::poll(&p, 1, idle_seconds * 1000);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        ::close(fd);
+        throw InputFileError(path, fmt::format("a pipe that sent nothing for {} s: no program writes to it?", idle_seconds));
+      }
+    }
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {  // a writer, no data yet
+      writer_seen = true;
+      continue;
+    }
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      throw InputFileError(path, fmt::format("read error: {}", std::strerror(err)), err);
+    }
+    if (n == 0 && !writer_seen) {
+      if (no_writer_ms >= kFifoWriterWaitMs) {
+        ::close(fd);
+        throw InputFileError(path, "is a FIFO that no program writes to (nothing to read)", 0, "a FIFO");
+      }
+      ::usleep(20 * 1000);
+      no_writer_ms += 20;
+      continue;
+    }
+    if (n == 0) break;  // the end: every writer closed it
+    writer_seen = true;
+    if (out.size() + size_t(n) > max_bytes) {
+      ::close(fd);
+      throw InputFileError(path, fmt::format("more than {}{}, not read further", format_bytes(max_bytes),
+                                             limit_name.empty() ? "" : " (" + limit_name + ")"));
+    }
+    out.append(buf, size_t(n));
+  }
+  ::close(fd);
+  return out;
 }
 
 std::string read_text_file(const std::string& path, uint64_t max_bytes, const std::string& limit_name) {

@@ -23,8 +23,8 @@ inline std::vector<Case> special_files_cases() {
   };
   return {
       // ---- a FIFO or /dev/zero where a regular file belongs (core/io/file.h InputFile) ----
-      {.cat = "special file", .name = "config is a FIFO", .files = {fifo("c.yaml")},
-       .expect = "c.yaml: cannot read the config file: it is a FIFO, not a regular file"},
+      {.cat = "special file", .name = "config is a FIFO no program writes to", .files = {fifo("c.yaml")},
+       .expect = "c.yaml: cannot read the config: is a FIFO that no program writes to (nothing to read)"},
       {.cat = "special file", .name = "image named a.png that is a FIFO", .config = kFolderModel, .files = with(one_good, fifo("imgs/a/a.png")),
        .code = 3, .expect = "data error: imgs/a/a.png: is a FIFO, not a regular file"},
       {.cat = "special file", .name = "files: list that is /dev/zero", .config = listed,
@@ -52,7 +52,7 @@ inline std::vector<Case> special_files_cases() {
        .files = {symlink_to("w.safetensors", "/dev/zero")}, .code = 3,
        .expect = "file error: ./w.safetensors: is a character device, not a regular file"},
       {.cat = "special file", .name = "resume: sidecar that is a FIFO", .files = with(run_dir(g.weights, ""), fifo(js)), .args = "run --resume " + js, .code = 3, .expect = "file error: " + js + ": is a FIFO, not a regular file"},
-      {.cat = "special file", .name = "resume: run config that is a FIFO", .files = with(run_dir(g.weights, g.sidecar), fifo("r/config.yaml")), .args = "run --resume r", .expect = "r/config.yaml: cannot read the config file: it is a FIFO, not a regular file"},
+      {.cat = "special file", .name = "resume: run config that is a FIFO", .files = with(run_dir(g.weights, g.sidecar), fifo("r/config.yaml")), .args = "run --resume r", .expect = "r/config.yaml: cannot read the config: is a FIFO that no program writes to (nothing to read)"},
 
       // ---- names that would split a message over lines (core/io/printable.h) ----
       {.cat = "special file", .name = "corrupt image whose name holds a newline", .config = kFolderModel,

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -28,13 +29,28 @@ void say(const char* text) {
   (void)ignored;
 }
 
+// Stop signals after the first (a PIPE first does not count: the user has not asked yet).
+std::atomic<int> g_more{0};
+
 extern "C" void on_stop(int sig) {
   if (!interrupt_checkpoints().load()) {
     say("trainer: stopped by a signal before training started: nothing to checkpoint\n");
     std::_Exit(kInterrupted);
   }
-  if (interrupt_requests().load() >= 1 && interrupt_signal().load() != SIGPIPE) std::_Exit(kInterrupted);
-  ask(sig);
+  if (interrupt_requests().load() == 0 || interrupt_signal().load() == SIGPIPE) {
+    ask(sig);
+    return;
+  }
+  // Ctrl-C pressed twice in quick succession: the checkpoint the first one asked for is finished
+  // (a step and a write: bounded); a third signal leaves without it.
+  if (g_more.fetch_add(1) == 0) {
+    say(interrupt_saving().load() ? "trainer: finishing the checkpoint being written; interrupt again to leave without it\n"
+                                  : "trainer: stopping after this step to write a checkpoint; interrupt again to leave "
+                                    "without it\n");
+    return;
+  }
+  say("trainer: left without finishing the checkpoint; the previous one stays valid\n");
+  std::_Exit(kInterrupted);
 }
 
 // A write to a pipe nobody reads: whichever of stdout and stderr it was (poll says POLLERR) now

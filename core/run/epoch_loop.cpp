@@ -125,6 +125,10 @@ void train_epochs(Trainee& w, LoopSetup& run) {
   // Checkpoints from rank 0, marked on the progress board (a write that never ends is a stall too).
   auto save = [&](const TrainState& s) {
     mark_phase(rank, Phase::Checkpoint);
+    struct Saving {  // cleared on a throw too (a full disk)
+      Saving() { interrupt_saving() = true; }
+      ~Saving() { interrupt_saving() = false; }
+    } saving;
     obs->save(rep, s);
     if (run.snapshot) {
       std::lock_guard<std::mutex> lock(run.snapshot->mu);

@@ -15,6 +15,7 @@
 #include "core/runtime/failure.h"
 #include "core/runtime/progress.h"
 #include "core/runtime/strategy.h"
+#include "core/runtime/interrupt.h"
 #include "core/runtime/watchdog.h"
 
 namespace trainer {
@@ -152,21 +153,33 @@ FitResult fit(const RunSpec& e, const FitOptions& o) {
     if (obs && !plan.devices.empty() && plan.devices[0].is_cpu()) run.snapshot = &snapshot;
     // Process 0 reports; another process only when process 0 cannot (stopped itself).
     const double delay = plan.process == 0 ? 0.0 : std::max(5.0, e.train.watchdog_s / 2);
-    watchdog = std::make_unique<Watchdog>(board, e.train.watchdog_s, delay, [&](const StallReport& r) {
-      on_stall(r, obs.get(), run.snapshot, board);
-    });
+    const Launch& p = this_process();
+    const std::string prefix = p.multi() ? fmt::format("process {}/{}: ", p.rank, p.size) : "";
+    StallWarnings warn{[prefix](const std::string& l) { std::fprintf(stderr, "%s%s\n", prefix.c_str(), l.c_str()); },
+                       plan.process == 0 ? 0 : plan.first_rank, plan.process == 0 ? plan.replicas : plan.local_replicas};
+    watchdog = std::make_unique<Watchdog>(
+        board, e.train.watchdog_s, delay, [&](const StallReport& r) { on_stall(r, obs.get(), run.snapshot, board); },
+        std::move(warn));
   }
   auto t0 = std::chrono::steady_clock::now();
   strategy->run([&](Trainee& w) { train_epochs(w, run); });
   watchdog.reset();
   result.stopped_by = run.stopped_by;
   result.interrupted = result.stopped_by == "interrupt";
-  // Process 0 said where the job stopped and which checkpoint it wrote; each other one says that it
-  // stopped there too, so every process of an interrupted job ends with one line (and exits 130).
-  if (!obs && result.interrupted) {
-    fmt::print("process {}/{}: interrupted {} with the whole job; process 0 wrote the checkpoint\n", plan.process,
-               plan.processes, run.stopped_at);
+  // Process 0 said on the console where the job stopped and which checkpoint it wrote. In a job of
+  // several processes each one also says on stderr that it stopped there (what `mpirun` shows when
+  // it was the one interrupted: it ends the job with exit 1 and no word of its own).
+  if (result.interrupted && plan.processes > 1) {
     std::fflush(stdout);
+    const int sig = interrupt_signal().load();  // 0: another process was signalled
+    const std::string why = sig ? " (" + signal_name(sig) + ")" : "";
+    if (obs)
+      fmt::print(stderr, "process 0/{}: interrupted{} {} with the whole job: checkpoint {}\n", plan.processes, why,
+                 run.stopped_at, result.checkpoint);
+    else
+      fmt::print(stderr, "process {}/{}: interrupted{} {} with the whole job; process 0 wrote the checkpoint\n",
+                 plan.process, plan.processes, why, run.stopped_at);
+    std::fflush(stderr);
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   result.images_per_second = secs > 0 ? double(run.images) / secs : 0;

@@ -21,6 +21,11 @@ inline std::atomic<bool>& interrupt_checkpoints() {
   static std::atomic<bool> armed{false};
   return armed;
 }
+// Set while rank 0 writes a checkpoint: a second stop signal then says the write is finishing.
+inline std::atomic<bool>& interrupt_saving() {
+  static std::atomic<bool> saving{false};
+  return saving;
+}
 inline bool interrupted() { return interrupt_requests().load(std::memory_order_relaxed) > 0; }
 
 // "SIGINT", "SIGHUP", ... for the console line that says why a run stopped.

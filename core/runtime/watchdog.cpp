@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <set>
 #include <tuple>
 
 namespace trainer {
@@ -27,6 +28,13 @@ std::string process_state(int pid) {
   return "";
 }
 
+// "rank 1 (process 1, pid 42, stopped)".
+std::string who(const RankPlace& p, int local) {
+  const std::string state = process_state(p.pid);
+  return fmt::format("rank {} (process {}, pid {}{})", p.rank, p.rank / std::max(local, 1), p.pid,
+                     state.empty() ? "" : ", " + state);
+}
+
 }  // namespace
 
 StallReport stall_report(const std::vector<RankPlace>& places, double limit_s, int local) {
@@ -45,18 +53,13 @@ StallReport stall_report(const std::vector<RankPlace>& places, double limit_s, i
   for (const RankPlace& p : places)
     if (p.used && (!stuck || rank_of(p) > rank_of(*stuck))) stuck = &p;
   r.stuck_rank = stuck->rank;
-  auto who = [&](const RankPlace& p) {
-    std::string state = process_state(p.pid);
-    return fmt::format("rank {} (process {}, pid {}{})", p.rank, p.rank / std::max(local, 1), p.pid,
-                       state.empty() ? "" : ", " + state);
-  };
   for (const RankPlace& p : places) {
     if (!p.used) {
       r.lines.push_back(fmt::format("watchdog: rank {}: not on this machine's board (a process of another machine, or one "
                                     "that has not started training)", p.rank));
       continue;
     }
-    r.lines.push_back(fmt::format("watchdog: {}: step {}, {}, for {:.1f} s{}", who(p), p.step, phase_text(p.phase, p.a, p.b),
+    r.lines.push_back(fmt::format("watchdog: {}: step {}, {}, for {:.1f} s{}", who(p, local), p.step, phase_text(p.phase, p.a, p.b),
                                   p.seconds, &p == stuck ? " <- no progress" : ""));
   }
   const std::string state = process_state(stuck->pid);
@@ -69,8 +72,33 @@ StallReport stall_report(const std::vector<RankPlace>& places, double limit_s, i
   return r;
 }
 
-Watchdog::Watchdog(const ProgressBoard& board, double limit_s, double delay_s, std::function<void(const StallReport&)> on_stall)
-    : board_(board), limit_s_(limit_s), delay_s_(delay_s), on_stall_(std::move(on_stall)) {
+void StepClock::observe(double t_s, int64_t step) {
+  if (last_step_ >= 0 && step > last_step_) {
+    const double per = (t_s - last_t_) / double(step - last_step_);
+    if (per_step_.size() < 31) per_step_.push_back(per);
+    else per_step_[next_++ % 31] = per;
+  }
+  if (last_step_ < 0 || step != last_step_) {
+    last_step_ = step;
+    last_t_ = t_s;
+  }
+}
+
+double StepClock::median_s() const {
+  if (per_step_.empty()) return 0;
+  std::vector<double> v = per_step_;
+  std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+double stall_warning_after(double median_step_s, double limit_s) {
+  const double at = std::max(20 * median_step_s, std::min(30.0, limit_s / 4));
+  return at < limit_s ? at : 0;
+}
+
+Watchdog::Watchdog(const ProgressBoard& board, double limit_s, double delay_s, std::function<void(const StallReport&)> on_stall,
+                   StallWarnings warn)
+    : board_(board), limit_s_(limit_s), delay_s_(delay_s), on_stall_(std::move(on_stall)), warn_(std::move(warn)) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -89,9 +117,26 @@ void Watchdog::loop() {
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
   const double period = std::clamp(limit_s_ / 10.0, 0.05, 1.0);
+  StepClock clock;
+  std::set<std::tuple<int, int64_t, int, int>> warned;  // rank, step, phase, detail: once per stall
+  const auto t0 = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, std::chrono::duration<double>(period), [&] { return stop_; })) {
     const std::vector<RankPlace> places = board_.read();
+    int64_t slowest = -1;
+    for (const RankPlace& p : places)
+      if (p.used) slowest = slowest < 0 ? p.step : std::min(slowest, p.step);
+    if (slowest >= 0) clock.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), slowest);
+    const bool rank0_seen = warn_.first > 0 && !places.empty() && places[0].used;
+    const double warn_at = warn_.say && !rank0_seen ? stall_warning_after(clock.median_s(), limit_s_) : 0;
+    for (const RankPlace& p : places) {
+      if (warn_at <= 0 || !p.used || p.seconds <= warn_at || p.rank < warn_.first || p.rank >= warn_.first + warn_.count) continue;
+      if (!warned.insert({p.rank, p.step, int(p.phase), p.a}).second) continue;
+      warn_.say(fmt::format("watchdog: warning: {} has been in {} at step {} for {:.1f} s{}; the job ends if it makes no "
+                            "progress for train.watchdog_s {:g} s",
+                            who(p, board_.local()), phase_text(p.phase, p.a, p.b), p.step, p.seconds,
+                            clock.median_s() > 0 ? fmt::format(" (a step takes {:.3g} s)", clock.median_s()) : "", limit_s_));
+    }
     bool over = false;
     for (const RankPlace& p : places) over = over || (p.used && p.seconds > limit_s_ + delay_s_);
     if (!over) continue;

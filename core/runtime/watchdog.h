@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <cstdint>
 #include <vector>
 
 #include "core/runtime/progress.h"
@@ -22,13 +23,42 @@ struct StallReport {
 // `local` ranks per process name each rank's process.
 StallReport stall_report(const std::vector<RankPlace>& places, double limit_s, int local);
 
+// The job's typical step time from the progress board's step counts seen over time: the median of
+// the last 31 intervals in which the slowest rank advanced (seconds per step over each). An
+// interval that held a validation or a checkpoint is one sample among many.
+class StepClock {
+ public:
+  void observe(double t_s, int64_t step);  // `step`: the slowest used rank's
+  double median_s() const;                 // 0 until a step was seen to complete
+ private:
+  double last_t_ = 0;
+  int64_t last_step_ = -1;
+  std::vector<double> per_step_;  // a ring of the last 31
+  size_t next_ = 0;
+};
+
+// When a rank that stays in one phase is worth a warning, before the abort at limit_s (Horovod's
+// stall check): 20 times the median step, at least 30 s (a quarter of the limit when that is
+// shorter). 0 when the warning would not come before the limit.
+double stall_warning_after(double median_step_s, double limit_s);
+
+// The early warnings: one line to `say` per stall (a rank, its step and phase) after
+// stall_warning_after(the median step, the limit), for the ranks [first, first + count). With
+// first > 0 (a process other than the job's first), only while rank 0 is not on the board: where
+// process 0 shares the board, it warns for every rank it sees.
+struct StallWarnings {
+  std::function<void(const std::string&)> say;  // null: no warnings
+  int first = 0, count = 0;
+};
+
 class Watchdog {
  public:
   // Reads `board` every second (a tenth of the limit when that is shorter, at least 50 ms); once
   // some rank has been in its phase longer than limit_s + delay_s, calls on_stall (on the
   // watchdog's thread; it is expected not to return: it ends the job). delay_s lets process 0
   // report first, other processes only when it cannot.
-  Watchdog(const ProgressBoard& board, double limit_s, double delay_s, std::function<void(const StallReport&)> on_stall);
+  Watchdog(const ProgressBoard& board, double limit_s, double delay_s, std::function<void(const StallReport&)> on_stall,
+           StallWarnings warn = {});
   ~Watchdog();  // stops the thread
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -38,6 +68,7 @@ class Watchdog {
   const ProgressBoard& board_;
   double limit_s_, delay_s_;
   std::function<void(const StallReport&)> on_stall_;
+  StallWarnings warn_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

@@ -7,8 +7,10 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -283,20 +285,73 @@ TEST_CASE("e2e checkpoint: init.from loads weights by name and reports mismatche
   CHECK_THAT(skip.out, Contains("Initialised 4 of 6 parameters") && Contains("skipped for their shape: dense/kernel"));
 }
 
-TEST_CASE("e2e checkpoint: a second SIGINT during the checkpoint write exits 130 at once, the previous checkpoint stays valid") {
+TEST_CASE("e2e checkpoint: a second SIGINT during the checkpoint write lets it finish, a third leaves at once with the previous checkpoint valid") {
   std::string dir = setup("sigint_twice");
-  // The first SIGINT (hook, step 14) starts the interrupt checkpoint; its write stalls half-way;
-  // the test sends the second SIGINT then.
-  std::string cmd = "cd '" + dir + "' && (TRAINER_TEST_SIGINT_AT_STEP=14 TRAINER_TEST_STALL_WRITE=step-000005.safetensors '" TRAINER_BINARY
-                    "' run c.yaml --runs-root runs >t.out 2>t.err & pid=$!; "
-                    "for i in $(seq 600); do grep -q 'stalling write' t.err && break; sleep 0.1; done; "
-                    "start=$(date +%s%N); kill -INT $pid; wait $pid; echo $? >t.rc; echo $(( ($(date +%s%N) - start) / 1000000 )) >t.ms)";
-  REQUIRE(std::system(cmd.c_str()) == 0);
-  INFO(e2e::read_file(dir + "/t.out") << e2e::read_file(dir + "/t.err"));
-  CHECK(e2e::read_file(dir + "/t.rc").rfind("130", 0) == 0);
-  CHECK(std::stol(e2e::read_file(dir + "/t.ms")) < 3000);
-  auto res = e2e::trainer("run c.yaml --resume auto --runs-root runs --run-dir resumed", dir);
+  // The first SIGINT (hook, step 14) starts the interrupt checkpoint; its write stalls half-way
+  // (2 s), and the test sends the second SIGINT then: the write finishes, the run exits 130 with it.
+  auto run = [&](const std::string& tag, const std::string& stall_s, int signals) {
+    std::string cmd = "cd '" + dir + "' && (TRAINER_TEST_SIGINT_AT_STEP=14 TRAINER_TEST_STALL_WRITE=step-000005.safetensors "
+                      "TRAINER_TEST_STALL_SECONDS=" + stall_s + " '" TRAINER_BINARY "' run c.yaml --runs-root " + tag +
+                      " >" + tag + ".out 2>" + tag + ".err & pid=$!; "
+                      "for i in $(seq 600); do grep -q 'stalling write' " + tag + ".err && break; sleep 0.1; done; "
+                      "start=$(date +%s%N); for k in $(seq " + std::to_string(signals) + "); do kill -INT $pid; sleep 0.2; done; "
+                      "wait $pid; echo $? >" + tag + ".rc; echo $(( ($(date +%s%N) - start) / 1000000 )) >" + tag + ".ms)";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    INFO(e2e::read_file(dir + "/" + tag + ".out") << e2e::read_file(dir + "/" + tag + ".err"));
+    CHECK(e2e::read_file(dir + "/" + tag + ".rc").rfind("130", 0) == 0);
+    return std::stol(e2e::read_file(dir + "/" + tag + ".ms"));
+  };
+  run("two", "2", 1);
+  CHECK_THAT(e2e::read_file(dir + "/two.err"), Contains("trainer: finishing the checkpoint being written; interrupt again to "
+                                                         "leave without it"));
+  CHECK_THAT(e2e::read_file(dir + "/two.out"), Contains("Interrupted (SIGINT) at epoch 2 step 5/10: checkpoint "));
+  auto two = e2e::trainer("run c.yaml --resume auto --runs-root two --run-dir resumed2", dir);
+  INFO(two.out << two.err);
+  REQUIRE(two.code == 0);
+  CHECK_THAT(two.out, Contains("step-000005.safetensors: epoch 2, step 5/10"));
+
+  // A third leaves at once, though the write would stall for minutes: the previous checkpoint stays.
+  CHECK(run("three", "300", 2) < 3000);
+  CHECK_THAT(e2e::read_file(dir + "/three.err"), Contains("trainer: left without finishing the checkpoint; the previous one "
+                                                          "stays valid"));
+  auto res = e2e::trainer("run c.yaml --resume auto --runs-root three --run-dir resumed3", dir);
   INFO(res.out << res.err);
   REQUIRE(res.code == 0);
   CHECK_THAT(res.out, Contains("checkpoints/epoch-0001.safetensors: epoch 2, step 0/10"));
+}
+
+TEST_CASE("e2e checkpoint: Ctrl-C twice in quick succession, 20 tries: always the interrupt's checkpoint, and it resumes") {
+  // Real signals from outside, as a user's two key presses: the first lands at a random point of
+  // a training epoch, the second 0 to 20 ms later (seeded, printed; a step and a checkpoint write
+  // of this model take about that long): in the step that finishes, or during the checkpoint
+  // write. Each try must exit 130 with its "Interrupted" line, and `--resume` of the run must
+  // continue from the checkpoint that line names (the newest). Before the fix try 3 left no checkpoint.
+  std::string dir = setup("sigint_double", "");
+  const char* seed_env = std::getenv("TRAINER_TEST_SEED");
+  const unsigned seed = seed_env ? unsigned(std::strtoul(seed_env, nullptr, 10)) : 20261128u;
+  std::mt19937 rng(seed);
+  INFO("seed " << seed << " (TRAINER_TEST_SEED)");
+  auto seconds = [](int ms) { return std::to_string(ms / 1000) + "." + std::to_string(1000 + ms % 1000).substr(1); };
+  for (int t = 0; t < 20; ++t) {
+    const int delay_ms = 50 + int(rng() % 300), gap_ms = int(rng() % 21);
+    const std::string tag = "t" + std::to_string(t);
+    std::string cmd = "cd '" + dir + "' && ('" TRAINER_BINARY "' run c.yaml --set train.epochs=1000 --run-dir " + tag + " >" + tag +
+                      ".out 2>" + tag + ".err & pid=$!; for i in $(seq 600); do [ \"$(wc -l 2>/dev/null <" + tag +
+                      "/metrics.csv)\" -ge 2 ] 2>/dev/null && break; sleep 0.02; done; "
+                      "sleep " + seconds(delay_ms) + "; kill -INT $pid; sleep " + seconds(gap_ms) + "; kill -INT $pid; wait $pid; echo $? >" + tag + ".rc)";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    const std::string out = e2e::read_file(dir + "/" + tag + ".out"), err = e2e::read_file(dir + "/" + tag + ".err");
+    INFO("try " << t << ": first signal " << delay_ms << " ms into training, second " << gap_ms << " ms later\n" << out << err);
+    CHECK(e2e::read_file(dir + "/" + tag + ".rc") == "130\n");
+    const size_t at = out.find("Interrupted (SIGINT) "), from = out.find(": checkpoint ", at);
+    REQUIRE(at != std::string::npos);
+    REQUIRE(from != std::string::npos);
+    const std::string path = out.substr(from + 13, out.find(".safetensors", from) + 12 - from - 13);
+    // Resumed from the run directory, it finishes the interrupted epoch from that checkpoint.
+    const int epoch = std::stoi(out.substr(out.find("epoch ", at) + 6));
+    auto res = e2e::trainer("run --resume " + tag + " --run-dir " + tag + "r --set train.epochs=" + std::to_string(epoch), dir);
+    INFO(res.out << res.err);
+    CHECK(res.code == 0);
+    CHECK_THAT(res.out, Contains("Resuming from " + path + ": epoch "));
+  }
 }

@@ -57,21 +57,23 @@ void write_set(const std::string& dir, int n, float scale) {
 struct Job {
   int code = -1;
   long ms = 0;
-  std::string out;
+  std::string out;  // stdout, then stderr
+  std::string err;  // stderr alone
 };
 
-// Runs `command` (a shell command line) in `dir` with its output in job.out; `then`, when given,
+// Runs `command` (a shell command line) in `dir` with its output in job.out and job.err; `then`, when given,
 // runs once the job's process 0 has finished its first epoch ($job is mpirun's pid), and ms is
 // the time from then to the job's end (else from the start).
 Job run_job(const std::string& dir, const std::string& command, const std::string& then = "") {
-  std::string script = "cd '" + dir + "' && (" + command + " >job.out 2>&1 & job=$!; start=$(date +%s%N); ";
+  std::string script = "cd '" + dir + "' && (" + command + " >job.out 2>job.err & job=$!; start=$(date +%s%N); ";
   if (!then.empty())
     script += "for i in $(seq 600); do [ -f run/metrics.csv ] && [ \"$(wc -l <run/metrics.csv)\" -ge 2 ] && break; sleep 0.1; done; " +
               then + "; start=$(date +%s%N); ";
   script += "wait $job; echo $? >job.rc; echo $(( ($(date +%s%N) - start) / 1000000 )) >job.ms)";
   REQUIRE(std::system(script.c_str()) == 0);
   Job j;
-  j.out = e2e::read_file(dir + "/job.out");
+  j.err = e2e::read_file(dir + "/job.err");
+  j.out = e2e::read_file(dir + "/job.out") + j.err;
   j.code = std::stoi(e2e::read_file(dir + "/job.rc"));
   j.ms = std::stol(e2e::read_file(dir + "/job.ms"));
   return j;
@@ -181,6 +183,10 @@ TEST_CASE("faults mpi: SIGINT to mpirun stops every process at one step with a c
   CHECK(j.ms < 10000);  // long before the timeout
   CHECK_THAT(j.out, Contains("Interrupted "));
   CHECK_THAT(j.out, Contains("process 1/2: interrupted ") && Contains("with the whole job; process 0 wrote the checkpoint"));
+  // mpirun says nothing and exits 1: each process says on stderr where it stopped.
+  CHECK_THAT(j.err, Contains("process 0/2: interrupted (SIGTERM) ") && Contains("with the whole job: checkpoint "));
+  CHECK_THAT(j.err, Contains("process 1/2: interrupted (SIGTERM) ") &&
+                        Contains("with the whole job; process 0 wrote the checkpoint"));
   check_newest_checkpoint_loads(dir, j.out);
 }
 
@@ -222,17 +228,17 @@ TEST_CASE("faults mpi: a signal during validation stops every process there: eac
   const std::string wrap = rc_wrapper(dir);
   const std::string job = e2e::mpirun("TRAINER_TEST_SLOW_VALIDATION=300 timeout -k 5 120 ") + " -np 2 " + wrap + kBinary +
                           " run " + kSmoke + " --set train.epochs=5 --cpu 1 --threads 1 --run-dir '" + dir + "/run'";
-  std::string script = "cd '" + dir + "' && (" + job + " >job.out 2>&1 & job=$!; " +
-                       "for i in $(seq 1200); do grep -q 'test hook: validating' job.out && break; sleep 0.05; done; " +
+  std::string script = "cd '" + dir + "' && (" + job + " >job.out 2>job.err & job=$!; " +
+                       "for i in $(seq 1200); do grep -q 'test hook: validating' job.out job.err && break; sleep 0.05; done; " +
                        "sleep 0.1; kill -TERM $(" + trainer_pids(dir) + "); wait $job; echo $? >job.rc)";
   REQUIRE(std::system(script.c_str()) == 0);
-  std::string out = e2e::read_file(dir + "/job.out");
+  std::string out = e2e::read_file(dir + "/job.out") + e2e::read_file(dir + "/job.err");
   INFO(out);
   CHECK(e2e::read_file(dir + "/job.rc") == "130\n");
   CHECK(e2e::read_file(dir + "/rank0.rc") == "130\n");
   CHECK(e2e::read_file(dir + "/rank1.rc") == "130\n");
   CHECK_THAT(out, Contains("Interrupted (SIGTERM) during the validation of epoch 1: checkpoint "));
-  CHECK_THAT(out, Contains("process 1/2: interrupted during the validation of epoch 1 with the whole job; process 0 wrote the checkpoint"));
+  CHECK_THAT(out, Contains("process 1/2: interrupted (SIGTERM) during the validation of epoch 1 with the whole job; process 0 wrote the checkpoint"));
   check_newest_checkpoint_loads(dir, out);
 }
 

@@ -39,6 +39,11 @@ TEST_CASE("e2e watchdog: a replica that stops names itself and the one waiting f
   CHECK_THAT(held.r.err, Contains("watchdog: rank 0 (process 0, pid ") && Contains("): step 40, all-reduce of gradient bucket 1 of 1, for "));
   CHECK_THAT(held.r.err, Contains("watchdog: rank 1 (process 0, pid ") && Contains("): step 40, forward, for ") && Contains(" s <- no progress"));
   CHECK_THAT(held.r.err, Contains("stalled: no progress for ") && Contains(" (train.watchdog_s 2): rank 1 at step 40: forward; another rank waits for it"));
+  // Before the abort, a warning naming the held rank, after max(20 steps, a quarter of the limit) = 0.5 s.
+  const size_t warned = held.r.err.find("watchdog: warning: rank 1 (process 0, pid ");
+  CHECK(warned < held.r.err.find("stalled: no progress for "));
+  CHECK_THAT(held.r.err, Contains(") has been in forward at step 40 for ") && Contains(" s (a step takes ") &&
+                             Contains("; the job ends if it makes no progress for train.watchdog_s 2 s"));
   // The last completed step's copy (taken when it costs under 2% of the time: most steps here), or
   // the epoch's checkpoint when no step since was copied.
   CHECK_THAT(held.r.err, Contains("watchdog: checkpoint held/checkpoints/epoch-0003-step-0000") ||

@@ -1,0 +1,92 @@
+// The watchdog's early stall warning: the typical step from the board, when it warns, once per stall.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/runtime/progress.h"
+#include "core/runtime/watchdog.h"
+
+using namespace trainer;
+
+TEST_CASE("watchdog: the typical step is the median of the intervals in which the slowest rank advanced") {
+  StepClock c;
+  CHECK(c.median_s() == 0);
+  c.observe(0.0, 0);
+  c.observe(1.0, 0);  // no step done: no sample
+  CHECK(c.median_s() == 0);
+  c.observe(2.0, 10);  // 10 steps in 2 s since step 0 was first seen
+  CHECK(c.median_s() == Approx(0.2));
+  c.observe(3.0, 20);
+  c.observe(4.0, 30);
+  c.observe(5.0, 40);
+  c.observe(15.0, 41);  // a validation or a checkpoint: one slow sample among fast ones
+  CHECK(c.median_s() == Approx(0.1));
+  for (int i = 1; i <= 40; ++i) c.observe(15.0 + i, 41 + 2 * i);  // 0.5 s a step: the old samples leave the ring
+  CHECK(c.median_s() == Approx(0.5));
+}
+
+TEST_CASE("watchdog: a warning after 20 median steps, at least 30 s (a quarter of a shorter limit), only before the limit") {
+  CHECK(stall_warning_after(0.1, 300) == Approx(30));   // 20 steps is 2 s: the floor
+  CHECK(stall_warning_after(5.0, 300) == Approx(100));  // slow steps: 20 of them
+  CHECK(stall_warning_after(0.0, 300) == Approx(30));   // no step done yet
+  CHECK(stall_warning_after(0.01, 8) == Approx(2));     // a short limit: a quarter of it
+  CHECK(stall_warning_after(20.0, 300) == 0);           // 400 s: after the abort, no warning
+}
+
+TEST_CASE("watchdog: a rank stuck in one phase is warned about once, naming it, its step and phase, before the abort") {
+  ProgressBoard board(2, 0, 2, false);
+  std::mutex mu;
+  std::vector<std::string> said;
+  bool stalled = false;
+  {
+    // limit 2 s: warnings after max(20 x ~10 ms, 0.5 s) = 0.5 s of no progress.
+    Watchdog dog(board, 2.0, 0.0, [&](const StallReport&) { stalled = true; },
+                 StallWarnings{[&](const std::string& l) {
+                                 std::lock_guard<std::mutex> lock(mu);
+                                 said.push_back(l);
+                               },
+                               0, 2});
+    for (int64_t s = 0; s < 60; ++s) {  // both ranks step every 10 ms
+      for (int r = 0; r < 2; ++r) {
+        mark_step(r, s);
+        mark_phase(r, Phase::Forward);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    mark_step(0, 60);
+    mark_phase(0, Phase::AllReduce, 1, 3);  // rank 0 waits for rank 1, which stays in its backward
+    mark_step(1, 60);
+    mark_phase(1, Phase::Backward);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  CHECK_FALSE(stalled);
+  INFO(said.size());
+  REQUIRE(said.size() == 2);  // each rank once, however many times the watchdog looked
+  bool rank1 = false;
+  for (const std::string& l : said) {
+    CHECK_THAT(l, Catch::StartsWith("watchdog: warning: rank "));
+    CHECK_THAT(l, Catch::Contains("at step 60 for ") && Catch::Contains("(a step takes ") &&
+                      Catch::Contains("the job ends if it makes no progress for train.watchdog_s 2 s"));
+    rank1 = rank1 || l.find("rank 1 (process 0, pid ") != std::string::npos;
+  }
+  CHECK(rank1);
+}
+
+TEST_CASE("watchdog: a process other than the first leaves the warnings to process 0 when it shares the board") {
+  ProgressBoard board(2, 0, 1, false);
+  std::vector<std::string> said;
+  {
+    Watchdog dog(board, 2.0, 0.0, [](const StallReport&) {}, StallWarnings{[&](const std::string& l) { said.push_back(l); }, 1, 1});
+    mark_step(0, 0);  // rank 0 (process 0) is on this board
+    mark_phase(0, Phase::Forward);
+    mark_step(1, 0);
+    mark_phase(1, Phase::Backward);
+    std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  }
+  CHECK(said.empty());
+}

@@ -13,7 +13,7 @@ build=${TSAN_BUILD_DIR:-build-tsan}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1" \
   -DTRAINER_CUDA=OFF -DTRAINER_SANITIZE=thread \
   -DTRAINER_NATIVE=OFF >/dev/null
-cmake --build "$build" --parallel --target unit_core unit_data
+cmake --build "$build" --parallel --target unit_threads  # the test files below alone (tests/CMakeLists.txt)
 export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1"
 export OMP_NUM_THREADS=1
 # Exit 77: nothing failed, and some cases were skipped, each saying why ("SKIPPED (<kind>): <reason>",
@@ -24,6 +24,6 @@ run() {
   if [ "$rc" -eq 77 ]; then echo "tsan: $*: passed, with skips (above)"; return 0; fi
   return "$rc"
 }
-run "$build/tests/unit_core" "data parallel*"
-run "$build/tests/unit_core" "[device_parallel]"
-run "$build/tests/unit_data" "loader*"
+run "$build/tests/unit_threads" "data parallel*"
+run "$build/tests/unit_threads" "[device_parallel]"
+run "$build/tests/unit_threads" "loader*"

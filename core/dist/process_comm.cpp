@@ -42,7 +42,10 @@ Kind classify(const std::vector<Device>& devices) {
   if (gpu && ordinals.size() == devices.size()) return Kind::DistinctGpus;
   if (gpu && ordinals.size() == 1) return Kind::OneGpu;
   std::string list;
-  for (const Device& d : devices) list += (list.empty() ? "" : ",") + d.str();
+  for (const Device& d : devices) {
+    if (!list.empty()) list += ',';
+    list += d.str();
+  }
   throw DeviceError(fmt::format("data-parallel replicas on {}: all CPU, all on distinct GPUs or all on one GPU, not a mix", list));
 }
 

@@ -74,8 +74,11 @@ std::string FastPaths::str() const {
   if (on_ == kAll) return "all";
   if (on_ == 0) return "none";
   std::string s;
-  for (FastPath p : kEvery)
-    if (has(p)) s += (s.empty() ? "" : ",") + std::string(name(p));
+  for (FastPath p : kEvery) {
+    if (!has(p)) continue;
+    if (!s.empty()) s += ',';
+    s += name(p);
+  }
   return s;
 }
 

@@ -44,18 +44,20 @@ TEST_CASE("e2e shell: a config from a pipe or standard input trains and resumes 
   const std::string dir = e2e::temp_dir("shell_pipe");
   // Process substitution (a pipe named /dev/fd/N), then standard input; each resumed for one more
   // epoch from its run directory's config.yaml, the stream being gone.
-  CHECK(bash(dir, "\"$T\" run <(cat \"$SMOKE\") --set train.epochs=1 --run-dir p >p.out 2>&1; echo $? >p.rc") == 0);
-  CHECK(e2e::read_file(dir + "/p.rc") == "0\n");
-  CHECK(bash(dir, "\"$T\" run --resume p --set train.epochs=2 --run-dir p2 >p2.out 2>&1; echo $? >p2.rc") == 0);
-  INFO(e2e::read_file(dir + "/p.out") << e2e::read_file(dir + "/p2.out"));
-  CHECK(e2e::read_file(dir + "/p2.rc") == "0\n");
-  CHECK(std::filesystem::exists(dir + "/p2/checkpoints/epoch-0002.safetensors"));
-  CHECK(bash(dir, "cat \"$SMOKE\" | \"$T\" run - --set train.epochs=1 --run-dir s >s.out 2>&1; echo $? >s.rc") == 0);
-  CHECK(e2e::read_file(dir + "/s.rc") == "0\n");
-  CHECK(bash(dir, "\"$T\" run --resume s --set train.epochs=2 --run-dir s2 >s2.out 2>&1; echo $? >s2.rc") == 0);
-  INFO(e2e::read_file(dir + "/s.out") << e2e::read_file(dir + "/s2.out"));
-  CHECK(e2e::read_file(dir + "/s2.rc") == "0\n");
-  CHECK(std::filesystem::exists(dir + "/s2/checkpoints/epoch-0002.safetensors"));
+  // `train` (a command line reading the config from a stream) trains one epoch into run directory
+  // `tag`, then `--resume tag` trains a second one into `tag`2.
+  auto train_and_resume = [&](const std::string& tag, const std::string& train) {
+    INFO(tag);
+    CHECK(bash(dir, train + " --set train.epochs=1 --run-dir " + tag + " >" + tag + ".out 2>&1; echo $? >" + tag + ".rc") == 0);
+    CHECK(e2e::read_file(dir + "/" + tag + ".rc") == "0\n");
+    CHECK(bash(dir, "\"$T\" run --resume " + tag + " --set train.epochs=2 --run-dir " + tag + "2 >" + tag + "2.out 2>&1; echo $? >" +
+                        tag + "2.rc") == 0);
+    INFO(e2e::read_file(dir + "/" + tag + ".out") << e2e::read_file(dir + "/" + tag + "2.out"));
+    CHECK(e2e::read_file(dir + "/" + tag + "2.rc") == "0\n");
+    CHECK(std::filesystem::exists(dir + "/" + tag + "2/checkpoints/epoch-0002.safetensors"));
+  };
+  train_and_resume("p", "\"$T\" run <(cat \"$SMOKE\")");
+  train_and_resume("s", "cat \"$SMOKE\" | \"$T\" run -");
   CHECK_THAT(e2e::read_file(dir + "/s/config.yaml"), Catch::Contains("name: smoke"));
   // A named FIFO whose writer opens it after the trainer does (a generator started in the background).
   CHECK(bash(dir, "mkfifo f.yaml; (sleep 0.5; cat \"$SMOKE\" >f.yaml) & \"$T\" run f.yaml --set train.epochs=1 --run-dir f "

@@ -214,11 +214,15 @@ bool is_stream(const std::string& path) {
 std::string read_stream(const std::string& path, uint64_t max_bytes, const std::string& limit_name,
                         int idle_seconds) {
   const bool stdin_ = path == "-";
-  const int fd = stdin_ ? ::dup(0) : ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  const int fd = stdin_ ? ::fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0) : ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
     throw InputFileError(path, fmt::format("cannot open: {}", std::strerror(err)), err);
   }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
   // A FIFO opened without blocking reads as ended (0) while no program has it open for writing, and
   // poll() does not wait for a first writer: give one a moment to appear (`mkfifo f; gen > f &`).
   // Once a writer was seen (data, or "no data yet"), 0 is the end and poll() waits for data.
@@ -227,14 +231,12 @@ std::string read_stream(const std::string& path, uint64_t max_bytes, const std::
   bool writer_seen = stdin_;
   int no_writer_ms = 0;
   for (;;) {
-    if (writer_seen) {
+    if (writer_seen && !stdin_) {
       pollfd p{fd, POLLIN, 0};
-      const int ready = stdin_ ? 1 : ::poll(&p, 1, idle_seconds * 1000);
+      const int ready = ::poll(&p, 1, idle_seconds * 1000);
       if (ready < 0 && errno == EINTR) continue;
-      if (ready == 0) {
-        ::close(fd);
+      if (ready == 0)
         throw InputFileError(path, fmt::format("a pipe that sent nothing for {} s: no program writes to it?", idle_seconds));
-      }
     }
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
@@ -244,28 +246,22 @@ std::string read_stream(const std::string& path, uint64_t max_bytes, const std::
     }
     if (n < 0) {
       const int err = errno;
-      ::close(fd);
       throw InputFileError(path, fmt::format("read error: {}", std::strerror(err)), err);
     }
     if (n == 0 && !writer_seen) {
-      if (no_writer_ms >= kFifoWriterWaitMs) {
-        ::close(fd);
+      if (no_writer_ms >= kFifoWriterWaitMs)
         throw InputFileError(path, "is a FIFO that no program writes to (nothing to read)", 0, "a FIFO");
-      }
       ::usleep(20 * 1000);
       no_writer_ms += 20;
       continue;
     }
     if (n == 0) break;  // the end: every writer closed it
     writer_seen = true;
-    if (out.size() + size_t(n) > max_bytes) {
-      ::close(fd);
+    if (out.size() + size_t(n) > max_bytes)
       throw InputFileError(path, fmt::format("more than {}{}, not read further", format_bytes(max_bytes),
                                              limit_name.empty() ? "" : " (" + limit_name + ")"));
-    }
     out.append(buf, size_t(n));
   }
-  ::close(fd);
   return out;
 }
 

@@ -54,10 +54,10 @@ class InputFile {
 // Standard input ("-") or a pipe (a FIFO; bash's `<(command)` is /dev/fd/N): whether `path` is one.
 bool is_stream(const std::string& path);
 // Its bytes to the end, read once (a stream cannot be read again), at most `max_bytes`
-// (InputFileError past that, without reading further). A FIFO no program opens for writing within
-// 2 s is refused rather than waited for, and a stream that sends nothing for `idle_seconds` is given up on:
-// reading never hangs on a forgotten pipe. Standard input is read as it comes (a terminal: until
-// Ctrl-D).
+// (InputFileError past that, without reading further). A FIFO that no program opens for writing
+// within 2 s is refused rather than waited for, and one that sends nothing for `idle_seconds` is
+// given up on: reading never hangs on a forgotten pipe. Standard input is read as it comes (a
+// terminal: until Ctrl-D).
 std::string read_stream(const std::string& path, uint64_t max_bytes, const std::string& limit_name,
                         int idle_seconds = 60);
 

@@ -13,9 +13,9 @@
 #include "core/run/observer.h"
 #include "core/run/plan.h"
 #include "core/runtime/failure.h"
+#include "core/runtime/interrupt.h"
 #include "core/runtime/progress.h"
 #include "core/runtime/strategy.h"
-#include "core/runtime/interrupt.h"
 #include "core/runtime/watchdog.h"
 
 namespace trainer {

@@ -146,6 +146,13 @@ std::vector<std::string> RunPlan::banner(const RunSpec& e) const {
   lines.push_back(fmt::format("Model {}: {} params ({} trainable), {:.1f} MFLOPs/sample forward", e.name,
                               with_thousands(params), with_thousands(trainable_params), double(flops_per_sample) / 1e6));
   const std::string steps = steps_per_epoch > 0 ? fmt::format(", {} steps/epoch", steps_per_epoch) : "";
+  // train.accumulate, for every strategy (a pipeline's GPipe micro-batches are pieces of each of these).
+  const int k = e.train.accumulate;
+  const std::string accumulate =
+      k > 1 ? fmt::format("; gradients accumulated over {} micro-batches: {} samples per optimizer step{}", k,
+                          int64_t(k) * global_batch,
+                          steps_per_epoch > 0 ? fmt::format(", {} optimizer steps/epoch", (steps_per_epoch + k - 1) / k) : "")
+            : "";
   if (strategy == StrategyKind::DeviceParallel) {
     std::string s = fmt::format("Devices: device parallel over {} devices:", e.placement.devices.size());
     for (size_t d = 0; d < e.placement.devices.size(); ++d) {
@@ -154,8 +161,8 @@ std::vector<std::string> RunPlan::banner(const RunSpec& e) const {
       s += fmt::format("{} {} ({}{}, {} layer{})", d ? "," : "", e.placement.devices[d], devices[d].str(),
                        devices[d].is_cpu() ? fmt::format(", {} threads", threads) : "", layers, layers == 1 ? "" : "s");
     }
-    lines.push_back(s + fmt::format("; batch {}, {} micro-batch{} (GPipe){}{}", batch, e.microbatches,
-                                    e.microbatches == 1 ? "" : "es", steps, batch_note));
+    lines.push_back(s + fmt::format("; batch {}, {} micro-batch{} (GPipe){}{}{}", batch, e.microbatches,
+                                    e.microbatches == 1 ? "" : "es", steps, batch_note, accumulate));
     for (const std::string& l : device_notes) lines.push_back("Note: " + l);
   } else if (strategy == StrategyKind::Hybrid) {
     // R copies of the S-stage pipeline, copy r's stage s on device r*S + s.
@@ -170,9 +177,10 @@ std::vector<std::string> RunPlan::banner(const RunSpec& e) const {
         s += fmt::format("{} {} -> {} ({} layer{})", d ? "," : "", e.placement.devices[d], dev.str(), layers, layers == 1 ? "" : "s");
       }
     }
-    lines.push_back(s + fmt::format("; {}batch {} per copy, global batch {}, {} micro-batch{} (GPipe){}{}",
+    lines.push_back(s + fmt::format("; {}batch {} per copy, global batch {}, {} micro-batch{} (GPipe){}{}{}",
                                     devices[0].is_cpu() ? fmt::format("{} compute threads per stage, ", threads) : "",
-                                    batch, global_batch, e.microbatches, e.microbatches == 1 ? "" : "es", steps, batch_note));
+                                    batch, global_batch, e.microbatches, e.microbatches == 1 ? "" : "es", steps, batch_note,
+                                    accumulate));
   } else {
     std::string where = replicas == 1 ? devices[0].str()
                                       : fmt::format("{} replicas ({}..{})", replicas, devices[0].str(), devices.back().str());
@@ -180,12 +188,6 @@ std::vector<std::string> RunPlan::banner(const RunSpec& e) const {
       where = fmt::format("{} replicas in {} processes ({} each: {}; launched by {})", replicas, processes, local_replicas,
                           local_replicas == 1 ? devices[0].str() : fmt::format("{}..{}", devices[0].str(), devices.back().str()),
                           this_process().launcher);
-    const int k = e.train.accumulate;
-    const std::string accumulate =
-        k > 1 ? fmt::format("; gradients accumulated over {} micro-batches: {} samples per optimizer step{}", k,
-                            int64_t(k) * global_batch,
-                            steps_per_epoch > 0 ? fmt::format(", {} optimizer steps/epoch", (steps_per_epoch + k - 1) / k) : "")
-              : "";
     lines.push_back(fmt::format("Devices: {}{}; batch {} per replica, global batch {}{}{}{}", where,
                                 devices[0].is_cpu() ? fmt::format(", {} compute threads each", threads) : "", batch,
                                 global_batch, steps, batch_note, accumulate));

@@ -77,10 +77,6 @@ void read_strategy(cfg::MapReader& r, RunSpec& e) {
     return;
   }
   if (!placement.defined()) strategy.fail(fmt::format("strategy {} needs 'placement:' (layer or block name: device)", name));
-  if (e.train.accumulate > 1)
-    e.at("train.accumulate").fail(fmt::format("train.accumulate with strategy {} is not implemented; pipeline.microbatches "
-                                              "already sums the gradients of a batch's micro-batches (GPipe): raise "
-                                              "batch_size with it", name));
   e.placement = read_placement(e.model, placement);
   cfg::MapReader p(pipeline, "the pipeline section");
   e.microbatches = int(p.get_int("microbatches", 1, 1, 1024));

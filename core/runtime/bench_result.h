@@ -7,6 +7,7 @@
 
 #include "core/data/loader.h"
 #include "core/dist/bucket_reducer.h"
+#include "core/runtime/trainee.h"
 
 namespace trainer {
 
@@ -91,8 +92,9 @@ struct BenchResult {
   // (S - 1) / (M + S - 1) for S balanced stages); -1 for data parallel.
   int microbatches = 0;
   double bubble = -1;
-  // Data parallel: micro-batches per optimizer step (train.accumulate; a timed step is all of
-  // them) and rank 0's gradient all-reduces per timed step (1 whatever the micro-batches).
+  // Micro-batches per optimizer step (train.accumulate; a timed step is all of them) and rank 0's
+  // (hybrid: copy 0's) gradient all-reduces per timed step (1 whatever the micro-batches; 0 for
+  // one pipeline, whose copies of a shared layer are summed apart: allreduce_ms).
   int accumulate = 1;
   double gradient_allreduces_per_step = 0;
 };
@@ -116,5 +118,11 @@ class BenchInput {
   Batch batch_;
   int64_t steps_per_epoch_ = 0, epoch_ = 0, step_ = 0;
 };
+
+// One timed optimizer step of every strategy's bench: `k` micro-batches (train.accumulate) from
+// `in` through t.train_step, `after` (when given) after each. Returns the step's samples over
+// every rank; adds the input's wait to `waited`.
+int64_t bench_step(Trainee& t, BenchInput& in, int k, float lr, uint64_t seed, bool& stop, double& waited,
+                   const std::function<void()>& after = {});
 
 }  // namespace trainer

@@ -16,6 +16,7 @@
 #include "core/optim/loss_scale.h"
 #include "core/optim/optimizer.h"
 #include "core/optim/weight_average.h"
+#include "core/runtime/step_update.h"
 
 namespace trainer {
 
@@ -80,9 +81,9 @@ class Trainee {
 
   // Loss scaling (train.loss_scale): the scale and the skipped-step counters. Every rank (every
   // stage) decides from the same reduced gradients, so all of them hold the same state.
-  LossScaler& scaler() { return scaler_; }
+  LossScaler& scaler() { return update_.scaler(); }
   // Gradient clipping (train.clip_norm / clip_value): the last step's gradient norm before clipping.
-  const GradClip& clip() const { return clip_; }
+  const GradClip& clip() const { return update_.clip(); }
   // Test hook (TRAINER_INJECT_NONFINITE): the next train_step puts an inf into one gradient —
   // data parallel: rank 0's first trainable gradient, before its all-reduce; device parallel:
   // the first stage's that has trainable parameters — as an fp16 overflow in backward would.
@@ -95,8 +96,7 @@ class Trainee {
   // The pass's sums over every rank (data parallel: a host all-reduce; one trainee: as they are).
   virtual LossStats sum_over_ranks(const LossStats& s) { return s; }
 
-  LossScaler scaler_;
-  GradClip clip_;
+  StepUpdate update_;  // the optimizer update after the step's gradients are reduced (every strategy's)
   bool inject_ = false;
 };
 

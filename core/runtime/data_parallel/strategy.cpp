@@ -96,13 +96,11 @@ BenchResult DataParallel::bench(std::vector<BenchInput>& inputs, const BenchOpti
     bool stop = false;
     // One optimizer step: train.accumulate micro-batches (their parts' times added into `sum`).
     auto step = [&](double& wait, uint64_t seed, StepTimes* sum, int64_t* samples) {
-      for (int i = 0; i < k; ++i) {
-        const Batch& b = in.next(wait);
-        if (samples) *samples += b.global_size;
-        if (w.rank() == 0) global_batch = int64_t(k) * b.global_size;
-        w.train_step(b, lr, seed, stop, MicroStep{i, k, k > 1 ? int64_t(k) * b.global_size : 0});
+      const int64_t n = bench_step(w, in, k, lr, seed, stop, wait, [&] {
         if (sum) *sum += w.step_times();
-      }
+      });
+      if (samples) *samples += n;
+      if (w.rank() == 0) global_batch = n;
     };
     double warm_wait = 0;
     for (int s = 0; s < o.warmup; ++s) step(warm_wait, uint64_t(s), nullptr, nullptr);

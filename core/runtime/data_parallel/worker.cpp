@@ -18,12 +18,8 @@ Worker::Worker(const TraineeSpec& t, int rank, Device device, int threads)
     : rank_(rank), sync_bn_(t.sync_bn), cuda_graphs_(t.cuda_graphs), bucket_floats_(t.bucket_floats),
       accumulate_(t.accumulate) {
   rep_ = std::make_unique<Replica>(t, device, threads);
-  if (accumulate_ > 1) {
-    held_ = rep_->context().zeros(Shape{rep_->executor().params().trainable_floats()});
-    ew_ = make_kernel<ElementwiseKernel>(rep_->context(), ElementwiseParams{});
-  }
-  scaler_ = LossScaler(t.loss_scale);
-  clip_ = GradClip(t.clip);
+  if (accumulate_ > 1) held_ = std::make_unique<GradAccumulator>(rep_->context(), rep_->executor().params().trainable_floats());
+  update_ = StepUpdate(t.loss_scale, t.clip);
 }
 
 void Worker::poison_first_gradient() {
@@ -45,7 +41,7 @@ void Worker::attach(Communicator& grad, Communicator& ctl) {
     if (frontier == 0 && inject_ && rank_ == 0) poison_first_gradient();
     if (hold_) return;  // an earlier micro-batch of the step: nothing is reduced
     if (add_ && frontier < added_to_) {
-      add_held(frontier, added_to_);
+      held_->add_into(rep_->executor().params().trainable_grads(), frontier, added_to_);
       added_to_ = frontier;
     }
     buckets_->on_frontier(frontier);
@@ -81,14 +77,8 @@ void Worker::broadcast_parameters() {
 // per-part timing or per-layer profiling (both synchronise the device between parts). Every other
 // step takes the ordinary path.
 bool Worker::fixed_step_ok() const {
-  return cuda_graphs_ && ctl_->size() == 1 && rep_->context().can_capture() && !scaler_.enabled() && !clip_.enabled() &&
+  return cuda_graphs_ && ctl_->size() == 1 && rep_->context().can_capture() && !update_.whole_gradient() &&
          !sync_bn_ && !inject_ && !timing_ && !rep_->executor().profiling();
-}
-
-void Worker::add_held(int64_t from, int64_t to) {
-  if (from >= to) return;
-  Tensor g = rep_->executor().params().trainable_grads().slice(from, to);
-  ew_->accumulate(held_.slice(from, to), g);
 }
 
 // An earlier micro-batch of a step (train.accumulate): its gradients are added to the held sum,
@@ -99,19 +89,15 @@ void Worker::hold(const Batch& b, uint64_t seed, int64_t samples, bool first, bo
   hold_ = true;
   LossStats s;
   try {
-    s = rep_->compute_gradients(b.images, b.labels, (samples > 0 ? 1.0f / float(samples) : 0.0f) * scaler_.scale(), seed);
+    s = rep_->compute_gradients(b.images, b.labels, (samples > 0 ? 1.0f / float(samples) : 0.0f) * update_.loss_scale(), seed);
   } catch (...) {
     hold_ = false;
     throw;
   }
   hold_ = false;
   inject_ = false;
-  Tensor g = rep_->executor().params().trainable_grads();
-  if (first) ew_->convert(g, held_);
-  else ew_->accumulate(g, held_);
-  held_stats_ += s;
-  held_stop_ = held_stop_ || stop;
-  stop = false;  // kept for the step's last micro-batch, where every rank agrees
+  held_->hold(rep_->executor().params().trainable_grads(), first);
+  held_stats_.hold(s, stop);  // kept for the step's last micro-batch, where every rank agrees
   if (timing_) rep_->context().synchronize();
   times_ = StepTimes{};
   times_.forward = std::chrono::duration<double>(forward_end_ - t0).count();
@@ -144,7 +130,7 @@ LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop
   // The loss gradient is scaled by 1 / global batch, so the all-reduced sum is the gradient
   // of the mean loss over the global batch: averaging needs no pass of its own.
   // With loss scaling the loss gradient is also multiplied by the scale (exactly, for a power of 2).
-  const float loss_scale = scaler_.scale();
+  const float loss_scale = update_.loss_scale();
   float grad_scale = samples > 0 ? 1.0f / float(samples) : 0.0f;
   // The last micro-batch of several: the held sum goes into each bucket before its all-reduce.
   add_ = m.count > 1;
@@ -159,17 +145,14 @@ LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop
   if (add_ && added_to_ > 0) throw std::logic_error("accumulation: backward ended before offset 0");
   add_ = false;
   ++reduced_steps_;
-  s += held_stats_;
-  stop = stop || held_stop_;
-  held_stats_ = LossStats{};
-  held_stop_ = false;
+  held_stats_.release(s, stop);
   inject_ = false;
   if (timing_) rep_->context().synchronize();
   const Clock::time_point backward_end = Clock::now();
   Optimizer& opt = rep_->optimizer();
   const auto& bk = buckets_->buckets();
   const int n = int(bk.size());
-  if (!scaler_.enabled() && !clip_.enabled()) {
+  if (!update_.whole_gradient()) {
     opt.begin_step();
     for (size_t i = bk.size(); i-- > 0;) {  // in the order their all-reduces finish
       mark_phase(rank_, Phase::AllReduce, n - int(i), n);
@@ -178,24 +161,13 @@ LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop
       opt.update(bk[i].begin, bk[i].end, lr, 1.0f);
     }
   } else {
-    // The check and the norm need every reduced gradient, so the update waits for the last
-    // all-reduce. Every replica holds the same reduced gradients: all take the same decision and
-    // measure the same norm (the global batch's), with no collective.
+    // The check and the norm need every reduced gradient: the update waits for the last all-reduce.
     for (size_t i = bk.size(); i-- > 0;) {
       mark_phase(rank_, Phase::AllReduce, n - int(i), n);
       buckets_->wait(i);
     }
     mark_phase(rank_, Phase::Optimizer);
-    const bool finite = !scaler_.enabled() || opt.grads_finite();
-    if (finite) {
-      const float inv_scale = 1.0f / loss_scale;
-      const float update_scale = clip_.begin(clip_.enabled() ? opt.grad_sum_squares() : 0.0, inv_scale);
-      clip_.clip(opt, inv_scale);
-      opt.step(lr, update_scale);  // unscaled (and clipped by norm) inside the update
-    } else {
-      clip_.skipped();
-    }
-    if (scaler_.enabled()) scaler_.update(finite);  // skipped: no update, the step count unchanged
+    update_.apply({UpdatePart{&opt, {}}}, [](const std::function<void(int)>& fn) { fn(0); }, lr);
   }
   if (timing_) rep_->context().synchronize();
   const Clock::time_point updated = Clock::now();

@@ -18,6 +18,7 @@
 
 #include "core/data/loader.h"
 #include "core/ops/elementwise.h"
+#include "core/runtime/accumulation.h"
 #include "core/runtime/data_parallel/grad_buckets.h"
 #include "core/runtime/data_parallel/replica.h"
 #include "core/runtime/bench_result.h"
@@ -85,7 +86,6 @@ class Worker final : public Trainee {
  private:
   using Clock = std::chrono::steady_clock;
   void poison_first_gradient();  // inject_nonfinite(): an inf in the first trainable gradient
-  void add_held(int64_t from, int64_t to);  // gradients [from, to) += the held sum
   void hold(const Batch& b, uint64_t seed, int64_t samples, bool first, bool& stop);
 
   int rank_;
@@ -105,12 +105,10 @@ class Worker final : public Trainee {
   // hold_: this backward's gradients are kept (no all-reduce); add_: the last micro-batch's
   // backward adds held_ into each range before it is reduced, down to offset added_to_.
   int accumulate_ = 1;
-  Tensor held_;
-  std::unique_ptr<ElementwiseKernel> ew_;
+  std::unique_ptr<GradAccumulator> held_;
   bool hold_ = false, add_ = false;
   int64_t added_to_ = 0;
-  LossStats held_stats_;
-  bool held_stop_ = false;
+  HeldStats held_stats_;
   int64_t reduced_steps_ = 0;
 };
 

@@ -84,9 +84,8 @@ std::vector<Device> placement_devices(const Placement& p, const DevicesSpec& r, 
 }
 
 PipelineWorker::PipelineWorker(const TraineeSpec& t, const std::vector<Device>& devices, int threads)
-    : microbatches_(t.microbatches) {
-  scaler_ = LossScaler(t.loss_scale);
-  clip_ = GradClip(t.clip);
+    : microbatches_(t.microbatches), accumulate_(t.accumulate) {
+  update_ = StepUpdate(t.loss_scale, t.clip);
   sync_bn_ = t.sync_bn;
   const std::shared_ptr<const Graph> whole = t.graph ? t.graph : std::make_shared<const Graph>(t.model);
   const Graph& full = *whole;
@@ -132,11 +131,26 @@ PipelineWorker::PipelineWorker(const TraineeSpec& t, const std::vector<Device>& 
   state_ = std::make_unique<TiedState>(parts);
   reset_bubble();
   times_.stages.resize(stages_.size());
+  // The update's parts: each stage's optimizer; a shared layer's later copies are in the norm once.
+  update_parts_.resize(stages_.size());
+  for (size_t st = 0; st < stages_.size(); ++st) update_parts_[st].optimizer = &stages_[st]->optimizer();
+  for (const auto& copies : tied_)
+    for (size_t c = 1; c < copies.size(); ++c) {
+      const ParamEntry& p = stages_[size_t(copies[c].first)]->params().entries()[copies[c].second];
+      update_parts_[size_t(copies[c].first)].counted_elsewhere.push_back({p.offset, p.offset + p.spec.shape.numel()});
+    }
+  if (accumulate_ > 1) {  // each stage's held sum, made on its own thread (its device)
+    held_.resize(stages_.size());
+    threads_->run_all([&](int st) {
+      held_[size_t(st)] = std::make_unique<GradAccumulator>(stages_[size_t(st)]->context(),
+                                                            stages_[size_t(st)]->params().trainable_floats());
+    });
+  }
 }
 
 PipelineWorker::~PipelineWorker() { threads_.reset(); }
 
-LossStats PipelineWorker::pass(const Batch& b, bool training, int M, uint64_t seed, float loss_scale) {
+LossStats PipelineWorker::pass(const Batch& b, bool training, int M, uint64_t seed, float grad_scale) {
   const int64_t n = b.images.dim(0);
   M = int(std::max<int64_t>(1, std::min<int64_t>(M, n)));
   const std::vector<Tensor>& inputs = batch_inputs_.on_host(b.images, input_shapes_);
@@ -162,19 +176,24 @@ LossStats PipelineWorker::pass(const Batch& b, bool training, int M, uint64_t se
   std::vector<LossStats> per(static_cast<size_t>(S));
   std::vector<StageTimes> times(static_cast<size_t>(S));
   std::vector<double> ran(static_cast<size_t>(S));
-  const float grad_scale = 1.0f / float(b.global_size > 0 ? b.global_size : n) * loss_scale;
   auto t0 = std::chrono::steady_clock::now();
   std::vector<double> reduced(static_cast<size_t>(S));
   threads_->run_all([&](int s) {
     auto t = std::chrono::steady_clock::now();
     per[size_t(s)] = stages_[size_t(s)]->run(mbs, training, grad_scale, seed, bounds_, box_, microbatches_, times[size_t(s)]);
     ran[size_t(s)] = since(t);
-    if (!training || stage_comms_.empty()) return;
+    if (!training) return;
+    // The test hook's inf (copy 0's), before any sum or hold, as an fp16 overflow in backward would be.
+    if (inject_ && rank_ == 0 && s == poison_stage()) poison(s);
+    Tensor g = stages_[size_t(s)]->params().trainable_grads();
+    // train.accumulate: an earlier micro-batch's gradients are held, not reduced; the last's get
+    // the held sum before their sum over the copies.
+    if (hold_) return held_[size_t(s)]->hold(g, hold_first_);
+    if (add_) held_[size_t(s)]->add_into(g);
+    if (stage_comms_.empty()) return;
     // Hybrid: this stage's gradients are final; their sum over the copies starts now, while the
     // stages before it are still in backward (the last stage finishes first).
     const auto r0 = std::chrono::steady_clock::now();
-    if (inject_ && rank_ == 0 && s == poison_stage()) poison(s);  // before the sum, as an fp16 overflow would be
-    Tensor g = stages_[size_t(s)]->params().trainable_grads();
     stage_comms_[size_t(s)]->all_reduce_sum(g);
     reduced[size_t(s)] = since(r0);
   });
@@ -225,7 +244,9 @@ void PipelineWorker::sum_shared_gradients() {
 }
 
 LossStats PipelineWorker::compute_gradients(const Batch& b, uint64_t seed, float loss_scale) {
-  LossStats s = pass(b, true, microbatches_, seed, loss_scale);
+  const int64_t n = b.global_size > 0 ? b.global_size : b.images.dim(0);
+  LossStats s = pass(b, true, microbatches_, seed, n > 0 ? loss_scale / float(n) : 0.0f);
+  inject_ = false;
   const auto t0 = std::chrono::steady_clock::now();
   sum_shared_gradients();  // synchronises the stages that hold copies
   times_.shared_sum = since(t0);
@@ -269,65 +290,52 @@ void PipelineWorker::poison(int st) {
 }
 
 LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) {
-  if (m.count != 1) throw std::logic_error("device parallel: train.accumulate is refused by the config reader");
+  if (m.count > accumulate_ || m.index < 0 || m.index >= m.count)
+    throw std::logic_error(fmt::format("micro-batch {} of {} (train.accumulate {})", m.index, m.count, accumulate_));
   mark_phase(rank(), Phase::Forward);  // the whole GPipe schedule (the stages' threads are not marked apart)
   // train.ema: each stage's average starts from the weights training starts with.
   if (WeightAverage* a = stages_[0]->average(); a && !a->started())
     threads_->run_all([&](int st) { stages_[size_t(st)]->average()->start(); });
-  const float loss_scale = scaler_.scale();
-  LossStats s = compute_gradients(b, seed, loss_scale);
-  const auto t0 = std::chrono::steady_clock::now();
-  // One copy: the test hook's inf now (a hybrid's went in before its sum over the copies, in pass).
-  if (inject_ && stage_comms_.empty() && poison_stage() >= 0) {
-    const int st = poison_stage();
-    threads_->run_on(st, [&] { poison(st); });
+  // The loss gradient's divisor is the step's sample count over every copy and micro-batch, so
+  // that k micro-batches of b train as one batch of k·b.
+  const int64_t samples = m.samples > 0 ? m.samples : (b.global_size > 0 ? b.global_size : b.images.dim(0));
+  const float grad_scale = samples > 0 ? update_.loss_scale() / float(samples) : 0.0f;
+  hold_ = !m.last();
+  hold_first_ = m.index == 0;
+  add_ = m.last() && m.count > 1;
+  LossStats s;
+  try {
+    s = pass(b, true, microbatches_, seed, grad_scale);
+  } catch (...) {
+    hold_ = add_ = false;
+    throw;
   }
+  hold_ = add_ = false;
   inject_ = false;
-  // Loss scaling: each stage checks its own gradients; the step is taken only when every stage's
-  // are finite, so all stages skip together (and the scale stays one for the whole model).
-  bool finite = true;
-  if (scaler_.enabled()) {
-    std::vector<char> ok(stages_.size(), 1);
-    threads_->run_all([&](int st) { ok[size_t(st)] = stages_[size_t(st)]->optimizer().grads_finite(); });
-    finite = std::all_of(ok.begin(), ok.end(), [](char c) { return c != 0; });
+  if (!m.last()) {
+    held_stats_.hold(s, stop);
+    times_.shared_sum = times_.optimizer = 0;  // no update in this part of the step
+    for (StageTime& t : times_.stages) t.optimizer = 0;
+    return LossStats{};
   }
+  held_stats_.release(s, stop);
+  if (!stage_comms_.empty()) ++reduced_steps_;
+  const auto t1 = std::chrono::steady_clock::now();
+  sum_shared_gradients();  // synchronises the stages that hold copies
+  times_.shared_sum = since(t1);
   mark_phase(rank(), Phase::Optimizer);
-  const float inv_scale = 1.0f / loss_scale;
-  float grad_scale = inv_scale;
-  if (finite && clip_.enabled()) {
-    // The global norm: each stage's sum of squares on its own thread, added in stage order. A
-    // layer shared across stages counts once: its copies after the first (which hold the same
-    // summed gradient) are taken out.
-    std::vector<double> squares(stages_.size());
-    threads_->run_all([&](int st) {
-      Optimizer& opt = stages_[size_t(st)]->optimizer();
-      double q = opt.grad_sum_squares();
-      for (const auto& copies : tied_)
-        for (size_t c = 1; c < copies.size(); ++c)
-          if (copies[c].first == st) {
-            const ParamEntry& p = stages_[size_t(st)]->params().entries()[copies[c].second];
-            q -= opt.grad_sum_squares(p.offset, p.offset + p.spec.shape.numel());
-          }
-      squares[size_t(st)] = q;
-    });
-    double sum = 0;
-    for (double q : squares) sum += q;
-    grad_scale = clip_.begin(sum, inv_scale);
-  }
-  if (!finite) {
-    clip_.skipped();
-    for (StageTime& t : times_.stages) t.optimizer = 0;  // skipped: no update
-  } else {
+  // The update on every stage's thread; a stage's optimizer time is its part of it (the finite
+  // check and its part of the norm included).
+  const auto t0 = std::chrono::steady_clock::now();
+  for (StageTime& t : times_.stages) t.optimizer = 0;
+  update_.apply(update_parts_, [&](const std::function<void(int)>& fn) {
     threads_->run_all([&](int st) {
       const auto t = std::chrono::steady_clock::now();
-      Optimizer& opt = stages_[size_t(st)]->optimizer();
-      clip_.clip(opt, inv_scale);
-      opt.step(lr, grad_scale);
+      fn(st);
       if (timing_) stages_[size_t(st)]->context().synchronize();
-      times_.stages[size_t(st)].optimizer = since(t);
+      times_.stages[size_t(st)].optimizer += since(t);
     });
-  }
-  scaler_.update(finite);
+  }, lr);
   times_.optimizer = since(t0);
   // train.ema: every stage's average after the update (a hybrid's after copy 0's statistics
   // reached every copy: the same average in every copy).

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/dist/communicator.h"
+#include "core/runtime/accumulation.h"
 #include "core/runtime/batch_inputs.h"
 #include "core/runtime/devices.h"
 #include "core/runtime/device_parallel/mailbox.h"
@@ -47,6 +48,9 @@ class PipelineWorker final : public Trainee {
   int stages() const { return int(stages_.size()); }
   StageRuntime& stage(int s) { return *stages_[size_t(s)]; }
   int microbatches() const { return microbatches_; }
+  int accumulate() const { return accumulate_; }
+  // Steps whose gradients were summed over the copies (hybrid: one per optimizer step).
+  int64_t reduced_steps() const { return reduced_steps_; }
 
   // Idle time: 1 - (stage busy seconds) / (stages x wall seconds), over the training steps
   // since the last reset (busy = a stage's time in its part of the schedule minus its waits).
@@ -84,7 +88,9 @@ class PipelineWorker final : public Trainee {
   LossStats sum_over_ranks(const LossStats& s) override;
 
  private:
-  LossStats pass(const Batch& b, bool training, int microbatches, uint64_t seed, float loss_scale = 1.0f);
+  // Forward (and backward when training) of `b` through the schedule; `grad_scale` multiplies
+  // the loss gradient (1 / the step's samples, times the loss scale).
+  LossStats pass(const Batch& b, bool training, int microbatches, uint64_t seed, float grad_scale = 0.0f);
   void sum_shared_gradients();
   // inject_nonfinite(): an inf in the first gradient of the first stage that has trainable
   // parameters (-1: none), set on that stage's thread.
@@ -92,6 +98,14 @@ class PipelineWorker final : public Trainee {
   void poison(int stage);
 
   int microbatches_ = 1;
+  int accumulate_ = 1;  // train.accumulate
+  // Accumulation: per stage, the step's earlier micro-batches' gradient sum; hold_: this pass's
+  // gradients go into it (hold_first_: replace it); add_: it goes into this pass's gradients.
+  std::vector<std::unique_ptr<GradAccumulator>> held_;
+  bool hold_ = false, hold_first_ = false, add_ = false;
+  HeldStats held_stats_;
+  int64_t reduced_steps_ = 0;
+  std::vector<UpdatePart> update_parts_;  // each stage's optimizer, for the step's update
   int rank_ = 0;
   std::vector<Communicator*> stage_comms_;  // hybrid: per stage, across the copies (empty: one copy)
   bool sync_bn_ = false;

@@ -37,9 +37,10 @@ BenchResult DeviceParallel::bench(std::vector<BenchInput>& inputs, const BenchOp
   PipelineWorker& w = worker_;
   BenchInput& in = inputs[0];
   const float lr = float(w.stage(0).optimizer().base_lr());
+  const int k = w.accumulate();
   bool stop = false;
   double warm_wait = 0;
-  for (int s = 0; s < o.warmup; ++s) w.train_step(in.next(warm_wait), lr, uint64_t(s), stop);
+  for (int s = 0; s < o.warmup; ++s) bench_step(w, in, k, lr, uint64_t(s), stop, warm_wait);
   w.reset_bubble();
   w.set_timing(true);
   PipelineWorker::StepTimes sum;
@@ -50,20 +51,19 @@ BenchResult DeviceParallel::bench(std::vector<BenchInput>& inputs, const BenchOp
   const double cpu0 = process_cpu_seconds();
   const auto t0 = Clock::now();
   for (int s = 0; s < o.steps; ++s) {
-    const Batch& b = in.next(waited);
-    images += b.global_size;
-    batch = b.global_size;
-    w.train_step(b, lr, uint64_t(o.warmup + s), stop);
-    const PipelineWorker::StepTimes& t = w.step_times();
-    sum.schedule += t.schedule;
-    sum.shared_sum += t.shared_sum;
-    sum.optimizer += t.optimizer;
-    for (size_t st = 0; st < sum.stages.size(); ++st) {
-      sum.stages[st].busy += t.stages[st].busy;
-      sum.stages[st].forward += t.stages[st].forward;
-      sum.stages[st].waited += t.stages[st].waited;
-      sum.stages[st].optimizer += t.stages[st].optimizer;
-    }
+    batch = bench_step(w, in, k, lr, uint64_t(o.warmup + s), stop, waited, [&] {  // each micro-batch's parts
+      const PipelineWorker::StepTimes& t = w.step_times();
+      sum.schedule += t.schedule;
+      sum.shared_sum += t.shared_sum;
+      sum.optimizer += t.optimizer;
+      for (size_t st = 0; st < sum.stages.size(); ++st) {
+        sum.stages[st].busy += t.stages[st].busy;
+        sum.stages[st].forward += t.stages[st].forward;
+        sum.stages[st].waited += t.stages[st].waited;
+        sum.stages[st].optimizer += t.stages[st].optimizer;
+      }
+    });
+    images += batch;
   }
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   const double cpu = process_cpu_seconds() - cpu0;
@@ -87,6 +87,8 @@ BenchResult DeviceParallel::bench(std::vector<BenchInput>& inputs, const BenchOp
   res.peak_device_mb = double(device_memory_peak()) / (1 << 20);
   res.hidden_fraction = sum.shared_sum > 0 ? 0.0 : 1.0;  // the shared-gradient sum runs after the schedule
   res.microbatches = w.microbatches();
+  res.accumulate = k;
+  res.gradient_allreduces_per_step = 0;  // one copy: nothing is all-reduced
   res.bubble = w.bubble().fraction();
   StepBreakdown& p = res.parts;
   p.scope = "all stages";

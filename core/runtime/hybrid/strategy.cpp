@@ -75,34 +75,38 @@ BenchResult Hybrid::bench(std::vector<BenchInput>& inputs, const BenchOptions& o
   int64_t images = 0, batch = 0;
   uint64_t allocations = 0;
   PipelineWorker::StepTimes sum;
+  const int k = copies_[0]->accumulate();
+  int64_t reduced = 0;
   run([&](Trainee& t) {
     auto& w = static_cast<PipelineWorker&>(t);
     BenchInput& in = inputs[size_t(w.rank())];
     bool stop = false;
     double warm = 0, wait = 0;
     w.broadcast_parameters();
-    for (int s = 0; s < o.warmup; ++s) w.train_step(in.next(warm), lr, uint64_t(s), stop);
+    for (int s = 0; s < o.warmup; ++s) bench_step(w, in, k, lr, uint64_t(s), stop, warm);
     w.reset_bubble();
     const uint64_t calls0 = allocator_calls();
     const double cpu0 = process_cpu_seconds();
+    const int64_t reduced0 = w.reduced_steps();
     const auto t0 = Clock::now();
     for (int s = 0; s < o.steps; ++s) {
-      const Batch& b = in.next(wait);
-      if (w.rank() == 0) images += b.global_size, batch = b.global_size;
-      w.train_step(b, lr, uint64_t(o.warmup + s), stop);  // ends in a collective: the copies keep step
-      if (w.rank() == 0) {
+      // Each optimizer step ends in a collective: the copies keep step.
+      const int64_t n = bench_step(w, in, k, lr, uint64_t(o.warmup + s), stop, wait, [&] {
+        if (w.rank() != 0) return;
         const PipelineWorker::StepTimes& st = w.step_times();
         sum.schedule += st.schedule;
         sum.shared_sum += st.shared_sum;
         sum.allreduce += st.allreduce;
         sum.optimizer += st.optimizer;
-      }
+      });
+      if (w.rank() == 0) images += n, batch = n;
     }
     if (w.rank() == 0) {
       seconds = std::chrono::duration<double>(Clock::now() - t0).count();
       cpu = process_cpu_seconds() - cpu0;
       allocations = allocator_calls() - calls0;
       waited = wait;
+      reduced = w.reduced_steps() - reduced0;
     }
   });
   BenchResult res;
@@ -122,6 +126,8 @@ BenchResult Hybrid::bench(std::vector<BenchInput>& inputs, const BenchOptions& o
   // before it are still in theirs; how much of it that hides is not measured (reported as 0).
   res.hidden_fraction = 0;
   res.microbatches = copies_[0]->microbatches();
+  res.accumulate = k;
+  res.gradient_allreduces_per_step = double(reduced) / o.steps;  // copy 0's sums over the copies
   res.bubble = copies_[0]->bubble().fraction();
   StepBreakdown& p = res.parts;
   p.scope = "copy 0, all stages";

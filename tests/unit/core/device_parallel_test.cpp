@@ -131,14 +131,32 @@ std::map<std::string, std::vector<float>> train_single(const RunSpec& e, int ste
 
 // `norms`, when given, receives each step's gradient norm (clipping on); step `poison` gets an
 // inf gradient (loss scaling's test hook).
-std::map<std::string, std::vector<float>> train_placed(const RunSpec& e, int steps, int classes,
-                                                       std::vector<double>* norms = nullptr, int poison = -1) {
+// Rows [lo, hi) of `all` as a batch of a step whose micro-batches hold `global` samples over every copy.
+Batch rows(const Batch& all, int64_t lo, int64_t hi, int64_t global) {
+  Batch b;
+  b.images = all.images.slice(lo, hi);
+  b.labels = all.labels.slice(lo, hi);
+  b.size = hi - lo;
+  b.global_size = global;
+  return b;
+}
+
+// `accumulate` k: each step's batch of 12 is k micro-batches of 12/k (train.accumulate k) and
+// the inf (`poison`) goes into the step's first.
+std::map<std::string, std::vector<float>> train_placed(RunSpec e, int steps, int classes,
+                                                       std::vector<double>* norms = nullptr, int poison = -1,
+                                                       int accumulate = 1) {
+  e.train.accumulate = accumulate;
   PipelineWorker w(trainee_spec(e), cpus(e), 1);
   bool stop = false;
   for (int s = 0; s < steps; ++s) {
     if (s == poison) w.inject_nonfinite();
-    Batch b = random_batch(input_shapes(e), 12, classes, uint32_t(100 + s));
-    w.train_step(b, 0.05f, uint64_t(s), stop);
+    Batch all = random_batch(input_shapes(e), 12, classes, uint32_t(100 + s));
+    for (int i = 0; i < accumulate; ++i) {
+      const int64_t lo = 12 * i / accumulate, hi = 12 * (i + 1) / accumulate;
+      w.train_step(rows(all, lo, hi, hi - lo), 0.05f, uint64_t(s * accumulate + i), stop,
+                   MicroStep{i, accumulate, accumulate > 1 ? 12 : 0});
+    }
     if (norms) norms->push_back(w.clip().grad_norm());
   }
   return by_name(w.state());
@@ -196,9 +214,11 @@ TEST_CASE("device parallel: clip_norm (one norm over every stage's gradients) an
 // R copies of the placed pipeline (strategy hybrid) on R x S virtual CPU devices, copy r taking rows
 // [r*12/R, (r+1)*12/R) of each batch of 12; returns copy 0's weights, checking that every copy's
 // equal it bitwise after every step.
+// `accumulate` k: each copy's rows are k micro-batches (train.accumulate k).
 std::map<std::string, std::vector<float>> train_hybrid(RunSpec e, int copies, int steps, int classes, bool* identical,
-                                                       int poison = -1) {
+                                                       int poison = -1, int accumulate = 1) {
   e.strategy = StrategyKind::Hybrid;
+  e.train.accumulate = accumulate;
   std::vector<Device> devices;
   for (size_t d = 0; d < size_t(copies) * e.placement.devices.size(); ++d) devices.push_back(Device::cpu(int(d)));
   std::unique_ptr<Strategy> s = strategy_type(StrategyKind::Hybrid).make(trainee_spec(e), devices, 1);
@@ -211,13 +231,10 @@ std::map<std::string, std::vector<float>> train_hybrid(RunSpec e, int copies, in
     for (int step = 0; step < steps; ++step) {
       if (step == poison) t.inject_nonfinite();  // every copy is told; copy 0 puts the inf in, before the sum
       Batch all = random_batch(input_shapes(e), 12, classes, uint32_t(100 + step));
-      const int64_t lo = 12 * t.rank() / copies, hi = 12 * (t.rank() + 1) / copies;
-      Batch b;
-      b.images = all.images.slice(lo, hi);
-      b.labels = all.labels.slice(lo, hi);
-      b.size = hi - lo;
-      b.global_size = 12;
-      t.train_step(b, 0.05f, uint64_t(step), stop);
+      const int64_t lo = 12 * t.rank() / copies, hi = 12 * (t.rank() + 1) / copies, n = hi - lo;
+      for (int i = 0; i < accumulate; ++i)
+        t.train_step(rows(all, lo + n * i / accumulate, lo + n * (i + 1) / accumulate, 12 / accumulate), 0.05f,
+                     uint64_t(step * accumulate + i), stop, MicroStep{i, accumulate, accumulate > 1 ? 12 : 0});
       w[size_t(t.rank())] = t.state().download_weights();
     }
   });
@@ -276,6 +293,69 @@ TEST_CASE("hybrid with sync_bn: batch norm over the copies trains as one copy wi
   CHECK(same);
   CHECK(d <= 1e-5);
   CHECK(local > 1e-4);  // the control: per-copy statistics differ
+}
+
+TEST_CASE("device parallel and hybrid: gradient accumulation, k micro-batches of 12/k match one batch of 12 (10 steps, 1e-5)",
+          "[device_parallel]") {
+  // BN-free models (batch norm normalises each micro-batch by its own statistics). The seeds
+  // differ per micro-batch, as in training; neither model has dropout.
+  for (const char* yaml : {kCnn, kSharedLstm}) {
+    const bool lstm = yaml == kSharedLstm;
+    const int classes = lstm ? 2 : 5;
+    for (int M : {1, 2}) {
+      RunSpec e = experiment(yaml, {"pipeline.microbatches=" + std::to_string(M)});
+      auto whole = train_placed(e, 10, classes);
+      for (int k : {2, 3}) {
+        const double d = max_diff(whole, train_placed(e, 10, classes, nullptr, -1, k));
+        WARN((lstm ? "shared LSTM" : "CNN") << ", one pipeline, M = " << M << ": " << k
+             << " accumulated micro-batches vs one batch of 12: max |dw| = " << d);
+        CHECK(d <= 1e-5);
+      }
+      bool same = false;
+      const double h = max_diff(whole, train_hybrid(e, 2, 10, classes, &same, -1, 2));
+      WARN((lstm ? "shared LSTM" : "CNN") << ", hybrid 2 copies, M = " << M
+           << ": 2 accumulated micro-batches of 3 per copy vs one pipeline with the batch of 12: max |dw| = " << h);
+      CHECK(same);
+      CHECK(h <= 1e-5);
+    }
+  }
+  // The control: one micro-batch's gradient alone (divided by the whole step's samples) is not the step's.
+  RunSpec e = experiment(kCnn);
+  RunSpec half = e;
+  half.train.accumulate = 2;
+  PipelineWorker w(trainee_spec(half), cpus(half), 1);
+  bool stop = false;
+  for (int s = 0; s < 10; ++s) {
+    Batch all = random_batch(input_shapes(e), 12, 5, uint32_t(100 + s));
+    w.train_step(rows(all, 6, 12, 6), 0.05f, uint64_t(s), stop, MicroStep{1, 2, 12});
+  }
+  CHECK(max_diff(train_placed(e, 10, 5), by_name(w.state())) > 1e-3);
+}
+
+TEST_CASE("device parallel and hybrid with accumulation: clipping acts on the summed gradient, and an inf in one "
+          "micro-batch skips the whole step", "[device_parallel]") {
+  for (const char* set : {"train.clip_norm=0.05", "train.loss_scale=dynamic"}) {
+    INFO(set);
+    RunSpec e = experiment(kCnn, {set, "pipeline.microbatches=2"});
+    const int poison = std::string(set).find("loss_scale") != std::string::npos ? 3 : -1;
+    std::vector<double> n1, n2;
+    auto whole = train_placed(e, 10, 5, &n1, poison);
+    auto acc = train_placed(e, 10, 5, &n2, poison, 2);
+    bool same = false;
+    auto hybrid = train_hybrid(e, 2, 10, 5, &same, poison, 2);
+    const double d = max_diff(whole, acc), h = max_diff(whole, hybrid);
+    WARN("CNN with " << set << (poison >= 0 ? " and an inf at step 3" : "") << ": 2 accumulated micro-batches vs one batch: "
+         << "max |dw| = " << d << "; hybrid 2 copies x 2 micro-batches: " << h);
+    CHECK(d <= 1e-5);
+    CHECK(h <= 1e-5);
+    CHECK(same);
+    REQUIRE(n1.size() == n2.size());
+    for (size_t s = 0; s < n1.size(); ++s) {
+      if (poison < 0) CHECK(n1[s] > 0.05);  // clipping in force at every step
+      CHECK((std::isnan(n1[s]) ? std::isnan(n2[s]) : std::abs(n1[s] - n2[s]) <= 1e-5 * n1[s]));
+    }
+    if (poison >= 0) CHECK(max_diff(whole, train_placed(experiment(kCnn, {"pipeline.microbatches=2"}), 10, 5)) > 1e-4);
+  }
 }
 
 TEST_CASE("device parallel in bf16: the boundary stays f32 and the CNN trains as on one device", "[device_parallel]") {
@@ -391,7 +471,6 @@ TEST_CASE("device parallel: config errors name the place", "[device_parallel]") 
   };
   fails({"placement={conv3: cpu:1}"}, "placement names 'conv3', which is not a layer or block of the model (did you mean 'conv1'");
   fails({"placement={conv1: tpu:0}"}, "'tpu:0' is not a device: use cpu, cpu:N (a virtual CPU device) or gpu:N");
-  fails({"strategy=hybrid", "train.accumulate=2"}, "train.accumulate with strategy hybrid is not implemented");
   fails({"strategy=data_parallel"}, "'placement' needs strategy: device_parallel or hybrid");
   fails({"pipeline.microbatches=0"}, "microbatches");
 }

@@ -35,6 +35,8 @@ BenchResult bench(const RunSpec& e, const BenchOptions& o, RunPlan* plan_out) {
   const bool cpu = std::all_of(plan.devices.begin(), plan.devices.end(), [](const Device& d) { return d.is_cpu(); });
   if (cpu) ceiling = cpu_ceiling(plan.threads, e.precision);
   if (ceiling) opts.ceiling_gflops = ceiling->conv_gflops;
+  opts.lr = float(plan.base_lr);
+  opts.accumulate = e.train.accumulate;
   std::unique_ptr<Strategy> strategy = strategy_type(plan.strategy).make(plan.trainee, plan.devices, plan.threads);
   BenchResult r = strategy->bench(inputs, opts);
   // Replicas, or pipeline stages, of `threads` each, in every process of the job: the step's

@@ -49,17 +49,4 @@ const Batch& BenchInput::next(double& waited) {
   return batch_;
 }
 
-int64_t bench_step(Trainee& t, BenchInput& in, int k, float lr, uint64_t seed, bool& stop, double& waited,
-                   const std::function<void()>& after) {
-  int64_t samples = 0;
-  for (int i = 0; i < k; ++i) {
-    const Batch& b = in.next(waited);
-    samples += b.global_size;
-    // Every micro-batch of a synthetic input is the same size: the step's samples are k of them.
-    t.train_step(b, lr, seed, stop, MicroStep{i, k, k > 1 ? int64_t(k) * b.global_size : 0});
-    if (after) after();
-  }
-  return samples;
-}
-
 }  // namespace trainer

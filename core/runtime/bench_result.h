@@ -7,7 +7,7 @@
 
 #include "core/data/loader.h"
 #include "core/dist/bucket_reducer.h"
-#include "core/runtime/trainee.h"
+#include "core/runtime/step_parts.h"
 
 namespace trainer {
 
@@ -25,36 +25,8 @@ struct BenchOptions {
   // with the replica's threads; core/run/ceiling.h), 0 when unknown: --layers gives each layer's
   // share of it.
   double ceiling_gflops = 0;
-};
-
-// One pipeline stage's share of a timed step, ms per step.
-struct StagePart {
-  std::string device;
-  double busy_ms = 0, wait_ms = 0, optimizer_ms = 0;  // in the schedule: working / waiting for other stages
-  double forward_ms = 0;  // the part of busy_ms in forwards (the loss included); the rest is backward
-};
-
-// Where a timed step's time went, ms per step: rank 0's step for data parallelism (each rank
-// times its own; they meet in the all-reduces), the whole pipeline for device parallelism.
-struct StepBreakdown {
-  std::string scope;  // "rank 0 of 2", "all stages"
-  // Data parallel: forward (up to the logits) and backward (with the loss) measured apart.
-  // Device parallel: forward and backward interleave across stages: only their sum, the schedule.
-  bool split = true;
-  double forward_ms = 0, backward_ms = 0, forward_backward_ms = 0;
-  double optimizer_ms = 0;
-  // Gradient communication: its work, and the part of it the step waited for (not hidden behind
-  // backward). Device parallel: a shared layer's gradients summed over its devices (not hidden).
-  double allreduce_ms = 0, exposed_allreduce_ms = 0;
-  // Data parallel: the updates waited for another replica whose backward was behind (imbalance).
-  double skew_ms = 0;
-  double input_wait_ms = 0;  // waiting for the loader's next batch (0 for synthetic input)
-  bool data = false;         // input from the training data, else a fixed synthetic batch
-  std::vector<StagePart> stages;  // device parallel only
-
-  // The parts on the step's critical path (communication only where exposed); the rest of the
-  // step's wall time is "other" (step-end collectives, the loop itself).
-  double accounted_ms() const { return forward_backward_ms + optimizer_ms + exposed_allreduce_ms + skew_ms + input_wait_ms; }
+  float lr = 0.01f;    // the learning rate of the steps (the run's: plan.base_lr)
+  int accumulate = 1;  // micro-batches per optimizer step (train.accumulate): a timed step is all of them
 };
 
 // One data-parallel step as a timeline (Horovod's timeline, for one rank): seconds from the step's
@@ -118,11 +90,5 @@ class BenchInput {
   Batch batch_;
   int64_t steps_per_epoch_ = 0, epoch_ = 0, step_ = 0;
 };
-
-// One timed optimizer step of every strategy's bench: `k` micro-batches (train.accumulate) from
-// `in` through t.train_step, `after` (when given) after each. Returns the step's samples over
-// every rank; adds the input's wait to `waited`.
-int64_t bench_step(Trainee& t, BenchInput& in, int k, float lr, uint64_t seed, bool& stop, double& waited,
-                   const std::function<void()>& after = {});
 
 }  // namespace trainer

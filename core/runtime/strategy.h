@@ -28,8 +28,15 @@ class Strategy {
   virtual void run(const std::function<void(Trainee&)>& fn) = 0;
   // Device memory the trainees' allocators held at most, in bytes (0 on the CPU).
   virtual size_t device_memory_peak() = 0;
-  // Timed training steps on `inputs` (one per trainee), as `trainer bench` reports them.
-  virtual BenchResult bench(std::vector<BenchInput>& inputs, const BenchOptions& o) = 0;
+  // Timed training steps on `inputs` (one per trainee), as `trainer bench` reports them: the one
+  // bench loop of every strategy (core/runtime/bench_loop.cpp), then describe().
+  BenchResult bench(std::vector<BenchInput>& inputs, const BenchOptions& o);
+
+ protected:
+  // The strategy's own part of a bench result, after the loop filled the timings: the device
+  // line, threads, FLOP/s, the parts' scope, the hidden share of communication, the bubble, the
+  // timelines, the per-layer lines.
+  virtual void describe(BenchResult& r, const BenchOptions& o) = 0;
 };
 
 // One kind: where it runs, and how its trainees are made.

@@ -16,9 +16,12 @@
 #include "core/optim/loss_scale.h"
 #include "core/optim/optimizer.h"
 #include "core/optim/weight_average.h"
+#include "core/runtime/step_parts.h"
 #include "core/runtime/step_update.h"
 
 namespace trainer {
+
+class Executor;
 
 // What every copy of the model is built from, whatever the strategy: fixed once by the run's plan.
 struct TraineeSpec {
@@ -88,6 +91,22 @@ class Trainee {
   // data parallel: rank 0's first trainable gradient, before its all-reduce; device parallel:
   // the first stage's that has trainable parameters — as an fp16 overflow in backward would.
   void inject_nonfinite() { inject_ = true; }
+
+  // What the one bench loop (core/runtime/bench_loop.cpp) asks of a trainee:
+  // the last train_step's parts, ms (with train.accumulate, that micro-batch's);
+  virtual StepBreakdown step_parts() const { return {}; }
+  // per-part timing, which synchronises the device at each part's end (free on the CPU, whose
+  // ops are synchronous; it stalls a GPU's queue);
+  virtual void set_timing(bool) {}
+  // the steps whose gradients were summed over the replicas or copies;
+  virtual int64_t reduced_steps() const { return 0; }
+  // wait for this trainee's devices, then meet every other trainee of the job;
+  virtual void settle() {}
+  // counters kept across steps (a pipeline's bubble) start again;
+  virtual void reset_counters() {}
+  virtual bool on_gpu() const { return false; }
+  // the graph whose layers `--layers` times (a replica's), null for none.
+  virtual Executor* layers() { return nullptr; }
 
  protected:
   // One batch's forward and loss (no gradient); `predicted`, when given, receives each sample's

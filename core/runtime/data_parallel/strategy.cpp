@@ -1,9 +1,8 @@
-// The data-parallel strategy: a replica per device of this process (ReplicaGroup), and its bench —
-// timed steps on every replica's thread, rank 0's breakdown, each replica's last timeline.
+// The data-parallel strategy: a replica per device of this process (ReplicaGroup), and its part
+// of a bench result — rank 0's breakdown, each replica's last timeline, per-layer times.
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 
 #include "core/dist/launch.h"
 #include "core/runtime/data_parallel/replica_group.h"
@@ -11,10 +10,6 @@
 
 namespace trainer {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Rank 0's per-layer times over `steps` more (profiled) steps of `batch` samples, slowest first;
 // for a layer of matrix arithmetic (at least 32 FLOPs per output value: convolutions, dense, LSTM;
@@ -64,7 +59,9 @@ class DataParallel final : public Strategy {
     for (int r = 0; r < group_.size(); ++r) sum += group_.worker(r).replica().context().device_memory_peak();
     return sum;
   }
-  BenchResult bench(std::vector<BenchInput>& inputs, const BenchOptions& o) override;
+
+ protected:
+  void describe(BenchResult& r, const BenchOptions& o) override;
 
  private:
   ReplicaGroup group_;
@@ -72,112 +69,18 @@ class DataParallel final : public Strategy {
   int threads_;
 };
 
-BenchResult DataParallel::bench(std::vector<BenchInput>& inputs, const BenchOptions& o) {
+void DataParallel::describe(BenchResult& r, const BenchOptions& o) {
   const int n = group_.size();  // this process's replicas
   const int total = n * this_process().size, first = this_process().rank * n;
   Executor& g0 = group_.worker(0).replica().executor();
-  const float lr = float(group_.worker(0).replica().optimizer().base_lr());
-
-  // Wall seconds of every local rank's timed steps; rank 0's parts, input wait and samples.
-  std::vector<double> seconds(static_cast<size_t>(n));
-  std::vector<size_t> peak(static_cast<size_t>(n));  // device memory held by each replica's allocator
-  std::vector<StepTimeline> timelines(static_cast<size_t>(n));
-  StepTimes parts;
-  double input_wait = 0;
-  int64_t images = 0, global_batch = 0;
-  uint64_t allocations = 0;
-  double cpu = 0;  // the process's CPU seconds over the timed steps (rank `first` reads the clock)
-  const int k = group_.worker(0).accumulate();
-  int64_t reduced = 0;  // rank 0's gradient all-reduces in the timed steps
-  group_.run([&](Worker& w) {
-    const int local = w.rank() - first;
-    BenchInput& in = inputs[size_t(local)];
-    w.broadcast_parameters();
-    bool stop = false;
-    // One optimizer step: train.accumulate micro-batches (their parts' times added into `sum`).
-    auto step = [&](double& wait, uint64_t seed, StepTimes* sum, int64_t* samples) {
-      const int64_t n = bench_step(w, in, k, lr, seed, stop, wait, [&] {
-        if (sum) *sum += w.step_times();
-      });
-      if (samples) *samples += n;
-      if (w.rank() == 0) global_batch = n;
-    };
-    double warm_wait = 0;
-    for (int s = 0; s < o.warmup; ++s) step(warm_wait, uint64_t(s), nullptr, nullptr);
-    w.replica().context().synchronize();
-    w.control().barrier();
-    // The breakdown synchronises the device at each part's end (Worker::set_timing): free on the
-    // CPU, whose ops are synchronous, but it would stall a GPU's queue, so a GPU's timed steps run
-    // without it and the breakdown comes from as many steps after them.
-    const bool gpu = !w.replica().context().device().is_cpu();
-    w.set_timing(!gpu);
-    StepTimes sum;
-    double waited = 0;
-    int64_t samples = 0;
-    const uint64_t calls0 = allocator_calls();
-    const double cpu0 = w.rank() == first ? process_cpu_seconds() : 0.0;
-    const int64_t reduced0 = w.reduced_steps();
-    const Clock::time_point t0 = Clock::now();
-    for (int s = 0; s < o.steps; ++s) step(waited, uint64_t(o.warmup + s), gpu ? nullptr : &sum, &samples);
-    w.replica().context().synchronize();
-    w.control().barrier();
-    seconds[size_t(local)] = since(t0);
-    if (w.rank() == first) {  // every local replica's, between the barriers
-      allocations = allocator_calls() - calls0;
-      cpu = process_cpu_seconds() - cpu0;
-    }
-    if (w.rank() == 0) reduced = w.reduced_steps() - reduced0;
-    if (gpu) {
-      w.set_timing(true);
-      double unused = 0;
-      for (int s = 0; s < o.steps; ++s) step(unused, uint64_t(o.warmup + s), &sum, nullptr);
-      w.replica().context().synchronize();
-    }
-    timelines[size_t(local)] = w.timeline();
-    w.set_timing(false);
-    peak[size_t(local)] = w.replica().context().device_memory_peak();
-    if (w.rank() == 0) {
-      parts = sum;
-      input_wait = waited;
-      images = samples;
-    }
-    if (o.layers) {  // every rank steps (they meet in the all-reduces); rank 0 is profiled
-      Executor& g = w.replica().executor();
-      if (w.rank() == 0) g.set_profiling(true);
-      for (int s = 0; s < o.steps; ++s) step(warm_wait, uint64_t(s), nullptr, nullptr);
-      g.set_profiling(false);
-    }
-  });
-
-  const double secs = *std::max_element(seconds.begin(), seconds.end());
-  const double ms = 1000.0 / o.steps;  // seconds over the timed steps -> ms per step
-  BenchResult res;
-  res.device = n == 1 ? devices_[0].str() : fmt::format("{}x {}", n, devices_[0].is_cpu() ? "cpu" : devices_[0].str());
-  res.threads = threads_;
-  res.batch = global_batch;
-  res.ms_per_step = secs * ms;
-  res.images_per_second = double(images) / secs;
-  res.gflops_per_second = 3.0 * double(g0.flops_per_sample()) * res.images_per_second / 1e9;
-  res.allocations_per_step = double(allocations) / o.steps;
-  res.cpu_cores = seconds[0] > 0 ? cpu / seconds[0] : 0;
-  for (size_t b : peak) res.peak_device_mb += double(b) / (1 << 20);
-  res.accumulate = k;
-  res.gradient_allreduces_per_step = double(reduced) / o.steps;
-  res.hidden_fraction = parts.allreduce > 0 ? std::clamp(1.0 - parts.exposed / parts.allreduce, 0.0, 1.0) : 1.0;
-  StepBreakdown& p = res.parts;
-  p.scope = fmt::format("rank 0 of {}", total);
-  p.forward_ms = parts.forward * ms;
-  p.backward_ms = parts.backward * ms;
-  p.forward_backward_ms = p.forward_ms + p.backward_ms;
-  p.optimizer_ms = parts.optimizer * ms;
-  p.allreduce_ms = parts.allreduce * ms;
-  p.exposed_allreduce_ms = parts.exposed * ms;
-  p.skew_ms = parts.skew * ms;
-  for (int r = 0; r < n; ++r) res.timelines.emplace_back(first + r, timelines[size_t(r)]);
-  p.input_wait_ms = input_wait * ms;
-  p.data = !inputs[0].synthetic();
-  if (o.layers) res.layer_lines = layer_lines(g0, o.steps, global_batch / total, o.ceiling_gflops);
-  return res;
+  r.device = n == 1 ? devices_[0].str() : fmt::format("{}x {}", n, devices_[0].is_cpu() ? "cpu" : devices_[0].str());
+  r.threads = threads_;
+  r.gflops_per_second = 3.0 * double(g0.flops_per_sample()) * r.images_per_second / 1e9;
+  const StepBreakdown& p = r.parts;
+  r.hidden_fraction = p.allreduce_ms > 0 ? std::clamp(1.0 - p.exposed_allreduce_ms / p.allreduce_ms, 0.0, 1.0) : 1.0;
+  r.parts.scope = fmt::format("rank 0 of {}", total);
+  for (int i = 0; i < n; ++i) r.timelines.emplace_back(first + i, group_.worker(i).timeline());
+  if (o.layers) r.layer_lines = layer_lines(g0, o.steps, r.batch / total, o.ceiling_gflops);
 }
 
 [[maybe_unused]] const bool registered = [] {

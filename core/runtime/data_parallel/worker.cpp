@@ -197,6 +197,23 @@ LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop
   return {v[0], int64_t(v[1]), int64_t(v[2])};
 }
 
+StepBreakdown Worker::step_parts() const {
+  StepBreakdown p;
+  p.forward_ms = 1e3 * times_.forward;
+  p.backward_ms = 1e3 * times_.backward;
+  p.forward_backward_ms = p.forward_ms + p.backward_ms;
+  p.optimizer_ms = 1e3 * times_.optimizer;
+  p.allreduce_ms = 1e3 * times_.allreduce;
+  p.exposed_allreduce_ms = 1e3 * times_.exposed;
+  p.skew_ms = 1e3 * times_.skew;
+  return p;
+}
+
+void Worker::settle() {
+  rep_->context().synchronize();
+  ctl_->barrier();
+}
+
 LossStats Worker::eval_batch(const Batch& b, std::vector<int32_t>* predicted) {
   return rep_->eval_step(b.images, b.labels, predicted);
 }

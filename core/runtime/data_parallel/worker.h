@@ -68,16 +68,20 @@ class Worker final : public Trainee {
   using Trainee::train_step;
   LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) override;
   // Steps whose gradients were all-reduced (one per optimizer step, whatever train.accumulate is).
-  int64_t reduced_steps() const { return reduced_steps_; }
+  int64_t reduced_steps() const override { return reduced_steps_; }
   int accumulate() const { return accumulate_; }
 
   const GradBuckets& buckets() const { return *buckets_; }
   // The last train_step's parts; `timing` synchronises the device between them (for `trainer
   // bench`: it costs a GPU the overlap of host and device across those points).
   const StepTimes& step_times() const { return times_; }
+  StepBreakdown step_parts() const override;
   // The last train_step's timeline, recorded while timing is on.
   const StepTimeline& timeline() const { return timeline_; }
-  void set_timing(bool on) { timing_ = on; }
+  void set_timing(bool on) override { timing_ = on; }
+  void settle() override;  // the device's queue, then a barrier of every replica
+  bool on_gpu() const override { return !rep_->context().device().is_cpu(); }
+  Executor* layers() override { return &rep_->executor(); }
 
  protected:
   LossStats eval_batch(const Batch& b, std::vector<int32_t>* predicted) override;

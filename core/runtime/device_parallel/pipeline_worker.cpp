@@ -361,6 +361,31 @@ LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bo
   return {v[0], int64_t(v[1]), int64_t(v[2])};
 }
 
+StepBreakdown PipelineWorker::step_parts() const {
+  StepBreakdown p;
+  p.split = false;
+  p.forward_backward_ms = 1e3 * times_.schedule;
+  p.optimizer_ms = 1e3 * times_.optimizer;
+  p.allreduce_ms = 1e3 * (times_.shared_sum + times_.allreduce);
+  p.exposed_allreduce_ms = 1e3 * times_.shared_sum;  // after the schedule; hybrid's sums overlap it
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    const StageTime& t = times_.stages[s];
+    p.stages.push_back({stages_[s]->context().device().str(), 1e3 * t.busy, 1e3 * t.waited, 1e3 * t.optimizer, 1e3 * t.forward});
+  }
+  return p;
+}
+
+void PipelineWorker::settle() {
+  threads_->run_all([&](int st) { stages_[size_t(st)]->context().synchronize(); });
+  if (ctl_) ctl_->barrier();
+}
+
+bool PipelineWorker::on_gpu() const {
+  for (const auto& st : stages_)
+    if (!st->context().device().is_cpu()) return true;
+  return false;
+}
+
 LossStats PipelineWorker::eval_batch(const Batch& b, std::vector<int32_t>* predicted) {
   if (predicted) throw std::logic_error("device-parallel evaluation does not report predictions");
   return pass(b, false, 1, 0);

@@ -50,7 +50,7 @@ class PipelineWorker final : public Trainee {
   int microbatches() const { return microbatches_; }
   int accumulate() const { return accumulate_; }
   // Steps whose gradients were summed over the copies (hybrid: one per optimizer step).
-  int64_t reduced_steps() const { return reduced_steps_; }
+  int64_t reduced_steps() const override { return reduced_steps_; }
 
   // Idle time: 1 - (stage busy seconds) / (stages x wall seconds), over the training steps
   // since the last reset (busy = a stage's time in its part of the schedule minus its waits).
@@ -62,6 +62,7 @@ class PipelineWorker final : public Trainee {
   };
   const Bubble& bubble() const { return bubble_; }
   void reset_bubble() { bubble_ = Bubble{0, 0, int(stages_.size()), 0}; }
+  void reset_counters() override { reset_bubble(); }
 
   // Where the last train_step's time went, in seconds. Forward and backward interleave across
   // stages (and a stage's graphs per micro-batch are its own), so the schedule is one part: every
@@ -81,7 +82,13 @@ class PipelineWorker final : public Trainee {
     std::vector<StageTime> stages;
   };
   const StepTimes& step_times() const { return times_; }
-  void set_timing(bool on) { timing_ = on; }
+  // The schedule as one part (forward and backward interleave across stages), the update, the
+  // sums (a shared layer's over its devices, exposed; hybrid: each stage's over the copies,
+  // after its backward) and each stage's share.
+  StepBreakdown step_parts() const override;
+  void set_timing(bool on) override { timing_ = on; }
+  void settle() override;  // every stage's device, then (hybrid) a barrier of the copies
+  bool on_gpu() const override;
 
  protected:
   LossStats eval_batch(const Batch& b, std::vector<int32_t>* predicted) override;

@@ -1,10 +1,9 @@
 // The hybrid strategy: data parallelism over R copies of an S-stage pipeline on R x S devices —
 // a PipelineWorker per copy, stage s of every copy joined by a communicator of its own — and its
-// bench.
+// part of a bench result.
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 
 #include "core/dist/device_comms.h"
 #include "core/runtime/device_parallel/pipeline_worker.h"
@@ -13,8 +12,6 @@
 
 namespace trainer {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // The placement's labels, one stage slot each, in the order placement.devices lists them.
 int stage_slots(const TraineeSpec& t) { return std::max<int>(1, int(t.placement.devices.size())); }
@@ -59,7 +56,9 @@ class Hybrid final : public Strategy {
       for (int s = 0; s < c->stages(); ++s) sum += c->stage(s).context().device_memory_peak();
     return sum;
   }
-  BenchResult bench(std::vector<BenchInput>& inputs, const BenchOptions& o) override;
+
+ protected:
+  void describe(BenchResult& r, const BenchOptions& o) override;
 
  private:
   std::vector<std::unique_ptr<PipelineWorker>> copies_;
@@ -68,76 +67,20 @@ class Hybrid final : public Strategy {
   int threads_;
 };
 
-// Timed steps on every copy's thread: throughput, and copy 0's pipeline bubble and parts.
-BenchResult Hybrid::bench(std::vector<BenchInput>& inputs, const BenchOptions& o) {
-  const float lr = float(copies_[0]->stage(0).optimizer().base_lr());
-  double seconds = 0, cpu = 0, waited = 0;
-  int64_t images = 0, batch = 0;
-  uint64_t allocations = 0;
-  PipelineWorker::StepTimes sum;
-  const int k = copies_[0]->accumulate();
-  int64_t reduced = 0;
-  run([&](Trainee& t) {
-    auto& w = static_cast<PipelineWorker&>(t);
-    BenchInput& in = inputs[size_t(w.rank())];
-    bool stop = false;
-    double warm = 0, wait = 0;
-    w.broadcast_parameters();
-    for (int s = 0; s < o.warmup; ++s) bench_step(w, in, k, lr, uint64_t(s), stop, warm);
-    w.reset_bubble();
-    const uint64_t calls0 = allocator_calls();
-    const double cpu0 = process_cpu_seconds();
-    const int64_t reduced0 = w.reduced_steps();
-    const auto t0 = Clock::now();
-    for (int s = 0; s < o.steps; ++s) {
-      // Each optimizer step ends in a collective: the copies keep step.
-      const int64_t n = bench_step(w, in, k, lr, uint64_t(o.warmup + s), stop, wait, [&] {
-        if (w.rank() != 0) return;
-        const PipelineWorker::StepTimes& st = w.step_times();
-        sum.schedule += st.schedule;
-        sum.shared_sum += st.shared_sum;
-        sum.allreduce += st.allreduce;
-        sum.optimizer += st.optimizer;
-      });
-      if (w.rank() == 0) images += n, batch = n;
-    }
-    if (w.rank() == 0) {
-      seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-      cpu = process_cpu_seconds() - cpu0;
-      allocations = allocator_calls() - calls0;
-      waited = wait;
-      reduced = w.reduced_steps() - reduced0;
-    }
-  });
-  BenchResult res;
-  res.device = fmt::format("hybrid {} copies x {} stages", copies_.size(), copies_[0]->stages());
-  res.threads = threads_;
-  res.batch = batch;
-  const double ms = 1000.0 / o.steps;
-  res.ms_per_step = seconds * ms;
-  res.images_per_second = seconds > 0 ? double(images) / seconds : 0;
+// Copy 0's pipeline bubble and parts.
+void Hybrid::describe(BenchResult& r, const BenchOptions&) {
+  PipelineWorker& w = *copies_[0];
+  r.device = fmt::format("hybrid {} copies x {} stages", copies_.size(), w.stages());
+  r.threads = threads_;
   int64_t flops = 0;
-  for (int s = 0; s < copies_[0]->stages(); ++s) flops += copies_[0]->stage(s).graph().flops_per_sample();
-  res.gflops_per_second = 3.0 * double(flops) * res.images_per_second / 1e9;
-  res.allocations_per_step = double(allocations) / o.steps;
-  res.cpu_cores = seconds > 0 ? cpu / seconds : 0;
-  res.peak_device_mb = double(device_memory_peak()) / (1 << 20);
+  for (int s = 0; s < w.stages(); ++s) flops += w.stage(s).graph().flops_per_sample();
+  r.gflops_per_second = 3.0 * double(flops) * r.images_per_second / 1e9;
   // Each stage's sum over the copies starts at the end of its own backward, while the stages
   // before it are still in theirs; how much of it that hides is not measured (reported as 0).
-  res.hidden_fraction = 0;
-  res.microbatches = copies_[0]->microbatches();
-  res.accumulate = k;
-  res.gradient_allreduces_per_step = double(reduced) / o.steps;  // copy 0's sums over the copies
-  res.bubble = copies_[0]->bubble().fraction();
-  StepBreakdown& p = res.parts;
-  p.scope = "copy 0, all stages";
-  p.split = false;
-  p.forward_backward_ms = sum.schedule * ms;
-  p.optimizer_ms = sum.optimizer * ms;
-  p.allreduce_ms = sum.allreduce * ms;
-  p.input_wait_ms = waited * ms;
-  p.data = !inputs[0].synthetic();
-  return res;
+  r.hidden_fraction = 0;
+  r.microbatches = w.microbatches();
+  r.bubble = w.bubble().fraction();
+  r.parts.scope = "copy 0, all stages";
 }
 
 [[maybe_unused]] const bool registered = [] {

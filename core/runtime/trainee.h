@@ -1,5 +1,6 @@
-// Trainee: what the epoch loop drives on one thread — a data-parallel replica (Worker) or a
-// device-parallel model whose stages run on threads of their own (PipelineWorker).
+// Trainee: one copy of the model as the epoch loop drives it on one thread, with the one training
+// step every strategy shares (step.cpp) — a data-parallel replica (ReplicaCopy) or a
+// device-parallel model whose stages run on threads of their own (PipelineCopy): R copies × S stages.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -16,6 +17,7 @@
 #include "core/optim/loss_scale.h"
 #include "core/optim/optimizer.h"
 #include "core/optim/weight_average.h"
+#include "core/runtime/accumulation.h"
 #include "core/runtime/step_parts.h"
 #include "core/runtime/step_update.h"
 
@@ -38,7 +40,7 @@ struct TraineeSpec {
   int64_t bucket_floats = 0;    // data parallel: gradient bucket size (0: auto)
   Placement placement;          // device parallel: the device of each layer
   int microbatches = 1;         // device parallel: GPipe micro-batches per batch
-  bool cuda_graphs = true;      // devices.cuda_graphs: record the step once and replay it (see Worker)
+  bool cuda_graphs = true;      // devices.cuda_graphs: record the step once and replay it (see ReplicaCopy)
   int accumulate = 1;           // train.accumulate: micro-batches per optimizer step
   WeightAverageOptions average; // train.ema: each copy keeps a moving average of its weights
 
@@ -72,7 +74,10 @@ class Trainee {
   // `stop`: in, this rank asks to stop after this step; out, some rank asked (all ranks agree).
   // A micro-batch `m` of a step: the earlier ones return zero stats and `stop` false (a stop asked
   // for is kept for the last), which returns the whole step's stats and agreement.
-  virtual LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) = 0;
+  // The one training step of every strategy (core/runtime/step.cpp): forward and backward (the
+  // reduction over the copies starting during backward), the update (StepUpdate), the
+  // non-trained parameters and the moving average, the statistics and the stop agreed on.
+  LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m);
   LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop) { return train_step(b, lr, seed, stop, MicroStep{}); }
   // Loss and accuracy sums over this rank's shard of a loader pass, summed over all ranks — the
   // one evaluation loop of every strategy. `predictions`, when given, sees each batch with each
@@ -109,6 +114,28 @@ class Trainee {
   virtual Executor* layers() { return nullptr; }
 
  protected:
+  // The step's parts, as a model copy does them (a replica; a pipeline's stages):
+  // what a micro-batch's backward does with the gradients it leaves —
+  enum class Grads {
+    HoldFirst,  // an earlier micro-batch of the step, its first: they become the held sum (nothing reduced)
+    Hold,       // a later earlier one: added to the held sum
+    Reduce,     // the step's only micro-batch: reduced over the copies as backward goes
+    AddHeld,    // the last of several: the held sum added in, then reduced
+  };
+  // forward, loss and backward of `b`, the loss gradient times `grad_scale`: this copy's statistics;
+  virtual LossStats forward_backward(const Batch& b, uint64_t seed, float grad_scale, Grads g) = 0;
+  // the whole step as one recorded program where the copy can (a lone replica on a GPU): true
+  // when it ran, `s` its statistics;
+  virtual bool fixed_step(const Batch&, float /*lr*/, uint64_t /*seed*/, LossStats& /*s*/) { return false; }
+  // wait for the reduction and update (update_.apply over the copy's parts, or bucket by bucket);
+  virtual void reduce_and_update(float lr) = 0;
+  // copy 0's non-trained parameters (batch-norm statistics) to every copy, then the moving average;
+  virtual void after_update() = 0;
+  // the moving average's start from the weights training starts with (once);
+  virtual void start_average() = 0;
+  // the step's statistics and stop request over every copy (one copy: as they are).
+  virtual LossStats agree(const LossStats& s, bool& /*stop*/) { return s; }
+
   // One batch's forward and loss (no gradient); `predicted`, when given, receives each sample's
   // arg-max class.
   virtual LossStats eval_batch(const Batch& b, std::vector<int32_t>* predicted) = 0;
@@ -116,6 +143,8 @@ class Trainee {
   virtual LossStats sum_over_ranks(const LossStats& s) { return s; }
 
   StepUpdate update_;  // the optimizer update after the step's gradients are reduced (every strategy's)
+  int accumulate_ = 1;  // train.accumulate
+  HeldStats held_stats_;  // the step's earlier micro-batches' statistics and stop requests
   bool inject_ = false;
 };
 

@@ -15,7 +15,7 @@ ReplicaGroup::ReplicaGroup(const TraineeSpec& t, const std::vector<Device>& devi
   const int first = proc.rank * int(devices.size());
   std::vector<OpContext*> contexts;
   for (size_t r = 0; r < devices.size(); ++r) {
-    workers_.push_back(std::make_unique<Worker>(t, first + int(r), devices[r], threads));
+    workers_.push_back(std::make_unique<ReplicaCopy>(t, first + int(r), devices[r], threads));
     contexts.push_back(&workers_.back()->replica().context());
   }
   // Two groups: gradients (communication threads) and control (worker threads), so the two
@@ -30,7 +30,7 @@ ReplicaGroup::ReplicaGroup(const TraineeSpec& t, const std::vector<Device>& devi
   for (size_t r = 0; r < devices.size(); ++r) workers_[r]->attach(*grad_comms_[r], *ctl_comms_[r]);
 }
 
-void ReplicaGroup::run(const std::function<void(Worker&)>& fn) {
+void ReplicaGroup::run(const std::function<void(ReplicaCopy&)>& fn) {
   run_rank_threads(
       size(),
       [&](int r) {

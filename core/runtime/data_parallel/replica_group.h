@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/runtime/data_parallel/worker.h"
+#include "core/runtime/data_parallel/replica_copy.h"
 
 namespace trainer {
 
@@ -17,17 +17,17 @@ class ReplicaGroup {
   // every process runs one group of the same size; worker i has global rank process * size + i.
   ReplicaGroup(const TraineeSpec& t, const std::vector<Device>& devices, int threads);
   int size() const { return int(workers_.size()); }
-  Worker& worker(int r) { return *workers_[size_t(r)]; }
+  ReplicaCopy& worker(int r) { return *workers_[size_t(r)]; }
   const std::vector<Device>& devices() const { return devices_; }
 
   // fn(worker) on one thread per replica (each thread bound to its replica's device first).
   // Data and config errors keep their type (exit 3/2); any other failure of a replica becomes
   // a DeviceError naming the replica (exit 4).
-  void run(const std::function<void(Worker&)>& fn);
+  void run(const std::function<void(ReplicaCopy&)>& fn);
 
  private:
   std::vector<Device> devices_;
-  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::unique_ptr<ReplicaCopy>> workers_;
   std::vector<std::unique_ptr<Communicator>> grad_comms_, ctl_comms_;
 };
 

@@ -52,7 +52,7 @@ class DataParallel final : public Strategy {
   int size() const override { return group_.size(); }
   Trainee& trainee(int i) override { return group_.worker(i); }
   void run(const std::function<void(Trainee&)>& fn) override {
-    group_.run([&](Worker& w) { fn(w); });
+    group_.run([&](ReplicaCopy& w) { fn(w); });
   }
   size_t device_memory_peak() override {
     size_t sum = 0;

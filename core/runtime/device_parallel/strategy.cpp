@@ -1,8 +1,8 @@
-// The device-parallel strategy: one model cut over devices and pipelined (PipelineWorker), and its
+// The device-parallel strategy: one model cut over devices and pipelined (PipelineCopy), and its
 // part of a bench result — the bubble, and each stage's share of a step by its placement label.
 #include <fmt/format.h>
 
-#include "core/runtime/device_parallel/pipeline_worker.h"
+#include "core/runtime/device_parallel/pipeline_copy.h"
 #include "core/runtime/strategy.h"
 
 namespace trainer {
@@ -27,13 +27,13 @@ class DeviceParallel final : public Strategy {
   void describe(BenchResult& r, const BenchOptions& o) override;
 
  private:
-  PipelineWorker worker_;
+  PipelineCopy worker_;
   std::vector<std::string> labels_;
   int threads_;
 };
 
 void DeviceParallel::describe(BenchResult& r, const BenchOptions&) {
-  PipelineWorker& w = worker_;
+  PipelineCopy& w = worker_;
   std::string where;
   for (size_t d = 0; d < labels_.size(); ++d) where += (d ? "+" : "") + labels_[d];
   r.device = fmt::format("device parallel {}", where);

@@ -1,12 +1,12 @@
 // The hybrid strategy: data parallelism over R copies of an S-stage pipeline on R x S devices —
-// a PipelineWorker per copy, stage s of every copy joined by a communicator of its own — and its
+// a PipelineCopy per copy, stage s of every copy joined by a communicator of its own — and its
 // part of a bench result.
 #include <fmt/format.h>
 
 #include <algorithm>
 
 #include "core/dist/device_comms.h"
-#include "core/runtime/device_parallel/pipeline_worker.h"
+#include "core/runtime/device_parallel/pipeline_copy.h"
 #include "core/runtime/rank_threads.h"
 #include "core/runtime/strategy.h"
 
@@ -21,7 +21,7 @@ class Hybrid final : public Strategy {
   Hybrid(const TraineeSpec& t, const std::vector<Device>& devices, int threads) : threads_(threads) {
     const int S = stage_slots(t), R = int(devices.size()) / S;
     for (int r = 0; r < R; ++r)
-      copies_.push_back(std::make_unique<PipelineWorker>(
+      copies_.push_back(std::make_unique<PipelineCopy>(
           t, std::vector<Device>(devices.begin() + r * S, devices.begin() + (r + 1) * S), threads));
     // Stage s of every copy: one communicator group; the copies' driving threads: another.
     const int stages = copies_[0]->stages();
@@ -61,7 +61,7 @@ class Hybrid final : public Strategy {
   void describe(BenchResult& r, const BenchOptions& o) override;
 
  private:
-  std::vector<std::unique_ptr<PipelineWorker>> copies_;
+  std::vector<std::unique_ptr<PipelineCopy>> copies_;
   std::vector<std::vector<std::unique_ptr<Communicator>>> stage_comms_;  // [stage][copy]
   std::vector<std::unique_ptr<Communicator>> ctl_comms_;                 // [copy]
   int threads_;
@@ -69,7 +69,7 @@ class Hybrid final : public Strategy {
 
 // Copy 0's pipeline bubble and parts.
 void Hybrid::describe(BenchResult& r, const BenchOptions&) {
-  PipelineWorker& w = *copies_[0];
+  PipelineCopy& w = *copies_[0];
   r.device = fmt::format("hybrid {} copies x {} stages", copies_.size(), w.stages());
   r.threads = threads_;
   int64_t flops = 0;

@@ -63,7 +63,7 @@ std::vector<float> train(const std::string& yaml, int replicas, int steps, bool*
   std::vector<std::vector<float>> weights(static_cast<size_t>(replicas));
   std::vector<double> step_norm(static_cast<size_t>(replicas));
   *identical = true;
-  group.run([&](Worker& w) {
+  group.run([&](ReplicaCopy& w) {
     LoaderOptions lo;
     lo.batch_size = e.train.batch_size;
     lo.seed = 9;
@@ -225,7 +225,7 @@ TEST_CASE("data parallel: a failing replica stops every replica promptly with it
   ReplicaGroup group(trainee_spec(e), {Device::cpu(0), Device::cpu(1), Device::cpu(2)}, 1);
   auto t0 = std::chrono::steady_clock::now();
   try {
-    group.run([&](Worker& w) {
+    group.run([&](ReplicaCopy& w) {
       Batch b;
       b.images = Tensor::empty(Shape{4, 8, 8, 3});
       std::memset(b.images.data(), 0, b.images.bytes());

@@ -12,7 +12,7 @@
 
 #include "../cpu_bf16.h"
 #include "core/run/plan.h"
-#include "core/runtime/device_parallel/pipeline_worker.h"
+#include "core/runtime/device_parallel/pipeline_copy.h"
 #include "core/runtime/data_parallel/replica.h"
 #include "core/runtime/data_parallel/replica_group.h"
 #include "core/runtime/strategy.h"
@@ -147,7 +147,7 @@ std::map<std::string, std::vector<float>> train_placed(RunSpec e, int steps, int
                                                        std::vector<double>* norms = nullptr, int poison = -1,
                                                        int accumulate = 1) {
   e.train.accumulate = accumulate;
-  PipelineWorker w(trainee_spec(e), cpus(e), 1);
+  PipelineCopy w(trainee_spec(e), cpus(e), 1);
   bool stop = false;
   for (int s = 0; s < steps; ++s) {
     if (s == poison) w.inject_nonfinite();
@@ -166,7 +166,7 @@ std::map<std::string, std::vector<float>> train_placed(RunSpec e, int steps, int
 std::map<std::string, std::vector<float>> train_worker(const RunSpec& e, int steps, int classes,
                                                        std::vector<double>* norms = nullptr) {
   ReplicaGroup group(trainee_spec(e), {Device::cpu(0)}, 1);
-  group.run([&](Worker& w) {
+  group.run([&](ReplicaCopy& w) {
     bool stop = false;
     for (int s = 0; s < steps; ++s) {
       Batch b = random_batch(input_shapes(e), 12, classes, uint32_t(100 + s));
@@ -323,7 +323,7 @@ TEST_CASE("device parallel and hybrid: gradient accumulation, k micro-batches of
   RunSpec e = experiment(kCnn);
   RunSpec half = e;
   half.train.accumulate = 2;
-  PipelineWorker w(trainee_spec(half), cpus(half), 1);
+  PipelineCopy w(trainee_spec(half), cpus(half), 1);
   bool stop = false;
   for (int s = 0; s < 10; ++s) {
     Batch all = random_batch(input_shapes(e), 12, 5, uint32_t(100 + s));
@@ -442,7 +442,7 @@ TEST_CASE("shared layers: the gradient is the sum of both uses' gradients", "[de
   CHECK(worst <= 1e-6);
 
   // Across devices: each copy holds the sum after a step's gradients.
-  PipelineWorker w(trainee_spec(shared), cpus(shared), 1);
+  PipelineCopy w(trainee_spec(shared), cpus(shared), 1);
   w.compute_gradients(b, 0);
   for (int s = 0; s < w.stages(); ++s) {
     ParamStore& ps = w.stage(s).params();
@@ -512,7 +512,7 @@ TEST_CASE("shared layers under data parallelism: 2 replicas x 6 match 1 replica 
   e.train.batch_size = 6;
   ReplicaGroup group(trainee_spec(e), {Device::cpu(0), Device::cpu(1)}, 1);
   std::vector<std::vector<float>> finals(2);
-  group.run([&](Worker& w) {
+  group.run([&](ReplicaCopy& w) {
     w.broadcast_parameters();
     bool stop = false;
     for (int s = 0; s < 10; ++s) {

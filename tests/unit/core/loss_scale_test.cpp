@@ -9,7 +9,7 @@
 #include <set>
 
 #include "core/run/plan.h"
-#include "core/runtime/device_parallel/pipeline_worker.h"
+#include "core/runtime/device_parallel/pipeline_copy.h"
 #include "core/runtime/data_parallel/replica_group.h"
 #include "core/ops/optim_update.h"
 #include "test_devices.h"
@@ -100,7 +100,7 @@ std::vector<Snapshot> train_dp(const RunSpec& e0, int replicas, int steps, const
   std::vector<Snapshot> out;
   std::vector<Snapshot> last(static_cast<size_t>(replicas));
   bool agree = true;
-  group.run([&](Worker& w) {
+  group.run([&](ReplicaCopy& w) {
     w.broadcast_parameters();
     bool stop = false;
     for (int s = 0; s < steps; ++s) {
@@ -131,7 +131,7 @@ std::vector<Snapshot> train_dp(const RunSpec& e0, int replicas, int steps, const
 std::vector<Snapshot> train_pipeline(const RunSpec& e, int steps, const std::set<int>& poison) {
   std::vector<Device> devices;
   for (size_t i = 0; i < e.placement.devices.size(); ++i) devices.push_back(Device::cpu(int(i)));
-  PipelineWorker w(trainee_spec(e), devices, 1);
+  PipelineCopy w(trainee_spec(e), devices, 1);
   std::vector<Snapshot> out;
   bool stop = false;
   for (int s = 0; s < steps; ++s) {

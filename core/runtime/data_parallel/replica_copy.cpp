@@ -1,5 +1,5 @@
 // The data-parallel step of one replica.
-#include "core/runtime/data_parallel/worker.h"
+#include "core/runtime/data_parallel/replica_copy.h"
 
 #include "core/runtime/comm_stats.h"
 #include "core/runtime/progress.h"
@@ -11,25 +11,32 @@
 #include <stdexcept>
 
 namespace trainer {
+namespace {
 
-Worker::~Worker() = default;
+double seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point z) {
+  return std::chrono::duration<double>(z - a).count();
+}
 
-Worker::Worker(const TraineeSpec& t, int rank, Device device, int threads)
-    : rank_(rank), sync_bn_(t.sync_bn), cuda_graphs_(t.cuda_graphs), bucket_floats_(t.bucket_floats),
-      accumulate_(t.accumulate) {
+}  // namespace
+
+ReplicaCopy::~ReplicaCopy() = default;
+
+ReplicaCopy::ReplicaCopy(const TraineeSpec& t, int rank, Device device, int threads)
+    : rank_(rank), sync_bn_(t.sync_bn), cuda_graphs_(t.cuda_graphs), bucket_floats_(t.bucket_floats) {
+  accumulate_ = t.accumulate;
   rep_ = std::make_unique<Replica>(t, device, threads);
-  if (accumulate_ > 1) held_ = std::make_unique<GradAccumulator>(rep_->context(), rep_->executor().params().trainable_floats());
+  if (accumulate_ > 1) held_grads_ = std::make_unique<GradAccumulator>(rep_->context(), rep_->executor().params().trainable_floats());
   update_ = StepUpdate(t.loss_scale, t.clip);
 }
 
-void Worker::poison_first_gradient() {
+void ReplicaCopy::poison_first_gradient() {
   Tensor g = rep_->executor().params().trainable_grads();
   if (g.numel() == 0) return;
   const float inf = std::numeric_limits<float>::infinity();
   rep_->context().copy_from_host(g.data(), &inf, sizeof(float));
 }
 
-void Worker::attach(Communicator& grad, Communicator& ctl) {
+void ReplicaCopy::attach(Communicator& grad, Communicator& ctl) {
   ctl_ = &ctl;
   ParamStore& ps = rep_->executor().params();
   std::vector<int64_t> cuts;
@@ -41,7 +48,7 @@ void Worker::attach(Communicator& grad, Communicator& ctl) {
     if (frontier == 0 && inject_ && rank_ == 0) poison_first_gradient();
     if (hold_) return;  // an earlier micro-batch of the step: nothing is reduced
     if (add_ && frontier < added_to_) {
-      held_->add_into(rep_->executor().params().trainable_grads(), frontier, added_to_);
+      held_grads_->add_into(rep_->executor().params().trainable_grads(), frontier, added_to_);
       added_to_ = frontier;
     }
     buckets_->on_frontier(frontier);
@@ -66,7 +73,7 @@ void Worker::attach(Communicator& grad, Communicator& ctl) {
   }
 }
 
-void Worker::broadcast_parameters() {
+void ReplicaCopy::broadcast_parameters() {
   Tensor w = rep_->executor().params().weights();
   ctl_->broadcast(w, 0);
 }
@@ -76,79 +83,62 @@ void Worker::broadcast_parameters() {
 // finiteness check and the norm are read on the host), synchronised batch norm (host all-reduces in the layers), test hooks,
 // per-part timing or per-layer profiling (both synchronise the device between parts). Every other
 // step takes the ordinary path.
-bool Worker::fixed_step_ok() const {
+bool ReplicaCopy::fixed_step_ok() const {
   return cuda_graphs_ && ctl_->size() == 1 && rep_->context().can_capture() && !update_.whole_gradient() &&
          !sync_bn_ && !inject_ && !timing_ && !rep_->executor().profiling();
 }
 
-// An earlier micro-batch of a step (train.accumulate): its gradients are added to the held sum,
-// its statistics and stop request kept for the step's last; nothing is reduced or updated.
-void Worker::hold(const Batch& b, uint64_t seed, int64_t samples, bool first, bool& stop) {
-  const auto t0 = Clock::now();
-  forward_end_ = t0;
-  hold_ = true;
+bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, LossStats& s) {
+  if (!fixed_step_ok()) return false;
+  const float grad_scale = b.global_size > 0 ? 1.0f / float(b.global_size) : 0.0f;
+  buckets_->start_step();  // one rank: the backward hook only marks buckets done
+  s = rep_->fixed_step(b.images, b.labels, lr, grad_scale, seed, true);
+  if (WeightAverage* avg = rep_->average()) avg->update(rep_->optimizer().steps());
+  ++reduced_steps_;
+  times_ = StepTimes{};  // one program: no parts (bench times it with timing on, the ordinary path)
+  return true;           // one replica: its statistics are the job's; `stop` is its own
+}
+
+void ReplicaCopy::start_average() {
+  if (WeightAverage* avg = rep_->average()) avg->start();
+}
+
+// Held micro-batches sum into held_ after backward (no bucket is reduced); the last of several
+// adds held_ into each bucket's range just before its all-reduce (the backward hook, add_).
+LossStats ReplicaCopy::forward_backward(const Batch& b, uint64_t seed, float grad_scale, Grads g) {
+  const bool hold = g == Grads::Hold || g == Grads::HoldFirst;
+  start_ = Clock::now();
+  forward_end_ = start_;
+  if (!hold) buckets_->start_step();
+  hold_ = hold;
+  add_ = g == Grads::AddHeld;
+  added_to_ = rep_->executor().params().trainable_floats();
   LossStats s;
   try {
-    s = rep_->compute_gradients(b.images, b.labels, (samples > 0 ? 1.0f / float(samples) : 0.0f) * update_.loss_scale(), seed);
+    s = rep_->compute_gradients(b.images, b.labels, grad_scale, seed);
   } catch (...) {
-    hold_ = false;
+    hold_ = add_ = false;
     throw;
   }
   hold_ = false;
   inject_ = false;
-  held_->hold(rep_->executor().params().trainable_grads(), first);
-  held_stats_.hold(s, stop);  // kept for the step's last micro-batch, where every rank agrees
-  if (timing_) rep_->context().synchronize();
-  times_ = StepTimes{};
-  times_.forward = std::chrono::duration<double>(forward_end_ - t0).count();
-  times_.backward = std::chrono::duration<double>(Clock::now() - forward_end_).count();
-}
-
-LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) {
-  if (m.count > accumulate_ || m.index < 0 || m.index >= m.count)
-    throw std::logic_error(fmt::format("micro-batch {} of {} (train.accumulate {})", m.index, m.count, accumulate_));
-  const int64_t samples = m.samples > 0 ? m.samples : b.global_size;
-  mark_phase(rank_, Phase::Forward);
-  if (!m.last()) {
-    hold(b, seed, samples, m.index == 0, stop);
-    return LossStats{};
-  }
-  if (WeightAverage* avg = rep_->average()) avg->start();  // from the weights training starts with
-  if (m.count == 1 && fixed_step_ok()) {
-    const float grad_scale = b.global_size > 0 ? 1.0f / float(b.global_size) : 0.0f;
-    buckets_->start_step();  // one rank: the backward hook only marks buckets done
-    const LossStats s = rep_->fixed_step(b.images, b.labels, lr, grad_scale, seed, true);
-    if (WeightAverage* avg = rep_->average()) avg->update(rep_->optimizer().steps());
-    ++reduced_steps_;
-    times_ = StepTimes{};  // one program: no parts (bench times it with timing on, the ordinary path)
-    return s;               // one replica: its statistics are the job's; `stop` is its own
-  }
-  auto seconds = [](Clock::time_point a, Clock::time_point z) { return std::chrono::duration<double>(z - a).count(); };
-  const Clock::time_point start = Clock::now();
-  forward_end_ = start;
-  buckets_->start_step();
-  // The loss gradient is scaled by 1 / global batch, so the all-reduced sum is the gradient
-  // of the mean loss over the global batch: averaging needs no pass of its own.
-  // With loss scaling the loss gradient is also multiplied by the scale (exactly, for a power of 2).
-  const float loss_scale = update_.loss_scale();
-  float grad_scale = samples > 0 ? 1.0f / float(samples) : 0.0f;
-  // The last micro-batch of several: the held sum goes into each bucket before its all-reduce.
-  add_ = m.count > 1;
-  added_to_ = rep_->executor().params().trainable_floats();
-  LossStats s;
-  try {
-    s = rep_->compute_gradients(b.images, b.labels, grad_scale * loss_scale, seed);
-  } catch (...) {
-    add_ = false;
-    throw;
-  }
   if (add_ && added_to_ > 0) throw std::logic_error("accumulation: backward ended before offset 0");
   add_ = false;
-  ++reduced_steps_;
-  held_stats_.release(s, stop);
-  inject_ = false;
+  if (hold) held_grads_->hold(rep_->executor().params().trainable_grads(), g == Grads::HoldFirst);
+  else ++reduced_steps_;
   if (timing_) rep_->context().synchronize();
-  const Clock::time_point backward_end = Clock::now();
+  backward_end_ = Clock::now();
+  if (hold) {  // no update in this part of the step
+    times_ = StepTimes{};
+    times_.forward = seconds(start_, forward_end_);
+    times_.backward = seconds(forward_end_, backward_end_);
+  }
+  return s;
+}
+
+// The update as the buckets' all-reduces finish: each bucket's as it arrives when nothing needs
+// the whole gradient; otherwise after the last, through StepUpdate.
+void ReplicaCopy::reduce_and_update(float lr) {
   Optimizer& opt = rep_->optimizer();
   const auto& bk = buckets_->buckets();
   const int n = int(bk.size());
@@ -172,32 +162,38 @@ LossStats Worker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop
   if (timing_) rep_->context().synchronize();
   const Clock::time_point updated = Clock::now();
   // Every bucket has been waited for: the communication thread's counts are final.
-  times_.forward = seconds(start, forward_end_);
-  times_.backward = seconds(forward_end_, backward_end);
+  times_.forward = seconds(start_, forward_end_);
+  times_.backward = seconds(forward_end_, backward_end_);
   times_.exposed = buckets_->exposed_seconds();
   times_.skew = buckets_->skew_seconds();
-  times_.optimizer = std::max(0.0, seconds(backward_end, updated) - times_.exposed - times_.skew);
+  times_.optimizer = std::max(0.0, seconds(backward_end_, updated) - times_.exposed - times_.skew);
   times_.allreduce = buckets_->reduce_seconds();
   if (timing_) {
-    timeline_.forward_end = seconds(start, forward_end_);
-    timeline_.backward_end = seconds(start, backward_end);
-    timeline_.update_end = seconds(start, updated);
+    timeline_.forward_end = seconds(start_, forward_end_);
+    timeline_.backward_end = seconds(start_, backward_end_);
+    timeline_.update_end = seconds(start_, updated);
     timeline_.reduced_by = buckets_->reduced_by();
     timeline_.buckets = bk;
     timeline_.trace = buckets_->trace();
   }
+}
+
+void ReplicaCopy::after_update() {
   mark_phase(rank_, Phase::StepEnd);
   Tensor frozen = rep_->executor().params().frozen_weights();
   if (frozen.numel() > 0) ctl_->broadcast(frozen, 0);
   // After rank 0's statistics reached every replica: the same average everywhere.
-  if (WeightAverage* avg = rep_->average()) avg->update(opt.steps());
+  if (WeightAverage* avg = rep_->average()) avg->update(rep_->optimizer().steps());
+}
+
+LossStats ReplicaCopy::agree(const LossStats& s, bool& stop) {
   std::vector<double> v{s.loss_sum, double(s.correct), double(s.count), stop ? 1.0 : 0.0};
   ctl_->all_reduce_host(v);
   stop = v[3] > 0;
   return {v[0], int64_t(v[1]), int64_t(v[2])};
 }
 
-StepBreakdown Worker::step_parts() const {
+StepBreakdown ReplicaCopy::step_parts() const {
   StepBreakdown p;
   p.forward_ms = 1e3 * times_.forward;
   p.backward_ms = 1e3 * times_.backward;
@@ -209,16 +205,16 @@ StepBreakdown Worker::step_parts() const {
   return p;
 }
 
-void Worker::settle() {
+void ReplicaCopy::settle() {
   rep_->context().synchronize();
   ctl_->barrier();
 }
 
-LossStats Worker::eval_batch(const Batch& b, std::vector<int32_t>* predicted) {
+LossStats ReplicaCopy::eval_batch(const Batch& b, std::vector<int32_t>* predicted) {
   return rep_->eval_step(b.images, b.labels, predicted);
 }
 
-LossStats Worker::sum_over_ranks(const LossStats& total) {
+LossStats ReplicaCopy::sum_over_ranks(const LossStats& total) {
   std::vector<double> v{total.loss_sum, double(total.correct), double(total.count)};
   ctl_->all_reduce_host(v);
   return {v[0], int64_t(v[1]), int64_t(v[2])};

@@ -1,6 +1,7 @@
-// Worker: one data-parallel replica — its step (forward, loss, backward with bucketed
-// all-reduce overlapping it, the optimizer per bucket), evaluation of its shard, and the
-// per-step synchronisation that keeps every replica identical.
+// ReplicaCopy: one data-parallel replica as the one training step (core/runtime/step.cpp) drives
+// it — forward, loss and backward with the bucketed all-reduce overlapping it, the optimizer per
+// bucket or through StepUpdate, the step as one recorded program where it can — evaluation of its
+// shard, and the per-step synchronisation that keeps every replica identical.
 //
 // Per training step every rank meets the others at, in order:
 //   1. one all-reduce per gradient bucket while backward continues (summed by the worker threads
@@ -28,7 +29,7 @@ namespace trainer {
 
 // Where one train_step's time went, in seconds, as this rank saw it. Four steady_clock reads a
 // step (the end of forward is marked from the graph's after_forward hook). A GPU runs ahead of
-// the host, so without timing each part is only its launch time; with Worker::set_timing(true) the
+// the host, so without timing each part is only its launch time; with ReplicaCopy::set_timing(true) the
 // device is synchronised at each boundary and each part holds its device work (CPU ops are
 // synchronous: the times are exact either way). Whatever is not here (the step-end statistics
 // broadcast and loss all-reduce, the caller's own loop) is the rest of the step's wall time.
@@ -46,10 +47,10 @@ struct StepTimes {
   }
 };
 
-class Worker final : public Trainee {
+class ReplicaCopy final : public Trainee {
  public:
-  Worker(const TraineeSpec& t, int rank, Device device, int threads);
-  ~Worker() override;
+  ReplicaCopy(const TraineeSpec& t, int rank, Device device, int threads);
+  ~ReplicaCopy() override;
   // Connects the worker to its communicators (made once every replica's context exists):
   // `grad` is used only by the gradient communication thread, `ctl` only by the worker thread.
   void attach(Communicator& grad, Communicator& ctl);
@@ -63,10 +64,6 @@ class Worker final : public Trainee {
   // Makes every replica start from rank 0's initial parameters.
   void broadcast_parameters() override;
 
-  // One step on this rank's shard `b`; returns the step's stats summed over all replicas.
-  // `stop`: in, this rank asks to stop after this step; out, some rank asked (all ranks agree).
-  using Trainee::train_step;
-  LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) override;
   // Steps whose gradients were all-reduced (one per optimizer step, whatever train.accumulate is).
   int64_t reduced_steps() const override { return reduced_steps_; }
   int accumulate() const { return accumulate_; }
@@ -84,13 +81,18 @@ class Worker final : public Trainee {
   Executor* layers() override { return &rep_->executor(); }
 
  protected:
+  LossStats forward_backward(const Batch& b, uint64_t seed, float grad_scale, Grads g) override;
+  bool fixed_step(const Batch& b, float lr, uint64_t seed, LossStats& s) override;
+  void reduce_and_update(float lr) override;
+  void after_update() override;
+  void start_average() override;
+  LossStats agree(const LossStats& s, bool& stop) override;
   LossStats eval_batch(const Batch& b, std::vector<int32_t>* predicted) override;
   LossStats sum_over_ranks(const LossStats& s) override;
 
  private:
   using Clock = std::chrono::steady_clock;
   void poison_first_gradient();  // inject_nonfinite(): an inf in the first trainable gradient
-  void hold(const Batch& b, uint64_t seed, int64_t samples, bool first, bool& stop);
 
   int rank_;
   bool fixed_step_ok() const;
@@ -104,15 +106,14 @@ class Worker final : public Trainee {
   bool timing_ = false;
   StepTimes times_;
   StepTimeline timeline_;
-  Clock::time_point forward_end_;  // set by the after_forward hook at the logits
+  Clock::time_point start_, backward_end_;  // this step's
+  Clock::time_point forward_end_;           // set by the after_forward hook at the logits
   // Accumulation (train.accumulate > 1): the sum of the step's earlier micro-batches' gradients;
   // hold_: this backward's gradients are kept (no all-reduce); add_: the last micro-batch's
-  // backward adds held_ into each range before it is reduced, down to offset added_to_.
-  int accumulate_ = 1;
-  std::unique_ptr<GradAccumulator> held_;
+  // backward adds held_grads_ into each range before it is reduced, down to offset added_to_.
+  std::unique_ptr<GradAccumulator> held_grads_;
   bool hold_ = false, add_ = false;
   int64_t added_to_ = 0;
-  HeldStats held_stats_;
   int64_t reduced_steps_ = 0;
 };
 

@@ -1,6 +1,6 @@
 // Device-parallel training: stages built from the placement, micro-batches through the GPipe
 // schedule on the stage threads, shared-layer gradient sums and the optimizer step per stage.
-#include "core/runtime/device_parallel/pipeline_worker.h"
+#include "core/runtime/device_parallel/pipeline_copy.h"
 
 #include <fmt/format.h>
 
@@ -83,8 +83,9 @@ std::vector<Device> placement_devices(const Placement& p, const DevicesSpec& r, 
   return out;
 }
 
-PipelineWorker::PipelineWorker(const TraineeSpec& t, const std::vector<Device>& devices, int threads)
-    : microbatches_(t.microbatches), accumulate_(t.accumulate) {
+PipelineCopy::PipelineCopy(const TraineeSpec& t, const std::vector<Device>& devices, int threads)
+    : microbatches_(t.microbatches) {
+  accumulate_ = t.accumulate;
   update_ = StepUpdate(t.loss_scale, t.clip);
   sync_bn_ = t.sync_bn;
   const std::shared_ptr<const Graph> whole = t.graph ? t.graph : std::make_shared<const Graph>(t.model);
@@ -140,17 +141,17 @@ PipelineWorker::PipelineWorker(const TraineeSpec& t, const std::vector<Device>& 
       update_parts_[size_t(copies[c].first)].counted_elsewhere.push_back({p.offset, p.offset + p.spec.shape.numel()});
     }
   if (accumulate_ > 1) {  // each stage's held sum, made on its own thread (its device)
-    held_.resize(stages_.size());
+    held_grads_.resize(stages_.size());
     threads_->run_all([&](int st) {
-      held_[size_t(st)] = std::make_unique<GradAccumulator>(stages_[size_t(st)]->context(),
+      held_grads_[size_t(st)] = std::make_unique<GradAccumulator>(stages_[size_t(st)]->context(),
                                                             stages_[size_t(st)]->params().trainable_floats());
     });
   }
 }
 
-PipelineWorker::~PipelineWorker() { threads_.reset(); }
+PipelineCopy::~PipelineCopy() { threads_.reset(); }
 
-LossStats PipelineWorker::pass(const Batch& b, bool training, int M, uint64_t seed, float grad_scale) {
+LossStats PipelineCopy::pass(const Batch& b, bool training, int M, uint64_t seed, float grad_scale) {
   const int64_t n = b.images.dim(0);
   M = int(std::max<int64_t>(1, std::min<int64_t>(M, n)));
   const std::vector<Tensor>& inputs = batch_inputs_.on_host(b.images, input_shapes_);
@@ -188,8 +189,8 @@ LossStats PipelineWorker::pass(const Batch& b, bool training, int M, uint64_t se
     Tensor g = stages_[size_t(s)]->params().trainable_grads();
     // train.accumulate: an earlier micro-batch's gradients are held, not reduced; the last's get
     // the held sum before their sum over the copies.
-    if (hold_) return held_[size_t(s)]->hold(g, hold_first_);
-    if (add_) held_[size_t(s)]->add_into(g);
+    if (hold_) return held_grads_[size_t(s)]->hold(g, hold_first_);
+    if (add_) held_grads_[size_t(s)]->add_into(g);
     if (stage_comms_.empty()) return;
     // Hybrid: this stage's gradients are final; their sum over the copies starts now, while the
     // stages before it are still in backward (the last stage finishes first).
@@ -215,7 +216,7 @@ LossStats PipelineWorker::pass(const Batch& b, bool training, int M, uint64_t se
   return total;
 }
 
-void PipelineWorker::sum_shared_gradients() {
+void PipelineCopy::sum_shared_gradients() {
   if (tied_.empty()) return;
   // Each copy's gradient to the host (on its stage's thread), summed in stage order, and back.
   std::vector<std::vector<std::vector<float>>> host(tied_.size());
@@ -243,7 +244,7 @@ void PipelineWorker::sum_shared_gradients() {
   });
 }
 
-LossStats PipelineWorker::compute_gradients(const Batch& b, uint64_t seed, float loss_scale) {
+LossStats PipelineCopy::compute_gradients(const Batch& b, uint64_t seed, float loss_scale) {
   const int64_t n = b.global_size > 0 ? b.global_size : b.images.dim(0);
   LossStats s = pass(b, true, microbatches_, seed, n > 0 ? loss_scale / float(n) : 0.0f);
   inject_ = false;
@@ -253,7 +254,7 @@ LossStats PipelineWorker::compute_gradients(const Batch& b, uint64_t seed, float
   return s;
 }
 
-void PipelineWorker::attach(int rank, std::vector<Communicator*> stage_comms, Communicator* ctl) {
+void PipelineCopy::attach(int rank, std::vector<Communicator*> stage_comms, Communicator* ctl) {
   rank_ = rank;
   stage_comms_ = std::move(stage_comms);
   ctl_ = ctl;
@@ -264,45 +265,43 @@ void PipelineWorker::attach(int rank, std::vector<Communicator*> stage_comms, Co
   }
 }
 
-void PipelineWorker::broadcast_parameters() {
+void PipelineCopy::broadcast_parameters() {
   if (stage_comms_.empty()) return;
   threads_->run_all([&](int st) { stage_comms_[size_t(st)]->broadcast(stages_[size_t(st)]->params().weights(), 0); });
 }
 
-LossStats PipelineWorker::sum_over_ranks(const LossStats& total) {
+LossStats PipelineCopy::sum_over_ranks(const LossStats& total) {
   if (!ctl_) return total;
   std::vector<double> v{total.loss_sum, double(total.correct), double(total.count)};
   ctl_->all_reduce_host(v);
   return {v[0], int64_t(v[1]), int64_t(v[2])};
 }
 
-int PipelineWorker::poison_stage() const {
+int PipelineCopy::poison_stage() const {
   for (size_t st = 0; st < stages_.size(); ++st)
     if (stages_[st]->params().trainable_grads().numel() > 0) return int(st);
   return -1;
 }
 
-void PipelineWorker::poison(int st) {
+void PipelineCopy::poison(int st) {
   Tensor g = stages_[size_t(st)]->params().trainable_grads();
   const float inf = std::numeric_limits<float>::infinity();
   stages_[size_t(st)]->context().copy_from_host(g.data(), &inf, sizeof(float));
   stages_[size_t(st)]->context().synchronize();
 }
 
-LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) {
-  if (m.count > accumulate_ || m.index < 0 || m.index >= m.count)
-    throw std::logic_error(fmt::format("micro-batch {} of {} (train.accumulate {})", m.index, m.count, accumulate_));
-  mark_phase(rank(), Phase::Forward);  // the whole GPipe schedule (the stages' threads are not marked apart)
+void PipelineCopy::start_average() {
   // train.ema: each stage's average starts from the weights training starts with.
   if (WeightAverage* a = stages_[0]->average(); a && !a->started())
     threads_->run_all([&](int st) { stages_[size_t(st)]->average()->start(); });
-  // The loss gradient's divisor is the step's sample count over every copy and micro-batch, so
-  // that k micro-batches of b train as one batch of k·b.
-  const int64_t samples = m.samples > 0 ? m.samples : (b.global_size > 0 ? b.global_size : b.images.dim(0));
-  const float grad_scale = samples > 0 ? update_.loss_scale() / float(samples) : 0.0f;
-  hold_ = !m.last();
-  hold_first_ = m.index == 0;
-  add_ = m.last() && m.count > 1;
+}
+
+// Held micro-batches: each stage's gradients go into its held sum after its part of the schedule;
+// the last of several adds each stage's sum in before that stage's sum over the copies (pass()).
+LossStats PipelineCopy::forward_backward(const Batch& b, uint64_t seed, float grad_scale, Grads g) {
+  hold_ = g == Grads::Hold || g == Grads::HoldFirst;
+  hold_first_ = g == Grads::HoldFirst;
+  add_ = g == Grads::AddHeld;
   LossStats s;
   try {
     s = pass(b, true, microbatches_, seed, grad_scale);
@@ -310,22 +309,23 @@ LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bo
     hold_ = add_ = false;
     throw;
   }
-  hold_ = add_ = false;
   inject_ = false;
-  if (!m.last()) {
-    held_stats_.hold(s, stop);
-    times_.shared_sum = times_.optimizer = 0;  // no update in this part of the step
+  if (hold_) {  // no update in this part of the step
+    times_.shared_sum = times_.optimizer = 0;
     for (StageTime& t : times_.stages) t.optimizer = 0;
-    return LossStats{};
   }
-  held_stats_.release(s, stop);
-  if (!stage_comms_.empty()) ++reduced_steps_;
+  hold_ = add_ = false;
+  return s;
+}
+
+// A shared layer's copies summed over their devices, then the update on every stage's thread (a
+// stage's optimizer time is its part of it, the finite check and its part of the norm included).
+void PipelineCopy::reduce_and_update(float lr) {
+  if (!stage_comms_.empty()) ++reduced_steps_;  // summed over the copies in pass()
   const auto t1 = std::chrono::steady_clock::now();
   sum_shared_gradients();  // synchronises the stages that hold copies
   times_.shared_sum = since(t1);
   mark_phase(rank(), Phase::Optimizer);
-  // The update on every stage's thread; a stage's optimizer time is its part of it (the finite
-  // check and its part of the norm included).
   const auto t0 = std::chrono::steady_clock::now();
   for (StageTime& t : times_.stages) t.optimizer = 0;
   update_.apply(update_parts_, [&](const std::function<void(int)>& fn) {
@@ -337,31 +337,32 @@ LossStats PipelineWorker::train_step(const Batch& b, float lr, uint64_t seed, bo
     });
   }, lr);
   times_.optimizer = since(t0);
-  // train.ema: every stage's average after the update (a hybrid's after copy 0's statistics
-  // reached every copy: the same average in every copy).
-  auto average = [&] {
-    if (stages_[0]->average())
-      threads_->run_all([&](int st) { stages_[size_t(st)]->average()->update(stages_[size_t(st)]->optimizer().steps()); });
-  };
-  if (!ctl_) {
-    average();
-    return s;
+}
+
+// Hybrid: copy 0's batch-norm statistics to every copy, stage by stage; then every stage's
+// moving average (a hybrid's after copy 0's statistics reached every copy: the same average).
+void PipelineCopy::after_update() {
+  if (ctl_) {
+    mark_phase(rank_, Phase::StepEnd);
+    threads_->run_all([&](int st) {
+      Tensor frozen = stages_[size_t(st)]->params().frozen_weights();
+      if (frozen.numel() > 0) stage_comms_[size_t(st)]->broadcast(frozen, 0);
+    });
   }
-  // Hybrid: copy 0's batch-norm statistics to every copy, stage by stage; the step's statistics
-  // and the stop over every copy.
-  mark_phase(rank_, Phase::StepEnd);
-  threads_->run_all([&](int st) {
-    Tensor frozen = stages_[size_t(st)]->params().frozen_weights();
-    if (frozen.numel() > 0) stage_comms_[size_t(st)]->broadcast(frozen, 0);
-  });
-  average();
+  if (stages_[0]->average())
+    threads_->run_all([&](int st) { stages_[size_t(st)]->average()->update(stages_[size_t(st)]->optimizer().steps()); });
+}
+
+// Hybrid: the step's statistics and the stop over every copy.
+LossStats PipelineCopy::agree(const LossStats& s, bool& stop) {
+  if (!ctl_) return s;
   std::vector<double> v{s.loss_sum, double(s.correct), double(s.count), stop ? 1.0 : 0.0};
   ctl_->all_reduce_host(v);
   stop = v[3] > 0;
   return {v[0], int64_t(v[1]), int64_t(v[2])};
 }
 
-StepBreakdown PipelineWorker::step_parts() const {
+StepBreakdown PipelineCopy::step_parts() const {
   StepBreakdown p;
   p.split = false;
   p.forward_backward_ms = 1e3 * times_.schedule;
@@ -375,18 +376,18 @@ StepBreakdown PipelineWorker::step_parts() const {
   return p;
 }
 
-void PipelineWorker::settle() {
+void PipelineCopy::settle() {
   threads_->run_all([&](int st) { stages_[size_t(st)]->context().synchronize(); });
   if (ctl_) ctl_->barrier();
 }
 
-bool PipelineWorker::on_gpu() const {
+bool PipelineCopy::on_gpu() const {
   for (const auto& st : stages_)
     if (!st->context().device().is_cpu()) return true;
   return false;
 }
 
-LossStats PipelineWorker::eval_batch(const Batch& b, std::vector<int32_t>* predicted) {
+LossStats PipelineCopy::eval_batch(const Batch& b, std::vector<int32_t>* predicted) {
   if (predicted) throw std::logic_error("device-parallel evaluation does not report predictions");
   return pass(b, false, 1, 0);
 }

@@ -1,6 +1,7 @@
-// PipelineWorker: a device-parallel model as one Trainee — its stages (one per device, each on
-// a thread of its own), the boundaries between them, the GPipe micro-batch schedule, the sum of
-// a shared layer's gradients over the devices holding copies, and the time stages sat idle.
+// PipelineCopy: a device-parallel model as one copy the one training step (core/runtime/step.cpp)
+// drives — its stages (one per device, each on a thread of its own and a part of the update), the
+// boundaries between them, the GPipe micro-batch schedule, the sum of a shared layer's gradients
+// over the devices holding copies, hybrid's sums over the copies, and the time stages sat idle.
 #pragma once
 #include <memory>
 #include <string>
@@ -22,10 +23,10 @@ namespace trainer {
 // device of its own (so a GPU placement runs, slowly, on any machine). `notes` says what ran where.
 std::vector<Device> placement_devices(const Placement& p, const DevicesSpec& r, std::vector<std::string>* notes);
 
-class PipelineWorker final : public Trainee {
+class PipelineCopy final : public Trainee {
  public:
-  PipelineWorker(const TraineeSpec& t, const std::vector<Device>& devices, int threads);
-  ~PipelineWorker() override;
+  PipelineCopy(const TraineeSpec& t, const std::vector<Device>& devices, int threads);
+  ~PipelineCopy() override;
 
   int rank() const override { return rank_; }
   ModelState& state() override { return *state_; }
@@ -38,8 +39,6 @@ class PipelineWorker final : public Trainee {
   // parameters broadcast; with sync_bn, each micro-batch's batch-norm statistics over the copies'
   // same micro-batch), `ctl` the copies' driving threads (the step's statistics, the stop).
   void attach(int rank, std::vector<Communicator*> stage_comms, Communicator* ctl);
-  using Trainee::train_step;
-  LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) override;
 
   // Forward and backward only (no update): the gradients stay in each stage's store, a shared
   // layer's summed over its copies. For tests and benchmarks. `loss_scale` multiplies the loss
@@ -91,6 +90,11 @@ class PipelineWorker final : public Trainee {
   bool on_gpu() const override;
 
  protected:
+  LossStats forward_backward(const Batch& b, uint64_t seed, float grad_scale, Grads g) override;
+  void reduce_and_update(float lr) override;
+  void after_update() override;
+  void start_average() override;
+  LossStats agree(const LossStats& s, bool& stop) override;
   LossStats eval_batch(const Batch& b, std::vector<int32_t>* predicted) override;
   LossStats sum_over_ranks(const LossStats& s) override;
 
@@ -105,12 +109,10 @@ class PipelineWorker final : public Trainee {
   void poison(int stage);
 
   int microbatches_ = 1;
-  int accumulate_ = 1;  // train.accumulate
   // Accumulation: per stage, the step's earlier micro-batches' gradient sum; hold_: this pass's
   // gradients go into it (hold_first_: replace it); add_: it goes into this pass's gradients.
-  std::vector<std::unique_ptr<GradAccumulator>> held_;
+  std::vector<std::unique_ptr<GradAccumulator>> held_grads_;
   bool hold_ = false, hold_first_ = false, add_ = false;
-  HeldStats held_stats_;
   int64_t reduced_steps_ = 0;
   std::vector<UpdatePart> update_parts_;  // each stage's optimizer, for the step's update
   int rank_ = 0;

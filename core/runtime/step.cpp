@@ -1,0 +1,36 @@
+// The one training step of every strategy (Trainee::train_step): a micro-batch's forward and
+// backward, and on a step's last the reduction, the update, the buffers and the agreement.
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "core/runtime/progress.h"
+#include "core/runtime/trainee.h"
+
+namespace trainer {
+
+LossStats Trainee::train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) {
+  if (m.count > accumulate_ || m.index < 0 || m.index >= m.count)
+    throw std::logic_error(fmt::format("micro-batch {} of {} (train.accumulate {})", m.index, m.count, accumulate_));
+  mark_phase(rank(), Phase::Forward);
+  start_average();
+  // The loss gradient is divided by the step's sample count over every rank and micro-batch, so
+  // that the reduced sum is the gradient of the mean loss over the global batch (averaging needs
+  // no pass of its own) and k micro-batches of b train as one batch of k·b; with loss scaling it
+  // is also multiplied by the scale (exactly, for a power of two).
+  const int64_t samples = m.samples > 0 ? m.samples : (b.global_size > 0 ? b.global_size : b.images.dim(0));
+  const float grad_scale = (samples > 0 ? 1.0f / float(samples) : 0.0f) * update_.loss_scale();
+  if (!m.last()) {  // an earlier micro-batch: its gradients held, its statistics and stop kept for the last
+    held_stats_.hold(forward_backward(b, seed, grad_scale, m.index == 0 ? Grads::HoldFirst : Grads::Hold), stop);
+    return LossStats{};
+  }
+  LossStats s;
+  if (m.count == 1 && fixed_step(b, lr, seed, s)) return s;
+  s = forward_backward(b, seed, grad_scale, m.count > 1 ? Grads::AddHeld : Grads::Reduce);
+  held_stats_.release(s, stop);
+  reduce_and_update(lr);
+  after_update();
+  return agree(s, stop);
+}
+
+}  // namespace trainer

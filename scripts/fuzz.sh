@@ -4,14 +4,13 @@
 # leak, timeout (> 5 s per input) or out-of-memory (> 1 GB RSS or one allocation over 1 GB),
 # printing each reproducer's path. One line per target:
 #   fuzz <target>: N execs in S s, 0 crashes (corpus K inputs)
-#   scripts/fuzz.sh [seconds-per-target] [target...]   (default 60 s; all targets; build in build-fuzz/)
-#   build-fuzz/<target>_fuzz CRASH_FILE                 replays one reproducer
+#   scripts/fuzz.sh [seconds-per-target] [target...]   (default 60 s; all targets; build in build-asan/)
+#   build-asan/<target>_fuzz CRASH_FILE                 replays one reproducer
 # Targets: config (YAML configs), overrides (--set lines), jpeg, png, idx (raw and .gz), cifar,
 # npy, safetensors, sidecar (checkpoint sidecar JSON). Seeds: configs/, the images in
 # tests/e2e/bad_inputs/, and small valid files scripts/fuzz-seeds.py writes into the build folder.
-# The working corpora stay in build-fuzz/corpus/<target> between local runs (gitignored); CI
-# starts fresh. Installs clang-14, its sanitizer/libFuzzer runtimes (libclang-rt-14-dev), LLVM's
-# OpenMP (libomp-14-dev: clang's -fopenmp) and llvm-14 (llvm-symbolizer) when missing.
+# The working corpora stay in build-asan/corpus/<target> between local runs (gitignored); CI
+# starts fresh. scripts/asan-build.sh installs clang-14 and its runtimes when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -22,32 +21,14 @@ targets=("$@")
 for t in "${targets[@]}"; do
   [[ " ${all[*]} " == *" $t "* ]] || { echo "fuzz: unknown target '$t' (targets: ${all[*]})" >&2; exit 2; }
 done
-build=${FUZZ_BUILD_DIR:-build-fuzz}
+build=${FUZZ_BUILD_DIR:-${ASAN_BUILD_DIR:-build-asan}}
 
-packages=(clang-14 libclang-rt-14-dev libomp-14-dev llvm-14)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "fuzz: installing ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  if ! $SUDO apt-get install -y --no-install-recommends "${missing[@]}" >/tmp/trainer-apt-fuzz.log 2>&1; then
-    $SUDO apt-get update >>/tmp/trainer-apt-fuzz.log 2>&1
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}" \
-      >>/tmp/trainer-apt-fuzz.log 2>&1 || { tail -20 /tmp/trainer-apt-fuzz.log; exit 1; }
-  fi
-fi
-
-# The whole core is compiled by clang with ASan + UBSan and libFuzzer's coverage instrumentation
-# (TRAINER_FUZZ=ON); only the fuzz targets are built. System libraries (yaml-cpp, libpng,
-# libjpeg-turbo, zlib, nlohmann-json's header is ours) are not instrumented: their crashes and
-# leaks are caught, their inner branches give no coverage.
-CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DTRAINER_CUDA=OFF -DTRAINER_SANITIZE=address -DTRAINER_FUZZ=ON \
-  -DTRAINER_TESTS=OFF >/dev/null
-cmake --build "$build" --parallel --target "${targets[@]/%/_fuzz}"
+# The core compiled by clang with ASan + UBSan, libFuzzer's coverage instrumentation in the
+# libraries that read outside bytes (scripts/asan-build.sh: the build scripts/test-asan.sh runs the
+# tests in; here only the fuzz targets are built). System libraries (yaml-cpp, libpng,
+# libjpeg-turbo, zlib) are not instrumented: their crashes and leaks are caught, their inner
+# branches give no coverage.
+ASAN_BUILD_DIR=$build scripts/asan-build.sh "${targets[@]/%/_fuzz}"
 
 seeds=$build/fuzz-seeds
 rm -rf "$seeds" && python3 scripts/fuzz-seeds.py "$seeds"

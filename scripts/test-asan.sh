@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test (op, data, engine/graph and the CLI end-to-end runs) under AddressSanitizer,
-# LeakSanitizer and UndefinedBehaviorSanitizer, in its own CPU-only build (build-asan/).
+# LeakSanitizer and UndefinedBehaviorSanitizer, in its own CPU-only clang build (build-asan/,
+# shared with scripts/fuzz.sh: scripts/asan-build.sh).
 #   scripts/test-asan.sh [ctest args...]     e.g. scripts/test-asan.sh -R e2e
 # The e2e tests run the trainer binary of this build, so it is instrumented too. Reports do not
 # go to the tests' stderr, where a test that expects a failing exit code would hide them: every
@@ -9,21 +10,17 @@
 # at every process exit; oneDNN and libgomp need no suppressions (their caches stay reachable),
 # fontconfig (under PLplot's text, curves.png) does: tests/lsan.supp says why.
 # UBSAN_OPTIONS carries log_path too: the two runtimes share those flags and the last parsed wins.
-# detect_stack_use_after_return stays off: with GCC 12 (-O1, -march=native) the fake stack frame
-# base of a function that catches exceptions was corrupted after a catch (a SEGV at a small
-# address in tests/unit/ops/embedding_test.cpp's init-list copy, passing without the option).
-# Needs the packages scripts/setup.sh installs.
+# detect_stack_use_after_return stays off: with GCC 12 (-O1, -march=native; this build used GCC
+# until 2026-11-29) the fake stack frame base of a function that catches exceptions was corrupted
+# after a catch (a SEGV in tests/unit/ops/embedding_test.cpp's init-list copy).
+# Needs the packages scripts/setup.sh installs (and installs clang-14 if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 build=${ASAN_BUILD_DIR:-build-asan}
 start=$(date +%s)
-# -O1, no NDEBUG: ASan's recommended level; on 2 cores it compiles in about 2/3 of -O2's time
-# (the build, not the tests, is most of this script's time). -g1: line tables only (reports still
-# say file:line); full -g made a heavy file (core/checkpoint/checkpoint.cpp) compile 1.6x slower.
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-  -DTRAINER_CUDA=OFF -DTRAINER_SANITIZE=address >/dev/null
-cmake --build "$build" --parallel
+# clang-14, -O1 (ASan's recommended level), with the fuzz targets (scripts/asan-build.sh).
+scripts/asan-build.sh
 built=$(date +%s)
 
 report_dir=$(mktemp -d /tmp/trainer-asan.XXXXXX)
@@ -35,6 +32,8 @@ export LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0"
 # Instrumented code is several times slower; OpenMP threads spinning at barriers meanwhile would
 # take the cores from it (and from the loader threads) on a 2-core machine.
 export OMP_WAIT_POLICY=PASSIVE
+symbolizer=/usr/lib/llvm-14/bin/llvm-symbolizer  # function names and file:line in the reports
+[ -x "$symbolizer" ] && export ASAN_SYMBOLIZER_PATH=$symbolizer
 
 cd "$build"
 set +e

@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <iterator>
 #include <set>
-#include <source_location>
 #include <string>
 #include <vector>
 
@@ -63,9 +62,9 @@ const Required& required() {
 
 // A Catch2 message (WARN, or FAIL which throws) at the caller's file and line, as those macros
 // make at theirs.
-void message(Catch::ResultWas::OfType type, const std::string& text, const std::source_location& where) {
+void message(Catch::ResultWas::OfType type, const std::string& text, const char* file, int line) {
   Catch::AssertionHandler handler(type == Catch::ResultWas::Warning ? "WARN" : "FAIL",
-                                  Catch::SourceLineInfo(where.file_name(), std::size_t(where.line())), Catch::StringRef(),
+                                  Catch::SourceLineInfo(file, std::size_t(line)), Catch::StringRef(),
                                   type == Catch::ResultWas::Warning ? Catch::ResultDisposition::ContinueOnFailure
                                                                     : Catch::ResultDisposition::Normal);
   handler.handleMessage(type, text);
@@ -85,13 +84,13 @@ const char* missing_name(Missing kind) {
   return "?";
 }
 
-void record_skip(Missing kind, const std::string& reason, std::source_location where) {
-  std::string line = std::string("SKIPPED (") + missing_name(kind) + "): " + reason;
-  while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+void record_skip(Missing kind, const std::string& reason, const char* file, int line) {
+  std::string text = std::string("SKIPPED (") + missing_name(kind) + "): " + reason;
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
   if (required().kinds[size_t(kind)])
     message(Catch::ResultWas::ExplicitFailure,
-            line + " \xe2\x80\x94 must run here: TRAINER_TEST_REQUIRE lists " + missing_name(kind), where);
-  if (g_case_lines.insert(line).second) message(Catch::ResultWas::Warning, line, where);
+            text + " \xe2\x80\x94 must run here: TRAINER_TEST_REQUIRE lists " + missing_name(kind), file, line);
+  if (g_case_lines.insert(text).second) message(Catch::ResultWas::Warning, text, file, line);
   g_case_skipped = g_any_skipped = true;
 }
 

@@ -25,6 +25,7 @@
 // (136 img/s with GOMP_CPU_AFFINITY=0-1): it is left as it is.
 #include "cmd/trainer/openmp_env.h"
 
+#include <dlfcn.h>
 #include <omp.h>
 #include <sched.h>
 #include <strings.h>
@@ -38,15 +39,38 @@ namespace trainer::cli {
 namespace {
 constexpr const char* kDropped = "TRAINER_OMP_BINDING_REMOVED";  // what prepare_openmp removed
 
+// The places of the OpenMP runtime that bound this thread. libgomp (oneDNN's, loaded with it) made
+// its places from the process's mask before binding; in a clang build trainer's own omp_* calls go
+// to LLVM's libomp, whose places come from the mask libgomp had already narrowed to one core (the
+// ASan build's e2e test saw `trainer devices` keep 1 of 2 cores). So libgomp's functions when it is
+// loaded, the program's own otherwise.
+struct Places {
+  int (*count)() = omp_get_num_places;
+  int (*procs)(int) = omp_get_place_num_procs;
+  void (*ids)(int, int*) = omp_get_place_proc_ids;
+};
+
+Places binding_places() {
+  Places p;
+  void* gomp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!gomp) return p;
+  auto count = reinterpret_cast<int (*)()>(dlsym(gomp, "omp_get_num_places"));
+  auto procs = reinterpret_cast<int (*)(int)>(dlsym(gomp, "omp_get_place_num_procs"));
+  auto ids = reinterpret_cast<void (*)(int, int*)>(dlsym(gomp, "omp_get_place_proc_ids"));
+  if (count && procs && ids) p = {count, procs, ids};
+  return p;  // (the handle stays open: the library was loaded before and stays so)
+}
+
 // libgomp has already bound this thread to its first place, and the program executed next keeps
 // that mask: give it back every CPU of every place (the CPUs the places were made of).
 void unbind_from_places() {
+  const Places places = binding_places();
   cpu_set_t all;
   CPU_ZERO(&all);
   int n = 0;
-  for (int p = 0; p < omp_get_num_places(); ++p) {
-    std::vector<int> ids(size_t(omp_get_place_num_procs(p)));
-    omp_get_place_proc_ids(p, ids.data());
+  for (int p = 0; p < places.count(); ++p) {
+    std::vector<int> ids(size_t(places.procs(p)));
+    places.ids(p, ids.data());
     for (int id : ids)
       if (id >= 0 && id < CPU_SETSIZE) CPU_SET(id, &all), ++n;
   }

@@ -44,4 +44,19 @@ LossStats Trainee::evaluate(Loader& loader, const Predictions& predictions, bool
   return sums;
 }
 
+LossStats Trainee::sum_over_ranks(const LossStats& s) {
+  if (!ctl_) return s;
+  std::vector<double> v{s.loss_sum, double(s.correct), double(s.count)};
+  ctl_->all_reduce_host(v);
+  return {v[0], int64_t(v[1]), int64_t(v[2])};
+}
+
+LossStats Trainee::agree(const LossStats& s, bool& stop) {
+  if (!ctl_) return s;
+  std::vector<double> v{s.loss_sum, double(s.correct), double(s.count), stop ? 1.0 : 0.0};
+  ctl_->all_reduce_host(v);
+  stop = v[3] > 0;
+  return {v[0], int64_t(v[1]), int64_t(v[2])};
+}
+
 }  // namespace trainer

@@ -8,6 +8,7 @@
 
 #include "core/checkpoint/model_state.h"
 #include "core/data/loader.h"
+#include "core/dist/communicator.h"
 #include "core/graph/graph.h"
 #include "core/graph/model_spec.h"
 #include "core/graph/placement.h"
@@ -133,15 +134,17 @@ class Trainee {
   virtual void after_update() = 0;
   // the moving average's start from the weights training starts with (once);
   virtual void start_average() = 0;
-  // the step's statistics and stop request over every copy (one copy: as they are).
-  virtual LossStats agree(const LossStats& s, bool& /*stop*/) { return s; }
+  // the step's statistics and stop request summed over every copy (control(): a host all-reduce).
+  LossStats agree(const LossStats& s, bool& stop);
 
   // One batch's forward and loss (no gradient); `predicted`, when given, receives each sample's
   // arg-max class.
   virtual LossStats eval_batch(const Batch& b, std::vector<int32_t>* predicted) = 0;
-  // The pass's sums over every rank (data parallel: a host all-reduce; one trainee: as they are).
-  virtual LossStats sum_over_ranks(const LossStats& s) { return s; }
+  // The pass's sums over every rank (a host all-reduce over control(); one copy: as they are).
+  LossStats sum_over_ranks(const LossStats& s);
 
+  // The copies' host collectives (statistics, stop, buffers); null for a lone pipeline.
+  Communicator* ctl_ = nullptr;
   StepUpdate update_;  // the optimizer update after the step's gradients are reduced (every strategy's)
   int accumulate_ = 1;  // train.accumulate
   HeldStats held_stats_;  // the step's earlier micro-batches' statistics and stop requests

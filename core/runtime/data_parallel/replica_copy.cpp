@@ -186,13 +186,6 @@ void ReplicaCopy::after_update() {
   if (WeightAverage* avg = rep_->average()) avg->update(rep_->optimizer().steps());
 }
 
-LossStats ReplicaCopy::agree(const LossStats& s, bool& stop) {
-  std::vector<double> v{s.loss_sum, double(s.correct), double(s.count), stop ? 1.0 : 0.0};
-  ctl_->all_reduce_host(v);
-  stop = v[3] > 0;
-  return {v[0], int64_t(v[1]), int64_t(v[2])};
-}
-
 StepBreakdown ReplicaCopy::step_parts() const {
   StepBreakdown p;
   p.forward_ms = 1e3 * times_.forward;
@@ -212,12 +205,6 @@ void ReplicaCopy::settle() {
 
 LossStats ReplicaCopy::eval_batch(const Batch& b, std::vector<int32_t>* predicted) {
   return rep_->eval_step(b.images, b.labels, predicted);
-}
-
-LossStats ReplicaCopy::sum_over_ranks(const LossStats& total) {
-  std::vector<double> v{total.loss_sum, double(total.correct), double(total.count)};
-  ctl_->all_reduce_host(v);
-  return {v[0], int64_t(v[1]), int64_t(v[2])};
 }
 
 }  // namespace trainer

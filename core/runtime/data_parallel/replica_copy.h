@@ -86,9 +86,7 @@ class ReplicaCopy final : public Trainee {
   void reduce_and_update(float lr) override;
   void after_update() override;
   void start_average() override;
-  LossStats agree(const LossStats& s, bool& stop) override;
   LossStats eval_batch(const Batch& b, std::vector<int32_t>* predicted) override;
-  LossStats sum_over_ranks(const LossStats& s) override;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -100,7 +98,6 @@ class ReplicaCopy final : public Trainee {
   bool cuda_graphs_;
   int64_t bucket_floats_;
   std::unique_ptr<Replica> rep_;
-  Communicator* ctl_ = nullptr;
   std::unique_ptr<GradBuckets> buckets_;
   std::unique_ptr<StatsSync> sync_;  // sync_bn
   bool timing_ = false;

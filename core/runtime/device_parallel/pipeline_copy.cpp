@@ -270,13 +270,6 @@ void PipelineCopy::broadcast_parameters() {
   threads_->run_all([&](int st) { stage_comms_[size_t(st)]->broadcast(stages_[size_t(st)]->params().weights(), 0); });
 }
 
-LossStats PipelineCopy::sum_over_ranks(const LossStats& total) {
-  if (!ctl_) return total;
-  std::vector<double> v{total.loss_sum, double(total.correct), double(total.count)};
-  ctl_->all_reduce_host(v);
-  return {v[0], int64_t(v[1]), int64_t(v[2])};
-}
-
 int PipelineCopy::poison_stage() const {
   for (size_t st = 0; st < stages_.size(); ++st)
     if (stages_[st]->params().trainable_grads().numel() > 0) return int(st);
@@ -351,15 +344,6 @@ void PipelineCopy::after_update() {
   }
   if (stages_[0]->average())
     threads_->run_all([&](int st) { stages_[size_t(st)]->average()->update(stages_[size_t(st)]->optimizer().steps()); });
-}
-
-// Hybrid: the step's statistics and the stop over every copy.
-LossStats PipelineCopy::agree(const LossStats& s, bool& stop) {
-  if (!ctl_) return s;
-  std::vector<double> v{s.loss_sum, double(s.correct), double(s.count), stop ? 1.0 : 0.0};
-  ctl_->all_reduce_host(v);
-  stop = v[3] > 0;
-  return {v[0], int64_t(v[1]), int64_t(v[2])};
 }
 
 StepBreakdown PipelineCopy::step_parts() const {

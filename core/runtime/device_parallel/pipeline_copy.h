@@ -94,9 +94,7 @@ class PipelineCopy final : public Trainee {
   void reduce_and_update(float lr) override;
   void after_update() override;
   void start_average() override;
-  LossStats agree(const LossStats& s, bool& stop) override;
   LossStats eval_batch(const Batch& b, std::vector<int32_t>* predicted) override;
-  LossStats sum_over_ranks(const LossStats& s) override;
 
  private:
   // Forward (and backward when training) of `b` through the schedule; `grad_scale` multiplies
@@ -119,7 +117,6 @@ class PipelineCopy final : public Trainee {
   std::vector<Communicator*> stage_comms_;  // hybrid: per stage, across the copies (empty: one copy)
   bool sync_bn_ = false;
   std::vector<std::unique_ptr<StatsSync>> syncs_;  // hybrid with sync_bn: per stage
-  Communicator* ctl_ = nullptr;
   Mailbox box_;
   std::vector<std::unique_ptr<StageRuntime>> stages_;
   std::vector<Boundary> bounds_;

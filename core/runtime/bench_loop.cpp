@@ -40,6 +40,7 @@ BenchResult Strategy::bench(std::vector<BenchInput>& inputs, const BenchOptions&
   int64_t images = 0, batch = 0, reduced = 0;
   uint64_t allocations = 0;
   const bool layers = o.layers && trainee(0).layers() != nullptr;
+  std::vector<char> recorded(static_cast<size_t>(n));  // each trainee's last timed step replayed a recording
   run([&](Trainee& t) {
     int local = 0;
     while (&trainee(local) != &t) ++local;
@@ -70,6 +71,7 @@ BenchResult Strategy::bench(std::vector<BenchInput>& inputs, const BenchOptions&
     }
     t.settle();
     seconds[size_t(local)] = since(t0);
+    recorded[size_t(local)] = t.step_recorded();
     if (lead) {  // every local trainee's, between the barriers
       allocations = allocator_calls() - calls0;
       cpu = process_cpu_seconds() - cpu0;
@@ -105,6 +107,7 @@ BenchResult Strategy::bench(std::vector<BenchInput>& inputs, const BenchOptions&
   r.peak_device_mb = double(device_memory_peak()) / (1 << 20);
   r.accumulate = k;
   r.gradient_allreduces_per_step = double(reduced) / o.steps;
+  r.step_graph = std::all_of(recorded.begin(), recorded.end(), [](char c) { return c != 0; });
   r.parts = parts.per_step(o.steps);
   r.parts.input_wait_ms = 1e3 * input_wait / o.steps;
   r.parts.data = !inputs[0].synthetic();

@@ -69,6 +69,8 @@ struct BenchResult {
   // one pipeline, whose copies of a shared layer are summed apart: allreduce_ms).
   int accumulate = 1;
   double gradient_allreduces_per_step = 0;
+  // Every trainee's last timed step ran as one recorded program (a CUDA graph), not launched op by op.
+  bool step_graph = false;
 };
 
 // The steps' batches for one rank: a fixed random batch (synthetic input), or the next batch of

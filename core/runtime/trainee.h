@@ -111,6 +111,8 @@ class Trainee {
   // counters kept across steps (a pipeline's bubble) start again;
   virtual void reset_counters() {}
   virtual bool on_gpu() const { return false; }
+  // whether the last step ran as one recorded program (a CUDA graph replayed), not op by op;
+  virtual bool step_recorded() const { return false; }
   // the graph whose layers `--layers` times (a replica's), null for none.
   virtual Executor* layers() { return nullptr; }
 

@@ -43,6 +43,7 @@ void Replica::run_fixed(const std::vector<Tensor>& x, const Tensor& y) {
 
 LossStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float lr, float loss_grad_scale,
                               uint64_t step_seed, bool record) {
+  replayed_ = false;
   if (!step_memory_.defined()) step_memory_ = ctx_->empty(Shape{int64_t(sizeof(StepMemory))}, DType::U8);
   optimizer_->begin_step();
   StepMemory host;
@@ -70,6 +71,7 @@ LossStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float 
     run_fixed(x, y);
   } else if (r.work) {
     r.work->replay();
+    replayed_ = true;
   } else if (!r.warm) {  // plans, algorithm choices and scratch come with the first step of a size
     run_fixed(x, y);
     r.warm = true;
@@ -93,7 +95,10 @@ LossStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float 
       exec_->set_step_scalars(nullptr);
       throw;
     }
-    if (r.work) r.work->replay();
+    if (r.work) {
+      r.work->replay();
+      replayed_ = true;
+    }
   }
   LossSums sums;
   ctx_->copy_to_host(&sums, static_cast<char*>(step_memory_.data()) + offsetof(StepMemory, sums), sizeof sums);

@@ -39,6 +39,8 @@ class Replica {
                        bool record);
   // Batch sizes whose step is recorded (tests).
   int recorded_steps() const;
+  // Whether the last fixed_step ran as its recording replayed (a CUDA graph), not launched.
+  bool replayed() const { return replayed_; }
 
   OpContext& context() { return *ctx_; }
   ModelState& state() { return *state_; }
@@ -73,6 +75,7 @@ class Replica {
   };
   std::map<int64_t, Recorded> recorded_;
   std::string capture_failed_;  // why recording failed (then every step runs as launched)
+  bool replayed_ = false;
   void run_fixed(const std::vector<Tensor>& x, const Tensor& y);
 };
 

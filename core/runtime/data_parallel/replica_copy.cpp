@@ -89,10 +89,12 @@ bool ReplicaCopy::fixed_step_ok() const {
 }
 
 bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, LossStats& s) {
+  recorded_ = false;
   if (!fixed_step_ok()) return false;
   const float grad_scale = b.global_size > 0 ? 1.0f / float(b.global_size) : 0.0f;
   buckets_->start_step();  // one rank: the backward hook only marks buckets done
   s = rep_->fixed_step(b.images, b.labels, lr, grad_scale, seed, true);
+  recorded_ = rep_->replayed();
   if (WeightAverage* avg = rep_->average()) avg->update(rep_->optimizer().steps());
   ++reduced_steps_;
   times_ = StepTimes{};  // one program: no parts (bench times it with timing on, the ordinary path)
@@ -106,6 +108,7 @@ void ReplicaCopy::start_average() {
 // Held micro-batches sum into held_ after backward (no bucket is reduced); the last of several
 // adds held_ into each bucket's range just before its all-reduce (the backward hook, add_).
 LossStats ReplicaCopy::forward_backward(const Batch& b, uint64_t seed, float grad_scale, Grads g) {
+  recorded_ = false;
   const bool hold = g == Grads::Hold || g == Grads::HoldFirst;
   start_ = Clock::now();
   forward_end_ = start_;

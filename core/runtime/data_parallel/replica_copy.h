@@ -79,6 +79,7 @@ class ReplicaCopy final : public Trainee {
   void settle() override;  // the device's queue, then a barrier of every replica
   bool on_gpu() const override { return !rep_->context().device().is_cpu(); }
   Executor* layers() override { return &rep_->executor(); }
+  bool step_recorded() const override { return recorded_; }
 
  protected:
   LossStats forward_backward(const Batch& b, uint64_t seed, float grad_scale, Grads g) override;
@@ -112,6 +113,7 @@ class ReplicaCopy final : public Trainee {
   bool hold_ = false, add_ = false;
   int64_t added_to_ = 0;
   int64_t reduced_steps_ = 0;
+  bool recorded_ = false;  // the last step replayed its recording
 };
 
 }  // namespace trainer

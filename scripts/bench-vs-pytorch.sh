@@ -7,11 +7,14 @@
 #   MODEL=mobilenetv2 scripts/bench-vs-pytorch.sh            # MobileNetV2 224x224, batch 16
 #   THREADS=4 BATCH=128 ROUNDS=5 STEPS=30 scripts/bench-vs-pytorch.sh
 #   DEVICE=cuda MODEL=... BATCH=... PRECISION=... scripts/bench-vs-pytorch.sh
-#                         # on a GPU: trainer --gpus 0 against PyTorch 2.x eager and torch.compile
-#                         # (python3 on PATH), 50 steps after 10 warm-up, 2 rounds; medians, both
-#                         # ratios, and each side's peak device memory (our allocator's, PyTorch's
-#                         # max_memory_reserved); STEP_TIMEOUT=S bounds each process (default
-#                         # 300 s for ours, 400 s for a peer; scripts/gpu-check.sh sets it)
+#                         # on a GPU: trainer --gpus 0 against PyTorch 2.x (python3 on PATH) eager,
+#                         # eager + cudnn.benchmark and torch.compile default / reduce-overhead /
+#                         # max-autotune with it (PEER_VARIANTS="eager benchmark default
+#                         # reduce-overhead max-autotune" picks some), 50 steps after 10 warm-up, 2
+#                         # rounds; medians, the ratio against each and against the fastest, the
+#                         # warm-up (compile) seconds apart, and each side's peak device memory (our
+#                         # allocator's, PyTorch's max_memory_reserved); STEP_TIMEOUT=S bounds each
+#                         # process (default 300 s for ours, 400 s for a peer; gpu-check sets it)
 # Peers: scripts/peers/{minigooglenet,mobilenetv2}_torch.py (the first a copy of
 # ../shared/anchors/minigooglenet_torch.py that also reports device memory), run on the CPU by
 # Debian's PyTorch 1.13 (/usr/bin/python3, channels_last), installed when missing.
@@ -36,31 +39,62 @@ if [ "$device" = cuda ]; then
     bf16) ours_prec=(--set precision=bf16) peer_prec=(--amp bf16) ;;
     *) echo "bench-vs-pytorch: PRECISION must be fp32 or bf16, not '$precision'"; exit 2 ;;
   esac
+  # The PyTorch a careful user runs: eager, eager with cudnn.benchmark (PyTorch's performance guide),
+  # and torch.compile's three modes with it (reduce-overhead and max-autotune replay CUDA graphs).
+  # PEER_VARIANTS picks some. A variant that fails or does not finish within STEP_TIMEOUT (its
+  # compile included) is reported so and left out of the comparison.
+  # shellcheck disable=SC2206
+  variants=(${PEER_VARIANTS:-eager benchmark default reduce-overhead max-autotune})
+  label() { case $1 in eager) echo "eager" ;; benchmark) echo "eager + cudnn.benchmark" ;;
+                       *) echo "compile $1 + cudnn.benchmark" ;; esac; }
+  flags() { case $1 in eager) ;; benchmark) echo --cudnn-benchmark ;;
+                       default | reduce-overhead | max-autotune) echo --cudnn-benchmark --compile-mode "$1" ;;
+                       *) echo "bench-vs-pytorch: PEER_VARIANTS: '$1' is not one of eager benchmark default reduce-overhead max-autotune" >&2
+                          return 2 ;; esac; }
+  for v in "${variants[@]}"; do flags "$v" >/dev/null || exit 2; done
   field() { sed -nE "s/.*\"$1\": ?([0-9.]+).*/\1/p" | tail -1; }
   median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-  declare -A ips mem
+  declare -A ips mem warm
   for r in $(seq "$rounds"); do
     o=$(timeout "${STEP_TIMEOUT:-300}" "$trainer" bench "$config" --gpus 0 --steps "$steps" --warmup 10 --set train.batch_size="$batch" \
           "${ours_prec[@]}" 2>&1) || { echo "bench-vs-pytorch: trainer bench failed: $(tail -1 <<<"$o")"; exit 1; }
     ips[trainer]+=" $(field images_per_sec <<<"$o")" mem[trainer]+=" $(field peak_device_mb <<<"$o")"
-    for kind in eager compile; do
-      extra=(); [ $kind = compile ] && extra=(--compile)
+    line="round $r: trainer ${ips[trainer]##* } img/s"
+    for v in "${variants[@]}"; do
+      rc=0
+      # shellcheck disable=SC2046
       t=$(timeout "${STEP_TIMEOUT:-400}" python3 "$peer" --device cuda --channels-last --batch "$batch" --steps "$steps" --warmup 10 \
-            "${peer_prec[@]}" "${extra[@]}" 2>&1) || { echo "bench-vs-pytorch: the $kind peer failed: $(tail -1 <<<"$t")"; t=""; }
-      ips[$kind]+=" $(field images_per_s <<<"$t")" mem[$kind]+=" $(field peak_device_mb <<<"$t")"
+            "${peer_prec[@]}" $(flags "$v") 2>&1) || rc=$?
+      if ((rc != 0)); then
+        ((rc == 124)) && echo "bench-vs-pytorch: $(label "$v"): did not finish within STEP_TIMEOUT ${STEP_TIMEOUT:-400} s (compile included)" ||
+          echo "bench-vs-pytorch: $(label "$v") failed: $(tail -1 <<<"$t")"
+        continue
+      fi
+      ips[$v]+=" $(field images_per_s <<<"$t")" mem[$v]+=" $(field peak_device_mb <<<"$t")" warm[$v]+=" $(field warmup_seconds <<<"$t")"
+      line+=", $(label "$v") ${ips[$v]##* }"
     done
-    echo "round $r: trainer${ips[trainer]##* } img/s, eager${ips[eager]##* }, compile${ips[compile]##* }"
+    echo "$line"
   done
-  printf '\n%s training on %s, %s, batch %s (median of %s rounds of %s steps after 10 warm-up)\n' "$model" \
-    "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" "$precision" "$batch" "$rounds" "$steps"
-  for k in trainer eager compile; do
-    # shellcheck disable=SC2086
-    printf '  %-26s %10s img/s   peak device memory %s MiB\n' "$k" "$(median ${ips[$k]:-0})" "$(median ${mem[$k]:-0})"
-  done
+  printf '\n%s training on %s, %s, batch %s (median of %s rounds of %s steps after 10 warm-up; compile time in the warm-up, apart)\n' \
+    "$model" "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" "$precision" "$batch" "$rounds" "$steps"
   # shellcheck disable=SC2086
-  mo=$(median ${ips[trainer]:-0}) me=$(median ${ips[eager]:-0}) mc=$(median ${ips[compile]:-0})
+  printf '  %-46s %10s img/s   peak device memory %s MiB\n' trainer "$(median ${ips[trainer]:-0})" "$(median ${mem[trainer]:-0})"
   ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2fx", a / b; else print "n/a" }'; }
-  printf '  %-26s %10s\n  %-26s %10s\n' "ratio vs eager" "$(ratio "$mo" "$me")" "ratio vs torch.compile" "$(ratio "$mo" "$mc")"
+  # shellcheck disable=SC2086
+  mo=$(median ${ips[trainer]:-0}) best=0 best_label=""
+  for v in "${variants[@]}"; do
+    [ -n "${ips[$v]:-}" ] || { printf '  %-46s %10s\n' "$(label "$v")" "did not run (above)"; continue; }
+    # shellcheck disable=SC2086
+    m=$(median ${ips[$v]})
+    # shellcheck disable=SC2086
+    printf '  %-46s %10s img/s   peak device memory %s MiB, warm-up %s s\n' "$(label "$v")" "$m" "$(median ${mem[$v]})" "$(median ${warm[$v]})"
+    awk -v a="$m" -v b="$best" 'BEGIN { exit !(a > b) }' && best=$m best_label=$(label "$v")
+  done
+  for v in "${variants[@]}"; do
+    # shellcheck disable=SC2086
+    [ -n "${ips[$v]:-}" ] && printf '  %-46s %10s\n' "ratio vs $(label "$v")" "$(ratio "$mo" "$(median ${ips[$v]})")"
+  done
+  printf '  %-46s %10s   (%s)\n' "ratio vs the fastest PyTorch" "$(ratio "$mo" "$best")" "${best_label:-none ran}"
   exit 0
 fi
 rounds=${ROUNDS:-3}

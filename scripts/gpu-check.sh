@@ -502,9 +502,14 @@ referee() {  # referee <model> <batch> <precision> <rounds>: its summary rows
   need "scripts/peers/${1}_torch.py" "PyTorch peer" || return
   ((dry)) && { skip "  $tag" "bench-vs-pytorch, $4 round(s)"; return; }
   log "bench $tag"
-  local s=${step_timeout[$phase]} t0b=$(date +%s)  # each process of a round: ours, PyTorch eager, torch.compile
+  # Each process of a round: ours, then PyTorch eager, eager + cudnn.benchmark and torch.compile's
+  # default and reduce-overhead modes with it (a mode whose compile outlasts the step timeout is
+  # reported so; the phase's deadline cuts the rest). max-autotune's compile takes minutes, more
+  # than a step's timeout here: GPU_CHECK_PEERS="... max-autotune" with a longer bound asks for it.
+  local s=${step_timeout[$phase]} t0b=$(date +%s)
   DEVICE=cuda MODEL=$1 BATCH=$2 PRECISION=$3 ROUNDS=$4 STEP_TIMEOUT=$s TRAINER=$T \
-    run_bounded $((3 * s * $4)) scripts/bench-vs-pytorch.sh >"$out/bench-$tag.log" 2>&1
+    PEER_VARIANTS="${GPU_CHECK_PEERS:-eager benchmark default reduce-overhead}" \
+    run_bounded $((5 * s * $4)) scripts/bench-vs-pytorch.sh >"$out/bench-$tag.log" 2>&1
   local rc=$?
   local t1
   t1=$(date +%s)

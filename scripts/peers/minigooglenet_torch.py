@@ -8,12 +8,14 @@ Same architecture as the PyImageSearch Keras multi-GPU article (2017): conv(96) 
 -> incep(112,48) -> incep(96,64) -> incep(80,80) -> incep(48,96) -> down(96)
 -> incep(176,160) -> incep(176,160) -> avgpool 7 -> dropout 0.5 -> dense(10).
 Usage: minigooglenet_torch.py [--batch 64] [--steps 20] [--warmup 3] [--device cpu|cuda]
-       [--threads N] [--channels-last] [--amp bf16|fp16] [--compile]
+       [--threads N] [--channels-last] [--amp bf16|fp16] [--cudnn-benchmark]
+       [--compile | --compile-mode default|reduce-overhead|max-autotune]   (peer_common.py)
 """
-import argparse, json, time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+import peer_common
 
 
 class ConvBN(nn.Module):
@@ -68,60 +70,17 @@ class MiniGoogLeNet(nn.Module):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--channels-last", action="store_true")
-    ap.add_argument("--amp", default="")
-    ap.add_argument("--compile", action="store_true")
-    a = ap.parse_args()
-    if a.threads:
-        torch.set_num_threads(a.threads)
-    torch.manual_seed(0)
-    dev = torch.device(a.device)
+    a = peer_common.parser(__doc__, batch=64, steps=20).parse_args()
+    dev = peer_common.setup(a)
     model = MiniGoogLeNet().to(dev)
     mf = torch.channels_last if a.channels_last else torch.contiguous_format
     model = model.to(memory_format=mf)
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.SGD(model.parameters(), lr=5e-3, momentum=0.9)
-    step_model = torch.compile(model) if a.compile else model
     x = torch.randn(a.batch, 3, 32, 32, device=dev).to(memory_format=mf)
     y = torch.randint(0, 10, (a.batch,), device=dev)
-    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.amp)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        if amp_dtype:
-            with torch.autocast(dev.type, dtype=amp_dtype):
-                loss = F.cross_entropy(step_model(x), y)
-        else:
-            loss = F.cross_entropy(step_model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    def sync():
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-
-    for _ in range(a.warmup):
-        step()
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(a.steps):
-        step()
-    sync()
-    dt = time.perf_counter() - t0
-    print(json.dumps({"peer": "pytorch " + torch.__version__, "device": a.device,
-                      "threads": torch.get_num_threads(), "batch": a.batch, "params": params,
-                      "steps": a.steps, "seconds": round(dt, 4),
-                      "images_per_s": round(a.batch * a.steps / dt, 2),
-                      "ms_per_step": round(1000 * dt / a.steps, 2),
-                      "peak_device_mb": round(torch.cuda.max_memory_reserved() / 2**20, 1)
-                      if dev.type == "cuda" else 0}))
+    warm, dt = peer_common.train(a, model, opt, x, y, dev)
+    peer_common.report(a, dev, params, warm, dt)
 
 
 if __name__ == "__main__":

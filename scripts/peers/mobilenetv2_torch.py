@@ -4,13 +4,16 @@
 MobileNetV2: BN eps 1e-3, momentum 0.999 in Keras terms). Prints one JSON line like the
 MiniGoogLeNet peer in ../shared/anchors (same options).
 Usage: mobilenetv2_torch.py [--batch 16] [--steps 10] [--warmup 3] [--device cpu|cuda]
-       [--threads N] [--channels-last] [--amp bf16|fp16] [--compile] [--size 224]
+       [--threads N] [--channels-last] [--amp bf16|fp16] [--cudnn-benchmark]
+       [--compile | --compile-mode default|reduce-overhead|max-autotune] [--size 224]   (peer_common.py)
 """
-import argparse, json, sys, time
+import sys
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
+
+import peer_common
 
 
 class Clamp6(nn.Module):
@@ -27,21 +30,10 @@ def relu6_as_clamp(module):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--channels-last", action="store_true")
-    ap.add_argument("--amp", default="")
-    ap.add_argument("--compile", action="store_true")
+    ap = peer_common.parser(__doc__, batch=16, steps=10)
     ap.add_argument("--size", type=int, default=224)
     a = ap.parse_args()
-    if a.threads:
-        torch.set_num_threads(a.threads)
-    torch.manual_seed(0)
-    dev = torch.device(a.device)
+    dev = peer_common.setup(a)
     # Keras' MobileNetV2 head has no dropout; torchvision's has Dropout(0.2) before the classifier.
     model = torchvision.models.mobilenet_v2(num_classes=2, dropout=0.0)
     for m in model.modules():
@@ -56,45 +48,14 @@ def main():
     model = model.to(memory_format=mf)
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    step_model = torch.compile(model) if a.compile else model
     x = torch.randn(a.batch, 3, a.size, a.size, device=dev).to(memory_format=mf)
     y = torch.randint(0, 2, (a.batch,), device=dev)
-    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.amp)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        if amp_dtype:
-            with torch.autocast(dev.type, dtype=amp_dtype):
-                loss = F.cross_entropy(step_model(x), y)
-        else:
-            loss = F.cross_entropy(step_model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    def sync():
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-
     try:
-        for _ in range(a.warmup):
-            step()
+        warm, dt = peer_common.train(a, model, opt, x, y, dev)
     except RuntimeError as e:  # an op without a kernel for this type on this device
         sys.exit(f"mobilenetv2_torch: PyTorch {torch.__version__} cannot train this model with --amp {a.amp} "
                  f"on {a.device}: {str(e).splitlines()[0]}")
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(a.steps):
-        step()
-    sync()
-    dt = time.perf_counter() - t0
-    print(json.dumps({"peer": "pytorch " + torch.__version__ + " torchvision " + torchvision.__version__,
-                      "model": "mobilenet_v2", "device": a.device, "threads": torch.get_num_threads(),
-                      "batch": a.batch, "params": params, "steps": a.steps, "seconds": round(dt, 4),
-                      "images_per_s": round(a.batch * a.steps / dt, 2),
-                      "ms_per_step": round(1000 * dt / a.steps, 2),
-                      "peak_device_mb": round(torch.cuda.max_memory_reserved() / 2**20, 1)
-                      if a.device.startswith("cuda") else 0}))
+    peer_common.report(a, dev, params, warm, dt, torchvision=torchvision.__version__, model="mobilenet_v2")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ guide tells a CNN user (cuDNN measures its algorithms per shape on the first ste
 mode default); reduce-overhead and max-autotune replay the step as CUDA graphs. The warm-up steps,
 which compile, are timed apart (warmup_seconds): compile time is never in images_per_s.
 """
-import argparse, json, time
+import argparse, json, sys, time
 
 import torch
 import torch.nn.functional as F
@@ -49,6 +49,9 @@ def variant(a):
 def train(a, model, opt, x, y, dev):
     """Warm-up then timed steps of cross-entropy training; returns (warm-up seconds, timed seconds)."""
     mode = a.compile_mode or ("default" if a.compile else "")
+    if mode and not hasattr(torch, "compile"):
+        sys.exit(f"peer: PyTorch {torch.__version__} has no torch.compile (PyTorch 2.0 brought it): "
+                 f"--compile-mode {mode} needs PyTorch 2.x, as on the GPU machines")
     step_model = torch.compile(model, mode=mode) if mode else model
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.amp)
     # fp16 autocast needs loss scaling, as GradScaler does it (bf16 does not).

@@ -3,7 +3,7 @@
 
 namespace trainer {
 
-static const char* const kActNames[] = {"linear", "relu", "relu6", "sigmoid", "tanh", nullptr};
+static const char* const kActNames[] = {"linear", "relu", "relu6", "sigmoid", "tanh", "gelu", "gelu_tanh", nullptr};
 
 std::optional<ActKind> parse_activation(const std::string& name) {
   for (int i = 0; kActNames[i]; ++i)

@@ -8,15 +8,20 @@
 
 namespace trainer {
 
-enum class ActKind { Linear, Relu, Relu6, Sigmoid, Tanh };
+// Gelu: x Φ(x), the exact (erf) form, Keras's gelu and PyTorch's default; GeluTanh: its tanh
+// approximation (Keras's approximate=True, PyTorch's approximate='tanh', GPT-2's).
+enum class ActKind { Linear, Relu, Relu6, Sigmoid, Tanh, Gelu, GeluTanh };
 
 std::optional<ActKind> parse_activation(const std::string& name);  // nullopt when unknown
 const char* activation_name(ActKind k);
 const char* const* activation_names();                            // null-terminated, for did-you-mean
 
-// Every nonlinear kind's derivative is taken from its output: relu's y > 0 iff x > 0, relu6's
-// 0 < y < 6 iff 0 < x < 6, sigmoid's y(1 - y), tanh's 1 - y^2. Linear needs neither.
-inline bool backward_reads_y(ActKind k) { return k != ActKind::Linear; }
+// The derivative of relu, relu6, sigmoid and tanh is taken from the output: relu's y > 0 iff
+// x > 0, relu6's 0 < y < 6 iff 0 < x < 6, sigmoid's y(1 - y), tanh's 1 - y^2. GELU's is not a
+// function of y (it is not monotonic below 0): from x, which the graph keeps (no in-place run).
+// Linear needs neither.
+inline bool backward_reads_x(ActKind k) { return k == ActKind::Gelu || k == ActKind::GeluTanh; }
+inline bool backward_reads_y(ActKind k) { return k != ActKind::Linear && !backward_reads_x(k); }
 
 struct ActivationParams {
   ActKind kind = ActKind::Relu;
@@ -36,8 +41,9 @@ class ActivationKernel {
     ck_.like("y", y, x, x.shape());
     forward_impl(x, y);
   }
-  // dx overwritten (it may alias dy); the nonlinear kinds read only y (see backward_reads_y), so
-  // y may be computed over x (in place). dy and dx are of the shape and type of the tensor read.
+  // dx overwritten (it may alias dy); relu, relu6, sigmoid and tanh read only y (see
+  // backward_reads_y), so y may be computed over x (in place); gelu reads only x. dy and dx are of
+  // the shape and type of the tensor read.
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) {
     const bool uses_y = backward_reads_y(p_.kind);
     const Tensor& in = uses_y ? y : x;
@@ -49,7 +55,7 @@ class ActivationKernel {
 
  protected:
   ActivationKernel(const OpContext& c, const Params& p) : p_(p), ck_(kName, c.device()) {}
-  // Called with checked arguments only. `in` is y for the nonlinear kinds, x for Linear.
+  // Called with checked arguments only. `in` is y where backward_reads_y, else x.
   virtual void forward_impl(const Tensor& x, Tensor& y) = 0;
   virtual void backward_impl(const Tensor& in, const Tensor& dy, Tensor& dx) = 0;
 

@@ -1,4 +1,4 @@
-// Activation layers: `activation` (with `function:`) and the shorthands relu, relu6, sigmoid, tanh.
+// Activation layers: `activation` (with `function:`) and the shorthands relu, relu6, sigmoid, tanh, gelu.
 #include <fmt/format.h>
 
 #include "core/graph/layers/common.h"
@@ -22,7 +22,8 @@ class Activation : public Layer {
   }
   int64_t flops() const override { return elems_; }
   LayerConfig describe() const override { return LayerConfig().put_text("function", activation_name(p_.kind)); }
-  bool in_place() const override { return true; }  // backward reads only y (backward_reads_y)
+  // In place where backward reads only y (backward_reads_y); gelu's reads x, which must stay.
+  bool in_place() const override { return !backward_reads_x(p_.kind); }
   MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
     Layer::bind(ctx, std::move(params), std::move(grads));
@@ -65,6 +66,14 @@ RegisterLayer<Fixed<ActKind::Relu>> reg_relu("relu", "ReLU");
 RegisterLayer<Fixed<ActKind::Relu6>> reg_relu6("relu6", "ReLU");
 RegisterLayer<Fixed<ActKind::Sigmoid>> reg_sigmoid("sigmoid", "Activation");
 RegisterLayer<Fixed<ActKind::Tanh>> reg_tanh("tanh", "Activation");
+
+// `gelu` (Keras's keras.activations.gelu as a layer): the exact erf form; `approximate: true` the
+// tanh form (Keras's approximate=True, PyTorch's approximate='tanh').
+struct Gelu final : Activation {
+  TRAINER_LAYER_CLONE(Gelu)
+  explicit Gelu(cfg::MapReader& r) : Activation(r.get<bool>("approximate", false) ? ActKind::GeluTanh : ActKind::Gelu) {}
+};
+RegisterLayer<Gelu> reg_gelu("gelu", "Activation");
 
 }  // namespace
 }  // namespace trainer

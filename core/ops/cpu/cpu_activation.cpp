@@ -1,4 +1,4 @@
-// CPU activation: linear, relu, relu6, sigmoid and tanh forward/backward on f32 or bf16 as vectorised OpenMP loops (activation_math.h's formulas).
+// CPU activation: linear, relu, relu6, sigmoid, tanh and gelu (exact and tanh) forward/backward on f32 or bf16 as vectorised OpenMP loops (activation_math.h's formulas).
 #include <cmath>
 #include <cstring>
 
@@ -57,6 +57,12 @@ class CpuActivation final : public ActivationKernel {
         case ActKind::Tanh:
           map1(a, o, n, [](float v) { return act::tanh_of(v); });
           break;
+        case ActKind::Gelu:
+          map1(a, o, n, [](float v) { return act::gelu(v); });
+          break;
+        case ActKind::GeluTanh:
+          map1(a, o, n, [](float v) { return act::gelu_tanh(v); });
+          break;
       }
     });
   }
@@ -69,7 +75,7 @@ class CpuActivation final : public ActivationKernel {
     }
     cpu::dispatch_float(kName, "dy", dy, [&](auto t) {
       using T = decltype(t);
-      const T* v = in.as<T>();  // dx may alias dy
+      const T* v = in.as<T>();  // y, or x for gelu; dx may alias dy
       const T* g = dy.as<T>();
       T* o = dx.as<T>();
       int64_t n = in.numel();
@@ -87,6 +93,12 @@ class CpuActivation final : public ActivationKernel {
           break;
         case ActKind::Tanh:
           map2(v, g, o, n, [](float yv, float gv) { return act::tanh_grad(yv, gv); });
+          break;
+        case ActKind::Gelu:  // from x (backward_reads_x)
+          map2(v, g, o, n, [](float xv, float gv) { return act::gelu_grad(xv, gv); });
+          break;
+        case ActKind::GeluTanh:
+          map2(v, g, o, n, [](float xv, float gv) { return act::gelu_tanh_grad(xv, gv); });
           break;
       }
     });

@@ -1,4 +1,4 @@
-// CUDA activation: linear, relu, relu6, sigmoid and tanh forward/backward as element-wise maps over any float type (cpu_activation.cpp's formulas).
+// CUDA activation: linear, relu, relu6, sigmoid, tanh and gelu (exact and tanh) forward/backward as element-wise maps over any float type (cpu_activation.cpp's formulas).
 #include "core/ops/activation.h"
 #include "core/ops/math/activation_math.h"
 #include "core/ops/cuda/cuda_context.h"
@@ -7,8 +7,8 @@
 namespace trainer {
 namespace {
 
-// Forward maps y = f(x) and backward maps dx = f(v, dy), v being y (every nonlinear kind:
-// backward_reads_y), in float: activation_math.h's formulas, the CPU's (bf16/f16 loaded and rounded
+// Forward maps y = f(x) and backward maps dx = f(v, dy), v being y (backward_reads_y) or x (gelu),
+// in float: activation_math.h's formulas, the CPU's (bf16/f16 loaded and rounded
 // once by cuda::tmap1/tmap2). ReLU and ReLU6 are clamps (a NaN becomes 0), as batch norm's fused ones.
 struct ClampF {
   act::Clamp c;
@@ -20,6 +20,12 @@ struct SigmoidF {
 struct TanhF {
   __device__ float operator()(float a) const { return act::tanh_of(a); }
 };
+struct GeluF {
+  __device__ float operator()(float a) const { return act::gelu(a); }
+};
+struct GeluTanhF {
+  __device__ float operator()(float a) const { return act::gelu_tanh(a); }
+};
 
 struct ClampB {  // the derivative at the bounds is taken as 0 (as TF and PyTorch)
   act::Clamp c;
@@ -30,6 +36,12 @@ struct SigmoidB {
 };
 struct TanhB {
   __device__ float operator()(float v, float g) const { return act::tanh_grad(v, g); }
+};
+struct GeluB {  // v is x (backward_reads_x)
+  __device__ float operator()(float v, float g) const { return act::gelu_grad(v, g); }
+};
+struct GeluTanhB {
+  __device__ float operator()(float v, float g) const { return act::gelu_tanh_grad(v, g); }
 };
 
 class CudaActivation final : public ActivationKernel {
@@ -52,6 +64,8 @@ class CudaActivation final : public ActivationKernel {
         case ActKind::Relu6: cuda::tmap1(c_, a, o, n, ClampF{act::clamp_of(p_.kind)}); break;
         case ActKind::Sigmoid: cuda::tmap1(c_, a, o, n, SigmoidF{}); break;
         case ActKind::Tanh: cuda::tmap1(c_, a, o, n, TanhF{}); break;
+        case ActKind::Gelu: cuda::tmap1(c_, a, o, n, GeluF{}); break;
+        case ActKind::GeluTanh: cuda::tmap1(c_, a, o, n, GeluTanhF{}); break;
         case ActKind::Linear: break;
       }
     });
@@ -73,6 +87,8 @@ class CudaActivation final : public ActivationKernel {
         case ActKind::Relu6: cuda::tmap2(c_, v, g, o, n, ClampB{act::clamp_of(p_.kind)}); break;
         case ActKind::Sigmoid: cuda::tmap2(c_, v, g, o, n, SigmoidB{}); break;
         case ActKind::Tanh: cuda::tmap2(c_, v, g, o, n, TanhB{}); break;
+        case ActKind::Gelu: cuda::tmap2(c_, v, g, o, n, GeluB{}); break;
+        case ActKind::GeluTanh: cuda::tmap2(c_, v, g, o, n, GeluTanhB{}); break;
         case ActKind::Linear: break;
       }
     });

@@ -95,4 +95,22 @@ TRAINER_HD_INLINE float tanh_of(float x) { return tanhf(x); }
 // dx from y = tanh(x): dy·(1 - y²).
 TRAINER_HD_INLINE float tanh_grad(float y, float dy) { return dy * (1.0f - y * y); }
 
+// GELU, exact: x Φ(x) = x/2 (1 + erf(x/√2)); its derivative Φ(x) + x φ(x), from x.
+TRAINER_HD_INLINE float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+TRAINER_HD_INLINE float gelu_grad(float x, float dy) {
+  const float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
+  const float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
+  return dy * (cdf + x * pdf);
+}
+// GELU, tanh form: x/2 (1 + tanh(u)), u = √(2/π) (x + 0.044715 x³); its derivative
+// (1 + t)/2 + x/2 (1 - t²) √(2/π) (1 + 3·0.044715 x²), t = tanh(u), from x.
+TRAINER_HD_INLINE float gelu_tanh(float x) {
+  return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+}
+TRAINER_HD_INLINE float gelu_tanh_grad(float x, float dy) {
+  const float t = tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x));
+  const float du = 0.79788456080286536f * (1.0f + 3.0f * 0.044715f * x * x);
+  return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+}
+
 }  // namespace trainer::act

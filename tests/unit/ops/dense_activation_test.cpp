@@ -75,12 +75,12 @@ TEST_CASE("dense handles an empty batch and rejects mismatched shapes", "[backen
 TEST_CASE("activation forward and backward match float64 reference for every kind", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(34);
-    for (int kind = 0; kind < 5; ++kind) {
+    for (int kind = 0; kind < 7; ++kind) {  // linear, relu, relu6, sigmoid, tanh, gelu, gelu_tanh
       INFO("activation " << activation_name(ActKind(kind)));
       auto k = make_kernel<ActivationKernel>(be.ctx(), ActivationParams{ActKind(kind)});
       for (Shape s : {Shape{1}, Shape{3, 7}, Shape{2, 5, 5, 13}, Shape{64, 16, 16, 32}, Shape{0, 4}}) {
         INFO("shape [" << s.str() << "]");
-        Tensor hx = random_tensor(s, rng, -8.0, 8.0);  // spans relu6's upper knee and sigmoid/tanh saturation
+        Tensor hx = random_tensor(s, rng, -8.0, 8.0);  // spans relu6's upper knee, sigmoid/tanh saturation, gelu's dip
         Tensor x = be.upload(hx), y = be.nan(s);
         k->forward(x, y);
         ref::Vec xv = to_vec(hx);
@@ -111,4 +111,8 @@ TEST_CASE("activation sigmoid stays finite for large inputs, shape mismatch thro
     CHECK_THROWS_AS(k->forward(x, bad), std::invalid_argument);
   }
   CHECK(parse_activation("relu6") == ActKind::Relu6);
+  CHECK(parse_activation("gelu") == ActKind::Gelu);
+  CHECK(parse_activation("gelu_tanh") == ActKind::GeluTanh);
+  CHECK(backward_reads_x(ActKind::Gelu));
+  CHECK_FALSE(backward_reads_y(ActKind::GeluTanh));
 }

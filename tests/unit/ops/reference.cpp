@@ -231,6 +231,10 @@ static double act(int kind, double v) {
       return 1.0 / (1.0 + std::exp(-v));
     case 4:
       return std::tanh(v);
+    case 5:  // gelu: x Φ(x)
+      return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+    case 6:  // gelu, tanh form
+      return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
     default:
       return v;
   }
@@ -249,6 +253,12 @@ static double act_grad(int kind, double v) {
     case 4: {
       double t = std::tanh(v);
       return 1 - t * t;
+    }
+    case 5:  // Φ(x) + x φ(x)
+      return 0.5 * (1.0 + std::erf(v / std::sqrt(2.0))) + v * std::exp(-0.5 * v * v) / std::sqrt(2.0 * M_PI);
+    case 6: {
+      const double k = std::sqrt(2.0 / M_PI), t = std::tanh(k * (v + 0.044715 * v * v * v));
+      return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * v * v);
     }
     default:
       return 1;

@@ -180,3 +180,21 @@ TEST_CASE("e2e export: the device-parallel shared-LSTM model in OpenCV equals tr
   CHECK(j.value("opencv", "") == "ok");
   CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
 }
+
+TEST_CASE("e2e export: GELU (exact and tanh form) as Erf / Tanh nodes: OpenCV equals trainer predict within 1e-4",
+          "[export]") {
+  if (skip_without_python_deps()) return;
+  for (const char* gelu : {"{name: relu, type: gelu}", "{name: relu, type: gelu, approximate: true}"}) {
+    INFO(gelu);
+    const std::string dir = e2e::temp_dir("export_gelu");
+    train(dir, "quickstart.yaml",
+          "--set train.batch_size=8 --set 'data.train={type: synthetic, size: 32, seed: 1}' "
+          "--set 'data.val={type: synthetic, size: 8, seed: 2}' --set 'model.blocks.conv_bn_relu.layers.2=" +
+              std::string(gelu) + "'");
+    write_pixels(dir + "/x.npy", 5, 32, 32);
+    predict(dir, "x.npy", "p.npy");
+    nlohmann::json j = export_and_compare(dir, "", "x.npy", "p.npy", "--stats run/norm_stats.npy");
+    CHECK(j.value("opencv", "") == "ok");
+    CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
+  }
+}

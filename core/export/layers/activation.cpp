@@ -1,6 +1,7 @@
-// ONNX export of the activation layers (activation, relu, relu6, sigmoid, tanh) and softmax:
+// ONNX export of the activation layers (activation, relu, relu6, sigmoid, tanh, gelu) and softmax:
 // Relu, Clip(0, 6) or Relu(x) - Relu(x - 6) (ExportContext::relu6_clip), Sigmoid, Tanh, Identity
-// (linear); Softmax over the last axis.
+// (linear), GELU from Erf or Tanh (opset 20's Gelu is past the opsets written); Softmax over the
+// last axis.
 #include <fmt/format.h>
 
 #include <map>
@@ -17,7 +18,33 @@ const std::map<std::string, ActivationWriter>& activation_writers() {
   auto unary = [](const char* op) {
     return [op](ExportContext& ctx, size_t, const std::string& x, const std::string& y) { ctx.add_node(op, {x}, {y}); };
   };
+  // y = x * 0.5 * (1 + f(x)): f = Erf(x / sqrt(2)) (gelu), Tanh(sqrt(2/pi) (x + 0.044715 x^3)) (gelu_tanh).
+  auto gelu = [](bool tanh_form) {
+    return [tanh_form](ExportContext& ctx, size_t i, const std::string& x, const std::string& y) {
+      const std::string name = ctx.node(i).layer->name();
+      const std::string f = ctx.fresh(name + "/f"), one_plus = ctx.fresh(name + "/one_plus"), xh = ctx.fresh(name + "/x_half");
+      if (!tanh_form) {
+        const std::string s = ctx.fresh(name + "/scaled");
+        ctx.add_node("Mul", {x, ctx.add_scalar(name + "/inv_sqrt2", 0.70710678118654752f)}, {s});
+        ctx.add_node("Erf", {s}, {f});
+      } else {
+        const std::string x2 = ctx.fresh(name + "/x2"), x3 = ctx.fresh(name + "/x3"), c = ctx.fresh(name + "/cubic"),
+                          inner = ctx.fresh(name + "/inner"), u = ctx.fresh(name + "/u");
+        ctx.add_node("Mul", {x, x}, {x2});
+        ctx.add_node("Mul", {x2, x}, {x3});
+        ctx.add_node("Mul", {x3, ctx.add_scalar(name + "/c", 0.044715f)}, {c});
+        ctx.add_node("Add", {x, c}, {inner});
+        ctx.add_node("Mul", {inner, ctx.add_scalar(name + "/sqrt_2_over_pi", 0.79788456080286536f)}, {u});
+        ctx.add_node("Tanh", {u}, {f});
+      }
+      ctx.add_node("Add", {f, ctx.add_scalar(name + "/one", 1.0f)}, {one_plus});
+      ctx.add_node("Mul", {x, ctx.add_scalar(name + "/half", 0.5f)}, {xh});
+      ctx.add_node("Mul", {xh, one_plus}, {y});
+    };
+  };
   static const std::map<std::string, ActivationWriter> m = {
+      {"gelu", gelu(false)},
+      {"gelu_tanh", gelu(true)},
       {"linear", unary("Identity")},
       {"relu", unary("Relu")},
       {"sigmoid", unary("Sigmoid")},
@@ -57,7 +84,7 @@ void export_softmax(ExportContext& ctx, size_t i) {
   ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
 }
 
-const RegisterExporter act({"activation", "relu", "relu6", "sigmoid", "tanh"}, export_activation);
+const RegisterExporter act({"activation", "relu", "relu6", "sigmoid", "tanh", "gelu"}, export_activation);
 const RegisterExporter softmax({"softmax"}, export_softmax);
 
 }  // namespace

@@ -80,6 +80,7 @@ class Trainee {
   // non-trained parameters and the moving average, the statistics and the stop agreed on.
   LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m);
   LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop) { return train_step(b, lr, seed, stop, MicroStep{}); }
+  int accumulate() const { return accumulate_; }  // train.accumulate: micro-batches per optimizer step
   // Loss and accuracy sums over this rank's shard of a loader pass, summed over all ranks — the
   // one evaluation loop of every strategy. `predictions`, when given, sees each batch with each
   // sample's arg-max class (a confusion matrix).

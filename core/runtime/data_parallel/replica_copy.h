@@ -66,7 +66,6 @@ class ReplicaCopy final : public Trainee {
 
   // Steps whose gradients were all-reduced (one per optimizer step, whatever train.accumulate is).
   int64_t reduced_steps() const override { return reduced_steps_; }
-  int accumulate() const { return accumulate_; }
 
   const GradBuckets& buckets() const { return *buckets_; }
   // The last train_step's parts; `timing` synchronises the device between them (for `trainer

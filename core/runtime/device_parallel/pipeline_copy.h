@@ -47,7 +47,6 @@ class PipelineCopy final : public Trainee {
   int stages() const { return int(stages_.size()); }
   StageRuntime& stage(int s) { return *stages_[size_t(s)]; }
   int microbatches() const { return microbatches_; }
-  int accumulate() const { return accumulate_; }
   // Steps whose gradients were summed over the copies (hybrid: one per optimizer step).
   int64_t reduced_steps() const override { return reduced_steps_; }
 

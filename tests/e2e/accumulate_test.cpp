@@ -83,28 +83,29 @@ TEST_CASE("e2e accumulate: an inf in one micro-batch skips the whole optimizer s
   CHECK_THAT(e2e::read_file(dir + "/two/checkpoints/epoch-0003.json"), Contains("\"optimizer_steps\": 7"));
 }
 
+namespace {
+
+// `trainer bench <config> <args> --json` on a shipped config; its JSON line.
+nlohmann::json bench_json(const std::string& config, const std::string& args) {
+  auto r = e2e::trainer("bench '" TRAINER_SOURCE_DIR "/configs/" + config + "' " + args + " --json");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  return e2e::last_json(r.out);
+}
+
+}  // namespace
+
 TEST_CASE("e2e accumulate: bench times whole optimizer steps with one gradient all-reduce each, for every strategy") {
-  auto b = e2e::trainer("bench '" TRAINER_SOURCE_DIR "/configs/smoke.yaml' --cpu 2 --steps 3 --warmup 1 --json --set train.accumulate=3");
-  INFO(b.out << b.err);
-  REQUIRE(b.code == 0);
-  nlohmann::json j = e2e::last_json(b.out);
+  nlohmann::json j = bench_json("smoke.yaml", "--cpu 2 --steps 3 --warmup 1 --set train.accumulate=3");
   CHECK(j["accumulate"] == 3);
   CHECK(j["gradient_allreduces_per_step"] == 1.0);
   CHECK(j["batch"] == 3 * 64);  // samples per optimizer step
   // A pipeline: one copy, nothing all-reduced; hybrid: each stage's sum over the copies once a step.
-  auto dp = e2e::trainer("bench '" TRAINER_SOURCE_DIR "/configs/model_parallel.yaml' --steps 2 --warmup 1 --json "
-                         "--set train.accumulate=2 --set train.batch_size=16");
-  INFO(dp.out << dp.err);
-  REQUIRE(dp.code == 0);
-  j = e2e::last_json(dp.out);
+  j = bench_json("model_parallel.yaml", "--steps 2 --warmup 1 --set train.accumulate=2 --set train.batch_size=16");
   CHECK(j["accumulate"] == 2);
   CHECK(j["batch"] == 2 * 16);
   CHECK(j["gradient_allreduces_per_step"] == 0.0);
-  auto hy = e2e::trainer("bench '" TRAINER_SOURCE_DIR "/configs/hybrid.yaml' --steps 2 --warmup 1 --json "
-                         "--set train.accumulate=2 --set train.batch_size=8");
-  INFO(hy.out << hy.err);
-  REQUIRE(hy.code == 0);
-  j = e2e::last_json(hy.out);
+  j = bench_json("hybrid.yaml", "--steps 2 --warmup 1 --set train.accumulate=2 --set train.batch_size=8");
   CHECK(j["accumulate"] == 2);
   CHECK(j["batch"] == 2 * 2 * 8);  // 2 copies x 2 micro-batches of 8
   CHECK(j["gradient_allreduces_per_step"] == 1.0);

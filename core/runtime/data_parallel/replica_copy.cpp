@@ -27,6 +27,7 @@ ReplicaCopy::ReplicaCopy(const TraineeSpec& t, int rank, Device device, int thre
   rep_ = std::make_unique<Replica>(t, device, threads);
   if (accumulate_ > 1) held_grads_ = std::make_unique<GradAccumulator>(rep_->context(), rep_->executor().params().trainable_floats());
   update_ = StepUpdate(t.loss_scale, t.clip);
+  update_parts_ = {UpdatePart{&rep_->optimizer(), {}}};
 }
 
 void ReplicaCopy::poison_first_gradient() {
@@ -160,7 +161,7 @@ void ReplicaCopy::reduce_and_update(float lr) {
       buckets_->wait(i);
     }
     mark_phase(rank_, Phase::Optimizer);
-    update_.apply({UpdatePart{&opt, {}}}, [](const std::function<void(int)>& fn) { fn(0); }, lr);
+    update_.apply(update_parts_, [](const std::function<void(int)>& fn) { fn(0); }, lr);  // one part, this thread
   }
   if (timing_) rep_->context().synchronize();
   const Clock::time_point updated = Clock::now();

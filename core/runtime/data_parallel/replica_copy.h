@@ -112,6 +112,7 @@ class ReplicaCopy final : public Trainee {
   bool hold_ = false, add_ = false;
   int64_t added_to_ = 0;
   int64_t reduced_steps_ = 0;
+  std::vector<UpdatePart> update_parts_;  // the replica's optimizer, the step's one part (made once)
   bool recorded_ = false;  // the last step replayed its recording
 };
 

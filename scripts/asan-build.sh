@@ -6,27 +6,12 @@
 #   scripts/asan-build.sh [target...]     (default: everything, the tests and the fuzz targets)
 # One build for both: CI compiled the whole core twice before (GCC for the tests, clang for the
 # fuzz targets); clang compiles it in ~0.6x GCC's time at -O1.
-# Installs clang-14, its sanitizer/libFuzzer runtimes (libclang-rt-14-dev), LLVM's OpenMP
-# (libomp-14-dev: clang's -fopenmp) and llvm-14 (llvm-symbolizer: file:line in reports) if missing.
+# Installs clang-14 and its runtimes if missing (scripts/clang-packages.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${ASAN_BUILD_DIR:-build-asan}
 
-packages=(clang-14 libclang-rt-14-dev libomp-14-dev llvm-14)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "asan-build: installing ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  if ! $SUDO apt-get install -y --no-install-recommends "${missing[@]}" >/tmp/trainer-apt-clang.log 2>&1; then
-    $SUDO apt-get update >>/tmp/trainer-apt-clang.log 2>&1
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}" \
-      >>/tmp/trainer-apt-clang.log 2>&1 || { tail -20 /tmp/trainer-apt-clang.log; exit 1; }
-  fi
-fi
+scripts/clang-packages.sh
 
 # -O1: ASan's recommended level. -gline-tables-only: reports say file:line; full -g made a heavy
 # file (core/checkpoint/checkpoint.cpp) compile 1.6x slower.

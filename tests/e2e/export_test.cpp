@@ -49,10 +49,11 @@ void write_floats(const std::string& path, int64_t n, int64_t elems) {
   e2e::write_file(path, npy("<f4", {n, elems}, std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)));
 }
 
-// Two steps of `config` with `sets` (synthetic data; batch-norm momentum 0, so that the moving
+// Two steps of `config` (in configs/, or an absolute path) with `sets` (synthetic data; batch-norm momentum 0, so that the moving
 // statistics are a real batch's and folding them changes the weights visibly) into dir/run.
 std::string train(const std::string& dir, const std::string& config, const std::string& sets) {
-  e2e::Result r = e2e::trainer("run " TRAINER_SOURCE_DIR "/configs/" + config +
+  const std::string path = config.front() == '/' ? config : TRAINER_SOURCE_DIR "/configs/" + config;
+  e2e::Result r = e2e::trainer("run " + path +
                                    " --set train.epochs=1 --set train.steps_per_epoch=2 --run-dir run " + sets,
                                dir, "timeout 120");
   INFO(r.out << r.err);
@@ -197,4 +198,59 @@ TEST_CASE("e2e export: GELU (exact and tanh form) as Erf / Tanh nodes: OpenCV eq
     CHECK(j.value("opencv", "") == "ok");
     CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
   }
+}
+
+TEST_CASE("e2e export: layer_norm on an image (NCHW: axis 1) and on a sequence with dense per position and GELU: "
+          "OpenCV equals trainer predict within 1e-4",
+          "[export]") {
+  if (skip_without_python_deps()) return;
+  {
+    const std::string dir = e2e::temp_dir("export_layer_norm_image");
+    train(dir, "quickstart.yaml",
+          "--set train.batch_size=8 --set 'data.train={type: synthetic, size: 32, seed: 1}' "
+          "--set 'data.val={type: synthetic, size: 8, seed: 2}' "
+          "--set 'model.blocks.conv_bn_relu.layers.1={name: bn, type: layer_norm, epsilon: 0.01}'");
+    write_pixels(dir + "/x.npy", 5, 32, 32);
+    predict(dir, "x.npy", "p.npy");
+    nlohmann::json j = export_and_compare(dir, "", "x.npy", "p.npy", "--stats run/norm_stats.npy", "image: ");
+    CHECK(j.value("opencv", "") == "ok");
+    CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
+  }
+  const std::string dir = e2e::temp_dir("export_layer_norm_sequence");
+  {
+    std::mt19937 rng(12);
+    std::normal_distribution<float> normal;
+    std::vector<float> v(16 * 7 * 5);
+    for (float& f : v) f = normal(rng);
+    e2e::write_file(dir + "/x.npy", npy("<f4", {16, 7, 5}, std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)));
+  }
+  std::string labels;
+  for (int i = 0; i < 16; ++i) labels += char(i % 3), labels += std::string(3, '\0');
+  e2e::write_file(dir + "/y.npy", npy("<i4", {16}, labels));
+  e2e::write_file(dir + "/seq.yaml", R"(
+name: sequence_export
+seed: 1
+model:
+  input: [7, 5]
+  layers:
+    - {name: proj, type: dense, units: 8}
+    - {name: ln1, type: layer_norm}
+    - {name: mlp, type: dense, units: 8}
+    - {name: act, type: gelu}
+    - {name: res, type: add, inputs: [proj, act]}
+    - {name: ln2, type: layer_norm, center: false}
+    - {name: flat, type: flatten}
+    - {name: logits, type: dense, units: 3}
+    - {name: out, type: softmax}
+data:
+  train: {type: npy, x: x.npy, labels: y.npy, classes: 3}
+  val: {type: npy, x: x.npy, labels: y.npy, classes: 3}
+train: {epochs: 1, batch_size: 8}
+optimizer: {type: adam, lr: 0.01}
+)");
+  train(dir, dir + "/seq.yaml", "");
+  predict(dir, "x.npy", "p.npy");
+  nlohmann::json j = export_and_compare(dir, "", "x.npy", "p.npy", "", "sequence: ");
+  CHECK(j.value("opencv", "") == "ok");
+  CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
 }

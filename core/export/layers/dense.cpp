@@ -1,5 +1,6 @@
 // ONNX export of dense: Gemm(x [N, F], kernel^T [U, F], bias [U]) with transB = 1 (the form every
-// runtime takes; OpenCV 4.6 refuses transB = 0), a following batch norm folded into kernel columns and bias.
+// runtime takes; OpenCV 4.6 refuses transB = 0), a following batch norm folded into kernel columns and
+// bias; over a sequence [N, T, F], MatMul(x, kernel [F, U]) then Add(bias) (Gemm is 2-D only).
 #include <fmt/format.h>
 
 #include "core/export/registry.h"
@@ -10,10 +11,12 @@ namespace {
 void export_dense(ExportContext& ctx, size_t i) {
   const LayerConfig d = ctx.node(i).layer->describe();
   const Value& x = ctx.input(i, 0);
-  const int64_t f = x.shape[0], u = d.integer("units");
+  const int64_t f = x.shape.back(), u = d.integer("units");
   std::vector<float> k = ctx.param(i, "kernel"), b;
   if (d.flag("use_bias")) b = ctx.param(i, "bias");
-  std::string kdoc = "trainer [F, U] transposed to [U, F], Gemm's B with transB = 1", bdoc;
+  const bool positions = x.shape.rank() > 1;  // a sequence: MatMul
+  std::string kdoc = positions ? "trainer [F, U], MatMul's B" : "trainer [F, U] transposed to [U, F], Gemm's B with transB = 1",
+              bdoc;
   if (const ChannelAffine* a = ctx.folded_into(i)) {
     if (b.empty()) b.assign(size_t(u), 0.0f);
     for (int64_t r = 0; r < f; ++r)
@@ -22,14 +25,23 @@ void export_dense(ExportContext& ctx, size_t i) {
     kdoc += fmt::format("; batch norm '{}' folded in (columns x gamma / sqrt(moving_variance + epsilon))", a->batchnorm);
     bdoc = "bias with the folded batch norm's shift";
   }
+  auto bias_input = [&] {
+    const std::string bname = d.flag("use_bias") ? ctx.param_entry(i, "bias").name : ctx.node(i).layer->name() + "/bias";
+    return ctx.add_initializer(bname, {u}, b, bdoc);
+  };
+  if (positions) {
+    const std::string kname = ctx.add_initializer(ctx.param_entry(i, "kernel").name, {f, u}, k, kdoc);
+    const std::string prod = b.empty() ? ctx.output_name(i) : ctx.fresh(ctx.node(i).layer->name() + "/matmul");
+    ctx.add_node("MatMul", {x.name, kname}, {prod});
+    if (!b.empty()) ctx.add_node("Add", {prod, bias_input()}, {ctx.output_name(i)});
+    ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
+    return;
+  }
   std::vector<float> kt(k.size());
   for (int64_t r = 0; r < f; ++r)
     for (int64_t c = 0; c < u; ++c) kt[size_t(c * f + r)] = k[size_t(r * u + c)];
   std::vector<std::string> in{x.name, ctx.add_initializer(ctx.param_entry(i, "kernel").name, {u, f}, kt, kdoc)};
-  if (!b.empty()) {
-    const std::string bname = d.flag("use_bias") ? ctx.param_entry(i, "bias").name : ctx.node(i).layer->name() + "/bias";
-    in.push_back(ctx.add_initializer(bname, {u}, b, bdoc));
-  }
+  if (!b.empty()) in.push_back(bias_input());
   attr_int(ctx.add_node("Gemm", in, {ctx.output_name(i)}), "transB", 1);
   ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
 }

@@ -186,7 +186,7 @@ inline std::vector<Case> config_cases() {
       {.cat = "shape", .name = "pool bigger than its input", .config = changed({{"type: max_pool2d}", "type: max_pool2d, pool: 7}"}}),
        .expect = "c.yaml:6:7: max_pool2d 'pool': a 7x7 window does not fit its 6x6 input with padding 'valid'"},
       {.cat = "shape", .name = "dense on an image without flatten", .config = changed({{"    - {name: gap, type: global_avg_pool2d}\n", ""}}),
-       .expect = "c.yaml:7:7: dense 'dense' needs a flat input, got 3x3x4; put a flatten or global_avg_pool2d layer before it"},
+       .expect = "c.yaml:7:7: dense 'dense' needs a flat input or a sequence [time, features], got 3x3x4; put a flatten or global_avg_pool2d layer before it"},
       {.cat = "shape", .name = "concat of mismatched shapes",
        .config = changed({{"{name: gap, type: global_avg_pool2d}", "{name: cat, type: concat, inputs: [conv, pool]}\n    - {name: gap, type: global_avg_pool2d}"}}),
        .expect = "c.yaml:7:7: concat 'cat': inputs 6x6x4 and 3x3x4 differ in more than the channel axis"},

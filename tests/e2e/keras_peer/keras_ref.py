@@ -196,6 +196,28 @@ def lstm(x, kernel, recurrent, bias, return_sequences, gates="ifco"):
     return torch.stack(out, dim=1) if return_sequences else h
 
 
+def layer_norm(x, gamma, beta, epsilon=1e-3, unbiased=False):
+    """keras.layers.LayerNormalization (axis -1): mean and variance over the last axis (ops.moments:
+    the biased variance), (x - mean) / sqrt(variance + epsilon) · gamma + beta; gamma / beta None
+    without scale / center. PyTorch's nn.LayerNorm is the same with eps 1e-5. In float32 under bf16
+    (trainer converts a bf16 input first): no rounding here. `unbiased`: a control."""
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    if unbiased:
+        var = var * (x.shape[-1] / (x.shape[-1] - 1))
+    y = (x - mean) / torch.sqrt(var + epsilon)
+    if gamma is not None:
+        y = y * gamma
+    return y + beta if beta is not None else y
+
+
+def gelu(v, approximate=False):
+    """keras.activations.gelu: x·Φ(x) = x/2·(1 + erf(x/√2)); approximate: x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
+    if approximate:
+        return q(0.5 * v * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v ** 3))))
+    return q(0.5 * v * (1.0 + torch.erf(v / math.sqrt(2.0))))
+
+
 ACTIVATIONS = {  # relu and relu6 of a bf16 value are bf16 values: no rounding
     "relu": torch.relu,
     "relu6": lambda v: torch.clamp(v, 0.0, 6.0),  # keras.layers.ReLU(max_value=6)

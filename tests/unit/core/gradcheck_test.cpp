@@ -1,5 +1,6 @@
-// A whole small graph (conv, batchnorm, tanh or gelu, pooling, concat, add, dense, softmax)
-// against central finite differences of its loss.
+// A whole small graph (conv, batchnorm, tanh or gelu, pooling, concat, add, dense, softmax; and a
+// sequence's: dense per position, layer_norm, gelu, a residual add) against central finite
+// differences of its loss.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -39,15 +40,17 @@ struct Setup {
   Tensor x, labels;
   int logits = 0;
 
-  // `net`: kNet, or it with its activations replaced.
-  explicit Setup(const std::string& net = kNet) {
+  // `net`: kNet, or it with its activations replaced, or another net on 3 samples of `sample`.
+  explicit Setup(const std::string& net = kNet, const std::vector<int64_t>& sample = {9, 9, 3}) {
     auto doc = cfg::parse_document(net, "gradcheck.yaml");
     g = std::make_unique<Executor>(std::make_shared<const Graph>(parse_model(cfg::root(doc).child("model"))), *ctx, 5);
     loss = make_kernel<SoftmaxKernel>(*ctx, {});
     logits = g->node_index("dense");
     std::mt19937_64 rng(9);
     std::normal_distribution<float> n(0.f, 1.f);
-    x = Tensor::empty(Shape{3, 9, 9, 3});
+    std::vector<int64_t> dims{3};
+    dims.insert(dims.end(), sample.begin(), sample.end());
+    x = Tensor::empty(Shape(dims));
     for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = n(rng);
     labels = Tensor::empty(Shape{3}, DType::I32);
     for (int i = 0; i < 3; ++i) labels.i32()[i] = int32_t(rng() % 5);
@@ -114,5 +117,25 @@ TEST_CASE("gradcheck: with GELU (exact and tanh form), whose backward reads x: t
   Setup s(net);
   CHECK(s.g->layer(s.g->node_index("t1")).activation() == ActKind::Gelu);
   CHECK(s.g->layer(s.g->node_index("t2")).activation() == ActKind::GeluTanh);
+  check_gradients(s);
+}
+
+TEST_CASE("gradcheck: a transformer block's layers on a sequence (dense per position, layer_norm, gelu, residual)") {
+  const std::string net = R"(
+model:
+  input: [6, 5]
+  layers:
+    - {name: proj, type: dense, units: 8}
+    - {name: ln1, type: layer_norm}
+    - {name: mlp, type: dense, units: 8}
+    - {name: act, type: gelu}
+    - {name: back, type: dense, units: 8}
+    - {name: res, type: add, inputs: [proj, back]}
+    - {name: ln2, type: layer_norm, center: false, epsilon: 1e-5}
+    - {name: flat, type: flatten}
+    - {name: dense, type: dense, units: 5}
+    - {name: softmax, type: softmax}
+)";
+  Setup s(net, {6, 5});
   check_gradients(s);
 }

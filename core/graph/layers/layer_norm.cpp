@@ -1,0 +1,67 @@
+// layer_norm layer (Keras LayerNormalization over the last axis): epsilon 1e-3, center (beta) and scale (gamma).
+#include "core/graph/layers/common.h"
+#include "core/ops/layer_norm.h"
+
+namespace trainer {
+namespace {
+
+class LayerNorm final : public Layer {
+ public:
+  TRAINER_LAYER_CLONE(LayerNorm)
+  // Backward reads x and dy, never y. Under mixed precision it computes in fp32 (F32, the
+  // default), as PyTorch's autocast runs layer_norm: its statistics are a row's sums.
+  bool output_reusable() const override { return true; }
+  explicit LayerNorm(cfg::MapReader& r) {
+    p_.epsilon = float(r.get_float("epsilon", 1e-3, 1e-12, 1.0));
+    p_.center = r.get<bool>("center", true);
+    p_.scale = r.get<bool>("scale", true);
+    r.allow({"axis"});
+    cfg::Node axis = r.optional("axis");
+    if (axis.defined() && axis.as<int>() != -1)
+      axis.fail("layer_norm normalises the last axis: axis must be -1 (Keras's default)");
+  }
+
+  Shape infer(const std::vector<Shape>& in) override {
+    if (in[0].rank() < 1) spec().fail("layer_norm needs an input with at least one axis");
+    p_.features = in[0].back();
+    elems_ = in[0].numel();
+    return in[0];
+  }
+  std::vector<ParamSpec> params() const override {
+    std::vector<ParamSpec> ps;
+    if (p_.scale) ps.push_back({"gamma", Shape{p_.features}, InitKind::Ones, true});
+    if (p_.center) ps.push_back({"beta", Shape{p_.features}, InitKind::Zeros, true});
+    return ps;
+  }
+  // The statistics, the normalisation and the affine map: about 8 operations per element.
+  int64_t flops() const override { return 8 * elems_; }
+  LayerConfig describe() const override {
+    return LayerConfig().put_real("epsilon", p_.epsilon).put_int("center", p_.center).put_int("scale", p_.scale);
+  }
+  void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
+    Layer::bind(ctx, std::move(params), std::move(grads));
+    k_ = make_kernel<LayerNormKernel>(ctx, p_);
+  }
+  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override {
+    k_->forward(*x[0], gamma(params_), beta(params_), y);
+  }
+  void backward(const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    Tensor dgamma = gamma(grads_), dbeta = beta(grads_);
+    k_->backward(*x[0], gamma(params_), dy, *dx[0], dgamma, dbeta);
+  }
+
+ private:
+  // The parameters (or their gradients, in the same order): gamma first when present (params()).
+  Tensor gamma(const std::vector<Tensor>& t) const { return p_.scale ? t[0] : Tensor(); }
+  Tensor beta(const std::vector<Tensor>& t) const { return p_.center ? t[p_.scale ? 1 : 0] : Tensor(); }
+
+  LayerNormParams p_;
+  int64_t elems_ = 0;
+  KernelSlot<LayerNormKernel> k_;
+};
+
+RegisterLayer<LayerNorm> reg("layer_norm", "LayerNormalization");
+
+}  // namespace
+}  // namespace trainer

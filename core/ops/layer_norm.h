@@ -1,0 +1,77 @@
+// Layer-norm op family: each row of x [..., C] normalised over its last axis, then scaled and shifted (Keras LayerNormalization).
+#pragma once
+#include <cstdint>
+
+#include "core/ops/registry.h"
+#include "core/ops/shape_checks.h"
+
+namespace trainer {
+
+struct LayerNormParams {
+  int64_t features = 0;  // C, the last axis
+  float epsilon = 1e-3f;  // Keras's default (PyTorch's nn.LayerNorm: 1e-5)
+  bool center = true;     // beta
+  bool scale = true;      // gamma
+};
+
+class LayerNormKernel {
+ public:
+  using Params = LayerNormParams;
+  static constexpr const char* kName = "layer_norm";
+  virtual ~LayerNormKernel() = default;
+  LayerNormKernel(const LayerNormKernel&) = delete;
+  LayerNormKernel& operator=(const LayerNormKernel&) = delete;
+
+  // y = (x - mean)·rstd·gamma + beta over each row (layernorm_math.h); x and y f32 [..., C];
+  // gamma and beta f32 [C], undefined (and not read) without scale / center.
+  void forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y) {
+    const int64_t rows = check_x(x);
+    ck_.shape("y", y, x.shape());
+    check_params("gamma", gamma, "beta", &beta);
+    forward_impl(rows, x, gamma, beta, y);
+  }
+  // dx (overwritten; undefined: not needed), dgamma and dbeta (overwritten; undefined without
+  // scale / center) from x and dy. Deterministic: the parameter sums' order depends on the shape
+  // alone, not on the thread count or the run.
+  void backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+    const int64_t rows = check_x(x);
+    ck_.shape("dy", dy, x.shape());
+    if (dx.defined()) ck_.shape("dx", dx, x.shape());
+    check_params("gamma", gamma, nullptr, nullptr);
+    check_params("dgamma", dgamma, "dbeta", &dbeta);
+    backward_impl(rows, x, gamma, dy, dx, dgamma, dbeta);
+  }
+
+ protected:
+  LayerNormKernel(const OpContext& c, const Params& p) : p_(p), ck_(kName, c.device()) {
+    if (p.features <= 0) ck_.fail("features must be positive, got ", p.features);
+    if (!(p.epsilon > 0.0f)) ck_.fail("epsilon must be positive, got ", p.epsilon);
+  }
+  // Called with checked arguments only: x seen as [rows, C].
+  virtual void forward_impl(int64_t rows, const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y) = 0;
+  virtual void backward_impl(int64_t rows, const Tensor& x, const Tensor& gamma, const Tensor& dy, Tensor& dx,
+                             Tensor& dgamma, Tensor& dbeta) = 0;
+
+  const Params p_;
+
+ private:
+  int64_t check_x(const Tensor& x) const {
+    ck_.dtype("x", x, DType::F32);
+    ck_.min_rank("x", x, 1);
+    if (x.shape().back() != p_.features)
+      ck_.fail("x has shape [", x.shape().str(), "], expected a last axis of ", p_.features);
+    return shape_checks::rows_by_last(x).first;
+  }
+  // The scale (gamma, dgamma) and, when `b` is given, the shift (beta, dbeta): defined exactly
+  // when the kernel has them.
+  void check_params(const char* gname, const Tensor& g, const char* bname, const Tensor* b) const {
+    if (p_.scale) ck_.vec(gname, g, p_.features, false);
+    else if (g.defined()) ck_.fail(gname, " given to a layer norm without scale");
+    if (!b) return;
+    if (p_.center) ck_.vec(bname, *b, p_.features, false);
+    else if (b->defined()) ck_.fail(bname, " given to a layer norm without center");
+  }
+  shape_checks::Checks ck_;
+};
+
+}  // namespace trainer

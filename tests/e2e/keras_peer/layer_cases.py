@@ -227,7 +227,8 @@ def cases():
 
     # --- transformer layers: gelu (both forms), layer_norm, dense over a sequence's positions
     for approx in (False, True):
-        p = {"d1/kernel": w(5, 6, scale=2.0), "d1/bias": w(6, scale=1.0), **head(6)}
+        # scale 0.8: pre-activations of about ±2, where the two forms differ most (by up to 1e-3)
+        p = {"d1/kernel": w(5, 6, scale=0.8), "d1/bias": w(6, scale=1.0), **head(6)}
 
         def f(P, X, S, t, c, s, approx=approx):
             return logits(P, K.gelu(K.dense(X["x"], P["d1/kernel"], P["d1/bias"]), approx != (c == "the other form")))
@@ -258,6 +259,28 @@ def cases():
                     ["{name: d1, type: dense, units: 6, use_bias: false}", "{name: ln, type: layer_norm, center: false}",
                      "{name: act, type: gelu}", "{name: d2, type: dense, units: 4}"] + HEAD, p, f_seq,
                     inputs={"x": ("vector", [3, 5])}))
+
+    # --- multi_head_attention (self-attention on a sequence [4, 6] from a dense per position)
+    for causal, H, Dk, Dv, bias in ((True, 2, 3, 3, True), (False, 3, 2, 4, False)):
+        p = {"d1/kernel": w(5, 6), "attn/query/kernel": w(6, H, Dk), "attn/key/kernel": w(6, H, Dk),
+             "attn/value/kernel": w(6, H, Dv), "attn/attention_output/kernel": w(H, Dv, 6)}
+        if bias:
+            p.update({"attn/query/bias": w(H, Dk, scale=0.1), "attn/key/bias": w(H, Dk, scale=0.1),
+                      "attn/value/bias": w(H, Dv, scale=0.1), "attn/attention_output/bias": w(6, scale=0.1)})
+        p.update(head(4 * 6))
+
+        def f_attn(P, X, S, t, c, s, causal=causal):
+            h = K.dense(X["x"], P["d1/kernel"])
+            return logits(P, K.multi_head_attention(h, h, P, "attn", causal, scaled=c != "scores not scaled",
+                                                    masked=c != "no causal mask"))
+
+        out.append(Case("multi_head_attention", f"{H} heads, key_dim {Dk}, value_dim {Dv}"
+                        + (", causal" if causal else "") + ("" if bias else ", no bias"),
+                        ["{name: d1, type: dense, units: 6, use_bias: false}",
+                         f"{{name: attn, type: multi_head_attention, num_heads: {H}, key_dim: {Dk}, value_dim: {Dv}, "
+                         f"causal: {str(causal).lower()}, use_bias: {str(bias).lower()}}}"] + HEAD, p, f_attn,
+                        inputs={"x": ("vector", [4, 5])},
+                        controls=("scores not scaled",) + (("no causal mask",) if causal else ())))
 
     # --- losses
     for loss, ls in [("categorical_crossentropy", 0.0), ("sparse_categorical_crossentropy", 0.1),

@@ -50,8 +50,9 @@ def normalise(pixels, stats, mean, scale):
 def opencv_feedable(model, path, feeds):
     """OpenCV 4.6's Python binding turns a 3-D array [N, T, F] (F <= 512) into a 2-D Mat with F
     channels, so a sequence input never reaches the network as 3-D. For such inputs the model is
-    wrapped: a new input [N, T*F] and a Reshape to [N, T, F] (N fixed to this batch: OpenCV 4.6's
-    LSTM importer needs the batch known) in front of the exported graph, which is left as it is."""
+    wrapped: a new input [N, T*F] and a Reshape to [N, T, F] (N fixed to this batch, in both: OpenCV
+    4.6's LSTM importer needs the batch known, and with a symbolic N in the input it fails on the
+    attention's Reshape/Transpose of heads) in front of the exported graph, which is left as it is."""
     if all(v.ndim != 3 for v in feeds.values()):
         return path, feeds
     wrapped = onnx.ModelProto()
@@ -72,7 +73,7 @@ def opencv_feedable(model, path, feeds):
     for i in g.input:
         if feeds[i.name].ndim == 3:
             inputs.append(onnx.helper.make_tensor_value_info(i.name + "__flat", onnx.TensorProto.FLOAT,
-                                                             ["N", int(np.prod(feeds[i.name].shape[1:]))]))
+                                                             [feeds[i.name].shape[0], int(np.prod(feeds[i.name].shape[1:]))]))
         else:
             inputs.append(i)
     del g.input[:]

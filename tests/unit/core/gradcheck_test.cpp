@@ -1,6 +1,6 @@
 // A whole small graph (conv, batchnorm, tanh or gelu, pooling, concat, add, dense, softmax; and a
-// sequence's: dense per position, layer_norm, gelu, a residual add) against central finite
-// differences of its loss.
+// sequence's: dense per position, layer_norm, self- and cross-attention, gelu, residual adds)
+// against central finite differences of its loss.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -120,17 +120,21 @@ TEST_CASE("gradcheck: with GELU (exact and tanh form), whose backward reads x: t
   check_gradients(s);
 }
 
-TEST_CASE("gradcheck: a transformer block's layers on a sequence (dense per position, layer_norm, gelu, residual)") {
+TEST_CASE("gradcheck: a transformer block on a sequence (dense per position, layer_norm, causal self-attention, "
+          "cross-attention, gelu, residuals)") {
   const std::string net = R"(
 model:
   input: [6, 5]
   layers:
     - {name: proj, type: dense, units: 8}
     - {name: ln1, type: layer_norm}
+    - {name: attn, type: multi_head_attention, num_heads: 2, key_dim: 4, causal: true}
+    - {name: res1, type: add, inputs: [proj, attn]}
+    - {name: cross, type: multi_head_attention, num_heads: 3, key_dim: 2, value_dim: 3, inputs: [res1, ln1]}
     - {name: mlp, type: dense, units: 8}
     - {name: act, type: gelu}
     - {name: back, type: dense, units: 8}
-    - {name: res, type: add, inputs: [proj, back]}
+    - {name: res, type: add, inputs: [res1, back]}
     - {name: ln2, type: layer_norm, center: false, epsilon: 1e-5}
     - {name: flat, type: flatten}
     - {name: dense, type: dense, units: 5}

@@ -1,6 +1,7 @@
 // Float64 references for the transformer ops (reference_transformer.h).
 #include "reference_transformer.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace trainer::ref {
@@ -52,6 +53,79 @@ void layer_norm_backward(const Vec& x, int64_t rows, int64_t C, const Vec* gamma
       }
     }
   }
+}
+
+namespace {
+
+// The probabilities p [T][S] of head (b, h) in double.
+std::vector<Vec> attention_probs(const Vec& q, const Vec& k, int64_t b, int64_t h, int64_t T, int64_t S, int64_t H,
+                                 int64_t Dk, bool causal) {
+  std::vector<Vec> p(size_t(T), Vec(size_t(S), 0.0));
+  const double scale = 1.0 / std::sqrt(double(Dk));
+  for (int64_t i = 0; i < T; ++i) {
+    const int64_t keys = causal ? std::min(i + 1, S) : S;
+    double m = -INFINITY, sum = 0;
+    Vec s(static_cast<size_t>(keys));
+    for (int64_t j = 0; j < keys; ++j) {
+      double dot = 0;
+      for (int64_t c = 0; c < Dk; ++c)
+        dot += q[size_t(((b * T + i) * H + h) * Dk + c)] * k[size_t(((b * S + j) * H + h) * Dk + c)];
+      s[size_t(j)] = dot * scale;
+      m = std::max(m, s[size_t(j)]);
+    }
+    for (int64_t j = 0; j < keys; ++j) sum += std::exp(s[size_t(j)] - m);
+    for (int64_t j = 0; j < keys; ++j) p[size_t(i)][size_t(j)] = std::exp(s[size_t(j)] - m) / sum;
+  }
+  return p;
+}
+
+}  // namespace
+
+Vec attention_forward(const Vec& q, const Vec& k, const Vec& v, int64_t B, int64_t T, int64_t S, int64_t H,
+                      int64_t Dk, int64_t Dv, bool causal) {
+  Vec o(size_t(B * T * H * Dv), 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const std::vector<Vec> p = attention_probs(q, k, b, h, T, S, H, Dk, causal);
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < S; ++j)
+          for (int64_t c = 0; c < Dv; ++c)
+            o[size_t(((b * T + i) * H + h) * Dv + c)] += p[size_t(i)][size_t(j)] * v[size_t(((b * S + j) * H + h) * Dv + c)];
+    }
+  return o;
+}
+
+void attention_backward(const Vec& q, const Vec& k, const Vec& v, const Vec& dout, int64_t B, int64_t T, int64_t S,
+                        int64_t H, int64_t Dk, int64_t Dv, bool causal, Vec& dq, Vec& dk, Vec& dv) {
+  dq.assign(q.size(), 0.0);
+  dk.assign(k.size(), 0.0);
+  dv.assign(v.size(), 0.0);
+  const double scale = 1.0 / std::sqrt(double(Dk));
+  auto qi = [&](int64_t b, int64_t i, int64_t h, int64_t c) { return size_t(((b * T + i) * H + h) * Dk + c); };
+  auto kj = [&](int64_t b, int64_t j, int64_t h, int64_t c) { return size_t(((b * S + j) * H + h) * Dk + c); };
+  auto vj = [&](int64_t b, int64_t j, int64_t h, int64_t c) { return size_t(((b * S + j) * H + h) * Dv + c); };
+  auto oi = [&](int64_t b, int64_t i, int64_t h, int64_t c) { return size_t(((b * T + i) * H + h) * Dv + c); };
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const std::vector<Vec> p = attention_probs(q, k, b, h, T, S, H, Dk, causal);
+      for (int64_t i = 0; i < T; ++i) {
+        Vec dp(size_t(S), 0.0);
+        for (int64_t j = 0; j < S; ++j)
+          for (int64_t c = 0; c < Dv; ++c) {
+            dp[size_t(j)] += dout[oi(b, i, h, c)] * v[vj(b, j, h, c)];
+            dv[vj(b, j, h, c)] += p[size_t(i)][size_t(j)] * dout[oi(b, i, h, c)];
+          }
+        for (int64_t j = 0; j < S; ++j) {
+          double ds = 0;  // Σ_l dp_l·∂p_l/∂s_j
+          for (int64_t l = 0; l < S; ++l)
+            ds += dp[size_t(l)] * p[size_t(i)][size_t(l)] * ((l == j ? 1.0 : 0.0) - p[size_t(i)][size_t(j)]);
+          for (int64_t c = 0; c < Dk; ++c) {
+            dq[qi(b, i, h, c)] += ds * scale * k[kj(b, j, h, c)];
+            dk[kj(b, j, h, c)] += ds * scale * q[qi(b, i, h, c)];
+          }
+        }
+      }
+    }
 }
 
 }  // namespace trainer::ref

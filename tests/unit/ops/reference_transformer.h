@@ -1,4 +1,4 @@
-// Float64 references for the transformer ops: layer norm.
+// Float64 references for the transformer ops: layer norm, multi-head attention.
 #pragma once
 #include <cstdint>
 
@@ -13,5 +13,14 @@ Vec layer_norm_forward(const Vec& x, int64_t rows, int64_t C, const Vec* gamma, 
 // element by element (not the kernels' closed form): dx_j = Σ_k dy_k·gamma_k·∂x̂_k/∂x_j.
 void layer_norm_backward(const Vec& x, int64_t rows, int64_t C, const Vec* gamma, const Vec& dy, double eps, Vec& dx,
                          Vec& dgamma, Vec& dbeta);
+
+// Scaled dot-product attention per head on q [B, T, H·Dk], k [B, S, H·Dk], v [B, S, H·Dv]:
+// o [B, T, H·Dv] = softmax(q·kᵀ/√Dk, masked to j ≤ i when causal)·v.
+Vec attention_forward(const Vec& q, const Vec& k, const Vec& v, int64_t B, int64_t T, int64_t S, int64_t H,
+                      int64_t Dk, int64_t Dv, bool causal);
+// dq, dk, dv (overwritten) from dout, through the softmax's Jacobian row by row
+// (ds_ij = Σ_l dp_il·p_il·(δ_jl - p_ij)).
+void attention_backward(const Vec& q, const Vec& k, const Vec& v, const Vec& dout, int64_t B, int64_t T, int64_t S,
+                        int64_t H, int64_t Dk, int64_t Dv, bool causal, Vec& dq, Vec& dk, Vec& dv);
 
 }  // namespace trainer::ref

@@ -1,0 +1,159 @@
+// CUDA attention: one block per query row (forward, dq) and per key row (dk, dv), the scores recomputed in chunks of 256, no atomics: deterministic; a plain kernel (cuDNN's fused attention is not used yet).
+#include "core/ops/attention.h"
+#include "core/ops/cuda/cuda_context.h"
+#include "core/ops/cuda/cuda_util.cuh"
+#include "core/ops/math/attention_math.h"
+
+namespace trainer {
+namespace {
+
+using cuda::block_max;
+using cuda::block_sum;
+
+constexpr int kThreads = 256;  // also the most Dk and Dv (one column per thread) and the chunk of keys
+
+// The rows of head h of batch b in [B, rows, H·D], and their stride.
+struct Rows {
+  const float* p;
+  int64_t ld;
+  __device__ __forceinline__ const float* row(int64_t r) const { return p + r * ld; }
+};
+
+// a·b over n in one thread, in index order (every kernel computes a score the same way).
+__device__ __forceinline__ float dot(const float* a, const float* b, int64_t n) {
+  float s = 0.0f;
+  for (int64_t c = 0; c < n; ++c) s = fmaf(a[c], b[c], s);
+  return s;
+}
+
+// Block (b·H + h)·T + i: query row i. o_i and lse_i (attention_math.h).
+__global__ void attention_fwd_kernel(const float* q, const float* k, const float* v, float* o, float* lse,
+                                     AttentionDims d) {
+  __shared__ float qs[kThreads], ps[kThreads];
+  const int64_t i = blockIdx.x % d.T, bh = blockIdx.x / d.T, b = bh / d.H, h = bh % d.H;
+  const Rows Q{q + b * d.T * d.H * d.Dk + h * d.Dk, d.H * d.Dk}, K{k + b * d.S * d.H * d.Dk + h * d.Dk, d.H * d.Dk};
+  const Rows V{v + b * d.S * d.H * d.Dv + h * d.Dv, d.H * d.Dv};
+  const int t = threadIdx.x;
+  if (t < d.Dk) qs[t] = Q.row(i)[t];
+  __syncthreads();
+  const int64_t keys = attn::visible_keys(i, d.S, d.causal);
+  float m = -INFINITY;
+  for (int64_t j = t; j < keys; j += kThreads) m = fmaxf(m, d.scale * dot(qs, K.row(j), d.Dk));
+  m = block_max(m);
+  double sum = 0.0;
+  for (int64_t j = t; j < keys; j += kThreads) sum += double(expf(d.scale * dot(qs, K.row(j), d.Dk) - m));
+  const float l = attn::lse_of(m, block_sum(sum));
+  float acc = 0.0f;
+  for (int64_t j0 = 0; j0 < keys; j0 += kThreads) {
+    const int64_t j = j0 + t;
+    ps[t] = j < keys ? attn::prob(d.scale * dot(qs, K.row(j), d.Dk), l) : 0.0f;
+    __syncthreads();
+    const int64_t n = keys - j0 < kThreads ? keys - j0 : kThreads;
+    if (t < d.Dv)
+      for (int64_t jj = 0; jj < n; ++jj) acc = fmaf(ps[jj], V.row(j0 + jj)[t], acc);
+    __syncthreads();
+  }
+  if (t < d.Dv) o[(b * d.T + i) * d.H * d.Dv + h * d.Dv + t] = acc;
+  if (t == 0) lse[bh * d.T + i] = l;
+}
+
+// Block (b·H + h)·T + i: dq_i, and D_i = do_i·o_i into Dbuf for the key rows' kernel.
+__global__ void attention_bwd_rows_kernel(const float* q, const float* k, const float* v, const float* o,
+                                          const float* lse, const float* dout, float* dq, float* Dbuf, AttentionDims d) {
+  __shared__ float qs[kThreads], gs[kThreads], ds[kThreads];
+  const int64_t i = blockIdx.x % d.T, bh = blockIdx.x / d.T, b = bh / d.H, h = bh % d.H;
+  const int64_t ldk = d.H * d.Dk, ldv = d.H * d.Dv;
+  const Rows K{k + b * d.S * ldk + h * d.Dk, ldk}, V{v + b * d.S * ldv + h * d.Dv, ldv};
+  const float* qi = q + (b * d.T + i) * ldk + h * d.Dk;
+  const float* gi = dout + (b * d.T + i) * ldv + h * d.Dv;
+  const float* oi = o + (b * d.T + i) * ldv + h * d.Dv;
+  const int t = threadIdx.x;
+  if (t < d.Dk) qs[t] = qi[t];
+  if (t < d.Dv) gs[t] = gi[t];
+  const float D = float(block_sum(t < d.Dv ? double(gi[t]) * double(oi[t]) : 0.0));  // syncs qs, gs too
+  const float l = lse[bh * d.T + i];
+  const int64_t keys = attn::visible_keys(i, d.S, d.causal);
+  float acc = 0.0f;
+  for (int64_t j0 = 0; j0 < keys; j0 += kThreads) {
+    const int64_t j = j0 + t;
+    if (j < keys) {
+      const float p = attn::prob(d.scale * dot(qs, K.row(j), d.Dk), l);
+      ds[t] = d.scale * attn::score_grad(p, dot(gs, V.row(j), d.Dv), D);
+    }
+    __syncthreads();
+    const int64_t n = keys - j0 < kThreads ? keys - j0 : kThreads;
+    if (t < d.Dk)
+      for (int64_t jj = 0; jj < n; ++jj) acc = fmaf(ds[jj], K.row(j0 + jj)[t], acc);
+    __syncthreads();
+  }
+  if (t < d.Dk) dq[(b * d.T + i) * ldk + h * d.Dk + t] = acc;
+  if (t == 0) Dbuf[bh * d.T + i] = D;
+}
+
+// Block (b·H + h)·S + j: dk_j and dv_j over the query rows that see key j, in row order.
+__global__ void attention_bwd_keys_kernel(const float* q, const float* k, const float* v, const float* lse,
+                                          const float* dout, const float* Dbuf, float* dk, float* dv, AttentionDims d) {
+  __shared__ float ks[kThreads], vs[kThreads], ps[kThreads], dss[kThreads];
+  const int64_t j = blockIdx.x % d.S, bh = blockIdx.x / d.S, b = bh / d.H, h = bh % d.H;
+  const int64_t ldk = d.H * d.Dk, ldv = d.H * d.Dv;
+  const Rows Q{q + b * d.T * ldk + h * d.Dk, ldk}, G{dout + b * d.T * ldv + h * d.Dv, ldv};
+  const int t = threadIdx.x;
+  if (t < d.Dk) ks[t] = k[(b * d.S + j) * ldk + h * d.Dk + t];
+  if (t < d.Dv) vs[t] = v[(b * d.S + j) * ldv + h * d.Dv + t];
+  __syncthreads();
+  const int64_t first = d.causal ? j : 0;  // rows i < j do not see key j when causal
+  float acc_k = 0.0f, acc_v = 0.0f;
+  for (int64_t i0 = first; i0 < d.T; i0 += kThreads) {
+    const int64_t i = i0 + t;
+    if (i < d.T) {
+      const float p = attn::prob(d.scale * dot(Q.row(i), ks, d.Dk), lse[bh * d.T + i]);
+      ps[t] = p;
+      dss[t] = d.scale * attn::score_grad(p, dot(G.row(i), vs, d.Dv), Dbuf[bh * d.T + i]);
+    }
+    __syncthreads();
+    const int64_t n = d.T - i0 < kThreads ? d.T - i0 : kThreads;
+    for (int64_t ii = 0; ii < n; ++ii) {
+      if (t < d.Dv) acc_v = fmaf(ps[ii], G.row(i0 + ii)[t], acc_v);
+      if (t < d.Dk) acc_k = fmaf(dss[ii], Q.row(i0 + ii)[t], acc_k);
+    }
+    __syncthreads();
+  }
+  if (t < d.Dk) dk[(b * d.S + j) * ldk + h * d.Dk + t] = acc_k;
+  if (t < d.Dv) dv[(b * d.S + j) * ldv + h * d.Dv + t] = acc_v;
+}
+
+class CudaAttention final : public AttentionKernel {
+ public:
+  CudaAttention(OpContext& ctx, const AttentionParams& p) : AttentionKernel(ctx, p), c_(cuda_context(ctx)) {
+    if (p.key_dim > kThreads || p.value_dim > kThreads)
+      ck_.fail("key_dim and value_dim above ", kThreads, " are not supported by the CUDA kernel (got ", p.key_dim,
+               " and ", p.value_dim, ")");
+  }
+
+ private:
+  void forward_impl(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o,
+                    Tensor& lse) override {
+    TRAINER_LAUNCH(attention_fwd_kernel, grid(d.B * d.H * d.T), unsigned(kThreads), c_.stream(), q.f32(), k.f32(),
+                   v.f32(), o.f32(), lse.f32(), d);
+  }
+  void backward_impl(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                     const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) override {
+    float* D = dbuf_.as<float>(c_, size_t(d.B * d.H * d.T > 0 ? d.B * d.H * d.T : 1));
+    TRAINER_LAUNCH(attention_bwd_rows_kernel, grid(d.B * d.H * d.T), unsigned(kThreads), c_.stream(), q.f32(),
+                   k.f32(), v.f32(), o.f32(), lse.f32(), dout.f32(), dq.f32(), D, d);
+    TRAINER_LAUNCH(attention_bwd_keys_kernel, grid(d.B * d.H * d.S), unsigned(kThreads), c_.stream(), q.f32(),
+                   k.f32(), v.f32(), lse.f32(), dout.f32(), D, dk.f32(), dv.f32(), d);
+  }
+  unsigned grid(int64_t blocks) const {
+    if (blocks > int64_t(INT32_MAX)) ck_.fail(blocks, " rows are more than one launch takes");
+    return unsigned(blocks);
+  }
+
+  CudaContext& c_;
+  Scratch dbuf_;  // backward's D_i = do_i·o_i per query row
+};
+
+static RegisterKernel<AttentionKernel, CudaAttention> reg(DeviceKind::CUDA);
+
+}  // namespace
+}  // namespace trainer

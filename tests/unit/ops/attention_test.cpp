@@ -1,0 +1,118 @@
+// attention tests: forward and every gradient against float64 on every backend (causal or not, heads, odd sizes, cross-attention, batch 1, large scores), the same bits at 1-4 threads and on every call, bad shapes named.
+#include <cmath>
+
+#include "backends.h"
+#include "core/ops/attention.h"
+#include "fastpath_fuzz.h"
+#include "reference_transformer.h"
+
+using namespace trainer;
+using namespace trainer::test;
+
+namespace {
+
+struct Case {
+  int64_t B, T, S, H, Dk, Dv;
+  bool causal;
+  double spread = 1;  // q and k in ±spread: large spreads make near one-hot rows
+};
+
+}  // namespace
+
+TEST_CASE("attention forward and backward match float64 reference", "[backends]") {
+  const std::vector<Case> cases = {
+      {1, 1, 1, 1, 1, 1, false},  // one query, one key: o = v
+      {1, 1, 1, 1, 1, 1, true},
+      {2, 5, 5, 1, 4, 4, true},
+      {2, 5, 5, 2, 3, 5, false},   // Dk != Dv
+      {1, 7, 4, 3, 8, 2, false},   // cross-attention: T != S
+      {1, 4, 7, 2, 8, 8, true},    // causal with more keys than queries (Keras: the lower triangle of [T, S])
+      {3, 33, 33, 4, 16, 16, true},
+      {2, 65, 65, 2, 32, 24, false},
+      {1, 300, 300, 1, 8, 8, true},  // more keys than the CUDA kernel's chunk of 256
+      {2, 9, 9, 2, 4, 4, true, 6.0},  // scores up to ±72: rows near one-hot
+      {0, 5, 5, 2, 4, 4, true},   // an empty batch
+  };
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(481);
+    for (const Case& c : cases) {
+      INFO("B " << c.B << ", T " << c.T << ", S " << c.S << ", H " << c.H << ", Dk " << c.Dk << ", Dv " << c.Dv
+                << (c.causal ? ", causal" : "") << ", spread " << c.spread);
+      auto k = make_kernel<AttentionKernel>(be.ctx(), AttentionParams{c.H, c.Dk, c.Dv, c.causal});
+      const Shape qs{c.B, c.T, c.H * c.Dk}, ks{c.B, c.S, c.H * c.Dk}, vs{c.B, c.S, c.H * c.Dv}, os{c.B, c.T, c.H * c.Dv};
+      Tensor hq = random_tensor(qs, rng, -c.spread, c.spread), hk = random_tensor(ks, rng, -c.spread, c.spread);
+      Tensor hv = random_tensor(vs, rng), hdo = random_tensor(os, rng);
+      const ref::Vec vq = to_vec(hq), vk = to_vec(hk), vv = to_vec(hv);
+      Tensor q = be.upload(hq), kk = be.upload(hk), v = be.upload(hv);
+      Tensor o = be.nan(os), lse = be.nan({c.B, c.H, c.T});
+      k->forward(q, kk, v, o, lse);
+      be.check("o", o, ref::attention_forward(vq, vk, vv, c.B, c.T, c.S, c.H, c.Dk, c.Dv, c.causal));
+      ref::Vec dq_want, dk_want, dv_want;
+      ref::attention_backward(vq, vk, vv, to_vec(hdo), c.B, c.T, c.S, c.H, c.Dk, c.Dv, c.causal, dq_want, dk_want,
+                              dv_want);
+      Tensor dq = be.nan(qs), dk = be.nan(ks), dv = be.nan(vs);
+      k->backward(q, kk, v, o, lse, be.upload(hdo), dq, dk, dv);
+      be.check("dq", dq, dq_want);
+      be.check("dk", dk, dk_want);
+      be.check("dv", dv, dv_want);
+    }
+  }
+}
+
+TEST_CASE("attention: causal rows ignore later keys (changing them changes nothing before them)", "[backends]") {
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(482);
+    const int64_t B = 1, T = 6, H = 2, D = 4;
+    auto k = make_kernel<AttentionKernel>(be.ctx(), AttentionParams{H, D, D, true});
+    Tensor hq = random_tensor({B, T, H * D}, rng), hk = random_tensor({B, T, H * D}, rng), hv = random_tensor({B, T, H * D}, rng);
+    Tensor o1 = be.empty({B, T, H * D}), o2 = be.empty({B, T, H * D}), lse = be.empty({B, H, T});
+    k->forward(be.upload(hq), be.upload(hk), be.upload(hv), o1, lse);
+    for (int64_t c = 3 * H * D; c < T * H * D; ++c) hk.f32()[c] += 5.0f, hv.f32()[c] -= 3.0f;  // keys 3.. changed
+    k->forward(be.upload(hq), be.upload(hk), be.upload(hv), o2, lse);
+    const ref::Vec a = be.vec(o1), b = be.vec(o2);
+    CHECK(ref::Vec(a.begin(), a.begin() + 3 * H * D) == ref::Vec(b.begin(), b.begin() + 3 * H * D));
+    CHECK(ref::Vec(a.begin() + 3 * H * D, a.end()) != ref::Vec(b.begin() + 3 * H * D, b.end()));
+  }
+}
+
+// Each (batch, head) is one thread's, its products on that thread alone: the same bits at 1, 2, 3
+// and 4 threads, and on every call.
+TEST_CASE("attention: the same bits at 1 to 4 CPU threads and on every call") {
+  std::mt19937_64 rng(483);
+  const int64_t B = 3, T = 40, S = 40, H = 3, Dk = 16, Dv = 8;
+  Tensor q = random_tensor({B, T, H * Dk}, rng), k = random_tensor({B, S, H * Dk}, rng);
+  Tensor v = random_tensor({B, S, H * Dv}, rng), g = random_tensor({B, T, H * Dv}, rng);
+  std::vector<ref::Vec> first;
+  for (int threads = 1; threads <= 4; ++threads)
+    for (int call = 0; call < 2; ++call) {
+      OpContext& ctx = fuzz::cpu_context_for(threads, Precision::FP32, FastPaths::all());
+      auto kern = make_kernel<AttentionKernel>(ctx, AttentionParams{H, Dk, Dv, true});
+      Tensor o = Tensor::empty({B, T, H * Dv}), lse = Tensor::empty({B, H, T});
+      Tensor dq = Tensor::empty(q.shape()), dk = Tensor::empty(k.shape()), dv = Tensor::empty(v.shape());
+      kern->forward(q, k, v, o, lse);
+      kern->backward(q, k, v, o, lse, g, dq, dk, dv);
+      const std::vector<ref::Vec> got = {to_vec(o), to_vec(lse), to_vec(dq), to_vec(dk), to_vec(dv)};
+      if (first.empty()) first = got;
+      for (size_t i = 0; i < got.size(); ++i) {
+        INFO("threads " << threads << ", call " << call << ", output " << i << " (o, lse, dq, dk, dv)");
+        CHECK(got[i] == first[i]);
+      }
+    }
+}
+
+TEST_CASE("attention rejects shapes that do not fit, naming them", "[backends]") {
+  for (const Backend& be : backends()) SECTION(be.name) {
+    auto k = make_kernel<AttentionKernel>(be.ctx(), AttentionParams{2, 4, 3, false});
+    Tensor q = be.zeros({1, 5, 8}), kk = be.zeros({1, 6, 8}), v = be.zeros({1, 6, 6});
+    Tensor o = be.empty({1, 5, 6}), lse = be.empty({1, 2, 5});
+    Tensor bad_k = be.zeros({1, 6, 7}), bad_v = be.zeros({1, 5, 6}), no_keys = be.zeros({1, 0, 8}), none_v = be.zeros({1, 0, 6});
+    CHECK_NOTHROW(k->forward(q, kk, v, o, lse));
+    CHECK_THROWS_WITH(k->forward(q, bad_k, v, o, lse), "attention: k has shape [1x6x7], expected [1x6x8]");
+    CHECK_THROWS_WITH(k->forward(q, kk, bad_v, o, lse), "attention: v has shape [1x5x6], expected [1x6x6]");
+    CHECK_THROWS_WITH(k->forward(q, no_keys, none_v, o, lse),
+                      "attention: no keys: a query needs at least one key to attend to");
+    Tensor bad_lse = be.empty({1, 5, 2});
+    CHECK_THROWS_AS(k->forward(q, kk, v, o, bad_lse), std::invalid_argument);
+    CHECK_THROWS_AS(make_kernel<AttentionKernel>(be.ctx(), AttentionParams{0, 4, 4, false}), std::invalid_argument);
+  }
+}

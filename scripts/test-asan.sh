@@ -37,7 +37,7 @@ symbolizer=/usr/lib/llvm-14/bin/llvm-symbolizer  # function names and file:line 
 
 cd "$build"
 set +e
-ctest --output-on-failure --timeout 900 --output-junit Testing/junit.xml "$@"
+ctest -j "${CTEST_PARALLEL_LEVEL:-$(nproc)}" --output-on-failure --timeout 900 --output-junit Testing/junit.xml "$@"
 rc=$?
 set -e
 cd "$root"

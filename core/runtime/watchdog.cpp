@@ -84,11 +84,20 @@ void StepClock::observe(double t_s, int64_t step) {
   }
 }
 
-double StepClock::median_s() const {
-  if (per_step_.empty()) return 0;
-  std::vector<double> v = per_step_;
+double StepClock::median_of(std::vector<double> v) const {
+  if (v.empty()) return 0;
   std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
   return v[v.size() / 2];
+}
+
+double StepClock::median_s() const { return median_of(per_step_); }
+
+double StepClock::median_before_last_s() const {
+  if (per_step_.size() < 2) return median_s();
+  std::vector<double> v = per_step_;
+  const size_t newest = per_step_.size() < 31 ? per_step_.size() - 1 : (next_ + 30) % 31;
+  v.erase(v.begin() + long(newest));
+  return median_of(std::move(v));
 }
 
 double stall_warning_after(double median_step_s, double limit_s) {
@@ -128,14 +137,15 @@ void Watchdog::loop() {
       if (p.used) slowest = slowest < 0 ? p.step : std::min(slowest, p.step);
     if (slowest >= 0) clock.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), slowest);
     const bool rank0_seen = warn_.first > 0 && !places.empty() && places[0].used;
-    const double warn_at = warn_.say && !rank0_seen ? stall_warning_after(clock.median_s(), limit_s_) : 0;
+    const double step_s = clock.median_before_last_s();
+    const double warn_at = warn_.say && !rank0_seen ? stall_warning_after(step_s, limit_s_) : 0;
     for (const RankPlace& p : places) {
       if (warn_at <= 0 || !p.used || p.seconds <= warn_at || p.rank < warn_.first || p.rank >= warn_.first + warn_.count) continue;
       if (!warned.insert({p.rank, p.step, int(p.phase), p.a}).second) continue;
       warn_.say(fmt::format("watchdog: warning: {} has been in {} at step {} for {:.1f} s{}; the job ends if it makes no "
                             "progress for train.watchdog_s {:g} s",
                             who(p, board_.local()), phase_text(p.phase, p.a, p.b), p.step, p.seconds,
-                            clock.median_s() > 0 ? fmt::format(" (a step takes {:.3g} s)", clock.median_s()) : "", limit_s_));
+                            step_s > 0 ? fmt::format(" (a step takes {:.3g} s)", step_s) : "", limit_s_));
     }
     bool over = false;
     for (const RankPlace& p : places) over = over || (p.used && p.seconds > limit_s_ + delay_s_);

@@ -30,7 +30,14 @@ class StepClock {
  public:
   void observe(double t_s, int64_t step);  // `step`: the slowest used rank's
   double median_s() const;                 // 0 until a step was seen to complete
+  // The median without the newest sample (when there are two or more): what a stall's warning
+  // uses. The interval in which the slowest rank last advanced runs into the stall when one began
+  // (2 steps "in" a 0.2 s period of which the second is the held one), and with few samples (a short
+  // run before the stall) that one sample could decide the median.
+  double median_before_last_s() const;
+
  private:
+  double median_of(std::vector<double> v) const;
   double last_t_ = 0;
   int64_t last_step_ = -1;
   std::vector<double> per_step_;  // a ring of the last 31

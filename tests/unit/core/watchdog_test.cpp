@@ -27,6 +27,35 @@ TEST_CASE("watchdog: the typical step is the median of the intervals in which th
   CHECK(c.median_s() == Approx(0.1));
   for (int i = 1; i <= 40; ++i) c.observe(15.0 + i, 41 + 2 * i);  // 0.5 s a step: the old samples leave the ring
   CHECK(c.median_s() == Approx(0.5));
+  CHECK(c.median_before_last_s() == Approx(0.5));
+}
+
+TEST_CASE("watchdog: the warning's step time leaves out the interval that ran into the stall") {
+  // A short run (the e2e watchdog test's, 2026-11-29: 2 in 10 runs had no warning): 22 steps in one
+  // 0.2 s period, then 2 steps in the next, whose second is the one that stops. The median of the
+  // two samples is the stalled one's 0.1 s, 20 of which is past a 2 s limit: no warning.
+  StepClock c;
+  c.observe(0.2, 16);
+  c.observe(0.4, 38);
+  c.observe(0.6, 40);
+  for (double t = 0.8; t < 3; t += 0.2) c.observe(t, 40);  // held: no further sample
+  CHECK(c.median_s() == Approx(0.1));
+  CHECK(c.median_before_last_s() == Approx(0.2 / 22));
+  CHECK(stall_warning_after(c.median_before_last_s(), 2) == Approx(0.5));
+  StepClock one;  // a single sample is all there is
+  one.observe(0, 0);
+  one.observe(1, 4);
+  CHECK(one.median_before_last_s() == Approx(0.25));
+  // In the ring (31 samples), the newest is the one left out wherever it was written.
+  StepClock ring;
+  ring.observe(0, 0);
+  for (int i = 1; i <= 40; ++i) ring.observe(i, 10 * i);  // 0.1 s a step
+  ring.observe(100, 401);                                  // 59 s: the interval into a stall
+  CHECK(ring.median_s() == Approx(0.1));
+  CHECK(ring.median_before_last_s() == Approx(0.1));
+  for (int i = 0; i < 16; ++i) ring.observe(101 + i, 402 + i);  // 1 s a step: 16 new of 31
+  CHECK(ring.median_s() == Approx(1.0));
+  CHECK(ring.median_before_last_s() == Approx(1.0));
 }
 
 TEST_CASE("watchdog: a warning after 20 median steps, at least 30 s (a quarter of a shorter limit), only before the limit") {

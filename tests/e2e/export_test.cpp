@@ -200,8 +200,8 @@ TEST_CASE("e2e export: GELU (exact and tanh form) as Erf / Tanh nodes: OpenCV eq
   }
 }
 
-TEST_CASE("e2e export: layer_norm on an image (NCHW: axis 1), and a sequence model (dense per position, layer_norm, "
-          "causal self-attention, cross-attention, GELU): the ONNX model equals trainer predict within 1e-4",
+TEST_CASE("e2e export: layer_norm on an image (NCHW: axis 1), and a sequence model (dense per position, position_embedding, "
+          "layer_norm, causal self-attention, cross-attention, GELU): the ONNX model equals trainer predict within 1e-4",
           "[export]") {
   if (skip_without_python_deps()) return;
   {
@@ -233,7 +233,8 @@ seed: 1
 model:
   input: [7, 5]
   layers:
-    - {name: proj, type: dense, units: 8}
+    - {name: proj0, type: dense, units: 8}
+    - {name: proj, type: position_embedding, sequence_length: 10}
     - {name: ln1, type: layer_norm}
     - {name: attn, type: multi_head_attention, num_heads: 2, key_dim: 4, causal: true}
     - {name: cross, type: multi_head_attention, num_heads: 3, key_dim: 2, value_dim: 3, use_bias: false, inputs: [attn, proj]}

@@ -1,5 +1,6 @@
-// ONNX export of the sequence layers: embedding (Cast of the float ids to int64, then Gather) and
-// lstm (ONNX LSTM, time-major, with Keras' gate order i, f, c, o reordered to ONNX's i, o, f, c).
+// ONNX export of the sequence layers: embedding (Cast of the float ids to int64, then Gather),
+// position_embedding (Add of a constant) and lstm (ONNX LSTM, time-major, with Keras' gate order i,
+// f, c, o reordered to ONNX's i, o, f, c).
 #include <fmt/format.h>
 
 #include "core/export/registry.h"
@@ -76,7 +77,20 @@ void export_lstm(ExportContext& ctx, size_t i) {
   ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
 }
 
+// position_embedding: Add of the table's first T rows, a constant [T, D] broadcast over the batch.
+void export_position_embedding(ExportContext& ctx, size_t i) {
+  const Value& x = ctx.input(i, 0);
+  const int64_t T = x.shape[0], D = x.shape[1];
+  std::vector<float> table = ctx.param(i, "embeddings");
+  table.resize(size_t(T * D));  // rows [0, T) of [sequence_length, D]
+  const std::string rows = ctx.add_initializer(ctx.param_entry(i, "embeddings").name, {T, D}, table,
+                                               "the first T rows of the position table");
+  ctx.add_node("Add", {x.name, rows}, {ctx.output_name(i)});
+  ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
+}
+
 const RegisterExporter embedding({"embedding"}, export_embedding);
+const RegisterExporter position_embedding({"position_embedding"}, export_position_embedding);
 const RegisterExporter lstm({"lstm"}, export_lstm);
 
 }  // namespace

@@ -11,24 +11,6 @@
 namespace trainer {
 namespace {
 
-// Grow-only memory for one activation of the layer, seen as a tensor of the call's shape. A copy
-// of the layer (made before bind) starts without it.
-class Held {
- public:
-  Held() = default;
-  Held(const Held&) {}
-  Held& operator=(const Held&) { return *this; }
-  Tensor& at(OpContext& c, const Shape& s) {
-    if (!t_.defined() || t_.shape() != s) t_ = Tensor::view(mem_.as<float>(c, size_t(s.numel())), s, DType::F32, c.device());
-    return t_;
-  }
-  Tensor& get() { return t_; }
-
- private:
-  Scratch mem_;
-  Tensor t_;
-};
-
 // Keras MultiHeadAttention(num_heads, key_dim, value_dim, use_bias) called as attn(query, value)
 // with key = value: `inputs: [x]` is self-attention, `inputs: [q, kv]` attends from q to kv.
 // Weights as Keras stores them: query/kernel [dq, H, Dk], key/kernel [dkv, H, Dk], value/kernel
@@ -174,7 +156,7 @@ class MultiHeadAttention final : public Layer {
   KernelSlot<DenseKernel> proj_[4];  // query, key, value, output
   KernelSlot<AttentionKernel> attn_;
   KernelSlot<ElementwiseKernel> sum_;
-  Held held_[kHeld];
+  HeldTensor held_[kHeld];
 };
 
 RegisterLayer<MultiHeadAttention> reg("multi_head_attention", "MultiHeadAttention");

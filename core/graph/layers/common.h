@@ -30,6 +30,26 @@ inline LayerConfig& describe_window(LayerConfig& c, const char* kernel, int kh, 
       .put_text("padding", padding_name(p));
 }
 
+// Grow-only memory a layer keeps between its forward and backward (activations of its own ops),
+// seen as a tensor of the call's shape: allocated when a call needs more, never shrunk, so fixed
+// shapes allocate only on the first step. A copy of the layer (made before bind) starts without it.
+class HeldTensor {
+ public:
+  HeldTensor() = default;
+  HeldTensor(const HeldTensor&) {}
+  HeldTensor& operator=(const HeldTensor&) { return *this; }
+  Tensor& at(OpContext& c, const Shape& s) {
+    if (!t_.defined() || t_.shape() != s)
+      t_ = Tensor::view(mem_.as<float>(c, size_t(s.numel())), s, DType::F32, c.device());
+    return t_;
+  }
+  Tensor& get() { return t_; }
+
+ private:
+  Scratch mem_;
+  Tensor t_;
+};
+
 // A layer whose op takes (input, kernel weights, optional bias) — conv2d and dense share this
 // runtime; they differ in config, shapes and parameters.
 template <class Kernel>

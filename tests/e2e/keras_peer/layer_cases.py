@@ -260,6 +260,19 @@ def cases():
                      "{name: act, type: gelu}", "{name: d2, type: dense, units: 4}"] + HEAD, p, f_seq,
                     inputs={"x": ("vector", [3, 5])}))
 
+    # --- position_embedding: keras_hub's PositionEmbedding(sequence_length) added to its input
+    p = {"d1/kernel": w(5, 6), "pos/embeddings": w(6, 6), **head(4 * 6)}
+
+    def f_pos(P, X, S, t, c, s):
+        h = K.dense(X["x"], P["d1/kernel"])
+        start = 1 if c == "positions counted from 1" else 0
+        return logits(P, torch.tanh(h + P["pos/embeddings"][start:start + h.shape[1]]))
+
+    out.append(Case("position_embedding", "sequence_length 6 on 4 positions",
+                    ["{name: d1, type: dense, units: 6, use_bias: false}",
+                     "{name: pos, type: position_embedding, sequence_length: 6}", "{name: act, type: tanh}"] + HEAD,
+                    p, f_pos, inputs={"x": ("vector", [4, 5])}, controls=("positions counted from 1",)))
+
     # --- multi_head_attention (self-attention on a sequence [4, 6] from a dense per position)
     for causal, H, Dk, Dv, bias in ((True, 2, 3, 3, True), (False, 3, 2, 4, False)):
         p = {"d1/kernel": w(5, 6), "attn/query/kernel": w(6, H, Dk), "attn/key/kernel": w(6, H, Dk),

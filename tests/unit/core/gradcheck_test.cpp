@@ -1,5 +1,6 @@
 // A whole small graph (conv, batchnorm, tanh or gelu, pooling, concat, add, dense, softmax; and a
-// sequence's: dense per position, layer_norm, self- and cross-attention, gelu, residual adds)
+// sequence's: dense per position, position_embedding, layer_norm, self- and cross-attention, gelu,
+// residual adds)
 // against central finite differences of its loss.
 #include <catch2/catch.hpp>
 
@@ -120,13 +121,14 @@ TEST_CASE("gradcheck: with GELU (exact and tanh form), whose backward reads x: t
   check_gradients(s);
 }
 
-TEST_CASE("gradcheck: a transformer block on a sequence (dense per position, layer_norm, causal self-attention, "
-          "cross-attention, gelu, residuals)") {
+TEST_CASE("gradcheck: a transformer block on a sequence (dense per position, position_embedding, layer_norm, causal "
+          "self-attention, cross-attention, gelu, residuals)") {
   const std::string net = R"(
 model:
   input: [6, 5]
   layers:
-    - {name: proj, type: dense, units: 8}
+    - {name: proj0, type: dense, units: 8}
+    - {name: proj, type: position_embedding, sequence_length: 9}
     - {name: ln1, type: layer_norm}
     - {name: attn, type: multi_head_attention, num_heads: 2, key_dim: 4, causal: true}
     - {name: res1, type: add, inputs: [proj, attn]}

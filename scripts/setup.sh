@@ -29,21 +29,7 @@ packages=(
   libonnx-dev                                     # trainer export: the ONNX model built with ONNX's own protobuf classes
   python3-onnx python3-opencv python3-protobuf    # tests: onnx.checker, OpenCV's DNN runs the export, an event reader
 )
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  # A fresh machine has no package lists: update once, then install.
-  if ! $SUDO apt-get install -y --no-install-recommends "${missing[@]}" >/tmp/trainer-apt.log 2>&1; then
-    $SUDO apt-get update >>/tmp/trainer-apt.log 2>&1
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}" \
-      >>/tmp/trainer-apt.log 2>&1 || { tail -20 /tmp/trainer-apt.log; exit 1; }
-  fi
-fi
+scripts/apt-install.sh setup /tmp/trainer-apt.log "${packages[@]}"
 
 build=${BUILD_DIR:-build}
 werror=OFF

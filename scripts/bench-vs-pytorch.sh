@@ -5,6 +5,7 @@
 #   scripts/bench-vs-pytorch.sh                              # MiniGoogLeNet, fp32, batch 64, 2 threads
 #   PRECISION=bf16 scripts/bench-vs-pytorch.sh               # ours in bf16, PyTorch with bf16 autocast
 #   MODEL=mobilenetv2 scripts/bench-vs-pytorch.sh            # MobileNetV2 224x224, batch 16
+#   MODEL=transformer scripts/bench-vs-pytorch.sh            # configs/transformer_sequences.yaml, batch 32
 #   THREADS=4 BATCH=128 ROUNDS=5 STEPS=30 scripts/bench-vs-pytorch.sh
 #   DEVICE=cuda MODEL=... BATCH=... PRECISION=... scripts/bench-vs-pytorch.sh
 #                         # on a GPU: trainer --gpus 0 against PyTorch 2.x (python3 on PATH) eager,
@@ -15,9 +16,9 @@
 #                         # warm-up (compile) seconds apart, and each side's peak device memory (our
 #                         # allocator's, PyTorch's max_memory_reserved); STEP_TIMEOUT=S bounds each
 #                         # process (default 300 s for ours, 400 s for a peer; gpu-check sets it)
-# Peers: scripts/peers/{minigooglenet,mobilenetv2}_torch.py (the first a copy of
+# Peers: scripts/peers/{minigooglenet,mobilenetv2,transformer}_torch.py (the first a copy of
 # ../shared/anchors/minigooglenet_torch.py that also reports device memory), run on the CPU by
-# Debian's PyTorch 1.13 (/usr/bin/python3, channels_last), installed when missing.
+# Debian's PyTorch 1.13 (/usr/bin/python3, channels_last) with OpenBLAS, installed when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=${MODEL:-minigooglenet} precision=${PRECISION:-fp32} device=${DEVICE:-cpu}
@@ -28,7 +29,9 @@ case "$model" in
                  batch=${BATCH:-64} steps=${STEPS:-20} pkgs="python3-torch" ;;
   mobilenetv2)   config=configs/mobilenetv2_cats_vs_dogs.yaml peer=${PEER:-scripts/peers/mobilenetv2_torch.py}
                  batch=${BATCH:-16} steps=${STEPS:-10} pkgs="python3-torch python3-torchvision" ;;
-  *) echo "bench-vs-pytorch: MODEL must be minigooglenet or mobilenetv2, not '$model'"; exit 2 ;;
+  transformer)   config=configs/transformer_sequences.yaml peer=${PEER:-scripts/peers/transformer_torch.py}
+                 batch=${BATCH:-32} steps=${STEPS:-20} pkgs="python3-torch" ;;
+  *) echo "bench-vs-pytorch: MODEL must be minigooglenet, mobilenetv2 or transformer, not '$model'"; exit 2 ;;
 esac
 [ -x "${TRAINER:-$build/trainer}" ] || scripts/setup.sh
 trainer=${TRAINER:-$build/trainer}
@@ -103,12 +106,11 @@ case "$precision" in
   bf16) ours_prec=(--set precision=bf16) peer_prec=(--amp bf16) ;;
   *) echo "bench-vs-pytorch: PRECISION must be fp32 or bf16, not '$precision'"; exit 2 ;;
 esac
-if ! /usr/bin/python3 -c 'import torch' 2>/dev/null || { [ "$model" = mobilenetv2 ] && ! /usr/bin/python3 -c 'import torchvision' 2>/dev/null; }; then
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  # shellcheck disable=SC2086
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends $pkgs >/tmp/trainer-apt.log 2>&1 ||
-    { $SUDO apt-get update >>/tmp/trainer-apt.log 2>&1 && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends $pkgs >>/tmp/trainer-apt.log 2>&1; }
-fi
+# OpenBLAS: Debian's PyTorch takes its matrix products from the system BLAS, which is the reference
+# (netlib) one unless OpenBLAS is installed: ~1 GFLOP/s for a transformer's [2048 x 128] x [128 x
+# 128] on two cores (the peer's mm took 38 ms a call, 2026-11-29). A careful user has OpenBLAS.
+# shellcheck disable=SC2086
+scripts/apt-install.sh bench-vs-pytorch /tmp/trainer-apt.log $pkgs libopenblas0-pthread
 [ -f "$peer" ] || { echo "bench-vs-pytorch: the PyTorch peer $peer is missing (set PEER=...)"; exit 2; }
 
 # Runs a command; prints its output, then "maxrss_kb N": the process's peak resident set size

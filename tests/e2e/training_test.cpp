@@ -1,4 +1,4 @@
-// End-to-end training: the README's quickstart, a real CIFAR-10 slice, summary, smoke.
+// End-to-end training: the README's quickstart, a transformer on sequences, a real CIFAR-10 slice, summary, smoke.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -46,6 +46,17 @@ TEST_CASE("e2e quickstart: the README's main job reaches >= 90% validation accur
   auto m = e2e::last_metrics(dir + "/run");
   WARN("quickstart val_accuracy = " << m["val_accuracy"]);
   CHECK(m["val_accuracy"] >= 0.90);
+}
+
+TEST_CASE("e2e transformer: configs/transformer_sequences.yaml reaches >= 85% validation accuracy in its first epoch") {
+  std::string dir = e2e::temp_dir("transformer");
+  auto r = e2e::trainer("run '" TRAINER_SOURCE_DIR "/configs/transformer_sequences.yaml' --run-dir run --set train.epochs=1",
+                        dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  auto m = e2e::last_metrics(dir + "/run");
+  WARN("transformer_sequences, 1 epoch: val_accuracy = " << m["val_accuracy"]);  // 16 classes: chance is 0.0625
+  CHECK(m["val_accuracy"] >= 0.85);
 }
 
 TEST_CASE("e2e cifar10: a small CNN on a slice of the real CIFAR-10 images learns") {

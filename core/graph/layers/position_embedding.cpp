@@ -1,6 +1,7 @@
 // position_embedding layer (keras_hub PositionEmbedding, added to its input): a learned [sequence_length, D] table whose first T rows are added to x [T, D].
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "core/graph/layers/common.h"
@@ -57,16 +58,18 @@ class PositionEmbedding final : public Layer {
   }
 
  private:
-  // The ids 0 .. T-1 of each of B samples, as the embedding op takes them (floats [B, T]), written
-  // when the batch size changes.
-  const Tensor& positions(int64_t B) {
-    if (!ids_.get().defined() || ids_.get().dim(0) != B) {
-      std::vector<float> ids(size_t(B * T_));
+  // The ids 0 .. T-1 of each of B samples, as the embedding op takes them (floats [B, T]). They are
+  // copied from the host only when B exceeds the samples written so far: a smaller batch (an
+  // epoch's last) is a prefix of them, so a recorded step never meets a host copy.
+  Tensor positions(int64_t B) {
+    if (!ids_.get().defined() || B > written_) {
+      written_ = std::max<int64_t>(B, 1);
+      std::vector<float> ids(size_t(written_ * T_));
       for (size_t i = 0; i < ids.size(); ++i) ids[i] = float(int64_t(i) % T_);
-      Tensor& t = ids_.at(ctx(), Shape{B, T_});
-      if (!ids.empty()) ctx().copy_from_host(t.data(), ids.data(), ids.size() * sizeof(float));
+      Tensor& t = ids_.at(ctx(), Shape{written_, T_});
+      ctx().copy_from_host(t.data(), ids.data(), ids.size() * sizeof(float));
     }
-    return ids_.get();
+    return Tensor::view(ids_.get().data(), Shape{B, T_}, DType::F32, ids_.get().device());
   }
 
   EmbeddingParams p_;
@@ -75,6 +78,7 @@ class PositionEmbedding final : public Layer {
   KernelSlot<EmbeddingKernel> k_;
   KernelSlot<ElementwiseKernel> sum_;
   HeldTensor rows_, ids_;
+  int64_t written_ = 0;  // samples of ids_ holding their positions (ids_ undefined: none)
 };
 
 RegisterLayer<PositionEmbedding> reg("position_embedding", "PositionEmbedding");

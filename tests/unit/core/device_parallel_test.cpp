@@ -32,6 +32,21 @@ TEST_CASE("device parallel: a CNN over two devices trains as on one (10 steps, 1
   CHECK(d <= 1e-5);
 }
 
+TEST_CASE("device parallel: a transformer block over two devices trains as on one, and with M = 3 micro-batches "
+          "(10 steps, 1e-5)",
+          "[device_parallel]") {
+  RunSpec e = experiment(kTransformer);
+  REQUIRE(e.placement.devices == std::vector<std::string>{"cpu:0", "cpu:1"});
+  auto one = train_single(e, 10, 5);
+  const double d1 = max_diff(one, train_placed(e, 10, 5));
+  RunSpec m3 = experiment(kTransformer, {"pipeline.microbatches=3"});
+  const double d3 = max_diff(one, train_placed(m3, 10, 5));
+  WARN("transformer block on 2 virtual CPU devices vs 1 device after 10 SGD steps: max |dw| = " << d1 << " (M = 1), "
+       << d3 << " (M = 3)");
+  CHECK(d1 <= 1e-5);
+  CHECK(d3 <= 1e-5);
+}
+
 TEST_CASE("device parallel: clip_norm (one norm over every stage's gradients) and clip_value train as on one device",
           "[device_parallel]") {
   for (const char* clip : {"train.clip_norm=0.05", "train.clip_value=0.002"}) {

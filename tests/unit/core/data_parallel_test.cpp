@@ -68,7 +68,7 @@ std::vector<float> train(const std::string& yaml, int replicas, int steps, bool*
     lo.batch_size = e.train.batch_size;
     lo.seed = 9;
     lo.workers = 0;
-    lo.augment.scale = 1.0f / 255;
+    if (!ds->float_samples()) lo.augment.scale = 1.0f / 255;  // images; sequences are used as they are
     lo.rank = w.rank();
     lo.replicas = replicas;
     Loader loader(ds, lo);

@@ -11,6 +11,7 @@
 #include "core/data/loader.h"
 #include "core/runtime/data_parallel/replica_group.h"
 #include "test_devices.h"
+#include "transformer_block.h"
 
 using namespace trainer;
 
@@ -141,25 +142,9 @@ TEST_CASE("data parallel: N replicas x B/N match 1 replica x B after 10 steps (S
 
 TEST_CASE("data parallel: a transformer block (positions, layer_norm, causal attention, GELU MLP): N replicas x B/N "
           "match 1 replica x B after 10 steps") {
-  const std::string yaml = R"(
+  const std::string yaml = std::string(R"(
 name: dp_transformer
-seed: 5
-model:
-  input: [6, 5]
-  layers:
-    - {name: proj, type: dense, units: 8}
-    - {name: pos, type: position_embedding}
-    - {name: ln1, type: layer_norm}
-    - {name: attn, type: multi_head_attention, num_heads: 2, key_dim: 4, causal: true}
-    - {name: res1, type: add, inputs: [pos, attn]}
-    - {name: ln2, type: layer_norm}
-    - {name: mlp, type: dense, units: 8}
-    - {name: act, type: gelu}
-    - {name: res2, type: add, inputs: [res1, act]}
-    - {name: flat, type: flatten}
-    - {name: dense, type: dense, units: 5}
-    - {name: softmax, type: softmax}
-data:
+seed: 5)") + test::kTransformerBlockModel + R"(data:
   train: {type: synthetic_sequences, size: 240, length: 6, features: 5, inputs: 1, sources: 5, seed: 3}
 train: {batch_size: 12, bucket_mb: 0.001}
 optimizer: {type: sgd, lr: 0.05, momentum: 0.9}

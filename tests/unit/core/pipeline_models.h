@@ -14,6 +14,7 @@
 #include "core/run/plan.h"
 #include "core/runtime/data_parallel/replica.h"
 #include "core/runtime/data_parallel/replica_group.h"
+#include "transformer_block.h"
 #include "core/runtime/device_parallel/pipeline_copy.h"
 #include "core/runtime/strategy.h"
 
@@ -66,25 +67,9 @@ placement: {lstm_a: cpu:1, lstm_b: cpu:2, merged: cpu}
 
 // A transformer block (dense per position, positions, layer norm, causal self-attention, a GELU MLP,
 // residual adds) over two devices: the boundary carries the first residual sum.
-inline const char* const kTransformer = R"(
+inline const std::string kTransformer = std::string(R"(
 name: pipe_transformer
-seed: 7
-model:
-  input: [6, 5]
-  layers:
-    - {name: proj, type: dense, units: 8}
-    - {name: pos, type: position_embedding}
-    - {name: ln1, type: layer_norm}
-    - {name: attn, type: multi_head_attention, num_heads: 2, key_dim: 4, causal: true}
-    - {name: res1, type: add, inputs: [pos, attn]}
-    - {name: ln2, type: layer_norm}
-    - {name: mlp, type: dense, units: 8}
-    - {name: act, type: gelu}
-    - {name: res2, type: add, inputs: [res1, act]}
-    - {name: flat, type: flatten}
-    - {name: dense, type: dense, units: 5}
-    - {name: softmax, type: softmax}
-data:
+seed: 7)") + test::kTransformerBlockModel + R"(data:
   train: {type: synthetic, size: 64, image_size: 8, classes: 5}
 optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
 strategy: device_parallel

@@ -6,6 +6,7 @@
 #   PRECISION=bf16 scripts/bench-vs-pytorch.sh               # ours in bf16, PyTorch with bf16 autocast
 #   MODEL=mobilenetv2 scripts/bench-vs-pytorch.sh            # MobileNetV2 224x224, batch 16
 #   MODEL=transformer scripts/bench-vs-pytorch.sh            # configs/transformer_sequences.yaml, batch 32
+#   MODEL=gpt scripts/bench-vs-pytorch.sh                    # configs/gpt_bytes.yaml (128 tokens a sample), batch 32
 #   THREADS=4 BATCH=128 ROUNDS=5 STEPS=30 scripts/bench-vs-pytorch.sh
 #   DEVICE=cuda MODEL=... BATCH=... PRECISION=... scripts/bench-vs-pytorch.sh
 #                         # on a GPU: trainer --gpus 0 against PyTorch 2.x (python3 on PATH) eager,
@@ -16,7 +17,7 @@
 #                         # warm-up (compile) seconds apart, and each side's peak device memory (our
 #                         # allocator's, PyTorch's max_memory_reserved); STEP_TIMEOUT=S bounds each
 #                         # process (default 300 s for ours, 400 s for a peer; gpu-check sets it)
-# Peers: scripts/peers/{minigooglenet,mobilenetv2,transformer}_torch.py (the first a copy of
+# Peers: scripts/peers/{minigooglenet,mobilenetv2,transformer,gpt}_torch.py (the first a copy of
 # ../shared/anchors/minigooglenet_torch.py that also reports device memory), run on the CPU by
 # Debian's PyTorch 1.13 (/usr/bin/python3, channels_last) with OpenBLAS, installed when missing.
 set -euo pipefail
@@ -31,7 +32,9 @@ case "$model" in
                  batch=${BATCH:-16} steps=${STEPS:-10} pkgs="python3-torch python3-torchvision" ;;
   transformer)   config=configs/transformer_sequences.yaml peer=${PEER:-scripts/peers/transformer_torch.py}
                  batch=${BATCH:-32} steps=${STEPS:-20} pkgs="python3-torch" ;;
-  *) echo "bench-vs-pytorch: MODEL must be minigooglenet, mobilenetv2 or transformer, not '$model'"; exit 2 ;;
+  gpt)           config=configs/gpt_bytes.yaml peer=${PEER:-scripts/peers/gpt_torch.py}
+                 batch=${BATCH:-32} steps=${STEPS:-20} pkgs="python3-torch" ;;
+  *) echo "bench-vs-pytorch: MODEL must be minigooglenet, mobilenetv2, transformer or gpt, not '$model'"; exit 2 ;;
 esac
 [ -x "${TRAINER:-$build/trainer}" ] || scripts/setup.sh
 trainer=${TRAINER:-$build/trainer}

@@ -28,6 +28,7 @@ packages=(
   libprotobuf-dev protobuf-compiler               # TensorBoard event files (its Event/Summary protobufs)
   libonnx-dev                                     # trainer export: the ONNX model built with ONNX's own protobuf classes
   python3-onnx python3-opencv python3-protobuf    # tests: onnx.checker, OpenCV's DNN runs the export, an event reader
+  fortunes                                        # text: configs/gpt_bytes.yaml's corpus (/usr/share/games/fortunes, 2.6 MB)
 )
 scripts/apt-install.sh setup /tmp/trainer-apt.log "${packages[@]}"
 

@@ -179,8 +179,11 @@ std::string content_fingerprint(const Dataset& ds) {
       int64_t total = 0;
       for (const Shape& s : ds.input_shapes()) total += s.numel();
       values.assign(size_t(total), 0.f);
-      label = ds.get_f32(i, values.data());
+      std::vector<int32_t> labels(size_t(ds.label_shape().numel()), 0);
+      ds.get_f32_labels(i, values.data(), labels.data());
       mix(values.data(), values.size() * sizeof(float));
+      if (labels.size() > 1) mix(labels.data(), labels.size() * sizeof(int32_t));  // (one: mixed below, as before)
+      label = labels[0];
     } else {
       pixels.assign(size_t(elements), 0);
       label = ds.get(i, pixels.data());

@@ -42,6 +42,12 @@ class Dataset {
   // Writes sample i's values (the total of input_shapes()' elements) and returns its label.
   // Thread-safe. The default throws std::logic_error (image sets).
   virtual int32_t get_f32(int64_t i, float* values) const;
+  // The labels of one sample: {} for one label per sample; {T} for a label per position (a `text`
+  // set: the next token after each of its T tokens), which a model scores with logits [T, classes].
+  virtual Shape label_shape() const { return Shape{}; }
+  // A float sample with its label_shape().numel() labels (thread-safe). The default writes the one
+  // label get_f32 returns.
+  virtual void get_f32_labels(int64_t i, float* values, int32_t* labels) const { labels[0] = get_f32(i, values); }
 };
 
 // The base of float-sample sets: get() throws a DataError naming the set ("... has float samples
@@ -66,6 +72,10 @@ class SubsetDataset final : public Dataset {
   bool float_samples() const override { return base_->float_samples(); }
   std::vector<Shape> input_shapes() const override { return base_->input_shapes(); }
   int32_t get_f32(int64_t i, float* values) const override { return base_->get_f32(indices_[size_t(i)], values); }
+  Shape label_shape() const override { return base_->label_shape(); }
+  void get_f32_labels(int64_t i, float* values, int32_t* labels) const override {
+    base_->get_f32_labels(indices_[size_t(i)], values, labels);
+  }
 
  private:
   std::shared_ptr<const Dataset> base_;

@@ -168,7 +168,9 @@ void Loader::produce(int64_t k, int64_t epoch, const std::vector<int64_t>& perm,
   const int64_t lo = first + opt_.rank * m_global / R, hi = first + (opt_.rank + 1) * m_global / R, m = hi - lo;
   Allocator& alloc = opt_.allocator ? *opt_.allocator : host_allocator();
   out.images = Tensor::empty(shape_.with_batch(m), DType::F32, alloc);
-  out.labels = Tensor::empty(Shape{m}, DType::I32, alloc);
+  const Shape label_shape = ds_->label_shape();
+  const int64_t per_sample = label_shape.numel();  // 1 for {}
+  out.labels = Tensor::empty(label_shape.with_batch(m), DType::I32, alloc);
   out.size = m;
   out.global_size = m_global;
   out.index = k;
@@ -182,14 +184,19 @@ void Loader::produce(int64_t k, int64_t epoch, const std::vector<int64_t>& perm,
   const int classes = ds_->num_classes();
   for (int64_t j = 0; j < m; ++j) {
     const int64_t idx = out.indices[size_t(j)];
-    const int32_t label = floats ? ds_->get_f32(idx, images + size_t(j) * elems) : ds_->get(idx, px.data());
+    if (floats) {
+      int32_t* own = labels + j * per_sample;
+      ds_->get_f32_labels(idx, images + size_t(j) * elems, own);
+      for (int64_t p = 0; p < per_sample; ++p)
+        if (own[p] < 0 || own[p] >= classes)
+          throw DataError(fmt::format("{}: sample {} has label {}{}, outside 0..{}", ds_->describe(), idx, own[p],
+                                      per_sample > 1 ? fmt::format(" at position {}", p) : "", classes - 1));
+      continue;
+    }
+    const int32_t label = ds_->get(idx, px.data());
     if (label < 0 || label >= classes)
       throw DataError(fmt::format("{}: sample {} has label {}, outside 0..{}", ds_->describe(), idx, label,
                                   classes - 1));
-    if (floats) {
-      labels[j] = label;
-      continue;
-    }
     RandomParams p;
     if (random) {
       Rng rng{kAugTag, opt_.seed, uint64_t(epoch), uint64_t(idx)};

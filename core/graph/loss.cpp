@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
+#include <stdexcept>
 
 #include "core/ops/sigmoid_xent.h"
 
@@ -15,22 +17,50 @@ std::map<std::string, LossFactory>& losses() {
   return m;
 }
 
+// Logits [N, C] score a sample; logits [N, T, C] score each of its T positions (a language
+// model's next token), against labels [N, T]: the rows are the N*T positions, the statistics count
+// positions (the mean loss and accuracy are per position, Keras's sparse cross-entropy over a
+// sequence output) and the gradient scale is divided by T (the caller's is 1/global samples, so
+// each position weighs 1/(global samples * T), the mean over the step's positions).
 class SoftmaxCrossEntropy final : public Loss {
  public:
   SoftmaxCrossEntropy(OpContext& ctx, float ls) : k_(make_kernel<SoftmaxKernel>(ctx, {ls})) {}
   LossStats compute(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float scale) override {
-    return k_->cross_entropy(logits, labels, dlogits, scale);
+    Rows r = rows(logits, labels, dlogits);
+    return k_->cross_entropy(r.logits, r.labels, r.dlogits, scale * (1.0f / float(r.positions)));  // as compute_into
   }
   void compute_into(const Tensor& logits, const Tensor& labels, Tensor& dlogits, const StepScalars* step,
                     LossSums* sums) override {
-    k_->cross_entropy_into(logits, labels, dlogits, step, sums);
+    Rows r = rows(logits, labels, dlogits);
+    k_->cross_entropy_into(r.logits, r.labels, r.dlogits, step, sums, 1.0f / float(r.positions));
   }
   const char* fused_output() const override { return "softmax"; }
   std::string check_logits(const Shape& s) const override {
-    return s.rank() == 1 ? "" : fmt::format("the model output must be a vector of class scores, got {}", s.str());
+    return s.rank() == 1 || s.rank() == 2
+               ? ""
+               : fmt::format("the model output must be a vector of class scores (or one per position, [time, "
+                             "classes]), got {}",
+                             s.str());
   }
 
  private:
+  struct Rows {
+    Tensor logits, labels, dlogits;
+    int64_t positions = 1;
+  };
+  // Per-position logits as rows of positions (index labels only: [N, T]).
+  static Rows rows(const Tensor& logits, const Tensor& labels, const Tensor& dlogits) {
+    if (logits.shape().rank() != 3) return {logits, labels, dlogits, 1};
+    const int64_t N = logits.dim(0), T = logits.dim(1), C = logits.dim(2);
+    if (labels.dtype() != DType::I32 || labels.shape() != Shape{N, T})
+      throw std::invalid_argument(fmt::format("cross_entropy: logits {} score every position, so the labels must be "
+                                              "class indices [{}, {}] (one per position), got {} {}",
+                                              logits.shape().str(), N, T, dtype_name(labels.dtype()),
+                                              labels.shape().str()));
+    Rows r{logits.reshape(Shape{N * T, C}), labels.reshape(Shape{N * T}), Tensor(), std::max<int64_t>(T, 1)};
+    if (dlogits.defined()) r.dlogits = dlogits.reshape(Shape{N * T, C});
+    return r;
+  }
   std::unique_ptr<SoftmaxKernel> k_;
 };
 

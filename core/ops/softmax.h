@@ -67,10 +67,11 @@ class SoftmaxKernel {
   // The same for a recorded step: grad_scale is read from step->loss_scale where the kernels run,
   // and the batch's statistics are added to `sums`, both in the context's memory (device memory on
   // a GPU: no host synchronisation; an out-of-range label is then noted in sums, not thrown).
+  // `scale_mul` multiplies that scale (1/T for a loss averaged over T positions per sample).
   void cross_entropy_into(const Tensor& logits, const Tensor& labels, Tensor& dlogits, const StepScalars* step,
-                          LossSums* sums) {
+                          LossSums* sums, float scale_mul = 1.0f) {
     const auto [N, C, sparse] = check_xent(logits, labels, dlogits);
-    cross_entropy_into_impl(N, C, sparse, logits, labels, dlogits, step, sums);
+    cross_entropy_into_impl(N, C, sparse, logits, labels, dlogits, step, scale_mul, sums);
   }
 
  protected:
@@ -86,10 +87,10 @@ class SoftmaxKernel {
   virtual LossStats cross_entropy_impl(int64_t N, int64_t C, bool sparse, const Tensor& logits, const Tensor& labels,
                                        Tensor& dlogits, float grad_scale) = 0;
   // Host memory (the CPU, which runs ops as they are called): cross_entropy_impl with the scale
-  // read now, its statistics added (an out-of-range label throws, as in cross_entropy).
+  // read now (times scale_mul), its statistics added (an out-of-range label throws, as in cross_entropy).
   virtual void cross_entropy_into_impl(int64_t N, int64_t C, bool sparse, const Tensor& logits, const Tensor& labels,
-                                       Tensor& dlogits, const StepScalars* step, LossSums* sums) {
-    add_to(*sums, cross_entropy_impl(N, C, sparse, logits, labels, dlogits, step->loss_scale));
+                                       Tensor& dlogits, const StepScalars* step, float scale_mul, LossSums* sums) {
+    add_to(*sums, cross_entropy_impl(N, C, sparse, logits, labels, dlogits, step->loss_scale * scale_mul));
   }
 
  private:

@@ -24,9 +24,18 @@ BenchResult bench(const RunSpec& e, const BenchOptions& o, RunPlan* plan_out) {
     for (auto& l : data.train_loaders) inputs.emplace_back(*l, e.train.steps_per_epoch);
   } else {
     // Synthetic labels draw from the loss head's outputs (two for one output unit, a binary classifier).
+    // Per-position logits take a label per position; an input read by an embedding takes token
+    // ids below its input_dim (noise would be refused as ids).
     const int classes = int(std::max<int64_t>(2, plan.logits_units));
+    const Shape labels = plan.logits_positions > 0 ? Shape{plan.logits_positions} : Shape{};
+    int64_t ids = 0;
+    for (const GraphNode& n : plan.trainee.graph->nodes())
+      if (n.layer->type() == "embedding" && is_model_input(n.inputs[0])) {
+        const int64_t dim = n.layer->params()[0].shape[0];
+        ids = ids ? std::min(ids, dim) : dim;
+      }
     for (int r = 0; r < plan.local_replicas; ++r)
-      inputs.emplace_back(e.model.input, plan.batch, classes, e.seed, plan.first_rank + r, plan.replicas);
+      inputs.emplace_back(e.model.input, plan.batch, classes, e.seed, plan.first_rank + r, plan.replicas, labels, ids);
   }
   // The CPU's ceiling for one replica's threads (cached per machine; measured, about a second,
   // before the replicas exist, so that nothing else runs meanwhile).

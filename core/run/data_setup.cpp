@@ -25,12 +25,25 @@ DataSetup setup_data(const RunSpec& e, const DataShards& shards, const std::stri
   // Labels index the model's outputs: a set with more classes than that would fail in the loss,
   // mid-run. (Fewer is allowed, as in Keras.)
   const Shape out = Graph(e.model).output_shape();  // shapes only, no memory
+  // An output [T, classes] scores every position: the set must label every position ([T]), and a
+  // set with one label per sample needs an output of class scores.
+  const Shape per_position = out.rank() == 2 ? Shape{out[0]} : Shape{};
   for (auto [ds, node] : {std::pair{d.train.get(), spec.train}, std::pair{d.val.get(), spec.val}}) {
+    if (!ds || !node.defined() || out.rank() == 0) continue;
+    if (ds->label_shape() != per_position)
+      node.fail(ds->label_shape().rank()
+                    ? fmt::format("this set labels each of a sample's {} positions, but the model's output '{}' is "
+                                  "{}, not [{}, classes] (one score vector per position)",
+                                  ds->label_shape().str(), e.model.output, out.str(), ds->label_shape().str())
+                    : fmt::format("the model's output '{}' scores every position ({}), but this set gives one label "
+                                  "per sample (per-position labels come from a `text` set)",
+                                  e.model.output, out.str()));
     // One output unit under binary_crossentropy scores two classes (0 and 1).
-    int64_t classes = out.rank() == 1 && out[0] == 1 && e.train.loss == "binary_crossentropy" ? 2 : out[0];
-    if (ds && node.defined() && out.rank() == 1 && ds->num_classes() > classes)
+    const int64_t units = out.back();
+    int64_t classes = out.rank() == 1 && units == 1 && e.train.loss == "binary_crossentropy" ? 2 : units;
+    if (out.rank() <= 2 && ds->num_classes() > classes)
       node.fail(fmt::format("this set has {} classes, but the model's output '{}' gives {} values (one per class)",
-                            ds->num_classes(), e.model.output, out[0]));
+                            ds->num_classes(), e.model.output, units));
   }
   const Augment& aug = spec.augment;
   if (d.train->float_samples() && spec.augment_node.defined())

@@ -69,7 +69,7 @@ EvalResult evaluate_checkpoint(const RunSpec& e, const CheckpointInfo& c, const 
     load_checkpoint(c, w.state(), false, o.weights);
     s = w.evaluate(loader, [&](const Batch& b, const std::vector<int32_t>& predicted) {
       const int32_t* labels = static_cast<const int32_t*>(b.labels.data());
-      for (int64_t i = 0; i < b.size; ++i)
+      for (int64_t i = 0; i < b.labels.numel(); ++i)  // samples, or positions (labels [N, T])
         if (labels[i] >= 0 && size_t(labels[i]) < k) ++out.confusion[size_t(labels[i]) * k + size_t(predicted[size_t(i)])];
     });
   });

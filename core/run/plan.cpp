@@ -73,7 +73,9 @@ void plan_sizes(const RunSpec& e, RunPlan& p) {
   auto loss = make_loss(e.train.loss, *cpu);
   const LossHead head = loss_head(g, *loss);
   p.logits = g.nodes()[size_t(head.logits)].layer->name();
-  p.logits_units = g.nodes()[size_t(head.logits)].shape.numel();
+  const Shape& logits = g.nodes()[size_t(head.logits)].shape;
+  p.logits_units = logits.rank() == 2 ? logits[1] : logits.numel();
+  p.logits_positions = logits.rank() == 2 ? logits[0] : 0;
   p.fused_loss = head.fused;
   p.fused_output = loss->fused_output();
 }

@@ -41,7 +41,8 @@ struct RunPlan {
   };
   std::vector<DeviceMemory> memory;
   std::string logits;                // the layer whose output the loss scores
-  int64_t logits_units = 0;          // its outputs per sample (classes; 1: a binary classifier)
+  int64_t logits_units = 0;          // its outputs per sample, or per position (classes; 1: a binary classifier)
+  int64_t logits_positions = 0;      // 0: one score vector per sample; T: logits [T, units], a label per position
   bool fused_loss = false;           // the output activation is folded into the loss
   std::string fused_output;          // the activation the loss folds in ("softmax", "sigmoid")
 

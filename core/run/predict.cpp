@@ -35,6 +35,10 @@ void probabilities(const float* logits, int64_t k, float* out) {
 Prediction predict_checkpoint(const RunSpec& e, const CheckpointInfo& c, const std::vector<std::string>& inputs,
                               const PredictOptions& o) {
   const RunPlan plan = plan_run(one_copy(e));
+  if (plan.logits_positions > 0)
+    throw cfg::ConfigError(c.weights, fmt::format("the model scores each of {} positions (a language model): "
+                                                  "`trainer generate` samples text from it",
+                                                  plan.logits_positions));
   std::vector<Shape> shapes = plan.trainee.graph->input_shapes();
   PredictInputs in = read_predict_inputs(inputs, shapes, int64_t(e.data.max_image_bytes >> 20));
 

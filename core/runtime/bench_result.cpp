@@ -23,15 +23,17 @@ BenchInput::BenchInput(Loader& loader, int64_t steps_per_epoch) : loader_(&loade
   loader_->start_epoch(0);
 }
 
-BenchInput::BenchInput(const Shape& sample, int64_t batch, int classes, uint64_t seed, int rank, int replicas) {
+BenchInput::BenchInput(const Shape& sample, int64_t batch, int classes, uint64_t seed, int rank, int replicas,
+                       const Shape& label_shape, int64_t ids) {
   batch_.images = Tensor::empty(sample.with_batch(batch));
-  batch_.labels = Tensor::empty(Shape{batch}, DType::I32);
+  batch_.labels = Tensor::empty(label_shape.with_batch(batch), DType::I32);
   batch_.size = batch;
   batch_.global_size = batch * replicas;
   std::mt19937_64 rng(seed + uint64_t(rank));
   std::normal_distribution<float> normal(0.f, 1.f);
-  for (int64_t i = 0; i < batch_.images.numel(); ++i) batch_.images.f32()[i] = normal(rng);
-  for (int64_t i = 0; i < batch; ++i) batch_.labels.i32()[i] = int32_t(rng() % uint64_t(classes));
+  for (int64_t i = 0; i < batch_.images.numel(); ++i)
+    batch_.images.f32()[i] = ids > 0 ? float(rng() % uint64_t(ids)) : normal(rng);
+  for (int64_t i = 0; i < batch_.labels.numel(); ++i) batch_.labels.i32()[i] = int32_t(rng() % uint64_t(classes));
 }
 
 const Batch& BenchInput::next(double& waited) {

@@ -80,9 +80,11 @@ class BenchInput {
  public:
   // From the rank's training loader; `steps_per_epoch` 0: the loader's whole epoch.
   BenchInput(Loader& loader, int64_t steps_per_epoch);
-  // One fixed batch of normal noise (samples of `sample` shape) and labels uniform in
-  // [0, classes), a different one per rank; `replicas`: data-parallel ranks in the job.
-  BenchInput(const Shape& sample, int64_t batch, int classes, uint64_t seed, int rank, int replicas);
+  // One fixed batch of normal noise (samples of `sample` shape; token ids uniform in [0, ids)
+  // when ids > 0, for a model whose input feeds an embedding) and labels uniform in [0, classes)
+  // of `label_shape` per sample, a different one per rank; `replicas`: data-parallel ranks in the job.
+  BenchInput(const Shape& sample, int64_t batch, int classes, uint64_t seed, int rank, int replicas,
+             const Shape& label_shape = Shape{}, int64_t ids = 0);
   // The next step's batch (valid until the next call); adds the seconds it took to `waited`.
   const Batch& next(double& waited);
   bool synthetic() const { return loader_ == nullptr; }

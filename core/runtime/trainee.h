@@ -141,7 +141,7 @@ class Trainee {
   LossStats agree(const LossStats& s, bool& stop);
 
   // One batch's forward and loss (no gradient); `predicted`, when given, receives each sample's
-  // arg-max class.
+  // (or, for per-position labels, each position's) arg-max class.
   virtual LossStats eval_batch(const Batch& b, std::vector<int32_t>* predicted) = 0;
   // The pass's sums over every rank (a host all-reduce over control(); one copy: as they are).
   LossStats sum_over_ranks(const LossStats& s);

@@ -58,3 +58,14 @@ TEST_CASE("peers: --cudnn-benchmark and --compile-mode are taken, the variant an
   auto syntax = python("-m py_compile scripts/peers/mobilenetv2_torch.py scripts/peers/peer_common.py");
   CHECK(syntax.code == 0);
 }
+
+TEST_CASE("peers: the GPT peer trains a step on byte windows and reports tokens/s") {
+  if (e2e::skip_without_python({{"torch", "python3-torch"}})) return;
+  auto r = python("scripts/peers/gpt_torch.py" + kTiny + " --layers 1 --width 16 --heads 2 --block 8");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  nlohmann::json j = e2e::last_json(r.out);
+  CHECK(j["model"] == "gpt_bytes");
+  CHECK(j["batch"] == 4);
+  CHECK(j["tokens_per_s"].get<double>() > 0);
+}

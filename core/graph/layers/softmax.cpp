@@ -13,7 +13,10 @@ class Softmax final : public Layer {
   TRAINER_LAYER_CLONE(Softmax)
   explicit Softmax(cfg::MapReader&) {}
   Shape infer(const std::vector<Shape>& in) override {
-    if (in[0].rank() != 1) spec().fail(fmt::format("softmax '{}' needs a flat input, got {}", name(), in[0].str()));
+    // Over the last axis (Keras's axis -1): class scores, or a sequence's scores per position.
+    if (in[0].rank() != 1 && in[0].rank() != 2)
+      spec().fail(fmt::format("softmax '{}' needs a flat input or a sequence [time, classes], got {}", name(),
+                              in[0].str()));
     elems_ = in[0].numel();
     return in[0];
   }

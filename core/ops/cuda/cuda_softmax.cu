@@ -58,12 +58,12 @@ __global__ void softmax_bwd_kernel(const float* y, const float* dy, float* dx, i
 // lse - (x[label] - max) (index labels) or -sum_j t_j (x_j - max - lse) over t_j != 0 (probability
 // labels); hit = argmax(x) == label (resp. argmax(t)); d = (exp(x - max - lse) - target) * scale.
 // status[i]: 1 hit, 0 miss, -1 label out of range (no loss, d's row zeroed).
-// `step` (device memory, may be null): grad_scale is step->loss_scale instead, read here.
+// `step` (device memory, may be null): grad_scale is step->loss_scale times grad_scale0, read here.
 template <bool kSparse>
 __global__ void xent_rows_kernel(const float* x, const int32_t* lab, const float* t, float* d, float grad_scale0,
                                  const StepScalars* step, float ls, int64_t N, int64_t C, double* losses,
                                  int32_t* status) {
-  const float grad_scale = step ? step->loss_scale : grad_scale0;
+  const float grad_scale = step ? step->loss_scale * grad_scale0 : grad_scale0;
   for (int64_t i = blockIdx.x; i < N; i += gridDim.x) {
     const float* a = x + i * C;
     float* dr = d ? d + i * C : nullptr;
@@ -177,12 +177,12 @@ class CudaSoftmax final : public SoftmaxKernel {
 
   // A recorded step's: no copy to the host, the statistics added to `sums` on the device.
   void cross_entropy_into_impl(int64_t N, int64_t C, bool sparse, const Tensor& logits, const Tensor& labels,
-                               Tensor& dlogits, const StepScalars* step, LossSums* sums) override {
+                               Tensor& dlogits, const StepScalars* step, float scale_mul, LossSums* sums) override {
     if (N == 0) return;
     const cuda::LossScratch sc = cuda::loss_scratch(scratch_, c_, N);
     double* losses = sc.losses;
     int32_t* status = sc.status;
-    rows(N, C, sparse, logits, labels, dlogits, 1.0f, step, losses, status);
+    rows(N, C, sparse, logits, labels, dlogits, scale_mul, step, losses, status);
     cuda::launch_loss_sums(c_.stream(), losses, status, sparse ? labels.i32() : nullptr, N, sums, false);
   }
 

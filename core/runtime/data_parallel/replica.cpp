@@ -69,7 +69,9 @@ LossStats Replica::eval_step(const Tensor& images, const Tensor& labels, std::ve
   LossStats s = loss_->compute(exec_->output(logits_), y, none, 1.0f);
   if (predicted) {
     const Tensor& logits = exec_->output(logits_);
-    int64_t n = logits.dim(0), k = logits.numel() / std::max<int64_t>(n, 1);
+    // One prediction per row of scores: per sample, or per position of logits [N, T, classes].
+    const int64_t k = logits.shape().rank() == 3 ? logits.dim(2) : logits.numel() / std::max<int64_t>(logits.dim(0), 1);
+    const int64_t n = k ? logits.numel() / k : 0;
     std::vector<float> host(size_t(logits.numel()));
     ctx_->copy_to_host(host.data(), logits.data(), host.size() * sizeof(float));
     predicted->assign(size_t(n), 0);

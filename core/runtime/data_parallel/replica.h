@@ -20,7 +20,7 @@ class Replica {
   // forward, fused softmax cross-entropy, backward and the optimizer update; returns the
   // batch's loss sum and correct count. `grad_scale` is 1 / the global batch.
   LossStats train_step(const Tensor& images, const Tensor& labels, float lr, uint64_t step_seed);
-  // `predicted`, when given, receives each sample's arg-max class.
+  // `predicted`, when given, receives each sample's (or each position's) arg-max class.
   LossStats eval_step(const Tensor& images, const Tensor& labels, std::vector<int32_t>* predicted = nullptr);
   // Inference: forward to the loss's logits node; its values [N, units] copied into `host`.
   void logits(const Tensor& images, std::vector<float>& host);

@@ -205,7 +205,7 @@ inline std::vector<Case> config_cases() {
        .expect = "c.yaml:5:7: conv2d 'conv' needs an image input (H, W, C), got 192"},
       {.cat = "shape", .name = "softmax on an image",
        .config = changed({{"    - {name: gap, type: global_avg_pool2d}\n    - {name: dense, type: dense, units: 3}\n", ""}}),
-       .expect = "c.yaml:7:7: softmax 'softmax' needs a flat input, got 3x3x4"},
+       .expect = "c.yaml:7:7: softmax 'softmax' needs a flat input or a sequence [time, classes], got 3x3x4"},
       {.cat = "shape", .name = "dataset images bigger than model.input", .config = changed({{"image_size: 8", "image_size: 16"}}),
        .expect = "c.yaml:11:10: this set gives 16x16x3 samples, but model.input is 8x8x3"},
       {.cat = "shape", .name = "dataset channels differ from model.input", .config = changed({{"classes: 3}", "classes: 3, channels: 1}"}}),

@@ -152,6 +152,20 @@ optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
   for (int n : {2, 3}) check_equivalent(yaml, n);
 }
 
+// Per-position labels: each replica's loss is its positions' sum over (global batch x T), so N
+// replicas' averaged gradient is the one replica's mean over every position of the global batch.
+TEST_CASE("data parallel: a byte-level GPT on a text set (a label per position): N replicas x B/N match 1 replica "
+          "x B after 10 steps") {
+  const std::string yaml = std::string(R"(
+name: dp_gpt
+seed: 5)") + test::kGptModel + R"(data:
+  train: {type: text, path: )" + test::gpt_text_file() + R"(, block_size: 6, stride: 3}
+train: {batch_size: 12, bucket_mb: 0.001}
+optimizer: {type: sgd, lr: 0.5, momentum: 0.9}
+)";
+  for (int n : {2, 3}) check_equivalent(yaml, n);
+}
+
 TEST_CASE("data parallel: N replicas x B/N match 1 replica x B after 10 steps (Adam)") {
   for (int n : {2, 3, 4}) check_equivalent(config("{type: adam, lr: 0.01}", false, false), n, nullptr, 5e-5);
   for (int n : {2, 3, 4}) check_equivalent(config("{type: adam, lr: 0.01, convention: pytorch}", false, false), n);

@@ -11,12 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "core/graph/graph.h"
 #include "core/run/plan.h"
 #include "core/runtime/data_parallel/replica.h"
 #include "core/runtime/data_parallel/replica_group.h"
-#include "transformer_block.h"
 #include "core/runtime/device_parallel/pipeline_copy.h"
 #include "core/runtime/strategy.h"
+#include "transformer_block.h"
 
 namespace trainer::pipeline_test {
 
@@ -76,6 +77,16 @@ strategy: device_parallel
 placement: {proj: cpu:0, ln2: cpu:1}
 )";
 
+// The GPT over two devices (embedding to the first layer norm; the rest) on random byte windows.
+inline const std::string kGpt = std::string(R"(
+name: pipe_gpt
+seed: 7)") + test::kGptModel + R"(data:
+  train: {type: synthetic, size: 64, image_size: 8, classes: 5}
+optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+strategy: device_parallel
+placement: {tok: cpu:0, ln2: cpu:1}
+)";
+
 inline RunSpec experiment(const std::string& yaml, const std::vector<std::string>& sets = {}) {
   return read_run_spec(cfg::parse_document(yaml, "dp.yaml", sets));
 }
@@ -87,19 +98,35 @@ inline std::vector<Device> cpus(const RunSpec& e) {
 }
 
 // A batch of n samples for a model with these inputs: values in [-1, 1), labels in [0, classes).
-inline Batch random_batch(const std::vector<Shape>& shapes, int64_t n, int classes, uint32_t seed) {
+// `positions` > 0: labels [n, positions] (a label per position); `ids` > 0: values are token ids
+// in [0, ids) (an input read by an embedding).
+inline Batch random_batch(const std::vector<Shape>& shapes, int64_t n, int classes, uint32_t seed,
+                          int64_t positions = 0, int64_t ids = 0) {
   int64_t total = 0;
   for (const Shape& s : shapes) total += s.numel();
   Batch b;
   b.images = Tensor::empty(Shape{n, total});
-  b.labels = Tensor::empty(Shape{n}, DType::I32);
+  b.labels = Tensor::empty(positions ? Shape{n, positions} : Shape{n}, DType::I32);
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1, 1);
-  for (int64_t i = 0; i < n * total; ++i) b.images.f32()[i] = u(rng);
-  for (int64_t i = 0; i < n; ++i) b.labels.i32()[i] = int32_t(rng() % uint32_t(classes));
+  for (int64_t i = 0; i < n * total; ++i) b.images.f32()[i] = ids ? float(rng() % uint32_t(ids)) : u(rng);
+  for (int64_t i = 0; i < b.labels.numel(); ++i) b.labels.i32()[i] = int32_t(rng() % uint32_t(classes));
   b.size = b.global_size = n;
   if (shapes.size() == 1) b.images = b.images.reshape(shapes[0].with_batch(n));
   return b;
+}
+
+// A random batch for e's model: token ids for an input an embedding reads (below its input_dim),
+// a label per position for an output of scores per position ([T, classes]).
+inline Batch random_batch(const RunSpec& e, int64_t n, int classes, uint32_t seed) {
+  const Graph g(e.model);
+  int64_t ids = 0;
+  for (const GraphNode& node : g.nodes())
+    if (node.layer->type() == "embedding" && is_model_input(node.inputs[0])) ids = node.layer->params()[0].shape[0];
+  const Shape out = g.output_shape();
+  std::vector<Shape> shapes;
+  for (const ModelInput& in : e.model.inputs) shapes.push_back(in.shape);
+  return random_batch(shapes, n, classes, seed, out.rank() == 2 ? out[0] : 0, ids);
 }
 
 // Every parameter's values by name.
@@ -132,7 +159,7 @@ inline std::vector<Shape> input_shapes(const RunSpec& e) {
 inline std::map<std::string, std::vector<float>> train_single(const RunSpec& e, int steps, int classes) {
   Replica r(trainee_spec(e), Device::cpu(0), 1);
   for (int s = 0; s < steps; ++s) {
-    Batch b = random_batch(input_shapes(e), 12, classes, uint32_t(100 + s));
+    Batch b = random_batch(e, 12, classes, uint32_t(100 + s));
     r.train_step(b.images, b.labels, 0.05f, uint64_t(s));
   }
   return by_name(r.state());
@@ -160,7 +187,7 @@ inline std::map<std::string, std::vector<float>> train_placed(RunSpec e, int ste
   bool stop = false;
   for (int s = 0; s < steps; ++s) {
     if (s == poison) w.inject_nonfinite();
-    Batch all = random_batch(input_shapes(e), 12, classes, uint32_t(100 + s));
+    Batch all = random_batch(e, 12, classes, uint32_t(100 + s));
     for (int i = 0; i < accumulate; ++i) {
       const int64_t lo = 12 * i / accumulate, hi = 12 * (i + 1) / accumulate;
       w.train_step(rows(all, lo, hi, hi - lo), 0.05f, uint64_t(s * accumulate + i), stop,
@@ -178,7 +205,7 @@ inline std::map<std::string, std::vector<float>> train_worker(const RunSpec& e, 
   group.run([&](ReplicaCopy& w) {
     bool stop = false;
     for (int s = 0; s < steps; ++s) {
-      Batch b = random_batch(input_shapes(e), 12, classes, uint32_t(100 + s));
+      Batch b = random_batch(e, 12, classes, uint32_t(100 + s));
       w.train_step(b, 0.05f, uint64_t(s), stop);
       if (norms) norms->push_back(w.clip().grad_norm());
     }
@@ -206,7 +233,7 @@ inline std::map<std::string, std::vector<float>> train_hybrid(RunSpec e, int cop
     bool stop = false;
     for (int step = 0; step < steps; ++step) {
       if (step == poison) t.inject_nonfinite();  // every copy is told; copy 0 puts the inf in, before the sum
-      Batch all = random_batch(input_shapes(e), 12, classes, uint32_t(100 + step));
+      Batch all = random_batch(e, 12, classes, uint32_t(100 + step));
       const int64_t lo = 12 * t.rank() / copies, hi = 12 * (t.rank() + 1) / copies, n = hi - lo;
       for (int i = 0; i < accumulate; ++i)
         t.train_step(rows(all, lo + n * i / accumulate, lo + n * (i + 1) / accumulate, 12 / accumulate), 0.05f,

@@ -1,6 +1,9 @@
 // softmax tests: forward/backward and cross-entropy (index and one-hot/probability labels, label smoothing) against float64 references.
 #include "core/ops/softmax.h"
 
+#include <cstring>
+#include <tuple>
+
 #include "backends.h"
 
 using namespace trainer;
@@ -64,6 +67,42 @@ TEST_CASE("softmax cross_entropy with index labels matches float64 reference", "
       else
         check_close("loss_sum without dlogits", ref::Vec{eval.loss_sum}, ref::Vec{want.loss_sum}, be.tol);
       CHECK(eval.correct == got.correct);
+    }
+  }
+}
+
+// A recorded step's form: the gradient scale read from StepScalars in the context's memory, times
+// scale_mul (1/T for a loss averaged over T positions), and the statistics added to LossSums there.
+TEST_CASE("softmax cross_entropy_into scales by the step's loss_scale times scale_mul and adds its sums", "[backends]") {
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(53);
+    auto k = make_kernel<SoftmaxKernel>(be.ctx(), SoftmaxParams{});
+    for (auto [N, C, mul] : {std::tuple<int64_t, int64_t, float>{1, 1, 1.0f}, {6, 7, 0.25f}, {40, 256, 1.0f / 33}}) {
+      INFO(N << " rows, " << C << " classes, scale_mul " << mul);
+      Tensor hlogits = random_tensor({N, C}, rng, -6.0, 6.0), hlabels = Tensor::empty({N}, DType::I32);
+      ref::Vec onehot(size_t(N * C), 0.0);
+      for (int64_t i = 0; i < N; ++i) {
+        hlabels.i32()[i] = int32_t(uniform_int(rng, 0, C - 1));
+        onehot[size_t(i * C + hlabels.i32()[i])] = 1.0;
+      }
+      StepScalars step;
+      step.loss_scale = 1.0f / 3;
+      Tensor hstep = Tensor::empty({int64_t(sizeof step / sizeof(float))});
+      std::memcpy(hstep.data(), &step, sizeof step);
+      LossSums before;
+      before.loss_sum = 1.5, before.correct = 2, before.count = 3;  // sums of earlier batches
+      Tensor hsums = Tensor::empty({int64_t(sizeof before / sizeof(float))});
+      std::memcpy(hsums.data(), &before, sizeof before);
+      Tensor dstep = be.upload(hstep), dsums = be.upload(hsums), dl = be.nan({N, C});
+      k->cross_entropy_into(be.upload(hlogits), be.upload(hlabels), dl, static_cast<const StepScalars*>(dstep.data()),
+                            static_cast<LossSums*>(dsums.data()), mul);
+      const ref::Xent want = ref::cross_entropy(to_vec(hlogits), onehot, N, C, double(step.loss_scale) * mul);
+      be.check("dlogits", dl, want.dlogits);
+      LossSums got;
+      std::memcpy(&got, to_host(be.ctx(), dsums).data(), sizeof got);
+      CHECK(got.count == 3 + N);
+      CHECK(got.correct == 2 + want.correct);
+      check_close("loss_sum", ref::Vec{got.loss_sum}, ref::Vec{1.5 + want.loss_sum}, be.tol);
     }
   }
 }

@@ -16,7 +16,9 @@ namespace {
 //   x: x.npy                  one input: an array [N, ...] (sample i is x[i], of shape x.shape[1:];
 //                             a 1-D array gives samples of shape [1])
 //   inputs: [a.npy, b.npy]    several inputs instead (exactly one of x / inputs), each [N, ...]
-//   labels: y.npy             [N] or [N, 1] integers ('|u1', '<i4', '<i8') in 0..classes-1
+//   labels: y.npy             [N] or [N, 1] integers ('|u1', '<i4', '<i8') in 0..classes-1; or [N, T]
+//                             (T >= 2): a label per position (token models: the next token at each
+//                             of a sample's T positions, for a model whose output is [T, classes])
 //   classes: N                optional; default: the largest label + 1
 // Inputs may be '<f4' (used as is), '<f8' (rounded to float) or '|u1', '<i4', '<i8' (converted).
 // Paths are relative to the directory the command runs in. The files are mapped, not read: a
@@ -36,13 +38,16 @@ std::string shape_text(const Shape& s) {
 
 class NpyDataset final : public FloatDataset {
  public:
-  NpyDataset(std::vector<Input> inputs, std::string labels_name, std::vector<int32_t> labels, int classes)
+  // `positions` labels per sample (1: one label each), labels.size() / positions samples.
+  NpyDataset(std::vector<Input> inputs, std::string labels_name, std::vector<int32_t> labels, int64_t positions,
+             int classes)
       : inputs_(std::move(inputs)), labels_name_(std::move(labels_name)), labels_(std::move(labels)),
-        classes_(classes) {
+        positions_(positions), classes_(classes) {
     for (const Input& in : inputs_) total_ += in.elements;
   }
 
-  int64_t size() const override { return int64_t(labels_.size()); }
+  int64_t size() const override { return int64_t(labels_.size()) / positions_; }
+  Shape label_shape() const override { return positions_ > 1 ? Shape{positions_} : Shape{}; }
   Shape sample_shape() const override { return inputs_.size() == 1 ? inputs_[0].shape : Shape{total_}; }
   std::vector<Shape> input_shapes() const override {
     std::vector<Shape> shapes;
@@ -67,13 +72,18 @@ class NpyDataset final : public FloatDataset {
       in.file->read_f32(i * in.elements, in.elements, values);
       values += in.elements;
     }
-    return labels_[size_t(i)];
+    return labels_[size_t(i * positions_)];
+  }
+  void get_f32_labels(int64_t i, float* values, int32_t* labels) const override {
+    get_f32(i, values);
+    std::copy_n(labels_.begin() + std::ptrdiff_t(i * positions_), positions_, labels);
   }
 
  private:
   std::vector<Input> inputs_;
   std::string labels_name_;
   std::vector<int32_t> labels_;
+  int64_t positions_ = 1;
   int classes_;
   int64_t total_ = 0;
 };
@@ -121,24 +131,29 @@ std::shared_ptr<Dataset> make_npy(cfg::MapReader& r, const DatasetContext& ctx) 
 
   const npy::File y(data_util::resolve_path(ctx.base_dir, labels_name), {npy::Type::U1, npy::Type::I4, npy::Type::I8});
   const std::vector<int64_t>& ydims = y.header().shape;
-  if (ydims.empty() || ydims.size() > 2 || (ydims.size() == 2 && ydims[1] != 1))
-    throw DataError(fmt::format("{}: labels must be an array [N] or [N, 1], not of shape {}", y.path(),
-                                y.header().shape_str()));
+  if (ydims.empty() || ydims.size() > 2 || (ydims.size() == 2 && ydims[1] == 0))
+    throw DataError(fmt::format("{}: labels must be an array [N] or [N, 1] (or [N, T]: a label per position), not of "
+                                "shape {}",
+                                y.path(), y.header().shape_str()));
   if (ydims[0] != n)
     throw DataError(fmt::format("{}: {} labels, {} has {} samples", y.path(), ydims[0], inputs[0].file->path(), n));
-  std::vector<int32_t> labels(static_cast<size_t>(n));
+  const int64_t positions = ydims.size() == 2 ? ydims[1] : 1;
+  std::vector<int32_t> labels(static_cast<size_t>(n * positions));
   int64_t top = 0;
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < n * positions; ++i) {
     const int64_t v = y.read_int(i);
     const int64_t hi = classes ? *classes - 1 : (int64_t(1) << 24) - 1;
+    const std::string at = positions > 1 ? fmt::format("sample {} position {}", i / positions, i % positions)
+                                         : fmt::format("sample {}", i);
     if (v < 0 || v > hi)
-      throw DataError(classes ? fmt::format("{}: sample {} has label {}, outside 0..{} (classes: {})", y.path(), i, v,
-                                            hi, *classes)
-                              : fmt::format("{}: sample {} has label {}, outside 0..{}", y.path(), i, v, hi));
+      throw DataError(classes ? fmt::format("{}: {} has label {}, outside 0..{} (classes: {})", y.path(), at, v, hi,
+                                            *classes)
+                              : fmt::format("{}: {} has label {}, outside 0..{}", y.path(), at, v, hi));
     labels[size_t(i)] = int32_t(v);
     top = std::max(top, v);
   }
-  return std::make_shared<NpyDataset>(std::move(inputs), labels_name, std::move(labels), int(classes.value_or(top + 1)));
+  return std::make_shared<NpyDataset>(std::move(inputs), labels_name, std::move(labels), positions,
+                                      int(classes.value_or(top + 1)));
 }
 
 const bool registered = (register_dataset("npy", make_npy), true);

@@ -48,7 +48,7 @@ inline std::vector<Case> hostile_files_cases() {
       {.cat = "npy", .name = "samples unlike model.input", .config = kNpyModel, .files = npy_files(npy_declaring("(16, 4, 4, 3)", 16 * 48 * 4)),
        .expect = "c.yaml:11:10: this set gives 1 input(s) of shape 4x4x3, but the model takes 1 input(s) of shape 8x8x3"},
       {.cat = "npy", .name = "labels count differs", .config = kNpyModel, .files = npy_files(good_x(), npy_declaring("(15,)", 120, "<i8")), .code = 3, .expect = "data error: y.npy: 15 labels, x.npy has 16 samples"},
-      {.cat = "npy", .name = "labels of rank 2", .config = kNpyModel, .files = npy_files(good_x(), npy_declaring("(16, 2)", 256, "<i8")), .code = 3, .expect = "data error: y.npy: labels must be an array [N] or [N, 1], not of shape (16, 2)"},
+      {.cat = "npy", .name = "labels of rank 3", .config = kNpyModel, .files = npy_files(good_x(), npy_declaring("(16, 2, 1)", 256, "<i8")), .code = 3, .expect = "data error: y.npy: labels must be an array [N] or [N, 1] (or [N, T]: a label per position), not of shape (16, 2, 1)"},
       {.cat = "npy", .name = "float labels", .config = kNpyModel, .files = npy_files(good_x(), npy_declaring("(16,)", 64, "<f4")), .code = 3, .expect = "data error: y.npy: dtype '<f4' is not supported (use '|u1', '<i4' or '<i8')"},
 
       // ---- safetensors through init.from (core/io/safetensors.cpp) ----

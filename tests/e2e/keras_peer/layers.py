@@ -59,9 +59,12 @@ def make_inputs(case, n):
     return X
 
 
-def loss_of(case, out, y):
+def loss_of(case, out, y, ctl=None):
     if case.loss == "binary_crossentropy":
         return K.binary_crossentropy(out, y, case.smoothing)
+    if case.positions:  # scores [N, T, K], labels [N, T]: the mean over every position (Keras on a sequence output)
+        loss = K.sparse_categorical_crossentropy(out.reshape(-1, CLASSES), y.reshape(-1), CLASSES, case.smoothing)
+        return loss * case.positions if ctl == "positions summed, not averaged" else loss
     return K.sparse_categorical_crossentropy(out, y, CLASSES, case.smoothing)
 
 
@@ -78,7 +81,7 @@ def reference(case, X, y, Xv, yv, ctl=None):
     xv, yvt = torch_inputs(Xv), torch.tensor(yv, dtype=torch.int64)
     losses, val = [], []
     for step in range(STEPS):
-        loss = loss_of(case, case.forward(P, xt, S, True, ctl, step), yt)
+        loss = loss_of(case, case.forward(P, xt, S, True, ctl, step), yt, ctl)
         losses.append(float(loss))
         grads = torch.autograd.grad(loss, list(P.values()))
         with torch.no_grad():
@@ -156,7 +159,8 @@ def draw_data(case):
     """A case's training and validation inputs and labels, from the one random stream."""
     X, Xv = make_inputs(case, N), make_inputs(case, N)
     classes = 2 if case.loss == "binary_crossentropy" else CLASSES
-    y, yv = rng.integers(0, classes, N).astype(np.int32), rng.integers(0, classes, N).astype(np.int32)
+    shape = [N, case.positions] if case.positions else [N]
+    y, yv = rng.integers(0, classes, shape).astype(np.int32), rng.integers(0, classes, shape).astype(np.int32)
     return X, Xv, y, yv, classes
 
 

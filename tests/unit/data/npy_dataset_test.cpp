@@ -84,6 +84,27 @@ TEST_CASE("npy: one '<f4' input with '<i8' labels round-trips") {
   CHECK(error_of<DataError>([&] { ds->get(0, px.data()); }).find("float samples") != std::string::npos);
 }
 
+// Token models: ids [N, T] and the next token at each position [N, T] (labels [N, 1] stay one per sample).
+TEST_CASE("npy: labels [N, T] give a label per position") {
+  TempDir d;
+  write_bytes(d / "x.npy", npy_bytes("<i4", "(3, 4)", raw(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})));
+  write_bytes(d / "y.npy", npy_bytes("<i8", "(3, 4)", raw(std::vector<int64_t>{2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0})));
+  auto ds = dataset_from("{type: npy, x: x.npy, labels: y.npy}", d.path());
+  CHECK(ds->size() == 3);
+  CHECK(ds->label_shape() == Shape{4});
+  CHECK(ds->num_classes() == 13);
+  std::vector<float> v(4);
+  std::vector<int32_t> l(4);
+  ds->get_f32_labels(1, v.data(), l.data());
+  CHECK(v == std::vector<float>{5, 6, 7, 8});
+  CHECK(l == std::vector<int32_t>{6, 7, 8, 9});
+  write_bytes(d / "bad.npy", npy_bytes("<i8", "(3, 4)", raw(std::vector<int64_t>{0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0})));
+  CHECK(data_error("{type: npy, x: x.npy, labels: bad.npy, classes: 5}", d) ==
+        (d / "bad.npy") + ": sample 1 position 2 has label 9, outside 0..4 (classes: 5)");
+  write_bytes(d / "y1.npy", npy_bytes("<i8", "(3, 1)", raw(std::vector<int64_t>{0, 1, 0})));
+  CHECK(dataset_from("{type: npy, x: x.npy, labels: y1.npy}", d.path())->label_shape() == Shape{});
+}
+
 TEST_CASE("npy: '<f8' input, '|u1' labels [N, 1], classes given, format 2.0 and 3.0") {
   TempDir d;
   const auto x = ramp<double>(4 * 6, 0.1, 0.05);
@@ -203,7 +224,7 @@ TEST_CASE("npy: inconsistent arrays and labels are data errors naming the files"
   write_bytes(d / "y.npy", npy_bytes("<i8", "(5,)", raw(std::vector<int64_t>{0, 1, 7, 1, 0})));
   write_bytes(d / "neg.npy", npy_bytes("<i4", "(5,)", raw(std::vector<int32_t>{0, 1, 0, -2, 0})));
   write_bytes(d / "yf.npy", npy_bytes("<f4", "(5,)", raw(std::vector<float>(5))));
-  write_bytes(d / "y2.npy", npy_bytes("<i8", "(5, 2)", raw(std::vector<int64_t>(10))));
+  write_bytes(d / "y2.npy", npy_bytes("<i8", "(5, 2, 1)", raw(std::vector<int64_t>(10))));
   CHECK(data_error("{type: npy, x: x.npy, labels: y3.npy}", d) == (d / "y3.npy") + ": 3 labels, " + (d / "x.npy") +
                                                                      " has 5 samples");
   CHECK(data_error("{type: npy, x: x.npy, labels: y.npy, classes: 2}", d) ==
@@ -213,7 +234,8 @@ TEST_CASE("npy: inconsistent arrays and labels are data errors naming the files"
   CHECK(data_error("{type: npy, x: x.npy, labels: yf.npy}", d) ==
         (d / "yf.npy") + ": dtype '<f4' is not supported (use '|u1', '<i4' or '<i8')");
   CHECK(data_error("{type: npy, x: x.npy, labels: y2.npy}", d) ==
-        (d / "y2.npy") + ": labels must be an array [N] or [N, 1], not of shape (5, 2)");
+        (d / "y2.npy") + ": labels must be an array [N] or [N, 1] (or [N, T]: a label per position), not of shape "
+                         "(5, 2, 1)");
   CHECK(data_error("{type: npy, inputs: [x.npy, b.npy], labels: y.npy}", d) ==
         (d / "b.npy") + ": 4 samples, " + (d / "x.npy") + " has 5");
   // Key errors are config errors.

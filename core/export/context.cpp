@@ -40,18 +40,19 @@ const Value& ExportContext::output(size_t node) const {
 
 void ExportContext::set_output(size_t node, Value v) { outputs_.at(node) = std::move(v); }
 
+// By the layer's own name for it: a tied parameter ("kernel" of a dense layer tied to an embedding)
+// is the owner's entry ("tokens/embeddings", in the owner's layout).
 const ParamEntry& ExportContext::param_entry(size_t node, const std::string& param) const {
   const GraphNode& n = g_.nodes()[node];
-  for (size_t p : n.params) {
-    const ParamEntry& e = g_.params().entries()[p];
-    if (e.spec.name == param) return e;
-  }
+  const std::vector<ParamSpec> specs = n.layer->params();
+  for (size_t k = 0; k < specs.size() && k < n.params.size(); ++k)
+    if (specs[k].name == param) return g_.params().entries()[n.params[k]];
   throw std::logic_error(fmt::format("onnx export: layer '{}' has no parameter '{}'", n.layer->name(), param));
 }
 
 bool ExportContext::has_param(size_t node, const std::string& param) const {
-  for (size_t p : g_.nodes()[node].params)
-    if (g_.params().entries()[p].spec.name == param) return true;
+  for (const ParamSpec& p : g_.nodes()[node].layer->params())
+    if (p.name == param) return true;
   return false;
 }
 

@@ -49,11 +49,12 @@ void Executor::bind_layers() {
   for (size_t i = 0; i < nodes.size(); ++i) {
     const GraphNode& n = nodes[i];
     std::vector<Tensor> w, g;
-    for (size_t p : n.params) {
+    for (size_t k = 0; k < n.params.size(); ++k) {
+      const size_t p = n.params[k];
       const ParamEntry& e = store_->entries()[p];
       w.push_back(store_->weight_view(p));
       if (!e.spec.trainable) continue;
-      if (n.shares < 0) {
+      if (n.shares < 0 && !n.tied[k]) {
         g.push_back(store_->grad_view(p));
       } else {  // its own gradient buffer, added into the owner's after the owner's backward
         shadow_[i].push_back(ctx_->zeros(e.spec.shape));
@@ -215,13 +216,11 @@ void Executor::forward(const std::vector<const Tensor*>& inputs, bool training, 
 
 void Executor::zero_param_grads(int node) {
   const GraphNode& n = graph_->nodes()[size_t(node)];
-  if (n.shares >= 0) {
-    for (Tensor& g : shadow_[size_t(node)]) ctx_->fill_zero(g.data(), g.bytes());
-    return;
-  }
-  for (size_t p : n.params)
-    if (store_->entries()[p].spec.trainable) {
-      Tensor g = store_->grad_view(p);
+  for (Tensor& g : shadow_[size_t(node)]) ctx_->fill_zero(g.data(), g.bytes());
+  if (n.shares >= 0) return;
+  for (size_t k = 0; k < n.params.size(); ++k)
+    if (store_->entries()[n.params[k]].spec.trainable && !n.tied[k]) {
+      Tensor g = store_->grad_view(n.params[k]);
       ctx_->fill_zero(g.data(), g.bytes());
     }
 }
@@ -235,6 +234,21 @@ void Executor::finish_params(int node) {
         Tensor g = store_->grad_view(p);
         elementwise_->accumulate(shadow_[size_t(s)][q++], g);
       }
+  }
+  // Tied uses (a later layer's, whose backward ran before this one's): their gradient of each of
+  // this node's parameters added, in the order of the users.
+  for (int u : n.tie_users) {
+    const GraphNode& user = graph_->nodes()[size_t(u)];
+    size_t q = 0;  // the user's shadows: its tied trainable parameters, in order
+    for (size_t k = 0; k < user.params.size(); ++k) {
+      const size_t p = user.params[k];
+      if (!user.tied[k] || !store_->entries()[p].spec.trainable) continue;
+      if (std::find(n.params.begin(), n.params.end(), p) != n.params.end()) {
+        Tensor g = store_->grad_view(p);
+        elementwise_->accumulate(shadow_[size_t(u)][q], g);
+      }
+      ++q;
+    }
   }
 }
 

@@ -120,7 +120,7 @@ class Executor {
   std::vector<int> sibling_members(int leader) const;
   void forward_siblings(int leader, bool training);
   bool backward_siblings(int leader, const Tensor& x, Tensor& dx);
-  void finish_params(int node);  // adds sharers' gradients into the owner's
+  void finish_params(int node);  // adds sharers' (and tied uses') gradients into the owner's
 
   std::shared_ptr<const Graph> graph_;
   OpContext* ctx_;
@@ -137,7 +137,7 @@ class Executor {
   Tensor scratch_;
   std::vector<bool> cast_done_, input_cast_done_, grad_written_, input_grad_written_;
   std::vector<bool> siblings_done_;  // per sibling group's leader: this backward ran the group
-  std::vector<std::vector<Tensor>> shadow_;  // per node: the gradients of a sharer's own use
+  std::vector<std::vector<Tensor>> shadow_;  // per node: the gradients of a sharer's own use, or of a tied parameter's
   std::unique_ptr<ElementwiseKernel> elementwise_;
   std::function<void(int64_t)> hook_;
   GraphHooks hooks_;

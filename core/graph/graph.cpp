@@ -28,6 +28,7 @@ Graph::Graph(const ModelSpec& spec) {
   uint64_t param_bytes = 0;
   std::map<std::string, int> index;
   std::map<std::string, int> group_owner;  // parameter group ("lstm_a") -> its first node
+  std::map<std::string, int> param_owner;  // parameter name ("tokens/embeddings") -> the node that holds it
   std::vector<std::string> group_of;
   std::vector<ParamEntry> entries;
   for (const ModelInput& in : spec.inputs) {
@@ -87,7 +88,25 @@ Graph::Graph(const ModelSpec& spec) {
     if (owner == group_owner.end()) {
       group_owner[group] = self;
       for (const ParamSpec& p : n.layer->params()) {
+        if (!p.tied_to.empty()) {  // an earlier layer's parameter, used here too
+          auto it = std::find_if(entries.begin(), entries.end(), [&](const ParamEntry& e) { return e.name == p.tied_to; });
+          if (it == entries.end())
+            def.node.fail(fmt::format("{} layer '{}' ties its {} to '{}', which is no parameter of an earlier layer "
+                                      "(tie: names an embedding layer before it)",
+                                      def.type, def.name, p.name, p.tied_to));
+          if (it->spec.shape != p.shape)
+            def.node.fail(fmt::format("{} layer '{}' ties its {} to '{}' of shape {}, but needs shape {} (units must be "
+                                      "the embedding's input_dim, its input width the embedding's output_dim)",
+                                      def.type, def.name, p.name, p.tied_to, it->spec.shape.str(), p.shape.str()));
+          n.params.push_back(size_t(it - entries.begin()));
+          n.tied.resize(n.params.size(), false);
+          n.tied.back() = true;
+          nodes_[size_t(param_owner.at(p.tied_to))].tie_users.push_back(self);
+          continue;
+        }
+        param_owner[group + "/" + p.name] = self;
         n.params.push_back(entries.size());
+        n.tied.resize(n.params.size(), false);
         entries.push_back({group + "/" + p.name, p, 0});
         param_bytes += uint64_t(p.shape.numel()) * sizeof(float);  // each below 2^40 values: no overflow
       }
@@ -98,6 +117,10 @@ Graph::Graph(const ModelSpec& spec) {
     } else {  // a second use: the first node's parameters, which must fit these inputs
       GraphNode& o = nodes_[size_t(owner->second)];
       std::vector<ParamSpec> mine = n.layer->params(), theirs = o.layer->params();
+      for (const ParamSpec& p : mine)
+        if (!p.tied_to.empty())
+          def.node.fail(fmt::format("layer '{}' shares '{}', whose {} is tied to '{}': a tied layer cannot be shared",
+                                    def.name, group, p.name, p.tied_to));
       for (size_t p = 0; p < mine.size(); ++p)
         if (mine[p].shape != theirs[p].shape)
           def.node.fail(fmt::format("layer '{}' shares '{}', but its input {} would need {} of shape {}, not {}", def.name,
@@ -118,15 +141,21 @@ Graph::Graph(const ModelSpec& spec) {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     GraphNode& n = nodes_[i];
     n.params.clear();
-    for (const ParamSpec& p : n.layer->params()) n.params.push_back(by_name.at(group_of[i] + "/" + p.name));
+    n.tied.clear();
+    for (const ParamSpec& p : n.layer->params()) {
+      n.params.push_back(by_name.at(p.tied_to.empty() ? group_of[i] + "/" + p.name : p.tied_to));
+      n.tied.push_back(!p.tied_to.empty());
+    }
   }
   // A sharer's parameters are final only after their owner's backward: only owners count.
   frontier_[nodes_.size()] = params_.trainable_floats();
   for (size_t i = nodes_.size(); i-- > 0;) {
     frontier_[i] = frontier_[i + 1];
     if (nodes_[i].shares >= 0) continue;
-    for (size_t p : nodes_[i].params)
-      if (params_.entries()[p].spec.trainable) frontier_[i] = std::min(frontier_[i], params_.entries()[p].offset);
+    for (size_t k = 0; k < nodes_[i].params.size(); ++k) {  // a tied parameter is final at its owner's backward
+      const ParamEntry& e = params_.entries()[nodes_[i].params[k]];
+      if (e.spec.trainable && !nodes_[i].tied[k]) frontier_[i] = std::min(frontier_[i], e.offset);
+    }
   }
 }
 

@@ -19,6 +19,8 @@ struct GraphNode {
   std::vector<size_t> params;    // indices into the ParamLayout
   int shares = -1;               // the node whose parameters this one uses (`share:`), else -1
   std::vector<int> sharers;      // the nodes that use this node's parameters
+  std::vector<bool> tied;        // per entry of `params`: another node's parameter (ParamSpec::tied_to)
+  std::vector<int> tie_users;    // the later nodes that use one of this node's parameters (tied_to)
   int consumers = 0;
 };
 

@@ -32,6 +32,10 @@ struct ParamSpec {
   InitKind init = InitKind::Zeros;
   bool trainable = true;
   int64_t fan_in = 1, fan_out = 1;  // for the variance-scaling initialisers
+  // Another layer's parameter this one uses as its own (a dense layer's `tie:`: "tokens/embeddings"),
+  // of the same shape, held once; its gradient is this layer's added to the owner's. "" for a
+  // parameter of its own.
+  std::string tied_to = {};
 };
 
 // What a layer computes in under mixed precision (bf16 or fp16; under fp32 everything is fp32).

@@ -73,6 +73,17 @@ Placement read_placement(const ModelSpec& spec, const cfg::Node& node) {
     layer_device[d.name] = dev;
     p.layer_device.push_back(dev);
   }
+  // A tied kernel (dense `tie:`) is its embedding's table: both layers on one device.
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    const LayerDef& d = spec.layers[i];
+    const cfg::Node& c = d.config.defined() ? d.config : d.node;
+    if (!c.is_map() || !c.has("tie")) continue;
+    auto owner = layer_device.find(c.child("tie").as<std::string>());
+    if (owner != layer_device.end() && owner->second != p.layer_device[i])
+      c.child("tie").fail(fmt::format("layer '{}' (on {}) ties its kernel to '{}' (on {}): place both on one device",
+                                      d.name, p.devices[size_t(p.layer_device[i])], owner->first,
+                                      p.devices[size_t(owner->second)]));
+  }
   return p;
 }
 

@@ -38,8 +38,9 @@ std::vector<DeviceMemory> memory_per_device(const Graph& g, const Placement& pla
     if (n.shares >= 0)
       for (size_t o = 0; o < i; ++o)
         first_here &= !(size_t(placement.layer_device[o]) == d && (int(o) == n.shares || g.nodes()[o].shares == n.shares));
-    if (first_here)
-      for (size_t p : n.params) out[d].params += ps.entries()[p].spec.shape.numel();
+    if (first_here)  // (a tied parameter is its owner's: counted there, on the same device)
+      for (size_t k = 0; k < n.params.size(); ++k)
+        if (!n.tied[k]) out[d].params += ps.entries()[n.params[k]].spec.shape.numel();
     out[d].activations_per_sample += 2 * n.shape.numel();  // the output and its gradient
     // Inputs this device receives: a copy of each model input it reads; a copy of another
     // device's activation and of its gradient.
@@ -80,11 +81,15 @@ std::string model_summary(const Graph& g, const std::string& name, const Placeme
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const GraphNode& n = g.nodes()[i];
     int64_t params = 0;
-    for (size_t p : n.params) params += ps.entries()[p].spec.shape.numel();
     std::string inputs;
     for (int j : n.inputs)
       inputs += (inputs.empty() ? "" : ", ") + (is_model_input(j) ? g.input_names()[size_t(model_input_index(j))] : g.nodes()[size_t(j)].layer->name());
     if (n.shares >= 0) inputs += fmt::format(" (shares {})", g.nodes()[size_t(n.shares)].layer->name());
+    for (size_t k = 0; k < n.params.size(); ++k) {  // a tied parameter counts at its owner (as Keras counts a shared one)
+      const ParamEntry& e = ps.entries()[n.params[k]];
+      if (n.tied[k]) inputs += fmt::format(" (tied to {})", e.name);
+      else params += e.spec.shape.numel();
+    }
     const LayerInfo* info = find_layer(n.layer->type());
     const std::string dev = placement ? placement->devices[size_t(placement->layer_device[i])] : "";
     row(fmt::format("{} ({})", n.layer->name(), info ? info->keras_name : n.layer->type()), n.shape.keras_str(),

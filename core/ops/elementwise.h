@@ -131,6 +131,15 @@ class ElementwiseKernel {
     shape_checks::Checks("scale", dev_).dtype("y", y, DType::F32);
     scale_impl(y, a);
   }
+  // y [C, R] = x [R, C] transposed (f32; no aliasing): a tied kernel's view of an embedding table.
+  void transpose(const Tensor& x, Tensor& y) {
+    const shape_checks::Checks ck("transpose", dev_);
+    ck.dtype("x", x, DType::F32);
+    ck.has_rank("x", x, 2);
+    ck.shape("y", y, {x.dim(1), x.dim(0)});
+    if (x.numel() && x.data() == y.data()) ck.fail("x and y share memory");
+    transpose_impl(x.dim(0), x.dim(1), x, y);
+  }
   // Concatenate along the last axis: y [..., sum C_i] (all of y's float type, equal outside the
   // last axis). An input that is already its columns of y (elementwise::in_place) is not copied.
   void concat(const std::vector<const Tensor*>& xs, Tensor& y) {
@@ -179,6 +188,7 @@ class ElementwiseKernel {
   virtual void accumulate_impl(const Tensor& x, Tensor& y) = 0;
   virtual void convert_impl(const Tensor& x, Tensor& y) = 0;
   virtual void scale_impl(Tensor& y, float a) = 0;
+  virtual void transpose_impl(int64_t rows, int64_t cols, const Tensor& x, Tensor& y) = 0;
   // segs: the inputs' places in y's last axis, in order.
   virtual void concat_impl(const std::vector<elementwise::Segment>& segs, Tensor& y) = 0;
   // segs: the defined outputs' places in dy's last axis.

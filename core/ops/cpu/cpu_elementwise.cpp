@@ -108,6 +108,18 @@ class CpuElementwise final : public ElementwiseKernel {
     for (int64_t i = 0; i < n; ++i) o[i] *= a;
   }
 
+  // In 32 x 32 tiles (both sides' cache lines used whole), tiles of rows shared among the threads.
+  void transpose_impl(int64_t R, int64_t C, const Tensor& x, Tensor& y) override {
+    const float* __restrict a = x.f32();
+    float* __restrict o = y.f32();
+    constexpr int64_t kTile = 32;
+#pragma omp parallel for schedule(static) if (R * C > cpu::kParallelGrain)
+    for (int64_t r0 = 0; r0 < R; r0 += kTile)
+      for (int64_t c0 = 0; c0 < C; c0 += kTile)
+        for (int64_t r = r0; r < std::min(R, r0 + kTile); ++r)
+          for (int64_t c = c0; c < std::min(C, c0 + kTile); ++c) o[c * R + r] = a[r * C + c];
+  }
+
   // concat and split move whole elements: one code path for every type, by element size.
   void concat_impl(const std::vector<elementwise::Segment>& segs, Tensor& y) override {
     cpu::refuse_f16("concat", "y", y);

@@ -120,6 +120,26 @@ __global__ void dropout_bwd_kernel(const float* g, const uint8_t* m, float* dx, 
 // ---------------------------------------------------------------------------------------------
 // Host side
 
+// y [C, R] = x [R, C]: a 32 x 32 tile through shared memory (a padded row: no bank conflicts), 8 rows
+// of threads each copying four; grid.y loops over further row tiles past 65535.
+constexpr int kTile = 32;
+__global__ void transpose_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t R, int64_t C) {
+  __shared__ float tile[kTile][kTile + 1];
+  const int64_t c0 = int64_t(blockIdx.x) * kTile;
+  for (int64_t r0 = int64_t(blockIdx.y) * kTile; r0 < R; r0 += int64_t(gridDim.y) * kTile) {
+    for (int k = threadIdx.y; k < kTile; k += blockDim.y) {
+      const int64_t r = r0 + k, c = c0 + threadIdx.x;
+      if (r < R && c < C) tile[k][threadIdx.x] = x[r * C + c];
+    }
+    __syncthreads();
+    for (int k = threadIdx.y; k < kTile; k += blockDim.y) {
+      const int64_t c = c0 + k, r = r0 + threadIdx.x;
+      if (c < C && r < R) y[c * R + r] = tile[threadIdx.x][k];
+    }
+    __syncthreads();
+  }
+}
+
 class CudaElementwise final : public ElementwiseKernel {
  public:
   CudaElementwise(OpContext& ctx, const ElementwiseParams& p) : ElementwiseKernel(ctx, p), c_(cuda_context(ctx)) {}
@@ -165,6 +185,12 @@ class CudaElementwise final : public ElementwiseKernel {
   }
 
   void scale_impl(Tensor& y, float a) override { cuda::tmap1(c_, y.f32(), y.f32(), y.numel(), ScaleF{a}); }
+
+  void transpose_impl(int64_t R, int64_t C, const Tensor& x, Tensor& y) override {
+    if (R == 0 || C == 0) return;
+    const dim3 grid(unsigned((C + kTile - 1) / kTile), unsigned(std::min<int64_t>((R + kTile - 1) / kTile, 65535)));
+    TRAINER_LAUNCH(transpose_kernel, grid, dim3(kTile, 8), c_.stream(), x.f32(), y.f32(), R, C);
+  }
 
   void concat_impl(const std::vector<elementwise::Segment>& segs, Tensor& y) override {
     copy_segments(segs, static_cast<char*>(y.data()), dtype_size(y.dtype()), elementwise::rows_of(y),

@@ -169,7 +169,7 @@ inline std::vector<Case> config_cases() {
        .expect = "c.yaml:7:52: 'inputs' must name at least one layer"},
       {.cat = "shape", .name = "model output is an image",
        .config = changed({{"    - {name: gap, type: global_avg_pool2d}\n    - {name: dense, type: dense, units: 3}\n    - {name: softmax, type: softmax}\n", ""}}),
-       .expect = "c.yaml:6:7: the model output must be a vector of class scores, got 3x3x4"},
+       .expect = "c.yaml:6:7: the model output must be a vector of class scores (or one per position, [time, classes]), got 3x3x4"},
       {.cat = "shape", .name = "crop bigger than the image", .config = changed({{"{flip: horizontal}", "{crop: {size: 16}}"}}),
        .expect = "c.yaml:12:26: a 16x16 crop is larger than the training images (8x8, padded by 0)"},
       {.cat = "data", .name = "val and validation_split together",
@@ -193,6 +193,20 @@ inline std::vector<Case> config_cases() {
       {.cat = "shape", .name = "attention dropout (not implemented)",
        .config = changed({{"{name: gap, type: global_avg_pool2d}", "{name: attn, type: multi_head_attention, num_heads: 2, key_dim: 4, dropout: 0.1}\n    - {name: gap, type: global_avg_pool2d}"}}),
        .expect = "c.yaml:7:...: multi_head_attention: dropout on the attention weights is not implemented yet; put a dropout layer after the attention (or on its input) instead"},
+      {.cat = "shape", .name = "dense tied to a layer that is not an embedding",
+       .config = changed({{"{name: dense, type: dense, units: 3}", "{name: dense, type: dense, units: 3, tie: conv}"}}),
+       .expect = "c.yaml:8:7: dense layer 'dense' ties its kernel to 'conv/embeddings', which is no parameter of an earlier layer (tie: names an embedding layer before it)"},
+      {.cat = "shape", .name = "dense tied to an embedding of another vocabulary",
+       .config = "name: bad\nmodel:\n  input: [6]\n  layers:\n    - {name: tok, type: embedding, input_dim: 5, output_dim: 4}\n"
+                 "    - {name: dense, type: dense, units: 3, tie: tok}\n    - {name: softmax, type: softmax}\n"
+                 "data:\n  train: {type: synthetic, size: 16, image_size: 8, classes: 3}\n",
+       .expect = "c.yaml:6:7: dense layer 'dense' ties its kernel to 'tok/embeddings' of shape 5x4, but needs shape 3x4 (units must be the embedding's input_dim, its input width the embedding's output_dim)"},
+      {.cat = "shape", .name = "tied layers placed on two devices",
+       .config = "name: bad\nmodel:\n  input: [6]\n  layers:\n    - {name: tok, type: embedding, input_dim: 3, output_dim: 4}\n"
+                 "    - {name: dense, type: dense, units: 3, tie: tok}\n    - {name: softmax, type: softmax}\n"
+                 "data:\n  train: {type: synthetic, size: 16, image_size: 8, classes: 3}\n"
+                 "strategy: device_parallel\nplacement: {tok: cpu:0, dense: cpu:1}\ndevices: {cpu: 2}\n",
+       .expect = "c.yaml:6:49: layer 'dense' (on cpu:1) ties its kernel to 'tok' (on cpu:0): place both on one device"},
       {.cat = "shape", .name = "concat of mismatched shapes",
        .config = changed({{"{name: gap, type: global_avg_pool2d}", "{name: cat, type: concat, inputs: [conv, pool]}\n    - {name: gap, type: global_avg_pool2d}"}}),
        .expect = "c.yaml:7:7: concat 'cat': inputs 6x6x4 and 3x3x4 differ in more than the channel axis"},

@@ -298,42 +298,58 @@ def cases():
 
     # --- a two-block GPT: token embedding, positions, two pre-norm blocks (layer norm, causal self-
     # attention, residual; layer norm, GELU MLP, residual), layer norm, next-token scores at every
-    # position, the loss the mean over every position (labels [N, T]).
+    # position, the loss the mean over every position (labels [N, T]); and with the head tied to the
+    # token embedding (GPT-2's, keras_hub's ReversibleEmbedding: scores = h · tableᵀ, no bias).
     T, D, V = 4, 6, 10
-    p = {"tok/embeddings": w(V, D), "pos/embeddings": w(T, D, scale=0.2), "ln/gamma": 1 + w(D, scale=0.2),
-         "ln/beta": w(D, scale=0.1), "head/kernel": w(D, CLASSES), "head/bias": w(CLASSES, scale=0.1)}
-    layers = ["{name: tok, type: embedding, input_dim: 10, output_dim: 6}", "{name: pos, type: position_embedding}"]
-    prev = "pos"
-    for b in ("b1", "b2"):
-        p.update({f"{b}_ln1/gamma": 1 + w(D, scale=0.2), f"{b}_ln1/beta": w(D, scale=0.1),
-                  f"{b}_attn/query/kernel": w(D, 2, 3), f"{b}_attn/key/kernel": w(D, 2, 3),
-                  f"{b}_attn/value/kernel": w(D, 2, 3), f"{b}_attn/attention_output/kernel": w(2, 3, D),
-                  f"{b}_attn/query/bias": w(2, 3, scale=0.1), f"{b}_attn/key/bias": w(2, 3, scale=0.1),
-                  f"{b}_attn/value/bias": w(2, 3, scale=0.1), f"{b}_attn/attention_output/bias": w(D, scale=0.1),
-                  f"{b}_ln2/gamma": 1 + w(D, scale=0.2), f"{b}_ln2/beta": w(D, scale=0.1),
-                  f"{b}_up/kernel": w(D, 8), f"{b}_up/bias": w(8, scale=0.1),
-                  f"{b}_down/kernel": w(8, D), f"{b}_down/bias": w(D, scale=0.1)})
-        layers += [f"{{name: {b}_ln1, type: layer_norm, inputs: [{prev}]}}",
-                   f"{{name: {b}_attn, type: multi_head_attention, num_heads: 2, key_dim: 3, causal: true}}",
-                   f"{{name: {b}_res1, type: add, inputs: [{prev}, {b}_attn]}}", f"{{name: {b}_ln2, type: layer_norm}}",
-                   f"{{name: {b}_up, type: dense, units: 8}}", f"{{name: {b}_gelu, type: gelu}}",
-                   f"{{name: {b}_down, type: dense, units: 6}}", f"{{name: {b}_res2, type: add, inputs: [{b}_res1, {b}_down]}}"]
-        prev = f"{b}_res2"
-    layers += ["{name: ln, type: layer_norm}", f"{{name: head, type: dense, units: {CLASSES}}}", "{name: out, type: softmax}"]
-
-    def f_gpt(P, X, S, t, c, s):
-        h = P["tok/embeddings"][X["x"].long()] + P["pos/embeddings"]
+    for tied in (False, True):
+        p = {"tok/embeddings": w(V, D), "pos/embeddings": w(T, D, scale=0.2), "ln/gamma": 1 + w(D, scale=0.2),
+             "ln/beta": w(D, scale=0.1)}
+        if not tied:
+            p.update({"head/kernel": w(D, CLASSES), "head/bias": w(CLASSES, scale=0.1)})
+        layers = [f"{{name: tok, type: embedding, input_dim: {CLASSES if tied else V}, output_dim: 6}}",
+                  "{name: pos, type: position_embedding}"]
+        if tied:
+            p["tok/embeddings"] = w(CLASSES, D)
+        prev = "pos"
         for b in ("b1", "b2"):
-            a = K.layer_norm(h, P[f"{b}_ln1/gamma"], P[f"{b}_ln1/beta"])
-            h = h + K.multi_head_attention(a, a, P, f"{b}_attn", causal=True, masked=c != "no causal mask")
-            m = K.layer_norm(h, P[f"{b}_ln2/gamma"], P[f"{b}_ln2/beta"])
-            h = h + K.dense(K.gelu(K.dense(m, P[f"{b}_up/kernel"], P[f"{b}_up/bias"])), P[f"{b}_down/kernel"],
-                            P[f"{b}_down/bias"])
-        return K.dense(K.layer_norm(h, P["ln/gamma"], P["ln/beta"]), P["head/kernel"], P["head/bias"])
+            p.update({f"{b}_ln1/gamma": 1 + w(D, scale=0.2), f"{b}_ln1/beta": w(D, scale=0.1),
+                      f"{b}_attn/query/kernel": w(D, 2, 3), f"{b}_attn/key/kernel": w(D, 2, 3),
+                      f"{b}_attn/value/kernel": w(D, 2, 3), f"{b}_attn/attention_output/kernel": w(2, 3, D),
+                      f"{b}_attn/query/bias": w(2, 3, scale=0.1), f"{b}_attn/key/bias": w(2, 3, scale=0.1),
+                      f"{b}_attn/value/bias": w(2, 3, scale=0.1), f"{b}_attn/attention_output/bias": w(D, scale=0.1),
+                      f"{b}_ln2/gamma": 1 + w(D, scale=0.2), f"{b}_ln2/beta": w(D, scale=0.1),
+                      f"{b}_up/kernel": w(D, 8), f"{b}_up/bias": w(8, scale=0.1),
+                      f"{b}_down/kernel": w(8, D), f"{b}_down/bias": w(D, scale=0.1)})
+            layers += [f"{{name: {b}_ln1, type: layer_norm, inputs: [{prev}]}}",
+                       f"{{name: {b}_attn, type: multi_head_attention, num_heads: 2, key_dim: 3, causal: true}}",
+                       f"{{name: {b}_res1, type: add, inputs: [{prev}, {b}_attn]}}", f"{{name: {b}_ln2, type: layer_norm}}",
+                       f"{{name: {b}_up, type: dense, units: 8}}", f"{{name: {b}_gelu, type: gelu}}",
+                       f"{{name: {b}_down, type: dense, units: 6}}",
+                       f"{{name: {b}_res2, type: add, inputs: [{b}_res1, {b}_down]}}"]
+            prev = f"{b}_res2"
+        layers += ["{name: ln, type: layer_norm}",
+                   f"{{name: head, type: dense, units: {CLASSES}" + (", tie: tok, use_bias: false}" if tied else "}"),
+                   "{name: out, type: softmax}"]
 
-    out.append(Case("gpt", f"two blocks, {T} positions, a label per position", layers, p, f_gpt,
-                    inputs={"x": ("ids", [T])}, positions=T,
-                    controls=("no causal mask", "positions summed, not averaged")))
+        def f_gpt(P, X, S, t, c, s, tied=tied):
+            h = P["tok/embeddings"][X["x"].long()] + P["pos/embeddings"]
+            for b in ("b1", "b2"):
+                a = K.layer_norm(h, P[f"{b}_ln1/gamma"], P[f"{b}_ln1/beta"])
+                h = h + K.multi_head_attention(a, a, P, f"{b}_attn", causal=True, masked=c != "no causal mask")
+                m = K.layer_norm(h, P[f"{b}_ln2/gamma"], P[f"{b}_ln2/beta"])
+                h = h + K.dense(K.gelu(K.dense(m, P[f"{b}_up/kernel"], P[f"{b}_up/bias"])), P[f"{b}_down/kernel"],
+                                P[f"{b}_down/bias"])
+            h = K.layer_norm(h, P["ln/gamma"], P["ln/beta"])
+            if not tied:
+                return K.dense(h, P["head/kernel"], P["head/bias"])
+            # The control: the table's gradient from its lookup alone (the head's use detached).
+            table = P["tok/embeddings"].detach() if c == "tied head's gradient dropped" else P["tok/embeddings"]
+            return K.dense(h, table.t())
+
+        out.append(Case("gpt", f"two blocks, {T} positions, a label per position" + (", head tied to the embedding" if tied else ""),
+                        layers, p, f_gpt, inputs={"x": ("ids", [T], CLASSES if tied else V)}, positions=T,
+                        controls=("no causal mask", "positions summed, not averaged")
+                        + (("tied head's gradient dropped",) if tied else ())))
 
     # --- losses
     for loss, ls in [("categorical_crossentropy", 0.0), ("sparse_categorical_crossentropy", 0.1),

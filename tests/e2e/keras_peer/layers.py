@@ -51,9 +51,9 @@ BF16_RUNS, BF16_FACTOR = 8, 8.0
 
 def make_inputs(case, n):
     X = {}
-    for name, (kind, shape) in case.inputs.items():
-        if kind == "ids":
-            X[name] = rng.integers(0, 10, [n] + shape).astype(np.int32)
+    for name, (kind, shape, *high) in case.inputs.items():
+        if kind == "ids":  # token ids below 10, or below the third element when given
+            X[name] = rng.integers(0, high[0] if high else 10, [n] + shape).astype(np.int32)
         else:
             X[name] = rng.standard_normal([n] + shape).astype(np.float32)
     return X

@@ -164,6 +164,13 @@ train: {batch_size: 12, bucket_mb: 0.001}
 optimizer: {type: sgd, lr: 0.5, momentum: 0.9}
 )";
   for (int n : {2, 3}) check_equivalent(yaml, n);
+  // The head tied to the token embedding: the table's gradient is final only after the embedding's
+  // backward (its bucket waits for it), not at the head's.
+  std::string tied = yaml;
+  const std::string head = "{name: head, type: dense, units: 256}";
+  REQUIRE(tied.find(head) != std::string::npos);
+  tied.replace(tied.find(head), head.size(), "{name: head, type: dense, units: 256, tie: tok, use_bias: false}");
+  for (int n : {2, 3}) check_equivalent(tied, n);
 }
 
 TEST_CASE("data parallel: N replicas x B/N match 1 replica x B after 10 steps (Adam)") {

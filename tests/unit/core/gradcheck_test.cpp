@@ -145,3 +145,25 @@ model:
   Setup s(net, {6, 5});
   check_gradients(s);
 }
+
+// A head tied to the token embedding (dense `tie:`): the table's gradient is its lookup's plus the
+// head's (transposed), summed after the embedding's backward.
+TEST_CASE("gradcheck: a dense head tied to the token embedding (tie:): the table's gradient adds both uses") {
+  const std::string net = R"(
+model:
+  input: [5]
+  layers:
+    - {name: tok, type: embedding, input_dim: 5, output_dim: 8}
+    - {name: pos, type: position_embedding}
+    - {name: ln, type: layer_norm}
+    - {name: head, type: dense, units: 5, tie: tok}
+    - {name: act, type: tanh}
+    - {name: flat, type: flatten}
+    - {name: dense, type: dense, units: 5}
+    - {name: softmax, type: softmax}
+)";
+  Setup s(net, {5});
+  for (int64_t i = 0; i < s.x.numel(); ++i) s.x.f32()[i] = float((i * 3) % 5);  // ids, every one used
+  REQUIRE(s.g->params().entries().size() == 7);  // tok/embeddings once, pos, ln (2), head/bias, dense (2)
+  check_gradients(s);
+}

@@ -54,6 +54,25 @@ TEST_CASE("elementwise add, accumulate and scale match float64 reference", "[bac
   }
 }
 
+TEST_CASE("elementwise transpose moves every element exactly, odd shapes and empty ones included", "[backends]") {
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(43);
+    auto k = make_kernel<ElementwiseKernel>(be.ctx(), ElementwiseParams{});
+    for (auto [R, C] : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {33, 65}, {64, 1}, {1, 70}, {0, 4}, {257, 128}}) {
+      INFO(R << " x " << C);
+      const Tensor hx = random_tensor({R, C}, rng);
+      Tensor y = be.nan({C, R});
+      k->transpose(be.upload(hx), y);
+      ref::Vec want(size_t(R * C));
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t c = 0; c < C; ++c) want[size_t(c * R + r)] = hx.f32()[r * C + c];
+      be.check("y", y, want, 0.0);  // a copy: exact
+    }
+    Tensor x = be.upload(random_tensor({2, 3}, rng)), wrong = be.nan({2, 3});
+    CHECK_THROWS_WITH(k->transpose(x, wrong), Catch::Contains("transpose") && Catch::Contains("y"));
+  }
+}
+
 TEST_CASE("elementwise concat and split along the last axis are inverse", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(42);

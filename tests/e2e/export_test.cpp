@@ -257,3 +257,52 @@ optimizer: {type: adam, lr: 0.01}
   CHECK(j.value("opencv", "") == "ok");
   CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
 }
+
+TEST_CASE("e2e export: a dense layer tied to the token embedding (tie:) exports the table transposed as its kernel; "
+          "the model passes onnx.checker (OpenCV 4.6 runs no embedding)",
+          "[export]") {
+  if (skip_without_python_deps()) return;
+  const std::string dir = e2e::temp_dir("export_tied");
+  std::string ids, labels;
+  for (int i = 0; i < 16 * 7; ++i) {
+    const float id = float((i * 5 + i / 7) % 3);
+    ids += std::string(reinterpret_cast<const char*>(&id), 4);
+  }
+  for (int i = 0; i < 16; ++i) labels += char(i % 3), labels += std::string(3, '\0');
+  e2e::write_file(dir + "/x.npy", npy("<f4", {16, 7}, ids));
+  e2e::write_file(dir + "/y.npy", npy("<i4", {16}, labels));
+  e2e::write_file(dir + "/tied.yaml", R"(
+name: tied_export
+seed: 1
+model:
+  input: [7]
+  layers:
+    - {name: tok, type: embedding, input_dim: 3, output_dim: 4}
+    - {name: pos, type: position_embedding}
+    - {name: ln, type: layer_norm}
+    - {name: head, type: dense, units: 3, tie: tok}
+    - {name: flat, type: flatten}
+    - {name: logits, type: dense, units: 3}
+    - {name: out, type: softmax}
+data:
+  train: {type: npy, x: x.npy, labels: y.npy, classes: 3}
+  val: {type: npy, x: x.npy, labels: y.npy, classes: 3}
+train: {epochs: 1, batch_size: 8}
+optimizer: {type: adam, lr: 0.01}
+)");
+  train(dir, dir + "/tied.yaml", "");
+  predict(dir, "x.npy", "p.npy");
+  // onnx.checker and strict shape inference pass; OpenCV 4.6 cannot run it (its Gather takes
+  // constant indices only, so no embedding model runs there: said, not hidden).
+  nlohmann::json j = export_and_compare(dir, "", "x.npy", "p.npy", "--allow-opencv-refusal", "tied: ");
+  CHECK_THAT(j.value("opencv", ""), Catch::Contains("Gather") || Catch::Equals("ok"));
+  // The head's kernel initializer is the embedding table transposed, bit for bit.
+  const std::string check = "cd '" + dir + "' && " + kPython + " -c 'import onnx, numpy as np; from onnx import numpy_helper as h; "
+                            "m = onnx.load(\"m.onnx\"); w = {i.name: h.to_array(i) for i in m.graph.initializer}; "
+                            "k = [v for n, v in w.items() if n.startswith(\"head/kernel\")]; t = w[\"tok/embeddings\"]; "
+                            "assert len(k) == 1 and k[0].shape == t.T.shape and (k[0] == t.T).all(), (list(w), k); print(\"tied ok\")' "
+                            ">tied.out 2>&1";
+  CHECK(std::system(check.c_str()) == 0);
+  INFO(e2e::read_file(dir + "/tied.out"));
+  CHECK(e2e::read_file(dir + "/tied.out").find("tied ok") != std::string::npos);
+}

@@ -7,6 +7,7 @@
 #   MODEL=mobilenetv2 scripts/bench-vs-pytorch.sh            # MobileNetV2 224x224, batch 16
 #   MODEL=transformer scripts/bench-vs-pytorch.sh            # configs/transformer_sequences.yaml, batch 32
 #   MODEL=gpt scripts/bench-vs-pytorch.sh                    # configs/gpt_bytes.yaml (128 tokens a sample), batch 32
+#   MODEL=gpt2 DEVICE=cuda PRECISION=bf16 scripts/bench-vs-pytorch.sh   # GPT-2 124M (1024 tokens a sample), batch 4
 #   THREADS=4 BATCH=128 ROUNDS=5 STEPS=30 scripts/bench-vs-pytorch.sh
 #   DEVICE=cuda MODEL=... BATCH=... PRECISION=... scripts/bench-vs-pytorch.sh
 #                         # on a GPU: trainer --gpus 0 against PyTorch 2.x (python3 on PATH) eager,
@@ -22,7 +23,7 @@
 # Debian's PyTorch 1.13 (/usr/bin/python3, channels_last) with OpenBLAS, installed when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model=${MODEL:-minigooglenet} precision=${PRECISION:-fp32} device=${DEVICE:-cpu}
+model=${MODEL:-minigooglenet} precision=${PRECISION:-fp32} device=${DEVICE:-cpu} peer_args=""
 threads=${THREADS:-2}
 build=${BUILD_DIR:-build}
 case "$model" in
@@ -34,7 +35,10 @@ case "$model" in
                  batch=${BATCH:-32} steps=${STEPS:-20} pkgs="python3-torch" ;;
   gpt)           config=configs/gpt_bytes.yaml peer=${PEER:-scripts/peers/gpt_torch.py}
                  batch=${BATCH:-32} steps=${STEPS:-20} pkgs="python3-torch" ;;
-  *) echo "bench-vs-pytorch: MODEL must be minigooglenet, mobilenetv2, transformer or gpt, not '$model'"; exit 2 ;;
+  gpt2)          config=configs/gpt2_124m.yaml peer=${PEER:-scripts/peers/gpt_torch.py}
+                 peer_args="--layers 12 --width 768 --heads 12 --block 1024 --vocab 50257 --tie --gelu tanh --ln-eps 1e-5"
+                 batch=${BATCH:-4} steps=${STEPS:-20} pkgs="python3-torch" ;;
+  *) echo "bench-vs-pytorch: MODEL must be minigooglenet, mobilenetv2, transformer, gpt or gpt2, not '$model'"; exit 2 ;;
 esac
 [ -x "${TRAINER:-$build/trainer}" ] || scripts/setup.sh
 trainer=${TRAINER:-$build/trainer}
@@ -70,7 +74,7 @@ if [ "$device" = cuda ]; then
       rc=0
       # shellcheck disable=SC2046
       t=$(timeout "${STEP_TIMEOUT:-400}" python3 "$peer" --device cuda --channels-last --batch "$batch" --steps "$steps" --warmup 10 \
-            "${peer_prec[@]}" $(flags "$v") 2>&1) || rc=$?
+            "${peer_prec[@]}" $(flags "$v") $peer_args 2>&1) || rc=$?
       if ((rc != 0)); then
         ((rc == 124)) && echo "bench-vs-pytorch: $(label "$v"): did not finish within STEP_TIMEOUT ${STEP_TIMEOUT:-400} s (compile included)" ||
           echo "bench-vs-pytorch: $(label "$v") failed: $(tail -1 <<<"$t")"
@@ -129,8 +133,9 @@ ours=() theirs=() ours_rss=() theirs_rss=() ours_ceiling=()
 for r in $(seq "$rounds"); do
   o=$(peak "$trainer" bench "$config" --threads "$threads" --steps "$steps" --warmup 3 \
         --set train.batch_size="$batch" "${ours_prec[@]}")
+  # shellcheck disable=SC2086
   t=$(peak /usr/bin/python3 "$peer" --threads "$threads" --channels-last --batch "$batch" --steps "$steps" --warmup 3 \
-        "${peer_prec[@]}") || { echo "bench-vs-pytorch: the PyTorch peer failed (its message is above)"; exit 1; }
+        "${peer_prec[@]}" $peer_args) || { echo "bench-vs-pytorch: the PyTorch peer failed (its message is above)"; exit 1; }
   # (trainer's --json is nlohmann's compact dump since 519a489: no space after the colon.)
   oi=$(sed -nE 's/.*"images_per_sec": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)
   oc=$(sed -nE 's/.*"ceiling_fraction": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)

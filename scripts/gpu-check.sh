@@ -46,10 +46,11 @@ phase_table=(
   "configs-mnv2 300 120 MobileNetV2 cats vs dogs, one epoch, batch 64 and 128, fp32 and bf16, --gpus 0 and 0,0"
   "bench-b64    240 100 MiniGoogLeNet batch 64 (the seed recipe's), fp32 and bf16, against PyTorch"
   "bench-mnv2   300 120 MobileNetV2 224x224 batch 64, fp32 and bf16, against PyTorch"
+  "gpt          480 120 gpt_bytes one epoch (fp32, bf16); GPT-2 124M tokens/s (bench, fp32/bf16); vs PyTorch eager/compile, bf16 b4"
 )
 # One device-tool command each (sum of bounds <= 540, + 30 s start-up <= 570), most important first.
 commands=("ops core engine" "graphs racecheck configs" "bench configs-mgn" "memcheck" "e2e configs-mnv2" "bench-b64 bench-mnv2"
-          "step-graphs")
+          "step-graphs" "gpt")
 declare -A bound step_timeout about
 all=()
 for r in "${phase_table[@]}"; do
@@ -101,6 +102,9 @@ if [ "${1:-}" = "pack" ]; then
   # The GPU machine has no fontconfig configuration: cairo's first text then printed "Fontconfig
   # error: Cannot load default config file" on stderr, which the one-line-on-stderr tests count (8
   # e2e cases, 2026-11-26). A configuration naming one travelling font (FONTCONFIG_FILE below).
+  # configs/gpt_bytes.yaml's text (Debian's fortunes, 2.6 MB), for the gpt phase.
+  mkdir -p "$stage/fortunes"
+  cp -L /usr/share/games/fortunes/*.u8 "$stage/fortunes/"
   mkdir -p "$stage/fonts"
   cp /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf "$stage/fonts/"
   printf '<?xml version="1.0"?>\n<!DOCTYPE fontconfig SYSTEM "fonts.dtd">\n<fontconfig>\n  <dir>/tmp/trainer-gpu/fonts</dir>\n  <cachedir>/tmp/trainer-gpu/fonts/cache</cachedir>\n</fontconfig>\n' \
@@ -499,7 +503,7 @@ phase_engine() {
 referee() {  # referee <model> <batch> <precision> <rounds>: its summary rows
   local tag="$1-b$2-$3"
   need scripts/bench-vs-pytorch.sh "bench script" || return
-  need "scripts/peers/${1}_torch.py" "PyTorch peer" || return
+  need "scripts/peers/${1/gpt2/gpt}_torch.py" "PyTorch peer" || return  # (GPT-2 124M: the GPT peer, sized)
   ((dry)) && { skip "  $tag" "bench-vs-pytorch, $4 round(s)"; return; }
   log "bench $tag"
   # Each process of a round: ours, then PyTorch eager, eager + cudnn.benchmark and torch.compile's
@@ -565,6 +569,28 @@ phase_step_graphs() {
   done
 }
 phase_bench() { for p in fp32 bf16; do referee minigooglenet 256 "$p" 1; done; }
+# --- issue 47: the GPTs on the GPU -----------------------------------------------------------------
+phase_gpt() {
+  local p o
+  for p in fp32 bf16; do
+    config_run gpt_bytes "$p" 0 configs/gpt_bytes.yaml --set train.epochs=2 \
+      --set data.train.path=/tmp/trainer-gpu/fortunes --set data.val.path=/tmp/trainer-gpu/fortunes
+  done
+  # GPT-2 small's shape on synthetic ids (llm.c's single-GPU batch, 4 x 1024): tokens/s = samples/s x 1024.
+  for p in fp32 bf16; do
+    local label="gpt2_124m b4 $p (ms/step, tokens/s, step_graph)"
+    ((dry)) && { skip "$label" "trainer bench configs/gpt2_124m.yaml"; continue; }
+    o=$(run_bounded "${step_timeout[$phase]}" "$T" bench configs/gpt2_124m.yaml --gpus 0 --steps 20 --warmup 5 --json \
+          --set precision=$p 2>&1)
+    echo "$o" >"$out/gpt2-$p.log"
+    local ms ips graph
+    ms=$(sed -nE 's/.*"ms_per_step": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)
+    ips=$(sed -nE 's/.*"images_per_sec": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)
+    graph=$(sed -nE 's/.*"step_graph": ?(true|false).*/\1/p' <<<"$o" | tail -1)
+    row "$label" "${ms:-failed} ms, $(awk -v s="${ips:-0}" 'BEGIN {printf "%.0f", s * 1024}') tokens/s, ${graph:-?}$( [ -n "$ms" ] || echo ": $(tail -1 <<<"$o" | cut -c1-90)")"
+  done
+  referee gpt2 4 bf16 1
+}
 phase_bench_b64() { for p in fp32 bf16; do referee minigooglenet 64 "$p" 1; done; }
 phase_bench_mnv2() {
   local p

@@ -26,7 +26,7 @@ struct TypeInfo {
 };
 constexpr TypeInfo kTypes[] = {{Type::F4, "<f4", "float32", 4}, {Type::F8, "<f8", "float64", 8},
                                {Type::U1, "|u1", "uint8", 1},   {Type::I4, "<i4", "int32", 4},
-                               {Type::I8, "<i8", "int64", 8}};
+                               {Type::I8, "<i8", "int64", 8},   {Type::U2, "<u2", "uint16", 2}};
 const TypeInfo& info(Type t) { return kTypes[int(t)]; }
 
 constexpr int64_t kMaxElements = int64_t(1) << 58;  // so that elements * 8 bytes fits comfortably
@@ -288,6 +288,13 @@ void File::read_f32(int64_t first, int64_t n, float* out) const {
         out[i] = float(v);
       }
       return;
+    case Type::U2:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t v;
+        std::memcpy(&v, p + 2 * i, 2);
+        out[i] = float(v);
+      }
+      return;
     case Type::I8:
       for (int64_t i = 0; i < n; ++i) {
         int64_t v;
@@ -306,6 +313,7 @@ int64_t File::read_int(int64_t index) const {
     case Type::U1: return p[0];
     case Type::I4: { int32_t v; std::memcpy(&v, p, 4); return v; }
     case Type::I8: { int64_t v; std::memcpy(&v, p, 8); return v; }
+    case Type::U2: { uint16_t v; std::memcpy(&v, p, 2); return v; }
     case Type::F4:
     case Type::F8: break;
   }

@@ -10,9 +10,9 @@
 namespace trainer::npy {
 
 // The element types read: little-endian (or byte-sized) numbers only.
-enum class Type { F4, F8, U1, I4, I8 };
-const char* descr_of(Type t);      // "<f4", "<f8", "|u1", "<i4", "<i8"
-const char* type_name(Type t);     // "float32", "float64", "uint8", "int32", "int64"
+enum class Type { F4, F8, U1, I4, I8, U2 };
+const char* descr_of(Type t);      // "<f4", "<f8", "|u1", "<i4", "<i8", "<u2"
+const char* type_name(Type t);     // "float32", "float64", "uint8", "int32", "int64", "uint16" (token ids)
 size_t type_size(Type t);
 bool parse_descr(const std::string& descr, Type& out);  // also "<u1"/"u1" and the '=' native byte order
                                                        // (little-endian hosts only, as this file assumes)

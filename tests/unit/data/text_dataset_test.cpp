@@ -1,9 +1,12 @@
-// Tests of the `text` set: byte windows and their next-byte labels, stride, range, folders and pattern, refusals, and the Loader's per-position labels.
+// Tests of the `text` and `tokens` sets: byte windows and their next-byte labels, stride, range, folders and pattern, refusals, and the Loader's per-position labels.
 #include <catch2/catch.hpp>
 
+#include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "core/data/loader.h"
+#include "core/data/npy_format.h"
 #include "data_test_util.h"
 
 using namespace trainer;
@@ -132,4 +135,69 @@ TEST_CASE("text: the Loader's batches hold labels [batch, block_size], shuffled 
   CHECK(seen == ds->size());
   CHECK(content_fingerprint(*ds) != content_fingerprint(*dataset_from("{type: text, path: t.txt, block_size: 5}",
                                                                        dir.path())));
+}
+
+namespace {
+
+// An llm.c token shard: the 1024-byte header (magic, version, count) and the tokens.
+void write_llmc(const std::string& path, const std::vector<uint16_t>& tokens, int32_t magic = 20240520) {
+  std::vector<uint8_t> b(1024, 0);
+  const int32_t header[3] = {magic, 1, int32_t(tokens.size())};
+  std::memcpy(b.data(), header, sizeof header);
+  const auto* t = reinterpret_cast<const uint8_t*>(tokens.data());
+  b.insert(b.end(), t, t + tokens.size() * 2);
+  trainer::test::write_bytes(path, b);
+}
+
+}  // namespace
+
+TEST_CASE("tokens: llm.c shards and .npy ids, windows within a file, next-token labels, vocabulary checked") {
+  TempDir dir;
+  std::vector<uint16_t> a, b;
+  for (uint16_t i = 0; i < 11; ++i) a.push_back(uint16_t(1000 + i));
+  for (uint16_t i = 0; i < 6; ++i) b.push_back(uint16_t(50000 + i));
+  write_llmc(dir / "shards/train_000.bin", a);
+  write_llmc(dir / "shards/train_001.bin", b);
+  auto ds = dataset_from("{type: tokens, path: 'shards/train_*.bin', block_size: 4, vocab: 50257}", dir.path());
+  CHECK(ds->label_shape() == Shape{4});
+  CHECK(ds->num_classes() == 50257);
+  REQUIRE(ds->size() == 3);  // 11 tokens: windows at 0 and 4; 6 tokens: one at 0 (none spans the two files)
+  std::vector<float> v(4);
+  std::vector<int32_t> l(4);
+  ds->get_f32_labels(1, v.data(), l.data());
+  CHECK(v == std::vector<float>{1004, 1005, 1006, 1007});
+  CHECK(l == std::vector<int32_t>{1005, 1006, 1007, 1008});
+  ds->get_f32_labels(2, v.data(), l.data());
+  CHECK(v == std::vector<float>{50000, 50001, 50002, 50003});
+  CHECK(l == std::vector<int32_t>{50001, 50002, 50003, 50004});
+  CHECK_THAT(ds->describe(), Catch::Contains("2 files") && Catch::Contains("3 windows of 4 tokens") &&
+                                 Catch::Contains("17 tokens, vocabulary 50257"));
+  // A folder: its .bin files; a token beyond the vocabulary: the file and the byte.
+  auto small = dataset_from("{type: tokens, path: shards, block_size: 4, vocab: 50003}", dir.path());
+  CHECK_THAT(error_of<DataError>([&] { small->get_f32_labels(2, v.data(), l.data()); }),
+             Catch::Contains("train_001.bin: token 50003 at byte 1030 is outside the vocabulary (vocab: 50003)"));
+  // .npy ids ('<u2', nanoGPT's), a bad magic, a count that disagrees with the file, too few tokens.
+  const std::string h = npy::make_header({6}, "<u2");
+  std::vector<uint8_t> npy(h.begin(), h.end());
+  for (uint16_t t : {7, 8, 9, 10, 11, 12}) npy.push_back(uint8_t(t)), npy.push_back(0);
+  trainer::test::write_bytes(dir / "ids.npy", npy);
+  auto from_npy = dataset_from("{type: tokens, path: ids.npy, block_size: 2, stride: 1, vocab: 20}", dir.path());
+  REQUIRE(from_npy->size() == 4);
+  std::vector<float> v2(2);
+  std::vector<int32_t> l2(2);
+  from_npy->get_f32_labels(3, v2.data(), l2.data());
+  CHECK(v2 == std::vector<float>{10, 11});
+  CHECK(l2 == std::vector<int32_t>{11, 12});
+  write_llmc(dir / "bad.bin", a, 12345);
+  CHECK_THAT(error_of<DataError>([&] { dataset_from("{type: tokens, path: bad.bin, block_size: 4, vocab: 50257}", dir.path()); }),
+             Catch::Contains("bad.bin: byte 0: magic 12345, not llm.c's 20240520"));
+  write_llmc(dir / "cut.bin", a);
+  std::filesystem::resize_file(dir / "cut.bin", 1024 + 10);
+  CHECK_THAT(error_of<DataError>([&] { dataset_from("{type: tokens, path: cut.bin, block_size: 4, vocab: 50257}", dir.path()); }),
+             Catch::Contains("cut.bin: byte 8: the header says 11 tokens (22 bytes from byte 1024), the file has 10"));
+  CHECK_THAT(error_of<DataError>(
+                 [&] { dataset_from("{type: tokens, path: shards/train_001.bin, block_size: 6, vocab: 50257}", dir.path()); }),
+             Catch::Contains("no file holds one window of block_size + 1 = 7 tokens"));
+  CHECK_THAT(error_of<DataError>([&] { dataset_from("{type: tokens, path: 'none_*.bin', block_size: 4, vocab: 9}", dir.path()); }),
+             Catch::Contains("none_*.bin: no file matches"));
 }

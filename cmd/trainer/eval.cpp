@@ -21,6 +21,10 @@ struct EvalArgs {
 
 void print_confusion(const EvalResult& r) {
   size_t k = r.class_names.size();
+  if (r.confusion.empty()) {
+    fmt::print("No confusion matrix: {} classes, more than {}\n", k, kMaxConfusionClasses);
+    return;
+  }
   size_t w = 6;
   for (const std::string& n : r.class_names) w = std::max(w, n.size() + 1);
   for (int64_t v : r.confusion) w = std::max(w, std::to_string(v).size() + 1);
@@ -50,7 +54,7 @@ int eval(const EvalArgs& a) {
   o.weights = a.no_ema ? LoadWeights::Trained : LoadWeights::Average;
   EvalResult r = evaluate_checkpoint(e, c, o);
   if (a.json) {
-    const size_t k = r.class_names.size();
+    const size_t k = r.confusion.empty() ? 0 : r.class_names.size();  // (none past kMaxConfusionClasses: [])
     JsonLine confusion = JsonLine::array();
     for (size_t i = 0; i < k; ++i)
       confusion.push_back(std::vector<int64_t>(r.confusion.begin() + std::ptrdiff_t(i * k),
@@ -62,7 +66,8 @@ int eval(const EvalArgs& a) {
   fmt::print("Checkpoint: {} (epoch {}, step {})\n", c.weights, c.state.epoch + (c.state.step_in_epoch ? 1 : 0),
              c.state.global_step);
   fmt::print("Data ({}): {}\n", a.split, r.dataset);
-  fmt::print("{} samples - loss: {:.4f} - accuracy: {:.4f}\n", r.count, r.loss, r.accuracy);
+  fmt::print("{} {} - loss: {:.4f} - accuracy: {:.4f}\n", r.count, r.per_position ? "positions" : "samples", r.loss,
+             r.accuracy);
   if (a.confusion) print_confusion(r);
   return kOk;
 }

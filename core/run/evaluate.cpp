@@ -63,11 +63,14 @@ EvalResult evaluate_checkpoint(const RunSpec& e, const CheckpointInfo& c, const 
   if (out.class_names.size() < k)
     for (size_t i = out.class_names.size(); i < k; ++i) out.class_names.push_back(std::to_string(i));
   out.class_names.resize(k);
-  out.confusion.assign(k * k, 0);
+  const bool confusion = k <= kMaxConfusionClasses;  // GPT-2's 50257 squared would be 20 GB
+  if (confusion) out.confusion.assign(k * k, 0);
+  out.per_position = plan.logits_positions > 0;
   LossStats s;
   strategy->run([&](Trainee& w) {
     load_checkpoint(c, w.state(), false, o.weights);
     s = w.evaluate(loader, [&](const Batch& b, const std::vector<int32_t>& predicted) {
+      if (!confusion) return;
       const int32_t* labels = static_cast<const int32_t*>(b.labels.data());
       for (int64_t i = 0; i < b.labels.numel(); ++i)  // samples, or positions (labels [N, T])
         if (labels[i] >= 0 && size_t(labels[i]) < k) ++out.confusion[size_t(labels[i]) * k + size_t(predicted[size_t(i)])];

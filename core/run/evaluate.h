@@ -20,8 +20,11 @@ struct EvalResult {
   int64_t count = 0;
   double loss = 0, accuracy = 0;
   std::vector<std::string> class_names;
-  std::vector<int64_t> confusion;  // classes x classes, row = true class, column = predicted
+  std::vector<int64_t> confusion;  // classes x classes, row = true class, column = predicted; empty past
+                                   // kMaxConfusionClasses (a language model's vocabulary)
+  bool per_position = false;       // count, loss and accuracy are over positions (labels [N, T])
 };
+inline constexpr size_t kMaxConfusionClasses = 1000;
 
 // The whole model as one data-parallel copy on the config's first device (eval, predict).
 RunSpec one_copy(const RunSpec& e);

@@ -81,6 +81,11 @@ TEST_CASE("e2e text: a tiny GPT learns a text file; generate continues it (greed
   CHECK_THAT(s1.err, Catch::Contains("Checkpoint: ") && Catch::Contains("sampling 60 bytes at temperature 1.5, top-k 5, seed 4") &&
                          Catch::Contains("a window of 16 bytes"));
 
+  // eval counts positions; its confusion matrix is the vocabulary's (256 x 256 bytes here).
+  auto ev = e2e::trainer("eval run --confusion", dir);
+  INFO(ev.out << ev.err);
+  REQUIRE(ev.code == 0);
+  CHECK_THAT(ev.out, Catch::Contains(" positions - loss: ") && Catch::Contains("Confusion matrix"));
   // A language model is not a classifier: predict says what to use.
   e2e::write_file(dir + "/x.npy", "");
   auto p = e2e::trainer("predict run x.npy", dir);

@@ -8,8 +8,8 @@
 namespace trainer {
 namespace {
 
-constexpr std::array<FastPath, 7> kEvery = {FastPath::ConvWgrad,  FastPath::Conv1x1, FastPath::AddDx, FastPath::BnGate,
-                                            FastPath::BnSiblings, FastPath::Slices,  FastPath::BnAct};
+constexpr std::array<FastPath, 8> kEvery = {FastPath::ConvWgrad,  FastPath::Conv1x1, FastPath::AddDx, FastPath::BnGate,
+                                            FastPath::BnSiblings, FastPath::Slices,  FastPath::BnAct, FastPath::Gelu};
 
 std::string known() {
   std::string s = "all, none";
@@ -28,6 +28,7 @@ const char* FastPaths::name(FastPath p) {
     case FastPath::BnSiblings: return "bn_siblings";
     case FastPath::Slices: return "slices";
     case FastPath::BnAct: return "bn_act";
+    case FastPath::Gelu: return "gelu";
   }
   return "?";
 }

@@ -18,11 +18,12 @@ enum class FastPath : uint32_t {
   BnSiblings = 1u << 4,  // bn_siblings: batch norms filling one concat run as one pass (else one by one)
   Slices = 1u << 5,      // slices: a concat's inputs written in place as its channel slices (else copied)
   BnAct = 1u << 6,       // bn_act: batch norm applies the ReLU/ReLU6 that follows it (else the activation layer runs)
+  Gelu = 1u << 7,        // gelu: f32 GELU (both forms) forward and backward by oneDNN's eltwise (else libm's erff/tanhf loop)
 };
 
 class FastPaths {
  public:
-  static constexpr uint32_t kAll = (1u << 7) - 1;
+  static constexpr uint32_t kAll = (1u << 8) - 1;
   static FastPaths all() { return FastPaths(kAll); }
   static FastPaths none() { return FastPaths(0); }
   // A spec: comma-separated items applied left to right from all: "all", "none", a name (on) or

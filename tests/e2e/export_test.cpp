@@ -258,7 +258,7 @@ optimizer: {type: adam, lr: 0.01}
   CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
 }
 
-TEST_CASE("e2e export: a dense layer tied to the token embedding (tie:) exports the table transposed as its kernel; "
+TEST_CASE("e2e export: a dense layer tied to the token embedding (tie:) exports the table transposed as its kernel, and "
           "the model passes onnx.checker (OpenCV 4.6 runs no embedding)",
           "[export]") {
   if (skip_without_python_deps()) return;

@@ -49,7 +49,7 @@ std::string corpus() {
 
 }  // namespace
 
-TEST_CASE("e2e text: a tiny GPT learns a text file; generate continues it (greedy: the phrase; seeded: reproducible)") {
+TEST_CASE("e2e text: a tiny GPT learns a text file, and generate continues it (greedy: the phrase, seeded: reproducible)") {
   const std::string dir = e2e::temp_dir("text");
   e2e::write_file(dir + "/corpus.txt", corpus());
   e2e::write_file(dir + "/gpt.yaml", gpt_config());

@@ -71,7 +71,7 @@ TEST_CASE("sparse cross-entropy per position: logits [N, T, C] score N*T rows, t
 
 // What `trainer generate` relies on: the scores at positions 0..n-1 of a causal model do not depend
 // on the window's bytes after n-1 (every layer is per position, the attention causal).
-TEST_CASE("a causal GPT's scores at a position do not depend on the bytes after it; a non-causal one's do") {
+TEST_CASE("a causal GPT's scores at a position do not depend on the bytes after it, and a non-causal one's do") {
   for (bool causal : {true, false}) {
     std::string yaml = std::string("name: lm\nseed: 3") + test::kGptModel + "data:\n  train: {type: synthetic}\n";
     if (!causal) yaml.replace(yaml.find("causal: true"), 12, "causal: false");

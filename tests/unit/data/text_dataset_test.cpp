@@ -85,7 +85,7 @@ TEST_CASE("text: range cuts the text into disjoint parts (train and validation n
              Catch::Contains("'range' must be [from, to]"));
 }
 
-TEST_CASE("text: a folder's files matching the pattern, in name order; binary files refused with path and offset") {
+TEST_CASE("text: a folder's files matching the pattern, in name order, and binary files refused with path and offset") {
   TempDir dir;
   write_text(dir / "b.txt", "world");
   write_text(dir / "a.txt", "hello ");

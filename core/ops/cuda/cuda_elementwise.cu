@@ -120,21 +120,23 @@ __global__ void dropout_bwd_kernel(const float* g, const uint8_t* m, float* dx, 
 // ---------------------------------------------------------------------------------------------
 // Host side
 
-// y [C, R] = x [R, C]: a 32 x 32 tile through shared memory (a padded row: no bank conflicts), 8 rows
-// of threads each copying four; grid.y loops over further row tiles past 65535.
-constexpr int kTile = 32;
+// y [C, R] = x [R, C]: a 32 x 32 tile through shared memory (a padded row: no bank conflicts) per
+// block of 256 threads (8 rows of 32, each copying four); the blocks loop over the tiles.
+constexpr int kTile = 32, kTileRows = 8;
 __global__ void transpose_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t R, int64_t C) {
   __shared__ float tile[kTile][kTile + 1];
-  const int64_t c0 = int64_t(blockIdx.x) * kTile;
-  for (int64_t r0 = int64_t(blockIdx.y) * kTile; r0 < R; r0 += int64_t(gridDim.y) * kTile) {
-    for (int k = threadIdx.y; k < kTile; k += blockDim.y) {
-      const int64_t r = r0 + k, c = c0 + threadIdx.x;
-      if (r < R && c < C) tile[k][threadIdx.x] = x[r * C + c];
+  const int tx = int(threadIdx.x) % kTile, ty = int(threadIdx.x) / kTile;
+  const int64_t tiles_c = (C + kTile - 1) / kTile, tiles = ((R + kTile - 1) / kTile) * tiles_c;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t r0 = (t / tiles_c) * kTile, c0 = (t % tiles_c) * kTile;
+    for (int k = ty; k < kTile; k += kTileRows) {
+      const int64_t r = r0 + k, c = c0 + tx;
+      if (r < R && c < C) tile[k][tx] = x[r * C + c];
     }
     __syncthreads();
-    for (int k = threadIdx.y; k < kTile; k += blockDim.y) {
-      const int64_t c = c0 + k, r = r0 + threadIdx.x;
-      if (c < C && r < R) y[c * R + r] = tile[threadIdx.x][k];
+    for (int k = ty; k < kTile; k += kTileRows) {
+      const int64_t c = c0 + k, r = r0 + tx;
+      if (c < C && r < R) y[c * R + r] = tile[tx][k];
     }
     __syncthreads();
   }
@@ -188,8 +190,9 @@ class CudaElementwise final : public ElementwiseKernel {
 
   void transpose_impl(int64_t R, int64_t C, const Tensor& x, Tensor& y) override {
     if (R == 0 || C == 0) return;
-    const dim3 grid(unsigned((C + kTile - 1) / kTile), unsigned(std::min<int64_t>((R + kTile - 1) / kTile, 65535)));
-    TRAINER_LAUNCH(transpose_kernel, grid, dim3(kTile, 8), c_.stream(), x.f32(), y.f32(), R, C);
+    const int64_t tiles = ((R + kTile - 1) / kTile) * ((C + kTile - 1) / kTile);
+    TRAINER_LAUNCH(transpose_kernel, unsigned(std::min<int64_t>(tiles, int64_t(1) << 20)), unsigned(kTile * kTileRows),
+                   c_.stream(), x.f32(), y.f32(), R, C);
   }
 
   void concat_impl(const std::vector<elementwise::Segment>& segs, Tensor& y) override {

@@ -2,7 +2,6 @@
 #include "core/data/npy_format.h"
 
 #include <fmt/format.h>
-#include <sys/mman.h>
 
 #include <bit>
 #include <cerrno>
@@ -228,18 +227,10 @@ std::string make_header(const std::vector<int64_t>& shape, const std::string& de
 }
 
 File::File(const std::string& path, const std::vector<Type>& accepted) : path_(path) {
-  InputFile in = data_util::as_data_error([&] { return InputFile(path); });
-  const size_t size = size_t(in.size());
-  void* map = size ? ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, in.fd(), 0) : MAP_FAILED;
-  size_t have_bytes = size;
-  if (map != MAP_FAILED) {
-    owner_ = std::shared_ptr<const void>(map, [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
-  } else {  // empty, or a file system without mmap: read it whole (its size at open, no more)
-    auto bytes = std::make_shared<std::string>(data_util::as_data_error([&] { return in.read_all(); }));
-    have_bytes = bytes->size();
-    owner_ = std::shared_ptr<const void>(bytes, bytes->data());
-  }
-  const auto* base = static_cast<const uint8_t*>(owner_.get());
+  data_util::MappedFile m = data_util::map_file(path);
+  const size_t have_bytes = m.size;
+  owner_ = m.owner;
+  const uint8_t* base = m.data;
   header_ = parse_header(base, have_bytes, path);
   bool ok = parse_descr(header_.descr, type_);
   if (ok) {

@@ -75,15 +75,8 @@ std::vector<std::string> text_files(const std::string& path, const std::string& 
   const fs::file_status st = fs::status(path, ec);
   if (ec) throw DataError(fmt::format("{}: cannot open: {}", path, ec.message()));
   if (!fs::is_directory(st)) return {path};
-  std::vector<std::string> files;
-  for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (fnmatch(pattern.c_str(), name.c_str(), 0) != 0) continue;
-    std::error_code fe;
-    if (fs::is_regular_file(it->path(), fe)) files.push_back(it->path().string());
-  }
-  if (ec) throw DataError(fmt::format("{}: cannot list: {}", path, ec.message()));
-  std::sort(files.begin(), files.end());
+  const std::vector<std::string> files =
+      data_util::files_in(path, [&](const std::string& n) { return fnmatch(pattern.c_str(), n.c_str(), 0) == 0; });
   if (files.empty()) throw DataError(fmt::format("{}: no file matches pattern '{}'", path, pattern));
   return files;
 }

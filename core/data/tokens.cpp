@@ -1,7 +1,6 @@
 // `type: tokens`: language-model windows over pre-tokenized token files (llm.c's .bin shards, or 1-D .npy arrays of ids), each position labelled by the next token.
 #include <fmt/format.h>
 #include <fnmatch.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
@@ -50,20 +49,14 @@ int64_t token_at(const Shard& s, int64_t i) {
 
 // An llm.c shard, mapped: its header checked against the file's size.
 Shard open_bin(const std::string& path) {
-  InputFile in = data_util::as_data_error([&] { return InputFile(path); });
-  const size_t size = size_t(in.size());
+  const data_util::MappedFile m = data_util::map_file(path);
+  const size_t size = m.size;
   if (size < kLlmcHeader)
     throw DataError(fmt::format("{}: {} bytes, shorter than llm.c's {}-byte header", path, size, kLlmcHeader));
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, in.fd(), 0);
   Shard s;
   s.path = path;
-  if (map != MAP_FAILED) {
-    s.owner = std::shared_ptr<const void>(map, [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
-  } else {  // a file system without mmap: read it whole
-    auto bytes = std::make_shared<std::string>(data_util::as_data_error([&] { return in.read_all(); }));
-    s.owner = std::shared_ptr<const void>(bytes, bytes->data());
-  }
-  const auto* base = static_cast<const uint8_t*>(s.owner.get());
+  s.owner = m.owner;
+  const uint8_t* base = m.data;
   int32_t header[3];
   std::memcpy(header, base, sizeof header);
   if (header[0] != kLlmcMagic)
@@ -154,16 +147,13 @@ std::vector<std::string> token_files(const std::string& path) {
   const std::string name = p.filename().string();
   const bool pattern = name.find_first_of("*?[") != std::string::npos;
   if (!pattern && !fs::is_directory(p, ec)) return {path};
-  const fs::path dir = pattern ? p.parent_path() : p;
-  std::vector<std::string> files;
-  for (fs::directory_iterator it(dir.empty() ? fs::path(".") : dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string n = it->path().filename().string(), ext = it->path().extension().string();
-    if (pattern ? fnmatch(name.c_str(), n.c_str(), 0) != 0 : ext != ".bin" && ext != ".npy") continue;
-    std::error_code fe;
-    if (fs::is_regular_file(it->path(), fe)) files.push_back(it->path().string());
-  }
-  if (ec) throw DataError(fmt::format("{}: cannot list: {}", dir.string(), ec.message()));
-  std::sort(files.begin(), files.end());
+  const std::vector<std::string> files =
+      pattern ? data_util::files_in(p.parent_path().string(),
+                                    [&](const std::string& n) { return fnmatch(name.c_str(), n.c_str(), 0) == 0; })
+              : data_util::files_in(path, [](const std::string& n) {
+                  const std::string ext = fs::path(n).extension().string();
+                  return ext == ".bin" || ext == ".npy";
+                });
   if (files.empty())
     throw DataError(pattern ? fmt::format("{}: no file matches", path) : fmt::format("{}: no .bin or .npy file", path));
   return files;

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/data/dataset.h"
@@ -31,6 +32,36 @@ std::vector<uint8_t> read_file(const std::string& path, uint64_t max_bytes, cons
     const std::string bytes = f.read_all(max_bytes, limit_name);
     return std::vector<uint8_t>(bytes.begin(), bytes.end());
   });
+}
+
+MappedFile map_file(const std::string& path) {
+  InputFile in = as_data_error([&] { return InputFile(path); });
+  MappedFile m;
+  m.size = size_t(in.size());
+  void* map = m.size ? ::mmap(nullptr, m.size, PROT_READ, MAP_PRIVATE, in.fd(), 0) : MAP_FAILED;
+  if (map != MAP_FAILED) {
+    const size_t size = m.size;
+    m.owner = std::shared_ptr<const void>(map, [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
+  } else {  // empty, or a file system without mmap: read it whole (its size at open, no more)
+    auto bytes = std::make_shared<std::string>(as_data_error([&] { return in.read_all(); }));
+    m.size = bytes->size();
+    m.owner = std::shared_ptr<const void>(bytes, bytes->data());
+  }
+  m.data = static_cast<const uint8_t*>(m.owner.get());
+  return m;
+}
+
+std::vector<std::string> files_in(const std::string& dir, const std::function<bool(const std::string& name)>& keep) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<std::string> files;
+  for (fs::directory_iterator it(dir.empty() ? fs::path(".") : fs::path(dir), ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code fe;
+    if (keep(it->path().filename().string()) && fs::is_regular_file(it->path(), fe)) files.push_back(it->path().string());
+  }
+  if (ec) throw DataError(fmt::format("{}: cannot list: {}", dir, ec.message()));
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 int default_threads(int cap) {

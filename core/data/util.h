@@ -32,6 +32,19 @@ auto as_data_error(Fn&& fn) -> decltype(fn()) {
 std::vector<uint8_t> read_file(const std::string& path, uint64_t max_bytes = UINT64_MAX,
                                const std::string& limit_name = "");
 
+// A whole file mapped read-only (read into memory where mapping fails: empty files, file systems
+// without mmap), through InputFile's checks (DataError as read_file's). `owner` keeps it alive.
+struct MappedFile {
+  std::shared_ptr<const void> owner;
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+};
+MappedFile map_file(const std::string& path);
+
+// The regular files (symbolic links followed) of folder `dir` whose names `keep` accepts, as
+// paths, sorted by name. DataError "<dir>: cannot list: <reason>".
+std::vector<std::string> files_in(const std::string& dir, const std::function<bool(const std::string& name)>& keep);
+
 // Threads to use for a parallel load/scan: hardware threads, at least 2, at most `cap`.
 int default_threads(int cap = 8);
 

@@ -46,7 +46,7 @@ devices: {cpu: 1, threads: 1}
 inline const std::string kLastEpoch = "0030";
 
 inline std::string fmt_hex(size_t h) {
-  char b[40];
+  char b[64];  // 25 + 16 characters and the NUL
   std::snprintf(b, sizeof b, "trainer-faults-reference-%016zx", h);
   return b;
 }

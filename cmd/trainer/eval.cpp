@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cmd/trainer/checkpoint_run.h"
 #include "cmd/trainer/command.h"
 #include "core/io/json_text.h"
 #include "core/run/evaluate.h"
-#include "core/checkpoint/resume.h"
 
 namespace trainer::cli {
 namespace {
@@ -39,16 +39,11 @@ void print_confusion(const EvalResult& r) {
 }
 
 int eval(const EvalArgs& a) {
-  std::vector<std::string> skipped;
-  CheckpointInfo c = find_checkpoint(a.target, &skipped);
-  for (const std::string& s : skipped) fmt::print(stderr, "warning: passed over an invalid checkpoint: {}\n", s);
-  // The run directory's config, not the sidecar's neighbour: a live run may have pruned the sidecar.
-  std::string config = a.config.empty() ? config_of(run_dir_of(c)) : a.config;
   std::vector<std::string> sets = a.sets;
   // --data: a dataset section in YAML ({type: ..., path: ...}) or a path for the split's own reader.
   if (!a.data.empty()) sets.push_back(fmt::format("data.{}{}={}", a.split, a.data.front() == '{' ? "" : ".path", a.data));
   for (const std::string& s : device_overrides(a.gpus, 0, a.threads)) sets.push_back(s);
-  RunSpec e = load_run_spec(config, sets);
+  const auto [c, e] = open_checkpoint_run(a.target, a.config, sets);
   EvalOptions o;
   o.split = a.split;
   o.weights = a.no_ema ? LoadWeights::Trained : LoadWeights::Average;

@@ -1,8 +1,8 @@
 // `trainer export RUN_DIR|CHECKPOINT --onnx FILE [--opset N] [--normalize] [--keep-batchnorm] [--relu6 relus|clip] [--no-ema]`
 #include <fmt/format.h>
 
+#include "cmd/trainer/checkpoint_run.h"
 #include "cmd/trainer/command.h"
-#include "core/checkpoint/resume.h"
 #include "core/export/onnx_export.h"
 #include "core/io/file.h"
 #include "core/run/spec.h"
@@ -19,11 +19,7 @@ struct ExportArgs {
 };
 
 int export_model(const ExportArgs& a) {
-  std::vector<std::string> skipped;
-  CheckpointInfo c = find_checkpoint(a.target, &skipped);
-  for (const std::string& s : skipped) fmt::print(stderr, "warning: passed over an invalid checkpoint: {}\n", s);
-  const std::string config = a.config.empty() ? config_of(run_dir_of(c)) : a.config;
-  const RunSpec spec = load_run_spec(config, a.sets);
+  const auto [c, spec] = open_checkpoint_run(a.target, a.config, a.sets);
   OnnxExportOptions o;
   o.opset = a.opset;
   o.normalize = a.normalize;

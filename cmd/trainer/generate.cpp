@@ -3,8 +3,8 @@
 
 #include <cstdio>
 
+#include "cmd/trainer/checkpoint_run.h"
 #include "cmd/trainer/command.h"
-#include "core/checkpoint/resume.h"
 #include "core/io/printable.h"
 #include "core/run/generate.h"
 
@@ -20,13 +20,9 @@ struct GenerateArgs {
 };
 
 int generate(GenerateArgs& a) {
-  std::vector<std::string> skipped;
-  CheckpointInfo c = find_checkpoint(a.target, &skipped);
-  for (const std::string& s : skipped) fmt::print(stderr, "warning: passed over an invalid checkpoint: {}\n", s);
-  const std::string config = a.config.empty() ? config_of(run_dir_of(c)) : a.config;
   std::vector<std::string> sets = a.sets;
   for (const std::string& s : device_overrides(a.gpus, 0, a.threads)) sets.push_back(s);
-  const RunSpec e = load_run_spec(config, sets);
+  const auto [c, e] = open_checkpoint_run(a.target, a.config, sets);
   a.o.weights = a.no_ema ? LoadWeights::Trained : LoadWeights::Average;
   if (!a.quiet)
     fmt::print(stderr, "Checkpoint: {} (epoch {}, step {}); sampling {} bytes at temperature {}{}, seed {}\n",

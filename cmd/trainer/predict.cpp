@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "cmd/trainer/checkpoint_run.h"
 #include "cmd/trainer/command.h"
-#include "core/checkpoint/resume.h"
 #include "core/data/npy_format.h"
 #include "core/io/file.h"
 #include "core/io/printable.h"
@@ -75,13 +75,9 @@ void print_table(const Prediction& p, size_t top) {
 }
 
 int predict(const PredictArgs& a) {
-  std::vector<std::string> skipped;
-  CheckpointInfo c = find_checkpoint(a.target, &skipped);
-  for (const std::string& s : skipped) fmt::print(stderr, "warning: passed over an invalid checkpoint: {}\n", s);
-  const std::string config = a.config.empty() ? config_of(run_dir_of(c)) : a.config;
   std::vector<std::string> sets = a.sets;
   for (const std::string& s : device_overrides(a.gpus, 0, a.threads)) sets.push_back(s);
-  RunSpec e = load_run_spec(config, sets);
+  const auto [c, e] = open_checkpoint_run(a.target, a.config, sets);
   PredictOptions o;
   o.batch_size = a.batch;
   o.weights = a.no_ema ? LoadWeights::Trained : LoadWeights::Average;

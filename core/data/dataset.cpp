@@ -67,6 +67,18 @@ int32_t Dataset::get_f32(int64_t /*i*/, float* /*values*/) const {
   throw std::logic_error(describe() + ": get_f32 on a set of uint8 images (read them with get())");
 }
 
+void Dataset::get_labels(int64_t i, int32_t* labels) const {
+  if (!float_samples()) {
+    std::vector<uint8_t> px(size_t(sample_shape().numel()));
+    labels[0] = get(i, px.data());
+    return;
+  }
+  int64_t n = 0;
+  for (const Shape& s : input_shapes()) n += s.numel();
+  std::vector<float> values(static_cast<size_t>(n));
+  get_f32_labels(i, values.data(), labels);
+}
+
 int32_t FloatDataset::get(int64_t /*i*/, uint8_t* /*pixels*/) const {
   throw DataError(describe() + ": has float samples (sequences, arrays), not uint8 images (read with get_f32)");
 }

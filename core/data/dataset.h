@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -48,6 +49,10 @@ class Dataset {
   // A float sample with its label_shape().numel() labels (thread-safe). The default writes the one
   // label get_f32 returns.
   virtual void get_f32_labels(int64_t i, float* values, int32_t* labels) const { labels[0] = get_f32(i, values); }
+  // Sample i's labels alone (label_shape().numel() of them; thread-safe): what the loader reads of
+  // the other replicas' samples to count a batch's scored labels under train.ignore_class. The
+  // default reads the whole sample into a scratch buffer.
+  virtual void get_labels(int64_t i, int32_t* labels) const;
 };
 
 // The base of float-sample sets: get() throws a DataError naming the set ("... has float samples
@@ -73,6 +78,7 @@ class SubsetDataset final : public Dataset {
   std::vector<Shape> input_shapes() const override { return base_->input_shapes(); }
   int32_t get_f32(int64_t i, float* values) const override { return base_->get_f32(indices_[size_t(i)], values); }
   Shape label_shape() const override { return base_->label_shape(); }
+  void get_labels(int64_t i, int32_t* labels) const override { base_->get_labels(indices_[size_t(i)], labels); }
   void get_f32_labels(int64_t i, float* values, int32_t* labels) const override {
     base_->get_f32_labels(indices_[size_t(i)], values, labels);
   }
@@ -99,6 +105,9 @@ struct DatasetContext {
                               // record-file readers (cifar*, mnist) have nothing to skip  // data.max_image_mb: the most one decoded image may take (H x W x 3 bytes); larger files are
   // refused from their header, before anything is allocated (a DataError naming the file).
   uint64_t max_image_bytes = uint64_t(kDefaultMaxImageMb) << 20;
+  // train.ignore_class: a label value readers accept whatever it is (a pad, e.g. -100) and leave
+  // out of the class count; the loss scores none of them.
+  std::optional<int32_t> ignore_class;
 };
 // The context the `data:` section gives: base_dir and its skip_corrupt and max_image_mb keys
 // (max_image_mb: 1 to 768, default 256; a ConfigError with file:line:col otherwise).

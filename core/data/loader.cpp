@@ -182,19 +182,22 @@ void Loader::produce(int64_t k, int64_t epoch, const std::vector<int64_t>& perm,
   int32_t* labels = out.labels.i32();
   const bool random = opt_.augment.random();
   const int classes = ds_->num_classes();
+  // An ignored label may lie outside the classes (-100, PyTorch's ignore_index default); with no
+  // ignore class this matches nothing that passes the range check anyway.
+  const int64_t ignore = opt_.ignore_class ? int64_t(*opt_.ignore_class) : int64_t(-1);
   for (int64_t j = 0; j < m; ++j) {
     const int64_t idx = out.indices[size_t(j)];
     if (floats) {
       int32_t* own = labels + j * per_sample;
       ds_->get_f32_labels(idx, images + size_t(j) * elems, own);
       for (int64_t p = 0; p < per_sample; ++p)
-        if (own[p] < 0 || own[p] >= classes)
+        if ((own[p] < 0 || own[p] >= classes) && own[p] != ignore)
           throw DataError(fmt::format("{}: sample {} has label {}{}, outside 0..{}", ds_->describe(), idx, own[p],
                                       per_sample > 1 ? fmt::format(" at position {}", p) : "", classes - 1));
       continue;
     }
     const int32_t label = ds_->get(idx, px.data());
-    if (label < 0 || label >= classes)
+    if ((label < 0 || label >= classes) && label != ignore)
       throw DataError(fmt::format("{}: sample {} has label {}, outside 0..{}", ds_->describe(), idx, label,
                                   classes - 1));
     RandomParams p;
@@ -205,6 +208,43 @@ void Loader::produce(int64_t k, int64_t epoch, const std::vector<int64_t>& perm,
     transform_.apply(px.data(), images + size_t(j) * elems, p);
     labels[j] = label;
   }
+  out.global_scored = opt_.ignore_class ? count_scored(k, perm, &out) : m_global * per_sample;
+}
+
+int64_t Loader::count_scored(int64_t k, const std::vector<int64_t>& perm, const Batch* own) const {
+  const int64_t n = int64_t(perm.size()), R = opt_.replicas, g = opt_.batch_size * R;
+  const int64_t first = k * g, m_global = std::max<int64_t>(0, std::min(g, n - first));
+  const int64_t lo = first + opt_.rank * m_global / R, hi = first + (opt_.rank + 1) * m_global / R;
+  const int64_t per = ds_->label_shape().numel();
+  const int32_t ignore = opt_.ignore_class.value_or(0);
+  std::vector<int32_t> buf(static_cast<size_t>(per));
+  int64_t scored = 0;
+  for (int64_t j = first; j < first + m_global; ++j) {
+    const int32_t* l = buf.data();
+    if (own && j >= lo && j < hi) l = own->labels.i32() + (j - lo) * per;
+    else ds_->get_labels(perm[size_t(j)], buf.data());
+    for (int64_t p = 0; p < per; ++p) scored += l[p] != ignore;
+  }
+  return scored;
+}
+
+int64_t Loader::global_scored(int64_t k) const {
+  if (!opt_.ignore_class) return global_batch_size(k) * ds_->label_shape().numel();
+  std::shared_ptr<const std::vector<int64_t>> perm;
+  {
+    std::lock_guard<std::mutex> lock(st_->mu);
+    perm = st_->perm;
+  }
+  if (!perm) throw std::logic_error("Loader::global_scored called before start_epoch");
+  return count_scored(k, *perm, nullptr);
+}
+
+int64_t scored_labels(const Batch& b) {
+  if (b.global_scored > 0) return b.global_scored;
+  const int64_t samples = b.global_size > 0 ? b.global_size : (b.images.defined() ? b.images.dim(0) : b.size);
+  int64_t per = 1;  // labels [N] or [N, T]
+  for (size_t i = 1; i < b.labels.shape().rank(); ++i) per *= b.labels.shape()[i];
+  return samples * per;
 }
 
 void Loader::worker_loop() {

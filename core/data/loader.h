@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/data/dataset.h"
@@ -18,9 +19,15 @@ struct Batch {
   Tensor labels;                 // i32 [size]
   int64_t size = 0;              // this replica's samples; 0 is possible in a final partial batch
   int64_t global_size = 0;       // samples in this step over all replicas (weight losses by size/global_size)
+  int64_t global_scored = 0;     // labels scored over all replicas (scored_labels); 0: global_size x positions
   int64_t index = 0;             // the batch's number within the epoch
   std::vector<int64_t> indices;  // the dataset indices of the samples, in order
 };
+
+// The labels a step of batch `b` scores over every replica: the loss gradient's divisor (the loss
+// is the mean over them). Samples x label positions, less the labels equal to the ignore class
+// (LoaderOptions::ignore_class) when the loader counted them (Batch::global_scored).
+int64_t scored_labels(const Batch& b);
 
 struct LoaderOptions {
   int64_t batch_size = 32;  // per replica
@@ -42,6 +49,10 @@ struct LoaderOptions {
   // possible (replica r takes [r*M/R, (r+1)*M/R)), so every replica has the same batches_per_epoch.
   int rank = 0;
   int replicas = 1;
+  // train.ignore_class: labels equal to it (pads) are allowed whatever their value, and each batch
+  // counts its global batch's other labels (Batch::global_scored), reading the labels of the other
+  // replicas' samples too (Dataset::get_labels).
+  std::optional<int32_t> ignore_class;
   Allocator* allocator = nullptr;  // host_allocator() when null (e.g. a pinned-memory allocator)
 };
 
@@ -75,6 +86,9 @@ class Loader {
   int64_t batches_per_epoch() const;
   int64_t samples_per_epoch() const;  // this replica's
   int64_t global_batch_size(int64_t k) const;  // batch k's samples over every replica (Batch::global_size)
+  // Batch k's (of the epoch started) labels scored over every replica (Batch::global_scored): the
+  // divisor of an accumulated step's micro-batches, counted before the later ones are read.
+  int64_t global_scored(int64_t k) const;
   const Dataset& dataset() const { return *ds_; }
   // A batch's image shape without the batch dimension: the augment's crop size when it crops,
   // else the dataset's sample shape (what model.input must be; for a float set with several
@@ -88,6 +102,9 @@ class Loader {
  private:
   struct State;
   void produce(int64_t batch, int64_t epoch, const std::vector<int64_t>& perm, Batch& out) const;
+  // Labels not equal to the ignore class among batch k's global samples; `own` (may be null) holds
+  // this replica's part's labels, read already.
+  int64_t count_scored(int64_t k, const std::vector<int64_t>& perm, const Batch* own) const;
   void worker_loop();
 
   std::shared_ptr<const Dataset> ds_;

@@ -20,6 +20,8 @@ namespace {
 //                             (T >= 2): a label per position (token models: the next token at each
 //                             of a sample's T positions, for a model whose output is [T, classes])
 //   classes: N                optional; default: the largest label + 1
+// A label equal to train.ignore_class (a pad: -100 as PyTorch's ignore_index) is read whatever its
+// value and counts toward no class.
 // Inputs may be '<f4' (used as is), '<f8' (rounded to float) or '|u1', '<i4', '<i8' (converted).
 // Paths are relative to the directory the command runs in. The files are mapped, not read: a
 // set of hundreds of MB costs no load time, and the OS pages in what the loader touches.
@@ -145,6 +147,10 @@ std::shared_ptr<Dataset> make_npy(cfg::MapReader& r, const DatasetContext& ctx) 
     const int64_t hi = classes ? *classes - 1 : (int64_t(1) << 24) - 1;
     const std::string at = positions > 1 ? fmt::format("sample {} position {}", i / positions, i % positions)
                                          : fmt::format("sample {}", i);
+    if (ctx.ignore_class && v == *ctx.ignore_class) {
+      labels[size_t(i)] = int32_t(v);
+      continue;
+    }
     if (v < 0 || v > hi)
       throw DataError(classes ? fmt::format("{}: {} has label {}, outside 0..{} (classes: {})", y.path(), at, v, hi,
                                             *classes)

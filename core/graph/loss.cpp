@@ -20,19 +20,20 @@ std::map<std::string, LossFactory>& losses() {
 // Logits [N, C] score a sample; logits [N, T, C] score each of its T positions (a language
 // model's next token), against labels [N, T]: the rows are the N*T positions, the statistics count
 // positions (the mean loss and accuracy are per position, Keras's sparse cross-entropy over a
-// sequence output) and the gradient scale is divided by T (the caller's is 1/global samples, so
-// each position weighs 1/(global samples * T), the mean over the step's positions).
+// sequence output). The caller's gradient scale is 1/(the labels scored over the global batch):
+// each scored position weighs the same, the mean over the step's positions.
 class SoftmaxCrossEntropy final : public Loss {
  public:
-  SoftmaxCrossEntropy(OpContext& ctx, float ls) : k_(make_kernel<SoftmaxKernel>(ctx, {ls})) {}
+  SoftmaxCrossEntropy(OpContext& ctx, const LossOptions& o)
+      : k_(make_kernel<SoftmaxKernel>(ctx, {o.label_smoothing, o.ignore_class.has_value(), o.ignore_class.value_or(0)})) {}
   LossStats compute(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float scale) override {
     Rows r = rows(logits, labels, dlogits);
-    return k_->cross_entropy(r.logits, r.labels, r.dlogits, scale * (1.0f / float(r.positions)));  // as compute_into
+    return k_->cross_entropy(r.logits, r.labels, r.dlogits, scale);
   }
   void compute_into(const Tensor& logits, const Tensor& labels, Tensor& dlogits, const StepScalars* step,
                     LossSums* sums) override {
     Rows r = rows(logits, labels, dlogits);
-    k_->cross_entropy_into(r.logits, r.labels, r.dlogits, step, sums, 1.0f / float(r.positions));
+    k_->cross_entropy_into(r.logits, r.labels, r.dlogits, step, sums);
   }
   const char* fused_output() const override { return "softmax"; }
   std::string check_logits(const Shape& s) const override {
@@ -46,18 +47,17 @@ class SoftmaxCrossEntropy final : public Loss {
  private:
   struct Rows {
     Tensor logits, labels, dlogits;
-    int64_t positions = 1;
   };
   // Per-position logits as rows of positions (index labels only: [N, T]).
   static Rows rows(const Tensor& logits, const Tensor& labels, const Tensor& dlogits) {
-    if (logits.shape().rank() != 3) return {logits, labels, dlogits, 1};
+    if (logits.shape().rank() != 3) return {logits, labels, dlogits};
     const int64_t N = logits.dim(0), T = logits.dim(1), C = logits.dim(2);
     if (labels.dtype() != DType::I32 || labels.shape() != Shape{N, T})
       throw std::invalid_argument(fmt::format("cross_entropy: logits {} score every position, so the labels must be "
                                               "class indices [{}, {}] (one per position), got {} {}",
                                               logits.shape().str(), N, T, dtype_name(labels.dtype()),
                                               labels.shape().str()));
-    Rows r{logits.reshape(Shape{N * T, C}), labels.reshape(Shape{N * T}), Tensor(), std::max<int64_t>(T, 1)};
+    Rows r{logits.reshape(Shape{N * T, C}), labels.reshape(Shape{N * T}), Tensor()};
     if (dlogits.defined()) r.dlogits = dlogits.reshape(Shape{N * T, C});
     return r;
   }
@@ -66,7 +66,7 @@ class SoftmaxCrossEntropy final : public Loss {
 
 class BinaryCrossEntropy final : public Loss {
  public:
-  BinaryCrossEntropy(OpContext& ctx, float ls) : k_(make_kernel<SigmoidXentKernel>(ctx, {ls})) {}
+  BinaryCrossEntropy(OpContext& ctx, const LossOptions& o) : k_(make_kernel<SigmoidXentKernel>(ctx, {o.label_smoothing})) {}
   LossStats compute(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float scale) override {
     return k_->loss(logits, labels, dlogits, scale);
   }
@@ -87,10 +87,13 @@ const bool registered = [] {
   // Labels are class indices for both categorical names (Keras' one-hot form is not read).
   // Label smoothing on an index label smooths its one-hot target (Keras's CategoricalCrossentropy,
   // PyTorch's CrossEntropyLoss).
-  const auto softmax_xent = [](OpContext& c, float ls) { return std::make_unique<SoftmaxCrossEntropy>(c, ls); };
+  const auto softmax_xent = [](OpContext& c, const LossOptions& o) { return std::make_unique<SoftmaxCrossEntropy>(c, o); };
   register_loss("sparse_categorical_crossentropy", softmax_xent);
   register_loss("categorical_crossentropy", softmax_xent);
-  register_loss("binary_crossentropy", [](OpContext& c, float ls) { return std::make_unique<BinaryCrossEntropy>(c, ls); });
+  register_loss("binary_crossentropy", [](OpContext& c, const LossOptions& o) {
+    if (o.ignore_class) throw std::invalid_argument("binary_crossentropy takes no ignore_class");
+    return std::make_unique<BinaryCrossEntropy>(c, o);
+  });
   return true;
 }();
 
@@ -104,10 +107,12 @@ std::vector<std::string> loss_names() {
   return n;
 }
 
-std::unique_ptr<Loss> make_loss(const std::string& name, OpContext& ctx, float label_smoothing) {
+bool loss_takes_ignore_class(const std::string& name) { return name != "binary_crossentropy"; }
+
+std::unique_ptr<Loss> make_loss(const std::string& name, OpContext& ctx, const LossOptions& o) {
   auto it = losses().find(name);
   if (it == losses().end()) throw std::invalid_argument("unknown loss " + name);
-  return it->second(ctx, label_smoothing);
+  return it->second(ctx, o);
 }
 
 LossHead loss_head(const Graph& g, const Loss& loss) {

@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,9 +39,19 @@ LossHead loss_head(const Graph& g, const Loss& loss);
 
 // label_smoothing (train.label_smoothing, Keras's and PyTorch's): every registered loss smooths its
 // targets by it (softmax_math.h, sigmoid_xent_math.h); the loss it reports is the smoothed loss.
-using LossFactory = std::function<std::unique_ptr<Loss>(OpContext&, float label_smoothing)>;
+// ignore_class (train.ignore_class: Keras's SparseCategoricalCrossentropy(ignore_class), PyTorch's
+// ignore_index): the categorical losses score no row whose label is it (a pad position); the
+// statistics count the rows scored, and the step divides the gradient by the labels scored over
+// the global batch (scored_labels, loader.h), so the loss is the mean over the scored positions.
+struct LossOptions {
+  float label_smoothing = 0.0f;
+  std::optional<int32_t> ignore_class;
+};
+using LossFactory = std::function<std::unique_ptr<Loss>(OpContext&, const LossOptions&)>;
 void register_loss(const std::string& name, LossFactory f);
 std::vector<std::string> loss_names();
-std::unique_ptr<Loss> make_loss(const std::string& name, OpContext& ctx, float label_smoothing = 0.0f);
+// Whether the loss `name` takes an ignore_class (the losses of class indices).
+bool loss_takes_ignore_class(const std::string& name);
+std::unique_ptr<Loss> make_loss(const std::string& name, OpContext& ctx, const LossOptions& o = {});
 
 }  // namespace trainer

@@ -6,12 +6,16 @@
 
 #include "core/ops/registry.h"
 #include "core/ops/shape_checks.h"
+#include "core/ops/step_scalars.h"
 
 namespace trainer {
 
+// dropout: Keras's MultiHeadAttention(dropout), on the attention probabilities in training (a
+// call given a DropoutSeed; attention_math.h).
 struct AttentionParams {
   int64_t heads = 0, key_dim = 0, value_dim = 0;
   bool causal = false;
+  float dropout = 0.0f;
 };
 
 // The sizes of one call: B batches, T queries, S keys, H heads of Dk (query/key) and Dv (value).
@@ -19,6 +23,8 @@ struct AttentionDims {
   int64_t B = 0, T = 0, S = 0, H = 0, Dk = 0, Dv = 0;
   bool causal = false;
   float scale = 1.0f;  // 1/√Dk
+  float rate = 0.0f;   // the dropout on the probabilities in this call (0: none)
+  DropoutSeed drop;    // its seed (a recorded step's read where the kernel runs)
 };
 
 class AttentionKernel {
@@ -31,18 +37,21 @@ class AttentionKernel {
 
   // q [B, T, H·Dk], k [B, S, H·Dk], v [B, S, H·Dv] (head h in columns [h·D, (h+1)·D), as the
   // projections write them) -> o [B, T, H·Dv] and lse [B, H, T], each query row's log-sum-exp of
-  // its scaled scores (attention_math.h), which backward needs. All f32.
-  void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, Tensor& lse) {
-    const AttentionDims d = check(q, k, v);
+  // its scaled scores (attention_math.h), which backward needs. All f32. `drop` (training, with
+  // the params' dropout above 0): the probabilities' dropout mask is drawn from this seed (read
+  // where the kernel runs when it is a recorded step's); null: no dropout (evaluation).
+  void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, Tensor& lse,
+               const DropoutSeed* drop = nullptr) {
+    const AttentionDims d = check(q, k, v, drop);
     ck_.shape("o", o, {d.B, d.T, d.H * d.Dv});
     ck_.shape("lse", lse, {d.B, d.H, d.T});
     forward_impl(d, q, k, v, o, lse);
   }
-  // dq, dk, dv (overwritten) from dout and forward's o and lse. Deterministic: the same bits on
-  // every call and at every thread count.
+  // dq, dk, dv (overwritten) from dout and forward's o and lse (and its `drop`: the same seed
+  // redraws the same mask). Deterministic: the same bits on every call and at every thread count.
   void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& lse,
-                const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) {
-    const AttentionDims d = check(q, k, v);
+                const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, const DropoutSeed* drop = nullptr) {
+    const AttentionDims d = check(q, k, v, drop);
     ck_.shape("o", o, {d.B, d.T, d.H * d.Dv});
     ck_.shape("lse", lse, {d.B, d.H, d.T});
     ck_.shape("dout", dout, o.shape());
@@ -56,6 +65,7 @@ class AttentionKernel {
   AttentionKernel(const OpContext& c, const Params& p) : p_(p), ck_(kName, c.device()) {
     if (p.heads <= 0 || p.key_dim <= 0 || p.value_dim <= 0)
       ck_.fail("heads, key_dim and value_dim must be positive, got ", p.heads, ", ", p.key_dim, " and ", p.value_dim);
+    if (!(p.dropout >= 0.0f && p.dropout < 1.0f)) ck_.fail("dropout must be in [0, 1), got ", p.dropout);
   }
   // Called with checked arguments only.
   virtual void forward_impl(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o,
@@ -67,7 +77,7 @@ class AttentionKernel {
   shape_checks::Checks ck_;
 
  private:
-  AttentionDims check(const Tensor& q, const Tensor& k, const Tensor& v) const {
+  AttentionDims check(const Tensor& q, const Tensor& k, const Tensor& v, const DropoutSeed* drop) const {
     for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"q", &q}, {"k", &k}, {"v", &v}}) {
       ck_.dtype(name, *t, DType::F32);
       ck_.has_rank(name, *t, 3);
@@ -76,6 +86,7 @@ class AttentionKernel {
     d.B = q.dim(0), d.T = q.dim(1), d.S = k.dim(1), d.H = p_.heads, d.Dk = p_.key_dim, d.Dv = p_.value_dim;
     d.causal = p_.causal;
     d.scale = float(1.0 / std::sqrt(double(d.Dk)));
+    if (drop && p_.dropout > 0.0f) d.drop = *drop, d.rate = p_.dropout;
     if (q.dim(2) != d.H * d.Dk) ck_.fail("q has shape [", q.shape().str(), "], expected a last axis of ", d.H * d.Dk);
     if (k.shape() != Shape{d.B, d.S, d.H * d.Dk})
       ck_.fail("k has shape [", k.shape().str(), "], expected [", d.B, "x", d.S, "x", d.H * d.Dk, "]");

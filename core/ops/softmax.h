@@ -28,9 +28,12 @@ inline void add_to(LossSums& sums, const LossStats& s) {
 }
 
 // label_smoothing: cross_entropy's targets are t·(1-ls) + ls/C (softmax_math.h); forward and
-// backward ignore it.
+// backward ignore it. ignore (Keras's ignore_class, PyTorch's ignore_index): an index label equal to
+// ignore_class scores nothing: no loss, no hit, a zero gradient row, and it is not counted.
 struct SoftmaxParams {
   float label_smoothing = 0.0f;
+  bool ignore = false;
+  int32_t ignore_class = 0;
 };
 
 class SoftmaxKernel {
@@ -58,8 +61,10 @@ class SoftmaxKernel {
   }
   // Cross-entropy of softmax(logits) [N,C] (f32) against labels: i32 class indices [N] or f32
   // probabilities (one-hot) [N,C], each target smoothed by the kernel's label_smoothing (the loss
-  // is the smoothed loss). Writes dlogits = (softmax - target) * grad_scale when dlogits is defined (grad_scale is 1/global batch for a mean loss). A class index outside
-  // [0, C) throws std::out_of_range naming the sample.
+  // is the smoothed loss). Writes dlogits = (softmax - target) * grad_scale when dlogits is defined
+  // (grad_scale is 1/global batch for a mean loss). A class index outside [0, C) (other than an
+  // ignored one) throws std::out_of_range naming the sample. The count is the rows scored: N less
+  // the index labels equal to an ignored class.
   LossStats cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float grad_scale) {
     const auto [N, C, sparse] = check_xent(logits, labels, dlogits);
     return cross_entropy_impl(N, C, sparse, logits, labels, dlogits, grad_scale);
@@ -75,11 +80,14 @@ class SoftmaxKernel {
   }
 
  protected:
-  SoftmaxKernel(const OpContext& c, const Params& p) : label_smoothing_(p.label_smoothing), dev_(c.device()) {
+  SoftmaxKernel(const OpContext& c, const Params& p)
+      : label_smoothing_(p.label_smoothing), ignore_(p.ignore), ignore_class_(p.ignore_class), dev_(c.device()) {
     if (!(p.label_smoothing >= 0.0f && p.label_smoothing <= 1.0f))
       shape_checks::Checks(kName, dev_).fail("label_smoothing must be in [0, 1], got ", p.label_smoothing);
   }
   const float label_smoothing_;
+  const bool ignore_;            // an index label equal to ignore_class_ is not scored
+  const int32_t ignore_class_;
   // Called with checked arguments only: x (y) seen as [rows, C] (rows = 0 when C == 0); logits
   // [N, C] with C >= 1, labels i32 [N] when sparse, else f32 [N, C].
   virtual void forward_impl(int64_t rows, int64_t C, const Tensor& x, Tensor& y) = 0;

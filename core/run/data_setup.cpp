@@ -18,7 +18,8 @@ DataSetup setup_data(const RunSpec& e, const DataShards& shards, const std::stri
   const DataSpec& spec = e.data;
   const int replicas = shards.replicas, first_rank = shards.first_rank, local = shards.local;
   DataSetup d;
-  const DatasetContext dc = spec.context(base_dir);
+  DatasetContext dc = spec.context(base_dir);
+  dc.ignore_class = e.train.ignore_class;
   d.train = make_dataset(spec.train, dc);
   if (spec.val.defined()) d.val = make_dataset(spec.val, dc);
   if (spec.validation_split > 0) std::tie(d.train, d.val) = split_dataset(d.train, spec.validation_split, e.seed);
@@ -70,6 +71,7 @@ DataSetup setup_data(const RunSpec& e, const DataShards& shards, const std::stri
   lo.stats = stats;
   lo.workers = workers > 0 ? std::max(1, workers / local) : 0;
   lo.replicas = replicas;
+  lo.ignore_class = e.train.ignore_class;
   LoaderOptions vo = lo;
   vo.batch_size = shards.eval_batch;
   vo.shuffle = false;

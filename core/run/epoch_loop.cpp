@@ -136,7 +136,7 @@ bool EpochLoop::train_steps(int epoch, int64_t first, int64_t& step, double& lr,
     hooks_.before_step(rank_, global_step_, w_);
     const int64_t group = step / k, g0 = std::max(group * k, first), g1 = std::min(steps, group * k + k);
     MicroStep micro{int(step - g0), int(g1 - g0), 0};
-    for (int64_t j = g0; j < g1 && k > 1; ++j) micro.samples += train_.global_batch_size(j);
+    for (int64_t j = g0; j < g1 && k > 1; ++j) micro.scored += train_.global_scored(j);
     // The schedule counts optimizer steps: its position is the step's (with k = 1, step / steps).
     lr = cb_.adjust_lr(run_.schedule.lr(run_.plan.base_lr, epoch, double(group) / double(groups)));
     stop = interrupted();

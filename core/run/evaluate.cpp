@@ -34,7 +34,8 @@ RunSpec one_copy(const RunSpec& e) {
 }
 
 EvalResult evaluate_checkpoint(const RunSpec& e, const CheckpointInfo& c, const EvalOptions& o) {
-  const DatasetContext dc = e.data.context(o.base_dir);
+  DatasetContext dc = e.data.context(o.base_dir);
+  dc.ignore_class = e.train.ignore_class;
   std::shared_ptr<Dataset> ds = split_set(e, o.split, dc);
   const Augment aug = e.data.augment.without_random();
 
@@ -47,6 +48,7 @@ EvalResult evaluate_checkpoint(const RunSpec& e, const CheckpointInfo& c, const 
   lo.augment = aug;
   lo.stats = stats;
   lo.workers = default_workers(1);
+  lo.ignore_class = e.train.ignore_class;
   Loader loader(ds, lo);
   if (loader.sample_shape() != e.model.input)
     e.data.section.fail(fmt::format("data.{} gives {} samples, but model.input is {}", o.split, loader.sample_shape().str(),
@@ -72,8 +74,9 @@ EvalResult evaluate_checkpoint(const RunSpec& e, const CheckpointInfo& c, const 
     s = w.evaluate(loader, [&](const Batch& b, const std::vector<int32_t>& predicted) {
       if (!confusion) return;
       const int32_t* labels = static_cast<const int32_t*>(b.labels.data());
-      for (int64_t i = 0; i < b.labels.numel(); ++i)  // samples, or positions (labels [N, T])
-        if (labels[i] >= 0 && size_t(labels[i]) < k) ++out.confusion[size_t(labels[i]) * k + size_t(predicted[size_t(i)])];
+      for (int64_t i = 0; i < b.labels.numel(); ++i)  // samples, or positions (labels [N, T]), not the ignored ones
+        if (labels[i] >= 0 && size_t(labels[i]) < k && labels[i] != e.train.ignore_class)
+          ++out.confusion[size_t(labels[i]) * k + size_t(predicted[size_t(i)])];
     });
   });
   out.count = s.count;

@@ -34,7 +34,8 @@ TraineeSpec trainee_spec(const RunSpec& e) {
   t.graph = std::make_shared<const Graph>(e.model);
   t.optimizer = e.optimizer;
   t.loss = e.train.loss;
-  t.label_smoothing = float(e.train.label_smoothing);
+  t.loss_options.label_smoothing = float(e.train.label_smoothing);
+  t.loss_options.ignore_class = e.train.ignore_class;
   t.context.precision = e.precision;
   t.context.tf32 = e.devices.tf32;
   t.context.workspace_mb = e.devices.workspace_mb;

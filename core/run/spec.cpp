@@ -49,6 +49,11 @@ TrainSpec read_train(cfg::MapReader r) {
   t.steps_per_epoch = r.get_int("steps_per_epoch", 0, 0, INT64_MAX);
   t.loss = r.get_choice("loss", loss_names(), "sparse_categorical_crossentropy");
   t.label_smoothing = r.get_float("label_smoothing", 0.0, 0.0, 1.0);
+  if (cfg::Node ig = r.optional("ignore_class"); ig.defined()) {
+    if (!loss_takes_ignore_class(t.loss))
+      ig.fail(fmt::format("ignore_class applies to the categorical losses' class indices, not to {}", t.loss));
+    t.ignore_class = int32_t(r.get_int("ignore_class", 0, INT32_MIN, INT32_MAX));
+  }
   // auto (0): sized for the reduction path (plan_buckets, core/runtime/data_parallel/grad_buckets.h).
   cfg::Node bucket = r.optional("bucket_mb");
   if (bucket.is_scalar() && bucket.scalar() == "auto") r.allow({"bucket_mb"});

@@ -2,6 +2,7 @@
 // its own section (did-you-mean for unknown keys, file:line:col in every error) — before anything is built.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,9 @@ struct TrainSpec {
   int64_t steps_per_epoch = 0;   // 0: the whole training set
   std::string loss = "sparse_categorical_crossentropy";
   double label_smoothing = 0;    // Keras's label_smoothing on the loss: targets y·(1-ls) + ls/K (binary: + ls/2)
+  // Keras's ignore_class (PyTorch's ignore_index): labels equal to it (pad positions) are not scored;
+  // the loss and accuracy are means over the labels scored (categorical losses only).
+  std::optional<int32_t> ignore_class;
   double bucket_mb = 0;          // data parallelism: gradient all-reduce bucket size (0: auto)
   bool sync_bn = false;          // data parallelism: batch-norm statistics over the global batch
   LossScaleOptions loss_scale;   // `loss_scale:` (default: dynamic for fp16, none otherwise)

@@ -23,8 +23,8 @@ int64_t bench_step(Trainee& t, BenchInput& in, int k, float lr, uint64_t seed, b
   for (int i = 0; i < k; ++i) {
     const Batch& b = in.next(waited);
     samples += b.global_size;
-    // Every micro-batch of a synthetic input is the same size: the step's samples are k of them.
-    t.train_step(b, lr, seed, stop, MicroStep{i, k, k > 1 ? int64_t(k) * b.global_size : 0});
+    // Every micro-batch of a synthetic input is the same: the step scores k times its labels.
+    t.train_step(b, lr, seed, stop, MicroStep{i, k, k > 1 ? int64_t(k) * scored_labels(b) : 0});
     if (after) after();
   }
   return samples;

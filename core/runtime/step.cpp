@@ -14,12 +14,13 @@ LossStats Trainee::train_step(const Batch& b, float lr, uint64_t seed, bool& sto
     throw std::logic_error(fmt::format("micro-batch {} of {} (train.accumulate {})", m.index, m.count, accumulate_));
   mark_phase(rank(), Phase::Forward);
   start_average();
-  // The loss gradient is divided by the step's sample count over every rank and micro-batch, so
-  // that the reduced sum is the gradient of the mean loss over the global batch (averaging needs
-  // no pass of its own) and k micro-batches of b train as one batch of k·b; with loss scaling it
-  // is also multiplied by the scale (exactly, for a power of two).
-  const int64_t samples = m.samples > 0 ? m.samples : (b.global_size > 0 ? b.global_size : b.images.dim(0));
-  const float grad_scale = (samples > 0 ? 1.0f / float(samples) : 0.0f) * update_.loss_scale();
+  // The loss gradient is divided by the step's scored labels over every rank and micro-batch (one
+  // per sample, or per position less the ignored ones: scored_labels), so that the reduced sum is
+  // the gradient of the mean loss over the global batch (averaging needs no pass of its own) and k
+  // micro-batches of b train as one batch of k·b; with loss scaling it is also multiplied by the
+  // scale (exactly, for a power of two).
+  const int64_t scored = m.scored > 0 ? m.scored : scored_labels(b);
+  const float grad_scale = (scored > 0 ? 1.0f / float(scored) : 0.0f) * update_.loss_scale();
   if (!m.last()) {  // an earlier micro-batch: its gradients held, its statistics and stop kept for the last
     held_stats_.hold(forward_backward(b, seed, grad_scale, m.index == 0 ? Grads::HoldFirst : Grads::Hold), stop);
     return LossStats{};

@@ -10,6 +10,7 @@
 #include "core/data/loader.h"
 #include "core/dist/communicator.h"
 #include "core/graph/graph.h"
+#include "core/graph/loss.h"
 #include "core/graph/model_spec.h"
 #include "core/graph/placement.h"
 #include "core/ops/context.h"
@@ -32,7 +33,7 @@ struct TraineeSpec {
   std::shared_ptr<const Graph> graph;  // `model` instantiated once, shared by every replica (data parallel)
   OptimizerSpec optimizer;
   std::string loss = "sparse_categorical_crossentropy";
-  float label_smoothing = 0;    // train.label_smoothing: the loss's targets smoothed (make_loss)
+  LossOptions loss_options;     // train.label_smoothing and train.ignore_class (make_loss)
   ContextOptions context;       // precision, TF32 and workspace; threads are each replica's or stage's own
   uint64_t seed = 42;
   LossScaleOptions loss_scale;
@@ -53,13 +54,13 @@ struct TraineeSpec {
 };
 
 // One micro-batch of an optimizer step (train.accumulate: k): the step's gradients are summed
-// over `count` micro-batches and applied once, after the last, with one all-reduce. `samples` is
-// the step's sample count over every rank and micro-batch, the loss gradient's divisor, so that k
-// micro-batches of b train as one batch of k·b.
+// over `count` micro-batches and applied once, after the last, with one all-reduce. `scored` is
+// the step's scored labels over every rank and micro-batch (Loader::global_scored), the loss
+// gradient's divisor, so that k micro-batches of b train as one batch of k·b.
 struct MicroStep {
   int index = 0;
   int count = 1;
-  int64_t samples = 0;  // 0: the batch's global size (a step of one micro-batch)
+  int64_t scored = 0;  // 0: the batch's own (scored_labels: a step of one micro-batch)
   bool last() const { return index + 1 == count; }
 };
 

@@ -1,10 +1,11 @@
-// train.loss and train.label_smoothing end to end: binary_crossentropy over a sigmoid fits a small set; the smoothed loss is the one reported.
+// train.loss, train.label_smoothing and train.ignore_class end to end: binary_crossentropy over a sigmoid fits a small set; the smoothed loss is the one reported; pad labels are not scored.
 // binary_crossentropy with a one-unit sigmoid output fits a small two-class training set (circles
 // vs squares: too hard for this tiny net to generalise in seconds, so the test asks for fitting,
 // which needs the loss's gradient right), and eval scores it as a binary classifier.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "cli.h"
 
@@ -83,4 +84,46 @@ optimizer: {type: adam, lr: 0.01}
   auto bad = e2e::trainer("run c.yaml --set train.label_smoothing=1.5", dir);
   CHECK(bad.code == 2);
   CHECK_THAT(bad.err, Catch::Contains("label_smoothing"));
+}
+
+// train.ignore_class: padded label sequences ([N, T] labels, -100 after each sample's length, as
+// PyTorch's ignore_index) train; eval counts the scored positions only; without ignore_class the
+// pads are labels outside the classes, a data error naming the file, sample and position.
+TEST_CASE("e2e loss: ignore_class -100 leaves pad labels unscored (train, eval's count), and without it they are a data error") {
+  if (e2e::skip_without_python({{"numpy", "python3-numpy"}})) return;
+  std::string dir = e2e::temp_dir("pads");
+  const std::string py = "/usr/bin/python3 -c \"import numpy as np\n"
+                         "x = (np.arange(32) % 5).reshape(8, 4).astype(np.int32)\n"
+                         "y = ((np.arange(32) * 7) % 3).reshape(8, 4).astype(np.int64)\n"
+                         "for n in range(8): y[n, 1 + n % 4:] = -100\n"
+                         "np.save('" + dir + "/x.npy', x); np.save('" + dir + "/y.npy', y)\"";
+  REQUIRE(std::system(py.c_str()) == 0);  // scored: 1 + 2 + 3 + 4, twice = 20 of 32 positions
+  const std::string yaml = R"(name: pads
+seed: 5
+model:
+  input: [4]
+  layers:
+    - {name: tok, type: embedding, input_dim: 5, output_dim: 4}
+    - {name: pos, type: position_embedding}
+    - {name: head, type: dense, units: 3}
+    - {name: softmax, type: softmax}
+data:
+  train: {type: npy, x: x.npy, labels: y.npy, classes: 3}
+train: {epochs: 3, batch_size: 4, ignore_class: -100}
+optimizer: {type: adam, lr: 0.01}
+)";
+  e2e::write_file(dir + "/c.yaml", yaml);
+  auto r = e2e::trainer("run c.yaml --run-dir r", dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  auto e = e2e::trainer("eval r --split train --confusion", dir);
+  INFO(e.out << e.err);
+  REQUIRE(e.code == 0);
+  CHECK_THAT(e.out, Catch::Contains("20 positions"));
+  std::string plain = yaml;
+  plain.replace(plain.find(", ignore_class: -100"), 20, "");
+  e2e::write_file(dir + "/p.yaml", plain);
+  auto bad = e2e::trainer("run p.yaml --run-dir p", dir);
+  CHECK(bad.code == 3);
+  CHECK_THAT(bad.err, Catch::Contains("y.npy: sample 0 position 1 has label -100, outside 0..2 (classes: 3)"));
 }

@@ -15,7 +15,9 @@ namespace {
 // with key = value: `inputs: [x]` is self-attention, `inputs: [q, kv]` attends from q to kv.
 // Weights as Keras stores them: query/kernel [dq, H, Dk], key/kernel [dkv, H, Dk], value/kernel
 // [dkv, H, Dv], attention_output/kernel [H, Dv, dq], biases [H, D] and [dq]; the output has the
-// query's width. `causal: true` is Keras's use_causal_mask.
+// query's width. `causal: true` is Keras's use_causal_mask; `dropout` drops attention
+// probabilities in training, its mask a pure function of the step's seed and the layer
+// (attention_math.h), redrawn in backward.
 class MultiHeadAttention final : public Layer {
  public:
   TRAINER_LAYER_CLONE(MultiHeadAttention)
@@ -29,10 +31,9 @@ class MultiHeadAttention final : public Layer {
     a_.causal = r.get<bool>("causal", false);
     bias_ = r.get<bool>("use_bias", true);
     init_ = read_init(r, "kernel_initializer", "glorot_uniform");
-    if (r.get_float("dropout", 0.0, 0.0, 1.0) != 0.0)
-      r.optional("dropout").fail(
-          "multi_head_attention: dropout on the attention weights is not implemented yet; put a dropout layer after "
-          "the attention (or on its input) instead");
+    // Keras's dropout: on the attention probabilities, in training only (inverted: kept ones scaled by 1/(1-rate)).
+    a_.dropout = float(r.get_float("dropout", 0.0, 0.0, 1.0));
+    if (a_.dropout >= 1.0f) r.optional("dropout").fail("multi_head_attention: dropout must be below 1 (1 would drop every attention weight)");
   }
   Shape infer(const std::vector<Shape>& in) override {
     const Shape& q = in[0];
@@ -71,6 +72,7 @@ class MultiHeadAttention final : public Layer {
         .put_int("key_dim", a_.key_dim)
         .put_int("value_dim", a_.value_dim)
         .put_int("causal", a_.causal)
+        .put_real("dropout", a_.dropout)
         .put_int("use_bias", bias_);
   }
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
@@ -84,7 +86,13 @@ class MultiHeadAttention final : public Layer {
     sum_ = make_kernel<ElementwiseKernel>(ctx, {});
   }
 
-  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override {
+  void set_step_seed(uint64_t seed) override { seed_ = seed; }
+  void set_step_scalars(const StepScalars* step, uint64_t node) override {
+    step_ = step;
+    node_ = node;
+  }
+
+  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool training) override {
     const Tensor& xq = *x[0];
     const Tensor& xkv = *x[x.size() > 1 ? 1 : 0];
     const int64_t B = xq.dim(0), H = a_.heads;
@@ -96,7 +104,9 @@ class MultiHeadAttention final : public Layer {
     proj_[0]->forward(xq, weight(params_, 0), bias(params_, 0), q);
     proj_[1]->forward(xkv, weight(params_, 1), bias(params_, 1), k);
     proj_[2]->forward(xkv, weight(params_, 2), bias(params_, 2), v);
-    attn_->forward(q, k, v, o, lse);
+    dropping_ = training && a_.dropout > 0.0f;
+    drop_ = step_ ? DropoutSeed{node_, step_} : DropoutSeed{seed_, nullptr};
+    attn_->forward(q, k, v, o, lse, dropping_ ? &drop_ : nullptr);
     proj_[3]->forward(o, weight(params_, 3), bias(params_, 3), y);
   }
 
@@ -111,7 +121,7 @@ class MultiHeadAttention final : public Layer {
     Tensor& gq = held_[kGradQ].at(ctx(), q.shape());
     Tensor& gk = held_[kGradK].at(ctx(), k.shape());
     Tensor& gv = held_[kGradV].at(ctx(), v.shape());
-    attn_->backward(q, k, v, o, held_[kLse].get(), go, gq, gk, gv);
+    attn_->backward(q, k, v, o, held_[kLse].get(), go, gq, gk, gv, dropping_ ? &drop_ : nullptr);
     // The key's and the value's input gradients go to the key/value input (the query's for
     // self-attention), added to the query's there.
     Tensor& dkv = *dx[self ? 0 : 1];
@@ -150,6 +160,11 @@ class MultiHeadAttention final : public Layer {
   }
 
   AttentionParams a_;
+  uint64_t seed_ = 0;                  // the step's seed for this layer (set_step_seed)
+  const StepScalars* step_ = nullptr;  // a recorded step's seed source (set_step_scalars)
+  uint64_t node_ = 0;
+  bool dropping_ = false;              // forward ran in training with dropout: backward redraws its mask
+  DropoutSeed drop_;
   bool bias_ = true;
   InitKind init_ = InitKind::GlorotUniform;
   int64_t T_ = 0, S_ = 0, dq_ = 0, dkv_ = 0;

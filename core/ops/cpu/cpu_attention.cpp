@@ -1,4 +1,4 @@
-// CPU attention: one (batch, head) per thread, its scores [T, S] in the thread's scratch, the products through sgemm; backward recomputes the probabilities from the saved log-sum-exp.
+// CPU attention: one (batch, head) per thread, its scores [T, S] in the thread's scratch, the products through sgemm; backward recomputes the probabilities (and any dropout mask) from the saved log-sum-exp (and seed).
 #include <omp.h>
 
 #include <algorithm>
@@ -47,6 +47,24 @@ void probabilities(const AttentionDims& d, const Head& hd, float* p, float* lse_
   }
 }
 
+// row[0, n) *= m of elements e0, e0 + 1, ... (attention_math.h's drop_factor, one Philox draw per
+// four elements).
+void drop_row(const attn::Drop& drop, uint64_t e0, float* row, int64_t n) {
+  for (int64_t j = 0; j < n;) {
+    const uint64_t e = e0 + uint64_t(j);
+    const Philox4 r = dropout_words(e / 4, drop.seed);
+    for (uint64_t w = e % 4; w < 4 && j < n; ++w, ++j) row[j] *= dropout_keep(r.v[w], drop.threshold) ? drop.scale : 0.0f;
+  }
+}
+
+attn::Drop drop_of(const AttentionDims& d) {
+  const uint64_t seed = d.drop.step ? node_seed(d.drop.step->seed(), d.drop.value) : d.drop.value;
+  return attn::make_drop(d.rate, seed);
+}
+
+// The first element of (b·H + h)'s row i in the [B, H, T, S] numbering of the dropout mask.
+uint64_t row_element(const AttentionDims& d, int64_t bh, int64_t i) { return (uint64_t(bh) * uint64_t(d.T) + uint64_t(i)) * uint64_t(d.S); }
+
 class CpuAttention final : public AttentionKernel {
  public:
   CpuAttention(OpContext& ctx, const AttentionParams& p) : AttentionKernel(ctx, p), ctx_(ctx) {}
@@ -61,12 +79,16 @@ class CpuAttention final : public AttentionKernel {
     float* scratch = scratch_.as<float>(ctx_, size_t(omp_get_max_threads()) * size_t(d.T * d.S));
     const float *qp = q.f32(), *kp = k.f32(), *vp = v.f32();
     float *op = o.f32(), *lp = lse.f32();
+    const attn::Drop drop = drop_of(d);
 #pragma omp parallel for schedule(static)
     for (int64_t bh = 0; bh < pairs; ++bh) {
       const int64_t b = bh / d.H, h = bh % d.H;
       float* p = scratch + size_t(omp_get_thread_num()) * size_t(d.T * d.S);
       const Head hd = head_of(d, qp, kp, vp, b, h);
       probabilities(d, hd, p, lp + bh * d.T, nullptr);
+      if (drop.on)
+        for (int64_t i = 0; i < d.T; ++i)
+          drop_row(drop, row_element(d, bh, i), p + i * d.S, attn::visible_keys(i, d.S, d.causal));
       cpu::sgemm("attention", 'N', 'N', d.T, d.Dv, d.S, p, d.S, hd.v, hd.ldv, 0.0f,
                  op + b * d.T * hd.ldv + h * d.Dv, hd.ldv);
     }
@@ -84,6 +106,7 @@ class CpuAttention final : public AttentionKernel {
     float* scratch = scratch_.as<float>(ctx_, size_t(omp_get_max_threads()) * per);
     const float *qp = q.f32(), *kp = k.f32(), *vp = v.f32(), *opp = o.f32(), *lp = lse.f32(), *gp = dout.f32();
     float *dqp = dq.f32(), *dkp = dk.f32(), *dvp = dv.f32();
+    const attn::Drop drop = drop_of(d);
 #pragma omp parallel for schedule(static)
     for (int64_t bh = 0; bh < pairs; ++bh) {
       const int64_t b = bh / d.H, h = bh % d.H;
@@ -94,9 +117,19 @@ class CpuAttention final : public AttentionKernel {
       const int64_t ov = b * d.T * hd.ldv + h * d.Dv, oq = b * d.T * hd.ldk + h * d.Dk;
       const int64_t kv_k = b * d.S * hd.ldk + h * d.Dk, kv_v = b * d.S * hd.ldv + h * d.Dv;
       probabilities(d, hd, p, nullptr, lp + bh * d.T);
-      // dv = pᵀ·do; dp = do·vᵀ (into ds)
-      cpu::sgemm("attention", 'T', 'N', d.S, d.Dv, d.T, p, d.S, gp + ov, hd.ldv, 0.0f, dvp + kv_v, hd.ldv);
+      // dv = (p·m)ᵀ·do (p·m in ds for the while); dp = (do·vᵀ)·m (into ds)
+      const float* pm = p;
+      if (drop.on) {
+        std::copy(p, p + d.T * d.S, ds);
+        for (int64_t i = 0; i < d.T; ++i)
+          drop_row(drop, row_element(d, bh, i), ds + i * d.S, attn::visible_keys(i, d.S, d.causal));
+        pm = ds;
+      }
+      cpu::sgemm("attention", 'T', 'N', d.S, d.Dv, d.T, pm, d.S, gp + ov, hd.ldv, 0.0f, dvp + kv_v, hd.ldv);
       cpu::sgemm("attention", 'N', 'T', d.T, d.S, d.Dv, gp + ov, hd.ldv, hd.v, hd.ldv, 0.0f, ds, d.S);
+      if (drop.on)
+        for (int64_t i = 0; i < d.T; ++i)
+          drop_row(drop, row_element(d, bh, i), ds + i * d.S, attn::visible_keys(i, d.S, d.causal));
       for (int64_t i = 0; i < d.T; ++i) {
         double acc = 0;
         for (int64_t c = 0; c < d.Dv; ++c) acc += double(gp[ov + i * hd.ldv + c]) * double(opp[ov + i * hd.ldv + c]);

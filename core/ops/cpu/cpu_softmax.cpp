@@ -1,6 +1,7 @@
 // CPU softmax: last-axis softmax forward/backward and fused softmax cross-entropy with accuracy.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
@@ -71,10 +72,12 @@ class CpuSoftmax final : public SoftmaxKernel {
 
   LossStats cross_entropy_impl(int64_t N, int64_t C, bool sparse, const Tensor& logits, const Tensor& labels,
                                Tensor& dlogits, float grad_scale) override {
+    int64_t scored = N;
     if (sparse) {  // the labels' values: data, checked before anything is written
       const int32_t* lp = labels.i32();
       for (int64_t i = 0; i < N; ++i)
-        if (!softmax_math::label_in_range(lp[i], C))
+        if (softmax_math::label_ignored(lp[i], ignore_, ignore_class_)) --scored;
+        else if (!softmax_math::label_in_range(lp[i], C))
           throw std::out_of_range(
               fmt::format("cross_entropy: label {} (sample {}) is outside the {} classes [0, {})", lp[i], i, C, C));
     }
@@ -88,6 +91,12 @@ class CpuSoftmax final : public SoftmaxKernel {
     std::vector<uint8_t> hits(static_cast<size_t>(N));
 #pragma omp parallel for schedule(static) if (N * C > cpu::kParallelGrain)
     for (int64_t i = 0; i < N; ++i) {
+      if (sparse && softmax_math::label_ignored(labels.i32()[i], ignore_, ignore_class_)) {
+        losses[i] = 0.0;
+        hits[i] = 0;
+        if (grad) std::fill(dp + i * C, dp + (i + 1) * C, 0.0f);
+        continue;
+      }
       const float* a = xp + i * C;
       float mx, lse;
       row_lse(a, C, mx, lse);
@@ -123,7 +132,7 @@ class CpuSoftmax final : public SoftmaxKernel {
       loss += losses[i];
       correct += hits[i];
     }
-    return {loss, correct, N};
+    return {loss, correct, scored};
   }
 };
 

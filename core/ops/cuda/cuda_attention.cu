@@ -1,4 +1,4 @@
-// CUDA attention: one block per query row (forward, dq) and per key row (dk, dv), the scores recomputed in chunks of 256, no atomics: deterministic; a plain kernel (cuDNN's fused attention is not used yet).
+// CUDA attention: one block per query row (forward, dq) and per key row (dk, dv), the scores (and any dropout mask) recomputed in chunks of 256, no atomics: deterministic; a plain kernel (cuDNN's fused attention is not used yet).
 #include "core/ops/attention.h"
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_util.cuh"
@@ -18,6 +18,17 @@ struct Rows {
   int64_t ld;
   __device__ __forceinline__ const float* row(int64_t r) const { return p + r * ld; }
 };
+
+// The call's dropout draw: its seed read here when it is a recorded step's (attention_math.h).
+__device__ __forceinline__ attn::Drop drop_of(const AttentionDims& d) {
+  const uint64_t seed = d.drop.step ? node_seed(d.drop.step->seed(), d.drop.value) : d.drop.value;
+  return attn::make_drop(d.rate, seed);
+}
+
+// The dropout mask's element of (b·H + h, i, j): ((b·H + h)·T + i)·S + j.
+__device__ __forceinline__ uint64_t element(const AttentionDims& d, int64_t bh, int64_t i, int64_t j) {
+  return (uint64_t(bh) * uint64_t(d.T) + uint64_t(i)) * uint64_t(d.S) + uint64_t(j);
+}
 
 // a·b over n in one thread, in index order (every kernel computes a score the same way).
 __device__ __forceinline__ float dot(const float* a, const float* b, int64_t n) {
@@ -43,10 +54,12 @@ __global__ void attention_fwd_kernel(const float* q, const float* k, const float
   double sum = 0.0;
   for (int64_t j = t; j < keys; j += kThreads) sum += double(expf(d.scale * dot(qs, K.row(j), d.Dk) - m));
   const float l = attn::lse_of(m, block_sum(sum));
+  const attn::Drop drop = drop_of(d);
   float acc = 0.0f;
   for (int64_t j0 = 0; j0 < keys; j0 += kThreads) {
     const int64_t j = j0 + t;
-    ps[t] = j < keys ? attn::prob(d.scale * dot(qs, K.row(j), d.Dk), l) : 0.0f;
+    ps[t] = j < keys ? attn::prob(d.scale * dot(qs, K.row(j), d.Dk), l) * attn::drop_factor(drop, element(d, bh, i, j))
+                     : 0.0f;
     __syncthreads();
     const int64_t n = keys - j0 < kThreads ? keys - j0 : kThreads;
     if (t < d.Dv)
@@ -73,12 +86,14 @@ __global__ void attention_bwd_rows_kernel(const float* q, const float* k, const 
   const float D = float(block_sum(t < d.Dv ? double(gi[t]) * double(oi[t]) : 0.0));  // syncs qs, gs too
   const float l = lse[bh * d.T + i];
   const int64_t keys = attn::visible_keys(i, d.S, d.causal);
+  const attn::Drop drop = drop_of(d);
   float acc = 0.0f;
   for (int64_t j0 = 0; j0 < keys; j0 += kThreads) {
     const int64_t j = j0 + t;
     if (j < keys) {
       const float p = attn::prob(d.scale * dot(qs, K.row(j), d.Dk), l);
-      ds[t] = d.scale * attn::score_grad(p, dot(gs, V.row(j), d.Dv), D);
+      const float dp = dot(gs, V.row(j), d.Dv) * attn::drop_factor(drop, element(d, bh, i, j));
+      ds[t] = d.scale * attn::score_grad(p, dp, D);
     }
     __syncthreads();
     const int64_t n = keys - j0 < kThreads ? keys - j0 : kThreads;
@@ -102,13 +117,15 @@ __global__ void attention_bwd_keys_kernel(const float* q, const float* k, const 
   if (t < d.Dv) vs[t] = v[(b * d.S + j) * ldv + h * d.Dv + t];
   __syncthreads();
   const int64_t first = d.causal ? j : 0;  // rows i < j do not see key j when causal
+  const attn::Drop drop = drop_of(d);
   float acc_k = 0.0f, acc_v = 0.0f;
   for (int64_t i0 = first; i0 < d.T; i0 += kThreads) {
     const int64_t i = i0 + t;
     if (i < d.T) {
       const float p = attn::prob(d.scale * dot(Q.row(i), ks, d.Dk), lse[bh * d.T + i]);
-      ps[t] = p;
-      dss[t] = d.scale * attn::score_grad(p, dot(G.row(i), vs, d.Dv), Dbuf[bh * d.T + i]);
+      const float f = attn::drop_factor(drop, element(d, bh, i, j));
+      ps[t] = p * f;
+      dss[t] = d.scale * attn::score_grad(p, dot(G.row(i), vs, d.Dv) * f, Dbuf[bh * d.T + i]);
     }
     __syncthreads();
     const int64_t n = d.T - i0 < kThreads ? d.T - i0 : kThreads;

@@ -24,7 +24,8 @@ inline LossScratch loss_scratch(Scratch& s, OpContext& c, int64_t N) {
           reinterpret_cast<LossSums*>(buf + sums_at)};
 }
 
-// One block: status[i] 1 hit, 0 miss, -1 bad label. `sums` gets loss_sum, correct, count (N) and
+// One block: status[i] 1 hit, 0 miss, -1 bad label, -2 ignored label (not counted). `sums` gets
+// loss_sum, correct, count (N less the ignored) and
 // the first bad sample with its label (labels may be null: label 0), each summed in a fixed order
 // (bit-reproducible for a given N). reset: written (the ordinary path, read back by the host);
 // else added to (a recorded step's running sums; a bad sample noted once).

@@ -57,12 +57,13 @@ __global__ void softmax_bwd_kernel(const float* y, const float* dy, float* dx, i
 // Per-sample cross-entropy as cpu_softmax.cpp: lse = log(sum exp(x - max)) in double; the loss is
 // lse - (x[label] - max) (index labels) or -sum_j t_j (x_j - max - lse) over t_j != 0 (probability
 // labels); hit = argmax(x) == label (resp. argmax(t)); d = (exp(x - max - lse) - target) * scale.
-// status[i]: 1 hit, 0 miss, -1 label out of range (no loss, d's row zeroed).
-// `step` (device memory, may be null): grad_scale is step->loss_scale times grad_scale0, read here.
+// status[i]: 1 hit, 0 miss, -1 label out of range, -2 label ignored (ignore: ignore_class; both
+// without loss, d's row zeroed). `step` (device memory, may be null): grad_scale is
+// step->loss_scale times grad_scale0, read here.
 template <bool kSparse>
 __global__ void xent_rows_kernel(const float* x, const int32_t* lab, const float* t, float* d, float grad_scale0,
-                                 const StepScalars* step, float ls, int64_t N, int64_t C, double* losses,
-                                 int32_t* status) {
+                                 const StepScalars* step, float ls, bool ignore, int32_t ignore_class, int64_t N,
+                                 int64_t C, double* losses, int32_t* status) {
   const float grad_scale = step ? step->loss_scale * grad_scale0 : grad_scale0;
   for (int64_t i = blockIdx.x; i < N; i += gridDim.x) {
     const float* a = x + i * C;
@@ -70,10 +71,11 @@ __global__ void xent_rows_kernel(const float* x, const int32_t* lab, const float
     int64_t label = 0;
     if constexpr (kSparse) {
       const int32_t l = lab[i];  // the same value in every thread: the branch is uniform
-      if (!softmax_math::label_in_range(l, C)) {
+      const bool skipped = softmax_math::label_ignored(l, ignore, ignore_class);
+      if (skipped || !softmax_math::label_in_range(l, C)) {
         if (threadIdx.x == 0) {
           losses[i] = 0.0;
-          status[i] = -1;
+          status[i] = skipped ? -2 : -1;
         }
         if (dr)
           for (int64_t j = threadIdx.x; j < C; j += blockDim.x) dr[j] = 0.0f;
@@ -158,7 +160,7 @@ class CudaSoftmax final : public SoftmaxKernel {
     if (host.bad_sample >= 0)
       throw std::out_of_range(cuda::cat("cross_entropy: label ", host.bad_label, " (sample ", host.bad_sample,
                                         ") is outside the ", C, " classes [0, ", C, ")"));
-    return {host.loss_sum, int64_t(host.correct), N};
+    return {host.loss_sum, int64_t(host.correct), int64_t(host.count)};
   }
 
 
@@ -168,11 +170,12 @@ class CudaSoftmax final : public SoftmaxKernel {
     float* dp = dlogits.defined() ? dlogits.f32() : nullptr;
     if (sparse)
       TRAINER_LAUNCH(xent_rows_kernel<true>, row_grid(N), cuda::row_block(C), c_.stream(), logits.f32(), labels.i32(),
-                     static_cast<const float*>(nullptr), dp, grad_scale, step, label_smoothing_, N, C, losses, status);
+                     static_cast<const float*>(nullptr), dp, grad_scale, step, label_smoothing_, ignore_, ignore_class_, N,
+                     C, losses, status);
     else
       TRAINER_LAUNCH(xent_rows_kernel<false>, row_grid(N), cuda::row_block(C), c_.stream(), logits.f32(),
-                     static_cast<const int32_t*>(nullptr), labels.f32(), dp, grad_scale, step, label_smoothing_, N, C,
-                     losses, status);
+                     static_cast<const int32_t*>(nullptr), labels.f32(), dp, grad_scale, step, label_smoothing_, false, 0,
+                     N, C, losses, status);
   }
 
   // A recorded step's: no copy to the host, the statistics added to `sums` on the device.

@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "core/ops/math/hd.h"
+#include "core/ops/math/philox.h"
 
 // For each batch b and head h, with q_i the query rows [T, Dk], k_j and v_j the key and value rows
 // [S, Dk] and [S, Dv] (Keras MultiHeadAttention's core, _compute_attention):
@@ -14,6 +15,11 @@
 //   D_i = do_i·o_i,  dp_ij = do_i·v_j,  ds_ij = p_ij·(dp_ij - D_i)
 //   dq_i = scale·Σ_j ds_ij·k_j,  dk_j = scale·Σ_i ds_ij·q_i,  dv_j = Σ_i p_ij·do_i
 // Every row sees at least key 0, so no row is empty (S ≥ 1).
+// Dropout on the probabilities (Keras MultiHeadAttention(dropout), in training): m_ij = 1/(1-rate)
+// or 0 by the dropout rule (philox.h) of element ((b·H + h)·T + i)·S + j under the step's seed;
+//   o_i = Σ_j p_ij·m_ij·v_j;  dv_j = Σ_i p_ij·m_ij·do_i;  dp_ij = m_ij·(do_i·v_j);  ds_ij as above,
+//   with D_i = do_i·o_i unchanged (Σ_j p_ij·dp_ij = Σ_j p_ij·m_ij·do_i·v_j = do_i·o_i). The mask is
+//   recomputed from the seed in backward: nothing of size T·S is kept.
 
 namespace trainer::attn {
 
@@ -29,5 +35,29 @@ TRAINER_HD_INLINE float prob(float s, float lse) { return expf(s - lse); }
 
 // ds_ij from p_ij, dp_ij and the row's D_i.
 TRAINER_HD_INLINE float score_grad(float p, float dp, float D) { return p * (dp - D); }
+
+// A dropout's draw: the threshold and factor of its rate (rate 0: nothing dropped), and the seed.
+struct Drop {
+  uint32_t threshold = 0;
+  float scale = 1.0f;
+  uint64_t seed = 0;
+  bool on = false;
+};
+
+TRAINER_HD_INLINE Drop make_drop(float rate, uint64_t seed) {
+  Drop d;
+  d.on = rate > 0.0f;
+  d.threshold = dropout_threshold(rate);
+  d.scale = dropout_scale(rate);
+  d.seed = seed;
+  return d;
+}
+
+// m_ij of element e = ((b·H + h)·T + i)·S + j: drop.scale when kept, else 0 (1 without dropout).
+TRAINER_HD_INLINE float drop_factor(const Drop& drop, uint64_t e) {
+  if (!drop.on) return 1.0f;
+  const Philox4 r = dropout_words(e / 4, drop.seed);
+  return dropout_keep(r.v[e % 4], drop.threshold) ? drop.scale : 0.0f;
+}
 
 }  // namespace trainer::attn

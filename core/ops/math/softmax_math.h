@@ -62,4 +62,10 @@ TRAINER_HD_INLINE bool argmax_better(float v2, int64_t k2, float v, int64_t k) {
 
 TRAINER_HD_INLINE bool label_in_range(int64_t label, int64_t C) { return label >= 0 && label < C; }
 
+// An index label not scored (ignore_class: Keras's, PyTorch's ignore_index): no loss, no hit, a
+// zero gradient row, not counted.
+TRAINER_HD_INLINE bool label_ignored(int64_t label, bool ignore, int32_t ignore_class) {
+  return ignore && label == int64_t(ignore_class);
+}
+
 }  // namespace trainer::softmax_math

@@ -12,7 +12,8 @@ Replica::Replica(const TraineeSpec& t, Device device, int threads) {
   exec_ = std::make_unique<Executor>(t.graph ? t.graph : std::make_shared<const Graph>(t.model), *ctx_, t.seed);
   optimizer_ = make_optimizer(t.optimizer);
   optimizer_->bind(*ctx_, exec_->params().trainable_weights(), exec_->params().trainable_grads());
-  loss_ = make_loss(t.loss, *ctx_, t.label_smoothing);
+  loss_ = make_loss(t.loss, *ctx_, t.loss_options);
+  ignore_class_ = t.loss_options.ignore_class;
   // Keras' softmax (sigmoid) + crossentropy: the loss is computed from the activation's input
   // (logits), which is exact and stable; otherwise the output is taken as logits (from_logits=True).
   LossHead h = loss_head(exec_->graph(), *loss_);
@@ -48,7 +49,9 @@ LossStats Replica::compute_gradients(const Tensor& images, const Tensor& labels,
 }
 
 LossStats Replica::train_step(const Tensor& images, const Tensor& labels, float lr, uint64_t step_seed) {
-  LossStats s = compute_gradients(images, labels, 1.0f / float(images.dim(0)), step_seed);
+  int64_t scored = labels.numel();
+  if (ignore_class_) scored -= std::count(labels.i32(), labels.i32() + labels.numel(), *ignore_class_);
+  LossStats s = compute_gradients(images, labels, scored > 0 ? 1.0f / float(scored) : 0.0f, step_seed);
   optimizer_->step(lr, 1.0f);
   return s;
 }

@@ -17,8 +17,9 @@ class Replica {
  public:
   Replica(const TraineeSpec& t, Device device, int threads);
 
-  // forward, fused softmax cross-entropy, backward and the optimizer update; returns the
-  // batch's loss sum and correct count. `grad_scale` is 1 / the global batch.
+  // forward, fused softmax cross-entropy, backward and the optimizer update on this replica's
+  // whole batch (host labels); returns the batch's loss sum and correct count. The loss gradient
+  // is divided by the labels scored (every one but those of train.ignore_class).
   LossStats train_step(const Tensor& images, const Tensor& labels, float lr, uint64_t step_seed);
   // `predicted`, when given, receives each sample's (or each position's) arg-max class.
   LossStats eval_step(const Tensor& images, const Tensor& labels, std::vector<int32_t>* predicted = nullptr);
@@ -58,6 +59,7 @@ class Replica {
   std::unique_ptr<Executor> exec_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Loss> loss_;
+  std::optional<int32_t> ignore_class_;  // train.ignore_class (train_step counts the labels scored)
   std::unique_ptr<WeightAverage> average_;
   std::unique_ptr<StoreState> state_;
   int logits_ = -1;

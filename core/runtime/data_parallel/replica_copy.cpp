@@ -92,7 +92,8 @@ bool ReplicaCopy::fixed_step_ok() const {
 bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, LossStats& s) {
   recorded_ = false;
   if (!fixed_step_ok()) return false;
-  const float grad_scale = b.global_size > 0 ? 1.0f / float(b.global_size) : 0.0f;
+  const int64_t scored = scored_labels(b);
+  const float grad_scale = scored > 0 ? 1.0f / float(scored) : 0.0f;
   buckets_->start_step();  // one rank: the backward hook only marks buckets done
   s = rep_->fixed_step(b.images, b.labels, lr, grad_scale, seed, true);
   recorded_ = rep_->replayed();

@@ -245,7 +245,7 @@ void PipelineCopy::sum_shared_gradients() {
 }
 
 LossStats PipelineCopy::compute_gradients(const Batch& b, uint64_t seed, float loss_scale) {
-  const int64_t n = b.global_size > 0 ? b.global_size : b.images.dim(0);
+  const int64_t n = scored_labels(b);
   LossStats s = pass(b, true, microbatches_, seed, n > 0 ? loss_scale / float(n) : 0.0f);
   inject_ = false;
   const auto t0 = std::chrono::steady_clock::now();

@@ -42,7 +42,7 @@ StageRuntime::StageRuntime(const TraineeSpec& t, const Stage& st, Device device,
   elementwise_ = make_kernel<ElementwiseKernel>(*ctx_, {});
   logits_ = g.node_index(logits);
   if (logits_ >= 0) {
-    loss_ = make_loss(t.loss, *ctx_, t.label_smoothing);
+    loss_ = make_loss(t.loss, *ctx_, t.loss_options);
     for (auto& gm : graphs_) gm->keep_f32(logits_);  // the loss reads and writes f32
   }
   const size_t n = g.nodes().size(), inputs = st.model_inputs.size();

@@ -253,9 +253,13 @@ ACTIVATIONS = {  # relu and relu6 of a bf16 value are bf16 values: no rounding
 
 
 # --- Losses (keras/src/losses/losses.py): the batch mean of the per-sample loss.
-def sparse_categorical_crossentropy(logits, y, k, smoothing=0.0):
+def sparse_categorical_crossentropy(logits, y, k, smoothing=0.0, ignore_class=None):
     # Keras's label_smoothing: targets y·(1 - ls) + ls/K (categorical_crossentropy; the sparse form
-    # applies it to the one-hot labels).
+    # applies it to the one-hot labels). Keras's ignore_class: the rows of that label score 0 and are
+    # masked out of the mean (sum_over_batch_size divides by the rows kept), PyTorch's ignore_index.
+    if ignore_class is not None:
+        keep = y != ignore_class
+        logits, y = logits[keep], y[keep]
     t = F.one_hot(y, k).to(logits.dtype) * (1.0 - smoothing) + smoothing / k
     return -(t * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
 

@@ -15,9 +15,10 @@ class Case:
     the reference forward f(P, X, S, training, ctl, step) -> logits, the loss, negative controls."""
 
     def __init__(self, component, variant, layers, params, forward, inputs=None, loss="sparse_categorical_crossentropy",
-                 smoothing=0.0, state=None, controls=(), bf16_blind=(), positions=0):
+                 smoothing=0.0, state=None, controls=(), bf16_blind=(), positions=0, ignore=None):
         self.component, self.variant, self.layers, self.params = component, variant, layers, params
         self.positions = positions  # > 0: a label per position (labels [N, positions], logits [N, positions, K])
+        self.ignore = ignore  # train.ignore_class: each sample's labels after a random length are this pad
         self.forward, self.loss, self.smoothing, self.controls = forward, loss, smoothing, controls
         self.bf16_blind = bf16_blind  # controls whose difference bf16's rounding covers (not run in bf16)
         self.inputs = inputs or {"x": ("image", IMG)}
@@ -350,6 +351,10 @@ def cases():
                         layers, p, f_gpt, inputs={"x": ("ids", [T], CLASSES if tied else V)}, positions=T,
                         controls=("no causal mask", "positions summed, not averaged")
                         + (("tied head's gradient dropped",) if tied else ())))
+        if not tied:  # padded sequences: labels -100 (PyTorch's ignore_index) after each sample's length
+            out.append(Case("gpt", f"two blocks, {T} positions, pad labels -100 (ignore_class)", layers, p, f_gpt,
+                            inputs={"x": ("ids", [T], V)}, positions=T, ignore=-100,
+                            controls=("no causal mask", "pads counted in the mean")))
 
     # --- losses
     for loss, ls in [("categorical_crossentropy", 0.0), ("sparse_categorical_crossentropy", 0.1),

@@ -63,7 +63,10 @@ def loss_of(case, out, y, ctl=None):
     if case.loss == "binary_crossentropy":
         return K.binary_crossentropy(out, y, case.smoothing)
     if case.positions:  # scores [N, T, K], labels [N, T]: the mean over every position (Keras on a sequence output)
-        loss = K.sparse_categorical_crossentropy(out.reshape(-1, CLASSES), y.reshape(-1), CLASSES, case.smoothing)
+        flat = y.reshape(-1)
+        loss = K.sparse_categorical_crossentropy(out.reshape(-1, CLASSES), flat, CLASSES, case.smoothing, case.ignore)
+        if ctl == "pads counted in the mean":  # the scored positions' sum over every position
+            return loss * float((flat != case.ignore).sum()) / flat.numel()
         return loss * case.positions if ctl == "positions summed, not averaged" else loss
     return K.sparse_categorical_crossentropy(out, y, CLASSES, case.smoothing)
 
@@ -105,6 +108,8 @@ def config(case, precision="fp32"):
             else f"{{type: npy, inputs: [{', '.join(f'{n}{split}.npy' for n in names)}], labels: y{split}.npy, classes: {CLASSES}}}")
     layers = "".join(f"    - {l}\n" for l in case.layers)
     ls = f", label_smoothing: {case.smoothing}" if case.smoothing else ""
+    if case.ignore is not None:
+        ls += f", ignore_class: {case.ignore}"
     return f"""name: peer
 seed: {SEED}
 precision: {precision}
@@ -161,6 +166,12 @@ def draw_data(case):
     classes = 2 if case.loss == "binary_crossentropy" else CLASSES
     shape = [N, case.positions] if case.positions else [N]
     y, yv = rng.integers(0, classes, shape).astype(np.int32), rng.integers(0, classes, shape).astype(np.int32)
+    if case.ignore is not None:  # sample n keeps its first 1..T labels, the rest are pads (one keeps all)
+        for labels in (y, yv):
+            keep = rng.integers(1, case.positions + 1, N)
+            keep[0] = case.positions
+            for n in range(N):
+                labels[n, keep[n]:] = case.ignore
     return X, Xv, y, yv, classes
 
 

@@ -52,7 +52,7 @@ optimizer: )" + optimizer + "\n";
 // receives rank 0's count of gradient all-reduces.
 std::vector<float> train(const std::string& yaml, int replicas, int steps, bool* identical,
                          const Device* gpu = nullptr, std::vector<double>* norms = nullptr, int accumulate = 1,
-                         int64_t* reduced = nullptr) {
+                         int64_t* reduced = nullptr, std::shared_ptr<const Dataset> data = nullptr) {
   RunSpec e = read_run_spec(cfg::parse_document(yaml, "dp.yaml"));
   e.train.batch_size = 12 / (replicas * accumulate);
   e.train.accumulate = accumulate;
@@ -60,7 +60,7 @@ std::vector<float> train(const std::string& yaml, int replicas, int steps, bool*
   std::vector<Device> devices;
   for (int r = 0; r < replicas; ++r) devices.push_back(gpu ? *gpu : Device::cpu(r));
   ReplicaGroup group(trainee_spec(e), devices, 1);
-  auto ds = make_dataset(cfg::root(e.doc).child("data").child("train"), ".");
+  std::shared_ptr<const Dataset> ds = data ? data : make_dataset(cfg::root(e.doc).child("data").child("train"), ".");
   std::vector<std::vector<float>> weights(static_cast<size_t>(replicas));
   std::vector<double> step_norm(static_cast<size_t>(replicas));
   *identical = true;
@@ -72,15 +72,20 @@ std::vector<float> train(const std::string& yaml, int replicas, int steps, bool*
     if (!ds->float_samples()) lo.augment.scale = 1.0f / 255;  // images; sequences are used as they are
     lo.rank = w.rank();
     lo.replicas = replicas;
+    lo.ignore_class = e.train.ignore_class;
     Loader loader(ds, lo);
     loader.start_epoch(0);
     w.broadcast_parameters();
     Batch b;
     bool stop = false;
     for (int s = 0; s < steps; ++s) {
+      // The step's scored labels over its micro-batches, counted before the later ones are read (as
+      // the epoch loop does): 12 samples' labels, less the ignored ones.
+      int64_t scored = 0;
+      for (int i = 0; i < accumulate && accumulate > 1; ++i) scored += loader.global_scored(int64_t(s) * accumulate + i);
       for (int i = 0; i < accumulate; ++i) {
         if (!loader.next(b)) throw std::logic_error("the loader ran out of batches");  // no Catch macros off the main thread
-        w.train_step(b, 0.05f, uint64_t(s), stop, MicroStep{i, accumulate, accumulate > 1 ? 12 : 0});
+        w.train_step(b, 0.05f, uint64_t(s), stop, MicroStep{i, accumulate, scored});
       }
       weights[size_t(w.rank())] = w.replica().executor().params().download(w.replica().context());
       if (WeightAverage* a = w.replica().average()) {  // train.ema: the average follows the weights
@@ -104,11 +109,11 @@ std::vector<float> train(const std::string& yaml, int replicas, int steps, bool*
 }
 
 void check_equivalent(const std::string& yaml, int replicas, const Device* gpu = nullptr, double max_element_bound = 1e-5,
-                      int accumulate = 1) {
+                      int accumulate = 1, std::shared_ptr<const Dataset> data = nullptr) {
   bool same1 = true, sameN = true;
-  std::vector<float> one = train(yaml, 1, 10, &same1, gpu);
+  std::vector<float> one = train(yaml, 1, 10, &same1, gpu, nullptr, 1, nullptr, data);
   int64_t reduced = 0;
-  std::vector<float> many = train(yaml, replicas, 10, &sameN, gpu, nullptr, accumulate, &reduced);
+  std::vector<float> many = train(yaml, replicas, 10, &sameN, gpu, nullptr, accumulate, &reduced, data);
   CHECK(reduced == 10);  // one gradient all-reduce per optimizer step, whatever the micro-batches
   REQUIRE(one.size() == many.size());
   double diff = 0, norm = 0, maxdiff = 0, maxabs = 0;
@@ -171,6 +176,99 @@ optimizer: {type: sgd, lr: 0.5, momentum: 0.9}
   REQUIRE(tied.find(head) != std::string::npos);
   tied.replace(tied.find(head), head.size(), "{name: head, type: dense, units: 256, tie: tok, use_bias: false}");
   for (int n : {2, 3}) check_equivalent(tied, n);
+}
+
+// Padded sequences (train.ignore_class): a text set whose sample i keeps its first (i mod 7) next-
+// byte labels and has the rest replaced by the pad -100 (every seventh sample is all pads), so the
+// replicas' shares of scored positions differ from step to step.
+class PaddedText final : public FloatDataset {
+ public:
+  explicit PaddedText(std::shared_ptr<const Dataset> base) : base_(std::move(base)) {}
+  int64_t size() const override { return base_->size(); }
+  Shape sample_shape() const override { return base_->sample_shape(); }
+  int num_classes() const override { return base_->num_classes(); }
+  std::string describe() const override { return "padded " + base_->describe(); }
+  Shape label_shape() const override { return base_->label_shape(); }
+  int32_t get_f32(int64_t, float*) const override { throw std::logic_error("labels per position"); }
+  void get_f32_labels(int64_t i, float* values, int32_t* labels) const override {
+    base_->get_f32_labels(i, values, labels);
+    for (int64_t t = i % 7; t < label_shape().numel(); ++t) labels[t] = -100;
+  }
+
+ private:
+  std::shared_ptr<const Dataset> base_;
+};
+
+TEST_CASE("data parallel: a GPT on padded sequences (ignore_class -100): N replicas x B/N and accumulated micro-batches "
+          "match 1 replica x B, each step the mean over the global batch's scored positions") {
+  const std::string yaml = std::string(R"(
+name: dp_gpt_pads
+seed: 5)") + test::kGptModel + R"(data:
+  train: {type: text, path: )" + test::gpt_text_file() + R"(, block_size: 6, stride: 3}
+train: {batch_size: 12, bucket_mb: 0.001, ignore_class: -100}
+optimizer: {type: sgd, lr: 0.5, momentum: 0.9}
+)";
+  const RunSpec e = read_run_spec(cfg::parse_document(yaml, "pads.yaml"));
+  auto padded = std::make_shared<const PaddedText>(make_dataset(cfg::root(e.doc).child("data").child("train"), "."));
+  // Every rank's loader counts the same global batch's scored labels, whatever its share.
+  for (int R : {1, 2, 3}) {
+    for (int r = 0; r < R; ++r) {
+      LoaderOptions lo;
+      lo.batch_size = 12 / R, lo.shuffle = true, lo.seed = 9, lo.workers = 0, lo.rank = r, lo.replicas = R;
+      lo.ignore_class = -100;
+      Loader loader(padded, lo);
+      loader.start_epoch(0);
+      Batch b;
+      for (int64_t k = 0; k < 4 && loader.next(b); ++k) {
+        std::vector<int32_t> labels(6);
+        int64_t want = 0;
+        std::vector<int64_t> perm = Loader::permutation(padded->size(), 9, 0, true);
+        for (int64_t j = k * 12; j < std::min<int64_t>((k + 1) * 12, padded->size()); ++j) {
+          padded->get_labels(perm[size_t(j)], labels.data());
+          want += std::count_if(labels.begin(), labels.end(), [](int32_t l) { return l != -100; });
+        }
+        INFO(R << " replicas, rank " << r << ", batch " << k);
+        CHECK(b.global_scored == want);
+        CHECK(loader.global_scored(k) == want);
+        CHECK(scored_labels(b) == want);
+      }
+    }
+  }
+  for (int n : {2, 3}) check_equivalent(yaml, n, nullptr, 1e-5, 1, padded);
+  check_equivalent(yaml, 2, nullptr, 1e-5, 2, padded);  // 2 replicas x 2 micro-batches of 3
+  // The pads change the training (the test is not blind to them), and the divisor is the scored
+  // count: one replica's step through the loader equals Replica::train_step, which counts the
+  // batch's own labels (differently written code).
+  bool same = true;
+  const std::vector<float> pads = train(yaml, 1, 10, &same, nullptr, nullptr, 1, nullptr, padded);
+  const std::vector<float> plain = train(yaml, 1, 10, &same);
+  double moved = 0;
+  for (size_t i = 0; i < pads.size(); ++i) moved = std::max(moved, double(std::abs(pads[i] - plain[i])));
+  CHECK(moved > 1e-3);
+  LoaderOptions lo;
+  lo.batch_size = 12, lo.seed = 9, lo.workers = 0, lo.ignore_class = -100;
+  Loader loader(padded, lo);
+  loader.start_epoch(0);
+  Replica direct(trainee_spec(e), Device::cpu(0), 1);
+  RunSpec one = e;
+  std::vector<Device> cpu{Device::cpu(0)};
+  ReplicaGroup group(trainee_spec(one), cpu, 1);
+  std::vector<float> via_group;
+  group.run([&](ReplicaCopy& w) {
+    Loader l(padded, lo);
+    l.start_epoch(0);
+    Batch b;
+    bool stop = false;
+    for (int s = 0; s < 3 && l.next(b); ++s) w.train_step(b, 0.05f, uint64_t(s), stop);
+    via_group = w.replica().executor().params().download(w.replica().context());
+  });
+  Batch b;
+  for (int s = 0; s < 3 && loader.next(b); ++s) direct.train_step(b.images, b.labels, 0.05f, uint64_t(s));
+  const std::vector<float> via_replica = direct.executor().params().download(direct.context());
+  REQUIRE(via_group.size() == via_replica.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < via_group.size(); ++i) differ += via_group[i] != via_replica[i];
+  CHECK(differ == 0);
 }
 
 TEST_CASE("data parallel: N replicas x B/N match 1 replica x B after 10 steps (Adam)") {

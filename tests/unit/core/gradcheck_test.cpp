@@ -144,6 +144,19 @@ model:
 )";
   Setup s(net, {6, 5});
   check_gradients(s);
+  // With dropout on the attention probabilities (a fixed step seed: one mask, redrawn in backward),
+  // the gradients are those of the dropped network.
+  std::string dropped = replaced(net, "key_dim: 4, causal: true}", "key_dim: 4, causal: true, dropout: 0.3}");
+  dropped = replaced(dropped, "value_dim: 3, inputs:", "value_dim: 3, dropout: 0.5, inputs:");
+  Setup d(dropped, {6, 5});
+  d.g->set_step_seed(77);
+  check_gradients(d);
+  // ... and dropout is in force: the training forward differs from the undropped one.
+  d.g->forward(d.x, true, d.logits);
+  std::vector<float> on(d.g->output(d.logits).f32(), d.g->output(d.logits).f32() + d.g->output(d.logits).numel());
+  d.g->forward(d.x, false, d.logits);
+  std::vector<float> off(d.g->output(d.logits).f32(), d.g->output(d.logits).f32() + d.g->output(d.logits).numel());
+  CHECK(on != off);
 }
 
 // A head tied to the token embedding (dense `tie:`): the table's gradient is its lookup's plus the

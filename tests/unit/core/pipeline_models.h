@@ -117,7 +117,9 @@ inline Batch random_batch(const std::vector<Shape>& shapes, int64_t n, int class
 }
 
 // A random batch for e's model: token ids for an input an embedding reads (below its input_dim),
-// a label per position for an output of scores per position ([T, classes]).
+// a label per position for an output of scores per position ([T, classes]); with
+// train.ignore_class, sample i's labels after its first 1 + (i + seed) mod T are that pad, and the
+// batch counts its scored labels (Batch::global_scored, as the loader does).
 inline Batch random_batch(const RunSpec& e, int64_t n, int classes, uint32_t seed) {
   const Graph g(e.model);
   int64_t ids = 0;
@@ -126,7 +128,18 @@ inline Batch random_batch(const RunSpec& e, int64_t n, int classes, uint32_t see
   const Shape out = g.output_shape();
   std::vector<Shape> shapes;
   for (const ModelInput& in : e.model.inputs) shapes.push_back(in.shape);
-  return random_batch(shapes, n, classes, seed, out.rank() == 2 ? out[0] : 0, ids);
+  Batch b = random_batch(shapes, n, classes, seed, out.rank() == 2 ? out[0] : 0, ids);
+  if (e.train.ignore_class && out.rank() == 2) {
+    const int64_t T = out[0];
+    b.global_scored = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t t = 0; t < T; ++t) {
+        int32_t& l = b.labels.i32()[i * T + t];
+        if (t > (i + int64_t(seed)) % T) l = *e.train.ignore_class;
+        else ++b.global_scored;
+      }
+  }
+  return b;
 }
 
 // Every parameter's values by name.
@@ -165,13 +178,15 @@ inline std::map<std::string, std::vector<float>> train_single(const RunSpec& e, 
   return by_name(r.state());
 }
 
-// Rows [lo, hi) of `all` as a batch of a step whose micro-batches hold `global` samples over every copy.
+// Rows [lo, hi) of `all` as a batch of a step whose micro-batches hold `global` samples over every
+// copy (a step of all's samples in one micro-batch scores all's labels: its global_scored).
 inline Batch rows(const Batch& all, int64_t lo, int64_t hi, int64_t global) {
   Batch b;
   b.images = all.images.slice(lo, hi);
   b.labels = all.labels.slice(lo, hi);
   b.size = hi - lo;
   b.global_size = global;
+  if (global == all.global_size) b.global_scored = all.global_scored;
   return b;
 }
 
@@ -191,7 +206,7 @@ inline std::map<std::string, std::vector<float>> train_placed(RunSpec e, int ste
     for (int i = 0; i < accumulate; ++i) {
       const int64_t lo = 12 * i / accumulate, hi = 12 * (i + 1) / accumulate;
       w.train_step(rows(all, lo, hi, hi - lo), 0.05f, uint64_t(s * accumulate + i), stop,
-                   MicroStep{i, accumulate, accumulate > 1 ? 12 : 0});
+                   MicroStep{i, accumulate, accumulate > 1 ? scored_labels(all) : 0});
     }
     if (norms) norms->push_back(w.clip().grad_norm());
   }
@@ -237,7 +252,7 @@ inline std::map<std::string, std::vector<float>> train_hybrid(RunSpec e, int cop
       const int64_t lo = 12 * t.rank() / copies, hi = 12 * (t.rank() + 1) / copies, n = hi - lo;
       for (int i = 0; i < accumulate; ++i)
         t.train_step(rows(all, lo + n * i / accumulate, lo + n * (i + 1) / accumulate, 12 / accumulate), 0.05f,
-                     uint64_t(step * accumulate + i), stop, MicroStep{i, accumulate, accumulate > 1 ? 12 : 0});
+                     uint64_t(step * accumulate + i), stop, MicroStep{i, accumulate, accumulate > 1 ? scored_labels(all) : 0});
       w[size_t(t.rank())] = t.state().download_weights();
     }
   });

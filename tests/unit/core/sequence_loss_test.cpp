@@ -32,9 +32,9 @@ Tensor random_labels(const Shape& s, int C, std::mt19937& rng) {
 }  // namespace
 
 // Keras's sparse cross-entropy over a [N, T, C] output: the mean over the N*T positions. With the
-// engine's scale 1/N, each position's gradient is (softmax - onehot) / (N*T), and the statistics
-// count positions.
-TEST_CASE("sparse cross-entropy per position: logits [N, T, C] score N*T rows, the gradient scale divided by T") {
+// step's scale 1/(N*T) (scored_labels), each position's gradient is (softmax - onehot) / (N*T),
+// and the statistics count positions.
+TEST_CASE("sparse cross-entropy per position: logits [N, T, C] score N*T rows, each weighing 1/(N*T)") {
   auto cpu = make_context(Device::cpu(0));
   auto loss = make_loss("sparse_categorical_crossentropy", *cpu);
   auto rows = make_kernel<SoftmaxKernel>(*cpu, SoftmaxParams{});
@@ -46,10 +46,14 @@ TEST_CASE("sparse cross-entropy per position: logits [N, T, C] score N*T rows, t
     INFO(N << " x " << T << " positions, " << C << " classes");
     const Tensor logits = random_logits({N, T, C}, rng), labels = random_labels({N, T}, int(C), rng);
     Tensor d = Tensor::empty({N, T, C}), want_d = Tensor::empty({N * T, C});
-    const float scale = 1.0f / float(std::max<int64_t>(N, 1));
+    Batch b;
+    b.images = Tensor::empty({N, T});
+    b.labels = labels;
+    b.size = b.global_size = N;
+    CHECK(scored_labels(b) == N * T);
+    const float scale = 1.0f / float(std::max<int64_t>(N * T, 1));
     const LossStats got = loss->compute(logits, labels, d, scale);
-    const LossStats want = rows->cross_entropy(logits.reshape({N * T, C}), labels.reshape({N * T}), want_d,
-                                               scale * (1.0f / float(T)));
+    const LossStats want = rows->cross_entropy(logits.reshape({N * T, C}), labels.reshape({N * T}), want_d, scale);
     CHECK(got.count == N * T);
     CHECK(got.correct == want.correct);
     CHECK(got.loss_sum == want.loss_sum);
@@ -67,6 +71,43 @@ TEST_CASE("sparse cross-entropy per position: logits [N, T, C] score N*T rows, t
   Tensor none;
   CHECK_THROWS_WITH(loss->compute(random_logits({2, 3, 4}, rng), random_labels({2}, 4, rng), none, 1.0f),
                     Catch::Contains("the labels must be class indices [2, 3] (one per position), got i32 2"));
+}
+
+// train.ignore_class over positions: pad positions (label -100) score nothing and are not
+// counted; the step divides by the labels scored over the global batch, which the loader counts
+// over every replica's samples (Loader::global_scored, Batch::global_scored), so the loss is the
+// mean over the scored positions, PyTorch's cross_entropy(ignore_index) and Keras's ignore_class.
+TEST_CASE("sparse cross-entropy per position with ignore_class: pads score nothing, the loader counts the global batch's scored labels") {
+  auto cpu = make_context(Device::cpu(0));
+  LossOptions o;
+  o.ignore_class = -100;
+  auto loss = make_loss("sparse_categorical_crossentropy", *cpu, o);
+  auto rows = make_kernel<SoftmaxKernel>(*cpu, SoftmaxParams{});
+  std::mt19937 rng(6);
+  const int64_t N = 5, T = 6, C = 9;
+  const Tensor logits = random_logits({N, T, C}, rng);
+  Tensor labels = random_labels({N, T}, int(C), rng);
+  for (int64_t i = 0; i < N; ++i)  // sample i keeps its first i + 1 positions (sample 4: all six)
+    for (int64_t t = i + 1; t < T; ++t) labels.i32()[i * T + t] = -100;
+  Tensor d = Tensor::empty({N, T, C});
+  const LossStats got = loss->compute(logits, labels, d, 0.5f);
+  CHECK(got.count == 1 + 2 + 3 + 4 + 5);
+  double want = 0;
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t t = 0; t < T; ++t) {
+      float* row = d.f32() + (i * T + t) * C;
+      if (t > i) {
+        for (int64_t j = 0; j < C; ++j) REQUIRE(row[j] == 0.0f);
+        continue;
+      }
+      Tensor one = Tensor::empty({1, C}), lab = Tensor::empty({1}, DType::I32), d1 = Tensor::empty({1, C});
+      std::copy_n(logits.f32() + (i * T + t) * C, C, one.f32());
+      lab.i32()[0] = labels.i32()[i * T + t];
+      want += rows->cross_entropy(one, lab, d1, 0.5f).loss_sum;
+      for (int64_t j = 0; j < C; ++j) REQUIRE(row[j] == d1.f32()[j]);
+    }
+  CHECK(got.loss_sum == Approx(want).epsilon(1e-12));
+  CHECK_THROWS_AS(make_loss("binary_crossentropy", *cpu, o), std::invalid_argument);
 }
 
 // What `trainer generate` relies on: the scores at positions 0..n-1 of a causal model do not depend

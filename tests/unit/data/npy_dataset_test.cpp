@@ -105,6 +105,28 @@ TEST_CASE("npy: labels [N, T] give a label per position") {
   CHECK(dataset_from("{type: npy, x: x.npy, labels: y1.npy}", d.path())->label_shape() == Shape{});
 }
 
+// Padded token sequences: labels -100 (PyTorch's ignore_index) are read when train.ignore_class
+// names them (DatasetContext::ignore_class) and count toward no class; without it they are errors.
+TEST_CASE("npy: pad labels equal to train.ignore_class are read, and leave the class count alone") {
+  TempDir d;
+  write_bytes(d / "x.npy", npy_bytes("<i4", "(2, 3)", raw(std::vector<int32_t>{1, 2, 3, 4, 5, 6})));
+  write_bytes(d / "y.npy", npy_bytes("<i8", "(2, 3)", raw(std::vector<int64_t>{2, 3, -100, 5, -100, -100})));
+  CHECK(data_error("{type: npy, x: x.npy, labels: y.npy}", d) ==
+        (d / "y.npy") + ": sample 0 position 2 has label -100, outside 0..16777215");
+  auto doc = cfg::parse_document("train: {type: npy, x: x.npy, labels: y.npy}", "test.yaml");
+  DatasetContext ctx;
+  ctx.base_dir = d.path();
+  ctx.ignore_class = -100;
+  auto ds = make_dataset(cfg::root(doc).child("train"), ctx);
+  CHECK(ds->num_classes() == 6);
+  std::vector<int32_t> l(3);
+  ds->get_labels(1, l.data());
+  CHECK(l == std::vector<int32_t>{5, -100, -100});
+  ctx.ignore_class = -1;  // another pad value: -100 is an error again
+  CHECK(error_of<DataError>([&] { make_dataset(cfg::root(doc).child("train"), ctx); }) ==
+        (d / "y.npy") + ": sample 0 position 2 has label -100, outside 0..16777215");
+}
+
 TEST_CASE("npy: '<f8' input, '|u1' labels [N, 1], classes given, format 2.0 and 3.0") {
   TempDir d;
   const auto x = ramp<double>(4 * 6, 0.1, 0.05);

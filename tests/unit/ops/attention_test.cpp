@@ -1,8 +1,10 @@
 // attention tests: forward and every gradient against float64 on every backend (causal or not, heads, odd sizes, cross-attention, batch 1, large scores), the same bits at 1-4 threads and on every call, bad shapes named.
 #include <cmath>
+#include <cstring>
 
 #include "backends.h"
 #include "core/ops/attention.h"
+#include "core/ops/math/philox.h"
 #include "fastpath_fuzz.h"
 #include "reference_transformer.h"
 
@@ -59,6 +61,68 @@ TEST_CASE("attention forward and backward match float64 reference", "[backends]"
   }
 }
 
+// Keras's MultiHeadAttention(dropout): in training the probabilities are dropped by the dropout
+// rule of element ((b·H + h)·T + i)·S + j under the seed (kept ones scaled by 1/(1 - rate)); the
+// reference applies that mask to float64 probabilities, forward and backward (the kernels redraw it
+// from the seed). Without a seed (evaluation) nothing is dropped; a recorded step's seed, read from
+// StepScalars where the kernel runs, is node_seed(step seed, node).
+TEST_CASE("attention with dropout on the probabilities matches float64 reference with the same mask", "[backends]") {
+  const std::vector<Case> cases = {
+      {1, 1, 1, 1, 1, 1, false}, {2, 5, 5, 2, 3, 5, true}, {1, 7, 4, 3, 8, 2, false}, {2, 33, 33, 2, 16, 8, true},
+      {1, 300, 300, 1, 8, 8, true}};
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(484);
+    for (const float rate : {0.1f, 0.5f}) {
+      for (const Case& c : cases) {
+        INFO("rate " << rate << ", B " << c.B << ", T " << c.T << ", S " << c.S << ", H " << c.H << ", Dk " << c.Dk
+                     << ", Dv " << c.Dv << (c.causal ? ", causal" : ""));
+        auto k = make_kernel<AttentionKernel>(be.ctx(), AttentionParams{c.H, c.Dk, c.Dv, c.causal, rate});
+        const Shape qs{c.B, c.T, c.H * c.Dk}, ks{c.B, c.S, c.H * c.Dk}, vs{c.B, c.S, c.H * c.Dv}, os{c.B, c.T, c.H * c.Dv};
+        Tensor hq = random_tensor(qs, rng), hk = random_tensor(ks, rng), hv = random_tensor(vs, rng);
+        Tensor hdo = random_tensor(os, rng);
+        const uint64_t seed = rng();
+        ref::Vec mask(size_t(c.B * c.H * c.T * c.S));
+        const uint32_t thr = dropout_threshold(rate);
+        int64_t kept = 0;
+        for (size_t e = 0; e < mask.size(); ++e) {
+          const bool keep = dropout_keep(dropout_words(e / 4, seed).v[e % 4], thr);
+          mask[e] = keep ? double(dropout_scale(rate)) : 0.0;
+          kept += keep;
+        }
+        if (mask.size() >= 10000) CHECK(std::abs(double(kept) / double(mask.size()) - (1.0 - rate)) < 0.02);
+        const ref::Vec vq = to_vec(hq), vk = to_vec(hk), vv = to_vec(hv);
+        Tensor q = be.upload(hq), kk = be.upload(hk), v = be.upload(hv), o = be.nan(os), lse = be.nan({c.B, c.H, c.T});
+        const DropoutSeed drop{seed, nullptr};
+        k->forward(q, kk, v, o, lse, &drop);
+        be.check("o", o, ref::attention_forward(vq, vk, vv, c.B, c.T, c.S, c.H, c.Dk, c.Dv, c.causal, &mask));
+        ref::Vec dq_want, dk_want, dv_want;
+        ref::attention_backward(vq, vk, vv, to_vec(hdo), c.B, c.T, c.S, c.H, c.Dk, c.Dv, c.causal, dq_want, dk_want,
+                                dv_want, &mask);
+        Tensor dq = be.nan(qs), dk = be.nan(ks), dv = be.nan(vs);
+        k->backward(q, kk, v, o, lse, be.upload(hdo), dq, dk, dv, &drop);
+        be.check("dq", dq, dq_want);
+        be.check("dk", dk, dk_want);
+        be.check("dv", dv, dv_want);
+        // The recorded step's form: the seed read from StepScalars in the context's memory.
+        StepScalars step;
+        step.set_seed(seed ^ 0x5555);
+        Tensor hstep = Tensor::empty({int64_t(sizeof step / sizeof(float))});
+        std::memcpy(hstep.data(), &step, sizeof step);
+        Tensor dstep = be.upload(hstep), o2 = be.nan(os), o3 = be.nan(os);
+        const DropoutSeed recorded{7, static_cast<const StepScalars*>(dstep.data())};
+        const DropoutSeed direct{node_seed(seed ^ 0x5555, 7), nullptr};
+        k->forward(q, kk, v, o2, lse, &recorded);
+        k->forward(q, kk, v, o3, lse, &direct);
+        CHECK(be.vec(o2) == be.vec(o3));
+        // Evaluation: no seed, nothing dropped.
+        Tensor o4 = be.nan(os);
+        k->forward(q, kk, v, o4, lse);
+        be.check("o without dropout", o4, ref::attention_forward(vq, vk, vv, c.B, c.T, c.S, c.H, c.Dk, c.Dv, c.causal));
+      }
+    }
+  }
+}
+
 TEST_CASE("attention: causal rows ignore later keys (changing them changes nothing before them)", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(482);
@@ -75,29 +139,33 @@ TEST_CASE("attention: causal rows ignore later keys (changing them changes nothi
   }
 }
 
-// Each (batch, head) is one thread's, its products on that thread alone: the same bits at 1, 2, 3
-// and 4 threads, and on every call.
-TEST_CASE("attention: the same bits at 1 to 4 CPU threads and on every call") {
+// Each (batch, head) is one thread's, its products on that thread alone (and its dropout mask a
+// function of the element): the same bits at 1, 2, 3 and 4 threads, and on every call.
+TEST_CASE("attention: the same bits at 1 to 4 CPU threads and on every call, with and without dropout") {
   std::mt19937_64 rng(483);
   const int64_t B = 3, T = 40, S = 40, H = 3, Dk = 16, Dv = 8;
   Tensor q = random_tensor({B, T, H * Dk}, rng), k = random_tensor({B, S, H * Dk}, rng);
   Tensor v = random_tensor({B, S, H * Dv}, rng), g = random_tensor({B, T, H * Dv}, rng);
-  std::vector<ref::Vec> first;
-  for (int threads = 1; threads <= 4; ++threads)
-    for (int call = 0; call < 2; ++call) {
-      OpContext& ctx = fuzz::cpu_context_for(threads, Precision::FP32, FastPaths::all());
-      auto kern = make_kernel<AttentionKernel>(ctx, AttentionParams{H, Dk, Dv, true});
-      Tensor o = Tensor::empty({B, T, H * Dv}), lse = Tensor::empty({B, H, T});
-      Tensor dq = Tensor::empty(q.shape()), dk = Tensor::empty(k.shape()), dv = Tensor::empty(v.shape());
-      kern->forward(q, k, v, o, lse);
-      kern->backward(q, k, v, o, lse, g, dq, dk, dv);
-      const std::vector<ref::Vec> got = {to_vec(o), to_vec(lse), to_vec(dq), to_vec(dk), to_vec(dv)};
-      if (first.empty()) first = got;
-      for (size_t i = 0; i < got.size(); ++i) {
-        INFO("threads " << threads << ", call " << call << ", output " << i << " (o, lse, dq, dk, dv)");
-        CHECK(got[i] == first[i]);
+  const DropoutSeed seed{12345, nullptr};
+  for (const float rate : {0.0f, 0.3f}) {
+    std::vector<ref::Vec> first;
+    for (int threads = 1; threads <= 4; ++threads)
+      for (int call = 0; call < 2; ++call) {
+        OpContext& ctx = fuzz::cpu_context_for(threads, Precision::FP32, FastPaths::all());
+        auto kern = make_kernel<AttentionKernel>(ctx, AttentionParams{H, Dk, Dv, true, rate});
+        Tensor o = Tensor::empty({B, T, H * Dv}), lse = Tensor::empty({B, H, T});
+        Tensor dq = Tensor::empty(q.shape()), dk = Tensor::empty(k.shape()), dv = Tensor::empty(v.shape());
+        kern->forward(q, k, v, o, lse, &seed);
+        kern->backward(q, k, v, o, lse, g, dq, dk, dv, &seed);
+        const std::vector<ref::Vec> got = {to_vec(o), to_vec(lse), to_vec(dq), to_vec(dk), to_vec(dv)};
+        if (first.empty()) first = got;
+        for (size_t i = 0; i < got.size(); ++i) {
+          INFO("rate " << rate << ", threads " << threads << ", call " << call << ", output " << i
+                       << " (o, lse, dq, dk, dv)");
+          CHECK(got[i] == first[i]);
+        }
       }
-    }
+  }
 }
 
 TEST_CASE("attention rejects shapes that do not fit, naming them", "[backends]") {

@@ -82,7 +82,10 @@ std::vector<Vec> attention_probs(const Vec& q, const Vec& k, int64_t b, int64_t 
 }  // namespace
 
 Vec attention_forward(const Vec& q, const Vec& k, const Vec& v, int64_t B, int64_t T, int64_t S, int64_t H,
-                      int64_t Dk, int64_t Dv, bool causal) {
+                      int64_t Dk, int64_t Dv, bool causal, const Vec* drop) {
+  auto m = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+    return drop ? (*drop)[size_t(((b * H + h) * T + i) * S + j)] : 1.0;
+  };
   Vec o(size_t(B * T * H * Dv), 0.0);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
@@ -90,13 +93,17 @@ Vec attention_forward(const Vec& q, const Vec& k, const Vec& v, int64_t B, int64
       for (int64_t i = 0; i < T; ++i)
         for (int64_t j = 0; j < S; ++j)
           for (int64_t c = 0; c < Dv; ++c)
-            o[size_t(((b * T + i) * H + h) * Dv + c)] += p[size_t(i)][size_t(j)] * v[size_t(((b * S + j) * H + h) * Dv + c)];
+            o[size_t(((b * T + i) * H + h) * Dv + c)] +=
+                p[size_t(i)][size_t(j)] * m(b, h, i, j) * v[size_t(((b * S + j) * H + h) * Dv + c)];
     }
   return o;
 }
 
 void attention_backward(const Vec& q, const Vec& k, const Vec& v, const Vec& dout, int64_t B, int64_t T, int64_t S,
-                        int64_t H, int64_t Dk, int64_t Dv, bool causal, Vec& dq, Vec& dk, Vec& dv) {
+                        int64_t H, int64_t Dk, int64_t Dv, bool causal, Vec& dq, Vec& dk, Vec& dv, const Vec* drop) {
+  auto m = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+    return drop ? (*drop)[size_t(((b * H + h) * T + i) * S + j)] : 1.0;
+  };
   dq.assign(q.size(), 0.0);
   dk.assign(k.size(), 0.0);
   dv.assign(v.size(), 0.0);
@@ -112,8 +119,8 @@ void attention_backward(const Vec& q, const Vec& k, const Vec& v, const Vec& dou
         Vec dp(size_t(S), 0.0);
         for (int64_t j = 0; j < S; ++j)
           for (int64_t c = 0; c < Dv; ++c) {
-            dp[size_t(j)] += dout[oi(b, i, h, c)] * v[vj(b, j, h, c)];
-            dv[vj(b, j, h, c)] += p[size_t(i)][size_t(j)] * dout[oi(b, i, h, c)];
+            dp[size_t(j)] += m(b, h, i, j) * dout[oi(b, i, h, c)] * v[vj(b, j, h, c)];
+            dv[vj(b, j, h, c)] += p[size_t(i)][size_t(j)] * m(b, h, i, j) * dout[oi(b, i, h, c)];
           }
         for (int64_t j = 0; j < S; ++j) {
           double ds = 0;  // Σ_l dp_l·∂p_l/∂s_j

@@ -15,12 +15,14 @@ void layer_norm_backward(const Vec& x, int64_t rows, int64_t C, const Vec* gamma
                          Vec& dgamma, Vec& dbeta);
 
 // Scaled dot-product attention per head on q [B, T, H·Dk], k [B, S, H·Dk], v [B, S, H·Dv]:
-// o [B, T, H·Dv] = softmax(q·kᵀ/√Dk, masked to j ≤ i when causal)·v.
+// o [B, T, H·Dv] = softmax(q·kᵀ/√Dk, masked to j ≤ i when causal)·v. `drop` (dropout on the
+// probabilities), when given: a factor per (b, h, i, j) at ((b·H + h)·T + i)·S + j multiplying p_ij.
 Vec attention_forward(const Vec& q, const Vec& k, const Vec& v, int64_t B, int64_t T, int64_t S, int64_t H,
-                      int64_t Dk, int64_t Dv, bool causal);
+                      int64_t Dk, int64_t Dv, bool causal, const Vec* drop = nullptr);
 // dq, dk, dv (overwritten) from dout, through the softmax's Jacobian row by row
-// (ds_ij = Σ_l dp_il·p_il·(δ_jl - p_ij)).
+// (ds_ij = Σ_l dp_il·p_il·(δ_jl - p_ij), dp_il the gradient of p_il through its dropout factor).
 void attention_backward(const Vec& q, const Vec& k, const Vec& v, const Vec& dout, int64_t B, int64_t T, int64_t S,
-                        int64_t H, int64_t Dk, int64_t Dv, bool causal, Vec& dq, Vec& dk, Vec& dv);
+                        int64_t H, int64_t Dk, int64_t Dv, bool causal, Vec& dq, Vec& dk, Vec& dv,
+                        const Vec* drop = nullptr);
 
 }  // namespace trainer::ref

@@ -203,3 +203,79 @@ TEST_CASE("softmax cross_entropy rejects out-of-range labels and mismatched shap
     CHECK(s.loss_sum == 0.0);
   }
 }
+
+// train.ignore_class (Keras's ignore_class, PyTorch's ignore_index): a row whose label is the
+// ignored class scores nothing (no loss, no hit, a zero gradient row) and is not counted; every
+// other row is the float64 reference's, alone. The ignored value may be a class (0) or outside the
+// classes (-100: an out-of-range label that is not it still throws).
+TEST_CASE("softmax cross_entropy with an ignore_class scores the other rows only (float64 reference)", "[backends]") {
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(55);
+    for (auto [ignore, ls] : {std::pair<int32_t, float>{-100, 0.0f}, {0, 0.0f}, {-100, 0.1f}, {3, 0.2f}}) {
+      auto k = make_kernel<SoftmaxKernel>(be.ctx(), SoftmaxParams{ls, true, ignore});
+      for (auto [N, C, skip] : {std::tuple<int64_t, int64_t, double>{1, 5, 0.0}, {1, 5, 1.0}, {9, 7, 0.4},
+                                {64, 256, 0.3}, {5, 4, 1.0}}) {
+        INFO("ignore_class " << ignore << ", label_smoothing " << ls << ", " << N << " rows of " << C
+                             << ", ignored share " << skip);
+        Tensor hlogits = random_tensor({N, C}, rng, -6.0, 6.0), hlabels = Tensor::empty({N}, DType::I32);
+        ref::Vec want_dl(size_t(N * C), 0.0);
+        double want_loss = 0;
+        int64_t want_correct = 0, want_count = 0;
+        const float scale = 1.0f / 7;
+        for (int64_t i = 0; i < N; ++i) {
+          const bool ignored = std::uniform_real_distribution<double>(0, 1)(rng) < skip;
+          int32_t label = int32_t(uniform_int(rng, 0, C - 1));
+          if (!ignored && label == ignore) label = (label + 1) % int32_t(C);
+          hlabels.i32()[i] = ignored ? ignore : label;
+          if (ignored) continue;
+          ref::Vec row(hlogits.f32() + i * C, hlogits.f32() + (i + 1) * C), target(static_cast<size_t>(C));
+          for (int64_t j = 0; j < C; ++j) target[size_t(j)] = (j == label ? 1.0 - ls : 0.0) + double(ls) / double(C);
+          const ref::Xent r = ref::cross_entropy(row, target, 1, C, scale);
+          want_loss += r.loss_sum;
+          // The accuracy rule is against the label, not the smoothed target's argmax.
+          int64_t best = 0;
+          for (int64_t j = 1; j < C; ++j)
+            if (row[size_t(j)] > row[size_t(best)]) best = j;
+          want_correct += best == label;
+          ++want_count;
+          std::copy(r.dlogits.begin(), r.dlogits.end(), want_dl.begin() + i * C);
+        }
+        Tensor logits = be.upload(hlogits), labels = be.upload(hlabels), dl = be.nan({N, C});
+        const LossStats got = k->cross_entropy(logits, labels, dl, scale);
+        CHECK(got.count == want_count);
+        CHECK(got.correct == want_correct);
+        check_close("loss_sum", ref::Vec{got.loss_sum}, ref::Vec{want_loss}, be.tol);
+        be.check("dlogits", dl, want_dl);
+        // The recorded step's form: the same rows, the count added to the running sums.
+        StepScalars step;
+        step.loss_scale = scale;
+        Tensor hstep = Tensor::empty({int64_t(sizeof step / sizeof(float))});
+        std::memcpy(hstep.data(), &step, sizeof step);
+        LossSums zero;
+        Tensor hsums = Tensor::empty({int64_t(sizeof zero / sizeof(float))});
+        std::memcpy(hsums.data(), &zero, sizeof zero);
+        Tensor dstep = be.upload(hstep), dsums = be.upload(hsums), dl2 = be.nan({N, C});
+        k->cross_entropy_into(logits, labels, dl2, static_cast<const StepScalars*>(dstep.data()),
+                              static_cast<LossSums*>(dsums.data()));
+        be.check("dlogits (recorded form)", dl2, want_dl);
+        LossSums sums;
+        std::memcpy(&sums, to_host(be.ctx(), dsums).data(), sizeof sums);
+        CHECK(sums.count == want_count);
+        CHECK(sums.correct == want_correct);
+        CHECK(sums.bad_sample == -1);
+        check_close("loss_sum (recorded form)", ref::Vec{sums.loss_sum}, ref::Vec{want_loss}, be.tol);
+      }
+    }
+    // A label outside the classes that is not the ignored one is still an error.
+    auto k = make_kernel<SoftmaxKernel>(be.ctx(), SoftmaxParams{0.0f, true, -100});
+    Tensor logits = be.upload(random_tensor({3, 4}, rng)), dl = be.empty({3, 4});
+    Tensor hlabels = Tensor::empty({3}, DType::I32);
+    hlabels.i32()[0] = -100, hlabels.i32()[1] = -1, hlabels.i32()[2] = 0;
+    try {
+      k->cross_entropy(logits, be.upload(hlabels), dl, 1.0f);
+      FAIL("no exception for label -1 with ignore_class -100");
+    } catch (const std::out_of_range& e) {
+      CHECK_THAT(e.what(), Catch::Contains("label -1 (sample 1)"));
+    }
+  }
+}

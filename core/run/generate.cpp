@@ -1,4 +1,4 @@
-// Text sampling from a byte-level language model: the causal window slid along the text, the next byte drawn from softmax(logits / temperature) over the top k.
+// Text sampling from a language model of bytes (or of tokens, decoded by llm.c's tokenizer file): the causal window slid along the ids, the next drawn from softmax(logits / temperature) over the top k.
 #include "core/run/generate.h"
 
 #include <fmt/format.h>
@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "core/data/tokenizer.h"
 #include "core/run/evaluate.h"
 #include "core/run/plan.h"
 #include "core/runtime/inference.h"
@@ -18,11 +19,11 @@ namespace {
 
 constexpr int64_t kBytes = 256;
 
-// The next byte from one position's scores: the most likely (lowest index on ties) at temperature
-// 0, else a draw from softmax(logits / temperature) restricted to the top_k most likely (all when
-// 0), in double, with u uniform in [0, 1) from the 53 high bits of the stream.
-int next_byte(const float* logits, double temperature, int top_k, std::mt19937_64& rng) {
-  std::vector<int> order(kBytes);
+// The next id among the first `vocab` from one position's scores: the most likely (lowest index on
+// ties) at temperature 0, else a draw from softmax(logits / temperature) restricted to the top_k
+// most likely (all when 0), in double, with u uniform in [0, 1) from the 53 high bits of the stream.
+int next_id(const float* logits, int64_t vocab, double temperature, int top_k, std::mt19937_64& rng) {
+  std::vector<int> order(static_cast<size_t>(vocab));
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
   if (temperature <= 0) return order[0];
@@ -38,18 +39,22 @@ int next_byte(const float* logits, double temperature, int top_k, std::mt19937_6
   return order[k - 1];
 }
 
-// Why this model cannot be sampled byte by byte, or "".
-std::string unsuitable(const RunPlan& plan) {
+// Why this model cannot be sampled id by id (`vocab` ids: 256 bytes, or the tokenizer's), or "".
+std::string unsuitable(const RunPlan& plan, int64_t vocab, bool tokenizer) {
   const Graph& g = *plan.trainee.graph;
   const std::vector<Shape> in = g.input_shapes();
   if (plan.logits_positions == 0)
-    return "the model scores whole samples, not each position: generate needs a language model (logits [time, 256])";
-  if (plan.logits_units != kBytes)
-    return fmt::format("the model scores {} classes per position: generate samples bytes (a `text` set's 256 ids)",
+    return "the model scores whole samples, not each position: generate needs a language model (logits [time, vocabulary])";
+  if (!tokenizer && plan.logits_units != kBytes)
+    return fmt::format("the model scores {} classes per position: generate samples bytes (a `text` set's 256 ids), "
+                       "or tokens given their tokenizer (--tokenizer: llm.c's gpt2_tokenizer.bin)",
                        plan.logits_units);
+  if (tokenizer && plan.logits_units < vocab)
+    return fmt::format("the model scores {} classes per position, fewer than the tokenizer's {} tokens",
+                       plan.logits_units, vocab);
   if (in.size() != 1 || in[0] != Shape{plan.logits_positions})
-    return fmt::format("generate needs one input of {} byte ids, the model takes {}", plan.logits_positions,
-                       in.size() == 1 ? in[0].str() : fmt::format("{} inputs", in.size()));
+    return fmt::format("generate needs one input of {} {} ids, the model takes {}", plan.logits_positions,
+                       tokenizer ? "token" : "byte", in.size() == 1 ? in[0].str() : fmt::format("{} inputs", in.size()));
   for (const GraphNode& n : g.nodes())
     if (n.layer->type() == "multi_head_attention" && !n.layer->describe().flag("causal"))
       return fmt::format("layer '{}' attends to later positions (causal: false): the next byte's scores would "
@@ -61,32 +66,48 @@ std::string unsuitable(const RunPlan& plan) {
 }  // namespace
 
 Generated generate_text(const RunSpec& e, const CheckpointInfo& c, const GenerateOptions& o,
-                        const std::function<void(char)>& on_byte) {
+                        const std::function<void(const std::string&)>& on_piece) {
   const RunPlan plan = plan_run(one_copy(e));
-  if (const std::string why = unsuitable(plan); !why.empty()) throw cfg::ConfigError(c.weights, why);
+  TokenDecoder tok;
+  const bool tokens = !o.tokenizer.empty();
+  if (tokens) tok = read_llmc_tokenizer(o.tokenizer);
   Generated out;
+  out.vocab = tokens ? tok.vocab() : kBytes;
+  if (const std::string why = unsuitable(plan, out.vocab, tokens); !why.empty()) throw cfg::ConfigError(c.weights, why);
   out.window = plan.logits_positions;
   out.averaged = o.weights == LoadWeights::Average && has_ema(c);
   out.device = plan.devices[0].str();
+  const auto piece = [&](int32_t id) { return tokens ? tok.pieces[size_t(id)] : std::string(1, char(id)); };
+  std::vector<int32_t> ids;  // the context, then the samples
+  if (tokens) {
+    ids = o.prompt_tokens.empty() ? std::vector<int32_t>{tok.eot} : o.prompt_tokens;
+    for (int32_t id : ids)
+      if (id < 0 || id >= tok.vocab())
+        throw cfg::ConfigError(o.tokenizer, fmt::format("prompt token {} is outside its {} tokens", id, tok.vocab()));
+  } else {
+    const std::string text = o.prompt.empty() ? std::string("\n") : o.prompt;
+    for (unsigned char b : text) ids.push_back(int32_t(b));
+  }
+  for (int32_t id : ids) out.prompt += piece(id);
   InferenceModel model(plan.trainee, plan.devices[0], plan.threads);
   load_checkpoint(c, model.state(), false, o.weights);
+  if (on_piece) on_piece(out.prompt);
 
-  const int64_t T = out.window;
-  std::string text = o.prompt.empty() ? std::string("\n") : o.prompt;
-  Tensor ids = Tensor::empty(Shape{1, T});
+  const int64_t T = out.window, V = plan.logits_units;
+  Tensor x = Tensor::empty(Shape{1, T});
   std::vector<float> logits;
   std::mt19937_64 rng(o.seed);
-  for (int64_t i = 0; i < o.bytes; ++i) {
-    // The last T bytes at positions 0..n-1; the positions after them are causally invisible to n-1.
-    const int64_t n = std::min<int64_t>(T, int64_t(text.size()));
-    const char* ctx = text.data() + text.size() - size_t(n);
-    float* x = ids.f32();
-    for (int64_t t = 0; t < T; ++t) x[t] = t < n ? float(static_cast<unsigned char>(ctx[t])) : 0.0f;
-    model.logits(ids, logits);
-    const char b = char(next_byte(logits.data() + (n - 1) * kBytes, o.temperature, o.top_k, rng));
-    text += b;
-    out.text += b;
-    if (on_byte) on_byte(b);
+  for (int64_t i = 0; i < o.count; ++i) {
+    // The last T ids at positions 0..n-1; the positions after them are causally invisible to n-1.
+    const int64_t n = std::min<int64_t>(T, int64_t(ids.size()));
+    const int32_t* ctx = ids.data() + ids.size() - size_t(n);
+    for (int64_t t = 0; t < T; ++t) x.f32()[t] = t < n ? float(ctx[t]) : 0.0f;
+    model.logits(x, logits);
+    const int32_t id = next_id(logits.data() + (n - 1) * V, out.vocab, o.temperature, o.top_k, rng);
+    ids.push_back(id);
+    out.tokens.push_back(id);
+    out.text += piece(id);
+    if (on_piece) on_piece(piece(id));
   }
   return out;
 }

@@ -1,7 +1,9 @@
-// End-to-end language modelling: a tiny GPT trained on a text file, `trainer generate` continuing it (greedy, seeded, streamed), and the refusals around per-position models.
+// End-to-end language modelling: a tiny GPT trained on a text file (and one on llm.c token shards), `trainer generate` continuing it (greedy, seeded, streamed; tokens decoded by llm.c's tokenizer file), and the refusals around per-position models.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cli.h"
 
@@ -128,4 +130,68 @@ TEST_CASE("e2e text: a per-position model needs per-position labels, and a text 
   CHECK_THAT(i.err, Catch::Contains("img.yaml:") &&
                         Catch::Contains("the model's output 'softmax' scores every position (16x256), but this set "
                                         "gives one label per sample (per-position labels come from a `text` set)"));
+}
+
+namespace {
+
+// n little-endian 32-bit words, as llm.c's headers hold them.
+std::string words(const std::vector<uint32_t>& w, size_t n = 256) {
+  std::string s(n * 4, '\0');
+  for (size_t i = 0; i < w.size(); ++i)
+    for (int b = 0; b < 4; ++b) s[i * 4 + size_t(b)] = char((w[i] >> (8 * b)) & 0xff);
+  return s;
+}
+
+}  // namespace
+
+// A token model: an llm.c shard of 12 token ids counting 0, 1, ..., 11, 0, ... (`type: tokens`),
+// and llm.c's tokenizer file (version 2: its end-of-text id in the header) naming token i "t<i> ".
+// generate decodes the sampled ids with it: greedy from "t3 t4" the count goes on; by default it
+// starts from the end-of-text token; the prompt and tokenizer options refuse what they cannot do.
+TEST_CASE("e2e text: generate samples a token model's ids and decodes them with llm.c's tokenizer file") {
+  const std::string dir = e2e::temp_dir("tokens");
+  std::string shard = words({20240520, 1, 3000});
+  for (uint32_t i = 0; i < 3000; ++i) shard += std::string{char(i % 12), '\0'};
+  e2e::write_file(dir + "/count.bin", shard);
+  std::string tok = words({20240328, 2, 12, 11});
+  for (int i = 0; i < 12; ++i) {
+    const std::string piece = "t" + std::to_string(i) + " ";
+    tok += char(piece.size()) + piece;
+  }
+  e2e::write_file(dir + "/tok.bin", tok);
+  std::string yaml = gpt_config("", true, "data:\n  train: {type: tokens, path: count.bin, block_size: 16, stride: 7, vocab: 12}\n");
+  for (const char* from : {"input_dim: 256", "units: 256"}) {
+    std::string to = from;
+    to.replace(to.find("256"), 3, "12");
+    yaml.replace(yaml.find(from), std::string(from).size(), to);
+  }
+  e2e::write_file(dir + "/gpt.yaml", yaml);
+  auto r = e2e::trainer("run gpt.yaml --run-dir run", dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  auto g = e2e::trainer("generate run --tokenizer tok.bin --prompt-tokens '3 4' --tokens 6 --temperature 0 --quiet", dir);
+  INFO(g.out << g.err);
+  REQUIRE(g.code == 0);
+  CHECK(g.out == "t3 t4 t5 t6 t7 t8 t9 t10 \n");
+  auto d = e2e::trainer("generate run --tokenizer tok.bin --tokens 3 --temperature 0 --quiet", dir);  // after end-of-text (11): 0
+  INFO(d.out << d.err);
+  REQUIRE(d.code == 0);
+  CHECK(d.out == "t0 t1 t2 \n");
+  auto no_tok = e2e::trainer("generate run --tokens 3", dir);
+  CHECK(no_tok.code == 2);
+  CHECK_THAT(no_tok.err, Catch::Contains("the model scores 12 classes per position: generate samples bytes") &&
+                             Catch::Contains("--tokenizer"));
+  auto text_prompt = e2e::trainer("generate run --tokenizer tok.bin --prompt hello", dir);
+  CHECK(text_prompt.code == 2);
+  CHECK_THAT(text_prompt.err, Catch::Contains("--prompt: text is a byte-level model's prompt"));
+  auto bad_id = e2e::trainer("generate run --tokenizer tok.bin --prompt-tokens 3,x", dir);
+  CHECK(bad_id.code == 2);
+  CHECK_THAT(bad_id.err, Catch::Contains("--prompt-tokens: 'x' is not a token id"));
+  auto far_id = e2e::trainer("generate run --tokenizer tok.bin --prompt-tokens 12", dir);
+  CHECK(far_id.code == 2);
+  CHECK_THAT(far_id.err, Catch::Contains("tok.bin: prompt token 12 is outside its 12 tokens"));
+  e2e::write_file(dir + "/short.bin", tok.substr(0, tok.size() - 2));
+  auto cut = e2e::trainer("generate run --tokenizer short.bin", dir);
+  CHECK(cut.code == 3);
+  CHECK_THAT(cut.err, Catch::Contains("short.bin: offset") && Catch::Contains("token 11 needs 4 bytes, the file ends after 2"));
 }

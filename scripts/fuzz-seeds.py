@@ -2,7 +2,7 @@
 """Writes small valid seed inputs for the libFuzzer targets (scripts/fuzz.sh) into OUT/<target>/.
 
 Standard library only. Each seed is shaped as its target reads input (tests/fuzz/*_fuzz.cpp):
-idx and npy targets take two files after a 2-byte length, cifar a leading byte that picks the reader.
+idx, npy and llmc targets take two files after a 2-byte length, cifar a leading byte that picks the reader.
   scripts/fuzz-seeds.py OUT
 """
 import gzip
@@ -93,6 +93,17 @@ def main(out):
     put(out, "npy", "u1", split(npy([3, 2, 2], "|u1", bytes(range(12))), npy([3], "|u1", bytes([1, 0, 1]))))
     put(out, "npy", "i4", split(npy([3, 1], "<i4", struct.pack("<3i", -1, 0, 1)), npy([3, 1], "<i4", struct.pack("<3i", 0, 0, 1))))
     put(out, "npy", "scalar", split(npy([], "<f4", struct.pack("<f", 1)), labels3))
+
+    # llmc: an llm.c token shard (version 1, uint16; version 2, uint32) with a tokenizer file (versions 2 and 1).
+    def words(*w):
+        return struct.pack("<%dI" % len(w), *w) + b"\0" * (1024 - 4 * len(w))
+    shard1 = words(20240520, 1, 20) + struct.pack("<20H", *range(20))
+    shard2 = words(20240520, 2, 12) + struct.pack("<12I", *(i * 7 % 300 for i in range(12)))
+    pieces = [b"a", b" b", b"<|endoftext|>"]
+    tok2 = words(20240328, 2, 3, 2) + b"".join(bytes([len(p)]) + p for p in pieces)
+    tok1 = words(20240328, 1, 3) + b"".join(bytes([len(p)]) + p for p in pieces)  # version 1 needs 50257 tokens: refused
+    put(out, "llmc", "v1-v2", split(shard1, tok2))
+    put(out, "llmc", "v2-v1", split(shard2, tok1))
 
     # safetensors: F32 and I64 tensors, metadata, an empty tensor.
     put(out, "safetensors", "two", safetensors([("w", "F32", [2, 2], struct.pack("<4f", 1, 2, 3, 4)),

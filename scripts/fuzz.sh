@@ -7,7 +7,7 @@
 #   scripts/fuzz.sh [seconds-per-target] [target...]   (default 60 s; all targets; build in build-asan/)
 #   build-asan/<target>_fuzz CRASH_FILE                 replays one reproducer
 # Targets: config (YAML configs), overrides (--set lines), jpeg, png, idx (raw and .gz), cifar,
-# npy, safetensors, sidecar (checkpoint sidecar JSON). Seeds: configs/, the images in
+# npy, llmc (llm.c's token shards and tokenizer file), safetensors, sidecar (checkpoint sidecar JSON). Seeds: configs/, the images in
 # tests/e2e/bad_inputs/, and small valid files scripts/fuzz-seeds.py writes into the build folder.
 # The working corpora stay in build-asan/corpus/<target> between local runs (gitignored); CI
 # starts fresh. scripts/asan-build.sh installs clang-14 and its runtimes when missing.
@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
-all=(config overrides jpeg png idx cifar npy safetensors sidecar)
+all=(config overrides jpeg png idx cifar npy llmc safetensors sidecar)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all[@]}")
 for t in "${targets[@]}"; do

@@ -33,7 +33,7 @@ std::string failure(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("llm.c tokenizer: version 2 gives each id's bytes and the header's end-of-text id; version 1 GPT-2's 50256") {
+TEST_CASE("llm.c tokenizer: version 2 gives each id's bytes and the header's end-of-text id, version 1 GPT-2's 50256") {
   TempDir d;
   std::vector<uint8_t> v2 = header({20240328, 2, 3, 2});
   for (const char* p : {"Hello", " world", "<|endoftext|>"}) add_piece(v2, p);

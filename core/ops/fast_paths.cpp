@@ -8,8 +8,9 @@
 namespace trainer {
 namespace {
 
-constexpr std::array<FastPath, 8> kEvery = {FastPath::ConvWgrad,  FastPath::Conv1x1, FastPath::AddDx, FastPath::BnGate,
-                                            FastPath::BnSiblings, FastPath::Slices,  FastPath::BnAct, FastPath::Gelu};
+constexpr std::array<FastPath, 9> kEvery = {FastPath::ConvWgrad,  FastPath::Conv1x1, FastPath::AddDx,
+                                            FastPath::BnGate,     FastPath::BnSiblings, FastPath::Slices,
+                                            FastPath::BnAct,      FastPath::Gelu,       FastPath::AttnBlocks};
 
 std::string known() {
   std::string s = "all, none";
@@ -29,6 +30,7 @@ const char* FastPaths::name(FastPath p) {
     case FastPath::Slices: return "slices";
     case FastPath::BnAct: return "bn_act";
     case FastPath::Gelu: return "gelu";
+    case FastPath::AttnBlocks: return "attn_blocks";
   }
   return "?";
 }

@@ -1,4 +1,4 @@
-// CPU attention: one (batch, head) per thread, its scores [T, S] in the thread's scratch, the products through sgemm; backward recomputes the probabilities (and any dropout mask) from the saved log-sum-exp (and seed).
+// CPU attention: one (batch, head) per thread, its query rows in blocks (each block's scores against the keys it sees in the thread's scratch), the products through sgemm; backward recomputes the probabilities (and any dropout mask) from the saved log-sum-exp (and seed).
 #include <omp.h>
 
 #include <algorithm>
@@ -12,6 +12,12 @@
 namespace trainer {
 namespace {
 
+// Query rows per block on the attn_blocks fast path: a block's scores against 1024 keys are 256 KiB
+// (a core's L2), and a causal block computes only the keys its last row sees, so the masked upper
+// triangle (half of a long sequence's products) is mostly skipped. Without it one block holds every
+// row against every visible key (the whole [T, S] scores at once).
+constexpr int64_t kRowBlock = 64;
+
 // One (b, h): its rows are strided by H·D in the [B, T, H·D] tensors.
 struct Head {
   const float *q, *k, *v;
@@ -23,14 +29,25 @@ Head head_of(const AttentionDims& d, const float* q, const float* k, const float
   return {q + b * d.T * ldk + h * d.Dk, k + b * d.S * ldk + h * d.Dk, v + b * d.S * ldv + h * d.Dv, ldk, ldv};
 }
 
-// p [T, S] = the probabilities of (b, h): the scaled scores, then exp(s - lse) where visible, 0
-// elsewhere. With `lse_out` the row's log-sum-exp is computed (forward) and written; otherwise it is
-// read from `lse_in` (backward).
-void probabilities(const AttentionDims& d, const Head& hd, float* p, float* lse_out, const float* lse_in) {
-  cpu::sgemm("attention", 'N', 'T', d.T, d.S, d.Dk, hd.q, hd.ldk, hd.k, hd.ldk, 0.0f, p, d.S);
-  for (int64_t i = 0; i < d.T; ++i) {
-    float* row = p + i * d.S;
-    const int64_t keys = attn::visible_keys(i, d.S, d.causal);
+// A block of query rows [i0, i0 + n) and the keys [0, keys) any of them sees.
+struct Block {
+  int64_t i0, n, keys;
+};
+
+Block block_of(const AttentionDims& d, int64_t i0, int64_t rows) {
+  const int64_t n = std::min(rows, d.T - i0);
+  return {i0, n, attn::visible_keys(i0 + n - 1, d.S, d.causal)};
+}
+
+// p [n, keys] = the block's probabilities: the scaled scores, then exp(s - lse) where visible, 0
+// elsewhere. With `lse_out` each row's log-sum-exp is computed (forward) and written; otherwise it
+// is read from `lse_in` (backward). Both indexed by the block's rows.
+void probabilities(const AttentionDims& d, const Head& hd, const Block& bl, float* p, float* lse_out,
+                   const float* lse_in) {
+  cpu::sgemm("attention", 'N', 'T', bl.n, bl.keys, d.Dk, hd.q + bl.i0 * hd.ldk, hd.ldk, hd.k, hd.ldk, 0.0f, p, bl.keys);
+  for (int64_t r = 0; r < bl.n; ++r) {
+    float* row = p + r * bl.keys;
+    const int64_t keys = attn::visible_keys(bl.i0 + r, d.S, d.causal);
     for (int64_t j = 0; j < keys; ++j) row[j] *= d.scale;
     float lse;
     if (lse_out) {
@@ -38,12 +55,12 @@ void probabilities(const AttentionDims& d, const Head& hd, float* p, float* lse_
       for (int64_t j = 0; j < keys; ++j) m = std::max(m, row[j]);
       double sum = 0;
       for (int64_t j = 0; j < keys; ++j) sum += double(std::exp(row[j] - m));
-      lse = lse_out[i] = attn::lse_of(m, sum);
+      lse = lse_out[r] = attn::lse_of(m, sum);
     } else {
-      lse = lse_in[i];
+      lse = lse_in[r];
     }
     for (int64_t j = 0; j < keys; ++j) row[j] = attn::prob(row[j], lse);
-    std::fill(row + keys, row + d.S, 0.0f);
+    std::fill(row + keys, row + bl.keys, 0.0f);
   }
 }
 
@@ -62,38 +79,51 @@ attn::Drop drop_of(const AttentionDims& d) {
   return attn::make_drop(d.rate, seed);
 }
 
-// The first element of (b·H + h)'s row i in the [B, H, T, S] numbering of the dropout mask.
-uint64_t row_element(const AttentionDims& d, int64_t bh, int64_t i) { return (uint64_t(bh) * uint64_t(d.T) + uint64_t(i)) * uint64_t(d.S); }
+// The block's rows of p (or dp) times their dropout factors: element ((b·H + h)·T + i)·S + j.
+void drop_block(const AttentionDims& d, const attn::Drop& drop, int64_t bh, const Block& bl, float* p) {
+  for (int64_t r = 0; r < bl.n; ++r) {
+    const int64_t i = bl.i0 + r;
+    drop_row(drop, (uint64_t(bh) * uint64_t(d.T) + uint64_t(i)) * uint64_t(d.S), p + r * bl.keys,
+             attn::visible_keys(i, d.S, d.causal));
+  }
+}
 
 class CpuAttention final : public AttentionKernel {
  public:
-  CpuAttention(OpContext& ctx, const AttentionParams& p) : AttentionKernel(ctx, p), ctx_(ctx) {}
+  CpuAttention(OpContext& ctx, const AttentionParams& p)
+      : AttentionKernel(ctx, p), ctx_(ctx), blocks_(ctx.fast_paths().has(FastPath::AttnBlocks)) {}
 
  private:
+  int64_t rows_per_block(const AttentionDims& d) const { return blocks_ ? std::min(kRowBlock, d.T) : d.T; }
+
   // Each (b, h) is one thread's, and sgemm inside the parallel region runs on that thread alone:
   // the results do not depend on the thread count. (The region is entered even for one pair.)
   void forward_impl(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o,
                     Tensor& lse) override {
     const int64_t pairs = d.B * d.H;
     if (pairs == 0 || d.T == 0) return;
-    float* scratch = scratch_.as<float>(ctx_, size_t(omp_get_max_threads()) * size_t(d.T * d.S));
+    const int64_t R = rows_per_block(d);
+    float* scratch = scratch_.as<float>(ctx_, size_t(omp_get_max_threads()) * size_t(R * d.S));
     const float *qp = q.f32(), *kp = k.f32(), *vp = v.f32();
     float *op = o.f32(), *lp = lse.f32();
     const attn::Drop drop = drop_of(d);
 #pragma omp parallel for schedule(static)
     for (int64_t bh = 0; bh < pairs; ++bh) {
       const int64_t b = bh / d.H, h = bh % d.H;
-      float* p = scratch + size_t(omp_get_thread_num()) * size_t(d.T * d.S);
+      float* p = scratch + size_t(omp_get_thread_num()) * size_t(R * d.S);
       const Head hd = head_of(d, qp, kp, vp, b, h);
-      probabilities(d, hd, p, lp + bh * d.T, nullptr);
-      if (drop.on)
-        for (int64_t i = 0; i < d.T; ++i)
-          drop_row(drop, row_element(d, bh, i), p + i * d.S, attn::visible_keys(i, d.S, d.causal));
-      cpu::sgemm("attention", 'N', 'N', d.T, d.Dv, d.S, p, d.S, hd.v, hd.ldv, 0.0f,
-                 op + b * d.T * hd.ldv + h * d.Dv, hd.ldv);
+      for (int64_t i0 = 0; i0 < d.T; i0 += R) {
+        const Block bl = block_of(d, i0, R);
+        probabilities(d, hd, bl, p, lp + bh * d.T + i0, nullptr);
+        if (drop.on) drop_block(d, drop, bh, bl, p);
+        cpu::sgemm("attention", 'N', 'N', bl.n, d.Dv, bl.keys, p, bl.keys, hd.v, hd.ldv, 0.0f,
+                   op + (b * d.T + i0) * hd.ldv + h * d.Dv, hd.ldv);
+      }
     }
   }
 
+  // Per block: dv[0, keys) += (p·m)ᵀ·do; dp = (do·vᵀ)·m; ds = scale·p·(dp - D); dq = ds·k;
+  // dk[0, keys) += dsᵀ·q (dk and dv zeroed first, then summed over the blocks in order).
   void backward_impl(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                      const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) override {
     const int64_t pairs = d.B * d.H;
@@ -102,7 +132,8 @@ class CpuAttention final : public AttentionKernel {
       std::fill(dv.f32(), dv.f32() + dv.numel(), 0.0f);
       return;
     }
-    const size_t per = size_t(2 * d.T * d.S + d.T);
+    const int64_t R = rows_per_block(d);
+    const size_t per = size_t(2 * R * d.S + R);
     float* scratch = scratch_.as<float>(ctx_, size_t(omp_get_max_threads()) * per);
     const float *qp = q.f32(), *kp = k.f32(), *vp = v.f32(), *opp = o.f32(), *lp = lse.f32(), *gp = dout.f32();
     float *dqp = dq.f32(), *dkp = dk.f32(), *dvp = dv.f32();
@@ -111,41 +142,51 @@ class CpuAttention final : public AttentionKernel {
     for (int64_t bh = 0; bh < pairs; ++bh) {
       const int64_t b = bh / d.H, h = bh % d.H;
       float* p = scratch + size_t(omp_get_thread_num()) * per;
-      float* ds = p + d.T * d.S;
-      float* D = ds + d.T * d.S;
+      float* ds = p + R * d.S;
+      float* D = ds + R * d.S;
       const Head hd = head_of(d, qp, kp, vp, b, h);
       const int64_t ov = b * d.T * hd.ldv + h * d.Dv, oq = b * d.T * hd.ldk + h * d.Dk;
-      const int64_t kv_k = b * d.S * hd.ldk + h * d.Dk, kv_v = b * d.S * hd.ldv + h * d.Dv;
-      probabilities(d, hd, p, nullptr, lp + bh * d.T);
-      // dv = (p·m)ᵀ·do (p·m in ds for the while); dp = (do·vᵀ)·m (into ds)
-      const float* pm = p;
-      if (drop.on) {
-        std::copy(p, p + d.T * d.S, ds);
-        for (int64_t i = 0; i < d.T; ++i)
-          drop_row(drop, row_element(d, bh, i), ds + i * d.S, attn::visible_keys(i, d.S, d.causal));
-        pm = ds;
+      float* dkh = dkp + b * d.S * hd.ldk + h * d.Dk;
+      float* dvh = dvp + b * d.S * hd.ldv + h * d.Dv;
+      for (int64_t j = 0; j < d.S; ++j) {
+        std::fill(dkh + j * hd.ldk, dkh + j * hd.ldk + d.Dk, 0.0f);
+        std::fill(dvh + j * hd.ldv, dvh + j * hd.ldv + d.Dv, 0.0f);
       }
-      cpu::sgemm("attention", 'T', 'N', d.S, d.Dv, d.T, pm, d.S, gp + ov, hd.ldv, 0.0f, dvp + kv_v, hd.ldv);
-      cpu::sgemm("attention", 'N', 'T', d.T, d.S, d.Dv, gp + ov, hd.ldv, hd.v, hd.ldv, 0.0f, ds, d.S);
-      if (drop.on)
-        for (int64_t i = 0; i < d.T; ++i)
-          drop_row(drop, row_element(d, bh, i), ds + i * d.S, attn::visible_keys(i, d.S, d.causal));
-      for (int64_t i = 0; i < d.T; ++i) {
-        double acc = 0;
-        for (int64_t c = 0; c < d.Dv; ++c) acc += double(gp[ov + i * hd.ldv + c]) * double(opp[ov + i * hd.ldv + c]);
-        D[i] = float(acc);
+      for (int64_t i0 = 0; i0 < d.T; i0 += R) {
+        const Block bl = block_of(d, i0, R);
+        const float* go = gp + ov + i0 * hd.ldv;
+        const float* qb = hd.q + i0 * hd.ldk;
+        probabilities(d, hd, bl, p, nullptr, lp + bh * d.T + i0);
+        // dv += (p·m)ᵀ·do (p·m in ds for the while); dp = (do·vᵀ)·m (into ds)
+        const float* pm = p;
+        if (drop.on) {
+          std::copy(p, p + bl.n * bl.keys, ds);
+          drop_block(d, drop, bh, bl, ds);
+          pm = ds;
+        }
+        cpu::sgemm("attention", 'T', 'N', bl.keys, d.Dv, bl.n, pm, bl.keys, go, hd.ldv, 1.0f, dvh, hd.ldv);
+        cpu::sgemm("attention", 'N', 'T', bl.n, bl.keys, d.Dv, go, hd.ldv, hd.v, hd.ldv, 0.0f, ds, bl.keys);
+        if (drop.on) drop_block(d, drop, bh, bl, ds);
+        for (int64_t r = 0; r < bl.n; ++r) {
+          double acc = 0;
+          const float* orow = opp + ov + (i0 + r) * hd.ldv;
+          for (int64_t c = 0; c < d.Dv; ++c) acc += double(go[r * hd.ldv + c]) * double(orow[c]);
+          D[r] = float(acc);
+        }
+        // ds = scale·p·(dp - D): the scale of dq and dk folded in once
+        for (int64_t r = 0; r < bl.n; ++r)
+          for (int64_t j = 0; j < bl.keys; ++j)
+            ds[r * bl.keys + j] = d.scale * attn::score_grad(p[r * bl.keys + j], ds[r * bl.keys + j], D[r]);
+        cpu::sgemm("attention", 'N', 'N', bl.n, d.Dk, bl.keys, ds, bl.keys, hd.k, hd.ldk, 0.0f, dqp + oq + i0 * hd.ldk,
+                   hd.ldk);
+        cpu::sgemm("attention", 'T', 'N', bl.keys, d.Dk, bl.n, ds, bl.keys, qb, hd.ldk, 1.0f, dkh, hd.ldk);
       }
-      // ds = scale·p·(dp - D): the scale of dq and dk folded in once
-      for (int64_t i = 0; i < d.T; ++i)
-        for (int64_t j = 0; j < d.S; ++j)
-          ds[i * d.S + j] = d.scale * attn::score_grad(p[i * d.S + j], ds[i * d.S + j], D[i]);
-      cpu::sgemm("attention", 'N', 'N', d.T, d.Dk, d.S, ds, d.S, hd.k, hd.ldk, 0.0f, dqp + oq, hd.ldk);
-      cpu::sgemm("attention", 'T', 'N', d.S, d.Dk, d.T, ds, d.S, hd.q, hd.ldk, 0.0f, dkp + kv_k, hd.ldk);
     }
   }
 
   OpContext& ctx_;
-  Scratch scratch_;  // per thread: the probabilities [T, S], the score gradients [T, S], D [T]
+  const bool blocks_;  // FastPath::AttnBlocks
+  Scratch scratch_;    // per thread: a block's probabilities and score gradients [rows, S], D [rows]
 };
 
 static RegisterKernel<AttentionKernel, CpuAttention> reg(DeviceKind::CPU);

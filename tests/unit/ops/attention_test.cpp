@@ -184,3 +184,76 @@ TEST_CASE("attention rejects shapes that do not fit, naming them", "[backends]")
     CHECK_THROWS_AS(make_kernel<AttentionKernel>(be.ctx(), AttentionParams{0, 4, 4, false}), std::invalid_argument);
   }
 }
+
+// The attn_blocks fast path (query rows in blocks of 64, each block against the keys its rows see)
+// against its reference (one block: every row against every visible key), on random shapes (batch
+// 1, one head, odd sizes, cross-attention, causal or not, with and without dropout) at 1-4 threads:
+// each path against float64, the fast one within 4x the reference path's own error on the same
+// operands (plus 16 ulps of the output's scale), and both within the CPU bound. The seed is printed.
+TEST_CASE("attention: attn_blocks (query blocks against the keys they see) against one block of every row, random "
+          "shapes, 1-4 threads, float64 as the judge", "[fuzz]") {
+  const fuzz::Budget budget(40);
+  fuzz::Tally tally("attn_blocks");
+  for (int64_t c = 0; budget.more(c); ++c) {
+    if (budget.skip(c)) continue;
+    std::mt19937_64 rng = budget.rng(c, 0xA77);
+    const int64_t B = uniform_int(rng, 1, 2), H = uniform_int(rng, 1, 3), Dk = uniform_int(rng, 1, 24),
+                  Dv = uniform_int(rng, 1, 24), T = uniform_int(rng, 1, 160);
+    const bool self = uniform_int(rng, 0, 2) > 0, causal = uniform_int(rng, 0, 1) == 1;
+    const int64_t S = self ? T : uniform_int(rng, 1, 160);
+    const float rate = uniform_int(rng, 0, 2) == 0 ? 0.25f : 0.0f;
+    const int threads = int(uniform_int(rng, 1, 4));
+    INFO(budget.repro(c) << ": B " << B << ", T " << T << ", S " << S << ", H " << H << ", Dk " << Dk
+                 << ", Dv " << Dv << (causal ? ", causal" : "") << ", dropout " << rate << ", " << threads << " threads");
+    Tensor q = random_tensor({B, T, H * Dk}, rng, -2.0, 2.0), k = random_tensor({B, S, H * Dk}, rng, -2.0, 2.0);
+    Tensor v = random_tensor({B, S, H * Dv}, rng), g = random_tensor({B, T, H * Dv}, rng);
+    const DropoutSeed drop{rng(), nullptr};
+    ref::Vec mask(size_t(B * H * T * S));
+    for (size_t e = 0; e < mask.size(); ++e)
+      mask[e] = dropout_keep(dropout_words(e / 4, drop.value).v[e % 4], dropout_threshold(rate)) ? double(dropout_scale(rate)) : 0.0;
+    const ref::Vec* m = rate > 0 ? &mask : nullptr;
+    const ref::Vec vq = to_vec(q), vk = to_vec(k), vv = to_vec(v);
+    std::vector<ref::Vec> want(4);
+    want[0] = ref::attention_forward(vq, vk, vv, B, T, S, H, Dk, Dv, causal, m);
+    ref::attention_backward(vq, vk, vv, to_vec(g), B, T, S, H, Dk, Dv, causal, want[1], want[2], want[3], m);
+    // Each output's scale: its largest value, or what its operands make of it where that is near 0
+    // (with one key, dq and dk are 0 exactly: rounding leaves values of the operands' order x ulps).
+    auto maxabs = [](const ref::Vec& x) {
+      double m = 0;
+      for (double e : x) m = std::max(m, std::fabs(e));
+      return m;
+    };
+    const double mg = maxabs(to_vec(g)), mv = maxabs(vv), rate_scale = 1.0 / (1.0 - rate);
+    const double chain = mg * mv * rate_scale / std::sqrt(double(Dk));
+    const double floor[4] = {mv * rate_scale, chain * maxabs(vk), chain * maxabs(vq), mg * rate_scale};
+    std::vector<double> err[2];
+    for (int fast = 0; fast < 2; ++fast) {
+      OpContext& ctx = fuzz::cpu_context_for(threads, Precision::FP32, FastPaths::all().with(FastPath::AttnBlocks, fast == 1));
+      auto kern = make_kernel<AttentionKernel>(ctx, AttentionParams{H, Dk, Dv, causal, rate});
+      Tensor o = Tensor::empty({B, T, H * Dv}), lse = Tensor::empty({B, H, T});
+      Tensor dq = Tensor::empty(q.shape()), dk = Tensor::empty(k.shape()), dv = Tensor::empty(v.shape());
+      kern->forward(q, k, v, o, lse, rate > 0 ? &drop : nullptr);
+      kern->backward(q, k, v, o, lse, g, dq, dk, dv, rate > 0 ? &drop : nullptr);
+      const Tensor* got[4] = {&o, &dq, &dk, &dv};
+      for (int t = 0; t < 4; ++t) {
+        double e = 0, scale = floor[t];
+        for (size_t i = 0; i < want[size_t(t)].size(); ++i) {
+          e = std::max(e, std::fabs(double(got[t]->f32()[i]) - want[size_t(t)][i]));
+          scale = std::max(scale, std::fabs(want[size_t(t)][i]));
+        }
+        err[fast].push_back(e / scale);
+      }
+    }
+    const double ulp = std::ldexp(1.0, -24);
+    double ratio = 0;
+    for (int t = 0; t < 4; ++t) {
+      INFO("output " << t << " (o, dq, dk, dv): reference path error " << err[0][size_t(t)] << ", fast path "
+                     << err[1][size_t(t)] << " (relative to the output's scale)");
+      CHECK(err[0][size_t(t)] <= kCpuTolerance);
+      CHECK(err[1][size_t(t)] <= 4 * err[0][size_t(t)] + 16 * ulp);
+      ratio = std::max(ratio, err[1][size_t(t)] / (4 * err[0][size_t(t)] + 16 * ulp));
+    }
+    tally.wide(threads, ratio, "case " + std::to_string(c) + (T > 64 ? " (several blocks)" : ""));
+  }
+  tally.report(budget);
+}

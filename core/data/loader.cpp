@@ -182,22 +182,21 @@ void Loader::produce(int64_t k, int64_t epoch, const std::vector<int64_t>& perm,
   int32_t* labels = out.labels.i32();
   const bool random = opt_.augment.random();
   const int classes = ds_->num_classes();
-  // An ignored label may lie outside the classes (-100, PyTorch's ignore_index default); with no
-  // ignore class this matches nothing that passes the range check anyway.
-  const int64_t ignore = opt_.ignore_class ? int64_t(*opt_.ignore_class) : int64_t(-1);
+  // An ignored label may lie outside the classes (-100, PyTorch's ignore_index default).
+  const auto outside = [&](int32_t l) { return (l < 0 || l >= classes) && !(opt_.ignore_class && l == *opt_.ignore_class); };
   for (int64_t j = 0; j < m; ++j) {
     const int64_t idx = out.indices[size_t(j)];
     if (floats) {
       int32_t* own = labels + j * per_sample;
       ds_->get_f32_labels(idx, images + size_t(j) * elems, own);
       for (int64_t p = 0; p < per_sample; ++p)
-        if ((own[p] < 0 || own[p] >= classes) && own[p] != ignore)
+        if (outside(own[p]))
           throw DataError(fmt::format("{}: sample {} has label {}{}, outside 0..{}", ds_->describe(), idx, own[p],
                                       per_sample > 1 ? fmt::format(" at position {}", p) : "", classes - 1));
       continue;
     }
     const int32_t label = ds_->get(idx, px.data());
-    if ((label < 0 || label >= classes) && label != ignore)
+    if (outside(label))
       throw DataError(fmt::format("{}: sample {} has label {}, outside 0..{}", ds_->describe(), idx, label,
                                   classes - 1));
     RandomParams p;

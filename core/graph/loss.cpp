@@ -12,8 +12,13 @@
 namespace trainer {
 namespace {
 
-std::map<std::string, LossFactory>& losses() {
-  static std::map<std::string, LossFactory> m;
+struct Registered {
+  LossFactory make;
+  bool index_labels = true;  // scores class indices: takes an ignore_class
+};
+
+std::map<std::string, Registered>& losses() {
+  static std::map<std::string, Registered> m;
   return m;
 }
 
@@ -90,16 +95,21 @@ const bool registered = [] {
   const auto softmax_xent = [](OpContext& c, const LossOptions& o) { return std::make_unique<SoftmaxCrossEntropy>(c, o); };
   register_loss("sparse_categorical_crossentropy", softmax_xent);
   register_loss("categorical_crossentropy", softmax_xent);
-  register_loss("binary_crossentropy", [](OpContext& c, const LossOptions& o) {
-    if (o.ignore_class) throw std::invalid_argument("binary_crossentropy takes no ignore_class");
-    return std::make_unique<BinaryCrossEntropy>(c, o);
-  });
+  register_loss(
+      "binary_crossentropy",
+      [](OpContext& c, const LossOptions& o) {
+        if (o.ignore_class) throw std::invalid_argument("binary_crossentropy takes no ignore_class");
+        return std::make_unique<BinaryCrossEntropy>(c, o);
+      },
+      false);
   return true;
 }();
 
 }  // namespace
 
-void register_loss(const std::string& name, LossFactory f) { losses()[name] = std::move(f); }
+void register_loss(const std::string& name, LossFactory f, bool index_labels) {
+  losses()[name] = Registered{std::move(f), index_labels};
+}
 
 std::vector<std::string> loss_names() {
   std::vector<std::string> n;
@@ -107,12 +117,15 @@ std::vector<std::string> loss_names() {
   return n;
 }
 
-bool loss_takes_ignore_class(const std::string& name) { return name != "binary_crossentropy"; }
+bool loss_takes_ignore_class(const std::string& name) {
+  auto it = losses().find(name);
+  return it != losses().end() && it->second.index_labels;
+}
 
 std::unique_ptr<Loss> make_loss(const std::string& name, OpContext& ctx, const LossOptions& o) {
   auto it = losses().find(name);
   if (it == losses().end()) throw std::invalid_argument("unknown loss " + name);
-  return it->second(ctx, o);
+  return it->second.make(ctx, o);
 }
 
 LossHead loss_head(const Graph& g, const Loss& loss) {

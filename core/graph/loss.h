@@ -48,7 +48,8 @@ struct LossOptions {
   std::optional<int32_t> ignore_class;
 };
 using LossFactory = std::function<std::unique_ptr<Loss>(OpContext&, const LossOptions&)>;
-void register_loss(const std::string& name, LossFactory f);
+// index_labels: the loss scores class indices (so it takes an ignore_class).
+void register_loss(const std::string& name, LossFactory f, bool index_labels = true);
 std::vector<std::string> loss_names();
 // Whether the loss `name` takes an ignore_class (the losses of class indices).
 bool loss_takes_ignore_class(const std::string& name);

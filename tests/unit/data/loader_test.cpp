@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "core/data/loader.h"
@@ -306,4 +307,44 @@ TEST_CASE("loader: a crop sets the batch shape, evaluation centre-crops, default
   CHECK(default_workers(1) >= 1);
   CHECK(default_workers(1) <= 4);
   CHECK(default_workers(64) == 1);
+}
+
+// A label outside the classes is a DataError naming the sample, unless it is the ignore class
+// (LoaderOptions::ignore_class, e.g. -1 or -100), which is counted out of Batch::global_scored.
+// (Readers check their labels too; this set of floats does not, so the loader's check is what runs.)
+namespace {
+class LabelList final : public FloatDataset {
+ public:
+  explicit LabelList(std::vector<int32_t> labels) : labels_(std::move(labels)) {}
+  int64_t size() const override { return int64_t(labels_.size()); }
+  Shape sample_shape() const override { return Shape{2}; }
+  int num_classes() const override { return 3; }
+  std::string describe() const override { return "labels"; }
+  int32_t get_f32(int64_t i, float* values) const override {
+    values[0] = values[1] = float(i);
+    return labels_[size_t(i)];
+  }
+
+ private:
+  std::vector<int32_t> labels_;
+};
+}  // namespace
+
+TEST_CASE("loader: a label outside the classes is refused unless it is the ignore class, which is not scored") {
+  auto first_batch = [](std::vector<int32_t> labels, std::optional<int32_t> ignore) {
+    LoaderOptions lo;
+    lo.batch_size = 4, lo.shuffle = false, lo.workers = 0, lo.ignore_class = ignore;
+    Loader l(std::make_shared<LabelList>(std::move(labels)), lo);
+    l.start_epoch(0);
+    Batch b;
+    if (!l.next(b)) throw std::logic_error("no batch");
+    return b;
+  };
+  CHECK_THROWS_WITH(first_batch({0, -1, 2, 1}, std::nullopt), Catch::Contains("sample 1 has label -1, outside 0..2"));
+  CHECK_THROWS_WITH(first_batch({0, 1, 2, 3}, std::nullopt), Catch::Contains("sample 3 has label 3, outside 0..2"));
+  CHECK_THROWS_WITH(first_batch({0, -1, 2, -100}, -1), Catch::Contains("sample 3 has label -100, outside 0..2"));
+  const Batch b = first_batch({0, -1, 2, -1}, -1);
+  CHECK(b.global_scored == 2);
+  CHECK(scored_labels(b) == 2);
+  CHECK(first_batch({0, 1, 2, 1}, std::nullopt).global_scored == 4);
 }

@@ -102,8 +102,8 @@ Generated generate_text(const RunSpec& e, const CheckpointInfo& c, const Generat
     const int64_t n = std::min<int64_t>(T, int64_t(ids.size()));
     const int32_t* ctx = ids.data() + ids.size() - size_t(n);
     for (int64_t t = 0; t < T; ++t) x.f32()[t] = t < n ? float(ctx[t]) : 0.0f;
-    model.logits(x, logits);
-    const int32_t id = next_id(logits.data() + (n - 1) * V, out.vocab, o.temperature, o.top_k, rng);
+    model.logits(x, logits, (n - 1) * V, V);  // position n - 1's scores only (not T x V values)
+    const int32_t id = next_id(logits.data(), out.vocab, o.temperature, o.top_k, rng);
     ids.push_back(id);
     out.tokens.push_back(id);
     out.text += piece(id);

@@ -15,8 +15,9 @@ class InferenceModel {
   InferenceModel(const TraineeSpec& t, Device device, int threads);
   ~InferenceModel();
   ModelState& state();
-  // The logits of a batch of model inputs (host [N, ...]): N x units values, row-major.
-  void logits(const Tensor& inputs, std::vector<float>& host);
+  // The logits of a batch of model inputs (host [N, ...]): N x units values, row-major (or `count`
+  // of them from the `first`).
+  void logits(const Tensor& inputs, std::vector<float>& host, int64_t first = 0, int64_t count = -1);
 
  private:
   std::unique_ptr<Replica> rep_;

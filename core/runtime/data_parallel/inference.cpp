@@ -12,6 +12,8 @@ InferenceModel::~InferenceModel() = default;
 
 ModelState& InferenceModel::state() { return rep_->state(); }
 
-void InferenceModel::logits(const Tensor& inputs, std::vector<float>& host) { rep_->logits(inputs, host); }
+void InferenceModel::logits(const Tensor& inputs, std::vector<float>& host, int64_t first, int64_t count) {
+  rep_->logits(inputs, host, first, count);
+}
 
 }  // namespace trainer

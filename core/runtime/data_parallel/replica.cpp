@@ -56,12 +56,15 @@ LossStats Replica::train_step(const Tensor& images, const Tensor& labels, float 
   return s;
 }
 
-void Replica::logits(const Tensor& images, std::vector<float>& host) {
+void Replica::logits(const Tensor& images, std::vector<float>& host, int64_t first, int64_t count) {
   const std::vector<Tensor>& x = inputs_.on(*ctx_, images, exec_->input_shapes());
   exec_->forward(pointers(x), false, logits_);
   const Tensor& out = exec_->output(logits_);
-  host.resize(size_t(out.numel()));
-  ctx_->copy_to_host(host.data(), out.data(), host.size() * sizeof(float));
+  if (count < 0) count = out.numel() - first;
+  if (first < 0 || first + count > out.numel())
+    throw std::out_of_range(fmt::format("Replica::logits: values [{}, {}) of {}", first, first + count, out.numel()));
+  host.resize(size_t(count));
+  ctx_->copy_to_host(host.data(), out.f32() + first, host.size() * sizeof(float));
 }
 
 LossStats Replica::eval_step(const Tensor& images, const Tensor& labels, std::vector<int32_t>* predicted) {

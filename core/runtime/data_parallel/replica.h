@@ -23,8 +23,9 @@ class Replica {
   LossStats train_step(const Tensor& images, const Tensor& labels, float lr, uint64_t step_seed);
   // `predicted`, when given, receives each sample's (or each position's) arg-max class.
   LossStats eval_step(const Tensor& images, const Tensor& labels, std::vector<int32_t>* predicted = nullptr);
-  // Inference: forward to the loss's logits node; its values [N, units] copied into `host`.
-  void logits(const Tensor& images, std::vector<float>& host);
+  // Inference: forward to the loss's logits node; its values [N, units] copied into `host` (or only
+  // `count` of them from the `first`: one position's scores of a language model).
+  void logits(const Tensor& images, std::vector<float>& host, int64_t first = 0, int64_t count = -1);
   // Only forward + loss + backward (no update): the gradient is left in params().grads().
   LossStats compute_gradients(const Tensor& images, const Tensor& labels, float grad_scale, uint64_t step_seed);
 

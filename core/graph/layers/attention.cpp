@@ -33,7 +33,8 @@ class MultiHeadAttention final : public Layer {
     init_ = read_init(r, "kernel_initializer", "glorot_uniform");
     // Keras's dropout: on the attention probabilities, in training only (inverted: kept ones scaled by 1/(1-rate)).
     a_.dropout = float(r.get_float("dropout", 0.0, 0.0, 1.0));
-    if (a_.dropout >= 1.0f) r.optional("dropout").fail("multi_head_attention: dropout must be below 1 (1 would drop every attention weight)");
+    if (a_.dropout >= 1.0f)
+      r.optional("dropout").fail("multi_head_attention: dropout must be below 1 (1 would drop every attention weight)");
   }
   Shape infer(const std::vector<Shape>& in) override {
     const Shape& q = in[0];

@@ -44,9 +44,9 @@ std::vector<int32_t> parse_ids(const std::string& s) {
 }
 
 int generate(GenerateArgs& a, bool prompt_given) {
-  if (a.o.tokenizer.empty() && !a.prompt_tokens.empty())
-    throw cfg::ConfigError("--prompt-tokens", "a token prompt needs the model's tokenizer (--tokenizer FILE)");
-  if (!a.o.tokenizer.empty() && prompt_given)
+  if (a.o.tokenizer.empty() && !a.o.ids && !a.prompt_tokens.empty())
+    throw cfg::ConfigError("--prompt-tokens", "a token prompt needs the model's tokenizer (--tokenizer FILE) or --ids");
+  if ((!a.o.tokenizer.empty() || a.o.ids) && prompt_given)
     throw cfg::ConfigError("--prompt", "text is a byte-level model's prompt; a token model's is --prompt-tokens (ids: "
                                        "its tokenizer file decodes, it does not encode)");
   if (!a.prompt_tokens.empty()) a.o.prompt_tokens = parse_ids(a.prompt_tokens);
@@ -57,12 +57,12 @@ int generate(GenerateArgs& a, bool prompt_given) {
   if (!a.quiet)
     fmt::print(stderr, "Checkpoint: {} (epoch {}, step {}); sampling {} {} at temperature {}{}, seed {}\n",
                printable(c.weights), c.state.epoch + (c.state.step_in_epoch ? 1 : 0), c.state.global_step, a.o.count,
-               a.o.tokenizer.empty() ? "bytes" : "tokens", a.o.temperature,
+               a.o.tokenizer.empty() && !a.o.ids ? "bytes" : "tokens", a.o.temperature,
                a.o.top_k ? fmt::format(", top-k {}", a.o.top_k) : "", a.o.seed);
   // The prompt (a token prompt decoded; not the end-of-text a token sample starts from by default),
   // then each sampled piece as it comes (stdout, flushed: the text appears as it comes).
   bool first = true;
-  const bool show_prompt = a.o.tokenizer.empty() || !a.o.prompt_tokens.empty();
+  const bool show_prompt = (a.o.tokenizer.empty() && !a.o.ids) || !a.o.prompt_tokens.empty();
   const Generated g = generate_text(e, c, a.o, [&](const std::string& piece) {
     const bool prompt = first;
     first = false;
@@ -71,7 +71,7 @@ int generate(GenerateArgs& a, bool prompt_given) {
     std::fflush(stdout);
   });
   std::fputc('\n', stdout);
-  const char* unit = a.o.tokenizer.empty() ? "bytes" : "tokens";
+  const char* unit = a.o.tokenizer.empty() && !a.o.ids ? "bytes" : "tokens";
   if (!a.quiet)
     fmt::print(stderr, "({} {} on {}, {} weights, a window of {} {})\n", g.tokens.size(), unit, g.device,
                g.averaged ? "moving-average" : "trained", g.window, unit);
@@ -86,6 +86,9 @@ const RegisterCommand reg_generate(
        CLI::Option* prompt = app.add_option("--prompt", a->o.prompt, "The text to continue, for a byte-level model (default: a line break)");
        app.add_option("--tokenizer", a->o.tokenizer,
                       "A token model's tokenizer: llm.c's file (gpt2_tokenizer.bin), which decodes the sampled ids");
+       app.add_flag("--ids", a->o.ids,
+                    "Print the sampled token ids, not their text (a token model without llm.c's tokenizer file: decode "
+                    "them with your own; start from --prompt-tokens)");
        app.add_option("--prompt-tokens", a->prompt_tokens,
                       "A token model's context: ids separated by spaces or commas (default: the end-of-text token)");
        app.add_option("--bytes,--tokens", a->o.count, "How many bytes (tokens) to sample (default 300)")

@@ -39,22 +39,24 @@ int next_id(const float* logits, int64_t vocab, double temperature, int top_k, s
   return order[k - 1];
 }
 
-// Why this model cannot be sampled id by id (`vocab` ids: 256 bytes, or the tokenizer's), or "".
-std::string unsuitable(const RunPlan& plan, int64_t vocab, bool tokenizer) {
+// Why this model cannot be sampled id by id (`vocab` ids: 256 bytes, the tokenizer's, or with
+// `ids` the model's), or "".
+std::string unsuitable(const RunPlan& plan, int64_t vocab, bool tokenizer, bool ids) {
   const Graph& g = *plan.trainee.graph;
   const std::vector<Shape> in = g.input_shapes();
   if (plan.logits_positions == 0)
     return "the model scores whole samples, not each position: generate needs a language model (logits [time, vocabulary])";
-  if (!tokenizer && plan.logits_units != kBytes)
+  if (!tokenizer && !ids && plan.logits_units != kBytes)
     return fmt::format("the model scores {} classes per position: generate samples bytes (a `text` set's 256 ids), "
-                       "or tokens given their tokenizer (--tokenizer: llm.c's gpt2_tokenizer.bin)",
+                       "or tokens given their tokenizer (--tokenizer: llm.c's gpt2_tokenizer.bin), or prints "
+                       "token ids (--ids)",
                        plan.logits_units);
   if (tokenizer && plan.logits_units < vocab)
     return fmt::format("the model scores {} classes per position, fewer than the tokenizer's {} tokens",
                        plan.logits_units, vocab);
   if (in.size() != 1 || in[0] != Shape{plan.logits_positions})
     return fmt::format("generate needs one input of {} {} ids, the model takes {}", plan.logits_positions,
-                       tokenizer ? "token" : "byte", in.size() == 1 ? in[0].str() : fmt::format("{} inputs", in.size()));
+                       tokenizer || ids ? "token" : "byte", in.size() == 1 ? in[0].str() : fmt::format("{} inputs", in.size()));
   for (const GraphNode& n : g.nodes())
     if (n.layer->type() == "multi_head_attention" && !n.layer->describe().flag("causal"))
       return fmt::format("layer '{}' attends to later positions (causal: false): the next byte's scores would "
@@ -72,18 +74,24 @@ Generated generate_text(const RunSpec& e, const CheckpointInfo& c, const Generat
   const bool tokens = !o.tokenizer.empty();
   if (tokens) tok = read_llmc_tokenizer(o.tokenizer);
   Generated out;
-  out.vocab = tokens ? tok.vocab() : kBytes;
-  if (const std::string why = unsuitable(plan, out.vocab, tokens); !why.empty()) throw cfg::ConfigError(c.weights, why);
+  out.vocab = tokens ? tok.vocab() : o.ids ? plan.logits_units : kBytes;
+  if (const std::string why = unsuitable(plan, out.vocab, tokens, o.ids); !why.empty())
+    throw cfg::ConfigError(c.weights, why);
   out.window = plan.logits_positions;
   out.averaged = o.weights == LoadWeights::Average && has_ema(c);
   out.device = plan.devices[0].str();
-  const auto piece = [&](int32_t id) { return tokens ? tok.pieces[size_t(id)] : std::string(1, char(id)); };
+  const auto piece = [&](int32_t id) {
+    return o.ids ? std::to_string(id) + " " : tokens ? tok.pieces[size_t(id)] : std::string(1, char(id));
+  };
   std::vector<int32_t> ids;  // the context, then the samples
-  if (tokens) {
+  if (tokens || o.ids) {
+    if (o.prompt_tokens.empty() && !tokens)
+      throw cfg::ConfigError("--ids", "a model without its tokenizer starts from --prompt-tokens (no end-of-text id is known)");
     ids = o.prompt_tokens.empty() ? std::vector<int32_t>{tok.eot} : o.prompt_tokens;
     for (int32_t id : ids)
-      if (id < 0 || id >= tok.vocab())
-        throw cfg::ConfigError(o.tokenizer, fmt::format("prompt token {} is outside its {} tokens", id, tok.vocab()));
+      if (id < 0 || id >= out.vocab)
+        throw cfg::ConfigError(tokens ? o.tokenizer : std::string("--prompt-tokens"),
+                               fmt::format("prompt token {} is outside its {} tokens", id, out.vocab));
   } else {
     const std::string text = o.prompt.empty() ? std::string("\n") : o.prompt;
     for (unsigned char b : text) ids.push_back(int32_t(b));

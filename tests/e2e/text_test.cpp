@@ -147,7 +147,8 @@ std::string words(const std::vector<uint32_t>& w, size_t n = 256) {
 // A token model: an llm.c shard of 12 token ids counting 0, 1, ..., 11, 0, ... (`type: tokens`),
 // and llm.c's tokenizer file (version 2: its end-of-text id in the header) naming token i "t<i> ".
 // generate decodes the sampled ids with it: greedy from "t3 t4" the count goes on; by default it
-// starts from the end-of-text token; the prompt and tokenizer options refuse what they cannot do.
+// starts from the end-of-text token; --ids prints the ids without the file; the prompt and
+// tokenizer options refuse what they cannot do.
 TEST_CASE("e2e text: generate samples a token model's ids and decodes them with llm.c's tokenizer file") {
   const std::string dir = e2e::temp_dir("tokens");
   std::string shard = words({20240520, 1, 3000});
@@ -177,6 +178,14 @@ TEST_CASE("e2e text: generate samples a token model's ids and decodes them with 
   INFO(d.out << d.err);
   REQUIRE(d.code == 0);
   CHECK(d.out == "t0 t1 t2 \n");
+  // Without the tokenizer file: the ids themselves, from a token prompt (there is no known end-of-text).
+  auto ids = e2e::trainer("generate run --ids --prompt-tokens 3,4 --tokens 3 --temperature 0 --quiet", dir);
+  INFO(ids.out << ids.err);
+  REQUIRE(ids.code == 0);
+  CHECK(ids.out == "3 4 5 6 7 \n");
+  auto no_start = e2e::trainer("generate run --ids --tokens 3", dir);
+  CHECK(no_start.code == 2);
+  CHECK_THAT(no_start.err, Catch::Contains("--ids: a model without its tokenizer starts from --prompt-tokens"));
   auto no_tok = e2e::trainer("generate run --tokens 3", dir);
   CHECK(no_tok.code == 2);
   CHECK_THAT(no_tok.err, Catch::Contains("the model scores 12 classes per position: generate samples bytes") &&

@@ -129,14 +129,21 @@ bool EpochLoop::train_steps(int epoch, int64_t first, int64_t& step, double& lr,
   const int k = e_.train.accumulate;
   const int64_t groups = (steps + k - 1) / k;
   bool due = false;  // a step checkpoint fell due in this optimizer step
+  // The optimizer step's scored labels over its micro-batches, counted once per step (with
+  // train.ignore_class the loader reads every label of each of them to count).
+  int64_t counted_group = -1, group_scored = 0;
   Batch b;
   mark_step(rank_, global_step_);
   mark_phase(rank_, Phase::Input);
   while (step < steps && !stop && train_.next(b)) {
     hooks_.before_step(rank_, global_step_, w_);
     const int64_t group = step / k, g0 = std::max(group * k, first), g1 = std::min(steps, group * k + k);
-    MicroStep micro{int(step - g0), int(g1 - g0), 0};
-    for (int64_t j = g0; j < g1 && k > 1; ++j) micro.scored += train_.global_scored(j);
+    if (k > 1 && group != counted_group) {
+      group_scored = 0;
+      for (int64_t j = g0; j < g1; ++j) group_scored += train_.global_scored(j);
+      counted_group = group;
+    }
+    const MicroStep micro{int(step - g0), int(g1 - g0), k > 1 ? group_scored : 0};
     // The schedule counts optimizer steps: its position is the step's (with k = 1, step / steps).
     lr = cb_.adjust_lr(run_.schedule.lr(run_.plan.base_lr, epoch, double(group) / double(groups)));
     stop = interrupted();

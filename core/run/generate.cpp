@@ -114,8 +114,9 @@ Generated generate_text(const RunSpec& e, const CheckpointInfo& c, const Generat
     const int32_t id = next_id(logits.data(), out.vocab, o.temperature, o.top_k, rng);
     ids.push_back(id);
     out.tokens.push_back(id);
-    out.text += piece(id);
-    if (on_piece) on_piece(piece(id));
+    const std::string text = piece(id);
+    out.text += text;
+    if (on_piece) on_piece(text);
   }
   return out;
 }

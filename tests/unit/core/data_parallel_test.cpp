@@ -108,6 +108,14 @@ std::vector<float> train(const std::string& yaml, int replicas, int steps, bool*
   return weights[0];
 }
 
+// The byte-level GPT on the test text file in windows of 6, a global batch of 12; `train` adds keys
+// to the train section (", ignore_class: -100").
+std::string gpt_text_config(const std::string& name, const std::string& train = "") {
+  return "\nname: " + name + "\nseed: 5" + test::kGptModel + "data:\n  train: {type: text, path: " +
+         test::gpt_text_file() + ", block_size: 6, stride: 3}\ntrain: {batch_size: 12, bucket_mb: 0.001" + train +
+         "}\noptimizer: {type: sgd, lr: 0.5, momentum: 0.9}\n";
+}
+
 void check_equivalent(const std::string& yaml, int replicas, const Device* gpu = nullptr, double max_element_bound = 1e-5,
                       int accumulate = 1, std::shared_ptr<const Dataset> data = nullptr) {
   bool same1 = true, sameN = true;
@@ -161,13 +169,7 @@ optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
 // replicas' averaged gradient is the one replica's mean over every position of the global batch.
 TEST_CASE("data parallel: a byte-level GPT on a text set (a label per position): N replicas x B/N match 1 replica "
           "x B after 10 steps") {
-  const std::string yaml = std::string(R"(
-name: dp_gpt
-seed: 5)") + test::kGptModel + R"(data:
-  train: {type: text, path: )" + test::gpt_text_file() + R"(, block_size: 6, stride: 3}
-train: {batch_size: 12, bucket_mb: 0.001}
-optimizer: {type: sgd, lr: 0.5, momentum: 0.9}
-)";
+  const std::string yaml = gpt_text_config("dp_gpt");
   for (int n : {2, 3}) check_equivalent(yaml, n);
   // The head tied to the token embedding: the table's gradient is final only after the embedding's
   // backward (its bucket waits for it), not at the head's.
@@ -201,13 +203,7 @@ class PaddedText final : public FloatDataset {
 
 TEST_CASE("data parallel: a GPT on padded sequences (ignore_class -100): N replicas x B/N and accumulated micro-batches "
           "match 1 replica x B, each step the mean over the global batch's scored positions") {
-  const std::string yaml = std::string(R"(
-name: dp_gpt_pads
-seed: 5)") + test::kGptModel + R"(data:
-  train: {type: text, path: )" + test::gpt_text_file() + R"(, block_size: 6, stride: 3}
-train: {batch_size: 12, bucket_mb: 0.001, ignore_class: -100}
-optimizer: {type: sgd, lr: 0.5, momentum: 0.9}
-)";
+  const std::string yaml = gpt_text_config("dp_gpt_pads", ", ignore_class: -100");
   const RunSpec e = read_run_spec(cfg::parse_document(yaml, "pads.yaml"));
   auto padded = std::make_shared<const PaddedText>(make_dataset(cfg::root(e.doc).child("data").child("train"), "."));
   // Every rank's loader counts the same global batch's scored labels, whatever its share.

@@ -8,9 +8,10 @@
 namespace trainer {
 namespace {
 
-constexpr std::array<FastPath, 9> kEvery = {FastPath::ConvWgrad,  FastPath::Conv1x1, FastPath::AddDx,
-                                            FastPath::BnGate,     FastPath::BnSiblings, FastPath::Slices,
-                                            FastPath::BnAct,      FastPath::Gelu,       FastPath::AttnBlocks};
+constexpr std::array<FastPath, 10> kEvery = {FastPath::ConvWgrad, FastPath::Conv1x1,    FastPath::AddDx,
+                                             FastPath::BnGate,    FastPath::BnSiblings, FastPath::Slices,
+                                             FastPath::BnAct,     FastPath::Gelu,       FastPath::AttnBlocks,
+                                             FastPath::AttnGemm};
 
 std::string known() {
   std::string s = "all, none";
@@ -31,6 +32,7 @@ const char* FastPaths::name(FastPath p) {
     case FastPath::BnAct: return "bn_act";
     case FastPath::Gelu: return "gelu";
     case FastPath::AttnBlocks: return "attn_blocks";
+    case FastPath::AttnGemm: return "attn_gemm";
   }
   return "?";
 }

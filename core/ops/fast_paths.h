@@ -20,11 +20,12 @@ enum class FastPath : uint32_t {
   BnAct = 1u << 6,       // bn_act: batch norm applies the ReLU/ReLU6 that follows it (else the activation layer runs)
   Gelu = 1u << 7,        // gelu: f32 GELU (both forms) forward and backward by oneDNN's eltwise (else libm's erff/tanhf loop)
   AttnBlocks = 1u << 8,  // attn_blocks: CPU attention by blocks of query rows, each against the keys it sees (else all rows against all keys)
+  AttnGemm = 1u << 9,    // attn_gemm: CUDA attention as batched cuBLAS GEMMs around a kernel of the rows' softmax (else one block per query row)
 };
 
 class FastPaths {
  public:
-  static constexpr uint32_t kAll = (1u << 9) - 1;
+  static constexpr uint32_t kAll = (1u << 10) - 1;
   static FastPaths all() { return FastPaths(kAll); }
   static FastPaths none() { return FastPaths(0); }
   // A spec: comma-separated items applied left to right from all: "all", "none", a name (on) or

@@ -101,6 +101,30 @@ cublasStatus_t CUBLASWINAPI cublasGemmEx(cublasHandle_t handle, cublasOperation_
                            C, Ctype, ldc, computeType, algo);
 }
 
+cublasStatus_t CUBLASWINAPI cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa,
+                                                      cublasOperation_t transb, int m, int n, int k, const float* alpha,
+                                                      const float* A, int lda, long long int strideA, const float* B,
+                                                      int ldb, long long int strideB, const float* beta, float* C, int ldc,
+                                                      long long int strideC, int batchCount) {
+  TRAINER_CUBLAS_FORWARD(cublasSgemmStridedBatched, handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb,
+                         strideB, beta, C, ldc, strideC, batchCount);
+}
+
+cublasStatus_t CUBLASWINAPI cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
+                                                       cublasOperation_t transb, int m, int n, int k, const void* alpha,
+                                                       const void* A, cudaDataType Atype, int lda, long long int strideA,
+                                                       const void* B, cudaDataType Btype, int ldb, long long int strideB,
+                                                       const void* beta, void* C, cudaDataType Ctype, int ldc,
+                                                       long long int strideC, int batchCount,
+                                                       cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+  using Strided = cublasStatus_t(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                                 const void*, cudaDataType, int, long long int, const void*, cudaDataType, int, long long int,
+                                 const void*, void*, cudaDataType, int, long long int, int, cublasComputeType_t,
+                                 cublasGemmAlgo_t);
+  TRAINER_CUBLAS_FORWARD_T(Strided, cublasGemmStridedBatchedEx, handle, transa, transb, m, n, k, alpha, A, Atype, lda,
+                           strideA, B, Btype, ldb, strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType, algo);
+}
+
 // Messages must work even when the library could not be loaded.
 const char* CUBLASWINAPI cublasGetStatusString(cublasStatus_t status) {
   static const auto fn = reinterpret_cast<decltype(&cublasGetStatusString)>(trainer::cuda::symbol("cublasGetStatusString"));

@@ -1,5 +1,8 @@
-// CUDA attention: one block per query row (forward, dq) and per key row (dk, dv), the scores (and any dropout mask) recomputed in chunks of 256, no atomics: deterministic; a plain kernel (cuDNN's fused attention is not used yet).
+// CUDA attention: the reference path of one block per query row (forward, dq) and per key row (dk, dv), the scores (and any dropout mask) recomputed in chunks of 256, no atomics; the attn_gemm fast path beside it (cuda_attention_gemm.cu).
+#include <optional>
+
 #include "core/ops/attention.h"
+#include "core/ops/cuda/cuda_attention_gemm.h"
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_util.cuh"
 #include "core/ops/math/attention_math.h"
@@ -19,15 +22,11 @@ struct Rows {
   __device__ __forceinline__ const float* row(int64_t r) const { return p + r * ld; }
 };
 
-// The call's dropout draw: its seed read here when it is a recorded step's (attention_math.h).
-__device__ __forceinline__ attn::Drop drop_of(const AttentionDims& d) {
-  const uint64_t seed = d.drop.step ? node_seed(d.drop.step->seed(), d.drop.value) : d.drop.value;
-  return attn::make_drop(d.rate, seed);
-}
+using cuda::attention_drop;
 
-// The dropout mask's element of (b·H + h, i, j): ((b·H + h)·T + i)·S + j.
+// The dropout mask's element of (b·H + h, i, j).
 __device__ __forceinline__ uint64_t element(const AttentionDims& d, int64_t bh, int64_t i, int64_t j) {
-  return (uint64_t(bh) * uint64_t(d.T) + uint64_t(i)) * uint64_t(d.S) + uint64_t(j);
+  return attn::element(bh, i, j, d.T, d.S);
 }
 
 // a·b over n in one thread, in index order (every kernel computes a score the same way).
@@ -54,7 +53,7 @@ __global__ void attention_fwd_kernel(const float* q, const float* k, const float
   double sum = 0.0;
   for (int64_t j = t; j < keys; j += kThreads) sum += double(expf(d.scale * dot(qs, K.row(j), d.Dk) - m));
   const float l = attn::lse_of(m, block_sum(sum));
-  const attn::Drop drop = drop_of(d);
+  const attn::Drop drop = attention_drop(d);
   float acc = 0.0f;
   for (int64_t j0 = 0; j0 < keys; j0 += kThreads) {
     const int64_t j = j0 + t;
@@ -86,7 +85,7 @@ __global__ void attention_bwd_rows_kernel(const float* q, const float* k, const 
   const float D = float(block_sum(t < d.Dv ? double(gi[t]) * double(oi[t]) : 0.0));  // syncs qs, gs too
   const float l = lse[bh * d.T + i];
   const int64_t keys = attn::visible_keys(i, d.S, d.causal);
-  const attn::Drop drop = drop_of(d);
+  const attn::Drop drop = attention_drop(d);
   float acc = 0.0f;
   for (int64_t j0 = 0; j0 < keys; j0 += kThreads) {
     const int64_t j = j0 + t;
@@ -117,7 +116,7 @@ __global__ void attention_bwd_keys_kernel(const float* q, const float* k, const 
   if (t < d.Dv) vs[t] = v[(b * d.S + j) * ldv + h * d.Dv + t];
   __syncthreads();
   const int64_t first = d.causal ? j : 0;  // rows i < j do not see key j when causal
-  const attn::Drop drop = drop_of(d);
+  const attn::Drop drop = attention_drop(d);
   float acc_k = 0.0f, acc_v = 0.0f;
   for (int64_t i0 = first; i0 < d.T; i0 += kThreads) {
     const int64_t i = i0 + t;
@@ -142,19 +141,23 @@ __global__ void attention_bwd_keys_kernel(const float* q, const float* k, const 
 class CudaAttention final : public AttentionKernel {
  public:
   CudaAttention(OpContext& ctx, const AttentionParams& p) : AttentionKernel(ctx, p), c_(cuda_context(ctx)) {
-    if (p.key_dim > kThreads || p.value_dim > kThreads)
-      ck_.fail("key_dim and value_dim above ", kThreads, " are not supported by the CUDA kernel (got ", p.key_dim,
-               " and ", p.value_dim, ")");
+    if (ctx.fast_paths().has(FastPath::AttnGemm)) gemm_.emplace(c_, low_dtype(ctx.precision()));
+    else if (p.key_dim > kThreads || p.value_dim > kThreads)
+      ck_.fail("key_dim and value_dim above ", kThreads, " are not supported by the CUDA kernel's reference path "
+               "(attn_gemm off; got ", p.key_dim, " and ", p.value_dim, ")");
   }
 
  private:
   void forward_impl(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o,
                     Tensor& lse) override {
+    if (gemm_) return gemm_->forward(d, q.f32(), k.f32(), v.f32(), o.f32(), lse.f32());
     TRAINER_LAUNCH(attention_fwd_kernel, grid(d.B * d.H * d.T), unsigned(kThreads), c_.stream(), q.f32(), k.f32(),
                    v.f32(), o.f32(), lse.f32(), d);
   }
   void backward_impl(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                      const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) override {
+    if (gemm_)
+      return gemm_->backward(d, q.f32(), k.f32(), v.f32(), o.f32(), lse.f32(), dout.f32(), dq.f32(), dk.f32(), dv.f32());
     float* D = dbuf_.as<float>(c_, size_t(d.B * d.H * d.T > 0 ? d.B * d.H * d.T : 1));
     TRAINER_LAUNCH(attention_bwd_rows_kernel, grid(d.B * d.H * d.T), unsigned(kThreads), c_.stream(), q.f32(),
                    k.f32(), v.f32(), o.f32(), lse.f32(), dout.f32(), dq.f32(), D, d);
@@ -167,7 +170,8 @@ class CudaAttention final : public AttentionKernel {
   }
 
   CudaContext& c_;
-  Scratch dbuf_;  // backward's D_i = do_i·o_i per query row
+  std::optional<cuda::AttentionGemm> gemm_;  // the attn_gemm fast path, when the context takes it
+  Scratch dbuf_;  // the reference path's D_i = do_i·o_i per query row
 };
 
 static RegisterKernel<AttentionKernel, CudaAttention> reg(DeviceKind::CUDA);

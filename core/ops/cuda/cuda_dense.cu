@@ -30,28 +30,10 @@ __global__ void broadcast_rows_kernel(float* __restrict__ y, const float* __rest
   CUDA_GRID_LOOP(i, rows * u) y[i] = b[i % u];
 }
 
-struct Identity {
-  __device__ float operator()(float v) const { return v; }
-};
-
 int to_int(int64_t v, const char* what) {
   if (v < 0 || v > INT_MAX) cuda::fail(kOp, ": ", what, " = ", v, " exceeds cuBLAS's 32-bit dimensions");
   return int(v);
 }
-
-// A scratch copy of an f32 buffer in the low type (grown on demand, never shrunk).
-class LowCopy {
- public:
-  template <class T>
-  const T* of(CudaContext& c, const float* src, int64_t n) {
-    T* p = buf_.as<T>(c, size_t(n));
-    cuda::tmap1(c, src, p, n, Identity{});
-    return p;
-  }
-
- private:
-  Scratch buf_;
-};
 
 class CudaDense final : public DenseKernel {
  public:
@@ -91,8 +73,8 @@ class CudaDense final : public DenseKernel {
 
   // C (m x n, f32) = op(A)·op(B) + beta·C, A and B f32 buffers (lda/ldb: their leading dimensions).
   // fp32: sgemm on them. Low precision: each rounded into its LowCopy first (sizes from op and ld).
-  void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float* a, int lda, LowCopy& al,
-            const float* b, int ldb, LowCopy& bl, float beta, float* c, int ldc) {
+  void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float* a, int lda, cuda::LowCopy& al,
+            const float* b, int ldb, cuda::LowCopy& bl, float beta, float* c, int ldc) {
     const float one = 1.0f;
     cublasHandle_t h = c_.cublas();
     if (low_ == DType::F32) {
@@ -111,7 +93,7 @@ class CudaDense final : public DenseKernel {
 
   CudaContext& c_;
   DType low_;                // F32: plain sgemm; BF16/F16: operands rounded to it
-  LowCopy xl_, wl_, dyl_;    // the low-precision operands
+  cuda::LowCopy xl_, wl_, dyl_;    // the low-precision operands
   cuda::ColumnReducer bias_sums_;
 };
 

@@ -180,4 +180,22 @@ void tmap2(const CudaContext& c, const A* a, const B* b, Y* y, int64_t n, F f) {
   TRAINER_LAUNCH((tmap2_kernel<A, B, Y, F>), grid_for(n, c), kBlock, c.stream(), a, b, y, n, f);
 }
 
+// A scratch copy of an f32 buffer in the low type T (grown on demand, never shrunk): the operands
+// that cuBLAS multiplies on tensor cores under mixed precision (dense, attention).
+struct CopyAsIs {
+  __device__ float operator()(float v) const { return v; }
+};
+class LowCopy {
+ public:
+  template <class T>
+  const T* of(CudaContext& c, const float* src, int64_t n) {
+    T* p = buf_.as<T>(c, size_t(n));
+    tmap1(c, src, p, n, CopyAsIs{});
+    return p;
+  }
+
+ private:
+  Scratch buf_;
+};
+
 }  // namespace trainer::cuda

@@ -53,6 +53,11 @@ TRAINER_HD_INLINE Drop make_drop(float rate, uint64_t seed) {
   return d;
 }
 
+// The dropout element of (b·H + h = bh, i, j) in a call of T queries and S keys.
+TRAINER_HD_INLINE uint64_t element(int64_t bh, int64_t i, int64_t j, int64_t T, int64_t S) {
+  return (uint64_t(bh) * uint64_t(T) + uint64_t(i)) * uint64_t(S) + uint64_t(j);
+}
+
 // m_ij of element e = ((b·H + h)·T + i)·S + j: drop.scale when kept, else 0 (1 without dropout).
 TRAINER_HD_INLINE float drop_factor(const Drop& drop, uint64_t e) {
   if (!drop.on) return 1.0f;

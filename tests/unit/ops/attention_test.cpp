@@ -19,6 +19,27 @@ struct Case {
   double spread = 1;  // q and k in ±spread: large spreads make near one-hot rows
 };
 
+// A random case of the fuzz tests: q and k in ±2, v and dout in ±1, a dropout seed, and float64's
+// o, dq, dk and dv (with the seed's mask when rate > 0).
+struct Drawn {
+  Tensor q, k, v, g;
+  DropoutSeed drop;
+  ref::Vec vq, vk, vv;
+  std::vector<ref::Vec> want;
+};
+
+Drawn draw(std::mt19937_64& rng, const Case& c, float rate) {
+  Drawn x;
+  x.q = random_tensor({c.B, c.T, c.H * c.Dk}, rng, -2.0, 2.0), x.k = random_tensor({c.B, c.S, c.H * c.Dk}, rng, -2.0, 2.0);
+  x.v = random_tensor({c.B, c.S, c.H * c.Dv}, rng), x.g = random_tensor({c.B, c.T, c.H * c.Dv}, rng);
+  x.drop = DropoutSeed{rng(), nullptr};
+  const ref::Vec mask = ref::attention_dropout_mask(size_t(c.B * c.H * c.T * c.S), rate, x.drop.value);
+  x.vq = to_vec(x.q), x.vk = to_vec(x.k), x.vv = to_vec(x.v);
+  x.want = ref::attention_outputs(x.vq, x.vk, x.vv, to_vec(x.g), c.B, c.T, c.S, c.H, c.Dk, c.Dv, c.causal,
+                                  rate > 0 ? &mask : nullptr);
+  return x;
+}
+
 }  // namespace
 
 TEST_CASE("attention forward and backward match float64 reference", "[backends]") {
@@ -205,27 +226,11 @@ TEST_CASE("attention: attn_blocks (query blocks against the keys they see) again
     const int threads = int(uniform_int(rng, 1, 4));
     INFO(budget.repro(c) << ": B " << B << ", T " << T << ", S " << S << ", H " << H << ", Dk " << Dk
                  << ", Dv " << Dv << (causal ? ", causal" : "") << ", dropout " << rate << ", " << threads << " threads");
-    Tensor q = random_tensor({B, T, H * Dk}, rng, -2.0, 2.0), k = random_tensor({B, S, H * Dk}, rng, -2.0, 2.0);
-    Tensor v = random_tensor({B, S, H * Dv}, rng), g = random_tensor({B, T, H * Dv}, rng);
-    const DropoutSeed drop{rng(), nullptr};
-    ref::Vec mask(size_t(B * H * T * S));
-    for (size_t e = 0; e < mask.size(); ++e)
-      mask[e] = dropout_keep(dropout_words(e / 4, drop.value).v[e % 4], dropout_threshold(rate)) ? double(dropout_scale(rate)) : 0.0;
-    const ref::Vec* m = rate > 0 ? &mask : nullptr;
-    const ref::Vec vq = to_vec(q), vk = to_vec(k), vv = to_vec(v);
-    std::vector<ref::Vec> want(4);
-    want[0] = ref::attention_forward(vq, vk, vv, B, T, S, H, Dk, Dv, causal, m);
-    ref::attention_backward(vq, vk, vv, to_vec(g), B, T, S, H, Dk, Dv, causal, want[1], want[2], want[3], m);
-    // Each output's scale: its largest value, or what its operands make of it where that is near 0
-    // (with one key, dq and dk are 0 exactly: rounding leaves values of the operands' order x ulps).
-    auto maxabs = [](const ref::Vec& x) {
-      double m = 0;
-      for (double e : x) m = std::max(m, std::fabs(e));
-      return m;
-    };
-    const double mg = maxabs(to_vec(g)), mv = maxabs(vv), rate_scale = 1.0 / (1.0 - rate);
-    const double chain = mg * mv * rate_scale / std::sqrt(double(Dk));
-    const double floor[4] = {mv * rate_scale, chain * maxabs(vk), chain * maxabs(vq), mg * rate_scale};
+    const Drawn x = draw(rng, {B, T, S, H, Dk, Dv, causal}, rate);
+    const Tensor &q = x.q, &k = x.k, &v = x.v, &g = x.g;
+    const DropoutSeed& drop = x.drop;
+    const ref::Vec &vq = x.vq, &vk = x.vk, &vv = x.vv;
+    const std::vector<ref::Vec>& want = x.want;
     std::vector<double> err[2];
     for (int fast = 0; fast < 2; ++fast) {
       OpContext& ctx = fuzz::cpu_context_for(threads, Precision::FP32, FastPaths::all().with(FastPath::AttnBlocks, fast == 1));
@@ -234,15 +239,7 @@ TEST_CASE("attention: attn_blocks (query blocks against the keys they see) again
       Tensor dq = Tensor::empty(q.shape()), dk = Tensor::empty(k.shape()), dv = Tensor::empty(v.shape());
       kern->forward(q, k, v, o, lse, rate > 0 ? &drop : nullptr);
       kern->backward(q, k, v, o, lse, g, dq, dk, dv, rate > 0 ? &drop : nullptr);
-      const Tensor* got[4] = {&o, &dq, &dk, &dv};
-      for (int t = 0; t < 4; ++t) {
-        double e = 0, scale = floor[t];
-        for (size_t i = 0; i < want[size_t(t)].size(); ++i) {
-          e = std::max(e, std::fabs(double(got[t]->f32()[i]) - want[size_t(t)][i]));
-          scale = std::max(scale, std::fabs(want[size_t(t)][i]));
-        }
-        err[fast].push_back(e / scale);
-      }
+      err[fast] = ref::attention_errors({to_vec(o), to_vec(dq), to_vec(dk), to_vec(dv)}, want, vq, vk, vv, to_vec(g), Dk, rate);
     }
     const double ulp = std::ldexp(1.0, -24);
     double ratio = 0;
@@ -256,4 +253,80 @@ TEST_CASE("attention: attn_blocks (query blocks against the keys they see) again
     tally.wide(threads, ratio, "case " + std::to_string(c) + (T > 64 ? " (several blocks)" : ""));
   }
   tally.report(budget);
+}
+
+// The CUDA attention's attn_gemm fast path (batched cuBLAS GEMMs around a rows kernel;
+// kernel_math_attention_test.cpp runs its plan on the host) against the reference path (one block
+// per query row) and float64, on random shapes (batch 1, one head, odd sizes, cross-attention,
+// causal or not, dropout, Dk or Dv above 64) and one shape whose pairs' scores span two chunks
+// (3 pairs of 2400 x 2400). fp32: within 4x the reference path's error plus 16 ulps of the scale;
+// bf16 and f16 (their operands rounded for tensor cores): the host test's bound, 4·(the scores'
+// error from rounding q and k + one rounding). Every path gives the same bits on a second call.
+TEST_CASE("attention (cuda): attn_gemm (batched GEMMs) against the reference kernel and float64, random shapes, "
+          "fp32, bf16 and f16", "[fuzz]") {
+  const Backend* gpu = gpu_backend();
+  if (!gpu) return;
+  const Device dev = gpu->ctx().device();
+  auto context = [&](Precision p, bool fast) {  // deliberately never destroyed, as backends.h's
+    ContextOptions o;
+    o.precision = p;
+    o.fast = FastPaths::all().with(FastPath::AttnGemm, fast);
+    OpContext* c = make_context(dev, o).release();
+    c->bind_thread();
+    return c;
+  };
+  struct Path {
+    const char* name;
+    OpContext* ctx;
+    double round;  // the operands' rounding (0: f32)
+  };
+  const std::vector<Path> paths = {{"fp32 reference", context(Precision::FP32, false), 0},
+                                   {"fp32 attn_gemm", context(Precision::FP32, true), 0},
+                                   {"bf16 attn_gemm", context(Precision::BF16, true), std::ldexp(1.0, -8)},
+                                   {"f16 attn_gemm", context(Precision::FP16, true), std::ldexp(1.0, -11)}};
+  const fuzz::Budget budget(60);
+  for (int64_t c = 0; budget.more(c); ++c) {
+    if (budget.skip(c)) continue;
+    std::mt19937_64 rng = budget.rng(c, 0xA76);
+    int64_t B = uniform_int(rng, 1, 3), H = uniform_int(rng, 1, 4), Dk = uniform_int(rng, 1, 80),
+            Dv = uniform_int(rng, 1, 80), T = uniform_int(rng, 1, 300);
+    const bool self = uniform_int(rng, 0, 2) > 0, causal = uniform_int(rng, 0, 1) == 1;
+    int64_t S = self ? T : uniform_int(rng, 1, 300);
+    if (c == 0) B = 1, H = 3, T = S = 2400, Dk = Dv = 8;  // two chunks of score rows
+    const float rate = uniform_int(rng, 0, 2) == 0 ? 0.25f : 0.0f;
+    INFO(budget.repro(c) << ": B " << B << ", T " << T << ", S " << S << ", H " << H << ", Dk " << Dk << ", Dv "
+                         << Dv << (causal ? ", causal" : "") << ", dropout " << rate);
+    const Drawn x = draw(rng, {B, T, S, H, Dk, Dv, causal}, rate);
+    const Tensor &q = x.q, &k = x.k, &v = x.v, &g = x.g;
+    const DropoutSeed& drop = x.drop;
+    const ref::Vec &vq = x.vq, &vk = x.vk, &vv = x.vv;
+    const std::vector<ref::Vec>& want = x.want;
+    const double qk = ref::attention_largest_qk(vq, vk, B, T, S, H, Dk);
+    const double scale = 1.0 / std::sqrt(double(Dk));
+    std::vector<double> ref_err;
+    for (const Path& p : paths) {
+      Backend be{p.name, p.ctx, kCudaTolerance};
+      auto kern = make_kernel<AttentionKernel>(*p.ctx, AttentionParams{H, Dk, Dv, causal, rate});
+      std::vector<ref::Vec> runs[2];
+      for (int call = 0; call < 2; ++call) {
+        Tensor o = be.nan({B, T, H * Dv}), lse = be.nan({B, H, T});
+        Tensor dq = be.nan(q.shape()), dk = be.nan(k.shape()), dv = be.nan(v.shape());
+        const Tensor dq_in = be.upload(q), dk_in = be.upload(k), dv_in = be.upload(v);
+        kern->forward(dq_in, dk_in, dv_in, o, lse, rate > 0 ? &drop : nullptr);
+        kern->backward(dq_in, dk_in, dv_in, o, lse, be.upload(g), dq, dk, dv, rate > 0 ? &drop : nullptr);
+        runs[call] = {be.vec(o), be.vec(dq), be.vec(dk), be.vec(dv)};
+      }
+      const std::vector<double> errs = ref::attention_errors(runs[0], want, vq, vk, vv, to_vec(g), Dk, rate);
+      for (int t = 0; t < 4; ++t) {
+        const double e = errs[size_t(t)];
+        const double bound = p.round > 0 ? 4 * (p.round * scale * qk + p.round)
+                             : ref_err.size() == 4 ? 4 * ref_err[size_t(t)] + 16 * std::ldexp(1.0, -24)
+                                                   : kCudaTolerance;
+        INFO(p.name << ", output " << t << " (o, dq, dk, dv): error " << e << " of the scale, bound " << bound);
+        CHECK(e <= bound);
+        CHECK(runs[0][size_t(t)] == runs[1][size_t(t)]);
+        if (ref_err.size() < 4) ref_err.push_back(e);
+      }
+    }
+  }
 }

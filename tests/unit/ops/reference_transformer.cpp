@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/ops/math/philox.h"
+
 namespace trainer::ref {
 namespace {
 
@@ -133,6 +135,56 @@ void attention_backward(const Vec& q, const Vec& k, const Vec& v, const Vec& dou
         }
       }
     }
+}
+
+std::vector<Vec> attention_outputs(const Vec& q, const Vec& k, const Vec& v, const Vec& dout, int64_t B, int64_t T,
+                                   int64_t S, int64_t H, int64_t Dk, int64_t Dv, bool causal, const Vec* drop) {
+  std::vector<Vec> out(4);
+  out[0] = attention_forward(q, k, v, B, T, S, H, Dk, Dv, causal, drop);
+  attention_backward(q, k, v, dout, B, T, S, H, Dk, Dv, causal, out[1], out[2], out[3], drop);
+  return out;
+}
+
+Vec attention_dropout_mask(size_t n, float rate, uint64_t seed) {
+  Vec mask(n);
+  for (size_t e = 0; e < n; ++e)
+    mask[e] = dropout_keep(dropout_words(e / 4, seed).v[e % 4], dropout_threshold(rate)) ? double(dropout_scale(rate)) : 0.0;
+  return mask;
+}
+
+double attention_largest_qk(const Vec& q, const Vec& k, int64_t B, int64_t T, int64_t S, int64_t H, int64_t Dk) {
+  double most = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < S; ++j) {
+          double s = 0;
+          for (int64_t c = 0; c < Dk; ++c)
+            s += std::fabs(q[size_t((b * T + i) * H * Dk + h * Dk + c)] * k[size_t((b * S + j) * H * Dk + h * Dk + c)]);
+          most = std::max(most, s);
+        }
+  return most;
+}
+
+std::vector<double> attention_errors(const std::vector<Vec>& got, const std::vector<Vec>& want, const Vec& q,
+                                     const Vec& k, const Vec& v, const Vec& dout, int64_t Dk, float rate) {
+  auto maxabs = [](const Vec& x) {
+    double m = 0;
+    for (double e : x) m = std::max(m, std::fabs(e));
+    return m;
+  };
+  const double mg = maxabs(dout), mv = maxabs(v), r = 1.0 / (1.0 - double(rate)), c = mg * mv * r / std::sqrt(double(Dk));
+  const double floor[4] = {mv * r, c * maxabs(k), c * maxabs(q), mg * r};
+  std::vector<double> out;
+  for (size_t t = 0; t < 4; ++t) {
+    double e = 0, scale = floor[t];
+    for (size_t i = 0; i < want[t].size(); ++i) {
+      e = std::isnan(got[t][i]) ? INFINITY : std::max(e, std::fabs(got[t][i] - want[t][i]));
+      scale = std::max(scale, std::fabs(want[t][i]));
+    }
+    out.push_back(e / scale);
+  }
+  return out;
 }
 
 }  // namespace trainer::ref

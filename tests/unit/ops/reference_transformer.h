@@ -1,6 +1,7 @@
 // Float64 references for the transformer ops: layer norm, multi-head attention.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "reference.h"
 
@@ -24,5 +25,19 @@ Vec attention_forward(const Vec& q, const Vec& k, const Vec& v, int64_t B, int64
 void attention_backward(const Vec& q, const Vec& k, const Vec& v, const Vec& dout, int64_t B, int64_t T, int64_t S,
                         int64_t H, int64_t Dk, int64_t Dv, bool causal, Vec& dq, Vec& dk, Vec& dv,
                         const Vec* drop = nullptr);
+
+// o, dq, dk and dv of one call (the two above), in that order.
+std::vector<Vec> attention_outputs(const Vec& q, const Vec& k, const Vec& v, const Vec& dout, int64_t B, int64_t T,
+                                   int64_t S, int64_t H, int64_t Dk, int64_t Dv, bool causal, const Vec* drop = nullptr);
+// The kernels' dropout factors of n elements (philox.h's rule under `seed`; 1/(1 - rate) or 0).
+Vec attention_dropout_mask(size_t n, float rate, uint64_t seed);
+// The largest Σ_c |q_ic·k_jc| of any score: what rounding q and k moves a score by, over 2^-p.
+double attention_largest_qk(const Vec& q, const Vec& k, int64_t B, int64_t T, int64_t S, int64_t H, int64_t Dk);
+// Each of o, dq, dk, dv's largest error relative to its scale: its largest value, or what its
+// operands make of it where that is near 0 (with one key, dq and dk are 0 exactly and rounding
+// leaves values of the operands' order x ulps): max|v|·r, c·max|k|, c·max|q|, max|dout|·r with
+// r = 1/(1 - rate) and c = max|dout|·max|v|·r/√Dk. A NaN in got is infinitely far.
+std::vector<double> attention_errors(const std::vector<Vec>& got, const std::vector<Vec>& want, const Vec& q,
+                                     const Vec& k, const Vec& v, const Vec& dout, int64_t Dk, float rate);
 
 }  // namespace trainer::ref

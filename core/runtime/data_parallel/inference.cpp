@@ -5,8 +5,23 @@
 
 namespace trainer {
 
+namespace {
+
+// The trainee as inference needs it: the checkpoint's weights (trained or averaged) are loaded
+// into the model itself, so no optimizer slots (Adam's two copies of the weights) and no moving
+// average are made (a GPT-2 124M generate of one token on 2 CPU cores, 2026-11-29: peak memory
+// 4.6 -> 4.1 GB, ~18 -> ~15 s; the rest is the checkpoint's bytes, its optimizer state included,
+// which CheckpointInfo holds so that a pruned file stays readable).
+TraineeSpec for_inference(TraineeSpec t) {
+  t.optimizer = OptimizerSpec{};  // plain SGD: no slots
+  t.average = WeightAverageOptions{};
+  return t;
+}
+
+}  // namespace
+
 InferenceModel::InferenceModel(const TraineeSpec& t, Device device, int threads)
-    : rep_(std::make_unique<Replica>(t, device, threads)) {}
+    : rep_(std::make_unique<Replica>(for_inference(t), device, threads)) {}
 
 InferenceModel::~InferenceModel() = default;
 

@@ -582,11 +582,13 @@ phase_gpt() {
   local v fast
   for v in "fp32|all" "bf16|all" "bf16|-attn_gemm"; do
     p=${v%%|*} fast=${v#*|}
-    local label="gpt2_124m b4 $p${fast/all/} (ms/step, tokens/s, step_graph)"
+    local suffix=""
+    [ "$fast" = all ] || suffix=" $fast"
+    local label="gpt2_124m b4 $p$suffix (ms, tokens/s, graph)"
     ((dry)) && { skip "$label" "trainer bench configs/gpt2_124m.yaml"; continue; }
     o=$(TRAINER_FAST_PATHS=$fast run_bounded "${step_timeout[$phase]}" "$T" bench configs/gpt2_124m.yaml --gpus 0 \
           --steps 20 --warmup 5 --json --set precision=$p 2>&1)
-    echo "$o" >"$out/gpt2-$p${fast/all/}.log"
+    echo "$o" >"$out/gpt2-$p${suffix// /}.log"
     local ms ips graph
     ms=$(sed -nE 's/.*"ms_per_step": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)
     ips=$(sed -nE 's/.*"images_per_sec": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)

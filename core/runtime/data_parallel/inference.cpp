@@ -8,12 +8,13 @@ namespace trainer {
 namespace {
 
 // The trainee as inference needs it: the checkpoint's weights (trained or averaged) are loaded
-// into the model itself, so no optimizer slots (Adam's two copies of the weights) and no moving
-// average are made (a GPT-2 124M generate of one token on 2 CPU cores, 2026-11-29: peak memory
-// 4.6 -> 4.1 GB, ~18 -> ~15 s; the rest is the checkpoint's bytes, its optimizer state included,
-// which CheckpointInfo holds so that a pruned file stays readable).
+// into the model itself, so plain SGD's one velocity stands for the run's optimizer (Adam's slots
+// are two copies of the weights) and no moving average is made. A GPT-2 124M generate of one
+// token on 2 CPU cores (2026-11-29): peak memory 4.6 -> 4.1 GB, ~18 -> ~15 s; most of the rest is
+// the checkpoint's bytes, its optimizer state included, which CheckpointInfo holds so that a file
+// pruned by a live run stays readable.
 TraineeSpec for_inference(TraineeSpec t) {
-  t.optimizer = OptimizerSpec{};  // plain SGD: no slots
+  t.optimizer = OptimizerSpec{};  // plain SGD: one slot
   t.average = WeightAverageOptions{};
   return t;
 }

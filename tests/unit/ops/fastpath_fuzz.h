@@ -39,7 +39,17 @@ namespace trainer::test::fuzz {
 
 constexpr uint64_t kDefaultSeed = 20261128;
 
+// gcc defines __SANITIZE_ADDRESS__/__SANITIZE_THREAD__; clang (the sanitizer builds' compiler)
+// answers __has_feature instead — until 2026-11-29 only gcc's were asked, so the clang builds ran
+// the full count.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TRAINER_FUZZ_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TRAINER_FUZZ_SANITIZED 1
+#endif
+#endif
+#ifdef TRAINER_FUZZ_SANITIZED
 constexpr int64_t kSanitizerDivisor = 4;
 #else
 constexpr int64_t kSanitizerDivisor = 1;

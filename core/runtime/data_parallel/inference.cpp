@@ -10,7 +10,8 @@ namespace {
 // The trainee as inference needs it: the checkpoint's weights (trained or averaged) are loaded
 // into the model itself, so plain SGD's one velocity stands for the run's optimizer (Adam's slots
 // are two copies of the weights) and no moving average is made. A GPT-2 124M generate of one
-// token on 2 CPU cores (2026-11-29): peak memory 4.6 -> 4.1 GB, ~18 -> ~15 s; most of the rest is
+// token on 2 CPU cores (2026-11-29, 4 alternating runs each, medians): peak memory 4,528 -> 4,056
+// MiB, wall 14.0 -> 11.5 s; most of the rest is
 // the checkpoint's bytes, its optimizer state included, which CheckpointInfo holds so that a file
 // pruned by a live run stays readable.
 TraineeSpec for_inference(TraineeSpec t) {

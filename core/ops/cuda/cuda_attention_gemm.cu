@@ -97,8 +97,9 @@ int64_t most_pairs(const std::vector<Chunk>& cs) {
 
 // Each buffer's address and whether it holds the low type (else f32).
 struct AttentionGemm::Ptrs {
-  void* at[12] = {};
-  bool low[12] = {};
+  static constexpr int kBufs = int(Buf::DScores) + 1;  // the last of attn_gemm::Buf
+  void* at[kBufs] = {};
+  bool low[kBufs] = {};
   void set(Buf b, const void* p, bool is_low) {
     at[int(b)] = const_cast<void*>(p);
     low[int(b)] = is_low;

@@ -139,8 +139,8 @@ void AttentionGemm::run(const attn_gemm::Gemm& g, const Ptrs& p) {
 
 // The score buffers (one chunk's), and Probs/DScores: Scores/DProbs themselves in f32, low copies
 // otherwise.
-void AttentionGemm::prepare(const AttentionDims& d, Ptrs& p, bool backward) {
-  const int64_t n = most_pairs(attn_gemm::chunks(gemm_dims(d), chunk_floats_)) * d.T * d.S;
+void AttentionGemm::prepare(const AttentionDims& d, const std::vector<Chunk>& chunks, Ptrs& p, bool backward) {
+  const int64_t n = most_pairs(chunks) * d.T * d.S;
   const bool lowered = low_ != DType::F32;
   float* sc = scores_.as<float>(c_, size_t(n));
   p.set(Buf::Scores, sc, false);
@@ -173,8 +173,9 @@ void AttentionGemm::forward(const AttentionDims& d, const float* q, const float*
   operand(p, Buf::K, kl_, k, d.B * d.S * d.H * d.Dk);
   operand(p, Buf::V, vl_, v, d.B * d.S * d.H * d.Dv);
   p.set(Buf::O, o, false);
-  prepare(d, p, false);
-  for (const Chunk& ch : attn_gemm::chunks(g, chunk_floats_)) {
+  const std::vector<Chunk> chunks = attn_gemm::chunks(g, chunk_floats_);
+  prepare(d, chunks, p, false);
+  for (const Chunk& ch : chunks) {
     run(attn_gemm::scores(g, ch), p);
     const unsigned rows = unsigned(to_int(ch.count * d.T, "rows"));
     const float* sc = static_cast<const float*>(p.at[int(Buf::Scores)]);
@@ -204,10 +205,11 @@ void AttentionGemm::backward(const AttentionDims& d, const float* q, const float
   p.set(Buf::dQ, dq, false);
   p.set(Buf::dK, dk, false);
   p.set(Buf::dV, dv, false);
-  prepare(d, p, true);
+  const std::vector<Chunk> chunks = attn_gemm::chunks(g, chunk_floats_);
+  prepare(d, chunks, p, true);
   const float* sc = static_cast<const float*>(p.at[int(Buf::Scores)]);
   const float* dp = static_cast<const float*>(p.at[int(Buf::DProbs)]);
-  for (const Chunk& ch : attn_gemm::chunks(g, chunk_floats_)) {
+  for (const Chunk& ch : chunks) {
     run(attn_gemm::scores(g, ch), p);
     run(attn_gemm::dprobs(g, ch), p);
     const unsigned rows = unsigned(to_int(ch.count * d.T, "rows"));

@@ -1,5 +1,7 @@
 // CUDA attention's fast path (FastPath::AttnGemm): batched cuBLAS GEMMs on tensor cores around a kernel of the rows' masked softmax, in chunks of (batch, head) pairs (attention_gemm.h).
 #pragma once
+#include <vector>
+
 #include "core/ops/attention.h"
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
@@ -30,7 +32,7 @@ class AttentionGemm {
  private:
   struct Ptrs;
   void run(const attn_gemm::Gemm& g, const Ptrs& p);
-  void prepare(const AttentionDims& d, Ptrs& p, bool backward);
+  void prepare(const AttentionDims& d, const std::vector<attn_gemm::Chunk>& chunks, Ptrs& p, bool backward);
   void operand(Ptrs& p, attn_gemm::Buf b, LowCopy& copy, const float* x, int64_t n);
 
   CudaContext& c_;

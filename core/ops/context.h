@@ -37,7 +37,7 @@ class CapturedWork {
 
 class OpContext {
  public:
-  explicit OpContext(Device d, Precision p = Precision::FP32, FastPaths f = FastPaths::all())
+  explicit OpContext(Device d, Precision p = Precision::FP32, FastPaths f = FastPaths::defaults())
       : device_(d), precision_(p), fast_(f) {}
   virtual ~OpContext() = default;
   OpContext(const OpContext&) = delete;

@@ -8,13 +8,13 @@
 namespace trainer {
 namespace {
 
-constexpr std::array<FastPath, 10> kEvery = {FastPath::ConvWgrad, FastPath::Conv1x1,    FastPath::AddDx,
+constexpr std::array<FastPath, 11> kEvery = {FastPath::ConvWgrad, FastPath::Conv1x1,    FastPath::AddDx,
                                              FastPath::BnGate,    FastPath::BnSiblings, FastPath::Slices,
                                              FastPath::BnAct,     FastPath::Gelu,       FastPath::AttnBlocks,
-                                             FastPath::AttnGemm};
+                                             FastPath::AttnGemm,  FastPath::AttnCudnn};
 
 std::string known() {
-  std::string s = "all, none";
+  std::string s = "all, default, none";
   for (FastPath p : kEvery) s += std::string(", ") + FastPaths::name(p);
   return s;
 }
@@ -33,12 +33,13 @@ const char* FastPaths::name(FastPath p) {
     case FastPath::Gelu: return "gelu";
     case FastPath::AttnBlocks: return "attn_blocks";
     case FastPath::AttnGemm: return "attn_gemm";
+    case FastPath::AttnCudnn: return "attn_cudnn";
   }
   return "?";
 }
 
 FastPaths FastPaths::parse(std::string_view spec) {
-  FastPaths f = all();
+  FastPaths f = defaults();
   while (!spec.empty()) {
     const size_t comma = spec.find(',');
     std::string_view item = spec.substr(0, comma);
@@ -46,8 +47,8 @@ FastPaths FastPaths::parse(std::string_view spec) {
     while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
     while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
     if (item.empty()) continue;
-    if (item == "all" || item == "none") {
-      f = item == "all" ? all() : none();
+    if (item == "all" || item == "none" || item == "default") {
+      f = item == "all" ? all() : item == "none" ? none() : defaults();
       continue;
     }
     const bool off = item.front() == '-';
@@ -67,7 +68,7 @@ FastPaths FastPaths::parse(std::string_view spec) {
 
 FastPaths FastPaths::from_env() {
   const char* spec = std::getenv("TRAINER_FAST_PATHS");
-  FastPaths f = spec ? parse(spec) : all();
+  FastPaths f = spec ? parse(spec) : defaults();
   const char* c1 = std::getenv("TRAINER_CONV_1X1");
   if (c1 && std::string_view(c1) == "onednn") f = f.with(FastPath::Conv1x1, false);
   const char* wg = std::getenv("TRAINER_CONV_WGRAD");
@@ -77,6 +78,7 @@ FastPaths FastPaths::from_env() {
 
 std::string FastPaths::str() const {
   if (on_ == kAll) return "all";
+  if (on_ == kDefault) return "default";
   if (on_ == 0) return "none";
   std::string s;
   for (FastPath p : kEvery) {

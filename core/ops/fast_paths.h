@@ -21,18 +21,24 @@ enum class FastPath : uint32_t {
   Gelu = 1u << 7,        // gelu: f32 GELU (both forms) forward and backward by oneDNN's eltwise (else libm's erff/tanhf loop)
   AttnBlocks = 1u << 8,  // attn_blocks: CPU attention by blocks of query rows, each against the keys it sees (else all rows against all keys)
   AttnGemm = 1u << 9,    // attn_gemm: CUDA attention as batched cuBLAS GEMMs around a kernel of the rows' softmax (else one block per query row)
+  AttnCudnn = 1u << 10,  // attn_cudnn: bf16/fp16 CUDA attention by cuDNN's fused flash-attention engines (else attn_gemm); off by default
 };
 
 class FastPaths {
  public:
-  static constexpr uint32_t kAll = (1u << 10) - 1;
+  static constexpr uint32_t kAll = (1u << 11) - 1;
+  // What runs when nothing says otherwise: every path but those not yet measured on their hardware
+  // (attn_cudnn, whose numbers have not been compared on a GPU: turned on by name).
+  static constexpr uint32_t kDefault = kAll & ~uint32_t(FastPath::AttnCudnn);
   static FastPaths all() { return FastPaths(kAll); }
+  static FastPaths defaults() { return FastPaths(kDefault); }
   static FastPaths none() { return FastPaths(0); }
-  // A spec: comma-separated items applied left to right from all: "all", "none", a name (on) or
-  // "-name" (off). E.g. "none,conv_wgrad" (only that one), "-slices,-bn_siblings". Throws
+  // A spec: comma-separated items applied left to right from the defaults: "all", "none",
+  // "default", a name (on) or "-name" (off). E.g. "none,conv_wgrad" (only that one),
+  // "-slices,-bn_siblings", "attn_cudnn" (the defaults and that one). Throws
   // std::invalid_argument naming the unknown item and the known names.
   static FastPaths parse(std::string_view spec);
-  // TRAINER_FAST_PATHS (unset: all), then the older single switches: TRAINER_CONV_1X1=onednn turns
+  // TRAINER_FAST_PATHS (unset: the defaults), then the older single switches: TRAINER_CONV_1X1=onednn turns
   // conv_1x1 off, TRAINER_CONV_WGRAD=onednn conv_wgrad (=ours forces our kernel where the rule
   // would not take it: ConvWgrad::preferred).
   static FastPaths from_env();
@@ -41,7 +47,7 @@ class FastPaths {
   FastPaths with(FastPath p, bool on) const { return FastPaths(on ? on_ | uint32_t(p) : on_ & ~uint32_t(p)); }
   uint32_t bits() const { return on_; }
   bool operator==(const FastPaths& o) const { return on_ == o.on_; }
-  // "all", "none", or the names that are on ("conv_wgrad,bn_gate").
+  // "all", "default", "none", or the names that are on ("conv_wgrad,bn_gate").
   std::string str() const;
 
   static const char* name(FastPath p);

@@ -195,9 +195,10 @@ std::vector<std::string> RunPlan::banner(const RunSpec& e) const {
                                 devices[0].is_cpu() ? fmt::format(", {} compute threads each", threads) : "", batch,
                                 global_batch, steps, batch_note, accumulate));
   }
-  if (const FastPaths fast = FastPaths::from_env(); !(fast == FastPaths::all()))
+  if (const FastPaths fast = FastPaths::from_env(); !(fast == FastPaths::defaults()))
     lines.push_back("Note: fast paths " + fast.str() +
-                    " only (TRAINER_FAST_PATHS and the like): the others run the paths they replaced");
+                    " (TRAINER_FAST_PATHS and the like; the default set is every one but attn_cudnn): the others run "
+                    "the paths they replaced");
   std::string mem = "Memory (f32; parameters with gradients and optimizer state; activations with their gradients, "
                     "per batch of " + std::to_string(batch) + "):";
   for (size_t d = 0; d < memory.size(); ++d)

@@ -1,7 +1,8 @@
-// CUDA attention: the reference path of one block per query row (forward, dq) and per key row (dk, dv), the scores (and any dropout mask) recomputed in chunks of 256, no atomics; the attn_gemm fast path beside it (cuda_attention_gemm.cu).
+// CUDA attention: the reference path of one block per query row (forward, dq) and per key row (dk, dv), the scores (and any dropout mask) recomputed in chunks of 256, no atomics; the attn_gemm and attn_cudnn fast paths beside it (cuda_attention_gemm.cu, cuda_attention_cudnn.cu).
 #include <optional>
 
 #include "core/ops/attention.h"
+#include "core/ops/cuda/cuda_attention_cudnn.h"
 #include "core/ops/cuda/cuda_attention_gemm.h"
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_util.cuh"
@@ -141,7 +142,9 @@ __global__ void attention_bwd_keys_kernel(const float* q, const float* k, const 
 class CudaAttention final : public AttentionKernel {
  public:
   CudaAttention(OpContext& ctx, const AttentionParams& p) : AttentionKernel(ctx, p), c_(cuda_context(ctx)) {
-    if (ctx.fast_paths().has(FastPath::AttnGemm)) gemm_.emplace(c_, low_dtype(ctx.precision()));
+    const DType low = low_dtype(ctx.precision());
+    if (ctx.fast_paths().has(FastPath::AttnCudnn) && low != DType::F32) cudnn_.emplace(c_, low);
+    if (ctx.fast_paths().has(FastPath::AttnGemm)) gemm_.emplace(c_, low);
     else if (p.key_dim > kThreads || p.value_dim > kThreads)
       ck_.fail("key_dim and value_dim above ", kThreads, " are not supported by the CUDA kernel's reference path "
                "(attn_gemm off; got ", p.key_dim, " and ", p.value_dim, ")");
@@ -150,12 +153,16 @@ class CudaAttention final : public AttentionKernel {
  private:
   void forward_impl(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o,
                     Tensor& lse) override {
+    if (cudnn_ && cudnn_->forward(d, q.f32(), k.f32(), v.f32(), o.f32(), lse.f32())) return;
     if (gemm_) return gemm_->forward(d, q.f32(), k.f32(), v.f32(), o.f32(), lse.f32());
     TRAINER_LAUNCH(attention_fwd_kernel, grid(d.B * d.H * d.T), unsigned(kThreads), c_.stream(), q.f32(), k.f32(),
                    v.f32(), o.f32(), lse.f32(), d);
   }
   void backward_impl(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                      const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) override {
+    if (cudnn_ && cudnn_->backward(d, q.f32(), k.f32(), v.f32(), o.f32(), lse.f32(), dout.f32(), dq.f32(), dk.f32(),
+                                   dv.f32()))
+      return;
     if (gemm_)
       return gemm_->backward(d, q.f32(), k.f32(), v.f32(), o.f32(), lse.f32(), dout.f32(), dq.f32(), dk.f32(), dv.f32());
     float* D = dbuf_.as<float>(c_, size_t(d.B * d.H * d.T > 0 ? d.B * d.H * d.T : 1));
@@ -170,7 +177,8 @@ class CudaAttention final : public AttentionKernel {
   }
 
   CudaContext& c_;
-  std::optional<cuda::AttentionGemm> gemm_;  // the attn_gemm fast path, when the context takes it
+  std::optional<cuda::AttentionCudnn> cudnn_;  // the attn_cudnn fast path (bf16/fp16), when the context takes it
+  std::optional<cuda::AttentionGemm> gemm_;    // the attn_gemm fast path, when the context takes it
   Scratch dbuf_;  // the reference path's D_i = do_i·o_i per query row
 };
 

@@ -7,6 +7,9 @@
 #include "core/ops/math/philox.h"
 #include "fastpath_fuzz.h"
 #include "reference_transformer.h"
+#ifdef TRAINER_HAVE_CUDA
+#include "core/ops/cuda/cuda_attention_cudnn.h"
+#endif
 
 using namespace trainer;
 using namespace trainer::test;
@@ -271,7 +274,7 @@ TEST_CASE("attention (cuda): attn_gemm (batched GEMMs) against the reference ker
   auto context = [&](Precision p, bool fast) {  // deliberately never destroyed, as backends.h's
     ContextOptions o;
     o.precision = p;
-    o.fast = FastPaths::all().with(FastPath::AttnGemm, fast);
+    o.fast = FastPaths::all().with(FastPath::AttnGemm, fast).with(FastPath::AttnCudnn, false);
     OpContext* c = make_context(dev, o).release();
     c->bind_thread();
     return c;
@@ -334,3 +337,75 @@ TEST_CASE("attention (cuda): attn_gemm (batched GEMMs) against the reference ker
     }
   }
 }
+
+#ifdef TRAINER_HAVE_CUDA
+// The attn_cudnn fast path (cuDNN's fused flash attention through its graph API; attention_graph_test
+// runs its graphs on the host, cudnn_attention_plan_test has cuDNN accept them without a GPU) against
+// float64 and attn_gemm, bf16 and f16, on shapes it takes (one head width for keys and values, a
+// multiple of 8, no dropout): batch 1, one head, odd lengths, cross-attention, GPT-2 124M's layer;
+// one query against one key, whose backward it leaves to attn_gemm. Bound: the host tests' for the
+// low types, 4·(the scores' error from rounding q and k + one rounding); the same bits on a second
+// call (cuDNN's deterministic backward graph); cuDNN ran every call it takes (no silent fallback).
+TEST_CASE("attention (cuda): attn_cudnn (cuDNN's fused flash attention) against float64 and attn_gemm, bf16 and "
+          "f16", "[fuzz]") {
+  const Backend* gpu = gpu_backend();
+  if (!gpu) return;
+  const Device dev = gpu->ctx().device();
+  auto context = [&](Precision p, bool cudnn) {  // deliberately never destroyed, as backends.h's
+    ContextOptions o;
+    o.precision = p;
+    o.fast = FastPaths::defaults().with(FastPath::AttnCudnn, cudnn);
+    OpContext* c = make_context(dev, o).release();
+    c->bind_thread();
+    return c;
+  };
+  struct Path {
+    const char* name;
+    OpContext* ctx;
+    double round;
+    bool cudnn;
+  };
+  const std::vector<Path> paths = {{"bf16 attn_gemm", context(Precision::BF16, false), std::ldexp(1.0, -8), false},
+                                   {"bf16 attn_cudnn", context(Precision::BF16, true), std::ldexp(1.0, -8), true},
+                                   {"f16 attn_cudnn", context(Precision::FP16, true), std::ldexp(1.0, -11), true}};
+  const fuzz::Budget budget(40);
+  for (int64_t c = 0; budget.more(c); ++c) {
+    if (budget.skip(c)) continue;
+    std::mt19937_64 rng = budget.rng(c, 0xC0D);
+    int64_t B = uniform_int(rng, 1, 3), H = uniform_int(rng, 1, 4), D = 8 * uniform_int(rng, 1, 16),
+            T = uniform_int(rng, 1, 300);
+    const bool self = uniform_int(rng, 0, 2) > 0;
+    bool causal = uniform_int(rng, 0, 1) == 1;
+    int64_t S = self ? T : uniform_int(rng, 1, 300);
+    if (c == 0) B = 2, H = 12, T = S = 1024, D = 64, causal = true;  // GPT-2 124M's layer
+    if (c == 1) T = S = 1;                                            // backward left to attn_gemm
+    INFO(budget.repro(c) << ": B " << B << ", T " << T << ", S " << S << ", H " << H << ", D " << D
+                         << (causal ? ", causal" : ""));
+    const Drawn x = draw(rng, {B, T, S, H, D, D, causal}, 0.0f);
+    const double qk = ref::attention_largest_qk(x.vq, x.vk, B, T, S, H, D), scale = 1.0 / std::sqrt(double(D));
+    for (const Path& p : paths) {
+      Backend be{p.name, p.ctx, kCudaTolerance};
+      auto kern = make_kernel<AttentionKernel>(*p.ctx, AttentionParams{H, D, D, causal, 0.0f});
+      std::vector<ref::Vec> runs[2];
+      const uint64_t before = cuda::AttentionCudnn::runs();
+      for (int call = 0; call < 2; ++call) {
+        Tensor o = be.nan({B, T, H * D}), lse = be.nan({B, H, T});
+        Tensor dq = be.nan(x.q.shape()), dk = be.nan(x.k.shape()), dv = be.nan(x.v.shape());
+        const Tensor q = be.upload(x.q), k = be.upload(x.k), v = be.upload(x.v);
+        kern->forward(q, k, v, o, lse);
+        kern->backward(q, k, v, o, lse, be.upload(x.g), dq, dk, dv);
+        runs[call] = {be.vec(o), be.vec(dq), be.vec(dk), be.vec(dv)};
+      }
+      const uint64_t ran = cuda::AttentionCudnn::runs() - before;
+      CHECK(ran == (!p.cudnn ? 0u : T == 1 && S == 1 ? 2u : 4u));
+      const std::vector<double> errs = ref::attention_errors(runs[0], x.want, x.vq, x.vk, x.vv, to_vec(x.g), D, 0.0f);
+      const double bound = 4 * (p.round * scale * qk + p.round);
+      for (int t = 0; t < 4; ++t) {
+        INFO(p.name << ", output " << t << " (o, dq, dk, dv): error " << errs[size_t(t)] << " of the scale, bound " << bound);
+        CHECK(errs[size_t(t)] <= bound);
+        CHECK(runs[0][size_t(t)] == runs[1][size_t(t)]);
+      }
+    }
+  }
+}
+#endif

@@ -1,0 +1,134 @@
+// CUDA attention through cuDNN's fused flash-attention engines: plans per shape, the low-type copies in and out, the variant packs of forward and backward.
+#include <atomic>
+#include <cstdio>
+
+#include "core/ops/cuda/cuda_attention_cudnn.h"
+#include "core/ops/cuda/cuda_dtype.cuh"
+
+namespace trainer::cuda {
+
+struct AttentionCudnn::Entry {
+  AttentionDims key;  // B, T, S, H, Dk, Dv, causal (the rest is not the plan's)
+  bool backward = false;
+  std::optional<cudnn_graph::Plan> plan;
+  cudnn_graph::Runner runner;
+  // The by-value scalars: the variant pack keeps their addresses.
+  float scale = 1.0f, fill = attn_graph::kFillValue, one = 1.0f;
+};
+
+struct AttentionCudnn::Buffers {
+  LowCopy q, k, v, o, dout;
+  Scratch out, dk, dv, sums;  // low-type outputs (O in forward, dQ in backward), the softmax sums (f32)
+};
+
+namespace {
+
+std::atomic<uint64_t> g_runs{0};
+
+bool same_shape(const AttentionDims& a, const AttentionDims& b) {
+  return a.B == b.B && a.T == b.T && a.S == b.S && a.H == b.H && a.Dk == b.Dk && a.Dv == b.Dv && a.causal == b.causal &&
+         a.scale == b.scale;
+}
+
+}  // namespace
+
+uint64_t AttentionCudnn::runs() { return g_runs.load(); }
+
+bool AttentionCudnn::takes(const AttentionDims& d, bool backward) {
+  if (d.rate > 0.0f || d.Dk != d.Dv || d.Dk % 8 != 0 || d.Dk > 256 || d.S < 1 || d.T < 1 || d.B < 1 || d.H < 1)
+    return false;
+  return !(backward && d.T == 1 && d.S == 1);
+}
+
+AttentionCudnn::AttentionCudnn(CudaContext& c, DType low) : c_(c), low_(low), b_(std::make_unique<Buffers>()) {}
+AttentionCudnn::~AttentionCudnn() = default;
+
+AttentionCudnn::Entry* AttentionCudnn::plan_for(const AttentionDims& d, bool backward) {
+  for (auto& e : plans_)
+    if (e->backward == backward && same_shape(e->key, d)) return e->plan ? e.get() : nullptr;
+  auto e = std::make_unique<Entry>();
+  e->key = d;
+  e->backward = backward;
+  e->scale = d.scale;
+  std::vector<cudnn_graph::Refusal> refused;
+  if (cudnnGetVersion() >= kMinVersion) {
+    const cudnnDataType_t low = low_ == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+    e->plan = cudnn_graph::build(backward ? attn_graph::backward(d) : attn_graph::forward(d), low,
+                                 cudnn_graph::Target{c_.cudnn(), nullptr}, &refused);
+  }
+  if (!e->plan)
+    std::fprintf(stderr, "trainer: attention %s (B %lld, T %lld, S %lld, H %lld, D %lld%s) runs as batched GEMMs: %s\n",
+                 backward ? "backward" : "forward", (long long)d.B, (long long)d.T, (long long)d.S, (long long)d.H,
+                 (long long)d.Dk, d.causal ? ", causal" : "",
+                 cudnnGetVersion() < kMinVersion ? "cuDNN is older than 9.16" : cudnn_graph::why_not(refused).c_str());
+  plans_.push_back(std::move(e));
+  return plans_.back()->plan ? plans_.back().get() : nullptr;
+}
+
+template <class T>
+bool AttentionCudnn::run_forward(Entry& e, const AttentionDims& d, const float* q, const float* k, const float* v,
+                                 float* o, float* lse) {
+  const int64_t nq = d.B * d.T * d.H * d.Dk, nk = d.B * d.S * d.H * d.Dk, nv = d.B * d.S * d.H * d.Dv,
+                no = d.B * d.T * d.H * d.Dv;
+  const T* qb = b_->q.of<T>(c_, q, nq);
+  const T* kb = b_->k.of<T>(c_, k, nk);
+  const T* vb = b_->v.of<T>(c_, v, nv);
+  T* ob = b_->out.as<T>(c_, size_t(no));
+  void* ws = e.plan->workspace ? c_.workspace(size_t(e.plan->workspace)) : nullptr;
+  using namespace attn_graph;
+  e.runner.run(c_.cudnn(), *e.plan,
+               {{kQ, const_cast<T*>(qb)}, {kK, const_cast<T*>(kb)}, {kV, const_cast<T*>(vb)}, {kO, ob}, {kStats, lse},
+                {kScale, &e.scale}, {kMaskFill, &e.fill}},
+               ws);
+  tmap1(c_, static_cast<const T*>(ob), o, no, CopyAsIs{});
+  ++g_runs;
+  return true;
+}
+
+template <class T>
+bool AttentionCudnn::run_backward(Entry& e, const AttentionDims& d, const float* q, const float* k, const float* v,
+                                  const float* o, const float* lse, const float* dout, float* dq, float* dk,
+                                  float* dv) {
+  const int64_t nq = d.B * d.T * d.H * d.Dk, nk = d.B * d.S * d.H * d.Dk, nv = d.B * d.S * d.H * d.Dv,
+                no = d.B * d.T * d.H * d.Dv;
+  const T* qb = b_->q.of<T>(c_, q, nq);
+  const T* kb = b_->k.of<T>(c_, k, nk);
+  const T* vb = b_->v.of<T>(c_, v, nv);
+  const T* ob = b_->o.of<T>(c_, o, no);  // forward's output, widened from the low type: the same values
+  const T* dob = b_->dout.of<T>(c_, dout, no);
+  T* dqb = b_->out.as<T>(c_, size_t(nq));
+  T* dkb = b_->dk.as<T>(c_, size_t(nk));
+  T* dvb = b_->dv.as<T>(c_, size_t(nv));
+  float* sums = b_->sums.as<float>(c_, size_t(d.B * d.H * d.T));
+  void* ws = e.plan->workspace ? c_.workspace(size_t(e.plan->workspace)) : nullptr;
+  using namespace attn_graph;
+  e.runner.run(c_.cudnn(), *e.plan,
+               {{kQ, const_cast<T*>(qb)}, {kK, const_cast<T*>(kb)}, {kV, const_cast<T*>(vb)},
+                {kO, const_cast<T*>(ob)}, {kStats, const_cast<float*>(lse)}, {kDO, const_cast<T*>(dob)}, {kDQ, dqb},
+                {kDK, dkb}, {kDV, dvb}, {kScale, &e.scale}, {kMaskFill, &e.fill}, {kOne, &e.one}, {kSoftmaxSum, sums}},
+               ws);
+  tmap1(c_, static_cast<const T*>(dqb), dq, nq, CopyAsIs{});
+  tmap1(c_, static_cast<const T*>(dkb), dk, nk, CopyAsIs{});
+  tmap1(c_, static_cast<const T*>(dvb), dv, nv, CopyAsIs{});
+  ++g_runs;
+  return true;
+}
+
+bool AttentionCudnn::forward(const AttentionDims& d, const float* q, const float* k, const float* v, float* o,
+                             float* lse) {
+  if (!takes(d, false)) return false;
+  Entry* e = plan_for(d, false);
+  if (!e) return false;
+  return low_ == DType::BF16 ? run_forward<bf16>(*e, d, q, k, v, o, lse) : run_forward<f16>(*e, d, q, k, v, o, lse);
+}
+
+bool AttentionCudnn::backward(const AttentionDims& d, const float* q, const float* k, const float* v, const float* o,
+                              const float* lse, const float* dout, float* dq, float* dk, float* dv) {
+  if (!takes(d, true)) return false;
+  Entry* e = plan_for(d, true);
+  if (!e) return false;
+  return low_ == DType::BF16 ? run_backward<bf16>(*e, d, q, k, v, o, lse, dout, dq, dk, dv)
+                             : run_backward<f16>(*e, d, q, k, v, o, lse, dout, dq, dk, dv);
+}
+
+}  // namespace trainer::cuda

@@ -1,0 +1,57 @@
+// CUDA attention's cuDNN fast path (FastPath::AttnCudnn): cuDNN 9's fused flash-attention engines through its graph API (attention_graph.h), forward and backward, under bf16/fp16, a plan per shape built at its first call. Host code may include it (the tests ask takes()).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "core/ops/attention.h"
+#include "core/ops/cuda/cuda_context.h"
+#include "core/ops/cuda/cudnn_graph.h"
+
+namespace trainer::cuda {
+
+// The layer's f32 q, k, v (and o, dout) are rounded to the low type into scratch copies, cuDNN's
+// fused kernel runs on them (f32 accumulation, the log-sum-exp written to our lse in f32), and its
+// low-type outputs are widened into the f32 tensors. The backward graph is the one cuDNN runs
+// deterministically (attention_graph.h). A shape whose plan cuDNN refuses is said once on stderr
+// and answered false: the caller runs attn_gemm for it.
+class AttentionCudnn {
+ public:
+  // cuDNN releases before 9.16 have bugs that cudnn-frontend works around in these graphs (9.10's
+  // blocked SDPA, a backward refused for key counts that are not multiples of 128 before 9.16).
+  static constexpr size_t kMinVersion = 91600;
+
+  // Whether the fast path takes a call of these sizes: no dropout (cuDNN's would draw another mask
+  // than ours), one head width for keys and values, a multiple of 8 up to 256, at least one key;
+  // backward not for one query against one key (which cuDNN refuses).
+  static bool takes(const AttentionDims& d, bool backward);
+
+  // Calls that cuDNN ran (forward and backward, every instance of the process): how the tests tell
+  // that a shape did not fall back.
+  static uint64_t runs();
+
+  AttentionCudnn(CudaContext& c, DType low);
+  ~AttentionCudnn();
+  // false: no plan for this shape (the caller computes the call another way).
+  bool forward(const AttentionDims& d, const float* q, const float* k, const float* v, float* o, float* lse);
+  bool backward(const AttentionDims& d, const float* q, const float* k, const float* v, const float* o,
+                const float* lse, const float* dout, float* dq, float* dk, float* dv);
+
+ private:
+  struct Entry;
+  Entry* plan_for(const AttentionDims& d, bool backward);  // null: cuDNN refused the shape
+  template <class T>
+  bool run_forward(Entry& e, const AttentionDims& d, const float* q, const float* k, const float* v, float* o, float* lse);
+  template <class T>
+  bool run_backward(Entry& e, const AttentionDims& d, const float* q, const float* k, const float* v, const float* o,
+                    const float* lse, const float* dout, float* dq, float* dk, float* dv);
+
+  CudaContext& c_;
+  DType low_;
+  struct Buffers;  // the low-type copies and outputs, the softmax sums (cuda_attention_cudnn.cu)
+  std::vector<std::unique_ptr<Entry>> plans_;  // one per shape and pass, refused ones included
+  std::unique_ptr<Buffers> b_;
+};
+
+}  // namespace trainer::cuda

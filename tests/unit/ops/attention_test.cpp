@@ -1,4 +1,5 @@
 // attention tests: forward and every gradient against float64 on every backend (causal or not, heads, odd sizes, cross-attention, batch 1, large scores), the same bits at 1-4 threads and on every call, bad shapes named.
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -41,6 +42,32 @@ Drawn draw(std::mt19937_64& rng, const Case& c, float rate) {
   x.want = ref::attention_outputs(x.vq, x.vk, x.vv, to_vec(x.g), c.B, c.T, c.S, c.H, c.Dk, c.Dv, c.causal,
                                   rate > 0 ? &mask : nullptr);
   return x;
+}
+
+// A context on GPU `dev` of precision p taking `fast` (deliberately never destroyed, as backends.h's).
+OpContext* gpu_context(const Device& dev, Precision p, FastPaths fast) {
+  ContextOptions o;
+  o.precision = p;
+  o.fast = fast;
+  OpContext* c = make_context(dev, o).release();
+  c->bind_thread();
+  return c;
+}
+
+// o, dq, dk and dv of x (H heads) by `kern` on backend `be`, twice (each from fresh NaN outputs).
+std::array<std::vector<ref::Vec>, 2> run_twice(const Backend& be, AttentionKernel& kern, const Drawn& x, int64_t H,
+                                               float rate) {
+  std::array<std::vector<ref::Vec>, 2> runs;
+  const int64_t B = x.q.dim(0), T = x.q.dim(1);
+  for (auto& run : runs) {
+    Tensor o = be.nan({B, T, x.g.dim(2)}), lse = be.nan({B, H, T});
+    Tensor dq = be.nan(x.q.shape()), dk = be.nan(x.k.shape()), dv = be.nan(x.v.shape());
+    const Tensor q = be.upload(x.q), k = be.upload(x.k), v = be.upload(x.v);
+    kern.forward(q, k, v, o, lse, rate > 0 ? &x.drop : nullptr);
+    kern.backward(q, k, v, o, lse, be.upload(x.g), dq, dk, dv, rate > 0 ? &x.drop : nullptr);
+    run = {be.vec(o), be.vec(dq), be.vec(dk), be.vec(dv)};
+  }
+  return runs;
 }
 
 }  // namespace
@@ -271,13 +298,8 @@ TEST_CASE("attention (cuda): attn_gemm (batched GEMMs) against the reference ker
   const Backend* gpu = gpu_backend();
   if (!gpu) return;
   const Device dev = gpu->ctx().device();
-  auto context = [&](Precision p, bool fast) {  // deliberately never destroyed, as backends.h's
-    ContextOptions o;
-    o.precision = p;
-    o.fast = FastPaths::all().with(FastPath::AttnGemm, fast).with(FastPath::AttnCudnn, false);
-    OpContext* c = make_context(dev, o).release();
-    c->bind_thread();
-    return c;
+  auto context = [&](Precision p, bool fast) {
+    return gpu_context(dev, p, FastPaths::all().with(FastPath::AttnGemm, fast).with(FastPath::AttnCudnn, false));
   };
   struct Path {
     const char* name;
@@ -301,8 +323,6 @@ TEST_CASE("attention (cuda): attn_gemm (batched GEMMs) against the reference ker
     INFO(budget.repro(c) << ": B " << B << ", T " << T << ", S " << S << ", H " << H << ", Dk " << Dk << ", Dv "
                          << Dv << (causal ? ", causal" : "") << ", dropout " << rate);
     const Drawn x = draw(rng, {B, T, S, H, Dk, Dv, causal}, rate);
-    const Tensor &q = x.q, &k = x.k, &v = x.v, &g = x.g;
-    const DropoutSeed& drop = x.drop;
     const ref::Vec &vq = x.vq, &vk = x.vk, &vv = x.vv;
     const std::vector<ref::Vec>& want = x.want;
     const double qk = ref::attention_largest_qk(vq, vk, B, T, S, H, Dk);
@@ -311,16 +331,8 @@ TEST_CASE("attention (cuda): attn_gemm (batched GEMMs) against the reference ker
     for (const Path& p : paths) {
       Backend be{p.name, p.ctx, kCudaTolerance};
       auto kern = make_kernel<AttentionKernel>(*p.ctx, AttentionParams{H, Dk, Dv, causal, rate});
-      std::vector<ref::Vec> runs[2];
-      for (int call = 0; call < 2; ++call) {
-        Tensor o = be.nan({B, T, H * Dv}), lse = be.nan({B, H, T});
-        Tensor dq = be.nan(q.shape()), dk = be.nan(k.shape()), dv = be.nan(v.shape());
-        const Tensor dq_in = be.upload(q), dk_in = be.upload(k), dv_in = be.upload(v);
-        kern->forward(dq_in, dk_in, dv_in, o, lse, rate > 0 ? &drop : nullptr);
-        kern->backward(dq_in, dk_in, dv_in, o, lse, be.upload(g), dq, dk, dv, rate > 0 ? &drop : nullptr);
-        runs[call] = {be.vec(o), be.vec(dq), be.vec(dk), be.vec(dv)};
-      }
-      const std::vector<double> errs = ref::attention_errors(runs[0], want, vq, vk, vv, to_vec(g), Dk, rate);
+      const auto runs = run_twice(be, *kern, x, H, rate);
+      const std::vector<double> errs = ref::attention_errors(runs[0], want, vq, vk, vv, to_vec(x.g), Dk, rate);
       for (int t = 0; t < 4; ++t) {
         const double e = errs[size_t(t)];
         // fp32: 4x the reference kernel's own error + 16 ulps, or the host test's bound of the
@@ -351,13 +363,8 @@ TEST_CASE("attention (cuda): attn_cudnn (cuDNN's fused flash attention) against 
   const Backend* gpu = gpu_backend();
   if (!gpu) return;
   const Device dev = gpu->ctx().device();
-  auto context = [&](Precision p, bool cudnn) {  // deliberately never destroyed, as backends.h's
-    ContextOptions o;
-    o.precision = p;
-    o.fast = FastPaths::defaults().with(FastPath::AttnCudnn, cudnn);
-    OpContext* c = make_context(dev, o).release();
-    c->bind_thread();
-    return c;
+  auto context = [&](Precision p, bool cudnn) {
+    return gpu_context(dev, p, FastPaths::defaults().with(FastPath::AttnCudnn, cudnn));
   };
   struct Path {
     const char* name;
@@ -386,16 +393,8 @@ TEST_CASE("attention (cuda): attn_cudnn (cuDNN's fused flash attention) against 
     for (const Path& p : paths) {
       Backend be{p.name, p.ctx, kCudaTolerance};
       auto kern = make_kernel<AttentionKernel>(*p.ctx, AttentionParams{H, D, D, causal, 0.0f});
-      std::vector<ref::Vec> runs[2];
       const uint64_t before = cuda::AttentionCudnn::runs();
-      for (int call = 0; call < 2; ++call) {
-        Tensor o = be.nan({B, T, H * D}), lse = be.nan({B, H, T});
-        Tensor dq = be.nan(x.q.shape()), dk = be.nan(x.k.shape()), dv = be.nan(x.v.shape());
-        const Tensor q = be.upload(x.q), k = be.upload(x.k), v = be.upload(x.v);
-        kern->forward(q, k, v, o, lse);
-        kern->backward(q, k, v, o, lse, be.upload(x.g), dq, dk, dv);
-        runs[call] = {be.vec(o), be.vec(dq), be.vec(dk), be.vec(dv)};
-      }
+      const auto runs = run_twice(be, *kern, x, H, 0.0f);
       const uint64_t ran = cuda::AttentionCudnn::runs() - before;
       CHECK(ran == (!p.cudnn ? 0u : T == 1 && S == 1 ? 2u : 4u));
       const std::vector<double> errs = ref::attention_errors(runs[0], x.want, x.vq, x.vk, x.vv, to_vec(x.g), D, 0.0f);

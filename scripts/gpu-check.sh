@@ -588,7 +588,12 @@ phase_gpt() {
     [ "$fast" = default ] || suffix=" $fast"
     local label="gpt2_124m b4 $p$suffix (ms, tokens/s, graph)"
     ((dry)) && { skip "$label" "trainer bench configs/gpt2_124m.yaml"; continue; }
-    o=$(TRAINER_FAST_PATHS=$fast run_bounded "${step_timeout[$phase]}" "$T" bench configs/gpt2_124m.yaml --gpus 0 \
+    # cuDNN's warnings (why an engine refused a graph) beside the row's log, for the attn_cudnn row;
+    # TRAINER_CUDNN_LOG=1: the log names each attention plan's engine (and each convolution's choice).
+    local dbg=0
+    [ "$fast" = attn_cudnn ] && dbg=2
+    o=$(CUDNN_LOGLEVEL_DBG=$dbg CUDNN_LOGDEST_DBG="$out/gpt2-cudnn-warnings.log" TRAINER_CUDNN_LOG=1 TRAINER_FAST_PATHS=$fast \
+          run_bounded "${step_timeout[$phase]}" "$T" bench configs/gpt2_124m.yaml --gpus 0 \
           --steps 20 --warmup 5 --json --set precision=$p 2>&1)
     echo "$o" >"$out/gpt2-$p${suffix// /}.log"
     local ms ips graph

@@ -1,6 +1,8 @@
 // CUDA attention through cuDNN's fused flash-attention engines: plans per shape, the low-type copies in and out, the variant packs of forward and backward.
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 #include "core/ops/cuda/cuda_attention_cudnn.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
@@ -34,10 +36,12 @@ bool same_shape(const AttentionDims& a, const AttentionDims& b) {
 
 uint64_t AttentionCudnn::runs() { return g_runs.load(); }
 
-bool AttentionCudnn::takes(const AttentionDims& d, bool backward) {
+bool AttentionCudnn::takes(const AttentionDims& d, bool backward, size_t version) {
+  if (version < kMinVersion || (version >= 91000 && version < 91002)) return false;
   if (d.rate > 0.0f || d.Dk != d.Dv || d.Dk % 8 != 0 || d.Dk > 256 || d.S < 1 || d.T < 1 || d.B < 1 || d.H < 1)
     return false;
-  return !(backward && d.T == 1 && d.S == 1);
+  if (!backward) return true;
+  return !(d.T == 1 && d.S == 1) && (version >= kAnyKeysVersion || d.S % 128 == 0);
 }
 
 AttentionCudnn::AttentionCudnn(CudaContext& c, DType low) : c_(c), low_(low), b_(std::make_unique<Buffers>()) {}
@@ -51,16 +55,18 @@ AttentionCudnn::Entry* AttentionCudnn::plan_for(const AttentionDims& d, bool bac
   e->backward = backward;
   e->scale = d.scale;
   std::vector<cudnn_graph::Refusal> refused;
-  if (cudnnGetVersion() >= kMinVersion) {
-    const cudnnDataType_t low = low_ == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
-    e->plan = cudnn_graph::build(backward ? attn_graph::backward(d) : attn_graph::forward(d), low,
-                                 cudnn_graph::Target{c_.cudnn(), nullptr}, &refused);
-  }
+  const cudnnDataType_t low = low_ == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+  e->plan = cudnn_graph::build(backward ? attn_graph::backward(d) : attn_graph::forward(d), low,
+                               cudnn_graph::Target{c_.cudnn(), nullptr}, &refused);
+  const char* log = std::getenv("TRAINER_CUDNN_LOG");
+  if (e->plan && log && std::string_view(log) == "1")
+    std::fprintf(stderr, "trainer: attention %s (B %lld, T %lld, S %lld, H %lld, D %lld%s): cuDNN engine %lld, workspace %lld bytes\n",
+                 backward ? "backward" : "forward", (long long)d.B, (long long)d.T, (long long)d.S, (long long)d.H,
+                 (long long)d.Dk, d.causal ? ", causal" : "", (long long)e->plan->engine, (long long)e->plan->workspace);
   if (!e->plan)
     std::fprintf(stderr, "trainer: attention %s (B %lld, T %lld, S %lld, H %lld, D %lld%s) runs as batched GEMMs: %s\n",
                  backward ? "backward" : "forward", (long long)d.B, (long long)d.T, (long long)d.S, (long long)d.H,
-                 (long long)d.Dk, d.causal ? ", causal" : "",
-                 cudnnGetVersion() < kMinVersion ? "cuDNN is older than 9.16" : cudnn_graph::why_not(refused).c_str());
+                 (long long)d.Dk, d.causal ? ", causal" : "", cudnn_graph::why_not(refused).c_str());
   plans_.push_back(std::move(e));
   return plans_.back()->plan ? plans_.back().get() : nullptr;
 }

@@ -18,14 +18,19 @@ namespace trainer::cuda {
 // and answered false: the caller runs attn_gemm for it.
 class AttentionCudnn {
  public:
-  // cuDNN releases before 9.16 have bugs that cudnn-frontend works around in these graphs (9.10's
-  // blocked SDPA, a backward refused for key counts that are not multiples of 128 before 9.16).
-  static constexpr size_t kMinVersion = 91600;
+  // The cuDNN releases it runs on, from cudnn-frontend's rules for these graphs
+  // (sdpa_support_surface.h): 9.6 and later but 9.10.0 and 9.10.1 (whose SDPA the frontend blocks
+  // for known bugs); before 9.16 backward only for key counts that are multiples of 128 (the
+  // frontend pads the others with a workaround this path does not build). The GPU machine's cuDNN
+  // is PyTorch's wheel's, not the toolkit's 9.19.
+  static constexpr size_t kMinVersion = 90600;
+  static constexpr size_t kAnyKeysVersion = 91600;
 
-  // Whether the fast path takes a call of these sizes: no dropout (cuDNN's would draw another mask
-  // than ours), one head width for keys and values, a multiple of 8 up to 256, at least one key;
-  // backward not for one query against one key (which cuDNN refuses).
-  static bool takes(const AttentionDims& d, bool backward);
+  // Whether the fast path takes a call of these sizes under cuDNN `version` (cudnnGetVersion()'s
+  // form): no dropout (cuDNN's would draw another mask than ours), one head width for keys and
+  // values, a multiple of 8 up to 256, at least one key; backward not for one query against one key
+  // (which the frontend refuses), and the version rules above.
+  static bool takes(const AttentionDims& d, bool backward, size_t version = cudnnGetVersion());
 
   // Calls that cuDNN ran (forward and backward, every instance of the process): how the tests tell
   // that a shape did not fall back.

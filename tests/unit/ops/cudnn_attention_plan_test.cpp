@@ -57,8 +57,8 @@ TEST_CASE("attention (cuDNN graphs): plans for an H200's and an H100's propertie
           "backward, bf16 and f16, GPT-2 124M's and gpt_bytes' shapes, odd lengths, cross-attention") {
   const char* driver = driver_library();
   if (!driver) TRAINER_SKIP(Package, "neither libcuda.so.1 nor the CUDA toolkit's stub libcuda.so loads");
-  if (cudnnGetVersion() < cuda::AttentionCudnn::kMinVersion)
-    TRAINER_SKIP(Package, "cuDNN " << cudnnGetVersion() << " is older than the fast path's " << cuda::AttentionCudnn::kMinVersion);
+  if (cudnnGetVersion() < cuda::AttentionCudnn::kAnyKeysVersion)
+    TRAINER_SKIP(Package, "cuDNN " << cudnnGetVersion() << " is older than 9.16, which these shapes' backward needs");
   const cudnn_graph::Desc h200 = cudnn_graph::device_properties(hopper("NVIDIA H200", 3201000, 150754820096));
   const cudnn_graph::Desc h100 = cudnn_graph::device_properties(hopper("NVIDIA H100 80GB HBM3", 2619000, 85520809984));
   const Case gpt2{"GPT-2 124M", 4, 1024, 1024, 12, 64, true};
@@ -100,5 +100,18 @@ TEST_CASE("attention (cuDNN graphs): plans for an H200's and an H100's propertie
   one.B = 2, one.T = one.S = 1, one.H = 2, one.Dk = one.Dv = 16, one.causal = true, one.scale = 0.25f;
   CHECK_FALSE(cuda::AttentionCudnn::takes(one, true));
   CHECK(cuda::AttentionCudnn::takes(one, false));
+  // The version rules: backward for any key count from 9.16, multiples of 128 before; nothing on
+  // 9.10.0/9.10.1 or before 9.6.
+  AttentionDims gpt = odd;
+  gpt.Dk = gpt.Dv = 64, gpt.T = gpt.S = 1024;
+  AttentionDims odd_keys = gpt;
+  odd_keys.T = odd_keys.S = 77;
+  CHECK(cuda::AttentionCudnn::takes(odd_keys, true, 91600));
+  CHECK_FALSE(cuda::AttentionCudnn::takes(odd_keys, true, 91500));
+  CHECK(cuda::AttentionCudnn::takes(odd_keys, false, 91500));
+  CHECK(cuda::AttentionCudnn::takes(gpt, true, 91500));
+  CHECK_FALSE(cuda::AttentionCudnn::takes(gpt, false, 91001));
+  CHECK(cuda::AttentionCudnn::takes(gpt, false, 91002));
+  CHECK_FALSE(cuda::AttentionCudnn::takes(gpt, false, 90500));
 }
 #endif

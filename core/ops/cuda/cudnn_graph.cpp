@@ -188,33 +188,39 @@ Desc device_properties(const std::string& json) {
 
 std::optional<Plan> build(const attn_graph::Graph& g, cudnnDataType_t low, const Target& t,
                           std::vector<Refusal>* refused, int tries) {
-  std::vector<Desc> tensors, ops;
-  for (const attn_graph::Tensor& x : g.tensors) tensors.push_back(tensor(x, low));
-  for (const attn_graph::Node& n : g.nodes) ops.push_back(operation(n, tensors));
-  std::vector<cudnnBackendDescriptor_t> raw;
-  for (const Desc& o : ops) raw.push_back(o.get());
-  Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(raw.size()), raw.data());
-  if (t.handle) graph.set(kGraphHandle, CUDNN_TYPE_HANDLE, 1, &t.handle);
-  graph.finalize();
-  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    for (Desc& cfg : candidates(graph, t, mode)) {
-      if (tries-- <= 0) return std::nullopt;
-      Plan p;
-      p.plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg);
-      if (t.handle) p.plan.set(kPlanHandle, CUDNN_TYPE_HANDLE, 1, &t.handle);
-      if (t.device) p.plan.set(CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, *t.device);
-      const cudnnStatus_t s = cudnnBackendFinalize(p.plan.get());
-      if (s != CUDNN_STATUS_SUCCESS) {
-        if (refused) refused->push_back({engine_index(cfg), s, last_error()});
-        continue;
+  try {
+    std::vector<Desc> tensors, ops;
+    for (const attn_graph::Tensor& x : g.tensors) tensors.push_back(tensor(x, low));
+    for (const attn_graph::Node& n : g.nodes) ops.push_back(operation(n, tensors));
+    std::vector<cudnnBackendDescriptor_t> raw;
+    for (const Desc& o : ops) raw.push_back(o.get());
+    Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(raw.size()), raw.data());
+    if (t.handle) graph.set(kGraphHandle, CUDNN_TYPE_HANDLE, 1, &t.handle);
+    graph.finalize();
+    for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+      for (Desc& cfg : candidates(graph, t, mode)) {
+        if (tries-- <= 0) return std::nullopt;
+        Plan p;
+        p.plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg);
+        if (t.handle) p.plan.set(kPlanHandle, CUDNN_TYPE_HANDLE, 1, &t.handle);
+        if (t.device) p.plan.set(CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, *t.device);
+        const cudnnStatus_t s = cudnnBackendFinalize(p.plan.get());
+        if (s != CUDNN_STATUS_SUCCESS) {
+          if (refused) refused->push_back({engine_index(cfg), s, last_error()});
+          continue;
+        }
+        int64_t n = 0;
+        GRAPH_CHECK(cudnnBackendGetAttribute(p.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
+                                             1, &n, &p.workspace));
+        p.engine = engine_index(cfg);
+        return p;
       }
-      int64_t n = 0;
-      GRAPH_CHECK(cudnnBackendGetAttribute(p.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
-                                           &n, &p.workspace));
-      p.engine = engine_index(cfg);
-      return p;
     }
+  } catch (const DeviceError& e) {
+    // A descriptor this cuDNN does not take (an older release without one of the operations' forms):
+    // no plan, said as a refusal, and the caller's other path runs.
+    if (refused) refused->push_back({-1, CUDNN_STATUS_NOT_SUPPORTED, e.what()});
   }
   return std::nullopt;
 }

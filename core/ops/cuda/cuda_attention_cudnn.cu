@@ -1,4 +1,5 @@
 // CUDA attention through cuDNN's fused flash-attention engines: plans per shape, the low-type copies in and out, the variant packs of forward and backward.
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -13,7 +14,15 @@ struct AttentionCudnn::Entry {
   AttentionDims key;  // B, T, S, H, Dk, Dv, causal (the rest is not the plan's)
   bool backward = false;
   std::optional<cudnn_graph::Plan> plan;
+  std::vector<int64_t> uids;  // the graph's non-virtual tensors: the variant pack's (the mask's fill only when causal)
   cudnn_graph::Runner runner;
+  // The buffers of the call that the graph has, in its variant pack.
+  void run(cudnnHandle_t h, const cudnn_graph::Pointers& all, void* workspace) {
+    cudnn_graph::Pointers ptrs;
+    for (const auto& p : all)
+      if (std::find(uids.begin(), uids.end(), p.first) != uids.end()) ptrs.push_back(p);
+    runner.run(h, *plan, ptrs, workspace);
+  }
   // The by-value scalars: the variant pack keeps their addresses.
   float scale = 1.0f, fill = attn_graph::kFillValue, one = 1.0f;
 };
@@ -56,8 +65,10 @@ AttentionCudnn::Entry* AttentionCudnn::plan_for(const AttentionDims& d, bool bac
   e->scale = d.scale;
   std::vector<cudnn_graph::Refusal> refused;
   const cudnnDataType_t low = low_ == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
-  e->plan = cudnn_graph::build(backward ? attn_graph::backward(d) : attn_graph::forward(d), low,
-                               cudnn_graph::Target{c_.cudnn(), nullptr}, &refused);
+  const attn_graph::Graph g = backward ? attn_graph::backward(d) : attn_graph::forward(d);
+  for (const attn_graph::Tensor& t : g.tensors)
+    if (!t.is_virtual) e->uids.push_back(t.uid);
+  e->plan = cudnn_graph::build(g, low, cudnn_graph::Target{c_.cudnn(), nullptr}, &refused);
   const char* log = std::getenv("TRAINER_CUDNN_LOG");
   if (e->plan && log && std::string_view(log) == "1")
     std::fprintf(stderr, "trainer: attention %s (B %lld, T %lld, S %lld, H %lld, D %lld%s): cuDNN engine %lld, workspace %lld bytes\n",
@@ -82,10 +93,10 @@ bool AttentionCudnn::run_forward(Entry& e, const AttentionDims& d, const float* 
   T* ob = b_->out.as<T>(c_, size_t(no));
   void* ws = e.plan->workspace ? c_.workspace(size_t(e.plan->workspace)) : nullptr;
   using namespace attn_graph;
-  e.runner.run(c_.cudnn(), *e.plan,
-               {{kQ, const_cast<T*>(qb)}, {kK, const_cast<T*>(kb)}, {kV, const_cast<T*>(vb)}, {kO, ob}, {kStats, lse},
-                {kScale, &e.scale}, {kMaskFill, &e.fill}},
-               ws);
+  e.run(c_.cudnn(),
+        {{kQ, const_cast<T*>(qb)}, {kK, const_cast<T*>(kb)}, {kV, const_cast<T*>(vb)}, {kO, ob}, {kStats, lse},
+         {kScale, &e.scale}, {kMaskFill, &e.fill}},
+        ws);
   tmap1(c_, static_cast<const T*>(ob), o, no, CopyAsIs{});
   ++g_runs;
   return true;
@@ -108,11 +119,11 @@ bool AttentionCudnn::run_backward(Entry& e, const AttentionDims& d, const float*
   float* sums = b_->sums.as<float>(c_, size_t(d.B * d.H * d.T));
   void* ws = e.plan->workspace ? c_.workspace(size_t(e.plan->workspace)) : nullptr;
   using namespace attn_graph;
-  e.runner.run(c_.cudnn(), *e.plan,
-               {{kQ, const_cast<T*>(qb)}, {kK, const_cast<T*>(kb)}, {kV, const_cast<T*>(vb)},
-                {kO, const_cast<T*>(ob)}, {kStats, const_cast<float*>(lse)}, {kDO, const_cast<T*>(dob)}, {kDQ, dqb},
-                {kDK, dkb}, {kDV, dvb}, {kScale, &e.scale}, {kMaskFill, &e.fill}, {kOne, &e.one}, {kSoftmaxSum, sums}},
-               ws);
+  e.run(c_.cudnn(),
+        {{kQ, const_cast<T*>(qb)}, {kK, const_cast<T*>(kb)}, {kV, const_cast<T*>(vb)}, {kO, const_cast<T*>(ob)},
+         {kStats, const_cast<float*>(lse)}, {kDO, const_cast<T*>(dob)}, {kDQ, dqb}, {kDK, dkb}, {kDV, dvb},
+         {kScale, &e.scale}, {kMaskFill, &e.fill}, {kOne, &e.one}, {kSoftmaxSum, sums}},
+        ws);
   tmap1(c_, static_cast<const T*>(dqb), dq, nq, CopyAsIs{});
   tmap1(c_, static_cast<const T*>(dkb), dk, nk, CopyAsIs{});
   tmap1(c_, static_cast<const T*>(dvb), dv, nv, CopyAsIs{});

@@ -135,8 +135,9 @@ std::map<int64_t, Buffer> evaluate(const attn_graph::Graph& g, const std::map<in
   return out;
 }
 
-// The graphs' structure: every operand defined before it is read, every tensor written once, the
-// variant pack's tensors not virtual, the virtual ones written by a node.
+// The graphs' structure: every operand defined before it is read, every tensor written once, uids
+// unique, the variant pack's tensors not virtual and among those the CUDA path provides, the virtual
+// ones written by a node.
 void check_structure(const attn_graph::Graph& g) {
   std::vector<int> writes(g.tensors.size(), 0);
   for (const attn_graph::Node& n : g.nodes) {
@@ -151,6 +152,9 @@ void check_structure(const attn_graph::Graph& g) {
   for (size_t i = 0; i < g.tensors.size(); ++i) {
     INFO(g.tensors[i].name);
     CHECK(writes[i] <= 1);
+    for (size_t j = 0; j < i; ++j) CHECK(g.tensors[j].uid != g.tensors[i].uid);  // uids are unique
+    // The variant pack's tensors are those AttentionCudnn hands over.
+    if (!g.tensors[i].is_virtual) CHECK((g.tensors[i].uid >= attn_graph::kQ && g.tensors[i].uid <= attn_graph::kSoftmaxSum));
     CHECK(g.tensors[i].is_virtual == (g.tensors[i].uid >= attn_graph::kVirtual));
     if (g.tensors[i].is_virtual) CHECK(writes[i] == 1);
   }

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include "core/ops/cuda/cuda_attention_cudnn.h"
@@ -69,15 +70,14 @@ AttentionCudnn::Entry* AttentionCudnn::plan_for(const AttentionDims& d, bool bac
   for (const attn_graph::Tensor& t : g.tensors)
     if (!t.is_virtual) e->uids.push_back(t.uid);
   e->plan = cudnn_graph::build(g, low, cudnn_graph::Target{c_.cudnn(), nullptr}, &refused);
+  const std::string what = std::string("trainer: attention ") + (backward ? "backward" : "forward") + " (B " +
+                           std::to_string(d.B) + ", T " + std::to_string(d.T) + ", S " + std::to_string(d.S) + ", H " +
+                           std::to_string(d.H) + ", D " + std::to_string(d.Dk) + (d.causal ? ", causal)" : ")");
   const char* log = std::getenv("TRAINER_CUDNN_LOG");
   if (e->plan && log && std::string_view(log) == "1")
-    std::fprintf(stderr, "trainer: attention %s (B %lld, T %lld, S %lld, H %lld, D %lld%s): cuDNN engine %lld, workspace %lld bytes\n",
-                 backward ? "backward" : "forward", (long long)d.B, (long long)d.T, (long long)d.S, (long long)d.H,
-                 (long long)d.Dk, d.causal ? ", causal" : "", (long long)e->plan->engine, (long long)e->plan->workspace);
-  if (!e->plan)
-    std::fprintf(stderr, "trainer: attention %s (B %lld, T %lld, S %lld, H %lld, D %lld%s) runs as batched GEMMs: %s\n",
-                 backward ? "backward" : "forward", (long long)d.B, (long long)d.T, (long long)d.S, (long long)d.H,
-                 (long long)d.Dk, d.causal ? ", causal" : "", cudnn_graph::why_not(refused).c_str());
+    std::fprintf(stderr, "%s: cuDNN engine %lld, workspace %lld bytes\n", what.c_str(), (long long)e->plan->engine,
+                 (long long)e->plan->workspace);
+  if (!e->plan) std::fprintf(stderr, "%s runs as batched GEMMs: %s\n", what.c_str(), cudnn_graph::why_not(refused).c_str());
   plans_.push_back(std::move(e));
   return plans_.back()->plan ? plans_.back().get() : nullptr;
 }

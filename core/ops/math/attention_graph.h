@@ -61,16 +61,11 @@ struct Node {
 
 struct Graph {
   std::vector<Tensor> tensors;
-  std::vector<Node> nodes;
-  int find(int64_t uid) const {
-    for (size_t i = 0; i < tensors.size(); ++i)
-      if (tensors[i].uid == uid) return int(i);
-    return -1;
-  }
+  std::vector<Node> nodes;  // in the order they run
 };
 
-// The mask's fill value for hidden keys (uid kMaskFill): the lowest float (finite: exp(fill − max) is 0 with no
-// infinity in the arithmetic).
+// The mask's fill value for hidden keys (uid kMaskFill): the lowest float (finite: exp(fill − max)
+// is 0 with no infinity in the arithmetic).
 constexpr float kFillValue = -3.4028234663852886e38f;
 
 namespace detail {
@@ -84,11 +79,15 @@ class Builder {
     return int(g_.tensors.size()) - 1;
   }
   // A virtual tensor of the given shape, contiguous (row-major) unless strides are given.
-  int temp(std::string name, Type t, std::array<int64_t, 4> dims) { return tensor(std::move(name), next_++, t, dims, packed(dims), true); }
+  int temp(std::string name, Type t, std::array<int64_t, 4> dims) {
+    return tensor(std::move(name), next_++, t, dims, packed(dims), true);
+  }
   int temp(std::string name, Type t, std::array<int64_t, 4> dims, std::array<int64_t, 4> strides) {
     return tensor(std::move(name), next_++, t, dims, strides, true);
   }
-  int scalar(std::string name, int64_t uid) { return tensor(std::move(name), uid, Type::F32, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true); }
+  int scalar(std::string name, int64_t uid) {
+    return tensor(std::move(name), uid, Type::F32, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true);
+  }
   void node(Op op, int x, int b, int y, int t = -1, int64_t axis = -1) { g_.nodes.push_back({op, x, b, t, y, axis}); }
   static std::array<int64_t, 4> packed(std::array<int64_t, 4> d) {
     return {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};

@@ -18,6 +18,7 @@ struct GpuInventory {
   std::string why;              // why `gpus` is empty (the backend's error string, or no backend)
   std::string driver, runtime;  // "13.0"; driver is "" when there is no driver
   std::string nccl;             // "2.28.9", or "" when NCCL cannot say
+  std::string cudnn;            // "9.19.0": the cuDNN library loaded ("" without the CUDA backend)
   // peer[i][j]: GPU i can access GPU j's memory; filled with 2+ GPUs.
   std::vector<std::vector<bool>> peer;
 };

@@ -105,8 +105,8 @@ std::vector<std::string> describe_devices() {
     lines.push_back("cuda: no GPU visible (" + inv.why + ")");
     return lines;
   }
-  lines.push_back(fmt::format("cuda: driver {}, runtime {}, NCCL {}", inv.driver, inv.runtime,
-                              inv.nccl.empty() ? "unknown" : inv.nccl));
+  lines.push_back(fmt::format("cuda: driver {}, runtime {}, cuDNN {}, NCCL {}", inv.driver, inv.runtime,
+                              inv.cudnn.empty() ? "unknown" : inv.cudnn, inv.nccl.empty() ? "unknown" : inv.nccl));
   for (const GpuInfo& g : inv.gpus)
     lines.push_back(fmt::format("cuda:{}: {} ({:.1f} GiB, compute capability {}.{})", g.index, g.name,
                                 double(g.memory_bytes) / (1 << 30), g.cc_major, g.cc_minor));
@@ -140,6 +140,7 @@ std::string describe_devices_json() {
   j["cuda_driver"] = or_null(inv.driver);
   j["cuda_runtime"] = or_null(inv.runtime);
   j["nccl"] = or_null(inv.nccl);
+  j["cudnn"] = or_null(inv.cudnn);
   JsonLine peer = JsonLine::array();
   for (const auto& row : inv.peer) peer.push_back(std::vector<bool>(row.begin(), row.end()));
   j["peer_access"] = peer;

@@ -2,6 +2,7 @@
 #include "core/ops/cuda/cuda_devices.h"
 
 #include <cuda_runtime.h>
+#include <cudnn.h>
 #include <fmt/format.h>
 #include <nccl.h>
 
@@ -23,6 +24,7 @@ GpuInventory cuda_inventory() {
   if (cudaDriverGetVersion(&v) == cudaSuccess && v > 0) inv.driver = cuda_version(v);
   if (cudaRuntimeGetVersion(&v) == cudaSuccess) inv.runtime = cuda_version(v);
   if (ncclGetVersion(&v) == ncclSuccess) inv.nccl = nccl_version(v);
+  inv.cudnn = cudnn_version_string(cudnnGetVersion());  // the library loaded (PyTorch's wheel's on the GPU machine)
   inv.gpus = cuda_devices(&inv.why);
   size_t n = inv.gpus.size();
   if (n >= 2) {
@@ -41,5 +43,10 @@ GpuInventory cuda_inventory() {
 [[maybe_unused]] const bool registered = (register_gpu_backend({cuda_devices, cuda_inventory}), true);
 
 }  // namespace
+
+std::string cudnn_version_string(size_t v) {
+  if (v >= 90000) return fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);
+  return fmt::format("{}.{}.{}", v / 1000, (v % 1000) / 100, v % 100);
+}
 
 }  // namespace trainer

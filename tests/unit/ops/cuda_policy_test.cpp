@@ -4,6 +4,7 @@
 #include "core/ops/cuda/workspace_policy.h"
 #ifdef TRAINER_HAVE_CUDA
 #include "core/ops/cuda/cuda_conv_algo.h"
+#include "core/ops/cuda/cuda_devices.h"
 #endif
 
 using namespace trainer;
@@ -62,5 +63,16 @@ TEST_CASE("cuda policy: convolution candidates: deterministic ones only, tensor 
   CHECK(conv_math(DType::F32, false) == CUDNN_FMA_MATH);
   CHECK(conv_math(DType::BF16, false) == CUDNN_TENSOR_OP_MATH);
   CHECK(std::string(math_name(CUDNN_FMA_MATH)) == "FMA");
+}
+#endif
+
+#ifdef TRAINER_HAVE_CUDA
+TEST_CASE("cuda policy: cuDNN's version number read as trainer devices prints it (9.x and 8.x encodings)") {
+  CHECK(cudnn_version_string(91900) == "9.19.0");
+  CHECK(cudnn_version_string(91002) == "9.10.2");
+  CHECK(cudnn_version_string(90100) == "9.1.0");
+  CHECK(cudnn_version_string(8907) == "8.9.7");
+  CHECK(cudnn_version_string(CUDNN_VERSION) ==
+        std::to_string(CUDNN_MAJOR) + "." + std::to_string(CUDNN_MINOR) + "." + std::to_string(CUDNN_PATCHLEVEL));
 }
 #endif

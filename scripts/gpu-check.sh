@@ -224,7 +224,7 @@ if ((gpu)); then
   missing=$(ldd "$T" | grep "not found" || true)
   [ -n "$missing" ] && row "trainer cannot start, missing libraries" "$(echo "$missing" | tr '\n' ' ')"
   timeout 60 "$T" devices >"$out/devices.log" 2>&1
-  row "GPU" "$(head -1 "$out/nvidia-smi.log"); trainer devices: $(grep -c '^cuda:' "$out/devices.log") GPU line(s)"
+  row "GPU" "$(head -1 "$out/nvidia-smi.log"); trainer devices: $(grep -c '^cuda:' "$out/devices.log") GPU line(s), $(grep -om1 'cuDNN [0-9.]*' "$out/devices.log" || echo 'cuDNN ?')"
 elif ((dry)); then
   row "GPU" "not used: a dry run (--dry-run; every GPU step below: skipped: no GPU)"
 else

@@ -67,7 +67,7 @@ TEST_CASE("cuda policy: convolution candidates: deterministic ones only, tensor 
 #endif
 
 #ifdef TRAINER_HAVE_CUDA
-TEST_CASE("cuda policy: cuDNN's version number read as trainer devices prints it (9.x and 8.x encodings)") {
+TEST_CASE("cudnn version: the number cudnnGetVersion returns read as trainer devices prints it (9.x and 8.x encodings)") {
   CHECK(cudnn_version_string(91900) == "9.19.0");
   CHECK(cudnn_version_string(91002) == "9.10.2");
   CHECK(cudnn_version_string(90100) == "9.1.0");

@@ -1,5 +1,4 @@
 // CUDA attention through cuDNN's fused flash-attention engines: plans per shape, the low-type copies in and out, the variant packs of forward and backward.
-#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -12,25 +11,29 @@
 namespace trainer::cuda {
 
 struct AttentionCudnn::Entry {
+  Entry(const AttentionDims& d, bool bwd, const attn_graph::Graph& g) : key(d), backward(bwd), runner(g), scale(d.scale) {}
   AttentionDims key;  // B, T, S, H, Dk, Dv, causal (the rest is not the plan's)
-  bool backward = false;
+  bool backward;
   std::optional<cudnn_graph::Plan> plan;
-  std::vector<int64_t> uids;  // the graph's non-virtual tensors: the variant pack's (the mask's fill only when causal)
   cudnn_graph::Runner runner;
-  // The buffers of the call that the graph has, in its variant pack.
-  void run(cudnnHandle_t h, const cudnn_graph::Pointers& all, void* workspace) {
-    cudnn_graph::Pointers ptrs;
-    for (const auto& p : all)
-      if (std::find(uids.begin(), uids.end(), p.first) != uids.end()) ptrs.push_back(p);
-    runner.run(h, *plan, ptrs, workspace);
-  }
   // The by-value scalars: the variant pack keeps their addresses.
-  float scale = 1.0f, fill = attn_graph::kFillValue, one = 1.0f;
+  float scale, fill = attn_graph::kFillValue, one = 1.0f;
 };
 
 struct AttentionCudnn::Buffers {
   LowCopy q, k, v, o, dout;
   Scratch out, dk, dv, sums;  // low-type outputs (O in forward, dQ in backward), the softmax sums (f32)
+};
+
+// A call's sizes and its q, k, v rounded to the low type T (forward and backward both start so).
+template <class T>
+struct LowInputs {
+  int64_t nq, nk, nv, no;  // elements of q, k, v and o
+  const T *q, *k, *v;
+  LowInputs(AttentionCudnn::Buffers& b, CudaContext& c, const AttentionDims& d, const float* q32, const float* k32,
+            const float* v32)
+      : nq(d.B * d.T * d.H * d.Dk), nk(d.B * d.S * d.H * d.Dk), nv(d.B * d.S * d.H * d.Dv), no(d.B * d.T * d.H * d.Dv),
+        q(b.q.of<T>(c, q32, nq)), k(b.k.of<T>(c, k32, nk)), v(b.v.of<T>(c, v32, nv)) {}
 };
 
 namespace {
@@ -60,15 +63,10 @@ AttentionCudnn::~AttentionCudnn() = default;
 AttentionCudnn::Entry* AttentionCudnn::plan_for(const AttentionDims& d, bool backward) {
   for (auto& e : plans_)
     if (e->backward == backward && same_shape(e->key, d)) return e->plan ? e.get() : nullptr;
-  auto e = std::make_unique<Entry>();
-  e->key = d;
-  e->backward = backward;
-  e->scale = d.scale;
+  const attn_graph::Graph g = backward ? attn_graph::backward(d) : attn_graph::forward(d);
+  auto e = std::make_unique<Entry>(d, backward, g);
   std::vector<cudnn_graph::Refusal> refused;
   const cudnnDataType_t low = low_ == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
-  const attn_graph::Graph g = backward ? attn_graph::backward(d) : attn_graph::forward(d);
-  for (const attn_graph::Tensor& t : g.tensors)
-    if (!t.is_virtual) e->uids.push_back(t.uid);
   e->plan = cudnn_graph::build(g, low, cudnn_graph::Target{c_.cudnn(), nullptr}, &refused);
   const std::string what = std::string("trainer: attention ") + (backward ? "backward" : "forward") + " (B " +
                            std::to_string(d.B) + ", T " + std::to_string(d.T) + ", S " + std::to_string(d.S) + ", H " +
@@ -85,19 +83,15 @@ AttentionCudnn::Entry* AttentionCudnn::plan_for(const AttentionDims& d, bool bac
 template <class T>
 bool AttentionCudnn::run_forward(Entry& e, const AttentionDims& d, const float* q, const float* k, const float* v,
                                  float* o, float* lse) {
-  const int64_t nq = d.B * d.T * d.H * d.Dk, nk = d.B * d.S * d.H * d.Dk, nv = d.B * d.S * d.H * d.Dv,
-                no = d.B * d.T * d.H * d.Dv;
-  const T* qb = b_->q.of<T>(c_, q, nq);
-  const T* kb = b_->k.of<T>(c_, k, nk);
-  const T* vb = b_->v.of<T>(c_, v, nv);
-  T* ob = b_->out.as<T>(c_, size_t(no));
+  const LowInputs<T> in(*b_, c_, d, q, k, v);
+  T* ob = b_->out.as<T>(c_, size_t(in.no));
   void* ws = e.plan->workspace ? c_.workspace(size_t(e.plan->workspace)) : nullptr;
   using namespace attn_graph;
-  e.run(c_.cudnn(),
-        {{kQ, const_cast<T*>(qb)}, {kK, const_cast<T*>(kb)}, {kV, const_cast<T*>(vb)}, {kO, ob}, {kStats, lse},
-         {kScale, &e.scale}, {kMaskFill, &e.fill}},
-        ws);
-  tmap1(c_, static_cast<const T*>(ob), o, no, CopyAsIs{});
+  e.runner.run(c_.cudnn(), *e.plan,
+               {{kQ, const_cast<T*>(in.q)}, {kK, const_cast<T*>(in.k)}, {kV, const_cast<T*>(in.v)}, {kO, ob},
+                {kStats, lse}, {kScale, &e.scale}, {kMaskFill, &e.fill}},
+               ws);
+  tmap1(c_, static_cast<const T*>(ob), o, in.no, CopyAsIs{});
   ++g_runs;
   return true;
 }
@@ -106,27 +100,24 @@ template <class T>
 bool AttentionCudnn::run_backward(Entry& e, const AttentionDims& d, const float* q, const float* k, const float* v,
                                   const float* o, const float* lse, const float* dout, float* dq, float* dk,
                                   float* dv) {
-  const int64_t nq = d.B * d.T * d.H * d.Dk, nk = d.B * d.S * d.H * d.Dk, nv = d.B * d.S * d.H * d.Dv,
-                no = d.B * d.T * d.H * d.Dv;
-  const T* qb = b_->q.of<T>(c_, q, nq);
-  const T* kb = b_->k.of<T>(c_, k, nk);
-  const T* vb = b_->v.of<T>(c_, v, nv);
-  const T* ob = b_->o.of<T>(c_, o, no);  // forward's output, widened from the low type: the same values
-  const T* dob = b_->dout.of<T>(c_, dout, no);
-  T* dqb = b_->out.as<T>(c_, size_t(nq));
-  T* dkb = b_->dk.as<T>(c_, size_t(nk));
-  T* dvb = b_->dv.as<T>(c_, size_t(nv));
+  const LowInputs<T> in(*b_, c_, d, q, k, v);
+  const T* ob = b_->o.of<T>(c_, o, in.no);  // forward's output, widened from the low type: the same values
+  const T* dob = b_->dout.of<T>(c_, dout, in.no);
+  T* dqb = b_->out.as<T>(c_, size_t(in.nq));
+  T* dkb = b_->dk.as<T>(c_, size_t(in.nk));
+  T* dvb = b_->dv.as<T>(c_, size_t(in.nv));
   float* sums = b_->sums.as<float>(c_, size_t(d.B * d.H * d.T));
   void* ws = e.plan->workspace ? c_.workspace(size_t(e.plan->workspace)) : nullptr;
   using namespace attn_graph;
-  e.run(c_.cudnn(),
-        {{kQ, const_cast<T*>(qb)}, {kK, const_cast<T*>(kb)}, {kV, const_cast<T*>(vb)}, {kO, const_cast<T*>(ob)},
-         {kStats, const_cast<float*>(lse)}, {kDO, const_cast<T*>(dob)}, {kDQ, dqb}, {kDK, dkb}, {kDV, dvb},
-         {kScale, &e.scale}, {kMaskFill, &e.fill}, {kOne, &e.one}, {kSoftmaxSum, sums}},
-        ws);
-  tmap1(c_, static_cast<const T*>(dqb), dq, nq, CopyAsIs{});
-  tmap1(c_, static_cast<const T*>(dkb), dk, nk, CopyAsIs{});
-  tmap1(c_, static_cast<const T*>(dvb), dv, nv, CopyAsIs{});
+  e.runner.run(c_.cudnn(), *e.plan,
+               {{kQ, const_cast<T*>(in.q)}, {kK, const_cast<T*>(in.k)}, {kV, const_cast<T*>(in.v)},
+                {kO, const_cast<T*>(ob)}, {kStats, const_cast<float*>(lse)}, {kDO, const_cast<T*>(dob)}, {kDQ, dqb},
+                {kDK, dkb}, {kDV, dvb}, {kScale, &e.scale}, {kMaskFill, &e.fill}, {kOne, &e.one},
+                {kSoftmaxSum, sums}},
+               ws);
+  tmap1(c_, static_cast<const T*>(dqb), dq, in.nq, CopyAsIs{});
+  tmap1(c_, static_cast<const T*>(dkb), dk, in.nk, CopyAsIs{});
+  tmap1(c_, static_cast<const T*>(dvb), dv, in.nv, CopyAsIs{});
   ++g_runs;
   return true;
 }

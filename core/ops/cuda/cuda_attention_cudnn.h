@@ -43,6 +43,8 @@ class AttentionCudnn {
   bool backward(const AttentionDims& d, const float* q, const float* k, const float* v, const float* o,
                 const float* lse, const float* dout, float* dq, float* dk, float* dv);
 
+  struct Buffers;  // the low-type copies and outputs, the softmax sums (cuda_attention_cudnn.cu)
+
  private:
   struct Entry;
   Entry* plan_for(const AttentionDims& d, bool backward);  // null: cuDNN refused the shape
@@ -54,7 +56,6 @@ class AttentionCudnn {
 
   CudaContext& c_;
   DType low_;
-  struct Buffers;  // the low-type copies and outputs, the softmax sums (cuda_attention_cudnn.cu)
   std::vector<std::unique_ptr<Entry>> plans_;  // one per shape and pass, refused ones included
   std::unique_ptr<Buffers> b_;
 };

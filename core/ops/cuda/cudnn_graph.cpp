@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/ops/cuda/cuda_context.h"
 
 namespace trainer::cudnn_graph {
@@ -235,11 +237,17 @@ std::string why_not(const std::vector<Refusal>& refused) {
   return s;
 }
 
+Runner::Runner(const attn_graph::Graph& g) {
+  for (const attn_graph::Tensor& t : g.tensors)
+    if (!t.is_virtual) uids_.push_back(t.uid);
+}
+
 void Runner::run(cudnnHandle_t h, const Plan& p, const Pointers& ptrs, void* workspace) {
   if (!pack_ || ptrs != last_ || workspace != last_workspace_) {
     std::vector<int64_t> uids;
     std::vector<void*> data;
-    for (const auto& [uid, ptr] : ptrs) uids.push_back(uid), data.push_back(ptr);
+    for (const auto& [uid, ptr] : ptrs)
+      if (std::find(uids_.begin(), uids_.end(), uid) != uids_.end()) uids.push_back(uid), data.push_back(ptr);
     Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
     pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(uids.size()), uids.data())
         .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(data.size()), data.data())

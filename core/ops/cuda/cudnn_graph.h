@@ -70,13 +70,17 @@ std::string why_not(const std::vector<Refusal>& refused);
 // The buffers of one execution, by uid: device pointers, host pointers for by-value scalars.
 using Pointers = std::vector<std::pair<int64_t, void*>>;
 
-// Runs `p` on the handle's stream with these buffers and `workspace` (p.workspace bytes). The
-// variant pack is kept and rebuilt only when a pointer changes (the step's buffers do not).
+// Runs a plan of graph `g` on the handle's stream with a call's buffers and `workspace` (the
+// plan's bytes). The variant pack holds the buffers of g's tensors (the call may name more, e.g. a
+// mask's fill value that a graph without the mask lacks); it is kept and rebuilt only when a
+// pointer changes (the step's buffers do not).
 class Runner {
  public:
+  explicit Runner(const attn_graph::Graph& g);
   void run(cudnnHandle_t h, const Plan& p, const Pointers& ptrs, void* workspace);
 
  private:
+  std::vector<int64_t> uids_;  // g's non-virtual tensors
   std::optional<Desc> pack_;
   Pointers last_;
   void* last_workspace_ = nullptr;

@@ -23,6 +23,15 @@ void make_reorder(CpuContext& c, const memory::desc& from, const memory::desc& t
   buf = c.empty({int64_t(buf_md.get_size())}, DType::U8);
 }
 
+// A bf16 tensor widened to f32 (exactly) into `to`, of as many elements.
+void widen_bf16(const Tensor& t, Tensor& to) {
+  const bf16* a = t.as<bf16>();
+  float* o = to.f32();
+  const int64_t n = t.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) o[i] = to_f32(a[i]);
+}
+
 bool empty_output(const ConvGeometry& g) { return g.n == 0 || g.oh == 0 || g.ow == 0 || g.oc == 0; }
 
 // f32 1x1 convolutions at stride 1 without padding run as GEMMs (OnednnConv::Plan::gemm_1x1) where
@@ -66,7 +75,7 @@ void OnednnConv::backward(const ConvGeometry& g, const Tensor& x, const Tensor& 
   }
   Plan& pl = plan(x, g);
   if (dx.defined() && !add_dx && !pl.have_bwd_data && !pl.gemm_1x1) make_bwd_data(pl);
-  if (add_dx && !pl.have_bwd_add && !pl.gemm_1x1) make_bwd_add(pl);
+  if ((add_dx || (dx.defined() && pl.dx_by_add)) && !pl.have_bwd_add && !pl.gemm_1x1) make_bwd_add(pl);
   if (!pl.have_bwd_weights) make_bwd_weights(pl, g);
   auto& eng = c_.engine();
   auto& s = c_.stream();
@@ -75,7 +84,8 @@ void OnednnConv::backward(const ConvGeometry& g, const Tensor& x, const Tensor& 
   if (pl.gemm_1x1 && dx.defined()) {  // dx (+)= dy [rows, OC] · wᵀ, w [IC, OC]
     cpu::sgemm("conv2d", 'N', 'T', g.n * g.ih * g.iw, g.ic, g.oc, dy.f32(), g.oc, w.f32(), g.oc, add_dx ? 1.0f : 0.0f,
                dx.f32(), g.ic);
-  } else if (add_dx) {
+  } else if (add_dx || (dx.defined() && pl.dx_by_add)) {
+    if (!add_dx) std::memset(dx.data(), 0, dx.bytes());  // dx = 0 + conv: the sum rounds the same value once
     memory wt = weights(pl.add_user_w_md, w, pl.w_to_add, pl.w_add, pl.bwd_add_pd.weights_desc());
     pl.bwd_add.execute(s, {{DNNL_ARG_SRC, ddst},
                            {DNNL_ARG_WEIGHTS, wt},
@@ -101,7 +111,15 @@ void OnednnConv::backward(const ConvGeometry& g, const Tensor& x, const Tensor& 
   }
   memory user_dw = mem(pl.user_w_md, eng, dw.data());
   memory dwmem = pl.dw_to_user ? memory(pl.bwd_w_pd.diff_weights_desc(), eng, pl.dw_buf.data()) : user_dw;
-  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, mem(pl.src_md, eng, x.data())},
+  memory src = mem(pl.src_md, eng, x.data());
+  if (pl.widen_bwd_w) {
+    s.wait();  // dx's primitive reads dy
+    widen_bf16(x, pl.x32);
+    widen_bf16(dy, pl.dy32);
+    src = mem(pl.src32_md, eng, pl.x32.data());
+    ddst = mem(pl.dst32_md, eng, pl.dy32.data());
+  }
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src},
                                           {DNNL_ARG_DIFF_DST, ddst},
                                           {DNNL_ARG_DIFF_WEIGHTS, dwmem},
                                           {DNNL_ARG_SCRATCHPAD, scratchpad(pl.bwd_w_pd, eng)}};
@@ -167,6 +185,20 @@ OnednnConv::Plan OnednnConv::make_plan(const ConvGeometry& g, DType compute) {
 }
 
 void OnednnConv::make_bwd_data(Plan& pl) {
+  // oneDNN 2.6.3 (Debian 12), bf16 on AVX512_BF16: its 1x1 backward-data kernel at stride 1
+  // (jit_bf16_1x1:avx512_core_bf16) is wrong for an odd number of output channels (the reduction
+  // axis, which it takes in pairs): nearly every element of dx off by up to the size of the values,
+  // at 1 and 2 threads, for 1, 3, 5, 17, 31, 33, 255 or 257 filters over 1-139 input channels, and
+  // right for every even count tried (2-130). Found by tests/unit/ops/fastpath_conv_test.cpp on a
+  // Sapphire Rapids (2026-11-29), reproduced with oneDNN alone. Those convolutions take the bwd_add
+  // primitive (a forward 1x1 convolution of dy with the transposed weights) onto a zeroed dx.
+  const bool window_1x1 = cfg_.kh == 1 && cfg_.kw == 1 && cfg_.sh == 1 && cfg_.sw == 1;
+  const bool unpadded = pl.pad_l == memory::dims{0, 0} && pl.pad_r == memory::dims{0, 0};
+  if (pl.src_md.data_type() == dt::bf16 && !cfg_.depthwise && window_1x1 && unpadded && pl.wdims[0] % 2 == 1) {
+    pl.dx_by_add = true;
+    pl.have_bwd_data = true;
+    return;
+  }
   memory::desc any_w(pl.wdims, pl.src_md.data_type(), tag::any);
   dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, pl.src_md, any_w, pl.dst_md, pl.strides,
                                           pl.dilates, pl.pad_l, pl.pad_r);
@@ -219,13 +251,36 @@ void OnednnConv::make_bwd_weights(Plan& pl, const ConvGeometry& g) {
     pl.have_bwd_weights = true;
     return;
   }
+  // oneDNN 2.6.3's bf16 backward-weights kernels (jit_bf16:avx512_core_bf16) return garbage (up to
+  // 1e75, or NaN: memory they never wrote) for some windows: an input one pixel wide under 'same'
+  // padding (kernel columns that see only padding), a dilated 3x1 window with 3 filters, 7 of 300
+  // random windows of fastpath_conv_test (2026-11-29, Sapphire Rapids); its f32 kernels had none
+  // in 700. So in bf16 a plain convolution's x and dy are widened to f32, exactly, and the f32 primitive sums the same
+  // products (exact in f32) in f32, as the bf16 kernels do. The fast path (ConvWgrad) is unaffected.
+  memory::desc src_md = pl.src_md, dst_md = pl.dst_md;
+  dnnl::convolution_forward::primitive_desc hint = pl.fwd_pd;
+  if (t == DType::BF16 && !cfg_.depthwise) {
+    pl.widen_bwd_w = true;
+    pl.src32_md = src_md = nhwc_md({g.n, g.ih, g.iw, g.ic}, dt::f32);
+    pl.dst32_md = dst_md = nhwc_md({g.n, g.oh, g.ow, g.oc}, dt::f32);
+    pl.x32 = c_.empty({g.n * g.ih * g.iw * g.ic});
+    pl.dy32 = c_.empty({g.n * g.oh * g.ow * g.oc});
+    memory::desc any_fw(pl.wdims, dt::f32, tag::any);
+    auto pk = dnnl::prop_kind::forward_training;
+    auto alg = dnnl::algorithm::convolution_direct;
+    auto fd = cfg_.bias ? dnnl::convolution_forward::desc(pk, alg, src_md, any_fw, pl.bias_md, dst_md, pl.strides,
+                                                          pl.dilates, pl.pad_l, pl.pad_r)
+                        : dnnl::convolution_forward::desc(pk, alg, src_md, any_fw, dst_md, pl.strides, pl.dilates,
+                                                          pl.pad_l, pl.pad_r);
+    hint = dnnl::convolution_forward::primitive_desc(fd, user_scratchpad_attr(), c_.engine());
+  }
   memory::desc any_w(pl.wdims, dt::f32, tag::any);  // f32 gradients in either precision
   auto alg = dnnl::algorithm::convolution_direct;
-  auto d = cfg_.bias ? dnnl::convolution_backward_weights::desc(alg, pl.src_md, any_w, pl.bias_md, pl.dst_md,
-                                                                pl.strides, pl.dilates, pl.pad_l, pl.pad_r)
-                     : dnnl::convolution_backward_weights::desc(alg, pl.src_md, any_w, pl.dst_md, pl.strides,
-                                                                pl.dilates, pl.pad_l, pl.pad_r);
-  pl.bwd_w_pd = dnnl::convolution_backward_weights::primitive_desc(d, user_scratchpad_attr(), c_.engine(), pl.fwd_pd);
+  auto d = cfg_.bias ? dnnl::convolution_backward_weights::desc(alg, src_md, any_w, pl.bias_md, dst_md, pl.strides,
+                                                                pl.dilates, pl.pad_l, pl.pad_r)
+                     : dnnl::convolution_backward_weights::desc(alg, src_md, any_w, dst_md, pl.strides, pl.dilates,
+                                                                pl.pad_l, pl.pad_r);
+  pl.bwd_w_pd = dnnl::convolution_backward_weights::primitive_desc(d, user_scratchpad_attr(), c_.engine(), hint);
   pl.bwd_w = dnnl::convolution_backward_weights(pl.bwd_w_pd);
   make_reorder(c_, pl.bwd_w_pd.diff_weights_desc(), pl.user_w_md, pl.dw_to_user, pl.dw_buf,
                pl.bwd_w_pd.diff_weights_desc());

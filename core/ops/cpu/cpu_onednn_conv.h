@@ -67,6 +67,10 @@ class OnednnConv {
     dnnl::reorder w_to_bwd;
     Tensor w_bwd;
 
+    // bf16, a plain 1x1 window at stride 1 without padding and an odd number of output channels:
+    // oneDNN 2.6.3's backward-data kernel for it (jit_bf16_1x1:avx512_core_bf16) returns a wrong
+    // input gradient (see make_bwd_data), so dx is zeroed and the bwd_add primitive adds into it.
+    bool dx_by_add = false;
     bool have_bwd_add = false;  // dx += conv1x1(dy, w^T): a forward primitive with a sum post-op
     dnnl::memory::desc add_user_w_md;  // the user's HWIO [1, 1, IC, OC] seen as {IC, OC, 1, 1} (oihw)
     dnnl::convolution_forward::primitive_desc bwd_add_pd;
@@ -80,6 +84,11 @@ class OnednnConv {
     // make_bwd_weights): the input rows the window reads and, in bf16, dy widened to f32.
     bool sampled_1x1 = false;
     Tensor sampled;
+    // bf16 weight gradients by oneDNN (the reference path, or a CPU without AVX512_BF16): x and dy
+    // widened to f32 (exactly) into these, and oneDNN's f32 primitive (see make_bwd_weights).
+    bool widen_bwd_w = false;
+    dnnl::memory::desc src32_md, dst32_md;
+    Tensor x32, dy32;
     dnnl::convolution_backward_weights::primitive_desc bwd_w_pd;
     dnnl::convolution_backward_weights bwd_w;
     dnnl::reorder dw_to_user;

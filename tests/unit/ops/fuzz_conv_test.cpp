@@ -199,3 +199,51 @@ TEST_CASE("conv2d: strided 1x1 weight gradients with few input channels are righ
     CHECK(wrong == 0);
   }
 }
+
+namespace {
+
+// Exact values (k/2^s) through one bf16 convolution with every fast path off (oneDNN's kernels, as
+// TRAINER_FAST_PATHS=none runs them): dx against float64 rounded once to bf16, dw and db against
+// float64 exactly (every partial sum is a float), at 1-4 threads.
+void check_bf16_backward(const Shape& xs, const Conv2dParams& p) {
+  if (!cpu_bf16_refusal().empty()) TRAINER_SKIP(CpuFeature, cpu_bf16_refusal());
+  const ConvGeometry g = conv2d_geometry(xs, p);
+  std::mt19937_64 rng(11);
+  const Shape ys{xs[0], g.oh, g.ow, p.filters}, ws = conv2d_weight_shape(xs[3], p);
+  const ref::Vec xv = fz::exact_values(size_t(xs.numel()), rng), dyv = fz::exact_values(size_t(ys.numel()), rng);
+  const ref::Vec wv = fz::exact_values(size_t(ws.numel()), rng);
+  ref::ConvDims d{xs[0], xs[1], xs[2], xs[3], g.oh, g.ow, p.filters, p.kh, p.kw, p.sh, p.sw, p.dh, p.dw, g.pt, g.pl};
+  ref::Vec rdx, rdw, rdb;
+  ref::conv2d_backward(d, xv, wv, dyv, rdx, rdw, rdb);
+  for (double& v : rdx) v = b16::round_to(DType::BF16, v);
+  const Tensor x = b16::make(xs, DType::BF16, xv), dy = b16::make(ys, DType::BF16, dyv), w = from_vec(ws, wv);
+  for (int threads = 1; threads <= 4; ++threads) {
+    auto conv = make_kernel<Conv2dKernel>(fz::cpu_context_for(threads, Precision::BF16, FastPaths::none()), p);
+    Tensor dx = b16::nan_of(xs, DType::BF16), dw = b16::nan_of(ws, DType::F32), db = b16::nan_of({p.filters}, DType::F32);
+    Tensor dbt = p.bias ? db : Tensor();
+    conv->backward(x, w, dy, dx, dw, dbt);
+    INFO(threads << " thread(s)");
+    CHECK(fz::max_diff(b16::values(dx), rdx) == 0);
+    CHECK(fz::max_diff(to_vec(dw), rdw) == 0);
+    if (p.bias) CHECK(fz::max_diff(to_vec(db), rdb) == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("conv2d bf16: 1x1 convolutions with an odd number of filters give the right input gradient (oneDNN 2.6.3's jit_bf16_1x1)") {
+  // oneDNN's 1x1 backward-data kernel at stride 1 took the filters in pairs: with 1, 3, 17 or 31
+  // of them nearly every element of dx was wrong (OnednnConv::make_bwd_data).
+  for (int64_t f : {1, 3, 17, 31, 16}) {
+    INFO(f << " filters");
+    check_bf16_backward({2, 6, 10, 139}, Conv2dParams{f, 1, 1, 1, 1, 1, 1, Padding::Valid, true});
+  }
+}
+
+TEST_CASE("conv2d bf16: oneDNN's weight gradient (the reference path) is right on one-pixel-wide and dilated windows") {
+  // oneDNN 2.6.3's bf16 backward-weights kernel wrote values up to 1e75 and left NaN there
+  // (OnednnConv::make_bwd_weights): the fuzz's cases 140, 209 and 160 of seed 20261128.
+  check_bf16_backward({1, 15, 1, 14}, Conv2dParams{22, 3, 3, 3, 3, 1, 1, Padding::Same, true});
+  check_bf16_backward({1, 19, 1, 198}, Conv2dParams{4, 3, 3, 2, 2, 1, 1, Padding::Same, false});
+  check_bf16_backward({8, 55, 57, 121}, Conv2dParams{3, 3, 1, 1, 1, 3, 3, Padding::Valid, false});
+}

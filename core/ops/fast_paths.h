@@ -18,7 +18,7 @@ enum class FastPath : uint32_t {
   BnSiblings = 1u << 4,  // bn_siblings: batch norms filling one concat run as one pass (else one by one)
   Slices = 1u << 5,      // slices: a concat's inputs written in place as its channel slices (else copied)
   BnAct = 1u << 6,       // bn_act: batch norm applies the ReLU/ReLU6 that follows it (else the activation layer runs)
-  Gelu = 1u << 7,        // gelu: f32 GELU (both forms) forward and backward by oneDNN's eltwise (else libm's erff/tanhf loop)
+  Gelu = 1u << 7,        // gelu: GELU (both forms, f32 and bf16) forward and backward by oneDNN's eltwise (else libm's erff/tanhf loop)
   AttnBlocks = 1u << 8,  // attn_blocks: CPU attention by blocks of query rows, each against the keys it sees (else all rows against all keys)
   AttnGemm = 1u << 9,    // attn_gemm: CUDA attention as batched cuBLAS GEMMs around a kernel of the rows' softmax (else one block per query row)
   AttnCudnn = 1u << 10,  // attn_cudnn: bf16/fp16 CUDA attention by cuDNN's fused flash-attention engines (else attn_gemm); off by default

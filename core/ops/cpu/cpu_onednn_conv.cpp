@@ -32,6 +32,26 @@ void widen_bf16(const Tensor& t, Tensor& to) {
   for (int64_t i = 0; i < n; ++i) o[i] = to_f32(a[i]);
 }
 
+// f32 values rounded to bf16 (to nearest even) into `to`, of as many elements.
+void narrow_bf16(const Tensor& t, Tensor& to) {
+  const float* a = t.f32();
+  bf16* o = to.as<bf16>();
+  const int64_t n = to.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) o[i] = round_bf16(a[i]);
+}
+
+// Whether a tap of the window reads only padding for every output position, in either axis (an
+// input one pixel wide under 'same' padding with a 3-wide window: its outer columns).
+bool dead_tap(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, int64_t pad) {
+  for (int64_t a = 0; a < k; ++a) {
+    bool live = false;
+    for (int64_t o = 0; o < out && !live; ++o) live = o * s - pad + a * d >= 0 && o * s - pad + a * d < in;
+    if (!live) return true;
+  }
+  return false;
+}
+
 bool empty_output(const ConvGeometry& g) { return g.n == 0 || g.oh == 0 || g.ow == 0 || g.oc == 0; }
 
 // f32 1x1 convolutions at stride 1 without padding run as GEMMs (OnednnConv::Plan::gemm_1x1) where
@@ -74,7 +94,7 @@ void OnednnConv::backward(const ConvGeometry& g, const Tensor& x, const Tensor& 
     return;
   }
   Plan& pl = plan(x, g);
-  if (dx.defined() && !add_dx && !pl.have_bwd_data && !pl.gemm_1x1) make_bwd_data(pl);
+  if (dx.defined() && !add_dx && !pl.have_bwd_data && !pl.gemm_1x1) make_bwd_data(pl, g);
   if ((add_dx || (dx.defined() && pl.dx_by_add)) && !pl.have_bwd_add && !pl.gemm_1x1) make_bwd_add(pl);
   if (!pl.have_bwd_weights) make_bwd_weights(pl, g);
   auto& eng = c_.engine();
@@ -91,6 +111,15 @@ void OnednnConv::backward(const ConvGeometry& g, const Tensor& x, const Tensor& 
                            {DNNL_ARG_WEIGHTS, wt},
                            {DNNL_ARG_DST, mem(pl.src_md, eng, dx.data())},
                            {DNNL_ARG_SCRATCHPAD, scratchpad(pl.bwd_add_pd, eng)}});
+  } else if (dx.defined() && pl.widen_bwd_data) {  // f32 from dy widened, rounded into dx once
+    widen_bf16(dy, pl.dy32);
+    memory wb = weights(pl.user_w_md, w, pl.w_to_bwd, pl.w_bwd, pl.bwd_data_pd.weights_desc());
+    pl.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, mem(pl.dst32_md, eng, pl.dy32.data())},
+                            {DNNL_ARG_WEIGHTS, wb},
+                            {DNNL_ARG_DIFF_SRC, mem(pl.src32_md, eng, pl.dx32.data())},
+                            {DNNL_ARG_SCRATCHPAD, scratchpad(pl.bwd_data_pd, eng)}});
+    s.wait();
+    narrow_bf16(pl.dx32, dx);
   } else if (dx.defined()) {
     memory wb = weights(pl.user_w_md, w, pl.w_to_bwd, pl.w_bwd, pl.bwd_data_pd.weights_desc());
     pl.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, ddst},
@@ -184,28 +213,57 @@ OnednnConv::Plan OnednnConv::make_plan(const ConvGeometry& g, DType compute) {
   return pl;
 }
 
-void OnednnConv::make_bwd_data(Plan& pl) {
-  // oneDNN 2.6.3 (Debian 12), bf16 on AVX512_BF16: its 1x1 backward-data kernel at stride 1
+void OnednnConv::make_bwd_data(Plan& pl, const ConvGeometry& g) {
+  // oneDNN 2.6.3 (Debian 12), bf16 on AVX512_BF16: its 1x1 backward-data kernel
   // (jit_bf16_1x1:avx512_core_bf16) is wrong for an odd number of output channels (the reduction
-  // axis, which it takes in pairs): nearly every element of dx off by up to the size of the values,
-  // at 1 and 2 threads, for 1, 3, 5, 17, 31, 33, 255 or 257 filters over 1-139 input channels, and
-  // right for every even count tried (2-130). Found by tests/unit/ops/fastpath_conv_test.cpp on a
-  // Sapphire Rapids (2026-11-29), reproduced with oneDNN alone. Those convolutions take the bwd_add
-  // primitive (a forward 1x1 convolution of dy with the transposed weights) onto a zeroed dx.
-  const bool window_1x1 = cfg_.kh == 1 && cfg_.kw == 1 && cfg_.sh == 1 && cfg_.sw == 1;
+  // axis, which it takes in pairs): at stride 1 nearly every element of dx off by up to the size of
+  // the values, at 1 and 2 threads, for 1, 3, 5, 17, 31, 33, 255 or 257 filters over 1-139 input
+  // channels, right for every even count tried (2-130); at stride 3 (15 -> 39 channels) a tenth of
+  // dx. Found by tests/unit/ops/fastpath_conv_test.cpp and fuzz_conv_test.cpp on a Sapphire Rapids
+  // (2026-11-29), reproduced with oneDNN alone. At stride 1 those convolutions take the bwd_add
+  // primitive (a forward 1x1 convolution of dy with the transposed weights) onto a zeroed dx;
+  // strided ones oneDNN's f32 kernel on dy widened to f32 (exactly), with the f32 weights, dx
+  // rounded to bf16 once.
+  const bool plain_1x1 = !cfg_.depthwise && cfg_.kh == 1 && cfg_.kw == 1;
   const bool unpadded = pl.pad_l == memory::dims{0, 0} && pl.pad_r == memory::dims{0, 0};
-  if (pl.src_md.data_type() == dt::bf16 && !cfg_.depthwise && window_1x1 && unpadded && pl.wdims[0] % 2 == 1) {
-    pl.dx_by_add = true;
-    pl.have_bwd_data = true;
-    return;
+  const bool bf16 = pl.src_md.data_type() == dt::bf16;
+  pl.have_bwd_data = true;
+  if (bf16 && plain_1x1 && pl.wdims[0] % 2 == 1) {
+    if (cfg_.sh == 1 && cfg_.sw == 1 && unpadded) {
+      pl.dx_by_add = true;
+      return;
+    }
+    pl.widen_bwd_data = true;
+    make_wide(pl, g);
   }
-  memory::desc any_w(pl.wdims, pl.src_md.data_type(), tag::any);
-  dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, pl.src_md, any_w, pl.dst_md, pl.strides,
+  const memory::desc& src_md = pl.widen_bwd_data ? pl.src32_md : pl.src_md;
+  const memory::desc& dst_md = pl.widen_bwd_data ? pl.dst32_md : pl.dst_md;
+  memory::desc any_w(pl.wdims, src_md.data_type(), tag::any);
+  dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, src_md, any_w, dst_md, pl.strides,
                                           pl.dilates, pl.pad_l, pl.pad_r);
-  pl.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(d, user_scratchpad_attr(), c_.engine(), pl.fwd_pd);
+  pl.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(d, user_scratchpad_attr(), c_.engine(),
+                                                                   pl.widen_bwd_data ? pl.wide_fwd_pd : pl.fwd_pd);
   pl.bwd_data = dnnl::convolution_backward_data(pl.bwd_data_pd);
   make_reorder(c_, pl.user_w_md, pl.bwd_data_pd.weights_desc(), pl.w_to_bwd, pl.w_bwd, pl.bwd_data_pd.weights_desc());
-  pl.have_bwd_data = true;
+}
+
+// The f32 twins of a bf16 plan's activations (widen_bwd_data, widen_bwd_w): descriptors, buffers
+// and the f32 forward primitive descriptor the backward ones take as their hint. Made once.
+void OnednnConv::make_wide(Plan& pl, const ConvGeometry& g) {
+  if (pl.x32.defined()) return;
+  pl.src32_md = nhwc_md({g.n, g.ih, g.iw, g.ic}, dt::f32);
+  pl.dst32_md = nhwc_md({g.n, g.oh, g.ow, g.oc}, dt::f32);
+  pl.x32 = c_.empty({g.n * g.ih * g.iw * g.ic});
+  pl.dx32 = c_.empty({g.n * g.ih * g.iw * g.ic});
+  pl.dy32 = c_.empty({g.n * g.oh * g.ow * g.oc});
+  memory::desc any_w(pl.wdims, dt::f32, tag::any);
+  auto pk = dnnl::prop_kind::forward_training;
+  auto alg = dnnl::algorithm::convolution_direct;
+  auto fd = cfg_.bias ? dnnl::convolution_forward::desc(pk, alg, pl.src32_md, any_w, pl.bias_md, pl.dst32_md,
+                                                        pl.strides, pl.dilates, pl.pad_l, pl.pad_r)
+                      : dnnl::convolution_forward::desc(pk, alg, pl.src32_md, any_w, pl.dst32_md, pl.strides,
+                                                        pl.dilates, pl.pad_l, pl.pad_r);
+  pl.wide_fwd_pd = dnnl::convolution_forward::primitive_desc(fd, user_scratchpad_attr(), c_.engine());
 }
 
 // dx += conv1x1(dy, w^T) at stride 1: a forward convolution from dy's OC channels to x's IC with a
@@ -251,29 +309,24 @@ void OnednnConv::make_bwd_weights(Plan& pl, const ConvGeometry& g) {
     pl.have_bwd_weights = true;
     return;
   }
-  // oneDNN 2.6.3's bf16 backward-weights kernels (jit_bf16:avx512_core_bf16) return garbage (up to
-  // 1e75, or NaN: memory they never wrote) for some windows: an input one pixel wide under 'same'
-  // padding (kernel columns that see only padding), a dilated 3x1 window with 3 filters, 7 of 300
-  // random windows of fastpath_conv_test (2026-11-29, Sapphire Rapids); its f32 kernels had none
-  // in 700. So in bf16 a plain convolution's x and dy are widened to f32, exactly, and the f32 primitive sums the same
-  // products (exact in f32) in f32, as the bf16 kernels do. The fast path (ConvWgrad) is unaffected.
-  memory::desc src_md = pl.src_md, dst_md = pl.dst_md;
-  dnnl::convolution_forward::primitive_desc hint = pl.fwd_pd;
-  if (t == DType::BF16 && !cfg_.depthwise) {
+  // oneDNN 2.6.3's bf16 backward-weights kernels (jit_bf16:avx512_core_bf16, and the depthwise
+  // one) return garbage (up to 1e75, or NaN: memory they never wrote) for some windows: an input one
+  // pixel wide under 'same' padding (kernel columns that see only padding), a dilated 3x1 window
+  // with 3 filters; 7 of 300 random plain windows of fastpath_conv_test and 2 depthwise ones of 2330
+  // of fuzz_conv_test (2026-11-29, Sapphire Rapids); its f32 kernels had none in 5,000. So in bf16
+  // x and dy are widened to f32, exactly, and the f32 primitive sums the same products (exact in
+  // f32) in f32, as the bf16 kernels do. Plain convolutions take this only on the reference path
+  // (or without AVX512_BF16): ConvWgrad is their fast path. Depthwise ones, whose bf16 kernel is
+  // the production path (MobileNetV2's depthwise backward took 20 ms more per step widened), only
+  // where a tap of the window sees nothing but padding, as in both depthwise windows found.
+  if (t == DType::BF16 && (!cfg_.depthwise || dead_tap(g.ih, g.oh, cfg_.kh, cfg_.sh, cfg_.dh, g.pt) ||
+                              dead_tap(g.iw, g.ow, cfg_.kw, cfg_.sw, cfg_.dw, g.pl))) {
     pl.widen_bwd_w = true;
-    pl.src32_md = src_md = nhwc_md({g.n, g.ih, g.iw, g.ic}, dt::f32);
-    pl.dst32_md = dst_md = nhwc_md({g.n, g.oh, g.ow, g.oc}, dt::f32);
-    pl.x32 = c_.empty({g.n * g.ih * g.iw * g.ic});
-    pl.dy32 = c_.empty({g.n * g.oh * g.ow * g.oc});
-    memory::desc any_fw(pl.wdims, dt::f32, tag::any);
-    auto pk = dnnl::prop_kind::forward_training;
-    auto alg = dnnl::algorithm::convolution_direct;
-    auto fd = cfg_.bias ? dnnl::convolution_forward::desc(pk, alg, src_md, any_fw, pl.bias_md, dst_md, pl.strides,
-                                                          pl.dilates, pl.pad_l, pl.pad_r)
-                        : dnnl::convolution_forward::desc(pk, alg, src_md, any_fw, dst_md, pl.strides, pl.dilates,
-                                                          pl.pad_l, pl.pad_r);
-    hint = dnnl::convolution_forward::primitive_desc(fd, user_scratchpad_attr(), c_.engine());
+    make_wide(pl, g);
   }
+  const memory::desc& src_md = pl.widen_bwd_w ? pl.src32_md : pl.src_md;
+  const memory::desc& dst_md = pl.widen_bwd_w ? pl.dst32_md : pl.dst_md;
+  const dnnl::convolution_forward::primitive_desc& hint = pl.widen_bwd_w ? pl.wide_fwd_pd : pl.fwd_pd;
   memory::desc any_w(pl.wdims, dt::f32, tag::any);  // f32 gradients in either precision
   auto alg = dnnl::algorithm::convolution_direct;
   auto d = cfg_.bias ? dnnl::convolution_backward_weights::desc(alg, src_md, any_w, pl.bias_md, dst_md, pl.strides,

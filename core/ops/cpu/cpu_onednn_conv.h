@@ -62,6 +62,7 @@ class OnednnConv {
     Tensor w_fwd;
 
     bool have_bwd_data = false;
+    bool widen_bwd_data = false;  // bf16 strided 1x1, odd filters: f32 primitive on widened dy (make_bwd_data)
     dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
     dnnl::convolution_backward_data bwd_data;
     dnnl::reorder w_to_bwd;
@@ -84,11 +85,13 @@ class OnednnConv {
     // make_bwd_weights): the input rows the window reads and, in bf16, dy widened to f32.
     bool sampled_1x1 = false;
     Tensor sampled;
-    // bf16 weight gradients by oneDNN (the reference path, or a CPU without AVX512_BF16): x and dy
-    // widened to f32 (exactly) into these, and oneDNN's f32 primitive (see make_bwd_weights).
+    // bf16 weight gradients by oneDNN (depthwise; plain ones on the reference path or without
+    // AVX512_BF16): x and dy widened to f32 (exactly), oneDNN's f32 primitive (make_bwd_weights).
     bool widen_bwd_w = false;
+    // The f32 twins of the activations for the widened primitives (make_wide).
     dnnl::memory::desc src32_md, dst32_md;
-    Tensor x32, dy32;
+    Tensor x32, dx32, dy32;
+    dnnl::convolution_forward::primitive_desc wide_fwd_pd;
     dnnl::convolution_backward_weights::primitive_desc bwd_w_pd;
     dnnl::convolution_backward_weights bwd_w;
     dnnl::reorder dw_to_user;
@@ -97,7 +100,8 @@ class OnednnConv {
 
   Plan& plan(const Tensor& x, const ConvGeometry& g);
   Plan make_plan(const ConvGeometry& g, DType compute);
-  void make_bwd_data(Plan& pl);
+  void make_bwd_data(Plan& pl, const ConvGeometry& g);
+  void make_wide(Plan& pl, const ConvGeometry& g);
   void make_bwd_add(Plan& pl);
   void make_bwd_weights(Plan& pl, const ConvGeometry& g);
   void sampled_1x1_wgrad(Plan& pl, const ConvGeometry& g, const Tensor& x, const Tensor& dy, Tensor& dw, Tensor& db);

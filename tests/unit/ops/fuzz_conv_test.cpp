@@ -202,48 +202,64 @@ TEST_CASE("conv2d: strided 1x1 weight gradients with few input channels are righ
 
 namespace {
 
-// Exact values (k/2^s) through one bf16 convolution with every fast path off (oneDNN's kernels, as
-// TRAINER_FAST_PATHS=none runs them): dx against float64 rounded once to bf16, dw and db against
-// float64 exactly (every partial sum is a float), at 1-4 threads.
-void check_bf16_backward(const Shape& xs, const Conv2dParams& p) {
+// Exact values (k/2^s) through one bf16 convolution (plain, or depthwise when k.multiplier > 0)
+// with every fast path off (oneDNN's kernels, as TRAINER_FAST_PATHS=none runs them): dx against
+// float64 rounded once to bf16, dw and db against float64 exactly (every partial sum is a float),
+// at 1-4 threads.
+void check_bf16_backward(const Window& k) {
   if (!cpu_bf16_refusal().empty()) TRAINER_SKIP(CpuFeature, cpu_bf16_refusal());
-  const ConvGeometry g = conv2d_geometry(xs, p);
+  INFO(k.str());
+  const Window1d wh = window_1d(k.h, k.kh, k.sh, k.dh, k.pad), ww = window_1d(k.w, k.kw, k.sw, k.dw, k.pad);
+  const Shape xs{k.n, k.h, k.w, k.c}, ys{k.n, wh.out, ww.out, k.f};
+  const Shape ws = k.multiplier ? Shape{k.kh, k.kw, k.c, k.multiplier} : Shape{k.kh, k.kw, k.c, k.f};
   std::mt19937_64 rng(11);
-  const Shape ys{xs[0], g.oh, g.ow, p.filters}, ws = conv2d_weight_shape(xs[3], p);
   const ref::Vec xv = fz::exact_values(size_t(xs.numel()), rng), dyv = fz::exact_values(size_t(ys.numel()), rng);
   const ref::Vec wv = fz::exact_values(size_t(ws.numel()), rng);
-  ref::ConvDims d{xs[0], xs[1], xs[2], xs[3], g.oh, g.ow, p.filters, p.kh, p.kw, p.sh, p.sw, p.dh, p.dw, g.pt, g.pl};
+  ref::ConvDims d{k.n, k.h, k.w, k.c, wh.out, ww.out, k.f, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, int(wh.pad_before),
+                  int(ww.pad_before)};
   ref::Vec rdx, rdw, rdb;
-  ref::conv2d_backward(d, xv, wv, dyv, rdx, rdw, rdb);
+  if (k.multiplier)
+    ref::depthwise_conv2d_backward(d, xv, wv, dyv, rdx, rdw, rdb);
+  else
+    ref::conv2d_backward(d, xv, wv, dyv, rdx, rdw, rdb);
   for (double& v : rdx) v = b16::round_to(DType::BF16, v);
   const Tensor x = b16::make(xs, DType::BF16, xv), dy = b16::make(ys, DType::BF16, dyv), w = from_vec(ws, wv);
   for (int threads = 1; threads <= 4; ++threads) {
-    auto conv = make_kernel<Conv2dKernel>(fz::cpu_context_for(threads, Precision::BF16, FastPaths::none()), p);
-    Tensor dx = b16::nan_of(xs, DType::BF16), dw = b16::nan_of(ws, DType::F32), db = b16::nan_of({p.filters}, DType::F32);
-    Tensor dbt = p.bias ? db : Tensor();
-    conv->backward(x, w, dy, dx, dw, dbt);
+    OpContext& c = fz::cpu_context_for(threads, Precision::BF16, FastPaths::none());
+    Tensor dx = b16::nan_of(xs, DType::BF16), dw = b16::nan_of(ws, DType::F32), db = b16::nan_of({k.f}, DType::F32);
+    Tensor dbt = k.bias ? db : Tensor();
+    if (k.multiplier)
+      make_kernel<DepthwiseConv2dKernel>(c, DepthwiseConv2dParams{k.multiplier, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw,
+                                                                  k.pad, k.bias})
+          ->backward(x, w, dy, dx, dw, dbt);
+    else
+      make_kernel<Conv2dKernel>(c, Conv2dParams{k.f, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, k.pad, k.bias})
+          ->backward(x, w, dy, dx, dw, dbt);
     INFO(threads << " thread(s)");
     CHECK(fz::max_diff(b16::values(dx), rdx) == 0);
     CHECK(fz::max_diff(to_vec(dw), rdw) == 0);
-    if (p.bias) CHECK(fz::max_diff(to_vec(db), rdb) == 0);
+    if (k.bias) CHECK(fz::max_diff(to_vec(db), rdb) == 0);
   }
 }
 
 }  // namespace
 
 TEST_CASE("conv2d bf16: 1x1 convolutions with an odd number of filters give the right input gradient (oneDNN 2.6.3's jit_bf16_1x1)") {
-  // oneDNN's 1x1 backward-data kernel at stride 1 took the filters in pairs: with 1, 3, 17 or 31
-  // of them nearly every element of dx was wrong (OnednnConv::make_bwd_data).
-  for (int64_t f : {1, 3, 17, 31, 16}) {
-    INFO(f << " filters");
-    check_bf16_backward({2, 6, 10, 139}, Conv2dParams{f, 1, 1, 1, 1, 1, 1, Padding::Valid, true});
-  }
+  // oneDNN's 1x1 backward-data kernel took the filters in pairs: with 1, 3, 17 or 31 of them nearly
+  // every element of dx was wrong at stride 1, a tenth at stride 3 (OnednnConv::make_bwd_data).
+  for (int64_t f : {1, 3, 17, 31, 16})
+    check_bf16_backward({2, 6, 10, 139, f, 1, 1, 1, 1, 1, 1, 0, Padding::Valid, true});
+  check_bf16_backward({4, 18, 15, 15, 39, 1, 1, 3, 3, 1, 1, 0, Padding::Same, false});  // fuzz case 268, seed 1912295804
+  check_bf16_backward({4, 9, 20, 9, 43, 1, 1, 1, 2, 1, 1, 0, Padding::Same, true});     // fuzz case 2133
 }
 
-TEST_CASE("conv2d bf16: oneDNN's weight gradient (the reference path) is right on one-pixel-wide and dilated windows") {
-  // oneDNN 2.6.3's bf16 backward-weights kernel wrote values up to 1e75 and left NaN there
-  // (OnednnConv::make_bwd_weights): the fuzz's cases 140, 209 and 160 of seed 20261128.
-  check_bf16_backward({1, 15, 1, 14}, Conv2dParams{22, 3, 3, 3, 3, 1, 1, Padding::Same, true});
-  check_bf16_backward({1, 19, 1, 198}, Conv2dParams{4, 3, 3, 2, 2, 1, 1, Padding::Same, false});
-  check_bf16_backward({8, 55, 57, 121}, Conv2dParams{3, 3, 1, 1, 1, 3, 3, Padding::Valid, false});
+TEST_CASE("conv2d bf16: oneDNN's weight gradients, plain (the reference path) and depthwise, are right on one-pixel-wide and dilated windows") {
+  // oneDNN 2.6.3's bf16 backward-weights kernels wrote values up to 1e75 and left NaN there
+  // (OnednnConv::make_bwd_weights): cases 140, 209 and 160 of fastpath_conv_test's seed 20261128,
+  // 57 and 1550 of fuzz_conv_test's seed 1912295804.
+  check_bf16_backward({1, 15, 1, 14, 22, 3, 3, 3, 3, 1, 1, 0, Padding::Same, true});
+  check_bf16_backward({1, 19, 1, 198, 4, 3, 3, 2, 2, 1, 1, 0, Padding::Same, false});
+  check_bf16_backward({8, 55, 57, 121, 3, 3, 1, 1, 1, 3, 3, 0, Padding::Valid, false});
+  check_bf16_backward({6, 18, 1, 24, 72, 2, 2, 2, 2, 1, 1, 3, Padding::Same, false});
+  check_bf16_backward({5, 19, 1, 3, 3, 5, 5, 3, 3, 1, 1, 1, Padding::Same, true});
 }

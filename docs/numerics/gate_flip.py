@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """The conv-wgrad-f32 repro (../shared/repro/conv-wgrad-f32) in float64 PyTorch, to Keras's definitions.
 
-Usage: /usr/bin/python3 gate_flip.py REPRO_DIR CHECKPOINT_AFTER_STEP_2
+Usage: /usr/bin/python3 gate_flip.py REPRO_DIR CHECKPOINT_AFTER_STEP_2 [A_STEP_3 B_STEP_3]
   REPRO_DIR: the folder with x.npy and y.npy; CHECKPOINT: a run's checkpoints/epoch-0002.safetensors
-  (any of the repro's three runs: they agree to 3e-8 there).
+  (any of the repro's three runs: they agree to 3e-8 there). With two runs' step-3 checkpoints (the
+  gate closed in A, open in B) it also prints how far A - B is from lr x (gradient(open) -
+  gradient(closed)), the largest over every tensor: the flip's share of their difference.
 Prints step 3's loss, the block1/depthwise batch-norm output nearest 6 (ReLU6's upper bound), and
 lr x the difference of step 3's gradient with that one ReLU6 gate open (float64's side: the value is
 below 6) and closed (the side a float32 run takes when its rounding lands on 6.0). See README.md.
@@ -96,6 +98,11 @@ def main():
         d = LR * float((grads[0][k] - grads[1][k]).abs().max())
         if d > 1e-7:
             print(f"  {k:<45} {d:.3e}")
+    if len(sys.argv) == 5:
+        a, b = load(sys.argv[3]), load(sys.argv[4])
+        raw = max(float((a[k] - b[k]).abs().max()) for k in grads[0])
+        rest = max(float((a[k] - b[k] - LR * (grads[0][k] - grads[1][k])).abs().max()) for k in grads[0])
+        print(f"max |A - B| {raw:.3e}; max |(A - B) - lr x (gradient(open) - gradient(closed))| {rest:.3e}")
 
 
 if __name__ == "__main__":

@@ -235,6 +235,7 @@ void OnednnConv::make_bwd_data(Plan& pl, const ConvGeometry& g) {
     }
     pl.widen_bwd_data = true;
     make_wide(pl, g);
+    pl.dx32 = c_.empty({g.n * g.ih * g.iw * g.ic});
   }
   const memory::desc& src_md = pl.widen_bwd_data ? pl.src32_md : pl.src_md;
   const memory::desc& dst_md = pl.widen_bwd_data ? pl.dst32_md : pl.dst_md;
@@ -247,14 +248,14 @@ void OnednnConv::make_bwd_data(Plan& pl, const ConvGeometry& g) {
   make_reorder(c_, pl.user_w_md, pl.bwd_data_pd.weights_desc(), pl.w_to_bwd, pl.w_bwd, pl.bwd_data_pd.weights_desc());
 }
 
-// The f32 twins of a bf16 plan's activations (widen_bwd_data, widen_bwd_w): descriptors, buffers
-// and the f32 forward primitive descriptor the backward ones take as their hint. Made once.
+// The f32 twins of a bf16 plan's activations (widen_bwd_data, widen_bwd_w): descriptors, x's and
+// dy's buffers and the f32 forward primitive descriptor the backward ones take as their hint (dx's
+// buffer is make_bwd_data's). Made once.
 void OnednnConv::make_wide(Plan& pl, const ConvGeometry& g) {
   if (pl.x32.defined()) return;
   pl.src32_md = nhwc_md({g.n, g.ih, g.iw, g.ic}, dt::f32);
   pl.dst32_md = nhwc_md({g.n, g.oh, g.ow, g.oc}, dt::f32);
   pl.x32 = c_.empty({g.n * g.ih * g.iw * g.ic});
-  pl.dx32 = c_.empty({g.n * g.ih * g.iw * g.ic});
   pl.dy32 = c_.empty({g.n * g.oh * g.ow * g.oc});
   memory::desc any_w(pl.wdims, dt::f32, tag::any);
   auto pk = dnnl::prop_kind::forward_training;

@@ -90,7 +90,7 @@ class OnednnConv {
     bool widen_bwd_w = false;
     // The f32 twins of the activations for the widened primitives (make_wide).
     dnnl::memory::desc src32_md, dst32_md;
-    Tensor x32, dx32, dy32;
+    Tensor x32, dx32, dy32;  // dx32: widen_bwd_data only
     dnnl::convolution_forward::primitive_desc wide_fwd_pd;
     dnnl::convolution_backward_weights::primitive_desc bwd_w_pd;
     dnnl::convolution_backward_weights bwd_w;

@@ -34,6 +34,17 @@ inline bf16 from_f32<bf16>(float v) {
   return round_bf16(v);
 }
 
+// n bf16 values widened to f32 (exact: bf16 is the upper half of an f32), and n f32 values rounded
+// to bf16, on the calling thread's OpenMP team.
+inline void widen_bf16(const bf16* __restrict a, float* __restrict o, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) o[i] = to_f32(a[i]);
+}
+inline void round_to_bf16(const float* __restrict a, bf16* __restrict o, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) o[i] = round_bf16(a[i]);
+}
+
 // Calls f(T{}) with T = float for an f32 tensor and T = bf16 for a bf16 one; anything else is an
 // invalid_argument naming the op and tensor.
 template <class F>

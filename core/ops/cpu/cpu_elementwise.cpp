@@ -87,18 +87,10 @@ class CpuElementwise final : public ElementwiseKernel {
       if (x.data() != y.data()) std::memcpy(y.data(), x.data(), y.bytes());
       return;
     }
-    int64_t n = y.numel();
-    if (y.dtype() == DType::BF16) {
-      const float* __restrict a = x.f32();
-      cpu::bf16* __restrict o = y.as<cpu::bf16>();
-#pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) o[i] = cpu::round_bf16(a[i]);
-    } else {  // exact: bf16 is the upper half of an f32
-      const cpu::bf16* __restrict a = x.as<cpu::bf16>();
-      float* __restrict o = y.f32();
-#pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) o[i] = cpu::to_f32(a[i]);
-    }
+    if (y.dtype() == DType::BF16)
+      cpu::round_to_bf16(x.f32(), y.as<cpu::bf16>(), y.numel());
+    else
+      cpu::widen_bf16(x.as<cpu::bf16>(), y.f32(), y.numel());
   }
 
   void scale_impl(Tensor& y, float a) override {

@@ -23,24 +23,6 @@ void make_reorder(CpuContext& c, const memory::desc& from, const memory::desc& t
   buf = c.empty({int64_t(buf_md.get_size())}, DType::U8);
 }
 
-// A bf16 tensor widened to f32 (exactly) into `to`, of as many elements.
-void widen_bf16(const Tensor& t, Tensor& to) {
-  const bf16* a = t.as<bf16>();
-  float* o = to.f32();
-  const int64_t n = t.numel();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) o[i] = to_f32(a[i]);
-}
-
-// f32 values rounded to bf16 (to nearest even) into `to`, of as many elements.
-void narrow_bf16(const Tensor& t, Tensor& to) {
-  const float* a = t.f32();
-  bf16* o = to.as<bf16>();
-  const int64_t n = to.numel();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) o[i] = round_bf16(a[i]);
-}
-
 // Whether a tap of the window reads only padding for every output position, in either axis (an
 // input one pixel wide under 'same' padding with a 3-wide window: its outer columns).
 bool dead_tap(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, int64_t pad) {
@@ -100,6 +82,7 @@ void OnednnConv::backward(const ConvGeometry& g, const Tensor& x, const Tensor& 
   auto& eng = c_.engine();
   auto& s = c_.stream();
   memory ddst = mem(pl.dst_md, eng, dy.data());
+  bool dy_wide = false;  // pl.dy32 holds dy widened (by the widened backward data)
 
   if (pl.gemm_1x1 && dx.defined()) {  // dx (+)= dy [rows, OC] · wᵀ, w [IC, OC]
     cpu::sgemm("conv2d", 'N', 'T', g.n * g.ih * g.iw, g.ic, g.oc, dy.f32(), g.oc, w.f32(), g.oc, add_dx ? 1.0f : 0.0f,
@@ -112,14 +95,15 @@ void OnednnConv::backward(const ConvGeometry& g, const Tensor& x, const Tensor& 
                            {DNNL_ARG_DST, mem(pl.src_md, eng, dx.data())},
                            {DNNL_ARG_SCRATCHPAD, scratchpad(pl.bwd_add_pd, eng)}});
   } else if (dx.defined() && pl.widen_bwd_data) {  // f32 from dy widened, rounded into dx once
-    widen_bf16(dy, pl.dy32);
+    widen_bf16(dy.as<bf16>(), pl.dy32.f32(), dy.numel());
+    dy_wide = true;
     memory wb = weights(pl.user_w_md, w, pl.w_to_bwd, pl.w_bwd, pl.bwd_data_pd.weights_desc());
     pl.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, mem(pl.dst32_md, eng, pl.dy32.data())},
                             {DNNL_ARG_WEIGHTS, wb},
                             {DNNL_ARG_DIFF_SRC, mem(pl.src32_md, eng, pl.dx32.data())},
                             {DNNL_ARG_SCRATCHPAD, scratchpad(pl.bwd_data_pd, eng)}});
     s.wait();
-    narrow_bf16(pl.dx32, dx);
+    round_to_bf16(pl.dx32.f32(), dx.as<bf16>(), dx.numel());
   } else if (dx.defined()) {
     memory wb = weights(pl.user_w_md, w, pl.w_to_bwd, pl.w_bwd, pl.bwd_data_pd.weights_desc());
     pl.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, ddst},
@@ -143,8 +127,8 @@ void OnednnConv::backward(const ConvGeometry& g, const Tensor& x, const Tensor& 
   memory src = mem(pl.src_md, eng, x.data());
   if (pl.widen_bwd_w) {
     s.wait();  // dx's primitive reads dy
-    widen_bf16(x, pl.x32);
-    widen_bf16(dy, pl.dy32);
+    widen_bf16(x.as<bf16>(), pl.x32.f32(), x.numel());
+    if (!dy_wide) widen_bf16(dy.as<bf16>(), pl.dy32.f32(), dy.numel());
     src = mem(pl.src32_md, eng, pl.x32.data());
     ddst = mem(pl.dst32_md, eng, pl.dy32.data());
   }

@@ -98,6 +98,19 @@ class OptimUpdateKernel {
     if (!(limit > 0.0f)) ck.fail("the limit must be positive");
     if (g.numel() > 0) clip_values_impl(g, scale, limit);
   }
+  // A fixed step's update decided where it runs, with nothing read back (grad_clip_math::
+  // decide_step): g's finiteness (r.check_finite) and sum of squares (r.clip) into `check`, then
+  // step->skip and, under clip_norm, step->grad_scale; under clip_value g unscaled by
+  // step->unscale and clipped in place unless the step is skipped. `step` and `check` are this
+  // context's memory (the device's on a GPU). The same finiteness, sum and factor as all_finite,
+  // sum_squares and GradClip on the host: the same bits.
+  void decide_step(Tensor& g, const StepRule& r, StepScalars* step, StepCheck* check) {
+    const shape_checks::Checks ck("decide_step", dev_);
+    ck.dtype("g", g, DType::F32);
+    if (r.clip != StepRule::None && !(r.limit > 0)) ck.fail("the clip limit must be positive");
+    if (!step || !check) ck.fail("step and check memory are required");
+    decide_step_impl(g, r, step, check);
+  }
 
  protected:
   OptimUpdateKernel(const OpContext& c, const Params&) : dev_(c.device()) {}
@@ -109,6 +122,7 @@ class OptimUpdateKernel {
   virtual bool all_finite_impl(const Tensor& g) = 0;
   virtual double sum_squares_impl(const Tensor& g) = 0;  // g not empty
   virtual void clip_values_impl(Tensor& g, float scale, float limit) = 0;
+  virtual void decide_step_impl(Tensor& g, const StepRule& r, StepScalars* step, StepCheck* check) = 0;
 
  private:
   static void check_wg(const shape_checks::Checks& ck, const Tensor& w, const Tensor& g) {

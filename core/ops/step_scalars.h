@@ -12,7 +12,11 @@ struct StepScalars {
   float bias1 = 1, bias2 = 1;  // Adam: 1 - beta1^t, 1 - beta2^t
   float loss_scale = 1;      // the loss: dlogits = d(loss sum)/d(logits) x it (1 / global batch)
   uint32_t seed_lo = 0, seed_hi = 0;  // the step's seed (Executor::set_step_seed's value)
-  uint32_t unused = 0;
+  // A fixed step's update decided on the device (StepRule, optim_update.h): unscale is 1 / the
+  // loss scale (clip_value unscales by it); skip, set there for an inf/NaN gradient under loss
+  // scaling, makes every update and clip of the step do nothing.
+  float unscale = 1;
+  uint32_t skip = 0;
 
   void set_seed(uint64_t s) {
     seed_lo = uint32_t(s);
@@ -47,6 +51,25 @@ struct LossSums {
   double loss_sum = 0;
   long long correct = 0, count = 0;
   long long bad_sample = -1, bad_label = 0;
+};
+
+// How a fixed step decides its update on the device once backward is done (the finite check of
+// loss scaling, clipping; StepUpdate::apply's host decisions as kernels): fixed for a run.
+struct StepRule {
+  enum Clip : int { None = 0, Norm = 1, Value = 2 };
+  bool check_finite = false;  // loss scaling: an inf/NaN gradient skips the update
+  int clip = None;
+  double limit = 0;           // clip_norm's max_norm or clip_value's bound
+  bool keras = true;          // clip_norm's coefficient: Keras's or PyTorch's
+  bool active() const { return check_finite || clip != None; }
+};
+
+// What the device found, for the host to read with the loss sums (its scaler and norm follow the
+// device's decision): whether every gradient was finite, and their sum of squares (clipping).
+struct StepCheck {
+  double sum_squares = 0;
+  int finite = 1;
+  int unused = 0;
 };
 
 }  // namespace trainer

@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "core/ops/math/grad_clip_math.h"
+
 namespace trainer {
 
 std::string GradClipOptions::describe() const {
@@ -38,16 +40,14 @@ GradClipOptions read_grad_clip(cfg::MapReader& train) {
 }
 
 double clip_coefficient(double norm, double max_norm, bool keras) {
-  if (keras) return max_norm / (norm > max_norm ? norm : max_norm);
-  const double c = max_norm / (norm + 1e-6);
-  return c < 1.0 ? c : 1.0;
+  return grad_clip_math::clip_coefficient(norm, max_norm, keras);
 }
 
 float GradClip::begin(double sum_squares, float inv_scale) {
   if (!enabled()) return inv_scale;
-  norm_ = std::sqrt(sum_squares) * double(inv_scale);
+  norm_ = grad_clip_math::unscaled_norm(sum_squares, inv_scale);
   if (o_.mode == GradClipOptions::Mode::Value) return 1.0f;
-  return float(double(inv_scale) * clip_coefficient(norm_, o_.limit, o_.keras));
+  return grad_clip_math::clipped_grad_scale(norm_, inv_scale, o_.limit, o_.keras);
 }
 
 void GradClip::clip(Optimizer& opt, float inv_scale) const {

@@ -25,10 +25,8 @@ struct GradClipOptions {
   std::string describe() const;  // "clip_norm 1 (global L2 norm, Keras's coefficient)"
 };
 
-// The factor the gradients are multiplied by for a global norm `norm` and limit `max_norm`.
-// Keras (clip_by_global_norm, keras/src/optimizers/base_optimizer.py): max_norm / max(norm,
-// max_norm). PyTorch (torch.nn.utils.clip_grad_norm_): min(1, max_norm / (norm + 1e-6)). A NaN
-// norm gives 1: NaN gradients stay NaN (and the loss says so) rather than a factor hiding them.
+// The factor the gradients are multiplied by for a global norm `norm` and limit `max_norm`
+// (grad_clip_math.h's, shared with the device: Keras's or PyTorch's definition).
 double clip_coefficient(double norm, double max_norm, bool keras);
 
 // Reads clip_norm and clip_value from the train section (both given: an error at clip_value).
@@ -42,6 +40,12 @@ class GradClip {
   GradClip() = default;
   explicit GradClip(const GradClipOptions& o) : o_(o) {}
   bool enabled() const { return o_.enabled(); }
+  GradClipOptions::Mode mode() const { return o_.mode; }
+  double limit() const { return o_.limit; }
+  bool keras() const { return o_.keras; }
+  // The update's grad_scale before the norm is known: inv_scale, or 1 under clip_value (clip()
+  // unscales); clip_norm's coefficient then multiplies it (begin()).
+  float begin_scale(float inv_scale) const { return o_.mode == GradClipOptions::Mode::Value ? 1.0f : inv_scale; }
   // Records the global norm of the unscaled gradients (sqrt(sum_squares) · inv_scale) and returns
   // the grad_scale of the update: clip_norm: inv_scale × the coefficient; clip_value: 1 (clip()
   // unscales); none: inv_scale.

@@ -42,6 +42,9 @@ class Optimizer {
   double grad_sum_squares() { return k_->sum_squares(grads_); }
   double grad_sum_squares(int64_t begin, int64_t end) { return k_->sum_squares(grads_.slice(begin, end)); }
   void clip_grad_values(float scale, float limit) { k_->clip_values(grads_, scale, limit); }
+  // A fixed step's decision where the update runs (OptimUpdateKernel::decide_step), nothing read
+  // back: `step` then tells update_from whether to skip and by what to scale the gradients.
+  void decide_step(const StepRule& r, StepScalars* step, StepCheck* check) { k_->decide_step(grads_, r, step, check); }
   // State buffers by name, for checkpoints ("momentum", "m", "v", ...).
   virtual std::vector<std::pair<std::string, Tensor*>> state() = 0;
   int64_t steps() const { return steps_; }

@@ -26,7 +26,7 @@ LossStats Trainee::train_step(const Batch& b, float lr, uint64_t seed, bool& sto
     return LossStats{};
   }
   LossStats s;
-  if (m.count == 1 && fixed_step(b, lr, seed, s)) return s;
+  if (m.count == 1 && fixed_step(b, lr, seed, grad_scale, s)) return s;
   s = forward_backward(b, seed, grad_scale, m.count > 1 ? Grads::AddHeld : Grads::Reduce);
   held_stats_.release(s, stop);
   reduce_and_update(lr);

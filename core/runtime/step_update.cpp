@@ -42,4 +42,32 @@ bool StepUpdate::apply(const std::vector<UpdatePart>& parts, const ForEachPart& 
   return true;
 }
 
+StepRule StepUpdate::rule() const {
+  StepRule r;
+  r.check_finite = scaler_.enabled();
+  r.clip = clip_.mode() == GradClipOptions::Mode::Norm    ? StepRule::Norm
+           : clip_.mode() == GradClipOptions::Mode::Value ? StepRule::Value
+                                                          : StepRule::None;
+  r.limit = clip_.limit();
+  r.keras = clip_.keras();
+  return r;
+}
+
+void StepUpdate::fill(StepScalars& s) const {
+  s.unscale = 1.0f / scaler_.scale();
+  s.grad_scale = clip_.begin_scale(s.unscale);
+  s.skip = 0;
+}
+
+bool StepUpdate::settle(const StepCheck& c) {
+  if (scaler_.enabled() && !c.finite) {
+    clip_.skipped();
+    scaler_.update(false);
+    return false;
+  }
+  clip_.begin(c.sum_squares, 1.0f / scaler_.scale());  // the norm, as the device measured it
+  scaler_.update(true);
+  return true;
+}
+
 }  // namespace trainer

@@ -48,6 +48,15 @@ class StepUpdate {
   // or NaN gradient somewhere): no part updated, the optimizers' step counts unchanged.
   bool apply(const std::vector<UpdatePart>& parts, const ForEachPart& each, float lr);
 
+  // The same update in a fixed step (a recorded program: nothing read back before it ends), for
+  // one part holding every gradient: rule() is what its kernels decide (Optimizer::decide_step),
+  // fill() writes this step's 1/scale and gradient factor into its scalars, and settle() — once
+  // the step's check is read with its loss — keeps the host's scale, skip counts and norm as
+  // apply() would have (the optimizer's step count is the caller's). Returns whether it updated.
+  StepRule rule() const;
+  void fill(StepScalars& s) const;
+  bool settle(const StepCheck& c);
+
  private:
   LossScaler scaler_;
   GradClip clip_;

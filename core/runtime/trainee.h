@@ -129,9 +129,11 @@ class Trainee {
   };
   // forward, loss and backward of `b`, the loss gradient times `grad_scale`: this copy's statistics;
   virtual LossStats forward_backward(const Batch& b, uint64_t seed, float grad_scale, Grads g) = 0;
-  // the whole step as one recorded program where the copy can (a lone replica on a GPU): true
-  // when it ran, `s` its statistics;
-  virtual bool fixed_step(const Batch&, float /*lr*/, uint64_t /*seed*/, LossStats& /*s*/) { return false; }
+  // the whole step, update included, as one recorded program where the copy can (a lone replica on
+  // a GPU), the loss gradient times `grad_scale`: true when it ran, `s` its statistics;
+  virtual bool fixed_step(const Batch&, float /*lr*/, uint64_t /*seed*/, float /*grad_scale*/, LossStats& /*s*/) {
+    return false;
+  }
   // wait for the reduction and update (update_.apply over the copy's parts, or bucket by bucket);
   virtual void reduce_and_update(float lr) = 0;
   // copy 0's non-trained parameters (batch-norm statistics) to every copy, then the moving average;

@@ -17,6 +17,7 @@ class CpuOptimUpdate final : public OptimUpdateKernel {
 
  private:
   void sgd_impl(Tensor& w, const Tensor& g, Tensor& velocity, const SgdStep& s) override {
+    if (optim_math::skipped(s.step)) return;
     // Without a velocity buffer (allowed only when momentum is 0) the update is w -= lr*g'.
     const bool mom = velocity.defined();
     float* __restrict wp = w.f32();
@@ -40,6 +41,7 @@ class CpuOptimUpdate final : public OptimUpdateKernel {
   }
 
   void adam_impl(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) override {
+    if (optim_math::skipped(s.step)) return;
     float* __restrict wp = w.f32();
     const float* __restrict gp = g.f32();
     float* __restrict mp = m.f32();
@@ -51,6 +53,7 @@ class CpuOptimUpdate final : public OptimUpdateKernel {
   }
 
   void rmsprop_impl(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, Tensor& mg, const RmspropStep& s) override {
+    if (optim_math::skipped(s.step)) return;
     const bool use_mom = s.momentum != 0.0f;
     float* __restrict wp = w.f32();
     const float* __restrict gp = g.f32();
@@ -92,6 +95,13 @@ class CpuOptimUpdate final : public OptimUpdateKernel {
     const int64_t n = g.numel();
 #pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
     for (int64_t i = 0; i < n; ++i) gp[i] = grad_clip_math::clip_value(gp[i], scale, limit);
+  }
+
+  void decide_step_impl(Tensor& g, const StepRule& r, StepScalars* step, StepCheck* check) override {
+    const bool finite = !r.check_finite || all_finite_impl(g);
+    const double squares = r.clip != StepRule::None && g.numel() > 0 ? sum_squares_impl(g) : 0.0;
+    grad_clip_math::decide_step(r, finite, squares, step, check);
+    if (r.clip == StepRule::Value && !step->skip && g.numel() > 0) clip_values_impl(g, step->unscale, float(r.limit));
   }
 
   std::vector<double> part_;  // sum_squares's per-chunk sums

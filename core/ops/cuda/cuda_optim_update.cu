@@ -17,6 +17,7 @@ namespace {
 // `step` (device memory, may be null): this step's rate and scales, read where the update runs.
 __global__ void sgd_kernel(float* w, const float* g, float* v, int64_t n, optim_math::SgdCoef k0, bool nesterov,
                            const StepScalars* step) {
+  if (optim_math::skipped(step)) return;
   const optim_math::SgdCoef k = optim_math::with_step(k0, step);
   CUDA_GRID_LOOP(i, n) {
     if (!v) optim_math::sgd(w[i], g[i], k);
@@ -26,6 +27,7 @@ __global__ void sgd_kernel(float* w, const float* g, float* v, int64_t n, optim_
 
 __global__ void adam_kernel(float* w, const float* g, float* m, float* v, int64_t n, optim_math::AdamCoef k0,
                             const StepScalars* step) {
+  if (optim_math::skipped(step)) return;
   const optim_math::AdamCoef k = optim_math::with_step(k0, step);
   CUDA_GRID_LOOP(i, n) optim_math::adam(w[i], m[i], v[i], g[i], k);
 }
@@ -33,6 +35,7 @@ __global__ void adam_kernel(float* w, const float* g, float* m, float* v, int64_
 // mom == nullptr: no momentum; mg == nullptr: not centered.
 __global__ void rmsprop_kernel(float* w, const float* g, float* ms, float* mom, float* mg, int64_t n,
                                optim_math::RmspropCoef k0, const StepScalars* step) {
+  if (optim_math::skipped(step)) return;
   const optim_math::RmspropCoef k = optim_math::with_step(k0, step);
   CUDA_GRID_LOOP(i, n) optim_math::rmsprop(w[i], ms[i], mom ? mom + i : nullptr, mg ? mg + i : nullptr, g[i], k);
 }
@@ -67,6 +70,22 @@ __global__ void chunk_sum_squares_kernel(const float* g, int64_t n, double* part
 }
 
 __global__ void clip_values_kernel(float* g, int64_t n, float scale, float limit) {
+  CUDA_GRID_LOOP(i, n) g[i] = grad_clip_math::clip_value(g[i], scale, limit);
+}
+
+// A fixed step's decision (grad_clip_math::decide_step) on one thread: the chunks' sums added in
+// chunk order (the host's order), the finiteness from nonfinite_kernel's flag (null: not checked).
+__global__ void decide_step_kernel(StepRule r, const int* nonfinite, const double* part, int64_t chunks,
+                                   StepScalars* step, StepCheck* check) {
+  double sum = 0;
+  for (int64_t c = 0; c < chunks; ++c) sum += part[c];
+  grad_clip_math::decide_step(r, !(nonfinite && *nonfinite), sum, step, check);
+}
+
+// clip_value's clip in a fixed step: unscaled by the step's 1/scale, nothing done when it is skipped.
+__global__ void clip_values_step_kernel(float* g, int64_t n, float limit, const StepScalars* step) {
+  if (step->skip) return;
+  const float scale = step->unscale;
   CUDA_GRID_LOOP(i, n) g[i] = grad_clip_math::clip_value(g[i], scale, limit);
 }
 
@@ -119,6 +138,26 @@ class CudaOptimUpdate final : public OptimUpdateKernel {
   void clip_values_impl(Tensor& g, float scale, float limit) override {
     TRAINER_LAUNCH(clip_values_kernel, cuda::grid_for(g.numel(), c_), cuda::kBlock, c_.stream(), g.f32(), g.numel(),
                    scale, limit);
+  }
+
+  void decide_step_impl(Tensor& g, const StepRule& r, StepScalars* step, StepCheck* check) override {
+    const int64_t n = g.numel();
+    int* flag = nullptr;
+    if (r.check_finite) {
+      if (!flag_.defined()) flag_ = Tensor::empty(Shape{1}, DType::I32, c_.allocator());
+      flag = static_cast<int*>(flag_.data());
+      c_.fill_zero(flag, sizeof(int));
+      if (n > 0)
+        TRAINER_LAUNCH(nonfinite_kernel, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), g.f32(), n, flag);
+    }
+    const int64_t chunks = r.clip != StepRule::None ? grad_clip_math::chunks(n) : 0;
+    double* part = chunks > 0 ? part_.as<double>(c_, size_t(chunks)) : nullptr;
+    if (chunks > 0)
+      TRAINER_LAUNCH(chunk_sum_squares_kernel, unsigned(chunks), grad_clip_math::kLanes, c_.stream(), g.f32(), n, part);
+    TRAINER_LAUNCH(decide_step_kernel, 1, 1, c_.stream(), r, flag, part, chunks, step, check);
+    if (r.clip == StepRule::Value && n > 0)
+      TRAINER_LAUNCH(clip_values_step_kernel, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), g.f32(), n,
+                     float(r.limit), step);
   }
 
   CudaContext& c_;

@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "core/ops/math/hd.h"
+#include "core/ops/step_scalars.h"
 
 namespace trainer::grad_clip_math {
 
@@ -39,6 +40,51 @@ inline double chunk_sum_squares(const float* x, int64_t n, int64_t c) {
     for (int64_t l = 0; l < m; ++l) lanes[l] += square(x[at + l]);
   }
   return fold(lanes);
+}
+
+// a·b rounded before anything is added to it: never contracted into a fused multiply-add (nvcc
+// and g++ -march=native both contract by default), so the host and the device round alike.
+TRAINER_HD_INLINE double mul_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  volatile double p = a * b;
+  return p;
+#endif
+}
+
+// The global norm of the unscaled gradients from their (scaled) sum of squares.
+TRAINER_HD_INLINE double unscaled_norm(double sum_squares, float inv_scale) {
+  return mul_rn(sqrt(sum_squares), double(inv_scale));
+}
+
+// The factor the gradients are multiplied by for a global norm `norm` and limit `max_norm`.
+// Keras (clip_by_global_norm, keras/src/optimizers/base_optimizer.py): max_norm / max(norm,
+// max_norm). PyTorch (torch.nn.utils.clip_grad_norm_): min(1, max_norm / (norm + 1e-6)). A NaN
+// norm gives 1: NaN gradients stay NaN (and the loss says so) rather than a factor hiding them.
+TRAINER_HD_INLINE double clip_coefficient(double norm, double max_norm, bool keras) {
+  if (keras) return max_norm / (norm > max_norm ? norm : max_norm);
+  const double c = max_norm / (norm + 1e-6);
+  return c < 1.0 ? c : 1.0;
+}
+
+// The optimizer's gradient factor under clip_norm: 1/scale × the coefficient, in float.
+TRAINER_HD_INLINE float clipped_grad_scale(double norm, float inv_scale, double max_norm, bool keras) {
+  return float(mul_rn(double(inv_scale), clip_coefficient(norm, max_norm, keras)));
+}
+
+// A fixed step's decision (one thread on the device, StepUpdate's on the host): from the
+// gradients' finiteness and sum of squares, the step skipped (loss scaling, not finite) or its
+// gradient factor under clip_norm; the check recorded for the host. step->unscale and
+// step->grad_scale hold the host's values (1/scale; 1/scale or, for clip_value, 1) on entry.
+TRAINER_HD_INLINE void decide_step(const StepRule& r, bool finite, double sum_squares, StepScalars* step,
+                                   StepCheck* check) {
+  check->finite = finite ? 1 : 0;
+  check->sum_squares = sum_squares;
+  step->skip = r.check_finite && !finite ? 1u : 0u;
+  if (step->skip || r.clip != StepRule::Norm) return;
+  const double norm = unscaled_norm(sum_squares, step->unscale);
+  step->grad_scale = clipped_grad_scale(norm, step->unscale, r.limit, r.keras);
 }
 
 // One gradient element unscaled (× scale) and clipped to [-limit, limit] (Keras's clipvalue,

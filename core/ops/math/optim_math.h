@@ -25,6 +25,9 @@ struct SgdCoef {
 inline SgdCoef sgd_coef(const SgdStep& s) {
   return {s.lr, s.momentum, s.weight_decay, s.grad_scale, s.convention == OptimConvention::Keras};
 }
+// A fixed step whose update the device decided to skip (StepScalars::skip; never for a null step).
+TRAINER_HD_INLINE bool skipped(const StepScalars* s) { return s && s->skip != 0; }
+
 // The rate and scale of a StepScalars, when given (read where the update runs).
 TRAINER_HD_INLINE SgdCoef with_step(SgdCoef k, const StepScalars* s) {
   if (s) k.lr = s->lr, k.scale = s->grad_scale;

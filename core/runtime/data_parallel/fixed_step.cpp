@@ -11,12 +11,22 @@
 namespace trainer {
 namespace {
 
-// StepScalars and LossSums side by side in one buffer: one copy writes this step's values and
-// zeroes its sums.
+// What the host reads back once the step is done: the loss sums and the update's check.
+struct StepResults {
+  LossSums sums;
+  StepCheck check;
+};
+
+// StepScalars and the results side by side in one buffer: one copy writes this step's values and
+// zeroes its sums; one copy reads the results.
 struct StepMemory {
   StepScalars scalars;
-  LossSums sums;
+  StepResults results;
 };
+
+bool same_rule(const StepRule& a, const StepRule& b) {
+  return a.check_finite == b.check_finite && a.clip == b.clip && a.limit == b.limit && a.keras == b.keras;
+}
 
 }  // namespace
 
@@ -29,25 +39,31 @@ int Replica::recorded_steps() const {
 // The step's work, in the order train_step runs it, every per-step value read from step memory.
 void Replica::run_fixed(const std::vector<Tensor>& x, const Tensor& y) {
   auto* mem = static_cast<StepMemory*>(step_memory_.data());
-  const StepScalars* scalars = &mem->scalars;
+  StepScalars* scalars = &mem->scalars;
   exec_->set_step_scalars(scalars);
   std::vector<const Tensor*> in;
   for (const Tensor& t : x) in.push_back(&t);
   exec_->forward(in, true, logits_);
   Tensor& dlogits = exec_->grad(logits_);
-  loss_->compute_into(exec_->output(logits_), y, dlogits, scalars, &mem->sums);
+  loss_->compute_into(exec_->output(logits_), y, dlogits, scalars, &mem->results.sums);
   exec_->backward(dlogits, logits_);
+  // Loss scaling's finite check and clipping decided where the update runs (StepUpdate's rule).
+  if (rule_.active()) optimizer_->decide_step(rule_, scalars, &mem->results.check);
   optimizer_->update_from(0, exec_->params().trainable_floats(), scalars);
   exec_->set_step_scalars(nullptr);  // host-side state only: the ordinary path's seeds again
 }
 
 LossStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float lr, float loss_grad_scale,
-                              uint64_t step_seed, bool record) {
+                              uint64_t step_seed, bool record, StepUpdate* update) {
   replayed_ = false;
   if (!step_memory_.defined()) step_memory_ = ctx_->empty(Shape{int64_t(sizeof(StepMemory))}, DType::U8);
+  const StepRule rule = update ? update->rule() : StepRule{};
+  if (!same_rule(rule, rule_)) recorded_.clear();  // its kernels' arguments are recorded
+  rule_ = rule;
   optimizer_->begin_step();
   StepMemory host;
-  optimizer_->step_scalars(host.scalars, lr, 1.0f);
+  if (update) update->fill(host.scalars);
+  optimizer_->step_scalars(host.scalars, lr, host.scalars.grad_scale);
   host.scalars.loss_scale = loss_grad_scale;
   host.scalars.set_seed(step_seed);
   ctx_->copy_from_host(step_memory_.data(), &host, sizeof host);
@@ -100,8 +116,11 @@ LossStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float 
       replayed_ = true;
     }
   }
-  LossSums sums;
-  ctx_->copy_to_host(&sums, static_cast<char*>(step_memory_.data()) + offsetof(StepMemory, sums), sizeof sums);
+  StepResults res;
+  ctx_->copy_to_host(&res, static_cast<char*>(step_memory_.data()) + offsetof(StepMemory, results), sizeof res);
+  // The device's decision kept on the host: a skipped step leaves the optimizer's count unchanged.
+  if (update && !update->settle(res.check)) optimizer_->set_steps(optimizer_->steps() - 1);
+  const LossSums& sums = res.sums;
   if (sums.bad_sample >= 0)
     throw std::out_of_range(fmt::format("{}: label {} (sample {}) is out of range for the model's output",
                                         loss_->fused_output() == std::string("sigmoid") ? "sigmoid_xent" : "cross_entropy",

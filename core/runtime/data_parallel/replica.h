@@ -35,10 +35,14 @@ class Replica {
   // the whole flat buffer. On a context that can capture (CUDA) and with `record` on, that work is
   // recorded on a batch size's second step (the first plans, picks algorithms and grows scratch)
   // and replayed from the third; elsewhere it runs as called. The same arithmetic on the same
-  // values as train_step(…, lr, seed) with loss_grad_scale = 1 / batch: the same bits. Returns the
-  // step's loss statistics (read once its work is done).
+  // values as train_step(…, lr, seed) with loss_grad_scale = 1 / batch: the same bits. With
+  // `update` (loss scaling, clipping), the finite check, the norm, the skip and the clip are kernels
+  // of the program too (StepUpdate::rule), and the update's host state follows what they found
+  // (StepUpdate::settle; a skipped step leaves the optimizer's step count as it was): the bits of
+  // compute_gradients and update->apply. Returns the step's loss statistics (read once its work
+  // is done).
   LossStats fixed_step(const Tensor& images, const Tensor& labels, float lr, float loss_grad_scale, uint64_t step_seed,
-                       bool record);
+                       bool record, StepUpdate* update = nullptr);
   // Batch sizes whose step is recorded (tests).
   int recorded_steps() const;
   // Whether the last fixed_step ran as its recording replayed (a CUDA graph), not launched.
@@ -77,6 +81,7 @@ class Replica {
     Tensor labels;
   };
   std::map<int64_t, Recorded> recorded_;
+  StepRule rule_;                // the update's rule the recorded steps were made with
   std::string capture_failed_;  // why recording failed (then every step runs as launched)
   bool replayed_ = false;
   void run_fixed(const std::vector<Tensor>& x, const Tensor& y);

@@ -80,22 +80,21 @@ void ReplicaCopy::broadcast_parameters() {
 }
 
 // A step that can be one fixed, recorded program: this replica alone in the job (no collective in
-// the step), on a context that can capture, without loss scaling or gradient clipping (the
-// finiteness check and the norm are read on the host), synchronised batch norm (host all-reduces in the layers), test hooks,
-// per-part timing or per-layer profiling (both synchronise the device between parts). Every other
-// step takes the ordinary path.
+// the step), on a context that can capture, without synchronised batch norm (host all-reduces in
+// the layers), test hooks, per-part timing or per-layer profiling (both synchronise the device
+// between parts). Loss scaling and clipping are kernels of the program (StepUpdate::rule). Every
+// other step takes the ordinary path.
 bool ReplicaCopy::fixed_step_ok() const {
-  return cuda_graphs_ && ctl_->size() == 1 && rep_->context().can_capture() && !update_.whole_gradient() &&
-         !sync_bn_ && !inject_ && !timing_ && !rep_->executor().profiling();
+  return cuda_graphs_ && ctl_->size() == 1 && (rep_->context().can_capture() || fixed_anywhere_) && !sync_bn_ &&
+         !inject_ && !timing_ && !rep_->executor().profiling();
 }
 
-bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, LossStats& s) {
-  recorded_ = false;
+bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float grad_scale, LossStats& s) {
+  recorded_ = fixed_ = false;
   if (!fixed_step_ok()) return false;
-  const int64_t scored = scored_labels(b);
-  const float grad_scale = scored > 0 ? 1.0f / float(scored) : 0.0f;
+  fixed_ = true;
   buckets_->start_step();  // one rank: the backward hook only marks buckets done
-  s = rep_->fixed_step(b.images, b.labels, lr, grad_scale, seed, true);
+  s = rep_->fixed_step(b.images, b.labels, lr, grad_scale, seed, true, &update_);
   recorded_ = rep_->replayed();
   if (WeightAverage* avg = rep_->average()) avg->update(rep_->optimizer().steps());
   ++reduced_steps_;
@@ -110,7 +109,7 @@ void ReplicaCopy::start_average() {
 // Held micro-batches sum into held_ after backward (no bucket is reduced); the last of several
 // adds held_ into each bucket's range just before its all-reduce (the backward hook, add_).
 LossStats ReplicaCopy::forward_backward(const Batch& b, uint64_t seed, float grad_scale, Grads g) {
-  recorded_ = false;
+  recorded_ = fixed_ = false;
   const bool hold = g == Grads::Hold || g == Grads::HoldFirst;
   start_ = Clock::now();
   forward_end_ = start_;

@@ -79,10 +79,15 @@ class ReplicaCopy final : public Trainee {
   bool on_gpu() const override { return !rep_->context().device().is_cpu(); }
   Executor* layers() override { return &rep_->executor(); }
   bool step_recorded() const override { return recorded_; }
+  // Tests: the fixed program (fixed_step) also where nothing can be recorded — the CPU then runs
+  // it as called — so that its arithmetic is compared with the ordinary step's on any machine.
+  void set_fixed_anywhere(bool on) { fixed_anywhere_ = on; }
+  // Whether the last step ran as the fixed program (recorded or not).
+  bool last_step_fixed() const { return fixed_; }
 
  protected:
   LossStats forward_backward(const Batch& b, uint64_t seed, float grad_scale, Grads g) override;
-  bool fixed_step(const Batch& b, float lr, uint64_t seed, LossStats& s) override;
+  bool fixed_step(const Batch& b, float lr, uint64_t seed, float grad_scale, LossStats& s) override;
   void reduce_and_update(float lr) override;
   void after_update() override;
   void start_average() override;
@@ -114,6 +119,8 @@ class ReplicaCopy final : public Trainee {
   int64_t reduced_steps_ = 0;
   std::vector<UpdatePart> update_parts_;  // the replica's optimizer, the step's one part (made once)
   bool recorded_ = false;  // the last step replayed its recording
+  bool fixed_anywhere_ = false;
+  bool fixed_ = false;  // the last step ran as the fixed program
 };
 
 }  // namespace trainer

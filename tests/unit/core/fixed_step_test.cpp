@@ -2,11 +2,15 @@
 // the ordinary step; on a GPU, recorded once as a CUDA graph and replayed, the same bits again.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <random>
+#include <set>
 
 #include "core/run/plan.h"
 #include "core/runtime/data_parallel/replica.h"
+#include "core/runtime/data_parallel/replica_group.h"
 #include "test_devices.h"
 
 using namespace trainer;
@@ -125,5 +129,127 @@ TEST_CASE("fixed step: CUDA graphs on and off give the same bits after 10 steps"
     // Batch sizes 6 and 4 were each recorded once (their first step plans, the second records).
     CHECK(on.recorded == 2);
     CHECK(off.recorded == 0);
+  }
+}
+
+namespace {
+
+// What the engine's step (Trainee::train_step) leaves after each of 10 steps of one replica.
+struct EngineRun {
+  std::vector<float> weights;  // after the last step
+  std::vector<double> losses, norms;
+  std::vector<float> scales;
+  std::vector<int64_t> optimizer_steps, skipped;
+  int fixed = 0, recorded = 0;  // steps that ran as the fixed program; of those, replayed recordings
+};
+
+bool same_double(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// 10 steps of one replica on `device` through Trainee::train_step (batch 6 four times, 4 three
+// times, 6 again), the fixed program allowed anywhere (`fixed`, the CPU running it as called) or
+// not; the batches of the steps in `poisoned` carry an inf pixel (a NaN loss and NaN gradients).
+EngineRun train_engine(const RunSpec& e, Device device, bool fixed, const std::set<int>& poisoned) {
+  ReplicaGroup group(trainee_spec(e), {device}, device.is_cpu() ? 2 : 0);
+  EngineRun out;
+  group.run([&](ReplicaCopy& w) {
+    w.set_fixed_anywhere(fixed);
+    w.broadcast_parameters();
+    HostBatch six = batch(6, 5), four = batch(4, 5), bad = batch(6, 5);
+    bad.images.f32()[17] = std::numeric_limits<float>::infinity();
+    bool stop = false;
+    for (int s = 0; s < 10; ++s) {
+      const HostBatch& hb = poisoned.count(s) ? bad : (s >= 4 && s < 7 ? four : six);
+      Batch b;
+      b.images = hb.images;
+      b.labels = hb.labels;
+      b.size = b.global_size = hb.images.dim(0);
+      const LossStats st = w.train_step(b, 0.05f / float(1 + s), 1000 + uint64_t(s), stop);
+      out.losses.push_back(st.loss_sum);
+      out.norms.push_back(w.clip().grad_norm());
+      out.scales.push_back(w.scaler().scale());
+      out.optimizer_steps.push_back(w.state().optimizer_steps());
+      out.skipped.push_back(w.scaler().skipped_total());
+      out.fixed += w.last_step_fixed();
+      out.recorded += w.step_recorded();
+    }
+    out.weights = w.state().download_weights();
+  });
+  return out;
+}
+
+// Every step's loss, norm, scale, step count and skip count, and the last weights, bit for bit.
+void check_same(const EngineRun& a, const EngineRun& b) {
+  for (size_t s = 0; s < a.losses.size(); ++s) {
+    INFO("step " << s << ": loss " << a.losses[s] << " / " << b.losses[s] << ", norm " << a.norms[s] << " / "
+                 << b.norms[s]);
+    CHECK(same_double(a.losses[s], b.losses[s]));
+    CHECK(same_double(a.norms[s], b.norms[s]));
+    CHECK(a.scales[s] == b.scales[s]);
+    CHECK(a.optimizer_steps[s] == b.optimizer_steps[s]);
+    CHECK(a.skipped[s] == b.skipped[s]);
+  }
+  REQUIRE(a.weights.size() == b.weights.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < a.weights.size(); ++i) differ += std::memcmp(&a.weights[i], &b.weights[i], sizeof(float)) != 0;
+  INFO(differ << " of " << a.weights.size() << " weights differ");
+  CHECK(differ == 0);
+}
+
+// Loss scaling (dynamic with a growth every 2 steps, a static scale that is not a power of two)
+// with skipped steps, clipping by norm (both conventions) and by value, and the two together.
+struct UpdateCase {
+  const char* name;
+  std::vector<std::string> sets;
+  std::set<int> poisoned;  // only where loss scaling skips them
+};
+std::vector<UpdateCase> update_cases() {
+  return {
+      {"dynamic loss scale, sgd", {"train.loss_scale={init_scale: 1024, growth_interval: 2}", "optimizer={type: sgd, lr: 0.05, momentum: 0.9}"}, {2, 3, 8}},
+      {"clip_norm, adam (keras)", {"train.clip_norm=0.05", "optimizer={type: adam, lr: 0.01}"}, {}},
+      {"clip_norm, sgd (pytorch)", {"train.clip_norm=0.05", "optimizer={type: sgd, lr: 0.05, momentum: 0.9, convention: pytorch}"}, {}},
+      {"clip_value, static scale 1000, rmsprop", {"train.clip_value=0.002", "train.loss_scale=1000", "optimizer={type: rmsprop, lr: 0.01, momentum: 0.5}"}, {5}},
+      {"clip_norm, dynamic scale, adamw", {"train.clip_norm=0.05", "train.loss_scale={init_scale: 4096, growth_interval: 3}", "optimizer={type: adamw, lr: 0.01}"}, {1, 6}},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("fixed step: loss scaling and clipping decided by the step's own kernels give the ordinary step's bits (skips, both clip forms and conventions)",
+          "[backends]") {
+  for (const UpdateCase& c : update_cases()) {
+    SECTION(c.name) {
+      const RunSpec e = spec(c.sets);
+      const EngineRun ordinary = train_engine(e, Device::cpu(0), false, c.poisoned);
+      const EngineRun fixed = train_engine(e, Device::cpu(0), true, c.poisoned);
+      CHECK(ordinary.fixed == 0);
+      CHECK(fixed.fixed == 10);  // every step, the poisoned ones included, ran as the fixed program
+      check_same(ordinary, fixed);
+      // Not trivial: the poisoned steps were skipped (and only they), clipping clipped.
+      CHECK(fixed.skipped.back() == int64_t(c.poisoned.size()));
+      CHECK(fixed.optimizer_steps.back() == 10 - int64_t(c.poisoned.size()));
+      if (e.train.clip.mode == GradClipOptions::Mode::Norm)
+        CHECK(*std::max_element(fixed.norms.begin(), fixed.norms.end()) > 0.05);
+    }
+  }
+}
+
+TEST_CASE("fixed step: loss scaling and clipping as CUDA graphs give the ordinary step's bits") {
+  const test::TestDevice* gpu = test::test_gpu();  // a skip, with the reason, where no GPU can run
+  if (!gpu) return;
+  for (const UpdateCase& c : update_cases()) {
+    INFO(c.name);
+    std::vector<std::string> sets = c.sets;
+    sets.push_back("devices.tf32=false");
+    const RunSpec graphs = spec(sets);
+    sets.push_back("devices.cuda_graphs=false");
+    const RunSpec launched = spec(sets);
+    const EngineRun on = train_engine(graphs, gpu->device, false, c.poisoned);
+    const EngineRun off = train_engine(launched, gpu->device, false, c.poisoned);
+    CHECK(on.fixed == 10);
+    CHECK(off.fixed == 0);
+    // Steps 0 and 4 of each batch size plan, 1 and 5 record, the rest replay.
+    CHECK(on.recorded == 6);
+    check_same(off, on);
+    CHECK(on.skipped.back() == int64_t(c.poisoned.size()));
   }
 }

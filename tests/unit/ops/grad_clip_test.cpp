@@ -65,3 +65,79 @@ TEST_CASE("optim_update clip_values unscales and clips every element to [-limit,
     CHECK_THROWS_AS(k->sum_squares(wrong), std::invalid_argument);
   }
 }
+
+namespace {
+
+// decide_step's memory: the scalars the host wrote, the check the kernels write.
+struct Decided {
+  StepScalars step;
+  StepCheck check;
+};
+
+Decided decide(const Backend& be, OptimUpdateKernel& k, Tensor& g, const StepRule& r, float unscale) {
+  Decided host;
+  host.step.unscale = unscale;
+  host.step.grad_scale = r.clip == StepRule::Value ? 1.0f : unscale;  // as StepUpdate::fill
+  host.check.finite = -1;
+  Tensor mem = be.empty(Shape{int64_t(sizeof(Decided))}, DType::U8);
+  be.ctx().copy_from_host(mem.data(), &host, sizeof host);
+  auto* dev = static_cast<Decided*>(mem.data());
+  k.decide_step(g, r, &dev->step, &dev->check);
+  Decided out;
+  be.ctx().copy_to_host(&out, mem.data(), sizeof out);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("optim_update decide_step: the host's finite check, norm, clip factor and skip, bit for bit, on every backend", "[backends]") {
+  for (const Backend& be : backends()) SECTION(be.name) {
+    auto k = make_kernel<OptimUpdateKernel>(be.ctx(), OptimUpdateParams{});
+    std::mt19937_64 rng(9);
+    const float unscale = 1.0f / 1000.0f;  // a loss scale of 1000: 1/scale is not exact
+    for (int64_t n : kSizes) {
+      for (bool poisoned : {false, true}) {
+        if (poisoned && n == 0) continue;
+        Tensor g = random_tensor({n}, rng, -300.0, 300.0);
+        if (poisoned) g.f32()[n / 2] = INFINITY;
+        const double squares = n ? k->sum_squares(be.upload(g)) : 0.0;
+        for (int clip : {int(StepRule::None), int(StepRule::Norm), int(StepRule::Value)})
+          for (bool keras : {true, false})
+            for (bool check_finite : {false, true}) {
+              INFO("n " << n << (poisoned ? " with an inf" : "") << ", clip " << clip << (keras ? " keras" : " pytorch")
+                        << (check_finite ? ", loss scaling" : ""));
+              StepRule r;
+              r.check_finite = check_finite;
+              r.clip = clip;
+              r.limit = clip == StepRule::Value ? 0.05 : 1.5;
+              r.keras = keras;
+              Tensor d = be.upload(g);
+              const Decided got = decide(be, *k, d, r, unscale);
+              CHECK(got.check.finite == (check_finite && poisoned ? 0 : 1));
+              const bool skip = check_finite && poisoned;
+              CHECK(got.step.skip == (skip ? 1u : 0u));
+              if (clip != StepRule::None) CHECK(std::memcmp(&got.check.sum_squares, &squares, sizeof squares) == 0);
+              // The host's factor (GradClip::begin's arithmetic) for the same sum: the same bits.
+              const double norm = grad_clip_math::unscaled_norm(squares, unscale);
+              const float want = clip == StepRule::Value ? 1.0f
+                                 : clip == StepRule::Norm && !skip
+                                     ? grad_clip_math::clipped_grad_scale(norm, unscale, r.limit, keras)
+                                     : unscale;
+              CHECK(std::memcmp(&got.step.grad_scale, &want, sizeof want) == 0);
+              if (clip == StepRule::Norm && !poisoned && n > 1000) CHECK(want < unscale);  // it clipped
+              // clip_value: unscaled and clipped in place, unless skipped.
+              ref::Vec v(static_cast<size_t>(n));
+              for (int64_t j = 0; j < n; ++j) {
+                const float x = g.f32()[j];
+                v[size_t(j)] = clip == StepRule::Value && !skip ? grad_clip_math::clip_value(x, unscale, 0.05f) : x;
+              }
+              if (!poisoned) be.check("gradients", d, v, 0.0);
+            }
+      }
+    }
+    Tensor g = be.zeros({4});
+    StepRule bad;
+    bad.clip = StepRule::Norm;
+    CHECK_THROWS_AS(decide(be, *k, g, bad, 1.0f), std::invalid_argument);  // no limit
+  }
+}

@@ -1,8 +1,10 @@
 // CPU pooling: oneDNN max/avg 2-D pooling on f32/bf16 NHWC (max keeps a workspace per training input); global pooling.
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "core/ops/cpu/cpu_bf16.h"
@@ -56,6 +58,43 @@ class CpuPool2d final : public Pool2dKernel {
     if (use_train) args[DNNL_ARG_WORKSPACE] = memory(pl.train_pd.workspace_desc(), eng, workspace(pl, x, true)->data());
     (use_train ? pl.train : pl.infer).execute(c_.stream(), args);
     c_.stream().wait();
+    if (p_.kind == PoolKind::Max) {
+      if (x.dtype() == DType::BF16) propagate_nan<cpu::bf16>(g, x, y);
+      else propagate_nan<float>(g, x, y);
+    }
+  }
+
+  // oneDNN's max pooling passes over a NaN (its comparisons are ordered), so a window holding one
+  // gets the largest other value. PyTorch's max_pool2d (and the CUDA kernel, pool_math.h) give
+  // NaN: a diverged activation must reach the loss. One read of x finds whether it holds a NaN;
+  // only then are the windows with one set to NaN (pool_math's rule). The argmax workspace is
+  // oneDNN's: the NaN then sits in the loss and in every gradient, wherever dy is routed.
+  template <class T>
+  void propagate_nan(const Pool2dGeometry& pg, const Tensor& x, Tensor& y) const {
+    const T* xp = x.as<T>();
+    const int64_t n = x.numel();
+    // x - x is 0 for a finite x, NaN for a NaN or an inf: a sum that vectorises (an inf only costs
+    // the pass below, which changes nothing for it).
+    float bad = 0.0f;
+#pragma omp parallel for simd schedule(static) reduction(+ : bad) if (n > cpu::kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) bad += cpu::to_f32(xp[i]) - cpu::to_f32(xp[i]);
+    if (bad == 0.0f) return;
+    if (pg.ih * pg.iw > INT_MAX || pg.n > INT_MAX || pg.c > INT_MAX)
+      throw std::invalid_argument("pool2d: a NaN in an input of more than 2^31 positions");
+    pool_math::PoolGeom g;
+    g.n = int(pg.n), g.ih = int(pg.ih), g.iw = int(pg.iw), g.c = int(pg.c);
+    g.oh = int(pg.h.out), g.ow = int(pg.w.out);
+    g.kh = p_.kh, g.kw = p_.kw, g.sh = p_.sh, g.sw = p_.sw;
+    g.pt = pg.h.pad_before, g.pl = pg.w.pad_before;
+    T* yp = y.as<T>();
+    const int64_t total = y.numel();
+    auto load = [xp](int64_t i) { return cpu::to_f32(xp[i]); };
+#pragma omp parallel for schedule(static) if (total > cpu::kParallelGrain)
+    for (int64_t i = 0; i < total; ++i) {
+      int arg;
+      const float m = pool_math::window_max(g, pool_math::output_window(g, i), load, arg);
+      if (m != m) yp[i] = cpu::from_f32<T>(m);
+    }
   }
 
   // y is not needed: max pooling uses the workspace of the training forward of x.

@@ -27,8 +27,9 @@ inline Clamp clamp_of(ActKind k) {
   return c;
 }
 
-// Selects, not fmin/fmax, so that CPU loops over them vectorise; a NaN becomes lo.
-TRAINER_HD_INLINE float clamp(float v, Clamp c) { return v > c.lo ? (v < c.hi ? v : c.hi) : c.lo; }
+// Selects, not fmin/fmax, so that CPU loops over them vectorise. A NaN stays NaN (as PyTorch's
+// relu/hardtanh, TF's and JAX's): a diverged activation must reach the loss, not become lo.
+TRAINER_HD_INLINE float clamp(float v, Clamp c) { return v > c.lo ? (v < c.hi ? v : c.hi) : (v != v ? v : c.lo); }
 
 // The gradient through the clamp, from its output y: dy passes where lo < y < hi (the derivative at
 // the bounds is taken as 0, as TF and PyTorch; 0 < y < 6 exactly where 0 < x < 6, and a ReLU

@@ -64,7 +64,8 @@ TRAINER_HD_INLINE Window output_window(const PoolGeom& g, int64_t i) {
 TRAINER_HD_INLINE int in_bounds_count(const Window& w) { return (w.ky1 - w.ky0) * (w.kx1 - w.kx0); }
 
 // Max pooling: the maximum, and in `arg` its input position iy·iw + ix (the first in-bounds
-// position when no value exceeds -inf, e.g. all NaN).
+// position when no value exceeds -inf). A NaN in the window is the maximum (the first one's
+// position), as PyTorch's max_pool2d: a diverged activation reaches the loss.
 template <class Load>
 TRAINER_HD_INLINE float window_max(const PoolGeom& g, const Window& w, const Load& x, int& arg) {
   float best = -HUGE_VALF;
@@ -73,7 +74,7 @@ TRAINER_HD_INLINE float window_max(const PoolGeom& g, const Window& w, const Loa
     for (int kx = w.kx0; kx < w.kx1; ++kx) {
       const int pos = (w.y0 + ky) * g.iw + (w.x0 + kx);
       const float v = x(w.base + int64_t(pos) * g.c);
-      if (v > best) {
+      if (v > best || (v != v && best == best)) {
         best = v;
         arg = pos;
       }
@@ -130,8 +131,8 @@ TRAINER_HD_INLINE float input_grad(const PoolGeom& g, int64_t i, bool is_max, co
 // 1/hw, the average's factor (hw >= 1).
 TRAINER_HD_INLINE float global_inv(int64_t hw) { return 1.0f / float(hw); }
 
-// One step of the max scan (a NaN value is skipped: as std::max(acc, v)).
-TRAINER_HD_INLINE float max_step(float acc, float v) { return v > acc ? v : acc; }
+// One step of the max scan: a NaN, once seen, is the maximum (as window_max).
+TRAINER_HD_INLINE float max_step(float acc, float v) { return v > acc || v != v ? v : acc; }
 
 // Output of positions x(0), ..., x(hw - 1) in order: their float sum times inv, or their maximum.
 template <class Load>
@@ -141,11 +142,15 @@ TRAINER_HD_INLINE float global_forward(int64_t hw, bool avg, float inv, const Lo
   return avg ? o * inv : o;
 }
 
-// Max backward: the first position whose value equals the output y (which is one of them), or -1.
+// Max backward: the first position whose value equals the output y (which is one of them; the
+// first NaN for a NaN y), or -1.
 template <class Load>
 TRAINER_HD_INLINE int64_t global_argmax(int64_t hw, float y, const Load& x) {
-  for (int64_t s = 0; s < hw; ++s)
-    if (x(s) == y) return s;
+  const bool nan = y != y;
+  for (int64_t s = 0; s < hw; ++s) {
+    const float v = x(s);
+    if (v == y || (nan && v != v)) return s;
+  }
   return -1;
 }
 

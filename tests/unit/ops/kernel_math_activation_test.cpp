@@ -69,8 +69,9 @@ TEST_CASE("kernel math: activation forward and backward from y match float64 on 
 
 TEST_CASE("kernel math: activation special values (NaN, infinities, signed zero, large |x|)") {
   const act::Clamp relu = act::clamp_of(ActKind::Relu), relu6 = act::clamp_of(ActKind::Relu6);
-  CHECK(act::clamp(NAN, relu) == 0.0f);  // a NaN becomes the lower bound
-  CHECK(act::clamp(NAN, relu6) == 0.0f);
+  CHECK(std::isnan(act::clamp(NAN, relu)));  // a NaN stays NaN (PyTorch's relu, hardtanh): divergence reaches the loss
+  CHECK(std::isnan(act::clamp(NAN, relu6)));
+  CHECK(act::through(1.0f, NAN, relu) == 0.0f);  // and passes no gradient (NaN > 0 is false)
   CHECK(act::clamp(INFINITY, relu) == INFINITY);
   CHECK(act::clamp(INFINITY, relu6) == 6.0f);
   CHECK(act::clamp(-INFINITY, relu) == 0.0f);

@@ -160,6 +160,9 @@ TEST_CASE("kernel math: global pooling rules (the CPU's and the GPU's) match flo
     if (hw > 1) check_tight("max dx", dx_max, want, 0.0, dx_last);
     else check_within("max dx", dx_max, want, 0.0);
   }
-  CHECK(pool_math::max_step(1.0f, NAN) == 1.0f);  // a NaN is skipped, as std::max(acc, v)
+  // A NaN is the maximum once seen (PyTorch's max pooling), and the first NaN takes the gradient.
+  CHECK(std::isnan(pool_math::max_step(1.0f, NAN)));
+  CHECK(std::isnan(pool_math::max_step(NAN, 2.0f)));
+  CHECK(pool_math::global_argmax(3, NAN, [](int64_t s) { return s == 0 ? 1.0f : NAN; }) == 1);
   CHECK(pool_math::global_argmax(3, 5.0f, [](int64_t) { return 1.0f; }) == -1);
 }

@@ -553,9 +553,9 @@ phase_step_graphs() {
   for gpus in 0 0,0; do
     for v in "fp32|" "bf16|--set precision=bf16" "fp16 + loss scale|--set precision=fp16" \
              "clip_norm 1|--set train.clip_norm=1" "accumulate 2|--set train.accumulate=2"; do
-      local label="step-graphs: minigooglenet b64 --gpus $gpus ${v%%|*} (ms/step graphs on / off; step_graph)"
+      local label="step-graphs: minigooglenet b64 --gpus $gpus ${v%%|*} (ms/step graphs on / off; step_graph; host syncs/step)"
       ((dry)) && { skip "$label" "trainer bench, devices.cuda_graphs true and false"; continue; }
-      local r=() k=()
+      local r=() k=() w=()
       for g in true false; do
         # shellcheck disable=SC2086
         o=$(run_bounded "${step_timeout[$phase]}" "$T" bench configs/minigooglenet.yaml --gpus $gpus --steps 40 --warmup 10 \
@@ -563,8 +563,9 @@ phase_step_graphs() {
         echo "$o" >"$out/step-graphs-$gpus-${v%%|*}-$g.log"
         r+=("$(sed -nE 's/.*"ms_per_step": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)")
         k+=("$(sed -nE 's/.*"step_graph": ?([a-z]+).*/\1/p' <<<"$o" | tail -1)")
+        w+=("$(sed -nE 's/.*"host_syncs_per_step": ?([0-9.e+-]+).*/\1/p' <<<"$o" | tail -1)")
       done
-      row "$label" "${r[0]:-failed} / ${r[1]:-failed}; ${k[0]:-?} / ${k[1]:-?}"
+      row "$label" "${r[0]:-failed} / ${r[1]:-failed}; ${k[0]:-?} / ${k[1]:-?}; ${w[0]:-?} / ${w[1]:-?}"
     done
   done
 }

@@ -96,8 +96,9 @@ int run_bench(const BenchArgs& a) {
                r.peak_device_mb > 0 ? fmt::format(", peak device memory {:.0f} MiB", r.peak_device_mb) : "",
                r.bubble >= 0 ? fmt::format(", {} micro-batches, bubble {:.1f}%", r.microbatches, 100 * r.bubble) : "");
     if (r.peak_device_mb > 0)  // a GPU's step: one recorded program, or launched op by op
-      fmt::print("Step: {}\n", r.step_graph ? "one CUDA graph, replayed (devices.cuda_graphs)"
-                                             : "launched kernel by kernel (not a CUDA graph)");
+      fmt::print("Step: {}; the host waited for the device {:.2f} times a step\n",
+                 r.step_graph ? "one CUDA graph, replayed (devices.cuda_graphs)" : "launched kernel by kernel (not a CUDA graph)",
+                 r.host_syncs_per_step);
     if (r.accumulate > 1)
       fmt::print("Accumulation: {} micro-batches per optimizer step (a step above is all of them); {:.2f} gradient "
                  "all-reduces per step\n", r.accumulate, r.gradient_allreduces_per_step);
@@ -123,6 +124,7 @@ int run_bench(const BenchArgs& a) {
                 {"allreduce_ms_per_step", json_rounded(r.parts.allreduce_ms, 2)},
                 {"allreduce_hidden", json_rounded(r.hidden_fraction, 3)},
                 {"allocations_per_step", r.allocations_per_step},
+                {"host_syncs_per_step", r.host_syncs_per_step},
                 {"cpu_cores", json_rounded(r.cpu_cores, 3)},
                 {"peak_rss_mb", json_rounded(peak_rss_mb, 1)},
                 {"step_graph", r.step_graph}};

@@ -281,6 +281,7 @@ class NcclComm final : public Communicator {
   // NCCL reports an asynchronous error (then this rank's communicator is aborted and CommError thrown).
   void wait(ncclComm_t c) {
     comm_cuda(cudaEventRecord(done_, stream_), "cudaEventRecord", __LINE__);
+    count_host_wait();
     Backoff b;
     for (;;) {
       cudaError_t e = cudaEventQuery(done_);

@@ -2,9 +2,14 @@
 #include "core/ops/context.h"
 
 #include <array>
+#include <atomic>
 #include <stdexcept>
 
 namespace trainer {
+
+static std::atomic<uint64_t> g_host_waits{0};
+void count_host_wait() { g_host_waits.fetch_add(1, std::memory_order_relaxed); }
+uint64_t host_waits() { return g_host_waits.load(std::memory_order_relaxed); }
 
 static std::array<ContextFactory, kNumDeviceKinds>& context_table() {
   static std::array<ContextFactory, kNumDeviceKinds> t;

@@ -49,8 +49,11 @@ class OpContext {
   // shape's plan is made.
   const FastPaths& fast_paths() const { return fast_; }
   virtual Allocator& allocator() = 0;
-  // Wait until all work queued on this context has finished (no-op on CPU).
+  // Wait until all work queued on this context has finished (no-op on CPU). A device context
+  // counts each wait of the host for its work (count_host_wait).
   virtual void synchronize() {}
+  // The same wait, not counted: the frame around timed steps (Trainee::settle), not a step's.
+  virtual void drain() {}
   // Byte copies: host<->device and device<->device (all plain memcpy on CPU).
   virtual void copy_from_host(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
@@ -118,6 +121,12 @@ struct ContextOptions {
   bool tf32 = false;                      // CUDA fp32: TF32 tensor cores in convolutions and GEMMs
   FastPaths fast = FastPaths::from_env();  // the fast paths taken (TRAINER_FAST_PATHS; tests set it)
 };
+
+// The times the host has waited for a device's work in this process so far (a stream
+// synchronised, a device-to-host copy, a staging buffer still being read, a collective's end):
+// `trainer bench` reports them per timed step (host_syncs_per_step). A CPU context never waits.
+void count_host_wait();
+uint64_t host_waits();
 
 // Contexts are made through a registry keyed by device kind, so the engine never names a backend.
 using ContextFactory = std::function<std::unique_ptr<OpContext>(Device, const ContextOptions&)>;

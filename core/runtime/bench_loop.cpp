@@ -38,7 +38,7 @@ BenchResult Strategy::bench(std::vector<BenchInput>& inputs, const BenchOptions&
   StepBreakdown parts;
   double input_wait = 0, cpu = 0;
   int64_t images = 0, batch = 0, reduced = 0;
-  uint64_t allocations = 0;
+  uint64_t allocations = 0, syncs = 0;
   const bool layers = o.layers && trainee(0).layers() != nullptr;
   std::vector<char> recorded(static_cast<size_t>(n));  // each trainee's last timed step replayed a recording
   run([&](Trainee& t) {
@@ -61,7 +61,7 @@ BenchResult Strategy::bench(std::vector<BenchInput>& inputs, const BenchOptions&
     auto add_parts = [&] { sum += t.step_parts(); };
     double waited = 0;
     int64_t samples = 0, last = 0;
-    const uint64_t calls0 = allocator_calls();
+    const uint64_t calls0 = allocator_calls(), waits0 = host_waits();
     const double cpu0 = lead ? process_cpu_seconds() : 0.0;
     const int64_t reduced0 = t.reduced_steps();
     const auto t0 = std::chrono::steady_clock::now();
@@ -74,6 +74,7 @@ BenchResult Strategy::bench(std::vector<BenchInput>& inputs, const BenchOptions&
     recorded[size_t(local)] = t.step_recorded();
     if (lead) {  // every local trainee's, between the barriers
       allocations = allocator_calls() - calls0;
+      syncs = host_waits() - waits0;
       cpu = process_cpu_seconds() - cpu0;
       reduced = t.reduced_steps() - reduced0;
     }
@@ -103,6 +104,7 @@ BenchResult Strategy::bench(std::vector<BenchInput>& inputs, const BenchOptions&
   r.ms_per_step = 1e3 * secs / o.steps;
   r.images_per_second = secs > 0 ? double(images) / secs : 0;
   r.allocations_per_step = double(allocations) / o.steps;
+  r.host_syncs_per_step = double(syncs) / o.steps;
   r.cpu_cores = seconds[0] > 0 ? cpu / seconds[0] : 0;
   r.peak_device_mb = double(device_memory_peak()) / (1 << 20);
   r.accumulate = k;

@@ -49,6 +49,9 @@ struct BenchResult {
   // Allocator calls (host and device tensor allocators of every replica or stage) in the timed
   // steps, per step: 0 once a step's buffers are planned.
   double allocations_per_step = 0;
+  // The host's waits for device work in the timed steps, per step (count_host_wait: every
+  // process's trainee together; 0 on the CPU, whose ops run as they are called).
+  double host_syncs_per_step = 0;
   // The process's CPU time (every thread: compute, OpenMP teams, loader) over the wall time of the
   // timed steps: how many cores it kept busy. `--threads 1` on one replica should be 1.
   double cpu_cores = 0;

@@ -188,7 +188,7 @@ CudaContext::CudaContext(Device d, const ContextOptions& o)
                                   ": use precision: fp16 (with loss scaling) or fp32"));
     alloc_ = std::make_unique<CudaAllocator>(index_);
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaEventCreateWithFlags(&pinned_free_, cudaEventDisableTiming));
+    for (Staging& s : staging_) CUDA_CHECK(cudaEventCreateWithFlags(&s.free, cudaEventDisableTiming));
     CUDNN_CHECK(cudnnCreate(&cudnn_));
     CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
     if (const char* why = cuda::cublas_load_error())
@@ -221,11 +221,11 @@ void CudaContext::release() noexcept {
   if (cudnn_) cudnnDestroy(cudnn_);
   cublas_ = nullptr;
   cudnn_ = nullptr;
-  if (pinned_) cudaFreeHost(pinned_);
-  pinned_ = nullptr;
-  pinned_bytes_ = 0;
-  if (pinned_free_) cudaEventDestroy(pinned_free_);
-  pinned_free_ = nullptr;
+  for (Staging& s : staging_) {
+    if (s.p) cudaFreeHost(s.p);
+    if (s.free) cudaEventDestroy(s.free);
+    s = Staging{};
+  }
   if (stream_) cudaStreamDestroy(stream_);
   stream_ = nullptr;
   cudaGetLastError();
@@ -235,29 +235,44 @@ CudaContext::~CudaContext() { release(); }
 
 void CudaContext::bind_thread() { CUDA_CHECK(cudaSetDevice(index_)); }
 
-void CudaContext::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaContext::synchronize() {
+  count_host_wait();
+  drain();
+}
+
+void CudaContext::drain() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
 void CudaContext::copy_from_host(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
-  // The previous copy_from_host may still be reading the staging buffer: wait for it (an event
-  // never recorded counts as complete).
-  CUDA_CHECK(cudaEventSynchronize(pinned_free_));
-  if (bytes > pinned_bytes_) {
-    size_t want = (std::max(bytes, pinned_bytes_ * 2) + kMiB - 1) & ~(kMiB - 1);
-    if (pinned_) CUDA_CHECK(cudaFreeHost(pinned_));
-    pinned_ = nullptr;
-    pinned_bytes_ = 0;
-    CUDA_CHECK(cudaHostAlloc(&pinned_, want, cudaHostAllocDefault));
-    pinned_bytes_ = want;
+  const bool small = bytes <= kSmallCopy;
+  Staging& s = small ? staging_[next_small_] : staging_[kSmallSlots + next_large_];
+  if (small) next_small_ = (next_small_ + 1) % kSmallSlots;
+  else next_large_ = (next_large_ + 1) % kLargeSlots;
+  // The copy that last read this buffer may still be running: wait for it (an event never
+  // recorded counts as complete; a wait only when it has not).
+  if (cudaError_t e = cudaEventQuery(s.free); e == cudaErrorNotReady) {
+    count_host_wait();
+    CUDA_CHECK(cudaEventSynchronize(s.free));
+  } else {
+    CUDA_CHECK(e);
   }
-  std::memcpy(pinned_, src, bytes);
-  CUDA_CHECK(cudaMemcpyAsync(dst, pinned_, bytes, cudaMemcpyHostToDevice, stream_));
-  CUDA_CHECK(cudaEventRecord(pinned_free_, stream_));
+  if (bytes > s.bytes) {
+    size_t want = small ? kSmallCopy : (std::max(bytes, s.bytes * 2) + kMiB - 1) & ~(kMiB - 1);
+    if (s.p) CUDA_CHECK(cudaFreeHost(s.p));
+    s.p = nullptr;
+    s.bytes = 0;
+    CUDA_CHECK(cudaHostAlloc(&s.p, want, cudaHostAllocDefault));
+    s.bytes = want;
+  }
+  std::memcpy(s.p, src, bytes);
+  CUDA_CHECK(cudaMemcpyAsync(dst, s.p, bytes, cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaEventRecord(s.free, stream_));
 }
 
 void CudaContext::copy_to_host(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  count_host_wait();
   CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 

@@ -56,9 +56,13 @@ class CudaContext final : public OpContext {
   ~CudaContext() override;
   Allocator& allocator() override { return *alloc_; }
   void synchronize() override;
-  // Host->device through a pinned staging buffer, asynchronous on stream() (the staging buffer
-  // is reused only after the copy that used it has finished). `src` is read before the call
-  // returns, so it may be pageable memory that the caller reuses at once.
+  void drain() override;
+  // Host->device through pinned staging, asynchronous on stream(): copies of up to kSmallCopy
+  // bytes (labels, a step's scalars) take a ring of small buffers, larger ones (a batch) two
+  // large ones in turn, so a step's copies, and the next step's batch while this step runs, need
+  // not wait for one another; a buffer is reused only after the copy that used it has finished
+  // (a wait, counted: count_host_wait). `src` is read before the call returns, so it may be
+  // pageable memory that the caller reuses at once.
   void copy_from_host(void* dst, const void* src, size_t bytes) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;  // synchronous
   void copy(void* dst, const void* src, size_t bytes) override;          // async on stream()
@@ -99,9 +103,17 @@ class CudaContext final : public OpContext {
   size_t workspace_bytes_ = 0;
   int64_t workspace_mb_ = 0;  // ContextOptions::workspace_mb (0: automatic)
   bool tf32_ = false;
-  void* pinned_ = nullptr;  // staging for copy_from_host
-  size_t pinned_bytes_ = 0;
-  cudaEvent_t pinned_free_ = nullptr;
+  // copy_from_host's staging: slots [0, kSmallSlots) small, then two large, each with the event
+  // recorded after the copy that last read it.
+  struct Staging {
+    void* p = nullptr;
+    size_t bytes = 0;
+    cudaEvent_t free = nullptr;
+  };
+  static constexpr size_t kSmallCopy = 64 << 10;
+  static constexpr int kSmallSlots = 4, kLargeSlots = 2;
+  Staging staging_[kSmallSlots + kLargeSlots];
+  int next_small_ = 0, next_large_ = 0;
   cudaDeviceProp props_{};
   bool capturing_ = false;
 };

@@ -203,7 +203,7 @@ StepBreakdown ReplicaCopy::step_parts() const {
 }
 
 void ReplicaCopy::settle() {
-  rep_->context().synchronize();
+  rep_->context().drain();
   ctl_->barrier();
 }
 

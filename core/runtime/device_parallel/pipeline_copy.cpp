@@ -361,7 +361,7 @@ StepBreakdown PipelineCopy::step_parts() const {
 }
 
 void PipelineCopy::settle() {
-  threads_->run_all([&](int st) { stages_[size_t(st)]->context().synchronize(); });
+  threads_->run_all([&](int st) { stages_[size_t(st)]->context().drain(); });
   if (ctl_) ctl_->barrier();
 }
 

@@ -141,6 +141,7 @@ struct EngineRun {
   std::vector<float> scales;
   std::vector<int64_t> optimizer_steps, skipped;
   int fixed = 0, recorded = 0;  // steps that ran as the fixed program; of those, replayed recordings
+  uint64_t last_waits = 0;      // the host's waits for the device over the last three steps
 };
 
 bool same_double(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
@@ -157,7 +158,9 @@ EngineRun train_engine(const RunSpec& e, Device device, bool fixed, const std::s
     HostBatch six = batch(6, 5), four = batch(4, 5), bad = batch(6, 5);
     bad.images.f32()[17] = std::numeric_limits<float>::infinity();
     bool stop = false;
+    uint64_t waits = 0;
     for (int s = 0; s < 10; ++s) {
+      if (s == 7) waits = host_waits();
       const HostBatch& hb = poisoned.count(s) ? bad : (s >= 4 && s < 7 ? four : six);
       Batch b;
       b.images = hb.images;
@@ -172,6 +175,7 @@ EngineRun train_engine(const RunSpec& e, Device device, bool fixed, const std::s
       out.fixed += w.last_step_fixed();
       out.recorded += w.step_recorded();
     }
+    out.last_waits = host_waits() - waits;
     out.weights = w.state().download_weights();
   });
   return out;
@@ -249,6 +253,10 @@ TEST_CASE("fixed step: loss scaling and clipping as CUDA graphs give the ordinar
     CHECK(off.fixed == 0);
     // Steps 0 and 4 of each batch size plan, 1 and 5 record, the rest replay.
     CHECK(on.recorded == 6);
+    // A replayed step waits for the device once: its loss sums and check, read back together
+    // (its batch, labels and scalars go through staging buffers of their own).
+    CHECK(on.last_waits == 3);
+    CHECK(off.last_waits > on.last_waits);
     check_same(off, on);
     CHECK(on.skipped.back() == int64_t(c.poisoned.size()));
   }

@@ -16,7 +16,10 @@ const RegisterCommand reg_summary({"summary", "Print the model's layers, output 
   return [config, sets] {
     RunSpec e = load_run_spec(*config, *sets);
     const RunPlan plan = plan_model(e);  // the model's graph and sizes; no devices needed
-    fmt::print("{}", model_summary(*plan.trainee.graph, e.name, placed(plan.strategy) ? &e.placement : nullptr, plan.batch));
+    // The model as written (Keras's summary): zero_pad2d layers with their padded shapes, not
+    // folded into their readers as runs execute them (pad_fold).
+    const Graph written(e.model);
+    fmt::print("{}", model_summary(written, e.name, placed(plan.strategy) ? &e.placement : nullptr, plan.batch));
     if (plan.strategy == StrategyKind::Hybrid) {
       const int devices = e.devices.gpus.empty() ? e.devices.cpu_replicas : int(e.devices.gpus.size());
       const int stages = int(e.placement.devices.size());

@@ -31,16 +31,19 @@ std::vector<DType> plan_precision(const Graph& g, const ExecutionInputs& in) {
 
 // Per node, the node whose output buffer it overwrites (in-place layers, see Layer::in_place),
 // else -1. Never the output node: the engine reads its input as the loss's logits. Never across
-// types (the input is then converted, and its producer's output must stay).
+// types (the input is then converted, and its producer's output must stay). An identity (a
+// folded zero_pad2d) changes nothing it runs over, so its producer need not be output_reusable.
 std::vector<int> plan_in_place(const Graph& g, const std::vector<DType>& dtypes) {
   const auto& nodes = g.nodes();
   const int output = g.output_node();
   std::vector<int> over(nodes.size(), -1);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const GraphNode& n = nodes[i];
-    if (int(i) == output || !n.layer->in_place() || n.inputs.size() != 1 || is_model_input(n.inputs[0])) continue;
+    const bool identity = n.layer->identity();
+    if (int(i) == output || !(n.layer->in_place() || identity) || n.inputs.size() != 1 || is_model_input(n.inputs[0])) continue;
     const GraphNode& p = nodes[size_t(n.inputs[0])];
-    if (n.inputs[0] != output && p.consumers == 1 && p.layer->output_reusable() && dtypes[i] == dtypes[size_t(n.inputs[0])])
+    if (n.inputs[0] != output && p.consumers == 1 && (identity || p.layer->output_reusable()) &&
+        dtypes[i] == dtypes[size_t(n.inputs[0])])
       over[i] = n.inputs[0];
   }
   return over;

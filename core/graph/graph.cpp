@@ -23,7 +23,7 @@ uint64_t physical_memory() {
 
 }  // namespace
 
-Graph::Graph(const ModelSpec& spec) {
+Graph::Graph(const ModelSpec& spec, bool fold_padding) {
   static const uint64_t memory = physical_memory();
   uint64_t param_bytes = 0;
   std::map<std::string, int> index;
@@ -35,6 +35,10 @@ Graph::Graph(const ModelSpec& spec) {
     input_shapes_.push_back(in.shape);
     input_names_.push_back(in.name);
   }
+  std::map<std::string, int> reads;  // per layer name: the inputs that name it, the output counted
+  for (const LayerDef& def : spec.layers)
+    for (const std::string& in : def.inputs) ++reads[in];
+  ++reads[spec.output];
   for (const LayerDef& def : spec.layers) {
     const LayerInfo* info = find_layer(def.type);
     const cfg::Node& config = def.config.defined() ? def.config : def.node;
@@ -58,6 +62,8 @@ Graph::Graph(const ModelSpec& spec) {
         in_shapes.push_back(nodes_[size_t(j)].shape);
       }
     }
+    if (fold_padding && in_shapes.size() == 1 && !is_model_input(n.inputs[0]) && reads[def.inputs[0]] == 1)
+      fold_pad(nodes_[size_t(n.inputs[0])], n, in_shapes[0]);
     int k = int(in_shapes.size());
     if (k < n.layer->min_inputs() || (n.layer->max_inputs() >= 0 && k > n.layer->max_inputs())) {
       std::string want = n.layer->max_inputs() < 0 ? fmt::format("at least {}", n.layer->min_inputs())
@@ -157,6 +163,17 @@ Graph::Graph(const ModelSpec& spec) {
       if (e.spec.trainable && !nodes_[i].tied[k]) frontier_[i] = std::min(frontier_[i], e.offset);
     }
   }
+}
+
+// The pad_fold fast path: `pad`, read by `reader` alone, gives its zeros to the reader's windows and
+// becomes an identity of its input's shape (`reader_input`, the pad's shape until now, becomes it).
+void Graph::fold_pad(GraphNode& pad, GraphNode& reader, Shape& reader_input) {
+  const std::optional<std::array<int, 4>> zeros = pad.layer->padding_to_fold();
+  if (!zeros || !reader.layer->absorb_padding(*zeros)) return;
+  pad.layer->fold_padding(reader.layer->name());
+  const int j = pad.inputs[0];
+  pad.shape = is_model_input(j) ? input_shapes_[size_t(model_input_index(j))] : nodes_[size_t(j)].shape;
+  reader_input = pad.shape;
 }
 
 int Graph::node_index(const std::string& name) const {

@@ -32,7 +32,13 @@ class Graph {
  public:
   // Instantiates every layer, checks input counts and infers shapes (config errors are thrown
   // with the offending layer's location) and lays out the parameters. No device memory.
-  explicit Graph(const ModelSpec& spec);
+  // `fold_padding` (the pad_fold fast path): a layer that only pads (zero_pad2d), read by one
+  // layer that can take its zeros into its windows (a 'valid' depthwise_conv2d) and by nothing
+  // else, becomes an identity of its input's shape, and its reader adds the zeros itself: no
+  // padded copy of the activations, forward or backward.
+  // The runs' graphs fold where the pad_fold fast path is on (TraineeSpec::make_graph); the
+  // exporter's, the pipeline stages' and shape-only ones do not.
+  explicit Graph(const ModelSpec& spec, bool fold_padding = false);
 
   const std::vector<GraphNode>& nodes() const { return nodes_; }
   const std::vector<Shape>& input_shapes() const { return input_shapes_; }
@@ -48,6 +54,7 @@ class Graph {
   int64_t frontier(size_t i) const { return frontier_[i]; }
 
  private:
+  void fold_pad(GraphNode& pad, GraphNode& reader, Shape& reader_input);
   std::vector<GraphNode> nodes_;
   std::vector<Shape> input_shapes_;
   std::vector<std::string> input_names_;

@@ -1,10 +1,12 @@
 // Layer: one node of the static graph — reads its config, infers its shape, declares its
 // parameters, and runs forward/backward through the op kernels of its replica's device.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <variant>
@@ -150,6 +152,16 @@ class Layer {
   // own, not a view of its input — and nothing else reads that output.
   virtual bool in_place() const { return false; }
   virtual bool output_reusable() const { return false; }
+  // An identity (its output is its input, unchanged; backward passes dy): it may run in place over
+  // any producer's output, which it never changes (a zero_pad2d folded into its reader).
+  virtual bool identity() const { return false; }
+  // Padding folded into the window that reads it (Graph, the pad_fold fast path): a layer that
+  // only adds zeros around its input says how many (top, bottom, left, right); its one reader
+  // absorb_padding()s them into its windows where it can (true: its infer() then takes the
+  // unpadded input), and the layer becomes an identity by fold_padding(reader).
+  virtual std::optional<std::array<int, 4>> padding_to_fold() const { return std::nullopt; }
+  virtual bool absorb_padding(const std::array<int, 4>& /*top_bottom_left_right*/) { return false; }
+  virtual void fold_padding(const std::string& /*reader*/) {}
   virtual MixedPrecision mixed_precision() const { return MixedPrecision::F32; }
   // Fusion (planned by the ExecutionPlan, applied by the Executor): an activation running in
   // place over its producer's output may be applied by the producer in its own pass (batch norm +

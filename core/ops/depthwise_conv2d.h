@@ -15,12 +15,15 @@ struct DepthwiseConv2dParams {
   int dh = 1, dw = 1;  // dilation
   Padding padding = Padding::Valid;
   bool bias = true;
+  // Zeros added around the input (top, bottom, left, right) before valid windows: a zero_pad2d
+  // layer folded into this one (Graph: the pad_fold fast path); all 0 otherwise.
+  int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
 };
 
 // The conv2d geometry (same window arithmetic and Keras 'same' padding) with oc = C * multiplier.
 inline ConvGeometry depthwise_conv2d_geometry(const Shape& x, const DepthwiseConv2dParams& p) {
-  Window1d h = window_1d(x[1], p.kh, p.sh, p.dh, p.padding);
-  Window1d w = window_1d(x[2], p.kw, p.sw, p.dw, p.padding);
+  Window1d h = window_1d(x[1], p.kh, p.sh, p.dh, p.padding, p.pad_top, p.pad_bottom);
+  Window1d w = window_1d(x[2], p.kw, p.sw, p.dw, p.padding, p.pad_left, p.pad_right);
   return {x[0], x[1], x[2], x[3], h.out, w.out, x[3] * p.multiplier, h.pad_before, h.pad_after, w.pad_before,
           w.pad_after};
 }
@@ -28,8 +31,8 @@ inline ConvGeometry depthwise_conv2d_geometry(const Shape& x, const DepthwiseCon
 // Output shape without batch for an input shape without batch (HWC); an output dimension of 0
 // means the window does not fit (the caller reports it).
 inline Shape depthwise_conv2d_output_shape(const Shape& hwc, const DepthwiseConv2dParams& p) {
-  return {window_1d(hwc[0], p.kh, p.sh, p.dh, p.padding).out, window_1d(hwc[1], p.kw, p.sw, p.dw, p.padding).out,
-          hwc[2] * p.multiplier};
+  return {window_1d(hwc[0], p.kh, p.sh, p.dh, p.padding, p.pad_top, p.pad_bottom).out,
+          window_1d(hwc[1], p.kw, p.sw, p.dw, p.padding, p.pad_left, p.pad_right).out, hwc[2] * p.multiplier};
 }
 
 // Keras' depthwise_kernel shape [kh, kw, C, M]; flat index ((ky * kw + kx) * C + c) * M + m, i.e.
@@ -64,6 +67,9 @@ class DepthwiseConv2dKernel {
  protected:
   DepthwiseConv2dKernel(const OpContext& c, const Params& p) : p_(p), ck_(kName, c.device()) {
     if (p.multiplier <= 0) ck_.fail("depth multiplier must be positive, got ", p.multiplier);
+    if (p.pad_top < 0 || p.pad_bottom < 0 || p.pad_left < 0 || p.pad_right < 0 ||
+        (p.padding != Padding::Valid && p.pad_top + p.pad_bottom + p.pad_left + p.pad_right > 0))
+      ck_.fail("explicit padding must be non-negative and comes with 'valid' windows only");
     check_conv_window(ck_, p.kh, p.kw, p.sh, p.sw, p.dh, p.dw);
   }
   // Called with checked arguments only; g is depthwise_conv2d_geometry(x.shape(), p_).

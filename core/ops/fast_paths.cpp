@@ -8,10 +8,10 @@
 namespace trainer {
 namespace {
 
-constexpr std::array<FastPath, 11> kEvery = {FastPath::ConvWgrad, FastPath::Conv1x1,    FastPath::AddDx,
+constexpr std::array<FastPath, 12> kEvery = {FastPath::ConvWgrad, FastPath::Conv1x1,    FastPath::AddDx,
                                              FastPath::BnGate,    FastPath::BnSiblings, FastPath::Slices,
                                              FastPath::BnAct,     FastPath::Gelu,       FastPath::AttnBlocks,
-                                             FastPath::AttnGemm,  FastPath::AttnCudnn};
+                                             FastPath::AttnGemm,  FastPath::AttnCudnn,  FastPath::PadFold};
 
 std::string known() {
   std::string s = "all, default, none";
@@ -34,6 +34,7 @@ const char* FastPaths::name(FastPath p) {
     case FastPath::AttnBlocks: return "attn_blocks";
     case FastPath::AttnGemm: return "attn_gemm";
     case FastPath::AttnCudnn: return "attn_cudnn";
+    case FastPath::PadFold: return "pad_fold";
   }
   return "?";
 }

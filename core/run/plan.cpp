@@ -31,7 +31,6 @@ std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / double(
 TraineeSpec trainee_spec(const RunSpec& e) {
   TraineeSpec t;
   t.model = e.model;
-  t.graph = std::make_shared<const Graph>(e.model);
   t.optimizer = e.optimizer;
   t.loss = e.train.loss;
   t.loss_options.label_smoothing = float(e.train.label_smoothing);
@@ -49,6 +48,7 @@ TraineeSpec trainee_spec(const RunSpec& e) {
   t.placement = e.placement;
   t.microbatches = e.microbatches;
   t.cuda_graphs = e.devices.cuda_graphs;
+  t.graph = t.make_graph();
   return t;
 }
 

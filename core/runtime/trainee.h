@@ -46,6 +46,13 @@ struct TraineeSpec {
   int accumulate = 1;           // train.accumulate: micro-batches per optimizer step
   WeightAverageOptions average; // train.ema: each copy keeps a moving average of its weights
 
+  // The model's graph as this spec's copies run it: zero_pad2d layers folded into the windows that
+  // read them where the pad_fold fast path is on (context.fast), except in a pipeline (a folded
+  // layer's shape would differ between the whole model and its stage's graph).
+  std::shared_ptr<const Graph> make_graph() const {
+    return std::make_shared<const Graph>(model, context.fast.has(FastPath::PadFold) && placement.devices.empty());
+  }
+
   ContextOptions context_for(int threads) const {
     ContextOptions o = context;
     o.threads = threads;

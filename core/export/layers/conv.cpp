@@ -57,7 +57,10 @@ void export_conv(ExportContext& ctx, size_t i, bool depthwise) {
   cw.doc = depthwise ? "trainer [KH, KW, C, M] as ONNX [C*M, 1, KH, KW]" : "trainer [KH, KW, C, F] (HWIO) as ONNX [F, C, KH, KW] (OIHW)";
   if (d.flag("use_bias")) cw.b = ctx.param(i, "bias");
   apply_fold(ctx, i, cw);
-  const Window1d wh = window_1d(x.shape[0], kh, sh, dh, pad), ww = window_1d(x.shape[1], kw, sw, dw, pad);
+  // A zero_pad2d folded in (pad_fold): its zeros are this Conv's pads.
+  auto extra = [&](const char* key) { return d.has(key) ? int(d.integer(key)) : 0; };
+  const Window1d wh = window_1d(x.shape[0], kh, sh, dh, pad, extra("pad_top"), extra("pad_bottom"));
+  const Window1d ww = window_1d(x.shape[1], kw, sw, dw, pad, extra("pad_left"), extra("pad_right"));
   std::vector<std::string> inputs{x.name, ctx.add_initializer(ctx.param_entry(i, kname).name, cw.dims, cw.w, cw.doc)};
   if (!cw.b.empty()) {
     const std::string bname = d.flag("use_bias") ? ctx.param_entry(i, "bias").name : l.name() + "/bias";

@@ -28,6 +28,10 @@ void export_dropout(ExportContext& ctx, size_t i) { ctx.set_output(i, ctx.input(
 
 void export_zero_pad(ExportContext& ctx, size_t i) {
   const LayerConfig d = ctx.node(i).layer->describe();
+  if (d.has("folded_into")) {  // its reader's Conv takes the zeros as pads (pad_fold)
+    ctx.set_output(i, ctx.input(i, 0));
+    return;
+  }
   const std::string name = ctx.node(i).layer->name();
   // [N, C, H, W]: begins of every axis, then ends.
   const std::string pads = ctx.add_int64s(

@@ -23,6 +23,12 @@ class DepthwiseConv2d final : public KernelBiasLayer<DepthwiseConv2dKernel> {
   }
 
   MixedPrecision mixed_precision() const override { return MixedPrecision::Low; }
+  // A zero_pad2d before 'valid' windows: the zeros taken into the windows (pad_fold).
+  bool absorb_padding(const std::array<int, 4>& p) override {
+    if (p_.padding != Padding::Valid) return false;
+    p_.pad_top += p[0], p_.pad_bottom += p[1], p_.pad_left += p[2], p_.pad_right += p[3];
+    return true;
+  }
   Shape infer(const std::vector<Shape>& in) override {
     const Shape& x = in[0];
     if (x.rank() != 3)
@@ -52,6 +58,8 @@ class DepthwiseConv2d final : public KernelBiasLayer<DepthwiseConv2dKernel> {
   LayerConfig describe() const override {
     LayerConfig c;
     describe_window(c, "kernel", p_.kh, p_.kw, p_.sh, p_.sw, p_.dh, p_.dw, p_.padding);
+    if (p_.pad_top + p_.pad_bottom + p_.pad_left + p_.pad_right > 0)  // a zero_pad2d folded in
+      c.put_int("pad_top", p_.pad_top).put_int("pad_bottom", p_.pad_bottom).put_int("pad_left", p_.pad_left).put_int("pad_right", p_.pad_right);
     return c.put_int("depth_multiplier", p_.multiplier).put_int("use_bias", p_.bias);
   }
 

@@ -47,23 +47,39 @@ class ZeroPad2d final : public Layer {
     const Shape& x = in[0];
     if (x.rank() != 3)
       spec().fail(fmt::format("zero_pad2d '{}' needs an image input (H, W, C), got {}", name(), x.str()));
-    return pad2d_output_shape(x, p_);
+    return folded_into_.empty() ? pad2d_output_shape(x, p_) : x;
   }
   LayerConfig describe() const override {
-    return LayerConfig().put_int("top", p_.top).put_int("bottom", p_.bottom).put_int("left", p_.left).put_int("right", p_.right);
+    LayerConfig c;
+    c.put_int("top", p_.top).put_int("bottom", p_.bottom).put_int("left", p_.left).put_int("right", p_.right);
+    if (!folded_into_.empty()) c.put_text("folded_into", folded_into_);
+    return c;
   }
+  // Folded (Graph, pad_fold): the reader adds the zeros; this layer passes its input on unchanged.
+  bool identity() const override { return !folded_into_.empty(); }
+  std::optional<std::array<int, 4>> padding_to_fold() const override {
+    return std::array<int, 4>{p_.top, p_.bottom, p_.left, p_.right};
+  }
+  void fold_padding(const std::string& reader) override { folded_into_ = reader; }
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
     Layer::bind(ctx, std::move(params), std::move(grads));
     k_ = make_kernel<Pad2dKernel>(ctx, p_);
   }
-  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override { k_->forward(*x[0], y); }
+  // Folded: a copy only where the plan could not run it in place (then x and y are two buffers).
+  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override {
+    if (folded_into_.empty()) k_->forward(*x[0], y);
+    else if (y.data() != x[0]->data()) ctx().copy(y.data(), x[0]->data(), y.bytes());
+  }
   void backward(const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
-    if (dx[0]->defined()) k_->backward(dy, *dx[0]);
+    if (!dx[0]->defined()) return;
+    if (folded_into_.empty()) k_->backward(dy, *dx[0]);
+    else if (dx[0]->data() != dy.data()) ctx().copy(dx[0]->data(), dy.data(), dy.bytes());
   }
 
  private:
   Pad2dParams p_;
+  std::string folded_into_;  // the reader that adds this layer's zeros (pad_fold), or ""
   KernelSlot<Pad2dKernel> k_;
 };
 

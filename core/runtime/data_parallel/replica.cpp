@@ -9,7 +9,7 @@ namespace trainer {
 
 Replica::Replica(const TraineeSpec& t, Device device, int threads) {
   ctx_ = make_context(device, t.context_for(threads));
-  exec_ = std::make_unique<Executor>(t.graph ? t.graph : std::make_shared<const Graph>(t.model), *ctx_, t.seed);
+  exec_ = std::make_unique<Executor>(t.graph ? t.graph : t.make_graph(), *ctx_, t.seed);
   optimizer_ = make_optimizer(t.optimizer);
   optimizer_->bind(*ctx_, exec_->params().trainable_weights(), exec_->params().trainable_grads());
   loss_ = make_loss(t.loss, *ctx_, t.loss_options);

@@ -60,14 +60,20 @@ Result run(const std::string& yaml, bool fold, int threads, Device device = Devi
   for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = nd(rng);
   for (int64_t i = 0; i < 5; ++i) y.i32()[i] = int32_t(rng() % 4u);
   Result r;
-  r.loss = rep.compute_gradients(x, y, 0.2f, 1).loss_sum;
   Executor& ex = rep.executor();
   auto host = [&](const Tensor& t) {
     std::vector<float> v(static_cast<size_t>(t.numel()));
     rep.context().copy_to_host(v.data(), t.data(), t.bytes());
     return v;
   };
-  r.out = host(ex.output(ex.output_node()));
+  // The logits as forward leaves them (backward may reuse their bytes for gradients).
+  GraphHooks h;
+  h.after_forward = [&](int node) {
+    if (node == rep.logits_node()) r.out = host(ex.output(node));
+  };
+  ex.set_hooks(std::move(h));
+  r.loss = rep.compute_gradients(x, y, 0.2f, 1).loss_sum;
+  REQUIRE(!r.out.empty());
   r.grads = host(ex.params().trainable_grads());
   r.in_place = ex.plan().in_place_of;
   for (const GraphNode& n : ex.nodes())

@@ -22,12 +22,19 @@ LossStats Trainee::train_step(const Batch& b, float lr, uint64_t seed, bool& sto
   const int64_t scored = m.scored > 0 ? m.scored : scored_labels(b);
   const float grad_scale = (scored > 0 ? 1.0f / float(scored) : 0.0f) * update_.loss_scale();
   if (!m.last()) {  // an earlier micro-batch: its gradients held, its statistics and stop kept for the last
-    held_stats_.hold(forward_backward(b, seed, grad_scale, m.index == 0 ? Grads::HoldFirst : Grads::Hold), stop);
+    const Grads g = m.index == 0 ? Grads::HoldFirst : Grads::Hold;
+    LossStats s;
+    if (!fixed_step(b, lr, seed, grad_scale, g, s)) s = forward_backward(b, seed, grad_scale, g);
+    held_stats_.hold(s, stop);
     return LossStats{};
   }
   LossStats s;
-  if (m.count == 1 && fixed_step(b, lr, seed, grad_scale, s)) return s;
-  s = forward_backward(b, seed, grad_scale, m.count > 1 ? Grads::AddHeld : Grads::Reduce);
+  const Grads g = m.count > 1 ? Grads::AddHeld : Grads::Reduce;
+  if (fixed_step(b, lr, seed, grad_scale, g, s)) {  // one replica: its statistics are the job's, `stop` its own
+    held_stats_.release(s, stop);
+    return s;
+  }
+  s = forward_backward(b, seed, grad_scale, g);
   held_stats_.release(s, stop);
   reduce_and_update(lr);
   after_update();

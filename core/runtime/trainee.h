@@ -136,9 +136,12 @@ class Trainee {
   };
   // forward, loss and backward of `b`, the loss gradient times `grad_scale`: this copy's statistics;
   virtual LossStats forward_backward(const Batch& b, uint64_t seed, float grad_scale, Grads g) = 0;
-  // the whole step, update included, as one recorded program where the copy can (a lone replica on
-  // a GPU), the loss gradient times `grad_scale`: true when it ran, `s` its statistics;
-  virtual bool fixed_step(const Batch&, float /*lr*/, uint64_t /*seed*/, float /*grad_scale*/, LossStats& /*s*/) {
+  // a micro-batch as one recorded program where the copy can (a lone replica on a GPU), the loss
+  // gradient times `grad_scale`, its gradients going as `g` says (Reduce: the whole step, update
+  // included; AddHeld: the last of several, the held sum added, then the update): true when it
+  // ran, `s` its statistics;
+  virtual bool fixed_step(const Batch&, float /*lr*/, uint64_t /*seed*/, float /*grad_scale*/, Grads /*g*/,
+                          LossStats& /*s*/) {
     return false;
   }
   // wait for the reduction and update (update_.apply over the copy's parts, or bucket by bucket);

@@ -37,7 +37,7 @@ int Replica::recorded_steps() const {
 }
 
 // The step's work, in the order train_step runs it, every per-step value read from step memory.
-void Replica::run_fixed(const std::vector<Tensor>& x, const Tensor& y) {
+void Replica::run_fixed(const std::vector<Tensor>& x, const Tensor& y, const FixedMicro& micro) {
   auto* mem = static_cast<StepMemory*>(step_memory_.data());
   StepScalars* scalars = &mem->scalars;
   exec_->set_step_scalars(scalars);
@@ -47,27 +47,34 @@ void Replica::run_fixed(const std::vector<Tensor>& x, const Tensor& y) {
   Tensor& dlogits = exec_->grad(logits_);
   loss_->compute_into(exec_->output(logits_), y, dlogits, scalars, &mem->results.sums);
   exec_->backward(dlogits, logits_);
-  // Loss scaling's finite check and clipping decided where the update runs (StepUpdate's rule).
-  if (rule_.active()) optimizer_->decide_step(rule_, scalars, &mem->results.check);
-  optimizer_->update_from(0, exec_->params().trainable_floats(), scalars);
+  const Tensor grads = exec_->params().trainable_grads();
+  if (micro.kind == FixedMicro::AddHeld) micro.held->add_into(grads);
+  if (!micro.updates()) {  // an earlier micro-batch: its gradients held, no update
+    micro.held->hold(grads, micro.kind == FixedMicro::HoldFirst);
+  } else {
+    // Loss scaling's finite check and clipping decided where the update runs (StepUpdate's rule).
+    if (rule_.active()) optimizer_->decide_step(rule_, scalars, &mem->results.check);
+    optimizer_->update_from(0, exec_->params().trainable_floats(), scalars);
+  }
   exec_->set_step_scalars(nullptr);  // host-side state only: the ordinary path's seeds again
 }
 
 LossStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float lr, float loss_grad_scale,
-                              uint64_t step_seed, bool record, StepUpdate* update) {
+                              uint64_t step_seed, bool record, StepUpdate* update, const FixedMicro& micro) {
   replayed_ = false;
   if (!step_memory_.defined()) step_memory_ = ctx_->empty(Shape{int64_t(sizeof(StepMemory))}, DType::U8);
   const StepRule rule = update ? update->rule() : StepRule{};
   if (!same_rule(rule, rule_)) recorded_.clear();  // its kernels' arguments are recorded
   rule_ = rule;
-  optimizer_->begin_step();
+  if (!micro.updates() && !micro.held) throw std::logic_error("fixed_step: a held micro-batch without its held sum");
+  if (micro.updates()) optimizer_->begin_step();
   StepMemory host;
   if (update) update->fill(host.scalars);
   optimizer_->step_scalars(host.scalars, lr, host.scalars.grad_scale);
   host.scalars.loss_scale = loss_grad_scale;
   host.scalars.set_seed(step_seed);
   ctx_->copy_from_host(step_memory_.data(), &host, sizeof host);
-  Recorded& r = recorded_[images.dim(0)];
+  Recorded& r = recorded_[{images.dim(0), int(micro.kind)}];
   // Buffers of this batch size's own (evaluation and other sizes use others), so their addresses
   // stay the ones recorded.
   const std::vector<Tensor>& x = r.inputs.on(*ctx_, images, exec_->input_shapes());
@@ -84,17 +91,17 @@ LossStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float 
     r.warm = false;
   }
   if (!record || !ctx_->can_capture() || !capture_failed_.empty()) {
-    run_fixed(x, y);
+    run_fixed(x, y, micro);
   } else if (r.work) {
     r.work->replay();
     replayed_ = true;
   } else if (!r.warm) {  // plans, algorithm choices and scratch come with the first step of a size
-    run_fixed(x, y);
+    run_fixed(x, y, micro);
     r.warm = true;
   } else {
     ctx_->begin_capture();
     try {
-      run_fixed(x, y);
+      run_fixed(x, y, micro);
       r.work = ctx_->end_capture();
       r.released_at = ctx_->released_blocks();
     } catch (const DeviceError& e) {
@@ -105,7 +112,7 @@ LossStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float 
       capture_failed_ = e.what();
       std::fprintf(stderr, "note: %s: the step could not be recorded as a CUDA graph (%s); steps run kernel by kernel "
                    "(devices.cuda_graphs: false says the same)\n", ctx_->device().str().c_str(), e.what());
-      run_fixed(x, y);
+      run_fixed(x, y, micro);
     } catch (...) {
       ctx_->abort_capture();
       exec_->set_step_scalars(nullptr);
@@ -119,7 +126,7 @@ LossStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float 
   StepResults res;
   ctx_->copy_to_host(&res, static_cast<char*>(step_memory_.data()) + offsetof(StepMemory, results), sizeof res);
   // The device's decision kept on the host: a skipped step leaves the optimizer's count unchanged.
-  if (update && !update->settle(res.check)) optimizer_->set_steps(optimizer_->steps() - 1);
+  if (update && micro.updates() && !update->settle(res.check)) optimizer_->set_steps(optimizer_->steps() - 1);
   const LossSums& sums = res.sums;
   if (sums.bad_sample >= 0)
     throw std::out_of_range(fmt::format("{}: label {} (sample {}) is out of range for the model's output",

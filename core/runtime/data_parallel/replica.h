@@ -13,6 +13,16 @@
 
 namespace trainer {
 
+// A micro-batch of an accumulated step (train.accumulate) in the fixed program, with the held sum
+// of the step's earlier ones: Whole, a step of one micro-batch; HoldFirst and Hold, an earlier one
+// whose gradients start or join the held sum (no update); AddHeld, the last, the held sum added to
+// its gradients before the update. Each kind is a recording of its own per batch size.
+struct FixedMicro {
+  enum Kind { Whole, HoldFirst, Hold, AddHeld } kind = Whole;
+  GradAccumulator* held = nullptr;  // for every kind but Whole
+  bool updates() const { return kind == Whole || kind == AddHeld; }
+};
+
 class Replica {
  public:
   Replica(const TraineeSpec& t, Device device, int threads);
@@ -39,10 +49,11 @@ class Replica {
   // `update` (loss scaling, clipping), the finite check, the norm, the skip and the clip are kernels
   // of the program too (StepUpdate::rule), and the update's host state follows what they found
   // (StepUpdate::settle; a skipped step leaves the optimizer's step count as it was): the bits of
-  // compute_gradients and update->apply. Returns the step's loss statistics (read once its work
-  // is done).
+  // compute_gradients and update->apply. `micro`: a micro-batch of an accumulated step (the held
+  // sum kept or added back as the ordinary path does; the update only on the last). Returns the
+  // micro-batch's loss statistics (read once its work is done).
   LossStats fixed_step(const Tensor& images, const Tensor& labels, float lr, float loss_grad_scale, uint64_t step_seed,
-                       bool record, StepUpdate* update = nullptr);
+                       bool record, StepUpdate* update = nullptr, const FixedMicro& micro = {});
   // Batch sizes whose step is recorded (tests).
   int recorded_steps() const;
   // Whether the last fixed_step ran as its recording replayed (a CUDA graph), not launched.
@@ -80,11 +91,11 @@ class Replica {
     BatchInputs inputs;        // this batch size's input and label buffers: their addresses are recorded
     Tensor labels;
   };
-  std::map<int64_t, Recorded> recorded_;
+  std::map<std::pair<int64_t, int>, Recorded> recorded_;  // per batch size and FixedMicro::Kind
   StepRule rule_;                // the update's rule the recorded steps were made with
   std::string capture_failed_;  // why recording failed (then every step runs as launched)
   bool replayed_ = false;
-  void run_fixed(const std::vector<Tensor>& x, const Tensor& y);
+  void run_fixed(const std::vector<Tensor>& x, const Tensor& y, const FixedMicro& micro);
 };
 
 }  // namespace trainer

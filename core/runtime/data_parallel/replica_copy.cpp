@@ -89,17 +89,32 @@ bool ReplicaCopy::fixed_step_ok() const {
          !inject_ && !timing_ && !rep_->executor().profiling();
 }
 
-bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float grad_scale, LossStats& s) {
+bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float grad_scale, Grads g, LossStats& s) {
   recorded_ = fixed_ = false;
   if (!fixed_step_ok()) return false;
   fixed_ = true;
-  buckets_->start_step();  // one rank: the backward hook only marks buckets done
-  s = rep_->fixed_step(b.images, b.labels, lr, grad_scale, seed, true, &update_);
+  FixedMicro micro;
+  micro.held = held_grads_.get();
+  micro.kind = g == Grads::HoldFirst ? FixedMicro::HoldFirst
+               : g == Grads::Hold    ? FixedMicro::Hold
+               : g == Grads::AddHeld ? FixedMicro::AddHeld
+                                     : FixedMicro::Whole;
+  // One rank: the backward hook only marks buckets done (an earlier micro-batch's: not even that).
+  hold_ = !micro.updates();
+  if (!hold_) buckets_->start_step();
+  try {
+    s = rep_->fixed_step(b.images, b.labels, lr, grad_scale, seed, true, &update_, micro);
+  } catch (...) {
+    hold_ = false;
+    throw;
+  }
+  hold_ = false;
   recorded_ = rep_->replayed();
+  times_ = StepTimes{};  // one program: no parts (bench times it with timing on, the ordinary path)
+  if (!micro.updates()) return true;
   if (WeightAverage* avg = rep_->average()) avg->update(rep_->optimizer().steps());
   ++reduced_steps_;
-  times_ = StepTimes{};  // one program: no parts (bench times it with timing on, the ordinary path)
-  return true;           // one replica: its statistics are the job's; `stop` is its own
+  return true;
 }
 
 void ReplicaCopy::start_average() {

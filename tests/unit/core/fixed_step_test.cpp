@@ -44,9 +44,9 @@ RunSpec spec(const std::vector<std::string>& sets) {
 struct HostBatch {
   Tensor images, labels;
 };
-HostBatch batch(int64_t n, int classes) {
+HostBatch batch(int64_t n, int classes, uint64_t seed = 5) {
   HostBatch b{Tensor::empty(Shape{n, 8, 8, 3}), Tensor::empty(Shape{n}, DType::I32)};
-  std::mt19937_64 rng(5);
+  std::mt19937_64 rng(seed);
   std::normal_distribution<float> nd(0.f, 1.f);
   for (int64_t i = 0; i < b.images.numel(); ++i) b.images.f32()[i] = nd(rng);
   for (int64_t i = 0; i < n; ++i) b.labels.i32()[i] = int32_t(rng() % uint64_t(classes));
@@ -148,8 +148,11 @@ bool same_double(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0
 
 // 10 steps of one replica on `device` through Trainee::train_step (batch 6 four times, 4 three
 // times, 6 again), the fixed program allowed anywhere (`fixed`, the CPU running it as called) or
-// not; the batches of the steps in `poisoned` carry an inf pixel (a NaN loss and NaN gradients).
+// not; the batches of the steps in `poisoned` carry an inf pixel (non-finite gradients). With
+// train.accumulate k > 1 each step is k micro-batches of other samples, the first of a poisoned
+// step carrying the inf (the held sum then holds it).
 EngineRun train_engine(const RunSpec& e, Device device, bool fixed, const std::set<int>& poisoned) {
+  const int k = e.train.accumulate;
   ReplicaGroup group(trainee_spec(e), {device}, device.is_cpu() ? 2 : 0);
   EngineRun out;
   group.run([&](ReplicaCopy& w) {
@@ -161,19 +164,28 @@ EngineRun train_engine(const RunSpec& e, Device device, bool fixed, const std::s
     uint64_t waits = 0;
     for (int s = 0; s < 10; ++s) {
       if (s == 7) waits = host_waits();
-      const HostBatch& hb = poisoned.count(s) ? bad : (s >= 4 && s < 7 ? four : six);
-      Batch b;
-      b.images = hb.images;
-      b.labels = hb.labels;
-      b.size = b.global_size = hb.images.dim(0);
-      const LossStats st = w.train_step(b, 0.05f / float(1 + s), 1000 + uint64_t(s), stop);
+      const int64_t n = s >= 4 && s < 7 ? 4 : 6;
+      LossStats st;
+      for (int i = 0; i < k; ++i) {
+        HostBatch mb;
+        if (k > 1) {
+          mb = batch(n, 5, 100 * uint64_t(s) + uint64_t(i));
+          if (i == 0 && poisoned.count(s)) mb.images.f32()[17] = std::numeric_limits<float>::infinity();
+        }
+        const HostBatch& hb = k > 1 ? mb : poisoned.count(s) ? bad : (n == 4 ? four : six);
+        Batch b;
+        b.images = hb.images;
+        b.labels = hb.labels;
+        b.size = b.global_size = n;
+        st = w.train_step(b, 0.05f / float(1 + s), 1000 + uint64_t(s * k + i), stop, MicroStep{i, k, int64_t(k) * n});
+        out.fixed += w.last_step_fixed();
+        out.recorded += w.step_recorded();
+      }
       out.losses.push_back(st.loss_sum);
       out.norms.push_back(w.clip().grad_norm());
       out.scales.push_back(w.scaler().scale());
       out.optimizer_steps.push_back(w.state().optimizer_steps());
       out.skipped.push_back(w.scaler().skipped_total());
-      out.fixed += w.last_step_fixed();
-      out.recorded += w.step_recorded();
     }
     out.last_waits = host_waits() - waits;
     out.weights = w.state().download_weights();
@@ -213,6 +225,9 @@ std::vector<UpdateCase> update_cases() {
       {"clip_norm, sgd (pytorch)", {"train.clip_norm=0.05", "optimizer={type: sgd, lr: 0.05, momentum: 0.9, convention: pytorch}"}, {}},
       {"clip_value, static scale 1000, rmsprop", {"train.clip_value=0.002", "train.loss_scale=1000", "optimizer={type: rmsprop, lr: 0.01, momentum: 0.5}"}, {5}},
       {"clip_norm, dynamic scale, adamw", {"train.clip_norm=0.05", "train.loss_scale={init_scale: 4096, growth_interval: 3}", "optimizer={type: adamw, lr: 0.01}"}, {1, 6}},
+      // Accumulation: the held sum kept by the earlier micro-batches' programs, added back by the last's.
+      {"accumulate 2, sgd", {"train.accumulate=2", "optimizer={type: sgd, lr: 0.05, momentum: 0.9}"}, {}},
+      {"accumulate 3, dynamic scale, clip_norm, adam", {"train.accumulate=3", "train.clip_norm=0.05", "train.loss_scale={init_scale: 1024, growth_interval: 2}", "optimizer={type: adam, lr: 0.01}"}, {2, 7}},
   };
 }
 
@@ -225,8 +240,9 @@ TEST_CASE("fixed step: loss scaling and clipping decided by the step's own kerne
       const RunSpec e = spec(c.sets);
       const EngineRun ordinary = train_engine(e, Device::cpu(0), false, c.poisoned);
       const EngineRun fixed = train_engine(e, Device::cpu(0), true, c.poisoned);
+      const int k = e.train.accumulate;
       CHECK(ordinary.fixed == 0);
-      CHECK(fixed.fixed == 10);  // every step, the poisoned ones included, ran as the fixed program
+      CHECK(fixed.fixed == 10 * k);  // every micro-batch, the poisoned ones included, ran as the fixed program
       check_same(ordinary, fixed);
       // Not trivial: the poisoned steps were skipped (and only they), clipping clipped.
       CHECK(fixed.skipped.back() == int64_t(c.poisoned.size()));
@@ -249,13 +265,15 @@ TEST_CASE("fixed step: loss scaling and clipping as CUDA graphs give the ordinar
     const RunSpec launched = spec(sets);
     const EngineRun on = train_engine(graphs, gpu->device, false, c.poisoned);
     const EngineRun off = train_engine(launched, gpu->device, false, c.poisoned);
-    CHECK(on.fixed == 10);
+    const int k = graphs.train.accumulate;
+    CHECK(on.fixed == 10 * k);
     CHECK(off.fixed == 0);
-    // Steps 0 and 4 of each batch size plan, 1 and 5 record, the rest replay.
-    CHECK(on.recorded == 6);
-    // A replayed step waits for the device once: its loss sums and check, read back together
+    // Steps 0 and 4 of each batch size plan, 1 and 5 record, the rest replay (each micro-batch
+    // kind of an accumulated step its own recording).
+    CHECK(on.recorded == 6 * k);
+    // A replayed micro-batch waits for the device once: its loss sums and check, read back together
     // (its batch, labels and scalars go through staging buffers of their own).
-    CHECK(on.last_waits == 3);
+    CHECK(on.last_waits == uint64_t(3 * k));
     CHECK(off.last_waits > on.last_waits);
     check_same(off, on);
     CHECK(on.skipped.back() == int64_t(c.poisoned.size()));

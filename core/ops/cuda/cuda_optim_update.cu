@@ -114,20 +114,15 @@ class CudaOptimUpdate final : public OptimUpdateKernel {
   }
 
   bool all_finite_impl(const Tensor& g) override {
-    if (!flag_.defined()) flag_ = Tensor::empty(Shape{1}, DType::I32, c_.allocator());
-    c_.fill_zero(flag_.data(), sizeof(int));
-    if (g.numel() > 0)
-      TRAINER_LAUNCH(nonfinite_kernel, cuda::grid_for(g.numel(), c_), cuda::kBlock, c_.stream(), g.f32(), g.numel(),
-                     static_cast<int*>(flag_.data()));
+    const int* flag = launch_nonfinite(g);
     int bad = 0;
-    c_.copy_to_host(&bad, flag_.data(), sizeof(int));  // waits for the stream
+    c_.copy_to_host(&bad, flag, sizeof(int));  // waits for the stream
     return bad == 0;
   }
 
   double sum_squares_impl(const Tensor& g) override {
-    const int64_t n = g.numel(), chunks = grad_clip_math::chunks(n);
-    double* part = part_.as<double>(c_, size_t(chunks));
-    TRAINER_LAUNCH(chunk_sum_squares_kernel, unsigned(chunks), grad_clip_math::kLanes, c_.stream(), g.f32(), n, part);
+    const int64_t chunks = grad_clip_math::chunks(g.numel());
+    const double* part = launch_chunk_sums(g, chunks);
     host_part_.resize(size_t(chunks));
     c_.copy_to_host(host_part_.data(), part, size_t(chunks) * sizeof(double));  // waits for the stream
     double sum = 0;
@@ -142,22 +137,30 @@ class CudaOptimUpdate final : public OptimUpdateKernel {
 
   void decide_step_impl(Tensor& g, const StepRule& r, StepScalars* step, StepCheck* check) override {
     const int64_t n = g.numel();
-    int* flag = nullptr;
-    if (r.check_finite) {
-      if (!flag_.defined()) flag_ = Tensor::empty(Shape{1}, DType::I32, c_.allocator());
-      flag = static_cast<int*>(flag_.data());
-      c_.fill_zero(flag, sizeof(int));
-      if (n > 0)
-        TRAINER_LAUNCH(nonfinite_kernel, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), g.f32(), n, flag);
-    }
+    const int* flag = r.check_finite ? launch_nonfinite(g) : nullptr;
     const int64_t chunks = r.clip != StepRule::None ? grad_clip_math::chunks(n) : 0;
-    double* part = chunks > 0 ? part_.as<double>(c_, size_t(chunks)) : nullptr;
-    if (chunks > 0)
-      TRAINER_LAUNCH(chunk_sum_squares_kernel, unsigned(chunks), grad_clip_math::kLanes, c_.stream(), g.f32(), n, part);
+    const double* part = chunks > 0 ? launch_chunk_sums(g, chunks) : nullptr;
     TRAINER_LAUNCH(decide_step_kernel, 1, 1, c_.stream(), r, flag, part, chunks, step, check);
     if (r.clip == StepRule::Value && n > 0)
       TRAINER_LAUNCH(clip_values_step_kernel, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), g.f32(), n,
                      float(r.limit), step);
+  }
+
+  // flag_ = 1 where g holds an inf or NaN, else 0 (queued on the stream; nothing waits).
+  const int* launch_nonfinite(const Tensor& g) {
+    if (!flag_.defined()) flag_ = Tensor::empty(Shape{1}, DType::I32, c_.allocator());
+    int* flag = static_cast<int*>(flag_.data());
+    c_.fill_zero(flag, sizeof(int));
+    if (g.numel() > 0)
+      TRAINER_LAUNCH(nonfinite_kernel, cuda::grid_for(g.numel(), c_), cuda::kBlock, c_.stream(), g.f32(), g.numel(), flag);
+    return flag;
+  }
+  // The `chunks` per-chunk sums of squares of g into part_ (queued; grad_clip_math's order).
+  const double* launch_chunk_sums(const Tensor& g, int64_t chunks) {
+    double* part = part_.as<double>(c_, size_t(chunks));
+    TRAINER_LAUNCH(chunk_sum_squares_kernel, unsigned(chunks), grad_clip_math::kLanes, c_.stream(), g.f32(), g.numel(),
+                   part);
+    return part;
   }
 
   CudaContext& c_;

@@ -132,12 +132,23 @@ Vec pool2d_forward(const PoolDims& d, const Vec& x, bool max) {
           int cnt = 0;
           window(d, oy, ox, [&](int64_t iy, int64_t ix) {
             double v = x[((n * d.ih + iy) * d.iw + ix) * d.c + c];
-            acc = max ? std::max(acc, v) : acc + v;
+            if (!max) acc += v;
+            else if (!std::isnan(acc) && (std::isnan(v) || v > acc)) acc = v;  // a NaN, once seen, stays
             ++cnt;
           });
           y[((n * d.oh + oy) * d.ow + ox) * d.c + c] = max ? acc : acc / cnt;
         }
   return y;
+}
+
+NanMatch match_with_nans(const Vec& got, const Vec& want) {
+  NanMatch m;
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    m.nans += std::isnan(want[i]);
+    m.wrong += std::isnan(want[i]) ? !std::isnan(got[i]) : got[i] != want[i];
+  }
+  m.wrong += int64_t(got.size() > want.size() ? got.size() - want.size() : want.size() - got.size());
+  return m;
 }
 
 Vec pool2d_backward(const PoolDims& d, const Vec& x, const Vec& dy, bool max) {

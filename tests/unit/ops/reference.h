@@ -30,13 +30,20 @@ Vec batchnorm_infer(const Vec& x, int64_t m, int64_t C, const Vec& gamma, const 
 void batchnorm_backward(const Vec& x, int64_t m, int64_t C, const Vec& gamma, const Vec& dy, double eps, Vec& dx,
                         Vec& dgamma, Vec& dbeta);
 
-// 2-D pooling on NHWC; avg excludes the padding; max sends the gradient to the first maximum.
+// 2-D pooling on NHWC; avg excludes the padding; max sends the gradient to the first maximum, and
+// a window holding a NaN gives NaN (PyTorch's max_pool2d, pool_math.h).
 struct PoolDims {
   int64_t n, ih, iw, c, oh, ow;
   int kh, kw, sh, sw, pt, pl;
 };
 Vec pool2d_forward(const PoolDims& d, const Vec& x, bool max);
 Vec pool2d_backward(const PoolDims& d, const Vec& x, const Vec& dy, bool max);
+// `got` against `want` where NaN must match NaN: how many of want's values are NaN, and how many
+// of got's differ (a NaN where want has none, a number where it has NaN, another number).
+struct NanMatch {
+  int64_t nans = 0, wrong = 0;
+};
+NanMatch match_with_nans(const Vec& got, const Vec& want);
 
 Vec global_pool_forward(const Vec& x, int64_t n, int64_t hw, int64_t c, bool max);
 Vec global_pool_backward(const Vec& x, const Vec& dy, int64_t n, int64_t hw, int64_t c, bool max);

@@ -1,6 +1,6 @@
 // The pad_fold fast path: a zero_pad2d read only by a 'valid' depthwise convolution becomes an
 // identity run in place (no padded copy, forward or backward) and the convolution adds the zeros
-// itself — the same outputs, losses and gradients as the padded copy, at 1 to 3 threads; where
+// itself — the same outputs, losses and gradients as the padded copy, at 1 to 4 threads; where
 // the rule does not hold (another reader, 'same' windows, a plain convolution, the model's
 // output) nothing is folded.
 #include <catch2/catch.hpp>
@@ -93,7 +93,7 @@ double rel(const std::vector<float>& a, const std::vector<float>& b) {
 TEST_CASE("pad_fold: a zero_pad2d read only by a 'valid' depthwise convolution is folded, with the padded copy's results",
           "[backends]") {
   for (const test::TestDevice& d : test::test_devices())
-  for (int threads : {1, 2, 3}) {
+  for (int threads : {1, 2, 3, 4}) {
     if (!d.device.is_cpu() && threads > 1) continue;
     INFO(d.name << ", " << threads << " thread(s)");
     const Result folded = run(kFolded, true, threads, d.device), padded = run(kFolded, false, threads, d.device);

@@ -39,7 +39,7 @@ phase_table=(
   "racecheck     60  60 compute-sanitizer racecheck on the kernels with shared memory"
   "configs      300  60 quickstart, smoke, shared_lstm, model_parallel x (fp32, bf16) x (--gpus 0, 0,0); hybrid 2x2, accumulation, clipping, ema; predict GPU vs CPU"
   "graphs       150  60 trainer bench MiniGoogLeNet, batch 64 and 256, fp32 and bf16: the step as a CUDA graph vs launched"
-  "step-graphs  300  45 MiniGoogLeNet b64 on --gpus 0 and 0,0: fp32, bf16, fp16 + loss scaling, clip_norm, accumulate 2; graph vs launched"
+  "step-graphs  360  45 MiniGoogLeNet b64 on --gpus 0 and 0,0: fp32, bf16, fp16 + loss scaling, clip_norm, accumulate 2; one-rank NCCL fp32, fp16; graph vs launched"
   "bench        360 110 MiniGoogLeNet batch 256, fp32 and bf16, against PyTorch eager and torch.compile"
   "configs-mgn  180 110 MiniGoogLeNet, one epoch of the shared CIFAR-10, fp32 and bf16, --gpus 0 and 0,0"
   "e2e          240 120 unit_data and the CLI tests, one process per case"
@@ -550,16 +550,19 @@ phase_graphs() {
 # --- issue 45: every strategy's step as a graph? ms/step with graphs allowed and not, and whether it was one -
 phase_step_graphs() {
   local gpus v g o
-  for gpus in 0 0,0; do
+  # "nccl": --gpus 0 over a one-rank NCCL communicator, its all-reduce and broadcast recorded in the graph.
+  for gpus in 0 0,0 nccl; do
     for v in "fp32|" "bf16|--set precision=bf16" "fp16 + loss scale|--set precision=fp16" \
              "clip_norm 1|--set train.clip_norm=1" "accumulate 2|--set train.accumulate=2"; do
+      [ "$gpus" = nccl ] && case "$v" in fp32*|fp16*) ;; *) continue ;; esac
       local label="step-graphs: minigooglenet b64 --gpus $gpus ${v%%|*} (ms/step graphs on / off; step_graph; host syncs/step)"
       ((dry)) && { skip "$label" "trainer bench, devices.cuda_graphs true and false"; continue; }
-      local r=() k=() w=()
+      local r=() k=() w=() comm="" devs=$gpus
+      [ "$gpus" = nccl ] && comm=nccl devs=0
       for g in true false; do
         # shellcheck disable=SC2086
-        o=$(run_bounded "${step_timeout[$phase]}" "$T" bench configs/minigooglenet.yaml --gpus $gpus --steps 40 --warmup 10 \
-              --json --set train.batch_size=64 --set devices.cuda_graphs=$g ${v#*|} 2>&1)
+        o=$(TRAINER_COMM=$comm run_bounded "${step_timeout[$phase]}" "$T" bench configs/minigooglenet.yaml --gpus $devs --steps 40 \
+              --warmup 10 --json --set train.batch_size=64 --set devices.cuda_graphs=$g ${v#*|} 2>&1)
         echo "$o" >"$out/step-graphs-$gpus-${v%%|*}-$g.log"
         r+=("$(sed -nE 's/.*"ms_per_step": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)")
         k+=("$(sed -nE 's/.*"step_graph": ?([a-z]+).*/\1/p' <<<"$o" | tail -1)")

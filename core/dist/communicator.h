@@ -40,6 +40,16 @@ class Communicator {
   virtual std::unique_ptr<BucketReducer> make_bucket_reducer(Tensor& /*grads*/, const std::vector<BucketRange>& /*buckets*/) {
     return nullptr;
   }
+
+  // Collectives inside a recorded step (a CUDA graph): `issue_*` put the collective on this rank's
+  // stream without waiting for it, so that a capture of that stream records it (NCCL ≥ 2.9);
+  // wait_issued() waits, abortably, for everything issued. records(): whether issue_* can be
+  // recorded — NCCL yes; the in-process communicator no (it meets the other ranks on the host), so
+  // its issue_* are the waiting collectives, correct wherever the step runs as called.
+  virtual bool records() const { return false; }
+  virtual void issue_all_reduce_sum(Tensor& buf) { all_reduce_sum(buf); }
+  virtual void issue_broadcast(Tensor& buf, int root) { broadcast(buf, root); }
+  virtual void wait_issued() {}
 };
 
 // A communicator of one rank: every collective is the identity (single-device runs).

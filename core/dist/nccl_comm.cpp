@@ -202,22 +202,36 @@ class NcclComm final : public Communicator {
   int size() const override { return group_->ranks(); }
 
   void all_reduce_sum(Tensor& buf) override {
+    issue_all_reduce_sum(buf);
+    if (buf.numel() > 0) wait_issued();
+  }
+
+  void broadcast(Tensor& buf, int root) override {
+    issue_broadcast(buf, root);
+    if (buf.bytes() > 0) wait_issued();
+  }
+
+  // Issued on the replica's stream, which a step's capture records: NCCL's collectives are
+  // recorded as graph nodes (NCCL 2.9), and replaying the graph runs them.
+  bool records() const override { return true; }
+
+  void issue_all_reduce_sum(Tensor& buf) override {
     ncclComm_t c = begin();
     check_device(buf, "all_reduce_sum");
     if (buf.numel() == 0) return;
     ncclDataType_t t = nccl_type(buf.dtype());
     enqueued(c, ncclAllReduce(buf.data(), buf.data(), size_t(buf.numel()), t, ncclSum, c, stream_), "ncclAllReduce", __LINE__);
-    wait(c);
   }
 
-  void broadcast(Tensor& buf, int root) override {
+  void issue_broadcast(Tensor& buf, int root) override {
     ncclComm_t c = begin();
     if (root < 0 || root >= size()) fail(fmt::format("{}: broadcast: root {} out of 0..{}", where(__FILE__, __LINE__), root, size() - 1));
     check_device(buf, "broadcast");
     if (buf.bytes() == 0) return;
     enqueued(c, ncclBroadcast(buf.data(), buf.data(), buf.bytes(), ncclUint8, root, c, stream_), "ncclBroadcast", __LINE__);
-    wait(c);
   }
+
+  void wait_issued() override { wait(begin()); }
 
   // Every rank must pass the same number of values (NCCL cannot check it: a mismatch hangs until abort).
   void all_reduce_host(std::vector<double>& values) override {

@@ -30,9 +30,9 @@ LossStats Trainee::train_step(const Batch& b, float lr, uint64_t seed, bool& sto
   }
   LossStats s;
   const Grads g = m.count > 1 ? Grads::AddHeld : Grads::Reduce;
-  if (fixed_step(b, lr, seed, grad_scale, g, s)) {  // one replica: its statistics are the job's, `stop` its own
+  if (fixed_step(b, lr, seed, grad_scale, g, s)) {  // reduction, update and buffers inside the program
     held_stats_.release(s, stop);
-    return s;
+    return ctl_ && ctl_->size() > 1 ? agree(s, stop) : s;  // one replica: its statistics are the job's
   }
   s = forward_backward(b, seed, grad_scale, g);
   held_stats_.release(s, stop);

@@ -136,7 +136,7 @@ class Trainee {
   };
   // forward, loss and backward of `b`, the loss gradient times `grad_scale`: this copy's statistics;
   virtual LossStats forward_backward(const Batch& b, uint64_t seed, float grad_scale, Grads g) = 0;
-  // a micro-batch as one recorded program where the copy can (a lone replica on a GPU), the loss
+  // a micro-batch as one recorded program where the copy can (a replica on a GPU, alone or over NCCL), the loss
   // gradient times `grad_scale`, its gradients going as `g` says (Reduce: the whole step, update
   // included; AddHeld: the last of several, the held sum added, then the update): true when it
   // ran, `s` its statistics;

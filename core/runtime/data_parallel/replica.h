@@ -1,6 +1,7 @@
 // Replica: one device's copy of the model — its context, graph, parameters and optimizer —
 // and the training/evaluation step on a batch.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -21,6 +22,16 @@ struct FixedMicro {
   enum Kind { Whole, HoldFirst, Hold, AddHeld } kind = Whole;
   GradAccumulator* held = nullptr;  // for every kind but Whole
   bool updates() const { return kind == Whole || kind == AddHeld; }
+};
+
+// The other replicas of a fixed program (several ranks): `comm` sums the gradients (the whole
+// flat buffer, after backward) and broadcasts rank 0's non-trained parameters inside the program;
+// `least` returns the least of every rank's value (a host collective), through which the ranks
+// agree on how each step runs — launched, recorded or replayed — since a collective recorded on one
+// rank must be recorded on all (NCCL's rule), and on whether every recording succeeded.
+struct FixedPeers {
+  Communicator* comm = nullptr;  // null: one replica
+  std::function<int(int)> least;
 };
 
 class Replica {
@@ -50,10 +61,15 @@ class Replica {
   // of the program too (StepUpdate::rule), and the update's host state follows what they found
   // (StepUpdate::settle; a skipped step leaves the optimizer's step count as it was): the bits of
   // compute_gradients and update->apply. `micro`: a micro-batch of an accumulated step (the held
-  // sum kept or added back as the ordinary path does; the update only on the last). Returns the
-  // micro-batch's loss statistics (read once its work is done).
+  // sum kept or added back as the ordinary path does; the update only on the last). `peers`: the
+  // other replicas (the gradient summed and the statistics broadcast inside the program). Returns
+  // the micro-batch's loss statistics (read once its work is done), this replica's own.
   LossStats fixed_step(const Tensor& images, const Tensor& labels, float lr, float loss_grad_scale, uint64_t step_seed,
-                       bool record, StepUpdate* update = nullptr, const FixedMicro& micro = {});
+                       bool record, StepUpdate* update = nullptr, const FixedMicro& micro = {},
+                       const FixedPeers& peers = {});
+  // Evaluation as a fixed program (a validation batch without predictions): eval_step's
+  // statistics, the same bits, forward and the loss recorded per batch size as fixed_step's are.
+  LossStats fixed_eval(const Tensor& images, const Tensor& labels, bool record);
   // Batch sizes whose step is recorded (tests).
   int recorded_steps() const;
   // Whether the last fixed_step ran as its recording replayed (a CUDA graph), not launched.
@@ -91,11 +107,17 @@ class Replica {
     BatchInputs inputs;        // this batch size's input and label buffers: their addresses are recorded
     Tensor labels;
   };
-  std::map<std::pair<int64_t, int>, Recorded> recorded_;  // per batch size and FixedMicro::Kind
+  std::map<std::pair<int64_t, int>, Recorded> recorded_;  // per batch size and FixedMicro::Kind, or evaluation's
+  static constexpr int kEvalProgram = 4;                  // evaluation's key (past FixedMicro::Kind)
   StepRule rule_;                // the update's rule the recorded steps were made with
   std::string capture_failed_;  // why recording failed (then every step runs as launched)
+  std::string eval_capture_failed_;  // the same for evaluation's programs
   bool replayed_ = false;
-  void run_fixed(const std::vector<Tensor>& x, const Tensor& y, const FixedMicro& micro);
+  void run_fixed(const std::vector<Tensor>& x, const Tensor& y, const FixedMicro& micro, Communicator* comm);
+  const std::vector<Tensor>& program_inputs(Recorded& r, const Tensor& images, const Tensor& labels, Tensor& y);
+  void run_program(Recorded& r, bool record, const FixedPeers& peers, std::string& failed_before,
+                   const std::function<void()>& work);
+  LossStats stats_of(const LossSums& sums) const;
 };
 
 }  // namespace trainer

@@ -39,6 +39,7 @@ void ReplicaCopy::poison_first_gradient() {
 
 void ReplicaCopy::attach(Communicator& grad, Communicator& ctl) {
   ctl_ = &ctl;
+  grad_ = &grad;
   ParamStore& ps = rep_->executor().params();
   std::vector<int64_t> cuts;
   for (const ParamEntry& p : ps.entries())
@@ -79,14 +80,28 @@ void ReplicaCopy::broadcast_parameters() {
   ctl_->broadcast(w, 0);
 }
 
-// A step that can be one fixed, recorded program: this replica alone in the job (no collective in
-// the step), on a context that can capture, without synchronised batch norm (host all-reduces in
-// the layers), test hooks, per-part timing or per-layer profiling (both synchronise the device
-// between parts). Loss scaling and clipping are kernels of the program (StepUpdate::rule). Every
-// other step takes the ordinary path.
+// A step that can be one fixed, recorded program: on a context that can capture, this replica
+// alone in the job or with communicators whose collectives a capture records (NCCL: one GPU per
+// replica; not the in-process one that `--gpus 0,0` uses, which meets the other ranks on the
+// host), without synchronised batch norm (host all-reduces in the layers), test hooks, per-part
+// timing or per-layer profiling (both synchronise the device between parts). Loss scaling and
+// clipping are kernels of the program (StepUpdate::rule). Every other step takes the ordinary
+// path. (Tests: fixed_anywhere_ runs the program as called on the CPU, any number of replicas.)
 bool ReplicaCopy::fixed_step_ok() const {
-  return cuda_graphs_ && ctl_->size() == 1 && (rep_->context().can_capture() || fixed_anywhere_) && !sync_bn_ &&
-         !inject_ && !timing_ && !rep_->executor().profiling();
+  const bool program = rep_->context().can_capture() ? ctl_->size() == 1 || grad_->records() : fixed_anywhere_;
+  return cuda_graphs_ && program && !sync_bn_ && !inject_ && !timing_ && !rep_->executor().profiling();
+}
+
+// The least of every rank's `v` (FixedPeers::least): one host all-reduce of a one-hot count.
+int ReplicaCopy::least_over_ranks(int v) {
+  constexpr int kValues = 4;  // Replica::fixed_step's modes; 0/1 for its recordings' success
+  if (v < 0 || v >= kValues) throw std::logic_error(fmt::format("least_over_ranks: {} out of 0..{}", v, kValues - 1));
+  std::vector<double> seen(kValues, 0.0);
+  seen[size_t(v)] = 1;
+  ctl_->all_reduce_host(seen);
+  for (int i = 0; i < kValues; ++i)
+    if (seen[size_t(i)] > 0) return i;
+  throw std::logic_error("least_over_ranks: no rank's value");
 }
 
 bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float grad_scale, Grads g, LossStats& s) {
@@ -100,10 +115,17 @@ bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float grad
                : g == Grads::AddHeld ? FixedMicro::AddHeld
                                      : FixedMicro::Whole;
   // One rank: the backward hook only marks buckets done (an earlier micro-batch's: not even that).
-  hold_ = !micro.updates();
+  // Several, or one with a recording communicator (a one-rank NCCL check): the program sums the
+  // whole gradient itself, so the buckets stay out of it; with several the ranks agree on how
+  // each step runs (Replica::fixed_step).
+  const bool alone = ctl_->size() == 1 && !grad_->records();
+  hold_ = !micro.updates() || !alone;
   if (!hold_) buckets_->start_step();
+  FixedPeers peers;
+  if (!alone) peers.comm = grad_;
+  if (ctl_->size() > 1) peers.least = [this](int v) { return least_over_ranks(v); };
   try {
-    s = rep_->fixed_step(b.images, b.labels, lr, grad_scale, seed, true, &update_, micro);
+    s = rep_->fixed_step(b.images, b.labels, lr, grad_scale, seed, true, &update_, micro, peers);
   } catch (...) {
     hold_ = false;
     throw;
@@ -222,7 +244,12 @@ void ReplicaCopy::settle() {
   ctl_->barrier();
 }
 
+// A validation batch as a recorded program where a step can be one (without predictions to read
+// back, and outside synchronised batch norm's runs, which keep evaluation on the ordinary path).
 LossStats ReplicaCopy::eval_batch(const Batch& b, std::vector<int32_t>* predicted) {
+  const bool program = rep_->context().can_capture() || fixed_anywhere_;
+  if (!predicted && cuda_graphs_ && program && !sync_bn_ && !rep_->executor().profiling())
+    return rep_->fixed_eval(b.images, b.labels, true);
   return rep_->eval_step(b.images, b.labels, predicted);
 }
 

@@ -13,6 +13,9 @@
 // With train.accumulate k, the first k-1 micro-batches meet nobody: their gradients are summed
 // into a buffer of the replica's own, which the last micro-batch's backward adds into each bucket
 // just before that bucket's all-reduce.
+// As one recorded program (NCCL, one GPU per replica; the CPU in tests), every rank meets the
+// others at: the host agreement on how the step runs (Replica::fixed_step), one all-reduce of the
+// whole gradient after backward and the broadcast of 2., both inside the program, then 3.
 #pragma once
 #include <chrono>
 #include <memory>
@@ -99,6 +102,8 @@ class ReplicaCopy final : public Trainee {
 
   int rank_;
   bool fixed_step_ok() const;
+  int least_over_ranks(int v);
+  Communicator* grad_ = nullptr;  // the gradients' communicator (attach)
   bool sync_bn_;
   bool cuda_graphs_;
   int64_t bucket_floats_;

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -142,55 +143,70 @@ struct EngineRun {
   std::vector<int64_t> optimizer_steps, skipped;
   int fixed = 0, recorded = 0;  // steps that ran as the fixed program; of those, replayed recordings
   uint64_t last_waits = 0;      // the host's waits for the device over the last three steps
+  std::vector<std::vector<float>> replicas;  // every rank's weights after the last step
 };
 
 bool same_double(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-// 10 steps of one replica on `device` through Trainee::train_step (batch 6 four times, 4 three
-// times, 6 again), the fixed program allowed anywhere (`fixed`, the CPU running it as called) or
-// not; the batches of the steps in `poisoned` carry an inf pixel (non-finite gradients). With
-// train.accumulate k > 1 each step is k micro-batches of other samples, the first of a poisoned
-// step carrying the inf (the held sum then holds it).
-EngineRun train_engine(const RunSpec& e, Device device, bool fixed, const std::set<int>& poisoned) {
+// 10 steps of the replicas on `devices` through Trainee::train_step (batch 6 four times, 4 three
+// times, 6 again, each rank its own samples), the fixed program allowed anywhere (`fixed`, the CPU
+// running it as called) or not; rank 0's batches of the steps in `poisoned` carry an inf pixel
+// (non-finite gradients, on every rank once summed). With train.accumulate k > 1 each step is k
+// micro-batches of other samples, the first of a poisoned step carrying the inf (the held sum then
+// holds it). Rank 0's view, every rank's last weights in `replicas`.
+EngineRun train_engine(const RunSpec& e, const std::vector<Device>& devices, bool fixed, const std::set<int>& poisoned) {
   const int k = e.train.accumulate;
-  ReplicaGroup group(trainee_spec(e), {device}, device.is_cpu() ? 2 : 0);
+  const int ranks = int(devices.size());
+  ReplicaGroup group(trainee_spec(e), devices, devices[0].is_cpu() ? (ranks == 1 ? 2 : 1) : 0);
   EngineRun out;
+  std::vector<std::vector<float>> replicas(devices.size());
   group.run([&](ReplicaCopy& w) {
+    const int r = w.rank();
     w.set_fixed_anywhere(fixed);
     w.broadcast_parameters();
-    HostBatch six = batch(6, 5), four = batch(4, 5), bad = batch(6, 5);
+    HostBatch six = batch(6, 5, 5 + 31 * uint64_t(r)), four = batch(4, 5, 5 + 31 * uint64_t(r)),
+              bad = batch(6, 5, 5 + 31 * uint64_t(r));
     bad.images.f32()[17] = std::numeric_limits<float>::infinity();
     bool stop = false;
     uint64_t waits = 0;
+    EngineRun mine;
     for (int s = 0; s < 10; ++s) {
       if (s == 7) waits = host_waits();
       const int64_t n = s >= 4 && s < 7 ? 4 : 6;
+      const bool poison = r == 0 && poisoned.count(s);
       LossStats st;
       for (int i = 0; i < k; ++i) {
         HostBatch mb;
         if (k > 1) {
-          mb = batch(n, 5, 100 * uint64_t(s) + uint64_t(i));
-          if (i == 0 && poisoned.count(s)) mb.images.f32()[17] = std::numeric_limits<float>::infinity();
+          mb = batch(n, 5, 100 * uint64_t(s) + uint64_t(i) + 10000 * uint64_t(r));
+          if (i == 0 && poison) mb.images.f32()[17] = std::numeric_limits<float>::infinity();
         }
-        const HostBatch& hb = k > 1 ? mb : poisoned.count(s) ? bad : (n == 4 ? four : six);
+        const HostBatch& hb = k > 1 ? mb : poison ? bad : (n == 4 ? four : six);
         Batch b;
         b.images = hb.images;
         b.labels = hb.labels;
-        b.size = b.global_size = n;
-        st = w.train_step(b, 0.05f / float(1 + s), 1000 + uint64_t(s * k + i), stop, MicroStep{i, k, int64_t(k) * n});
-        out.fixed += w.last_step_fixed();
-        out.recorded += w.step_recorded();
+        b.size = n;
+        b.global_size = n * ranks;
+        st = w.train_step(b, 0.05f / float(1 + s), 1000 + uint64_t(s * k + i), stop, MicroStep{i, k, int64_t(k) * n * ranks});
+        mine.fixed += w.last_step_fixed();
+        mine.recorded += w.step_recorded();
       }
-      out.losses.push_back(st.loss_sum);
-      out.norms.push_back(w.clip().grad_norm());
-      out.scales.push_back(w.scaler().scale());
-      out.optimizer_steps.push_back(w.state().optimizer_steps());
-      out.skipped.push_back(w.scaler().skipped_total());
+      mine.losses.push_back(st.loss_sum);
+      mine.norms.push_back(w.clip().grad_norm());
+      mine.scales.push_back(w.scaler().scale());
+      mine.optimizer_steps.push_back(w.state().optimizer_steps());
+      mine.skipped.push_back(w.scaler().skipped_total());
     }
-    out.last_waits = host_waits() - waits;
-    out.weights = w.state().download_weights();
+    mine.last_waits = host_waits() - waits;
+    replicas[size_t(r)] = w.state().download_weights();
+    if (r == 0) out = std::move(mine);
   });
+  out.weights = replicas[0];
+  out.replicas = std::move(replicas);
   return out;
+}
+EngineRun train_engine(const RunSpec& e, Device device, bool fixed, const std::set<int>& poisoned) {
+  return train_engine(e, std::vector<Device>{device}, fixed, poisoned);
 }
 
 // Every step's loss, norm, scale, step count and skip count, and the last weights, bit for bit.
@@ -278,4 +294,107 @@ TEST_CASE("fixed step: loss scaling and clipping as CUDA graphs give the ordinar
     check_same(off, on);
     CHECK(on.skipped.back() == int64_t(c.poisoned.size()));
   }
+}
+
+TEST_CASE("fixed step: several replicas with the all-reduce and buffer broadcast inside the program give the ordinary step's bits",
+          "[backends]") {
+  // 2 and 3 CPU replicas (the in-process communicator summing in rank order both ways): loss
+  // scaling with skips, clipping, accumulation, batch-norm statistics broadcast from rank 0.
+  for (const int ranks : {2, 3})
+    for (const UpdateCase& c : update_cases()) {
+      if (ranks == 3 && c.name != std::string("accumulate 3, dynamic scale, clip_norm, adam")) continue;
+      SECTION(std::to_string(ranks) + " replicas, " + c.name) {
+        const RunSpec e = spec(c.sets);
+        std::vector<Device> devices;
+        for (int r = 0; r < ranks; ++r) devices.push_back(Device::cpu(r));
+        const EngineRun ordinary = train_engine(e, devices, false, c.poisoned);
+        const EngineRun fixed = train_engine(e, devices, true, c.poisoned);
+        const int k = e.train.accumulate;
+        CHECK(ordinary.fixed == 0);
+        CHECK(fixed.fixed == 10 * k);
+        check_same(ordinary, fixed);
+        // Every replica holds rank 0's weights, bit for bit, on both paths.
+        for (int r = 1; r < ranks; ++r) {
+          INFO("rank " << r);
+          CHECK(std::memcmp(fixed.replicas[size_t(r)].data(), fixed.replicas[0].data(), fixed.replicas[0].size() * sizeof(float)) == 0);
+          CHECK(std::memcmp(ordinary.replicas[size_t(r)].data(), ordinary.replicas[0].data(),
+                            ordinary.replicas[0].size() * sizeof(float)) == 0);
+        }
+        CHECK(fixed.skipped.back() == int64_t(c.poisoned.size()));
+        // The statistics are the job's: every rank's samples counted.
+        CHECK(fixed.losses.front() != 0);
+      }
+    }
+}
+
+TEST_CASE("fixed step: a one-rank NCCL step records its all-reduce and broadcast in the CUDA graph, one GPU listed twice stays launched") {
+  const test::TestDevice* gpu = test::test_gpu();  // a skip, with the reason, where no GPU can run
+  if (!gpu) return;
+  const char* before = std::getenv("TRAINER_COMM");
+  const std::string keep = before ? before : "";
+  setenv("TRAINER_COMM", "nccl", 1);  // NCCL for one GPU: the collectives issued inside the capture
+  for (const UpdateCase& c : update_cases()) {
+    INFO(c.name);
+    std::vector<std::string> sets = c.sets;
+    sets.push_back("devices.tf32=false");
+    const RunSpec graphs = spec(sets);
+    sets.push_back("devices.cuda_graphs=false");
+    const RunSpec launched = spec(sets);
+    const EngineRun on = train_engine(graphs, gpu->device, false, c.poisoned);
+    const EngineRun off = train_engine(launched, gpu->device, false, c.poisoned);
+    const int k = graphs.train.accumulate;
+    CHECK(on.fixed == 10 * k);
+    CHECK(on.recorded == 6 * k);
+    // A replayed micro-batch waits twice: for its collectives (abortably) and for its results.
+    CHECK(on.last_waits == uint64_t(6 * k));
+    check_same(off, on);
+  }
+  // The in-process communicator meets the other replica on the host: no program, as launched.
+  unsetenv("TRAINER_COMM");
+  const RunSpec e = spec({"devices.tf32=false", "optimizer={type: adam, lr: 0.01}"});
+  const EngineRun twice = train_engine(e, {gpu->device, gpu->device}, false, {});
+  CHECK(twice.fixed == 0);
+  if (before) setenv("TRAINER_COMM", keep.c_str(), 1);
+}
+
+TEST_CASE("fixed step: evaluation as a program gives eval_step's bits (batch sizes, both losses, a bad label)", "[backends]") {
+  for (const test::TestDevice& d : test::test_devices())
+    for (const bool binary : {false, true}) {
+      SECTION(d.name + (binary ? " binary_crossentropy" : " cross_entropy")) {
+        const RunSpec e = binary ? spec({"model.layers.6.units=1", "model.layers.7.type=sigmoid",
+                                         "train.loss=binary_crossentropy", "data.train.classes=2", "devices.tf32=false"})
+                                 : spec({"devices.tf32=false"});
+        const int classes = binary ? 2 : 5;
+        Replica rep(trainee_spec(e), d.device, d.device.is_cpu() ? 2 : 0);
+        rep.context().bind_thread();
+        // Trained a little first: batch-norm statistics and weights away from their start.
+        for (int s = 0; s < 3; ++s) {
+          const HostBatch b = batch(6, classes, 70 + uint64_t(s));
+          rep.train_step(b.images, b.labels, 0.05f, 100 + uint64_t(s));
+        }
+        // Each size three times: launched, recorded, replayed where a GPU records.
+        const std::vector<int64_t> sizes{6, 6, 6, 4, 4, 4, 1};
+        std::vector<LossStats> fixed, ordinary;
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          const HostBatch b = batch(sizes[i], classes, 9 + i);
+          fixed.push_back(rep.fixed_eval(b.images, b.labels, true));
+        }
+        const int recorded = rep.recorded_steps();
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          const HostBatch b = batch(sizes[i], classes, 9 + i);
+          ordinary.push_back(rep.eval_step(b.images, b.labels));
+        }
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          INFO("batch " << i << " of " << sizes[i] << ": " << fixed[i].loss_sum << " / " << ordinary[i].loss_sum);
+          CHECK(same_double(fixed[i].loss_sum, ordinary[i].loss_sum));
+          CHECK(fixed[i].correct == ordinary[i].correct);
+          CHECK(fixed[i].count == sizes[i]);
+        }
+        CHECK(fixed[0].loss_sum != fixed[3].loss_sum);  // different batches, different sums
+        if (!d.device.is_cpu()) CHECK(recorded == 2);  // 6 and 4 recorded; 1 only launched once
+        HostBatch bad = batch(4, classes, 3);
+        bad.labels.i32()[2] = classes + 3;
+        CHECK_THROWS_AS(rep.fixed_eval(bad.images, bad.labels, true), std::out_of_range);
+      }
+    }
 }

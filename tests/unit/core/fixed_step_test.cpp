@@ -269,9 +269,11 @@ TEST_CASE("fixed step: loss scaling and clipping decided by the step's own kerne
   }
 }
 
-TEST_CASE("fixed step: loss scaling and clipping as CUDA graphs give the ordinary step's bits") {
-  const test::TestDevice* gpu = test::test_gpu();  // a skip, with the reason, where no GPU can run
-  if (!gpu) return;
+namespace {
+
+// Every update case on `gpu` as CUDA graphs against devices.cuda_graphs: false, 10 steps each: the
+// same bits; a replayed micro-batch waits for the device `waits` times.
+void check_graphs_against_launched(const test::TestDevice& gpu, int waits) {
   for (const UpdateCase& c : update_cases()) {
     INFO(c.name);
     std::vector<std::string> sets = c.sets;
@@ -279,21 +281,29 @@ TEST_CASE("fixed step: loss scaling and clipping as CUDA graphs give the ordinar
     const RunSpec graphs = spec(sets);
     sets.push_back("devices.cuda_graphs=false");
     const RunSpec launched = spec(sets);
-    const EngineRun on = train_engine(graphs, gpu->device, false, c.poisoned);
-    const EngineRun off = train_engine(launched, gpu->device, false, c.poisoned);
+    const EngineRun on = train_engine(graphs, gpu.device, false, c.poisoned);
+    const EngineRun off = train_engine(launched, gpu.device, false, c.poisoned);
     const int k = graphs.train.accumulate;
     CHECK(on.fixed == 10 * k);
     CHECK(off.fixed == 0);
     // Steps 0 and 4 of each batch size plan, 1 and 5 record, the rest replay (each micro-batch
     // kind of an accumulated step its own recording).
     CHECK(on.recorded == 6 * k);
-    // A replayed micro-batch waits for the device once: its loss sums and check, read back together
-    // (its batch, labels and scalars go through staging buffers of their own).
-    CHECK(on.last_waits == uint64_t(3 * k));
+    CHECK(on.last_waits == uint64_t(3 * k * waits));
     CHECK(off.last_waits > on.last_waits);
     check_same(off, on);
     CHECK(on.skipped.back() == int64_t(c.poisoned.size()));
   }
+}
+
+}  // namespace
+
+TEST_CASE("fixed step: loss scaling and clipping as CUDA graphs give the ordinary step's bits") {
+  const test::TestDevice* gpu = test::test_gpu();  // a skip, with the reason, where no GPU can run
+  if (!gpu) return;
+  // A replayed micro-batch waits for the device once: its loss sums and check, read back together
+  // (its batch, labels and scalars go through staging buffers of their own).
+  check_graphs_against_launched(*gpu, 1);
 }
 
 TEST_CASE("fixed step: several replicas with the all-reduce and buffer broadcast inside the program give the ordinary step's bits",
@@ -333,22 +343,8 @@ TEST_CASE("fixed step: a one-rank NCCL step records its all-reduce and broadcast
   const char* before = std::getenv("TRAINER_COMM");
   const std::string keep = before ? before : "";
   setenv("TRAINER_COMM", "nccl", 1);  // NCCL for one GPU: the collectives issued inside the capture
-  for (const UpdateCase& c : update_cases()) {
-    INFO(c.name);
-    std::vector<std::string> sets = c.sets;
-    sets.push_back("devices.tf32=false");
-    const RunSpec graphs = spec(sets);
-    sets.push_back("devices.cuda_graphs=false");
-    const RunSpec launched = spec(sets);
-    const EngineRun on = train_engine(graphs, gpu->device, false, c.poisoned);
-    const EngineRun off = train_engine(launched, gpu->device, false, c.poisoned);
-    const int k = graphs.train.accumulate;
-    CHECK(on.fixed == 10 * k);
-    CHECK(on.recorded == 6 * k);
-    // A replayed micro-batch waits twice: for its collectives (abortably) and for its results.
-    CHECK(on.last_waits == uint64_t(6 * k));
-    check_same(off, on);
-  }
+  // A replayed micro-batch waits twice: for its collectives (abortably) and for its results.
+  check_graphs_against_launched(*gpu, 2);
   // The in-process communicator meets the other replica on the host: no program, as launched.
   unsetenv("TRAINER_COMM");
   const RunSpec e = spec({"devices.tf32=false", "optimizer={type: adam, lr: 0.01}"});

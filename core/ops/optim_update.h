@@ -98,6 +98,17 @@ class OptimUpdateKernel {
     if (!(limit > 0.0f)) ck.fail("the limit must be positive");
     if (g.numel() > 0) clip_values_impl(g, scale, limit);
   }
+  // train.ema's moving average in one pass: avg = decay·avg + (1 − decay)·w, each product rounded
+  // to fp32 before the sum (the bits of the element-wise passes). With `step` (a fixed step's
+  // memory, read where it runs): nothing when the step is skipped or does not average.
+  void average(Tensor& avg, const Tensor& w, float decay, const StepScalars* step) {
+    const shape_checks::Checks ck("average", dev_);
+    ck.dtype("avg", avg, DType::F32);
+    ck.dtype("w", w, DType::F32);
+    ck.same_numel("w", w, "avg", avg);
+    if (!(decay >= 0.0f && decay <= 1.0f)) ck.fail("the decay must be in [0, 1], got ", decay);
+    if (avg.numel() > 0) average_impl(avg, w, decay, float(1.0 - double(decay)), step);
+  }
   // A fixed step's update decided where it runs, with nothing read back (grad_clip_math::
   // decide_step): g's finiteness (r.check_finite) and sum of squares (r.clip) into `check`, then
   // step->skip and, under clip_norm, step->grad_scale; under clip_value g unscaled by
@@ -123,6 +134,7 @@ class OptimUpdateKernel {
   virtual double sum_squares_impl(const Tensor& g) = 0;  // g not empty
   virtual void clip_values_impl(Tensor& g, float scale, float limit) = 0;
   virtual void decide_step_impl(Tensor& g, const StepRule& r, StepScalars* step, StepCheck* check) = 0;
+  virtual void average_impl(Tensor& avg, const Tensor& w, float decay, float rest, const StepScalars* step) = 0;  // avg not empty
 
  private:
   static void check_wg(const shape_checks::Checks& ck, const Tensor& w, const Tensor& g) {

@@ -17,6 +17,9 @@ struct StepScalars {
   // scaling, makes every update and clip of the step do nothing.
   float unscale = 1;
   uint32_t skip = 0;
+  // train.ema: this step's update, unless skipped, is followed by the moving average's (the host
+  // sets it from the optimizer's count and `every`; OptimUpdateKernel::average reads it).
+  uint32_t average = 0;
 
   void set_seed(uint64_t s) {
     seed_lo = uint32_t(s);

@@ -1,4 +1,4 @@
-// The moving average's update through the element-wise kernels of the copy's device (no kernel of its own).
+// The moving average's update: the optimizer kernels' one-pass average on the copy's device, read from a fixed step's memory inside a recorded program.
 #include "core/optim/weight_average.h"
 
 #include <stdexcept>
@@ -10,8 +10,8 @@ namespace trainer {
 WeightAverage::WeightAverage(OpContext& ctx, Tensor weights, const WeightAverageOptions& o)
     : ctx_(ctx), w_(std::move(weights)), decay_(float(o.decay)), every_(o.every > 0 ? o.every : 1) {
   avg_ = ctx_.zeros(w_.shape());
-  scratch_ = ctx_.zeros(w_.shape());
   ew_ = make_kernel<ElementwiseKernel>(ctx_, ElementwiseParams{});
+  avg_k_ = make_kernel<OptimUpdateKernel>(ctx_, OptimUpdateParams{});
 }
 
 void WeightAverage::start() {
@@ -24,12 +24,14 @@ void WeightAverage::update(int64_t optimizer_steps) {
   if (!started_) start();
   if (optimizer_steps == last_steps_) return;
   last_steps_ = optimizer_steps;
-  if (optimizer_steps % every_ != 0 || w_.numel() == 0) return;
+  if (!averages_at(optimizer_steps)) return;
   // avg = decay·avg + (1 − decay)·w, each product rounded to fp32, then their sum.
-  ew_->scale(avg_, decay_);
-  ew_->convert(w_, scratch_);
-  ew_->scale(scratch_, float(1.0 - double(decay_)));
-  ew_->accumulate(scratch_, avg_);
+  avg_k_->average(avg_, w_, decay_, nullptr);
+}
+
+void WeightAverage::update_in_step(const StepScalars* step) {
+  if (!started_) throw std::logic_error("WeightAverage::update_in_step before start()");
+  avg_k_->average(avg_, w_, decay_, step);
 }
 
 std::vector<float> WeightAverage::download() {

@@ -1,4 +1,4 @@
-// CPU optimizer updates: fused single-pass SGD, Adam(W) and RMSprop over flat f32 buffers (optim_math.h's per-element updates); the gradients' finiteness check, sum of squares and clipping.
+// CPU optimizer updates: fused single-pass SGD, Adam(W) and RMSprop over flat f32 buffers (optim_math.h's per-element updates); the gradients' finiteness check, sum of squares and clipping; the weights' moving average.
 #include <cmath>
 #include <vector>
 
@@ -10,6 +10,22 @@
 
 namespace trainer {
 namespace {
+
+// The moving average's loop, compiled without floating-point contraction: each product rounded to
+// fp32 before the sum, as the element-wise passes round them (g++ -march=native would otherwise
+// fuse one product and the sum into an fma; clang contracts only within an expression, which
+// optim_math::averaged splits). Checked against those passes, bit for bit.
+#if !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#endif
+void average_loop(float* __restrict a, const float* __restrict w, int64_t n, float decay, float rest) {
+#pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) a[i] = optim_math::averaged(a[i], w[i], decay, rest);
+}
+#if !defined(__clang__)
+#pragma GCC pop_options
+#endif
 
 class CpuOptimUpdate final : public OptimUpdateKernel {
  public:
@@ -102,6 +118,10 @@ class CpuOptimUpdate final : public OptimUpdateKernel {
     const double squares = r.clip != StepRule::None && g.numel() > 0 ? sum_squares_impl(g) : 0.0;
     grad_clip_math::decide_step(r, finite, squares, step, check);
     if (r.clip == StepRule::Value && !step->skip && g.numel() > 0) clip_values_impl(g, step->unscale, float(r.limit));
+  }
+
+  void average_impl(Tensor& avg, const Tensor& w, float decay, float rest, const StepScalars* step) override {
+    if (optim_math::averages(step)) average_loop(avg.f32(), w.f32(), avg.numel(), decay, rest);
   }
 
   std::vector<double> part_;  // sum_squares's per-chunk sums

@@ -1,4 +1,4 @@
-// CUDA optimizer updates: fused single-pass SGD, Adam(W) and RMSprop over flat f32 buffers (optim_math.h, shared with the CPU); the gradients' finiteness check, sum of squares and clipping.
+// CUDA optimizer updates: fused single-pass SGD, Adam(W) and RMSprop over flat f32 buffers (optim_math.h, shared with the CPU); the gradients' finiteness check, sum of squares and clipping; the weights' moving average.
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_util.cuh"
 #include <vector>
@@ -89,6 +89,13 @@ __global__ void clip_values_step_kernel(float* g, int64_t n, float limit, const 
   CUDA_GRID_LOOP(i, n) g[i] = grad_clip_math::clip_value(g[i], scale, limit);
 }
 
+// train.ema's moving average (optim_math::averaged); `step` (may be null): nothing when the fixed
+// step was skipped or does not average.
+__global__ void average_kernel(float* a, const float* w, int64_t n, float decay, float rest, const StepScalars* step) {
+  if (!optim_math::averages(step)) return;
+  CUDA_GRID_LOOP(i, n) a[i] = optim_math::averaged(a[i], w[i], decay, rest);
+}
+
 class CudaOptimUpdate final : public OptimUpdateKernel {
  public:
   CudaOptimUpdate(OpContext& ctx, const OptimUpdateParams& p) : OptimUpdateKernel(ctx, p), c_(cuda_context(ctx)) {}
@@ -111,6 +118,11 @@ class CudaOptimUpdate final : public OptimUpdateKernel {
     TRAINER_LAUNCH(rmsprop_kernel, cuda::grid_for(w.numel(), c_), cuda::kBlock, c_.stream(), w.f32(), g.f32(),
                    ms.f32(), use_mom ? mom.f32() : nullptr, s.centered ? mg.f32() : nullptr, w.numel(),
                    optim_math::rmsprop_coef(s), s.step);
+  }
+
+  void average_impl(Tensor& avg, const Tensor& w, float decay, float rest, const StepScalars* step) override {
+    TRAINER_LAUNCH(average_kernel, cuda::grid_for(avg.numel(), c_), cuda::kBlock, c_.stream(), avg.f32(), w.f32(),
+                   avg.numel(), decay, rest, step);
   }
 
   bool all_finite_impl(const Tensor& g) override {

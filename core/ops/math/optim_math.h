@@ -28,6 +28,25 @@ inline SgdCoef sgd_coef(const SgdStep& s) {
 // A fixed step whose update the device decided to skip (StepScalars::skip; never for a null step).
 TRAINER_HD_INLINE bool skipped(const StepScalars* s) { return s && s->skip != 0; }
 
+// train.ema's element: decay·avg and (1 − decay)·w each rounded to fp32, then their sum — the bits
+// of the element-wise passes (scale, scale, accumulate). Never contracted into an fma: __fmul_rn on
+// the device; on the host two statements, the caller's loop compiled without contraction
+// (cpu_optim_update.cpp).
+TRAINER_HD_INLINE float averaged(float avg, float w, float decay, float rest) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(decay, avg) + __fmul_rn(rest, w);
+#else
+  // Two statements: a compiler that contracts within an expression only (clang's default) rounds
+  // each product; g++'s contraction across statements is switched off around the loop.
+  const float a = decay * avg;
+  const float b = rest * w;
+  return a + b;
+#endif
+}
+// Whether the moving average moves: always without a step; in a fixed step, when it averages and
+// was not skipped.
+TRAINER_HD_INLINE bool averages(const StepScalars* s) { return !s || (s->skip == 0 && s->average != 0); }
+
 // The rate and scale of a StepScalars, when given (read where the update runs).
 TRAINER_HD_INLINE SgdCoef with_step(SgdCoef k, const StepScalars* s) {
   if (s) k.lr = s->lr, k.scale = s->grad_scale;

@@ -62,6 +62,8 @@ void Replica::run_fixed(const std::vector<Tensor>& x, const Tensor& y, const Fix
     // Rank 0's non-trained parameters (batch-norm statistics) on every replica, as after_update.
     Tensor frozen = exec_->params().frozen_weights();
     if (comm && frozen.numel() > 0) comm->issue_broadcast(frozen, 0);
+    // train.ema after them, as after_update: nothing where the step was skipped or does not average.
+    if (average_) average_->update_in_step(scalars);
   }
   exec_->set_step_scalars(nullptr);  // host-side state only: the ordinary path's seeds again
 }
@@ -76,9 +78,12 @@ LossStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float 
   rule_ = rule;
   if (!micro.updates() && !micro.held) throw std::logic_error("fixed_step: a held micro-batch without its held sum");
   if (micro.updates()) optimizer_->begin_step();
+  if (average_ && micro.updates()) average_->start();  // outside any recording (once)
   StepMemory host;
   if (update) update->fill(host.scalars);
   optimizer_->step_scalars(host.scalars, lr, host.scalars.grad_scale);
+  // The count the update takes the optimizer to (begin_step's), unless the device skips it.
+  host.scalars.average = average_ && micro.updates() && average_->averages_at(optimizer_->steps());
   host.scalars.loss_scale = loss_grad_scale;
   host.scalars.set_seed(step_seed);
   ctx_->copy_from_host(step_memory_.data(), &host, sizeof host);

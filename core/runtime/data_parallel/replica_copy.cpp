@@ -134,7 +134,7 @@ bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float grad
   recorded_ = rep_->replayed();
   times_ = StepTimes{};  // one program: no parts (bench times it with timing on, the ordinary path)
   if (!micro.updates()) return true;
-  if (WeightAverage* avg = rep_->average()) avg->update(rep_->optimizer().steps());
+  if (WeightAverage* avg = rep_->average()) avg->followed(rep_->optimizer().steps());  // averaged in the program
   ++reduced_steps_;
   return true;
 }

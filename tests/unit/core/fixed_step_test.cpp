@@ -144,6 +144,7 @@ struct EngineRun {
   int fixed = 0, recorded = 0;  // steps that ran as the fixed program; of those, replayed recordings
   uint64_t last_waits = 0;      // the host's waits for the device over the last three steps
   std::vector<std::vector<float>> replicas;  // every rank's weights after the last step
+  std::vector<float> average;                // train.ema's, rank 0's, after the last step
 };
 
 bool same_double(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
@@ -199,6 +200,7 @@ EngineRun train_engine(const RunSpec& e, const std::vector<Device>& devices, boo
     }
     mine.last_waits = host_waits() - waits;
     replicas[size_t(r)] = w.state().download_weights();
+    if (r == 0 && w.state().has_average()) mine.average = w.state().download_average();
     if (r == 0) out = std::move(mine);
   });
   out.weights = replicas[0];
@@ -225,6 +227,8 @@ void check_same(const EngineRun& a, const EngineRun& b) {
   for (size_t i = 0; i < a.weights.size(); ++i) differ += std::memcmp(&a.weights[i], &b.weights[i], sizeof(float)) != 0;
   INFO(differ << " of " << a.weights.size() << " weights differ");
   CHECK(differ == 0);
+  REQUIRE(a.average.size() == b.average.size());
+  if (!a.average.empty()) CHECK(std::memcmp(a.average.data(), b.average.data(), a.average.size() * sizeof(float)) == 0);
 }
 
 // Loss scaling (dynamic with a growth every 2 steps, a static scale that is not a power of two)
@@ -244,6 +248,8 @@ std::vector<UpdateCase> update_cases() {
       // Accumulation: the held sum kept by the earlier micro-batches' programs, added back by the last's.
       {"accumulate 2, sgd", {"train.accumulate=2", "optimizer={type: sgd, lr: 0.05, momentum: 0.9}"}, {}},
       {"accumulate 3, dynamic scale, clip_norm, adam", {"train.accumulate=3", "train.clip_norm=0.05", "train.loss_scale={init_scale: 1024, growth_interval: 2}", "optimizer={type: adam, lr: 0.01}"}, {2, 7}},
+      // The moving average inside the program: every second optimizer step, not on skipped ones.
+      {"ema every 2, dynamic scale, sgd", {"train.ema={decay: 0.8, every: 2}", "train.loss_scale={init_scale: 1024, growth_interval: 2}", "optimizer={type: sgd, lr: 0.05, momentum: 0.9}"}, {3, 4}},
   };
 }
 

@@ -1,4 +1,4 @@
-// Gradient clipping's kernels: the sum of squares against float64 (and the same bits on every backend and thread count), and clipping by value against its definition.
+// Gradient clipping's kernels and the moving average's: the sum of squares against float64 (and the same bits on every backend and thread count), clipping by value against its definition, train.ema's one pass against the element-wise passes.
 #include <omp.h>
 
 #include <cmath>
@@ -6,6 +6,7 @@
 
 #include "backends.h"
 #include "core/ops/math/grad_clip_math.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/optim_update.h"
 
 using namespace trainer;
@@ -139,5 +140,63 @@ TEST_CASE("optim_update decide_step: the host's finite check, norm, clip factor 
     StepRule bad;
     bad.clip = StepRule::Norm;
     CHECK_THROWS_AS(decide(be, *k, g, bad, 1.0f), std::invalid_argument);  // no limit
+  }
+}
+
+TEST_CASE("optim_update average: train.ema's one pass gives the element-wise passes' bits, on every backend and thread count, and a fixed step's flags gate it",
+          "[backends]") {
+  for (const Backend& be : backends()) SECTION(be.name) {
+    auto k = make_kernel<OptimUpdateKernel>(be.ctx(), OptimUpdateParams{});
+    auto ew = make_kernel<ElementwiseKernel>(be.ctx(), ElementwiseParams{});
+    std::mt19937_64 rng(10);
+    for (const float decay : {0.999f, 0.9f, 0.5f, 0.0f, 1.0f})
+      for (int64_t n : kSizes) {
+        INFO("n = " << n << ", decay " << decay);
+        const Tensor avg0 = random_tensor({n}, rng, -2.0, 2.0), w = random_tensor({n}, rng, -2.0, 2.0);
+        const float rest = float(1.0 - double(decay));
+        // The slow path (WeightAverage before the one pass): scale, scale a copy, accumulate.
+        Tensor slow = be.upload(avg0), copy = be.upload(w);
+        if (n > 0) {
+          ew->scale(slow, decay);
+          ew->scale(copy, rest);
+          ew->accumulate(copy, slow);
+        }
+        const Tensor dw = be.upload(w);
+        for (const int threads : {1, 2, 3, 4}) {
+          if (!be.is_cpu() && threads > 1) break;
+          INFO(threads << " threads");
+          const int team = omp_get_max_threads();
+          if (be.is_cpu()) omp_set_num_threads(threads);
+          Tensor fast = be.upload(avg0);
+          k->average(fast, dw, decay, nullptr);
+          if (be.is_cpu()) omp_set_num_threads(team);
+          const Tensor a = be.download(fast), b = be.download(slow);
+          if (n > 0) CHECK(std::memcmp(a.data(), b.data(), size_t(n) * sizeof(float)) == 0);
+          // And the definition, in float64, to the products' rounding.
+          ref::Vec want(static_cast<size_t>(n));
+          for (int64_t j = 0; j < n; ++j) want[size_t(j)] = double(decay) * avg0.f32()[j] + double(rest) * w.f32()[j];
+          be.check("average", fast, want, 1e-6);
+        }
+      }
+    // A fixed step's flags, read from the context's memory: skipped or not averaging leaves it as it was.
+    const Tensor avg0 = random_tensor({1000}, rng), w = random_tensor({1000}, rng);
+    for (const auto& [skip, average] : {std::pair{0u, 1u}, std::pair{1u, 1u}, std::pair{0u, 0u}}) {
+      INFO("skip " << skip << ", average " << average);
+      StepScalars host;
+      host.skip = skip;
+      host.average = average;
+      Tensor mem = be.empty(Shape{int64_t(sizeof host)}, DType::U8);
+      be.ctx().copy_from_host(mem.data(), &host, sizeof host);
+      Tensor a = be.upload(avg0), plain = be.upload(avg0);
+      k->average(a, be.upload(w), 0.9f, static_cast<const StepScalars*>(mem.data()));
+      k->average(plain, be.upload(w), 0.9f, nullptr);
+      const Tensor got = be.download(a), moved = be.download(plain);
+      const bool moves = skip == 0 && average == 1;
+      CHECK(std::memcmp(got.data(), (moves ? moved : avg0).data(), 1000 * sizeof(float)) == 0);
+    }
+    Tensor a = be.zeros({4}), w4 = be.zeros({5});
+    CHECK_THROWS_AS(k->average(a, w4, 0.9f, nullptr), std::invalid_argument);
+    Tensor w3 = be.zeros({4});
+    CHECK_THROWS_AS(k->average(a, w3, 1.5f, nullptr), std::invalid_argument);
   }
 }

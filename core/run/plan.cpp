@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/data/dataset.h"
 #include "core/dist/launch.h"
@@ -28,6 +29,14 @@ std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / double(
 
 }  // namespace
 
+bool cuda_graphs_wanted(bool configured) {
+  const char* env = std::getenv("TRAINER_CUDA_GRAPHS");
+  if (!env || !*env) return configured;
+  const std::string v = env;
+  if (v == "0" || v == "1") return v == "1";
+  throw cfg::ConfigError("TRAINER_CUDA_GRAPHS", fmt::format("'{}' is neither 0 (launch every step kernel by kernel) nor 1", v));
+}
+
 TraineeSpec trainee_spec(const RunSpec& e) {
   TraineeSpec t;
   t.model = e.model;
@@ -47,7 +56,7 @@ TraineeSpec trainee_spec(const RunSpec& e) {
   t.bucket_floats = e.train.bucket_mb > 0 ? std::max<int64_t>(1, int64_t(e.train.bucket_mb * (1 << 20) / sizeof(float))) : 0;
   t.placement = e.placement;
   t.microbatches = e.microbatches;
-  t.cuda_graphs = e.devices.cuda_graphs;
+  t.cuda_graphs = cuda_graphs_wanted(e.devices.cuda_graphs);
   t.graph = t.make_graph();
   return t;
 }

@@ -55,6 +55,9 @@ struct RunPlan {
 
 // What every copy of `e`'s model is built from (the plan's `trainee`, threads left to the strategy).
 TraineeSpec trainee_spec(const RunSpec& e);
+// devices.cuda_graphs as configured, unless TRAINER_CUDA_GRAPHS says 0 (every step launched kernel
+// by kernel: the reference) or 1; anything else is a ConfigError naming the variable.
+bool cuda_graphs_wanted(bool configured);
 
 // Plans a run of `e` in this process (this_process(): several under mpirun/srun). A resumed run
 // keeps the checkpoint's global batch and learning-rate factor. DeviceError when the devices asked

@@ -400,3 +400,23 @@ TEST_CASE("fixed step: evaluation as a program gives eval_step's bits (batch siz
       }
     }
 }
+
+TEST_CASE("fixed step: TRAINER_CUDA_GRAPHS=0 launches every step (the reference), 1 records, anything else is refused") {
+  const char* before = std::getenv("TRAINER_CUDA_GRAPHS");
+  const std::string keep = before ? before : "";
+  unsetenv("TRAINER_CUDA_GRAPHS");
+  CHECK(trainee_spec(spec({})).cuda_graphs);
+  CHECK_FALSE(trainee_spec(spec({"devices.cuda_graphs=false"})).cuda_graphs);
+  setenv("TRAINER_CUDA_GRAPHS", "0", 1);
+  CHECK_FALSE(trainee_spec(spec({})).cuda_graphs);
+  // With it, the fixed program is not used even where it could run (the CPU, allowed anywhere).
+  const EngineRun launched = train_engine(spec({}), Device::cpu(0), true, {});
+  CHECK(launched.fixed == 0);
+  setenv("TRAINER_CUDA_GRAPHS", "1", 1);
+  CHECK(trainee_spec(spec({"devices.cuda_graphs=false"})).cuda_graphs);
+  CHECK(train_engine(spec({}), Device::cpu(0), true, {}).fixed == 10);
+  setenv("TRAINER_CUDA_GRAPHS", "off", 1);
+  CHECK_THROWS_AS(trainee_spec(spec({})), cfg::ConfigError);
+  if (before) setenv("TRAINER_CUDA_GRAPHS", keep.c_str(), 1);
+  else unsetenv("TRAINER_CUDA_GRAPHS");
+}

@@ -8,10 +8,11 @@
 namespace trainer {
 namespace {
 
-constexpr std::array<FastPath, 12> kEvery = {FastPath::ConvWgrad, FastPath::Conv1x1,    FastPath::AddDx,
+constexpr std::array<FastPath, 13> kEvery = {FastPath::ConvWgrad, FastPath::Conv1x1,    FastPath::AddDx,
                                              FastPath::BnGate,    FastPath::BnSiblings, FastPath::Slices,
                                              FastPath::BnAct,     FastPath::Gelu,       FastPath::AttnBlocks,
-                                             FastPath::AttnGemm,  FastPath::AttnCudnn,  FastPath::PadFold};
+                                             FastPath::AttnGemm,  FastPath::AttnCudnn,  FastPath::PadFold,
+                                             FastPath::AttnExp};
 
 std::string known() {
   std::string s = "all, default, none";
@@ -35,6 +36,7 @@ const char* FastPaths::name(FastPath p) {
     case FastPath::AttnGemm: return "attn_gemm";
     case FastPath::AttnCudnn: return "attn_cudnn";
     case FastPath::PadFold: return "pad_fold";
+    case FastPath::AttnExp: return "attn_exp";
   }
   return "?";
 }

@@ -23,11 +23,12 @@ enum class FastPath : uint32_t {
   AttnGemm = 1u << 9,    // attn_gemm: CUDA attention as batched cuBLAS GEMMs around a kernel of the rows' softmax (else one block per query row)
   AttnCudnn = 1u << 10,  // attn_cudnn: bf16/fp16 CUDA attention by cuDNN's fused flash-attention engines (else attn_gemm); off by default
   PadFold = 1u << 11,    // pad_fold: a zero_pad2d read only by a 'valid' depthwise convolution is folded into its windows (else padded copies)
+  AttnExp = 1u << 12,    // attn_exp: CPU attention's exponentials by a vectorised polynomial, its row sums in lanes (else libm's expf, in order)
 };
 
 class FastPaths {
  public:
-  static constexpr uint32_t kAll = (1u << 12) - 1;
+  static constexpr uint32_t kAll = (1u << 13) - 1;
   // What runs when nothing says otherwise: every path but those not yet measured on their hardware
   // (attn_cudnn, whose numbers have not been compared on a GPU: turned on by name).
   static constexpr uint32_t kDefault = kAll & ~uint32_t(FastPath::AttnCudnn);

@@ -1,4 +1,4 @@
-// CPU attention: one (batch, head) per thread, its query rows in blocks (each block's scores against the keys it sees in the thread's scratch), the products through sgemm; backward recomputes the probabilities (and any dropout mask) from the saved log-sum-exp (and seed).
+// CPU attention: one (batch, head) per thread, its query rows in blocks (each block's scores against the keys it sees in the thread's scratch), the products through sgemm, the exponentials vectorised; backward recomputes the probabilities (and any dropout mask) from the saved log-sum-exp (and seed).
 #include <omp.h>
 
 #include <algorithm>
@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/ops/attention.h"
+#include "core/ops/cpu/cpu_exp.h"
 #include "core/ops/cpu/cpu_util.h"
 #include "core/ops/math/attention_math.h"
 
@@ -39,27 +40,58 @@ Block block_of(const AttentionDims& d, int64_t i0, int64_t rows) {
   return {i0, n, attn::visible_keys(i0 + n - 1, d.S, d.causal)};
 }
 
+// One row's log-sum-exp over its `keys` scaled scores (attention_math.h: the largest, then the sum
+// of exp(s - m) in double), and the row turned into exp(s - lse): libm's expf, summed in
+// order (the reference), or with kPoly cpu::exp_poly, vectorised with the sum in lanes (attn_exp).
+template <bool kPoly>
+float row_lse(const float* row, int64_t keys) {
+  float m = -std::numeric_limits<float>::infinity();
+  double sum = 0;
+  if constexpr (kPoly) {
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < keys; ++j) m = std::max(m, row[j]);
+    // The exponentials a chunk at a time, then their sum (one loop of both does not vectorise).
+    constexpr int64_t kChunk = 256;
+    float e[kChunk];
+    for (int64_t j0 = 0; j0 < keys; j0 += kChunk) {
+      const int64_t n = std::min(kChunk, keys - j0);
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) e[j] = cpu::exp_poly(row[j0 + j] - m);
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j < n; ++j) sum += double(e[j]);
+    }
+  } else {
+    for (int64_t j = 0; j < keys; ++j) m = std::max(m, row[j]);
+    for (int64_t j = 0; j < keys; ++j) sum += double(std::exp(row[j] - m));
+  }
+  return attn::lse_of(m, sum);
+}
+
+template <bool kPoly>
+void row_probabilities(float* row, int64_t keys, float lse) {
+  if constexpr (kPoly) {
+#pragma omp simd
+    for (int64_t j = 0; j < keys; ++j) row[j] = cpu::exp_poly(row[j] - lse);
+  } else {
+    for (int64_t j = 0; j < keys; ++j) row[j] = attn::prob(row[j], lse);
+  }
+}
+
 // p [n, keys] = the block's probabilities: the scaled scores, then exp(s - lse) where visible, 0
 // elsewhere. With `lse_out` each row's log-sum-exp is computed (forward) and written; otherwise it
-// is read from `lse_in` (backward). Both indexed by the block's rows.
+// is read from `lse_in` (backward). Both indexed by the block's rows. `poly`: the attn_exp path.
 void probabilities(const AttentionDims& d, const Head& hd, const Block& bl, float* p, float* lse_out,
-                   const float* lse_in) {
+                   const float* lse_in, bool poly) {
   cpu::sgemm("attention", 'N', 'T', bl.n, bl.keys, d.Dk, hd.q + bl.i0 * hd.ldk, hd.ldk, hd.k, hd.ldk, 0.0f, p, bl.keys);
   for (int64_t r = 0; r < bl.n; ++r) {
     float* row = p + r * bl.keys;
     const int64_t keys = attn::visible_keys(bl.i0 + r, d.S, d.causal);
+#pragma omp simd
     for (int64_t j = 0; j < keys; ++j) row[j] *= d.scale;
-    float lse;
-    if (lse_out) {
-      float m = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < keys; ++j) m = std::max(m, row[j]);
-      double sum = 0;
-      for (int64_t j = 0; j < keys; ++j) sum += double(std::exp(row[j] - m));
-      lse = lse_out[r] = attn::lse_of(m, sum);
-    } else {
-      lse = lse_in[r];
-    }
-    for (int64_t j = 0; j < keys; ++j) row[j] = attn::prob(row[j], lse);
+    float lse = lse_in ? lse_in[r] : 0.0f;
+    if (lse_out) lse = lse_out[r] = poly ? row_lse<true>(row, keys) : row_lse<false>(row, keys);
+    if (poly) row_probabilities<true>(row, keys, lse);
+    else row_probabilities<false>(row, keys, lse);
     std::fill(row + keys, row + bl.keys, 0.0f);
   }
 }
@@ -91,7 +123,8 @@ void drop_block(const AttentionDims& d, const attn::Drop& drop, int64_t bh, cons
 class CpuAttention final : public AttentionKernel {
  public:
   CpuAttention(OpContext& ctx, const AttentionParams& p)
-      : AttentionKernel(ctx, p), ctx_(ctx), blocks_(ctx.fast_paths().has(FastPath::AttnBlocks)) {}
+      : AttentionKernel(ctx, p), ctx_(ctx), blocks_(ctx.fast_paths().has(FastPath::AttnBlocks)),
+        poly_(ctx.fast_paths().has(FastPath::AttnExp)) {}
 
  private:
   int64_t rows_per_block(const AttentionDims& d) const { return blocks_ ? std::min(kRowBlock, d.T) : d.T; }
@@ -114,7 +147,7 @@ class CpuAttention final : public AttentionKernel {
       const Head hd = head_of(d, qp, kp, vp, b, h);
       for (int64_t i0 = 0; i0 < d.T; i0 += R) {
         const Block bl = block_of(d, i0, R);
-        probabilities(d, hd, bl, p, lp + bh * d.T + i0, nullptr);
+        probabilities(d, hd, bl, p, lp + bh * d.T + i0, nullptr, poly_);
         if (drop.on) drop_block(d, drop, bh, bl, p);
         cpu::sgemm("attention", 'N', 'N', bl.n, d.Dv, bl.keys, p, bl.keys, hd.v, hd.ldv, 0.0f,
                    op + (b * d.T + i0) * hd.ldv + h * d.Dv, hd.ldv);
@@ -156,7 +189,7 @@ class CpuAttention final : public AttentionKernel {
         const Block bl = block_of(d, i0, R);
         const float* go = gp + ov + i0 * hd.ldv;
         const float* qb = hd.q + i0 * hd.ldk;
-        probabilities(d, hd, bl, p, nullptr, lp + bh * d.T + i0);
+        probabilities(d, hd, bl, p, nullptr, lp + bh * d.T + i0, poly_);
         // dv += (p·m)ᵀ·do (p·m in ds for the while); dp = (do·vᵀ)·m (into ds)
         const float* pm = p;
         if (drop.on) {
@@ -186,6 +219,7 @@ class CpuAttention final : public AttentionKernel {
 
   OpContext& ctx_;
   const bool blocks_;  // FastPath::AttnBlocks
+  const bool poly_;    // FastPath::AttnExp
   Scratch scratch_;    // per thread: a block's probabilities and score gradients [rows, S], D [rows]
 };
 

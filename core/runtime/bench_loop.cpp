@@ -94,7 +94,11 @@ BenchResult Strategy::bench(std::vector<BenchInput>& inputs, const BenchOptions&
     if (layers) {  // every trainee steps (they meet in the all-reduces); global rank 0 is profiled
       Executor* g = t.rank() == 0 ? t.layers() : nullptr;
       if (g) g->set_profiling(true);
+      // Timing on every trainee: each takes the ordinary step as the profiled one must (a recorded
+      // step's collectives would not meet the ordinary step's bucketed ones).
+      t.set_timing(true);
       for (int s = 0; s < o.steps; ++s) bench_step(t, in, k, o.lr, uint64_t(s), stop, warm_wait);
+      t.set_timing(false);
       if (g) g->set_profiling(false);
     }
   });

@@ -148,7 +148,8 @@ const std::vector<Tensor>& Replica::program_inputs(Recorded& r, const Tensor& im
 }
 
 // Runs `work` as `r`'s program: launched on its first call (plans, algorithm choices and scratch
-// come with it), recorded as one CUDA graph on its second, replayed after; launched throughout
+// come with it, and NCCL's connections, which it makes lazily and a capture cannot), recorded as
+// one CUDA graph on its second, replayed after; launched throughout
 // where nothing can be recorded or a recording of its family failed (`failed_before`, kept:
 // then always launched).
 void Replica::run_program(Recorded& r, bool record, const FixedPeers& peers, std::string& failed_before,

@@ -87,6 +87,9 @@ void ReplicaCopy::broadcast_parameters() {
 // timing or per-layer profiling (both synchronise the device between parts). Loss scaling and
 // clipping are kernels of the program (StepUpdate::rule). Every other step takes the ordinary
 // path. (Tests: fixed_anywhere_ runs the program as called on the CPU, any number of replicas.)
+// With several ranks every condition must hold on all of them alike — the program's collectives
+// meet only the other ranks' programs: the configuration's are, and `trainer bench --layers`,
+// which profiles rank 0 only, turns timing on everywhere.
 bool ReplicaCopy::fixed_step_ok() const {
   const bool program = rep_->context().can_capture() ? ctl_->size() == 1 || grad_->records() : fixed_anywhere_;
   return cuda_graphs_ && program && !sync_bn_ && !inject_ && !timing_ && !rep_->executor().profiling();

@@ -12,7 +12,7 @@ constexpr std::array<FastPath, 13> kEvery = {FastPath::ConvWgrad, FastPath::Conv
                                              FastPath::BnGate,    FastPath::BnSiblings, FastPath::Slices,
                                              FastPath::BnAct,     FastPath::Gelu,       FastPath::AttnBlocks,
                                              FastPath::AttnGemm,  FastPath::AttnCudnn,  FastPath::PadFold,
-                                             FastPath::AttnExp};
+                                             FastPath::SoftmaxExp};
 
 std::string known() {
   std::string s = "all, default, none";
@@ -36,7 +36,7 @@ const char* FastPaths::name(FastPath p) {
     case FastPath::AttnGemm: return "attn_gemm";
     case FastPath::AttnCudnn: return "attn_cudnn";
     case FastPath::PadFold: return "pad_fold";
-    case FastPath::AttnExp: return "attn_exp";
+    case FastPath::SoftmaxExp: return "softmax_exp";
   }
   return "?";
 }

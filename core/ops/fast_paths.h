@@ -23,7 +23,7 @@ enum class FastPath : uint32_t {
   AttnGemm = 1u << 9,    // attn_gemm: CUDA attention as batched cuBLAS GEMMs around a kernel of the rows' softmax (else one block per query row)
   AttnCudnn = 1u << 10,  // attn_cudnn: bf16/fp16 CUDA attention by cuDNN's fused flash-attention engines (else attn_gemm); off by default
   PadFold = 1u << 11,    // pad_fold: a zero_pad2d read only by a 'valid' depthwise convolution is folded into its windows (else padded copies)
-  AttnExp = 1u << 12,    // attn_exp: CPU attention's exponentials by a vectorised polynomial, its row sums in lanes (else libm's expf, in order)
+  SoftmaxExp = 1u << 12, // softmax_exp: the CPU's softmax exponentials (attention's, the cross-entropy's) by a vectorised polynomial, row sums in lanes (else libm's, in order)
 };
 
 class FastPaths {

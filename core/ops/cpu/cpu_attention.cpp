@@ -42,7 +42,7 @@ Block block_of(const AttentionDims& d, int64_t i0, int64_t rows) {
 
 // One row's log-sum-exp over its `keys` scaled scores (attention_math.h: the largest, then the sum
 // of exp(s - m) in double), and the row turned into exp(s - lse): libm's expf, summed in
-// order (the reference), or with kPoly cpu::exp_poly, vectorised with the sum in lanes (attn_exp).
+// order (the reference), or with kPoly cpu::exp_poly, vectorised with the sum in lanes (softmax_exp).
 template <bool kPoly>
 float row_lse(const float* row, int64_t keys) {
   float m = -std::numeric_limits<float>::infinity();
@@ -50,16 +50,7 @@ float row_lse(const float* row, int64_t keys) {
   if constexpr (kPoly) {
 #pragma omp simd reduction(max : m)
     for (int64_t j = 0; j < keys; ++j) m = std::max(m, row[j]);
-    // The exponentials a chunk at a time, then their sum (one loop of both does not vectorise).
-    constexpr int64_t kChunk = 256;
-    float e[kChunk];
-    for (int64_t j0 = 0; j0 < keys; j0 += kChunk) {
-      const int64_t n = std::min(kChunk, keys - j0);
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) e[j] = cpu::exp_poly(row[j0 + j] - m);
-#pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < n; ++j) sum += double(e[j]);
-    }
+    sum = cpu::sum_exp_poly(row, keys, m);
   } else {
     for (int64_t j = 0; j < keys; ++j) m = std::max(m, row[j]);
     for (int64_t j = 0; j < keys; ++j) sum += double(std::exp(row[j] - m));
@@ -79,7 +70,7 @@ void row_probabilities(float* row, int64_t keys, float lse) {
 
 // p [n, keys] = the block's probabilities: the scaled scores, then exp(s - lse) where visible, 0
 // elsewhere. With `lse_out` each row's log-sum-exp is computed (forward) and written; otherwise it
-// is read from `lse_in` (backward). Both indexed by the block's rows. `poly`: the attn_exp path.
+// is read from `lse_in` (backward). Both indexed by the block's rows. `poly`: the softmax_exp path.
 void probabilities(const AttentionDims& d, const Head& hd, const Block& bl, float* p, float* lse_out,
                    const float* lse_in, bool poly) {
   cpu::sgemm("attention", 'N', 'T', bl.n, bl.keys, d.Dk, hd.q + bl.i0 * hd.ldk, hd.ldk, hd.k, hd.ldk, 0.0f, p, bl.keys);
@@ -124,7 +115,7 @@ class CpuAttention final : public AttentionKernel {
  public:
   CpuAttention(OpContext& ctx, const AttentionParams& p)
       : AttentionKernel(ctx, p), ctx_(ctx), blocks_(ctx.fast_paths().has(FastPath::AttnBlocks)),
-        poly_(ctx.fast_paths().has(FastPath::AttnExp)) {}
+        poly_(ctx.fast_paths().has(FastPath::SoftmaxExp)) {}
 
  private:
   int64_t rows_per_block(const AttentionDims& d) const { return blocks_ ? std::min(kRowBlock, d.T) : d.T; }
@@ -219,7 +210,7 @@ class CpuAttention final : public AttentionKernel {
 
   OpContext& ctx_;
   const bool blocks_;  // FastPath::AttnBlocks
-  const bool poly_;    // FastPath::AttnExp
+  const bool poly_;    // FastPath::SoftmaxExp
   Scratch scratch_;    // per thread: a block's probabilities and score gradients [rows, S], D [rows]
 };
 

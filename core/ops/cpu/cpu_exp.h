@@ -38,4 +38,28 @@ inline float exp_poly(float x) {
   return x < lo ? 0.0f : (x > hi ? __builtin_inff() : (x != x ? x : v));
 }
 
+// Σ_j e^(x[j] - shift) for j < n in double: exp_poly in float, vectorised, a chunk at a time (one
+// loop of both does not vectorise), term j added into double lane j % 8 and the lanes folded in
+// order — a fixed order whatever the row's address (a compiler's own reduction would peel an
+// unaligned head differently for each), so a row's sum is the same wherever it sits in a batch.
+// A softmax row's normaliser.
+inline double sum_exp_poly(const float* x, int64_t n, float shift) {
+  constexpr int64_t kChunk = 256, kLanes = 8;
+  float e[kChunk];
+  double lanes[kLanes] = {};
+  for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
+    const int64_t m = n - j0 < kChunk ? n - j0 : kChunk;
+#pragma omp simd
+    for (int64_t j = 0; j < m; ++j) e[j] = exp_poly(x[j0 + j] - shift);
+    int64_t j = 0;
+    for (; j + kLanes <= m; j += kLanes)
+#pragma omp simd
+      for (int64_t l = 0; l < kLanes; ++l) lanes[l] += double(e[j + l]);
+    for (; j < m; ++j) lanes[j % kLanes] += double(e[j]);  // kChunk is a multiple of kLanes
+  }
+  double s = 0;
+  for (int64_t l = 0; l < kLanes; ++l) s += lanes[l];
+  return s;
+}
+
 }  // namespace trainer::cpu

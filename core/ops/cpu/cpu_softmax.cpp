@@ -1,4 +1,4 @@
-// CPU softmax: last-axis softmax forward/backward and fused softmax cross-entropy with accuracy.
+// CPU softmax: last-axis softmax forward/backward and fused softmax cross-entropy with accuracy (its exponentials vectorised on the softmax_exp path).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/ops/cpu/cpu_context.h"
+#include "core/ops/cpu/cpu_exp.h"
 #include "core/ops/cpu/cpu_util.h"
 #include "core/ops/softmax.h"
 #include "core/ops/math/softmax_math.h"
@@ -14,13 +15,38 @@
 namespace trainer {
 namespace {
 
-// Max and log(sum(exp(x - max))) of one row.
-inline void row_lse(const float* x, int64_t C, float& mx, float& lse) {
+// Max and log(sum(exp(x - max))) of one row: libm's double exp summed in order (the reference), or
+// with kPoly (softmax_exp) cpu::sum_exp_poly.
+template <bool kPoly>
+void row_lse(const float* x, int64_t C, float& mx, float& lse) {
   mx = x[0];
-  for (int64_t j = 1; j < C; ++j) mx = softmax_math::max_step(mx, x[j]);
   double s = 0;
-  for (int64_t j = 0; j < C; ++j) s += softmax_math::lse_term(x[j], mx);
+  if constexpr (kPoly) {
+    // (A NaN anywhere in the row makes the sum, so lse, the loss and every gradient NaN, as on
+    // the reference path, whatever the maximum's reduction made of it.)
+    float m = x[0];
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 1; j < C; ++j) m = std::max(m, x[j]);
+    mx = m;
+    s = cpu::sum_exp_poly(x, C, mx);
+  } else {
+    for (int64_t j = 1; j < C; ++j) mx = softmax_math::max_step(mx, x[j]);
+    for (int64_t j = 0; j < C; ++j) s += softmax_math::lse_term(x[j], mx);
+  }
   lse = softmax_math::lse_of(s);
+}
+
+// d[j] = (softmax_j - t_j)·scale for an index label `lab` smoothed by ls (xent_grad): libm's expf,
+// or with kPoly cpu::exp_poly, vectorised.
+template <bool kPoly>
+void sparse_grad(const float* a, int64_t C, float mx, float lse, int64_t lab, float ls, float scale, float* d) {
+  const float on = softmax_math::smooth(1.0f, ls, C), off = softmax_math::smooth(0.0f, ls, C);
+  if constexpr (kPoly) {
+#pragma omp simd
+    for (int64_t j = 0; j < C; ++j) d[j] = (cpu::exp_poly(a[j] - mx - lse) - (j == lab ? on : off)) * scale;
+  } else {
+    for (int64_t j = 0; j < C; ++j) d[j] = softmax_math::xent_grad(a[j], mx, lse, j == lab ? on : off, scale);
+  }
 }
 
 // The first index of the maximum (scanning up, argmax_better reduces to x[j] > x[k]).
@@ -33,7 +59,8 @@ inline int64_t argmax(const float* x, int64_t C) {
 
 class CpuSoftmax final : public SoftmaxKernel {
  public:
-  CpuSoftmax(OpContext& ctx, const SoftmaxParams& p) : SoftmaxKernel(ctx, p) {}
+  CpuSoftmax(OpContext& ctx, const SoftmaxParams& p)
+      : SoftmaxKernel(ctx, p), poly_(ctx.fast_paths().has(FastPath::SoftmaxExp)) {}
 
  private:
   void forward_impl(int64_t rows, int64_t C, const Tensor& x, Tensor& y) override {
@@ -99,7 +126,8 @@ class CpuSoftmax final : public SoftmaxKernel {
       }
       const float* a = xp + i * C;
       float mx, lse;
-      row_lse(a, C, mx, lse);
+      if (poly_) row_lse<true>(a, C, mx, lse);
+      else row_lse<false>(a, C, mx, lse);
       int64_t pred = argmax(a, C);
       if (sparse) {
         int64_t lab = labels.i32()[i];
@@ -108,11 +136,8 @@ class CpuSoftmax final : public SoftmaxKernel {
           for (int64_t j = 0; j < C; ++j) shift_sum += softmax_math::shift_term(a[j], mx);
         losses[i] = softmax_math::smoothed_sparse_loss(softmax_math::sparse_loss(lse, a[lab], mx), lse, shift_sum, ls, C);
         hits[i] = pred == lab;
-        if (grad) {
-          float* d = dp + i * C;
-          for (int64_t j = 0; j < C; ++j)
-            d[j] = softmax_math::xent_grad(a[j], mx, lse, softmax_math::smooth(j == lab ? 1.0f : 0.0f, ls, C), grad_scale);
-        }
+        if (grad && poly_) sparse_grad<true>(a, C, mx, lse, lab, ls, grad_scale, dp + i * C);
+        else if (grad) sparse_grad<false>(a, C, mx, lse, lab, ls, grad_scale, dp + i * C);
       } else {
         const float* t = labels.f32() + i * C;
         double l = 0;
@@ -134,6 +159,8 @@ class CpuSoftmax final : public SoftmaxKernel {
     }
     return {loss, correct, scored};
   }
+
+  const bool poly_;  // FastPath::SoftmaxExp: the index labels' loss and gradient rows
 };
 
 static RegisterKernel<SoftmaxKernel, CpuSoftmax> reg(DeviceKind::CPU);

@@ -144,6 +144,9 @@ void check_equivalent(const std::string& yaml, int replicas, const Device* gpu =
   // turns that into a visible step difference. Keras's form, whose sqrt(v) is not bias-corrected,
   // widens that band of gradients in the first steps (2 replicas: 6.7e-6 of max |w| against
   // PyTorch's form's 3.4e-6 here), so the bound on one element is 5e-5 of the largest weight.
+  // Which element lands where is chance: the loss's exponentials rounded otherwise (softmax_exp,
+  // 2026-11-30) moved PyTorch's form's worst element from 3.4e-6 to 6.9e-6 (1.13e-5 of max |w|)
+  // and Keras's with 4 replicas from 2.0e-5 to 1.5e-5, so both forms take the 5e-5 bound.
   CHECK(maxdiff <= max_element_bound * maxabs);
 }
 
@@ -269,7 +272,7 @@ TEST_CASE("data parallel: a GPT on padded sequences (ignore_class -100): N repli
 
 TEST_CASE("data parallel: N replicas x B/N match 1 replica x B after 10 steps (Adam)") {
   for (int n : {2, 3, 4}) check_equivalent(config("{type: adam, lr: 0.01}", false, false), n, nullptr, 5e-5);
-  for (int n : {2, 3, 4}) check_equivalent(config("{type: adam, lr: 0.01, convention: pytorch}", false, false), n);
+  for (int n : {2, 3, 4}) check_equivalent(config("{type: adam, lr: 0.01, convention: pytorch}", false, false), n, nullptr, 5e-5);
 }
 
 TEST_CASE("data parallel: with sync_bn, N replicas x B/N match 1 replica x B (batch norm over the global batch)") {

@@ -237,16 +237,16 @@ TEST_CASE("attention rejects shapes that do not fit, naming them", "[backends]")
 }
 
 // The CPU attention's fast paths — attn_blocks (query rows in blocks of 64, each block against the
-// keys its rows see) and attn_exp (the exponentials by cpu::exp_poly, vectorised, the row sums in
+// keys its rows see) and softmax_exp (the exponentials by cpu::exp_poly, vectorised, the row sums in
 // lanes) — each alone and together against the reference (one block of every row against every
 // visible key, libm's expf summed in order), on random shapes (batch 1, one head, odd sizes,
 // cross-attention, causal or not, with and without dropout) at 1-4 threads: each path against
 // float64, a fast one within 4x the reference path's own error on the same operands (plus 16 ulps
 // of the output's scale), and all within the CPU bound. The seed is printed.
-TEST_CASE("attention: attn_blocks and attn_exp against one block of every row with libm's expf, random "
+TEST_CASE("attention: attn_blocks and softmax_exp against one block of every row with libm's expf, random "
           "shapes, 1-4 threads, float64 as the judge", "[fuzz]") {
   const fuzz::Budget budget(40);
-  fuzz::Tally tally("attn_blocks, attn_exp");
+  fuzz::Tally tally("attn_blocks, softmax_exp");
   for (int64_t c = 0; budget.more(c); ++c) {
     if (budget.skip(c)) continue;
     std::mt19937_64 rng = budget.rng(c, 0xA77);
@@ -263,10 +263,10 @@ TEST_CASE("attention: attn_blocks and attn_exp against one block of every row wi
     const DropoutSeed& drop = x.drop;
     const ref::Vec &vq = x.vq, &vk = x.vk, &vv = x.vv;
     const std::vector<ref::Vec>& want = x.want;
-    // fast: bit 0 attn_blocks, bit 1 attn_exp (0: the reference).
+    // fast: bit 0 attn_blocks, bit 1 softmax_exp (0: the reference).
     std::vector<double> err[4];
     for (int fast = 0; fast < 4; ++fast) {
-      const FastPaths paths = FastPaths::all().with(FastPath::AttnBlocks, fast & 1).with(FastPath::AttnExp, fast & 2);
+      const FastPaths paths = FastPaths::all().with(FastPath::AttnBlocks, fast & 1).with(FastPath::SoftmaxExp, fast & 2);
       OpContext& ctx = fuzz::cpu_context_for(threads, Precision::FP32, paths);
       auto kern = make_kernel<AttentionKernel>(ctx, AttentionParams{H, Dk, Dv, causal, rate});
       Tensor o = Tensor::empty({B, T, H * Dv}), lse = Tensor::empty({B, H, T});
@@ -280,7 +280,7 @@ TEST_CASE("attention: attn_blocks and attn_exp against one block of every row wi
     for (int fast = 1; fast < 4; ++fast)
       for (int t = 0; t < 4; ++t) {
         INFO("output " << t << " (o, dq, dk, dv): reference path error " << err[0][size_t(t)] << ", fast path "
-                       << (fast == 1 ? "attn_blocks" : fast == 2 ? "attn_exp" : "both") << " " << err[fast][size_t(t)]
+                       << (fast == 1 ? "attn_blocks" : fast == 2 ? "softmax_exp" : "both") << " " << err[fast][size_t(t)]
                        << " (relative to the output's scale)");
         CHECK(err[0][size_t(t)] <= kCpuTolerance);
         CHECK(err[fast][size_t(t)] <= 4 * err[0][size_t(t)] + 16 * ulp);

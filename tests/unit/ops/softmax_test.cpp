@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "backends.h"
+#include "fastpath_fuzz.h"
 
 using namespace trainer;
 using namespace trainer::test;
@@ -278,4 +279,69 @@ TEST_CASE("softmax cross_entropy with an ignore_class scores the other rows only
       CHECK_THAT(e.what(), Catch::Contains("label -1 (sample 1)"));
     }
   }
+}
+
+// The softmax_exp fast path (the cross-entropy's exponentials by cpu::exp_poly, vectorised, the
+// row's sum in double lanes) against the reference (libm's exp, summed in order), on random shapes
+// (one row, one class, odd widths, a GPT-2-sized vocabulary), index labels with label smoothing and
+// an ignored class, 1-4 threads: both against float64 — the loss within the CPU bound of its
+// magnitude, the gradient within it of its largest value — the fast path within 4x the reference's
+// own error plus 16 ulp, the same predictions (argmax does not depend on the path). Seed printed.
+TEST_CASE("softmax cross_entropy: softmax_exp against libm's exponentials, random shapes, 1-4 threads, float64 as the judge",
+          "[fuzz]") {
+  const fuzz::Budget budget(30);
+  fuzz::Tally tally("softmax_exp");
+  for (int64_t c = 0; budget.more(c); ++c) {
+    if (budget.skip(c)) continue;
+    std::mt19937_64 rng = budget.rng(c, 0x5E7);
+    const int64_t N = uniform_int(rng, 1, 40);
+    const int64_t C = c == 0 ? 50257 : uniform_int(rng, 0, 3) == 0 ? uniform_int(rng, 1, 8) : uniform_int(rng, 9, 3000);
+    const float ls = uniform_int(rng, 0, 2) == 0 ? 0.1f : 0.0f;
+    const bool ignore = uniform_int(rng, 0, 2) == 0;
+    const int threads = int(uniform_int(rng, 1, 4));
+    INFO(budget.repro(c) << ": N " << N << ", C " << C << ", smoothing " << ls << (ignore ? ", class 0 ignored" : "")
+                         << ", " << threads << " threads");
+    Tensor logits = random_tensor({N, C}, rng, -12.0, 12.0), labels = Tensor::empty({N}, DType::I32);
+    ref::Vec target(size_t(N * C), 0.0);
+    int64_t scored = 0;
+    for (int64_t i = 0; i < N; ++i) {
+      const int32_t lab = int32_t(uniform_int(rng, 0, C - 1));
+      labels.i32()[i] = lab;
+      if (ignore && lab == 0) continue;
+      ++scored;
+      for (int64_t j = 0; j < C; ++j) target[size_t(i * C + j)] = (j == lab ? 1.0 - ls : 0.0) + double(ls) / double(C);
+    }
+    const float scale = 1.0f / float(std::max<int64_t>(scored, 1));
+    ref::Xent want = ref::cross_entropy(to_vec(logits), target, N, C, scale);
+    if (ignore)  // the ignored rows: no loss, no gradient
+      for (int64_t i = 0; i < N; ++i)
+        if (labels.i32()[i] == 0) std::fill(want.dlogits.begin() + i * C, want.dlogits.begin() + (i + 1) * C, 0.0);
+    double grad_max = 0;
+    for (double v : want.dlogits) grad_max = std::max(grad_max, std::abs(v));
+    double err[2][2];  // [path][loss, gradient], relative to the loss's magnitude and the gradient's largest value
+    int64_t correct[2];
+    for (int fast = 0; fast < 2; ++fast) {
+      OpContext& ctx = fuzz::cpu_context_for(threads, Precision::FP32, FastPaths::all().with(FastPath::SoftmaxExp, fast == 1));
+      auto k = make_kernel<SoftmaxKernel>(ctx, SoftmaxParams{ls, ignore, 0});
+      Tensor d = Tensor::empty({N, C});
+      const LossStats s = k->cross_entropy(logits, labels, d, scale);
+      CHECK(s.count == scored);
+      correct[fast] = s.correct;
+      double worst = 0;
+      for (int64_t e = 0; e < N * C; ++e) worst = std::max(worst, std::abs(double(d.f32()[e]) - want.dlogits[size_t(e)]));
+      err[fast][0] = std::abs(s.loss_sum - want.loss_sum) / std::max(1.0, std::abs(want.loss_sum));
+      err[fast][1] = grad_max > 0 ? worst / grad_max : worst;
+    }
+    CHECK(correct[0] == correct[1]);
+    const double ulp = std::ldexp(1.0, -24);
+    double ratio = 0;
+    for (int t = 0; t < 2; ++t) {
+      INFO((t == 0 ? "loss" : "gradient") << ": reference path error " << err[0][t] << ", softmax_exp " << err[1][t]);
+      CHECK(err[0][t] <= kCpuTolerance);
+      CHECK(err[1][t] <= 4 * err[0][t] + 16 * ulp);
+      ratio = std::max(ratio, err[1][t] / (4 * err[0][t] + 16 * ulp));
+    }
+    tally.wide(threads, ratio, "case " + std::to_string(c) + (C > 256 ? " (several chunks)" : ""));
+  }
+  tally.report(budget);
 }

@@ -1,4 +1,4 @@
-// A vectorisable expf for the CPU kernels' row loops (attention's softmax): range reduction by ln 2 and a degree-7 polynomial, within 2 ulp of the correctly rounded value.
+// A vectorisable expf for the CPU kernels' softmax rows (attention's and the cross-entropy's): range reduction by ln 2 and a degree-7 polynomial, within 2 ulp of the correctly rounded value; a row's sum of them in a fixed order.
 #pragma once
 #include <bit>
 #include <cstdint>

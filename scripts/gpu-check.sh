@@ -555,7 +555,9 @@ phase_step_graphs() {
     for v in "fp32|" "bf16|--set precision=bf16" "fp16 + loss scale|--set precision=fp16" \
              "clip_norm 1|--set train.clip_norm=1" "accumulate 2|--set train.accumulate=2"; do
       [ "$gpus" = nccl ] && case "$v" in fp32*|fp16*) ;; *) continue ;; esac
-      local label="step-graphs: minigooglenet b64 --gpus $gpus ${v%%|*} (ms/step graphs on / off; step_graph; host syncs/step)"
+      local shown="--gpus $gpus"
+      [ "$gpus" = nccl ] && shown="--gpus 0 one-rank NCCL"
+      local label="step-graphs: minigooglenet b64 $shown ${v%%|*} (ms/step graphs on / off; step_graph; host syncs/step)"
       ((dry)) && { skip "$label" "trainer bench, devices.cuda_graphs true and false"; continue; }
       local r=() k=() w=() comm="" devs=$gpus
       [ "$gpus" = nccl ] && comm=nccl devs=0

@@ -105,8 +105,7 @@ LossStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float 
 // loss's statistics added up where the kernels run; the host reads them once.
 LossStats Replica::fixed_eval(const Tensor& images, const Tensor& labels, bool record) {
   if (!step_memory_.defined()) step_memory_ = ctx_->empty(Shape{int64_t(sizeof(StepMemory))}, DType::U8);
-  StepMemory host;  // the sums zeroed; no gradient, so the scale is never read
-  host.scalars.loss_scale = 1.0f;
+  const StepMemory host;  // the sums zeroed; no gradient, so the scale (1) is never read
   ctx_->copy_from_host(step_memory_.data(), &host, sizeof host);
   Recorded& r = recorded_[{images.dim(0), kEvalProgram}];
   Tensor y;

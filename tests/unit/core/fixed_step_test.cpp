@@ -37,6 +37,29 @@ data:
   train: {type: synthetic, size: 64, shape: [8, 8, 3], classes: 5}
 )";
 
+// An environment variable set (null: unset) for a scope, then restored, even when a check throws.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* was = std::getenv(name);
+    had_ = was != nullptr;
+    if (had_) old_ = was;
+    set(value);
+  }
+  ~ScopedEnv() { set(had_ ? old_.c_str() : nullptr); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  void set(const char* value) {
+    if (value) setenv(name_, value, 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
 RunSpec spec(const std::vector<std::string>& sets) {
   return read_run_spec(cfg::parse_document(kNet, "fixed.yaml", sets));
 }
@@ -346,17 +369,14 @@ TEST_CASE("fixed step: several replicas with the all-reduce and buffer broadcast
 TEST_CASE("fixed step: a one-rank NCCL step records its all-reduce and broadcast in the CUDA graph, one GPU listed twice stays launched") {
   const test::TestDevice* gpu = test::test_gpu();  // a skip, with the reason, where no GPU can run
   if (!gpu) return;
-  const char* before = std::getenv("TRAINER_COMM");
-  const std::string keep = before ? before : "";
-  setenv("TRAINER_COMM", "nccl", 1);  // NCCL for one GPU: the collectives issued inside the capture
+  ScopedEnv comm("TRAINER_COMM", "nccl");  // NCCL for one GPU: the collectives issued inside the capture
   // A replayed micro-batch waits twice: for its collectives (abortably) and for its results.
   check_graphs_against_launched(*gpu, 2);
   // The in-process communicator meets the other replica on the host: no program, as launched.
-  unsetenv("TRAINER_COMM");
+  comm.set(nullptr);
   const RunSpec e = spec({"devices.tf32=false", "optimizer={type: adam, lr: 0.01}"});
   const EngineRun twice = train_engine(e, {gpu->device, gpu->device}, false, {});
   CHECK(twice.fixed == 0);
-  if (before) setenv("TRAINER_COMM", keep.c_str(), 1);
 }
 
 TEST_CASE("fixed step: evaluation as a program gives eval_step's bits (batch sizes, both losses, a bad label)", "[backends]") {
@@ -402,21 +422,17 @@ TEST_CASE("fixed step: evaluation as a program gives eval_step's bits (batch siz
 }
 
 TEST_CASE("fixed step: TRAINER_CUDA_GRAPHS=0 launches every step (the reference), 1 records, anything else is refused") {
-  const char* before = std::getenv("TRAINER_CUDA_GRAPHS");
-  const std::string keep = before ? before : "";
-  unsetenv("TRAINER_CUDA_GRAPHS");
+  ScopedEnv graphs("TRAINER_CUDA_GRAPHS", nullptr);
   CHECK(trainee_spec(spec({})).cuda_graphs);
   CHECK_FALSE(trainee_spec(spec({"devices.cuda_graphs=false"})).cuda_graphs);
-  setenv("TRAINER_CUDA_GRAPHS", "0", 1);
+  graphs.set("0");
   CHECK_FALSE(trainee_spec(spec({})).cuda_graphs);
   // With it, the fixed program is not used even where it could run (the CPU, allowed anywhere).
   const EngineRun launched = train_engine(spec({}), Device::cpu(0), true, {});
   CHECK(launched.fixed == 0);
-  setenv("TRAINER_CUDA_GRAPHS", "1", 1);
+  graphs.set("1");
   CHECK(trainee_spec(spec({"devices.cuda_graphs=false"})).cuda_graphs);
   CHECK(train_engine(spec({}), Device::cpu(0), true, {}).fixed == 10);
-  setenv("TRAINER_CUDA_GRAPHS", "off", 1);
+  graphs.set("off");
   CHECK_THROWS_AS(trainee_spec(spec({})), cfg::ConfigError);
-  if (before) setenv("TRAINER_CUDA_GRAPHS", keep.c_str(), 1);
-  else unsetenv("TRAINER_CUDA_GRAPHS");
 }

@@ -1,9 +1,10 @@
-// Registry of per-device-kind context factories.
+// Registry of per-device-kind context factories, the host-wait counter, and read_back's bookkeeping.
 #include "core/ops/context.h"
 
 #include <array>
 #include <atomic>
 #include <stdexcept>
+#include <string>
 
 namespace trainer {
 
@@ -19,6 +20,37 @@ static std::array<ContextFactory, kNumDeviceKinds>& context_table() {
 void register_context(DeviceKind k, ContextFactory f) { context_table()[int(k)] = std::move(f); }
 
 bool has_backend(DeviceKind k) { return bool(context_table()[int(k)]); }
+
+uint64_t OpContext::new_read_ticket(size_t bytes) {
+  if (bytes > kReadBackBytes)
+    throw std::logic_error("read_back: " + std::to_string(bytes) + " bytes (at most " + std::to_string(kReadBackBytes) + ")");
+  const uint64_t t = ++read_tickets_;
+  read_owner_[(t - 1) % kReadBackSlots] = t;
+  return t;
+}
+
+int OpContext::read_slot(uint64_t ticket) const {
+  const int slot = ticket > 0 ? int((ticket - 1) % kReadBackSlots) : 0;
+  if (ticket == 0 || read_owner_[slot] != ticket)
+    throw std::logic_error("read_back: ticket " + std::to_string(ticket) + " is not (or no longer) held (" +
+                           std::to_string(kReadBackSlots) + " slots, " + std::to_string(read_tickets_) + " issued)");
+  return slot;
+}
+
+// The default: the work has run as it was called, so the bytes are copied at once.
+uint64_t OpContext::read_back(const void* src, size_t bytes) {
+  const uint64_t t = new_read_ticket(bytes);
+  if (!read_host_) read_host_ = std::make_unique<HostSlot[]>(kReadBackSlots);
+  copy_to_host(read_host_[read_slot(t)].bytes, src, bytes);
+  return t;
+}
+
+bool OpContext::read_back_done(uint64_t ticket) const {
+  read_slot(ticket);
+  return true;
+}
+
+const void* OpContext::read_back_wait(uint64_t ticket) { return read_host_[read_slot(ticket)].bytes; }
 
 std::unique_ptr<OpContext> make_context(Device d, const ContextOptions& o) {
   auto& f = context_table()[int(d.kind)];

@@ -79,6 +79,18 @@ class OpContext {
   // growing scratch, arena or input buffer hands its old block back, and the work is recorded again.
   virtual uint64_t released_blocks() const { return 0; }
 
+  // Device memory read back without waiting for it (a step's statistics, read a step or more
+  // later): read_back queues a copy of up to kReadBackBytes from `src` behind the work queued so
+  // far, into one of kReadBackSlots host buffers of the context (pinned on a GPU), and returns its
+  // ticket; read_back_done(t) says whether it has landed; read_back_wait(t) waits where it has not
+  // and returns the bytes. A ticket is good until kReadBackSlots later read_backs (then these throw
+  // logic_error). A context whose work runs as it is called (the CPU) copies at once.
+  static constexpr size_t kReadBackBytes = 256;
+  static constexpr int kReadBackSlots = 8;
+  virtual uint64_t read_back(const void* src, size_t bytes);
+  virtual bool read_back_done(uint64_t ticket) const;
+  virtual const void* read_back_wait(uint64_t ticket);
+
   Tensor empty(const Shape& s, DType t = DType::F32) { return Tensor::empty(s, t, allocator()); }
   Tensor zeros(const Shape& s, DType t = DType::F32) {
     Tensor x = empty(s, t);
@@ -86,10 +98,22 @@ class OpContext {
     return x;
   }
 
+ protected:
+  // read_back's bookkeeping, shared by every context: a new ticket (`bytes` checked against
+  // kReadBackBytes), and the slot of a ticket still good (else logic_error).
+  uint64_t new_read_ticket(size_t bytes);
+  int read_slot(uint64_t ticket) const;
+
  private:
   Device device_;
   Precision precision_;
   FastPaths fast_;
+  uint64_t read_tickets_ = 0;         // read_backs so far
+  uint64_t read_owner_[kReadBackSlots] = {};  // each slot's ticket
+  struct alignas(16) HostSlot {
+    unsigned char bytes[kReadBackBytes];
+  };
+  std::unique_ptr<HostSlot[]> read_host_;  // the default read_back's copies (made on its first call)
 };
 
 // Memory a kernel keeps between calls: grown from its context's allocator when a call needs more

@@ -34,11 +34,26 @@ class EpochLoop {
   void run();
 
  private:
+  // A step launched and not yet read: its statistics (a GPU's recorded step's may still be on
+  // their way) and what the loop knew of it when it ran.
+  struct Launched {
+    StepStats stats;
+    int64_t step = 0, global_step = 0;  // the epoch's and the run's steps after it
+    MicroStep micro;
+    double lr = 0, grad_norm = NAN, scale = NAN;  // the norm with clipping on, the loss scale with scaling
+    bool stop = false;
+  };
   // The epoch's training steps from `step` on; false when the run ends here (a non-finite loss
   // with callbacks.terminate_on_nan). `stop`: every rank agreed to stop (a signal).
   bool train_steps(int epoch, int64_t first, int64_t& step, double& lr, bool& stop);
-  // Rank 0 after a step: the progress bar, step checkpoints, the watchdog's snapshot.
-  void after_step(int epoch, int64_t step, const LossStats& s, const MicroStep& micro, double lr, bool stop, bool& due);
+  // The launched steps whose statistics are due (all of them with `all`: the device's state must
+  // then be the last step's), in order: the sums, terminate_on_nan, rank 0's after_step.
+  bool read_steps(int epoch, bool all);
+  // Rank 0 after a step: the progress bar, step checkpoints, the watchdog's snapshot (the last
+  // two only when `current`: no later step has run).
+  void after_step(int epoch, const Launched& l, const LossStats& s, bool current);
+  // Whether the watchdog's snapshot would be taken now (rank 0; its cadence).
+  bool snapshot_due() const;
   // The validation pass (and the moving average's), into the epoch's metrics; false when a stop
   // signal cut it (every rank agrees).
   bool validate(int epoch, int64_t step, Metrics& console, Metrics& row);
@@ -67,6 +82,8 @@ class EpochLoop {
   LossStats sum_;          // the epoch's loss and accuracy sums so far
   double norm_sum_ = 0;    // the epoch's gradient norms (clipping on): their sum and count
   int64_t norm_count_ = 0;
+  PendingSteps<Launched> launched_;  // steps whose statistics are unread (TRAINER_TEST_STATS_LAG: read late)
+  bool due_ = false;                 // a step checkpoint fell due in the optimizer step being read
   std::vector<float> best_weights_;  // callbacks' restore_best
 };
 
@@ -74,7 +91,8 @@ EpochLoop::EpochLoop(Trainee& w, LoopSetup& run)
     : w_(w), run_(run), e_(run.spec), rank_(w.rank()), lead_(rank_ == 0), first_here_(rank_ == run.data.first_rank),
       obs_(lead_ ? run.observer : nullptr), rep_(w.state()),
       train_(*run.data.train_loaders[size_t(rank_ - run.data.first_rank)]),
-      val_(run.data.val ? run.data.val_loaders[size_t(rank_ - run.data.first_rank)].get() : nullptr), cb_(run.spec.callbacks) {
+      val_(run.data.val ? run.data.val_loaders[size_t(rank_ - run.data.first_rank)].get() : nullptr), cb_(run.spec.callbacks),
+      launched_(hooks_.stats_lag >= 0 ? hooks_.stats_lag : PendingSteps<Launched>::kLag, hooks_.stats_lag >= 0) {
   // fit() loaded rank 0 (checkpoint or init.from) already.
   if (const std::optional<CheckpointInfo>& from = run.resume) {  // every replica loads the same checkpoint: no broadcast
     if (!lead_) load_checkpoint(*from, rep_, true);
@@ -128,7 +146,8 @@ bool EpochLoop::train_steps(int epoch, int64_t first, int64_t& step, double& lr,
   // shorter; after a resume the first one starts where the checkpoint left off).
   const int k = e_.train.accumulate;
   const int64_t groups = (steps + k - 1) / k;
-  bool due = false;  // a step checkpoint fell due in this optimizer step
+  due_ = false;
+  bool due = false;  // a step checkpoint falls due in this optimizer step (rank 0: then read every step at its end)
   // The optimizer step's scored labels over its micro-batches, counted once per step (with
   // train.ignore_class the loader reads every label of each of them to count).
   int64_t counted_group = -1, group_scored = 0;
@@ -148,54 +167,78 @@ bool EpochLoop::train_steps(int epoch, int64_t first, int64_t& step, double& lr,
     lr = cb_.adjust_lr(run_.schedule.lr(run_.plan.base_lr, epoch, double(group) / double(groups)));
     stop = interrupted();
     const uint64_t seed = (e_.seed * 0x9E3779B97F4A7C15ull + uint64_t(global_step_)) * 0xBF58476D1CE4E5B9ull + uint64_t(rank_);
-    const LossStats s = w_.train_step(b, float(lr), seed, stop, micro);
-    sum_ += s;
+    Launched l;
+    l.stats = w_.step(b, float(lr), seed, stop, micro);
+    l.micro = micro;
+    l.lr = lr;
+    l.stop = stop;
     // (only at an optimizer step's end: an earlier micro-batch would count the previous step's norm again)
-    if (const double n = w_.clip().grad_norm(); micro.last() && e_.train.clip.enabled() && std::isfinite(n)) {
-      norm_sum_ += n;  // every rank measured the same norm; a skipped step has none
-      ++norm_count_;
-    }
-    ++step;
-    ++global_step_;
-    std::string message;
-    if (!cb_.on_batch_end(step - 1, s.loss_sum / double(std::max<int64_t>(s.count, 1)), &message)) {
-      if (obs_) obs_->line(message);
-      ended("terminate_on_nan", "");
-      return false;  // no checkpoint of weights that produced a non-finite loss
-    }
-    if (lead_) after_step(epoch, step, s, micro, lr, stop, due);
+    if (micro.last() && e_.train.clip.enabled()) l.grad_norm = w_.clip().grad_norm();
+    if (w_.scaler().enabled()) l.scale = double(w_.scaler().scale());
+    l.step = ++step;
+    l.global_step = ++global_step_;
+    launched_.push(std::move(l));
+    // Read at once where the device's state must be this step's: a checkpoint or the watchdog's
+    // snapshot after it, a stop, the epoch's end.
+    due = due || (obs_ && obs_->due_at_step(global_step_));
+    const bool now = stop || step == steps || (micro.last() && (due || (lead_ && snapshot_due())));
+    if (micro.last()) due = false;
+    if (!read_steps(epoch, now)) return false;
     mark_step(rank_, global_step_);  // the next one's
     mark_phase(rank_, Phase::Input);
   }
   mark_phase(rank_, Phase::Idle);
+  return read_steps(epoch, true);  // (the loader ended early)
+}
+
+bool EpochLoop::read_steps(int epoch, bool all) {
+  for (Launched l; launched_.next(l, all);) {
+    const LossStats s = l.stats.get();
+    sum_ += s;
+    if (std::isfinite(l.grad_norm)) {  // every rank measured the same norm; a skipped step has none
+      norm_sum_ += l.grad_norm;
+      ++norm_count_;
+    }
+    std::string message;
+    if (!cb_.on_batch_end(l.step - 1, s.loss_sum / double(std::max<int64_t>(s.count, 1)), &message)) {
+      if (obs_) obs_->line(message);
+      ended("terminate_on_nan", "");
+      return false;  // no checkpoint of weights that produced a non-finite loss
+    }
+    if (lead_) after_step(epoch, l, s, launched_.empty());
+  }
   return true;
 }
 
-void EpochLoop::after_step(int epoch, int64_t step, const LossStats& s, const MicroStep& micro, double lr, bool stop, bool& due) {
+bool EpochLoop::snapshot_due() const {
+  const StepSnapshot* snap = run_.snapshot;
+  return snap && monotonic_ns() - snap->taken_ns >= 50 * snap->copy_ns;
+}
+
+void EpochLoop::after_step(int epoch, const Launched& l, const LossStats& s, bool current) {
   run_.images += s.count;
   if (!std::isfinite(s.loss_sum))
     throw std::runtime_error(fmt::format("the loss became {} at epoch {} step {} (callbacks.terminate_on_nan: true stops instead)",
-                                         s.loss_sum, epoch + 1, step));
+                                         s.loss_sum, epoch + 1, l.step));
+  const MicroStep& micro = l.micro;
   if (obs_) {  // an optimizer step's end also gives TensorBoard its step/* scalars
     const double c = double(std::max<int64_t>(sum_.count, 1));
     StepReport u;
-    if (micro.last()) {
-      u = {global_step_, s.loss_sum / double(std::max<int64_t>(s.count, 1)), lr, s.count,
-           e_.train.clip.enabled() ? w_.clip().grad_norm() : NAN, w_.scaler().enabled() ? double(w_.scaler().scale()) : NAN};
-    }
-    obs_->after_step(step, sum_.loss_sum / c, double(sum_.correct) / c, micro.last() ? &u : nullptr);
+    if (micro.last()) u = {l.global_step, s.loss_sum / double(std::max<int64_t>(s.count, 1)), l.lr, s.count, l.grad_norm, l.scale};
+    obs_->after_step(l.step, sum_.loss_sum / c, double(sum_.correct) / c, micro.last() ? &u : nullptr);
   }
-  due = due || (obs_ && obs_->due_at_step(global_step_));
-  // Checkpoints only between optimizer steps: nothing of a step is ever half in one.
-  if (obs_ && step < run_.plan.steps_per_epoch && micro.last() && (stop || due))
-    save(state_at(epoch, step, sum_, stop ? "interrupt" : "steps"));
-  if (micro.last()) due = false;
+  due_ = due_ || (obs_ && obs_->due_at_step(l.global_step));
+  // Checkpoints only between optimizer steps: nothing of a step is ever half in one (train_steps
+  // read this step at once, so no later one has run).
+  if (obs_ && current && l.step < run_.plan.steps_per_epoch && micro.last() && (l.stop || due_))
+    save(state_at(epoch, l.step, sum_, l.stop ? "interrupt" : "steps"));
+  if (micro.last()) due_ = false;
   StepSnapshot* snap = run_.snapshot;
-  if (!snap || !micro.last() || monotonic_ns() - snap->taken_ns < 50 * snap->copy_ns) return;
+  if (!snap || !current || !micro.last() || !snapshot_due()) return;
   std::lock_guard<std::mutex> lock(snap->mu);
   const int64_t t = monotonic_ns();
   snap->state.take(rep_);
-  snap->train = state_at(epoch, step, sum_, "watchdog");
+  snap->train = state_at(epoch, l.step, sum_, "watchdog");
   snap->taken_ns = monotonic_ns();
   // The first copy allocates: the later ones are timed, the fastest kept (a slow one is the machine's noise).
   if (snap->valid) snap->copy_ns = snap->copy_ns > 0 ? std::min(snap->copy_ns, snap->taken_ns - t) : snap->taken_ns - t;

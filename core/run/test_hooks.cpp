@@ -1,5 +1,5 @@
 // The loop's test hooks: parsed from TRAINER_INJECT_FAULT, TRAINER_TEST_SIGINT_AT_STEP,
-// TRAINER_TEST_HOLD and TRAINER_INJECT_NONFINITE, applied before a step.
+// TRAINER_TEST_HOLD, TRAINER_INJECT_NONFINITE and TRAINER_TEST_STATS_LAG, applied before a step.
 #include "core/run/test_hooks.h"
 
 #include <fmt/format.h>
@@ -31,6 +31,7 @@ LoopTestHooks LoopTestHooks::from_env() {
   rank_step("TRAINER_INJECT_FAULT", h.fault_rank, h.fault_step);
   rank_step("TRAINER_TEST_HOLD", h.hold_rank, h.hold_step);
   if (const char* s = std::getenv("TRAINER_TEST_SIGINT_AT_STEP")) h.sigint_step = std::strtoll(s, nullptr, 10);
+  if (const char* s = std::getenv("TRAINER_TEST_STATS_LAG")) h.stats_lag = std::atoi(s);
   for (const char* s = std::getenv("TRAINER_INJECT_NONFINITE"); s && *s;) {
     char* end = nullptr;
     const long long v = std::strtoll(s, &end, 10);

@@ -1,5 +1,6 @@
 // The training loop's test hooks, read once from the environment: a fault, a stop signal, a
-// stalled rank or an inf gradient at a chosen global step (the e2e and fault tests' levers).
+// stalled rank or an inf gradient at a chosen global step, statistics read late (the e2e and
+// fault tests' levers).
 #pragma once
 #include <cstdint>
 #include <set>
@@ -16,6 +17,8 @@ struct LoopTestHooks {
   int64_t hold_step = -1;         //   (the watchdog's test: a replica that makes no progress)
   std::set<int64_t> nonfinite;    // TRAINER_INJECT_NONFINITE=<step>[,<step>...]: an inf in one gradient
                                   //   (Trainee::inject_nonfinite), for loss scaling's skipped steps
+  int stats_lag = -1;             // TRAINER_TEST_STATS_LAG=<k>: the loop reads each step's statistics k
+                                  //   steps late, landed or not (PendingSteps' hold: a GPU's lag, anywhere)
 
   static LoopTestHooks from_env();
   // Before global step `step` (a micro-batch) on `rank`: holds, throws, raises or poisons as asked.

@@ -17,14 +17,19 @@ double since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+void bench_read(BenchPending& pending, bool all) {
+  for (BenchRead r; pending.next(r, all);) r.stats.get();
+}
+
 int64_t bench_step(Trainee& t, BenchInput& in, int k, float lr, uint64_t seed, bool& stop, double& waited,
-                   const std::function<void()>& after) {
+                   BenchPending& pending, const std::function<void()>& after) {
   int64_t samples = 0;
   for (int i = 0; i < k; ++i) {
     const Batch& b = in.next(waited);
     samples += b.global_size;
     // Every micro-batch of a synthetic input is the same: the step scores k times its labels.
-    t.train_step(b, lr, seed, stop, MicroStep{i, k, k > 1 ? int64_t(k) * scored_labels(b) : 0});
+    pending.push({t.step(b, lr, seed, stop, MicroStep{i, k, k > 1 ? int64_t(k) * scored_labels(b) : 0})});
+    bench_read(pending, false);
     if (after) after();
   }
   return samples;
@@ -49,7 +54,9 @@ BenchResult Strategy::bench(std::vector<BenchInput>& inputs, const BenchOptions&
     t.broadcast_parameters();
     bool stop = false;
     double warm_wait = 0;
-    for (int s = 0; s < o.warmup; ++s) bench_step(t, in, k, o.lr, uint64_t(s), stop, warm_wait);
+    BenchPending pending;
+    for (int s = 0; s < o.warmup; ++s) bench_step(t, in, k, o.lr, uint64_t(s), stop, warm_wait, pending);
+    bench_read(pending, true);
     t.settle();
     t.reset_counters();
     // The parts synchronise the device at each boundary (set_timing): free on the CPU, whose ops
@@ -66,10 +73,12 @@ BenchResult Strategy::bench(std::vector<BenchInput>& inputs, const BenchOptions&
     const int64_t reduced0 = t.reduced_steps();
     const auto t0 = std::chrono::steady_clock::now();
     for (int s = 0; s < o.steps; ++s) {
-      last = bench_step(t, in, k, o.lr, uint64_t(o.warmup + s), stop, waited, gpu ? std::function<void()>() : add_parts);
+      last = bench_step(t, in, k, o.lr, uint64_t(o.warmup + s), stop, waited, pending,
+                        gpu ? std::function<void()>() : add_parts);
       samples += last;
     }
-    t.settle();
+    t.settle();  // the frame (a wait not counted), then the last steps' statistics, landed by now
+    bench_read(pending, true);
     seconds[size_t(local)] = since(t0);
     recorded[size_t(local)] = t.step_recorded();
     if (lead) {  // every local trainee's, between the barriers
@@ -81,7 +90,8 @@ BenchResult Strategy::bench(std::vector<BenchInput>& inputs, const BenchOptions&
     if (gpu) {
       t.set_timing(true);
       double unused = 0;
-      for (int s = 0; s < o.steps; ++s) bench_step(t, in, k, o.lr, uint64_t(o.warmup + s), stop, unused, add_parts);
+      for (int s = 0; s < o.steps; ++s) bench_step(t, in, k, o.lr, uint64_t(o.warmup + s), stop, unused, pending, add_parts);
+      bench_read(pending, true);
       t.settle();
     }
     t.set_timing(false);
@@ -97,7 +107,8 @@ BenchResult Strategy::bench(std::vector<BenchInput>& inputs, const BenchOptions&
       // Timing on every trainee: each takes the ordinary step as the profiled one must (a recorded
       // step's collectives would not meet the ordinary step's bucketed ones).
       t.set_timing(true);
-      for (int s = 0; s < o.steps; ++s) bench_step(t, in, k, o.lr, uint64_t(s), stop, warm_wait);
+      for (int s = 0; s < o.steps; ++s) bench_step(t, in, k, o.lr, uint64_t(s), stop, warm_wait, pending);
+      bench_read(pending, true);
       t.set_timing(false);
       if (g) g->set_profiling(false);
     }

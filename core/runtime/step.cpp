@@ -9,7 +9,7 @@
 
 namespace trainer {
 
-LossStats Trainee::train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) {
+StepStats Trainee::step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) {
   if (m.count > accumulate_ || m.index < 0 || m.index >= m.count)
     throw std::logic_error(fmt::format("micro-batch {} of {} (train.accumulate {})", m.index, m.count, accumulate_));
   mark_phase(rank(), Phase::Forward);
@@ -23,18 +23,19 @@ LossStats Trainee::train_step(const Batch& b, float lr, uint64_t seed, bool& sto
   const float grad_scale = (scored > 0 ? 1.0f / float(scored) : 0.0f) * update_.loss_scale();
   if (!m.last()) {  // an earlier micro-batch: its gradients held, its statistics and stop kept for the last
     const Grads g = m.index == 0 ? Grads::HoldFirst : Grads::Hold;
-    LossStats s;
-    if (!fixed_step(b, lr, seed, grad_scale, g, s)) s = forward_backward(b, seed, grad_scale, g);
+    StepStats fixed;
+    const LossStats s = fixed_step(b, lr, seed, grad_scale, g, fixed) ? fixed.get() : forward_backward(b, seed, grad_scale, g);
     held_stats_.hold(s, stop);
     return LossStats{};
   }
-  LossStats s;
   const Grads g = m.count > 1 ? Grads::AddHeld : Grads::Reduce;
-  if (fixed_step(b, lr, seed, grad_scale, g, s)) {  // reduction, update and buffers inside the program
+  if (StepStats fixed; fixed_step(b, lr, seed, grad_scale, g, fixed)) {  // reduction, update and buffers inside the program
+    if (fixed.pending()) return fixed;  // one replica, a step of one micro-batch: read later, nothing to agree on
+    LossStats s = fixed.get();
     held_stats_.release(s, stop);
     return ctl_ && ctl_->size() > 1 ? agree(s, stop) : s;  // one replica: its statistics are the job's
   }
-  s = forward_backward(b, seed, grad_scale, g);
+  LossStats s = forward_backward(b, seed, grad_scale, g);
   held_stats_.release(s, stop);
   reduce_and_update(lr);
   after_update();

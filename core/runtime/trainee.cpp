@@ -26,6 +26,12 @@ LossStats Trainee::evaluate(Loader& loader, const Predictions& predictions, bool
   const int slow = cut ? slow_validation_ms() : 0;
   if (slow > 0 && rank() == 0) std::fprintf(stderr, "test hook: validating (%d ms a batch)\n", slow), std::fflush(stderr);
   LossStats total;
+  // Each batch's statistics added once landed (a recorded program's are read back behind it).
+  struct Pending {
+    StepStats stats;
+  };
+  PendingSteps<Pending> pending;
+  Pending done;
   std::vector<int32_t> predicted;
   loader.start_epoch(0);
   Batch b;
@@ -34,10 +40,12 @@ LossStats Trainee::evaluate(Loader& loader, const Predictions& predictions, bool
   while (!(stopped = cut && interrupted()) && loader.next(b)) {
     mark_phase(rank(), Phase::Validation, ++batch);
     if (b.size == 0) continue;
-    total += eval_batch(b, predictions ? &predicted : nullptr);
+    pending.push({eval_batch(b, predictions ? &predicted : nullptr)});
+    while (pending.next(done, false)) total += done.stats.get();
     if (predictions) predictions(b, predicted);
     if (slow > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow));
   }
+  while (pending.next(done, true)) total += done.stats.get();
   mark_phase(rank(), Phase::StepEnd);
   LossStats sums = sum_over_ranks(total);
   if (cut) *cut = sum_over_ranks(LossStats{0, stopped ? 1 : 0, 0}).correct > 0;  // one verdict for every rank

@@ -21,6 +21,7 @@
 #include "core/optim/weight_average.h"
 #include "core/runtime/accumulation.h"
 #include "core/runtime/step_parts.h"
+#include "core/runtime/step_stats.h"
 #include "core/runtime/step_update.h"
 
 namespace trainer {
@@ -86,7 +87,14 @@ class Trainee {
   // The one training step of every strategy (core/runtime/step.cpp): forward and backward (the
   // reduction over the copies starting during backward), the update (StepUpdate), the
   // non-trained parameters and the moving average, the statistics and the stop agreed on.
-  LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m);
+  // The statistics may still be on their way from the device (a lone replica's recorded step,
+  // whose host follows nothing of it): StepStats::get() reads them, a step or more later in the
+  // loops (PendingSteps), so that the host never waits for the device within a step.
+  StepStats step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m);
+  // The same step, its statistics waited for (tests; a caller that needs them at once).
+  LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) {
+    return step(b, lr, seed, stop, m).get();
+  }
   LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop) { return train_step(b, lr, seed, stop, MicroStep{}); }
   int accumulate() const { return accumulate_; }  // train.accumulate: micro-batches per optimizer step
   // Loss and accuracy sums over this rank's shard of a loader pass, summed over all ranks — the
@@ -141,7 +149,7 @@ class Trainee {
   // included; AddHeld: the last of several, the held sum added, then the update): true when it
   // ran, `s` its statistics;
   virtual bool fixed_step(const Batch&, float /*lr*/, uint64_t /*seed*/, float /*grad_scale*/, Grads /*g*/,
-                          LossStats& /*s*/) {
+                          StepStats& /*s*/) {
     return false;
   }
   // wait for the reduction and update (update_.apply over the copy's parts, or bucket by bucket);
@@ -154,8 +162,9 @@ class Trainee {
   LossStats agree(const LossStats& s, bool& stop);
 
   // One batch's forward and loss (no gradient); `predicted`, when given, receives each sample's
-  // (or, for per-position labels, each position's) arg-max class.
-  virtual LossStats eval_batch(const Batch& b, std::vector<int32_t>* predicted) = 0;
+  // (or, for per-position labels, each position's) arg-max class. The statistics may be pending
+  // (a recorded evaluation program's).
+  virtual StepStats eval_batch(const Batch& b, std::vector<int32_t>* predicted) = 0;
   // The pass's sums over every rank (a host all-reduce over control(); one copy: as they are).
   LossStats sum_over_ranks(const LossStats& s);
 

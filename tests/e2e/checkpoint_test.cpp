@@ -355,3 +355,62 @@ TEST_CASE("e2e checkpoint: Ctrl-C twice in quick succession, 20 tries: always th
     CHECK_THAT(res.out, Contains("Resuming from " + path + ": epoch "));
   }
 }
+
+TEST_CASE("e2e checkpoint: statistics read three steps late (a GPU's recorded steps) change nothing a run reports or writes") {
+  // TRAINER_TEST_STATS_LAG holds every step's statistics until three more steps have run, as a
+  // GPU's loop may; TRAINER_TEST_FIXED_STEP runs the fixed program, whose statistics come back
+  // through read_back. Step checkpoints (every 4 global steps) and a stop must still be the
+  // device's state at their step, and the console, metrics and checkpoints those of a run that
+  // read every step at once.
+  std::string dir = setup("lag", "checkpoint: {every_steps: 4, keep: 100}\n");
+  const std::vector<std::pair<std::string, std::string>> runs{
+      {"now", ""}, {"late", "TRAINER_TEST_STATS_LAG=3"}, {"fixed", "TRAINER_TEST_FIXED_STEP=1 TRAINER_TEST_STATS_LAG=3"}};
+  for (const auto& [name, env] : runs) {
+    auto r = e2e::trainer("run c.yaml --run-dir " + name, dir, env);
+    INFO(name << ": " << r.out << r.err);
+    REQUIRE(r.code == 0);
+  }
+  auto weights = [](const std::string& run_dir) {
+    std::vector<std::string> names;
+    for (const auto& f : fs::directory_iterator(run_dir + "/checkpoints"))
+      if (f.path().extension() == ".safetensors") names.push_back(f.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const std::vector<std::string> now = weights(dir + "/now");
+  // Three epochs' and global steps 4, 8, 12, 16, 24 and 28's (20 ends epoch 2: its epoch checkpoint).
+  CHECK(now.size() == 9);
+  for (const char* run : {"late", "fixed"}) {
+    INFO(run);
+    CHECK(e2e::read_file(dir + "/now/metrics.csv") == e2e::read_file(dir + "/" + run + "/metrics.csv"));
+    CHECK(weights(dir + "/" + run) == now);
+    for (const std::string& f : now) {
+      INFO(f);
+      CHECK(same_file(dir + "/now/checkpoints/" + f, dir + "/" + run + "/checkpoints/" + f));
+    }
+  }
+  // A stop read late: the interrupt's checkpoint is its step's, and the resumed run ends as the others.
+  auto cut = e2e::trainer("run c.yaml --run-dir cut", dir, "TRAINER_TEST_STATS_LAG=3 TRAINER_TEST_SIGINT_AT_STEP=14");
+  INFO(cut.out << cut.err);
+  REQUIRE(cut.code == 130);
+  CHECK_THAT(cut.out, Contains("Interrupted (SIGINT) at epoch 2 step 5/10"));
+  CHECK(same_file(dir + "/now/checkpoints/epoch-0002-step-000002.safetensors",
+                  dir + "/cut/checkpoints/epoch-0002-step-000002.safetensors"));
+  auto res = e2e::trainer("run --resume cut --run-dir resumed", dir, "TRAINER_TEST_STATS_LAG=3");
+  INFO(res.out << res.err);
+  REQUIRE(res.code == 0);
+  CHECK(same_file(dir + "/now/checkpoints/epoch-0003.safetensors", dir + "/resumed/checkpoints/epoch-0003.safetensors"));
+  // terminate_on_nan names the same batch however late it reads it.
+  std::vector<std::string> said;
+  for (const char* env : {"", "TRAINER_TEST_STATS_LAG=3"}) {
+    auto nan = e2e::trainer("run c.yaml --run-dir nan" + std::to_string(said.size()) +
+                                " --set optimizer.type=sgd --set optimizer.lr=1e5 --set callbacks.terminate_on_nan=true",
+                            dir, env);
+    INFO(nan.out << nan.err);
+    CHECK(nan.code == 0);
+    const size_t at = nan.out.find("Batch ");
+    REQUIRE(at != std::string::npos);
+    said.push_back(nan.out.substr(at, nan.out.find('\n', at) - at));
+  }
+  CHECK(said[0] == said[1]);
+}

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -189,6 +190,7 @@ CudaContext::CudaContext(Device d, const ContextOptions& o)
     alloc_ = std::make_unique<CudaAllocator>(index_);
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     for (Staging& s : staging_) CUDA_CHECK(cudaEventCreateWithFlags(&s.free, cudaEventDisableTiming));
+    for (cudaEvent_t& e : read_done_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     CUDNN_CHECK(cudnnCreate(&cudnn_));
     CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
     if (const char* why = cuda::cublas_load_error())
@@ -226,6 +228,12 @@ void CudaContext::release() noexcept {
     if (s.free) cudaEventDestroy(s.free);
     s = Staging{};
   }
+  if (read_pinned_) cudaFreeHost(read_pinned_);
+  read_pinned_ = nullptr;
+  for (cudaEvent_t& e : read_done_) {
+    if (e) cudaEventDestroy(e);
+    e = nullptr;
+  }
   if (stream_) cudaStreamDestroy(stream_);
   stream_ = nullptr;
   cudaGetLastError();
@@ -251,8 +259,8 @@ void CudaContext::copy_from_host(void* dst, const void* src, size_t bytes) {
   // The copy that last read this buffer may still be running: wait for it (an event never
   // recorded counts as complete; a wait only when it has not).
   if (cudaError_t e = cudaEventQuery(s.free); e == cudaErrorNotReady) {
-    count_host_wait();
     CUDA_CHECK(cudaEventSynchronize(s.free));
+    waited();
   } else {
     CUDA_CHECK(e);
   }
@@ -274,6 +282,42 @@ void CudaContext::copy_to_host(void* dst, const void* src, size_t bytes) {
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
   count_host_wait();
   CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+uint64_t CudaContext::read_back(const void* src, size_t bytes) {
+  if (capturing_) throw std::logic_error(device().str() + ": read_back while capturing");
+  const uint64_t t = new_read_ticket(bytes);
+  const int slot = read_slot(t);
+  if (!read_pinned_) CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&read_pinned_), kReadBackSlots * kReadBackBytes,
+                                              cudaHostAllocDefault));
+  // The slot's last copy was read (its ticket is gone) or dropped; stream order puts this one after it.
+  if (bytes > 0) CUDA_CHECK(cudaMemcpyAsync(read_pinned_ + slot * kReadBackBytes, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaEventRecord(read_done_[slot], stream_));
+  return t;
+}
+
+bool CudaContext::read_back_done(uint64_t ticket) const {
+  const cudaError_t e = cudaEventQuery(read_done_[read_slot(ticket)]);
+  if (e == cudaErrorNotReady) return false;
+  CUDA_CHECK(e);
+  return true;
+}
+
+const void* CudaContext::read_back_wait(uint64_t ticket) {
+  const int slot = read_slot(ticket);
+  if (cudaError_t e = cudaEventQuery(read_done_[slot]); e == cudaErrorNotReady) {
+    CUDA_CHECK(cudaEventSynchronize(read_done_[slot]));
+    waited();
+  } else {
+    CUDA_CHECK(e);
+  }
+  return read_pinned_ + slot * kReadBackBytes;
+}
+
+void CudaContext::waited() {
+  const cudaError_t e = cudaStreamQuery(stream_);
+  if (e == cudaSuccess) count_host_wait();  // nothing left queued: the device waits for the host now
+  else if (e != cudaErrorNotReady) CUDA_CHECK(e);
 }
 
 void CudaContext::copy(void* dst, const void* src, size_t bytes) {

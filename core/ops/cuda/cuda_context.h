@@ -65,6 +65,11 @@ class CudaContext final : public OpContext {
   // pageable memory that the caller reuses at once.
   void copy_from_host(void* dst, const void* src, size_t bytes) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;  // synchronous
+  // Into pinned slots, each with an event recorded behind its copy: no wait until read_back_wait
+  // finds the copy not yet landed.
+  uint64_t read_back(const void* src, size_t bytes) override;
+  bool read_back_done(uint64_t ticket) const override;
+  const void* read_back_wait(uint64_t ticket) override;
   void copy(void* dst, const void* src, size_t bytes) override;          // async on stream()
   void fill_zero(void* dst, size_t bytes) override;                      // async on stream()
   void bind_thread() override;                                           // cudaSetDevice
@@ -114,6 +119,14 @@ class CudaContext final : public OpContext {
   static constexpr int kSmallSlots = 4, kLargeSlots = 2;
   Staging staging_[kSmallSlots + kLargeSlots];
   int next_small_ = 0, next_large_ = 0;
+  // read_back's pinned slots (kReadBackSlots of kReadBackBytes, made on its first call) and the
+  // event recorded behind each slot's copy.
+  unsigned char* read_pinned_ = nullptr;
+  cudaEvent_t read_done_[kReadBackSlots] = {};
+  // After a wait of the host for this stream: counts it (count_host_wait) when it left the device
+  // with nothing queued — a host synchronisation; a wait for older work while later work runs is
+  // the host running ahead of the device, not one.
+  void waited();
   cudaDeviceProp props_{};
   bool capturing_ = false;
 };

@@ -1,7 +1,5 @@
 // Replica's step as a fixed program: the batch and this step's values in buffers of fixed address,
 // forward, loss, backward and update recorded once per batch size (CUDA graphs) and replayed.
-#include <fmt/format.h>
-
 #include <cstddef>
 #include <cstdio>
 #include <stdexcept>
@@ -68,9 +66,9 @@ void Replica::run_fixed(const std::vector<Tensor>& x, const Tensor& y, const Fix
   exec_->set_step_scalars(nullptr);  // host-side state only: the ordinary path's seeds again
 }
 
-LossStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float lr, float loss_grad_scale,
+StepStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float lr, float loss_grad_scale,
                               uint64_t step_seed, bool record, StepUpdate* update, const FixedMicro& micro,
-                              const FixedPeers& peers) {
+                              const FixedPeers& peers, bool defer) {
   replayed_ = false;
   if (!step_memory_.defined()) step_memory_ = ctx_->empty(Shape{int64_t(sizeof(StepMemory))}, DType::U8);
   const StepRule rule = update ? update->rule() : StepRule{};
@@ -87,10 +85,15 @@ LossStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float 
   host.scalars.loss_scale = loss_grad_scale;
   host.scalars.set_seed(step_seed);
   ctx_->copy_from_host(step_memory_.data(), &host, sizeof host);
+  auto* mem = static_cast<StepMemory*>(step_memory_.data());
   Recorded& r = recorded_[{images.dim(0), int(micro.kind)}];
   Tensor y;  // the labels where the program reads them
   const std::vector<Tensor>& x = program_inputs(r, images, labels, y);
   run_program(r, record, peers, capture_failed_, [&] { run_fixed(x, y, micro, peers.comm); });
+  // One replica whose update the host need not follow (no finite check, no clipping): the loss
+  // sums read back behind the step, for the loop to read a step or more later.
+  if (defer && !peers.comm && micro.kind == FixedMicro::Whole && !rule_.active())
+    return StepStats(*ctx_, ctx_->read_back(&mem->results.sums, sizeof(LossSums)), loss_name());
   // Several ranks: the step's collectives done (an abortable wait, should a peer fail) before the
   // results are read.
   if (peers.comm) peers.comm->wait_issued();
@@ -98,12 +101,12 @@ LossStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float 
   ctx_->copy_to_host(&res, static_cast<char*>(step_memory_.data()) + offsetof(StepMemory, results), sizeof res);
   // The device's decision kept on the host: a skipped step leaves the optimizer's count unchanged.
   if (update && micro.updates() && !update->settle(res.check)) optimizer_->set_steps(optimizer_->steps() - 1);
-  return stats_of(res.sums);
+  return stats_of_sums(res.sums, loss_name());
 }
 
 // Evaluation's program (one per batch size): forward in inference mode to the logits and the
-// loss's statistics added up where the kernels run; the host reads them once.
-LossStats Replica::fixed_eval(const Tensor& images, const Tensor& labels, bool record) {
+// loss's statistics added up where the kernels run, read back behind it.
+StepStats Replica::fixed_eval(const Tensor& images, const Tensor& labels, bool record) {
   if (!step_memory_.defined()) step_memory_ = ctx_->empty(Shape{int64_t(sizeof(StepMemory))}, DType::U8);
   const StepMemory host;  // the sums zeroed; no gradient, so the scale (1) is never read
   ctx_->copy_from_host(step_memory_.data(), &host, sizeof host);
@@ -118,19 +121,12 @@ LossStats Replica::fixed_eval(const Tensor& images, const Tensor& labels, bool r
     Tensor none;
     loss_->compute_into(exec_->output(logits_), y, none, &mem->scalars, &mem->results.sums);
   });
-  LossSums sums;
-  ctx_->copy_to_host(&sums, static_cast<char*>(step_memory_.data()) + offsetof(StepMemory, results.sums), sizeof sums);
-  return stats_of(sums);
+  return StepStats(*ctx_, ctx_->read_back(&mem->results.sums, sizeof(LossSums)), loss_name());
 }
 
-// The statistics a program added up; an out-of-range label noted by the loss kernel thrown as the
-// ordinary path throws it.
-LossStats Replica::stats_of(const LossSums& sums) const {
-  if (sums.bad_sample >= 0)
-    throw std::out_of_range(fmt::format("{}: label {} (sample {}) is out of range for the model's output",
-                                        loss_->fused_output() == std::string("sigmoid") ? "sigmoid_xent" : "cross_entropy",
-                                        sums.bad_label, sums.bad_sample));
-  return {sums.loss_sum, int64_t(sums.correct), int64_t(sums.count)};
+// The loss kernel's name in an out-of-range label's message (stats_of_sums).
+const char* Replica::loss_name() const {
+  return loss_->fused_output() == std::string("sigmoid") ? "sigmoid_xent" : "cross_entropy";
 }
 
 // Buffers of this batch size's own (evaluation and other sizes use others), so that their

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/runtime/batch_inputs.h"
+#include "core/runtime/step_stats.h"
 #include "core/runtime/trainee.h"
 #include "core/graph/loss.h"
 #include "core/checkpoint/model_state.h"
@@ -63,13 +64,16 @@ class Replica {
   // compute_gradients and update->apply. `micro`: a micro-batch of an accumulated step (the held
   // sum kept or added back as the ordinary path does; the update only on the last). `peers`: the
   // other replicas (the gradient summed and the statistics broadcast inside the program). Returns
-  // the micro-batch's loss statistics (read once its work is done), this replica's own.
-  LossStats fixed_step(const Tensor& images, const Tensor& labels, float lr, float loss_grad_scale, uint64_t step_seed,
+  // the micro-batch's loss statistics, this replica's own: read once its work is done, or with
+  // `defer`, where nothing of the host follows the step (one replica, a whole step, no finite
+  // check or clipping), read back behind it (StepStats: pending until the loop reads it).
+  StepStats fixed_step(const Tensor& images, const Tensor& labels, float lr, float loss_grad_scale, uint64_t step_seed,
                        bool record, StepUpdate* update = nullptr, const FixedMicro& micro = {},
-                       const FixedPeers& peers = {});
+                       const FixedPeers& peers = {}, bool defer = false);
   // Evaluation as a fixed program (a validation batch without predictions): eval_step's
-  // statistics, the same bits, forward and the loss recorded per batch size as fixed_step's are.
-  LossStats fixed_eval(const Tensor& images, const Tensor& labels, bool record);
+  // statistics, the same bits, forward and the loss recorded per batch size as fixed_step's are,
+  // read back behind the program (pending until read).
+  StepStats fixed_eval(const Tensor& images, const Tensor& labels, bool record);
   // Batch sizes whose step is recorded (tests).
   int recorded_steps() const;
   // Whether the last fixed_step ran as its recording replayed (a CUDA graph), not launched.
@@ -117,7 +121,7 @@ class Replica {
   const std::vector<Tensor>& program_inputs(Recorded& r, const Tensor& images, const Tensor& labels, Tensor& y);
   void run_program(Recorded& r, bool record, const FixedPeers& peers, std::string& failed_before,
                    const std::function<void()>& work);
-  LossStats stats_of(const LossSums& sums) const;
+  const char* loss_name() const;
 };
 
 }  // namespace trainer

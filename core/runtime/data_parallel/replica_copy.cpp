@@ -7,8 +7,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <stdexcept>
+#include <string>
 
 namespace trainer {
 namespace {
@@ -28,6 +30,9 @@ ReplicaCopy::ReplicaCopy(const TraineeSpec& t, int rank, Device device, int thre
   if (accumulate_ > 1) held_grads_ = std::make_unique<GradAccumulator>(rep_->context(), rep_->executor().params().trainable_floats());
   update_ = StepUpdate(t.loss_scale, t.clip);
   update_parts_ = {UpdatePart{&rep_->optimizer(), {}}};
+  // Test hook: TRAINER_TEST_FIXED_STEP=1 runs the fixed program on the CPU too (a whole run's
+  // statistics then come back through read_back, as a GPU's do).
+  if (const char* v = std::getenv("TRAINER_TEST_FIXED_STEP")) fixed_anywhere_ = std::string(v) == "1";
 }
 
 void ReplicaCopy::poison_first_gradient() {
@@ -107,7 +112,7 @@ int ReplicaCopy::least_over_ranks(int v) {
   throw std::logic_error("least_over_ranks: no rank's value");
 }
 
-bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float grad_scale, Grads g, LossStats& s) {
+bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float grad_scale, Grads g, StepStats& s) {
   recorded_ = fixed_ = false;
   if (!fixed_step_ok()) return false;
   fixed_ = true;
@@ -128,7 +133,8 @@ bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float grad
   if (!alone) peers.comm = grad_;
   if (ctl_->size() > 1) peers.least = [this](int v) { return least_over_ranks(v); };
   try {
-    s = rep_->fixed_step(b.images, b.labels, lr, grad_scale, seed, true, &update_, micro, peers);
+    // Alone, the statistics may be read a step or more later (no agreement needs them now).
+    s = rep_->fixed_step(b.images, b.labels, lr, grad_scale, seed, true, &update_, micro, peers, ctl_->size() == 1);
   } catch (...) {
     hold_ = false;
     throw;
@@ -249,7 +255,7 @@ void ReplicaCopy::settle() {
 
 // A validation batch as a recorded program where a step can be one (without predictions to read
 // back, and outside synchronised batch norm's runs, which keep evaluation on the ordinary path).
-LossStats ReplicaCopy::eval_batch(const Batch& b, std::vector<int32_t>* predicted) {
+StepStats ReplicaCopy::eval_batch(const Batch& b, std::vector<int32_t>* predicted) {
   const bool program = rep_->context().can_capture() || fixed_anywhere_;
   if (!predicted && cuda_graphs_ && program && !sync_bn_ && !rep_->executor().profiling())
     return rep_->fixed_eval(b.images, b.labels, true);

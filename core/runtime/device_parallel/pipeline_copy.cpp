@@ -371,7 +371,7 @@ bool PipelineCopy::on_gpu() const {
   return false;
 }
 
-LossStats PipelineCopy::eval_batch(const Batch& b, std::vector<int32_t>* predicted) {
+StepStats PipelineCopy::eval_batch(const Batch& b, std::vector<int32_t>* predicted) {
   if (predicted) throw std::logic_error("device-parallel evaluation does not report predictions");
   return pass(b, false, 1, 0);
 }

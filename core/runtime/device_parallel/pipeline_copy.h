@@ -93,7 +93,7 @@ class PipelineCopy final : public Trainee {
   void reduce_and_update(float lr) override;
   void after_update() override;
   void start_average() override;
-  LossStats eval_batch(const Batch& b, std::vector<int32_t>* predicted) override;
+  StepStats eval_batch(const Batch& b, std::vector<int32_t>* predicted) override;
 
  private:
   // Forward (and backward when training) of `b` through the schedule; `grad_scale` multiplies

@@ -77,7 +77,9 @@ HostBatch batch(int64_t n, int classes, uint64_t seed = 5) {
   return b;
 }
 
-enum class Path { Ordinary, Fixed, Recorded };
+// Deferred: Recorded with the statistics read back behind each step and read two steps later
+// (PendingSteps held to its lag, as a GPU's loop reads them).
+enum class Path { Ordinary, Fixed, Recorded, Deferred };
 
 struct Outcome {
   std::vector<float> weights;
@@ -93,16 +95,31 @@ Outcome train(const RunSpec& e, Device device, Path path, int classes = 5) {
   rep.context().bind_thread();
   const HostBatch six = batch(6, classes), four = batch(4, classes);
   Outcome out;
+  struct Read {
+    StepStats stats;
+    int64_t batch = 0;
+  };
+  PendingSteps<Read> pending(2, true);
+  auto read = [&](bool all) {
+    for (Read r; pending.next(r, all);) {
+      const LossStats st = r.stats.get();
+      out.losses.push_back(st.loss_sum);
+      CHECK(st.count == r.batch);
+    }
+  };
   for (int s = 0; s < 10; ++s) {
     const HostBatch& b = s >= 4 && s < 7 ? four : six;
     const float lr = 0.05f / float(1 + s);
     const uint64_t seed = 1000 + uint64_t(s);
-    LossStats st = path == Path::Ordinary ? rep.train_step(b.images, b.labels, lr, seed)
-                                          : rep.fixed_step(b.images, b.labels, lr, 1.0f / float(b.images.dim(0)), seed,
-                                                           path == Path::Recorded);
-    out.losses.push_back(st.loss_sum);
-    CHECK(st.count == b.images.dim(0));
+    const StepStats st = path == Path::Ordinary
+                             ? StepStats(rep.train_step(b.images, b.labels, lr, seed))
+                             : rep.fixed_step(b.images, b.labels, lr, 1.0f / float(b.images.dim(0)), seed,
+                                              path != Path::Fixed, nullptr, {}, {}, path == Path::Deferred);
+    CHECK(st.pending() == (path == Path::Deferred));
+    pending.push({st, b.images.dim(0)});
+    read(path != Path::Deferred);
   }
+  read(true);
   out.weights = rep.executor().params().download(rep.context());
   out.recorded = rep.recorded_steps();
   return out;
@@ -127,6 +144,7 @@ TEST_CASE("fixed step: values read from step memory give the ordinary step's bit
         const RunSpec e = spec({std::string("optimizer=") + opt});
         const Outcome ordinary = train(e, d.device, Path::Ordinary), fixed = train(e, d.device, Path::Fixed);
         check_same(ordinary, fixed);
+        check_same(ordinary, train(e, d.device, Path::Deferred));  // statistics read two steps late: the same
         // The run is not trivial: the weights moved and the loss changed.
         CHECK(ordinary.losses.front() != ordinary.losses.back());
       }
@@ -150,6 +168,10 @@ TEST_CASE("fixed step: CUDA graphs on and off give the same bits after 10 steps"
     const Outcome off = train(e, gpu->device, Path::Fixed), on = train(e, gpu->device, Path::Recorded);
     check_same(off, on);
     check_same(train(e, gpu->device, Path::Ordinary), on);
+    // The same replayed, each step's statistics read back behind it and read two steps later.
+    const Outcome deferred = train(e, gpu->device, Path::Deferred);
+    check_same(on, deferred);
+    CHECK(deferred.recorded == 2);
     // Batch sizes 6 and 4 were each recorded once (their first step plans, the second records).
     CHECK(on.recorded == 2);
     CHECK(off.recorded == 0);
@@ -396,11 +418,16 @@ TEST_CASE("fixed step: evaluation as a program gives eval_step's bits (batch siz
         }
         // Each size three times: launched, recorded, replayed where a GPU records.
         const std::vector<int64_t> sizes{6, 6, 6, 4, 4, 4, 1};
+        // Every batch's statistics read back behind its program and read only after the last
+        // (7 < OpContext::kReadBackSlots): each still its own.
+        std::vector<StepStats> pending;
         std::vector<LossStats> fixed, ordinary;
         for (size_t i = 0; i < sizes.size(); ++i) {
           const HostBatch b = batch(sizes[i], classes, 9 + i);
-          fixed.push_back(rep.fixed_eval(b.images, b.labels, true));
+          pending.push_back(rep.fixed_eval(b.images, b.labels, true));
+          CHECK(pending.back().pending());
         }
+        for (StepStats& p : pending) fixed.push_back(p.get());
         const int recorded = rep.recorded_steps();
         for (size_t i = 0; i < sizes.size(); ++i) {
           const HostBatch b = batch(sizes[i], classes, 9 + i);
@@ -416,7 +443,7 @@ TEST_CASE("fixed step: evaluation as a program gives eval_step's bits (batch siz
         if (!d.device.is_cpu()) CHECK(recorded == 2);  // 6 and 4 recorded; 1 only launched once
         HostBatch bad = batch(4, classes, 3);
         bad.labels.i32()[2] = classes + 3;
-        CHECK_THROWS_AS(rep.fixed_eval(bad.images, bad.labels, true), std::out_of_range);
+        CHECK_THROWS_AS(rep.fixed_eval(bad.images, bad.labels, true).get(), std::out_of_range);
       }
     }
 }

@@ -1,0 +1,82 @@
+// A step's statistics as the step leaves them — known, or on their way back from the device — and
+// the window of steps whose statistics the loops read a few steps late, so the host never waits for them.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <utility>
+
+#include "core/ops/context.h"
+#include "core/ops/softmax.h"
+
+namespace trainer {
+
+// The statistics a program added up in memory (LossSums), as the host reports them; an
+// out-of-range label the loss kernel noted thrown as the ordinary path throws it (`loss`: the loss
+// kernel's name in that message).
+LossStats stats_of_sums(const LossSums& sums, const char* loss);
+
+class StepStats {
+ public:
+  StepStats() = default;
+  StepStats(const LossStats& s) : known_(s) {}  // NOLINT: a step whose statistics are known
+  // Statistics still on the device: `ticket`, ctx.read_back's of the step's LossSums.
+  StepStats(OpContext& ctx, uint64_t ticket, const char* loss) : ctx_(&ctx), ticket_(ticket), loss_(loss) {}
+
+  bool pending() const { return ctx_ != nullptr; }
+  // Known, or landed on the host: get() will not wait.
+  bool ready() const { return !ctx_ || ctx_->read_back_done(ticket_); }
+  // The statistics, waiting for them where they have not landed (read once, then known).
+  LossStats get() {
+    if (ctx_) {
+      LossSums sums;
+      const void* p = ctx_->read_back_wait(ticket_);
+      std::memcpy(&sums, p, sizeof sums);
+      ctx_ = nullptr;
+      known_ = stats_of_sums(sums, loss_);
+    }
+    return known_;
+  }
+
+ private:
+  LossStats known_;
+  OpContext* ctx_ = nullptr;
+  uint64_t ticket_ = 0;
+  const char* loss_ = nullptr;
+};
+
+// Steps launched and not yet read, oldest first: each an `Entry` with a `StepStats stats`. A loop
+// pushes each step it launches and then takes the entries that are due: the oldest while its
+// statistics have landed, or while more than `lag` are unread (then waiting for the oldest), or
+// all of them when the loop needs the device's state to be the last step's (a checkpoint, the
+// epoch's end). The statistics stay in step order, so what a loop reports is what it reported
+// when it read every step at once, a few steps later. A device context keeps
+// OpContext::kReadBackSlots read-backs, so `lag` stays below that, with room for a pass's own.
+template <class Entry>
+class PendingSteps {
+ public:
+  static constexpr int kLag = 2;  // a GPU's steps in flight whose statistics are unread
+  // `hold`: the test hook (LoopTestHooks::stats_lag), entries read only once `lag` newer ones are
+  // pushed (or all), landed or not — the GPU's worst case on any backend.
+  explicit PendingSteps(int lag = kLag, bool hold = false)
+      : lag_(std::clamp(lag, 0, OpContext::kReadBackSlots / 2 - 1)), hold_(hold) {}
+  void push(Entry e) { q_.push_back(std::move(e)); }
+  // The oldest entry when it is due (see above), popped into `out`; false when none is.
+  bool next(Entry& out, bool all) {
+    if (q_.empty()) return false;
+    const bool due = all || int(q_.size()) > lag_ || (!hold_ && q_.front().stats.ready());
+    if (!due) return false;
+    out = std::move(q_.front());
+    q_.pop_front();
+    return true;
+  }
+  bool empty() const { return q_.empty(); }
+
+ private:
+  int lag_;
+  bool hold_;
+  std::deque<Entry> q_;
+};
+
+}  // namespace trainer

@@ -1,0 +1,103 @@
+// Statistics read late: OpContext::read_back's tickets, StepStats and the PendingSteps window.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "core/runtime/step_stats.h"
+#include "test_devices.h"
+
+using namespace trainer;
+
+namespace {
+
+// A LossSums in the context's memory with `loss` as its sum, read back.
+uint64_t read_back_sum(OpContext& ctx, Tensor& mem, double loss, long long bad = -1) {
+  LossSums s;
+  s.loss_sum = loss;
+  s.correct = 2;
+  s.count = 3;
+  s.bad_sample = bad;
+  s.bad_label = 7;
+  ctx.copy_from_host(mem.data(), &s, sizeof s);
+  return ctx.read_back(mem.data(), sizeof s);
+}
+
+}  // namespace
+
+TEST_CASE("read_back: each ticket keeps its own bytes until kReadBackSlots later ones, then refuses", "[backends]") {
+  for (const test::TestDevice& d : test::test_devices()) {
+    SECTION(d.name) {
+      auto ctx = make_context(d.device);
+      ctx->bind_thread();
+      Tensor mem = ctx->empty(Shape{int64_t(sizeof(LossSums))}, DType::U8);
+      std::vector<StepStats> stats;
+      for (int i = 0; i < OpContext::kReadBackSlots; ++i)
+        stats.emplace_back(*ctx, read_back_sum(*ctx, mem, 1.5 * i), "cross_entropy");
+      // Every one read after all were queued: each its own value (the memory was rewritten between).
+      for (int i = OpContext::kReadBackSlots - 1; i >= 0; --i) {
+        const LossStats s = stats[size_t(i)].get();
+        CHECK(s.loss_sum == 1.5 * i);
+        CHECK(s.correct == 2);
+        CHECK(s.count == 3);
+        CHECK_FALSE(stats[size_t(i)].pending());
+      }
+      // One more than the slots: the oldest ticket is gone, and says so.
+      const uint64_t first = read_back_sum(*ctx, mem, 1);
+      for (int i = 0; i < OpContext::kReadBackSlots; ++i) read_back_sum(*ctx, mem, 2);
+      CHECK_THROWS_AS(ctx->read_back_done(first), std::logic_error);
+      CHECK_THROWS_AS(ctx->read_back_wait(first), std::logic_error);
+      CHECK_THROWS_AS(ctx->read_back(mem.data(), OpContext::kReadBackBytes + 1), std::logic_error);
+      // An out-of-range label noted by the loss kernel is thrown when the statistics are read.
+      StepStats bad(*ctx, read_back_sum(*ctx, mem, 0, 4), "cross_entropy");
+      CHECK_THROWS_AS(bad.get(), std::out_of_range);
+    }
+  }
+}
+
+TEST_CASE("PendingSteps: oldest first, landed ones at once, at most `lag` unread, all on demand") {
+  struct E {
+    StepStats stats;
+    int id = 0;
+  };
+  auto ctx = make_context(Device::cpu());
+  Tensor mem = ctx->empty(Shape{int64_t(sizeof(LossSums))}, DType::U8);
+  SECTION("known statistics are read as soon as they are pushed") {
+    PendingSteps<E> p(2);
+    E e;
+    p.push({LossStats{1, 1, 1}, 1});
+    REQUIRE(p.next(e, false));
+    CHECK(e.id == 1);
+    CHECK_FALSE(p.next(e, false));
+  }
+  SECTION("held to its lag: read only behind `lag` newer ones, in order, then the rest with all") {
+    PendingSteps<E> p(2, true);
+    std::vector<int> order;
+    E e;
+    for (int i = 0; i < 5; ++i) {
+      p.push({StepStats(*ctx, read_back_sum(*ctx, mem, i), "cross_entropy"), i});
+      while (p.next(e, false)) {
+        order.push_back(e.id);
+        CHECK(e.stats.get().loss_sum == e.id);
+      }
+    }
+    CHECK(order == std::vector<int>{0, 1, 2});
+    while (p.next(e, true)) order.push_back(e.id);
+    CHECK(order == std::vector<int>{0, 1, 2, 3, 4});
+    CHECK(p.empty());
+  }
+  SECTION("a lag past the slots a context keeps is held below them") {
+    PendingSteps<E> p(100, true);
+    E e;
+    int read = 0;
+    for (int i = 0; i < 3 * OpContext::kReadBackSlots; ++i) {
+      p.push({StepStats(*ctx, read_back_sum(*ctx, mem, i), "cross_entropy"), i});
+      while (p.next(e, false)) {  // never a ticket overwritten
+        CHECK(e.stats.get().loss_sum == e.id);
+        ++read;
+      }
+    }
+    CHECK(read == 3 * OpContext::kReadBackSlots - (OpContext::kReadBackSlots / 2 - 1));
+  }
+}

@@ -349,6 +349,12 @@ config_run() {
   secs=$(tail -1 "$dir/metrics.jsonl" 2>/dev/null | sed -nE 's/.*"time_s": *([0-9.]+).*/\1/p')
   row "$name" "$(printf 'exit %-3s loss %-9s val_accuracy %-8s s/epoch %s' "$rc" "${loss:-n/a}" "${acc:-n/a}" "${secs:-n/a}")"
   [ "$rc" != 0 ] && row "  (exit $rc)" "$(grep -v '^\s*$' "$dir.log" | tail -1)"
+  # Where the last epoch's time went (metrics.jsonl's time_*_s: input, step, wait, log, checkpoint,
+  # validation, epoch_end, other), in ms.
+  local parts
+  parts=$(tail -1 "$dir/metrics.jsonl" 2>/dev/null | grep -oE '"time_[a-z_]+_s": *-?[0-9.e+-]+' |
+    sed -E 's/"time_([a-z_]+)_s": *(.*)/\1 \2/' | awk '{printf "%s %.0f  ", $1, $2 * 1000}')
+  [ -n "$parts" ] && row "  (ms of the last epoch)" "$parts"
 }
 
 cifar() {  # unpacks the shared CIFAR-10 JPEGs into /tmp/cifar once; false when they are missing

@@ -146,9 +146,11 @@ struct ContextOptions {
   FastPaths fast = FastPaths::from_env();  // the fast paths taken (TRAINER_FAST_PATHS; tests set it)
 };
 
-// The times the host has waited for a device's work in this process so far (a stream
-// synchronised, a device-to-host copy, a staging buffer still being read, a collective's end):
-// `trainer bench` reports them per timed step (host_syncs_per_step). A CPU context never waits.
+// The times the host has waited for a device's work in this process so far until the device had
+// nothing left queued (a stream synchronised, a device-to-host copy, a collective's end; a wait for
+// older work — a staging buffer still being read, a read_back not landed — only when it found the
+// device idle after it: otherwise the host is running ahead, not synchronising): `trainer bench`
+// reports them per timed step (host_syncs_per_step). A CPU context never waits.
 void count_host_wait();
 uint64_t host_waits();
 

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "core/run/callbacks.h"
+#include "core/run/epoch_times.h"
 #include "core/run/test_hooks.h"
 #include "core/runtime/interrupt.h"
 #include "core/runtime/progress.h"
@@ -83,6 +84,7 @@ class EpochLoop {
   double norm_sum_ = 0;    // the epoch's gradient norms (clipping on): their sum and count
   int64_t norm_count_ = 0;
   PendingSteps<Launched> launched_;  // steps whose statistics are unread (TRAINER_TEST_STATS_LAG: read late)
+  EpochTimes times_;                 // where this epoch's time went so far (metrics.jsonl)
   bool due_ = false;                 // a step checkpoint fell due in the optimizer step being read
   std::vector<float> best_weights_;  // callbacks' restore_best
 };
@@ -116,6 +118,7 @@ void EpochLoop::run() {
     norm_sum_ = first > 0 ? st_.grad_norm_sum : 0;
     norm_count_ = first > 0 ? st_.grad_norm_count : 0;
     const auto t0 = Clock::now();
+    times_ = EpochTimes{};
     if (obs_) obs_->begin_epoch(epoch, e_.train.epochs, steps);
     train_.start_epoch(epoch, first);
     if (first == 0) w_.scaler().begin_epoch();  // a mid-epoch resume keeps the epoch's count
@@ -135,7 +138,12 @@ void EpochLoop::run() {
     const double loss = sum_.loss_sum / c, acc = double(sum_.correct) / c;
     Metrics console{{"loss", loss}, {"accuracy", acc}};
     Metrics row{{"accuracy", acc}, {"loss", loss}, {"lr", lr}};
-    if (val_ && !validate(epoch, step, console, row)) return;
+    bool validated = true;
+    if (val_) {
+      Stopwatch t(times_.validation);
+      validated = validate(epoch, step, console, row);
+    }
+    if (!validated) return;
     if (!end_epoch(epoch, step, stop, console, row, lr, t0)) return;
   }
 }
@@ -154,7 +162,13 @@ bool EpochLoop::train_steps(int epoch, int64_t first, int64_t& step, double& lr,
   Batch b;
   mark_step(rank_, global_step_);
   mark_phase(rank_, Phase::Input);
-  while (step < steps && !stop && train_.next(b)) {
+  while (step < steps && !stop) {
+    bool got = false;
+    {
+      Stopwatch t(times_.input);
+      got = train_.next(b);
+    }
+    if (!got) break;
     hooks_.before_step(rank_, global_step_, w_);
     const int64_t group = step / k, g0 = std::max(group * k, first), g1 = std::min(steps, group * k + k);
     if (k > 1 && group != counted_group) {
@@ -168,7 +182,10 @@ bool EpochLoop::train_steps(int epoch, int64_t first, int64_t& step, double& lr,
     stop = interrupted();
     const uint64_t seed = (e_.seed * 0x9E3779B97F4A7C15ull + uint64_t(global_step_)) * 0xBF58476D1CE4E5B9ull + uint64_t(rank_);
     Launched l;
-    l.stats = w_.step(b, float(lr), seed, stop, micro);
+    {
+      Stopwatch t(times_.step);
+      l.stats = w_.step(b, float(lr), seed, stop, micro);
+    }
     l.micro = micro;
     l.lr = lr;
     l.stop = stop;
@@ -193,7 +210,13 @@ bool EpochLoop::train_steps(int epoch, int64_t first, int64_t& step, double& lr,
 
 bool EpochLoop::read_steps(int epoch, bool all) {
   for (Launched l; launched_.next(l, all);) {
-    const LossStats s = l.stats.get();
+    LossStats s;
+    {
+      Stopwatch t(times_.wait);
+      s = l.stats.get();
+    }
+    Stopwatch logged(times_.log);  // less the checkpoints it writes (their own part)
+    const double saved = times_.checkpoint;
     sum_ += s;
     if (std::isfinite(l.grad_norm)) {  // every rank measured the same norm; a skipped step has none
       norm_sum_ += l.grad_norm;
@@ -206,6 +229,7 @@ bool EpochLoop::read_steps(int epoch, bool all) {
       return false;  // no checkpoint of weights that produced a non-finite loss
     }
     if (lead_) after_step(epoch, l, s, launched_.empty());
+    times_.log -= times_.checkpoint - saved;
   }
   return true;
 }
@@ -235,6 +259,7 @@ void EpochLoop::after_step(int epoch, const Launched& l, const LossStats& s, boo
   if (micro.last()) due_ = false;
   StepSnapshot* snap = run_.snapshot;
   if (!snap || !current || !micro.last() || !snapshot_due()) return;
+  Stopwatch copying(times_.checkpoint);
   std::lock_guard<std::mutex> lock(snap->mu);
   const int64_t t = monotonic_ns();
   snap->state.take(rep_);
@@ -276,6 +301,7 @@ bool EpochLoop::validate(int epoch, int64_t step, Metrics& console, Metrics& row
 }
 
 bool EpochLoop::end_epoch(int epoch, int64_t step, bool stop, Metrics& console, Metrics& row, double lr, Clock::time_point t0) {
+  const auto ended_at = Clock::now();
   LossScaler& scaler = w_.scaler();
   if (scaler.enabled()) {
     row.push_back({"loss_scale", double(scaler.scale())});
@@ -286,7 +312,9 @@ bool EpochLoop::end_epoch(int epoch, int64_t step, bool stop, Metrics& console, 
   if (ee.snapshot_best) best_weights_ = rep_.download_weights();
   if (ee.restore_best) rep_.upload_weights(best_weights_);
   if (obs_) {
-    obs_->end_epoch(epoch, console, row, std::chrono::duration<double>(Clock::now() - t0).count());
+    const auto now = Clock::now();
+    times_.epoch_end = std::chrono::duration<double>(now - ended_at).count();
+    obs_->end_epoch(epoch, console, row, times_.as_metrics(std::chrono::duration<double>(now - t0).count()));
     if (scaler.enabled())
       obs_->line(fmt::format("Loss scale {:g}; {} of {} steps skipped this epoch (inf/NaN gradients), {} in all",
                              scaler.scale(), scaler.skipped_in_epoch(), step, scaler.skipped_total()));
@@ -328,6 +356,7 @@ TrainState EpochLoop::state_at(int epoch, int64_t step, const LossStats& sum, co
 }
 
 void EpochLoop::save(const TrainState& s) {
+  Stopwatch t(times_.checkpoint);
   mark_phase(rank_, Phase::Checkpoint);  // a write that never ends is a stall too
   struct Saving {  // cleared on a throw too (a full disk)
     Saving() { interrupt_saving() = true; }

@@ -41,10 +41,10 @@ class Observer::Record {
       : dir_(run_dir), name_(model_name), rows_(earlier), csv_(MetricsLogger::Format::Csv, run_dir + "/metrics.csv", earlier),
         jsonl_(MetricsLogger::Format::Jsonl, run_dir + "/metrics.jsonl", earlier) {}
   // Appends an epoch's row; redraws curves.png (a plot failure is one warning line, once).
-  void add(int epoch, const Metrics& row, double seconds, Progress& progress) {
+  void add(int epoch, const Metrics& row, const Metrics& times, Progress& progress) {
     csv_.write(epoch, row);
     Metrics timed = row;
-    timed.push_back({"time_s", seconds});
+    timed.insert(timed.end(), times.begin(), times.end());
     jsonl_.write(epoch, timed);
     rows_.push_back({epoch, row});
     std::string error;
@@ -113,9 +113,9 @@ void Observer::after_step(int64_t step, double loss, double accuracy, const Step
   tb_->scalars(update->global_step, v);
 }
 
-void Observer::end_epoch(int epoch, const Metrics& console, const Metrics& row, double seconds) {
+void Observer::end_epoch(int epoch, const Metrics& console, const Metrics& row, const Metrics& times) {
   progress_.end_epoch(console);
-  record_->add(epoch, row, seconds, progress_);
+  record_->add(epoch, row, times, progress_);
   if (tb_) {  // at metrics.csv's epoch number (from 0, as Keras' TensorBoard callback)
     tb_->scalars(epoch, tagged("epoch/", row));
     tb_->flush();

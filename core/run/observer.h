@@ -46,8 +46,9 @@ class Observer {
   // After `step` steps of the epoch, with the epoch's sums so far; `update` when an optimizer step
   // ended with it (TensorBoard's step/* scalars; samples/s from the time since the previous one).
   void after_step(int64_t step, double loss, double accuracy, const StepReport* update = nullptr);
-  // The epoch's console line (train and val metrics), its metrics row and curves.
-  void end_epoch(int epoch, const Metrics& console, const Metrics& row, double seconds);
+  // The epoch's console line (train and val metrics), its metrics row and curves; `times`
+  // (time_s and its parts: EpochTimes) go to metrics.jsonl only.
+  void end_epoch(int epoch, const Metrics& console, const Metrics& row, const Metrics& times);
 
   // Checkpoints (Checkpointer's policy): due at a global step or after an epoch, the best one.
   bool due_at_step(int64_t global_step) const { return ckpt_.due_at_step(global_step); }

@@ -377,6 +377,26 @@ TEST_CASE("e2e checkpoint: statistics read three steps late (a GPU's recorded st
     std::sort(names.begin(), names.end());
     return names;
   };
+  // metrics.jsonl: each epoch's time_s and where it went, the parts adding up to it.
+  std::istringstream rows(e2e::read_file(dir + "/now/metrics.jsonl"));
+  int epochs = 0;
+  for (std::string line; std::getline(rows, line); ++epochs) {
+    const auto j = nlohmann::json::parse(line);
+    INFO(line);
+    double parts = 0;
+    for (const char* k : {"time_input_s", "time_step_s", "time_wait_s", "time_log_s", "time_checkpoint_s",
+                          "time_validation_s", "time_epoch_end_s"}) {
+      REQUIRE(j.contains(k));
+      CHECK(j[k].get<double>() >= 0);
+      parts += j[k].get<double>();
+    }
+    CHECK(j["time_step_s"].get<double>() > 0);
+    CHECK(j["time_validation_s"].get<double>() > 0);
+    CHECK(j["time_checkpoint_s"].get<double>() > 0);  // global steps 4 and 8, 12 and 16, 24 and 28
+    CHECK(std::abs(parts + j["time_other_s"].get<double>() - j["time_s"].get<double>()) < 1e-6);
+    CHECK(j["time_other_s"].get<double>() > -1e-6);
+  }
+  CHECK(epochs == 3);
   const std::vector<std::string> now = weights(dir + "/now");
   // Three epochs' and global steps 4, 8, 12, 16, 24 and 28's (20 ends epoch 2: its epoch checkpoint).
   CHECK(now.size() == 9);

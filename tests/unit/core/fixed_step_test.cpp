@@ -85,6 +85,7 @@ struct Outcome {
   std::vector<float> weights;
   std::vector<double> losses;
   int recorded = 0;
+  uint64_t last_waits = 0;  // the host's waits for the device (host_waits) over steps 7 to 9
 };
 
 // 10 steps (batch 6 four times, then 4 three times — an epoch's uneven end —, then 6 again) at a
@@ -107,7 +108,9 @@ Outcome train(const RunSpec& e, Device device, Path path, int classes = 5) {
       CHECK(st.count == r.batch);
     }
   };
+  uint64_t waits = 0;
   for (int s = 0; s < 10; ++s) {
+    if (s == 7) waits = host_waits();
     const HostBatch& b = s >= 4 && s < 7 ? four : six;
     const float lr = 0.05f / float(1 + s);
     const uint64_t seed = 1000 + uint64_t(s);
@@ -119,6 +122,7 @@ Outcome train(const RunSpec& e, Device device, Path path, int classes = 5) {
     pending.push({st, b.images.dim(0)});
     read(path != Path::Deferred);
   }
+  out.last_waits = host_waits() - waits;
   read(true);
   out.weights = rep.executor().params().download(rep.context());
   out.recorded = rep.recorded_steps();
@@ -172,6 +176,10 @@ TEST_CASE("fixed step: CUDA graphs on and off give the same bits after 10 steps"
     const Outcome deferred = train(e, gpu->device, Path::Deferred);
     check_same(on, deferred);
     CHECK(deferred.recorded == 2);
+    // A replayed step read at once waits for the device once; read two steps late, never (a wait
+    // for an older step while a later one runs is not a sync).
+    CHECK(on.last_waits == 3);
+    CHECK(deferred.last_waits == 0);
     // Batch sizes 6 and 4 were each recorded once (their first step plans, the second records).
     CHECK(on.recorded == 2);
     CHECK(off.recorded == 0);

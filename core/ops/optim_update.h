@@ -122,6 +122,18 @@ class OptimUpdateKernel {
     if (!step || !check) ck.fail("step and check memory are required");
     decide_step_impl(g, r, step, check);
   }
+  // A fixed step's values kept where it runs (StepState, this context's memory; step_state_math):
+  // begin_fixed derives the step's loss and gradient factors, Adam's corrections and the moving
+  // average's cadence from the state and the host's values in `step`; end_fixed, after
+  // decide_step, advances the state (the scale, its growth count, the updates applied).
+  void begin_fixed(StepState* state, const StateRule& r, StepScalars* step) {
+    if (!state || !step) shape_checks::Checks("begin_fixed", dev_).fail("state and step memory are required");
+    begin_fixed_impl(state, r, step);
+  }
+  void end_fixed(StepState* state, const StateRule& r, const StepScalars* step) {
+    if (!state || !step) shape_checks::Checks("end_fixed", dev_).fail("state and step memory are required");
+    end_fixed_impl(state, r, step);
+  }
 
  protected:
   OptimUpdateKernel(const OpContext& c, const Params&) : dev_(c.device()) {}
@@ -134,6 +146,8 @@ class OptimUpdateKernel {
   virtual double sum_squares_impl(const Tensor& g) = 0;  // g not empty
   virtual void clip_values_impl(Tensor& g, float scale, float limit) = 0;
   virtual void decide_step_impl(Tensor& g, const StepRule& r, StepScalars* step, StepCheck* check) = 0;
+  virtual void begin_fixed_impl(StepState* state, const StateRule& r, StepScalars* step) = 0;
+  virtual void end_fixed_impl(StepState* state, const StateRule& r, const StepScalars* step) = 0;
   virtual void average_impl(Tensor& avg, const Tensor& w, float decay, float rest, const StepScalars* step) = 0;  // avg not empty
 
  private:

@@ -1,4 +1,4 @@
-// StepScalars and LossSums: what a training step changes from one step to the next (rate, scales, Adam's corrections, the dropout seed) and what it adds up (loss, hits), in memory the kernels read and write when they run — so a step recorded once (CapturedWork) replays with new values.
+// StepScalars, LossSums and StepState: what a training step changes from one step to the next (rate, scales, Adam's corrections, the dropout seed), what it adds up (loss, hits) and what its update carries to the next (the loss scale, the optimizer's count), in memory the kernels read and write when they run — so a step recorded once (CapturedWork) replays with new values and none waits for the one before.
 #pragma once
 #include <cstdint>
 
@@ -20,6 +20,16 @@ struct StepScalars {
   // train.ema: this step's update, unless skipped, is followed by the moving average's (the host
   // sets it from the optimizer's count and `every`; OptimUpdateKernel::average reads it).
   uint32_t average = 0;
+
+  // A fixed step whose values are derived where it runs (OptimUpdateKernel::begin_fixed, from
+  // StepState): the host writes these, and begin_fixed sets loss_scale, unscale, grad_scale,
+  // bias1/bias2, average and skip from them and the state.
+  float inv_scored = 0;       // 1 / the step's scored labels over every rank and micro-batch
+  uint32_t average_every = 0;  // train.ema's `every` (0: no moving average)
+  // Adam's (1 - beta1^t, 1 - beta2^t) for each count t the step may take the optimizer to, at
+  // t mod kBiasRing (the host's exact values; the device picks by its own count).
+  static constexpr int kBiasRing = 8;
+  float bias_ring[kBiasRing][2] = {};
 
   void set_seed(uint64_t s) {
     seed_lo = uint32_t(s);
@@ -73,6 +83,37 @@ struct StepCheck {
   double sum_squares = 0;
   int finite = 1;
   int unused = 0;
+};
+
+// Where a fixed step keeps what its update changes for the next one — loss scaling's scale and
+// growth count, the optimizer's count of updates applied — so that no step needs the one before
+// it read back: begin_fixed derives the step's scalars from it, end_fixed advances it once the
+// update is decided (OptimUpdateKernel; the host's LossScaler and Optimizer arithmetic).
+struct StepState {
+  float scale = 1;         // the loss scale (1 without loss scaling)
+  int32_t unused = 0;
+  int64_t good_steps = 0;  // dynamic scaling: finite steps since the scale last changed
+  int64_t updates = 0;     // the optimizer's steps (a skipped step is not one)
+};
+
+// How a run's StepState moves (fixed for a run): loss scaling's mode and factors, and whether the
+// update's factor is 1 (clip_value unscales the gradients itself).
+struct StateRule {
+  enum Mode : int { NoScaling = 0, Static = 1, Dynamic = 2 };
+  int mode = NoScaling;
+  float growth_factor = 2, backoff_factor = 0.5f;
+  int64_t growth_interval = 2000;
+  int clip_value = 0;
+};
+
+// A fixed step's memory, one buffer in the context's memory: the host writes the scalars and
+// zeroes the sums and check before each step (and writes the state where it seeds it); the whole
+// is read back behind the step (OpContext::read_back).
+struct StepMemory {
+  StepScalars scalars;
+  LossSums sums;
+  StepCheck check;
+  StepState state;
 };
 
 }  // namespace trainer

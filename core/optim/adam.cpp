@@ -40,8 +40,11 @@ class Adam final : public Optimizer {
   }
   void step_scalars(StepScalars& s, float lr, float grad_scale) const override {
     Optimizer::step_scalars(s, lr, grad_scale);
-    s.bias1 = float(1.0 - std::pow(double(b1_), double(steps_)));
-    s.bias2 = float(1.0 - std::pow(double(b2_), double(steps_)));
+    bias_at(steps_, s.bias1, s.bias2);
+  }
+  void bias_at(int64_t t, float& bias1, float& bias2) const override {
+    bias1 = float(1.0 - std::pow(double(b1_), double(t)));
+    bias2 = float(1.0 - std::pow(double(b2_), double(t)));
   }
   std::vector<std::pair<std::string, Tensor*>> state() override { return {{"m", &m_}, {"v", &v_}}; }
   std::string describe() const override {

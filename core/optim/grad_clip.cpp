@@ -43,9 +43,11 @@ double clip_coefficient(double norm, double max_norm, bool keras) {
   return grad_clip_math::clip_coefficient(norm, max_norm, keras);
 }
 
+double GradClip::norm_of(double sum_squares, float inv_scale) { return grad_clip_math::unscaled_norm(sum_squares, inv_scale); }
+
 float GradClip::begin(double sum_squares, float inv_scale) {
   if (!enabled()) return inv_scale;
-  norm_ = grad_clip_math::unscaled_norm(sum_squares, inv_scale);
+  norm_ = norm_of(sum_squares, inv_scale);
   if (o_.mode == GradClipOptions::Mode::Value) return 1.0f;
   return grad_clip_math::clipped_grad_scale(norm_, inv_scale, o_.limit, o_.keras);
 }

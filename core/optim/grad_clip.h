@@ -43,13 +43,12 @@ class GradClip {
   GradClipOptions::Mode mode() const { return o_.mode; }
   double limit() const { return o_.limit; }
   bool keras() const { return o_.keras; }
-  // The update's grad_scale before the norm is known: inv_scale, or 1 under clip_value (clip()
-  // unscales); clip_norm's coefficient then multiplies it (begin()).
-  float begin_scale(float inv_scale) const { return o_.mode == GradClipOptions::Mode::Value ? 1.0f : inv_scale; }
   // Records the global norm of the unscaled gradients (sqrt(sum_squares) · inv_scale) and returns
   // the grad_scale of the update: clip_norm: inv_scale × the coefficient; clip_value: 1 (clip()
   // unscales); none: inv_scale.
   float begin(double sum_squares, float inv_scale);
+  // The norm begin() records: sqrt(sum_squares) · inv_scale, as every backend computes it.
+  static double norm_of(double sum_squares, float inv_scale);
   // clip_value: the optimizer's gradients unscaled and clipped in place; otherwise nothing.
   void clip(Optimizer& opt, float inv_scale) const;
   // A step skipped (inf/NaN gradients): no norm.

@@ -45,6 +45,8 @@ class LossScaler {
   // scale x growth_factor (kept when the product would overflow a float, as GradScaler).
   void update(bool finite);
 
+  const LossScaleOptions& options() const { return o_; }
+  int64_t good_steps() const { return good_steps_; }
   int64_t skipped_total() const { return skipped_total_; }
   int64_t skipped_in_epoch() const { return skipped_epoch_; }
   void begin_epoch() { skipped_epoch_ = 0; }

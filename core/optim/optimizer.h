@@ -45,6 +45,13 @@ class Optimizer {
   // A fixed step's decision where the update runs (OptimUpdateKernel::decide_step), nothing read
   // back: `step` then tells update_from whether to skip and by what to scale the gradients.
   void decide_step(const StepRule& r, StepScalars* step, StepCheck* check) { k_->decide_step(grads_, r, step, check); }
+  // A fixed step's values from the state it keeps where it runs, and that state advanced after
+  // decide_step (OptimUpdateKernel::begin_fixed / end_fixed).
+  void begin_fixed(StepState* state, const StateRule& r, StepScalars* step) { k_->begin_fixed(state, r, step); }
+  void end_fixed(StepState* state, const StateRule& r, const StepScalars* step) { k_->end_fixed(state, r, step); }
+  // The bias corrections of the update that takes the count to `t` (Adam's 1 - beta^t; 1 for the
+  // others): step_scalars' values at t = steps(), and StepScalars::bias_ring's.
+  virtual void bias_at(int64_t /*t*/, float& bias1, float& bias2) const { bias1 = bias2 = 1.0f; }
   // State buffers by name, for checkpoints ("momentum", "m", "v", ...).
   virtual std::vector<std::pair<std::string, Tensor*>> state() = 0;
   int64_t steps() const { return steps_; }

@@ -34,6 +34,7 @@ class WeightAverage {
   // A fixed step's (the average inside the recorded program): whether the step that takes the
   // optimizer to `optimizer_steps` averages (StepScalars::average) ...
   bool averages_at(int64_t optimizer_steps) const { return optimizer_steps % every_ == 0; }
+  int every() const { return every_; }
   // ... the update itself, reading `step` where it runs (skipped or not averaging: nothing) ...
   void update_in_step(const StepScalars* step);
   // ... and, once the step is done, the count it left (what update() would have averaged at).

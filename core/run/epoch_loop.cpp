@@ -41,7 +41,7 @@ class EpochLoop {
     StepStats stats;
     int64_t step = 0, global_step = 0;  // the epoch's and the run's steps after it
     MicroStep micro;
-    double lr = 0, grad_norm = NAN, scale = NAN;  // the norm with clipping on, the loss scale with scaling
+    double lr = 0, grad_norm = NAN, scale = NAN;  // read with the statistics: the norm (clipping on), the loss scale (scaling on)
     bool stop = false;
   };
   // The epoch's training steps from `step` on; false when the run ends here (a non-finite loss
@@ -189,9 +189,6 @@ bool EpochLoop::train_steps(int epoch, int64_t first, int64_t& step, double& lr,
     l.micro = micro;
     l.lr = lr;
     l.stop = stop;
-    // (only at an optimizer step's end: an earlier micro-batch would count the previous step's norm again)
-    if (micro.last() && e_.train.clip.enabled()) l.grad_norm = w_.clip().grad_norm();
-    if (w_.scaler().enabled()) l.scale = double(w_.scaler().scale());
     l.step = ++step;
     l.global_step = ++global_step_;
     launched_.push(std::move(l));
@@ -215,6 +212,11 @@ bool EpochLoop::read_steps(int epoch, bool all) {
       Stopwatch t(times_.wait);
       s = l.stats.get();
     }
+    // The step's norm and scale as it reports them (read late, the host's are a later step's);
+    // the norm only at an optimizer step's end (an earlier micro-batch would count the previous
+    // step's again).
+    if (l.micro.last() && e_.train.clip.enabled()) l.grad_norm = l.stats.grad_norm();
+    if (w_.scaler().enabled()) l.scale = l.stats.loss_scale();
     Stopwatch logged(times_.log);  // less the checkpoints it writes (their own part)
     const double saved = times_.checkpoint;
     sum_ += s;

@@ -2,6 +2,7 @@
 // backward, and on a step's last the reduction, the update, the buffers and the agreement.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <stdexcept>
 
 #include "core/runtime/progress.h"
@@ -20,26 +21,35 @@ StepStats Trainee::step(const Batch& b, float lr, uint64_t seed, bool& stop, con
   // micro-batches of b train as one batch of k·b; with loss scaling it is also multiplied by the
   // scale (exactly, for a power of two).
   const int64_t scored = m.scored > 0 ? m.scored : scored_labels(b);
-  const float grad_scale = (scored > 0 ? 1.0f / float(scored) : 0.0f) * update_.loss_scale();
+  const float inv_scored = scored > 0 ? 1.0f / float(scored) : 0.0f;
+  // The ordinary step's factor, from the host's scale: current once fixed_step declined (it
+  // follows every step it left unread first). A fixed program derives it where it runs.
+  auto grad_scale = [&] { return inv_scored * update_.loss_scale(); };
   if (!m.last()) {  // an earlier micro-batch: its gradients held, its statistics and stop kept for the last
     const Grads g = m.index == 0 ? Grads::HoldFirst : Grads::Hold;
     StepStats fixed;
-    const LossStats s = fixed_step(b, lr, seed, grad_scale, g, fixed) ? fixed.get() : forward_backward(b, seed, grad_scale, g);
+    const LossStats s = fixed_step(b, lr, seed, inv_scored, g, fixed) ? fixed.get() : forward_backward(b, seed, grad_scale(), g);
     held_stats_.hold(s, stop);
     return LossStats{};
   }
   const Grads g = m.count > 1 ? Grads::AddHeld : Grads::Reduce;
-  if (StepStats fixed; fixed_step(b, lr, seed, grad_scale, g, fixed)) {  // reduction, update and buffers inside the program
+  StepStats out;
+  if (StepStats fixed; fixed_step(b, lr, seed, inv_scored, g, fixed)) {  // reduction, update and buffers inside the program
     if (fixed.pending()) return fixed;  // one replica, a step of one micro-batch: read later, nothing to agree on
     LossStats s = fixed.get();
     held_stats_.release(s, stop);
-    return ctl_ && ctl_->size() > 1 ? agree(s, stop) : s;  // one replica: its statistics are the job's
+    out = ctl_ && ctl_->size() > 1 ? agree(s, stop) : s;  // one replica: its statistics are the job's
+  } else {
+    LossStats s = forward_backward(b, seed, grad_scale(), g);
+    held_stats_.release(s, stop);
+    reduce_and_update(lr);
+    after_update();
+    out = agree(s, stop);
   }
-  LossStats s = forward_backward(b, seed, grad_scale, g);
-  held_stats_.release(s, stop);
-  reduce_and_update(lr);
-  after_update();
-  return agree(s, stop);
+  // Read now: the host's norm and scale are this step's.
+  out.set_report(update_.clip().enabled() ? update_.clip().grad_norm() : NAN,
+                 update_.scaler().enabled() ? double(update_.scaler().scale()) : NAN);
+  return out;
 }
 
 }  // namespace trainer

@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <utility>
@@ -17,26 +18,42 @@ namespace trainer {
 // kernel's name in that message).
 LossStats stats_of_sums(const LossSums& sums, const char* loss);
 
+// What reads a fixed step's results on the host in step order: the replica whose scale, skip
+// counts, norm, optimizer count and moving average follow what each step decided where it ran.
+class StepFollower {
+ public:
+  virtual ~StepFollower() = default;
+  // Every step read back up to `ticket` (OpContext::read_back's) followed, once, oldest first.
+  virtual void follow_through(uint64_t ticket) = 0;
+};
+
+// What a fixed step reports beside its statistics: its gradient norm (clipping on) and the loss
+// scale after it (loss scaling on); NaN where not asked for.
+struct ReportAsked {
+  bool norm = false, scale = false;
+};
+
 class StepStats {
  public:
   StepStats() = default;
   StepStats(const LossStats& s) : known_(s) {}  // NOLINT: a step whose statistics are known
-  // Statistics still on the device: `ticket`, ctx.read_back's of the step's LossSums.
-  StepStats(OpContext& ctx, uint64_t ticket, const char* loss) : ctx_(&ctx), ticket_(ticket), loss_(loss) {}
+  // A fixed step's memory (StepMemory) read back as `ticket`; `follow` (may be null) makes the
+  // host follow the steps up to it before they are reported.
+  StepStats(OpContext& ctx, uint64_t ticket, const char* loss, StepFollower* follow = nullptr, ReportAsked r = {})
+      : ctx_(&ctx), ticket_(ticket), loss_(loss), follow_(follow), report_(r) {}
 
   bool pending() const { return ctx_ != nullptr; }
   // Known, or landed on the host: get() will not wait.
   bool ready() const { return !ctx_ || ctx_->read_back_done(ticket_); }
   // The statistics, waiting for them where they have not landed (read once, then known).
-  LossStats get() {
-    if (ctx_) {
-      LossSums sums;
-      const void* p = ctx_->read_back_wait(ticket_);
-      std::memcpy(&sums, p, sizeof sums);
-      ctx_ = nullptr;
-      known_ = stats_of_sums(sums, loss_);
-    }
-    return known_;
+  LossStats get();
+  // After get(): the step's gradient norm and the loss scale after it (NaN: not reported).
+  double grad_norm() const { return norm_; }
+  double loss_scale() const { return scale_; }
+  // A known step's report, from the host's state right after it.
+  void set_report(double norm, double scale) {
+    norm_ = norm;
+    scale_ = scale;
   }
 
  private:
@@ -44,6 +61,9 @@ class StepStats {
   OpContext* ctx_ = nullptr;
   uint64_t ticket_ = 0;
   const char* loss_ = nullptr;
+  StepFollower* follow_ = nullptr;
+  ReportAsked report_;
+  double norm_ = NAN, scale_ = NAN;
 };
 
 // Steps launched and not yet read, oldest first: each an `Entry` with a `StepStats stats`. A loop

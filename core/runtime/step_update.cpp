@@ -53,10 +53,17 @@ StepRule StepUpdate::rule() const {
   return r;
 }
 
-void StepUpdate::fill(StepScalars& s) const {
-  s.unscale = 1.0f / scaler_.scale();
-  s.grad_scale = clip_.begin_scale(s.unscale);
-  s.skip = 0;
+StateRule StepUpdate::state_rule() const {
+  const LossScaleOptions& o = scaler_.options();
+  StateRule r;
+  r.mode = !o.enabled()                                   ? StateRule::NoScaling
+           : o.mode == LossScaleOptions::Mode::Dynamic ? StateRule::Dynamic
+                                                        : StateRule::Static;
+  r.growth_factor = float(o.growth_factor);
+  r.backoff_factor = float(o.backoff_factor);
+  r.growth_interval = o.growth_interval;
+  r.clip_value = clip_.mode() == GradClipOptions::Mode::Value ? 1 : 0;
+  return r;
 }
 
 bool StepUpdate::settle(const StepCheck& c) {

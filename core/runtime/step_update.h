@@ -50,11 +50,11 @@ class StepUpdate {
 
   // The same update in a fixed step (a recorded program: nothing read back before it ends), for
   // one part holding every gradient: rule() is what its kernels decide (Optimizer::decide_step),
-  // fill() writes this step's 1/scale and gradient factor into its scalars, and settle() — once
-  // the step's check is read with its loss — keeps the host's scale, skip counts and norm as
-  // apply() would have (the optimizer's step count is the caller's). Returns whether it updated.
+  // state_rule() how the scale they keep moves (Optimizer::end_fixed), and settle() — once the
+  // step's check is read with its loss — keeps the host's scale, skip counts and norm as apply()
+  // would have (the optimizer's step count is the caller's). Returns whether it updated.
   StepRule rule() const;
-  void fill(StepScalars& s) const;
+  StateRule state_rule() const;  // how the scale moves where the fixed step keeps it (StepState)
   bool settle(const StepCheck& c);
 
  private:

@@ -145,10 +145,12 @@ class Trainee {
   // forward, loss and backward of `b`, the loss gradient times `grad_scale`: this copy's statistics;
   virtual LossStats forward_backward(const Batch& b, uint64_t seed, float grad_scale, Grads g) = 0;
   // a micro-batch as one recorded program where the copy can (a replica on a GPU, alone or over NCCL), the loss
-  // gradient times `grad_scale`, its gradients going as `g` says (Reduce: the whole step, update
-  // included; AddHeld: the last of several, the held sum added, then the update): true when it
-  // ran, `s` its statistics;
-  virtual bool fixed_step(const Batch&, float /*lr*/, uint64_t /*seed*/, float /*grad_scale*/, Grads /*g*/,
+  // gradient divided by the step's scored labels (times `inv_scored`) and multiplied by the loss
+  // scale where the program keeps it, its gradients going as `g` says (Reduce: the whole step,
+  // update included; AddHeld: the last of several, the held sum added, then the update): true when
+  // it ran, `s` its statistics (pending where read later); where it does not run, everything it
+  // left unread is followed first, so the host's scale and counts are current;
+  virtual bool fixed_step(const Batch&, float /*lr*/, uint64_t /*seed*/, float /*inv_scored*/, Grads /*g*/,
                           StepStats& /*s*/) {
     return false;
   }

@@ -401,6 +401,20 @@ TEST_CASE("e2e checkpoint: statistics read three steps late (a GPU's recorded st
   const std::vector<std::string> now = weights(dir + "/now");
   // Three epochs' and global steps 4, 8, 12, 16, 24 and 28's (20 ends epoch 2: its epoch checkpoint).
   CHECK(now.size() == 9);
+  // Loss scaling with skipped steps (an inf injected: that step runs the ordinary way, after the
+  // host has followed every step before it) and clipping: the program keeps the scale and counts
+  // while the host reads late; metrics.csv's loss_scale, skipped_steps and grad_norm agree.
+  const std::string scaled = " --set 'train.loss_scale={init_scale: 1024, growth_interval: 3}' --set train.clip_norm=0.5";
+  for (const char* env : {"", "TRAINER_TEST_FIXED_STEP=1 TRAINER_TEST_STATS_LAG=3"}) {
+    auto r = e2e::trainer("run c.yaml --run-dir scaled" + std::string(*env ? "-late" : "") + scaled, dir,
+                          std::string(env) + " TRAINER_INJECT_NONFINITE=2,7,8,15");
+    INFO(env << ": " << r.out << r.err);
+    REQUIRE(r.code == 0);
+  }
+  const std::string scaled_rows = e2e::read_file(dir + "/scaled/metrics.csv");
+  CHECK_THAT(scaled_rows, Contains("skipped_steps") && Contains("grad_norm"));
+  CHECK(scaled_rows == e2e::read_file(dir + "/scaled-late/metrics.csv"));
+  CHECK(same_file(dir + "/scaled/checkpoints/epoch-0003.safetensors", dir + "/scaled-late/checkpoints/epoch-0003.safetensors"));
   for (const char* run : {"late", "fixed"}) {
     INFO(run);
     CHECK(e2e::read_file(dir + "/now/metrics.csv") == e2e::read_file(dir + "/" + run + "/metrics.csv"));

@@ -5,6 +5,7 @@
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
 #include "core/ops/math/grad_clip_math.h"
+#include "core/ops/math/step_state_math.h"
 #include "core/ops/math/optim_math.h"
 #include "core/ops/optim_update.h"
 
@@ -118,6 +119,13 @@ class CpuOptimUpdate final : public OptimUpdateKernel {
     const double squares = r.clip != StepRule::None && g.numel() > 0 ? sum_squares_impl(g) : 0.0;
     grad_clip_math::decide_step(r, finite, squares, step, check);
     if (r.clip == StepRule::Value && !step->skip && g.numel() > 0) clip_values_impl(g, step->unscale, float(r.limit));
+  }
+
+  void begin_fixed_impl(StepState* state, const StateRule& r, StepScalars* step) override {
+    step_state_math::begin(*state, r, step);
+  }
+  void end_fixed_impl(StepState* state, const StateRule& r, const StepScalars* step) override {
+    step_state_math::end(state, r, *step);
   }
 
   void average_impl(Tensor& avg, const Tensor& w, float decay, float rest, const StepScalars* step) override {

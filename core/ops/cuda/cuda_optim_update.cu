@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/ops/math/grad_clip_math.h"
+#include "core/ops/math/step_state_math.h"
 #include "core/ops/math/optim_math.h"
 #include "core/ops/optim_update.h"
 
@@ -82,6 +83,14 @@ __global__ void decide_step_kernel(StepRule r, const int* nonfinite, const doubl
   grad_clip_math::decide_step(r, !(nonfinite && *nonfinite), sum, step, check);
 }
 
+// A fixed step's values from its state, and the state after its update (step_state_math), on one thread.
+__global__ void begin_fixed_kernel(const StepState* state, StateRule r, StepScalars* step) {
+  step_state_math::begin(*state, r, step);
+}
+__global__ void end_fixed_kernel(StepState* state, StateRule r, const StepScalars* step) {
+  step_state_math::end(state, r, *step);
+}
+
 // clip_value's clip in a fixed step: unscaled by the step's 1/scale, nothing done when it is skipped.
 __global__ void clip_values_step_kernel(float* g, int64_t n, float limit, const StepScalars* step) {
   if (step->skip) return;
@@ -156,6 +165,13 @@ class CudaOptimUpdate final : public OptimUpdateKernel {
     if (r.clip == StepRule::Value && n > 0)
       TRAINER_LAUNCH(clip_values_step_kernel, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), g.f32(), n,
                      float(r.limit), step);
+  }
+
+  void begin_fixed_impl(StepState* state, const StateRule& r, StepScalars* step) override {
+    TRAINER_LAUNCH(begin_fixed_kernel, 1, 1, c_.stream(), state, r, step);
+  }
+  void end_fixed_impl(StepState* state, const StateRule& r, const StepScalars* step) override {
+    TRAINER_LAUNCH(end_fixed_kernel, 1, 1, c_.stream(), state, r, step);
   }
 
   // flag_ = 1 where g holds an inf or NaN, else 0 (queued on the stream; nothing waits).

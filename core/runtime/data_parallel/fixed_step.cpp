@@ -1,7 +1,12 @@
 // Replica's step as a fixed program: the batch and this step's values in buffers of fixed address,
 // forward, loss, backward and update recorded once per batch size (CUDA graphs) and replayed.
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 
 #include "core/runtime/data_parallel/replica.h"
@@ -9,21 +14,12 @@
 namespace trainer {
 namespace {
 
-// What the host reads back once the step is done: the loss sums and the update's check.
-struct StepResults {
-  LossSums sums;
-  StepCheck check;
-};
-
-// StepScalars and the results side by side in one buffer: one copy writes this step's values and
-// zeroes its sums; one copy reads the results.
-struct StepMemory {
-  StepScalars scalars;
-  StepResults results;
-};
-
 bool same_rule(const StepRule& a, const StepRule& b) {
   return a.check_finite == b.check_finite && a.clip == b.clip && a.limit == b.limit && a.keras == b.keras;
+}
+bool same_moves(const StateRule& a, const StateRule& b) {
+  return a.mode == b.mode && a.growth_factor == b.growth_factor && a.backoff_factor == b.backoff_factor &&
+         a.growth_interval == b.growth_interval && a.clip_value == b.clip_value;
 }
 
 }  // namespace
@@ -38,12 +34,14 @@ int Replica::recorded_steps() const {
 void Replica::run_fixed(const std::vector<Tensor>& x, const Tensor& y, const FixedMicro& micro, Communicator* comm) {
   auto* mem = static_cast<StepMemory*>(step_memory_.data());
   StepScalars* scalars = &mem->scalars;
+  // This step's factors, corrections and cadence from the state the steps before it left.
+  optimizer_->begin_fixed(&mem->state, moves_, scalars);
   exec_->set_step_scalars(scalars);
   std::vector<const Tensor*> in;
   for (const Tensor& t : x) in.push_back(&t);
   exec_->forward(in, true, logits_);
   Tensor& dlogits = exec_->grad(logits_);
-  loss_->compute_into(exec_->output(logits_), y, dlogits, scalars, &mem->results.sums);
+  loss_->compute_into(exec_->output(logits_), y, dlogits, scalars, &mem->sums);
   exec_->backward(dlogits, logits_);
   const Tensor grads = exec_->params().trainable_grads();
   if (micro.kind == FixedMicro::AddHeld) micro.held->add_into(grads);
@@ -55,61 +53,100 @@ void Replica::run_fixed(const std::vector<Tensor>& x, const Tensor& y, const Fix
     Tensor reduced = grads;
     if (comm) comm->issue_all_reduce_sum(reduced);
     // Loss scaling's finite check and clipping decided where the update runs (StepUpdate's rule).
-    if (rule_.active()) optimizer_->decide_step(rule_, scalars, &mem->results.check);
+    if (rule_.active()) optimizer_->decide_step(rule_, scalars, &mem->check);
     optimizer_->update_from(0, exec_->params().trainable_floats(), scalars);
     // Rank 0's non-trained parameters (batch-norm statistics) on every replica, as after_update.
     Tensor frozen = exec_->params().frozen_weights();
     if (comm && frozen.numel() > 0) comm->issue_broadcast(frozen, 0);
     // train.ema after them, as after_update: nothing where the step was skipped or does not average.
     if (average_) average_->update_in_step(scalars);
+    // The scale and the count moved as the host's scaler and optimizer move them.
+    optimizer_->end_fixed(&mem->state, moves_, scalars);
   }
   exec_->set_step_scalars(nullptr);  // host-side state only: the ordinary path's seeds again
 }
 
-StepStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float lr, float loss_grad_scale,
-                              uint64_t step_seed, bool record, StepUpdate* update, const FixedMicro& micro,
-                              const FixedPeers& peers, bool defer) {
+StepStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float lr, float inv_scored, uint64_t step_seed,
+                              bool record, StepUpdate* update, const FixedMicro& micro, const FixedPeers& peers,
+                              bool defer) {
   replayed_ = false;
   if (!step_memory_.defined()) step_memory_ = ctx_->empty(Shape{int64_t(sizeof(StepMemory))}, DType::U8);
   const StepRule rule = update ? update->rule() : StepRule{};
-  if (!same_rule(rule, rule_)) recorded_.clear();  // its kernels' arguments are recorded
+  const StateRule moves = update ? update->state_rule() : StateRule{};
+  if (!same_rule(rule, rule_) || !same_moves(moves, moves_)) recorded_.clear();  // its kernels' arguments are recorded
   rule_ = rule;
+  moves_ = moves;
   if (!micro.updates() && !micro.held) throw std::logic_error("fixed_step: a held micro-batch without its held sum");
-  if (micro.updates()) optimizer_->begin_step();
+  if (micro.updates()) optimizer_->begin_step();  // the host's count: ahead by the steps not yet followed
   if (average_ && micro.updates()) average_->start();  // outside any recording (once)
+  // The host's values; the program derives the rest where it runs from the state the steps before
+  // it left (begin_fixed). Adam's corrections for every count the step may take the optimizer to:
+  // the host's count, less any of the unfollowed steps that the device skipped.
+  if (unfollowed_.size() + 1 >= size_t(StepScalars::kBiasRing))
+    throw std::logic_error("fixed_step: more steps unread than the corrections' ring holds");
   StepMemory host;
-  if (update) update->fill(host.scalars);
-  optimizer_->step_scalars(host.scalars, lr, host.scalars.grad_scale);
-  // The count the update takes the optimizer to (begin_step's), unless the device skips it.
-  host.scalars.average = average_ && micro.updates() && average_->averages_at(optimizer_->steps());
-  host.scalars.loss_scale = loss_grad_scale;
+  host.scalars.lr = lr;
+  host.scalars.inv_scored = inv_scored;
   host.scalars.set_seed(step_seed);
-  ctx_->copy_from_host(step_memory_.data(), &host, sizeof host);
-  auto* mem = static_cast<StepMemory*>(step_memory_.data());
+  host.scalars.average_every = average_ ? uint32_t(average_->every()) : 0u;
+  const int64_t top = optimizer_->steps() + (micro.updates() ? 0 : 1);
+  for (int64_t t = std::max<int64_t>(1, top - StepScalars::kBiasRing + 1); t <= top; ++t)
+    optimizer_->bias_at(t, host.scalars.bias_ring[t % StepScalars::kBiasRing][0],
+                        host.scalars.bias_ring[t % StepScalars::kBiasRing][1]);
+  // With every earlier step followed, the host's state is the device's: seeded from it (a resume,
+  // a restored scale, steps run the ordinary way); otherwise the device's carries on.
+  const bool seed = unfollowed_.empty();
+  if (seed) {
+    host.state.scale = update ? update->scaler().scale() : 1.0f;
+    host.state.good_steps = update ? update->scaler().good_steps() : 0;
+    host.state.updates = optimizer_->steps() - (micro.updates() ? 1 : 0);
+  }
+  ctx_->copy_from_host(step_memory_.data(), &host, seed ? sizeof host : offsetof(StepMemory, state));
   Recorded& r = recorded_[{images.dim(0), int(micro.kind)}];
   Tensor y;  // the labels where the program reads them
   const std::vector<Tensor>& x = program_inputs(r, images, labels, y);
   run_program(r, record, peers, capture_failed_, [&] { run_fixed(x, y, micro, peers.comm); });
-  // One replica whose update the host need not follow (no finite check, no clipping): the loss
-  // sums read back behind the step, for the loop to read a step or more later.
-  if (defer && !peers.comm && micro.kind == FixedMicro::Whole && !rule_.active())
-    return StepStats(*ctx_, ctx_->read_back(&mem->results.sums, sizeof(LossSums)), loss_name());
-  // Several ranks: the step's collectives done (an abortable wait, should a peer fail) before the
-  // results are read.
+  // The step's memory read back behind it; the host follows it when its statistics are read.
+  const uint64_t ticket = ctx_->read_back(step_memory_.data(), sizeof(StepMemory));
+  if (micro.updates()) unfollowed_.push_back({ticket, update});
+  StepStats s(*ctx_, ticket, loss_name(), this,
+              {update != nullptr && update->clip().enabled(), update != nullptr && update->scaler().enabled()});
+  // One replica, a whole step: read a step or more later. Otherwise now (several ranks: once the
+  // step's collectives are done — an abortable wait, should a peer fail).
+  if (defer && !peers.comm && micro.kind == FixedMicro::Whole) return s;
   if (peers.comm) peers.comm->wait_issued();
-  StepResults res;
-  ctx_->copy_to_host(&res, static_cast<char*>(step_memory_.data()) + offsetof(StepMemory, results), sizeof res);
-  // The device's decision kept on the host: a skipped step leaves the optimizer's count unchanged.
-  if (update && micro.updates() && !update->settle(res.check)) optimizer_->set_steps(optimizer_->steps() - 1);
-  return stats_of_sums(res.sums, loss_name());
+  s.get();
+  return s;
 }
+
+// The host's scaler, norm, optimizer count and moving average follow each updating step as the
+// device decided it, oldest first (StepUpdate::settle: a skipped step leaves the count as it was);
+// the device's state after it must then be the host's.
+void Replica::follow_through(uint64_t ticket) {
+  while (!unfollowed_.empty() && unfollowed_.front().ticket <= ticket) {
+    const Unfollowed u = unfollowed_.front();
+    unfollowed_.pop_front();
+    StepMemory m;
+    std::memcpy(&m, ctx_->read_back_wait(u.ticket), sizeof m);
+    if (u.update && !u.update->settle(m.check)) optimizer_->set_steps(optimizer_->steps() - 1);
+    if (average_) average_->followed(m.state.updates);
+    const int64_t confirmed = optimizer_->steps() - int64_t(unfollowed_.size());
+    const float scale = u.update ? u.update->scaler().scale() : 1.0f;
+    if (m.state.updates != confirmed || m.state.scale != scale)
+      throw std::logic_error(fmt::format("fixed step: the device's state ({} updates, loss scale {}) is not the host's ({}, {})",
+                                         m.state.updates, m.state.scale, confirmed, scale));
+  }
+}
+
+void Replica::follow_all() { follow_through(UINT64_MAX); }
 
 // Evaluation's program (one per batch size): forward in inference mode to the logits and the
 // loss's statistics added up where the kernels run, read back behind it.
 StepStats Replica::fixed_eval(const Tensor& images, const Tensor& labels, bool record) {
   if (!step_memory_.defined()) step_memory_ = ctx_->empty(Shape{int64_t(sizeof(StepMemory))}, DType::U8);
-  const StepMemory host;  // the sums zeroed; no gradient, so the scale (1) is never read
-  ctx_->copy_from_host(step_memory_.data(), &host, sizeof host);
+  // The sums zeroed (no gradient, so the scale is never read); the training steps' state kept.
+  const StepMemory host;
+  ctx_->copy_from_host(step_memory_.data(), &host, offsetof(StepMemory, state));
   Recorded& r = recorded_[{images.dim(0), kEvalProgram}];
   Tensor y;
   const std::vector<Tensor>& x = program_inputs(r, images, labels, y);
@@ -119,9 +156,9 @@ StepStats Replica::fixed_eval(const Tensor& images, const Tensor& labels, bool r
     for (const Tensor& t : x) in.push_back(&t);
     exec_->forward(in, false, logits_);
     Tensor none;
-    loss_->compute_into(exec_->output(logits_), y, none, &mem->scalars, &mem->results.sums);
+    loss_->compute_into(exec_->output(logits_), y, none, &mem->scalars, &mem->sums);
   });
-  return StepStats(*ctx_, ctx_->read_back(&mem->results.sums, sizeof(LossSums)), loss_name());
+  return StepStats(*ctx_, ctx_->read_back(mem, sizeof(StepMemory)), loss_name());
 }
 
 // The loss kernel's name in an out-of-range label's message (stats_of_sums).

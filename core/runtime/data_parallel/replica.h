@@ -1,6 +1,7 @@
 // Replica: one device's copy of the model — its context, graph, parameters and optimizer —
 // and the training/evaluation step on a batch.
 #pragma once
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -35,7 +36,7 @@ struct FixedPeers {
   std::function<int(int)> least;
 };
 
-class Replica {
+class Replica : public StepFollower {
  public:
   Replica(const TraineeSpec& t, Device device, int threads);
 
@@ -51,25 +52,34 @@ class Replica {
   // Only forward + loss + backward (no update): the gradient is left in params().grads().
   LossStats compute_gradients(const Tensor& images, const Tensor& labels, float grad_scale, uint64_t step_seed);
 
-  // The whole step as a fixed program (fixed_step.cpp): the batch and this step's values (rate,
-  // scales, Adam's corrections, the seed: StepScalars) copied into buffers of fixed address, then
-  // forward, the loss (its statistics added up in memory), backward and the optimizer update over
-  // the whole flat buffer. On a context that can capture (CUDA) and with `record` on, that work is
+  // The whole step as a fixed program (fixed_step.cpp): the batch and the host's values of this
+  // step (rate, 1/scored labels `inv_scored`, the seed, Adam's corrections: StepScalars) copied
+  // into buffers of fixed address, then forward, the loss (its statistics added up in memory),
+  // backward and the optimizer update over the whole flat buffer. What the update changes for the
+  // next step — the loss scale, its growth count, the optimizer's count — is kept where the program
+  // runs (StepState): the program derives its loss and gradient factors, corrections and the moving
+  // average's cadence from it (begin_fixed) and advances it (end_fixed), so no step needs the one
+  // before it read back. On a context that can capture (CUDA) and with `record` on, that work is
   // recorded on a batch size's second step (the first plans, picks algorithms and grows scratch)
   // and replayed from the third; elsewhere it runs as called. The same arithmetic on the same
-  // values as train_step(…, lr, seed) with loss_grad_scale = 1 / batch: the same bits. With
-  // `update` (loss scaling, clipping), the finite check, the norm, the skip and the clip are kernels
-  // of the program too (StepUpdate::rule), and the update's host state follows what they found
-  // (StepUpdate::settle; a skipped step leaves the optimizer's step count as it was): the bits of
-  // compute_gradients and update->apply. `micro`: a micro-batch of an accumulated step (the held
-  // sum kept or added back as the ordinary path does; the update only on the last). `peers`: the
-  // other replicas (the gradient summed and the statistics broadcast inside the program). Returns
-  // the micro-batch's loss statistics, this replica's own: read once its work is done, or with
-  // `defer`, where nothing of the host follows the step (one replica, a whole step, no finite
-  // check or clipping), read back behind it (StepStats: pending until the loop reads it).
-  StepStats fixed_step(const Tensor& images, const Tensor& labels, float lr, float loss_grad_scale, uint64_t step_seed,
+  // values as train_step(…, lr, seed) with grad_scale = inv_scored: the same bits. With `update`
+  // (loss scaling, clipping), the finite check, the norm, the skip and the clip are kernels of the
+  // program too (StepUpdate::rule), and the host's scaler, norm and optimizer count follow what
+  // they found when the step is read (follow_through; a skipped step leaves the count as it was):
+  // the bits of compute_gradients and update->apply. `micro`: a micro-batch of an accumulated step
+  // (the held sum kept or added back as the ordinary path does; the update only on the last).
+  // `peers`: the other replicas (the gradient summed and the statistics broadcast inside the
+  // program). Returns the micro-batch's loss statistics, this replica's own: read once its work is
+  // done, or with `defer` (one replica, a whole step) pending (StepStats), read back behind it for
+  // the loop to read a step or more later.
+  StepStats fixed_step(const Tensor& images, const Tensor& labels, float lr, float inv_scored, uint64_t step_seed,
                        bool record, StepUpdate* update = nullptr, const FixedMicro& micro = {},
                        const FixedPeers& peers = {}, bool defer = false);
+  // The host following the fixed steps read back so far (StepFollower): their scale, skips, norm,
+  // optimizer count and average, oldest first; follow_all before anything reads the host's state
+  // or changes it another way (an ordinary step).
+  void follow_through(uint64_t ticket) override;
+  void follow_all();
   // Evaluation as a fixed program (a validation batch without predictions): eval_step's
   // statistics, the same bits, forward and the loss recorded per batch size as fixed_step's are,
   // read back behind the program (pending until read).
@@ -102,7 +112,7 @@ class Replica {
   bool fused_ = false;  // the output layer (softmax or sigmoid) is fused into the loss
   Tensor dev_labels_;
   BatchInputs inputs_;
-  // fixed_step's: StepScalars then LossSums, in the context's memory; the recorded work per batch size.
+  // fixed_step's StepMemory in the context's memory; the recorded work per batch size.
   Tensor step_memory_;
   struct Recorded {
     bool warm = false;
@@ -114,6 +124,12 @@ class Replica {
   std::map<std::pair<int64_t, int>, Recorded> recorded_;  // per batch size and FixedMicro::Kind, or evaluation's
   static constexpr int kEvalProgram = 4;                  // evaluation's key (past FixedMicro::Kind)
   StepRule rule_;                // the update's rule the recorded steps were made with
+  StateRule moves_;              // and how their StepState moves
+  struct Unfollowed {            // an updating fixed step read back, not yet followed by the host
+    uint64_t ticket = 0;
+    StepUpdate* update = nullptr;
+  };
+  std::deque<Unfollowed> unfollowed_;
   std::string capture_failed_;  // why recording failed (then every step runs as launched)
   std::string eval_capture_failed_;  // the same for evaluation's programs
   bool replayed_ = false;

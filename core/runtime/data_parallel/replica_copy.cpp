@@ -112,9 +112,12 @@ int ReplicaCopy::least_over_ranks(int v) {
   throw std::logic_error("least_over_ranks: no rank's value");
 }
 
-bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float grad_scale, Grads g, StepStats& s) {
+bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float inv_scored, Grads g, StepStats& s) {
   recorded_ = fixed_ = false;
-  if (!fixed_step_ok()) return false;
+  if (!fixed_step_ok()) {
+    rep_->follow_all();  // the ordinary step reads and changes the host's scale and counts
+    return false;
+  }
   fixed_ = true;
   FixedMicro micro;
   micro.held = held_grads_.get();
@@ -134,7 +137,7 @@ bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float grad
   if (ctl_->size() > 1) peers.least = [this](int v) { return least_over_ranks(v); };
   try {
     // Alone, the statistics may be read a step or more later (no agreement needs them now).
-    s = rep_->fixed_step(b.images, b.labels, lr, grad_scale, seed, true, &update_, micro, peers, ctl_->size() == 1);
+    s = rep_->fixed_step(b.images, b.labels, lr, inv_scored, seed, true, &update_, micro, peers, ctl_->size() == 1);
   } catch (...) {
     hold_ = false;
     throw;
@@ -143,7 +146,6 @@ bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float grad
   recorded_ = rep_->replayed();
   times_ = StepTimes{};  // one program: no parts (bench times it with timing on, the ordinary path)
   if (!micro.updates()) return true;
-  if (WeightAverage* avg = rep_->average()) avg->followed(rep_->optimizer().steps());  // averaged in the program
   ++reduced_steps_;
   return true;
 }

@@ -90,7 +90,7 @@ class ReplicaCopy final : public Trainee {
 
  protected:
   LossStats forward_backward(const Batch& b, uint64_t seed, float grad_scale, Grads g) override;
-  bool fixed_step(const Batch& b, float lr, uint64_t seed, float grad_scale, Grads g, StepStats& s) override;
+  bool fixed_step(const Batch& b, float lr, uint64_t seed, float inv_scored, Grads g, StepStats& s) override;
   void reduce_and_update(float lr) override;
   void after_update() override;
   void start_average() override;

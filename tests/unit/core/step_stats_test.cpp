@@ -1,6 +1,7 @@
 // Statistics read late: OpContext::read_back's tickets, StepStats and the PendingSteps window.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -12,16 +13,19 @@ using namespace trainer;
 
 namespace {
 
-// A LossSums in the context's memory with `loss` as its sum, read back.
+// A fixed step's memory in the context's memory with `loss` as its sum, read back.
 uint64_t read_back_sum(OpContext& ctx, Tensor& mem, double loss, long long bad = -1) {
-  LossSums s;
-  s.loss_sum = loss;
-  s.correct = 2;
-  s.count = 3;
-  s.bad_sample = bad;
-  s.bad_label = 7;
-  ctx.copy_from_host(mem.data(), &s, sizeof s);
-  return ctx.read_back(mem.data(), sizeof s);
+  StepMemory m;
+  m.sums.loss_sum = loss;
+  m.sums.correct = 2;
+  m.sums.count = 3;
+  m.sums.bad_sample = bad;
+  m.sums.bad_label = 7;
+  m.scalars.unscale = 0.5f;
+  m.check.sum_squares = 16 * (loss + 1) * (loss + 1);
+  m.state.scale = float(loss) + 2;
+  ctx.copy_from_host(mem.data(), &m, sizeof m);
+  return ctx.read_back(mem.data(), sizeof m);
 }
 
 }  // namespace
@@ -31,7 +35,7 @@ TEST_CASE("read_back: each ticket keeps its own bytes until kReadBackSlots later
     SECTION(d.name) {
       auto ctx = make_context(d.device);
       ctx->bind_thread();
-      Tensor mem = ctx->empty(Shape{int64_t(sizeof(LossSums))}, DType::U8);
+      Tensor mem = ctx->empty(Shape{int64_t(sizeof(StepMemory))}, DType::U8);
       std::vector<StepStats> stats;
       for (int i = 0; i < OpContext::kReadBackSlots; ++i)
         stats.emplace_back(*ctx, read_back_sum(*ctx, mem, 1.5 * i), "cross_entropy");
@@ -42,7 +46,13 @@ TEST_CASE("read_back: each ticket keeps its own bytes until kReadBackSlots later
         CHECK(s.correct == 2);
         CHECK(s.count == 3);
         CHECK_FALSE(stats[size_t(i)].pending());
+        CHECK(std::isnan(stats[size_t(i)].grad_norm()));  // not asked for
       }
+      // What a step reports, from the same bytes: the norm of its unscaled gradients, the scale after it.
+      StepStats reported(*ctx, read_back_sum(*ctx, mem, 3), "cross_entropy", nullptr, {true, true});
+      reported.get();
+      CHECK(reported.grad_norm() == 8.0);  // sqrt(16·4²)·0.5
+      CHECK(reported.loss_scale() == 5.0);
       // One more than the slots: the oldest ticket is gone, and says so.
       const uint64_t first = read_back_sum(*ctx, mem, 1);
       for (int i = 0; i < OpContext::kReadBackSlots; ++i) read_back_sum(*ctx, mem, 2);
@@ -62,7 +72,7 @@ TEST_CASE("PendingSteps: oldest first, landed ones at once, at most `lag` unread
     int id = 0;
   };
   auto ctx = make_context(Device::cpu());
-  Tensor mem = ctx->empty(Shape{int64_t(sizeof(LossSums))}, DType::U8);
+  Tensor mem = ctx->empty(Shape{int64_t(sizeof(StepMemory))}, DType::U8);
   SECTION("known statistics are read as soon as they are pushed") {
     PendingSteps<E> p(2);
     E e;

@@ -42,17 +42,6 @@ inline double chunk_sum_squares(const float* x, int64_t n, int64_t c) {
   return fold(lanes);
 }
 
-// a·b rounded before anything is added to it: never contracted into a fused multiply-add (nvcc
-// and g++ -march=native both contract by default), so the host and the device round alike.
-TRAINER_HD_INLINE double mul_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  volatile double p = a * b;
-  return p;
-#endif
-}
-
 // The global norm of the unscaled gradients from their (scaled) sum of squares.
 TRAINER_HD_INLINE double unscaled_norm(double sum_squares, float inv_scale) {
   return mul_rn(sqrt(sum_squares), double(inv_scale));

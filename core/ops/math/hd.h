@@ -1,4 +1,4 @@
-// Host/device markers for the kernel math headers that the CPU and CUDA backends share (plain C++ for g++, __host__ __device__ under nvcc).
+// Host/device markers for the kernel math headers that the CPU and CUDA backends share (plain C++ for g++, __host__ __device__ under nvcc), and products rounded once on both.
 #pragma once
 
 // The per-element and per-partial arithmetic of the hand-written CUDA kernels lives in headers
@@ -18,3 +18,34 @@
 #define TRAINER_HD
 #define TRAINER_HD_INLINE inline
 #endif
+
+namespace trainer {
+
+// A product or quotient rounded once, never contracted with a neighbour into a fused multiply-add
+// (nvcc and g++ -march=native both contract by default), so the host and the device round alike.
+TRAINER_HD_INLINE double mul_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  volatile double p = a * b;
+  return p;
+#endif
+}
+TRAINER_HD_INLINE float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  volatile float p = a * b;
+  return p;
+#endif
+}
+TRAINER_HD_INLINE float div_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  volatile float q = a / b;
+  return q;
+#endif
+}
+
+}  // namespace trainer

@@ -8,31 +8,13 @@
 
 namespace trainer::step_state_math {
 
-// a·b and a/b in float, each rounded once (never contracted with a neighbour), as the host's.
-TRAINER_HD_INLINE float mul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  volatile float p = a * b;
-  return p;
-#endif
-}
-TRAINER_HD_INLINE float div(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  volatile float q = a / b;
-  return q;
-#endif
-}
-
 // The step's scalars from the state (before its update) and the host's values: the loss
 // gradient's factor 1/scored × scale (Trainee::step's), 1/scale and the update's factor
 // (StepUpdate::fill), Adam's corrections and the moving average's cadence at the count the update
 // takes the optimizer to (Optimizer::step_scalars, WeightAverage::averages_at), no skip yet.
 TRAINER_HD_INLINE void begin(const StepState& state, const StateRule& r, StepScalars* step) {
-  step->loss_scale = mul(step->inv_scored, state.scale);
-  step->unscale = div(1.0f, state.scale);
+  step->loss_scale = mul_rn(step->inv_scored, state.scale);
+  step->unscale = div_rn(1.0f, state.scale);
   step->grad_scale = r.clip_value ? 1.0f : step->unscale;
   const int64_t t = state.updates + 1;
   const int at = int(t % StepScalars::kBiasRing);
@@ -48,7 +30,7 @@ TRAINER_HD_INLINE void begin(const StepState& state, const StateRule& r, StepSca
 TRAINER_HD_INLINE void end(StepState* state, const StateRule& r, const StepScalars& step) {
   if (step.skip) {
     if (r.mode == StateRule::Dynamic) {
-      state->scale = mul(state->scale, r.backoff_factor);
+      state->scale = mul_rn(state->scale, r.backoff_factor);
       state->good_steps = 0;
     }
     return;
@@ -56,7 +38,7 @@ TRAINER_HD_INLINE void end(StepState* state, const StateRule& r, const StepScala
   state->updates += 1;
   if (r.mode != StateRule::Dynamic) return;
   if (++state->good_steps == r.growth_interval) {
-    const float grown = mul(state->scale, r.growth_factor);
+    const float grown = mul_rn(state->scale, r.growth_factor);
     if (isfinite(grown)) state->scale = grown;
     state->good_steps = 0;
   }

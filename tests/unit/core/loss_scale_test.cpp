@@ -1,4 +1,4 @@
-// Loss scaling: the scaler's GradScaler arithmetic, train.loss_scale's forms, all_finite on every backend, and the engine's skipped steps (data and device parallel), static-scale and replica equivalence.
+// Loss scaling: the scaler's GradScaler arithmetic (and the fixed step's StepState, the same on the device), train.loss_scale's forms, all_finite on every backend, and the engine's skipped steps (data and device parallel), static-scale and replica equivalence.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -11,7 +11,9 @@
 #include "core/run/plan.h"
 #include "core/runtime/device_parallel/pipeline_copy.h"
 #include "core/runtime/data_parallel/replica_group.h"
+#include "core/ops/math/step_state_math.h"
 #include "core/ops/optim_update.h"
+#include "core/runtime/step_update.h"
 #include "test_devices.h"
 
 using namespace trainer;
@@ -188,6 +190,51 @@ TEST_CASE("loss scaler: backs off and skips on inf/NaN, grows after growth_inter
     LossScaler big(options_of("{init_scale: 1.0e38, growth_factor: 4, growth_interval: 1}"));
     big.update(true);
     CHECK(big.scale() == 1.0e38f);
+  }
+}
+
+TEST_CASE("step state: the fixed step's scale, growth count and update count move as LossScaler's and the optimizer's do",
+          "[loss_scale]") {
+  LossScaleOptions dynamic;
+  dynamic.mode = LossScaleOptions::Mode::Dynamic;
+  dynamic.init_scale = std::ldexp(1.0, 120);  // grows past float's range: the product is not kept
+  dynamic.growth_interval = 3;
+  LossScaleOptions fixed;
+  fixed.mode = LossScaleOptions::Mode::Static;
+  fixed.init_scale = 1000;
+  for (const LossScaleOptions& o : {dynamic, fixed, LossScaleOptions{}}) {
+    INFO(o.describe());
+    const StepUpdate update(o, GradClipOptions{});
+    const StateRule rule = update.state_rule();
+    LossScaler host(o);
+    StepState state;
+    state.scale = host.scale();
+    int64_t count = 0;
+    float largest = 0;
+    for (int s = 0; s < 400; ++s) {
+      StepScalars step;
+      step.inv_scored = 1.0f / 48.0f;
+      step.average_every = 3;
+      for (int64_t t = std::max<int64_t>(1, count + 2 - StepScalars::kBiasRing); t <= count + 1; ++t)
+        step.bias_ring[t % StepScalars::kBiasRing][0] = float(t), step.bias_ring[t % StepScalars::kBiasRing][1] = -float(t);
+      step_state_math::begin(state, rule, &step);
+      CHECK(step.loss_scale == (1.0f / 48.0f) * host.scale());  // Trainee::step's factor
+      CHECK(step.unscale == 1.0f / host.scale());
+      CHECK(step.grad_scale == step.unscale);
+      CHECK(step.bias1 == float(count + 1));  // the corrections of the count the update takes it to
+      CHECK(step.bias2 == -float(count + 1));
+      CHECK(step.average == ((count + 1) % 3 == 0 ? 1u : 0u));
+      step.skip = o.enabled() && s % 11 == 10 ? 1u : 0u;  // what decide_step found
+      step_state_math::end(&state, rule, step);
+      host.update(!step.skip);
+      count += step.skip ? 0 : 1;
+      REQUIRE(state.scale == host.scale());
+      REQUIRE(state.good_steps == host.good_steps());
+      REQUIRE(state.updates == count);
+      largest = std::max(largest, state.scale);
+    }
+    // Dynamic: it grew to float's largest power of two, and the next growth (inf) was not kept.
+    if (o.mode == LossScaleOptions::Mode::Dynamic) CHECK(largest == std::ldexp(1.0f, 127));
   }
 }
 

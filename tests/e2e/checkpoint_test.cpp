@@ -16,7 +16,6 @@
 
 #include "cli.h"
 #include "core/io/safetensors.h"
-#include "skip.h"
 
 namespace fs = std::filesystem;
 using Catch::Contains;
@@ -451,12 +450,7 @@ TEST_CASE("e2e checkpoint: statistics read three steps late (a GPU's recorded st
 }
 
 TEST_CASE("e2e checkpoint on CUDA: recorded steps whose statistics are read late write what launched steps write") {
-  auto dev = e2e::trainer("devices");
-  if (dev.out.find("cuda:0:") == std::string::npos) {
-    const size_t at = dev.out.find("cuda");  // "cuda: no GPU visible (<reason>)"
-    const std::string why = at == std::string::npos ? "trainer devices lists no GPU" : dev.out.substr(at);
-    TRAINER_SKIP(Gpu, why.substr(0, why.find('\n')));
-  }
+  if (e2e::skip_without_gpu()) return;
   // On one GPU every step from a batch size's third on is a replayed CUDA graph whose loss sums are
   // read two steps later (validation's too); TRAINER_CUDA_GRAPHS=0 launches each step and reads at
   // once. Strict fp32, so the two give the same bits (fixed_step_test): the same metrics and

@@ -104,6 +104,15 @@ bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 
 
 bool skip_without_mpirun() { return skip_without_command("mpirun", "openmpi-bin"); }
 
+bool skip_without_gpu() {
+  const Result dev = trainer("devices");
+  if (dev.out.find("cuda:0:") != std::string::npos) return false;
+  const size_t at = dev.out.find("cuda");  // "cuda: no GPU visible (<reason>)"
+  const std::string why = at == std::string::npos ? "trainer devices lists no GPU" : dev.out.substr(at);
+  trainer::test::record_skip(trainer::test::Missing::Gpu, why.substr(0, why.find('\n')));
+  return true;
+}
+
 bool skip_without_python(const std::vector<std::pair<std::string, std::string>>& modules) {
   std::string missing, packages;
   for (const auto& [module, package] : modules)

@@ -51,9 +51,11 @@ std::string mpirun(const std::string& wrapper = "");
 
 // Skips (skip.h, Missing::Package) that tell the caller to return: true, after recording the skip,
 // when mpirun is missing; when /usr/bin/python3 cannot import one of the modules (pairs of module
-// and the Debian package that has it), naming those it cannot import; when a command is missing.
+// and the Debian package that has it), naming those it cannot import; when a command is missing;
+// (Missing::Gpu) when `trainer devices` lists no GPU 0, with its reason.
 //   if (e2e::skip_without_mpirun()) return;
 bool skip_without_mpirun();
+bool skip_without_gpu();
 bool skip_without_python(const std::vector<std::pair<std::string, std::string>>& modules);
 bool skip_without_command(const std::string& command, const std::string& package);
 

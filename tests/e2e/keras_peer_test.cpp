@@ -23,14 +23,7 @@ struct On {
 // package; trainer refusing bf16 on this CPU: cpu-feature).
 void peer_check(const std::string& script, const std::string& title, const std::string& pass = "", On on = {}) {
   if (e2e::skip_without_python({{"torch", "python3-torch"}, {"numpy", "python3-numpy"}})) return;
-  if (on.gpu) {
-    const auto dev = e2e::trainer("devices");
-    if (dev.out.find("cuda:0:") == std::string::npos) {
-      const size_t at = dev.out.find("cuda");  // "cuda: no GPU visible (<reason>)"
-      const std::string why = at == std::string::npos ? "trainer devices lists no GPU" : dev.out.substr(at);
-      TRAINER_SKIP(Gpu, why.substr(0, why.find('\n')));
-    }
-  }
+  if (on.gpu && e2e::skip_without_gpu()) return;
   const std::string dir = e2e::temp_dir("keras_peer");
   const std::string env = on.gpu ? "TRAINER_PEER_ARGS='--gpus 0 --set devices.tf32=false' "
                                  : "TRAINER_PEER_THREADS=" + std::to_string(on.threads) + " ";

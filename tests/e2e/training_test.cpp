@@ -106,12 +106,7 @@ schedule: {type: cosine}
 }
 
 TEST_CASE("e2e smoke on CUDA: configs/smoke.yaml trains on GPU 0") {
-  auto dev = e2e::trainer("devices");
-  if (dev.out.find("cuda:0:") == std::string::npos) {
-    const size_t at = dev.out.find("cuda");  // "cuda: no GPU visible (<reason>)"
-    const std::string why = at == std::string::npos ? "trainer devices lists no GPU" : dev.out.substr(at);
-    TRAINER_SKIP(Gpu, why.substr(0, why.find('\n')));
-  }
+  if (e2e::skip_without_gpu()) return;
   std::string dir = e2e::temp_dir("smoke-cuda");
   auto r = e2e::trainer("run '" TRAINER_SOURCE_DIR "/configs/smoke.yaml' --gpus 0 --run-dir run", dir);
   INFO(r.out << r.err);

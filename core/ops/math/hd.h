@@ -23,19 +23,13 @@ namespace trainer {
 
 // A product or quotient rounded once, never contracted with a neighbour into a fused multiply-add
 // (nvcc and g++ -march=native both contract by default), so the host and the device round alike.
-TRAINER_HD_INLINE double mul_rn(double a, double b) {
+template <class T>  // float or double
+TRAINER_HD_INLINE T mul_rn(T a, T b) {
 #if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
+  if constexpr (sizeof(T) == sizeof(double)) return __dmul_rn(a, b);
+  else return __fmul_rn(a, b);
 #else
-  volatile double p = a * b;
-  return p;
-#endif
-}
-TRAINER_HD_INLINE float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  volatile float p = a * b;
+  volatile T p = a * b;
   return p;
 #endif
 }

@@ -14,6 +14,8 @@
 namespace trainer {
 namespace {
 
+static_assert(sizeof(StepMemory) <= OpContext::kReadBackBytes, "a fixed step's memory is read back whole");
+
 bool same_rule(const StepRule& a, const StepRule& b) {
   return a.check_finite == b.check_finite && a.clip == b.clip && a.limit == b.limit && a.keras == b.keras;
 }

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "core/ops/math/step_state_math.h"
+
 namespace trainer {
 
 std::string LossScaleOptions::describe() const {
@@ -58,24 +60,33 @@ LossScaleOptions read_loss_scale(const cfg::Node& node, Precision precision) {
 
 LossScaler::LossScaler(const LossScaleOptions& o) : o_(o), scale_(o.enabled() ? o.init_scale : 1.0) {}
 
+StateRule LossScaler::rule() const {
+  StateRule r;
+  r.mode = !o_.enabled()                                  ? StateRule::NoScaling
+           : o_.mode == LossScaleOptions::Mode::Dynamic ? StateRule::Dynamic
+                                                         : StateRule::Static;
+  r.growth_factor = float(o_.growth_factor);
+  r.backoff_factor = float(o_.backoff_factor);
+  r.growth_interval = o_.growth_interval;
+  return r;
+}
+
 void LossScaler::update(bool finite) {
   if (!enabled()) return;
   if (!finite) {
     ++skipped_total_;
     ++skipped_epoch_;
   }
-  if (o_.mode != LossScaleOptions::Mode::Dynamic) return;
-  // In float, as GradScaler keeps its scale (a float32 tensor): the same sequence of values.
-  if (!finite) {
-    scale_ = double(float(scale_) * float(o_.backoff_factor));
-    good_steps_ = 0;
-    return;
-  }
-  if (++good_steps_ == o_.growth_interval) {
-    const float grown = float(scale_) * float(o_.growth_factor);
-    if (std::isfinite(grown)) scale_ = double(grown);
-    good_steps_ = 0;
-  }
+  // In float, as GradScaler keeps its scale (a float32 tensor): the same sequence of values — and
+  // the same arithmetic as a fixed step's state on the device (step_state_math::end).
+  StepState state;
+  state.scale = float(scale_);
+  state.good_steps = good_steps_;
+  StepScalars step;
+  step.skip = finite ? 0u : 1u;
+  step_state_math::end(&state, rule(), step);
+  scale_ = double(state.scale);
+  good_steps_ = state.good_steps;
 }
 
 nlohmann::json LossScaler::state() const {

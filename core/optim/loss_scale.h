@@ -8,6 +8,7 @@
 
 #include "core/io/config.h"
 #include "core/ops/context.h"
+#include "core/ops/step_scalars.h"
 
 namespace trainer {
 
@@ -45,7 +46,8 @@ class LossScaler {
   // scale x growth_factor (kept when the product would overflow a float, as GradScaler).
   void update(bool finite);
 
-  const LossScaleOptions& options() const { return o_; }
+  // How the scale moves (a fixed step moves it on the device with the same arithmetic).
+  StateRule rule() const;
   int64_t good_steps() const { return good_steps_; }
   int64_t skipped_total() const { return skipped_total_; }
   int64_t skipped_in_epoch() const { return skipped_epoch_; }

@@ -54,14 +54,7 @@ StepRule StepUpdate::rule() const {
 }
 
 StateRule StepUpdate::state_rule() const {
-  const LossScaleOptions& o = scaler_.options();
-  StateRule r;
-  r.mode = !o.enabled()                                   ? StateRule::NoScaling
-           : o.mode == LossScaleOptions::Mode::Dynamic ? StateRule::Dynamic
-                                                        : StateRule::Static;
-  r.growth_factor = float(o.growth_factor);
-  r.backoff_factor = float(o.backoff_factor);
-  r.growth_interval = o.growth_interval;
+  StateRule r = scaler_.rule();
   r.clip_value = clip_.mode() == GradClipOptions::Mode::Value ? 1 : 0;
   return r;
 }

@@ -193,7 +193,9 @@ TEST_CASE("loss scaler: backs off and skips on inf/NaN, grows after growth_inter
   }
 }
 
-TEST_CASE("step state: the fixed step's scale, growth count and update count move as LossScaler's and the optimizer's do",
+// LossScaler::update is step_state_math::end on the host (one arithmetic), so this checks what the
+// device adds: begin's factors, corrections and cadence, and the update count across skips.
+TEST_CASE("step state: begin derives the host's factors, end counts updates and moves the scale as LossScaler does",
           "[loss_scale]") {
   LossScaleOptions dynamic;
   dynamic.mode = LossScaleOptions::Mode::Dynamic;

@@ -43,6 +43,7 @@ class EpochLoop {
     MicroStep micro;
     double lr = 0, grad_norm = NAN, scale = NAN;  // read with the statistics: the norm (clipping on), the loss scale (scaling on)
     bool stop = false;
+    bool due = false;  // an optimizer step's last micro-batch after which a step checkpoint falls due
   };
   // The epoch's training steps from `step` on; false when the run ends here (a non-finite loss
   // with callbacks.terminate_on_nan). `stop`: every rank agreed to stop (a signal).
@@ -85,7 +86,6 @@ class EpochLoop {
   int64_t norm_count_ = 0;
   PendingSteps<Launched> launched_;  // steps whose statistics are unread (TRAINER_TEST_STATS_LAG: read late)
   EpochTimes times_;                 // where this epoch's time went so far (metrics.jsonl)
-  bool due_ = false;                 // a step checkpoint fell due in the optimizer step being read
   std::vector<float> best_weights_;  // callbacks' restore_best
 };
 
@@ -154,7 +154,6 @@ bool EpochLoop::train_steps(int epoch, int64_t first, int64_t& step, double& lr,
   // shorter; after a resume the first one starts where the checkpoint left off).
   const int k = e_.train.accumulate;
   const int64_t groups = (steps + k - 1) / k;
-  due_ = false;
   bool due = false;  // a step checkpoint falls due in this optimizer step (rank 0: then read every step at its end)
   // The optimizer step's scored labels over its micro-batches, counted once per step (with
   // train.ignore_class the loader reads every label of each of them to count).
@@ -191,12 +190,13 @@ bool EpochLoop::train_steps(int epoch, int64_t first, int64_t& step, double& lr,
     l.stop = stop;
     l.step = ++step;
     l.global_step = ++global_step_;
-    launched_.push(std::move(l));
+    due = due || (obs_ && obs_->due_at_step(global_step_));
+    l.due = micro.last() && due;
+    if (micro.last()) due = false;
     // Read at once where the device's state must be this step's: a checkpoint or the watchdog's
     // snapshot after it, a stop, the epoch's end.
-    due = due || (obs_ && obs_->due_at_step(global_step_));
-    const bool now = stop || step == steps || (micro.last() && (due || (lead_ && snapshot_due())));
-    if (micro.last()) due = false;
+    const bool now = stop || step == steps || l.due || (micro.last() && lead_ && snapshot_due());
+    launched_.push(std::move(l));
     if (!read_steps(epoch, now)) return false;
     mark_step(rank_, global_step_);  // the next one's
     mark_phase(rank_, Phase::Input);
@@ -253,12 +253,10 @@ void EpochLoop::after_step(int epoch, const Launched& l, const LossStats& s, boo
     if (micro.last()) u = {l.global_step, s.loss_sum / double(std::max<int64_t>(s.count, 1)), l.lr, s.count, l.grad_norm, l.scale};
     obs_->after_step(l.step, sum_.loss_sum / c, double(sum_.correct) / c, micro.last() ? &u : nullptr);
   }
-  due_ = due_ || (obs_ && obs_->due_at_step(l.global_step));
   // Checkpoints only between optimizer steps: nothing of a step is ever half in one (train_steps
   // read this step at once, so no later one has run).
-  if (obs_ && current && l.step < run_.plan.steps_per_epoch && micro.last() && (l.stop || due_))
+  if (obs_ && current && l.step < run_.plan.steps_per_epoch && micro.last() && (l.stop || l.due))
     save(state_at(epoch, l.step, sum_, l.stop ? "interrupt" : "steps"));
-  if (micro.last()) due_ = false;
   StepSnapshot* snap = run_.snapshot;
   if (!snap || !current || !micro.last() || !snapshot_due()) return;
   Stopwatch copying(times_.checkpoint);

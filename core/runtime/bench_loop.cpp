@@ -17,12 +17,12 @@ double since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-void bench_read(BenchPending& pending, bool all) {
-  for (BenchRead r; pending.next(r, all);) r.stats.get();
+void bench_read(StepReads& pending, bool all) {
+  for (StepRead r; pending.next(r, all);) r.stats.get();
 }
 
 int64_t bench_step(Trainee& t, BenchInput& in, int k, float lr, uint64_t seed, bool& stop, double& waited,
-                   BenchPending& pending, const std::function<void()>& after) {
+                   StepReads& pending, const std::function<void()>& after) {
   int64_t samples = 0;
   for (int i = 0; i < k; ++i) {
     const Batch& b = in.next(waited);
@@ -54,7 +54,7 @@ BenchResult Strategy::bench(std::vector<BenchInput>& inputs, const BenchOptions&
     t.broadcast_parameters();
     bool stop = false;
     double warm_wait = 0;
-    BenchPending pending;
+    StepReads pending;
     for (int s = 0; s < o.warmup; ++s) bench_step(t, in, k, o.lr, uint64_t(s), stop, warm_wait, pending);
     bench_read(pending, true);
     t.settle();

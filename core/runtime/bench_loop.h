@@ -9,19 +9,15 @@
 
 namespace trainer {
 
-// The bench's steps whose statistics are unread: read as the epoch loop reads them, a few steps
-// late (a GPU's recorded step waits for nothing of the one before).
-struct BenchRead {
-  StepStats stats;
-};
-using BenchPending = PendingSteps<BenchRead>;
-// Reads the statistics that are due (every one with `all`: before the device is drained).
-void bench_read(BenchPending& pending, bool all);
+// The bench's steps whose statistics are unread are read as the epoch loop reads them, a few steps
+// late (a GPU's recorded step waits for nothing of the one before): bench_read reads those due
+// (every one with `all`).
+void bench_read(StepReads& pending, bool all);
 
 // One optimizer step of `t`: `k` micro-batches (train.accumulate) from `in` through t.step, each
 // one's statistics into `pending` and those due read, `after` (when given) after each. Returns the
 // step's samples over every rank; adds the input's wait to `waited`.
 int64_t bench_step(Trainee& t, BenchInput& in, int k, float lr, uint64_t seed, bool& stop, double& waited,
-                   BenchPending& pending, const std::function<void()>& after = {});
+                   StepReads& pending, const std::function<void()>& after = {});
 
 }  // namespace trainer

@@ -13,11 +13,6 @@
 
 namespace trainer {
 
-// The statistics a program added up in memory (LossSums), as the host reports them; an
-// out-of-range label the loss kernel noted thrown as the ordinary path throws it (`loss`: the loss
-// kernel's name in that message).
-LossStats stats_of_sums(const LossSums& sums, const char* loss);
-
 // What reads a fixed step's results on the host in step order: the replica whose scale, skip
 // counts, norm, optimizer count and moving average follow what each step decided where it ran.
 class StepFollower {
@@ -98,5 +93,11 @@ class PendingSteps {
   bool hold_;
   std::deque<Entry> q_;
 };
+
+// A loop's entry when all it keeps of a step is its statistics (evaluation, the bench).
+struct StepRead {
+  StepStats stats;
+};
+using StepReads = PendingSteps<StepRead>;
 
 }  // namespace trainer

@@ -27,11 +27,8 @@ LossStats Trainee::evaluate(Loader& loader, const Predictions& predictions, bool
   if (slow > 0 && rank() == 0) std::fprintf(stderr, "test hook: validating (%d ms a batch)\n", slow), std::fflush(stderr);
   LossStats total;
   // Each batch's statistics added once landed (a recorded program's are read back behind it).
-  struct Pending {
-    StepStats stats;
-  };
-  PendingSteps<Pending> pending;
-  Pending done;
+  StepReads pending;
+  StepRead done;
   std::vector<int32_t> predicted;
   loader.start_epoch(0);
   Batch b;

@@ -163,7 +163,7 @@ StepStats Replica::fixed_eval(const Tensor& images, const Tensor& labels, bool r
   return StepStats(*ctx_, ctx_->read_back(mem, sizeof(StepMemory)), loss_name());
 }
 
-// The loss kernel's name in an out-of-range label's message (stats_of_sums).
+// The loss kernel's name in an out-of-range label's message (StepStats::get).
 const char* Replica::loss_name() const {
   return loss_->fused_output() == std::string("sigmoid") ? "sigmoid_xent" : "cross_entropy";
 }

@@ -60,13 +60,10 @@ EngineRun train_engine(const RunSpec& e, const std::vector<Device>& devices, boo
     bool stop = false;
     uint64_t waits = 0;
     EngineRun mine;
-    struct Read {
-      StepStats stats;
-    };
     // (An accumulated step's last micro-batch is read at once, and so followed: no lag there.)
-    PendingSteps<Read> pending(k > 1 ? 0 : std::max(lag, 0), true);
+    StepReads pending(k > 1 ? 0 : std::max(lag, 0), true);
     auto read = [&](bool all) {
-      for (Read rd; pending.next(rd, all);) {
+      for (StepRead rd; pending.next(rd, all);) {
         mine.losses.push_back(rd.stats.get().loss_sum);
         mine.norms.push_back(rd.stats.grad_norm());
         mine.scales.push_back(w.scaler().enabled() ? float(rd.stats.loss_scale()) : 1.0f);

@@ -106,14 +106,16 @@ struct StateRule {
   int clip_value = 0;
 };
 
-// A fixed step's memory, one buffer in the context's memory: the host writes the scalars and
-// zeroes the sums and check before each step (and writes the state where it seeds it); the whole
-// is read back behind the step (OpContext::read_back).
+// A fixed step's memory, one buffer in the context's memory, read back whole behind the step
+// (OpContext::read_back). Before each micro-batch the host writes one range of it: the scalars and
+// a zeroed check, the state first where it seeds it, the sums (zeroed) last where the micro-batch
+// starts them — an accumulated step's later micro-batches add to the sums its earlier ones left,
+// so its last reads back the whole step's. The order makes every such range one copy.
 struct StepMemory {
-  StepScalars scalars;
-  LossSums sums;
-  StepCheck check;
   StepState state;
+  StepScalars scalars;
+  StepCheck check;
+  LossSums sums;
 };
 
 }  // namespace trainer

@@ -35,7 +35,12 @@ StepStats Trainee::step(const Batch& b, float lr, uint64_t seed, bool& stop, con
   const Grads g = m.count > 1 ? Grads::AddHeld : Grads::Reduce;
   StepStats out;
   if (StepStats fixed; fixed_step(b, lr, seed, inv_scored, g, fixed)) {  // reduction, update and buffers inside the program
-    if (fixed.pending()) return fixed;  // one replica, a step of one micro-batch: read later, nothing to agree on
+    if (fixed.pending()) {  // one replica: read later, nothing to agree on
+      LossStats held;       // earlier micro-batches that ran the ordinary way (the programs' sums are in `fixed`)
+      held_stats_.release(held, stop);
+      fixed.add(held);
+      return fixed;
+    }
     LossStats s = fixed.get();
     held_stats_.release(s, stop);
     out = ctl_ && ctl_->size() > 1 ? agree(s, stop) : s;  // one replica: its statistics are the job's

@@ -31,6 +31,7 @@ LossStats StepStats::get() {
   if (report_.norm && !m.scalars.skip) norm_ = GradClip::norm_of(m.check.sum_squares, m.scalars.unscale);
   if (report_.scale) scale_ = double(m.state.scale);
   known_ = stats_of_sums(m.sums, loss_);
+  known_ += added_;
   return known_;
 }
 

@@ -42,6 +42,12 @@ class StepStats {
   bool ready() const { return !ctx_ || ctx_->read_back_done(ticket_); }
   // The statistics, waiting for them where they have not landed (read once, then known).
   LossStats get();
+  // Statistics of the step's known elsewhere (micro-batches that ran the ordinary way), added to
+  // the read ones as HeldStats adds them.
+  void add(const LossStats& s) {
+    if (ctx_) added_ += s;
+    else known_ += s;
+  }
   // After get(): the step's gradient norm and the loss scale after it (NaN: not reported).
   double grad_norm() const { return norm_; }
   double loss_scale() const { return scale_; }
@@ -52,7 +58,7 @@ class StepStats {
   }
 
  private:
-  LossStats known_;
+  LossStats known_, added_;
   OpContext* ctx_ = nullptr;
   uint64_t ticket_ = 0;
   const char* loss_ = nullptr;
@@ -76,12 +82,19 @@ class PendingSteps {
   // pushed (or all), landed or not — the GPU's worst case on any backend.
   explicit PendingSteps(int lag = kLag, bool hold = false)
       : lag_(std::clamp(lag, 0, OpContext::kReadBackSlots / 2 - 1)), hold_(hold) {}
-  void push(Entry e) { q_.push_back(std::move(e)); }
-  // The oldest entry when it is due (see above), popped into `out`; false when none is.
+  void push(Entry e) {
+    unread_ += e.stats.pending();
+    q_.push_back(std::move(e));
+  }
+  // The oldest entry when it is due (see above), popped into `out`; false when none is. Only
+  // entries still on their way count toward the lag (an accumulated step's earlier micro-batches
+  // are known at once: a step's last carries their sums).
   bool next(Entry& out, bool all) {
     if (q_.empty()) return false;
-    const bool due = all || int(q_.size()) > lag_ || (!hold_ && q_.front().stats.ready());
+    const StepStats& front = q_.front().stats;
+    const bool due = all || unread_ > lag_ || !front.pending() || (!hold_ && front.ready());
     if (!due) return false;
+    unread_ -= front.pending();
     out = std::move(q_.front());
     q_.pop_front();
     return true;
@@ -91,6 +104,7 @@ class PendingSteps {
  private:
   int lag_;
   bool hold_;
+  int unread_ = 0;  // entries of q_ whose statistics are pending
   std::deque<Entry> q_;
 };
 

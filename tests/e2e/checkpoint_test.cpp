@@ -414,6 +414,21 @@ TEST_CASE("e2e checkpoint: statistics read three steps late (a GPU's recorded st
   CHECK_THAT(scaled_rows, Contains("skipped_steps") && Contains("grad_norm"));
   CHECK(scaled_rows == e2e::read_file(dir + "/scaled-late/metrics.csv"));
   CHECK(same_file(dir + "/scaled/checkpoints/epoch-0003.safetensors", dir + "/scaled-late/checkpoints/epoch-0003.safetensors"));
+  // The same with train.accumulate 3: an accumulated step's earlier micro-batches read nothing back
+  // (their sums come with the last's, read late too); an inf asked for at a micro-batch runs it the
+  // ordinary way between programs of its step (global steps 2, 7, 8, 15: each place in a step).
+  for (const char* env : {"", "TRAINER_TEST_FIXED_STEP=1 TRAINER_TEST_STATS_LAG=3"}) {
+    auto r = e2e::trainer("run c.yaml --run-dir accum" + std::string(*env ? "-late" : "") + scaled + " --set train.accumulate=3",
+                          dir, std::string(env) + " TRAINER_INJECT_NONFINITE=2,7,8,15");
+    INFO(env << ": " << r.out << r.err);
+    REQUIRE(r.code == 0);
+  }
+  CHECK(e2e::read_file(dir + "/accum/metrics.csv") == e2e::read_file(dir + "/accum-late/metrics.csv"));
+  CHECK(weights(dir + "/accum") == weights(dir + "/accum-late"));
+  for (const std::string& f : weights(dir + "/accum")) {
+    INFO(f);
+    CHECK(same_file(dir + "/accum/checkpoints/" + f, dir + "/accum-late/checkpoints/" + f));
+  }
   for (const char* run : {"late", "fixed"}) {
     INFO(run);
     CHECK(e2e::read_file(dir + "/now/metrics.csv") == e2e::read_file(dir + "/" + run + "/metrics.csv"));

@@ -103,19 +103,26 @@ StepStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float 
     host.state.good_steps = update ? update->scaler().good_steps() : 0;
     host.state.updates = optimizer_->steps() - (micro.updates() ? 1 : 0);
   }
-  ctx_->copy_from_host(step_memory_.data(), &host, seed ? sizeof host : offsetof(StepMemory, state));
+  // The step's loss sums start with its first micro-batch that runs as a program (the earlier ones'
+  // sums are the host's when they ran the ordinary way); the later ones add to them.
+  const bool fresh = micro.kind == FixedMicro::Whole || micro.kind == FixedMicro::HoldFirst || !holding_sums_;
+  const size_t from = seed ? 0 : offsetof(StepMemory, scalars), to = fresh ? sizeof host : offsetof(StepMemory, sums);
+  ctx_->copy_from_host(static_cast<char*>(step_memory_.data()) + from, reinterpret_cast<const char*>(&host) + from, to - from);
+  holding_sums_ = !micro.updates();
   Recorded& r = recorded_[{images.dim(0), int(micro.kind)}];
   Tensor y;  // the labels where the program reads them
   const std::vector<Tensor>& x = program_inputs(r, images, labels, y);
   run_program(r, record, peers, capture_failed_, [&] { run_fixed(x, y, micro, peers.comm); });
+  // An earlier micro-batch of the step: nothing to read (its sums are in the last's), nothing met.
+  if (!micro.updates()) return StepStats(LossStats{});
   // The step's memory read back behind it; the host follows it when its statistics are read.
   const uint64_t ticket = ctx_->read_back(step_memory_.data(), sizeof(StepMemory));
-  if (micro.updates()) unfollowed_.push_back({ticket, update});
+  unfollowed_.push_back({ticket, update});
   StepStats s(*ctx_, ticket, loss_name(), this,
               {update != nullptr && update->clip().enabled(), update != nullptr && update->scaler().enabled()});
-  // One replica, a whole step: read a step or more later. Otherwise now (several ranks: once the
-  // step's collectives are done — an abortable wait, should a peer fail).
-  if (defer && !peers.comm && micro.kind == FixedMicro::Whole) return s;
+  // One replica: read a step or more later. Otherwise now (several ranks: once the step's
+  // collectives are done — an abortable wait, should a peer fail).
+  if (defer && !peers.comm) return s;
   if (peers.comm) peers.comm->wait_issued();
   s.get();
   return s;
@@ -142,13 +149,24 @@ void Replica::follow_through(uint64_t ticket) {
 
 void Replica::follow_all() { follow_through(UINT64_MAX); }
 
+// The sums an accumulated step's earlier micro-batches left in step memory, read now (the step's
+// rest runs the ordinary way, whose statistics the host adds up).
+LossStats Replica::take_held_sums() {
+  if (!holding_sums_) return {};
+  holding_sums_ = false;
+  return StepStats(*ctx_, ctx_->read_back(step_memory_.data(), sizeof(StepMemory)), loss_name()).get();
+}
+
 // Evaluation's program (one per batch size): forward in inference mode to the logits and the
 // loss's statistics added up where the kernels run, read back behind it.
 StepStats Replica::fixed_eval(const Tensor& images, const Tensor& labels, bool record) {
   if (!step_memory_.defined()) step_memory_ = ctx_->empty(Shape{int64_t(sizeof(StepMemory))}, DType::U8);
+  if (holding_sums_) throw std::logic_error("fixed_eval: an accumulated step's micro-batches are not all run");
   // The sums zeroed (no gradient, so the scale is never read); the training steps' state kept.
   const StepMemory host;
-  ctx_->copy_from_host(step_memory_.data(), &host, offsetof(StepMemory, state));
+  constexpr size_t kFrom = offsetof(StepMemory, scalars);
+  ctx_->copy_from_host(static_cast<char*>(step_memory_.data()) + kFrom, reinterpret_cast<const char*>(&host) + kFrom,
+                       sizeof host - kFrom);
   Recorded& r = recorded_[{images.dim(0), kEvalProgram}];
   Tensor y;
   const std::vector<Tensor>& x = program_inputs(r, images, labels, y);

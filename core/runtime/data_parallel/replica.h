@@ -69,9 +69,10 @@ class Replica : public StepFollower {
   // the bits of compute_gradients and update->apply. `micro`: a micro-batch of an accumulated step
   // (the held sum kept or added back as the ordinary path does; the update only on the last).
   // `peers`: the other replicas (the gradient summed and the statistics broadcast inside the
-  // program). Returns the micro-batch's loss statistics, this replica's own: read once its work is
-  // done, or with `defer` (one replica, a whole step) pending (StepStats), read back behind it for
-  // the loop to read a step or more later.
+  // program). Returns the loss statistics of the step's micro-batches so far, this replica's own
+  // (an earlier micro-batch: zero, its sums kept for the last's): read once its work is done, or
+  // with `defer` (one replica) pending (StepStats), read back behind it for the loop to read a step
+  // or more later.
   StepStats fixed_step(const Tensor& images, const Tensor& labels, float lr, float inv_scored, uint64_t step_seed,
                        bool record, StepUpdate* update = nullptr, const FixedMicro& micro = {},
                        const FixedPeers& peers = {}, bool defer = false);
@@ -80,6 +81,10 @@ class Replica : public StepFollower {
   // or changes it another way (an ordinary step).
   void follow_through(uint64_t ticket) override;
   void follow_all();
+  // An accumulated step's earlier micro-batches as programs leave their loss sums where the program
+  // runs, for the step's last to read back with its own (they return zero statistics); where the
+  // step's rest runs the ordinary way instead, these sums, read now (zero when none are held).
+  LossStats take_held_sums();
   // Evaluation as a fixed program (a validation batch without predictions): eval_step's
   // statistics, the same bits, forward and the loss recorded per batch size as fixed_step's are,
   // read back behind the program (pending until read).
@@ -130,6 +135,7 @@ class Replica : public StepFollower {
     StepUpdate* update = nullptr;
   };
   std::deque<Unfollowed> unfollowed_;
+  bool holding_sums_ = false;   // step memory's sums hold this step's earlier micro-batches
   std::string capture_failed_;  // why recording failed (then every step runs as launched)
   std::string eval_capture_failed_;  // the same for evaluation's programs
   bool replayed_ = false;

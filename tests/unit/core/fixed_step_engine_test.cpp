@@ -43,8 +43,10 @@ struct EngineRun {
 // statistics and report are read only `lag` steps later (Trainee::step and PendingSteps, as the
 // epoch loop does: the program's state carries the scale and counts from step to step meanwhile);
 // the per-step optimizer counts are then not recorded (the host's is ahead until it reads).
+// Before micro-batch s·k + i in `injected`, every rank is asked for an inf gradient (rank 0 puts it
+// in: Trainee::inject_nonfinite): that micro-batch runs the ordinary way, the step's others as programs.
 EngineRun train_engine(const RunSpec& e, const std::vector<Device>& devices, bool fixed, const std::set<int>& poisoned,
-                       int lag = -1) {
+                       int lag = -1, const std::set<int>& injected = {}) {
   const int k = e.train.accumulate;
   const int ranks = int(devices.size());
   ReplicaGroup group(trainee_spec(e), devices, devices[0].is_cpu() ? (ranks == 1 ? 2 : 1) : 0);
@@ -60,8 +62,7 @@ EngineRun train_engine(const RunSpec& e, const std::vector<Device>& devices, boo
     bool stop = false;
     uint64_t waits = 0;
     EngineRun mine;
-    // (An accumulated step's last micro-batch is read at once, and so followed: no lag there.)
-    StepReads pending(k > 1 ? 0 : std::max(lag, 0), true);
+    StepReads pending(std::max(lag, 0), true);
     auto read = [&](bool all) {
       for (StepRead rd; pending.next(rd, all);) {
         mine.losses.push_back(rd.stats.get().loss_sum);
@@ -88,6 +89,7 @@ EngineRun train_engine(const RunSpec& e, const std::vector<Device>& devices, boo
         b.size = n;
         b.global_size = n * ranks;
         const MicroStep m{i, k, int64_t(k) * n * ranks};
+        if (injected.count(s * k + i)) w.inject_nonfinite();  // every rank, as TRAINER_INJECT_NONFINITE
         if (lag >= 0 && m.last()) pending.push({w.step(b, 0.05f / float(1 + s), 1000 + uint64_t(s * k + i), stop, m)});
         else st = w.train_step(b, 0.05f / float(1 + s), 1000 + uint64_t(s * k + i), stop, m);
         mine.fixed += w.last_step_fixed();
@@ -114,8 +116,9 @@ EngineRun train_engine(const RunSpec& e, const std::vector<Device>& devices, boo
   out.replicas = std::move(replicas);
   return out;
 }
-EngineRun train_engine(const RunSpec& e, Device device, bool fixed, const std::set<int>& poisoned, int lag = -1) {
-  return train_engine(e, std::vector<Device>{device}, fixed, poisoned, lag);
+EngineRun train_engine(const RunSpec& e, Device device, bool fixed, const std::set<int>& poisoned, int lag = -1,
+                       const std::set<int>& injected = {}) {
+  return train_engine(e, std::vector<Device>{device}, fixed, poisoned, lag, injected);
 }
 
 // Every step's loss, norm, scale, step count and skip count, and the last weights, bit for bit.
@@ -187,10 +190,39 @@ TEST_CASE("fixed step: loss scaling and clipping decided by the step's own kerne
   }
 }
 
+TEST_CASE("fixed step: an accumulated step run partly as programs, partly the ordinary way, adds up its statistics "
+          "as the ordinary step does, read at once or late", "[backends]") {
+  // Accumulation 3 with dynamic loss scaling: an inf asked for in the middle micro-batch of step 4
+  // (a program's sums, then the host's, then a program's again), the first of step 5 (the host's,
+  // then programs'), the last of step 8 (programs', then the host's); rank 0 of 1 and of 2 replicas.
+  const RunSpec e = spec({"train.accumulate=3", "train.loss_scale={init_scale: 1024, growth_interval: 2}",
+                          "optimizer={type: sgd, lr: 0.05, momentum: 0.9}"});
+  const std::set<int> injected{4 * 3 + 1, 5 * 3, 8 * 3 + 2};
+  for (const int ranks : {1, 2}) {
+    INFO(ranks << " replicas");
+    std::vector<Device> devices;
+    for (int r = 0; r < ranks; ++r) devices.push_back(Device::cpu(r));
+    const EngineRun ordinary = train_engine(e, devices, false, {}, -1, injected);
+    const EngineRun fixed = train_engine(e, devices, true, {}, -1, injected);
+    CHECK(ordinary.fixed == 0);
+    CHECK(fixed.fixed == 10 * 3 - 3);  // every micro-batch but the three injected ran as a program
+    check_same(ordinary, fixed);
+    CHECK(fixed.skipped.back() == 3);  // each injected step skipped, and only they
+    if (ranks > 1) continue;
+    // Read two steps late. An ordinary micro-batch makes the host follow every step launched before
+    // it, so the skip count seen when a step is read may include a later step's: only the last is
+    // compared (losses, norms, scales and weights step by step).
+    EngineRun now = ordinary, late = train_engine(e, devices, true, {}, 2, injected);
+    for (EngineRun* run : {&now, &late}) run->skipped.assign(run->skipped.size(), run->skipped.back());
+    check_same(now, late);
+  }
+}
+
 namespace {
 
 // Every update case on `gpu` as CUDA graphs against devices.cuda_graphs: false, 10 steps each: the
-// same bits; a replayed micro-batch waits for the device `waits` times.
+// same bits; a replayed step waits for the device `waits` times (at its last micro-batch: the
+// earlier ones of an accumulated step read nothing back and meet no other rank).
 void check_graphs_against_launched(const test::TestDevice& gpu, int waits) {
   for (const UpdateCase& c : update_cases()) {
     INFO(c.name);
@@ -207,16 +239,16 @@ void check_graphs_against_launched(const test::TestDevice& gpu, int waits) {
     // Steps 0 and 4 of each batch size plan, 1 and 5 record, the rest replay (each micro-batch
     // kind of an accumulated step its own recording).
     CHECK(on.recorded == 6 * k);
-    CHECK(on.last_waits == uint64_t(3 * k * waits));
+    CHECK(on.last_waits == uint64_t(3 * waits));
     CHECK(off.last_waits > on.last_waits);
     check_same(off, on);
     CHECK(on.skipped.back() == int64_t(c.poisoned.size()));
     // Read two steps late, the scale and the counts kept on the GPU meanwhile: the same bits, and a
-    // lone replica's replayed whole step never waits (an accumulated step's micro-batches are read
-    // at once; several ranks read every step at once).
+    // lone replica's replayed step never waits, accumulated or not (several ranks read every step
+    // at once).
     const EngineRun late = train_engine(graphs, gpu.device, false, c.poisoned, 2);
     check_same(off, late);
-    if (waits == 1) CHECK(late.last_waits == (k > 1 ? uint64_t(3 * k) : uint64_t(0)));
+    if (waits == 1) CHECK(late.last_waits == 0);
   }
 }
 
@@ -225,7 +257,7 @@ void check_graphs_against_launched(const test::TestDevice& gpu, int waits) {
 TEST_CASE("fixed step: loss scaling and clipping as CUDA graphs give the ordinary step's bits") {
   const test::TestDevice* gpu = test::test_gpu();  // a skip, with the reason, where no GPU can run
   if (!gpu) return;
-  // A replayed micro-batch waits for the device once: its loss sums and check, read back together
+  // A replayed step waits for the device once: its loss sums and check, read back together
   // (its batch, labels and scalars go through staging buffers of their own).
   check_graphs_against_launched(*gpu, 1);
 }
@@ -265,7 +297,7 @@ TEST_CASE("fixed step: a one-rank NCCL step records its all-reduce and broadcast
   const test::TestDevice* gpu = test::test_gpu();  // a skip, with the reason, where no GPU can run
   if (!gpu) return;
   ScopedEnv comm("TRAINER_COMM", "nccl");  // NCCL for one GPU: the collectives issued inside the capture
-  // A replayed micro-batch waits twice: for its collectives (abortably) and for its results.
+  // A replayed step waits twice: for its collectives (abortably) and for its results.
   check_graphs_against_launched(*gpu, 2);
   // The in-process communicator meets the other replica on the host: no program, as launched.
   comm.set(nullptr);

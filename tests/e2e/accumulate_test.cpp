@@ -5,33 +5,25 @@
 #include <set>
 
 #include "cli.h"
+#include "small_cnn.h"
 
 namespace fs = std::filesystem;
 using Catch::Contains;
 
 namespace {
 
+using e2e::SmallCnn;
+
 // 10 micro-batches of 32 per epoch (320 samples), accumulate 4: optimizer steps of 4, 4 and 2
 // micro-batches (the last one short); BN-free.
-const char* kConfig = R"(name: acc
-seed: 3
-model:
-  input: [16, 16, 3]
-  layers:
-    - {name: conv1, type: conv2d, filters: 8, kernel: 3, padding: same}
-    - {name: relu1, type: relu}
-    - {name: pool, type: max_pool2d, pool: 2}
-    - {name: gap, type: global_avg_pool2d}
-    - {name: dense, type: dense, units: 4}
-    - {name: softmax, type: softmax}
-data:
-  train: {type: synthetic, size: 320, image_size: 16, classes: 4, seed: 1}
-  augment: {mean: per_channel}
-train: {epochs: 3, batch_size: 32, accumulate: 4}
-optimizer: {type: adam, lr: 0.01}
-schedule: {type: cosine, per_step: true}
-checkpoint: {every_steps: 3, keep: 100}
-)";
+const std::string kConfig = [] {
+  SmallCnn c;
+  c.name = "acc";
+  c.train = "{epochs: 3, batch_size: 32, accumulate: 4}";
+  c.schedule = "{type: cosine, per_step: true}";
+  c.extra = "checkpoint: {every_steps: 3, keep: 100}\n";
+  return c.yaml();
+}();
 
 }  // namespace
 

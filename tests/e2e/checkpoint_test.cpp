@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "cli.h"
+#include "small_cnn.h"
 #include "core/io/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -22,28 +23,17 @@ using Catch::Contains;
 
 namespace {
 
+using e2e::SmallCnn;
+
 // Small enough for seconds per run; BN-free, so replica counts give the same gradients.
-const char* kConfig = R"(name: ckpt
-seed: 3
-model:
-  input: [16, 16, 3]
-  layers:
-    - {name: conv1, type: conv2d, filters: 8, kernel: 3, padding: same}
-    - {name: relu1, type: relu}
-    - {name: pool, type: max_pool2d, pool: 2}
-    - {name: conv2, type: conv2d, filters: 16, kernel: 3, padding: same}
-    - {name: relu2, type: relu}
-    - {name: gap, type: global_avg_pool2d}
-    - {name: dense, type: dense, units: 4}
-    - {name: softmax, type: softmax}
-data:
-  train: {type: synthetic, size: 320, image_size: 16, classes: 4, seed: 1}
-  val: {type: synthetic, size: 64, image_size: 16, classes: 4, seed: 2}
-  augment: {flip: horizontal, mean: per_channel}
-train: {epochs: 3, batch_size: 32}
-optimizer: {type: adam, lr: 0.003}
-schedule: {type: cosine}
-)";
+const std::string kConfig = [] {
+  SmallCnn c;
+  c.name = "ckpt";
+  c.conv2 = c.val = c.flip = true;
+  c.optimizer = "{type: adam, lr: 0.003}";
+  c.schedule = "{type: cosine}";
+  return c.yaml();
+}();
 
 std::string setup(const std::string& tag, const std::string& extra = "") {
   std::string dir = e2e::temp_dir(tag);

@@ -17,32 +17,22 @@
 #include <string>
 
 #include "cli.h"
+#include "small_cnn.h"
 
 namespace faults {
 
 // Small and BN-free: a step takes milliseconds, 30 epochs of 10 steps a few seconds.
-inline const char* kConfig = R"(name: faults
-seed: 5
-model:
-  input: [16, 16, 3]
-  layers:
-    - {name: conv1, type: conv2d, filters: 8, kernel: 3, padding: same}
-    - {name: relu1, type: relu}
-    - {name: pool, type: max_pool2d, pool: 2}
-    - {name: conv2, type: conv2d, filters: 16, kernel: 3, padding: same}
-    - {name: relu2, type: relu}
-    - {name: gap, type: global_avg_pool2d}
-    - {name: dense, type: dense, units: 4}
-    - {name: softmax, type: softmax}
-data:
-  train: {type: synthetic, size: 320, image_size: 16, classes: 4, seed: 1}
-  val: {type: synthetic, size: 64, image_size: 16, classes: 4, seed: 2}
-  augment: {flip: horizontal, mean: per_channel}
-train: {epochs: 30, batch_size: 32}
-optimizer: {type: adam, lr: 0.003}
-schedule: {type: cosine}
-devices: {cpu: 1, threads: 1}
-)";
+inline const std::string kConfig = [] {
+  e2e::SmallCnn c;
+  c.name = "faults";
+  c.seed = 5;
+  c.conv2 = c.val = c.flip = true;
+  c.train = "{epochs: 30, batch_size: 32}";
+  c.optimizer = "{type: adam, lr: 0.003}";
+  c.schedule = "{type: cosine}";
+  c.extra = "devices: {cpu: 1, threads: 1}\n";
+  return c.yaml();
+}();
 inline const std::string kLastEpoch = "0030";
 
 inline std::string fmt_hex(size_t h) {

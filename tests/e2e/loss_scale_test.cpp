@@ -7,29 +7,22 @@
 #include <vector>
 
 #include "cli.h"
+#include "small_cnn.h"
 
 using Catch::Contains;
 
 namespace {
 
+using e2e::SmallCnn;
+
 // 10 steps per epoch (320 samples, batch 32), 3 epochs; BN-free, so 2 replicas give the same gradients.
-const char* kConfig = R"(name: ls
-seed: 3
-model:
-  input: [16, 16, 3]
-  layers:
-    - {name: conv1, type: conv2d, filters: 8, kernel: 3, padding: same}
-    - {name: relu1, type: relu}
-    - {name: pool, type: max_pool2d, pool: 2}
-    - {name: gap, type: global_avg_pool2d}
-    - {name: dense, type: dense, units: 4}
-    - {name: softmax, type: softmax}
-data:
-  train: {type: synthetic, size: 320, image_size: 16, classes: 4, seed: 1}
-  augment: {mean: per_channel}
-train: {epochs: 3, batch_size: 32, loss_scale: {growth_interval: 4}}
-optimizer: {type: sgd, lr: 0.02, momentum: 0.9}
-)";
+const std::string kConfig = [] {
+  SmallCnn c;
+  c.name = "ls";
+  c.train = "{epochs: 3, batch_size: 32, loss_scale: {growth_interval: 4}}";
+  c.optimizer = "{type: sgd, lr: 0.02, momentum: 0.9}";
+  return c.yaml();
+}();
 
 // Steps 2 and 3 (epoch 1) and 14 (epoch 2) get an inf gradient.
 const char* kPoison = "TRAINER_INJECT_NONFINITE=2,3,14";

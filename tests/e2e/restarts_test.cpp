@@ -5,31 +5,24 @@
 #include <random>
 
 #include "cli.h"
+#include "small_cnn.h"
 
 namespace fs = std::filesystem;
 using Catch::Contains;
 
 namespace {
 
+using e2e::SmallCnn;
+
 // 100 steps per epoch, a checkpoint every 7 steps and after every epoch; BN-free.
-const char* kConfig = R"(name: rs
-seed: 3
-model:
-  input: [16, 16, 3]
-  layers:
-    - {name: conv1, type: conv2d, filters: 8, kernel: 3, padding: same}
-    - {name: relu1, type: relu}
-    - {name: pool, type: max_pool2d, pool: 2}
-    - {name: gap, type: global_avg_pool2d}
-    - {name: dense, type: dense, units: 4}
-    - {name: softmax, type: softmax}
-data:
-  train: {type: synthetic, size: 3200, image_size: 16, classes: 4, seed: 1}
-  augment: {mean: per_channel}
-train: {epochs: 4, batch_size: 32, watchdog_s: 1}
-optimizer: {type: adam, lr: 0.01}
-checkpoint: {every_steps: 7}
-)";
+const std::string kConfig = [] {
+  SmallCnn c;
+  c.name = "rs";
+  c.train_size = 3200;
+  c.train = "{epochs: 4, batch_size: 32, watchdog_s: 1}";
+  c.extra = "checkpoint: {every_steps: 7}\n";
+  return c.yaml();
+}();
 
 const std::string kBinary = "'" TRAINER_BINARY "'";
 

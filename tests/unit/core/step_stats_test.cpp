@@ -97,6 +97,27 @@ TEST_CASE("PendingSteps: oldest first, landed ones at once, at most `lag` unread
     CHECK(order == std::vector<int>{0, 1, 2, 3, 4});
     CHECK(p.empty());
   }
+  SECTION("only statistics on their way count toward the lag: known ones (an accumulated step's earlier micro-batches) pass at once") {
+    PendingSteps<E> p(1, true);
+    std::vector<int> order;
+    E e;
+    auto drain = [&](bool all) {
+      while (p.next(e, all)) order.push_back(e.id);
+    };
+    p.push({StepStats(*ctx, read_back_sum(*ctx, mem, 0), "cross_entropy"), 0});
+    p.push({LossStats{}, 1});
+    p.push({LossStats{}, 2});
+    drain(false);
+    CHECK(order.empty());  // one unread: within the lag, and the known ones wait behind it
+    p.push({StepStats(*ctx, read_back_sum(*ctx, mem, 3), "cross_entropy"), 3});
+    drain(false);
+    CHECK(order == std::vector<int>{0, 1, 2});  // two unread: the oldest goes, the known ones with it
+    p.push({LossStats{}, 4});
+    drain(false);
+    CHECK(order == std::vector<int>{0, 1, 2});
+    drain(true);
+    CHECK(order == std::vector<int>{0, 1, 2, 3, 4});
+  }
   SECTION("a lag past the slots a context keeps is held below them") {
     PendingSteps<E> p(100, true);
     E e;

@@ -134,6 +134,7 @@ std::string phase_text(Phase p, int a, int b) {
     case Phase::StepEnd: return "end-of-step exchange with the other ranks";
     case Phase::Validation: return fmt::format("validation batch {}", a);
     case Phase::Checkpoint: return "writing a checkpoint";
+    case Phase::Agreement: return "agreeing with the other ranks on how the step runs";
   }
   return "unknown";
 }

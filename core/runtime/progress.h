@@ -21,7 +21,11 @@ enum class Phase : int32_t {
   StepEnd,     // the step's end with every rank: batch-norm statistics from rank 0, loss sums, the stop agreement
   Validation,  // validation batch `a`
   Checkpoint,  // writing a checkpoint (rank 0 of process 0)
+  Agreement,   // agreeing with the other ranks on how a step runs (launched, or as one recorded program)
 };
+
+// A rank in such a phase waits for the others (a collective), so it is not the one that stopped them.
+inline bool waits_for_others(Phase p) { return p == Phase::AllReduce || p == Phase::StepEnd || p == Phase::Agreement; }
 
 // One rank's place. Lock-free atomics: safe in memory shared by processes.
 struct ProgressSlot {

@@ -43,6 +43,7 @@ StepStats Trainee::step(const Batch& b, float lr, uint64_t seed, bool& stop, con
     }
     LossStats s = fixed.get();
     held_stats_.release(s, stop);
+    if (ctl_ && ctl_->size() > 1) mark_phase(rank(), Phase::StepEnd);
     out = ctl_ && ctl_->size() > 1 ? agree(s, stop) : s;  // one replica: its statistics are the job's
   } else {
     LossStats s = forward_backward(b, seed, grad_scale(), g);

@@ -43,7 +43,7 @@ StallReport stall_report(const std::vector<RankPlace>& places, double limit_s, i
   // is not waiting for the others (in a collective), then the longest in its phase.
   auto rank_of = [](const RankPlace& p) {
     const std::string state = process_state(p.pid);
-    const bool waiting = p.phase == Phase::AllReduce || p.phase == Phase::StepEnd;
+    const bool waiting = waits_for_others(p.phase);
     return std::make_tuple(!state.empty(), !waiting, p.seconds);
   };
   const RankPlace* stuck = nullptr;
@@ -64,7 +64,7 @@ StallReport stall_report(const std::vector<RankPlace>& places, double limit_s, i
   }
   const std::string state = process_state(stuck->pid);
   int waiting = 0;
-  for (const RankPlace& p : places) waiting += &p != stuck && (p.phase == Phase::AllReduce || p.phase == Phase::StepEnd);
+  for (const RankPlace& p : places) waiting += &p != stuck && waits_for_others(p.phase);
   r.summary = fmt::format("stalled: no progress for {:.1f} s (train.watchdog_s {:g}): rank {} at step {}: {}{}{}",
                           stuck->seconds, limit_s, stuck->rank, stuck->step, phase_text(stuck->phase, stuck->a, stuck->b),
                           state.empty() ? "" : fmt::format("; its process (pid {}) is {}", stuck->pid, state),

@@ -73,3 +73,16 @@ TEST_CASE("e2e watchdog: a data loader that blocks ends the run with exit 5 nami
   CHECK(bad.code == 2);
   CHECK_THAT(bad.err, Contains("train.watchdog_s"));
 }
+
+TEST_CASE("e2e watchdog: with the step as one program (NCCL's form), the rank waiting for a stopped one is named as waiting") {
+  // TRAINER_TEST_FIXED_STEP runs the replicas' step as the fixed program on the CPU: the ranks agree
+  // on how each step runs before it, and meet in the program's all-reduce, not in buckets.
+  std::string dir = e2e::temp_dir("watchdog_program");
+  const std::string run = "run " + kSmoke + " --cpu 2 --threads 1 --set train.watchdog_s=2 --set train.epochs=3";
+  Timed held = timed(run + " --run-dir held", dir, "TRAINER_TEST_FIXED_STEP=1 TRAINER_TEST_HOLD=1:40");
+  INFO(held.r.out << held.r.err);
+  CHECK(held.r.code == 5);
+  CHECK_THAT(held.r.err, Contains("watchdog: rank 0 (process 0, pid ") &&
+                             Contains("): step 40, agreeing with the other ranks on how the step runs, for "));
+  CHECK_THAT(held.r.err, Contains(" (train.watchdog_s 2): rank 1 at step 40: forward; another rank waits for it"));
+}

@@ -123,7 +123,10 @@ StepStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float 
   // One replica: read a step or more later. Otherwise now (several ranks: once the step's
   // collectives are done — an abortable wait, should a peer fail).
   if (defer && !peers.comm) return s;
-  if (peers.comm) peers.comm->wait_issued();
+  if (peers.comm) {
+    if (peers.waiting) peers.waiting();
+    peers.comm->wait_issued();
+  }
   s.get();
   return s;
 }

@@ -34,6 +34,7 @@ struct FixedMicro {
 struct FixedPeers {
   Communicator* comm = nullptr;  // null: one replica
   std::function<int(int)> least;
+  std::function<void()> waiting;  // called before the wait for the program's collectives (the watchdog's phase)
 };
 
 class Replica : public StepFollower {

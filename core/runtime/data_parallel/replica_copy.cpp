@@ -106,7 +106,9 @@ int ReplicaCopy::least_over_ranks(int v) {
   if (v < 0 || v >= kValues) throw std::logic_error(fmt::format("least_over_ranks: {} out of 0..{}", v, kValues - 1));
   std::vector<double> seen(kValues, 0.0);
   seen[size_t(v)] = 1;
+  mark_phase(rank_, Phase::Agreement);
   ctl_->all_reduce_host(seen);
+  mark_phase(rank_, Phase::Forward);  // the step goes on
   for (int i = 0; i < kValues; ++i)
     if (seen[size_t(i)] > 0) return i;
   throw std::logic_error("least_over_ranks: no rank's value");
@@ -138,6 +140,7 @@ bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float inv_
   FixedPeers peers;
   if (!alone) peers.comm = grad_;
   if (ctl_->size() > 1) peers.least = [this](int v) { return least_over_ranks(v); };
+  peers.waiting = [this] { mark_phase(rank_, Phase::AllReduce, 1, 1); };  // the whole gradient: one bucket
   try {
     // Alone, the statistics may be read a step or more later (no agreement needs them now).
     s = rep_->fixed_step(b.images, b.labels, lr, inv_scored, seed, true, &update_, micro, peers, ctl_->size() == 1);

@@ -118,9 +118,7 @@ bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float inv_
   recorded_ = fixed_ = false;
   if (!fixed_step_ok()) {
     rep_->follow_all();  // the ordinary step reads and changes the host's scale and counts
-    // Earlier micro-batches of this step that ran as programs: their sums join the host's.
-    bool none = false;
-    held_stats_.hold(rep_->take_held_sums(), none);
+    held_stats_.stats += rep_->take_held_sums();  // earlier micro-batches of this step run as programs
     return false;
   }
   fixed_ = true;

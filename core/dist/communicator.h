@@ -2,6 +2,7 @@
 // broadcast, small host reductions, barrier), and abort, which wakes every waiting rank.
 #pragma once
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,17 @@ class Communicator {
   virtual bool records() const { return false; }
   virtual void issue_all_reduce_sum(Tensor& buf) { all_reduce_sum(buf); }
   virtual void issue_broadcast(Tensor& buf, int root) { broadcast(buf, root); }
+  // Every rank's part of `buf` (size() equal parts, rank r's at r/size() of it, a byte copy: no
+  // arithmetic) into every rank's `buf`. Here one broadcast per rank; NCCL's is one ncclAllGather.
+  virtual void issue_all_gather(Tensor& buf) {
+    const int64_t n = size() > 0 ? buf.numel() / size() : 0;
+    if (buf.dim(0) != buf.numel() || n * size() != buf.numel())
+      throw std::logic_error("issue_all_gather: " + buf.shape().str() + " is not " + std::to_string(size()) + " equal parts");
+    for (int r = 0; r < size(); ++r) {
+      Tensor part = buf.slice(r * n, (r + 1) * n);
+      issue_broadcast(part, r);
+    }
+  }
   virtual void wait_issued() {}
 };
 

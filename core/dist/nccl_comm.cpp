@@ -102,6 +102,18 @@ class NcclComm final : public Communicator {
     enqueued(c, ncclBroadcast(buf.data(), buf.data(), buf.bytes(), ncclUint8, root, c, stream_), "ncclBroadcast", __LINE__);
   }
 
+  // In place (NCCL allows sendbuff == recvbuff + rank * count): this rank's part sent from where it lies.
+  void issue_all_gather(Tensor& buf) override {
+    ncclComm_t c = begin();
+    check_device(buf, "all_gather");
+    const size_t part = buf.bytes() / size_t(size());
+    if (buf.dim(0) != buf.numel() || part * size_t(size()) != buf.bytes())
+      fail(fmt::format("{}: all_gather: {} is not {} equal parts", where(__FILE__, __LINE__), buf.shape().str(), size()));
+    if (part == 0) return;
+    char* base = static_cast<char*>(buf.data());
+    enqueued(c, ncclAllGather(base + size_t(rank()) * part, base, part, ncclUint8, c, stream_), "ncclAllGather", __LINE__);
+  }
+
   void wait_issued() override { wait(begin()); }
 
   // Every rank must pass the same number of values (NCCL cannot check it: a mismatch hangs until abort).

@@ -385,4 +385,22 @@ std::vector<std::unique_ptr<Communicator>> make_process_communicators(const std:
 #endif
 }
 
+std::vector<std::unique_ptr<Communicator>> make_host_communicators(const std::vector<OpContext*>& contexts,
+                                                                   int process_rank, int processes) {
+  if (processes == 1) return make_local_comms(contexts);
+#ifdef TRAINER_HAVE_MPI
+  if (!mpi::initialized() || mpi::size() != processes || mpi::rank() != process_rank)
+    throw CommError(fmt::format("make_host_communicators: process {} of {}, but MPI says otherwise", process_rank, processes));
+  const int n = int(contexts.size());
+  auto local = std::make_shared<LocalGroup>(n);
+  auto world = std::make_shared<MpiGroup>();
+  std::vector<std::unique_ptr<Communicator>> out;
+  for (int r = 0; r < n; ++r)
+    out.push_back(std::make_unique<ProcessComm>(local, world, r, process_rank, processes, *contexts[size_t(r)]));
+  return out;
+#else
+  throw CommError(fmt::format("a run of {} processes needs MPI, which this build lacks (configure with TRAINER_MPI=ON)", processes));
+#endif
+}
+
 }  // namespace trainer

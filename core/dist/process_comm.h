@@ -29,4 +29,11 @@ std::vector<std::unique_ptr<Communicator>> make_process_communicators(const std:
                                                                       const std::vector<OpContext*>& contexts,
                                                                       int process_rank, int processes);
 
+// Communicators for the replicas' host agreements only (all_reduce_host, barrier): the process's
+// threads meet on the host (LocalComm) and, with several processes, local rank 0 over MPI — never
+// a device's stream, which NCCL's host reductions queue behind the step's work (a wait for the
+// device). A collective over MPI_COMM_WORLD as above when processes > 1.
+std::vector<std::unique_ptr<Communicator>> make_host_communicators(const std::vector<OpContext*>& contexts,
+                                                                   int process_rank, int processes);
+
 }  // namespace trainer

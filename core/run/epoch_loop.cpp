@@ -94,7 +94,9 @@ EpochLoop::EpochLoop(Trainee& w, LoopSetup& run)
       obs_(lead_ ? run.observer : nullptr), rep_(w.state()),
       train_(*run.data.train_loaders[size_t(rank_ - run.data.first_rank)]),
       val_(run.data.val ? run.data.val_loaders[size_t(rank_ - run.data.first_rank)].get() : nullptr), cb_(run.spec.callbacks),
-      launched_(hooks_.stats_lag >= 0 ? hooks_.stats_lag : PendingSteps<Launched>::kLag, hooks_.stats_lag >= 0) {
+      // Several ranks read each step when `lag` later ones are launched, landed or not, so that every
+      // rank acts on what it reads (terminate_on_nan) after the same steps.
+      launched_(hooks_.stats_lag >= 0 ? hooks_.stats_lag : PendingSteps<Launched>::kLag, hooks_.stats_lag >= 0 || w.ranks() > 1) {
   // fit() loaded rank 0 (checkpoint or init.from) already.
   if (const std::optional<CheckpointInfo>& from = run.resume) {  // every replica loads the same checkpoint: no broadcast
     if (!lead_) load_checkpoint(*from, rep_, true);
@@ -181,21 +183,25 @@ bool EpochLoop::train_steps(int epoch, int64_t first, int64_t& step, double& lr,
     stop = interrupted();
     const uint64_t seed = (e_.seed * 0x9E3779B97F4A7C15ull + uint64_t(global_step_)) * 0xBF58476D1CE4E5B9ull + uint64_t(rank_);
     Launched l;
+    // Rank 0's reasons to have every launched step read after this one — a step checkpoint falling
+    // due in it, the watchdog's snapshot — agreed with the other ranks as the step starts (its
+    // asks), so that every rank reads, and acts on what it reads, after the same steps.
+    due = due || (obs_ && obs_->due_at_step(global_step_ + 1));
+    bool read = micro.last() && (due || (lead_ && snapshot_due()));
     {
       Stopwatch t(times_.step);
-      l.stats = w_.step(b, float(lr), seed, stop, micro);
+      l.stats = w_.step(b, float(lr), seed, stop, micro, &read);
     }
     l.micro = micro;
     l.lr = lr;
     l.stop = stop;
     l.step = ++step;
     l.global_step = ++global_step_;
-    due = due || (obs_ && obs_->due_at_step(global_step_));
     l.due = micro.last() && due;
     if (micro.last()) due = false;
     // Read at once where the device's state must be this step's: a checkpoint or the watchdog's
-    // snapshot after it, a stop, the epoch's end.
-    const bool now = stop || step == steps || l.due || (micro.last() && lead_ && snapshot_due());
+    // snapshot after it (`read`), a stop, the epoch's end.
+    const bool now = stop || step == steps || read;
     launched_.push(std::move(l));
     if (!read_steps(epoch, now)) return false;
     mark_step(rank_, global_step_);  // the next one's

@@ -10,7 +10,7 @@
 
 namespace trainer {
 
-StepStats Trainee::step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) {
+StepStats Trainee::step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m, bool* read_all) {
   if (m.count > accumulate_ || m.index < 0 || m.index >= m.count)
     throw std::logic_error(fmt::format("micro-batch {} of {} (train.accumulate {})", m.index, m.count, accumulate_));
   mark_phase(rank(), Phase::Forward);
@@ -26,6 +26,8 @@ StepStats Trainee::step(const Batch& b, float lr, uint64_t seed, bool& stop, con
   // follows every step it left unread first). A fixed program derives it where it runs.
   auto grad_scale = [&] { return inv_scored * update_.loss_scale(); };
   if (!m.last()) {  // an earlier micro-batch: its gradients held, its statistics and stop kept for the last
+    asks_ = {};
+    if (read_all) *read_all = false;
     const Grads g = m.index == 0 ? Grads::HoldFirst : Grads::Hold;
     StepStats fixed;
     const LossStats s = fixed_step(b, lr, seed, inv_scored, g, fixed) ? fixed.get() : forward_backward(b, seed, grad_scale(), g);
@@ -33,12 +35,18 @@ StepStats Trainee::step(const Batch& b, float lr, uint64_t seed, bool& stop, con
     return LossStats{};
   }
   const Grads g = m.count > 1 ? Grads::AddHeld : Grads::Reduce;
+  asks_ = {stop || held_stats_.stop, read_all && *read_all};
   StepStats out;
   if (StepStats fixed; fixed_step(b, lr, seed, inv_scored, g, fixed)) {  // reduction, update and buffers inside the program
-    if (fixed.pending()) {  // one replica: read later, nothing to agree on
+    if (fixed.pending()) {  // read later: one replica; or several, whose sums the program gathered
       LossStats held;       // earlier micro-batches that ran the ordinary way (the programs' sums are in `fixed`)
       held_stats_.release(held, stop);
+      if (ranks() > 1) {  // the asks agreed as the program started (several ranks defer only steps of programs alone)
+        if (held.count != 0) throw std::logic_error("a step read later holds statistics of its rank alone");
+        stop = asks_.stop;
+      }
       fixed.add(held);
+      if (read_all) *read_all = asks_.read;
       return fixed;
     }
     LossStats s = fixed.get();
@@ -52,6 +60,7 @@ StepStats Trainee::step(const Batch& b, float lr, uint64_t seed, bool& stop, con
     after_update();
     out = agree(s, stop);
   }
+  if (read_all) *read_all = asks_.read;
   // Read now: the host's norm and scale are this step's.
   out.set_report(update_.clip().enabled() ? update_.clip().grad_norm() : NAN,
                  update_.scaler().enabled() ? double(update_.scaler().scale()) : NAN);

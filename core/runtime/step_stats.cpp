@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <stdexcept>
 
 #include "core/optim/grad_clip.h"
@@ -26,12 +27,22 @@ LossStats StepStats::get() {
   if (follow_) follow_->follow_through(ticket_);
   StepMemory m;
   std::memcpy(&m, ctx_->read_back_wait(ticket_), sizeof m);
-  ctx_ = nullptr;
   // GradClip::begin's norm (none for a skipped step), LossScaler's scale after the step.
   if (report_.norm && !m.scalars.skip) norm_ = GradClip::norm_of(m.check.sum_squares, m.scalars.unscale);
   if (report_.scale) scale_ = double(m.state.scale);
-  known_ = stats_of_sums(m.sums, loss_);
+  if (ranks_ == 0) {
+    known_ = stats_of_sums(m.sums, loss_);
+  } else {  // every rank's, gathered after StepMemory: added in rank order, as the host exchange adds them
+    const char* slots = static_cast<const char*>(ctx_->read_back_wait(ticket_)) + sizeof(StepMemory);
+    known_ = LossStats{};
+    for (int r = 0; r < ranks_; ++r) {
+      LossSums one;
+      std::memcpy(&one, slots + size_t(r) * sizeof(LossSums), sizeof one);
+      known_ += stats_of_sums(one, loss_);
+    }
+  }
   known_ += added_;
+  ctx_ = nullptr;
   return known_;
 }
 

@@ -33,9 +33,11 @@ class StepStats {
   StepStats() = default;
   StepStats(const LossStats& s) : known_(s) {}  // NOLINT: a step whose statistics are known
   // A fixed step's memory (StepMemory) read back as `ticket`; `follow` (may be null) makes the
-  // host follow the steps up to it before they are reported.
-  StepStats(OpContext& ctx, uint64_t ticket, const char* loss, StepFollower* follow = nullptr, ReportAsked r = {})
-      : ctx_(&ctx), ticket_(ticket), loss_(loss), follow_(follow), report_(r) {}
+  // host follow the steps up to it before they are reported. `ranks` > 0: the statistics are the
+  // sum of that many ranks' LossSums gathered after the StepMemory (the job's); 0: its own sums.
+  StepStats(OpContext& ctx, uint64_t ticket, const char* loss, StepFollower* follow = nullptr, ReportAsked r = {},
+            int ranks = 0)
+      : ctx_(&ctx), ticket_(ticket), loss_(loss), follow_(follow), report_(r), ranks_(ranks) {}
 
   bool pending() const { return ctx_ != nullptr; }
   // Known, or landed on the host: get() will not wait.
@@ -64,6 +66,7 @@ class StepStats {
   const char* loss_ = nullptr;
   StepFollower* follow_ = nullptr;
   ReportAsked report_;
+  int ranks_ = 0;
   double norm_ = NAN, scale_ = NAN;
 };
 

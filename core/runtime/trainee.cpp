@@ -58,9 +58,10 @@ LossStats Trainee::sum_over_ranks(const LossStats& s) {
 
 LossStats Trainee::agree(const LossStats& s, bool& stop) {
   if (!ctl_) return s;
-  std::vector<double> v{s.loss_sum, double(s.correct), double(s.count), stop ? 1.0 : 0.0};
+  std::vector<double> v{s.loss_sum, double(s.correct), double(s.count), stop ? 1.0 : 0.0, asks_.read ? 1.0 : 0.0};
   ctl_->all_reduce_host(v);
   stop = v[3] > 0;
+  asks_.read = v[4] > 0;
   return {v[0], int64_t(v[1]), int64_t(v[2])};
 }
 

@@ -90,13 +90,17 @@ class Trainee {
   // The statistics may still be on their way from the device (a lone replica's recorded step,
   // whose host follows nothing of it): StepStats::get() reads them, a step or more later in the
   // loops (PendingSteps), so that the host never waits for the device within a step.
-  StepStats step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m);
+  // `read_all`, when given: in, this rank needs every launched step read after this one (the
+  // watchdog's snapshot of the device's state); out, some rank does — agreed as `stop` is, so that
+  // every rank reads (and acts on what it reads) after the same steps.
+  StepStats step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m, bool* read_all = nullptr);
   // The same step, its statistics waited for (tests; a caller that needs them at once).
   LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop, const MicroStep& m) {
     return step(b, lr, seed, stop, m).get();
   }
   LossStats train_step(const Batch& b, float lr, uint64_t seed, bool& stop) { return train_step(b, lr, seed, stop, MicroStep{}); }
   int accumulate() const { return accumulate_; }  // train.accumulate: micro-batches per optimizer step
+  int ranks() const { return ctl_ ? ctl_->size() : 1; }  // the copies of the job (data-parallel ranks)
   // Loss and accuracy sums over this rank's shard of a loader pass, summed over all ranks — the
   // one evaluation loop of every strategy. `predictions`, when given, sees each batch with each
   // sample's arg-max class (a confusion matrix).
@@ -160,8 +164,15 @@ class Trainee {
   virtual void after_update() = 0;
   // the moving average's start from the weights training starts with (once);
   virtual void start_average() = 0;
-  // the step's statistics and stop request summed over every copy (control(): a host all-reduce).
+  // the step's statistics and stop request summed over every copy (control(): a host all-reduce),
+  // asks_.read agreed with them.
   LossStats agree(const LossStats& s, bool& stop);
+  // This rank's requests at the step's last micro-batch (false at the earlier ones), which the
+  // agreement that settles the step replaces with every rank's: agree(), or, for a step run as one
+  // program, the host agreement on how it runs (ReplicaCopy::least_over_ranks).
+  struct Asks {
+    bool stop = false, read = false;
+  } asks_;
 
   // One batch's forward and loss (no gradient); `predicted`, when given, receives each sample's
   // (or, for per-position labels, each position's) arg-max class. The statistics may be pending

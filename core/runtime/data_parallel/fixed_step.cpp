@@ -26,6 +26,19 @@ bool same_moves(const StateRule& a, const StateRule& b) {
 
 }  // namespace
 
+// With several ranks, a slot per rank after StepMemory for the gathered sums, where they all fit in
+// one read-back (else the step is read at once, its statistics exchanged on the host). Made again
+// only when that changes (a first training step after evaluation's programs: nothing unfollowed,
+// so the host seeds the state; the old block handed back makes the programs record again).
+void Replica::size_step_memory(int ranks) {
+  const size_t bytes = sizeof(StepMemory) + size_t(ranks) * sizeof(LossSums);
+  const int gathered = ranks > 1 && bytes <= OpContext::kReadBackBytes ? ranks : 0;
+  if (step_memory_.defined() && gathered == gathered_) return;
+  if (!unfollowed_.empty()) throw std::logic_error("fixed_step: the step memory changes with steps unread");
+  gathered_ = gathered;
+  step_memory_ = ctx_->empty(Shape{int64_t(gathered > 0 ? bytes : sizeof(StepMemory))}, DType::U8);
+}
+
 int Replica::recorded_steps() const {
   int n = 0;
   for (const auto& [batch, r] : recorded_) n += r.work != nullptr;
@@ -64,6 +77,14 @@ void Replica::run_fixed(const std::vector<Tensor>& x, const Tensor& y, const Fix
     if (average_) average_->update_in_step(scalars);
     // The scale and the count moved as the host's scaler and optimizer move them.
     optimizer_->end_fixed(&mem->state, moves_, scalars);
+    // Every rank's loss sums into every rank's memory behind it (a byte copy each), for the host to
+    // add up in rank order when it reads the step — as the host exchange adds them (Trainee::agree).
+    if (gathered_ > 0) {
+      char* slots = static_cast<char*>(step_memory_.data()) + sizeof(StepMemory);
+      ctx_->copy(slots + size_t(comm->rank()) * sizeof(LossSums), &mem->sums, sizeof(LossSums));
+      Tensor all = Tensor::view(slots, Shape{gathered_ * int64_t(sizeof(LossSums) / sizeof(float))}, DType::F32, ctx_->device());
+      comm->issue_all_gather(all);
+    }
   }
   exec_->set_step_scalars(nullptr);  // host-side state only: the ordinary path's seeds again
 }
@@ -72,7 +93,7 @@ StepStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float 
                               bool record, StepUpdate* update, const FixedMicro& micro, const FixedPeers& peers,
                               bool defer) {
   replayed_ = false;
-  if (!step_memory_.defined()) step_memory_ = ctx_->empty(Shape{int64_t(sizeof(StepMemory))}, DType::U8);
+  size_step_memory(peers.comm ? peers.comm->size() : 1);
   const StepRule rule = update ? update->rule() : StepRule{};
   const StateRule moves = update ? update->state_rule() : StateRule{};
   if (!same_rule(rule, rule_) || !same_moves(moves, moves_)) recorded_.clear();  // its kernels' arguments are recorded
@@ -116,13 +137,16 @@ StepStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float 
   // An earlier micro-batch of the step: nothing to read (its sums are in the last's), nothing met.
   if (!micro.updates()) return StepStats(LossStats{});
   // The step's memory read back behind it; the host follows it when its statistics are read.
-  const uint64_t ticket = ctx_->read_back(step_memory_.data(), sizeof(StepMemory));
+  const uint64_t ticket = ctx_->read_back(step_memory_.data(), size_t(step_memory_.numel()));
   unfollowed_.push_back({ticket, update});
+  // Read later where asked (`defer`) and the statistics are the job's as read: one replica, or
+  // every rank's sums gathered. Otherwise now (several ranks: once the step's collectives are
+  // done — an abortable wait, should a peer fail), this rank's own sums, for the host exchange.
+  const bool late = defer && (!peers.comm || peers.comm->size() == 1 || gathered_ > 0);
   StepStats s(*ctx_, ticket, loss_name(), this,
-              {update != nullptr && update->clip().enabled(), update != nullptr && update->scaler().enabled()});
-  // One replica: read a step or more later. Otherwise now (several ranks: once the step's
-  // collectives are done — an abortable wait, should a peer fail).
-  if (defer && !peers.comm) return s;
+              {update != nullptr && update->clip().enabled(), update != nullptr && update->scaler().enabled()},
+              late ? gathered_ : 0);
+  if (late) return s;
   if (peers.comm) {
     if (peers.waiting) peers.waiting();
     peers.comm->wait_issued();
@@ -157,13 +181,13 @@ void Replica::follow_all() { follow_through(UINT64_MAX); }
 LossStats Replica::take_held_sums() {
   if (!holding_sums_) return {};
   holding_sums_ = false;
-  return StepStats(*ctx_, ctx_->read_back(step_memory_.data(), sizeof(StepMemory)), loss_name()).get();
+  return StepStats(*ctx_, ctx_->read_back(step_memory_.data(), sizeof(StepMemory)), loss_name()).get();  // this rank's
 }
 
 // Evaluation's program (one per batch size): forward in inference mode to the logits and the
 // loss's statistics added up where the kernels run, read back behind it.
 StepStats Replica::fixed_eval(const Tensor& images, const Tensor& labels, bool record) {
-  if (!step_memory_.defined()) step_memory_ = ctx_->empty(Shape{int64_t(sizeof(StepMemory))}, DType::U8);
+  if (!step_memory_.defined()) size_step_memory(1);
   if (holding_sums_) throw std::logic_error("fixed_eval: an accumulated step's micro-batches are not all run");
   // The sums zeroed (no gradient, so the scale is never read); the training steps' state kept.
   const StepMemory host;

@@ -137,9 +137,11 @@ class Replica : public StepFollower {
   };
   std::deque<Unfollowed> unfollowed_;
   bool holding_sums_ = false;   // step memory's sums hold this step's earlier micro-batches
+  int gathered_ = 0;            // ranks whose loss sums the program gathers after StepMemory (0: none)
   std::string capture_failed_;  // why recording failed (then every step runs as launched)
   std::string eval_capture_failed_;  // the same for evaluation's programs
   bool replayed_ = false;
+  void size_step_memory(int ranks);
   void run_fixed(const std::vector<Tensor>& x, const Tensor& y, const FixedMicro& micro, Communicator* comm);
   const std::vector<Tensor>& program_inputs(Recorded& r, const Tensor& images, const Tensor& labels, Tensor& y);
   void run_program(Recorded& r, bool record, const FixedPeers& peers, std::string& failed_before,

@@ -42,9 +42,10 @@ void ReplicaCopy::poison_first_gradient() {
   rep_->context().copy_from_host(g.data(), &inf, sizeof(float));
 }
 
-void ReplicaCopy::attach(Communicator& grad, Communicator& ctl) {
+void ReplicaCopy::attach(Communicator& grad, Communicator& ctl, Communicator& host) {
   ctl_ = &ctl;
   grad_ = &grad;
+  host_ = &host;
   ParamStore& ps = rep_->executor().params();
   std::vector<int64_t> cuts;
   for (const ParamEntry& p : ps.entries())
@@ -100,15 +101,21 @@ bool ReplicaCopy::fixed_step_ok() const {
   return cuda_graphs_ && program && !sync_bn_ && !inject_ && !timing_ && !rep_->executor().profiling();
 }
 
-// The least of every rank's `v` (FixedPeers::least): one host all-reduce of a one-hot count.
+// The least of every rank's `v` (FixedPeers::least): one host all-reduce of a one-hot count, with
+// the step's asks (Trainee::asks_: stop, read every step) agreed in the same exchange, on the
+// host communicator (NCCL's host all-reduce would wait behind the device's queued work).
 int ReplicaCopy::least_over_ranks(int v) {
   constexpr int kValues = 4;  // Replica::fixed_step's modes; 0/1 for its recordings' success
   if (v < 0 || v >= kValues) throw std::logic_error(fmt::format("least_over_ranks: {} out of 0..{}", v, kValues - 1));
-  std::vector<double> seen(kValues, 0.0);
+  std::vector<double> seen(kValues + 2, 0.0);
   seen[size_t(v)] = 1;
+  seen[kValues] = asks_.stop ? 1 : 0;
+  seen[kValues + 1] = asks_.read ? 1 : 0;
   mark_phase(rank_, Phase::Agreement);
-  ctl_->all_reduce_host(seen);
+  host_->all_reduce_host(seen);
   mark_phase(rank_, Phase::Forward);  // the step goes on
+  asks_.stop = seen[kValues] > 0;
+  asks_.read = seen[kValues + 1] > 0;
   for (int i = 0; i < kValues; ++i)
     if (seen[size_t(i)] > 0) return i;
   throw std::logic_error("least_over_ranks: no rank's value");
@@ -139,9 +146,13 @@ bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float inv_
   if (!alone) peers.comm = grad_;
   if (ctl_->size() > 1) peers.least = [this](int v) { return least_over_ranks(v); };
   peers.waiting = [this] { mark_phase(rank_, Phase::AllReduce, 1, 1); };  // the whole gradient: one bucket
+  // The statistics may be read a step or more later: alone; with several ranks, where the program
+  // gathers every rank's sums and no earlier micro-batch of the step ran the ordinary way (its sums
+  // are this rank's alone, for the host exchange of Trainee::agree).
+  const bool ordinary_before = held_stats_.stats.count != 0 || held_stats_.stats.loss_sum != 0;
+  const bool defer = ctl_->size() == 1 || !ordinary_before;
   try {
-    // Alone, the statistics may be read a step or more later (no agreement needs them now).
-    s = rep_->fixed_step(b.images, b.labels, lr, inv_scored, seed, true, &update_, micro, peers, ctl_->size() == 1);
+    s = rep_->fixed_step(b.images, b.labels, lr, inv_scored, seed, true, &update_, micro, peers, defer);
   } catch (...) {
     hold_ = false;
     throw;

@@ -14,8 +14,10 @@
 // into a buffer of the replica's own, which the last micro-batch's backward adds into each bucket
 // just before that bucket's all-reduce.
 // As one recorded program (NCCL, one GPU per replica; the CPU in tests), every rank meets the
-// others at: the host agreement on how the step runs (Replica::fixed_step), one all-reduce of the
-// whole gradient after backward and the broadcast of 2., both inside the program, then 3.
+// others at: the host agreement on how the step runs and on the stop (Replica::fixed_step; on the
+// host, not behind the device's work), one all-reduce of the whole gradient after backward, the
+// broadcast of 2. and an all-gather of every rank's loss sums, all three inside the program, whose
+// statistics are then read a step or more later as a lone replica's are (3. is not needed).
 #pragma once
 #include <chrono>
 #include <memory>
@@ -55,8 +57,9 @@ class ReplicaCopy final : public Trainee {
   ReplicaCopy(const TraineeSpec& t, int rank, Device device, int threads);
   ~ReplicaCopy() override;
   // Connects the worker to its communicators (made once every replica's context exists):
-  // `grad` is used only by the gradient communication thread, `ctl` only by the worker thread.
-  void attach(Communicator& grad, Communicator& ctl);
+  // `grad` is used only by the gradient communication thread, `ctl` and `host` (host agreements
+  // that must not wait for the device: make_host_communicators) only by the worker thread.
+  void attach(Communicator& grad, Communicator& ctl, Communicator& host);
 
   int rank() const override { return rank_; }
   ModelState& state() override { return rep_->state(); }
@@ -104,6 +107,7 @@ class ReplicaCopy final : public Trainee {
   bool fixed_step_ok() const;
   int least_over_ranks(int v);
   Communicator* grad_ = nullptr;  // the gradients' communicator (attach)
+  Communicator* host_ = nullptr;  // the host agreements' (attach)
   bool sync_bn_;
   bool cuda_graphs_;
   int64_t bucket_floats_;

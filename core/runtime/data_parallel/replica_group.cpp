@@ -27,7 +27,8 @@ ReplicaGroup::ReplicaGroup(const TraineeSpec& t, const std::vector<Device>& devi
     grad_comms_ = make_communicators(devices, contexts);
     ctl_comms_ = make_communicators(devices, contexts);
   }
-  for (size_t r = 0; r < devices.size(); ++r) workers_[r]->attach(*grad_comms_[r], *ctl_comms_[r]);
+  host_comms_ = make_host_communicators(contexts, proc.rank, proc.size);
+  for (size_t r = 0; r < devices.size(); ++r) workers_[r]->attach(*grad_comms_[r], *ctl_comms_[r], *host_comms_[r]);
 }
 
 void ReplicaGroup::run(const std::function<void(ReplicaCopy&)>& fn) {
@@ -41,6 +42,7 @@ void ReplicaGroup::run(const std::function<void(ReplicaCopy&)>& fn) {
       [&](const std::string& why) {
         grad_comms_[0]->abort(why);
         ctl_comms_[0]->abort(why);
+        host_comms_[0]->abort(why);
       });
 }
 

@@ -28,7 +28,9 @@ class ReplicaGroup {
  private:
   std::vector<Device> devices_;
   std::vector<std::unique_ptr<ReplicaCopy>> workers_;
-  std::vector<std::unique_ptr<Communicator>> grad_comms_, ctl_comms_;
+  // Gradients (communication threads), control (worker threads: buffers, statistics) and the
+  // worker threads' host agreements on how each step runs (never through a device's stream).
+  std::vector<std::unique_ptr<Communicator>> grad_comms_, ctl_comms_, host_comms_;
 };
 
 }  // namespace trainer

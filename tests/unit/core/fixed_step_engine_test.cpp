@@ -31,6 +31,7 @@ struct EngineRun {
   std::vector<std::vector<float>> replicas;  // every rank's weights after the last step
   std::vector<float> average;                // train.ema's, rank 0's, after the last step
   int64_t final_steps = 0;                   // the optimizer's count after the last step
+  int deferred = 0;  // read late (lag >= 0): the steps whose statistics Trainee::step returned pending
 };
 
 
@@ -90,8 +91,11 @@ EngineRun train_engine(const RunSpec& e, const std::vector<Device>& devices, boo
         b.global_size = n * ranks;
         const MicroStep m{i, k, int64_t(k) * n * ranks};
         if (injected.count(s * k + i)) w.inject_nonfinite();  // every rank, as TRAINER_INJECT_NONFINITE
-        if (lag >= 0 && m.last()) pending.push({w.step(b, 0.05f / float(1 + s), 1000 + uint64_t(s * k + i), stop, m)});
-        else st = w.train_step(b, 0.05f / float(1 + s), 1000 + uint64_t(s * k + i), stop, m);
+        if (lag >= 0 && m.last()) {
+          StepStats late = w.step(b, 0.05f / float(1 + s), 1000 + uint64_t(s * k + i), stop, m);
+          mine.deferred += late.pending();
+          pending.push({std::move(late)});
+        } else st = w.train_step(b, 0.05f / float(1 + s), 1000 + uint64_t(s * k + i), stop, m);
         mine.fixed += w.last_step_fixed();
         mine.recorded += w.step_recorded();
       }
@@ -208,11 +212,13 @@ TEST_CASE("fixed step: an accumulated step run partly as programs, partly the or
     CHECK(fixed.fixed == 10 * 3 - 3);  // every micro-batch but the three injected ran as a program
     check_same(ordinary, fixed);
     CHECK(fixed.skipped.back() == 3);  // each injected step skipped, and only they
-    if (ranks > 1) continue;
-    // Read two steps late. An ordinary micro-batch makes the host follow every step launched before
-    // it, so the skip count seen when a step is read may include a later step's: only the last is
-    // compared (losses, norms, scales and weights step by step).
+    // Read two steps late (several ranks: the steps whose micro-batches all ran as programs, their
+    // sums gathered; the three with an ordinary one are read at once, exchanged on the host). An
+    // ordinary micro-batch makes the host follow every step launched before it, so the skip count
+    // seen when a step is read may include a later step's: only the last is compared (losses,
+    // norms, scales and weights step by step).
     EngineRun now = ordinary, late = train_engine(e, devices, true, {}, 2, injected);
+    CHECK(late.deferred == (ranks == 1 ? 10 - 1 : 10 - 3));  // alone, only step 8 (whose last is the host's) read at once
     for (EngineRun* run : {&now, &late}) run->skipped.assign(run->skipped.size(), run->skipped.back());
     check_same(now, late);
   }
@@ -221,9 +227,10 @@ TEST_CASE("fixed step: an accumulated step run partly as programs, partly the or
 namespace {
 
 // Every update case on `gpu` as CUDA graphs against devices.cuda_graphs: false, 10 steps each: the
-// same bits; a replayed step waits for the device `waits` times (at its last micro-batch: the
-// earlier ones of an accumulated step read nothing back and meet no other rank).
-void check_graphs_against_launched(const test::TestDevice& gpu, int waits) {
+// same bits; a replayed step read at once waits for the device once (for its results, at its last
+// micro-batch: the earlier ones of an accumulated step read nothing back and meet no other rank),
+// read late never — alone or over a one-rank NCCL communicator.
+void check_graphs_against_launched(const test::TestDevice& gpu) {
   for (const UpdateCase& c : update_cases()) {
     INFO(c.name);
     std::vector<std::string> sets = c.sets;
@@ -239,16 +246,16 @@ void check_graphs_against_launched(const test::TestDevice& gpu, int waits) {
     // Steps 0 and 4 of each batch size plan, 1 and 5 record, the rest replay (each micro-batch
     // kind of an accumulated step its own recording).
     CHECK(on.recorded == 6 * k);
-    CHECK(on.last_waits == uint64_t(3 * waits));
+    CHECK(on.last_waits == 3);
     CHECK(off.last_waits > on.last_waits);
     check_same(off, on);
     CHECK(on.skipped.back() == int64_t(c.poisoned.size()));
     // Read two steps late, the scale and the counts kept on the GPU meanwhile: the same bits, and a
-    // lone replica's replayed step never waits, accumulated or not (several ranks read every step
-    // at once).
+    // replayed step never waits, accumulated or not.
     const EngineRun late = train_engine(graphs, gpu.device, false, c.poisoned, 2);
     check_same(off, late);
-    if (waits == 1) CHECK(late.last_waits == 0);
+    CHECK(late.deferred == 10);
+    CHECK(late.last_waits == 0);
   }
 }
 
@@ -257,9 +264,9 @@ void check_graphs_against_launched(const test::TestDevice& gpu, int waits) {
 TEST_CASE("fixed step: loss scaling and clipping as CUDA graphs give the ordinary step's bits") {
   const test::TestDevice* gpu = test::test_gpu();  // a skip, with the reason, where no GPU can run
   if (!gpu) return;
-  // A replayed step waits for the device once: its loss sums and check, read back together
-  // (its batch, labels and scalars go through staging buffers of their own).
-  check_graphs_against_launched(*gpu, 1);
+  // Its loss sums and check read back together (its batch, labels and scalars go through staging
+  // buffers of their own).
+  check_graphs_against_launched(*gpu);
 }
 
 TEST_CASE("fixed step: several replicas with the all-reduce and buffer broadcast inside the program give the ordinary step's bits",
@@ -289,6 +296,12 @@ TEST_CASE("fixed step: several replicas with the all-reduce and buffer broadcast
         CHECK(fixed.skipped.back() == int64_t(c.poisoned.size()));
         // The statistics are the job's: every rank's samples counted.
         CHECK(fixed.losses.front() != 0);
+        // Read two steps late: every rank's sums gathered inside the program and added up in rank
+        // order when read, as the host exchange adds them — the same bits, every step pending.
+        const EngineRun late = train_engine(e, devices, true, c.poisoned, 2);
+        CHECK(late.deferred == 10);
+        check_same(ordinary, late);
+        CHECK(train_engine(e, devices, false, c.poisoned, 2).deferred == 0);  // the ordinary step: read at once
       }
     }
 }
@@ -297,8 +310,9 @@ TEST_CASE("fixed step: a one-rank NCCL step records its all-reduce and broadcast
   const test::TestDevice* gpu = test::test_gpu();  // a skip, with the reason, where no GPU can run
   if (!gpu) return;
   ScopedEnv comm("TRAINER_COMM", "nccl");  // NCCL for one GPU: the collectives issued inside the capture
-  // A replayed step waits twice: for its collectives (abortably) and for its results.
-  check_graphs_against_launched(*gpu, 2);
+  // The statistics are the job's as the program leaves them (one rank): read late, no wait for the
+  // collectives either.
+  check_graphs_against_launched(*gpu);
   // The in-process communicator meets the other replica on the host: no program, as launched.
   comm.set(nullptr);
   const RunSpec e = spec({"devices.tf32=false", "optimizer={type: adam, lr: 0.01}"});
@@ -320,4 +334,50 @@ TEST_CASE("fixed step: TRAINER_CUDA_GRAPHS=0 launches every step (the reference)
   CHECK(train_engine(spec({}), Device::cpu(0), true, {}).fixed == 10);
   graphs.set("off");
   CHECK_THROWS_AS(trainee_spec(spec({})), cfg::ConfigError);
+}
+
+TEST_CASE("fixed step: several replicas agree on a stop and on reading every step when the step starts, as programs "
+          "read late and the ordinary way", "[backends]") {
+  // Rank 1 asks to stop at step 3 (with accumulation 2: at its earlier micro-batch, held for the
+  // last), rank 0 to read every step after step 5 (its watchdog's snapshot): every rank is told both
+  // at that step and at no other, its statistics pending on the program path.
+  for (const int k : {1, 2})
+    for (const bool fixed : {false, true}) {
+      INFO("accumulate " << k << (fixed ? ", programs" : ", ordinary"));
+      const RunSpec e = spec({"train.accumulate=" + std::to_string(k), "optimizer={type: sgd, lr: 0.05}"});
+      ReplicaGroup group(trainee_spec(e), {Device::cpu(0), Device::cpu(1)}, 1);
+      std::vector<std::vector<int>> stops(2), reads(2);
+      std::vector<int> pending_steps(2, 0);
+      group.run([&](ReplicaCopy& w) {
+        const int r = w.rank();
+        w.set_fixed_anywhere(fixed);
+        w.broadcast_parameters();
+        const HostBatch hb = batch(6, 5, 5 + 31 * uint64_t(r));
+        StepReads pending(2, true);
+        for (int s = 0; s < 8; ++s)
+          for (int i = 0; i < k; ++i) {
+            Batch b;
+            b.images = hb.images;
+            b.labels = hb.labels;
+            b.size = 6;
+            b.global_size = 12;
+            const MicroStep m{i, k, int64_t(k) * 12};
+            bool stop = r == 1 && s == 3 && i == 0, read = r == 0 && s == 5 && m.last();
+            StepStats st = w.step(b, 0.05f, 1000 + uint64_t(s * k + i), stop, m, &read);
+            if (stop) stops[size_t(r)].push_back(s);
+            if (read) reads[size_t(r)].push_back(s);
+            if (!m.last()) continue;
+            pending_steps[size_t(r)] += st.pending();
+            pending.push({std::move(st)});
+            for (StepRead rd; pending.next(rd, read);) CHECK(rd.stats.get().count == 12 * k);
+          }
+        for (StepRead rd; pending.next(rd, true);) CHECK(rd.stats.get().count == 12 * k);
+      });
+      for (int r = 0; r < 2; ++r) {
+        INFO("rank " << r);
+        CHECK(stops[size_t(r)] == std::vector<int>{3});
+        CHECK(reads[size_t(r)] == std::vector<int>{5});
+        CHECK(pending_steps[size_t(r)] == (fixed ? 8 : 0));
+      }
+    }
 }

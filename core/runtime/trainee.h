@@ -87,9 +87,10 @@ class Trainee {
   // The one training step of every strategy (core/runtime/step.cpp): forward and backward (the
   // reduction over the copies starting during backward), the update (StepUpdate), the
   // non-trained parameters and the moving average, the statistics and the stop agreed on.
-  // The statistics may still be on their way from the device (a lone replica's recorded step,
-  // whose host follows nothing of it): StepStats::get() reads them, a step or more later in the
-  // loops (PendingSteps), so that the host never waits for the device within a step.
+  // The statistics may still be on their way from the device (a step run as one program: a lone
+  // replica's, or several ranks' whose program gathers every rank's loss sums, the stop agreed as
+  // the step started): StepStats::get() reads them, a step or more later in the loops
+  // (PendingSteps), so that the host never waits for the device within a step.
   // `read_all`, when given: in, this rank needs every launched step read after this one (the
   // watchdog's snapshot of the device's state); out, some rank does — agreed as `stop` is, so that
   // every rank reads (and acts on what it reads) after the same steps.

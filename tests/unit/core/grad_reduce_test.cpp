@@ -162,3 +162,34 @@ TEST_CASE("data parallel: bucket plans cover the gradients, never split a parame
     CHECK(e[0].size() == 0);
   }
 }
+
+TEST_CASE("data parallel: an all-gather copies every rank's part byte for byte to every rank (NaN payloads and "
+          "subnormals kept), and refuses a buffer of unequal parts") {
+  for (int ranks : {1, 2, 3}) {
+    INFO(ranks << " ranks");
+    Group g(ranks);
+    const int64_t part = 10;  // a LossSums' 40 bytes
+    std::vector<Tensor> bufs;
+    for (int r = 0; r < ranks; ++r) bufs.push_back(g.ctxs[size_t(r)]->empty(Shape{part * ranks}));
+    // Rank r's bytes: patterns no float sum would keep (a signalling NaN's payload, a subnormal).
+    auto word = [](int r, int64_t i) { return uint32_t(0x7f800001u + 977u * uint32_t(r) + uint32_t(i)) ^ (i % 3 == 0 ? 0x7f000000u : 0u); };
+    for (int r = 0; r < ranks; ++r) {
+      auto* w = static_cast<uint32_t*>(bufs[size_t(r)].data());
+      for (int64_t i = 0; i < part * ranks; ++i) w[i] = 0xdeadbeefu;  // the others' parts: to be overwritten
+      for (int64_t i = 0; i < part; ++i) w[r * part + i] = word(r, i);
+    }
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ranks; ++r) threads.emplace_back([&, r] { g.comms[size_t(r)]->issue_all_gather(bufs[size_t(r)]); });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < ranks; ++r) {
+      const auto* w = static_cast<const uint32_t*>(bufs[size_t(r)].data());
+      int wrong = 0;
+      for (int q = 0; q < ranks; ++q)
+        for (int64_t i = 0; i < part; ++i) wrong += w[q * part + i] != word(q, i);
+      CHECK(wrong == 0);
+    }
+  }
+  Group g(2);
+  Tensor odd = g.ctxs[0]->empty(Shape{7});
+  CHECK_THROWS_AS(g.comms[0]->issue_all_gather(odd), std::logic_error);
+}

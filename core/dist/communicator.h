@@ -62,6 +62,11 @@ class Communicator {
     }
   }
   virtual void wait_issued() {}
+  // Throws CommError where this rank's group was aborted (NCCL: after aborting this rank's
+  // communicator, so that collectives it queued that no peer will join end) or reported an
+  // asynchronous error; nothing otherwise. For a rank that waits for its device's work another way
+  // (a step's statistics read late), polled while it waits, and when a host agreement failed.
+  virtual void check_abort() {}
 };
 
 // A communicator of one rank: every collective is the identity (single-device runs).

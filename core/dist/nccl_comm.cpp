@@ -116,6 +116,16 @@ class NcclComm final : public Communicator {
 
   void wait_issued() override { wait(begin()); }
 
+  void check_abort() override {
+    ncclComm_t c = begin();  // aborts this rank's communicator and throws once the group is aborted
+    ncclResult_t s = ncclSuccess;
+    ncclResult_t q = ncclCommGetAsyncError(c, &s);
+    if (q != ncclSuccess) fail(fmt::format("{}: ncclCommGetAsyncError: {}", where(__FILE__, __LINE__), nccl_message(q)));
+    if (s != ncclSuccess && s != ncclInProgress)
+      fail(fmt::format("{}: NCCL asynchronous error on rank {} (cuda:{}): {}", where(__FILE__, __LINE__), rank(), device_,
+                       nccl_message(s)));
+  }
+
   // Every rank must pass the same number of values (NCCL cannot check it: a mismatch hangs until abort).
   void all_reduce_host(std::vector<double>& values) override {
     ncclComm_t c = begin();

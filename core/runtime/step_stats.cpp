@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <stdexcept>
 
 #include "core/optim/grad_clip.h"
@@ -24,6 +26,12 @@ LossStats stats_of_sums(const LossSums& sums, const char* loss) {
 
 LossStats StepStats::get() {
   if (!ctx_) return known_;
+  // Polled, not a blocking wait (uncounted: the host waits here for a step two behind, the GPU busy).
+  for (int spins = 0; abortable_ && !ctx_->read_back_done(ticket_); ++spins) {
+    abortable_->check_abort();
+    if (spins < 64) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
   if (follow_) follow_->follow_through(ticket_);
   StepMemory m;
   std::memcpy(&m, ctx_->read_back_wait(ticket_), sizeof m);

@@ -8,6 +8,7 @@
 #include <deque>
 #include <utility>
 
+#include "core/dist/communicator.h"
 #include "core/ops/context.h"
 #include "core/ops/softmax.h"
 
@@ -40,6 +41,9 @@ class StepStats {
       : ctx_(&ctx), ticket_(ticket), loss_(loss), follow_(follow), report_(r), ranks_(ranks) {}
 
   bool pending() const { return ctx_ != nullptr; }
+  // Several ranks' step: get() waits polling `c` (Communicator::check_abort), so that a peer's
+  // failure ends the wait (its collectives in this step would never finish) instead of hanging it.
+  void abort_with(Communicator* c) { abortable_ = c; }
   // Known, or landed on the host: get() will not wait.
   bool ready() const { return !ctx_ || ctx_->read_back_done(ticket_); }
   // The statistics, waiting for them where they have not landed (read once, then known).
@@ -67,6 +71,7 @@ class StepStats {
   StepFollower* follow_ = nullptr;
   ReportAsked report_;
   int ranks_ = 0;
+  Communicator* abortable_ = nullptr;
   double norm_ = NAN, scale_ = NAN;
 };
 

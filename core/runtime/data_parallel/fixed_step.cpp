@@ -46,7 +46,8 @@ int Replica::recorded_steps() const {
 }
 
 // The step's work, in the order train_step runs it, every per-step value read from step memory.
-void Replica::run_fixed(const std::vector<Tensor>& x, const Tensor& y, const FixedMicro& micro, Communicator* comm) {
+void Replica::run_fixed(const std::vector<Tensor>& x, const Tensor& y, const FixedMicro& micro, const FixedPeers& peers) {
+  Communicator* comm = peers.comm;
   auto* mem = static_cast<StepMemory*>(step_memory_.data());
   StepScalars* scalars = &mem->scalars;
   // This step's factors, corrections and cadence from the state the steps before it left.
@@ -66,6 +67,7 @@ void Replica::run_fixed(const std::vector<Tensor>& x, const Tensor& y, const Fix
     // Several replicas: the whole gradient summed over them (after backward, not overlapping it),
     // so that every rank decides and updates from the same values.
     Tensor reduced = grads;
+    if (comm && peers.waiting) peers.waiting();  // where the collectives run as called, the rank waits for the others here
     if (comm) comm->issue_all_reduce_sum(reduced);
     // Loss scaling's finite check and clipping decided where the update runs (StepUpdate's rule).
     if (rule_.active()) optimizer_->decide_step(rule_, scalars, &mem->check);
@@ -133,7 +135,7 @@ StepStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float 
   Recorded& r = recorded_[{images.dim(0), int(micro.kind)}];
   Tensor y;  // the labels where the program reads them
   const std::vector<Tensor>& x = program_inputs(r, images, labels, y);
-  run_program(r, record, peers, capture_failed_, [&] { run_fixed(x, y, micro, peers.comm); });
+  run_program(r, record, peers, capture_failed_, [&] { run_fixed(x, y, micro, peers); });
   // An earlier micro-batch of the step: nothing to read (its sums are in the last's), nothing met.
   if (!micro.updates()) return StepStats(LossStats{});
   // The step's memory read back behind it; the host follows it when its statistics are read.
@@ -146,6 +148,7 @@ StepStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float 
   StepStats s(*ctx_, ticket, loss_name(), this,
               {update != nullptr && update->clip().enabled(), update != nullptr && update->scaler().enabled()},
               late ? gathered_ : 0);
+  if (late && gathered_ > 0) s.abort_with(peers.comm);  // read abortably: a peer may fail before joining the collectives
   if (late) return s;
   if (peers.comm) {
     if (peers.waiting) peers.waiting();

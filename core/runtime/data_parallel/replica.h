@@ -34,7 +34,7 @@ struct FixedMicro {
 struct FixedPeers {
   Communicator* comm = nullptr;  // null: one replica
   std::function<int(int)> least;
-  std::function<void()> waiting;  // called before the wait for the program's collectives (the watchdog's phase)
+  std::function<void()> waiting;  // called before the program's collectives and the wait for them (the watchdog's phase)
 };
 
 class Replica : public StepFollower {
@@ -142,7 +142,7 @@ class Replica : public StepFollower {
   std::string eval_capture_failed_;  // the same for evaluation's programs
   bool replayed_ = false;
   void size_step_memory(int ranks);
-  void run_fixed(const std::vector<Tensor>& x, const Tensor& y, const FixedMicro& micro, Communicator* comm);
+  void run_fixed(const std::vector<Tensor>& x, const Tensor& y, const FixedMicro& micro, const FixedPeers& peers);
   const std::vector<Tensor>& program_inputs(Recorded& r, const Tensor& images, const Tensor& labels, Tensor& y);
   void run_program(Recorded& r, bool record, const FixedPeers& peers, std::string& failed_before,
                    const std::function<void()>& work);

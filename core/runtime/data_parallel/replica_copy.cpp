@@ -112,7 +112,17 @@ int ReplicaCopy::least_over_ranks(int v) {
   seen[kValues] = asks_.stop ? 1 : 0;
   seen[kValues + 1] = asks_.read ? 1 : 0;
   mark_phase(rank_, Phase::Agreement);
-  host_->all_reduce_host(seen);
+  try {
+    host_->all_reduce_host(seen);
+  } catch (const CommError&) {
+    // Another rank failed: the collectives this rank queued that it will not join end too (NCCL: this
+    // rank's communicator aborted; the group is flagged before the host agreement is).
+    try {
+      grad_->check_abort();
+    } catch (const CommError&) {
+    }
+    throw;
+  }
   mark_phase(rank_, Phase::Forward);  // the step goes on
   asks_.stop = seen[kValues] > 0;
   asks_.read = seen[kValues + 1] > 0;

@@ -118,12 +118,7 @@ class NcclComm final : public Communicator {
 
   void check_abort() override {
     ncclComm_t c = begin();  // aborts this rank's communicator and throws once the group is aborted
-    ncclResult_t s = ncclSuccess;
-    ncclResult_t q = ncclCommGetAsyncError(c, &s);
-    if (q != ncclSuccess) fail(fmt::format("{}: ncclCommGetAsyncError: {}", where(__FILE__, __LINE__), nccl_message(q)));
-    if (s != ncclSuccess && s != ncclInProgress)
-      fail(fmt::format("{}: NCCL asynchronous error on rank {} (cuda:{}): {}", where(__FILE__, __LINE__), rank(), device_,
-                       nccl_message(s)));
+    check_async(c);
   }
 
   // Every rank must pass the same number of values (NCCL cannot check it: a mismatch hangs until abort).
@@ -195,14 +190,19 @@ class NcclComm final : public Communicator {
       if (e == cudaSuccess) return;
       if (e != cudaErrorNotReady) comm_cuda(e, "cudaEventQuery", __LINE__);
       if (group_->aborted()) aborted();
-      ncclResult_t s = ncclSuccess;
-      ncclResult_t q = ncclCommGetAsyncError(c, &s);
-      if (q != ncclSuccess) fail(fmt::format("{}: ncclCommGetAsyncError: {}", where(__FILE__, __LINE__), nccl_message(q)));
-      if (s != ncclSuccess && s != ncclInProgress)
-        fail(fmt::format("{}: NCCL asynchronous error on rank {} (cuda:{}): {}", where(__FILE__, __LINE__), rank(), device_,
-                         nccl_message(s)));
+      check_async(c);
       b.pause();
     }
+  }
+
+  // An error NCCL found on its own (a peer lost): this rank fails.
+  void check_async(ncclComm_t c) {
+    ncclResult_t s = ncclSuccess;
+    ncclResult_t q = ncclCommGetAsyncError(c, &s);
+    if (q != ncclSuccess) fail(fmt::format("{}: ncclCommGetAsyncError: {}", where(__FILE__, __LINE__), nccl_message(q)));
+    if (s != ncclSuccess && s != ncclInProgress)
+      fail(fmt::format("{}: NCCL asynchronous error on rank {} (cuda:{}): {}", where(__FILE__, __LINE__), rank(), device_,
+                       nccl_message(s)));
   }
 
   void comm_cuda(cudaError_t e, const char* call, int line) {

@@ -67,7 +67,7 @@ TEST_CASE("e2e replicas: two replicas as one program each read every rank's stat
   // micro-batches 2, 7, 8 and 15 runs that one the ordinary way (its step's statistics then
   // exchanged on the host at once), every other as programs read late.
   const std::string scaled = " --set 'train.loss_scale={init_scale: 1024, growth_interval: 3}' --set train.clip_norm=0.5";
-  for (const std::string accumulate : {"", " --set train.accumulate=3"}) {
+  for (const std::string& accumulate : {std::string(), std::string(" --set train.accumulate=3")}) {
     const std::string tag = accumulate.empty() ? "scaled" : "accum";
     run(tag, scaled + accumulate, "TRAINER_INJECT_NONFINITE=2,7,8,15");
     run(tag + "-late", scaled + accumulate, fixed + " TRAINER_INJECT_NONFINITE=2,7,8,15");
@@ -83,7 +83,7 @@ TEST_CASE("e2e replicas: two replicas as one program each read every rank's stat
   // terminate_on_nan: every replica reads the non-finite loss after the same steps (the loop reads
   // several ranks' steps at fixed points), so both stop there and name the same batch.
   std::vector<std::string> said;
-  for (const std::string env : {std::string(), fixed}) {
+  for (const std::string& env : {std::string(), fixed}) {
     const auto nan = run("nan" + std::to_string(said.size()),
                          " --set optimizer.type=sgd --set optimizer.lr=1e5 --set callbacks.terminate_on_nan=true", env);
     const size_t at = nan.out.find("Batch ");

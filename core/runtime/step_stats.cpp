@@ -33,15 +33,16 @@ LossStats StepStats::get() {
     else std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   if (follow_) follow_->follow_through(ticket_);
+  const char* bytes = static_cast<const char*>(ctx_->read_back_wait(ticket_));
   StepMemory m;
-  std::memcpy(&m, ctx_->read_back_wait(ticket_), sizeof m);
+  std::memcpy(&m, bytes, sizeof m);
   // GradClip::begin's norm (none for a skipped step), LossScaler's scale after the step.
   if (report_.norm && !m.scalars.skip) norm_ = GradClip::norm_of(m.check.sum_squares, m.scalars.unscale);
   if (report_.scale) scale_ = double(m.state.scale);
   if (ranks_ == 0) {
     known_ = stats_of_sums(m.sums, loss_);
   } else {  // every rank's, gathered after StepMemory: added in rank order, as the host exchange adds them
-    const char* slots = static_cast<const char*>(ctx_->read_back_wait(ticket_)) + sizeof(StepMemory);
+    const char* slots = bytes + sizeof(StepMemory);
     known_ = LossStats{};
     for (int r = 0; r < ranks_; ++r) {
       LossSums one;

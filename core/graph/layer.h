@@ -51,12 +51,14 @@ struct ParamSpec {
 enum class MixedPrecision { F32, Follow, Low };
 
 // Statistics over every data-parallel replica (batch norm with sync_bn): the narrow view of the
-// replicas' communicator a layer gets. In-place sum of a few host values over the replicas.
+// replicas' communicator a layer gets. In-place sum over the replicas of a few f32 values on the
+// layer's device, in the device's order (issued on its stream, as the step's recorded collectives
+// are: no host wait, so a step that sums statistics can still be one recorded program).
 class StatsSync {
  public:
   virtual ~StatsSync() = default;
   virtual int replicas() const = 0;
-  virtual void all_reduce_sum(std::vector<double>& values) = 0;
+  virtual void all_reduce_sum(Tensor& values) = 0;
 };
 
 // A layer's kernel, made at bind(). A copy of the layer (Layer::clone, made before bind) copies

@@ -170,11 +170,13 @@ class BatchNormKernel {
   }
 
   // --- Pieces of synchronised batch norm (statistics over several replicas' batches), without a
-  // fused activation. The layer reduces the [C] results across replicas between the calls; normalisation itself is
-  // forward_infer with the global mean and variance. All [C] tensors are f32 on this device,
-  // accumulated in double (CPU) or in fixed-order reductions (CUDA).
+  // fused activation. The layer sums the [C] results across replicas between the calls (a device
+  // all-reduce: nothing here reads a value on the host, so a recorded step can hold them);
+  // normalisation itself is forward_infer with the global mean and variance. All [C] tensors are f32
+  // on this device, accumulated in double (CPU) or in fixed-order reductions (CUDA); `count` is a
+  // [1] f32 tensor, the rows of every replica's batch (sync_count's, summed).
   // sum[c] = sum over rows of (x - shift[c]), sumsq[c] = sum of (x - shift[c])^2; an undefined
-  // shift means 0. (Two passes — the mean, then the centred square sum — keep the variance exact.)
+  // shift means 0. (Two passes — the mean, then the sums centred on it — keep the variance exact.)
   void channel_sums(const Tensor& x, const Tensor& shift, Tensor& sum, Tensor& sumsq) {
     const int64_t C = channels(x);
     no_activation("channel_sums");
@@ -182,6 +184,36 @@ class BatchNormKernel {
     ck_.vec("sum", sum, C, false);
     ck_.vec("sumsq", sumsq, C, false);
     channel_sums_impl(rows(x, C), C, x, shift, sum, sumsq);
+  }
+  // count[0] = x's rows (this replica's part of the global count).
+  void sync_count(const Tensor& x, Tensor& count) {
+    const int64_t C = channels(x);
+    ck_.vec("count", count, 1, false);
+    sync_count_impl(rows(x, C), count);
+  }
+  // mean = sum / count (bn::sync_mean; 0 for no rows), from pass 1's global sums.
+  void sync_mean(const Tensor& sum, const Tensor& count, Tensor& mean) {
+    const int64_t C = sum.numel();
+    ck_.vec("sum", sum, C, false);
+    ck_.vec("count", count, 1, false);
+    ck_.vec("mean", mean, C, false);
+    sync_mean_impl(C, sum, count, mean);
+  }
+  // From pass 2's global sums centred on `mean` (in: sync_mean's; out: the batch mean): the batch
+  // statistics (bn::sync_stats: save_invstd, the biased variance `var`) and the running statistics
+  // updated as forward_train updates them (left alone for no rows anywhere).
+  void sync_stats(const Tensor& sum, const Tensor& sumsq, const Tensor& count, Tensor& mean, Tensor& save_invstd,
+                  Tensor& var, Tensor& running_mean, Tensor& running_var) {
+    const int64_t C = sum.numel();
+    ck_.vec("sum", sum, C, false);
+    ck_.vec("sumsq", sumsq, C, false);
+    ck_.vec("mean", mean, C, false);
+    ck_.vec("save_invstd", save_invstd, C, false);
+    ck_.vec("var", var, C, false);
+    ck_.vec("running_mean", running_mean, C, false);
+    ck_.vec("running_var", running_var, C, false);
+    ck_.vec("count", count, 1, false);
+    sync_stats_impl(C, sum, sumsq, count, mean, save_invstd, var, running_mean, running_var);
   }
   // sum_dy[c] = sum of dy, sum_dy_xmu[c] = sum of dy * (x - mean[c]), over this replica's rows.
   void backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, Tensor& sum_dy, Tensor& sum_dy_xmu) {
@@ -193,11 +225,23 @@ class BatchNormKernel {
     ck_.vec("sum_dy_xmu", sum_dy_xmu, C, false);
     backward_sums_impl(rows(x, C), C, x, dy, mean, sum_dy, sum_dy_xmu);
   }
+  // This replica's dgamma, dbeta from its own backward_sums (bn::sync_param_grads; either may be
+  // undefined: not trained).
+  void sync_param_grads(const Tensor& sum_dy, const Tensor& sum_dy_xmu, const Tensor& invstd, Tensor& dgamma,
+                        Tensor& dbeta) {
+    const int64_t C = sum_dy.numel();
+    ck_.vec("sum_dy", sum_dy, C, false);
+    ck_.vec("sum_dy_xmu", sum_dy_xmu, C, false);
+    ck_.vec("invstd", invstd, C, false);
+    ck_.vec("dgamma", dgamma, C, true);
+    ck_.vec("dbeta", dbeta, C, true);
+    sync_param_grads_impl(C, sum_dy, sum_dy_xmu, invstd, dgamma, dbeta);
+  }
   // dx = g * invstd * (dy - sum_dy / count - (x - mean) * invstd^2 * sum_dy_xmu / count), with the
   // sums and count over the whole (global) batch; g = gamma, or 1 when undefined. Nothing to do
-  // when dx is undefined.
+  // when dx is undefined (or x has no rows: a count of 0 means no replica has any).
   void backward_apply(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean, const Tensor& invstd,
-                      const Tensor& sum_dy, const Tensor& sum_dy_xmu, double count, Tensor& dx) {
+                      const Tensor& sum_dy, const Tensor& sum_dy_xmu, const Tensor& count, Tensor& dx) {
     const int64_t C = channels(x);
     no_activation("backward_apply");
     out_ck().like("dy", dy, x, x.shape());
@@ -206,7 +250,7 @@ class BatchNormKernel {
     ck_.vec("invstd", invstd, C, false);
     ck_.vec("sum_dy", sum_dy, C, false);
     ck_.vec("sum_dy_xmu", sum_dy_xmu, C, false);
-    if (!(count > 0)) ck_.fail("count must be positive, got ", count);
+    ck_.vec("count", count, 1, false);
     if (!dx.defined()) return;
     ck_.like("dx", dx, x, x.shape());
     backward_apply_impl(rows(x, C), C, x, dy, gamma, mean, invstd, sum_dy, sum_dy_xmu, count, dx);
@@ -231,6 +275,12 @@ class BatchNormKernel {
                                  Tensor& sumsq) = 0;
   virtual void backward_sums_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& dy, const Tensor& mean,
                                   Tensor& sum_dy, Tensor& sum_dy_xmu) = 0;
+  virtual void sync_count_impl(int64_t m, Tensor& count) = 0;
+  virtual void sync_mean_impl(int64_t C, const Tensor& sum, const Tensor& count, Tensor& mean) = 0;
+  virtual void sync_stats_impl(int64_t C, const Tensor& sum, const Tensor& sumsq, const Tensor& count, Tensor& mean,
+                               Tensor& save_invstd, Tensor& var, Tensor& running_mean, Tensor& running_var) = 0;
+  virtual void sync_param_grads_impl(int64_t C, const Tensor& sum_dy, const Tensor& sum_dy_xmu, const Tensor& invstd,
+                                     Tensor& dgamma, Tensor& dbeta) = 0;
   // Called where joins_siblings(), with checked arguments; W channels in all.
   virtual void forward_siblings_impl(int64_t /*m*/, int64_t /*W*/, bool /*training*/, Tensor& /*y*/,
                                      const std::vector<SiblingForward>& /*parts*/) {}
@@ -239,7 +289,7 @@ class BatchNormKernel {
   // dx is defined.
   virtual void backward_apply_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& dy, const Tensor& gamma,
                                    const Tensor& mean, const Tensor& invstd, const Tensor& sum_dy,
-                                   const Tensor& sum_dy_xmu, double count, Tensor& dx) = 0;
+                                   const Tensor& sum_dy_xmu, const Tensor& count, Tensor& dx) = 0;
 
   const Params p_;
 

@@ -41,7 +41,7 @@ void check_same_runs(const std::string& dir, const std::string& a, const std::st
 }  // namespace
 
 TEST_CASE("e2e replicas: two replicas as one program each read every rank's statistics late, and report and write what "
-          "the ordinary step does (checkpoints, loss scaling, accumulation, a stop, terminate_on_nan)") {
+          "the ordinary step does (checkpoints, loss scaling, accumulation, sync_bn, a stop, terminate_on_nan)") {
   e2e::SmallCnn c;
   c.name = "late2";
   c.conv2 = c.val = true;
@@ -74,6 +74,16 @@ TEST_CASE("e2e replicas: two replicas as one program each read every rank's stat
     check_same_runs(dir, tag, tag + "-late");
   }
   CHECK_THAT(e2e::read_file(dir + "/scaled/metrics.csv"), Contains("skipped_steps"));
+  // sync_bn: each batch norm's statistics summed over both replicas inside the program too.
+  e2e::SmallCnn bn = c;
+  bn.batchnorm = true;
+  e2e::write_file(dir + "/c.yaml", bn.yaml());
+  run("sbn", " --set train.sync_bn=true", "");
+  run("sbn-late", " --set train.sync_bn=true", fixed);
+  check_same_runs(dir, "sbn", "sbn-late");
+  run("own-bn", "", "");  // the replicas' own statistics: other weights
+  CHECK(e2e::read_file(dir + "/own-bn/metrics.csv") != e2e::read_file(dir + "/sbn/metrics.csv"));
+  e2e::write_file(dir + "/c.yaml", c.yaml());
   // A stop asked for on rank 0 at global step 14: both replicas agree on it as the step starts, so
   // the interrupt's checkpoint is the same step's on both paths.
   const auto cut_now = run("cut", "", "TRAINER_TEST_SIGINT_AT_STEP=14", 130);

@@ -4,12 +4,14 @@
 
 namespace e2e {
 
-// conv 3x3 (8) → ReLU → max pool 2 → [conv 3x3 (16) → ReLU] → global average → dense 4 → softmax,
-// on 4 synthetic classes; without batch norm, so replica counts give the same gradients.
+// conv 3x3 (8) → [batch norm] → ReLU → max pool 2 → [conv 3x3 (16) → ReLU] → global average →
+// dense 4 → softmax, on 4 synthetic classes; without batch norm (the default), replica counts give
+// the same gradients.
 struct SmallCnn {
   std::string name;
   int seed = 3;
   bool conv2 = false;        // the second convolution and its ReLU
+  bool batchnorm = false;    // a batch norm after the first convolution
   int train_size = 320;      // synthetic training samples (seed 1)
   bool val = false;          // 64 synthetic validation samples (seed 2)
   bool flip = false;         // augment with horizontal flips besides the per-channel mean
@@ -21,9 +23,10 @@ struct SmallCnn {
   std::string yaml() const {
     std::string y = "name: " + name + "\nseed: " + std::to_string(seed) +
                     "\nmodel:\n  input: [16, 16, 3]\n  layers:\n"
-                    "    - {name: conv1, type: conv2d, filters: 8, kernel: 3, padding: same}\n"
-                    "    - {name: relu1, type: relu}\n"
-                    "    - {name: pool, type: max_pool2d, pool: 2}\n";
+                    "    - {name: conv1, type: conv2d, filters: 8, kernel: 3, padding: same}\n";
+    if (batchnorm) y += "    - {name: bn1, type: batchnorm}\n";
+    y += "    - {name: relu1, type: relu}\n"
+         "    - {name: pool, type: max_pool2d, pool: 2}\n";
     if (conv2)
       y += "    - {name: conv2, type: conv2d, filters: 16, kernel: 3, padding: same}\n"
            "    - {name: relu2, type: relu}\n";

@@ -52,9 +52,9 @@ class BatchNorm final : public Layer {
     k_ = make_kernel<BatchNormKernel>(ctx, p_);
     mean_ = ctx.zeros(Shape{c_});
     invstd_ = ctx.zeros(Shape{c_});
-    sum_ = ctx.zeros(Shape{c_});
-    sumsq_ = ctx.zeros(Shape{c_});
     var_ = ctx.zeros(Shape{c_});
+    stats_ = ctx.zeros(Shape{2 * c_ + 1});
+    grad_sums_ = ctx.zeros(Shape{2 * c_});
   }
 
   void set_sync(StatsSync* sync) override {
@@ -119,72 +119,38 @@ class BatchNorm final : public Layer {
   }
 
  private:
-  std::vector<float> download(const Tensor& t) {
-    std::vector<float> h(size_t(t.numel()));
-    ctx().copy_to_host(h.data(), t.data(), t.bytes());
-    return h;
-  }
-  void upload(Tensor& t, const std::vector<double>& v, size_t from = 0) {
-    std::vector<float> h(size_t(t.numel()));
-    for (size_t i = 0; i < h.size(); ++i) h[i] = float(v[from + i]);
-    ctx().copy_from_host(t.data(), h.data(), t.bytes());
-  }
+  // stats_ = [count | Σ | Σ²], grad_sums_ = [Σdy | Σdy(x - mean)]: what synchronised batch norm
+  // sums over the replicas, on this device.
+  Tensor count() { return stats_.slice(0, 1); }
+  Tensor stat(int k) { return stats_.slice(1 + k * c_, 1 + (k + 1) * c_); }
+  Tensor grad_sum(int k) { return grad_sums_.slice(k * c_, (k + 1) * c_); }
 
-  // SyncBatchNorm forward: the global mean (one host all-reduce of the channel sums and row
-  // count), then the global centred variance (a second), then normalisation with them.
+  // SyncBatchNorm forward: the global mean (pass 1: the channel sums and row count summed over the
+  // replicas), then the sums centred on it (pass 2, summed likewise) give the global statistics as
+  // forward_train's own sums give a batch's; then normalisation with them. All on the device, the
+  // sums through the replicas' device all-reduce: no host value, so a recorded step holds it.
   void forward_sync(const Tensor& x, Tensor& y) {
-    size_t c = size_t(c_);
-    int64_t rows = c_ > 0 ? x.numel() / c_ : 0;
-    k_->channel_sums(x, Tensor(), sum_, sumsq_);
-    std::vector<float> s = download(sum_);
-    std::vector<double> v(s.begin(), s.end());
-    v.push_back(double(rows));
-    sync_->all_reduce_sum(v);
-    count_ = v[c];
-    if (count_ <= 0) return;
-    std::vector<double> mean(c);
-    for (size_t i = 0; i < c; ++i) mean[i] = v[i] / count_;
-    upload(mean_, mean);
-    k_->channel_sums(x, mean_, sum_, sumsq_);
-    std::vector<float> q = download(sumsq_);
-    std::vector<double> var(q.begin(), q.end());
-    sync_->all_reduce_sum(var);
-    std::vector<double> invstd(c), rm(c), rv(c);
-    std::vector<float> run_m = download(params_[2]), run_v = download(params_[3]);
-    double m = p_.momentum;
-    for (size_t i = 0; i < c; ++i) {
-      var[i] /= count_;
-      invstd[i] = 1.0 / std::sqrt(var[i] + p_.epsilon);
-      rm[i] = m * run_m[i] + (1 - m) * mean[i];
-      rv[i] = m * run_v[i] + (1 - m) * p_.moving_variance_term(var[i], count_);
-    }
-    upload(invstd_, invstd);
-    upload(var_, var);
-    upload(params_[2], rm);
-    upload(params_[3], rv);
+    Tensor n = count(), sum = stat(0), sumsq = stat(1);
+    k_->channel_sums(x, Tensor(), sum, sumsq);
+    k_->sync_count(x, n);
+    Tensor first = stats_.slice(0, 1 + c_);
+    sync_->all_reduce_sum(first);
+    k_->sync_mean(sum, n, mean_);
+    k_->channel_sums(x, mean_, sum, sumsq);
+    Tensor second = stats_.slice(1, 1 + 2 * c_);
+    sync_->all_reduce_sum(second);
+    k_->sync_stats(sum, sumsq, n, mean_, invstd_, var_, params_[2], params_[3]);
     k_->forward_infer(x, params_[0], params_[1], mean_, var_, y);
   }
 
   // SyncBatchNorm backward: this replica's dgamma/dbeta are its own sums (the gradient
-  // all-reduce adds the replicas'); dx needs the global sums (one host all-reduce).
+  // all-reduce adds the replicas'); dx needs the global sums (one more all-reduce) and count.
   void backward_sync(const Tensor& x, const Tensor& dy, Tensor& dx) {
-    size_t c = size_t(c_);
-    k_->backward_sums(x, dy, mean_, sum_, sumsq_);
-    std::vector<float> sdy = download(sum_), sdx = download(sumsq_), is = download(invstd_);
-    std::vector<double> dgamma(c), dbeta(c), g(2 * c);
-    for (size_t i = 0; i < c; ++i) {
-      dgamma[i] = double(sdx[i]) * is[i];
-      dbeta[i] = sdy[i];
-      g[i] = sdy[i];
-      g[c + i] = sdx[i];
-    }
-    upload(grads_[0], dgamma);
-    upload(grads_[1], dbeta);
-    sync_->all_reduce_sum(g);
-    if (!dx.defined() || count_ <= 0) return;
-    upload(sum_, g, 0);
-    upload(sumsq_, g, c);
-    k_->backward_apply(x, dy, params_[0], mean_, invstd_, sum_, sumsq_, count_, dx);
+    Tensor sdy = grad_sum(0), sdx = grad_sum(1);
+    k_->backward_sums(x, dy, mean_, sdy, sdx);
+    k_->sync_param_grads(sdy, sdx, invstd_, grads_[0], grads_[1]);
+    sync_->all_reduce_sum(grad_sums_);
+    k_->backward_apply(x, dy, params_[0], mean_, invstd_, sdy, sdx, count(), dx);
   }
 
   static BatchNorm& sibling(Layer* l) {
@@ -194,8 +160,7 @@ class BatchNorm final : public Layer {
   }
 
   StatsSync* sync_ = nullptr;
-  Tensor sum_, sumsq_, var_;
-  double count_ = 0;
+  Tensor var_, stats_, grad_sums_;
   BatchNormParams p_;
   int64_t c_ = 0, elems_ = 0;
   KernelSlot<BatchNormKernel> k_;

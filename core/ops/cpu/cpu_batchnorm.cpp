@@ -235,11 +235,41 @@ class CpuBatchNorm final : public BatchNormKernel {
     }
   }
 
+  void sync_count_impl(int64_t m, Tensor& count) override { count.f32()[0] = float(m); }
+
+  void sync_mean_impl(int64_t C, const Tensor& sum, const Tensor& count, Tensor& mean) override {
+    for (int64_t c = 0; c < C; ++c) mean.f32()[c] = bn::sync_mean(sum.f32()[c], count.f32()[0]);
+  }
+
+  void sync_stats_impl(int64_t C, const Tensor& sum, const Tensor& sumsq, const Tensor& count, Tensor& mean,
+                       Tensor& save_invstd, Tensor& var, Tensor& running_mean, Tensor& running_var) override {
+    for (int64_t c = 0; c < C; ++c) {
+      const bn::SyncStats st =
+          bn::sync_stats(sum.f32()[c], sumsq.f32()[c], count.f32()[0], mean.f32()[c], double(p_.epsilon),
+                         double(p_.momentum), running_mean.f32()[c], running_var.f32()[c], p_.unbiased_moving_variance);
+      mean.f32()[c] = st.mean;
+      save_invstd.f32()[c] = st.invstd;
+      var.f32()[c] = st.var;
+      running_mean.f32()[c] = st.running_mean;
+      running_var.f32()[c] = st.running_var;
+    }
+  }
+
+  void sync_param_grads_impl(int64_t C, const Tensor& sum_dy, const Tensor& sum_dy_xmu, const Tensor& invstd,
+                             Tensor& dgamma, Tensor& dbeta) override {
+    for (int64_t c = 0; c < C; ++c) {
+      const bn::ParamGrads g = bn::sync_param_grads(sum_dy.f32()[c], sum_dy_xmu.f32()[c], invstd.f32()[c]);
+      if (dgamma.defined()) dgamma.f32()[c] = g.dgamma;
+      if (dbeta.defined()) dbeta.f32()[c] = g.dbeta;
+    }
+  }
+
   void backward_apply_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& dy, const Tensor& gamma,
                            const Tensor& mean, const Tensor& invstd, const Tensor& sum_dy, const Tensor& sum_dy_xmu,
-                           double count, Tensor& dx) override {
+                           const Tensor& count_t, Tensor& dx) override {
     cpu::refuse_f16(kName, "x", x);
     if (m == 0 || C == 0) return;
+    const double count = count_t.f32()[0];
     // dx = p*dy + q*(x - mean) + r (bn::apply_coef: as in backward, whose sums and count are this batch's).
     std::vector<float> pa(C), qa(C), ra(C);
     for (int64_t c = 0; c < C; ++c) {

@@ -141,11 +141,45 @@ __global__ void infer_coef_kernel(const float* __restrict__ gamma, const float* 
   }
 }
 
-__global__ void sync_coef_kernel(const float* __restrict__ gamma, const float* __restrict__ invstd,
-                                 const float* __restrict__ sum_dy, const float* __restrict__ sum_dy_xmu, double count,
-                                 int64_t C, float* __restrict__ coef) {
+// --- Synchronised batch norm's finishes (bn::sync_*), count[0] the rows of every replica's batch.
+
+__global__ void sync_count_kernel(float* __restrict__ count, float m) { count[0] = m; }
+
+__global__ void sync_mean_kernel(const float* __restrict__ sum, const float* __restrict__ count,
+                                 float* __restrict__ mean, int64_t C) {
+  CUDA_GRID_LOOP(c, C) mean[c] = bn::sync_mean(sum[c], count[0]);
+}
+
+__global__ void sync_stats_kernel(const float* __restrict__ sum, const float* __restrict__ sumsq,
+                                  const float* __restrict__ count, float* __restrict__ mean,
+                                  float* __restrict__ invstd, float* __restrict__ var, float* __restrict__ rm,
+                                  float* __restrict__ rv, double eps, double mom, bool unbiased, int64_t C) {
   CUDA_GRID_LOOP(c, C) {
-    const bn::InputGrad k = bn::apply_coef(gamma ? double(gamma[c]) : 1.0, invstd[c], sum_dy[c], sum_dy_xmu[c], count);
+    const bn::SyncStats st = bn::sync_stats(sum[c], sumsq[c], count[0], mean[c], eps, mom, rm[c], rv[c], unbiased);
+    mean[c] = st.mean;
+    invstd[c] = st.invstd;
+    var[c] = st.var;
+    rm[c] = st.running_mean;
+    rv[c] = st.running_var;
+  }
+}
+
+__global__ void sync_param_grads_kernel(const float* __restrict__ sum_dy, const float* __restrict__ sum_dy_xmu,
+                                        const float* __restrict__ invstd, float* __restrict__ dgamma,
+                                        float* __restrict__ dbeta, int64_t C) {
+  CUDA_GRID_LOOP(c, C) {
+    const bn::ParamGrads g = bn::sync_param_grads(sum_dy[c], sum_dy_xmu[c], invstd[c]);
+    if (dgamma) dgamma[c] = g.dgamma;
+    if (dbeta) dbeta[c] = g.dbeta;
+  }
+}
+
+__global__ void sync_coef_kernel(const float* __restrict__ gamma, const float* __restrict__ invstd,
+                                 const float* __restrict__ sum_dy, const float* __restrict__ sum_dy_xmu,
+                                 const float* __restrict__ count, int64_t C, float* __restrict__ coef) {
+  CUDA_GRID_LOOP(c, C) {
+    const bn::InputGrad k =
+        bn::apply_coef(gamma ? double(gamma[c]) : 1.0, invstd[c], sum_dy[c], sum_dy_xmu[c], double(count[0]));
     coef[c] = k.p;
     coef[C + c] = k.q;
     coef[2 * C + c] = k.r;
@@ -290,13 +324,38 @@ class CudaBatchNorm final : public BatchNormKernel {
     });
   }
 
+  void sync_count_impl(int64_t m, Tensor& count) override {
+    TRAINER_LAUNCH(sync_count_kernel, 1, 1, c_.stream(), count.f32(), float(m));
+  }
+
+  void sync_mean_impl(int64_t C, const Tensor& sum, const Tensor& count, Tensor& mean) override {
+    if (C == 0) return;
+    TRAINER_LAUNCH(sync_mean_kernel, cuda::grid_for(C, c_), cuda::kBlock, c_.stream(), sum.f32(), count.f32(),
+                   mean.f32(), C);
+  }
+
+  void sync_stats_impl(int64_t C, const Tensor& sum, const Tensor& sumsq, const Tensor& count, Tensor& mean,
+                       Tensor& save_invstd, Tensor& var, Tensor& running_mean, Tensor& running_var) override {
+    if (C == 0) return;
+    TRAINER_LAUNCH(sync_stats_kernel, cuda::grid_for(C, c_), cuda::kBlock, c_.stream(), sum.f32(), sumsq.f32(),
+                   count.f32(), mean.f32(), save_invstd.f32(), var.f32(), running_mean.f32(), running_var.f32(),
+                   double(p_.epsilon), double(p_.momentum), p_.unbiased_moving_variance, C);
+  }
+
+  void sync_param_grads_impl(int64_t C, const Tensor& sum_dy, const Tensor& sum_dy_xmu, const Tensor& invstd,
+                             Tensor& dgamma, Tensor& dbeta) override {
+    if (C == 0) return;
+    TRAINER_LAUNCH(sync_param_grads_kernel, cuda::grid_for(C, c_), cuda::kBlock, c_.stream(), sum_dy.f32(),
+                   sum_dy_xmu.f32(), invstd.f32(), opt(dgamma), opt(dbeta), C);
+  }
+
   void backward_apply_impl(int64_t m, int64_t C, const Tensor& x, const Tensor& dy, const Tensor& gamma,
                            const Tensor& mean, const Tensor& invstd, const Tensor& sum_dy, const Tensor& sum_dy_xmu,
-                           double count, Tensor& dx) override {
+                           const Tensor& count, Tensor& dx) override {
     if (m == 0 || C == 0) return;
     float* coef = scratch(3 * C);
     TRAINER_LAUNCH(sync_coef_kernel, cuda::grid_for(C, c_), cuda::kBlock, c_.stream(), opt(gamma), invstd.f32(),
-                   sum_dy.f32(), sum_dy_xmu.f32(), count, C, coef);
+                   sum_dy.f32(), sum_dy_xmu.f32(), count.f32(), C, coef);
     cuda::dispatch_float(kOp, "x", x, [&](auto tag) {
       using T = decltype(tag);
       input_grad<T, 0>(cuda::ptr<const T>(x), cuda::ptr<const T>(dy), nullptr, mean.f32(), coef, cuda::ptr<T>(dx),

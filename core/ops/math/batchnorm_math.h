@@ -11,6 +11,9 @@
 //   forward_infer  infer_affine from the running statistics, then the same y
 //   backward       per-channel Σg and Σg·(x - mean) of g = act'(y)·dy, then grad_coef;
 //                  dx = P·g + Q·(x - mean) + R
+//   sync_*         (synchronised batch norm) the per-channel finishes of the sums and count every
+//                  replica adds up: sync_mean, sync_stats (train_stats of the global sums),
+//                  sync_param_grads (a replica's own dgamma, dbeta)
 //   backward_apply (synchronised batch norm) apply_coef from all replicas' sums and count
 // The finishes and element formulas are one definition for both backends (the CPU's results are
 // the ones these expressions always gave). The reduction terms differ by design: the CPU adds
@@ -62,6 +65,7 @@ TRAINER_HD_INLINE void grad_terms(float g, float x, float mean, double (&a)[2]) 
 
 struct TrainStats {
   float mean, invstd;  // the batch statistics (biased variance)
+  float var;           // the biased variance itself
   float a, b;          // y = x·a + b
   float running_mean, running_var;
 };
@@ -86,6 +90,7 @@ TRAINER_HD_INLINE TrainStats train_stats(double sum, double sumsq, double m, flo
   TrainStats s;
   s.mean = float(mu);
   s.invstd = float(is);
+  s.var = float(var);
   s.a = float(gamma * is);
   s.b = float(beta - mu * gamma * is);
   s.running_mean = float(momentum * double(running_mean) + (1.0 - momentum) * mu);
@@ -128,6 +133,41 @@ TRAINER_HD_INLINE GradCoef grad_coef(double sum_g, double sum_gxmu, float invstd
 TRAINER_HD_INLINE InputGrad apply_coef(double gamma, float invstd, float sum_dy, float sum_dy_xmu, double count) {
   const double is = invstd, p = gamma * is;
   return {float(p), float(-p * is * is * double(sum_dy_xmu) / count), float(-p * double(sum_dy) / count)};
+}
+
+// --- Synchronised batch norm (statistics over several replicas' batches): the finishes of the sums
+// the replicas add up, on the device, `count` the rows of every replica's batch (a float: exact up
+// to 2^24 rows, beyond that rounded as the sums are).
+
+// The mean the second pass centres on: Σx / count (0 for no rows anywhere).
+TRAINER_HD_INLINE float sync_mean(float sum, float count) {
+  return count > 0.0f ? float(double(sum) / double(count)) : 0.0f;
+}
+
+struct SyncStats {
+  float mean, invstd, var;  // var: the biased variance normalisation uses (forward_infer's operand)
+  float running_mean, running_var;
+};
+
+// From Σd and Σd² of d = x - shift over every replica's rows (shift: sync_mean's mean): as
+// forward_train's train_stats; no rows anywhere leaves the running statistics alone (as an empty
+// batch does) with forward_train's empty statistics.
+TRAINER_HD_INLINE SyncStats sync_stats(float sum, float sumsq, float count, float shift, double eps, double momentum,
+                                       float running_mean, float running_var, bool unbiased) {
+  if (!(count > 0.0f)) return {0.0f, empty_invstd(float(eps)), 0.0f, running_mean, running_var};
+  const TrainStats s =
+      train_stats(sum, sumsq, count, shift, 1.0, 0.0, eps, momentum, running_mean, running_var, unbiased);
+  return {s.mean, s.invstd, s.var, s.running_mean, s.running_var};
+}
+
+struct ParamGrads {
+  float dgamma, dbeta;
+};
+
+// One replica's parameter gradients from its own sums (the gradient all-reduce adds the
+// replicas'): dγ = is·Σdy(x - mean), dβ = Σdy, as grad_coef's.
+TRAINER_HD_INLINE ParamGrads sync_param_grads(float sum_dy, float sum_dy_xmu, float invstd) {
+  return {float(double(sum_dy_xmu) * double(invstd)), sum_dy};
 }
 
 // --- Element formulas (then act_clamp / act::clamp for a fused activation; g = act'(y)·dy).

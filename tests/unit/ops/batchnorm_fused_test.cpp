@@ -141,7 +141,8 @@ TEST_CASE("batchnorm fuses only relu and relu6, and its synchronised pieces take
     Tensor x = be.upload(from_vec({8, 4}, ref::Vec(32, 1.0))), v = be.upload(from_vec({4}, ref::Vec(4, 1.0)));
     Tensor dx = be.empty({8, 4});
     CHECK_THROWS_AS(k->backward_sums(x, x, v, v, v), std::invalid_argument);
-    CHECK_THROWS_AS(k->backward_apply(x, x, v, v, v, v, v, 8.0, dx), std::invalid_argument);
+    Tensor count = be.upload(from_vec({1}, {8.0}));
+    CHECK_THROWS_AS(k->backward_apply(x, x, v, v, v, v, v, count, dx), std::invalid_argument);
     // Backward needs forward's output y with a fused activation.
     CHECK_THROWS_AS(k->backward(x, Tensor(), v, x, v, v, dx, v, v), std::invalid_argument);
   }

@@ -93,7 +93,10 @@ Run run(ActKind act, const Shape& s, DType dt, const ref::Vec& xv, const ref::Ve
   out.dx_read_y = bits(dx2);
   bn->forward_infer(x, gamma, beta, rm, rv, yi);
   plain->backward_sums(x, dy, mean, sdy, sdx);
-  plain->backward_apply(x, dy, gamma, mean, invstd, sdy, sdx, double(C ? s.numel() / C : 0) + 3.0, dx3);
+  const float count = float(C ? s.numel() / C : 0) + 3.0f;
+  Tensor count_t = Tensor::empty(Shape{1});
+  count_t.f32()[0] = count;
+  plain->backward_apply(x, dy, gamma, mean, invstd, sdy, sdx, count_t, dx3);
   out.dx_apply = bits(dx3);
   out.y = bits(y);
   out.y_infer = bits(yi);

@@ -135,10 +135,10 @@ TEST_CASE("low-precision batchnorm inference and the sync pieces match float64 a
       // backward_apply with global sums and count (several replicas' batches).
       double count = 3.0 * double(m) + 1.0;
       Tensor hsdy = random_tensor({C}, rng, -count / 4, count / 4), hsdyx = random_tensor({C}, rng, -count / 4, count / 4);
-      Tensor sdy = be.upload(hsdy), sdyx = be.upload(hsdyx);
+      Tensor sdy = be.upload(hsdy), sdyx = be.upload(hsdyx), count_d = be.upload(from_vec({1}, {count}));
       Tensor dxb = be.upload(nan_of(s, L)), dxf = be.upload(nan_of(s, DType::F32));
-      k->backward_apply(xb, dyb, gamma, mean, invstd, sdy, sdyx, count, dxb);
-      k->backward_apply(xf, dyf, gamma, mean, invstd, sdy, sdyx, count, dxf);
+      k->backward_apply(xb, dyb, gamma, mean, invstd, sdy, sdyx, count_d, dxb);
+      k->backward_apply(xf, dyf, gamma, mean, invstd, sdy, sdyx, count_d, dxf);
       ref::Vec g = to_vec(hgamma), is = to_vec(hinvstd), a = to_vec(hsdy), q = to_vec(hsdyx), rdx(x.size());
       for (size_t i = 0; i < x.size(); ++i) {
         size_t c = i % size_t(C);
@@ -197,7 +197,7 @@ TEST_CASE("low-precision batchnorm rejects mixed activation types and low-precis
     CHECK_THROWS_AS(k->backward(xb, Tensor(), v, xf, v, v, yb, mean, is), std::invalid_argument);  // dy f32
     CHECK_THROWS_AS(k->backward(xb, Tensor(), v, xb, v, v, yf, mean, is), std::invalid_argument);  // dx f32
     CHECK_THROWS_AS(k->backward_sums(xb, xf, v, mean, is), std::invalid_argument);
-    CHECK_THROWS_AS(k->backward_apply(xb, xb, v, v, v, v, v, 10.0, yf), std::invalid_argument);
+    CHECK_THROWS_AS(k->backward_apply(xb, xb, v, v, v, v, v, be.upload(from_vec({1}, {10.0})), yf), std::invalid_argument);
     CHECK_THROWS_AS(k->channel_sums(xb, vb, mean, is), std::invalid_argument);
   }
 }

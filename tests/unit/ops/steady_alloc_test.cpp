@@ -86,14 +86,18 @@ void windows_and_convolutions(const Backend& be, DType t) {
     Tensor g = be.upload(random_tensor({5}, rng, 0.5, 1.5)), bt = be.upload(random_tensor({5}, rng));
     Tensor rm = be.zeros({5}), rv = be.upload(random_tensor({5}, rng, 0.5, 1.5));
     Tensor mean = be.empty({5}), is = be.empty({5}), dg = be.empty({5}), dbt = be.empty({5});
-    Tensor s1 = be.empty({5}), s2 = be.empty({5});
+    Tensor s1 = be.empty({5}), s2 = be.empty({5}), var = be.empty({5}), n = be.empty({1});
     check_steady("batchnorm" + ty, [&] {
       k->forward_train(x, g, bt, y, mean, is, rm, rv);
       k->backward(x, y, g, dy, mean, is, dx, dg, dbt);
       k->forward_infer(x, g, bt, rm, rv, y);
       sync->channel_sums(x, mean, s1, s2);
+      sync->sync_count(x, n);
+      sync->sync_mean(s1, n, mean);
+      sync->sync_stats(s1, s2, n, mean, is, var, rm, rv);
       sync->backward_sums(x, dy, mean, s1, s2);
-      sync->backward_apply(x, dy, g, mean, is, s1, s2, 36.0, dx);
+      sync->sync_param_grads(s1, s2, is, dg, dbt);
+      sync->backward_apply(x, dy, g, mean, is, s1, s2, n, dx);
     });
   }
   for (PoolKind kind : {PoolKind::Max, PoolKind::Avg}) {

@@ -43,19 +43,18 @@ class Communicator {
   }
 
   // Collectives inside a recorded step (a CUDA graph): `issue_*` put the collective on this rank's
-  // stream without waiting for it, so that a capture of that stream records it (NCCL ≥ 2.9);
+  // stream without waiting for it, so that a capture of that stream records it (NCCL ≥ 2.9; the
+  // in-process communicator of one GPU listed N times, in pieces between host rendezvous);
   // wait_issued() waits, abortably, for everything issued. records(): whether issue_* can be
-  // recorded — NCCL yes; the in-process communicator no (it meets the other ranks on the host), so
-  // its issue_* are the waiting collectives, correct wherever the step runs as called.
+  // recorded. Here (MPI between processes) they are the waiting collectives, correct wherever the
+  // step runs as called.
   virtual bool records() const { return false; }
   virtual void issue_all_reduce_sum(Tensor& buf) { all_reduce_sum(buf); }
   virtual void issue_broadcast(Tensor& buf, int root) { broadcast(buf, root); }
   // Every rank's part of `buf` (size() equal parts, rank r's at r/size() of it, a byte copy: no
   // arithmetic) into every rank's `buf`. Here one broadcast per rank; NCCL's is one ncclAllGather.
   virtual void issue_all_gather(Tensor& buf) {
-    const int64_t n = size() > 0 ? buf.numel() / size() : 0;
-    if (buf.dim(0) != buf.numel() || n * size() != buf.numel())
-      throw std::logic_error("issue_all_gather: " + buf.shape().str() + " is not " + std::to_string(size()) + " equal parts");
+    const int64_t n = gather_part(buf);
     for (int r = 0; r < size(); ++r) {
       Tensor part = buf.slice(r * n, (r + 1) * n);
       issue_broadcast(part, r);
@@ -67,6 +66,15 @@ class Communicator {
   // asynchronous error; nothing otherwise. For a rank that waits for its device's work another way
   // (a step's statistics read late), polled while it waits, and when a host agreement failed.
   virtual void check_abort() {}
+
+ protected:
+  // The size of each rank's part of an all-gather's `buf` (a flat tensor of size() equal parts).
+  int64_t gather_part(const Tensor& buf) const {
+    const int64_t n = size() > 0 ? buf.numel() / size() : 0;
+    if (buf.dim(0) != buf.numel() || n * size() != buf.numel())
+      throw std::logic_error("issue_all_gather: " + buf.shape().str() + " is not " + std::to_string(size()) + " equal parts");
+    return n;
+  }
 };
 
 // A communicator of one rank: every collective is the identity (single-device runs).

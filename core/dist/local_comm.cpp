@@ -8,7 +8,14 @@
 namespace trainer {
 
 LocalGroup::LocalGroup(int size)
-    : size_(size), ptrs_(size_t(size)), arrived_(size_t(size), 0), departed_(size_t(size), 0), host_(size_t(size)) {}
+    : size_(size), contexts_(size_t(size), nullptr), ptrs_(size_t(size)), arrived_(size_t(size), 0),
+      departed_(size_t(size), 0), host_(size_t(size)) {}
+
+bool LocalGroup::one_device() const {
+  for (OpContext* c : contexts_)
+    if (!c || !(c->device() == contexts_[0]->device())) return false;
+  return true;
+}
 
 void LocalGroup::check() const {
   if (aborted_) throw CommError("collective aborted: " + why_);
@@ -86,7 +93,9 @@ std::shared_ptr<ReduceBoard> LocalGroup::board(size_t index, const std::vector<B
 }
 
 LocalComm::LocalComm(std::shared_ptr<LocalGroup> group, int rank, OpContext& ctx)
-    : group_(std::move(group)), rank_(rank), ctx_(ctx), k_(make_kernel<ElementwiseKernel>(ctx, {})) {}
+    : group_(std::move(group)), rank_(rank), ctx_(ctx), k_(make_kernel<ElementwiseKernel>(ctx, {})) {
+  group_->contexts_.at(size_t(rank)) = &ctx;
+}
 
 void LocalComm::all_reduce_sum(Tensor& buf) {
   int n = size();
@@ -163,6 +172,67 @@ void LocalComm::barrier() {
   uint64_t seq = ++seq_;
   group_->arrive(rank_, seq, nullptr);
   group_->depart(rank_, seq);
+}
+
+bool LocalComm::records() const { return ctx_.can_capture() && group_->one_device(); }
+
+std::vector<void*> LocalComm::meet(void* ptr) {
+  auto seen = std::make_shared<std::vector<void*>>();
+  ctx_.host_step([this, ptr, seen] {
+    const uint64_t seq = ++seq_;
+    ctx_.mark_queue();
+    group_->arrive(rank_, seq, ptr);
+    std::vector<void*> now(static_cast<size_t>(size()), nullptr);
+    for (int q = 0; q < size(); ++q) {
+      now[size_t(q)] = group_->pointer(q);
+      if (q != rank_) ctx_.wait_for_mark(*group_->context(q));
+    }
+    group_->depart(rank_, seq);
+    if (seen->empty())
+      *seen = std::move(now);
+    else if (*seen != now)
+      throw CommError(fmt::format("rank {}: a recorded collective met other buffers than it was recorded with", rank_));
+  });
+  return *seen;
+}
+
+// Every rank sums every rank's buffer in rank order into a scratch of its own, then (once all have
+// read every buffer) copies it into its buffer.
+void LocalComm::issue_all_reduce_sum(Tensor& buf) {
+  const int64_t n = buf.numel();
+  if (size() == 1 || n == 0) return;
+  if (buf.dtype() != DType::F32)
+    throw CommError(fmt::format("all_reduce_sum: rank {} got a {} tensor, only f32 is summed", rank_, dtype_name(buf.dtype())));
+  if (!issued_sum_.defined() || issued_sum_.numel() < n) issued_sum_ = ctx_.empty(Shape{n});
+  Tensor sum = issued_sum_.slice(0, n);
+  const std::vector<void*> at = meet(buf.data());
+  std::vector<Tensor> parts;
+  std::vector<const Tensor*> xs;
+  for (void* p : at) parts.push_back(Tensor::view(p, Shape{n}, DType::F32, buf.device()));
+  for (const Tensor& t : parts) xs.push_back(&t);
+  k_->add(xs, sum);
+  meet(nullptr);
+  ctx_.copy(buf.data(), sum.data(), sum.bytes());
+}
+
+void LocalComm::issue_broadcast(Tensor& buf, int root) {
+  if (root < 0 || root >= size()) throw CommError(fmt::format("broadcast: root {} out of 0..{}", root, size() - 1));
+  if (size() == 1 || buf.bytes() == 0) return;
+  const std::vector<void*> at = meet(buf.data());
+  if (rank_ != root) ctx_.copy(buf.data(), at[size_t(root)], buf.bytes());
+  meet(nullptr);  // root's buffer is not written again before every copy of it is done
+}
+
+void LocalComm::issue_all_gather(Tensor& buf) {
+  const int64_t n = gather_part(buf);
+  if (size() == 1 || n == 0) return;
+  const size_t bytes = size_t(n) * dtype_size(buf.dtype());
+  const std::vector<void*> at = meet(buf.data());
+  for (int q = 0; q < size(); ++q)
+    if (q != rank_)
+      ctx_.copy(static_cast<char*>(buf.data()) + size_t(q) * bytes, static_cast<const char*>(at[size_t(q)]) + size_t(q) * bytes,
+                bytes);
+  meet(nullptr);
 }
 
 std::vector<std::unique_ptr<Communicator>> make_local_comms(const std::vector<OpContext*>& contexts) {

@@ -1,5 +1,6 @@
 // LocalComm: the replicas of one process as threads, over host memory (CPU replicas) or the
-// memory of one GPU listed twice; ranks meet at a rendezvous per collective.
+// memory of one GPU listed twice; ranks meet at a rendezvous per collective (inside a recorded
+// step too: between its pieces).
 #pragma once
 #include <condition_variable>
 #include <memory>
@@ -21,6 +22,8 @@ class LocalGroup {
 
  private:
   friend class LocalComm;
+  OpContext* context(int rank) const { return contexts_[size_t(rank)]; }
+  bool one_device() const;  // every rank's context on the same device
   // Blocks until all ranks have arrived at collective number `seq` (or throws on abort).
   void arrive(int rank, uint64_t seq, void* ptr);
   void* pointer(int rank) const { return ptrs_[size_t(rank)]; }
@@ -32,6 +35,7 @@ class LocalGroup {
   std::shared_ptr<ReduceBoard> board(size_t index, const std::vector<BucketRange>& buckets, bool exchanged);
 
   int size_;
+  std::vector<OpContext*> contexts_;  // each rank's, set as its LocalComm is made
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<void*> ptrs_;
@@ -54,6 +58,16 @@ class LocalComm final : public Communicator {
   void all_reduce_host(std::vector<double>& values) override;
   void barrier() override;
   void abort(const std::string& why) override { group_->abort(why); }
+  // Collectives inside a recorded step: where every rank's context records (one GPU listed N
+  // times, `--gpus 0,0`), the ranks meet between the recorded pieces (OpContext::host_step: a
+  // rendezvous on the host, each rank's queue then waiting for the others' queued work) and the
+  // sums and copies are recorded kernels. As called elsewhere (the CPU, in tests), the same
+  // collectives. Either way the host never waits for a device: the results are there for the
+  // rank's later queued work. The all-reduce sums in rank order, as all_reduce_sum: the same bits.
+  bool records() const override;
+  void issue_all_reduce_sum(Tensor& buf) override;
+  void issue_broadcast(Tensor& buf, int root) override;
+  void issue_all_gather(Tensor& buf) override;
   // CPU memory only (null for a GPU's): the ranks' threads sum the buckets (LocalReducer).
   std::unique_ptr<BucketReducer> make_bucket_reducer(Tensor& grads, const std::vector<BucketRange>& buckets) override;
   // The same for one process of several (ProcessComm, `exchanged`): a bucket is reduced once local
@@ -62,11 +76,17 @@ class LocalComm final : public Communicator {
                                                      std::unique_ptr<ProcessExchange> exchange);
 
  private:
+  // The issued collectives' rendezvous, in a host step: this rank's queued work marked, every
+  // rank's `ptr` exchanged, this rank's later work queued behind every other rank's mark. Returns
+  // every rank's pointer (a recording's replay must meet the same ones: CommError otherwise).
+  std::vector<void*> meet(void* ptr);
+
   std::shared_ptr<LocalGroup> group_;
   int rank_;
   OpContext& ctx_;
   std::unique_ptr<ElementwiseKernel> k_;
   Tensor scratch_;
+  Tensor issued_sum_;  // issue_all_reduce_sum's (sized by a step's first, unrecorded run)
   uint64_t seq_ = 0;
   size_t reducers_ = 0;  // bucket reducers made so far
 };

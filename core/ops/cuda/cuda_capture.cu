@@ -1,24 +1,34 @@
-// CUDA graphs for CudaContext: stream capture of a step's work, instantiation, replay.
+// CUDA graphs for CudaContext: stream capture of a step's work, in pieces around host steps, instantiation, replay; queue marks.
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_util.cuh"
 
 namespace trainer {
 namespace {
 
-// One instantiated graph and the stream it replays on.
+// A capture's instantiated pieces and the host steps between them, replayed on one stream: piece
+// 0, step 0, piece 1, ... (one piece and no step where the capture had no host step).
 class CudaGraph final : public CapturedWork {
  public:
-  CudaGraph(cudaGraph_t g, cudaGraphExec_t e, cudaStream_t s) : graph_(g), exec_(e), stream_(s) {}
+  using Piece = std::pair<cudaGraph_t, cudaGraphExec_t>;
+  CudaGraph(std::vector<Piece> pieces, std::vector<std::function<void()>> steps, cudaStream_t s)
+      : pieces_(std::move(pieces)), steps_(std::move(steps)), stream_(s) {}
   ~CudaGraph() override {
-    if (exec_) cudaGraphExecDestroy(exec_);
-    if (graph_) cudaGraphDestroy(graph_);
+    for (Piece& p : pieces_) {
+      if (p.second) cudaGraphExecDestroy(p.second);
+      if (p.first) cudaGraphDestroy(p.first);
+    }
     cudaGetLastError();  // a destructor must not throw; leave no error behind
   }
-  void replay() override { CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+  void replay() override {
+    for (size_t i = 0; i < pieces_.size(); ++i) {
+      if (pieces_[i].second) CUDA_CHECK(cudaGraphLaunch(pieces_[i].second, stream_));
+      if (i < steps_.size()) steps_[i]();
+    }
+  }
 
  private:
-  cudaGraph_t graph_;
-  cudaGraphExec_t exec_;
+  std::vector<Piece> pieces_;  // an empty piece: no graph
+  std::vector<std::function<void()>> steps_;
   cudaStream_t stream_;
 };
 
@@ -29,32 +39,94 @@ void CudaContext::begin_capture() {
   // Thread-local mode: other threads (another replica's, the loader's) may use CUDA meanwhile;
   // this thread may not call unsafe APIs (cudaMalloc) while it captures.
   CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-  capturing_ = true;
+  capturing_ = stream_capturing_ = true;
   alloc_->set_capturing(true);
 }
 
-std::unique_ptr<CapturedWork> CudaContext::end_capture() {
-  if (!capturing_) throw std::logic_error(device().str() + ": end_capture without begin_capture");
-  capturing_ = false;
-  alloc_->set_capturing(false);
+// Ends the stream's capture as one instantiated piece (none for a piece without work).
+CudaContext::GraphPiece CudaContext::end_piece() {
+  stream_capturing_ = false;
   cudaGraph_t graph = nullptr;
   CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+  size_t nodes = 0;
+  cudaError_t e = cudaGraphGetNodes(graph, nullptr, &nodes);
+  if (e == cudaSuccess && nodes == 0) {
+    cudaGraphDestroy(graph);
+    return {};
+  }
   cudaGraphExec_t exec = nullptr;
-  const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+  if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
   if (e != cudaSuccess) {
     cudaGraphDestroy(graph);
     cuda_fail("cudaGraphInstantiate(&exec, graph, 0)", cudaGetErrorString(e), __FILE__, __LINE__);
   }
-  return std::make_unique<CudaGraph>(graph, exec, stream_);
+  return {graph, exec};
+}
+
+void CudaContext::drop_pieces() noexcept {
+  for (GraphPiece& p : pieces_) {
+    if (p.exec) cudaGraphExecDestroy(p.exec);
+    if (p.graph) cudaGraphDestroy(p.graph);
+  }
+  pieces_.clear();
+  steps_.clear();
+}
+
+// During a capture: the piece so far ended, the step run (it meets other threads, marks and waits on
+// queues: none of it recorded), the next piece begun; the step kept for every replay.
+void CudaContext::host_step(const std::function<void()>& step) {
+  if (!capturing_) {
+    step();
+    return;
+  }
+  pieces_.push_back(end_piece());
+  steps_.push_back(step);
+  step();
+  CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  stream_capturing_ = true;
+}
+
+std::unique_ptr<CapturedWork> CudaContext::end_capture() {
+  if (!capturing_) throw std::logic_error(device().str() + ": end_capture without begin_capture");
+  try {
+    pieces_.push_back(end_piece());
+  } catch (...) {
+    abort_capture();
+    throw;
+  }
+  capturing_ = false;
+  alloc_->set_capturing(false);
+  std::vector<CudaGraph::Piece> pieces;
+  for (const GraphPiece& p : pieces_) pieces.emplace_back(p.graph, p.exec);
+  pieces_.clear();
+  auto work = std::make_unique<CudaGraph>(std::move(pieces), std::move(steps_), stream_);
+  steps_.clear();
+  return work;
 }
 
 void CudaContext::abort_capture() noexcept {
   if (!capturing_) return;
   capturing_ = false;
   alloc_->set_capturing(false);
-  cudaGraph_t graph = nullptr;
-  if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+  if (stream_capturing_) {
+    stream_capturing_ = false;
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+  }
+  drop_pieces();
   cudaGetLastError();  // an invalidated capture reports its error here: the caller rethrows its own
+}
+
+void CudaContext::mark_queue() {
+  if (stream_capturing_) throw std::logic_error(device().str() + ": mark_queue inside a capture (a host_step's work)");
+  CUDA_CHECK(cudaEventRecord(mark_, stream_));
+}
+
+void CudaContext::wait_for_mark(OpContext& other) {
+  if (stream_capturing_) throw std::logic_error(device().str() + ": wait_for_mark inside a capture (a host_step's work)");
+  if (other.device().kind != DeviceKind::CUDA)
+    throw std::logic_error(device().str() + ": wait_for_mark on " + other.device().str());
+  CUDA_CHECK(cudaStreamWaitEvent(stream_, cuda_context(other).mark_, 0));
 }
 
 }  // namespace trainer

@@ -191,6 +191,7 @@ CudaContext::CudaContext(Device d, const ContextOptions& o)
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     for (Staging& s : staging_) CUDA_CHECK(cudaEventCreateWithFlags(&s.free, cudaEventDisableTiming));
     for (cudaEvent_t& e : read_done_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&mark_, cudaEventDisableTiming));
     CUDNN_CHECK(cudnnCreate(&cudnn_));
     CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
     if (const char* why = cuda::cublas_load_error())
@@ -209,6 +210,7 @@ CudaContext::CudaContext(Device d, const ContextOptions& o)
 // Frees everything in dependency order; never throws (errors at teardown are ignored).
 void CudaContext::release() noexcept {
   cudaSetDevice(index_);
+  abort_capture();
   if (stream_) cudaStreamSynchronize(stream_);
   if (workspace_ && alloc_) {
     try {
@@ -234,6 +236,8 @@ void CudaContext::release() noexcept {
     if (e) cudaEventDestroy(e);
     e = nullptr;
   }
+  if (mark_) cudaEventDestroy(mark_);
+  mark_ = nullptr;
   if (stream_) cudaStreamDestroy(stream_);
   stream_ = nullptr;
   cudaGetLastError();

@@ -5,7 +5,9 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "core/ops/context.h"
 
@@ -79,6 +81,9 @@ class CudaContext final : public OpContext {
   void begin_capture() override;
   std::unique_ptr<CapturedWork> end_capture() override;
   void abort_capture() noexcept override;
+  void host_step(const std::function<void()>& step) override;
+  void mark_queue() override;
+  void wait_for_mark(OpContext& other) override;
   uint64_t released_blocks() const override { return alloc_ ? alloc_->releases() : 0; }
 
   cudaStream_t stream() const { return stream_; }
@@ -128,7 +133,18 @@ class CudaContext final : public OpContext {
   // the host running ahead of the device, not one.
   void waited();
   cudaDeviceProp props_{};
-  bool capturing_ = false;
+  // A capture (cuda_capture.cu): begin_capture to end_capture; with host steps, the pieces ended so
+  // far (an empty one without a graph) and the steps after them, the stream capturing the next.
+  struct GraphPiece {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+  };
+  GraphPiece end_piece();
+  void drop_pieces() noexcept;
+  bool capturing_ = false, stream_capturing_ = false;
+  std::vector<GraphPiece> pieces_;
+  std::vector<std::function<void()>> steps_;
+  cudaEvent_t mark_ = nullptr;  // mark_queue's event
 };
 
 inline CudaContext& cuda_context(OpContext& c) { return static_cast<CudaContext&>(c); }

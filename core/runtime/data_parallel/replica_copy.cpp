@@ -88,17 +88,19 @@ void ReplicaCopy::broadcast_parameters() {
 
 // A step that can be one fixed, recorded program: on a context that can capture, this replica
 // alone in the job or with communicators whose collectives a capture records (NCCL: one GPU per
-// replica; not the in-process one that `--gpus 0,0` uses, which meets the other ranks on the
-// host), without synchronised batch norm (host all-reduces in the layers), test hooks, per-part
-// timing or per-layer profiling (both synchronise the device between parts). Loss scaling and
+// replica; the in-process one of one GPU listed N times, `--gpus 0,0`, in pieces between its
+// rendezvous; not MPI's between processes) — synchronised batch norm's too (its statistics summed
+// on the control communicator, in the layers) — without test hooks, per-part timing or per-layer
+// profiling (both synchronise the device between parts). Loss scaling and
 // clipping are kernels of the program (StepUpdate::rule). Every other step takes the ordinary
 // path. (Tests: fixed_anywhere_ runs the program as called on the CPU, any number of replicas.)
 // With several ranks every condition must hold on all of them alike — the program's collectives
 // meet only the other ranks' programs: the configuration's are, and `trainer bench --layers`,
 // which profiles rank 0 only, turns timing on everywhere.
 bool ReplicaCopy::fixed_step_ok() const {
-  const bool program = rep_->context().can_capture() ? ctl_->size() == 1 || grad_->records() : fixed_anywhere_;
-  return cuda_graphs_ && program && !sync_bn_ && !inject_ && !timing_ && !rep_->executor().profiling();
+  const bool records = grad_->records() && (!sync_bn_ || ctl_->records());
+  const bool program = rep_->context().can_capture() ? ctl_->size() == 1 || records : fixed_anywhere_;
+  return cuda_graphs_ && program && !inject_ && !timing_ && !rep_->executor().profiling();
 }
 
 // The least of every rank's `v` (FixedPeers::least): one host all-reduce of a one-hot count, with
@@ -281,10 +283,10 @@ void ReplicaCopy::settle() {
 }
 
 // A validation batch as a recorded program where a step can be one (without predictions to read
-// back, and outside synchronised batch norm's runs, which keep evaluation on the ordinary path).
+// back; batch norm uses its running statistics there, synchronised or not: no collective).
 StepStats ReplicaCopy::eval_batch(const Batch& b, std::vector<int32_t>* predicted) {
   const bool program = rep_->context().can_capture() || fixed_anywhere_;
-  if (!predicted && cuda_graphs_ && program && !sync_bn_ && !rep_->executor().profiling())
+  if (!predicted && cuda_graphs_ && program && !rep_->executor().profiling())
     return rep_->fixed_eval(b.images, b.labels, true);
   return rep_->eval_step(b.images, b.labels, predicted);
 }

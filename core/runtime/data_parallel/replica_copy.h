@@ -9,7 +9,7 @@
 //      with loss scaling, the update then waits for all of them and checks them for inf/NaN;
 //   2. a broadcast of rank 0's non-trained parameters (batch-norm running statistics);
 //   3. a host all-reduce of the step's loss sum, correct count and sample count.
-// (With sync_bn, each batch-norm layer adds two host all-reduces in forward and backward.)
+// (With sync_bn, each batch-norm layer adds two device all-reduces in forward and one in backward.)
 // With train.accumulate k, the first k-1 micro-batches meet nobody: their gradients are summed
 // into a buffer of the replica's own, which the last micro-batch's backward adds into each bucket
 // just before that bucket's all-reduce.

@@ -230,29 +230,48 @@ namespace {
 // same bits; a replayed step read at once waits for the device once (for its results, at its last
 // micro-batch: the earlier ones of an accumulated step read nothing back and meet no other rank),
 // read late never — alone or over a one-rank NCCL communicator.
-void check_graphs_against_launched(const test::TestDevice& gpu) {
-  for (const UpdateCase& c : update_cases()) {
-    INFO(c.name);
+// The replicas on `devices` (one GPU: alone, or listed N times) recorded against launched, every
+// update case (and with several replicas the sync_bn ones).
+// Several replicas with sync_bn: batch norm's statistics summed over the replicas inside the
+// program too (two all-reduces in its forward, one in its backward, on the control communicator).
+std::vector<UpdateCase> sync_bn_cases() {
+  return {
+      {"sync_bn, sgd", {"train.sync_bn=true", "optimizer={type: sgd, lr: 0.05, momentum: 0.9}"}, {}},
+      {"sync_bn, accumulate 2, dynamic scale, clip_norm, adam", {"train.sync_bn=true", "train.accumulate=2", "train.clip_norm=0.05", "train.loss_scale={init_scale: 1024, growth_interval: 2}", "optimizer={type: adam, lr: 0.01}"}, {2, 7}},
+  };
+}
+
+void check_graphs_against_launched(const std::vector<Device>& devices) {
+  std::vector<UpdateCase> cases = update_cases();
+  if (devices.size() > 1)
+    for (const UpdateCase& c : sync_bn_cases()) cases.push_back(c);
+  for (const UpdateCase& c : cases) {
+    INFO(c.name << ", " << devices.size() << " replica(s)");
     std::vector<std::string> sets = c.sets;
     sets.push_back("devices.tf32=false");
     const RunSpec graphs = spec(sets);
     sets.push_back("devices.cuda_graphs=false");
     const RunSpec launched = spec(sets);
-    const EngineRun on = train_engine(graphs, gpu.device, false, c.poisoned);
-    const EngineRun off = train_engine(launched, gpu.device, false, c.poisoned);
+    const EngineRun on = train_engine(graphs, devices, false, c.poisoned);
+    const EngineRun off = train_engine(launched, devices, false, c.poisoned);
     const int k = graphs.train.accumulate;
     CHECK(on.fixed == 10 * k);
     CHECK(off.fixed == 0);
     // Steps 0 and 4 of each batch size plan, 1 and 5 record, the rest replay (each micro-batch
     // kind of an accumulated step its own recording).
     CHECK(on.recorded == 6 * k);
-    CHECK(on.last_waits == 3);
-    CHECK(off.last_waits > on.last_waits);
+    // (host_waits counts every thread's: one replica's alone are its own.)
+    if (devices.size() == 1) {
+      CHECK(on.last_waits == 3);
+      CHECK(off.last_waits > on.last_waits);
+    }
     check_same(off, on);
+    for (size_t r = 1; r < devices.size(); ++r)
+      CHECK(std::memcmp(on.replicas[r].data(), on.replicas[0].data(), on.replicas[0].size() * sizeof(float)) == 0);
     CHECK(on.skipped.back() == int64_t(c.poisoned.size()));
     // Read two steps late, the scale and the counts kept on the GPU meanwhile: the same bits, and a
     // replayed step never waits, accumulated or not.
-    const EngineRun late = train_engine(graphs, gpu.device, false, c.poisoned, 2);
+    const EngineRun late = train_engine(graphs, devices, false, c.poisoned, 2);
     check_same(off, late);
     CHECK(late.deferred == 10);
     CHECK(late.last_waits == 0);
@@ -266,16 +285,21 @@ TEST_CASE("fixed step: loss scaling and clipping as CUDA graphs give the ordinar
   if (!gpu) return;
   // Its loss sums and check read back together (its batch, labels and scalars go through staging
   // buffers of their own).
-  check_graphs_against_launched(*gpu);
+  check_graphs_against_launched({gpu->device});
 }
 
 TEST_CASE("fixed step: several replicas with the all-reduce and buffer broadcast inside the program give the ordinary step's bits",
           "[backends]") {
   // 2 and 3 CPU replicas (the in-process communicator summing in rank order both ways): loss
-  // scaling with skips, clipping, accumulation, batch-norm statistics broadcast from rank 0.
+  // scaling with skips, clipping, accumulation, batch-norm statistics broadcast from rank 0, or
+  // summed over the replicas (sync_bn).
+  std::vector<UpdateCase> cases = update_cases();
+  for (const UpdateCase& c : sync_bn_cases()) cases.push_back(c);
   for (const int ranks : {2, 3})
-    for (const UpdateCase& c : update_cases()) {
-      if (ranks == 3 && c.name != std::string("accumulate 3, dynamic scale, clip_norm, adam")) continue;
+    for (const UpdateCase& c : cases) {
+      if (ranks == 3 && c.name != std::string("accumulate 3, dynamic scale, clip_norm, adam") &&
+          c.name != std::string("sync_bn, accumulate 2, dynamic scale, clip_norm, adam"))
+        continue;
       SECTION(std::to_string(ranks) + " replicas, " + c.name) {
         const RunSpec e = spec(c.sets);
         std::vector<Device> devices;
@@ -294,6 +318,11 @@ TEST_CASE("fixed step: several replicas with the all-reduce and buffer broadcast
                             ordinary.replicas[0].size() * sizeof(float)) == 0);
         }
         CHECK(fixed.skipped.back() == int64_t(c.poisoned.size()));
+        if (std::string(c.name).rfind("sync_bn", 0) == 0) {  // the statistics are the replicas' together
+          std::vector<std::string> own = c.sets;
+          own.erase(own.begin());
+          CHECK(train_engine(spec(own), devices, true, c.poisoned).weights != fixed.weights);
+        }
         // The statistics are the job's: every rank's samples counted.
         CHECK(fixed.losses.front() != 0);
         // Read two steps late: every rank's sums gathered inside the program and added up in rank
@@ -306,18 +335,19 @@ TEST_CASE("fixed step: several replicas with the all-reduce and buffer broadcast
     }
 }
 
-TEST_CASE("fixed step: a one-rank NCCL step records its all-reduce and broadcast in the CUDA graph, one GPU listed twice stays launched") {
+TEST_CASE("fixed step: a one-rank NCCL step records its all-reduce and broadcast in the CUDA graph, one GPU listed twice "
+          "records its replicas' collectives in pieces") {
   const test::TestDevice* gpu = test::test_gpu();  // a skip, with the reason, where no GPU can run
   if (!gpu) return;
   ScopedEnv comm("TRAINER_COMM", "nccl");  // NCCL for one GPU: the collectives issued inside the capture
   // The statistics are the job's as the program leaves them (one rank): read late, no wait for the
   // collectives either.
-  check_graphs_against_launched(*gpu);
-  // The in-process communicator meets the other replica on the host: no program, as launched.
+  check_graphs_against_launched({gpu->device});
+  // The in-process communicator (`--gpus 0,0`): each replica's program recorded in pieces, the
+  // replicas meeting on the host between them (their streams waiting for each other's events), the
+  // sums and copies recorded kernels: the launched step's bits, read late without a wait.
   comm.set(nullptr);
-  const RunSpec e = spec({"devices.tf32=false", "optimizer={type: adam, lr: 0.01}"});
-  const EngineRun twice = train_engine(e, {gpu->device, gpu->device}, false, {});
-  CHECK(twice.fixed == 0);
+  check_graphs_against_launched({gpu->device, gpu->device});
 }
 
 TEST_CASE("fixed step: TRAINER_CUDA_GRAPHS=0 launches every step (the reference), 1 records, anything else is refused") {

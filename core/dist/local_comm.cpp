@@ -176,63 +176,84 @@ void LocalComm::barrier() {
 
 bool LocalComm::records() const { return ctx_.can_capture() && group_->one_device(); }
 
-std::vector<void*> LocalComm::meet(void* ptr) {
-  auto seen = std::make_shared<std::vector<void*>>();
-  ctx_.host_step([this, ptr, seen] {
-    const uint64_t seq = ++seq_;
-    ctx_.mark_queue();
-    group_->arrive(rank_, seq, ptr);
-    std::vector<void*> now(static_cast<size_t>(size()), nullptr);
-    for (int q = 0; q < size(); ++q) {
-      now[size_t(q)] = group_->pointer(q);
-      if (q != rank_) ctx_.wait_for_mark(*group_->context(q));
-    }
-    group_->depart(rank_, seq);
-    if (seen->empty())
-      *seen = std::move(now);
-    else if (*seen != now)
-      throw CommError(fmt::format("rank {}: a recorded collective met other buffers than it was recorded with", rank_));
-  });
-  return *seen;
+void LocalGroup::set_inbox(int rank, void* p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  inboxes_.resize(size_t(size_));
+  inboxes_[size_t(rank)] = p;
 }
 
-// Every rank sums every rank's buffer in rank order into a scratch of its own, then (once all have
-// read every buffer) copies it into its buffer.
+std::vector<void*> LocalGroup::inboxes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<void*> v = inboxes_;
+  v.resize(size_t(size_));
+  return v;
+}
+
+void* LocalComm::inbox(size_t bytes) {
+  if (!inbox_.defined() || inbox_.bytes() < bytes) {
+    inbox_ = ctx_.empty(Shape{int64_t((bytes + 3) / 4)});
+    group_->set_inbox(rank_, inbox_.data());
+  }
+  return inbox_.data();
+}
+
+std::vector<void*> LocalComm::meet() {
+  // Run now: the inboxes as the ranks left them at the rendezvous. Recorded: those registered now
+  // (by the step's last run as called), checked on every replay.
+  auto at = std::make_shared<std::vector<void*>>();
+  const bool recorded = ctx_.capturing();
+  if (recorded) *at = group_->inboxes();
+  ctx_.host_step([this, at, recorded] {
+    const uint64_t seq = ++seq_;
+    ctx_.mark_queue();
+    group_->arrive(rank_, seq, nullptr);
+    for (int q = 0; q < size(); ++q)
+      if (q != rank_) ctx_.wait_for_mark(*group_->context(q));
+    std::vector<void*> now = group_->inboxes();
+    group_->depart(rank_, seq);
+    if (!recorded)
+      *at = std::move(now);
+    else if (*at != now)
+      throw CommError(fmt::format("rank {}: a recorded collective meets other inboxes than it was recorded with", rank_));
+  });
+  return *at;
+}
+
+// Every rank sums the inboxes in rank order into its buffer.
 void LocalComm::issue_all_reduce_sum(Tensor& buf) {
   const int64_t n = buf.numel();
   if (size() == 1 || n == 0) return;
   if (buf.dtype() != DType::F32)
     throw CommError(fmt::format("all_reduce_sum: rank {} got a {} tensor, only f32 is summed", rank_, dtype_name(buf.dtype())));
-  if (!issued_sum_.defined() || issued_sum_.numel() < n) issued_sum_ = ctx_.empty(Shape{n});
-  Tensor sum = issued_sum_.slice(0, n);
-  const std::vector<void*> at = meet(buf.data());
+  ctx_.copy(inbox(buf.bytes()), buf.data(), buf.bytes());
+  const std::vector<void*> at = meet();
   std::vector<Tensor> parts;
   std::vector<const Tensor*> xs;
   for (void* p : at) parts.push_back(Tensor::view(p, Shape{n}, DType::F32, buf.device()));
   for (const Tensor& t : parts) xs.push_back(&t);
-  k_->add(xs, sum);
-  meet(nullptr);
-  ctx_.copy(buf.data(), sum.data(), sum.bytes());
+  k_->add(xs, buf);
+  meet();  // every rank has read every inbox
 }
 
 void LocalComm::issue_broadcast(Tensor& buf, int root) {
   if (root < 0 || root >= size()) throw CommError(fmt::format("broadcast: root {} out of 0..{}", root, size() - 1));
   if (size() == 1 || buf.bytes() == 0) return;
-  const std::vector<void*> at = meet(buf.data());
+  if (rank_ == root) ctx_.copy(inbox(buf.bytes()), buf.data(), buf.bytes());
+  const std::vector<void*> at = meet();
   if (rank_ != root) ctx_.copy(buf.data(), at[size_t(root)], buf.bytes());
-  meet(nullptr);  // root's buffer is not written again before every copy of it is done
+  meet();
 }
 
 void LocalComm::issue_all_gather(Tensor& buf) {
   const int64_t n = gather_part(buf);
   if (size() == 1 || n == 0) return;
   const size_t bytes = size_t(n) * dtype_size(buf.dtype());
-  const std::vector<void*> at = meet(buf.data());
+  char* mine = static_cast<char*>(buf.data());
+  ctx_.copy(inbox(bytes), mine + size_t(rank_) * bytes, bytes);
+  const std::vector<void*> at = meet();
   for (int q = 0; q < size(); ++q)
-    if (q != rank_)
-      ctx_.copy(static_cast<char*>(buf.data()) + size_t(q) * bytes, static_cast<const char*>(at[size_t(q)]) + size_t(q) * bytes,
-                bytes);
-  meet(nullptr);
+    if (q != rank_) ctx_.copy(mine + size_t(q) * bytes, at[size_t(q)], bytes);
+  meet();
 }
 
 std::vector<std::unique_ptr<Communicator>> make_local_comms(const std::vector<OpContext*>& contexts) {

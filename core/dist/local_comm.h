@@ -24,6 +24,9 @@ class LocalGroup {
   friend class LocalComm;
   OpContext* context(int rank) const { return contexts_[size_t(rank)]; }
   bool one_device() const;  // every rank's context on the same device
+  // Each rank's inbox (LocalComm's issued collectives), registered as it is made or grown.
+  void set_inbox(int rank, void* p);
+  std::vector<void*> inboxes() const;
   // Blocks until all ranks have arrived at collective number `seq` (or throws on abort).
   void arrive(int rank, uint64_t seq, void* ptr);
   void* pointer(int rank) const { return ptrs_[size_t(rank)]; }
@@ -39,6 +42,7 @@ class LocalGroup {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<void*> ptrs_;
+  std::vector<void*> inboxes_;
   std::vector<uint64_t> arrived_, departed_;
   std::vector<std::vector<double>*> host_;
   std::vector<std::shared_ptr<ReduceBoard>> boards_;
@@ -61,9 +65,14 @@ class LocalComm final : public Communicator {
   // Collectives inside a recorded step: where every rank's context records (one GPU listed N
   // times, `--gpus 0,0`), the ranks meet between the recorded pieces (OpContext::host_step: a
   // rendezvous on the host, each rank's queue then waiting for the others' queued work) and the
-  // sums and copies are recorded kernels. As called elsewhere (the CPU, in tests), the same
+  // copies and sums are recorded kernels. As called elsewhere (the CPU, in tests), the same
   // collectives. Either way the host never waits for a device: the results are there for the
-  // rank's later queued work. The all-reduce sums in rank order, as all_reduce_sum: the same bits.
+  // rank's later queued work. Each rank copies its part into an inbox of its own, the ranks meet,
+  // each reads the others' inboxes (the all-reduce sums them in rank order, as all_reduce_sum: the
+  // same bits), and the ranks meet again before any inbox is written anew. A capture meets nobody
+  // (its rendezvous wait for the replays) and reads the inboxes the ranks registered when the step
+  // last ran as called, so that a rank whose recording fails leaves no other waiting; a replay
+  // checks that they are still the ones recorded.
   bool records() const override;
   void issue_all_reduce_sum(Tensor& buf) override;
   void issue_broadcast(Tensor& buf, int root) override;
@@ -76,17 +85,19 @@ class LocalComm final : public Communicator {
                                                      std::unique_ptr<ProcessExchange> exchange);
 
  private:
-  // The issued collectives' rendezvous, in a host step: this rank's queued work marked, every
-  // rank's `ptr` exchanged, this rank's later work queued behind every other rank's mark. Returns
-  // every rank's pointer (a recording's replay must meet the same ones: CommError otherwise).
-  std::vector<void*> meet(void* ptr);
+  // The issued collectives' rendezvous, in a host step: this rank's queued work marked, the ranks
+  // met, this rank's later work queued behind every other rank's mark. Returns every rank's inbox.
+  std::vector<void*> meet();
+  // This rank's inbox at least `bytes` long (grown and registered outside a capture: inside one, the
+  // allocator refuses, and this rank's recording fails alone).
+  void* inbox(size_t bytes);
 
   std::shared_ptr<LocalGroup> group_;
   int rank_;
   OpContext& ctx_;
   std::unique_ptr<ElementwiseKernel> k_;
   Tensor scratch_;
-  Tensor issued_sum_;  // issue_all_reduce_sum's (sized by a step's first, unrecorded run)
+  Tensor inbox_;  // the issued collectives' (sized by a step's first run, as called)
   uint64_t seq_ = 0;
   size_t reducers_ = 0;  // bucket reducers made so far
 };

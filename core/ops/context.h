@@ -74,11 +74,14 @@ class OpContext {
   virtual std::unique_ptr<CapturedWork> end_capture() { throw std::logic_error(device_.str() + " cannot capture work"); }
   // Ends a capture that failed part-way (an exception between begin and end), discarding it.
   virtual void abort_capture() noexcept {}
-  // Host work inside recorded work: during a capture, ends the piece recorded so far, runs `step`
-  // and begins the next piece, and the recording's replay runs the pieces in order with `step`
-  // between them (each piece one launch); otherwise runs `step`. `step` may meet other threads (the
-  // in-process communicator's rendezvous) and mark and wait on queues, but never waits for the
-  // device, allocates or copies from or to the host.
+  // Whether a capture is under way (begin_capture to end_capture).
+  virtual bool capturing() const { return false; }
+  // Host work inside recorded work: during a capture, ends the piece recorded so far, keeps `step`
+  // and begins the next piece — `step` does not run now (a capture runs nothing) — and every replay
+  // of the recording runs the pieces in order with `step` between them (each piece one launch);
+  // otherwise runs `step` now. `step` may meet other threads (the in-process communicator's
+  // rendezvous) and mark and wait on queues, but never waits for the device, allocates or copies
+  // from or to the host.
   virtual void host_step(const std::function<void()>& step) { step(); }
   // A mark behind the work queued on this context so far, and this context's queue waiting for
   // `other`'s latest mark before its later work (CUDA: an event recorded, the stream waiting for

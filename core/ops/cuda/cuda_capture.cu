@@ -72,8 +72,8 @@ void CudaContext::drop_pieces() noexcept {
   steps_.clear();
 }
 
-// During a capture: the piece so far ended, the step run (it meets other threads, marks and waits on
-// queues: none of it recorded), the next piece begun; the step kept for every replay.
+// During a capture: the piece so far ended, the step kept for every replay (not run: it meets other
+// threads, marks and waits on queues, which only a replay's queued work needs), the next piece begun.
 void CudaContext::host_step(const std::function<void()>& step) {
   if (!capturing_) {
     step();
@@ -81,7 +81,6 @@ void CudaContext::host_step(const std::function<void()>& step) {
   }
   pieces_.push_back(end_piece());
   steps_.push_back(step);
-  step();
   CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
   stream_capturing_ = true;
 }

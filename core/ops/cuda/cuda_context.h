@@ -81,6 +81,7 @@ class CudaContext final : public OpContext {
   void begin_capture() override;
   std::unique_ptr<CapturedWork> end_capture() override;
   void abort_capture() noexcept override;
+  bool capturing() const override { return capturing_; }
   void host_step(const std::function<void()>& step) override;
   void mark_queue() override;
   void wait_for_mark(OpContext& other) override;

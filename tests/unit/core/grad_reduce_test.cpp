@@ -195,45 +195,52 @@ TEST_CASE("data parallel: an all-gather copies every rank's part byte for byte t
 }
 
 TEST_CASE("data parallel: the issued all-reduce and broadcast (a recorded step's, meeting between pieces) give the "
-          "waiting collectives' bits on every rank, repeatedly, odd and empty sizes") {
+          "waiting collectives' bits on every rank, back to back, repeatedly, odd and empty sizes") {
   for (int ranks : {1, 2, 3, 4})
     for (int64_t n : {int64_t(0), int64_t(1), int64_t(7), int64_t(1000), int64_t(4097)}) {
       INFO(ranks << " ranks, " << n << " floats");
       Group g(ranks);
-      std::vector<Tensor> issued, waited;
-      for (int r = 0; r < ranks; ++r) {
-        issued.push_back(g.ctxs[size_t(r)]->empty(Shape{n}));
-        waited.push_back(g.ctxs[size_t(r)]->empty(Shape{n}));
-      }
+      // Per rank: an all-reduce's, a broadcast's and another all-reduce's buffers, issued back to
+      // back (each rank's inbox rewritten by the next while the others may still read it, were the
+      // ranks not to meet again), and the same through the waiting collectives.
+      std::vector<std::vector<Tensor>> issued(static_cast<size_t>(ranks)), waited(static_cast<size_t>(ranks));
+      for (int r = 0; r < ranks; ++r)
+        for (int k = 0; k < 3; ++k) {
+          issued[size_t(r)].push_back(g.ctxs[size_t(r)]->empty(Shape{n}));
+          waited[size_t(r)].push_back(g.ctxs[size_t(r)]->empty(Shape{n}));
+        }
       int differ = 0, unequal = 0;
-      for (int round = 0; round < 6; ++round) {  // the ranks' buffers rewritten between collectives
+      for (int round = 0; round < 6; ++round) {
         for (int r = 0; r < ranks; ++r)
-          for (int64_t i = 0; i < n; ++i)
-            issued[size_t(r)].f32()[i] = waited[size_t(r)].f32()[i] = grad_value(r, round, i);
+          for (int k = 0; k < 3; ++k)
+            for (int64_t i = 0; i < n; ++i)
+              issued[size_t(r)][size_t(k)].f32()[i] = waited[size_t(r)][size_t(k)].f32()[i] = grad_value(r, 3 * round + k, i);
         const int root = round % ranks;
         std::vector<std::thread> threads;
         for (int r = 0; r < ranks; ++r)
           threads.emplace_back([&, r] {
             Communicator& c = *g.comms[size_t(r)];
-            if (round % 2 == 0) {
-              c.issue_all_reduce_sum(issued[size_t(r)]);
-              c.all_reduce_sum(waited[size_t(r)]);
-            } else {
-              c.issue_broadcast(issued[size_t(r)], root);
-              c.broadcast(waited[size_t(r)], root);
-            }
+            std::vector<Tensor>& a = issued[size_t(r)];
+            std::vector<Tensor>& b = waited[size_t(r)];
+            c.issue_all_reduce_sum(a[0]);
+            c.issue_broadcast(a[1], root);
+            c.issue_all_reduce_sum(a[2]);
+            c.all_reduce_sum(b[0]);
+            c.broadcast(b[1], root);
+            c.all_reduce_sum(b[2]);
           });
         for (auto& t : threads) t.join();
-        for (int r = 0; r < ranks; ++r) {
-          differ += n > 0 && std::memcmp(issued[size_t(r)].data(), waited[size_t(r)].data(), issued[size_t(r)].bytes()) != 0;
-          unequal += n > 0 && std::memcmp(issued[size_t(r)].data(), issued[0].data(), issued[0].bytes()) != 0;
-        }
-        if (round % 2 == 0 && n > 0) CHECK(issued[0].f32()[n - 1] == expected(ranks, round, n - 1));
+        for (int r = 0; r < ranks; ++r)
+          for (int k = 0; k < 3; ++k) {
+            const Tensor& x = issued[size_t(r)][size_t(k)];
+            differ += n > 0 && std::memcmp(x.data(), waited[size_t(r)][size_t(k)].data(), x.bytes()) != 0;
+            unequal += n > 0 && std::memcmp(x.data(), issued[0][size_t(k)].data(), x.bytes()) != 0;
+          }
+        if (n > 0) CHECK(issued[0][2].f32()[n - 1] == expected(ranks, 3 * round + 2, n - 1));
       }
       CHECK(differ == 0);
       CHECK(unequal == 0);
-      // A root outside the ranks is refused.
-      if (ranks > 1) CHECK_THROWS_AS(g.comms[0]->issue_broadcast(issued[0], ranks), CommError);
+      if (ranks > 1) CHECK_THROWS_AS(g.comms[0]->issue_broadcast(issued[0][0], ranks), CommError);  // no such root
       CHECK_FALSE(g.comms[0]->records());  // CPU memory: the collectives run as called
     }
 }

@@ -235,8 +235,10 @@ phase_step_graphs() {
   # "nccl": --gpus 0 over a one-rank NCCL communicator, its all-reduce and broadcast recorded in the graph.
   for gpus in 0 0,0 nccl; do
     for v in "fp32|" "bf16|--set precision=bf16" "fp16 + loss scale|--set precision=fp16" \
-             "clip_norm 1|--set train.clip_norm=1" "accumulate 2|--set train.accumulate=2"; do
+             "clip_norm 1|--set train.clip_norm=1" "accumulate 2|--set train.accumulate=2" \
+             "sync_bn|--set train.sync_bn=true"; do
       [ "$gpus" = nccl ] && case "$v" in fp32*|fp16*) ;; *) continue ;; esac
+      [ "$gpus" = 0 ] && case "$v" in sync_bn*) continue ;; esac  # one replica: nothing to synchronise
       local shown="--gpus $gpus"
       [ "$gpus" = nccl ] && shown="--gpus 0 one-rank NCCL"
       local label="step-graphs: minigooglenet b64 $shown ${v%%|*} (ms/step graphs on / off; step_graph; host syncs/step)"

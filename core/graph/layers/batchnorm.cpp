@@ -1,8 +1,4 @@
 // batchnorm layer (Keras BatchNormalization over the channel axis): momentum 0.99, epsilon 1e-3, moving variance of the biased batch variance.
-#include <fmt/format.h>
-
-#include <cmath>
-
 #include "core/graph/layers/common.h"
 #include "core/ops/batchnorm.h"
 

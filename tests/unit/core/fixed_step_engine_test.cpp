@@ -226,12 +226,6 @@ TEST_CASE("fixed step: an accumulated step run partly as programs, partly the or
 
 namespace {
 
-// Every update case on `gpu` as CUDA graphs against devices.cuda_graphs: false, 10 steps each: the
-// same bits; a replayed step read at once waits for the device once (for its results, at its last
-// micro-batch: the earlier ones of an accumulated step read nothing back and meet no other rank),
-// read late never — alone or over a one-rank NCCL communicator.
-// The replicas on `devices` (one GPU: alone, or listed N times) recorded against launched, every
-// update case (and with several replicas the sync_bn ones).
 // Several replicas with sync_bn: batch norm's statistics summed over the replicas inside the
 // program too (two all-reduces in its forward, one in its backward, on the control communicator).
 std::vector<UpdateCase> sync_bn_cases() {
@@ -241,6 +235,11 @@ std::vector<UpdateCase> sync_bn_cases() {
   };
 }
 
+// Every update case (with several replicas also the sync_bn ones) of the replicas on `devices` (one
+// GPU: alone, or listed N times) as CUDA graphs against devices.cuda_graphs: false, 10 steps each:
+// the same bits; a lone replica's replayed step read at once waits for the device once (for its
+// results, at its last micro-batch: the earlier ones of an accumulated step read nothing back and
+// meet no other rank), read late never — alone, over a one-rank NCCL communicator or side by side.
 void check_graphs_against_launched(const std::vector<Device>& devices) {
   std::vector<UpdateCase> cases = update_cases();
   if (devices.size() > 1)

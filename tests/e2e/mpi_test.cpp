@@ -71,6 +71,13 @@ TEST_CASE("e2e mpi: with gradient accumulation and clipping, 2 processes x --cpu
   check_equivalent(1, " --set train.accumulate=4 --set train.clip_norm=0.5");
 }
 
+TEST_CASE("e2e mpi: with sync_bn, 2 processes x --cpu 2 train as one process with --cpu 4 (batch norm over every process's replicas)") {
+  if (e2e::skip_without_mpirun()) return;
+  // Each batch norm's statistics summed over the process's replicas, then across the processes
+  // (ProcessComm's all-reduce: MPI between the processes' local rank 0).
+  check_equivalent(2, " --set train.sync_bn=true");
+}
+
 TEST_CASE("e2e mpi: SIGINT in a 2-process run stops both with a checkpoint, mpirun --resume ends bit-identical") {
   if (e2e::skip_without_mpirun()) return;
   std::string dir = e2e::temp_dir("mpi_resume");

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstring>
 #include <chrono>
+#include <functional>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -243,4 +245,95 @@ TEST_CASE("data parallel: the issued all-reduce and broadcast (a recorded step's
       if (ranks > 1) CHECK_THROWS_AS(g.comms[0]->issue_broadcast(issued[0][0], ranks), CommError);  // no such root
       CHECK_FALSE(g.comms[0]->records());  // CPU memory: the collectives run as called
     }
+}
+
+namespace {
+
+// A CPU context that "captures" as a GPU's does, for LocalComm's recorded collectives: between
+// begin_capture and end_capture host steps are kept, not run (the kernels still run at once: only
+// the rendezvous protocol is under test), and the recording's replay runs them.
+class CapturingCpu final : public OpContext {
+ public:
+  explicit CapturingCpu(int index) : OpContext(Device::cpu(index)), base_(make_context(Device::cpu(index), {1})) {}
+  Allocator& allocator() override { return base_->allocator(); }
+  void copy_from_host(void* d, const void* s, size_t n) override { base_->copy_from_host(d, s, n); }
+  void copy_to_host(void* d, const void* s, size_t n) override { base_->copy_to_host(d, s, n); }
+  void copy(void* d, const void* s, size_t n) override { base_->copy(d, s, n); }
+  void fill_zero(void* d, size_t n) override { base_->fill_zero(d, n); }
+  bool can_capture() const override { return true; }
+  bool capturing() const override { return capturing_; }
+  void begin_capture() override { capturing_ = true; }
+  std::unique_ptr<CapturedWork> end_capture() override {
+    capturing_ = false;
+    return std::make_unique<Steps>(std::move(steps_));
+  }
+  void abort_capture() noexcept override {
+    capturing_ = false;
+    steps_.clear();
+  }
+  void host_step(const std::function<void()>& step) override {
+    if (capturing_)
+      steps_.push_back(step);
+    else
+      step();
+  }
+
+ private:
+  struct Steps final : CapturedWork {
+    explicit Steps(std::vector<std::function<void()>> s) : steps(std::move(s)) {}
+    void replay() override {
+      for (auto& s : steps) s();
+    }
+    std::vector<std::function<void()>> steps;
+  };
+  std::unique_ptr<OpContext> base_;
+  bool capturing_ = false;
+  std::vector<std::function<void()>> steps_;
+};
+
+}  // namespace
+
+TEST_CASE("data parallel: a recorded all-reduce meets nobody while capturing (a rank whose capture fails leaves none "
+          "waiting), its replays meet, and a replay after an inbox moved is refused") {
+  std::vector<std::unique_ptr<OpContext>> ctxs;
+  std::vector<OpContext*> raw;
+  for (int r = 0; r < 2; ++r) {
+    ctxs.push_back(std::make_unique<CapturingCpu>(0));  // one device, as `--gpus 0,0`
+    raw.push_back(ctxs.back().get());
+  }
+  auto comms = make_local_comms(raw);
+  CHECK(comms[0]->records());  // every rank's context captures, all on one device
+  std::vector<Tensor> bufs{ctxs[0]->empty(Shape{5}), ctxs[1]->empty(Shape{5})};
+  auto on_both = [&](const std::function<void(int)>& f) {
+    std::thread t([&] { f(1); });
+    f(0);
+    t.join();
+  };
+  on_both([&](int r) { comms[size_t(r)]->issue_all_reduce_sum(bufs[size_t(r)]); });  // as called: inboxes registered
+  // Rank 0 records alone — rank 1's capture "fails" before its collective: rank 0 does not wait.
+  ctxs[0]->begin_capture();
+  comms[0]->issue_all_reduce_sum(bufs[0]);
+  CHECK(ctxs[0]->end_capture() != nullptr);
+  // Both record, then replay together: the replays meet (a rank replaying alone would wait).
+  std::vector<std::unique_ptr<CapturedWork>> work(2);
+  on_both([&](int r) {
+    ctxs[size_t(r)]->begin_capture();
+    comms[size_t(r)]->issue_all_reduce_sum(bufs[size_t(r)]);
+    work[size_t(r)] = ctxs[size_t(r)]->end_capture();
+  });
+  for (int i = 0; i < 3; ++i) on_both([&](int r) { work[size_t(r)]->replay(); });
+  // A larger all-reduce as called grows and moves both inboxes: the recordings are refused.
+  std::vector<Tensor> big{ctxs[0]->empty(Shape{4096}), ctxs[1]->empty(Shape{4096})};
+  on_both([&](int r) { comms[size_t(r)]->issue_all_reduce_sum(big[size_t(r)]); });
+  int refused = 0;
+  std::mutex mu;
+  on_both([&](int r) {
+    try {
+      work[size_t(r)]->replay();
+    } catch (const CommError& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      refused += std::string(e.what()).find("other inboxes") != std::string::npos;
+    }
+  });
+  CHECK(refused == 2);
 }

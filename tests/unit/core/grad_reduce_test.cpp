@@ -250,16 +250,22 @@ TEST_CASE("data parallel: the issued all-reduce and broadcast (a recorded step's
 namespace {
 
 // A CPU context that "captures" as a GPU's does, for LocalComm's recorded collectives: between
-// begin_capture and end_capture host steps are kept, not run (the kernels still run at once: only
-// the rendezvous protocol is under test), and the recording's replay runs them.
+// begin_capture and end_capture host steps are kept, not run, and copies do nothing (the ranks'
+// inboxes are not written while another rank's capture reads them; the sums still run at once, on
+// what the inboxes hold: only the rendezvous protocol is under test), and the recording's replay
+// runs the host steps.
 class CapturingCpu final : public OpContext {
  public:
   explicit CapturingCpu(int index) : OpContext(Device::cpu(index)), base_(make_context(Device::cpu(index), {1})) {}
   Allocator& allocator() override { return base_->allocator(); }
   void copy_from_host(void* d, const void* s, size_t n) override { base_->copy_from_host(d, s, n); }
   void copy_to_host(void* d, const void* s, size_t n) override { base_->copy_to_host(d, s, n); }
-  void copy(void* d, const void* s, size_t n) override { base_->copy(d, s, n); }
-  void fill_zero(void* d, size_t n) override { base_->fill_zero(d, n); }
+  void copy(void* d, const void* s, size_t n) override {
+    if (!capturing_) base_->copy(d, s, n);
+  }
+  void fill_zero(void* d, size_t n) override {
+    if (!capturing_) base_->fill_zero(d, n);
+  }
   bool can_capture() const override { return true; }
   bool capturing() const override { return capturing_; }
   void begin_capture() override { capturing_ = true; }

@@ -9,25 +9,20 @@ namespace {
 // 0, step 0, piece 1, ... (one piece and no step where the capture had no host step).
 class CudaGraph final : public CapturedWork {
  public:
-  using Piece = std::pair<cudaGraph_t, cudaGraphExec_t>;
-  CudaGraph(std::vector<Piece> pieces, std::vector<std::function<void()>> steps, cudaStream_t s)
+  CudaGraph(std::vector<CudaGraphPiece> pieces, std::vector<std::function<void()>> steps, cudaStream_t s)
       : pieces_(std::move(pieces)), steps_(std::move(steps)), stream_(s) {}
   ~CudaGraph() override {
-    for (Piece& p : pieces_) {
-      if (p.second) cudaGraphExecDestroy(p.second);
-      if (p.first) cudaGraphDestroy(p.first);
-    }
-    cudaGetLastError();  // a destructor must not throw; leave no error behind
+    for (CudaGraphPiece& p : pieces_) p.destroy();
   }
   void replay() override {
     for (size_t i = 0; i < pieces_.size(); ++i) {
-      if (pieces_[i].second) CUDA_CHECK(cudaGraphLaunch(pieces_[i].second, stream_));
+      if (pieces_[i].exec) CUDA_CHECK(cudaGraphLaunch(pieces_[i].exec, stream_));
       if (i < steps_.size()) steps_[i]();
     }
   }
 
  private:
-  std::vector<Piece> pieces_;  // an empty piece: no graph
+  std::vector<CudaGraphPiece> pieces_;
   std::vector<std::function<void()>> steps_;
   cudaStream_t stream_;
 };
@@ -43,8 +38,16 @@ void CudaContext::begin_capture() {
   alloc_->set_capturing(true);
 }
 
+void CudaGraphPiece::destroy() noexcept {
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  exec = nullptr;
+  graph = nullptr;
+  cudaGetLastError();  // never throws; leaves no error behind
+}
+
 // Ends the stream's capture as one instantiated piece (none for a piece without work).
-CudaContext::GraphPiece CudaContext::end_piece() {
+CudaGraphPiece CudaContext::end_piece() {
   stream_capturing_ = false;
   cudaGraph_t graph = nullptr;
   CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
@@ -64,10 +67,7 @@ CudaContext::GraphPiece CudaContext::end_piece() {
 }
 
 void CudaContext::drop_pieces() noexcept {
-  for (GraphPiece& p : pieces_) {
-    if (p.exec) cudaGraphExecDestroy(p.exec);
-    if (p.graph) cudaGraphDestroy(p.graph);
-  }
+  for (CudaGraphPiece& p : pieces_) p.destroy();
   pieces_.clear();
   steps_.clear();
 }
@@ -95,10 +95,8 @@ std::unique_ptr<CapturedWork> CudaContext::end_capture() {
   }
   capturing_ = false;
   alloc_->set_capturing(false);
-  std::vector<CudaGraph::Piece> pieces;
-  for (const GraphPiece& p : pieces_) pieces.emplace_back(p.graph, p.exec);
+  auto work = std::make_unique<CudaGraph>(std::move(pieces_), std::move(steps_), stream_);
   pieces_.clear();
-  auto work = std::make_unique<CudaGraph>(std::move(pieces), std::move(steps_), stream_);
   steps_.clear();
   return work;
 }

@@ -52,6 +52,13 @@ class CudaAllocator final : public Allocator {
   std::unique_ptr<Impl> impl_;
 };
 
+// One piece of a capture: its graph and instantiation (none for a piece without work).
+struct CudaGraphPiece {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  void destroy() noexcept;
+};
+
 class CudaContext final : public OpContext {
  public:
   CudaContext(Device d, const ContextOptions& o);
@@ -136,14 +143,10 @@ class CudaContext final : public OpContext {
   cudaDeviceProp props_{};
   // A capture (cuda_capture.cu): begin_capture to end_capture; with host steps, the pieces ended so
   // far (an empty one without a graph) and the steps after them, the stream capturing the next.
-  struct GraphPiece {
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-  };
-  GraphPiece end_piece();
+  CudaGraphPiece end_piece();
   void drop_pieces() noexcept;
   bool capturing_ = false, stream_capturing_ = false;
-  std::vector<GraphPiece> pieces_;
+  std::vector<CudaGraphPiece> pieces_;
   std::vector<std::function<void()>> steps_;
   cudaEvent_t mark_ = nullptr;  // mark_queue's event
 };

@@ -61,6 +61,15 @@ class Communicator {
     }
   }
   virtual void wait_issued() {}
+  // A gradient bucket's sum while backward goes on, inside a recorded step: start_all_reduce_sum
+  // queues the sum of `buf` behind the work queued on this rank's stream so far, to run beside what
+  // is queued there next; join_started() puts the stream's later work behind every sum started (a
+  // capture records the fork and the join). overlaps(): whether started sums run beside later work
+  // (NCCL: on a stream of the communicator's own). Here start is issue (in the stream's order) and
+  // join nothing.
+  virtual bool overlaps() const { return false; }
+  virtual void start_all_reduce_sum(Tensor& buf) { issue_all_reduce_sum(buf); }
+  virtual void join_started() {}
   // Throws CommError where this rank's group was aborted (NCCL: after aborting this rank's
   // communicator, so that collectives it queued that no peer will join end) or reported an
   // asynchronous error; nothing otherwise. For a rank that waits for its device's work another way

@@ -58,6 +58,11 @@ class NcclComm final : public Communicator {
     try {
       CUDA_CHECK(cudaSetDevice(device_));
       CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+      CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+      CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+      int least = 0, greatest = 0;  // the started sums ahead of compute where both wait for SMs (as DDP's NCCL stream)
+      CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+      CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, greatest));
       CUDA_CHECK(cudaMalloc(&dev_scratch_, kScratch));
       CUDA_CHECK(cudaMallocHost(&host_scratch_, kScratch));
       CUDA_CHECK(cudaMemset(dev_scratch_, 0, kScratch));
@@ -112,6 +117,35 @@ class NcclComm final : public Communicator {
     if (part == 0) return;
     char* base = static_cast<char*>(buf.data());
     enqueued(c, ncclAllGather(base + size_t(rank()) * part, base, part, ncclUint8, c, stream_), "ncclAllGather", __LINE__);
+  }
+
+  // A bucket's sum beside backward: the side stream waits for the replica's stream's work so far
+  // (the bucket's gradients), the sum runs there, and join_started() makes the replica's stream wait
+  // for the side stream. A capture of the replica's stream records the fork, the collective and the
+  // join as graph nodes and edges (CUDA's cross-stream capture: the side stream joins the capture
+  // through the event). Only this communicator's collectives run on the side stream, in the order
+  // started, and none is issued on the replica's stream until the join, so two of this
+  // communicator's collectives never run at once; the caller keeps other communicators' collectives
+  // out of that window (NCCL: communicators used concurrently must not be, "Using multiple NCCL
+  // communicators concurrently").
+  bool overlaps() const override { return true; }
+
+  void start_all_reduce_sum(Tensor& buf) override {
+    ncclComm_t c = begin();
+    check_device(buf, "start_all_reduce_sum");
+    if (buf.numel() == 0) return;
+    comm_cuda(cudaEventRecord(fork_, stream_), "cudaEventRecord", __LINE__);
+    comm_cuda(cudaStreamWaitEvent(side_, fork_, 0), "cudaStreamWaitEvent", __LINE__);
+    started_ = true;
+    ncclDataType_t t = nccl_type(buf.dtype());
+    enqueued(c, ncclAllReduce(buf.data(), buf.data(), size_t(buf.numel()), t, ncclSum, c, side_), "ncclAllReduce", __LINE__);
+  }
+
+  void join_started() override {
+    if (!started_) return;
+    started_ = false;
+    comm_cuda(cudaEventRecord(join_, side_), "cudaEventRecord", __LINE__);
+    comm_cuda(cudaStreamWaitEvent(stream_, join_, 0), "cudaStreamWaitEvent", __LINE__);
   }
 
   void wait_issued() override { wait(begin()); }
@@ -182,6 +216,7 @@ class NcclComm final : public Communicator {
   // Waits until everything issued so far on the stream has finished, or the group is aborted, or
   // NCCL reports an asynchronous error (then this rank's communicator is aborted and CommError thrown).
   void wait(ncclComm_t c) {
+    join_started();  // sums started beside the stream's work are waited for too
     comm_cuda(cudaEventRecord(done_, stream_), "cudaEventRecord", __LINE__);
     count_host_wait();
     Backoff b;
@@ -244,8 +279,12 @@ class NcclComm final : public Communicator {
     free_pair(dev_scratch_, host_scratch_);
     retired_.clear();
     dev_scratch_ = host_scratch_ = nullptr;
-    if (done_ != nullptr) (void)cudaEventDestroy(done_);
-    done_ = nullptr;
+    for (cudaEvent_t* e : {&done_, &fork_, &join_}) {
+      if (*e != nullptr) (void)cudaEventDestroy(*e);
+      *e = nullptr;
+    }
+    if (side_ != nullptr) (void)cudaStreamDestroy(side_);
+    side_ = nullptr;
   }
 
   std::shared_ptr<NcclGroup> group_;
@@ -253,6 +292,9 @@ class NcclComm final : public Communicator {
   int device_;
   cudaStream_t stream_;
   cudaEvent_t done_ = nullptr;
+  cudaStream_t side_ = nullptr;  // start_all_reduce_sum's
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  bool started_ = false;  // sums started and not yet joined
   void* dev_scratch_ = nullptr;   // all_reduce_host / barrier operands on the device
   void* host_scratch_ = nullptr;  // pinned: both copies stay asynchronous, so waits stay abortable
   size_t scratch_bytes_ = 0;

@@ -92,6 +92,7 @@ class Executor {
   // >= `frontier` are final (Graph::frontier); the last call has frontier 0. Data parallelism
   // starts a bucket's all-reduce from here while backward goes on.
   void set_backward_hook(std::function<void(int64_t frontier)> hook) { hook_ = std::move(hook); }
+  const std::function<void(int64_t frontier)>& backward_hook() const { return hook_; }
   void set_step_seed(uint64_t seed);
   // A recorded step: every layer reads the step's seed from `step` where its kernels run (null:
   // back to set_step_seed's values).

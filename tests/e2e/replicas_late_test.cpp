@@ -1,5 +1,6 @@
-// Two replicas whose steps run as one program (TRAINER_TEST_FIXED_STEP: NCCL's form, on the CPU) read
-// every rank's statistics late, gathered by the program: what a run reports and writes is unchanged.
+// Two replicas whose steps run as one program (TRAINER_TEST_FIXED_STEP: NCCL's form, on the CPU; =buckets,
+// the gradient summed bucket by bucket during backward) read every rank's statistics late, gathered by
+// the program: what a run reports and writes is unchanged.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -63,6 +64,13 @@ TEST_CASE("e2e replicas: two replicas as one program each read every rank's stat
   run("late3", "", fixed + " TRAINER_TEST_STATS_LAG=3");
   check_same_runs(dir, "now", "late");
   check_same_runs(dir, "now", "late3");
+  // The program's gradient summed bucket by bucket as backward finishes each (NCCL's form, summed
+  // as called here; buckets of 262 floats and up: several), against the ordinary step's buckets.
+  const std::string small = " --set train.bucket_mb=0.001";
+  const std::string buckets = "TRAINER_TEST_FIXED_STEP=buckets";
+  run("now-b", small, "");
+  run("late-b", small, buckets);
+  check_same_runs(dir, "now-b", "late-b");
   // Loss scaling with skipped steps and clipping, accumulation 3: an inf asked for at global
   // micro-batches 2, 7, 8 and 15 runs that one the ordinary way (its step's statistics then
   // exchanged on the host at once), every other as programs read late.
@@ -72,6 +80,9 @@ TEST_CASE("e2e replicas: two replicas as one program each read every rank's stat
     run(tag, scaled + accumulate, "TRAINER_INJECT_NONFINITE=2,7,8,15");
     run(tag + "-late", scaled + accumulate, fixed + " TRAINER_INJECT_NONFINITE=2,7,8,15");
     check_same_runs(dir, tag, tag + "-late");
+    run(tag + "-b", scaled + accumulate + small, "TRAINER_INJECT_NONFINITE=2,7,8,15");
+    run(tag + "-late-b", scaled + accumulate + small, buckets + " TRAINER_INJECT_NONFINITE=2,7,8,15");
+    check_same_runs(dir, tag + "-b", tag + "-late-b");
   }
   CHECK_THAT(e2e::read_file(dir + "/scaled/metrics.csv"), Contains("skipped_steps"));
   // sync_bn: each batch norm's statistics summed over both replicas inside the program too.

@@ -58,17 +58,23 @@ void Replica::run_fixed(const std::vector<Tensor>& x, const Tensor& y, const Fix
   exec_->forward(in, true, logits_);
   Tensor& dlogits = exec_->grad(logits_);
   loss_->compute_into(exec_->output(logits_), y, dlogits, scalars, &mem->sums);
-  exec_->backward(dlogits, logits_);
   const Tensor grads = exec_->params().trainable_grads();
-  if (micro.kind == FixedMicro::AddHeld) micro.held->add_into(grads);
+  const bool bucketed = comm && peers.buckets && micro.updates();
+  if (bucketed) {
+    backward_in_buckets(dlogits, grads, micro, *comm, *peers.buckets);
+  } else {
+    exec_->backward(dlogits, logits_);
+    if (micro.kind == FixedMicro::AddHeld) micro.held->add_into(grads);
+  }
   if (!micro.updates()) {  // an earlier micro-batch: its gradients held, no update
     micro.held->hold(grads, micro.kind == FixedMicro::HoldFirst);
   } else {
-    // Several replicas: the whole gradient summed over them (after backward, not overlapping it),
-    // so that every rank decides and updates from the same values.
+    // Several replicas: the gradient summed over them (each bucket as backward finishes it, or the
+    // whole after backward), so that every rank decides and updates from the same values.
     Tensor reduced = grads;
     if (comm && peers.waiting) peers.waiting();  // where the collectives run as called, the rank waits for the others here
-    if (comm) comm->issue_all_reduce_sum(reduced);
+    if (bucketed) comm->join_started();
+    else if (comm) comm->issue_all_reduce_sum(reduced);
     // Loss scaling's finite check and clipping decided where the update runs (StepUpdate's rule).
     if (rule_.active()) optimizer_->decide_step(rule_, scalars, &mem->check);
     optimizer_->update_from(0, exec_->params().trainable_floats(), scalars);
@@ -89,6 +95,35 @@ void Replica::run_fixed(const std::vector<Tensor>& x, const Tensor& y, const Fix
     }
   }
   exec_->set_step_scalars(nullptr);  // host-side state only: the ordinary path's seeds again
+}
+
+// Backward with each bucket's sum started as soon as backward has finished it (the executor's
+// frontier hook, swapped in for this backward): the last micro-batch of an accumulated step first
+// adds the held sum into the bucket's range, as the ordinary step's hook does.
+void Replica::backward_in_buckets(Tensor& dlogits, const Tensor& grads, const FixedMicro& micro, Communicator& comm,
+                                  const std::vector<BucketRange>& buckets) {
+  size_t next = buckets.size();  // handed over from the last (highest offsets) down
+  int64_t added_to = grads.numel();
+  auto start_done = [&](int64_t frontier) {
+    if (micro.kind == FixedMicro::AddHeld && frontier < added_to) {
+      micro.held->add_into(grads, frontier, added_to);
+      added_to = frontier;
+    }
+    for (; next > 0 && buckets[next - 1].begin >= frontier; --next) {
+      Tensor part = grads.slice(buckets[next - 1].begin, buckets[next - 1].end);
+      comm.start_all_reduce_sum(part);
+    }
+  };
+  std::function<void(int64_t)> ordinary = exec_->backward_hook();
+  exec_->set_backward_hook(start_done);
+  try {
+    exec_->backward(dlogits, logits_);
+  } catch (...) {
+    exec_->set_backward_hook(std::move(ordinary));
+    throw;
+  }
+  exec_->set_backward_hook(std::move(ordinary));
+  if (next != 0 || (micro.kind == FixedMicro::AddHeld && added_to != 0)) throw std::logic_error("fixed step: backward ended with buckets not started");
 }
 
 StepStats Replica::fixed_step(const Tensor& images, const Tensor& labels, float lr, float inv_scored, uint64_t step_seed,

@@ -35,6 +35,13 @@ struct FixedPeers {
   Communicator* comm = nullptr;  // null: one replica
   std::function<int(int)> least;
   std::function<void()> waiting;  // called before the program's collectives and the wait for them (the watchdog's phase)
+  // The gradient's buckets (ascending offsets, GradBuckets'): each one's sum started as backward
+  // finishes it (Communicator::start_all_reduce_sum, beside the rest of backward where the
+  // communicator overlaps), all joined before the update. Null: the whole gradient summed after
+  // backward. Elementwise sums either way: the same bits where the communicator's sum of a range
+  // does not depend on the range's size (the in-process and MPI ones; NCCL picks its algorithm by
+  // size, as the ordinary step's buckets do).
+  const std::vector<BucketRange>* buckets = nullptr;
 };
 
 class Replica : public StepFollower {
@@ -143,6 +150,8 @@ class Replica : public StepFollower {
   bool replayed_ = false;
   void size_step_memory(int ranks);
   void run_fixed(const std::vector<Tensor>& x, const Tensor& y, const FixedMicro& micro, const FixedPeers& peers);
+  void backward_in_buckets(Tensor& dlogits, const Tensor& grads, const FixedMicro& micro, Communicator& comm,
+                           const std::vector<BucketRange>& buckets);
   const std::vector<Tensor>& program_inputs(Recorded& r, const Tensor& images, const Tensor& labels, Tensor& y);
   void run_program(Recorded& r, bool record, const FixedPeers& peers, std::string& failed_before,
                    const std::function<void()>& work);

@@ -31,8 +31,12 @@ ReplicaCopy::ReplicaCopy(const TraineeSpec& t, int rank, Device device, int thre
   update_ = StepUpdate(t.loss_scale, t.clip);
   update_parts_ = {UpdatePart{&rep_->optimizer(), {}}};
   // Test hook: TRAINER_TEST_FIXED_STEP=1 runs the fixed program on the CPU too (a whole run's
-  // statistics then come back through read_back, as a GPU's do).
-  if (const char* v = std::getenv("TRAINER_TEST_FIXED_STEP")) fixed_anywhere_ = std::string(v) == "1";
+  // statistics then come back through read_back, as a GPU's do); =buckets, with its gradient
+  // summed bucket by bucket during backward (as NCCL's is).
+  if (const char* v = std::getenv("TRAINER_TEST_FIXED_STEP")) {
+    fixed_anywhere_ = std::string(v) == "1" || std::string(v) == "buckets";
+    program_buckets_ = std::string(v) == "buckets";
+  }
 }
 
 void ReplicaCopy::poison_first_gradient() {
@@ -156,6 +160,10 @@ bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float inv_
   if (!hold_) buckets_->start_step();
   FixedPeers peers;
   if (!alone) peers.comm = grad_;
+  // The gradient summed bucket by bucket beside backward where the communicator overlaps (NCCL),
+  // unless another communicator's collectives run in backward (sync_bn's statistics on the control
+  // communicator: NCCL's communicators must not run at once); on the CPU where a test asks.
+  if (!alone && !sync_bn_ && (grad_->overlaps() || program_buckets_)) peers.buckets = &buckets_->buckets();
   if (ctl_->size() > 1) peers.least = [this](int v) { return least_over_ranks(v); };
   peers.waiting = [this] { mark_phase(rank_, Phase::AllReduce, 1, 1); };  // the whole gradient: one bucket
   // The statistics may be read a step or more later: alone; with several ranks, where the program

@@ -15,9 +15,11 @@
 // just before that bucket's all-reduce.
 // As one recorded program (NCCL, one GPU per replica; the CPU in tests), every rank meets the
 // others at: the host agreement on how the step runs and on the stop (Replica::fixed_step; on the
-// host, not behind the device's work), one all-reduce of the whole gradient after backward, the
-// broadcast of 2. and an all-gather of every rank's loss sums, all three inside the program, whose
-// statistics are then read a step or more later as a lone replica's are (3. is not needed).
+// host, not behind the device's work), the all-reduces of 1. inside the program (NCCL: on a stream
+// of their own beside backward, joined before the update; without sync_bn) or one all-reduce of
+// the whole gradient after backward (one GPU listed N times, sync_bn), the broadcast of 2. and an
+// all-gather of every rank's loss sums, all inside the program, whose statistics are then read a
+// step or more later as a lone replica's are (3. is not needed).
 #pragma once
 #include <chrono>
 #include <memory>
@@ -88,6 +90,9 @@ class ReplicaCopy final : public Trainee {
   // Tests: the fixed program (fixed_step) also where nothing can be recorded — the CPU then runs
   // it as called — so that its arithmetic is compared with the ordinary step's on any machine.
   void set_fixed_anywhere(bool on) { fixed_anywhere_ = on; }
+  // Tests: several ranks' program sums its gradient bucket by bucket during backward (as over NCCL,
+  // whose collectives overlap backward) where the communicator runs them as called.
+  void set_program_buckets(bool on) { program_buckets_ = on; }
   // Whether the last step ran as the fixed program (recorded or not).
   bool last_step_fixed() const { return fixed_; }
 
@@ -129,6 +134,7 @@ class ReplicaCopy final : public Trainee {
   std::vector<UpdatePart> update_parts_;  // the replica's optimizer, the step's one part (made once)
   bool recorded_ = false;  // the last step replayed its recording
   bool fixed_anywhere_ = false;
+  bool program_buckets_ = false;
   bool fixed_ = false;  // the last step ran as the fixed program
 };
 

@@ -32,6 +32,7 @@ struct EngineRun {
   std::vector<float> average;                // train.ema's, rank 0's, after the last step
   int64_t final_steps = 0;                   // the optimizer's count after the last step
   int deferred = 0;  // read late (lag >= 0): the steps whose statistics Trainee::step returned pending
+  size_t buckets = 0;  // the gradient's buckets (GradBuckets)
 };
 
 
@@ -46,8 +47,9 @@ struct EngineRun {
 // the per-step optimizer counts are then not recorded (the host's is ahead until it reads).
 // Before micro-batch s·k + i in `injected`, every rank is asked for an inf gradient (rank 0 puts it
 // in: Trainee::inject_nonfinite): that micro-batch runs the ordinary way, the step's others as programs.
+// `buckets`: the program sums the gradient bucket by bucket during backward (as over NCCL).
 EngineRun train_engine(const RunSpec& e, const std::vector<Device>& devices, bool fixed, const std::set<int>& poisoned,
-                       int lag = -1, const std::set<int>& injected = {}) {
+                       int lag = -1, const std::set<int>& injected = {}, bool buckets = false) {
   const int k = e.train.accumulate;
   const int ranks = int(devices.size());
   ReplicaGroup group(trainee_spec(e), devices, devices[0].is_cpu() ? (ranks == 1 ? 2 : 1) : 0);
@@ -56,6 +58,7 @@ EngineRun train_engine(const RunSpec& e, const std::vector<Device>& devices, boo
   group.run([&](ReplicaCopy& w) {
     const int r = w.rank();
     w.set_fixed_anywhere(fixed);
+    w.set_program_buckets(buckets);
     w.broadcast_parameters();
     HostBatch six = batch(6, 5, 5 + 31 * uint64_t(r)), four = batch(4, 5, 5 + 31 * uint64_t(r)),
               bad = batch(6, 5, 5 + 31 * uint64_t(r));
@@ -112,6 +115,7 @@ EngineRun train_engine(const RunSpec& e, const std::vector<Device>& devices, boo
     mine.last_waits = host_waits() - waits;
     read(true);
     mine.final_steps = w.state().optimizer_steps();
+    mine.buckets = w.buckets().buckets().size();
     replicas[size_t(r)] = w.state().download_weights();
     if (r == 0 && w.state().has_average()) mine.average = w.state().download_average();
     if (r == 0) out = std::move(mine);
@@ -330,6 +334,37 @@ TEST_CASE("fixed step: several replicas with the all-reduce and buffer broadcast
         CHECK(late.deferred == 10);
         check_same(ordinary, late);
         CHECK(train_engine(e, devices, false, c.poisoned, 2).deferred == 0);  // the ordinary step: read at once
+      }
+    }
+}
+
+TEST_CASE("fixed step: several replicas' program summing its gradient bucket by bucket during backward (as over NCCL) "
+          "gives the ordinary step's bits",
+          "[backends]") {
+  // Buckets of at least 262 floats (train.bucket_mb 0.001): two for this small net, each started from the
+  // executor's frontier hook as backward finishes it (the CPU's in-process communicator sums it
+  // then, as called: a bucket started before its gradients are final sums partial values), the held
+  // sum of an accumulated step added into each bucket's range first. Read at once and two steps late.
+  for (const int ranks : {2, 3})
+    for (const UpdateCase& c : update_cases()) {
+      if (ranks == 3 && c.name != std::string("accumulate 3, dynamic scale, clip_norm, adam")) continue;
+      SECTION(std::to_string(ranks) + " replicas, " + c.name) {
+        std::vector<std::string> sets = c.sets;
+        sets.push_back("train.bucket_mb=0.001");
+        const RunSpec e = spec(sets);
+        std::vector<Device> devices;
+        for (int r = 0; r < ranks; ++r) devices.push_back(Device::cpu(r));
+        const EngineRun ordinary = train_engine(e, devices, false, c.poisoned);
+        const EngineRun fixed = train_engine(e, devices, true, c.poisoned, -1, {}, true);
+        CHECK(fixed.buckets >= 2);
+        CHECK(fixed.fixed == 10 * e.train.accumulate);
+        check_same(ordinary, fixed);
+        for (int r = 1; r < ranks; ++r)
+          CHECK(std::memcmp(fixed.replicas[size_t(r)].data(), fixed.replicas[0].data(), fixed.replicas[0].size() * sizeof(float)) == 0);
+        CHECK(fixed.skipped.back() == int64_t(c.poisoned.size()));
+        const EngineRun late = train_engine(e, devices, true, c.poisoned, 2, {}, true);
+        CHECK(late.deferred == 10);
+        check_same(ordinary, late);
       }
     }
 }

@@ -410,11 +410,13 @@ std::shared_ptr<Document> load_document(const std::string& file, const std::vect
 Node root(const std::shared_ptr<Document>& doc) { return make(doc, doc->tree->root, ""); }
 
 std::string emit(const Document& doc, const std::vector<std::string>& without) {
-  YAML::Node root = doc.tree->root;
-  if (!without.empty() && root.IsMap()) {
-    root = YAML::Clone(root);
+  // A copy of the document's tree where keys are left out: yaml-cpp's Node::operator= on a node
+  // that refers to the tree would re-point the tree's own root at the copy (and the removals would
+  // then change the document), so the copy is made by construction, never by assignment.
+  const bool cut = !without.empty() && doc.tree->root.IsMap();
+  YAML::Node root = cut ? YAML::Clone(doc.tree->root) : doc.tree->root;
+  if (cut)
     for (const std::string& key : without) root.remove(key);
-  }
   YAML::Emitter out;
   out << root;
   return std::string(out.c_str()) + "\n";

@@ -352,7 +352,7 @@ TrainState EpochLoop::state_at(int epoch, int64_t step, const LossStats& sum, co
   s.replicas = run_.plan.replicas;
   s.global_batch = run_.plan.global_batch;
   s.lr_factor = run_.plan.lr_factor;
-  s.config_hash = config_hash(*e_.doc);
+  s.config_hash = run_.plan.config_hash;
   s.reason = reason;
   if (obs_) s.last = obs_->result().last;
   s.callbacks = cb_.state();

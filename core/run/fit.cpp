@@ -37,7 +37,7 @@ std::vector<AgreedField> job_fields(const RunSpec& e, const RunPlan& plan, const
           {"device kind", plan.devices.empty() ? "none" : plan.devices[0].kind == DeviceKind::CPU ? "cpu" : "cuda",
            kExitUsage, devices},
           {"global batch", std::to_string(plan.global_batch), kExitUsage, config},
-          {"config hash", config_hash(*e.doc), kExitUsage, config},
+          {"config hash", plan.config_hash, kExitUsage, config},
           {"resume point", resume, kExitData, "every process must resume from the same checkpoint"}};
 }
 
@@ -128,7 +128,7 @@ FitResult fit(const RunSpec& e, const FitOptions& o) {
   if (from) {
     say(fmt::format("Resuming from {}: epoch {}, step {}/{}{}{}", from->weights, from->state.epoch + 1,
                     from->state.step_in_epoch, plan.steps_per_epoch, o.resume_note.empty() ? "" : "; ", o.resume_note));
-    if (from->state.config_hash != config_hash(*e.doc))
+    if (from->state.config_hash != plan.config_hash)
       say("Note: this config differs from the checkpoint's (beyond devices and checkpoint settings)");
   }
   const std::vector<std::string> banner = plan.banner(e);

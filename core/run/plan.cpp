@@ -116,6 +116,7 @@ RunPlan plan_run(const RunSpec& e, const std::optional<CheckpointInfo>& resume) 
 
   p.trainee = trainee_spec(e);
   TraineeSpec& t = p.trainee;
+  if (e.doc) p.config_hash = config_hash(*e.doc);
 
   const StrategyType& kind = strategy_type(e.strategy);
   p.devices = kind.devices(t, e.devices, &p.device_notes);

@@ -28,6 +28,7 @@ struct RunPlan {
   int64_t steps_per_epoch = 0;       // set from the training loader (with_steps); 0 until then
   double lr_factor = 1, base_lr = 0; // optimizer.lr_scaling (or the checkpoint's), and lr after it
   std::string batch_note;            // how a resumed run keeps the checkpoint's global batch
+  std::string config_hash;           // the config's (checkpoint.h), computed once here
   int64_t flops_per_sample = 0;      // forward, multiply-adds x2
   int64_t params = 0, trainable_params = 0;
   int64_t param_bytes = 0;           // weights, gradients and optimizer state of one copy

@@ -1,5 +1,5 @@
 // safetensors writing and checked reading (corruption is reported with the path and byte
-// offset), atomic writes with the disk-full hook, and Keras' callback rules.
+// offset), atomic writes with the disk-full hook, Keras' callback rules, and the config's hash.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/checkpoint/checkpoint.h"
+#include "core/io/config.h"
 #include "core/run/callbacks.h"
 #include "core/io/file.h"
 #include "core/io/safetensors.h"
@@ -170,4 +172,20 @@ TEST_CASE("callbacks: ReduceLROnPlateau follows Keras (patience, cooldown, min_l
   CHECK(nan.on_batch_end(3, 0.5, &msg));
   CHECK_FALSE(nan.on_batch_end(4, NAN, &msg));
   CHECK(msg == "Batch 4: Invalid loss, terminating training");
+}
+
+TEST_CASE("config hash: leaves out devices and checkpoint settings, and leaves the document as it was") {
+  const std::string text = "name: n\nseed: 3\ndevices: {cpu: 4}\ncheckpoint: {every_steps: 5}\ntrain: {epochs: 2}\n";
+  const auto doc = cfg::parse_document(text, "h.yaml", {});
+  const std::string before = cfg::emit(*doc);
+  const std::string h = config_hash(*doc);
+  // The run directory's config.yaml is the document emitted after the hash was taken (a resume
+  // reads its devices from there): every key still in it, in order.
+  CHECK(cfg::emit(*doc) == before);
+  CHECK_THAT(cfg::emit(*doc), Contains("devices") && Contains("checkpoint"));
+  CHECK(config_hash(*doc) == h);
+  const auto other_devices = cfg::parse_document("name: n\nseed: 3\ndevices: {cpu: 1}\ntrain: {epochs: 2}\n", "h.yaml", {});
+  CHECK(config_hash(*other_devices) == h);
+  const auto other_seed = cfg::parse_document("name: n\nseed: 4\ndevices: {cpu: 4}\ntrain: {epochs: 2}\n", "h.yaml", {});
+  CHECK(config_hash(*other_seed) != h);
 }

@@ -200,7 +200,7 @@ class NcclComm final : public Communicator {
   // the stream; nothing else may be issued to the stream before the state turns ncclSuccess.
   void enqueued(ncclComm_t c, ncclResult_t r, const char* call, int line) {
     if (r == ncclSuccess) return;
-    if (r != ncclInProgress) fail(fmt::format("{}: {}: {}", where(__FILE__, line), call, nccl_message(r)));
+    if (r != ncclInProgress) fail_or_unrecordable(fmt::format("{}: {}: {}", where(__FILE__, line), call, nccl_message(r)));
     Backoff b;
     for (;;) {
       if (group_->aborted()) aborted();
@@ -241,7 +241,18 @@ class NcclComm final : public Communicator {
   }
 
   void comm_cuda(cudaError_t e, const char* call, int line) {
-    if (e != cudaSuccess) fail(fmt::format("{}: {}: {}", where(__FILE__, line), call, cudaGetErrorString(e)));
+    if (e != cudaSuccess) fail_or_unrecordable(fmt::format("{}: {}: {}", where(__FILE__, line), call, cudaGetErrorString(e)));
+  }
+
+  // While the replica's stream is being captured (or its capture was invalidated, which fails every
+  // later call on it), an error means the step cannot be recorded, not that the group is broken: a
+  // plain DeviceError, for Replica::run_program to run the step as launched, every rank's group
+  // left running. Otherwise this rank fails the group.
+  [[noreturn]] void fail_or_unrecordable(const std::string& msg) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream_, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone)
+      throw DeviceError(msg + " (while recording the step)");
+    fail(msg);
   }
 
   // Grows the scratch buffers (rare: beyond 8192 doubles). Old buffers are kept until destruction:

@@ -9,7 +9,7 @@ namespace {
 
 // Forward maps y = f(x) and backward maps dx = f(v, dy), v being y (backward_reads_y) or x (gelu),
 // in float: activation_math.h's formulas, the CPU's (bf16/f16 loaded and rounded
-// once by cuda::tmap1/tmap2). ReLU and ReLU6 are clamps (a NaN becomes 0), as batch norm's fused ones.
+// once by cuda::tmap1/tmap2). ReLU and ReLU6 are clamps (a NaN stays NaN: activation_math.h), as batch norm's fused ones.
 struct ClampF {
   act::Clamp c;
   __device__ float operator()(float a) const { return act::clamp(a, c); }

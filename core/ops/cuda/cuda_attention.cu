@@ -144,7 +144,12 @@ class CudaAttention final : public AttentionKernel {
   CudaAttention(OpContext& ctx, const AttentionParams& p) : AttentionKernel(ctx, p), c_(cuda_context(ctx)) {
     const DType low = low_dtype(ctx.precision());
     if (ctx.fast_paths().has(FastPath::AttnCudnn) && low != DType::F32) cudnn_.emplace(c_, low);
-    if (ctx.fast_paths().has(FastPath::AttnGemm)) gemm_.emplace(c_, low);
+    // The calls cuDNN does not take go to the batched GEMMs whenever cuDNN is on (fast_paths.h: "else
+    // attn_gemm"), attn_gemm off included: they round q and k to the low type as cuDNN does, so a
+    // backward that falls back (one query and one key, key counts cuDNN < 9.16 refuses, a refused
+    // plan) pairs cuDNN's forward log-sum-exp with scores of the same operands — the reference
+    // kernel's f32 scores would be off by the operands' rounding.
+    if (ctx.fast_paths().has(FastPath::AttnGemm) || cudnn_) gemm_.emplace(c_, low);
     else if (p.key_dim > kThreads || p.value_dim > kThreads)
       ck_.fail("key_dim and value_dim above ", kThreads, " are not supported by the CUDA kernel's reference path "
                "(attn_gemm off; got ", p.key_dim, " and ", p.value_dim, ")");

@@ -58,10 +58,13 @@ CudaGraphPiece CudaContext::end_piece() {
     return {};
   }
   cudaGraphExec_t exec = nullptr;
-  if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
+  // Node priorities kept: a kernel node copies its stream's priority when captured (NCCL's side
+  // stream, the highest), which a graph honours only when instantiated with this flag.
+  if (e == cudaSuccess) e = cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagUseNodePriority);
   if (e != cudaSuccess) {
     cudaGraphDestroy(graph);
-    cuda_fail("cudaGraphInstantiate(&exec, graph, 0)", cudaGetErrorString(e), __FILE__, __LINE__);
+    cuda_fail("cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagUseNodePriority)",
+              cudaGetErrorString(e), __FILE__, __LINE__);
   }
   return {graph, exec};
 }

@@ -256,6 +256,11 @@ void CudaContext::drain() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
 void CudaContext::copy_from_host(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  // Recorded, the host's bytes would be read once into staging and every replay would copy what a
+  // later copy left there: refused, so that the step runs as launched (run_program's fallback).
+  if (capturing_)
+    throw DeviceError(device().str() + ": a copy from host memory while a CUDA graph is captured (a step's inputs go "
+                      "into its buffers before the program)");
   const bool small = bytes <= kSmallCopy;
   Staging& s = small ? staging_[next_small_] : staging_[kSmallSlots + next_large_];
   if (small) next_small_ = (next_small_ + 1) % kSmallSlots;

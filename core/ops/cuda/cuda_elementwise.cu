@@ -14,29 +14,31 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Kernels
 
-// Up to kAddFan inputs summed per launch, left to right, as the CPU does: y = ((x0 + x1) + x2) + ...,
-// in float, rounded once to T when stored (a sum of more than kAddFan low-precision tensors is
-// rounded once per launch).
-constexpr int kAddFan = 8;
-template <class T>
+// Up to Fan inputs summed per launch, left to right, as the CPU does: y = ((x0 + x1) + x2) + ...,
+// in float, rounded once to T when stored — the CPU's one rounding (cpu_elementwise.cpp sum_into).
+// Fan is 8 (the common sums: a loop of 8 uniform tests per element) or, for more inputs, 32 (264
+// bytes of kernel parameters); a sum of more than 32 low-precision tensors is rounded once per
+// launch (of 32, then 31 more each).
+constexpr int kAddFan = 8, kAddFanWide = 32;
+template <class T, int Fan>
 struct AddTable {
-  const T* p[kAddFan];
+  const T* p[Fan];
   int count;  // >= 2
 };
 
-template <class T>
-__global__ void add_kernel(AddTable<T> t, T* y, int64_t n) {
+template <class T, int Fan>
+__global__ void add_kernel(AddTable<T, Fan> t, T* y, int64_t n) {
   CUDA_GRID_LOOP(i, n) {
     float s = cuda::to_f32(t.p[0][i]) + cuda::to_f32(t.p[1][i]);
 #pragma unroll
-    for (int k = 2; k < kAddFan; ++k)  // constant indices: the table stays in parameter space
+    for (int k = 2; k < Fan; ++k)  // constant indices: the table stays in parameter space
       if (k < t.count) s += cuda::to_f32(t.p[k][i]);
     y[i] = cuda::from_f32<T>(s);
   }
 }
 
-template <class T>
-__global__ void add_vec_kernel(AddTable<T> t, T* y, int64_t packs) {
+template <class T, int Fan>
+__global__ void add_vec_kernel(AddTable<T, Fan> t, T* y, int64_t packs) {
   constexpr int V = cuda::kVec<T>;
   CUDA_GRID_LOOP(i, packs) {
     float s[V], b[V];
@@ -45,7 +47,7 @@ __global__ void add_vec_kernel(AddTable<T> t, T* y, int64_t packs) {
 #pragma unroll
     for (int j = 0; j < V; ++j) s[j] += b[j];
 #pragma unroll
-    for (int k = 2; k < kAddFan; ++k)
+    for (int k = 2; k < Fan; ++k)
       if (k < t.count) {
         cuda::load_pack(t.p[k] + i * V, b);
 #pragma unroll
@@ -207,24 +209,29 @@ class CudaElementwise final : public ElementwiseKernel {
 
   template <class T>
   void add_as(const std::vector<const Tensor*>& xs, Tensor& y) {
+    if (xs.size() <= size_t(kAddFan)) return add_as<T, kAddFan>(xs, y);
+    add_as<T, kAddFanWide>(xs, y);
+  }
+  template <class T, int Fan>
+  void add_as(const std::vector<const Tensor*>& xs, Tensor& y) {
     T* o = cuda::ptr<T>(y);
     const int64_t n = y.numel();
-    // First launch: x0 + x1 + ... + x7; each further launch continues y + x8 + ... + x14, so the
+    // First launch: x0 + ... + x(Fan-1); each further launch continues y + x(Fan) + ..., so the
     // summation order is the CPU's left-to-right order.
     size_t next = 0;
     while (next < xs.size()) {
-      AddTable<T> t{};
+      AddTable<T, Fan> t{};
       int cnt = 0;
       if (next > 0) t.p[cnt++] = o;
-      while (cnt < kAddFan && next < xs.size()) t.p[cnt++] = cuda::ptr<const T>(*xs[next++]);
+      while (cnt < Fan && next < xs.size()) t.p[cnt++] = cuda::ptr<const T>(*xs[next++]);
       t.count = cnt;  // >= 2: the first launch takes two inputs or more, each later one y and one or more
       bool vec = n % cuda::kVec<T> == 0 && cuda::aligned16(o);
       for (int k = 0; k < cnt; ++k) vec = vec && cuda::aligned16(t.p[k]);
       if (vec)
-        TRAINER_LAUNCH(add_vec_kernel<T>, cuda::grid_for(n / cuda::kVec<T>, c_), cuda::kBlock, c_.stream(), t, o,
+        TRAINER_LAUNCH((add_vec_kernel<T, Fan>), cuda::grid_for(n / cuda::kVec<T>, c_), cuda::kBlock, c_.stream(), t, o,
                        n / cuda::kVec<T>);
       else
-        TRAINER_LAUNCH(add_kernel<T>, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), t, o, n);
+        TRAINER_LAUNCH((add_kernel<T, Fan>), cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), t, o, n);
     }
   }
 

@@ -101,7 +101,11 @@ Desc operation(const attn_graph::Node& n, const std::vector<Desc>& t) {
   Desc p(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
   const cudnnPointwiseMode_t mode = pointwise_mode(n.op);
   // The comparison's math type is boolean (as cudnn-frontend's causal mask), the others' float.
-  const cudnnDataType_t prec = n.op == Op::CmpGe ? CUDNN_DATA_BOOLEAN : CUDNN_DATA_FLOAT;
+  // As cudnn-frontend's causal mask: the index generators compute in INT32 (their outputs are
+  // INT32), the comparison in BOOLEAN, everything else in FLOAT.
+  const cudnnDataType_t prec = n.op == Op::CmpGe      ? CUDNN_DATA_BOOLEAN
+                               : n.op == Op::GenIndex ? CUDNN_DATA_INT32
+                                                      : CUDNN_DATA_FLOAT;
   p.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode)
       .set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
   if (n.op == Op::GenIndex) p.set_int(CUDNN_ATTR_POINTWISE_AXIS, n.axis);

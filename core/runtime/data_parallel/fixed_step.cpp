@@ -296,20 +296,32 @@ void Replica::run_program(Recorded& r, bool record, const FixedPeers& peers, std
   } else {
     r.work.reset();  // a rank that could replay records again with the others
     std::string failed;
+    // A capture that fails part-way: sums started beside it are joined back first (a fork not
+    // rejoined fails the capture's end), whatever that reports; then the capture is dropped.
+    auto abandon = [&] {
+      if (peers.comm) try {
+          peers.comm->join_started();
+        } catch (const DeviceError&) {
+        }
+      ctx_->abort_capture();
+      exec_->set_step_scalars(nullptr);
+    };
+    const uint64_t released = ctx_->released_blocks();
     ctx_->begin_capture();
     try {
       work();
       r.work = ctx_->end_capture();
-      r.released_at = ctx_->released_blocks();
+      // The count from before the capture: a block handed back while recording (nothing should be)
+      // may be handed out again, and the replays would still write it — so the next step's check
+      // above finds the count moved and records again, as after any block handed back.
+      r.released_at = released;
     } catch (const DeviceError& e) {
       // A library call that cannot be recorded (or an allocation the step should not make): nothing
       // of this step ran (a capture only records), so it runs as launched, and so do the next ones.
-      ctx_->abort_capture();
-      exec_->set_step_scalars(nullptr);
+      abandon();
       failed = e.what();
     } catch (...) {
-      ctx_->abort_capture();
-      exec_->set_step_scalars(nullptr);
+      abandon();
       throw;
     }
     // Every rank replays what it recorded, or none does (a recording that failed anywhere).

@@ -99,6 +99,9 @@ class Replica : public StepFollower {
   StepStats fixed_eval(const Tensor& images, const Tensor& labels, bool record);
   // Batch sizes whose step is recorded (tests).
   int recorded_steps() const;
+  // Destroys every recorded program (before the communicators their collectives belong to: NCCL's
+  // teardown waits for every graph that references a communicator to be destroyed).
+  void drop_recordings() { recorded_.clear(); }
   // Whether the last fixed_step ran as its recording replayed (a CUDA graph), not launched.
   bool replayed() const { return replayed_; }
 

@@ -31,6 +31,13 @@ ReplicaGroup::ReplicaGroup(const TraineeSpec& t, const std::vector<Device>& devi
   for (size_t r = 0; r < devices.size(); ++r) workers_[r]->attach(*grad_comms_[r], *ctl_comms_[r], *host_comms_[r]);
 }
 
+// "CUDA graphs must be destroyed before NCCL communicators" (NCCL's CUDA graph notes): the
+// communicators go before the replicas (a communicator's buffers come from its replica's context),
+// so the recorded steps, whose graphs hold the communicators' collectives, go before both.
+ReplicaGroup::~ReplicaGroup() {
+  for (auto& w : workers_) w->replica().drop_recordings();
+}
+
 void ReplicaGroup::run(const std::function<void(ReplicaCopy&)>& fn) {
   run_rank_threads(
       size(),

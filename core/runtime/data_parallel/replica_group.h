@@ -16,6 +16,7 @@ class ReplicaGroup {
   // `threads`: CPU compute threads per replica. In a job of several processes (this_process()),
   // every process runs one group of the same size; worker i has global rank process * size + i.
   ReplicaGroup(const TraineeSpec& t, const std::vector<Device>& devices, int threads);
+  ~ReplicaGroup();  // the replicas' recorded programs first, then the communicators, then the replicas
   int size() const { return int(workers_.size()); }
   ReplicaCopy& worker(int r) { return *workers_[size_t(r)]; }
   const std::vector<Device>& devices() const { return devices_; }

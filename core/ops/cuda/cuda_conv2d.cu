@@ -206,7 +206,7 @@ class CudaConv2d final : public Conv2dKernel {
   ConvPlan& plan(const Tensor& x, const ConvGeometry& g) {
     for (auto& e : plans_)
       if (e.first == x.shape().dims() && e.second->type == x.dtype()) return *e.second;
-    if (plans_.size() >= kMaxPlans) plans_.erase(plans_.begin());  // the batch size changes rarely
+    if (plans_.size() >= kMaxPlans) plans_.erase(plans_.begin());  // shapes change rarely (see kMaxPlans)
     plans_.emplace_back(x.shape().dims(), make_plan(g, x.dtype()));
     return *plans_.back().second;
   }
@@ -275,7 +275,11 @@ class CudaConv2d final : public Conv2dKernel {
     return out;
   }
 
-  static constexpr size_t kMaxPlans = 8;
+  // Plans are descriptors and choices (no memory): enough for every shape a layer sees in a run
+  // (training, a short last batch, evaluation's, micro-batches), so that no plan is made again —
+  // its algorithm chosen, its workspace grown — inside a step being recorded, where that fails
+  // the recording and the step runs launched from then on.
+  static constexpr size_t kMaxPlans = 64;
   CudaContext& c_;
   std::vector<std::pair<std::vector<int64_t>, std::unique_ptr<ConvPlan>>> plans_;
   // Scratch, grown to the largest shape seen: the weights and their gradient in KRSC, of the

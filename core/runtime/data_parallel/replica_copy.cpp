@@ -159,11 +159,11 @@ bool ReplicaCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float inv_
   hold_ = !micro.updates() || !alone;
   if (!hold_) buckets_->start_step();
   FixedPeers peers;
-  if (!alone) peers.comm = grad_;
+  if (!alone) peers.comm = program_comm_ ? program_comm_ : grad_;
   // The gradient summed bucket by bucket beside backward where the communicator overlaps (NCCL),
   // unless another communicator's collectives run in backward (sync_bn's statistics on the control
   // communicator: NCCL's communicators must not run at once); on the CPU where a test asks.
-  if (!alone && !sync_bn_ && (grad_->overlaps() || program_buckets_)) peers.buckets = &buckets_->buckets();
+  if (!alone && !sync_bn_ && (peers.comm->overlaps() || program_buckets_)) peers.buckets = &buckets_->buckets();
   if (ctl_->size() > 1) peers.least = [this](int v) { return least_over_ranks(v); };
   peers.waiting = [this] { mark_phase(rank_, Phase::AllReduce, 1, 1); };  // the whole gradient: one bucket
   // The statistics may be read a step or more later: alone; with several ranks, where the program

@@ -93,6 +93,10 @@ class ReplicaCopy final : public Trainee {
   // Tests: several ranks' program sums its gradient bucket by bucket during backward (as over NCCL,
   // whose collectives overlap backward) where the communicator runs them as called.
   void set_program_buckets(bool on) { program_buckets_ = on; }
+  // Tests: the communicator the fixed program sums the gradient on and issues its collectives to
+  // (null: the gradients' own), e.g. one whose started sums run only when joined, the latest an
+  // overlapping communicator may run them.
+  void set_program_comm(Communicator* c) { program_comm_ = c; }
   // Whether the last step ran as the fixed program (recorded or not).
   bool last_step_fixed() const { return fixed_; }
 
@@ -135,6 +139,7 @@ class ReplicaCopy final : public Trainee {
   bool recorded_ = false;  // the last step replayed its recording
   bool fixed_anywhere_ = false;
   bool program_buckets_ = false;
+  Communicator* program_comm_ = nullptr;
   bool fixed_ = false;  // the last step ran as the fixed program
 };
 

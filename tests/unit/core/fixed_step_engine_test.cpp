@@ -33,6 +33,7 @@ struct EngineRun {
   int64_t final_steps = 0;                   // the optimizer's count after the last step
   int deferred = 0;  // read late (lag >= 0): the steps whose statistics Trainee::step returned pending
   size_t buckets = 0;  // the gradient's buckets (GradBuckets)
+  int joins = 0;       // LateSums: the programs' joins of started sums
 };
 
 
@@ -47,9 +48,45 @@ struct EngineRun {
 // the per-step optimizer counts are then not recorded (the host's is ahead until it reads).
 // Before micro-batch s·k + i in `injected`, every rank is asked for an inf gradient (rank 0 puts it
 // in: Trainee::inject_nonfinite): that micro-batch runs the ordinary way, the step's others as programs.
-// `buckets`: the program sums the gradient bucket by bucket during backward (as over NCCL).
+// `buckets`: the program sums the gradient bucket by bucket during backward (as over NCCL): Buckets::
+// AsCalled, each bucket summed when started; Buckets::AtJoin, every started sum run only when the
+// program joins them (LateSums), the latest a communicator that overlaps backward may run them.
+enum class Buckets { None, AsCalled, AtJoin };
+
+// A communicator whose started sums run when joined, in the order started (every other call goes to
+// `inner`): as NCCL's on its side stream may, at the latest — so a program that read or wrote a
+// bucket between its start and the join would see other values than with the sums run as called.
+class LateSums final : public Communicator {
+ public:
+  explicit LateSums(Communicator& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  void all_reduce_sum(Tensor& b) override { inner_.all_reduce_sum(b); }
+  void broadcast(Tensor& b, int root) override { inner_.broadcast(b, root); }
+  void all_reduce_host(std::vector<double>& v) override { inner_.all_reduce_host(v); }
+  void barrier() override { inner_.barrier(); }
+  void abort(const std::string& why) override { inner_.abort(why); }
+  void issue_all_reduce_sum(Tensor& b) override { inner_.issue_all_reduce_sum(b); }
+  void issue_broadcast(Tensor& b, int root) override { inner_.issue_broadcast(b, root); }
+  void issue_all_gather(Tensor& b) override { inner_.issue_all_gather(b); }
+  void wait_issued() override { inner_.wait_issued(); }
+  bool overlaps() const override { return true; }
+  void start_all_reduce_sum(Tensor& b) override { started_.push_back(b); }
+  void join_started() override {
+    for (Tensor& b : started_) inner_.all_reduce_sum(b);
+    joins_ += !started_.empty();
+    started_.clear();
+  }
+  int joins() const { return joins_; }
+
+ private:
+  Communicator& inner_;
+  std::vector<Tensor> started_;
+  int joins_ = 0;
+};
+
 EngineRun train_engine(const RunSpec& e, const std::vector<Device>& devices, bool fixed, const std::set<int>& poisoned,
-                       int lag = -1, const std::set<int>& injected = {}, bool buckets = false) {
+                       int lag = -1, const std::set<int>& injected = {}, Buckets buckets = Buckets::None) {
   const int k = e.train.accumulate;
   const int ranks = int(devices.size());
   ReplicaGroup group(trainee_spec(e), devices, devices[0].is_cpu() ? (ranks == 1 ? 2 : 1) : 0);
@@ -58,7 +95,9 @@ EngineRun train_engine(const RunSpec& e, const std::vector<Device>& devices, boo
   group.run([&](ReplicaCopy& w) {
     const int r = w.rank();
     w.set_fixed_anywhere(fixed);
-    w.set_program_buckets(buckets);
+    w.set_program_buckets(buckets != Buckets::None);
+    LateSums late(w.control());  // the control communicator: the same ranks, this thread's alone
+    if (buckets == Buckets::AtJoin) w.set_program_comm(&late);
     w.broadcast_parameters();
     HostBatch six = batch(6, 5, 5 + 31 * uint64_t(r)), four = batch(4, 5, 5 + 31 * uint64_t(r)),
               bad = batch(6, 5, 5 + 31 * uint64_t(r));
@@ -116,6 +155,8 @@ EngineRun train_engine(const RunSpec& e, const std::vector<Device>& devices, boo
     read(true);
     mine.final_steps = w.state().optimizer_steps();
     mine.buckets = w.buckets().buckets().size();
+    mine.joins = late.joins();
+    w.set_program_comm(nullptr);
     replicas[size_t(r)] = w.state().download_weights();
     if (r == 0 && w.state().has_average()) mine.average = w.state().download_average();
     if (r == 0) out = std::move(mine);
@@ -342,9 +383,12 @@ TEST_CASE("fixed step: several replicas' program summing its gradient bucket by 
           "gives the ordinary step's bits",
           "[backends]") {
   // Buckets of at least 262 floats (train.bucket_mb 0.001): two for this small net, each started from the
-  // executor's frontier hook as backward finishes it (the CPU's in-process communicator sums it
-  // then, as called: a bucket started before its gradients are final sums partial values), the held
-  // sum of an accumulated step added into each bucket's range first. Read at once and two steps late.
+  // executor's frontier hook as backward finishes it, the held sum of an accumulated step added into
+  // each bucket's range first. The sums run as called when started (the CPU's in-process
+  // communicator: a bucket started before its gradients are final sums partial values) or only when
+  // the program joins them (LateSums: a program that used a bucket before the join, or changed it
+  // after its start, gets other values) — the two ends of when an overlapping communicator may run
+  // them. Read at once and two steps late.
   for (const int ranks : {2, 3})
     for (const UpdateCase& c : update_cases()) {
       if (ranks == 3 && c.name != std::string("accumulate 3, dynamic scale, clip_norm, adam")) continue;
@@ -355,16 +399,20 @@ TEST_CASE("fixed step: several replicas' program summing its gradient bucket by 
         std::vector<Device> devices;
         for (int r = 0; r < ranks; ++r) devices.push_back(Device::cpu(r));
         const EngineRun ordinary = train_engine(e, devices, false, c.poisoned);
-        const EngineRun fixed = train_engine(e, devices, true, c.poisoned, -1, {}, true);
-        CHECK(fixed.buckets >= 2);
-        CHECK(fixed.fixed == 10 * e.train.accumulate);
-        check_same(ordinary, fixed);
-        for (int r = 1; r < ranks; ++r)
-          CHECK(std::memcmp(fixed.replicas[size_t(r)].data(), fixed.replicas[0].data(), fixed.replicas[0].size() * sizeof(float)) == 0);
-        CHECK(fixed.skipped.back() == int64_t(c.poisoned.size()));
-        const EngineRun late = train_engine(e, devices, true, c.poisoned, 2, {}, true);
-        CHECK(late.deferred == 10);
-        check_same(ordinary, late);
+        for (const Buckets how : {Buckets::AsCalled, Buckets::AtJoin}) {
+          INFO((how == Buckets::AsCalled ? "summed as started" : "summed when joined"));
+          const EngineRun fixed = train_engine(e, devices, true, c.poisoned, -1, {}, how);
+          CHECK(fixed.buckets >= 2);
+          CHECK(fixed.fixed == 10 * e.train.accumulate);
+          CHECK(fixed.joins == (how == Buckets::AtJoin ? 10 : 0));  // one join per updating step
+          check_same(ordinary, fixed);
+          for (int r = 1; r < ranks; ++r)
+            CHECK(std::memcmp(fixed.replicas[size_t(r)].data(), fixed.replicas[0].data(), fixed.replicas[0].size() * sizeof(float)) == 0);
+          CHECK(fixed.skipped.back() == int64_t(c.poisoned.size()));
+          const EngineRun late = train_engine(e, devices, true, c.poisoned, 2, {}, how);
+          CHECK(late.deferred == 10);
+          check_same(ordinary, late);
+        }
       }
     }
 }

@@ -100,7 +100,7 @@ class OpContext {
   // ticket; read_back_done(t) says whether it has landed; read_back_wait(t) waits where it has not
   // and returns the bytes. A ticket is good until kReadBackSlots later read_backs (then these throw
   // logic_error). A context whose work runs as it is called (the CPU) copies at once.
-  static constexpr size_t kReadBackBytes = 4096;  // a step's memory with up to 97 ranks' gathered sums
+  static constexpr size_t kReadBackBytes = 4096;  // a step's memory with up to 60 ranks' gathered sums
   static constexpr int kReadBackSlots = 8;
   virtual uint64_t read_back(const void* src, size_t bytes);
   virtual bool read_back_done(uint64_t ticket) const;

@@ -1,5 +1,6 @@
 // StepScalars, LossSums and StepState: what a training step changes from one step to the next (rate, scales, Adam's corrections, the dropout seed), what it adds up (loss, hits) and what its update carries to the next (the loss scale, the optimizer's count), in memory the kernels read and write when they run — so a step recorded once (CapturedWork) replays with new values and none waits for the one before.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 namespace trainer {
@@ -64,6 +65,12 @@ struct LossSums {
   double loss_sum = 0;
   long long correct = 0, count = 0;
   long long bad_sample = -1, bad_label = 0;
+  // An embedding's first id that is no integer in [0, vocabulary) where a recorded step runs (its
+  // ids are not read back then): its flat position in the ids (-1: none), the vocabulary, the id
+  // and the ids' last dimension (0 for ids of rank 1), for the host's message when it reads the step.
+  long long bad_id_at = -1, bad_id_vocab = 0;
+  float bad_id = 0;
+  int32_t bad_id_cols = 0;
 };
 
 // How a fixed step decides its update on the device once backward is done (the finite check of
@@ -117,5 +124,12 @@ struct StepMemory {
   StepCheck check;
   LossSums sums;
 };
+
+// The sums of the step memory whose scalars are `step` (a recorded program's layers are given its
+// StepMemory's scalars: Executor::set_step_scalars), for a layer that notes what it found there.
+inline LossSums* step_sums(const StepScalars* step) {
+  char* scalars = reinterpret_cast<char*>(const_cast<StepScalars*>(step));
+  return reinterpret_cast<LossSums*>(scalars - offsetof(StepMemory, scalars) + offsetof(StepMemory, sums));
+}
 
 }  // namespace trainer

@@ -8,6 +8,7 @@
 #include <thread>
 #include <stdexcept>
 
+#include "core/ops/embedding.h"
 #include "core/optim/grad_clip.h"
 
 namespace trainer {
@@ -16,6 +17,7 @@ namespace {
 // The statistics a program added up in memory, as the host reports them; an out-of-range label the
 // loss kernel noted thrown as the ordinary path throws it (`loss`: the loss kernel's name).
 LossStats stats_of_sums(const LossSums& sums, const char* loss) {
+  if (sums.bad_id_at >= 0) throw std::runtime_error(embedding::bad_id_message(sums));  // as EmbeddingKernel's now
   if (sums.bad_sample >= 0)
     throw std::out_of_range(fmt::format("{}: label {} (sample {}) is out of range for the model's output", loss,
                                         sums.bad_label, sums.bad_sample));

@@ -28,7 +28,13 @@ class Embedding final : public Layer {
     Layer::bind(ctx, std::move(params), std::move(grads));
     k_ = make_kernel<EmbeddingKernel>(ctx, p_);
   }
-  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override { k_->forward(*x[0], params_[0], y); }
+  // In a recorded step (step scalars given) the ids are checked where the kernels run, the first
+  // bad one noted in the step's sums for the host to report when it reads the step; otherwise now.
+  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override {
+    using Check = EmbeddingKernel::Check;
+    k_->forward(*x[0], params_[0], y, sums_ ? Check::Deferred : Check::Now, sums_);
+  }
+  void set_step_scalars(const StepScalars* step, uint64_t) override { sums_ = step ? step_sums(step) : nullptr; }
   // Ids have no gradient: an input gradient asked for is zero.
   void backward(const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
@@ -38,6 +44,7 @@ class Embedding final : public Layer {
 
  private:
   EmbeddingParams p_;
+  LossSums* sums_ = nullptr;  // the recorded step's, while its scalars are set
   KernelSlot<EmbeddingKernel> k_;
 };
 

@@ -16,15 +16,23 @@ class CpuEmbedding final : public EmbeddingKernel {
   CpuEmbedding(OpContext& ctx, const EmbeddingParams& p) : EmbeddingKernel(ctx, p) {}
 
  private:
-  void forward_impl(const Tensor& ids, const Tensor& w, Tensor& y) override {
-    const int64_t P = ids.numel(), D = p_.output_dim;
+  // Checked now: a bad id throws before anything is written. Otherwise (a deferred check, as a
+  // recorded step's on a GPU) a bad id's row is zeros and the first is noted in the step's sums.
+  void forward_impl(const Tensor& ids, const Tensor& w, Tensor& y, Check how, LossSums* sums) override {
+    const int64_t P = ids.numel(), D = p_.output_dim, V = p_.input_dim;
     if (P == 0) return;
-    check_ids(ids);
+    if (how == Check::Now) check_ids(ids);
     const float* ip = ids.f32();
     const float* wp = w.f32();
     float* yp = y.f32();
 #pragma omp parallel for schedule(static) if (P * D > cpu::kParallelGrain)
-    for (int64_t q = 0; q < P; ++q) std::memcpy(yp + q * D, wp + int64_t(ip[q]) * D, size_t(D) * sizeof(float));
+    for (int64_t q = 0; q < P; ++q) {
+      if (embedding::valid_id(ip[q], V)) std::memcpy(yp + q * D, wp + int64_t(ip[q]) * D, size_t(D) * sizeof(float));
+      else std::memset(yp + q * D, 0, size_t(D) * sizeof(float));
+    }
+    if (how != Check::Deferred) return;
+    for (int64_t q = 0; q < P; ++q)
+      if (!embedding::valid_id(ip[q], V)) return embedding::note_bad_id(*sums, q, ip[q], ids.shape(), V);
   }
 
   // Each thread owns a contiguous range of rows of dw and adds, in position order, the dy rows

@@ -38,6 +38,18 @@ __global__ void gather_kernel(const float* __restrict__ ids, const float* __rest
   }
 }
 
+// A deferred check's note (embedding::note_bad_id's, on the device): the first bad position the
+// gather flagged, unless the step's sums hold an earlier one.
+__global__ void note_bad_id_kernel(const unsigned long long* __restrict__ flag, const float* __restrict__ ids,
+                                   LossSums* __restrict__ s, int64_t V, int32_t cols) {
+  const unsigned long long q = *flag;
+  if (q == ULLONG_MAX || s->bad_id_at >= 0) return;
+  s->bad_id_at = (long long)q;
+  s->bad_id = ids[q];
+  s->bad_id_vocab = V;
+  s->bad_id_cols = cols;
+}
+
 // keys[q] = the id at position q (V for an invalid one: sorted last, then skipped); pos[q] = q.
 __global__ void keys_kernel(const float* __restrict__ ids, uint32_t* __restrict__ keys, int32_t* __restrict__ pos,
                             int64_t P, int64_t V) {
@@ -75,14 +87,21 @@ class CudaEmbedding final : public EmbeddingKernel {
   }
 
  private:
-  // Synchronises the stream to check the ids.
-  void forward_impl(const Tensor& ids, const Tensor& w, Tensor& y) override {
+  // Check::Now synchronises the stream to read the gather's flag; Deferred (a recorded step) notes
+  // the flagged position in the step's sums by a kernel, no host read; Trusted reads nothing.
+  void forward_impl(const Tensor& ids, const Tensor& w, Tensor& y, Check how, LossSums* sums) override {
     const int64_t P = ids.numel(), D = p_.output_dim;
     if (P == 0) return;
     unsigned long long* flag = flag_.as<unsigned long long>(c_, 1);
     CUDA_CHECK(cudaMemsetAsync(flag, 0xff, sizeof(unsigned long long), c_.stream()));  // ULLONG_MAX
     TRAINER_LAUNCH(gather_kernel, cuda::grid_for(P * D, c_), cuda::kBlock, c_.stream(), ids.f32(), w.f32(), y.f32(), P,
                    D, p_.input_dim, flag);
+    if (how == Check::Trusted) return;
+    if (how == Check::Deferred) {
+      const int32_t cols = ids.shape().rank() >= 2 ? int32_t(ids.shape().dims().back()) : 0;
+      TRAINER_LAUNCH(note_bad_id_kernel, 1u, 1u, c_.stream(), flag, ids.f32(), sums, p_.input_dim, cols);
+      return;
+    }
     unsigned long long bad = 0;
     c_.copy_to_host(&bad, flag, sizeof bad);  // synchronises
     if (bad != ULLONG_MAX) {

@@ -239,9 +239,11 @@ StepStats Replica::fixed_eval(const Tensor& images, const Tensor& labels, bool r
   run_program(r, record, {}, eval_capture_failed_, [&] {
     std::vector<const Tensor*> in;
     for (const Tensor& t : x) in.push_back(&t);
+    exec_->set_step_scalars(&mem->scalars);  // what layers find (an embedding's bad id) goes into the sums
     exec_->forward(in, false, logits_);
     Tensor none;
     loss_->compute_into(exec_->output(logits_), y, none, &mem->scalars, &mem->sums);
+    exec_->set_step_scalars(nullptr);
   });
   return StepStats(*ctx_, ctx_->read_back(mem, sizeof(StepMemory)), loss_name());
 }

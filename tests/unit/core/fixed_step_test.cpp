@@ -1,6 +1,7 @@
 // The step as a fixed program, one replica: its per-step values read from memory (StepScalars)
 // give the bits of the ordinary step; on a GPU, recorded once as a CUDA graph and replayed, the
-// same bits again, its statistics read at once or late; evaluation as a program.
+// same bits again, its statistics read at once or late; evaluation as a program; a GPT's token ids
+// checked where the program runs.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "core/runtime/data_parallel/replica.h"
 #include "fixed_step_util.h"
 #include "test_devices.h"
+#include "transformer_block.h"
 
 using namespace trainer;
 using namespace trainer::test_fixed;
@@ -172,6 +174,60 @@ TEST_CASE("fixed step: evaluation as a program gives eval_step's bits (batch siz
         HostBatch bad = batch(4, classes, 3);
         bad.labels.i32()[2] = classes + 3;
         CHECK_THROWS_AS(rep.fixed_eval(bad.images, bad.labels, true).get(), std::out_of_range);
+      }
+    }
+}
+
+TEST_CASE("fixed step: a GPT's token ids are checked where the program runs — good ids give the ordinary step's bits, "
+          "a bad id is reported when the step is read, with the ordinary step's message", "[backends]") {
+  const std::string yaml = std::string("name: lm\nseed: 3") + test::kGptModel + "data:\n  train: {type: synthetic}\n";
+  const RunSpec e = read_run_spec(cfg::parse_document(yaml, "lm.yaml", {"devices.tf32=false"}));
+  // n windows of 6 byte ids, each position's label the next byte.
+  auto windows = [](int64_t n, uint64_t seed) {
+    HostBatch b{Tensor::empty(Shape{n, 6}), Tensor::empty(Shape{n, 6}, DType::I32)};
+    std::mt19937_64 rng(seed);
+    for (int64_t i = 0; i < n * 6; ++i) {
+      b.images.f32()[i] = float(rng() % 256);
+      b.labels.i32()[i] = int32_t(rng() % 256);
+    }
+    return b;
+  };
+  for (const test::TestDevice& d : test::test_devices())
+    SECTION(d.name) {
+      Replica fixed(trainee_spec(e), d.device, d.device.is_cpu() ? 2 : 0), ordinary(trainee_spec(e), d.device, d.device.is_cpu() ? 2 : 0);
+      fixed.context().bind_thread();
+      // Four steps of batch 3 (a GPU launches, records, replays twice): the same bits.
+      for (int s = 0; s < 4; ++s) {
+        const HostBatch b = windows(3, 40 + uint64_t(s));
+        const LossStats f = fixed.fixed_step(b.images, b.labels, 0.01f, 1.0f / 18.0f, 200 + uint64_t(s), true).get();
+        const LossStats o = ordinary.train_step(b.images, b.labels, 0.01f, 200 + uint64_t(s));
+        CHECK(same_double(f.loss_sum, o.loss_sum));
+        CHECK(f.count == 18);
+      }
+      CHECK(fixed.executor().params().download(fixed.context()) == ordinary.executor().params().download(ordinary.context()));
+      if (!d.device.is_cpu()) CHECK(fixed.recorded_steps() == 1);  // the embedding no longer waits for the GPU
+      // Evaluation: an id outside the vocabulary and one that is no integer, at [2, 1] of the ids.
+      for (const float v : {300.0f, 2.5f}) {
+        INFO("id " << v);
+        HostBatch bad = windows(3, 9);
+        bad.images.f32()[13] = v;
+        std::string said;
+        try {
+          (void)ordinary.eval_step(bad.images, bad.labels);
+        } catch (const std::runtime_error& x) {
+          said = x.what();
+        }
+        CHECK_THAT(said, Catch::Contains("embedding: id") && Catch::Contains("at [2, 1] is"));
+        // Twice: launched, then (a GPU) recorded — the recorded check notes it where the kernels run.
+        for (int i = 0; i < 2; ++i) {
+          StepStats st;
+          REQUIRE_NOTHROW(st = fixed.fixed_eval(bad.images, bad.labels, true));  // nothing waits for the ids
+          CHECK(st.pending());
+          CHECK_THROWS_WITH(st.get(), said);
+        }
+        // A later good batch is not blamed (the note is the step's own).
+        const HostBatch good = windows(3, 10);
+        CHECK(fixed.fixed_eval(good.images, good.labels, true).get().count == 18);
       }
     }
 }

@@ -17,7 +17,8 @@
 #                         # rounds; medians, the ratio against each and against the fastest, the
 #                         # warm-up (compile) seconds apart, and each side's peak device memory (our
 #                         # allocator's, PyTorch's max_memory_reserved); STEP_TIMEOUT=S bounds each
-#                         # process (default 300 s for ours, 400 s for a peer; gpu-check sets it)
+#                         # process (default 300 s for ours, 400 s for a peer; gpu-check sets it), and
+#                         # GPU_CHECK_DEADLINE=EPOCH (date +%s; gpu-check's run_bounded sets it) ends them all
 # Peers: scripts/peers/{minigooglenet,mobilenetv2,transformer,gpt}_torch.py (the first a copy of
 # ../shared/anchors/minigooglenet_torch.py that also reports device memory), run on the CPU by
 # Debian's PyTorch 1.13 (/usr/bin/python3, channels_last) with OpenBLAS, installed when missing.
@@ -62,21 +63,34 @@ if [ "$device" = cuda ]; then
                        *) echo "bench-vs-pytorch: PEER_VARIANTS: '$1' is not one of eager benchmark default reduce-overhead max-autotune" >&2
                           return 2 ;; esac; }
   for v in "${variants[@]}"; do flags "$v" >/dev/null || exit 2; done
+  # within <default>: a process's timeout, STEP_TIMEOUT (or <default>) and no later than GPU_CHECK_DEADLINE.
+  # GNU timeout runs its command in a process group of its own: the caller's timeout ending this script
+  # does not reach a process started by the `timeout` here, which then ran on past the caller's deadline
+  # (into the next phase's time, on the one GPU). At least 1 s: `timeout 0` has no limit.
+  within() {
+    local t=${STEP_TIMEOUT:-$1} l
+    if [ -n "${GPU_CHECK_DEADLINE:-}" ]; then
+      l=$((GPU_CHECK_DEADLINE - $(date +%s)))
+      if ((l < t)); then t=$l; fi
+    fi
+    if ((t < 1)); then t=1; fi
+    echo "$t"
+  }
   field() { sed -nE "s/.*\"$1\": ?([0-9.]+).*/\1/p" | tail -1; }
   median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
   declare -A ips mem warm
   for r in $(seq "$rounds"); do
-    o=$(timeout "${STEP_TIMEOUT:-300}" "$trainer" bench "$config" --gpus 0 --steps "$steps" --warmup 10 --set train.batch_size="$batch" \
+    o=$(timeout -k 5 "$(within 300)" "$trainer" bench "$config" --gpus 0 --steps "$steps" --warmup 10 --set train.batch_size="$batch" \
           "${ours_prec[@]}" 2>&1) || { echo "bench-vs-pytorch: trainer bench failed: $(tail -1 <<<"$o")"; exit 1; }
     ips[trainer]+=" $(field images_per_sec <<<"$o")" mem[trainer]+=" $(field peak_device_mb <<<"$o")"
     line="round $r: trainer ${ips[trainer]##* } img/s"
     for v in "${variants[@]}"; do
-      rc=0
+      rc=0 limit=$(within 400)
       # shellcheck disable=SC2046
-      t=$(timeout "${STEP_TIMEOUT:-400}" python3 "$peer" --device cuda --channels-last --batch "$batch" --steps "$steps" --warmup 10 \
+      t=$(timeout -k 5 "$limit" python3 "$peer" --device cuda --channels-last --batch "$batch" --steps "$steps" --warmup 10 \
             "${peer_prec[@]}" $(flags "$v") $peer_args 2>&1) || rc=$?
       if ((rc != 0)); then
-        ((rc == 124)) && echo "bench-vs-pytorch: $(label "$v"): did not finish within STEP_TIMEOUT ${STEP_TIMEOUT:-400} s (compile included)" ||
+        ((rc == 124 || rc == 137)) && echo "bench-vs-pytorch: $(label "$v"): did not finish within $limit s (STEP_TIMEOUT or GPU_CHECK_DEADLINE; compile included)" ||
           echo "bench-vs-pytorch: $(label "$v") failed: $(tail -1 <<<"$t")"
         continue
       fi

@@ -211,27 +211,39 @@ referee() {  # referee <model> <batch> <precision> <rounds>: its summary rows
     *) row "  $tag" "bench-vs-pytorch exit $rc: ${last:-no output}" ;;
   esac
 }
+# no_result <rc>: what a run captured as $(run_bounded ...) that printed no result was, by its exit code
+# (a row said "failed" for runs the phase's deadline cut or never started).
+no_result() {
+  case $1 in
+    124 | 137) echo "timed out" ;;
+    125) echo "not run (time bound)" ;;  # run_bounded's: under 10 s left, not started
+    *) echo "failed (exit $1)" ;;
+  esac
+}
 # --- the step as one CUDA graph against the same step launched kernel by kernel ------------------
 phase_graphs() {
-  local b p g o
+  local b p g o rc ms
   for b in 64 256; do
     for p in fp32 bf16; do
       local label="graphs: minigooglenet b$b $p (ms/step on / off)"
       ((dry)) && { skip "$label" "trainer bench, devices.cuda_graphs true and false"; continue; }
+      (($(left) < 10)) && { row "$label" "not run (time bound)"; continue; }
       local r=()
       for g in true false; do
         o=$(run_bounded "${step_timeout[$phase]}" "$T" bench configs/minigooglenet.yaml --gpus 0 --steps 50 --warmup 10 \
               --set train.batch_size=$b --set precision=$p --set devices.cuda_graphs=$g 2>&1)
+        rc=$?
         echo "$o" >"$out/graphs-b$b-$p-$g.log"
-        r+=("$(sed -nE 's/.*"ms_per_step": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)")
+        ms=$(sed -nE 's/.*"ms_per_step": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)
+        r+=("${ms:-$(no_result $rc)}")
       done
-      row "$label" "${r[0]:-failed} / ${r[1]:-failed}$(grep -h '^note:' "$out/graphs-b$b-$p-true.log" | head -1 | cut -c1-80)"
+      row "$label" "${r[0]} / ${r[1]}$(grep -h '^note:' "$out/graphs-b$b-$p-true.log" | head -1 | cut -c1-80)"
     done
   done
 }
 # --- issue 45: every strategy's step as a graph? ms/step with graphs allowed and not, and whether it was one -
 phase_step_graphs() {
-  local gpus v g o
+  local gpus v g o rc ms
   # "nccl": --gpus 0 over a one-rank NCCL communicator, its all-reduce and broadcast recorded in the graph.
   for gpus in 0 0,0 nccl; do
     for v in "fp32|" "bf16|--set precision=bf16" "fp16 + loss scale|--set precision=fp16" \
@@ -243,29 +255,30 @@ phase_step_graphs() {
       [ "$gpus" = nccl ] && shown="--gpus 0 one-rank NCCL"
       local label="step-graphs: minigooglenet b64 $shown ${v%%|*} (ms/step graphs on / off; step_graph; host syncs/step)"
       ((dry)) && { skip "$label" "trainer bench, devices.cuda_graphs true and false"; continue; }
+      (($(left) < 10)) && { row "$label" "not run (time bound)"; continue; }
       local r=() k=() w=() comm="" devs=$gpus
       [ "$gpus" = nccl ] && comm=nccl devs=0
       for g in true false; do
         # shellcheck disable=SC2086
         o=$(TRAINER_COMM=$comm run_bounded "${step_timeout[$phase]}" "$T" bench configs/minigooglenet.yaml --gpus $devs --steps 40 \
               --warmup 10 --json --set train.batch_size=64 --set devices.cuda_graphs=$g ${v#*|} 2>&1)
+        rc=$?
         echo "$o" >"$out/step-graphs-$gpus-${v%%|*}-$g.log"
-        r+=("$(sed -nE 's/.*"ms_per_step": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)")
+        ms=$(sed -nE 's/.*"ms_per_step": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)
+        r+=("${ms:-$(no_result $rc)}")
         k+=("$(sed -nE 's/.*"step_graph": ?([a-z]+).*/\1/p' <<<"$o" | tail -1)")
         w+=("$(sed -nE 's/.*"host_syncs_per_step": ?([0-9.e+-]+).*/\1/p' <<<"$o" | tail -1)")
       done
-      row "$label" "${r[0]:-failed} / ${r[1]:-failed}; ${k[0]:-?} / ${k[1]:-?}; ${w[0]:-?} / ${w[1]:-?}"
+      row "$label" "${r[0]} / ${r[1]}; ${k[0]:-?} / ${k[1]:-?}; ${w[0]:-?} / ${w[1]:-?}"
     done
   done
 }
 phase_bench() { for p in fp32 bf16; do referee minigooglenet 256 "$p" 1; done; }
 # --- issue 47: the GPTs on the GPU -----------------------------------------------------------------
 phase_gpt() {
-  local p o
-  for p in fp32 bf16; do
-    config_run gpt_bytes "$p" 0 configs/gpt_bytes.yaml --set train.epochs=2 \
-      --set data.train.path=/tmp/trainer-gpu/fortunes --set data.val.path=/tmp/trainer-gpu/fortunes
-  done
+  local p o rc
+  # The GPT-2 rows first: their code (cuDNN's attention above all) has not run on a GPU yet, and the
+  # phase often starts late in a command; gpt_bytes' epochs and the PyTorch comparison after them.
   # GPT-2 small's shape on synthetic ids (llm.c's single-GPU batch, 4 x 1024): tokens/s = samples/s x 1024.
   # The third row: cuDNN's fused flash attention (attn_cudnn, off by default until this row and the
   # ops phase's test have run on a GPU; its log says, on stderr, any shape cuDNN refused and the
@@ -278,6 +291,7 @@ phase_gpt() {
     [ "$fast" = default ] || suffix=" $fast"
     local label="gpt2_124m b4 $p$suffix (ms, tokens/s, graph)"
     ((dry)) && { skip "$label" "trainer bench configs/gpt2_124m.yaml"; continue; }
+    (($(left) < 10)) && { row "$label" "not run (time bound)"; continue; }
     # cuDNN's warnings (why an engine refused a graph) beside the row's log, for the attn_cudnn row;
     # TRAINER_CUDNN_LOG=1: the log names each attention plan's engine (and each convolution's choice).
     local dbg=0
@@ -285,12 +299,21 @@ phase_gpt() {
     o=$(CUDNN_LOGLEVEL_DBG=$dbg CUDNN_LOGDEST_DBG="$out/gpt2-cudnn-warnings.log" TRAINER_CUDNN_LOG=1 TRAINER_FAST_PATHS=$fast \
           run_bounded "${step_timeout[$phase]}" "$T" bench configs/gpt2_124m.yaml --gpus 0 \
           --steps 20 --warmup 5 --json --set precision=$p 2>&1)
+    rc=$?
     echo "$o" >"$out/gpt2-$p${suffix// /}.log"
     local ms ips graph
     ms=$(sed -nE 's/.*"ms_per_step": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)
     ips=$(sed -nE 's/.*"images_per_sec": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)
     graph=$(sed -nE 's/.*"step_graph": ?(true|false).*/\1/p' <<<"$o" | tail -1)
-    row "$label" "${ms:-failed} ms, $(awk -v s="${ips:-0}" 'BEGIN {printf "%.0f", s * 1024}') tokens/s, ${graph:-?}$( [ -n "$ms" ] || echo ": $(tail -1 <<<"$o" | cut -c1-90)")"
+    if [ -n "$ms" ]; then
+      row "$label" "$ms ms, $(awk -v s="${ips:-0}" 'BEGIN {printf "%.0f", s * 1024}') tokens/s, ${graph:-?}"
+    else
+      row "$label" "$(no_result $rc)${o:+: $(grep -v '^[[:space:]]*$' <<<"$o" | tail -1 | cut -c1-90)}"
+    fi
+  done
+  for p in fp32 bf16; do
+    config_run gpt_bytes "$p" 0 configs/gpt_bytes.yaml --set train.epochs=1 \
+      --set data.train.path=/tmp/trainer-gpu/fortunes --set data.val.path=/tmp/trainer-gpu/fortunes
   done
   referee gpt2 4 bf16 1
 }

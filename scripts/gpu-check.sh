@@ -22,7 +22,9 @@
 # stops starting phases GPU_CHECK_BUDGET seconds (default 570) after it began. Rows go to
 # $OUT/gpu-check-summary.log as they are made, the logs (written under /tmp/gpu-check, not $OUT: the
 # device tool brings back at most 8 files) are archived into $OUT/gpu-check-logs.tar.gz
-# after every phase and at exit (also on SIGTERM/SIGINT/SIGHUP), and the summary is printed last.
+# every 20 s, after every phase and at exit (also on SIGTERM/SIGINT/SIGHUP), and the summary is printed
+# last. The pack records the sources it was built from; a run stops (exit 3) when they are not this
+# tree's, unless GPU_CHECK_STALE_OK=1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # The physical path: run through the /tmp/trainer-src link made below (the e2e tests do), a logical
@@ -31,13 +33,38 @@ cd "$(dirname "$0")/.."
 root=$(pwd -P)
 t0=$(date +%s)
 
+# --- the sources the binaries are built from --------------------------------------------------------
+# source_hash: one sha256 over the list "sha256  path" (sorted by path, LC_ALL=C) of the files that go
+# into the binaries. In the git checkout (the development machine) git names them: tracked and
+# untracked-not-ignored. The GPU machine's copy has no .git but holds exactly those files plus the
+# ignored paths carried to it, so find names them there; of .gitignore's patterns only __pycache__/
+# (the e2e tests' Python peers) can occur under these four paths, the others are anchored at the root.
+# `pack` records it as trainer-gpu/SOURCE and a run compares it with its tree's, so that no device time
+# goes to binaries built from other sources than the ones the command is meant to check.
+source_hash() {
+  local srcs=(core cmd tests CMakeLists.txt)
+  if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$root" ]; then
+    # (git lists a tracked file deleted from the tree; the copy has no such file.)
+    git ls-files -co --exclude-standard -z "${srcs[@]}" | while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done
+  else
+    find "${srcs[@]}" -name __pycache__ -prune -o ! -type d -print0
+  fi | LC_ALL=C sort -zu | xargs -0r sha256sum | sha256sum | cut -d' ' -f1
+}
+# stale <recorded SOURCE>: true, printing why, when the pack was not built from this tree's sources.
+stale() {
+  local here from=${1:0:12}
+  here=$(source_hash)
+  [ -n "$1" ] && [ "$1" = "$here" ] && return 1
+  echo "STALE — built from ${from:-(none recorded: a pack made before SOURCE)}, this tree is ${here:0:12}: rebuild with scripts/gpu-check.sh pack"
+}
+
 # --- the phases: name, bound (s), per-step timeout (s), what it checks ----------------------------
 phase_table=(
   "ops          210 120 unit_ops: every op test case in its own process (GPU vs float64, bf16/f16)"
   "core         180 120 unit_core likewise: GPU vs CPU, one GPU listed twice, mixed precision on the GPU"
   "engine       150 100 smoke on --gpus 0 / one-rank NCCL / --gpus 0,0; SIGINT + resume; eval; device parallel; mpirun"
   "memcheck     300 120 compute-sanitizer memcheck on every unit_ops case (no leak check: contexts live on purpose)"
-  "racecheck     60  60 compute-sanitizer racecheck on the kernels with shared memory"
+  "racecheck     90  60 compute-sanitizer racecheck on the kernels with shared memory"
   "configs      300  60 quickstart, smoke, shared_lstm, model_parallel x (fp32, bf16) x (--gpus 0, 0,0); hybrid 2x2, accumulation, clipping, ema; predict GPU vs CPU"
   "graphs       150  60 trainer bench MiniGoogLeNet, batch 64 and 256, fp32 and bf16: the step as a CUDA graph vs launched"
   "step-graphs  360  45 MiniGoogLeNet b64 on --gpus 0 and 0,0: fp32, bf16, fp16 + loss scaling, clip_norm, accumulate 2 (0,0 also sync_bn); one-rank NCCL fp32, fp16; graph vs launched"
@@ -47,7 +74,7 @@ phase_table=(
   "configs-mnv2 300 120 MobileNetV2 cats vs dogs, one epoch, batch 64 and 128, fp32 and bf16, --gpus 0 and 0,0"
   "bench-b64    240 100 MiniGoogLeNet batch 64 (the seed recipe's), fp32 and bf16, against PyTorch"
   "bench-mnv2   300 120 MobileNetV2 224x224 batch 64, fp32 and bf16, against PyTorch"
-  "gpt          540 120 gpt_bytes one epoch (fp32, bf16); GPT-2 124M tokens/s (bench, fp32/bf16, bf16 attn_cudnn, bf16 -attn_gemm); vs PyTorch eager/compile, bf16 b4"
+  "gpt          540 120 GPT-2 124M tokens/s (bench, fp32/bf16, bf16 attn_cudnn, bf16 -attn_gemm); gpt_bytes one epoch (fp32, bf16); vs PyTorch eager/compile, bf16 b4"
 )
 # One device-tool command each (sum of bounds <= 540, + 30 s start-up <= 570), most important first.
 commands=("ops core engine" "graphs racecheck configs" "bench configs-mgn" "memcheck" "e2e configs-mnv2" "bench-b64 bench-mnv2"
@@ -76,23 +103,33 @@ if [ "${1:-}" = "--plan" ]; then
   printf 'bench-b64 126 s; bench-mnv2 189 s in the morning run), and the command stops starting phases at\n'
   printf 'GPU_CHECK_BUDGET. With 15 minutes of device time (a start took ~35 s), two commands on the warm machine.\n'
   printf 'Correctness first (the GPU code written since 2026-11-27 has never run: read-back statistics, the\n'
-  printf 'step state, NCCL in the graph, cuDNN attention), then the open issues'"'"' rows (45: step-graphs; 46: the\n'
-  printf 'seed epoch and its breakdown, configs-mgn):\n'
+  printf 'step state, NCCL in the graph, cuDNN attention: the gpt phase runs its GPT-2 rows first), then the\n'
+  printf 'open issues'"'"' rows (45: step-graphs; 46: the seed epoch and its breakdown, configs-mgn):\n'
   printf '  GPU_CHECK_BUDGET=540 GPU_CHECK_JOBS=8 bash scripts/gpu-check.sh ops core engine e2e step-graphs \\\n'
-  printf '    configs-mgn\n'
-  printf 'then, warm (~270 s left): GPU_CHECK_BUDGET=240 bash scripts/gpu-check.sh memcheck bench-b64 gpt. Each\n'
-  printf 'command leaves $OUT/gpu-check-summary.log and $OUT/gpu-check-logs.tar.gz (2 files back). Build the\n'
-  printf 'pack first: scripts/gpu-check.sh pack (7 min on 2 cores)\n'
+  printf '    configs-mgn gpt\n'
+  printf 'then, warm: GPU_CHECK_BUDGET=B bash scripts/gpu-check.sh memcheck bench-b64, with B the device tool'"'"'s\n'
+  printf 'status budget_left_s minus ~45 s, and the tool'"'"'s timeout_s a little above B (B + 20). Each command\n'
+  printf 'leaves $OUT/gpu-check-summary.log and $OUT/gpu-check-logs.tar.gz (2 files back). Build the pack\n'
+  printf 'first: scripts/gpu-check.sh pack (7 min on 2 cores)\n'
+  # The pack must hold binaries built from this tree (see source_hash): say so here, before device time goes.
+  if [ ! -f .device-pack/trainer-gpu.tar.xz ]; then
+    printf '\nWARNING: no pack (.device-pack/trainer-gpu.tar.xz): build it with scripts/gpu-check.sh pack\n'
+  elif why=$(stale "$(tar -xJOf .device-pack/trainer-gpu.tar.xz trainer-gpu/SOURCE 2>/dev/null)"); then
+    printf '\nWARNING: the pack is %s\n' "$why"
+  fi
   exit $bad
 fi
 
 if [ "${1:-}" = "pack" ]; then
   set -e
+  # The sources as the build starts (a file edited during it makes the pack stale: rebuilt, not trusted).
+  sources=$(source_hash)
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAINER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DTRAINER_NATIVE=OFF -DTRAINER_TEST_ROOT=/tmp/trainer-src -DTRAINER_TEST_BINARY=/tmp/trainer-gpu/trainer >/dev/null
   cmake --build build-gpu --parallel
   stage=$(mktemp -d)/trainer-gpu
   mkdir -p "$stage/lib" "$stage/tests" "$stage/plplot/drivers" "$stage/plplot/data"
+  echo "$sources" >"$stage/SOURCE"
   cp build-gpu/trainer "$stage/"
   cp build-gpu/tests/unit_ops build-gpu/tests/unit_core build-gpu/tests/unit_data build-gpu/tests/e2e "$stage/tests/"
   strip "$stage/trainer" "$stage"/tests/* || true
@@ -121,10 +158,11 @@ if [ "${1:-}" = "pack" ]; then
     while read -r lib; do cp -L "$lib" "$stage/lib/"; done
   mkdir -p .device-pack
   tar -C "$(dirname "$stage")" -cJf .device-pack/trainer-gpu.tar.xz trainer-gpu
+  rm -rf "$(dirname "$stage")"
   mkdir -p .device-pack/data
   install -m 644 ../shared/data/cifar10-jpg-*.tar.gz .device-pack/data/
   du -sh .device-pack
-  echo "pack: done; on the GPU machine with .device-pack carried: bash scripts/gpu-check.sh [PHASE ...] (see --plan)"
+  echo "pack: done (sources ${sources:0:12}); on the GPU machine with .device-pack carried: bash scripts/gpu-check.sh [PHASE ...] (see --plan)"
   exit 0
 fi
 
@@ -151,11 +189,37 @@ row() {
 }
 log() { echo "== $(date -u +%H:%M:%S) +$(($(date +%s) - t0))s $*" | tee -a "$out/progress.log"; }
 # Checkpoints stay out of the archive (MiniGoogLeNet's are ~14 MB each; a file over 16 MiB does not come back).
-save() { tar -C "$(dirname "$out")" --exclude='*.safetensors' -czf "$archive.part" "$(basename "$out")" 2>/dev/null && mv -f "$archive.part" "$archive"; }
+# Each archive goes to a name of its own, then into place: the saver below and a phase's end may archive
+# at once, and a command killed mid-write keeps the last whole archive. tar's exit 1 ("file changed as
+# we read it": a log being written) still made a whole archive.
+save() {
+  local part
+  part=$(mktemp --suffix=.part "$archive.XXXXXX") || return
+  tar -C "$(dirname "$out")" --exclude='*.safetensors' -czf "$part" "$(basename "$out")" 2>/dev/null
+  # (mktemp's file is private; the archive was readable by all before.)
+  if (($? <= 1)); then chmod 644 "$part" && mv -f "$part" "$archive"; else rm -f "$part"; fi
+}
+# A command the device tool ends at its limit may never reach the exit path (a kill it cannot catch),
+# and only $OUT comes back: the archive then held the logs up to the last phase that ended. So the logs
+# are archived every 20 s too, by a background saver started before the first phase and stopped at
+# exit (its trap ends the sleep at once; a save under way finishes first), or when this shell ($$, in
+# the saver too) is gone without an exit path.
+saver() {
+  local nap
+  trap 'kill "$nap" 2>/dev/null; exit 0' TERM
+  while kill -0 $$ 2>/dev/null; do
+    sleep 20 &
+    nap=$!
+    wait "$nap"
+    save
+  done
+}
+saver_pid=""
 finished=0
 finish() {
   ((finished)) && return
   finished=1
+  [ -n "$saver_pid" ] && kill "$saver_pid" 2>/dev/null && wait "$saver_pid" 2>/dev/null
   save
   echo
   echo "gpu-check summary ($(date -u +%Y-%m-%dT%H:%MZ), $(($(date +%s) - t0)) s, logs in $archive)"
@@ -185,6 +249,20 @@ if [ -f .device-pack/trainer-gpu.tar.xz ]; then
     row "pack" "unpacked ${sum:0:12} into /tmp/trainer-gpu"
   else
     row "pack" "${sum:0:12} already unpacked in /tmp/trainer-gpu"
+  fi
+  # Binaries built from other sources than this tree's would spend the command on code it does not
+  # hold: stop (exit 3) unless GPU_CHECK_STALE_OK=1. A dry run reads the pack's record (it may have
+  # left an older /tmp/trainer-gpu as it is) and only says so.
+  if ((dry)); then
+    if why=$(stale "$(tar -xJOf .device-pack/trainer-gpu.tar.xz trainer-gpu/SOURCE 2>/dev/null)"); then
+      row "pack" "$why"
+    else
+      row "pack" "built from this tree's sources ($(source_hash | cut -c1-12))"
+    fi
+  elif why=$(stale "$(cat /tmp/trainer-gpu/SOURCE 2>/dev/null)"); then
+    row "pack" "$why"
+    [ "${GPU_CHECK_STALE_OK:-0}" = 1 ] || exit 3
+    row "pack" "GPU_CHECK_STALE_OK=1: running the stale pack"
   fi
   ln -sfn "$root" /tmp/trainer-src
   bin=/tmp/trainer-gpu
@@ -218,11 +296,14 @@ PY
         for d in "${CONDA_PREFIX:-}" /opt/conda; do [ -n "$d" ] && [ -d "$d/lib" ] && echo "$d/lib"; done
       } | while read -r d; do ls "$d"/libcudnn*.so* "$d"/libnccl*.so* >/dev/null 2>&1 && echo "$d"; done | sort -u | paste -sd: -)
 export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64${nv:+:$nv}
-where() { ldconfig -p 2>/dev/null | grep -q "$1" && echo system && return; for d in ${LD_LIBRARY_PATH//:/ }; do ls "$d"/$1* >/dev/null 2>&1 && echo "$d" && return; done; echo "not found"; }
+# (grep reads all of ldconfig's list: grep -q stopped early, ldconfig died of SIGPIPE, and under
+# pipefail the row flipped between "system" and a directory from run to run.)
+where() { ldconfig -p 2>/dev/null | grep "$1" >/dev/null && echo system && return; for d in ${LD_LIBRARY_PATH//:/ }; do ls "$d"/$1* >/dev/null 2>&1 && echo "$d" && return; done; echo "not found"; }
 row "CUDA libraries" "cuDNN: $(where libcudnn.so); NCCL: $(where libnccl.so); cuBLAS: $(where libcublas.so)"
 
 gpu=0
-if ((!dry)) && nvidia-smi -L >"$out/nvidia-smi.log" 2>&1 && grep -q '^GPU ' "$out/nvidia-smi.log"; then gpu=1; fi
+# (A driver in a bad state can hang nvidia-smi: 30 s at most.)
+if ((!dry)) && timeout 30 nvidia-smi -L >"$out/nvidia-smi.log" 2>&1 && grep -q '^GPU ' "$out/nvidia-smi.log"; then gpu=1; fi
 if ((gpu)); then
   missing=$(ldd "$T" | grep "not found" || true)
   [ -n "$missing" ] && row "trainer cannot start, missing libraries" "$(echo "$missing" | tr '\n' ' ')"
@@ -239,14 +320,17 @@ fi
 phase_deadline=0
 left() { echo $((phase_deadline - $(date +%s))); }
 # run_bounded <timeout> <cmd...>: the command under min(timeout, time left in the phase); 125 without
-# running it when less than 10 s are left.
+# running it when less than 10 s are left. GNU timeout runs its command in a process group of its own,
+# so this timeout ending a script does not reach the `timeout ... process` the script runs: the command
+# gets the moment it ends as GPU_CHECK_DEADLINE (date +%s) to bound its own timeouts by
+# (scripts/bench-vs-pytorch.sh does).
 run_bounded() {
   local t=$1 l
   shift
   l=$(left)
   ((l < 10)) && return 125
   ((l < t)) && t=$l
-  timeout --kill-after=5 "$t" "$@"
+  GPU_CHECK_DEADLINE=$(($(date +%s) + t)) timeout --kill-after=5 "$t" "$@"
 }
 # skip <label> <what>: the row of a step that does not run.
 skip() {
@@ -327,11 +411,15 @@ sanitizer() {  # sanitizer <tool> <jobs> [run-isolated options]
   tag=-$tool isolated unit_ops "$jobs" --wrap "compute-sanitizer --tool $tool --error-exitcode 97" "$@"
 }
 phase_memcheck() { sanitizer memcheck 8; }
-phase_racecheck() { sanitizer racecheck 8 --filter "batchnorm|conv2d|dense|lstm|softmax|sigmoid_xent|pool|reduce"; }
+phase_racecheck() {
+  sanitizer racecheck 8 --filter "batchnorm|conv2d|dense|lstm|softmax|sigmoid_xent|pool|reduce|attention|layer_norm|optim_update|embedding"
+}
 
 # The phases of the shipped configs, the engine, the step graphs and the benchmarks.
 source "$root/scripts/gpu-check-phases.sh"
 
+saver </dev/null >/dev/null 2>&1 &
+saver_pid=$!
 for phase in "${phases[@]}"; do
   case " ${all[*]} " in
     *" $phase "*) ;;

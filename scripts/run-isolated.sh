@@ -34,7 +34,8 @@ done
 name=$(basename "$bin")
 mkdir -p "$logdir"
 list=$logdir/cases.txt
-"$bin" --list-test-names-only 2>/dev/null | sed '/^$/d' >"$list.all"
+# (30 s at most: a binary that hangs while starting, e.g. on a GPU in a bad state, would hang the caller.)
+timeout 30 "$bin" --list-test-names-only 2>/dev/null | sed '/^$/d' >"$list.all"
 if [ -n "$filter" ]; then grep -E -- "$filter" "$list.all" >"$list.f" || true; else cp "$list.all" "$list.f"; fi
 if [ -n "$shard" ]; then
   k=${shard%/*} n=${shard#*/}

@@ -24,6 +24,9 @@ std::vector<Command>& commands();
 // CPU replicas; "--threads N" compute threads per replica. A malformed or too large value is a
 // usage error (cfg::ConfigError naming the option).
 std::vector<std::string> device_overrides(const std::string& gpus, int cpu, int threads = 0);
+// For the commands that run one copy of the model (eval, predict, generate): "--gpus N" names GPU N
+// (as their help says), not a count — "N," for device_overrides; anything else unchanged.
+std::string one_gpu(const std::string& gpus);
 struct RegisterCommand {
   explicit RegisterCommand(Command c) { commands().push_back(std::move(c)); }
 };

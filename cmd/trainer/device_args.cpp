@@ -1,4 +1,5 @@
 // Parsing of --gpus / --cpu / --threads into config overrides (shared by run, eval and bench).
+#include <algorithm>
 #include <cctype>
 #include <sstream>
 
@@ -6,6 +7,11 @@
 #include "core/io/config.h"
 
 namespace trainer::cli {
+
+std::string one_gpu(const std::string& gpus) {
+  const bool number = !gpus.empty() && std::all_of(gpus.begin(), gpus.end(), [](unsigned char c) { return std::isdigit(c); });
+  return number ? gpus + "," : gpus;
+}
 
 std::vector<std::string> device_overrides(const std::string& gpus, int cpu, int threads) {
   std::vector<std::string> s;

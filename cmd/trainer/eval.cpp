@@ -42,7 +42,7 @@ int eval(const EvalArgs& a) {
   std::vector<std::string> sets = a.sets;
   // --data: a dataset section in YAML ({type: ..., path: ...}) or a path for the split's own reader.
   if (!a.data.empty()) sets.push_back(fmt::format("data.{}{}={}", a.split, a.data.front() == '{' ? "" : ".path", a.data));
-  for (const std::string& s : device_overrides(a.gpus, 0, a.threads)) sets.push_back(s);
+  for (const std::string& s : device_overrides(one_gpu(a.gpus), 0, a.threads)) sets.push_back(s);
   const auto [c, e] = open_checkpoint_run(a.target, a.config, sets);
   EvalOptions o;
   o.split = a.split;

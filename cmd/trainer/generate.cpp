@@ -51,7 +51,7 @@ int generate(GenerateArgs& a, bool prompt_given) {
                                        "its tokenizer file decodes, it does not encode)");
   if (!a.prompt_tokens.empty()) a.o.prompt_tokens = parse_ids(a.prompt_tokens);
   std::vector<std::string> sets = a.sets;
-  for (const std::string& s : device_overrides(a.gpus, 0, a.threads)) sets.push_back(s);
+  for (const std::string& s : device_overrides(one_gpu(a.gpus), 0, a.threads)) sets.push_back(s);
   const auto [c, e] = open_checkpoint_run(a.target, a.config, sets);
   a.o.weights = a.no_ema ? LoadWeights::Trained : LoadWeights::Average;
   if (!a.quiet)

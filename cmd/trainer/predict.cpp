@@ -76,7 +76,7 @@ void print_table(const Prediction& p, size_t top) {
 
 int predict(const PredictArgs& a) {
   std::vector<std::string> sets = a.sets;
-  for (const std::string& s : device_overrides(a.gpus, 0, a.threads)) sets.push_back(s);
+  for (const std::string& s : device_overrides(one_gpu(a.gpus), 0, a.threads)) sets.push_back(s);
   const auto [c, e] = open_checkpoint_run(a.target, a.config, sets);
   PredictOptions o;
   o.batch_size = a.batch;

@@ -40,6 +40,7 @@ class GradBuckets {
   const std::vector<BucketRange>& buckets() const { return buckets_; }  // ascending offsets
   // "worker threads" (a BucketReducer), "communication thread", or "none" (one rank).
   const char* reduced_by() const;
+  bool threaded() const { return thread_.joinable(); }  // a communication thread reduces
 
   void start_step();
   // From the backward hook: every gradient at offset >= frontier is final.

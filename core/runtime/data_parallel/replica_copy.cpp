@@ -55,10 +55,18 @@ void ReplicaCopy::attach(Communicator& grad, Communicator& ctl, Communicator& ho
   for (const ParamEntry& p : ps.entries())
     if (p.spec.trainable) cuts.push_back(p.offset);
   buckets_ = std::make_unique<GradBuckets>(ps.trainable_grads(), cuts, bucket_floats_, grad, rep_->context());
-  rep_->executor().set_backward_hook([this](int64_t frontier) {
+  // sync_bn with a communication thread (GPU memory): no bucket is handed over before backward has
+  // ended, so that every batch norm's statistics collective (this thread's, on the control
+  // communicator) is queued on the replica's stream before any gradient collective (the
+  // communication thread's). Two threads issuing to one stream meanwhile could queue them in
+  // another order on another rank, and the GPUs would pair different collectives: a hang (NCCL:
+  // communicators used at once must be ordered alike on every rank). The sums then follow backward.
+  const bool statistics_first = sync_bn_ && buckets_->threaded();
+  rep_->executor().set_backward_hook([this, statistics_first](int64_t frontier) {
     // Every gradient is final at frontier 0; the bucket holding offset 0 is reduced after this.
     if (frontier == 0 && inject_ && rank_ == 0) poison_first_gradient();
     if (hold_) return;  // an earlier micro-batch of the step: nothing is reduced
+    if (statistics_first && frontier > 0) return;
     if (add_ && frontier < added_to_) {
       held_grads_->add_into(rep_->executor().params().trainable_grads(), frontier, added_to_);
       added_to_ = frontier;

@@ -330,9 +330,10 @@ std::vector<int> gpu_ordinals(const std::vector<Device>& devices, const std::vec
   }
   if (std::set<int>(devs.begin(), devs.end()).size() != devs.size())
     throw DeviceError("NCCL needs distinct GPUs (one rank per GPU); replicas sharing a GPU use LocalComm");
-  // Determinism (see the top of this file): keep NCCL off NVLS unless the user chose the algorithms.
-  // NCCL reads NCCL_ALGO when a communicator is created.
-  if (std::getenv("NCCL_ALGO") == nullptr) setenv("NCCL_ALGO", "^NVLS", 0);
+  // Determinism (see the top of this file): keep NCCL off NVLS unless the user chose the algorithms —
+  // both in-switch forms, NVLS and NVLSTree (multi-node NVLS; a name of its own in NCCL's list since
+  // 2.18). NCCL reads NCCL_ALGO when a communicator is created.
+  if (std::getenv("NCCL_ALGO") == nullptr) setenv("NCCL_ALGO", "^NVLS,NVLSTree", 0);
   return devs;
 }
 

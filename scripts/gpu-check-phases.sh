@@ -230,14 +230,18 @@ phase_graphs() {
       (($(left) < 10)) && { row "$label" "not run (time bound)"; continue; }
       local r=()
       for g in true false; do
-        o=$(run_bounded "${step_timeout[$phase]}" "$T" bench configs/minigooglenet.yaml --gpus 0 --steps 50 --warmup 10 \
-              --set train.batch_size=$b --set precision=$p --set devices.cuda_graphs=$g 2>&1)
+        # TRAINER_CUDNN_LOG=1: every convolution's algorithm choice on stderr (its log), so that a
+        # heuristic that offers no candidate — the fallback algorithm, otherwise silent — is counted.
+        o=$(TRAINER_CUDNN_LOG=1 run_bounded "${step_timeout[$phase]}" "$T" bench configs/minigooglenet.yaml --gpus 0 --steps 50 \
+              --warmup 10 --set train.batch_size=$b --set precision=$p --set devices.cuda_graphs=$g 2>&1)
         rc=$?
         echo "$o" >"$out/graphs-b$b-$p-$g.log"
         ms=$(sed -nE 's/.*"ms_per_step": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)
         r+=("${ms:-$(no_result $rc)}")
       done
-      row "$label" "${r[0]} / ${r[1]}$(grep -h '^note:' "$out/graphs-b$b-$p-true.log" | head -1 | cut -c1-80)"
+      # The recording's note if any (a step that could not be recorded), and how many convolution
+      # passes took cuDNN's fallback algorithm (a conv2d "fallback" line of TRAINER_CUDNN_LOG).
+      row "$label" "${r[0]} / ${r[1]}; conv fallbacks: $(grep -c ' fallback ' "$out/graphs-b$b-$p-true.log")$(grep -h '^note:' "$out/graphs-b$b-$p-true.log" | grep -v 'conv2d' | head -1 | cut -c1-80)"
     done
   done
 }

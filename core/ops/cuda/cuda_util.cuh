@@ -78,7 +78,13 @@ void launch_at(const char* name, const char* file, int line, void (*kernel)(KArg
   kernel<<<grid, block, 0, stream>>>(static_cast<KArgs>(std::forward<Args>(args))...);
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess && sync_after_launch()) e = cudaStreamSynchronize(stream);
-  if (e != cudaSuccess) cuda_fail(name, cudaGetErrorString(e), file, line);
+  // cudaGetLastError also returns a fault an earlier kernel left (sticky, asynchronous): said so,
+  // unless every launch is synchronised (then the fault is this kernel's).
+  if (e != cudaSuccess)
+    cuda_fail(name, sync_after_launch() ? cudaGetErrorString(e)
+                                        : (std::string(cudaGetErrorString(e)) + " (or an earlier kernel's fault, reported at "
+                                           "this launch: TRAINER_CUDA_SYNC=1 names the kernel)").c_str(),
+              file, line);
 }
 
 }  // namespace trainer::cuda

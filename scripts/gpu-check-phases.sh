@@ -211,6 +211,9 @@ referee() {  # referee <model> <batch> <precision> <rounds>: its summary rows
     *) row "  $tag" "bench-vs-pytorch exit $rc: ${last:-no output}" ;;
   esac
 }
+# json_value <key>: the last value of "key" in the JSON lines on stdin (a number, true or false; empty
+# if none, or null).
+json_value() { sed -nE "s/.*\"$1\": ?([-0-9.e+]+|true|false)[,} ]*.*/\1/p" | tail -1; }
 # no_result <rc>: what a run captured as $(run_bounded ...) that printed no result was, by its exit code
 # (a row said "failed" for runs the phase's deadline cut or never started).
 no_result() {
@@ -236,7 +239,7 @@ phase_graphs() {
               --warmup 10 --set train.batch_size=$b --set precision=$p --set devices.cuda_graphs=$g 2>&1)
         rc=$?
         echo "$o" >"$out/graphs-b$b-$p-$g.log"
-        ms=$(sed -nE 's/.*"ms_per_step": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)
+        ms=$(json_value ms_per_step <<<"$o")
         r+=("${ms:-$(no_result $rc)}")
       done
       # The recording's note if any (a step that could not be recorded), and how many convolution
@@ -268,10 +271,10 @@ phase_step_graphs() {
               --warmup 10 --json --set train.batch_size=64 --set devices.cuda_graphs=$g ${v#*|} 2>&1)
         rc=$?
         echo "$o" >"$out/step-graphs-$gpus-${v%%|*}-$g.log"
-        ms=$(sed -nE 's/.*"ms_per_step": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)
+        ms=$(json_value ms_per_step <<<"$o")
         r+=("${ms:-$(no_result $rc)}")
-        k+=("$(sed -nE 's/.*"step_graph": ?([a-z]+).*/\1/p' <<<"$o" | tail -1)")
-        w+=("$(sed -nE 's/.*"host_syncs_per_step": ?([0-9.e+-]+).*/\1/p' <<<"$o" | tail -1)")
+        k+=("$(json_value step_graph <<<"$o")")
+        w+=("$(json_value host_syncs_per_step <<<"$o")")
       done
       row "$label" "${r[0]} / ${r[1]}; ${k[0]:-?} / ${k[1]:-?}; ${w[0]:-?} / ${w[1]:-?}"
     done
@@ -306,9 +309,9 @@ phase_gpt() {
     rc=$?
     echo "$o" >"$out/gpt2-$p${suffix// /}.log"
     local ms ips graph
-    ms=$(sed -nE 's/.*"ms_per_step": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)
-    ips=$(sed -nE 's/.*"images_per_sec": ?([0-9.]+).*/\1/p' <<<"$o" | tail -1)
-    graph=$(sed -nE 's/.*"step_graph": ?(true|false).*/\1/p' <<<"$o" | tail -1)
+    ms=$(json_value ms_per_step <<<"$o")
+    ips=$(json_value images_per_sec <<<"$o")
+    graph=$(json_value step_graph <<<"$o")
     if [ -n "$ms" ]; then
       row "$label" "$ms ms, $(awk -v s="${ips:-0}" 'BEGIN {printf "%.0f", s * 1024}') tokens/s, ${graph:-?}"
     else

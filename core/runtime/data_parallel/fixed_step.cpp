@@ -301,10 +301,10 @@ void Replica::run_program(Recorded& r, bool record, const FixedPeers& peers, std
     // A capture that fails part-way: sums started beside it are joined back first (a fork not
     // rejoined fails the capture's end), whatever that reports; then the capture is dropped.
     auto abandon = [&] {
-      if (peers.comm) try {
-          peers.comm->join_started();
-        } catch (const DeviceError&) {
-        }
+      try {
+        if (peers.comm) peers.comm->join_started();
+      } catch (const DeviceError&) {
+      }
       ctx_->abort_capture();
       exec_->set_step_scalars(nullptr);
     };

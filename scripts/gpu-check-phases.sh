@@ -121,6 +121,7 @@ phase_engine() {
   if ((dry)); then
     for r in "smoke loss: --gpus 0 / NCCL 1 rank / --gpus 0,0" "SIGINT at step 40 + resume (smoke, GPU)" \
       "trainer eval on GPU" "bench model_parallel gpu:0 + cpu, M=1" "bench model_parallel gpu:0 + cpu, M=4" \
+      "bench model_parallel gpu:0 + gpu:1 (--gpus 0,0), M=1" "bench model_parallel gpu:0 + gpu:1 (--gpus 0,0), M=4" \
       "model_parallel gpu:0 + cpu, M=1, by OpenMP wait policy (4 rows)" \
       "minigooglenet --cpu 1 b64, by GOMP_SPINCOUNT (2 rows)" \
       "mpirun -np 1 trainer run smoke.yaml --gpus 0"; do skip "$r"; done
@@ -153,6 +154,14 @@ phase_engine() {
   for m in 1 4; do
     bounded_row "bench model_parallel gpu:0 + cpu, M=$m" 60 "$out/bench-model_parallel-m$m.log" "$T" bench \
       configs/model_parallel.yaml --gpus 0 --set placement.a1=gpu:0 --set placement.b1=cpu \
+      --set pipeline.microbatches=$m --steps 20
+  done
+  # Two GPU stages (one GPU listed twice: two contexts, two streams): the boundaries are device
+  # copies ordered by events, no host wait per boundary and micro-batch (host_syncs_per_step: one
+  # per stage at the step's end, plus the loss's read).
+  for m in 1 4; do
+    bounded_row "bench model_parallel gpu:0 + gpu:1 (--gpus 0,0), M=$m" 60 "$out/bench-model_parallel-gg-m$m.log" "$T" \
+      bench configs/model_parallel.yaml --gpus 0,0 --set placement.a1=gpu:0 --set placement.b1=gpu:1 \
       --set pipeline.microbatches=$m --steps 20
   done
   # That bench ran at 8,582 img/s (M=1) on the H100 machine at 2264054 and at 1,958 at 4358a80. The H200

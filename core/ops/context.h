@@ -89,6 +89,10 @@ class OpContext {
   // in a host_step.
   virtual void mark_queue() {}
   virtual void wait_for_mark(OpContext& /*other*/) {}
+  // Lets this context's queue copy into `other`'s memory directly where the devices allow it
+  // (CUDA: peer access between two GPUs that have it; else copy() still works, staged by the
+  // driver). Call on the thread bound to this context. Nothing on the CPU.
+  virtual void enable_peer(OpContext& /*other*/) {}
   // Blocks handed back to this context's allocator so far. Recorded work stays valid while this
   // does not move: every block it uses is still held by its owner (none could be reused). A
   // growing scratch, arena or input buffer hands its old block back, and the work is recorded again.

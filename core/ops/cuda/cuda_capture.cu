@@ -1,4 +1,4 @@
-// CUDA graphs for CudaContext: stream capture of a step's work, in pieces around host steps, instantiation, replay; queue marks.
+// CUDA graphs for CudaContext: stream capture of a step's work, in pieces around host steps, instantiation, replay; queue marks, peer access.
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_util.cuh"
 
@@ -127,6 +127,19 @@ void CudaContext::wait_for_mark(OpContext& other) {
   if (other.device().kind != DeviceKind::CUDA)
     throw std::logic_error(device().str() + ": wait_for_mark on " + other.device().str());
   CUDA_CHECK(cudaStreamWaitEvent(stream_, cuda_context(other).mark_, 0));
+}
+
+void CudaContext::enable_peer(OpContext& other) {
+  if (other.device().kind != DeviceKind::CUDA || other.device().index == device().index) return;
+  int can = 0;
+  CUDA_CHECK(cudaDeviceCanAccessPeer(&can, device().index, other.device().index));
+  if (!can) return;  // copies between the two go through the host (the driver stages them)
+  const cudaError_t e = cudaDeviceEnablePeerAccess(other.device().index, 0);
+  if (e == cudaErrorPeerAccessAlreadyEnabled) {
+    cudaGetLastError();  // enabled before (another boundary, another copy): not an error
+    return;
+  }
+  CUDA_CHECK(e);
 }
 
 }  // namespace trainer

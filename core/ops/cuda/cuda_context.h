@@ -92,6 +92,7 @@ class CudaContext final : public OpContext {
   void host_step(const std::function<void()>& step) override;
   void mark_queue() override;
   void wait_for_mark(OpContext& other) override;
+  void enable_peer(OpContext& other) override;
   uint64_t released_blocks() const override { return alloc_ ? alloc_->releases() : 0; }
 
   cudaStream_t stream() const { return stream_; }

@@ -109,7 +109,16 @@ PipelineCopy::PipelineCopy(const TraineeSpec& t, const std::vector<Device>& devi
       const std::string& name = stages[c].spec.inputs[k].name;
       for (size_t p = 0; p < stages.size(); ++p) {
         int node = stages_[p]->graph().node_index(name);
-        if (node >= 0) bounds_.push_back({int(p), node, int(c), int(k), {}, {}});
+        if (node < 0) continue;
+        Boundary bd;
+        bd.from = int(p);
+        bd.node = node;
+        bd.to = int(c);
+        bd.input = int(k);
+        bd.from_ctx = &stages_[p]->context();
+        bd.to_ctx = &stages_[c]->context();
+        bd.staged = bd.from_ctx->device().is_cpu() != bd.to_ctx->device().is_cpu();
+        bounds_.push_back(std::move(bd));
       }
     }
   for (size_t s = 0; s < stages_.size(); ++s) stages_[s]->connect(bounds_, int(s));
@@ -124,6 +133,15 @@ PipelineCopy::PipelineCopy(const TraineeSpec& t, const std::vector<Device>& devi
     if (list.size() > 1) tied_.push_back(list);
 
   threads_ = std::make_unique<StageThreads>(int(stages_.size()), [this](int s) { stages_[size_t(s)]->context().bind_thread(); }, box_);
+  // Each stage copies into its neighbours' memory (activations forward, gradients back): direct
+  // where the devices allow it (GPUs: peer access), on each stage's thread (its current device).
+  threads_->run_all([&](int s) {
+    for (const Boundary& bd : bounds_) {
+      if (bd.staged) continue;
+      if (bd.from == s) bd.from_ctx->enable_peer(*bd.to_ctx);
+      if (bd.to == s) bd.to_ctx->enable_peer(*bd.from_ctx);
+    }
+  });
   std::vector<ModelState*> parts;
   for (size_t s = 0; s < stages_.size(); ++s) {
     stage_states_.push_back(std::make_unique<OnStageThread>(stages_[s]->state(), *threads_, int(s)));
@@ -162,16 +180,7 @@ LossStats PipelineCopy::pass(const Batch& b, bool training, int M, uint64_t seed
     for (const Tensor& x : inputs) mbs[size_t(m)].inputs.push_back(x.slice(lo[size_t(m)], lo[size_t(m) + 1]));
     mbs[size_t(m)].labels = b.labels.slice(lo[size_t(m)], lo[size_t(m) + 1]);
   }
-  for (Boundary& bd : bounds_) {
-    bd.fwd.resize(size_t(microbatches_));
-    bd.bwd.resize(size_t(microbatches_));
-    const Shape& s = stages_[size_t(bd.from)]->graph().nodes()[size_t(bd.node)].shape;
-    for (int m = 0; m < M; ++m) {
-      Shape want = s.with_batch(lo[size_t(m) + 1] - lo[size_t(m)]);
-      if (bd.fwd[size_t(m)].shape() != want) bd.fwd[size_t(m)] = Tensor::empty(want);
-      if (bd.bwd[size_t(m)].shape() != want) bd.bwd[size_t(m)] = Tensor::empty(want);
-    }
-  }
+  size_boundaries(lo);
   const int S = int(stages_.size());
   box_.reset(bounds_.size() * size_t(microbatches_) * 2);
   std::vector<LossStats> per(static_cast<size_t>(S));
@@ -214,6 +223,33 @@ LossStats PipelineCopy::pass(const Batch& b, bool training, int M, uint64_t seed
   LossStats total;
   for (const LossStats& s : per) total += s;
   return total;
+}
+
+void PipelineCopy::size_boundaries(const std::vector<int64_t>& lo) {
+  const size_t M = lo.size() - 1;
+  auto want = [&](const Boundary& bd, size_t m) {
+    return stages_[size_t(bd.from)]->graph().nodes()[size_t(bd.node)].shape.with_batch(lo[m + 1] - lo[m]);
+  };
+  bool same = true;
+  for (Boundary& bd : bounds_) {
+    bd.fwd.resize(size_t(microbatches_));
+    bd.bwd.resize(size_t(microbatches_));
+    bd.no_grad.assign(size_t(microbatches_), 0);
+    for (size_t m = 0; m < M; ++m) same = same && bd.fwd[m].shape() == want(bd, m) && bd.bwd[m].shape() == want(bd, m);
+  }
+  if (same) return;
+  // Each buffer in the memory of the stage that reads it (host memory between a CPU and a GPU
+  // stage), made on that stage's thread; no pass is running (every stage's queue drained at the
+  // end of the last one), so no copy still writes a buffer let go here.
+  threads_->run_all([&](int s) {
+    OpContext& ctx = stages_[size_t(s)]->context();
+    for (Boundary& bd : bounds_)
+      for (size_t m = 0; m < M; ++m) {
+        const Shape w = want(bd, m);
+        if (bd.to == s && bd.fwd[m].shape() != w) bd.fwd[m] = bd.staged ? Tensor::empty(w) : ctx.empty(w);
+        if (bd.from == s && bd.bwd[m].shape() != w) bd.bwd[m] = bd.staged ? Tensor::empty(w) : ctx.empty(w);
+      }
+  });
 }
 
 void PipelineCopy::sum_shared_gradients() {

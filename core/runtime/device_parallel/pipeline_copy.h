@@ -99,6 +99,8 @@ class PipelineCopy final : public Trainee {
   // Forward (and backward when training) of `b` through the schedule; `grad_scale` multiplies
   // the loss gradient (1 / the step's samples, times the loss scale).
   LossStats pass(const Batch& b, bool training, int microbatches, uint64_t seed, float grad_scale = 0.0f);
+  // The boundaries' buffers for micro-batches [lo[m], lo[m+1]) (made again where a shape changed).
+  void size_boundaries(const std::vector<int64_t>& lo);
   void sum_shared_gradients();
   // inject_nonfinite(): an inf in the first gradient of the first stage that has trainable
   // parameters (-1: none), set on that stage's thread.

@@ -92,7 +92,10 @@ LossStats StageRuntime::run(const std::vector<MicroBatch>& mbs, bool training, f
   for (int m = 0; m < M; ++m) forward(m, mbs[size_t(m)], training, grad_scale, seed, bounds, box, max_microbatches, times, total);
   // Host time: on a GPU, forward work still queued is counted in backward's share.
   times.forward = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - (times.waited - waited0);
-  if (!training) return total;
+  if (!training) {
+    ctx_->synchronize();  // the next pass's copies into the boundary buffers come after this one's reads
+    return total;
+  }
   Tensor grads = params().trainable_grads();
   for (int m = M - 1; m >= 0; --m) {
     backward(m, bounds, box, max_microbatches, times);
@@ -109,6 +112,27 @@ LossStats StageRuntime::run(const std::vector<MicroBatch>& mbs, bool training, f
   return total;
 }
 
+void StageRuntime::send(Tensor& dst, const Tensor& src, bool staged) {
+  if (staged && !ctx_->device().is_cpu()) {
+    ctx_->copy_to_host(dst.data(), src.data(), dst.bytes());
+    ctx_->synchronize();
+    return;
+  }
+  ctx_->copy(dst.data(), src.data(), dst.bytes());  // a GPU's peer copy, queued; a CPU's memcpy
+  if (!staged) ctx_->mark_queue();
+}
+
+const Tensor& StageRuntime::receive(const Boundary& bd, const Tensor& buf, OpContext& sender, Tensor& local) {
+  if (!bd.staged) {
+    ctx_->wait_for_mark(sender);  // the sender's copy is behind its latest mark (a later one only adds its later work)
+    return buf;
+  }
+  if (ctx_->device().is_cpu()) return buf;  // host memory, written before it was posted
+  sized(local, buf.shape());
+  ctx_->copy_from_host(local.data(), buf.data(), buf.bytes());
+  return local;
+}
+
 void StageRuntime::forward(int m, const MicroBatch& mb, bool training, float grad_scale, uint64_t seed,
                            std::vector<Boundary>& bounds, Mailbox& box, int M, StageTimes& times, LossStats& total) {
   Executor& g = *graphs_[size_t(m)];
@@ -116,27 +140,29 @@ void StageRuntime::forward(int m, const MicroBatch& mb, bool training, float gra
   const size_t inputs = stage_.model_inputs.size();
   std::vector<const Tensor*> in(inputs);
   for (size_t k = 0; k < inputs; ++k) {
-    const Tensor& host = incoming_[k] < 0 ? mb.inputs[size_t(stage_.model_inputs[k])] : bounds[size_t(incoming_[k])].fwd[size_t(m)];
-    if (cpu) {
-      in[k] = &host;
+    Tensor& local = dev_in_[k][size_t(m)];
+    if (incoming_[k] >= 0) {  // a boundary's buffer, or (staged, on a GPU) its copy here
+      const Boundary& bd = bounds[size_t(incoming_[k])];
+      in[k] = bd.staged && !cpu ? &sized(local, bd.fwd[size_t(m)].shape()) : &bd.fwd[size_t(m)];
+    } else if (cpu) {
+      in[k] = &mb.inputs[size_t(stage_.model_inputs[k])];
     } else {
-      in[k] = &sized(dev_in_[k][size_t(m)], host.shape());
-      if (incoming_[k] < 0) ctx_->copy_from_host(dev_in_[k][size_t(m)].data(), host.data(), host.bytes());
+      const Tensor& host = mb.inputs[size_t(stage_.model_inputs[k])];
+      in[k] = &sized(local, host.shape());
+      ctx_->copy_from_host(local.data(), host.data(), host.bytes());
     }
   }
   GraphHooks h;
   h.before_forward = [&](int i) {
     for (int k : reads_[size_t(i)]) {
-      size_t b = size_t(incoming_[size_t(k)]);
-      times.waited += box.wait(slot(b, m, kForward, M));
-      if (!cpu) ctx_->copy_from_host(dev_in_[size_t(k)][size_t(m)].data(), bounds[b].fwd[size_t(m)].data(), bounds[b].fwd[size_t(m)].bytes());
+      const Boundary& bd = bounds[size_t(incoming_[size_t(k)])];
+      times.waited += box.wait(slot(size_t(incoming_[size_t(k)]), m, kForward, M));
+      receive(bd, bd.fwd[size_t(m)], *bd.from_ctx, dev_in_[size_t(k)][size_t(m)]);
     }
   };
   h.after_forward = [&](int i) {
     for (int b : sends_[size_t(i)]) {
-      Tensor& dst = bounds[size_t(b)].fwd[size_t(m)];
-      ctx_->copy_to_host(dst.data(), g.output(i).data(), dst.bytes());
-      ctx_->synchronize();
+      send(bounds[size_t(b)].fwd[size_t(m)], g.output(i), bounds[size_t(b)].staged);
       box.post(slot(size_t(b), m, kForward, M));
     }
   };
@@ -163,26 +189,23 @@ void StageRuntime::backward(int m, std::vector<Boundary>& bounds, Mailbox& box, 
     if (i == logits_) g.add_grad(i, dlogits_[size_t(m)]);
     for (int b : sends_[size_t(i)]) {
       times.waited += box.wait(slot(size_t(b), m, kBackward, M));
-      const Tensor& host = bounds[size_t(b)].bwd[size_t(m)];
-      if (cpu) {
-        g.add_grad(i, host);
+      Boundary& bd = bounds[size_t(b)];
+      Tensor& local = dev_grad_[size_t(b) * graphs_.size() + size_t(m)];
+      if (bd.no_grad[size_t(m)]) {  // zeros, in this stage's memory
+        Tensor& z = bd.staged && !cpu ? sized(local, bd.bwd[size_t(m)].shape()) : bd.bwd[size_t(m)];
+        ctx_->fill_zero(z.data(), z.bytes());
+        g.add_grad(i, z);
       } else {
-        Tensor& d = sized(dev_grad_[size_t(b) * graphs_.size() + size_t(m)], host.shape());
-        ctx_->copy_from_host(d.data(), host.data(), host.bytes());
-        g.add_grad(i, d);
+        g.add_grad(i, receive(bd, bd.bwd[size_t(m)], *bd.to_ctx, local));
       }
     }
   };
   h.after_backward = [&](int i) {
     for (int k : last_use_[size_t(i)]) {
-      size_t b = size_t(incoming_[size_t(k)]);
-      Tensor& dst = bounds[b].bwd[size_t(m)];
-      if (g.input_grad_written(k)) {
-        ctx_->copy_to_host(dst.data(), g.input_grad(k).data(), dst.bytes());
-        ctx_->synchronize();
-      } else {
-        std::memset(dst.data(), 0, dst.bytes());
-      }
+      const size_t b = size_t(incoming_[size_t(k)]);
+      Boundary& bd = bounds[b];
+      bd.no_grad[size_t(m)] = g.input_grad_written(k) ? 0 : 1;
+      if (!bd.no_grad[size_t(m)]) send(bd.bwd[size_t(m)], g.input_grad(k), bd.staged);
       box.post(slot(b, m, kBackward, M));
     }
   };

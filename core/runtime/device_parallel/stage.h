@@ -15,11 +15,20 @@
 
 namespace trainer {
 
-// Layer `node` of stage `from`, read as input `input` of stage `to`. The activation and its
-// gradient pass through host buffers, one per micro-batch (a CPU stage reads them in place).
+// Layer `node` of stage `from`, read as input `input` of stage `to`: per micro-batch, the
+// activation in the receiving stage's memory and its gradient in the sending stage's. Between two
+// GPUs (or two CPU stages) the producer copies into the consumer's buffer on its own queue and
+// marks it there; the consumer's queue waits for the mark (a peer copy ordered by an event: no
+// host wait, the stages' hosts run ahead of their devices). Between a CPU and a GPU stage
+// (`staged`) the buffers are host memory: the GPU stage copies to them and waits, or from them.
 struct Boundary {
   int from = 0, node = 0, to = 0, input = 0;
+  bool staged = false;
+  OpContext* from_ctx = nullptr;  // the stages' contexts
+  OpContext* to_ctx = nullptr;
   std::vector<Tensor> fwd, bwd;
+  // Per micro-batch: the receiving stage computed no gradient of this input (the sender adds zeros).
+  std::vector<char> no_grad;
 };
 
 struct MicroBatch {
@@ -64,6 +73,12 @@ class StageRuntime {
   void backward(int m, std::vector<Boundary>& bounds, Mailbox& box, int M, StageTimes& times);
   // A device buffer of shape `s` kept in `t` (reallocated when the shape changes).
   Tensor& sized(Tensor& t, const Shape& s, DType d = DType::F32);
+  // `src` into a boundary buffer of another stage: a copy marked on this queue, or (staged, from a
+  // GPU) a copy to host memory waited for.
+  void send(Tensor& dst, const Tensor& src, bool staged);
+  // A boundary buffer posted by `bd`'s other stage, usable on this stage's queue: the buffer
+  // itself once this queue waits for the sender's mark, or (staged, on a GPU) `local` copied from it.
+  const Tensor& receive(const Boundary& bd, const Tensor& buf, OpContext& sender, Tensor& local);
 
   Stage stage_;
   std::unique_ptr<OpContext> ctx_;
@@ -78,9 +93,9 @@ class StageRuntime {
   std::vector<std::vector<int>> last_use_;     // per node: received inputs whose gradient is final after it
   std::vector<std::vector<int>> sends_;        // per node: boundaries it feeds
   std::vector<int> incoming_;                  // per input: its boundary, or -1 (a model input)
-  std::vector<std::vector<Tensor>> dev_in_;    // per input, per micro-batch (GPU stages)
+  std::vector<std::vector<Tensor>> dev_in_;    // per input, per micro-batch (GPU stages: a model input, a staged activation)
   std::vector<Tensor> dlogits_, dev_labels_;
-  std::vector<Tensor> dev_grad_;               // per boundary x micro-batch (GPU stages): a received gradient
+  std::vector<Tensor> dev_grad_;               // per boundary x micro-batch (GPU stages): a staged gradient
   Tensor acc_;                                 // gradients summed over micro-batches
 };
 

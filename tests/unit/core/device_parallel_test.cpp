@@ -82,6 +82,35 @@ TEST_CASE("device parallel: a GPT on padded sequences (ignore_class) trains as o
   CHECK(max_diff(one, train_single(experiment(kGpt), 10, 256)) > 1e-3);  // the pads change the training
 }
 
+TEST_CASE("device parallel: a boundary whose reader gets no gradient sends zeros back, M = 1 and 3", "[device_parallel]") {
+  // `side` reads stage 0's output on stage 1 and leads nowhere: backward never reaches it, so
+  // stage 1 computes no gradient of that input and stage 0 must add zeros (not a stale buffer).
+  const char* model = R"(
+name: dead_end
+seed: 4
+model:
+  input: [6]
+  layers:
+    - {name: a, type: dense, units: 7}
+    - {name: side, type: dense, units: 3, inputs: [a]}
+    - {name: b, type: dense, units: 5, inputs: [input]}
+    - {name: softmax, type: softmax}
+data:
+  train: {type: synthetic, size: 64, image_size: 8, classes: 5}
+optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+strategy: device_parallel
+placement: {a: cpu:0, side: cpu:1}
+)";
+  for (int M : {1, 3}) {
+    RunSpec e = experiment(model, {"pipeline.microbatches=" + std::to_string(M)});
+    REQUIRE(e.placement.devices == std::vector<std::string>{"cpu:0", "cpu:1"});
+    auto one = train_single(e, 4, 5), two = train_placed(e, 4, 5);
+    INFO("M = " << M);
+    CHECK(max_diff(one, two) <= 1e-6);
+    CHECK(two.at("a/kernel") == one.at("a/kernel"));  // a's gradient is zero: its weights never move
+  }
+}
+
 TEST_CASE("device parallel: clip_norm (one norm over every stage's gradients) and clip_value train as on one device",
           "[device_parallel]") {
   for (const char* clip : {"train.clip_norm=0.05", "train.clip_value=0.002"}) {

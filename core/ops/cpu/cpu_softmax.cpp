@@ -49,7 +49,7 @@ void sparse_grad(const float* a, int64_t C, float mx, float lse, int64_t lab, fl
   }
 }
 
-// The first index of the maximum (scanning up, argmax_better reduces to x[j] > x[k]).
+// The first index of the maximum, or of the first NaN (softmax_math::argmax_better).
 inline int64_t argmax(const float* x, int64_t C) {
   int64_t k = 0;
   for (int64_t j = 1; j < C; ++j)

@@ -165,8 +165,8 @@ __device__ __forceinline__ long long block_sum(long long v) { return block_reduc
 __device__ __forceinline__ float block_max(float v) { return block_reduce(v, MaxOp{}, -INFINITY); }
 __device__ __forceinline__ long long block_min(long long v) { return block_reduce(v, MinOp{}, (long long)INT64_MAX); }
 
-// Argmax as the CPU's sequential `if (x[j] > x[k]) k = j`: the largest value, the first index among
-// equals. Idle threads pass (-inf, INT64_MAX).
+// Argmax as the CPU's sequential scan (softmax_math::argmax_better): the first NaN, else the largest
+// value at the first index among equals. Idle threads pass (-inf, INT64_MAX), which any element beats.
 __device__ __forceinline__ void argmax_combine(float& v, long long& k, float v2, long long k2) {
   if (softmax_math::argmax_better(v2, k2, v, k)) {
     v = v2;
@@ -214,7 +214,7 @@ __device__ __forceinline__ long long row_argmax(const float* row, int64_t C) {
     v = row[threadIdx.x];
     k = threadIdx.x;
     for (int64_t j = threadIdx.x + blockDim.x; j < C; j += blockDim.x)
-      if (row[j] > v) {
+      if (softmax_math::argmax_better(row[j], j, v, k)) {
         v = row[j];
         k = j;
       }

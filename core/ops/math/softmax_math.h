@@ -11,7 +11,9 @@
 //   lse = log(Σ_j exp(double(x_j - mx))) (summed in double, rounded to float);
 //   loss = lse - (x_label - mx) (index label), or -Σ_{t_j != 0} t_j·((x_j - mx) - lse) (probabilities);
 //   dlogits_j = (exp(x_j - mx - lse) - target_j)·scale; hit: argmax(x) == label (resp. argmax(t)),
-//   the argmax being the first index of the maximum.
+//   the argmax being the first index of the maximum, a NaN counting as the maximum (the first
+//   NaN's index, as torch.argmax and numpy.argmax: a row with a NaN logit predicts that class on
+//   every backend).
 // Label smoothing ls (Keras's label_smoothing, PyTorch's CrossEntropyLoss(label_smoothing)): the
 //   target of class j is t_j·(1-ls) + ls/C (t one-hot for an index label), in the loss and in the
 //   gradient; an index label's loss is then (1-ls)·(lse - (x_label - mx)) + ls·(lse - Σ_j(x_j - mx)/C).
@@ -57,8 +59,14 @@ TRAINER_HD_INLINE float xent_grad(float x, float mx, float lse, float t, float s
 }
 
 // Whether (v2, k2) beats the current best (v, k) of an argmax: a larger value, or an equal one at a
-// smaller index, so any order of combination gives the first index of the maximum (NaNs never win).
-TRAINER_HD_INLINE bool argmax_better(float v2, int64_t k2, float v, int64_t k) { return v2 > v || (v2 == v && k2 < k); }
+// smaller index, a NaN above every number (the smaller index among NaNs). A total order, so any
+// order of combination (the CPU's scan, the GPU's tree) gives the same index: the first NaN's, else
+// the first index of the maximum.
+TRAINER_HD_INLINE bool argmax_better(float v2, int64_t k2, float v, int64_t k) {
+  const bool n2 = v2 != v2, n = v != v;
+  if (n2 || n) return n2 && (!n || k2 < k);
+  return v2 > v || (v2 == v && k2 < k);
+}
 
 TRAINER_HD_INLINE bool label_in_range(int64_t label, int64_t C) { return label >= 0 && label < C; }
 

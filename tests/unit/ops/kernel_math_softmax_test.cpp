@@ -129,37 +129,57 @@ TEST_CASE("kernel math: cross-entropy loss, gradient and accuracy match float64 
       }
 }
 
-// The GPU combines (value, index) pairs in a tree; the rule gives the first index of the maximum
-// whatever the order, NaNs never winning.
+// The GPU combines (value, index) pairs in a tree, the CPU scans; the rule gives the same index in
+// any combination order: the first NaN's (as torch.argmax), else the first index of the maximum.
 TEST_CASE("kernel math: argmax rule gives the first maximum in any combination order") {
   std::mt19937_64 rng(463);
-  int64_t bad = 0, bad_last = 0;
-  for (int trial = 0; trial < 300; ++trial) {
+  int64_t bad = 0, bad_scan = 0, bad_last = 0, bad_old = 0, nan_rows = 0;
+  for (int trial = 0; trial < 600; ++trial) {
     const int64_t C = uniform_int(rng, 1, 70);
     std::vector<float> x = to_floats(random_floats(size_t(C), rng, -2, 2));
     for (float& v : x) v = std::round(v);  // many ties
     if (trial % 7 == 0) x[size_t(uniform_int(rng, 0, C - 1))] = NAN;
+    if (trial % 11 == 0) x[size_t(uniform_int(rng, 0, C - 1))] = NAN;
+    if (trial % 13 == 0) x[0] = NAN;
+    if (trial % 17 == 0) x[size_t(uniform_int(rng, 0, C - 1))] = -INFINITY;
     std::vector<std::pair<float, int64_t>> items;
-    for (int64_t j = 0; j < C; ++j) items.push_back({std::isnan(x[j]) ? -INFINITY : x[j], j});
+    for (int64_t j = 0; j < C; ++j) items.push_back({x[size_t(j)], j});
     std::shuffle(items.begin(), items.end(), rng);
-    while (items.size() > 1) {  // random pairwise combination
-      const size_t a = size_t(uniform_int(rng, 0, int64_t(items.size()) - 2));
-      auto p = items[a], q = items[a + 1];
-      if (sm::argmax_better(q.first, q.second, p.first, p.second)) p = q;
-      items[a] = p;
-      items.erase(items.begin() + int64_t(a) + 1);
+    // The GPU's idle threads' sentinel joins at random places.
+    for (int e = 0; e < 3; ++e) items.insert(items.begin() + int64_t(uniform_int(rng, 0, int64_t(items.size()))), {-INFINITY, INT64_MAX});
+    auto combine = [&](bool (*better)(float, int64_t, float, int64_t)) {
+      std::vector<std::pair<float, int64_t>> v = items;
+      std::mt19937_64 order{uint64_t(trial)};
+      while (v.size() > 1) {  // random pairwise combination
+        const size_t a = size_t(uniform_int(order, 0, int64_t(v.size()) - 2));
+        auto p = v[a], q = v[a + 1];
+        if (better(q.first, q.second, p.first, p.second)) p = q;
+        v[a] = p;
+        v.erase(v.begin() + int64_t(a) + 1);
+      }
+      return v[0].second;
+    };
+    int64_t want = -1;  // written out: the first NaN, else the first maximum
+    for (int64_t j = 0; j < C && want < 0; ++j)
+      if (std::isnan(x[size_t(j)])) want = j;
+    nan_rows += want >= 0;
+    if (want < 0) {
+      want = 0;
+      for (int64_t j = 1; j < C; ++j)
+        if (x[size_t(j)] > x[size_t(want)]) want = j;
     }
-    int64_t want = -1;
-    for (int64_t j = 0; j < C; ++j)
-      if (!std::isnan(x[j]) && (want < 0 || x[j] > x[want])) want = j;
-    if (want >= 0) bad += items[0].second != want;
-    int64_t last = -1;  // a wrong rule: the last maximum ('>=')
-    for (int64_t j = 0; j < C; ++j)
-      if (!std::isnan(x[j]) && (last < 0 || x[j] >= x[last])) last = j;
-    bad_last += last != want;
+    bad += combine(&sm::argmax_better) != want;
+    bad_scan += first_argmax(x.data(), C) != want;  // the CPU kernel's scan
+    // Wrong rules: the last maximum ('>='); the old one ('>', NaNs never winning), whose answer
+    // depended on where the NaN sat in the tree.
+    bad_last += combine([](float v2, int64_t k2, float v, int64_t k) { return v2 > v || (v2 == v && k2 > k); }) != want;
+    bad_old += combine([](float v2, int64_t k2, float v, int64_t k) { return v2 > v || (v2 == v && k2 < k); }) != want;
   }
+  CHECK(nan_rows > 50);
   CHECK(bad == 0);
+  CHECK(bad_scan == 0);
   CHECK(bad_last > 0);
+  CHECK(bad_old > 0);
   CHECK(sm::label_in_range(0, 1));
   CHECK_FALSE(sm::label_in_range(1, 1));
   CHECK_FALSE(sm::label_in_range(-1, 5));

@@ -72,6 +72,44 @@ TEST_CASE("softmax cross_entropy with index labels matches float64 reference", "
   }
 }
 
+TEST_CASE("softmax cross_entropy counts a NaN logit as its row's maximum (the first NaN's class), on every backend",
+          "[backends]") {
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(57);
+    auto k = make_kernel<SoftmaxKernel>(be.ctx(), SoftmaxParams{});
+    for (int64_t C : {int64_t(1), int64_t(5), int64_t(70), int64_t(1000), int64_t(3001)}) {
+      INFO(C << " classes");
+      const int64_t N = 24;
+      Tensor hlogits = random_tensor({N, C}, rng, -6.0, 6.0);
+      Tensor hlabels = Tensor::empty({N}, DType::I32);
+      int64_t want = 0;
+      for (int64_t i = 0; i < N; ++i) {
+        float* row = hlogits.f32() + i * C;
+        // NaNs at the row's start, at a random place, at two (the first wins), or none.
+        const int64_t a = uniform_int(rng, 0, C - 1), b = uniform_int(rng, 0, C - 1);
+        if (i % 4 == 0) row[0] = NAN;
+        if (i % 4 == 1) row[a] = NAN;
+        if (i % 4 == 2) row[a] = row[b] = NAN;
+        int64_t nan_at = -1, best = 0;
+        for (int64_t j = 0; j < C; ++j) {
+          if (nan_at < 0 && std::isnan(row[j])) nan_at = j;
+          if (!std::isnan(row[j]) && (std::isnan(row[best]) || row[j] > row[best])) best = j;
+        }
+        // Half the rows labelled with the argmax, half with the best number (a miss where a NaN
+        // comes first: the old GPU rule could count it, the CPU's could not).
+        const int64_t pred = nan_at >= 0 ? nan_at : best;
+        const int64_t label = i % 8 < 4 ? pred : best;
+        hlabels.i32()[i] = int32_t(label);
+        want += label == pred;
+      }
+      Tensor logits = be.upload(hlogits), labels = be.upload(hlabels), none;
+      LossStats got = k->cross_entropy(logits, labels, none, 1.0f);
+      CHECK(got.count == N);
+      CHECK(got.correct == want);
+    }
+  }
+}
+
 // A recorded step's form: the gradient scale read from StepScalars in the context's memory, times
 // scale_mul (1/T for a loss averaged over T positions), and the statistics added to LossSums there.
 TEST_CASE("softmax cross_entropy_into scales by the step's loss_scale times scale_mul and adds its sums", "[backends]") {

@@ -1,5 +1,6 @@
 // cuDNN convolution algorithm choice under the context's workspace budget (deterministic candidates only, a line when the fastest does not fit).
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -199,11 +200,19 @@ ConvAlgo choose_conv_algo(CudaContext& c, const ConvDescs& d, ConvPass pass, DTy
       size_t ws = 0;
       last = workspace_of(h, d, pass, algo, &ws);
       if (last != CUDNN_STATUS_SUCCESS) continue;
-      if (passed_over || ws > budget || log_all() || m != maths.front())
+      // Said where it costs speed for a known reason (the budget, FMA math) and, once per process,
+      // where cuDNN's heuristics offered nothing usable at all (a speed cliff that would otherwise
+      // go unseen; TRAINER_CUDNN_LOG=1 names every one).
+      static std::atomic<bool> told{false};
+      const bool first_plain = !passed_over && ws <= budget && m == maths.front() && !told.exchange(true);
+      if (passed_over || ws > budget || log_all() || m != maths.front() || first_plain)
         say(cuda::cat("note: ", choice(what, pass, "fallback", algo, m, ws),
                       passed_over ? ": no faster deterministic algorithm fits " : "",
                       passed_over ? c.device().str() : "", passed_over ? "'s workspace budget of " : "",
-                      passed_over ? mib(budget) : ""));
+                      passed_over ? mib(budget) : "",
+                      first_plain && !log_all() ? ": cuDNN's heuristics offered no usable deterministic algorithm "
+                                                  "(later such fallbacks are not shown: TRAINER_CUDNN_LOG=1 names each)"
+                                                : ""));
       return {algo, m, ws};
     }
   cuda_fail(cuda::cat("conv2d ", what, ": no deterministic cuDNN algorithm for ", pass_name(pass), " in ",

@@ -110,9 +110,11 @@ RunPlan plan_run(const RunSpec& e, const std::optional<CheckpointInfo>& resume) 
   const Launch& proc = this_process();
   p.processes = proc.size;
   p.process = proc.rank;
-  if (proc.multi() && placed(e.strategy))
-    e.at("strategy").fail(fmt::format("{} across processes (mpirun, srun) is not implemented: run the pipeline in one process",
-                                      strategy_name(e.strategy)));
+  // A pipeline's stages hand each other activations inside one process; copies of it (hybrid) may
+  // be in several, each process holding whole copies.
+  if (proc.multi() && e.strategy == StrategyKind::DeviceParallel)
+    e.at("strategy").fail("device_parallel across processes (mpirun, srun) is not implemented: a pipeline runs in one "
+                          "process (strategy: hybrid runs whole copies of it in each)");
 
   p.trainee = trainee_spec(e);
   TraineeSpec& t = p.trainee;
@@ -180,9 +182,12 @@ std::vector<std::string> RunPlan::banner(const RunSpec& e) const {
   } else if (strategy == StrategyKind::Hybrid) {
     // R copies of the S-stage pipeline, copy r's stage s on device r*S + s.
     const size_t S = e.placement.devices.size();
-    std::string s = fmt::format("Devices: hybrid, {} copies x {} stages (data parallel over pipelines):", replicas, S);
-    for (int r = 0; r < replicas; ++r) {
-      s += fmt::format("{} copy {}:", r ? ";" : "", r);
+    std::string s = fmt::format("Devices: hybrid, {} copies x {} stages (data parallel over pipelines{}):", replicas, S,
+                                processes > 1 ? fmt::format(", {} {} in each of {} processes", local_replicas,
+                                                              local_replicas == 1 ? "copy" : "copies", processes)
+                                              : "");
+    for (int r = 0; r < local_replicas; ++r) {  // this process's copies (process 0's, where it prints)
+      s += fmt::format("{} copy {}:", r ? ";" : "", first_rank + r);
       for (size_t d = 0; d < S; ++d) {
         int layers = 0;
         for (int ld : e.placement.layer_device) layers += ld == int(d);

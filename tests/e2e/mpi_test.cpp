@@ -78,6 +78,65 @@ TEST_CASE("e2e mpi: with sync_bn, 2 processes x --cpu 2 train as one process wit
   check_equivalent(2, " --set train.sync_bn=true");
 }
 
+// Hybrid (copies of a pipeline, data parallel) with whole copies in each process: stage s of every
+// copy all-reduces over a process communicator of its own (LocalComm inside, MPI between).
+const std::string kHybrid = "'" TRAINER_SOURCE_DIR "/configs/hybrid.yaml'";
+const std::string kHybridTen = " --set train.epochs=1 --set train.steps_per_epoch=10 --set data.val.size=64 --threads 1";
+
+TEST_CASE("e2e mpi: hybrid, 2 processes x 1 copy of a 2-stage pipeline train as one process with 2 copies, bit for bit") {
+  if (e2e::skip_without_mpirun()) return;
+  std::string dir = e2e::temp_dir("mpi_hybrid");
+  auto one = e2e::trainer("run " + kHybrid + kHybridTen + " --cpu 4 --run-dir one", dir);
+  INFO(one.out << one.err);
+  REQUIRE(one.code == 0);
+  auto two = e2e::trainer("run " + kHybrid + kHybridTen + " --cpu 2 --run-dir two", dir, e2e::mpirun("timeout 300 ") + " -np 2");
+  INFO(two.out << two.err);
+  REQUIRE(two.code == 0);
+  CHECK_THAT(two.out, Contains("hybrid, 2 copies x 2 stages (data parallel over pipelines, 1 copy in each of 2 processes)"));
+  // Two copies' sums are one addition whichever side of the process boundary they meet on.
+  CHECK(e2e::read_file(dir + "/one/checkpoints/epoch-0001.safetensors") ==
+        e2e::read_file(dir + "/two/checkpoints/epoch-0001.safetensors"));
+  CHECK(e2e::read_file(dir + "/one/metrics.csv") == e2e::read_file(dir + "/two/metrics.csv"));
+}
+
+TEST_CASE("e2e mpi: hybrid with accumulation and clipping, 2 processes x 2 copies train as one process with 4 copies") {
+  if (e2e::skip_without_mpirun()) return;
+  std::string dir = e2e::temp_dir("mpi_hybrid4");
+  const std::string extra = " --set train.accumulate=2 --set train.clip_norm=0.5";
+  auto one = e2e::trainer("run " + kHybrid + kHybridTen + extra + " --cpu 8 --run-dir one", dir);
+  INFO(one.out << one.err);
+  REQUIRE(one.code == 0);
+  auto two = e2e::trainer("run " + kHybrid + kHybridTen + extra + " --cpu 4 --run-dir two", dir,
+                          e2e::mpirun("timeout 300 ") + " -np 2");
+  INFO(two.out << two.err);
+  REQUIRE(two.code == 0);
+  CHECK_THAT(two.out, Contains("4 copies x 2 stages (data parallel over pipelines, 2 copies in each of 2 processes)"));
+  // Four copies' sums: (0 + 1) + (2 + 3) across the processes, ((0 + 1) + 2) + 3 in one.
+  const double d = max_weight_diff(dir + "/one/checkpoints/epoch-0001.safetensors", dir + "/two/checkpoints/epoch-0001.safetensors");
+  WARN("hybrid: mpirun -np 2 x 2 copies vs one process with 4 copies after 10 micro-batches: max |dw| = " << d);
+  CHECK(d <= 1e-5);
+}
+
+TEST_CASE("e2e mpi: hybrid, SIGINT in a 2-process run stops both with a checkpoint, mpirun --resume ends bit-identical") {
+  if (e2e::skip_without_mpirun()) return;
+  std::string dir = e2e::temp_dir("mpi_hybrid_resume");
+  const std::string args = "run " + kHybrid + " --set train.epochs=2 --set train.steps_per_epoch=8 --set data.val.size=64"
+                           " --cpu 2 --threads 1";
+  auto full = e2e::trainer(args + " --run-dir full", dir, kMpirun);
+  INFO(full.out << full.err);
+  REQUIRE(full.code == 0);
+  auto cut = e2e::trainer(args + " --run-dir cut", dir, "TRAINER_TEST_SIGINT_AT_STEP=11 " + kMpirun + " -x TRAINER_TEST_SIGINT_AT_STEP");
+  INFO(cut.out << cut.err);
+  CHECK(cut.code == 130);
+  REQUIRE(fs::exists(dir + "/cut/checkpoints/epoch-0002-step-000004.safetensors"));
+  auto res = e2e::trainer("run --resume cut --cpu 2 --threads 1 --run-dir resumed", dir, kMpirun);
+  INFO(res.out << res.err);
+  REQUIRE(res.code == 0);
+  CHECK_THAT(res.out, Contains("epoch 2, step 4/8"));
+  CHECK(e2e::read_file(dir + "/full/checkpoints/epoch-0002.safetensors") ==
+        e2e::read_file(dir + "/resumed/checkpoints/epoch-0002.safetensors"));
+}
+
 TEST_CASE("e2e mpi: SIGINT in a 2-process run stops both with a checkpoint, mpirun --resume ends bit-identical") {
   if (e2e::skip_without_mpirun()) return;
   std::string dir = e2e::temp_dir("mpi_resume");

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <cstring>
 
 namespace trainer {
 namespace {

@@ -1,11 +1,13 @@
-// The hybrid strategy: data parallelism over R copies of an S-stage pipeline on R x S devices —
-// a PipelineCopy per copy, stage s of every copy joined by a communicator of its own — and its
-// part of a bench result.
+// The hybrid strategy: data parallelism over R copies of an S-stage pipeline on R x S devices (in
+// each process, under mpirun) — a PipelineCopy per copy, stage s of every copy joined by a
+// communicator of its own — and its part of a bench result.
 #include <fmt/format.h>
 
 #include <algorithm>
 
 #include "core/dist/device_comms.h"
+#include "core/dist/launch.h"
+#include "core/dist/process_comm.h"
 #include "core/runtime/device_parallel/pipeline_copy.h"
 #include "core/runtime/rank_threads.h"
 #include "core/runtime/strategy.h"
@@ -18,8 +20,15 @@ int stage_slots(const TraineeSpec& t) { return std::max<int>(1, int(t.placement.
 
 class Hybrid final : public Strategy {
  public:
+  // Under mpirun each process holds R whole copies: copy r here is data-parallel rank
+  // process_rank * R + r, and stage s's communicator joins stage s of every process's copies.
   Hybrid(const TraineeSpec& t, const std::vector<Device>& devices, int threads) : threads_(threads) {
     const int S = stage_slots(t), R = int(devices.size()) / S;
+    const Launch& proc = this_process();
+    auto communicators = [&](const std::vector<Device>& devs, const std::vector<OpContext*>& ctxs) {
+      // The same order of calls in every process (each makes its collectives' MPI communicator).
+      return proc.multi() ? make_process_communicators(devs, ctxs, proc.rank, proc.size) : make_communicators(devs, ctxs);
+    };
     for (int r = 0; r < R; ++r)
       copies_.push_back(std::make_unique<PipelineCopy>(
           t, std::vector<Device>(devices.begin() + r * S, devices.begin() + (r + 1) * S), threads));
@@ -33,11 +42,12 @@ class Hybrid final : public Strategy {
         devs.push_back(c->stage(s).context().device());
         ctxs.push_back(&c->stage(s).context());
       }
-      stage_comms_.push_back(make_communicators(devs, ctxs));
+      stage_comms_.push_back(communicators(devs, ctxs));
       for (int r = 0; r < R; ++r) per_copy[size_t(r)].push_back(stage_comms_.back()[size_t(r)].get());
-      if (s == 0) ctl_comms_ = make_communicators(devs, ctxs);
+      if (s == 0) ctl_comms_ = communicators(devs, ctxs);
     }
-    for (int r = 0; r < R; ++r) copies_[size_t(r)]->attach(r, per_copy[size_t(r)], ctl_comms_[size_t(r)].get());
+    for (int r = 0; r < R; ++r)
+      copies_[size_t(r)]->attach(proc.rank * R + r, per_copy[size_t(r)], ctl_comms_[size_t(r)].get());
   }
 
   int size() const override { return int(copies_.size()); }
@@ -70,7 +80,9 @@ class Hybrid final : public Strategy {
 // Copy 0's pipeline bubble and parts.
 void Hybrid::describe(BenchResult& r, const BenchOptions&) {
   PipelineCopy& w = *copies_[0];
-  r.device = fmt::format("hybrid {} copies x {} stages", copies_.size(), w.stages());
+  const Launch& proc = this_process();
+  r.device = fmt::format("hybrid {} copies x {} stages{}", copies_.size() * size_t(proc.size), w.stages(),
+                         proc.multi() ? fmt::format(" ({} processes)", proc.size) : "");
   r.threads = threads_;
   int64_t flops = 0;
   for (int s = 0; s < w.stages(); ++s) flops += w.stage(s).graph().flops_per_sample();
@@ -86,13 +98,15 @@ void Hybrid::describe(BenchResult& r, const BenchOptions&) {
 [[maybe_unused]] const bool registered = [] {
   StrategyType t;
   // R x S devices: --cpu N (virtual CPU devices) or --gpus, copy r's stage s on device r*S + s.
+  // (Under mpirun one copy per process is enough: the copies are the processes'.)
   t.devices = [](const TraineeSpec& spec, const DevicesSpec& d, std::vector<std::string>*) {
     std::vector<Device> devices = select_devices(d);
-    const int S = stage_slots(spec);
-    if (devices.size() < size_t(2 * S) || devices.size() % size_t(S) != 0)
+    const int S = stage_slots(spec), least = this_process().multi() ? S : 2 * S;
+    if (devices.size() < size_t(least) || devices.size() % size_t(S) != 0)
       throw DeviceError(fmt::format("strategy hybrid places {} stages per copy: it needs a multiple of {} devices, at least "
-                                    "{} (--cpu {} or --gpus with {} GPUs for 2 copies), not {}",
-                                    S, S, 2 * S, 2 * S, 2 * S, devices.size()));
+                                    "{} (--cpu {} or --gpus with {} GPUs for {}), not {}",
+                                    S, S, least, least, least, least == S ? "a copy in each process" : "2 copies",
+                                    devices.size()));
     return devices;
   };
   t.local_replicas = [](const TraineeSpec& spec, const std::vector<Device>& devices) {

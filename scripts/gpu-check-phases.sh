@@ -258,8 +258,27 @@ phase_graphs() {
   done
 }
 # --- issue 45: every strategy's step as a graph? ms/step with graphs allowed and not, and whether it was one -
+# graphs_row <label> <log base> <TRAINER_COMM> <bench args...>: one row, `trainer bench` with
+# devices.cuda_graphs true then false — ms/step, step_graph and host syncs per step, both ways.
+graphs_row() {
+  local label=$1 base=$2 comm=$3 g o rc ms
+  shift 3
+  ((dry)) && { skip "$label" "trainer bench, devices.cuda_graphs true and false"; return; }
+  (($(left) < 10)) && { row "$label" "not run (time bound)"; return; }
+  local r=() k=() w=()
+  for g in true false; do
+    o=$(TRAINER_COMM=$comm run_bounded "${step_timeout[$phase]}" "$T" bench "$@" --json --set devices.cuda_graphs=$g 2>&1)
+    rc=$?
+    echo "$o" >"$out/$base-$g.log"
+    ms=$(json_value ms_per_step <<<"$o")
+    r+=("${ms:-$(no_result $rc)}")
+    k+=("$(json_value step_graph <<<"$o")")
+    w+=("$(json_value host_syncs_per_step <<<"$o")")
+  done
+  row "$label" "${r[0]} / ${r[1]}; ${k[0]:-?} / ${k[1]:-?}; ${w[0]:-?} / ${w[1]:-?}"
+}
 phase_step_graphs() {
-  local gpus v g o rc ms
+  local gpus v
   # "nccl": --gpus 0 over a one-rank NCCL communicator, its all-reduce and broadcast recorded in the graph.
   for gpus in 0 0,0 nccl; do
     for v in "fp32|" "bf16|--set precision=bf16" "fp16 + loss scale|--set precision=fp16" \
@@ -267,27 +286,37 @@ phase_step_graphs() {
              "sync_bn|--set train.sync_bn=true"; do
       [ "$gpus" = nccl ] && case "$v" in fp32*|fp16*) ;; *) continue ;; esac
       [ "$gpus" = 0 ] && case "$v" in sync_bn*) continue ;; esac  # one replica: nothing to synchronise
-      local shown="--gpus $gpus"
-      [ "$gpus" = nccl ] && shown="--gpus 0 one-rank NCCL"
-      local label="step-graphs: minigooglenet b64 $shown ${v%%|*} (ms/step graphs on / off; step_graph; host syncs/step)"
-      ((dry)) && { skip "$label" "trainer bench, devices.cuda_graphs true and false"; continue; }
-      (($(left) < 10)) && { row "$label" "not run (time bound)"; continue; }
-      local r=() k=() w=() comm="" devs=$gpus
-      [ "$gpus" = nccl ] && comm=nccl devs=0
-      for g in true false; do
-        # shellcheck disable=SC2086
-        o=$(TRAINER_COMM=$comm run_bounded "${step_timeout[$phase]}" "$T" bench configs/minigooglenet.yaml --gpus $devs --steps 40 \
-              --warmup 10 --json --set train.batch_size=64 --set devices.cuda_graphs=$g ${v#*|} 2>&1)
-        rc=$?
-        echo "$o" >"$out/step-graphs-$gpus-${v%%|*}-$g.log"
-        ms=$(json_value ms_per_step <<<"$o")
-        r+=("${ms:-$(no_result $rc)}")
-        k+=("$(json_value step_graph <<<"$o")")
-        w+=("$(json_value host_syncs_per_step <<<"$o")")
-      done
-      row "$label" "${r[0]} / ${r[1]}; ${k[0]:-?} / ${k[1]:-?}; ${w[0]:-?} / ${w[1]:-?}"
+      local shown="--gpus $gpus" comm="" devs=$gpus
+      [ "$gpus" = nccl ] && shown="--gpus 0 one-rank NCCL" comm=nccl devs=0
+      # shellcheck disable=SC2086
+      graphs_row "step-graphs: minigooglenet b64 $shown ${v%%|*} (ms/step graphs on / off; step_graph; host syncs/step)" \
+        "step-graphs-$gpus-${v%%|*}" "$comm" configs/minigooglenet.yaml --gpus $devs --steps 40 --warmup 10 \
+        --set train.batch_size=64 ${v#*|}
     done
   done
+  # A pipeline's step as its stages' programs: two GPU stages (one GPU listed twice: two streams),
+  # boundaries as device copies and host steps between recorded pieces.
+  local mp=(configs/model_parallel.yaml --gpus 0,0 --set placement.a1=gpu:0 --set placement.b1=gpu:1)
+  for v in "fp32|" "bf16|--set precision=bf16" "accumulate 2|--set train.accumulate=2"; do
+    # shellcheck disable=SC2086
+    graphs_row "step-graphs: model_parallel gpu:0 + gpu:1 ${v%%|*} (ms/step graphs on / off; step_graph; host syncs/step)" \
+      "step-graphs-mp-${v%%|*}" "" "${mp[@]}" --steps 40 --warmup 10 ${v#*|}
+  done
+  local label="step-graphs: model_parallel gpu:0 + gpu:1, 2 epochs, graphs on vs off (final weights)"
+  if ((dry)); then skip "$label" "trainer run, devices.cuda_graphs true and false"
+  elif (($(left) < 20)); then row "$label" "not run (time bound)"
+  else
+    local g rcs=""
+    for g in true false; do
+      run_bounded "${step_timeout[$phase]}" "$T" run "${mp[@]}" --set data.train.size=2000 --set train.epochs=2 \
+        --set devices.cuda_graphs=$g --run-dir "$out/mp-graphs-$g" >"$out/mp-graphs-$g.log" 2>&1
+      rcs+=" $?"
+    done
+    local same="differ"
+    cmp -s "$out/mp-graphs-true/checkpoints/epoch-0002.safetensors" "$out/mp-graphs-false/checkpoints/epoch-0002.safetensors" &&
+      same="bit-identical"
+    row "$label" "rc$rcs; $same"
+  fi
 }
 phase_bench() { for p in fp32 bf16; do referee minigooglenet 256 "$p" 1; done; }
 # --- issue 47: the GPTs on the GPU -----------------------------------------------------------------

@@ -12,10 +12,7 @@
 #include "core/optim/grad_clip.h"
 
 namespace trainer {
-namespace {
 
-// The statistics a program added up in memory, as the host reports them; an out-of-range label the
-// loss kernel noted thrown as the ordinary path throws it (`loss`: the loss kernel's name).
 LossStats stats_of_sums(const LossSums& sums, const char* loss) {
   if (sums.bad_id_at >= 0) throw std::runtime_error(embedding::bad_id_message(sums));  // as EmbeddingKernel's now
   if (sums.bad_sample >= 0)
@@ -23,8 +20,6 @@ LossStats stats_of_sums(const LossSums& sums, const char* loss) {
                                         sums.bad_label, sums.bad_sample));
   return {sums.loss_sum, int64_t(sums.correct), int64_t(sums.count)};
 }
-
-}  // namespace
 
 LossStats StepStats::get() {
   if (!ctx_) return known_;

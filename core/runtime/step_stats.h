@@ -14,6 +14,11 @@
 
 namespace trainer {
 
+// The statistics a program added up in memory, as the host reports them; an embedding's bad id or
+// an out-of-range label the kernels noted thrown as the ordinary path throws them (`loss`: the
+// loss kernel's name in the label's message).
+LossStats stats_of_sums(const LossSums& sums, const char* loss);
+
 // What reads a fixed step's results on the host in step order: the replica whose scale, skip
 // counts, norm, optimizer count and moving average follow what each step decided where it ran.
 class StepFollower {

@@ -74,6 +74,33 @@ TEST_CASE("e2e device parallel: SIGINT mid-epoch, then --resume, ends bit-identi
   CHECK(e2e::read_file(dir + "/full/metrics.csv") == e2e::read_file(dir + "/resumed/metrics.csv"));
 }
 
+TEST_CASE("e2e device parallel: the stages' programs (TRAINER_TEST_FIXED_STEP=1, as a GPU records them) give the "
+          "ordinary run's bits, a short last batch and accumulation included, and SIGINT then --resume under them") {
+  std::string dir = e2e::temp_dir("mp_program");
+  // 250 samples in batches of 32: seven full batches and one of 26 (another program's shape).
+  const std::string small = " --set data.train.size=250 --set data.val.size=64 --set train.epochs=2 --set train.batch_size=32";
+  for (const std::string& extra : {std::string(""), std::string(" --set train.accumulate=3")}) {
+    INFO(extra);
+    const std::string tag = extra.empty() ? "plain" : "acc";
+    auto ordinary = e2e::trainer("run " + kModelParallel + small + extra + " --run-dir o-" + tag, dir);
+    INFO(ordinary.out << ordinary.err);
+    REQUIRE(ordinary.code == 0);
+    auto program = e2e::trainer("run " + kModelParallel + small + extra + " --run-dir p-" + tag, dir, "TRAINER_TEST_FIXED_STEP=1");
+    INFO(program.out << program.err);
+    REQUIRE(program.code == 0);
+    CHECK(e2e::read_file(dir + "/o-" + tag + "/metrics.csv") == e2e::read_file(dir + "/p-" + tag + "/metrics.csv"));
+    CHECK(same_file(dir + "/o-" + tag + "/checkpoints/epoch-0002.safetensors", dir + "/p-" + tag + "/checkpoints/epoch-0002.safetensors"));
+  }
+  auto cut = e2e::trainer("run " + kModelParallel + small + " --run-dir cut", dir,
+                          "TRAINER_TEST_FIXED_STEP=1 TRAINER_TEST_SIGINT_AT_STEP=11");
+  INFO(cut.out << cut.err);
+  REQUIRE(cut.code == 130);
+  auto res = e2e::trainer("run --resume cut --run-dir resumed", dir, "TRAINER_TEST_FIXED_STEP=1");
+  INFO(res.out << res.err);
+  REQUIRE(res.code == 0);
+  CHECK(same_file(dir + "/o-plain/checkpoints/epoch-0002.safetensors", dir + "/resumed/checkpoints/epoch-0002.safetensors"));
+}
+
 TEST_CASE("e2e hybrid: configs/hybrid.yaml trains 2 copies x 2 stages, and SIGINT mid-epoch then --resume ends bit-identical") {
   const std::string hybrid = "'" TRAINER_SOURCE_DIR "/configs/hybrid.yaml'";
   std::string dir = e2e::temp_dir("hybrid");

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -41,7 +40,7 @@ void Replica::size_step_memory(int ranks) {
 
 int Replica::recorded_steps() const {
   int n = 0;
-  for (const auto& [batch, r] : recorded_) n += r.work != nullptr;
+  for (const auto& [batch, r] : recorded_) n += r.step.work != nullptr;
   return n;
 }
 
@@ -266,81 +265,20 @@ const std::vector<Tensor>& Replica::program_inputs(Recorded& r, const Tensor& im
   return x;
 }
 
-// Runs `work` as `r`'s program: launched on its first call (plans, algorithm choices and scratch
-// come with it, and NCCL's connections, which it makes lazily and a capture cannot), recorded as
-// one CUDA graph on its second, replayed after; launched throughout
-// where nothing can be recorded or a recording of its family failed (`failed_before`, kept:
-// then always launched).
+// Runs `work` as `r`'s program (run_recorded): a capture that fails part-way joins the sums it
+// started beside it first (a fork not rejoined fails the capture's end), whatever that reports.
 void Replica::run_program(Recorded& r, bool record, const FixedPeers& peers, std::string& failed_before,
                           const std::function<void()>& work) {
-  replayed_ = false;
-  // A block handed back since the recording (an arena, scratch or buffer grown by evaluation or
-  // another batch size) may be one the recording uses: run as launched once more, then record again.
-  if (r.work && ctx_->released_blocks() != r.released_at) {
-    r.work.reset();
-    r.warm = false;
-  }
-  // How this step runs: as launched (nothing can be recorded), launched as a size's first (plans,
-  // algorithm choices and scratch come with it), recorded, or its recording replayed — with
-  // several ranks, the least any rank can (the order of Mode), so that all do the same.
-  enum Mode { Launch, First, Record, Replay };
-  int mode = !record || !ctx_->can_capture() || !failed_before.empty() ? Launch
-             : r.work                                                    ? Replay
-             : !r.warm                                                   ? First
-                                                                         : Record;
-  if (peers.least) mode = peers.least(mode);
-  if (mode == Launch || mode == First) {
-    work();
-    r.warm = true;
-  } else if (mode == Replay) {
-    r.work->replay();
-    replayed_ = true;
-  } else {
-    r.work.reset();  // a rank that could replay records again with the others
-    std::string failed;
-    // A capture that fails part-way: sums started beside it are joined back first (a fork not
-    // rejoined fails the capture's end), whatever that reports; then the capture is dropped.
-    auto abandon = [&] {
-      try {
-        if (peers.comm) peers.comm->join_started();
-      } catch (const DeviceError&) {
-      }
-      ctx_->abort_capture();
-      exec_->set_step_scalars(nullptr);
-    };
-    const uint64_t released = ctx_->released_blocks();
-    ctx_->begin_capture();
+  RecordHooks hooks;
+  hooks.least = peers.least;
+  hooks.abandon = [&] {
     try {
-      work();
-      r.work = ctx_->end_capture();
-      // The count from before the capture: a block handed back while recording (nothing should be)
-      // may be handed out again, and the replays would still write it — so the next step's check
-      // above finds the count moved and records again, as after any block handed back.
-      r.released_at = released;
-    } catch (const DeviceError& e) {
-      // A library call that cannot be recorded (or an allocation the step should not make): nothing
-      // of this step ran (a capture only records), so it runs as launched, and so do the next ones.
-      abandon();
-      failed = e.what();
-    } catch (...) {
-      abandon();
-      throw;
+      if (peers.comm) peers.comm->join_started();
+    } catch (const DeviceError&) {
     }
-    // Every rank replays what it recorded, or none does (a recording that failed anywhere).
-    if (peers.least && peers.least(failed.empty() ? 1 : 0) == 0 && failed.empty()) {
-      r.work.reset();
-      failed = "another replica's step could not be recorded";
-    }
-    if (!failed.empty()) {
-      failed_before = failed;
-      std::fprintf(stderr, "note: %s: the step could not be recorded as a CUDA graph (%s); steps run kernel by kernel "
-                   "(devices.cuda_graphs: false says the same)\n", ctx_->device().str().c_str(), failed.c_str());
-      work();
-    } else {
-      r.work->replay();
-      replayed_ = true;
-    }
-  }
+    exec_->set_step_scalars(nullptr);
+  };
+  replayed_ = run_recorded(*ctx_, r.step, record, failed_before, work, hooks);
 }
 
 }  // namespace trainer

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "core/runtime/batch_inputs.h"
+#include "core/runtime/recorded_step.h"
 #include "core/runtime/step_stats.h"
 #include "core/runtime/trainee.h"
 #include "core/graph/loss.h"
@@ -131,10 +132,8 @@ class Replica : public StepFollower {
   // fixed_step's StepMemory in the context's memory; the recorded work per batch size.
   Tensor step_memory_;
   struct Recorded {
-    bool warm = false;
-    std::unique_ptr<CapturedWork> work;
-    uint64_t released_at = 0;  // the context's released_blocks() when recorded
-    BatchInputs inputs;        // this batch size's input and label buffers: their addresses are recorded
+    RecordedStep step;
+    BatchInputs inputs;  // this batch size's input and label buffers: their addresses are recorded
     Tensor labels;
   };
   std::map<std::pair<int64_t, int>, Recorded> recorded_;  // per batch size and FixedMicro::Kind, or evaluation's

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <limits>
 #include <map>
 
@@ -84,10 +85,12 @@ std::vector<Device> placement_devices(const Placement& p, const DevicesSpec& r, 
 }
 
 PipelineCopy::PipelineCopy(const TraineeSpec& t, const std::vector<Device>& devices, int threads)
-    : microbatches_(t.microbatches) {
+    : cuda_graphs_(t.cuda_graphs), microbatches_(t.microbatches) {
   accumulate_ = t.accumulate;
   update_ = StepUpdate(t.loss_scale, t.clip);
   sync_bn_ = t.sync_bn;
+  // Test hook: TRAINER_TEST_FIXED_STEP=1 runs the stages' programs on the CPU too (program_ok).
+  if (const char* v = std::getenv("TRAINER_TEST_FIXED_STEP")) fixed_anywhere_ = std::string(v) == "1";
   const std::shared_ptr<const Graph> whole = t.graph ? t.graph : std::make_shared<const Graph>(t.model);
   const Graph& full = *whole;
   std::vector<Shape> shapes;
@@ -169,7 +172,7 @@ PipelineCopy::PipelineCopy(const TraineeSpec& t, const std::vector<Device>& devi
 
 PipelineCopy::~PipelineCopy() { threads_.reset(); }
 
-LossStats PipelineCopy::pass(const Batch& b, bool training, int M, uint64_t seed, float grad_scale) {
+std::vector<MicroBatch> PipelineCopy::micro_batches(const Batch& b, int M) {
   const int64_t n = b.images.dim(0);
   M = int(std::max<int64_t>(1, std::min<int64_t>(M, n)));
   const std::vector<Tensor>& inputs = batch_inputs_.on_host(b.images, input_shapes_);
@@ -181,8 +184,13 @@ LossStats PipelineCopy::pass(const Batch& b, bool training, int M, uint64_t seed
     mbs[size_t(m)].labels = b.labels.slice(lo[size_t(m)], lo[size_t(m) + 1]);
   }
   size_boundaries(lo);
-  const int S = int(stages_.size());
   box_.reset(bounds_.size() * size_t(microbatches_) * 2);
+  return mbs;
+}
+
+LossStats PipelineCopy::pass(const Batch& b, bool training, int M, uint64_t seed, float grad_scale) {
+  const std::vector<MicroBatch> mbs = micro_batches(b, M);
+  const int S = int(stages_.size());
   std::vector<LossStats> per(static_cast<size_t>(S));
   std::vector<StageTimes> times(static_cast<size_t>(S));
   std::vector<double> ran(static_cast<size_t>(S));
@@ -234,10 +242,11 @@ void PipelineCopy::size_boundaries(const std::vector<int64_t>& lo) {
   for (Boundary& bd : bounds_) {
     bd.fwd.resize(size_t(microbatches_));
     bd.bwd.resize(size_t(microbatches_));
-    bd.no_grad.assign(size_t(microbatches_), 0);
+    if (bd.no_grad.size() != size_t(microbatches_)) bd.no_grad.assign(size_t(microbatches_), 0);  // kept: recordings hold its address
     for (size_t m = 0; m < M; ++m) same = same && bd.fwd[m].shape() == want(bd, m) && bd.bwd[m].shape() == want(bd, m);
   }
   if (same) return;
+  ++generation_;  // recordings that copy into these buffers are made again
   // Each buffer in the memory of the stage that reads it (host memory between a CPU and a GPU
   // stage), made on that stage's thread; no pass is running (every stage's queue drained at the
   // end of the last one), so no copy still writes a buffer let go here.

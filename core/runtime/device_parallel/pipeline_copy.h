@@ -87,9 +87,16 @@ class PipelineCopy final : public Trainee {
   void set_timing(bool on) override { timing_ = on; }
   void settle() override;  // every stage's device, then (hybrid) a barrier of the copies
   bool on_gpu() const override;
+  // Whether the last training step ran as every stage's recording replayed (CUDA graphs).
+  bool step_recorded() const override { return replayed_; }
+  // Tests: run the step as the stages' programs (as called) on any device, CPU stages included.
+  void set_fixed_anywhere(bool on) { fixed_anywhere_ = on; }
+  int64_t program_steps() const { return program_steps_; }  // micro-batches run as programs
 
  protected:
   LossStats forward_backward(const Batch& b, uint64_t seed, float grad_scale, Grads g) override;
+  // The step as every stage's fixed program (pipeline_program.cpp) where program_ok().
+  bool fixed_step(const Batch& b, float lr, uint64_t seed, float inv_scored, Grads g, StepStats& s) override;
   void reduce_and_update(float lr) override;
   void after_update() override;
   void start_average() override;
@@ -99,7 +106,11 @@ class PipelineCopy final : public Trainee {
   // Forward (and backward when training) of `b` through the schedule; `grad_scale` multiplies
   // the loss gradient (1 / the step's samples, times the loss scale).
   LossStats pass(const Batch& b, bool training, int microbatches, uint64_t seed, float grad_scale = 0.0f);
-  // The boundaries' buffers for micro-batches [lo[m], lo[m+1]) (made again where a shape changed).
+  // `b` cut into (at most) M micro-batches, the boundaries' buffers sized for them and the mailbox
+  // cleared: a pass's or a program's start.
+  std::vector<MicroBatch> micro_batches(const Batch& b, int M);
+  // The boundaries' buffers for micro-batches [lo[m], lo[m+1]) (made again where a shape changed:
+  // generation_ moves, and the programs that copy into them record again).
   void size_boundaries(const std::vector<int64_t>& lo);
   void sum_shared_gradients();
   // inject_nonfinite(): an inf in the first gradient of the first stage that has trainable
@@ -107,6 +118,16 @@ class PipelineCopy final : public Trainee {
   int poison_stage() const;
   void poison(int stage);
 
+  // Whether this step can run as the stages' fixed programs: devices.cuda_graphs, every stage on a
+  // device that records (or fixed_anywhere_), every boundary direct, nothing the stages must decide
+  // together (loss scaling, clipping, a layer shared across stages, copies: hybrid), no moving
+  // average, no test hook or timing, at most as many micro-batches as one read-back holds.
+  bool program_ok() const;
+  bool cuda_graphs_ = true;
+  bool fixed_anywhere_ = false;
+  bool replayed_ = false;
+  int64_t program_steps_ = 0;
+  uint64_t generation_ = 0;  // the boundaries' buffers' (size_boundaries)
   int microbatches_ = 1;
   // Accumulation: per stage, the step's earlier micro-batches' gradient sum; hold_: this pass's
   // gradients go into it (hold_first_: replace it); add_: it goes into this pass's gradients.

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
 
 namespace trainer {
@@ -190,7 +191,7 @@ void StageRuntime::backward(int m, std::vector<Boundary>& bounds, Mailbox& box, 
       times.waited += box.wait(slot(size_t(b), m, kBackward, M));
       Boundary& bd = bounds[size_t(b)];
       Tensor& local = dev_grad_[size_t(b) * graphs_.size() + size_t(m)];
-      if (bd.no_grad[size_t(m)]) {  // zeros, in this stage's memory
+      if (std::atomic_ref<char>(bd.no_grad[size_t(m)]).load(std::memory_order_relaxed)) {  // zeros, in this stage's memory
         Tensor& z = bd.staged && !cpu ? sized(local, bd.bwd[size_t(m)].shape()) : bd.bwd[size_t(m)];
         ctx_->fill_zero(z.data(), z.bytes());
         g.add_grad(i, z);
@@ -203,8 +204,10 @@ void StageRuntime::backward(int m, std::vector<Boundary>& bounds, Mailbox& box, 
     for (int k : last_use_[size_t(i)]) {
       const size_t b = size_t(incoming_[size_t(k)]);
       Boundary& bd = bounds[b];
-      bd.no_grad[size_t(m)] = g.input_grad_written(k) ? 0 : 1;
-      if (!bd.no_grad[size_t(m)]) send(bd.bwd[size_t(m)], g.input_grad(k), bd.staged);
+      // (Atomic: a stage recording its program reads it while this stage may run the step.)
+      const char none = g.input_grad_written(k) ? 0 : 1;
+      std::atomic_ref<char>(bd.no_grad[size_t(m)]).store(none, std::memory_order_relaxed);
+      if (!none) send(bd.bwd[size_t(m)], g.input_grad(k), bd.staged);
       box.post(slot(b, m, kBackward, M));
     }
   };

@@ -3,7 +3,9 @@
 // the loss — and the GPipe schedule it runs: every micro-batch forward, then every one
 // backward in reverse, handing activations and gradients to the other stages at boundaries.
 #pragma once
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/runtime/trainee.h"
@@ -12,6 +14,9 @@
 #include "core/runtime/device_parallel/mailbox.h"
 #include "core/graph/executor.h"
 #include "core/graph/placement.h"
+#include "core/ops/step_scalars.h"
+#include "core/runtime/accumulation.h"
+#include "core/runtime/recorded_step.h"
 
 namespace trainer {
 
@@ -34,6 +39,20 @@ struct Boundary {
 struct MicroBatch {
   std::vector<Tensor> inputs;  // host f32, one per model input
   Tensor labels;               // host i32
+};
+
+// One step of a pipeline's program on a stage (PipelineCopy::fixed_step): what the host gives it.
+struct StageStep {
+  const std::vector<MicroBatch>* mbs = nullptr;
+  float lr = 0, inv_scored = 0;
+  uint64_t seed = 0;
+  bool updates = true;      // the step's last micro-batch: the update follows (else its gradients are held)
+  bool hold_first = false;  // (held) they start the held sum
+  bool add_held = false;    // (updating) the held sum is added in first
+  GradAccumulator* held = nullptr;
+  bool record = true;       // may be recorded (a CUDA graph) and replayed
+  uint64_t generation = 0;  // the boundaries' buffers' generation: a recording writes into other stages'
+  int kind = 0;             // the recording's kind (with the batch's rows, its key)
 };
 
 struct StageTimes {
@@ -66,6 +85,15 @@ class StageRuntime {
   const Stage& stage() const { return stage_; }
   // Batch-norm statistics through `s` (sync_bn) in every micro-batch's graph.
   void set_sync(StatsSync* s);
+  // The same pass as run() in training, as a fixed program (stage_program.cpp): each micro-batch's
+  // step values (rate, seed, the loss's scale) read from step memory, the loss statistics added up
+  // where the kernels run, the boundaries' hand-offs host steps between recorded pieces, this
+  // stage's update (or held sum) inside; recorded once per kind and replayed (run_recorded). Its
+  // statistics are read back at its end (one wait, as run()'s). No loss scaling or clipping (their
+  // decision spans the stages), no shared layers, no copies (hybrid): PipelineCopy::program_ok.
+  LossStats run_program(const StageStep& p, std::vector<Boundary>& bounds, Mailbox& box, int max_microbatches);
+  bool replayed() const { return replayed_; }  // the last run_program replayed its recording
+  int recorded_programs() const;
 
  private:
   void forward(int m, const MicroBatch& mb, bool training, float grad_scale, uint64_t seed, std::vector<Boundary>& bounds,
@@ -97,6 +125,19 @@ class StageRuntime {
   std::vector<Tensor> dlogits_, dev_labels_;
   std::vector<Tensor> dev_grad_;               // per boundary x micro-batch (GPU stages): a staged gradient
   Tensor acc_;                                 // gradients summed over micro-batches
+  // run_program's: a StepMemory per micro-batch (its scalars: the seed, and the update's and loss's
+  // values in the first), the recordings per batch rows and kind, why recording failed.
+  Tensor step_memory_;
+  struct Program {
+    RecordedStep step;
+    uint64_t generation = 0;
+  };
+  std::map<std::pair<int64_t, int>, Program> programs_;
+  std::string program_failed_;
+  bool replayed_ = false;
+  void program_forward(int m, const MicroBatch& mb, StepMemory* mem, std::vector<Boundary>& bounds, Mailbox& box, int M);
+  void program_backward(int m, std::vector<Boundary>& bounds, Mailbox& box, int M);
+  const char* loss_name() const;
 };
 
 }  // namespace trainer

@@ -1,0 +1,60 @@
+// A pipeline's training step as its stages' fixed programs (CUDA graphs where the stages record):
+// when it can run so, and the step run on every stage's thread.
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "core/runtime/device_parallel/pipeline_copy.h"
+
+namespace trainer {
+
+bool PipelineCopy::program_ok() const {
+  if (!cuda_graphs_ || inject_ || timing_ || !stage_comms_.empty() || !tied_.empty() || update_.whole_gradient() ||
+      sync_bn_ || stages_[0]->average() != nullptr ||
+      size_t(microbatches_) * sizeof(StepMemory) > OpContext::kReadBackBytes)
+    return false;
+  for (const Boundary& bd : bounds_)
+    if (bd.staged) return false;
+  for (const auto& st : stages_)
+    if (!(st->context().can_capture() || fixed_anywhere_) || st->graph().profiling()) return false;
+  return true;
+}
+
+// Every stage runs its program at once on its thread; a stage records or replays on its own (a
+// replay posts and waits at the boundaries as a launched pass does, so stages may differ in how
+// they run a step). The host's optimizer counts move inside (StageRuntime::run_program).
+bool PipelineCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float inv_scored, Grads g, StepStats& s) {
+  replayed_ = false;
+  if (!program_ok()) return false;
+  const std::vector<MicroBatch> mbs = micro_batches(b, microbatches_);
+  StageStep p;
+  p.mbs = &mbs;
+  p.lr = lr;
+  p.inv_scored = inv_scored;
+  p.seed = seed;
+  p.updates = g == Grads::Reduce || g == Grads::AddHeld;
+  p.hold_first = g == Grads::HoldFirst;
+  p.add_held = g == Grads::AddHeld;
+  p.record = !fixed_anywhere_ || stages_[0]->context().can_capture();
+  p.generation = generation_;
+  p.kind = int(g);
+  const int S = int(stages_.size());
+  std::vector<LossStats> per(static_cast<size_t>(S));
+  std::vector<char> replayed(static_cast<size_t>(S));
+  threads_->run_all([&](int st) {
+    StageStep mine = p;
+    if (accumulate_ > 1) mine.held = held_grads_[size_t(st)].get();
+    else if (!p.updates || p.add_held) throw std::logic_error("pipeline program: a held micro-batch without train.accumulate");
+    per[size_t(st)] = stages_[size_t(st)]->run_program(mine, bounds_, box_, microbatches_);
+    replayed[size_t(st)] = stages_[size_t(st)]->replayed() ? 1 : 0;
+  });
+  ++program_steps_;
+  replayed_ = true;
+  for (char r : replayed) replayed_ = replayed_ && r != 0;
+  LossStats total;
+  for (const LossStats& one : per) total += one;
+  s = StepStats(total);
+  return true;
+}
+
+}  // namespace trainer

@@ -1,0 +1,205 @@
+// A stage's part of a pipeline step as a fixed program: step memory per micro-batch, the boundaries'
+// hand-offs as host steps between recorded pieces, the update inside; recorded once and replayed.
+#include <atomic>
+#include <cstring>
+
+#include "core/runtime/device_parallel/stage.h"
+#include "core/runtime/step_stats.h"
+
+namespace trainer {
+namespace {
+
+constexpr int kForward = 0, kBackward = 1;
+
+size_t slot(size_t boundary, int m, int dir, int M) { return (boundary * size_t(M) + size_t(m)) * 2 + size_t(dir); }
+
+// Clears a graph's hooks when the work ends, also by an exception: they point at its locals.
+struct HookScope {
+  Executor& g;
+  HookScope(Executor& ex, GraphHooks h) : g(ex) { g.set_hooks(std::move(h)); }
+  ~HookScope() { g.set_hooks({}); }
+};
+
+// The host's part of a hand-off, kept by a recording for every replay (OpContext::host_step): it
+// holds only what outlives the step — the mailbox, the contexts, the boundary.
+std::function<void()> posting(Mailbox* box, size_t at, OpContext* self) {
+  return [box, at, self] {
+    self->mark_queue();  // behind the copy into the other stage's buffer
+    box->post(at);
+  };
+}
+std::function<void()> receiving(Mailbox* box, size_t at, OpContext* self, OpContext* sender) {
+  return [box, at, self, sender] {
+    box->wait(at);
+    self->wait_for_mark(*sender);  // this queue after the sender's copy
+  };
+}
+
+}  // namespace
+
+int StageRuntime::recorded_programs() const {
+  int n = 0;
+  for (const auto& [key, p] : programs_) n += p.step.work != nullptr;
+  return n;
+}
+
+const char* StageRuntime::loss_name() const {
+  return loss_ && loss_->fused_output() == std::string("sigmoid") ? "sigmoid_xent" : "cross_entropy";
+}
+
+LossStats StageRuntime::run_program(const StageStep& p, std::vector<Boundary>& bounds, Mailbox& box, int max_microbatches) {
+  const std::vector<MicroBatch>& mbs = *p.mbs;
+  const int M = int(mbs.size());
+  const bool cpu = ctx_->device().is_cpu();
+  replayed_ = false;
+  // Outside any recording: the step memory, this step's values, the batch's inputs and labels in
+  // buffers whose addresses the recording keeps (made again only when a shape changes).
+  const size_t bytes = size_t(max_microbatches) * sizeof(StepMemory);
+  if (!step_memory_.defined() || size_t(step_memory_.numel()) != bytes) step_memory_ = ctx_->empty(Shape{int64_t(bytes)}, DType::U8);
+  if (p.updates) optimizer_->begin_step();  // the host's count, as the ordinary update's step()
+  std::vector<StepMemory> host(static_cast<size_t>(M));
+  for (int m = 0; m < M; ++m) {
+    StepScalars& s = host[size_t(m)].scalars;
+    s.lr = p.lr;
+    s.inv_scored = p.inv_scored;
+    s.set_seed(p.seed * 0x9E3779B97F4A7C15ull + uint64_t(m));  // run()'s per micro-batch seed
+  }
+  // The first memory's state and Adam's corrections: every pipeline program is read as it ends, so
+  // the host's count is the device's (seeded each step, as a replica seeds it with nothing unread).
+  const int64_t top = optimizer_->steps() + (p.updates ? 0 : 1);
+  for (int64_t t = std::max<int64_t>(1, top - StepScalars::kBiasRing + 1); t <= top; ++t)
+    optimizer_->bias_at(t, host[0].scalars.bias_ring[t % StepScalars::kBiasRing][0],
+                        host[0].scalars.bias_ring[t % StepScalars::kBiasRing][1]);
+  host[0].state.updates = optimizer_->steps() - (p.updates ? 1 : 0);
+  ctx_->copy_from_host(step_memory_.data(), host.data(), size_t(M) * sizeof(StepMemory));
+  if (!cpu)
+    for (int m = 0; m < M; ++m) {
+      const MicroBatch& mb = mbs[size_t(m)];
+      for (size_t k = 0; k < stage_.model_inputs.size(); ++k) {
+        if (incoming_[k] >= 0) continue;
+        const Tensor& x = mb.inputs[size_t(stage_.model_inputs[k])];
+        Tensor& d = sized(dev_in_[k][size_t(m)], x.shape());
+        ctx_->copy_from_host(d.data(), x.data(), x.bytes());
+      }
+      if (loss_) {
+        Tensor& y = sized(dev_labels_[size_t(m)], mb.labels.shape(), DType::I32);
+        ctx_->copy_from_host(y.data(), mb.labels.data(), mb.labels.bytes());
+      }
+    }
+  auto* mem = static_cast<StepMemory*>(step_memory_.data());
+  Tensor grads = params().trainable_grads();
+  auto work = [&] {
+    // The step's factors (the loss's scale, the update's) from its values, where the kernels run.
+    optimizer_->begin_fixed(&mem[0].state, StateRule{}, &mem[0].scalars);
+    for (int m = 0; m < M; ++m) program_forward(m, mbs[size_t(m)], mem, bounds, box, max_microbatches);
+    for (int m = M - 1; m >= 0; --m) {
+      program_backward(m, bounds, box, max_microbatches);
+      if (M == 1 || grads.numel() == 0) continue;
+      if (m == M - 1) {
+        sized(acc_, grads.shape());
+        ctx_->copy(acc_.data(), grads.data(), grads.bytes());
+      } else {
+        elementwise_->accumulate(grads, acc_);
+      }
+    }
+    if (M > 1 && grads.numel() > 0) ctx_->copy(grads.data(), acc_.data(), grads.bytes());
+    for (auto& g : graphs_) g->set_step_scalars(nullptr);
+    if (!p.updates) return p.held->hold(grads, p.hold_first);
+    if (p.add_held) p.held->add_into(grads);
+    optimizer_->update_from(0, grads.numel(), &mem[0].scalars);
+    optimizer_->end_fixed(&mem[0].state, StateRule{}, &mem[0].scalars);
+  };
+  int64_t rows = 0;
+  for (const MicroBatch& mb : mbs) rows += mb.labels.dim(0);
+  Program& rec = programs_[{rows, p.kind}];
+  // Another stage's buffer this recording copies into was made again (a shape changed): record again.
+  if (rec.generation != p.generation) {
+    rec.step.work.reset();
+    rec.step.warm = false;
+    rec.generation = p.generation;
+  }
+  RecordHooks hooks;
+  hooks.abandon = [&] {
+    for (auto& g : graphs_) g->set_step_scalars(nullptr);
+  };
+  replayed_ = run_recorded(*ctx_, rec.step, p.record, program_failed_, work, hooks);
+  // The statistics (the loss stage's; an embedding's bad id on any), read back as the step ends.
+  const char* back = static_cast<const char*>(ctx_->read_back_wait(ctx_->read_back(mem, size_t(M) * sizeof(StepMemory))));
+  LossStats total;
+  for (int m = 0; m < M; ++m) {
+    StepMemory one;
+    std::memcpy(&one, back + size_t(m) * sizeof(StepMemory), sizeof one);
+    total += stats_of_sums(one.sums, loss_name());
+  }
+  return total;
+}
+
+// run()'s forward of micro-batch m with the step's values read from memory m (the seed) and 0 (the
+// loss's scale; the loss's sums), the hand-offs as host steps; direct boundaries only.
+void StageRuntime::program_forward(int m, const MicroBatch& mb, StepMemory* mem, std::vector<Boundary>& bounds,
+                                   Mailbox& box, int M) {
+  Executor& g = *graphs_[size_t(m)];
+  const bool cpu = ctx_->device().is_cpu();
+  std::vector<const Tensor*> in(stage_.model_inputs.size());
+  for (size_t k = 0; k < in.size(); ++k)
+    in[k] = incoming_[k] >= 0 ? &bounds[size_t(incoming_[k])].fwd[size_t(m)]
+            : cpu             ? &mb.inputs[size_t(stage_.model_inputs[k])]
+                              : &dev_in_[k][size_t(m)];
+  GraphHooks h;
+  h.before_forward = [&](int i) {
+    for (int k : reads_[size_t(i)]) {
+      const size_t b = size_t(incoming_[size_t(k)]);
+      ctx_->host_step(receiving(&box, slot(b, m, kForward, M), ctx_.get(), bounds[b].from_ctx));
+    }
+  };
+  h.after_forward = [&](int i) {
+    for (int b : sends_[size_t(i)]) {
+      Tensor& dst = bounds[size_t(b)].fwd[size_t(m)];
+      ctx_->copy(dst.data(), g.output(i).data(), dst.bytes());
+      ctx_->host_step(posting(&box, slot(size_t(b), m, kForward, M), ctx_.get()));
+    }
+  };
+  HookScope scope(g, std::move(h));
+  g.set_step_scalars(&mem[m].scalars);
+  g.forward(in, true, int(g.nodes().size()) - 1);
+  if (loss_) {
+    const Tensor& labels = cpu ? mb.labels : dev_labels_[size_t(m)];
+    loss_->compute_into(g.output(logits_), labels, sized(dlogits_[size_t(m)], g.output(logits_).shape()), &mem[0].scalars,
+                        &mem[0].sums);
+  }
+}
+
+// run()'s backward of micro-batch m, the hand-offs as host steps. Whether the other stage sends a
+// gradient is the graph's (the first run, launched, tells): a recording keeps the answer it found.
+void StageRuntime::program_backward(int m, std::vector<Boundary>& bounds, Mailbox& box, int M) {
+  Executor& g = *graphs_[size_t(m)];
+  GraphHooks h;
+  h.before_backward = [&](int i) {
+    if (i == logits_) g.add_grad(i, dlogits_[size_t(m)]);
+    for (int b : sends_[size_t(i)]) {
+      Boundary& bd = bounds[size_t(b)];
+      ctx_->host_step(receiving(&box, slot(size_t(b), m, kBackward, M), ctx_.get(), bd.to_ctx));
+      Tensor& d = bd.bwd[size_t(m)];
+      if (std::atomic_ref<char>(bd.no_grad[size_t(m)]).load(std::memory_order_relaxed)) ctx_->fill_zero(d.data(), d.bytes());
+      g.add_grad(i, d);
+    }
+  };
+  h.after_backward = [&](int i) {
+    for (int k : last_use_[size_t(i)]) {
+      const size_t b = size_t(incoming_[size_t(k)]);
+      Boundary& bd = bounds[b];
+      const char none = g.input_grad_written(k) ? 0 : 1;
+      if (!none) ctx_->copy(bd.bwd[size_t(m)].data(), g.input_grad(k).data(), bd.bwd[size_t(m)].bytes());
+      std::function<void()> post = posting(&box, slot(b, m, kBackward, M), ctx_.get());
+      char* flag = &bd.no_grad[size_t(m)];
+      ctx_->host_step([post, flag, none] {
+        std::atomic_ref<char>(*flag).store(none, std::memory_order_relaxed);
+        post();
+      });
+    }
+  };
+  HookScope scope(g, std::move(h));
+  g.backward_all();
+}
+
+}  // namespace trainer

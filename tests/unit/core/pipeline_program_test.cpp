@@ -1,0 +1,170 @@
+// A pipeline's step as its stages' fixed programs (PipelineCopy::fixed_step; CUDA graphs where the
+// stages record), run as called on virtual CPU devices: the ordinary step's bits — per micro-batch
+// dropout seeds, the loss's scale and sums from step memory, the boundaries' hand-offs, accumulation,
+// a boundary that carries no gradient back — and a bad token id reported with the ordinary message.
+#include <catch2/catch.hpp>
+
+#include "pipeline_models.h"
+
+using namespace trainer;
+using namespace trainer::pipeline_test;
+
+namespace {
+
+// A GPT cut inside its block (attention on the second device), with attention dropout and a
+// dropout layer: two boundaries (the first layer norm's output, the positions' for the residual).
+const char* const kDropGpt = R"(
+name: drop_gpt
+seed: 9
+model:
+  input: [6]
+  layers:
+    - {name: tok, type: embedding, input_dim: 256, output_dim: 8}
+    - {name: pos, type: position_embedding}
+    - {name: ln1, type: layer_norm}
+    - {name: attn, type: multi_head_attention, num_heads: 2, key_dim: 4, causal: true, dropout: 0.2}
+    - {name: res1, type: add, inputs: [pos, attn]}
+    - {name: drop, type: dropout, rate: 0.25}
+    - {name: ln, type: layer_norm}
+    - {name: head, type: dense, units: 256}
+    - {name: softmax, type: softmax}
+data:
+  train: {type: synthetic, size: 64, image_size: 8, classes: 5}
+optimizer: {type: adam, lr: 0.01}
+strategy: device_parallel
+placement: {tok: cpu:0, attn: cpu:1}
+)";
+
+// A CNN whose second stage drops out, and a model whose second stage sends no gradient back.
+const char* const kDropCnn = R"(
+name: drop_cnn
+seed: 5
+model:
+  input: [8, 8, 3]
+  layers:
+    - {name: conv1, type: conv2d, filters: 6, kernel: 3, padding: same}
+    - {name: relu1, type: relu}
+    - {name: conv2, type: conv2d, filters: 8, kernel: 3, strides: 2, padding: same}
+    - {name: drop, type: dropout, rate: 0.3}
+    - {name: flat, type: flatten}
+    - {name: dense, type: dense, units: 5}
+    - {name: softmax, type: softmax}
+data:
+  train: {type: synthetic, size: 64, image_size: 8, classes: 5}
+optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+strategy: device_parallel
+placement: {conv1: cpu:0, conv2: cpu:1}
+)";
+
+const char* const kDeadEnd = R"(
+name: dead_end
+seed: 4
+model:
+  input: [6]
+  layers:
+    - {name: a, type: dense, units: 7}
+    - {name: side, type: dense, units: 3, inputs: [a]}
+    - {name: b, type: dense, units: 5, inputs: [input]}
+    - {name: softmax, type: softmax}
+data:
+  train: {type: synthetic, size: 64, image_size: 8, classes: 5}
+optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+strategy: device_parallel
+placement: {a: cpu:0, side: cpu:1}
+)";
+
+struct Trained {
+  std::map<std::string, std::vector<float>> weights;
+  std::vector<double> losses;
+  int64_t programs = 0;
+};
+
+// `steps` steps of 12 samples (k micro-batches of 12/k with train.accumulate k), as programs or not.
+Trained train(RunSpec e, int steps, int classes, int accumulate, bool program) {
+  e.train.accumulate = accumulate;
+  PipelineCopy w(trainee_spec(e), cpus(e), 1);
+  w.set_fixed_anywhere(program);
+  Trained out;
+  bool stop = false;
+  for (int s = 0; s < steps; ++s) {
+    Batch all = random_batch(e, 12, classes, uint32_t(100 + s));
+    for (int i = 0; i < accumulate; ++i) {
+      const int64_t lo = 12 * i / accumulate, hi = 12 * (i + 1) / accumulate;
+      const LossStats l = w.train_step(rows(all, lo, hi, hi - lo), 0.05f, uint64_t(s * accumulate + i), stop,
+                                       MicroStep{i, accumulate, accumulate > 1 ? scored_labels(all) : 0});
+      out.losses.push_back(l.loss_sum);
+    }
+  }
+  out.weights = by_name(w.state());
+  out.programs = w.program_steps();
+  return out;
+}
+
+void check_same(const std::string& yaml, const std::vector<std::string>& sets, int classes, int accumulate) {
+  RunSpec e = experiment(yaml, sets);
+  const Trained ordinary = train(e, 4, classes, accumulate, false), program = train(e, 4, classes, accumulate, true);
+  CHECK(ordinary.programs == 0);
+  CHECK(program.programs == 4 * accumulate);  // every micro-batch ran as the stages' programs
+  CHECK(program.losses == ordinary.losses);
+  CHECK(max_diff(program.weights, ordinary.weights) == 0.0);
+}
+
+}  // namespace
+
+TEST_CASE("pipeline program: the stages' programs give the ordinary step's bits (dropout per micro-batch, M = 1, 2, 3)",
+          "[device_parallel]") {
+  for (int M : {1, 2, 3}) {
+    INFO("M = " << M);
+    const std::string m = "pipeline.microbatches=" + std::to_string(M);
+    check_same(kDropCnn, {m}, 5, 1);
+    check_same(kDropGpt, {m}, 256, 1);
+    check_same(kDeadEnd, {m}, 5, 1);
+  }
+}
+
+TEST_CASE("pipeline program: accumulated micro-batches (held sums inside the programs) give the ordinary step's bits",
+          "[device_parallel]") {
+  for (int k : {2, 3}) {
+    INFO("train.accumulate " << k);
+    check_same(kDropCnn, {"pipeline.microbatches=2"}, 5, k);
+    check_same(kDropGpt, {"pipeline.microbatches=2"}, 256, k);
+  }
+}
+
+TEST_CASE("pipeline program: what the stages must decide together (clipping, loss scaling), shared layers and EMA run "
+          "the ordinary step",
+          "[device_parallel]") {
+  for (const std::vector<std::string>& sets : std::vector<std::vector<std::string>>{
+           {"train.clip_norm=0.5"}, {"train.loss_scale=dynamic"}, {"train.ema.decay=0.9"}}) {
+    INFO(sets[0]);
+    RunSpec e = experiment(kDropCnn, sets);
+    const Trained t = train(e, 2, 5, 1, true);
+    CHECK(t.programs == 0);
+  }
+  const Trained shared = train(experiment(kSharedLstm), 2, 2, 1, true);
+  CHECK(shared.programs == 0);
+}
+
+TEST_CASE("pipeline program: a bad token id is reported with the ordinary step's message", "[device_parallel]") {
+  RunSpec e = experiment(kDropGpt, {"pipeline.microbatches=2"});
+  for (const float v : {300.0f, 2.5f}) {
+    INFO("id " << v);
+    std::string said[2];
+    for (int program = 0; program < 2; ++program) {
+      PipelineCopy w(trainee_spec(e), cpus(e), 1);
+      w.set_fixed_anywhere(program == 1);
+      bool stop = false;
+      (void)w.train_step(random_batch(e, 12, 256, 6), 0.05f, 0, stop);  // a good step first
+      CHECK(w.program_steps() == program);
+      Batch b = random_batch(e, 12, 256, 7);
+      b.images.f32()[6 * 8 + 1] = v;  // sample 8 (micro-batch 1's row 2), position 1
+      try {
+        (void)w.train_step(b, 0.05f, 1, stop);
+      } catch (const std::runtime_error& x) {
+        said[program] = x.what();
+      }
+    }
+    CHECK_THAT(said[0], Catch::Contains("embedding: id"));
+    CHECK(said[1] == said[0]);
+  }
+}

@@ -89,6 +89,14 @@ class OpContext {
   // in a host_step.
   virtual void mark_queue() {}
   virtual void wait_for_mark(OpContext& /*other*/) {}
+  // Numbered marks, each its own: mark_queue_at(k) puts mark k behind the work queued so far, and
+  // wait_for_mark_at(other, k) makes this queue wait for `other`'s latest mark k — so that a wait
+  // covers the work before one hand-off only, not everything queued since (a pipeline's boundaries:
+  // a mark per boundary, micro-batch and direction). reserve_marks(n) makes marks 0..n-1, on the
+  // thread bound to this context, before any other thread waits on them. Not inside a capture.
+  virtual void reserve_marks(size_t /*n*/) {}
+  virtual void mark_queue_at(size_t /*k*/) {}
+  virtual void wait_for_mark_at(OpContext& /*other*/, size_t /*k*/) {}
   // Lets this context's queue copy into `other`'s memory directly where the devices allow it
   // (CUDA: peer access between two GPUs that have it; else copy() still works, staged by the
   // driver). Call on the thread bound to this context. Nothing on the CPU.

@@ -129,14 +129,40 @@ void CudaContext::wait_for_mark(OpContext& other) {
   CUDA_CHECK(cudaStreamWaitEvent(stream_, cuda_context(other).mark_, 0));
 }
 
+void CudaContext::reserve_marks(size_t n) {
+  if (stream_capturing_) throw std::logic_error(device().str() + ": reserve_marks inside a capture");
+  while (marks_.size() < n) {
+    cudaEvent_t e = nullptr;
+    CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    marks_.push_back(e);
+  }
+}
+
+void CudaContext::mark_queue_at(size_t k) {
+  if (stream_capturing_) throw std::logic_error(device().str() + ": mark_queue_at inside a capture (a host_step's work)");
+  if (k >= marks_.size()) throw std::logic_error(device().str() + ": mark " + std::to_string(k) + " not reserved");
+  CUDA_CHECK(cudaEventRecord(marks_[k], stream_));
+}
+
+void CudaContext::wait_for_mark_at(OpContext& other, size_t k) {
+  if (stream_capturing_) throw std::logic_error(device().str() + ": wait_for_mark_at inside a capture (a host_step's work)");
+  if (other.device().kind != DeviceKind::CUDA)
+    throw std::logic_error(device().str() + ": wait_for_mark_at on " + other.device().str());
+  const std::vector<cudaEvent_t>& theirs = cuda_context(other).marks_;
+  if (k >= theirs.size()) throw std::logic_error(other.device().str() + ": mark " + std::to_string(k) + " not reserved");
+  CUDA_CHECK(cudaStreamWaitEvent(stream_, theirs[k], 0));
+}
+
 void CudaContext::enable_peer(OpContext& other) {
   if (other.device().kind != DeviceKind::CUDA || other.device().index == device().index) return;
   int can = 0;
   CUDA_CHECK(cudaDeviceCanAccessPeer(&can, device().index, other.device().index));
   if (!can) return;  // copies between the two go through the host (the driver stages them)
   const cudaError_t e = cudaDeviceEnablePeerAccess(other.device().index, 0);
-  if (e == cudaErrorPeerAccessAlreadyEnabled) {
-    cudaGetLastError();  // enabled before (another boundary, another copy): not an error
+  if (e == cudaErrorPeerAccessAlreadyEnabled || e == cudaErrorTooManyPeers) {
+    // Enabled before (another boundary, another copy): not an error. Too many peers: copies
+    // between the two go through the host, as where the pair has no peer access.
+    cudaGetLastError();
     return;
   }
   CUDA_CHECK(e);

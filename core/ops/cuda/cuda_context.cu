@@ -238,6 +238,9 @@ void CudaContext::release() noexcept {
   }
   if (mark_) cudaEventDestroy(mark_);
   mark_ = nullptr;
+  for (cudaEvent_t e : marks_)
+    if (e) cudaEventDestroy(e);
+  marks_.clear();
   if (stream_) cudaStreamDestroy(stream_);
   stream_ = nullptr;
   cudaGetLastError();

@@ -93,6 +93,9 @@ class CudaContext final : public OpContext {
   void mark_queue() override;
   void wait_for_mark(OpContext& other) override;
   void enable_peer(OpContext& other) override;
+  void reserve_marks(size_t n) override;
+  void mark_queue_at(size_t k) override;
+  void wait_for_mark_at(OpContext& other, size_t k) override;
   uint64_t released_blocks() const override { return alloc_ ? alloc_->releases() : 0; }
 
   cudaStream_t stream() const { return stream_; }
@@ -150,6 +153,7 @@ class CudaContext final : public OpContext {
   std::vector<CudaGraphPiece> pieces_;
   std::vector<std::function<void()>> steps_;
   cudaEvent_t mark_ = nullptr;  // mark_queue's event
+  std::vector<cudaEvent_t> marks_;  // mark_queue_at's (reserve_marks)
 };
 
 inline CudaContext& cuda_context(OpContext& c) { return static_cast<CudaContext&>(c); }

@@ -278,6 +278,7 @@ void Replica::run_program(Recorded& r, bool record, const FixedPeers& peers, std
     }
     exec_->set_step_scalars(nullptr);
   };
+  replayed_ = false;  // (as it stays where the step throws)
   replayed_ = run_recorded(*ctx_, r.step, record, failed_before, work, hooks);
 }
 

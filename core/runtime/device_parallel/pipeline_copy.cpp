@@ -138,12 +138,15 @@ PipelineCopy::PipelineCopy(const TraineeSpec& t, const std::vector<Device>& devi
   threads_ = std::make_unique<StageThreads>(int(stages_.size()), [this](int s) { stages_[size_t(s)]->context().bind_thread(); }, box_);
   // Each stage copies into its neighbours' memory (activations forward, gradients back): direct
   // where the devices allow it (GPUs: peer access), on each stage's thread (its current device).
+  // A mark per hand-off (boundary, micro-batch, direction: the mailbox's slots), made on each
+  // stage's thread before any other waits on them.
   threads_->run_all([&](int s) {
     for (const Boundary& bd : bounds_) {
       if (bd.staged) continue;
       if (bd.from == s) bd.from_ctx->enable_peer(*bd.to_ctx);
       if (bd.to == s) bd.to_ctx->enable_peer(*bd.from_ctx);
     }
+    stages_[size_t(s)]->context().reserve_marks(bounds_.size() * size_t(microbatches_) * 2);
   });
   std::vector<ModelState*> parts;
   for (size_t s = 0; s < stages_.size(); ++s) {
@@ -248,10 +251,12 @@ void PipelineCopy::size_boundaries(const std::vector<int64_t>& lo) {
   if (same) return;
   ++generation_;  // recordings that copy into these buffers are made again
   // Each buffer in the memory of the stage that reads it (host memory between a CPU and a GPU
-  // stage), made on that stage's thread; no pass is running (every stage's queue drained at the
-  // end of the last one), so no copy still writes a buffer let go here.
+  // stage), made on that stage's thread. No pass is running, and every queue is drained first (an
+  // update may still be queued): a block let go here and handed out again as a buffer another
+  // stage's queue writes must be idle.
   threads_->run_all([&](int s) {
     OpContext& ctx = stages_[size_t(s)]->context();
+    ctx.drain();
     for (Boundary& bd : bounds_)
       for (size_t m = 0; m < M; ++m) {
         const Shape w = want(bd, m);

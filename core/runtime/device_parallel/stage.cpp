@@ -112,19 +112,19 @@ LossStats StageRuntime::run(const std::vector<MicroBatch>& mbs, bool training, f
   return total;
 }
 
-void StageRuntime::send(Tensor& dst, const Tensor& src, bool staged) {
+void StageRuntime::send(Tensor& dst, const Tensor& src, bool staged, size_t mark) {
   if (staged && !ctx_->device().is_cpu()) {
     ctx_->copy_to_host(dst.data(), src.data(), dst.bytes());
     ctx_->synchronize();
     return;
   }
   ctx_->copy(dst.data(), src.data(), dst.bytes());  // a GPU's peer copy, queued; a CPU's memcpy
-  if (!staged) ctx_->mark_queue();
+  if (!staged) ctx_->mark_queue_at(mark);
 }
 
-const Tensor& StageRuntime::receive(const Boundary& bd, const Tensor& buf, OpContext& sender, Tensor& local) {
+const Tensor& StageRuntime::receive(const Boundary& bd, const Tensor& buf, OpContext& sender, Tensor& local, size_t mark) {
   if (!bd.staged) {
-    ctx_->wait_for_mark(sender);  // the sender's copy is behind its latest mark (a later one only adds its later work)
+    ctx_->wait_for_mark_at(sender, mark);  // the sender's copy is behind its mark for this hand-off
     return buf;
   }
   if (ctx_->device().is_cpu()) return buf;  // host memory, written before it was posted
@@ -156,14 +156,16 @@ void StageRuntime::forward(int m, const MicroBatch& mb, bool training, float gra
   h.before_forward = [&](int i) {
     for (int k : reads_[size_t(i)]) {
       const Boundary& bd = bounds[size_t(incoming_[size_t(k)])];
-      times.waited += box.wait(slot(size_t(incoming_[size_t(k)]), m, kForward, M));
-      receive(bd, bd.fwd[size_t(m)], *bd.from_ctx, dev_in_[size_t(k)][size_t(m)]);
+      const size_t at = slot(size_t(incoming_[size_t(k)]), m, kForward, M);
+      times.waited += box.wait(at);
+      receive(bd, bd.fwd[size_t(m)], *bd.from_ctx, dev_in_[size_t(k)][size_t(m)], at);
     }
   };
   h.after_forward = [&](int i) {
     for (int b : sends_[size_t(i)]) {
-      send(bounds[size_t(b)].fwd[size_t(m)], g.output(i), bounds[size_t(b)].staged);
-      box.post(slot(size_t(b), m, kForward, M));
+      const size_t at = slot(size_t(b), m, kForward, M);
+      send(bounds[size_t(b)].fwd[size_t(m)], g.output(i), bounds[size_t(b)].staged, at);
+      box.post(at);
     }
   };
   HookScope scope(g, std::move(h));
@@ -188,7 +190,8 @@ void StageRuntime::backward(int m, std::vector<Boundary>& bounds, Mailbox& box, 
   h.before_backward = [&](int i) {
     if (i == logits_) g.add_grad(i, dlogits_[size_t(m)]);
     for (int b : sends_[size_t(i)]) {
-      times.waited += box.wait(slot(size_t(b), m, kBackward, M));
+      const size_t at = slot(size_t(b), m, kBackward, M);
+      times.waited += box.wait(at);
       Boundary& bd = bounds[size_t(b)];
       Tensor& local = dev_grad_[size_t(b) * graphs_.size() + size_t(m)];
       if (std::atomic_ref<char>(bd.no_grad[size_t(m)]).load(std::memory_order_relaxed)) {  // zeros, in this stage's memory
@@ -196,7 +199,7 @@ void StageRuntime::backward(int m, std::vector<Boundary>& bounds, Mailbox& box, 
         ctx_->fill_zero(z.data(), z.bytes());
         g.add_grad(i, z);
       } else {
-        g.add_grad(i, receive(bd, bd.bwd[size_t(m)], *bd.to_ctx, local));
+        g.add_grad(i, receive(bd, bd.bwd[size_t(m)], *bd.to_ctx, local, at));
       }
     }
   };
@@ -207,8 +210,9 @@ void StageRuntime::backward(int m, std::vector<Boundary>& bounds, Mailbox& box, 
       // (Atomic: a stage recording its program reads it while this stage may run the step.)
       const char none = g.input_grad_written(k) ? 0 : 1;
       std::atomic_ref<char>(bd.no_grad[size_t(m)]).store(none, std::memory_order_relaxed);
-      if (!none) send(bd.bwd[size_t(m)], g.input_grad(k), bd.staged);
-      box.post(slot(b, m, kBackward, M));
+      const size_t at = slot(b, m, kBackward, M);
+      if (!none) send(bd.bwd[size_t(m)], g.input_grad(k), bd.staged, at);
+      box.post(at);
     }
   };
   HookScope scope(g, std::move(h));

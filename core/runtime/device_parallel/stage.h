@@ -101,12 +101,13 @@ class StageRuntime {
   void backward(int m, std::vector<Boundary>& bounds, Mailbox& box, int M, StageTimes& times);
   // A device buffer of shape `s` kept in `t` (reallocated when the shape changes).
   Tensor& sized(Tensor& t, const Shape& s, DType d = DType::F32);
-  // `src` into a boundary buffer of another stage: a copy marked on this queue, or (staged, from a
-  // GPU) a copy to host memory waited for.
-  void send(Tensor& dst, const Tensor& src, bool staged);
+  // `src` into a boundary buffer of another stage: a copy with this queue's mark `mark` behind it
+  // (the hand-off's mailbox slot), or (staged, from a GPU) a copy to host memory waited for.
+  void send(Tensor& dst, const Tensor& src, bool staged, size_t mark);
   // A boundary buffer posted by `bd`'s other stage, usable on this stage's queue: the buffer
-  // itself once this queue waits for the sender's mark, or (staged, on a GPU) `local` copied from it.
-  const Tensor& receive(const Boundary& bd, const Tensor& buf, OpContext& sender, Tensor& local);
+  // itself once this queue waits for the sender's mark `mark`, or (staged, on a GPU) `local`
+  // copied from it.
+  const Tensor& receive(const Boundary& bd, const Tensor& buf, OpContext& sender, Tensor& local, size_t mark);
 
   Stage stage_;
   std::unique_ptr<OpContext> ctx_;

@@ -2,6 +2,7 @@
 // hand-offs as host steps between recorded pieces, the update inside; recorded once and replayed.
 #include <atomic>
 #include <cstring>
+#include <stdexcept>
 
 #include "core/runtime/device_parallel/stage.h"
 #include "core/runtime/step_stats.h"
@@ -21,17 +22,18 @@ struct HookScope {
 };
 
 // The host's part of a hand-off, kept by a recording for every replay (OpContext::host_step): it
-// holds only what outlives the step — the mailbox, the contexts, the boundary.
+// holds only what outlives the step — the mailbox, the contexts, the boundary. `at` is the
+// hand-off's mailbox slot and its mark's number.
 std::function<void()> posting(Mailbox* box, size_t at, OpContext* self) {
   return [box, at, self] {
-    self->mark_queue();  // behind the copy into the other stage's buffer
+    self->mark_queue_at(at);  // behind the copy into the other stage's buffer
     box->post(at);
   };
 }
 std::function<void()> receiving(Mailbox* box, size_t at, OpContext* self, OpContext* sender) {
   return [box, at, self, sender] {
     box->wait(at);
-    self->wait_for_mark(*sender);  // this queue after the sender's copy
+    self->wait_for_mark_at(*sender, at);  // this queue after the sender's copy, and only that
   };
 }
 
@@ -88,7 +90,14 @@ LossStats StageRuntime::run_program(const StageStep& p, std::vector<Boundary>& b
     }
   auto* mem = static_cast<StepMemory*>(step_memory_.data());
   Tensor grads = params().trainable_grads();
+  auto unset = [&] {
+    for (auto& g : graphs_) g->set_step_scalars(nullptr);
+  };
   auto work = [&] {
+    struct Unset {  // the executors read host-side seeds again when the work ends, by an exception too
+      const std::function<void()> f;
+      ~Unset() { f(); }
+    } guard{unset};
     // The step's factors (the loss's scale, the update's) from its values, where the kernels run.
     optimizer_->begin_fixed(&mem[0].state, StateRule{}, &mem[0].scalars);
     for (int m = 0; m < M; ++m) program_forward(m, mbs[size_t(m)], mem, bounds, box, max_microbatches);
@@ -103,7 +112,6 @@ LossStats StageRuntime::run_program(const StageStep& p, std::vector<Boundary>& b
       }
     }
     if (M > 1 && grads.numel() > 0) ctx_->copy(grads.data(), acc_.data(), grads.bytes());
-    for (auto& g : graphs_) g->set_step_scalars(nullptr);
     if (!p.updates) return p.held->hold(grads, p.hold_first);
     if (p.add_held) p.held->add_into(grads);
     optimizer_->update_from(0, grads.numel(), &mem[0].scalars);
@@ -118,11 +126,7 @@ LossStats StageRuntime::run_program(const StageStep& p, std::vector<Boundary>& b
     rec.step.warm = false;
     rec.generation = p.generation;
   }
-  RecordHooks hooks;
-  hooks.abandon = [&] {
-    for (auto& g : graphs_) g->set_step_scalars(nullptr);
-  };
-  replayed_ = run_recorded(*ctx_, rec.step, p.record, program_failed_, work, hooks);
+  replayed_ = run_recorded(*ctx_, rec.step, p.record, program_failed_, work);
   // The statistics (the loss stage's; an embedding's bad id on any), read back as the step ends.
   const char* back = static_cast<const char*>(ctx_->read_back_wait(ctx_->read_back(mem, size_t(M) * sizeof(StepMemory))));
   LossStats total;
@@ -178,9 +182,26 @@ void StageRuntime::program_backward(int m, std::vector<Boundary>& bounds, Mailbo
     if (i == logits_) g.add_grad(i, dlogits_[size_t(m)]);
     for (int b : sends_[size_t(i)]) {
       Boundary& bd = bounds[size_t(b)];
-      ctx_->host_step(receiving(&box, slot(size_t(b), m, kBackward, M), ctx_.get(), bd.to_ctx));
+      // Whether a gradient comes is the other stage's graph's (the same every step). Run as called,
+      // the flag is read once the sender posted; a recording keeps the answer of the last step (a
+      // capture waits for nobody), and each replay checks it against the sender's.
+      char* flag = &bd.no_grad[size_t(m)];
+      auto read = [flag] { return std::atomic_ref<char>(*flag).load(std::memory_order_relaxed); };
+      std::function<void()> receive = receiving(&box, slot(size_t(b), m, kBackward, M), ctx_.get(), bd.to_ctx);
+      char none = 0;
+      if (ctx_->capturing()) {
+        none = read();
+        ctx_->host_step([receive, read, none] {
+          receive();
+          if (read() != none)
+            throw std::logic_error("pipeline program: a boundary's gradient came where the recording had none, or none came");
+        });
+      } else {
+        ctx_->host_step(receive);  // runs now
+        none = read();
+      }
       Tensor& d = bd.bwd[size_t(m)];
-      if (std::atomic_ref<char>(bd.no_grad[size_t(m)]).load(std::memory_order_relaxed)) ctx_->fill_zero(d.data(), d.bytes());
+      if (none) ctx_->fill_zero(d.data(), d.bytes());
       g.add_grad(i, d);
     }
   };

@@ -83,16 +83,26 @@ TEST_CASE("e2e mpi: with sync_bn, 2 processes x --cpu 2 train as one process wit
 const std::string kHybrid = "'" TRAINER_SOURCE_DIR "/configs/hybrid.yaml'";
 const std::string kHybridTen = " --set train.epochs=1 --set train.steps_per_epoch=10 --set data.val.size=64 --threads 1";
 
-TEST_CASE("e2e mpi: hybrid, 2 processes x 1 copy of a 2-stage pipeline train as one process with 2 copies, bit for bit") {
-  if (e2e::skip_without_mpirun()) return;
-  std::string dir = e2e::temp_dir("mpi_hybrid");
-  auto one = e2e::trainer("run " + kHybrid + kHybridTen + " --cpu 4 --run-dir one", dir);
+// hybrid.yaml's 10 steps with `extra`, `2 * per` CPU devices in one process and `per` in each of
+// two: returns the run folder (runs one/ and two/).
+std::string hybrid_pair(const std::string& tag, int per, const std::string& extra, std::string* out_two) {
+  std::string dir = e2e::temp_dir(tag);
+  auto one = e2e::trainer("run " + kHybrid + kHybridTen + extra + " --cpu " + std::to_string(2 * per) + " --run-dir one", dir);
   INFO(one.out << one.err);
   REQUIRE(one.code == 0);
-  auto two = e2e::trainer("run " + kHybrid + kHybridTen + " --cpu 2 --run-dir two", dir, e2e::mpirun("timeout 300 ") + " -np 2");
+  auto two = e2e::trainer("run " + kHybrid + kHybridTen + extra + " --cpu " + std::to_string(per) + " --run-dir two", dir,
+                          e2e::mpirun("timeout 300 ") + " -np 2");
   INFO(two.out << two.err);
   REQUIRE(two.code == 0);
-  CHECK_THAT(two.out, Contains("hybrid, 2 copies x 2 stages (data parallel over pipelines, 1 copy in each of 2 processes)"));
+  *out_two = two.out;
+  return dir;
+}
+
+TEST_CASE("e2e mpi: hybrid, 2 processes x 1 copy of a 2-stage pipeline train as one process with 2 copies, bit for bit") {
+  if (e2e::skip_without_mpirun()) return;
+  std::string said;
+  const std::string dir = hybrid_pair("mpi_hybrid", 2, "", &said);
+  CHECK_THAT(said, Contains("hybrid, 2 copies x 2 stages (data parallel over pipelines, 1 copy in each of 2 processes)"));
   // Two copies' sums are one addition whichever side of the process boundary they meet on.
   CHECK(e2e::read_file(dir + "/one/checkpoints/epoch-0001.safetensors") ==
         e2e::read_file(dir + "/two/checkpoints/epoch-0001.safetensors"));
@@ -101,47 +111,22 @@ TEST_CASE("e2e mpi: hybrid, 2 processes x 1 copy of a 2-stage pipeline train as 
 
 TEST_CASE("e2e mpi: hybrid with accumulation and clipping, 2 processes x 2 copies train as one process with 4 copies") {
   if (e2e::skip_without_mpirun()) return;
-  std::string dir = e2e::temp_dir("mpi_hybrid4");
-  const std::string extra = " --set train.accumulate=2 --set train.clip_norm=0.5";
-  auto one = e2e::trainer("run " + kHybrid + kHybridTen + extra + " --cpu 8 --run-dir one", dir);
-  INFO(one.out << one.err);
-  REQUIRE(one.code == 0);
-  auto two = e2e::trainer("run " + kHybrid + kHybridTen + extra + " --cpu 4 --run-dir two", dir,
-                          e2e::mpirun("timeout 300 ") + " -np 2");
-  INFO(two.out << two.err);
-  REQUIRE(two.code == 0);
-  CHECK_THAT(two.out, Contains("4 copies x 2 stages (data parallel over pipelines, 2 copies in each of 2 processes)"));
+  std::string said;
+  const std::string dir = hybrid_pair("mpi_hybrid4", 4, " --set train.accumulate=2 --set train.clip_norm=0.5", &said);
+  CHECK_THAT(said, Contains("4 copies x 2 stages (data parallel over pipelines, 2 copies in each of 2 processes)"));
   // Four copies' sums: (0 + 1) + (2 + 3) across the processes, ((0 + 1) + 2) + 3 in one.
   const double d = max_weight_diff(dir + "/one/checkpoints/epoch-0001.safetensors", dir + "/two/checkpoints/epoch-0001.safetensors");
   WARN("hybrid: mpirun -np 2 x 2 copies vs one process with 4 copies after 10 micro-batches: max |dw| = " << d);
   CHECK(d <= 1e-5);
 }
 
-TEST_CASE("e2e mpi: hybrid, SIGINT in a 2-process run stops both with a checkpoint, mpirun --resume ends bit-identical") {
-  if (e2e::skip_without_mpirun()) return;
-  std::string dir = e2e::temp_dir("mpi_hybrid_resume");
-  const std::string args = "run " + kHybrid + " --set train.epochs=2 --set train.steps_per_epoch=8 --set data.val.size=64"
-                           " --cpu 2 --threads 1";
-  auto full = e2e::trainer(args + " --run-dir full", dir, kMpirun);
-  INFO(full.out << full.err);
-  REQUIRE(full.code == 0);
-  auto cut = e2e::trainer(args + " --run-dir cut", dir, "TRAINER_TEST_SIGINT_AT_STEP=11 " + kMpirun + " -x TRAINER_TEST_SIGINT_AT_STEP");
-  INFO(cut.out << cut.err);
-  CHECK(cut.code == 130);
-  REQUIRE(fs::exists(dir + "/cut/checkpoints/epoch-0002-step-000004.safetensors"));
-  auto res = e2e::trainer("run --resume cut --cpu 2 --threads 1 --run-dir resumed", dir, kMpirun);
-  INFO(res.out << res.err);
-  REQUIRE(res.code == 0);
-  CHECK_THAT(res.out, Contains("epoch 2, step 4/8"));
-  CHECK(e2e::read_file(dir + "/full/checkpoints/epoch-0002.safetensors") ==
-        e2e::read_file(dir + "/resumed/checkpoints/epoch-0002.safetensors"));
-}
-
-TEST_CASE("e2e mpi: SIGINT in a 2-process run stops both with a checkpoint, mpirun --resume ends bit-identical") {
-  if (e2e::skip_without_mpirun()) return;
-  std::string dir = e2e::temp_dir("mpi_resume");
-  const std::string args = "run " + kSmoke + " --set train.epochs=2 --set train.steps_per_epoch=8 --set train.batch_size=8"
-                           " --set data.val.size=64 --cpu 1 --threads 1";
+// A 2-process run of `config` (2 epochs of 8 steps, `devices` per process) cut by SIGINT at global
+// step 11, then resumed under mpirun: both stop with process 0's checkpoint (exit 130), and the
+// resumed run ends bit-identical to an uninterrupted one.
+void check_resume(const std::string& tag, const std::string& config, const std::string& devices) {
+  std::string dir = e2e::temp_dir(tag);
+  const std::string args = "run " + config + " --set train.epochs=2 --set train.steps_per_epoch=8 --set data.val.size=64" +
+                           devices + " --threads 1";
   auto full = e2e::trainer(args + " --run-dir full", dir, kMpirun);
   INFO(full.out << full.err);
   REQUIRE(full.code == 0);
@@ -151,12 +136,22 @@ TEST_CASE("e2e mpi: SIGINT in a 2-process run stops both with a checkpoint, mpir
   INFO(cut.out << cut.err);
   CHECK(cut.code == 130);
   REQUIRE(fs::exists(dir + "/cut/checkpoints/epoch-0002-step-000004.safetensors"));
-  auto res = e2e::trainer("run --resume cut --cpu 1 --threads 1 --run-dir resumed", dir, kMpirun);
+  auto res = e2e::trainer("run --resume cut" + devices + " --threads 1 --run-dir resumed", dir, kMpirun);
   INFO(res.out << res.err);
   REQUIRE(res.code == 0);
   CHECK_THAT(res.out, Contains("epoch 2, step 4/8"));
   CHECK(e2e::read_file(dir + "/full/checkpoints/epoch-0002.safetensors") ==
         e2e::read_file(dir + "/resumed/checkpoints/epoch-0002.safetensors"));
+}
+
+TEST_CASE("e2e mpi: hybrid, SIGINT in a 2-process run stops both with a checkpoint, mpirun --resume ends bit-identical") {
+  if (e2e::skip_without_mpirun()) return;
+  check_resume("mpi_hybrid_resume", kHybrid, " --cpu 2");
+}
+
+TEST_CASE("e2e mpi: SIGINT in a 2-process run stops both with a checkpoint, mpirun --resume ends bit-identical") {
+  if (e2e::skip_without_mpirun()) return;
+  check_resume("mpi_resume", kSmoke + " --set train.batch_size=8", " --cpu 1");
 }
 
 TEST_CASE("e2e mpi: bench measures the job's FLOP/s against every process's replicas' ceilings") {

@@ -7,20 +7,6 @@
 #include <chrono>
 
 namespace trainer {
-namespace {
-
-constexpr int kForward = 0, kBackward = 1;
-
-size_t slot(size_t boundary, int m, int dir, int M) { return (boundary * size_t(M) + size_t(m)) * 2 + size_t(dir); }
-
-// Clears a graph's hooks when a pass ends, also by an exception: they point at the pass's locals.
-struct HookScope {
-  Executor& g;
-  HookScope(Executor& ex, GraphHooks h) : g(ex) { g.set_hooks(std::move(h)); }
-  ~HookScope() { g.set_hooks({}); }
-};
-
-}  // namespace
 
 StageRuntime::StageRuntime(const TraineeSpec& t, const Stage& st, Device device, int threads, int microbatches,
                            const std::string& logits)
@@ -96,9 +82,15 @@ LossStats StageRuntime::run(const std::vector<MicroBatch>& mbs, bool training, f
     ctx_->synchronize();  // the next pass's copies into the boundary buffers come after this one's reads
     return total;
   }
-  Tensor grads = params().trainable_grads();
+  backward_microbatches(M, [&](int m) { backward(m, bounds, box, max_microbatches, times); });
+  ctx_->synchronize();
+  return total;
+}
+
+void StageRuntime::backward_microbatches(int M, const std::function<void(int)>& backward) {
+  const Tensor grads = params().trainable_grads();
   for (int m = M - 1; m >= 0; --m) {
-    backward(m, bounds, box, max_microbatches, times);
+    backward(m);
     if (M == 1 || grads.numel() == 0) continue;
     if (m == M - 1) {
       sized(acc_, grads.shape());
@@ -108,8 +100,6 @@ LossStats StageRuntime::run(const std::vector<MicroBatch>& mbs, bool training, f
     }
   }
   if (M > 1 && grads.numel() > 0) ctx_->copy(grads.data(), acc_.data(), grads.bytes());
-  ctx_->synchronize();
-  return total;
 }
 
 void StageRuntime::send(Tensor& dst, const Tensor& src, bool staged, size_t mark) {
@@ -156,14 +146,14 @@ void StageRuntime::forward(int m, const MicroBatch& mb, bool training, float gra
   h.before_forward = [&](int i) {
     for (int k : reads_[size_t(i)]) {
       const Boundary& bd = bounds[size_t(incoming_[size_t(k)])];
-      const size_t at = slot(size_t(incoming_[size_t(k)]), m, kForward, M);
+      const size_t at = handoff_slot(size_t(incoming_[size_t(k)]), m, false, M);
       times.waited += box.wait(at);
       receive(bd, bd.fwd[size_t(m)], *bd.from_ctx, dev_in_[size_t(k)][size_t(m)], at);
     }
   };
   h.after_forward = [&](int i) {
     for (int b : sends_[size_t(i)]) {
-      const size_t at = slot(size_t(b), m, kForward, M);
+      const size_t at = handoff_slot(size_t(b), m, false, M);
       send(bounds[size_t(b)].fwd[size_t(m)], g.output(i), bounds[size_t(b)].staged, at);
       box.post(at);
     }
@@ -190,7 +180,7 @@ void StageRuntime::backward(int m, std::vector<Boundary>& bounds, Mailbox& box, 
   h.before_backward = [&](int i) {
     if (i == logits_) g.add_grad(i, dlogits_[size_t(m)]);
     for (int b : sends_[size_t(i)]) {
-      const size_t at = slot(size_t(b), m, kBackward, M);
+      const size_t at = handoff_slot(size_t(b), m, true, M);
       times.waited += box.wait(at);
       Boundary& bd = bounds[size_t(b)];
       Tensor& local = dev_grad_[size_t(b) * graphs_.size() + size_t(m)];
@@ -210,7 +200,7 @@ void StageRuntime::backward(int m, std::vector<Boundary>& bounds, Mailbox& box, 
       // (Atomic: a stage recording its program reads it while this stage may run the step.)
       const char none = g.input_grad_written(k) ? 0 : 1;
       std::atomic_ref<char>(bd.no_grad[size_t(m)]).store(none, std::memory_order_relaxed);
-      const size_t at = slot(b, m, kBackward, M);
+      const size_t at = handoff_slot(b, m, true, M);
       if (!none) send(bd.bwd[size_t(m)], g.input_grad(k), bd.staged, at);
       box.post(at);
     }

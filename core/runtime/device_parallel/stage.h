@@ -36,6 +36,19 @@ struct Boundary {
   std::vector<char> no_grad;
 };
 
+// A hand-off's mailbox slot and mark number: boundary b, micro-batch m of at most M, `backward`
+// (the gradient) or not (the activation).
+inline size_t handoff_slot(size_t b, int m, bool backward, int M) { return (b * size_t(M) + size_t(m)) * 2 + (backward ? 1 : 0); }
+
+// A graph's hooks for one pass, cleared when it ends (also by an exception: they point at its locals).
+struct HookScope {
+  Executor& g;
+  HookScope(Executor& ex, GraphHooks h) : g(ex) { g.set_hooks(std::move(h)); }
+  ~HookScope() { g.set_hooks({}); }
+  HookScope(const HookScope&) = delete;
+  HookScope& operator=(const HookScope&) = delete;
+};
+
 struct MicroBatch {
   std::vector<Tensor> inputs;  // host f32, one per model input
   Tensor labels;               // host i32
@@ -99,6 +112,9 @@ class StageRuntime {
   void forward(int m, const MicroBatch& mb, bool training, float grad_scale, uint64_t seed, std::vector<Boundary>& bounds,
                Mailbox& box, int M, StageTimes& times, LossStats& total);
   void backward(int m, std::vector<Boundary>& bounds, Mailbox& box, int M, StageTimes& times);
+  // Every micro-batch's backward (`backward(m)`, the last first), the parameter gradients summed
+  // over them into the store (run()'s and run_program's).
+  void backward_microbatches(int M, const std::function<void(int)>& backward);
   // A device buffer of shape `s` kept in `t` (reallocated when the shape changes).
   Tensor& sized(Tensor& t, const Shape& s, DType d = DType::F32);
   // `src` into a boundary buffer of another stage: a copy with this queue's mark `mark` behind it

@@ -10,17 +10,6 @@
 namespace trainer {
 namespace {
 
-constexpr int kForward = 0, kBackward = 1;
-
-size_t slot(size_t boundary, int m, int dir, int M) { return (boundary * size_t(M) + size_t(m)) * 2 + size_t(dir); }
-
-// Clears a graph's hooks when the work ends, also by an exception: they point at its locals.
-struct HookScope {
-  Executor& g;
-  HookScope(Executor& ex, GraphHooks h) : g(ex) { g.set_hooks(std::move(h)); }
-  ~HookScope() { g.set_hooks({}); }
-};
-
 // The host's part of a hand-off, kept by a recording for every replay (OpContext::host_step): it
 // holds only what outlives the step — the mailbox, the contexts, the boundary. `at` is the
 // hand-off's mailbox slot and its mark's number.
@@ -101,17 +90,7 @@ LossStats StageRuntime::run_program(const StageStep& p, std::vector<Boundary>& b
     // The step's factors (the loss's scale, the update's) from its values, where the kernels run.
     optimizer_->begin_fixed(&mem[0].state, StateRule{}, &mem[0].scalars);
     for (int m = 0; m < M; ++m) program_forward(m, mbs[size_t(m)], mem, bounds, box, max_microbatches);
-    for (int m = M - 1; m >= 0; --m) {
-      program_backward(m, bounds, box, max_microbatches);
-      if (M == 1 || grads.numel() == 0) continue;
-      if (m == M - 1) {
-        sized(acc_, grads.shape());
-        ctx_->copy(acc_.data(), grads.data(), grads.bytes());
-      } else {
-        elementwise_->accumulate(grads, acc_);
-      }
-    }
-    if (M > 1 && grads.numel() > 0) ctx_->copy(grads.data(), acc_.data(), grads.bytes());
+    backward_microbatches(M, [&](int m) { program_backward(m, bounds, box, max_microbatches); });
     if (!p.updates) return p.held->hold(grads, p.hold_first);
     if (p.add_held) p.held->add_into(grads);
     optimizer_->update_from(0, grads.numel(), &mem[0].scalars);
@@ -153,14 +132,14 @@ void StageRuntime::program_forward(int m, const MicroBatch& mb, StepMemory* mem,
   h.before_forward = [&](int i) {
     for (int k : reads_[size_t(i)]) {
       const size_t b = size_t(incoming_[size_t(k)]);
-      ctx_->host_step(receiving(&box, slot(b, m, kForward, M), ctx_.get(), bounds[b].from_ctx));
+      ctx_->host_step(receiving(&box, handoff_slot(b, m, false, M), ctx_.get(), bounds[b].from_ctx));
     }
   };
   h.after_forward = [&](int i) {
     for (int b : sends_[size_t(i)]) {
       Tensor& dst = bounds[size_t(b)].fwd[size_t(m)];
       ctx_->copy(dst.data(), g.output(i).data(), dst.bytes());
-      ctx_->host_step(posting(&box, slot(size_t(b), m, kForward, M), ctx_.get()));
+      ctx_->host_step(posting(&box, handoff_slot(size_t(b), m, false, M), ctx_.get()));
     }
   };
   HookScope scope(g, std::move(h));
@@ -187,7 +166,7 @@ void StageRuntime::program_backward(int m, std::vector<Boundary>& bounds, Mailbo
       // capture waits for nobody), and each replay checks it against the sender's.
       char* flag = &bd.no_grad[size_t(m)];
       auto read = [flag] { return std::atomic_ref<char>(*flag).load(std::memory_order_relaxed); };
-      std::function<void()> receive = receiving(&box, slot(size_t(b), m, kBackward, M), ctx_.get(), bd.to_ctx);
+      std::function<void()> receive = receiving(&box, handoff_slot(size_t(b), m, true, M), ctx_.get(), bd.to_ctx);
       char none = 0;
       if (ctx_->capturing()) {
         none = read();
@@ -211,7 +190,7 @@ void StageRuntime::program_backward(int m, std::vector<Boundary>& bounds, Mailbo
       Boundary& bd = bounds[b];
       const char none = g.input_grad_written(k) ? 0 : 1;
       if (!none) ctx_->copy(bd.bwd[size_t(m)].data(), g.input_grad(k).data(), bd.bwd[size_t(m)].bytes());
-      std::function<void()> post = posting(&box, slot(b, m, kBackward, M), ctx_.get());
+      std::function<void()> post = posting(&box, handoff_slot(b, m, true, M), ctx_.get());
       char* flag = &bd.no_grad[size_t(m)];
       ctx_->host_step([post, flag, none] {
         std::atomic_ref<char>(*flag).store(none, std::memory_order_relaxed);

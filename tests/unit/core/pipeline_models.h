@@ -87,6 +87,25 @@ strategy: device_parallel
 placement: {tok: cpu:0, ln2: cpu:1}
 )";
 
+// `side` reads the first device's layer on the second and leads nowhere: backward never reaches
+// it, so the second stage sends no gradient of that boundary back (the first adds zeros).
+inline const char* const kDeadEnd = R"(
+name: dead_end
+seed: 4
+model:
+  input: [6]
+  layers:
+    - {name: a, type: dense, units: 7}
+    - {name: side, type: dense, units: 3, inputs: [a]}
+    - {name: b, type: dense, units: 5, inputs: [input]}
+    - {name: softmax, type: softmax}
+data:
+  train: {type: synthetic, size: 64, image_size: 8, classes: 5}
+optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+strategy: device_parallel
+placement: {a: cpu:0, side: cpu:1}
+)";
+
 inline RunSpec experiment(const std::string& yaml, const std::vector<std::string>& sets = {}) {
   return read_run_spec(cfg::parse_document(yaml, "dp.yaml", sets));
 }

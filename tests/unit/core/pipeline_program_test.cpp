@@ -35,7 +35,7 @@ strategy: device_parallel
 placement: {tok: cpu:0, attn: cpu:1}
 )";
 
-// A CNN whose second stage drops out, and a model whose second stage sends no gradient back.
+// A CNN whose second stage drops out.
 const char* const kDropCnn = R"(
 name: drop_cnn
 seed: 5
@@ -56,22 +56,6 @@ strategy: device_parallel
 placement: {conv1: cpu:0, conv2: cpu:1}
 )";
 
-const char* const kDeadEnd = R"(
-name: dead_end
-seed: 4
-model:
-  input: [6]
-  layers:
-    - {name: a, type: dense, units: 7}
-    - {name: side, type: dense, units: 3, inputs: [a]}
-    - {name: b, type: dense, units: 5, inputs: [input]}
-    - {name: softmax, type: softmax}
-data:
-  train: {type: synthetic, size: 64, image_size: 8, classes: 5}
-optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
-strategy: device_parallel
-placement: {a: cpu:0, side: cpu:1}
-)";
 
 struct Trained {
   std::map<std::string, std::vector<float>> weights;

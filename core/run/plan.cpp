@@ -113,8 +113,8 @@ RunPlan plan_run(const RunSpec& e, const std::optional<CheckpointInfo>& resume) 
   // A pipeline's stages hand each other activations inside one process; copies of it (hybrid) may
   // be in several, each process holding whole copies.
   if (proc.multi() && e.strategy == StrategyKind::DeviceParallel)
-    e.at("strategy").fail("device_parallel across processes (mpirun, srun) is not implemented: a pipeline runs in one "
-                          "process (strategy: hybrid runs whole copies of it in each)");
+    e.at("strategy").fail("device_parallel runs its pipeline in one process: under mpirun or srun, strategy: hybrid "
+                          "runs whole copies of the pipeline in each process");
 
   p.trainee = trainee_spec(e);
   TraineeSpec& t = p.trainee;

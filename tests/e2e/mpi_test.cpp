@@ -35,17 +35,26 @@ double max_weight_diff(const std::string& a, const std::string& b) {
   return d;
 }
 
-// `extra`: more --set overrides for both runs.
-void check_equivalent(int per_process, const std::string& extra = "") {
-  std::string dir = e2e::temp_dir("mpi" + std::to_string(per_process));
-  auto one = e2e::trainer("run " + kSmoke + kTen + extra + " --cpu " + std::to_string(2 * per_process) + " --threads 1 --run-dir one", dir);
+// `args` (a run's command without its devices) with `2 * per` CPU devices in one process (run
+// one/) and `per` in each of two (run two/): returns the folder, `out_two` the second's output.
+std::string run_pair(const std::string& tag, const std::string& args, int per, std::string* out_two) {
+  std::string dir = e2e::temp_dir(tag);
+  auto one = e2e::trainer(args + " --cpu " + std::to_string(2 * per) + " --threads 1 --run-dir one", dir);
   INFO(one.out << one.err);
   REQUIRE(one.code == 0);
-  auto two = e2e::trainer("run " + kSmoke + kTen + extra + " --cpu " + std::to_string(per_process) + " --threads 1 --run-dir two", dir,
+  auto two = e2e::trainer(args + " --cpu " + std::to_string(per) + " --threads 1 --run-dir two", dir,
                           e2e::mpirun("timeout 300 ") + " -np 2");
   INFO(two.out << two.err);
   REQUIRE(two.code == 0);
-  CHECK_THAT(two.out, Contains(std::to_string(2 * per_process) + " replicas in 2 processes"));
+  *out_two = two.out;
+  return dir;
+}
+
+// `extra`: more --set overrides for both runs.
+void check_equivalent(int per_process, const std::string& extra = "") {
+  std::string said;
+  const std::string dir = run_pair("mpi" + std::to_string(per_process), "run " + kSmoke + kTen + extra, per_process, &said);
+  CHECK_THAT(said, Contains(std::to_string(2 * per_process) + " replicas in 2 processes"));
   double d = max_weight_diff(dir + "/one/checkpoints/epoch-0001.safetensors", dir + "/two/checkpoints/epoch-0001.safetensors");
   WARN("mpirun -np 2 x --cpu " << per_process << " vs one process --cpu " << 2 * per_process
                               << " after 10 steps (smoke.yaml" << extra << "): max |dw| = " << d);
@@ -81,27 +90,12 @@ TEST_CASE("e2e mpi: with sync_bn, 2 processes x --cpu 2 train as one process wit
 // Hybrid (copies of a pipeline, data parallel) with whole copies in each process: stage s of every
 // copy all-reduces over a process communicator of its own (LocalComm inside, MPI between).
 const std::string kHybrid = "'" TRAINER_SOURCE_DIR "/configs/hybrid.yaml'";
-const std::string kHybridTen = " --set train.epochs=1 --set train.steps_per_epoch=10 --set data.val.size=64 --threads 1";
-
-// hybrid.yaml's 10 steps with `extra`, `2 * per` CPU devices in one process and `per` in each of
-// two: returns the run folder (runs one/ and two/).
-std::string hybrid_pair(const std::string& tag, int per, const std::string& extra, std::string* out_two) {
-  std::string dir = e2e::temp_dir(tag);
-  auto one = e2e::trainer("run " + kHybrid + kHybridTen + extra + " --cpu " + std::to_string(2 * per) + " --run-dir one", dir);
-  INFO(one.out << one.err);
-  REQUIRE(one.code == 0);
-  auto two = e2e::trainer("run " + kHybrid + kHybridTen + extra + " --cpu " + std::to_string(per) + " --run-dir two", dir,
-                          e2e::mpirun("timeout 300 ") + " -np 2");
-  INFO(two.out << two.err);
-  REQUIRE(two.code == 0);
-  *out_two = two.out;
-  return dir;
-}
+const std::string kHybridTen = " --set train.epochs=1 --set train.steps_per_epoch=10 --set data.val.size=64";
 
 TEST_CASE("e2e mpi: hybrid, 2 processes x 1 copy of a 2-stage pipeline train as one process with 2 copies, bit for bit") {
   if (e2e::skip_without_mpirun()) return;
   std::string said;
-  const std::string dir = hybrid_pair("mpi_hybrid", 2, "", &said);
+  const std::string dir = run_pair("mpi_hybrid", "run " + kHybrid + kHybridTen, 2, &said);
   CHECK_THAT(said, Contains("hybrid, 2 copies x 2 stages (data parallel over pipelines, 1 copy in each of 2 processes)"));
   // Two copies' sums are one addition whichever side of the process boundary they meet on.
   CHECK(e2e::read_file(dir + "/one/checkpoints/epoch-0001.safetensors") ==
@@ -112,7 +106,7 @@ TEST_CASE("e2e mpi: hybrid, 2 processes x 1 copy of a 2-stage pipeline train as 
 TEST_CASE("e2e mpi: hybrid with accumulation and clipping, 2 processes x 2 copies train as one process with 4 copies") {
   if (e2e::skip_without_mpirun()) return;
   std::string said;
-  const std::string dir = hybrid_pair("mpi_hybrid4", 4, " --set train.accumulate=2 --set train.clip_norm=0.5", &said);
+  const std::string dir = run_pair("mpi_hybrid4", "run " + kHybrid + kHybridTen + " --set train.accumulate=2 --set train.clip_norm=0.5", 4, &said);
   CHECK_THAT(said, Contains("4 copies x 2 stages (data parallel over pipelines, 2 copies in each of 2 processes)"));
   // Four copies' sums: (0 + 1) + (2 + 3) across the processes, ((0 + 1) + 2) + 3 in one.
   const double d = max_weight_diff(dir + "/one/checkpoints/epoch-0001.safetensors", dir + "/two/checkpoints/epoch-0001.safetensors");

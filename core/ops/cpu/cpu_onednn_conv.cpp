@@ -2,7 +2,9 @@
 #include "core/ops/cpu/cpu_onednn_conv.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <unordered_map>
 
 #include "core/ops/cpu/cpu_bf16.h"
@@ -46,6 +48,13 @@ bool empty_output(const ConvGeometry& g) { return g.n == 0 || g.oh == 0 || g.ow 
 
 }  // namespace
 
+bool OnednnConv::forward_widened(const std::string& impl, const OnednnConvConfig& cfg) {
+  const char* env = std::getenv("TRAINER_CONV_BF16_FWD");
+  if (env && std::string(env) == "f32") return true;
+  const bool amx = impl.find("amx") != std::string::npos;
+  return amx && (cfg.sh > cfg.kh || cfg.sw > cfg.kw);
+}
+
 void OnednnConv::forward(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   if (empty_output(g)) return;
   Plan& pl = plan(x, g);
@@ -55,6 +64,19 @@ void OnednnConv::forward(const ConvGeometry& g, const Tensor& x, const Tensor& w
     return;
   }
   auto& eng = c_.engine();
+  if (pl.widen_fwd) {  // f32 from x widened, rounded into y once (dy32 serves as y's f32 buffer)
+    widen_bf16(x.as<bf16>(), pl.x32.f32(), x.numel());
+    memory ww = weights(pl.user_w_md, w, pl.w_to_wide, pl.w_wide, pl.wide_fwd_pd.weights_desc());
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, mem(pl.src32_md, eng, pl.x32.data())},
+                                            {DNNL_ARG_WEIGHTS, ww},
+                                            {DNNL_ARG_DST, mem(pl.dst32_md, eng, pl.dy32.data())},
+                                            {DNNL_ARG_SCRATCHPAD, scratchpad(pl.wide_fwd_pd, eng)}};
+    if (cfg_.bias) args[DNNL_ARG_BIAS] = mem(pl.bias_md, eng, b.data());
+    pl.wide_fwd.execute(c_.stream(), args);
+    c_.stream().wait();
+    round_to_bf16(pl.dy32.f32(), y.as<bf16>(), y.numel());
+    return;
+  }
   memory wmem = weights(pl.user_w_md, w, pl.w_to_fwd, pl.w_fwd, pl.fwd_pd.weights_desc());
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, mem(pl.src_md, eng, x.data())},
                                           {DNNL_ARG_WEIGHTS, wmem},
@@ -192,6 +214,14 @@ OnednnConv::Plan OnednnConv::make_plan(const ConvGeometry& g, DType compute) {
   pl.gemm_1x1 = compute == DType::F32 && !cfg_.depthwise && cfg_.user_w_tag == tag::hwio && window_1x1 && unpadded &&
                 c_.fast_paths().has(FastPath::Conv1x1);
   if (pl.gemm_1x1) return pl;  // the backward weights' oneDNN primitive, where used, takes fwd_pd as its hint
+  if (compute == DType::BF16 && forward_widened(pl.fwd_pd.impl_info_str(), cfg_)) {
+    pl.widen_fwd = true;
+    make_wide(pl, g);
+    pl.wide_fwd = dnnl::convolution_forward(pl.wide_fwd_pd);
+    make_reorder(c_, pl.user_w_md, pl.wide_fwd_pd.weights_desc(), pl.w_to_wide, pl.w_wide,
+                 pl.wide_fwd_pd.weights_desc());
+    return pl;  // fwd_pd stays: the backward primitives take it as their hint
+  }
   pl.fwd = dnnl::convolution_forward(pl.fwd_pd);
   make_reorder(c_, pl.user_w_md, pl.fwd_pd.weights_desc(), pl.w_to_fwd, pl.w_fwd, pl.fwd_pd.weights_desc());
   return pl;

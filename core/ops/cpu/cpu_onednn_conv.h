@@ -1,6 +1,7 @@
 // oneDNN convolution shared by the CPU conv2d and depthwise conv2d kernels: per-shape plans, fp32 or bf16, fwd and bwd.
 #pragma once
 #include <memory>
+#include <string>
 
 #include "core/ops/conv2d.h"
 #include "core/ops/cpu/cpu_conv_wgrad.h"
@@ -37,6 +38,16 @@ class OnednnConv {
  public:
   OnednnConv(CpuContext& c, const OnednnConvConfig& cfg) : c_(c), cfg_(cfg) {}
 
+  // Whether a bf16 forward runs widened to f32: oneDNN 2.6's brgemm AMX forward kernel
+  // (brg:avx512_core_amx) places its tile scratch inside its input copy when the stride exceeds
+  // the window along the height (uxlfoundation/oneDNN#5494, fixed in 3.13): silently wrong outputs
+  // (found by tests/unit/ops/fuzz_conv_test.cpp on an AMX Xeon: a 1x2 window at stride 3, a 1x3 at
+  // stride 2). `impl`: the bf16 primitive's implementation name; the width, and depthwise windows
+  // (none seen wrong), are included to be safe.
+  // TRAINER_CONV_BF16_FWD=f32 widens every bf16 forward (the tests' way to check the widened path
+  // on CPUs without AMX).
+  static bool forward_widened(const std::string& impl, const OnednnConvConfig& cfg);
+
   // y = conv(x, w) (+ b); nothing to do when the output is empty.
   void forward(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
   // dw (and db when the config has a bias, dx when defined) from dy; all zero when the output is
@@ -60,6 +71,12 @@ class OnednnConv {
     dnnl::convolution_forward fwd;
     dnnl::reorder w_to_fwd;  // empty when the primitive takes the user's layout as is
     Tensor w_fwd;
+    // bf16 on a primitive that oneDNN 2.6's AMX forward bug hits (forward_widened): x widened to
+    // f32 (exactly), the f32 primitive `wide_fwd` on the f32 weights, y rounded to bf16 once.
+    bool widen_fwd = false;
+    dnnl::convolution_forward wide_fwd;
+    dnnl::reorder w_to_wide;
+    Tensor w_wide;
 
     bool have_bwd_data = false;
     bool widen_bwd_data = false;  // bf16 strided 1x1, odd filters: f32 primitive on widened dy (make_bwd_data)
@@ -90,7 +107,7 @@ class OnednnConv {
     bool widen_bwd_w = false;
     // The f32 twins of the activations for the widened primitives (make_wide).
     dnnl::memory::desc src32_md, dst32_md;
-    Tensor x32, dx32, dy32;  // dx32: widen_bwd_data only
+    Tensor x32, dx32, dy32;  // dx32: widen_bwd_data only; dy32 also holds y32 in a widened forward
     dnnl::convolution_forward::primitive_desc wide_fwd_pd;
     dnnl::convolution_backward_weights::primitive_desc bwd_w_pd;
     dnnl::convolution_backward_weights bwd_w;

@@ -10,6 +10,7 @@
 
 #include "../cpu_bf16.h"
 #include "core/ops/conv2d.h"
+#include "core/ops/cpu/cpu_onednn_conv.h"
 #include "core/ops/depthwise_conv2d.h"
 #include "fastpath_fuzz.h"
 
@@ -242,6 +243,43 @@ void check_bf16_backward(const Window& k) {
   }
 }
 
+// Exact values through one bf16 convolution's forward (fast paths off): y against float64 rounded
+// once to bf16, at 1-4 threads; the primitive oneDNN picks, and (TRAINER_CONV_BF16_FWD=f32) the
+// widened f32 one OnednnConv takes where that primitive is AMX's strided one (forward_widened).
+void check_bf16_forward(const Window& k) {
+  if (!cpu_bf16_refusal().empty()) TRAINER_SKIP(CpuFeature, cpu_bf16_refusal());
+  INFO(k.str());
+  const Window1d wh = window_1d(k.h, k.kh, k.sh, k.dh, k.pad), ww = window_1d(k.w, k.kw, k.sw, k.dw, k.pad);
+  const Shape xs{k.n, k.h, k.w, k.c}, ys{k.n, wh.out, ww.out, k.f};
+  const Shape ws = k.multiplier ? Shape{k.kh, k.kw, k.c, k.multiplier} : Shape{k.kh, k.kw, k.c, k.f};
+  std::mt19937_64 rng(13);
+  const ref::Vec xv = fz::exact_values(size_t(xs.numel()), rng), wv = fz::exact_values(size_t(ws.numel()), rng);
+  const ref::Vec bv = fz::exact_values(size_t(k.f), rng);
+  ref::ConvDims d{k.n, k.h, k.w, k.c, wh.out, ww.out, k.f, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, int(wh.pad_before),
+                  int(ww.pad_before)};
+  ref::Vec ry = k.multiplier ? ref::depthwise_conv2d_forward(d, xv, wv, k.bias ? &bv : nullptr)
+                             : ref::conv2d_forward(d, xv, wv, k.bias ? &bv : nullptr);
+  for (double& v : ry) v = b16::round_to(DType::BF16, v);
+  const Tensor x = b16::make(xs, DType::BF16, xv), w = from_vec(ws, wv), b = from_vec({k.f}, bv);
+  for (const bool widened : {false, true}) {
+    if (widened) setenv("TRAINER_CONV_BF16_FWD", "f32", 1);
+    for (int threads = 1; threads <= 4; ++threads) {
+      OpContext& c = fz::cpu_context_for(threads, Precision::BF16, FastPaths::none());
+      Tensor y = b16::nan_of(ys, DType::BF16), bias = k.bias ? b : Tensor();
+      if (k.multiplier)
+        make_kernel<DepthwiseConv2dKernel>(c, DepthwiseConv2dParams{k.multiplier, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw,
+                                                                    k.pad, k.bias})
+            ->forward(x, w, bias, y);
+      else
+        make_kernel<Conv2dKernel>(c, Conv2dParams{k.f, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, k.pad, k.bias})
+            ->forward(x, w, bias, y);
+      INFO(threads << " thread(s), " << (widened ? "widened to f32" : "oneDNN's choice"));
+      CHECK(fz::max_diff(b16::values(y), ry) == 0);
+    }
+    if (widened) unsetenv("TRAINER_CONV_BF16_FWD");
+  }
+}
+
 }  // namespace
 
 TEST_CASE("conv2d bf16: 1x1 convolutions with an odd number of filters give the right input gradient (oneDNN 2.6.3's jit_bf16_1x1)") {
@@ -262,4 +300,22 @@ TEST_CASE("conv2d bf16: oneDNN's weight gradients, plain (the reference path) an
   check_bf16_backward({8, 55, 57, 121, 3, 3, 1, 1, 1, 3, 3, 0, Padding::Valid, false});
   check_bf16_backward({6, 18, 1, 24, 72, 2, 2, 2, 2, 1, 1, 3, Padding::Same, false});
   check_bf16_backward({5, 19, 1, 3, 3, 5, 5, 3, 3, 1, 1, 1, Padding::Same, true});
+}
+
+TEST_CASE("conv2d bf16: windows strided past their height give the right output (oneDNN 2.6's AMX forward, #5494), widened or not") {
+  // On an AMX Xeon (the GPU machine, 2026-11-30) oneDNN's brgemm forward (brg:avx512_core_amx)
+  // returned wrong outputs where the stride exceeds the window's height: cases 158 and 187 of the
+  // fuzz test above, seed 20261128. OnednnConv::forward_widened sends those to the f32 primitive;
+  // on CPUs without AMX this checks the widened path (and oneDNN's own) against float64.
+  check_bf16_forward({6, 20, 7, 36, 59, 1, 2, 3, 3, 1, 1, 0, Padding::Same, true});   // case 158
+  check_bf16_forward({3, 10, 11, 77, 38, 1, 3, 2, 2, 1, 1, 0, Padding::Same, true});  // case 187
+  check_bf16_forward({2, 13, 9, 16, 32, 1, 1, 2, 2, 1, 1, 0, Padding::Valid, false});  // a strided 1x1 (downsampling)
+  check_bf16_forward({2, 12, 12, 5, 10, 2, 2, 3, 3, 1, 1, 2, Padding::Same, true});    // depthwise, stride 3
+  // Which forwards are widened: AMX's primitive with a stride past the window's height or width only.
+  cpu::OnednnConvConfig strided{false, dnnl::memory::format_tag::hwio, 1, 2, 3, 3, 1, 1, true};
+  cpu::OnednnConvConfig dense{false, dnnl::memory::format_tag::hwio, 3, 3, 2, 2, 1, 1, true};
+  CHECK(cpu::OnednnConv::forward_widened("brg:avx512_core_amx", strided));
+  CHECK_FALSE(cpu::OnednnConv::forward_widened("brg:avx512_core_amx", dense));
+  CHECK_FALSE(cpu::OnednnConv::forward_widened("brg:avx512_core", strided));
+  CHECK_FALSE(cpu::OnednnConv::forward_widened("jit:avx512_core_bf16", strided));
 }

@@ -16,15 +16,20 @@ bool run_recorded(OpContext& ctx, RecordedStep& r, bool record, std::string& fai
   // How this step runs: as launched (nothing can be recorded), launched as a kind's first,
   // recorded, or its recording replayed — with several ranks, the least any rank can (the order of
   // Mode), so that all do the same.
+  // A kind whose launched call is older than a block handed back (another kind's launched step
+  // made a buffer of its own shape again: a dropout mask per batch size) runs as launched again
+  // first: recorded now, it would make that buffer again inside the capture, which fails it.
   enum Mode { Launch, First, Record, Replay };
+  const bool warm = r.warm && ctx.released_blocks() == r.warm_at;
   int mode = !record || !ctx.can_capture() || !failed_before.empty() ? Launch
              : r.work                                                    ? Replay
-             : !r.warm                                                   ? First
+             : !warm                                                     ? First
                                                                          : Record;
   if (hooks.least) mode = hooks.least(mode);
   if (mode == Launch || mode == First) {
     work();
     r.warm = true;
+    r.warm_at = ctx.released_blocks();
     return false;
   }
   if (mode == Replay) {

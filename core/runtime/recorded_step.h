@@ -16,6 +16,7 @@ struct RecordedStep {
   bool warm = false;                    // ran as launched once: its plans, choices and scratch exist
   std::unique_ptr<CapturedWork> work;   // the recording, once made
   uint64_t released_at = 0;             // the context's released_blocks() when recorded
+  uint64_t warm_at = 0;                 // the context's released_blocks() after its last launched run
 };
 
 struct RecordHooks {
@@ -33,7 +34,11 @@ struct RecordHooks {
 // (`record` false, a context that cannot capture) or a recording of its family failed
 // (`failed_before`, set then and kept: a note line says why). A block handed back to the context
 // since the recording (an arena, scratch or buffer grown elsewhere) makes the next call launched
-// and record again. Returns whether the recording was replayed.
+// and record again; so does one handed back between a kind's launched call and its recording
+// (another kind's launched step made a buffer of another shape — a dropout mask of its batch
+// size — that this kind would make again inside the capture, where nothing may allocate).
+// Returns whether the recording was replayed (the recording call's too: it replays what it
+// recorded).
 bool run_recorded(OpContext& ctx, RecordedStep& r, bool record, std::string& failed_before,
                   const std::function<void()>& work, const RecordHooks& hooks = {});
 

@@ -43,7 +43,11 @@ class Dropout final : public Layer {
       ctx().copy(y.data(), x[0]->data(), y.bytes());
       return;
     }
-    if (mask_.shape() != x[0]->shape()) mask_ = ctx().empty(x[0]->shape(), DType::U8);
+    // The mask's memory grows and is kept (a short batch views the front of it): made again at
+    // each batch size, a step recorded as a CUDA graph after another size's launched step would
+    // allocate it inside the capture (docs/gpu-runs/2026-11-30-h200.md).
+    if (mask_.shape() != x[0]->shape())
+      mask_ = Tensor::view(mask_mem_.get(ctx(), size_t(x[0]->numel())), x[0]->shape(), DType::U8, ctx().device());
     k_->forward(*x[0], y, mask_, step_ ? DropoutSeed{node_, step_} : DropoutSeed{seed_, nullptr});
   }
   void backward(const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
@@ -59,7 +63,8 @@ class Dropout final : public Layer {
   const StepScalars* step_ = nullptr;  // a recorded step's seed source (set_step_scalars)
   uint64_t node_ = 0;
   bool training_ = false;
-  Tensor mask_;
+  Tensor mask_;      // a view of mask_mem_ at this batch's shape
+  Scratch mask_mem_;
   KernelSlot<DropoutKernel> k_;
 };
 

@@ -129,10 +129,7 @@ class PipelineCopy final : public Trainee {
   int64_t program_steps_ = 0;
   uint64_t generation_ = 0;  // the boundaries' buffers' (size_boundaries)
   int microbatches_ = 1;
-  // Accumulation: per stage, the step's earlier micro-batches' gradient sum; hold_: this pass's
-  // gradients go into it (hold_first_: replace it); add_: it goes into this pass's gradients.
-  std::vector<std::unique_ptr<GradAccumulator>> held_grads_;
-  bool hold_ = false, hold_first_ = false, add_ = false;
+  bool hold_ = false, hold_first_ = false, add_ = false;  // see held_grads_
   int64_t reduced_steps_ = 0;
   std::vector<UpdatePart> update_parts_;  // each stage's optimizer, for the step's update
   int rank_ = 0;
@@ -141,6 +138,11 @@ class PipelineCopy final : public Trainee {
   std::vector<std::unique_ptr<StatsSync>> syncs_;  // hybrid with sync_bn: per stage
   Mailbox box_;
   std::vector<std::unique_ptr<StageRuntime>> stages_;
+  // Accumulation: per stage, the step's earlier micro-batches' gradient sum; hold_: this pass's
+  // gradients go into it (hold_first_: replace it); add_: it goes into this pass's gradients.
+  // Declared after stages_ so that it goes first: its tensors live in the stages' contexts (a GPU
+  // stage's allocator dies with its context: the other order crashed on two GPU stages, 2026-11-30).
+  std::vector<std::unique_ptr<GradAccumulator>> held_grads_;
   std::vector<Boundary> bounds_;
   std::unique_ptr<StageThreads> threads_;
   std::vector<std::unique_ptr<ModelState>> stage_states_;

@@ -325,22 +325,22 @@ phase_gpt() {
   # The GPT-2 rows first: their code (cuDNN's attention above all) has not run on a GPU yet, and the
   # phase often starts late in a command; gpt_bytes' epochs and the PyTorch comparison after them.
   # GPT-2 small's shape on synthetic ids (llm.c's single-GPU batch, 4 x 1024): tokens/s = samples/s x 1024.
-  # The third row: cuDNN's fused flash attention (attn_cudnn, off by default until this row and the
-  # ops phase's test have run on a GPU; its log says, on stderr, any shape cuDNN refused and the
-  # GEMM path took); the fourth: attention by its reference kernel (one block per query row), not
-  # the attn_gemm fast path's batched GEMMs, to show what that path gains.
+  # bf16 by default runs cuDNN's fused flash attention (attn_cudnn, on by default since the H200 run
+  # of 2026-11-30; its log says, on stderr, any shape cuDNN refused and the GEMM path took); the
+  # third row without it (attn_gemm's batched GEMMs), the fourth attention by its reference kernel
+  # (one block per query row), to show what each path gains.
   local v fast
-  for v in "fp32|default" "bf16|default" "bf16|attn_cudnn" "bf16|-attn_gemm"; do
+  for v in "fp32|default" "bf16|default" "bf16|-attn_cudnn" "bf16|-attn_cudnn,-attn_gemm"; do
     p=${v%%|*} fast=${v#*|}
     local suffix=""
     [ "$fast" = default ] || suffix=" $fast"
     local label="gpt2_124m b4 $p$suffix (ms, tokens/s, graph)"
     ((dry)) && { skip "$label" "trainer bench configs/gpt2_124m.yaml"; continue; }
     (($(left) < 10)) && { row "$label" "not run (time bound)"; continue; }
-    # cuDNN's warnings (why an engine refused a graph) beside the row's log, for the attn_cudnn row;
+    # cuDNN's warnings (why an engine refused a graph) beside the row's log, for the bf16 default row;
     # TRAINER_CUDNN_LOG=1: the log names each attention plan's engine (and each convolution's choice).
     local dbg=0
-    [ "$fast" = attn_cudnn ] && dbg=2
+    [ "$p/$fast" = bf16/default ] && dbg=2
     o=$(CUDNN_LOGLEVEL_DBG=$dbg CUDNN_LOGDEST_DBG="$out/gpt2-cudnn-warnings.log" TRAINER_CUDNN_LOG=1 TRAINER_FAST_PATHS=$fast \
           run_bounded "${step_timeout[$phase]}" "$T" bench configs/gpt2_124m.yaml --gpus 0 \
           --steps 20 --warmup 5 --json --set precision=$p 2>&1)

@@ -80,8 +80,8 @@ FastPaths FastPaths::from_env() {
 }
 
 std::string FastPaths::str() const {
-  if (on_ == kAll) return "all";
   if (on_ == kDefault) return "default";
+  if (on_ == kAll) return "all";
   if (on_ == 0) return "none";
   std::string s;
   for (FastPath p : kEvery) {

@@ -212,7 +212,7 @@ std::vector<std::string> RunPlan::banner(const RunSpec& e) const {
   }
   if (const FastPaths fast = FastPaths::from_env(); !(fast == FastPaths::defaults()))
     lines.push_back("Note: fast paths " + fast.str() +
-                    " (TRAINER_FAST_PATHS and the like; the default set is every one but attn_cudnn): the others run "
+                    " (TRAINER_FAST_PATHS and the like; the default set is every one): the others run "
                     "the paths they replaced");
   std::string mem = "Memory (f32; parameters with gradients and optimizer state; activations with their gradients, "
                     "per batch of " + std::to_string(batch) + "):";

@@ -50,15 +50,15 @@ std::string run_pair(const std::string& tag, const std::string& args, int per, s
   return dir;
 }
 
-// `extra`: more --set overrides for both runs.
-void check_equivalent(int per_process, const std::string& extra = "") {
+// `extra`: more --set overrides for both runs; `bound`: the largest weight difference allowed.
+void check_equivalent(int per_process, const std::string& extra = "", double bound = 1e-5) {
   std::string said;
   const std::string dir = run_pair("mpi" + std::to_string(per_process), "run " + kSmoke + kTen + extra, per_process, &said);
   CHECK_THAT(said, Contains(std::to_string(2 * per_process) + " replicas in 2 processes"));
   double d = max_weight_diff(dir + "/one/checkpoints/epoch-0001.safetensors", dir + "/two/checkpoints/epoch-0001.safetensors");
   WARN("mpirun -np 2 x --cpu " << per_process << " vs one process --cpu " << 2 * per_process
                               << " after 10 steps (smoke.yaml" << extra << "): max |dw| = " << d);
-  CHECK(d <= 1e-5);
+  CHECK(d <= bound);
 }
 
 }  // namespace
@@ -84,7 +84,12 @@ TEST_CASE("e2e mpi: with sync_bn, 2 processes x --cpu 2 train as one process wit
   if (e2e::skip_without_mpirun()) return;
   // Each batch norm's statistics summed over the process's replicas, then across the processes
   // (ProcessComm's all-reduce: MPI between the processes' local rank 0).
-  check_equivalent(2, " --set train.sync_bn=true");
+  // The statistics of four replicas are summed in another order in each layout — ((r0 + r1) + r2)
+  // + r3 in one process, (r0 + r1) + (r2 + r3) across two — so the weights drift apart by float
+  // rounding over the 10 steps: 3.7e-6 on 2 AVX2 cores, 1.36e-5 on an AVX-512 Xeon (the GPU
+  // machine's host, 2026-11-30), where 1e-5 failed. Batch norm without sync_bn ends 6e-2 away (one
+  // process, --cpu 4, the same 10 steps).
+  check_equivalent(2, " --set train.sync_bn=true", 5e-5);
 }
 
 // Hybrid (copies of a pipeline, data parallel) with whole copies in each process: stage s of every

@@ -42,7 +42,10 @@ TEST_CASE("e2e watchdog: a replica that stops names itself and the one waiting f
   // Before the abort, a warning naming the held rank, after max(20 steps, a quarter of the limit) = 0.5 s.
   const size_t warned = held.r.err.find("watchdog: warning: rank 1 (process 0, pid ");
   CHECK(warned < held.r.err.find("stalled: no progress for "));
-  CHECK_THAT(held.r.err, Contains(") has been in forward at step 40 for ") && Contains(" s (a step takes ") &&
+  // "(a step takes … s)" follows the time only when the watchdog saw steps finish between two of its
+  // looks (every 0.2 s here): on the GPU machine's 16 cores (2026-11-30) all 40 steps ran before its
+  // first look, and it rightly said nothing (StepClock: tests/unit/core/watchdog_test.cpp).
+  CHECK_THAT(held.r.err, Contains(") has been in forward at step 40 for ") &&
                              Contains("; the job ends if it makes no progress for train.watchdog_s 2 s"));
   // The last completed step's copy (taken when it costs under 2% of the time: most steps here), or
   // the epoch's checkpoint when no step since was copied.

@@ -98,19 +98,21 @@ if [ "${1:-}" = "--plan" ]; then
     ((sum <= 540)) || bad=1
     printf '  %d. bash scripts/gpu-check.sh %-28s # bounds sum to %3d s\n' "$i" "$c" "$sum"
   done
-  printf '\nPhases end well inside their bounds (an H200, 2026-11-27 evening: ops 20 s, memcheck 21 s, core 4 s,\n'
-  printf 'engine 16 s, configs 116 s, e2e 62 s, bench 129 s, configs-mnv2 65 s, graphs 15 s, racecheck 48 s,\n'
-  printf 'bench-b64 126 s; bench-mnv2 189 s in the morning run), and the command stops starting phases at\n'
-  printf 'GPU_CHECK_BUDGET. With 15 minutes of device time (a start took ~35 s), two commands on the warm machine.\n'
-  printf 'Correctness first (the GPU code written since 2026-11-27 has never run: read-back statistics, the\n'
-  printf 'step state, NCCL in the graph, cuDNN attention: the gpt phase runs its GPT-2 rows first), then the\n'
-  printf 'open issues'"'"' rows (45: step-graphs; 46: the seed epoch and its breakdown, configs-mgn):\n'
-  printf '  GPU_CHECK_BUDGET=540 GPU_CHECK_JOBS=8 bash scripts/gpu-check.sh ops core engine e2e step-graphs \\\n'
-  printf '    configs-mgn gpt\n'
-  printf 'then, warm: GPU_CHECK_BUDGET=B bash scripts/gpu-check.sh memcheck bench-b64, with B the device tool'"'"'s\n'
-  printf 'status budget_left_s minus ~45 s, and the tool'"'"'s timeout_s a little above B (B + 20). Each command\n'
+  printf '\nPhases end well inside their bounds (an H200, 2026-11-30: ops 52 s, core 28 s, engine 16 s, e2e 70 s,\n'
+  printf 'step-graphs 48 s, configs-mgn 30 s, gpt 139 s, memcheck 50 s, racecheck 64 s, bench-b64 216 s; 2026-11-27:\n'
+  printf 'configs 116 s, bench 129 s, configs-mnv2 65 s, graphs 15 s, bench-mnv2 189 s), and the command stops\n'
+  printf 'starting phases at GPU_CHECK_BUDGET. With 15 minutes of device time (a start took ~35 s), two commands\n'
+  printf 'on the warm machine. First what the 2026-11-30 run found and was fixed blind (docs/gpu-runs/\n'
+  printf '2026-11-30-h200.md: the AMX bf16 convolution in ops, the recorded-step counts in core, model_parallel\n'
+  printf 'with accumulation in step-graphs), then configs (not run since 2026-11-27) and gpt (attn_cudnn now the\n'
+  printf 'default):\n'
+  printf '  GPU_CHECK_BUDGET=540 GPU_CHECK_JOBS=8 bash scripts/gpu-check.sh ops core engine step-graphs configs \\\n'
+  printf '    gpt\n'
+  printf 'then, warm: GPU_CHECK_BUDGET=B bash scripts/gpu-check.sh bench-mnv2 configs-mgn memcheck bench, with B\n'
+  printf 'the device tool'"'"'s status budget_left_s minus ~45 s, and the tool'"'"'s timeout_s a little above B (B + 20)\n'
+  printf '(issue 46: MobileNetV2 against PyTorch, never measured in bf16; the seed epoch'"'"'s breakdown). Each command\n'
   printf 'leaves $OUT/gpu-check-summary.log and $OUT/gpu-check-logs.tar.gz (2 files back). Build the pack\n'
-  printf 'first: scripts/gpu-check.sh pack (7 min on 2 cores)\n'
+  printf 'first: scripts/gpu-check.sh pack (7-12 min on 2 cores)\n'
   # The pack must hold binaries built from this tree (see source_hash): say so here, before device time goes.
   if [ ! -f .device-pack/trainer-gpu.tar.xz ]; then
     printf '\nWARNING: no pack (.device-pack/trainer-gpu.tar.xz): build it with scripts/gpu-check.sh pack\n'

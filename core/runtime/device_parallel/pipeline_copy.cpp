@@ -241,29 +241,43 @@ void PipelineCopy::size_boundaries(const std::vector<int64_t>& lo) {
   auto want = [&](const Boundary& bd, size_t m) {
     return stages_[size_t(bd.from)]->graph().nodes()[size_t(bd.node)].shape.with_batch(lo[m + 1] - lo[m]);
   };
-  bool same = true;
+  auto holds = [](const Tensor& mem, const Shape& w) { return mem.defined() && mem.numel() >= w.numel(); };
+  bool same = true, fits = true;
   for (Boundary& bd : bounds_) {
-    bd.fwd.resize(size_t(microbatches_));
-    bd.bwd.resize(size_t(microbatches_));
+    for (auto* v : {&bd.fwd, &bd.bwd, &bd.fwd_mem, &bd.bwd_mem}) v->resize(size_t(microbatches_));
     if (bd.no_grad.size() != size_t(microbatches_)) bd.no_grad.assign(size_t(microbatches_), 0);  // kept: recordings hold its address
-    for (size_t m = 0; m < M; ++m) same = same && bd.fwd[m].shape() == want(bd, m) && bd.bwd[m].shape() == want(bd, m);
+    for (size_t m = 0; m < M; ++m) {
+      const Shape w = want(bd, m);
+      same = same && bd.fwd[m].shape() == w && bd.bwd[m].shape() == w;
+      fits = fits && holds(bd.fwd_mem[m], w) && holds(bd.bwd_mem[m], w);
+    }
   }
   if (same) return;
-  ++generation_;  // recordings that copy into these buffers are made again
-  // Each buffer in the memory of the stage that reads it (host memory between a CPU and a GPU
-  // stage), made on that stage's thread. No pass is running, and every queue is drained first (an
-  // update may still be queued): a block let go here and handed out again as a buffer another
-  // stage's queue writes must be idle.
-  threads_->run_all([&](int s) {
-    OpContext& ctx = stages_[size_t(s)]->context();
-    ctx.drain();
-    for (Boundary& bd : bounds_)
-      for (size_t m = 0; m < M; ++m) {
-        const Shape w = want(bd, m);
-        if (bd.to == s && bd.fwd[m].shape() != w) bd.fwd[m] = bd.staged ? Tensor::empty(w) : ctx.empty(w);
-        if (bd.from == s && bd.bwd[m].shape() != w) bd.bwd[m] = bd.staged ? Tensor::empty(w) : ctx.empty(w);
-      }
-  });
+  if (!fits) {
+    ++generation_;  // recordings that copy into these buffers are made again
+    // Each buffer in the memory of the stage that reads it (host memory between a CPU and a GPU
+    // stage), made on that stage's thread. No pass is running, and every queue is drained first (an
+    // update may still be queued): a block let go here and handed out again as a buffer another
+    // stage's queue writes must be idle.
+    threads_->run_all([&](int s) {
+      OpContext& ctx = stages_[size_t(s)]->context();
+      ctx.drain();
+      for (Boundary& bd : bounds_)
+        for (size_t m = 0; m < M; ++m) {
+          const Shape flat{want(bd, m).numel()};
+          if (bd.to == s && !holds(bd.fwd_mem[m], flat)) bd.fwd_mem[m] = bd.staged ? Tensor::empty(flat) : ctx.empty(flat);
+          if (bd.from == s && !holds(bd.bwd_mem[m], flat)) bd.bwd_mem[m] = bd.staged ? Tensor::empty(flat) : ctx.empty(flat);
+        }
+    });
+  }
+  // The same addresses in every shape: a recording made for one batch size still copies into the
+  // buffers another size's pass uses.
+  for (Boundary& bd : bounds_)
+    for (size_t m = 0; m < M; ++m) {
+      const Shape w = want(bd, m);
+      bd.fwd[m] = bd.fwd_mem[m].slice(0, w.numel()).reshape(w);
+      bd.bwd[m] = bd.bwd_mem[m].slice(0, w.numel()).reshape(w);
+    }
 }
 
 void PipelineCopy::sum_shared_gradients() {

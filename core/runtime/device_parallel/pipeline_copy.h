@@ -92,6 +92,8 @@ class PipelineCopy final : public Trainee {
   // Tests: run the step as the stages' programs (as called) on any device, CPU stages included.
   void set_fixed_anywhere(bool on) { fixed_anywhere_ = on; }
   int64_t program_steps() const { return program_steps_; }  // micro-batches run as programs
+  // How often the boundaries' buffers were made (again): once, and once more per larger micro-batch.
+  uint64_t boundary_generation() const { return generation_; }
 
  protected:
   LossStats forward_backward(const Batch& b, uint64_t seed, float grad_scale, Grads g) override;
@@ -109,8 +111,9 @@ class PipelineCopy final : public Trainee {
   // `b` cut into (at most) M micro-batches, the boundaries' buffers sized for them and the mailbox
   // cleared: a pass's or a program's start.
   std::vector<MicroBatch> micro_batches(const Batch& b, int M);
-  // The boundaries' buffers for micro-batches [lo[m], lo[m+1]) (made again where a shape changed:
-  // generation_ moves, and the programs that copy into them record again).
+  // The boundaries' buffers for micro-batches [lo[m], lo[m+1]): views of memory that grows and is
+  // kept (a short batch's or evaluation's micro-batch views its front), made again only where a
+  // micro-batch outgrows it (generation_ moves, and the programs that copy into them record again).
   void size_boundaries(const std::vector<int64_t>& lo);
   void sum_shared_gradients();
   // inject_nonfinite(): an inf in the first gradient of the first stage that has trainable

@@ -31,7 +31,8 @@ struct Boundary {
   bool staged = false;
   OpContext* from_ctx = nullptr;  // the stages' contexts
   OpContext* to_ctx = nullptr;
-  std::vector<Tensor> fwd, bwd;
+  std::vector<Tensor> fwd, bwd;          // per micro-batch: views of fwd_mem, bwd_mem at its shape
+  std::vector<Tensor> fwd_mem, bwd_mem;  // their memory (flat, grown, kept: size_boundaries)
   // Per micro-batch: the receiving stage computed no gradient of this input (the sender adds zeros).
   std::vector<char> no_grad;
 };

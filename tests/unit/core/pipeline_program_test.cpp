@@ -115,6 +115,36 @@ TEST_CASE("pipeline program: accumulated micro-batches (held sums inside the pro
   }
 }
 
+TEST_CASE("pipeline program: batches of several sizes view the same boundary buffers (made again only when a "
+          "micro-batch outgrows them) and give the ordinary step's bits",
+          "[device_parallel]") {
+  // M = 2: 12 rows make the buffers (6 + 6), 6 and 12 view them, 16 (8 + 8) outgrows them once, 12
+  // and 7 (3 + 4) view them again. Before, every change of size made them again, and a recorded
+  // stage recorded again (a short last batch and evaluation: every epoch).
+  const RunSpec e = experiment(kDropGpt, {"pipeline.microbatches=2"});
+  const std::vector<int64_t> sizes{12, 6, 12, 16, 12, 7};
+  const std::vector<uint64_t> made{1, 1, 1, 2, 2, 2};
+  std::vector<double> losses[2];
+  std::vector<uint64_t> generations[2];
+  std::map<std::string, std::vector<float>> weights[2];
+  for (const int program : {0, 1}) {
+    PipelineCopy w(trainee_spec(e), cpus(e), 1);
+    w.set_fixed_anywhere(program == 1);
+    bool stop = false;
+    for (size_t s = 0; s < sizes.size(); ++s) {
+      const Batch b = random_batch(e, sizes[s], 256, uint32_t(200 + s));
+      losses[program].push_back(w.train_step(b, 0.05f, uint64_t(s), stop, MicroStep{0, 1, 0}).loss_sum);
+      generations[program].push_back(w.boundary_generation());
+    }
+    weights[program] = by_name(w.state());
+    if (program) CHECK(w.program_steps() == int64_t(sizes.size()));
+  }
+  CHECK(generations[0] == made);
+  CHECK(generations[1] == made);
+  CHECK(losses[1] == losses[0]);
+  CHECK(max_diff(weights[1], weights[0]) == 0.0);
+}
+
 TEST_CASE("pipeline program: what the stages must decide together (clipping, loss scaling), shared layers and EMA run "
           "the ordinary step",
           "[device_parallel]") {

@@ -83,6 +83,8 @@ if [ "$device" = cuda ]; then
     o=$(timeout -k 5 "$(within 300)" "$trainer" bench "$config" --gpus 0 --steps "$steps" --warmup 10 --set train.batch_size="$batch" \
           "${ours_prec[@]}" 2>&1) || { echo "bench-vs-pytorch: trainer bench failed: $(tail -1 <<<"$o")"; exit 1; }
     ips[trainer]+=" $(field images_per_sec <<<"$o")" mem[trainer]+=" $(field peak_device_mb <<<"$o")"
+    # Each figure as it is measured (a caller's deadline may cut the round: gpu-check keeps these).
+    echo "measured: round $r: trainer ${ips[trainer]##* } img/s"
     line="round $r: trainer ${ips[trainer]##* } img/s"
     for v in "${variants[@]}"; do
       rc=0 limit=$(within 400)
@@ -95,6 +97,7 @@ if [ "$device" = cuda ]; then
         continue
       fi
       ips[$v]+=" $(field images_per_s <<<"$t")" mem[$v]+=" $(field peak_device_mb <<<"$t")" warm[$v]+=" $(field warmup_seconds <<<"$t")"
+      echo "measured: round $r: $(label "$v") ${ips[$v]##* } img/s (warm-up ${warm[$v]##* } s)"
       line+=", $(label "$v") ${ips[$v]##* }"
     done
     echo "$line"

@@ -232,7 +232,10 @@ referee() {  # referee <model> <batch> <precision> <rounds>: its summary rows
   last=$(grep -v '^[[:space:]]*$' "$out/bench-$tag.log" | tail -1)
   case $rc in
     0) ;;
-    124 | 137) row "  $tag" "timed out after $((t1 - t0b)) s (the phase's deadline or GPU_CHECK_BUDGET): ${last:-no output yet}" ;;
+    124 | 137)
+      # What the cut round had measured (bench-vs-pytorch prints each figure as it comes), then why it ended.
+      while read -r l; do row "  $tag" "$l"; done < <(sed -n 's/^measured: //p' "$out/bench-$tag.log")
+      row "  $tag" "timed out after $((t1 - t0b)) s (the phase's deadline or GPU_CHECK_BUDGET): ${last:-no output yet}" ;;
     *) row "  $tag" "bench-vs-pytorch exit $rc: ${last:-no output}" ;;
   esac
 }

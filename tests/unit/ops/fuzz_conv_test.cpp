@@ -203,6 +203,19 @@ TEST_CASE("conv2d: strided 1x1 weight gradients with few input channels are righ
 
 namespace {
 
+// A window's tensor shapes (x, y, the weights) and the float64 reference's dimensions.
+struct Dims {
+  Shape xs, ys, ws;
+  ref::ConvDims d;
+};
+Dims dims_of(const Window& k) {
+  const Window1d wh = window_1d(k.h, k.kh, k.sh, k.dh, k.pad), ww = window_1d(k.w, k.kw, k.sw, k.dw, k.pad);
+  return {Shape{k.n, k.h, k.w, k.c}, Shape{k.n, wh.out, ww.out, k.f},
+          k.multiplier ? Shape{k.kh, k.kw, k.c, k.multiplier} : Shape{k.kh, k.kw, k.c, k.f},
+          ref::ConvDims{k.n, k.h, k.w, k.c, wh.out, ww.out, k.f, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw,
+                        int(wh.pad_before), int(ww.pad_before)}};
+}
+
 // Exact values (k/2^s) through one bf16 convolution (plain, or depthwise when k.multiplier > 0)
 // with every fast path off (oneDNN's kernels, as TRAINER_FAST_PATHS=none runs them): dx against
 // float64 rounded once to bf16, dw and db against float64 exactly (every partial sum is a float),
@@ -210,14 +223,12 @@ namespace {
 void check_bf16_backward(const Window& k) {
   if (!cpu_bf16_refusal().empty()) TRAINER_SKIP(CpuFeature, cpu_bf16_refusal());
   INFO(k.str());
-  const Window1d wh = window_1d(k.h, k.kh, k.sh, k.dh, k.pad), ww = window_1d(k.w, k.kw, k.sw, k.dw, k.pad);
-  const Shape xs{k.n, k.h, k.w, k.c}, ys{k.n, wh.out, ww.out, k.f};
-  const Shape ws = k.multiplier ? Shape{k.kh, k.kw, k.c, k.multiplier} : Shape{k.kh, k.kw, k.c, k.f};
+  const Dims g = dims_of(k);
+  const Shape &xs = g.xs, &ys = g.ys, &ws = g.ws;
+  const ref::ConvDims& d = g.d;
   std::mt19937_64 rng(11);
   const ref::Vec xv = fz::exact_values(size_t(xs.numel()), rng), dyv = fz::exact_values(size_t(ys.numel()), rng);
   const ref::Vec wv = fz::exact_values(size_t(ws.numel()), rng);
-  ref::ConvDims d{k.n, k.h, k.w, k.c, wh.out, ww.out, k.f, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, int(wh.pad_before),
-                  int(ww.pad_before)};
   ref::Vec rdx, rdw, rdb;
   if (k.multiplier)
     ref::depthwise_conv2d_backward(d, xv, wv, dyv, rdx, rdw, rdb);
@@ -249,14 +260,12 @@ void check_bf16_backward(const Window& k) {
 void check_bf16_forward(const Window& k) {
   if (!cpu_bf16_refusal().empty()) TRAINER_SKIP(CpuFeature, cpu_bf16_refusal());
   INFO(k.str());
-  const Window1d wh = window_1d(k.h, k.kh, k.sh, k.dh, k.pad), ww = window_1d(k.w, k.kw, k.sw, k.dw, k.pad);
-  const Shape xs{k.n, k.h, k.w, k.c}, ys{k.n, wh.out, ww.out, k.f};
-  const Shape ws = k.multiplier ? Shape{k.kh, k.kw, k.c, k.multiplier} : Shape{k.kh, k.kw, k.c, k.f};
+  const Dims g = dims_of(k);
+  const Shape &xs = g.xs, &ys = g.ys, &ws = g.ws;
+  const ref::ConvDims& d = g.d;
   std::mt19937_64 rng(13);
   const ref::Vec xv = fz::exact_values(size_t(xs.numel()), rng), wv = fz::exact_values(size_t(ws.numel()), rng);
   const ref::Vec bv = fz::exact_values(size_t(k.f), rng);
-  ref::ConvDims d{k.n, k.h, k.w, k.c, wh.out, ww.out, k.f, k.kh, k.kw, k.sh, k.sw, k.dh, k.dw, int(wh.pad_before),
-                  int(ww.pad_before)};
   ref::Vec ry = k.multiplier ? ref::depthwise_conv2d_forward(d, xv, wv, k.bias ? &bv : nullptr)
                              : ref::conv2d_forward(d, xv, wv, k.bias ? &bv : nullptr);
   for (double& v : ry) v = b16::round_to(DType::BF16, v);

@@ -404,6 +404,14 @@ phase_core() { isolated unit_core "$jobs"; }
 phase_e2e() {
   isolated unit_data 8
   command -v mpirun >/dev/null || row "  e2e" "no mpirun on this machine: the mpi cases skip, saying so"
+  # The tests' peers and readers (the Keras peer on the GPU above all) with this machine's python3
+  # where it has PyTorch and numpy (its /usr/bin/python3 has neither: 28 skips on 2026-11-30).
+  local py
+  py=$(command -v python3 || true)
+  if ((!dry)) && [ -n "$py" ] && "$py" -c 'import torch, numpy' >/dev/null 2>&1; then
+    export TRAINER_PYTHON=$py
+    row "  e2e" "TRAINER_PYTHON=$py ($("$py" -c 'import torch; print("PyTorch", torch.__version__)' 2>&1 | tail -1))"
+  fi
   isolated e2e 3
 }
 sanitizer() {  # sanitizer <tool> <jobs> [run-isolated options]

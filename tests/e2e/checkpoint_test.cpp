@@ -166,7 +166,7 @@ TEST_CASE("e2e checkpoint: an independent reader (Python, numpy) reads the tenso
   std::string dir = setup("pyread");
   REQUIRE(e2e::trainer("run c.yaml --run-dir r --set train.epochs=1", dir).code == 0);
   std::string file = dir + "/r/checkpoints/epoch-0001.safetensors";
-  std::string cmd = "/usr/bin/python3 '" TRAINER_SOURCE_DIR "/tests/e2e/read_safetensors.py' '" + file + "' >'" + dir + "/py.txt'";
+  std::string cmd = e2e::python() + " '" TRAINER_SOURCE_DIR "/tests/e2e/read_safetensors.py' '" + file + "' >'" + dir + "/py.txt'";
   REQUIRE(std::system(cmd.c_str()) == 0);
   std::istringstream py(e2e::read_file(dir + "/py.txt"));
   trainer::SafeTensorsReader ours(file);

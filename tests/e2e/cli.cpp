@@ -113,16 +113,21 @@ bool skip_without_gpu() {
   return true;
 }
 
+std::string python() {
+  const char* p = std::getenv("TRAINER_PYTHON");
+  return p && *p ? p : "/usr/bin/python3";
+}
+
 bool skip_without_python(const std::vector<std::pair<std::string, std::string>>& modules) {
   std::string missing, packages;
   for (const auto& [module, package] : modules)
-    if (std::system(("/usr/bin/python3 -c 'import " + module + "' >/dev/null 2>&1").c_str()) != 0) {
+    if (std::system((python() + " -c 'import " + module + "' >/dev/null 2>&1").c_str()) != 0) {
       missing += (missing.empty() ? "" : ", ") + module;
       packages += (packages.empty() ? "" : " ") + package;
     }
   if (missing.empty()) return false;
   trainer::test::record_skip(trainer::test::Missing::Package,
-                             "/usr/bin/python3 cannot import " + missing + " (scripts/setup.sh installs " + packages + ")");
+                             python() + " cannot import " + missing + " (scripts/setup.sh installs " + packages + ")");
   return true;
 }
 

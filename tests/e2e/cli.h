@@ -46,11 +46,15 @@ std::string shared_data_dir();
 // before `mpirun`; mpirun() adds `mpirun` with the flags a CI container needs (root, more
 // processes than its 2 cores), `wrapper` (e.g. "timeout 60 ") before it; the caller adds -np N.
 bool have_mpirun();
+// The Python the tests run their independent readers and peers with: TRAINER_PYTHON, else Debian's
+// /usr/bin/python3 (whose packages scripts/setup.sh installs). The GPU machine's own python3 has
+// PyTorch with CUDA: gpu-check's e2e phase points TRAINER_PYTHON at it.
+std::string python();
 std::string mpi_env();
 std::string mpirun(const std::string& wrapper = "");
 
 // Skips (skip.h, Missing::Package) that tell the caller to return: true, after recording the skip,
-// when mpirun is missing; when /usr/bin/python3 cannot import one of the modules (pairs of module
+// when mpirun is missing; when python() cannot import one of the modules (pairs of module
 // and the Debian package that has it), naming those it cannot import; when a command is missing;
 // (Missing::Gpu) when `trainer devices` lists no GPU 0, with its reason.
 //   if (e2e::skip_without_mpirun()) return;

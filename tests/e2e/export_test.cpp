@@ -14,7 +14,7 @@
 
 namespace {
 
-const std::string kPython = "/usr/bin/python3";  // Debian's: python3-onnx, python3-opencv, python3-numpy
+const std::string kPython = e2e::python();  // Debian's: python3-onnx, python3-opencv, python3-numpy
 
 // Records a skip (Missing::Package) and returns true when kPython cannot import onnx, cv2 or numpy.
 bool skip_without_python_deps() {

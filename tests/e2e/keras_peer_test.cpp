@@ -27,7 +27,7 @@ void peer_check(const std::string& script, const std::string& title, const std::
   const std::string dir = e2e::temp_dir("keras_peer");
   const std::string env = on.gpu ? "TRAINER_PEER_ARGS='--gpus 0 --set devices.tf32=false' "
                                  : "TRAINER_PEER_THREADS=" + std::to_string(on.threads) + " ";
-  const std::string cmd = env + "/usr/bin/python3 '" TRAINER_SOURCE_DIR "/tests/e2e/keras_peer/" + script + "' '" +
+  const std::string cmd = env + e2e::python() + " '" TRAINER_SOURCE_DIR "/tests/e2e/keras_peer/" + script + "' '" +
                           TRAINER_BINARY "' '" + dir + "' " + pass + " >'" + dir + "/table.txt' 2>&1";
   const int status = std::system(cmd.c_str());
   const std::string table = e2e::read_file(dir + "/table.txt");

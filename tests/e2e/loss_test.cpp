@@ -92,7 +92,7 @@ optimizer: {type: adam, lr: 0.01}
 TEST_CASE("e2e loss: ignore_class -100 leaves pad labels unscored (train, eval's count), and without it they are a data error") {
   if (e2e::skip_without_python({{"numpy", "python3-numpy"}})) return;
   std::string dir = e2e::temp_dir("pads");
-  const std::string py = "/usr/bin/python3 -c \"import numpy as np\n"
+  const std::string py = e2e::python() + " -c \"import numpy as np\n"
                          "x = (np.arange(32) % 5).reshape(8, 4).astype(np.int32)\n"
                          "y = ((np.arange(32) * 7) % 3).reshape(8, 4).astype(np.int64)\n"
                          "for n in range(8): y[n, 1 + n % 4:] = -100\n"

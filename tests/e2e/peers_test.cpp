@@ -11,10 +11,10 @@ using Catch::Contains;
 
 namespace {
 
-// /usr/bin/python3 <script> <args> from the repository root: its stdout and stderr, its exit code.
+// e2e::python() <script> <args> from the repository root: its stdout and stderr, its exit code.
 e2e::Result python(const std::string& script_and_args) {
   const std::string dir = e2e::temp_dir("peers");
-  const std::string cmd = "cd '" TRAINER_SOURCE_DIR "' && /usr/bin/python3 " + script_and_args + " >'" + dir + "/out' 2>'" +
+  const std::string cmd = "cd '" TRAINER_SOURCE_DIR "' && " + e2e::python() + " " + script_and_args + " >'" + dir + "/out' 2>'" +
                           dir + "/err' </dev/null";
   const int st = std::system(cmd.c_str());
   e2e::Result r;
@@ -44,7 +44,7 @@ TEST_CASE("peers: --cudnn-benchmark and --compile-mode are taken, the variant an
   CHECK(e2e::last_json(bench.out)["variant"] == "eager + cudnn.benchmark");
   // torch.compile: Debian 12's PyTorch 1.13 has none, and says so; a PyTorch 2 compiles (not run
   // here: minutes on a CPU).
-  const bool has_compile = std::system("/usr/bin/python3 -c 'import sys, torch; sys.exit(not hasattr(torch, \"compile\"))'") == 0;
+  const bool has_compile = std::system((e2e::python() + " -c 'import sys, torch; sys.exit(not hasattr(torch, \"compile\"))'").c_str()) == 0;
   if (!has_compile) {
     auto c = python("scripts/peers/minigooglenet_torch.py" + kTiny + " --compile-mode reduce-overhead");
     CHECK(c.code == 1);

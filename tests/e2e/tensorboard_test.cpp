@@ -42,7 +42,7 @@ constexpr double kBaseLr = 0.05;
 constexpr int kEpochs = 2, kSteps = 6, kBatch = 32;
 
 // Records a skip (Missing::Package) and returns true when the reader cannot run: no google.protobuf
-// for /usr/bin/python3, or no protoc.
+// for e2e::python(), or no protoc.
 bool skip_without_reader() {
   return e2e::skip_without_python({{"google.protobuf", "python3-protobuf"}}) ||
          e2e::skip_without_command("protoc", "protobuf-compiler");
@@ -51,7 +51,7 @@ bool skip_without_reader() {
 // The events of RUN_DIR/tb as read_events.py decodes them (its exit status checked: every CRC).
 json read_tb(const std::string& run_dir) {
   const std::string out = run_dir + "/../tb.json", err = run_dir + "/../tb.err";
-  const std::string cmd = "/usr/bin/python3 '" TRAINER_SOURCE_DIR "/tests/e2e/tensorboard/read_events.py' '" + run_dir + "/tb' >'" +
+  const std::string cmd = e2e::python() + " '" TRAINER_SOURCE_DIR "/tests/e2e/tensorboard/read_events.py' '" + run_dir + "/tb' >'" +
                           out + "' 2>'" + err + "'";
   const int rc = std::system(cmd.c_str());
   INFO("read_events.py: " << e2e::read_file(err));

@@ -316,7 +316,8 @@ phase_step_graphs() {
   # A pipeline's step as its stages' programs: two GPU stages (one GPU listed twice: two streams),
   # boundaries as device copies and host steps between recorded pieces.
   local mp=(configs/model_parallel.yaml --gpus 0,0 --set placement.a1=gpu:0 --set placement.b1=gpu:1)
-  for v in "fp32|" "bf16|--set precision=bf16" "accumulate 2|--set train.accumulate=2"; do
+  for v in "fp32|" "bf16|--set precision=bf16" "accumulate 2|--set train.accumulate=2" \
+           "fp16 + loss scale|--set precision=fp16" "clip_norm 1|--set train.clip_norm=1"; do
     # shellcheck disable=SC2086
     graphs_row "step-graphs: model_parallel gpu:0 + gpu:1 ${v%%|*} (ms/step graphs on / off; step_graph; host syncs/step)" \
       "step-graphs-mp-${v%%|*}" "" "${mp[@]}" --steps 40 --warmup 10 ${v#*|}

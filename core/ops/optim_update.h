@@ -122,6 +122,25 @@ class OptimUpdateKernel {
     if (!step || !check) ck.fail("step and check memory are required");
     decide_step_impl(g, r, step, check);
   }
+  // decide_step over a model held in parts (a pipeline's stages, each with its optimizer): each
+  // part measures its g (`part`: finiteness under r.check_finite, sum of squares under r.clip, as
+  // decide_step does), the parts' measures are gathered in every part's memory, and decide_parts
+  // takes them in part order — finite when all are, the sum of squares added in that order, as
+  // StepUpdate::apply adds the parts' on the host — to decide the step as decide_step does (and
+  // under clip_value to clip this part's g).
+  void measure_step(const Tensor& g, const StepRule& r, StepCheck* part) {
+    const shape_checks::Checks ck("measure_step", dev_);
+    ck.dtype("g", g, DType::F32);
+    if (!part) ck.fail("check memory is required");
+    measure_step_impl(g, r, part);
+  }
+  void decide_parts(Tensor& g, const StepRule& r, const StepCheck* parts, int n, StepScalars* step, StepCheck* check) {
+    const shape_checks::Checks ck("decide_parts", dev_);
+    ck.dtype("g", g, DType::F32);
+    if (r.clip != StepRule::None && !(r.limit > 0)) ck.fail("the clip limit must be positive");
+    if (!parts || n < 1 || !step || !check) ck.fail("the parts' checks, step and check memory are required");
+    decide_parts_impl(g, r, parts, n, step, check);
+  }
   // A fixed step's values kept where it runs (StepState, this context's memory; step_state_math):
   // begin_fixed derives the step's loss and gradient factors, Adam's corrections and the moving
   // average's cadence from the state and the host's values in `step`; end_fixed, after
@@ -146,6 +165,9 @@ class OptimUpdateKernel {
   virtual double sum_squares_impl(const Tensor& g) = 0;  // g not empty
   virtual void clip_values_impl(Tensor& g, float scale, float limit) = 0;
   virtual void decide_step_impl(Tensor& g, const StepRule& r, StepScalars* step, StepCheck* check) = 0;
+  virtual void measure_step_impl(const Tensor& g, const StepRule& r, StepCheck* part) = 0;
+  virtual void decide_parts_impl(Tensor& g, const StepRule& r, const StepCheck* parts, int n, StepScalars* step,
+                                 StepCheck* check) = 0;
   virtual void begin_fixed_impl(StepState* state, const StateRule& r, StepScalars* step) = 0;
   virtual void end_fixed_impl(StepState* state, const StateRule& r, const StepScalars* step) = 0;
   virtual void average_impl(Tensor& avg, const Tensor& w, float decay, float rest, const StepScalars* step) = 0;  // avg not empty

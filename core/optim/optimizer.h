@@ -45,6 +45,12 @@ class Optimizer {
   // A fixed step's decision where the update runs (OptimUpdateKernel::decide_step), nothing read
   // back: `step` then tells update_from whether to skip and by what to scale the gradients.
   void decide_step(const StepRule& r, StepScalars* step, StepCheck* check) { k_->decide_step(grads_, r, step, check); }
+  // The same over a model in parts (a pipeline's stages): this part's measure, then the decision
+  // from every part's, in part order (OptimUpdateKernel::measure_step / decide_parts).
+  void measure_step(const StepRule& r, StepCheck* part) { k_->measure_step(grads_, r, part); }
+  void decide_parts(const StepRule& r, const StepCheck* parts, int n, StepScalars* step, StepCheck* check) {
+    k_->decide_parts(grads_, r, parts, n, step, check);
+  }
   // A fixed step's values from the state it keeps where it runs, and that state advanced after
   // decide_step (OptimUpdateKernel::begin_fixed / end_fixed).
   void begin_fixed(StepState* state, const StateRule& r, StepScalars* step) { k_->begin_fixed(state, r, step); }

@@ -75,13 +75,16 @@ TEST_CASE("e2e device parallel: SIGINT mid-epoch, then --resume, ends bit-identi
 }
 
 TEST_CASE("e2e device parallel: the stages' programs (TRAINER_TEST_FIXED_STEP=1, as a GPU records them) give the "
-          "ordinary run's bits, a short last batch and accumulation included, and SIGINT then --resume under them") {
+          "ordinary run's bits, a short last batch, accumulation, clipping and loss scaling included, and SIGINT then "
+          "--resume under them") {
   std::string dir = e2e::temp_dir("mp_program");
   // 250 samples in batches of 32: seven full batches and one of 26 (another program's shape).
   const std::string small = " --set data.train.size=250 --set data.val.size=64 --set train.epochs=2 --set train.batch_size=32";
-  for (const std::string& extra : {std::string(""), std::string(" --set train.accumulate=3")}) {
+  // The third: clipping and loss scaling decided inside the programs from every stage's measure.
+  for (const std::string& extra : {std::string(""), std::string(" --set train.accumulate=3"),
+                                   std::string(" --set train.clip_norm=0.5 --set train.loss_scale=dynamic")}) {
     INFO(extra);
-    const std::string tag = extra.empty() ? "plain" : "acc";
+    const std::string tag = extra.empty() ? "plain" : extra.find("accumulate") != std::string::npos ? "acc" : "clip";
     auto ordinary = e2e::trainer("run " + kModelParallel + small + extra + " --run-dir o-" + tag, dir);
     INFO(ordinary.out << ordinary.err);
     REQUIRE(ordinary.code == 0);

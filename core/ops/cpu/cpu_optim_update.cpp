@@ -121,6 +121,17 @@ class CpuOptimUpdate final : public OptimUpdateKernel {
     if (r.clip == StepRule::Value && !step->skip && g.numel() > 0) clip_values_impl(g, step->unscale, float(r.limit));
   }
 
+  void measure_step_impl(const Tensor& g, const StepRule& r, StepCheck* part) override {
+    part->finite = !r.check_finite || all_finite_impl(g) ? 1 : 0;
+    part->sum_squares = r.clip != StepRule::None && g.numel() > 0 ? sum_squares_impl(g) : 0.0;
+  }
+  void decide_parts_impl(Tensor& g, const StepRule& r, const StepCheck* parts, int n, StepScalars* step,
+                         StepCheck* check) override {
+    const StepCheck all = grad_clip_math::combined(parts, n);
+    grad_clip_math::decide_step(r, all.finite != 0, all.sum_squares, step, check);
+    if (r.clip == StepRule::Value && !step->skip && g.numel() > 0) clip_values_impl(g, step->unscale, float(r.limit));
+  }
+
   void begin_fixed_impl(StepState* state, const StateRule& r, StepScalars* step) override {
     step_state_math::begin(*state, r, step);
   }

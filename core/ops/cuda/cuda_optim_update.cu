@@ -83,6 +83,20 @@ __global__ void decide_step_kernel(StepRule r, const int* nonfinite, const doubl
   grad_clip_math::decide_step(r, !(nonfinite && *nonfinite), sum, step, check);
 }
 
+// A part's measure (measure_step): its finiteness and its chunks' sums added in order, on one thread.
+__global__ void measure_kernel(bool check_finite, const int* nonfinite, const double* part, int64_t chunks, StepCheck* out) {
+  out->finite = check_finite && nonfinite && *nonfinite ? 0 : 1;
+  double sum = 0;
+  for (int64_t c = 0; c < chunks; ++c) sum += part[c];
+  out->sum_squares = sum;
+}
+
+// The parts' measures in part order, and the step's decision (decide_parts), on one thread.
+__global__ void decide_parts_kernel(StepRule r, const StepCheck* parts, int n, StepScalars* step, StepCheck* check) {
+  const StepCheck all = grad_clip_math::combined(parts, n);
+  grad_clip_math::decide_step(r, all.finite != 0, all.sum_squares, step, check);
+}
+
 // A fixed step's values from its state, and the state after its update (step_state_math), on one thread.
 __global__ void begin_fixed_kernel(const StepState* state, StateRule r, StepScalars* step) {
   step_state_math::begin(*state, r, step);
@@ -164,6 +178,23 @@ class CudaOptimUpdate final : public OptimUpdateKernel {
     TRAINER_LAUNCH(decide_step_kernel, 1, 1, c_.stream(), r, flag, part, chunks, step, check);
     if (r.clip == StepRule::Value && n > 0)
       TRAINER_LAUNCH(clip_values_step_kernel, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), g.f32(), n,
+                     float(r.limit), step);
+  }
+
+  void measure_step_impl(const Tensor& g, const StepRule& r, StepCheck* part) override {
+    const int64_t n = g.numel();
+    const int* flag = r.check_finite ? launch_nonfinite(g) : nullptr;
+    const int64_t chunks = r.clip != StepRule::None && n > 0 ? grad_clip_math::chunks(n) : 0;
+    const double* sums = chunks > 0 ? launch_chunk_sums(g, chunks) : nullptr;
+    TRAINER_LAUNCH(measure_kernel, 1, 1, c_.stream(), r.check_finite, flag, sums, chunks, part);
+  }
+
+  void decide_parts_impl(Tensor& g, const StepRule& r, const StepCheck* parts, int n, StepScalars* step,
+                         StepCheck* check) override {
+    TRAINER_LAUNCH(decide_parts_kernel, 1, 1, c_.stream(), r, parts, n, step, check);
+    const int64_t elems = g.numel();
+    if (r.clip == StepRule::Value && elems > 0)
+      TRAINER_LAUNCH(clip_values_step_kernel, cuda::grid_for(elems, c_), cuda::kBlock, c_.stream(), g.f32(), elems,
                      float(r.limit), step);
   }
 

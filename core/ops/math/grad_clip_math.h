@@ -66,6 +66,19 @@ TRAINER_HD_INLINE float clipped_grad_scale(double norm, float inv_scale, double 
 // gradients' finiteness and sum of squares, the step skipped (loss scaling, not finite) or its
 // gradient factor under clip_norm; the check recorded for the host. step->unscale and
 // step->grad_scale hold the host's values (1/scale; 1/scale or, for clip_value, 1) on entry.
+// The parts' measures of a model held in parts, in part order: finite when every part is, the sums
+// of squares added in that order from 0 (StepUpdate::apply's order on the host).
+TRAINER_HD_INLINE StepCheck combined(const StepCheck* parts, int n) {
+  StepCheck all;
+  all.finite = 1;
+  all.sum_squares = 0;
+  for (int i = 0; i < n; ++i) {
+    all.finite = all.finite && parts[i].finite ? 1 : 0;
+    all.sum_squares += parts[i].sum_squares;
+  }
+  return all;
+}
+
 TRAINER_HD_INLINE void decide_step(const StepRule& r, bool finite, double sum_squares, StepScalars* step,
                                    StepCheck* check) {
   check->finite = finite ? 1 : 0;

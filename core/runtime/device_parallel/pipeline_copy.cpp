@@ -146,7 +146,7 @@ PipelineCopy::PipelineCopy(const TraineeSpec& t, const std::vector<Device>& devi
       if (bd.from == s) bd.from_ctx->enable_peer(*bd.to_ctx);
       if (bd.to == s) bd.to_ctx->enable_peer(*bd.from_ctx);
     }
-    stages_[size_t(s)]->context().reserve_marks(bounds_.size() * size_t(microbatches_) * 2);
+    stages_[size_t(s)]->context().reserve_marks(check_slots() + stages_.size());
   });
   std::vector<ModelState*> parts;
   for (size_t s = 0; s < stages_.size(); ++s) {
@@ -187,7 +187,7 @@ std::vector<MicroBatch> PipelineCopy::micro_batches(const Batch& b, int M) {
     mbs[size_t(m)].labels = b.labels.slice(lo[size_t(m)], lo[size_t(m) + 1]);
   }
   size_boundaries(lo);
-  box_.reset(bounds_.size() * size_t(microbatches_) * 2);
+  box_.reset(check_slots() + stages_.size());
   return mbs;
 }
 

@@ -146,6 +146,10 @@ class PipelineCopy final : public Trainee {
   // Declared after stages_ so that it goes first: its tensors live in the stages' contexts (a GPU
   // stage's allocator dies with its context: the other order crashed on two GPU stages, 2026-11-30).
   std::vector<std::unique_ptr<GradAccumulator>> held_grads_;
+  // Programs deciding the update (pipeline_program.cpp): per stage, every stage's measure, in its
+  // memory; their mailbox slots and marks follow the boundaries' hand-offs.
+  std::vector<Tensor> checks_;  // after stages_, as held_grads_: it lives in their memory
+  size_t check_slots() const { return bounds_.size() * size_t(microbatches_) * 2; }
   std::vector<Boundary> bounds_;
   std::unique_ptr<StageThreads> threads_;
   std::vector<std::unique_ptr<ModelState>> stage_states_;

@@ -2,6 +2,7 @@
 // when it can run so, and the step run on every stage's thread.
 #include <fmt/format.h>
 
+#include <cstring>
 #include <stdexcept>
 
 #include "core/runtime/device_parallel/pipeline_copy.h"
@@ -9,8 +10,7 @@
 namespace trainer {
 
 bool PipelineCopy::program_ok() const {
-  if (!cuda_graphs_ || inject_ || timing_ || !stage_comms_.empty() || !tied_.empty() || update_.whole_gradient() ||
-      sync_bn_ || stages_[0]->average() != nullptr ||
+  if (!cuda_graphs_ || inject_ || timing_ || !stage_comms_.empty() || !tied_.empty() || sync_bn_ || stages_[0]->average() != nullptr ||
       size_t(microbatches_) * sizeof(StepMemory) > OpContext::kReadBackBytes)
     return false;
   for (const Boundary& bd : bounds_)
@@ -39,10 +39,31 @@ bool PipelineCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float inv
   p.generation = generation_;
   p.kind = int(g);
   const int S = int(stages_.size());
+  // Loss scaling and clipping: decided inside the programs from every stage's measure (gathered in
+  // each stage's memory, made outside any recording), the host following once the step is read.
+  const bool decide = update_.whole_gradient();
+  if (decide) {
+    p.rule = update_.rule();
+    p.moves = update_.state_rule();
+    p.scale = update_.scaler().scale();
+    p.good_steps = update_.scaler().good_steps();
+    if (checks_.empty()) {
+      checks_.resize(size_t(S));
+      threads_->run_all([&](int st) {
+        checks_[size_t(st)] = stages_[size_t(st)]->context().empty(Shape{int64_t(size_t(S) * sizeof(StepCheck))}, DType::U8);
+      });
+    }
+    for (int st = 0; st < S; ++st) {
+      p.checks.push_back(static_cast<StepCheck*>(checks_[size_t(st)].data()));
+      p.contexts.push_back(&stages_[size_t(st)]->context());
+    }
+    p.check_slots = check_slots();
+  }
   std::vector<LossStats> per(static_cast<size_t>(S));
   std::vector<char> replayed(static_cast<size_t>(S));
   threads_->run_all([&](int st) {
     StageStep mine = p;
+    mine.self = st;
     if (accumulate_ > 1) mine.held = held_grads_[size_t(st)].get();
     else if (!p.updates || p.add_held) throw std::logic_error("pipeline program: a held micro-batch without train.accumulate");
     per[size_t(st)] = stages_[size_t(st)]->run_program(mine, bounds_, box_, microbatches_);
@@ -51,6 +72,18 @@ bool PipelineCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float inv
   ++program_steps_;
   replayed_ = true;
   for (char r : replayed) replayed_ = replayed_ && r != 0;
+  if (decide && p.updates) {
+    // Every stage decided from the same measures in the same order: the same decision, which the
+    // host's scaler, norm and optimizers' counts follow (a skipped step leaves the counts as they were).
+    const StepCheck& c = stages_[0]->last_check();
+    for (int st = 1; st < S; ++st) {
+      const StepCheck& o = stages_[size_t(st)]->last_check();
+      if (o.finite != c.finite || std::memcmp(&o.sum_squares, &c.sum_squares, sizeof(double)) != 0)  // NaN too
+        throw std::logic_error(fmt::format("pipeline program: stage {} decided the step from other measures than stage 0", st));
+    }
+    if (!update_.settle(c))
+      for (UpdatePart& part : update_parts_) part.optimizer->set_steps(part.optimizer->steps() - 1);
+  }
   LossStats total;
   for (const LossStats& one : per) total += one;
   s = StepStats(total);

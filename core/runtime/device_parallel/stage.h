@@ -67,6 +67,18 @@ struct StageStep {
   bool record = true;       // may be recorded (a CUDA graph) and replayed
   uint64_t generation = 0;  // the boundaries' buffers' generation: a recording writes into other stages'
   int kind = 0;             // the recording's kind (with the batch's rows, its key)
+  // The update decided over every stage (loss scaling, clipping; empty `checks`: nothing to decide):
+  // the rule, how the state moves, the host's scale to seed it with, each stage's gathered
+  // measures (checks[s]: one StepCheck per stage, in stage s's memory), the stages' contexts (whose
+  // marks the gathering waits on), this stage's index and the mailbox's first slot for them.
+  StepRule rule;
+  StateRule moves;
+  float scale = 1;
+  int64_t good_steps = 0;
+  std::vector<StepCheck*> checks;
+  std::vector<OpContext*> contexts;
+  int self = 0;
+  size_t check_slots = 0;
 };
 
 struct StageTimes {
@@ -107,9 +119,14 @@ class StageRuntime {
   // decision spans the stages), no shared layers, no copies (hybrid): PipelineCopy::program_ok.
   LossStats run_program(const StageStep& p, std::vector<Boundary>& bounds, Mailbox& box, int max_microbatches);
   bool replayed() const { return replayed_; }  // the last run_program replayed its recording
+  const StepCheck& last_check() const { return last_check_; }  // the last updating program's decision
   int recorded_programs() const;
 
  private:
+  // The update's decision over every stage inside the program (StageStep::checks): this stage's
+  // measure to every stage, the others' awaited, then the decision from all of them in order.
+  void program_decide(const StageStep& p, StepMemory* mem, Mailbox& box);
+  StepCheck last_check_;
   void forward(int m, const MicroBatch& mb, bool training, float grad_scale, uint64_t seed, std::vector<Boundary>& bounds,
                Mailbox& box, int M, StageTimes& times, LossStats& total);
   void backward(int m, std::vector<Boundary>& bounds, Mailbox& box, int M, StageTimes& times);

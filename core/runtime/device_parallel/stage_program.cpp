@@ -62,6 +62,8 @@ LossStats StageRuntime::run_program(const StageStep& p, std::vector<Boundary>& b
     optimizer_->bias_at(t, host[0].scalars.bias_ring[t % StepScalars::kBiasRing][0],
                         host[0].scalars.bias_ring[t % StepScalars::kBiasRing][1]);
   host[0].state.updates = optimizer_->steps() - (p.updates ? 1 : 0);
+  host[0].state.scale = p.scale;  // every step is read as it ends: the host's scale is the device's
+  host[0].state.good_steps = p.good_steps;
   ctx_->copy_from_host(step_memory_.data(), host.data(), size_t(M) * sizeof(StepMemory));
   if (!cpu)
     for (int m = 0; m < M; ++m) {
@@ -88,13 +90,14 @@ LossStats StageRuntime::run_program(const StageStep& p, std::vector<Boundary>& b
       ~Unset() { f(); }
     } guard{unset};
     // The step's factors (the loss's scale, the update's) from its values, where the kernels run.
-    optimizer_->begin_fixed(&mem[0].state, StateRule{}, &mem[0].scalars);
+    optimizer_->begin_fixed(&mem[0].state, p.moves, &mem[0].scalars);
     for (int m = 0; m < M; ++m) program_forward(m, mbs[size_t(m)], mem, bounds, box, max_microbatches);
     backward_microbatches(M, [&](int m) { program_backward(m, bounds, box, max_microbatches); });
     if (!p.updates) return p.held->hold(grads, p.hold_first);
     if (p.add_held) p.held->add_into(grads);
+    if (!p.checks.empty()) program_decide(p, mem, box);
     optimizer_->update_from(0, grads.numel(), &mem[0].scalars);
-    optimizer_->end_fixed(&mem[0].state, StateRule{}, &mem[0].scalars);
+    optimizer_->end_fixed(&mem[0].state, p.moves, &mem[0].scalars);
   };
   int64_t rows = 0;
   for (const MicroBatch& mb : mbs) rows += mb.labels.dim(0);
@@ -113,8 +116,21 @@ LossStats StageRuntime::run_program(const StageStep& p, std::vector<Boundary>& b
     StepMemory one;
     std::memcpy(&one, back + size_t(m) * sizeof(StepMemory), sizeof one);
     total += stats_of_sums(one.sums, loss_name());
+    if (m == 0) last_check_ = one.check;
   }
   return total;
+}
+
+void StageRuntime::program_decide(const StageStep& p, StepMemory* mem, Mailbox& box) {
+  const int S = int(p.checks.size()), me = p.self;
+  StepCheck* mine = p.checks[size_t(me)] + me;
+  optimizer_->measure_step(p.rule, mine);
+  for (int o = 0; o < S; ++o)
+    if (o != me) ctx_->copy(p.checks[size_t(o)] + me, mine, sizeof(StepCheck));
+  ctx_->host_step(posting(&box, p.check_slots + size_t(me), ctx_.get()));
+  for (int o = 0; o < S; ++o)
+    if (o != me) ctx_->host_step(receiving(&box, p.check_slots + size_t(o), ctx_.get(), p.contexts[size_t(o)]));
+  optimizer_->decide_parts(p.rule, p.checks[size_t(me)], S, &mem[0].scalars, &mem[0].check);
 }
 
 // run()'s forward of micro-batch m with the step's values read from memory m (the seed) and 0 (the

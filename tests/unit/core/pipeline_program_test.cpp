@@ -4,6 +4,9 @@
 // a boundary that carries no gradient back — and a bad token id reported with the ordinary message.
 #include <catch2/catch.hpp>
 
+#include <cstring>
+#include <limits>
+
 #include "pipeline_models.h"
 
 using namespace trainer;
@@ -61,10 +64,13 @@ struct Trained {
   std::map<std::string, std::vector<float>> weights;
   std::vector<double> losses;
   int64_t programs = 0;
+  float scale = 0;     // the loss scale at the end
+  double norm = 0;     // the last step's gradient norm (clip_norm), as the host reports it
 };
 
-// `steps` steps of 12 samples (k micro-batches of 12/k with train.accumulate k), as programs or not.
-Trained train(RunSpec e, int steps, int classes, int accumulate, bool program) {
+// `steps` steps of 12 samples (k micro-batches of 12/k with train.accumulate k), as programs or not;
+// step `poison`'s first input element an inf (its loss and gradients not finite).
+Trained train(RunSpec e, int steps, int classes, int accumulate, bool program, int poison = -1) {
   e.train.accumulate = accumulate;
   PipelineCopy w(trainee_spec(e), cpus(e), 1);
   w.set_fixed_anywhere(program);
@@ -72,6 +78,7 @@ Trained train(RunSpec e, int steps, int classes, int accumulate, bool program) {
   bool stop = false;
   for (int s = 0; s < steps; ++s) {
     Batch all = random_batch(e, 12, classes, uint32_t(100 + s));
+    if (s == poison) all.images.f32()[0] = std::numeric_limits<float>::infinity();
     for (int i = 0; i < accumulate; ++i) {
       const int64_t lo = 12 * i / accumulate, hi = 12 * (i + 1) / accumulate;
       const LossStats l = w.train_step(rows(all, lo, hi, hi - lo), 0.05f, uint64_t(s * accumulate + i), stop,
@@ -81,16 +88,27 @@ Trained train(RunSpec e, int steps, int classes, int accumulate, bool program) {
   }
   out.weights = by_name(w.state());
   out.programs = w.program_steps();
+  out.scale = w.scaler().scale();
+  out.norm = w.clip().grad_norm();
   return out;
 }
 
-void check_same(const std::string& yaml, const std::vector<std::string>& sets, int classes, int accumulate) {
+// The same bits, NaN (a poisoned step's loss) included.
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+void check_same(const std::string& yaml, const std::vector<std::string>& sets, int classes, int accumulate,
+                int poison = -1) {
   RunSpec e = experiment(yaml, sets);
-  const Trained ordinary = train(e, 4, classes, accumulate, false), program = train(e, 4, classes, accumulate, true);
+  const Trained ordinary = train(e, 4, classes, accumulate, false, poison),
+                program = train(e, 4, classes, accumulate, true, poison);
   CHECK(ordinary.programs == 0);
   CHECK(program.programs == 4 * accumulate);  // every micro-batch ran as the stages' programs
-  CHECK(program.losses == ordinary.losses);
+  CHECK(same_bits(program.losses, ordinary.losses));
   CHECK(max_diff(program.weights, ordinary.weights) == 0.0);
+  CHECK(program.scale == ordinary.scale);
+  CHECK(std::memcmp(&program.norm, &ordinary.norm, sizeof(double)) == 0);
 }
 
 }  // namespace
@@ -145,13 +163,31 @@ TEST_CASE("pipeline program: batches of several sizes view the same boundary buf
   CHECK(max_diff(weights[1], weights[0]) == 0.0);
 }
 
-TEST_CASE("pipeline program: what the stages must decide together (clipping, loss scaling), shared layers and EMA run "
-          "the ordinary step",
+TEST_CASE("pipeline program: loss scaling and clipping decided inside the stages' programs from every stage's measure "
+          "give the ordinary step's bits (a skipped step, both clip forms, accumulation)",
           "[device_parallel]") {
-  for (const std::vector<std::string>& sets : std::vector<std::vector<std::string>>{
-           {"train.clip_norm=0.5"}, {"train.loss_scale=dynamic"}, {"train.ema.decay=0.9"}}) {
-    INFO(sets[0]);
-    RunSpec e = experiment(kDropCnn, sets);
+  // Each stage measures its gradients (finite, sum of squares), sends the measure to every other
+  // stage, and decides from all of them in stage order, as StepUpdate::apply does on the host.
+  const std::vector<std::vector<std::string>> cases{
+      {"train.clip_norm=0.05"},
+      {"train.clip_value=0.002"},
+      {"train.loss_scale={init_scale: 1024, growth_interval: 2}"},
+      {"train.clip_norm=0.05", "train.loss_scale={init_scale: 4096, growth_interval: 3}"},
+      {"train.clip_value=0.002", "train.loss_scale=1000"}};
+  for (const std::vector<std::string>& c : cases) {
+    std::vector<std::string> sets = c;
+    sets.push_back("pipeline.microbatches=2");
+    INFO(c[0] << (c.size() > 1 ? ", " + c[1] : std::string()));
+    check_same(kDropCnn, sets, 5, 1);
+    check_same(kDropGpt, sets, 256, 1);
+    check_same(kDropCnn, sets, 5, 2);
+    if (c.back().rfind("train.loss_scale", 0) == 0) check_same(kDropCnn, sets, 5, 1, 2);  // step 2 skipped
+  }
+}
+
+TEST_CASE("pipeline program: shared layers and EMA run the ordinary step", "[device_parallel]") {
+  {
+    RunSpec e = experiment(kDropCnn, {"train.ema.decay=0.9"});
     const Trained t = train(e, 2, 5, 1, true);
     CHECK(t.programs == 0);
   }

@@ -143,6 +143,65 @@ TEST_CASE("optim_update decide_step: the host's finite check, norm, clip factor 
   }
 }
 
+TEST_CASE("optim_update measure_step and decide_parts: a model in parts decides as the host does over its parts (all "
+          "finite, the sums of squares in part order), bit for bit, on every backend", "[backends]") {
+  for (const Backend& be : backends()) SECTION(be.name) {
+    auto k = make_kernel<OptimUpdateKernel>(be.ctx(), OptimUpdateParams{});
+    std::mt19937_64 rng(12);
+    const float unscale = 1.0f / 1000.0f;
+    for (int poisoned = -1; poisoned < 3; ++poisoned)
+      for (int clip : {int(StepRule::None), int(StepRule::Norm), int(StepRule::Value)})
+        for (bool check_finite : {false, true}) {
+          INFO("part " << poisoned << " poisoned, clip " << clip << (check_finite ? ", loss scaling" : ""));
+          StepRule r;
+          r.check_finite = check_finite;
+          r.clip = clip;
+          r.limit = clip == StepRule::Value ? 0.05 : 1.5;
+          // Three parts (one empty), on the host and where the kernels run.
+          std::vector<Tensor> parts = {random_tensor({3001}, rng, -300.0, 300.0), random_tensor({0}, rng, -1.0, 1.0),
+                                       random_tensor({517}, rng, -300.0, 300.0)};
+          if (poisoned >= 0 && parts[size_t(poisoned)].numel() > 0) parts[size_t(poisoned)].f32()[7] = NAN;
+          const bool bad = poisoned >= 0 && parts[size_t(poisoned)].numel() > 0;
+          double squares = 0;  // StepUpdate::apply's order
+          for (const Tensor& t : parts) squares += t.numel() > 0 ? k->sum_squares(be.upload(t)) : 0.0;
+          Tensor measures = be.empty(Shape{int64_t(3 * sizeof(StepCheck))}, DType::U8);
+          auto* m = static_cast<StepCheck*>(measures.data());
+          std::vector<Tensor> dev;
+          for (size_t i = 0; i < parts.size(); ++i) {
+            dev.push_back(be.upload(parts[i]));
+            k->measure_step(dev[i], r, m + i);
+          }
+          Decided host;
+          host.step.unscale = unscale;
+          host.step.grad_scale = clip == StepRule::Value ? 1.0f : unscale;
+          host.check.finite = -1;
+          Tensor mem = be.empty(Shape{int64_t(sizeof(Decided))}, DType::U8);
+          be.ctx().copy_from_host(mem.data(), &host, sizeof host);
+          auto* d = static_cast<Decided*>(mem.data());
+          k->decide_parts(dev[2], r, m, 3, &d->step, &d->check);
+          Decided got;
+          be.ctx().copy_to_host(&got, mem.data(), sizeof got);
+          const bool skip = check_finite && bad;
+          CHECK(got.check.finite == (check_finite && bad ? 0 : 1));
+          CHECK(got.step.skip == (skip ? 1u : 0u));
+          if (clip != StepRule::None) CHECK(std::memcmp(&got.check.sum_squares, &squares, sizeof squares) == 0);
+          const float want = clip == StepRule::Value ? 1.0f
+                             : clip == StepRule::Norm && !skip
+                                 ? grad_clip_math::clipped_grad_scale(grad_clip_math::unscaled_norm(squares, unscale),
+                                                                      unscale, r.limit, true)
+                                 : unscale;
+          CHECK(std::memcmp(&got.step.grad_scale, &want, sizeof want) == 0);
+          // clip_value: the part given to decide_parts unscaled and clipped in place, unless skipped.
+          ref::Vec v(size_t(parts[2].numel()));
+          for (size_t j = 0; j < v.size(); ++j) {
+            const float x = parts[2].f32()[j];
+            v[j] = clip == StepRule::Value && !skip ? grad_clip_math::clip_value(x, unscale, 0.05f) : x;
+          }
+          if (poisoned != 2) be.check("the last part", dev[2], v, 0.0);
+        }
+  }
+}
+
 TEST_CASE("optim_update average: train.ema's one pass gives the element-wise passes' bits, on every backend and thread count, and a fixed step's flags gate it",
           "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {

@@ -146,6 +146,9 @@ PipelineCopy::PipelineCopy(const TraineeSpec& t, const std::vector<Device>& devi
       if (bd.from == s) bd.from_ctx->enable_peer(*bd.to_ctx);
       if (bd.to == s) bd.to_ctx->enable_peer(*bd.from_ctx);
     }
+    // Every other stage too: a program deciding loss scaling or clipping sends its measure to each.
+    for (size_t o = 0; o < stages_.size(); ++o)
+      if (o != size_t(s)) stages_[size_t(s)]->context().enable_peer(stages_[o]->context());
     stages_[size_t(s)]->context().reserve_marks(check_slots() + stages_.size());
   });
   std::vector<ModelState*> parts;

@@ -317,10 +317,18 @@ phase_step_graphs() {
   # boundaries as device copies and host steps between recorded pieces.
   local mp=(configs/model_parallel.yaml --gpus 0,0 --set placement.a1=gpu:0 --set placement.b1=gpu:1)
   for v in "fp32|" "bf16|--set precision=bf16" "accumulate 2|--set train.accumulate=2" \
-           "fp16 + loss scale|--set precision=fp16" "clip_norm 1|--set train.clip_norm=1"; do
+           "fp16 + loss scale|--set precision=fp16" "clip_norm 1|--set train.clip_norm=1" \
+           "ema|--set train.ema.decay=0.99"; do
     # shellcheck disable=SC2086
     graphs_row "step-graphs: model_parallel gpu:0 + gpu:1 ${v%%|*} (ms/step graphs on / off; step_graph; host syncs/step)" \
       "step-graphs-mp-${v%%|*}" "" "${mp[@]}" --steps 40 --warmup 10 ${v#*|}
+  done
+  # Hybrid, 2 copies x 2 stages on one GPU listed four times: each stage's sum over the copies (the
+  # in-process rendezvous) inside the stages' programs (written 2026-12-01 without a GPU).
+  for v in "fp32|" "fp16 + loss scale|--set precision=fp16" "ema|--set train.ema.decay=0.99"; do
+    # shellcheck disable=SC2086
+    graphs_row "step-graphs: hybrid 2 copies x 2 stages on --gpus 0,0,0,0 ${v%%|*} (ms/step graphs on / off; step_graph; host syncs/step)" \
+      "step-graphs-hybrid-${v%%|*}" "" configs/hybrid.yaml --gpus 0,0,0,0 --steps 40 --warmup 10 ${v#*|}
   done
   local label="step-graphs: model_parallel gpu:0 + gpu:1, 2 epochs, graphs on vs off (final weights)"
   if ((dry)); then skip "$label" "trainer run, devices.cuda_graphs true and false"

@@ -104,7 +104,8 @@ TEST_CASE("e2e device parallel: the stages' programs (TRAINER_TEST_FIXED_STEP=1,
   CHECK(same_file(dir + "/o-plain/checkpoints/epoch-0002.safetensors", dir + "/resumed/checkpoints/epoch-0002.safetensors"));
 }
 
-TEST_CASE("e2e hybrid: configs/hybrid.yaml trains 2 copies x 2 stages, and SIGINT mid-epoch then --resume ends bit-identical") {
+TEST_CASE("e2e hybrid: configs/hybrid.yaml trains 2 copies x 2 stages, and SIGINT mid-epoch then --resume ends bit-identical, "
+          "the stages' programs (TRAINER_TEST_FIXED_STEP=1, as GPUs record them) too") {
   const std::string hybrid = "'" TRAINER_SOURCE_DIR "/configs/hybrid.yaml'";
   std::string dir = e2e::temp_dir("hybrid");
   const std::string small = " --set data.train.size=256 --set data.val.size=64 --set train.epochs=2";
@@ -118,11 +119,17 @@ TEST_CASE("e2e hybrid: configs/hybrid.yaml trains 2 copies x 2 stages, and SIGIN
   INFO(cut.out << cut.err);
   REQUIRE(cut.code == 130);
   CHECK_THAT(cut.out, Contains("Interrupted (SIGINT) at epoch 2 step 3/4"));
-  auto res = e2e::trainer("run --resume cut --run-dir resumed", dir);
+  // Resumed with the steps as the stages' programs (each stage's sum over the copies inside).
+  auto res = e2e::trainer("run --resume cut --run-dir resumed", dir, "TRAINER_TEST_FIXED_STEP=1");
   INFO(res.out << res.err);
   REQUIRE(res.code == 0);
   CHECK(same_file(dir + "/full/checkpoints/epoch-0002.safetensors", dir + "/resumed/checkpoints/epoch-0002.safetensors"));
   CHECK(e2e::read_file(dir + "/full/metrics.csv") == e2e::read_file(dir + "/resumed/metrics.csv"));
+  auto program = e2e::trainer("run " + hybrid + small + " --run-dir program", dir, "TRAINER_TEST_FIXED_STEP=1");
+  INFO(program.out << program.err);
+  REQUIRE(program.code == 0);
+  CHECK(same_file(dir + "/full/checkpoints/epoch-0002.safetensors", dir + "/program/checkpoints/epoch-0002.safetensors"));
+  CHECK(e2e::read_file(dir + "/full/metrics.csv") == e2e::read_file(dir + "/program/metrics.csv"));
   auto b = e2e::trainer("bench " + hybrid + " --steps 2 --warmup 1 --json");
   INFO(b.out << b.err);
   REQUIRE(b.code == 0);

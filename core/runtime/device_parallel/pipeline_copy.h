@@ -122,9 +122,9 @@ class PipelineCopy final : public Trainee {
   void poison(int stage);
 
   // Whether this step can run as the stages' fixed programs: devices.cuda_graphs, every stage on a
-  // device that records (or fixed_anywhere_), every boundary direct, nothing the stages must decide
-  // together (loss scaling, clipping, a layer shared across stages, copies: hybrid), no moving
-  // average, no test hook or timing, at most as many micro-batches as one read-back holds.
+  // device that records (or fixed_anywhere_), every boundary direct, no layer shared across stages
+  // (its copies' gradients are summed through the host), hybrid's communicators recordable where the
+  // stages record, no test hook or timing, at most as many micro-batches as one read-back holds.
   bool program_ok() const;
   bool cuda_graphs_ = true;
   bool fixed_anywhere_ = false;

@@ -10,13 +10,18 @@
 namespace trainer {
 
 bool PipelineCopy::program_ok() const {
-  if (!cuda_graphs_ || inject_ || timing_ || !stage_comms_.empty() || !tied_.empty() || sync_bn_ || stages_[0]->average() != nullptr ||
-      size_t(microbatches_) * sizeof(StepMemory) > OpContext::kReadBackBytes)
+  if (!cuda_graphs_ || inject_ || timing_ || !tied_.empty() || size_t(microbatches_) * sizeof(StepMemory) > OpContext::kReadBackBytes)
     return false;
   for (const Boundary& bd : bounds_)
     if (bd.staged) return false;
-  for (const auto& st : stages_)
-    if (!(st->context().can_capture() || fixed_anywhere_) || st->graph().profiling()) return false;
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    const OpContext& ctx = stages_[s]->context();
+    if (!(ctx.can_capture() || fixed_anywhere_) || stages_[s]->graph().profiling()) return false;
+    // Hybrid: the sums over the copies (and sync_bn's statistics, on the same communicator) inside
+    // the program where a capture records them (NCCL; one GPU listed for every copy); as called on
+    // CPU stages (MPI's between processes too). The configuration's, so alike on every copy.
+    if (!stage_comms_.empty() && ctx.can_capture() && !stage_comms_[s]->records()) return false;
+  }
   return true;
 }
 
@@ -64,12 +69,14 @@ bool PipelineCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float inv
   threads_->run_all([&](int st) {
     StageStep mine = p;
     mine.self = st;
+    if (!stage_comms_.empty()) mine.comm = stage_comms_[size_t(st)];
     if (accumulate_ > 1) mine.held = held_grads_[size_t(st)].get();
     else if (!p.updates || p.add_held) throw std::logic_error("pipeline program: a held micro-batch without train.accumulate");
     per[size_t(st)] = stages_[size_t(st)]->run_program(mine, bounds_, box_, microbatches_);
     replayed[size_t(st)] = stages_[size_t(st)]->replayed() ? 1 : 0;
   });
   ++program_steps_;
+  if (p.updates && !stage_comms_.empty()) ++reduced_steps_;
   replayed_ = true;
   for (char r : replayed) replayed_ = replayed_ && r != 0;
   if (decide && p.updates) {
@@ -84,6 +91,9 @@ bool PipelineCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float inv
     if (!update_.settle(c))
       for (UpdatePart& part : update_parts_) part.optimizer->set_steps(part.optimizer->steps() - 1);
   }
+  // train.ema: each stage's average knows the count its program left (what update() averages at).
+  if (p.updates && stages_[0]->average())
+    for (const auto& st : stages_) st->average()->followed(st->optimizer().steps());
   LossStats total;
   for (const LossStats& one : per) total += one;
   s = StepStats(total);

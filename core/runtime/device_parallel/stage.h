@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/runtime/trainee.h"
+#include "core/dist/communicator.h"
 #include "core/graph/loss.h"
 #include "core/checkpoint/model_state.h"
 #include "core/runtime/device_parallel/mailbox.h"
@@ -79,6 +80,9 @@ struct StageStep {
   std::vector<OpContext*> contexts;
   int self = 0;
   size_t check_slots = 0;
+  // Hybrid: this stage's communicator over the copies (its gradients' sum, copy 0's batch-norm
+  // statistics after the update; sync_bn's statistics go through it in the layers); null: one copy.
+  Communicator* comm = nullptr;
 };
 
 struct StageTimes {
@@ -114,9 +118,10 @@ class StageRuntime {
   // The same pass as run() in training, as a fixed program (stage_program.cpp): each micro-batch's
   // step values (rate, seed, the loss's scale) read from step memory, the loss statistics added up
   // where the kernels run, the boundaries' hand-offs host steps between recorded pieces, this
-  // stage's update (or held sum) inside; recorded once per kind and replayed (run_recorded). Its
-  // statistics are read back at its end (one wait, as run()'s). No loss scaling or clipping (their
-  // decision spans the stages), no shared layers, no copies (hybrid): PipelineCopy::program_ok.
+  // stage's update (or held sum) inside — decided over every stage (loss scaling, clipping), summed
+  // over the copies first (hybrid), train.ema after it; recorded once per kind and replayed
+  // (run_recorded). Its statistics are read back at its end (one wait, as run()'s). No shared
+  // layers: PipelineCopy::program_ok.
   LossStats run_program(const StageStep& p, std::vector<Boundary>& bounds, Mailbox& box, int max_microbatches);
   bool replayed() const { return replayed_; }  // the last run_program replayed its recording
   const StepCheck& last_check() const { return last_check_; }  // the last updating program's decision

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "core/runtime/device_parallel/stage.h"
 #include "core/runtime/step_stats.h"
@@ -54,6 +55,7 @@ LossStats StageRuntime::run_program(const StageStep& p, std::vector<Boundary>& b
     s.lr = p.lr;
     s.inv_scored = p.inv_scored;
     s.set_seed(p.seed * 0x9E3779B97F4A7C15ull + uint64_t(m));  // run()'s per micro-batch seed
+    s.average_every = average_ ? uint32_t(average_->every()) : 0u;  // train.ema's cadence
   }
   // The first memory's state and Adam's corrections: every pipeline program is read as it ends, so
   // the host's count is the device's (seeded each step, as a replica seeds it with nothing unread).
@@ -95,8 +97,17 @@ LossStats StageRuntime::run_program(const StageStep& p, std::vector<Boundary>& b
     backward_microbatches(M, [&](int m) { program_backward(m, bounds, box, max_microbatches); });
     if (!p.updates) return p.held->hold(grads, p.hold_first);
     if (p.add_held) p.held->add_into(grads);
+    // Hybrid: this stage's gradients summed over the copies before anything reads them (as pass()).
+    if (p.comm) p.comm->issue_all_reduce_sum(grads);
     if (!p.checks.empty()) program_decide(p, mem, box);
     optimizer_->update_from(0, grads.numel(), &mem[0].scalars);
+    // As after_update: copy 0's batch-norm statistics on every copy, then train.ema (nothing where
+    // the step was skipped or does not average: the kernel reads the step's scalars).
+    if (p.comm) {
+      Tensor frozen = params().frozen_weights();
+      if (frozen.numel() > 0) p.comm->issue_broadcast(frozen, 0);
+    }
+    if (average_) average_->update_in_step(&mem[0].scalars);
     optimizer_->end_fixed(&mem[0].state, p.moves, &mem[0].scalars);
   };
   int64_t rows = 0;
@@ -108,7 +119,20 @@ LossStats StageRuntime::run_program(const StageStep& p, std::vector<Boundary>& b
     rec.step.warm = false;
     rec.generation = p.generation;
   }
-  replayed_ = run_recorded(*ctx_, rec.step, p.record, program_failed_, work);
+  // Hybrid on a device that records: stage s of every copy runs its program alike (launched,
+  // recorded or replayed: their collectives meet), the least mode any copy can, agreed on the host.
+  RecordHooks hooks;
+  if (p.comm && p.comm->size() > 1 && ctx_->can_capture())
+    hooks.least = [comm = p.comm](int v) {
+      std::vector<double> seen(4, 0.0);  // run_recorded's modes; 0/1 for its recording's success
+      seen[size_t(v)] = 1;
+      comm->all_reduce_host(seen);
+      for (size_t i = 0; i < seen.size(); ++i)
+        if (seen[i] > 0) return int(i);
+      throw std::logic_error("pipeline program: no copy's mode");
+    };
+  replayed_ = run_recorded(*ctx_, rec.step, p.record, program_failed_, work, hooks);
+  if (p.comm) p.comm->wait_issued();  // abortably: a copy may fail before joining the sums
   // The statistics (the loss stage's; an embedding's bad id on any), read back as the step ends.
   const char* back = static_cast<const char*>(ctx_->read_back_wait(ctx_->read_back(mem, size_t(M) * sizeof(StepMemory))));
   LossStats total;

@@ -330,6 +330,9 @@ phase_step_graphs() {
     graphs_row "step-graphs: hybrid 2 copies x 2 stages on --gpus 0,0,0,0 ${v%%|*} (ms/step graphs on / off; step_graph; host syncs/step)" \
       "step-graphs-hybrid-${v%%|*}" "" configs/hybrid.yaml --gpus 0,0,0,0 --steps 40 --warmup 10 ${v#*|}
   done
+  # The shared LSTM with every stage on the GPU: its two copies' gradients summed inside the programs.
+  graphs_row "step-graphs: shared_lstm on gpu:0 + gpu:1 + gpu:0 (ms/step graphs on / off; step_graph; host syncs/step)" \
+    "step-graphs-shared-lstm" "" configs/shared_lstm.yaml --gpus 0,0 --set placement.merged=gpu:0 --steps 40 --warmup 10
   local label="step-graphs: model_parallel gpu:0 + gpu:1, 2 epochs, graphs on vs off (final weights)"
   if ((dry)); then skip "$label" "trainer run, devices.cuda_graphs true and false"
   elif (($(left) < 20)); then row "$label" "not run (time bound)"

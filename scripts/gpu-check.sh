@@ -67,7 +67,7 @@ phase_table=(
   "racecheck     90  60 compute-sanitizer racecheck on the kernels with shared memory"
   "configs      300  60 quickstart, smoke, shared_lstm, model_parallel x (fp32, bf16) x (--gpus 0, 0,0); hybrid 2x2, accumulation, clipping, ema; predict GPU vs CPU"
   "graphs       150  60 trainer bench MiniGoogLeNet, batch 64 and 256, fp32 and bf16: the step as a CUDA graph vs launched"
-  "step-graphs  360  45 MiniGoogLeNet b64 on --gpus 0 and 0,0: fp32, bf16, fp16 + loss scaling, clip_norm, accumulate 2 (0,0 also sync_bn); one-rank NCCL fp32, fp16; model_parallel on two GPU stages (also accumulation, fp16, clipping, EMA); hybrid 2x2 (fp32, fp16, EMA); graph vs launched"
+  "step-graphs  360  45 MiniGoogLeNet b64 on --gpus 0 and 0,0: fp32, bf16, fp16 + loss scaling, clip_norm, accumulate 2 (0,0 also sync_bn); one-rank NCCL fp32, fp16; model_parallel on two GPU stages (also accumulation, fp16, clipping, EMA); hybrid 2x2 (fp32, fp16, EMA); shared_lstm on GPU stages; graph vs launched"
   "bench        360 110 MiniGoogLeNet batch 256, fp32 and bf16, against PyTorch eager and torch.compile"
   "configs-mgn  180 110 MiniGoogLeNet, one epoch of the shared CIFAR-10, fp32 and bf16, --gpus 0 and 0,0"
   "e2e          240 120 unit_data and the CLI tests, one process per case"

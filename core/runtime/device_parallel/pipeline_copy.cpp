@@ -149,7 +149,7 @@ PipelineCopy::PipelineCopy(const TraineeSpec& t, const std::vector<Device>& devi
     // Every other stage too: a program deciding loss scaling or clipping sends its measure to each.
     for (size_t o = 0; o < stages_.size(); ++o)
       if (o != size_t(s)) stages_[size_t(s)]->context().enable_peer(stages_[o]->context());
-    stages_[size_t(s)]->context().reserve_marks(check_slots() + stages_.size());
+    stages_[size_t(s)]->context().reserve_marks(slot_count());
   });
   std::vector<ModelState*> parts;
   for (size_t s = 0; s < stages_.size(); ++s) {
@@ -190,7 +190,7 @@ std::vector<MicroBatch> PipelineCopy::micro_batches(const Batch& b, int M) {
     mbs[size_t(m)].labels = b.labels.slice(lo[size_t(m)], lo[size_t(m) + 1]);
   }
   size_boundaries(lo);
-  box_.reset(check_slots() + stages_.size());
+  box_.reset(slot_count());
   return mbs;
 }
 

@@ -122,10 +122,14 @@ class PipelineCopy final : public Trainee {
   void poison(int stage);
 
   // Whether this step can run as the stages' fixed programs: devices.cuda_graphs, every stage on a
-  // device that records (or fixed_anywhere_), every boundary direct, no layer shared across stages
-  // (its copies' gradients are summed through the host), hybrid's communicators recordable where the
-  // stages record, no test hook or timing, at most as many micro-batches as one read-back holds.
+  // device that records (or fixed_anywhere_), every boundary direct, hybrid's communicators
+  // recordable where the stages record, no clipping with a layer shared across stages (the norm —
+  // clip_norm's, and the one clip_value reports — counts the layer once: StepUpdate's
+  // counted_elsewhere, which the stages' measures do not know), no test hook or timing, at most as
+  // many micro-batches as one read-back holds.
   bool program_ok() const;
+  // Per stage, its part in summing the shared layers' copies inside the programs.
+  std::vector<std::vector<StageTie>> stage_ties();
   bool cuda_graphs_ = true;
   bool fixed_anywhere_ = false;
   bool replayed_ = false;
@@ -150,6 +154,11 @@ class PipelineCopy final : public Trainee {
   // memory; their mailbox slots and marks follow the boundaries' hand-offs.
   std::vector<Tensor> checks_;  // after stages_, as held_grads_: it lives in their memory
   size_t check_slots() const { return bounds_.size() * size_t(microbatches_) * 2; }
+  // A shared layer's copies in programs: per group, per holder, per copy, a buffer in the holder's
+  // memory (after stages_, as checks_); their mailbox slots and marks follow the checks'.
+  std::vector<std::vector<std::vector<Tensor>>> tied_gathered_;
+  size_t tie_slots() const { return check_slots() + stages_.size(); }
+  size_t slot_count() const;
   std::vector<Boundary> bounds_;
   std::unique_ptr<StageThreads> threads_;
   std::vector<std::unique_ptr<ModelState>> stage_states_;

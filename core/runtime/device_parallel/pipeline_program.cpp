@@ -10,7 +10,8 @@
 namespace trainer {
 
 bool PipelineCopy::program_ok() const {
-  if (!cuda_graphs_ || inject_ || timing_ || !tied_.empty() || size_t(microbatches_) * sizeof(StepMemory) > OpContext::kReadBackBytes)
+  if (!cuda_graphs_ || inject_ || timing_ || (!tied_.empty() && update_.rule().clip != StepRule::None) ||
+      size_t(microbatches_) * sizeof(StepMemory) > OpContext::kReadBackBytes)
     return false;
   for (const Boundary& bd : bounds_)
     if (bd.staged) return false;
@@ -23,6 +24,50 @@ bool PipelineCopy::program_ok() const {
     if (!stage_comms_.empty() && ctx.can_capture() && !stage_comms_[s]->records()) return false;
   }
   return true;
+}
+
+size_t PipelineCopy::slot_count() const {
+  size_t n = tie_slots();
+  for (const auto& copies : tied_) n += copies.size();
+  return n;
+}
+
+// Each stage's part in summing the shared layers' copies: its buffers (made once, on the holders'
+// threads, outside any recording) and the others' places for its copy.
+std::vector<std::vector<StageTie>> PipelineCopy::stage_ties() {
+  std::vector<std::vector<StageTie>> out(stages_.size());
+  if (tied_.empty()) return out;
+  if (tied_gathered_.empty()) {
+    tied_gathered_.resize(tied_.size());
+    for (size_t t = 0; t < tied_.size(); ++t) tied_gathered_[t].resize(tied_[t].size());
+    threads_->run_all([&](int st) {
+      for (size_t t = 0; t < tied_.size(); ++t)
+        for (size_t h = 0; h < tied_[t].size(); ++h) {
+          if (tied_[t][h].first != st) continue;
+          const Shape shape = stages_[size_t(st)]->params().grad_view(tied_[t][h].second).shape();
+          for (size_t c = 0; c < tied_[t].size(); ++c)
+            tied_gathered_[t][h].push_back(stages_[size_t(st)]->context().empty(shape));
+        }
+    });
+  }
+  size_t slot = tie_slots();
+  for (size_t t = 0; t < tied_.size(); ++t) {
+    const auto& copies = tied_[t];
+    for (size_t h = 0; h < copies.size(); ++h) {
+      StageTie tie;
+      tie.entry = copies[h].second;
+      tie.self = int(h);
+      tie.gathered = tied_gathered_[t][h];
+      for (size_t c = 0; c < copies.size(); ++c) {
+        tie.into.push_back(tied_gathered_[t][c][h].data());
+        tie.contexts.push_back(&stages_[size_t(copies[c].first)]->context());
+      }
+      tie.slot = slot;
+      out[size_t(copies[h].first)].push_back(std::move(tie));
+    }
+    slot += copies.size();
+  }
+  return out;
 }
 
 // Every stage runs its program at once on its thread; a stage records or replays on its own (a
@@ -64,12 +109,14 @@ bool PipelineCopy::fixed_step(const Batch& b, float lr, uint64_t seed, float inv
     }
     p.check_slots = check_slots();
   }
+  const std::vector<std::vector<StageTie>> ties = stage_ties();
   std::vector<LossStats> per(static_cast<size_t>(S));
   std::vector<char> replayed(static_cast<size_t>(S));
   threads_->run_all([&](int st) {
     StageStep mine = p;
     mine.self = st;
     if (!stage_comms_.empty()) mine.comm = stage_comms_[size_t(st)];
+    mine.ties = ties[size_t(st)];
     if (accumulate_ > 1) mine.held = held_grads_[size_t(st)].get();
     else if (!p.updates || p.add_held) throw std::logic_error("pipeline program: a held micro-batch without train.accumulate");
     per[size_t(st)] = stages_[size_t(st)]->run_program(mine, bounds_, box_, microbatches_);

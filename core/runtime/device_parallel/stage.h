@@ -56,6 +56,17 @@ struct MicroBatch {
   Tensor labels;               // host i32
 };
 
+// A layer shared across stages, as a program sums its copies' gradients on a stage holding one
+// (copy `self`): in copy order from the first, on every holder, as the host's sum does.
+struct StageTie {
+  size_t entry = 0;                  // this stage's copy: its entry in the stage's store
+  int self = 0;                      // its copy index
+  std::vector<void*> into;           // per copy c: this copy's place in copy c's stage's memory
+  std::vector<Tensor> gathered;      // per copy c: copy c's gradient here (gathered[self]: this one)
+  std::vector<OpContext*> contexts;  // per copy: its stage's context
+  size_t slot = 0;                   // copy c's post: mailbox slot and mark slot + c
+};
+
 // One step of a pipeline's program on a stage (PipelineCopy::fixed_step): what the host gives it.
 struct StageStep {
   const std::vector<MicroBatch>* mbs = nullptr;
@@ -83,6 +94,7 @@ struct StageStep {
   // Hybrid: this stage's communicator over the copies (its gradients' sum, copy 0's batch-norm
   // statistics after the update; sync_bn's statistics go through it in the layers); null: one copy.
   Communicator* comm = nullptr;
+  std::vector<StageTie> ties;  // the shared layers this stage holds a copy of
 };
 
 struct StageTimes {
@@ -119,9 +131,9 @@ class StageRuntime {
   // step values (rate, seed, the loss's scale) read from step memory, the loss statistics added up
   // where the kernels run, the boundaries' hand-offs host steps between recorded pieces, this
   // stage's update (or held sum) inside — decided over every stage (loss scaling, clipping), summed
-  // over the copies first (hybrid), train.ema after it; recorded once per kind and replayed
-  // (run_recorded). Its statistics are read back at its end (one wait, as run()'s). No shared
-  // layers: PipelineCopy::program_ok.
+  // over the copies first (hybrid) and over a shared layer's copies, train.ema after it; recorded
+  // once per kind and replayed (run_recorded). Its statistics are read back at its end (one wait,
+  // as run()'s).
   LossStats run_program(const StageStep& p, std::vector<Boundary>& bounds, Mailbox& box, int max_microbatches);
   bool replayed() const { return replayed_; }  // the last run_program replayed its recording
   const StepCheck& last_check() const { return last_check_; }  // the last updating program's decision
@@ -131,6 +143,8 @@ class StageRuntime {
   // The update's decision over every stage inside the program (StageStep::checks): this stage's
   // measure to every stage, the others' awaited, then the decision from all of them in order.
   void program_decide(const StageStep& p, StepMemory* mem, Mailbox& box);
+  // A shared layer's copies' gradients summed into this stage's (StageStep::ties).
+  void program_tie(const StageTie& t, Mailbox& box);
   StepCheck last_check_;
   void forward(int m, const MicroBatch& mb, bool training, float grad_scale, uint64_t seed, std::vector<Boundary>& bounds,
                Mailbox& box, int M, StageTimes& times, LossStats& total);

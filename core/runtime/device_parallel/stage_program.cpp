@@ -99,6 +99,7 @@ LossStats StageRuntime::run_program(const StageStep& p, std::vector<Boundary>& b
     if (p.add_held) p.held->add_into(grads);
     // Hybrid: this stage's gradients summed over the copies before anything reads them (as pass()).
     if (p.comm) p.comm->issue_all_reduce_sum(grads);
+    for (const StageTie& t : p.ties) program_tie(t, box);  // then a shared layer's copies (as reduce_and_update)
     if (!p.checks.empty()) program_decide(p, mem, box);
     optimizer_->update_from(0, grads.numel(), &mem[0].scalars);
     // As after_update: copy 0's batch-norm statistics on every copy, then train.ema (nothing where
@@ -155,6 +156,19 @@ void StageRuntime::program_decide(const StageStep& p, StepMemory* mem, Mailbox& 
   for (int o = 0; o < S; ++o)
     if (o != me) ctx_->host_step(receiving(&box, p.check_slots + size_t(o), ctx_.get(), p.contexts[size_t(o)]));
   optimizer_->decide_parts(p.rule, p.checks[size_t(me)], S, &mem[0].scalars, &mem[0].check);
+}
+
+// This copy's gradient into every holder's memory (its own too) and posted; the others' awaited;
+// then the sum in copy order — ((g0 + g1) + g2)..., each an f32 add — the host's order.
+void StageRuntime::program_tie(const StageTie& t, Mailbox& box) {
+  Tensor g = params().grad_view(t.entry);
+  const size_t n = t.into.size();
+  for (size_t c = 0; c < n; ++c) ctx_->copy(t.into[c], g.data(), g.bytes());
+  ctx_->host_step(posting(&box, t.slot + size_t(t.self), ctx_.get()));
+  for (size_t c = 0; c < n; ++c)
+    if (int(c) != t.self) ctx_->host_step(receiving(&box, t.slot + c, ctx_.get(), t.contexts[c]));
+  ctx_->copy(g.data(), t.gathered[0].data(), g.bytes());
+  for (size_t c = 1; c < n; ++c) elementwise_->accumulate(t.gathered[c], g);
 }
 
 // run()'s forward of micro-batch m with the step's values read from memory m (the seed) and 0 (the

@@ -95,6 +95,7 @@ TEST_CASE("hybrid program: each stage's sum over the copies inside its program g
     check_same(bn_cnn(), {m}, 2, 5, 1);
     check_same(bn_cnn(), {m}, 3, 5, 1);
     check_same(kGpt, {m}, 2, 5, 1);
+    check_same(kSharedLstm, {m}, 2, 2, 1);  // each copy's shared LSTM summed over its stages, then over the copies
   }
 }
 

@@ -185,10 +185,24 @@ TEST_CASE("pipeline program: loss scaling and clipping decided inside the stages
   }
 }
 
-TEST_CASE("pipeline program: shared layers run the ordinary step", "[device_parallel]") {
-  // (Their copies' gradients are summed through the host. train.ema and hybrid: hybrid_program_test.cpp.)
-  const Trained shared = train(experiment(kSharedLstm), 2, 2, 1, true);
-  CHECK(shared.programs == 0);
+TEST_CASE("pipeline program: a layer shared across stages (its copies' gradients summed in copy order inside the "
+          "programs) gives the ordinary step's bits; with clipping it runs the ordinary step",
+          "[device_parallel]") {
+  // The shared LSTM's two copies on cpu:1 and cpu:2: each copies its gradient into the other's
+  // memory and adds them in copy order, as sum_shared_gradients does on the host.
+  for (int M : {1, 2}) {
+    INFO("M = " << M);
+    const std::string m = "pipeline.microbatches=" + std::to_string(M);
+    check_same(kSharedLstm, {m}, 2, 1);
+    check_same(kSharedLstm, {m}, 2, 2);
+    check_same(kSharedLstm, {m, "train.loss_scale={init_scale: 1024, growth_interval: 2}"}, 2, 1, 2);  // step 2 skipped
+  }
+  // The norm (clip_norm's; the one clip_value reports) counts the shared layer once (StepUpdate's
+  // counted_elsewhere), which the stages' measures do not: clipping runs the ordinary step.
+  for (const char* clip : {"train.clip_norm=0.05", "train.clip_value=0.01"}) {
+    const Trained t = train(experiment(kSharedLstm, {clip}), 2, 2, 1, true);
+    CHECK(t.programs == 0);
+  }
 }
 
 TEST_CASE("pipeline program: a bad token id is reported with the ordinary step's message", "[device_parallel]") {

@@ -186,7 +186,7 @@ TEST_CASE("pipeline program: loss scaling and clipping decided inside the stages
 }
 
 TEST_CASE("pipeline program: a layer shared across stages (its copies' gradients summed in copy order inside the "
-          "programs) gives the ordinary step's bits; with clipping it runs the ordinary step",
+          "programs) gives the ordinary step's bits, and with clipping it runs the ordinary step",
           "[device_parallel]") {
   // The shared LSTM's two copies on cpu:1 and cpu:2: each copies its gradient into the other's
   // memory and adds them in copy order, as sum_shared_gradients does on the host.

@@ -19,15 +19,9 @@ scripts/clang-packages.sh
 if [ -f "$build/CMakeCache.txt" ] && ! grep -q '^CMAKE_CXX_COMPILER:.*clang++-14' "$build/CMakeCache.txt"; then
   rm -rf "$build"
 fi
-# At -O0 (tests/CMakeLists' e2e already is): the code around the kernels and the tests that drive
-# it, whose compile under ASan at -O1 was the longest part of CI and whose speed the tests hardly
-# feel. The kernels (ops), tensors, graph, optimizers, loaders and the op tests (their float64
-# references) stay at -O1.
-o0_targets="trainer_io;trainer_run;trainer_runtime;trainer_checkpoint;trainer_dist;trainer_export;trainer;unit_core;unit_data"
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DTRAINER_CUDA=OFF \
-  -DTRAINER_SANITIZE=address -DTRAINER_FUZZ=ON -DTRAINER_TESTS=ON \
-  -DTRAINER_O0_TARGETS="$o0_targets" >/dev/null
+  -DTRAINER_SANITIZE=address -DTRAINER_FUZZ=ON -DTRAINER_TESTS=ON >/dev/null
 targets=()
 (($#)) && targets=(--target "$@")
 cmake --build "$build" --parallel "${targets[@]}"

@@ -387,6 +387,24 @@ phase_gpt() {
       row "$label" "$(no_result $rc)${o:+: $(grep -v '^[[:space:]]*$' <<<"$o" | tail -1 | cut -c1-90)}"
     fi
   done
+  # Where the bf16 step goes (0.46x PyTorch compiled on 2026-11-30, with no profile to say why): every
+  # layer timed, the step synchronised around each; the layer types' totals, the input-gradient
+  # sums, the plan's arena beside the device's peak (13.9 GiB against PyTorch's 6.1-6.6 then).
+  local label="layers: gpt2_124m b4 bf16 (fwd+bwd ms per type; memory)"
+  if ((dry)); then
+    skip "$label" "trainer bench --layers"
+  elif (($(left) < 10)); then
+    row "$label" "not run (time bound)"
+  else
+    TRAINER_CUDNN_LOG=1 run_bounded "${step_timeout[$phase]}" "$T" bench configs/gpt2_124m.yaml --gpus 0 --steps 5 \
+      --warmup 2 --layers --set precision=bf16 >"$out/layers-gpt2-bf16.log" 2>&1
+    rc=$?
+    row "$label" "rc $rc; $(grep -E ' fwd +[0-9.]+ ms  bwd' "$out/layers-gpt2-bf16.log" |
+      awk '{t[$2] += $5 + $8} END {for (k in t) printf "%.2f %s\n", t[k], k}' | sort -rn | head -8 | paste -sd, -)$(
+      grep -oE "outside the layers' bwd above: [0-9.]+ ms" "$out/layers-gpt2-bf16.log" | sed 's/.*above: /; input-gradient sums /')$(
+      grep -oE "arena, one allocation per copy\): [0-9.]+ MiB" "$out/layers-gpt2-bf16.log" | sed 's/.*: /; arena /')$(
+      json_value peak_device_mb <"$out/layers-gpt2-bf16.log" | sed 's/^/; device peak /; s/$/ MiB/')"
+  fi
   for p in fp32 bf16; do
     config_run gpt_bytes "$p" 0 configs/gpt_bytes.yaml --set train.epochs=1 \
       --set data.train.path=/tmp/trainer-gpu/fortunes --set data.val.path=/tmp/trainer-gpu/fortunes

@@ -74,7 +74,7 @@ phase_table=(
   "configs-mnv2 300 120 MobileNetV2 cats vs dogs, one epoch, batch 64 and 128, fp32 and bf16, --gpus 0 and 0,0"
   "bench-b64    240 100 MiniGoogLeNet batch 64 (the seed recipe's), fp32 and bf16, against PyTorch"
   "bench-mnv2   300 120 MobileNetV2 224x224 batch 64, fp32 and bf16, against PyTorch"
-  "gpt          540 120 GPT-2 124M tokens/s (bench, fp32/bf16 (attn_cudnn), bf16 -attn_cudnn, bf16 reference attention); gpt_bytes one epoch (fp32, bf16); vs PyTorch eager/compile, bf16 b4"
+  "gpt          540 120 GPT-2 124M tokens/s (bench, fp32/bf16 (attn_cudnn), bf16 -attn_cudnn, bf16 reference attention); bf16 per layer + memory; gpt_bytes one epoch (fp32, bf16); vs PyTorch eager/compile, bf16 b4"
 )
 # One device-tool command each (sum of bounds <= 540, + 30 s start-up <= 570), most important first.
 commands=("ops core engine" "graphs racecheck configs" "bench configs-mgn" "memcheck" "e2e configs-mnv2" "bench-b64 bench-mnv2"

@@ -3,6 +3,7 @@
 // missing data set under --data is a data error.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -204,6 +205,20 @@ TEST_CASE("e2e bench: --layers shows the input gradients added for a tensor that
   INFO(chain.out << chain.err);
   REQUIRE(chain.code == 0);
   CHECK_THAT(chain.out, !Contains(key));
+  // Last, the step's buffers: the plan's arena holds the outputs and the output gradients (and
+  // converted copies and scratch besides), none of them empty for a network that trains.
+  for (const std::string& out : {r.out, chain.out}) {
+    const std::string arena_key = "Step buffers (the plan's arena, one allocation per copy): ";
+    const size_t at = out.find(arena_key);
+    REQUIRE(at != std::string::npos);
+    double arena = 0, outputs = 0, grads = 0;
+    REQUIRE(std::sscanf(out.c_str() + at + arena_key.size(),
+                        "%lf MiB: outputs and their converted copies %lf, output gradients %lf", &arena, &outputs,
+                        &grads) == 3);
+    CHECK(outputs > 0);
+    CHECK(grads > 0);
+    CHECK(arena >= outputs + grads - 0.1);  // each printed to 0.1 MiB
+  }
 }
 
 TEST_CASE("e2e bench: a timed step allocates nothing and never waits for a device (one replica, two replicas, a pipeline, MiniGoogLeNet)") {

@@ -15,7 +15,8 @@ namespace {
 // for a layer of matrix arithmetic (at least 32 FLOPs per output value: convolutions, dense, LSTM;
 // not batch norm, activations, pooling or concat, which the memory bounds), its training GFLOP/s
 // (3x the forward's FLOPs) and, with a ceiling, the share of it. Then, when there is any, the time
-// spent summing input gradients outside the layers (Executor::LayerTime::sums), on a line of its own.
+// spent summing input gradients outside the layers (Executor::LayerTime::sums), on a line of its own;
+// last, the bytes of the step's buffers (the execution plan's arena).
 std::vector<std::string> layer_lines(Executor& g, int steps, int64_t batch, double ceiling) {
   std::vector<size_t> order(g.nodes().size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -41,6 +42,13 @@ std::vector<std::string> layer_lines(Executor& g, int steps, int64_t batch, doub
     lines.push_back(fmt::format("Input gradients added where a tensor feeds several layers (or converted to its type), "
                                 "outside the layers' bwd above: {:.3f} ms",
                                 sums * 1000 / steps));
+  // Where the step's activation memory goes (the plan's one arena; parameters, optimizer state and
+  // kernels' workspaces are apart): a GPU's peak beside it says how much is the rest.
+  const ExecutionPlan& p = g.plan();
+  lines.push_back(fmt::format("Step buffers (the plan's arena, one allocation per copy): {:.1f} MiB: outputs and their "
+                              "converted copies {:.1f}, output gradients {:.1f}",
+                              double(p.arena_bytes) / (1 << 20), double(p.activation_bytes) / (1 << 20),
+                              double(p.gradient_bytes) / (1 << 20)));
   return lines;
 }
 

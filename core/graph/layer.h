@@ -43,11 +43,12 @@ struct ParamSpec {
 // What a layer computes in under mixed precision (bf16 or fp16; under fp32 everything is fp32).
 // Its output and output gradient have that type; inputs of the other type are converted (the
 // ExecutionPlan plans it, the Executor does it). "Low" is the precision's type: bf16 or f16.
-//   F32: always fp32 (the default: softmax, LSTM, dense, ...).
+//   F32: always fp32 (the default: softmax, LSTM, layer norm, attention, ...).
 //   Follow: low when every input is low, else fp32: memory-bound layers whose kernels take
 //     either type (batch norm, activations, pooling, concat, add, padding, flatten), so a chain of
 //     them after a convolution moves half the bytes and stores half the activation memory.
-//   Low: always low: compute-bound layers with low-precision kernels (convolutions, depthwise).
+//   Low: always low: compute-bound layers with low-precision kernels (convolutions, depthwise,
+//     dense; the logits' dense stays f32 all the same: the engine keeps the loss's input f32).
 enum class MixedPrecision { F32, Follow, Low };
 
 // Statistics over every data-parallel replica (batch norm with sync_bn): the narrow view of the

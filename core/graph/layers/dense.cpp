@@ -45,6 +45,7 @@ class Dense final : public KernelBiasLayer<DenseKernel> {
     return ps;
   }
   int64_t flops() const override { return 2 * positions_ * k_in_ * p_.units; }
+  MixedPrecision mixed_precision() const override { return MixedPrecision::Low; }
   LayerConfig describe() const override {
     LayerConfig c = LayerConfig().put_int("units", p_.units).put_int("use_bias", p_.bias);
     if (!tie_.empty()) c.put_text("tie", tie_);

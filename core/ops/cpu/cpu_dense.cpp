@@ -3,6 +3,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/ops/cpu/cpu_bf16.h"
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
 #include "core/ops/dense.h"
@@ -15,24 +16,26 @@ using tag = memory::format_tag;
 using dt = memory::data_type;
 
 // The bf16 path (precision bf16) for one input shape: x [n,k] · w [k,u] as three oneDNN matmuls on
-// bf16 copies of x, w and dy, accumulating in f32 and writing f32 y, dx and dw:
+// bf16 x, w and dy, accumulating in f32 and writing y and dx in the activations' type, dw in f32:
 //   y  = x · w + b     src x [n,k],                weights w [k,u]
 //   dx = dy · wᵀ       src dy [n,u],               weights w [k,u] read as [u,k] (tag ba)
 //   dw = xᵀ · dy       src x [n,k] read as [k,n],  weights dy [n,u]
-// The transposes are strides on the same bf16 buffers. x and dy are converted into per-thread
-// scratch, w into a buffer of the plan; forward and backward each convert what they read (as the
-// convolutions do: nothing is kept between the two, see cpu_onednn_conv.cpp).
+// The transposes are strides on the same bf16 buffers. `low`: x, y, dy and dx are bf16 tensors
+// (the layer computing in bf16), read and written where they are; else they are f32 (the logits'
+// layer), x and dy converted into per-thread scratch. w is converted into a buffer of the plan;
+// forward and backward each convert what they read (as the convolutions do: nothing is kept
+// between the two, see cpu_onednn_conv.cpp).
 class Bf16Dense {
  public:
-  Bf16Dense(CpuContext& c, int64_t n, int64_t k, int64_t u, bool bias) : c_(c) {
+  Bf16Dense(CpuContext& c, int64_t n, int64_t k, int64_t u, bool bias, bool low) : c_(c), low_(low) {
     auto& eng = c.engine();
     memory::desc x_f({n, k}, dt::f32, tag::ab), w_f({k, u}, dt::f32, tag::ab), dy_f({n, u}, dt::f32, tag::ab);
     x_ = cpu::Bf16Convert(eng, x_f, memory::desc({n, k}, dt::bf16, tag::ab));
     w_ = cpu::Bf16Convert(eng, w_f, memory::desc({k, u}, dt::bf16, tag::ab));
     dy_ = cpu::Bf16Convert(eng, dy_f, memory::desc({n, u}, dt::bf16, tag::ab));
     w_bf16_ = c.empty({int64_t(w_.to.get_size())}, DType::U8);
-    y_md_ = dy_f;
-    dx_md_ = x_f;
+    y_md_ = low ? dy_.to : dy_f;
+    dx_md_ = low ? x_.to : x_f;
     dw_md_ = w_f;
     wt_md_ = memory::desc({u, k}, dt::bf16, tag::ba);
     xt_md_ = memory::desc({k, n}, dt::bf16, tag::ba);
@@ -61,7 +64,8 @@ class Bf16Dense {
     if (!bwd_made_) make_backward();
     memory xb = source(x);
     w_.run(eng, s, w.data(), w_bf16_.data());
-    memory g = dy_.run(eng, s, dy.data(), cpu::thread_scratch(cpu::kScratchBf16Grad, dy_.to.get_size()));
+    memory g = low_ ? cpu::mem(dy_.to, eng, dy.data())
+                    : dy_.run(eng, s, dy.data(), cpu::thread_scratch(cpu::kScratchBf16Grad, dy_.to.get_size()));
     if (dx.defined())
       bwd_data_.execute(s, {{DNNL_ARG_SRC, g},
                             {DNNL_ARG_WEIGHTS, cpu::mem(wt_md_, eng, w_bf16_.data())},
@@ -77,6 +81,7 @@ class Bf16Dense {
  private:
   static dnnl::primitive_attr attr() { return cpu::user_scratchpad_attr(); }
   memory source(const Tensor& x) {
+    if (low_) return cpu::mem(x_.to, c_.engine(), x.data());
     return x_.run(c_.engine(), c_.stream(), x.data(), cpu::thread_scratch(cpu::kScratchBf16Src, x_.to.get_size()));
   }
 
@@ -91,6 +96,7 @@ class Bf16Dense {
   }
 
   CpuContext& c_;
+  bool low_;  // x, y, dy and dx are bf16 tensors (the layer in the low type), else f32
   cpu::Bf16Convert x_, w_, dy_;
   Tensor w_bf16_;
   memory::desc y_md_, dx_md_, dw_md_, wt_md_, xt_md_, bias_md_;
@@ -107,7 +113,7 @@ class CpuDense final : public DenseKernel {
   void forward_impl(int64_t n, int64_t k, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
     const int64_t u = p_.units;
     if (n == 0) return;
-    if (c_.bf16()) return bf16(n, k).forward(x, w, p_.bias ? b : Tensor(), y);
+    if (c_.bf16()) return bf16(n, k, x.dtype() == DType::BF16).forward(x, w, p_.bias ? b : Tensor(), y);
     cpu::linear_forward_f32("dense", n, k, u, x.f32(), w.f32(), p_.bias ? b.f32() : nullptr, y.f32());
   }
 
@@ -120,22 +126,28 @@ class CpuDense final : public DenseKernel {
       return;
     }
     if (c_.bf16()) {
-      bf16(n, k).backward(x, w, dy, dx, dw);
+      bf16(n, k, x.dtype() == DType::BF16).backward(x, w, dy, dx, dw);
     } else {
       if (dx.defined()) cpu::sgemm("dense", 'N', 'T', n, k, u, dy.f32(), u, w.f32(), u, 0.0f, dx.f32(), k);
       cpu::sgemm("dense", 'T', 'N', k, u, n, x.f32(), k, dy.f32(), u, 0.0f, dw.f32(), u);
     }
     if (p_.bias) {
       std::vector<double> acc(size_t(u), 0.0);
-      const float* g = dy.f32();
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < u; ++j) acc[j] += g[i * u + j];
+      if (dy.dtype() == DType::BF16) {
+        const auto* g = static_cast<const cpu::bf16*>(dy.data());
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < u; ++j) acc[j] += cpu::to_f32(g[i * u + j]);
+      } else {
+        const float* g = dy.f32();
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < u; ++j) acc[j] += g[i * u + j];
+      }
       for (int64_t j = 0; j < u; ++j) db.f32()[j] = float(acc[j]);
     }
   }
 
-  Bf16Dense& bf16(int64_t n, int64_t k) {
-    return plans_.get({n, k}, [&] { return Bf16Dense(c_, n, k, p_.units, p_.bias); });
+  Bf16Dense& bf16(int64_t n, int64_t k, bool low) {
+    return plans_.get({n, k, low}, [&] { return Bf16Dense(c_, n, k, p_.units, p_.bias, low); });
   }
 
   CpuContext& c_;

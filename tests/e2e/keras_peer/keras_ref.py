@@ -140,11 +140,14 @@ def flatten(x, channels_first=False):
     return x.reshape(x.shape[0], -1)
 
 
-def dense(x, kernel, bias=None):
+def dense(x, kernel, bias=None, f32=False):
     # keras.layers.Dense: kernel [in, out] (PyTorch's Linear weight is [out, in]). Under bf16
-    # trainer converts both operands inside the kernel and keeps the output in f32.
+    # trainer multiplies bf16 operands (x stored or converted in bf16, the f32 kernel converted
+    # where it multiplies) and stores y (and its gradient) in bf16, but for the logits (f32 = True:
+    # the layer before the loss, or the model's output, which trainer keeps f32).
     y = q(x) @ qw(kernel)
-    return y + bias if bias is not None else y
+    y = y + bias if bias is not None else y
+    return y if f32 else q(y)
 
 
 def batchnorm_train(x, gamma, beta, state, momentum, epsilon, unbiased=False, flipped_momentum=False):

@@ -40,7 +40,7 @@ HEAD = ["{name: flat, type: flatten}", f"{{name: logits, type: dense, units: {CL
 
 
 def logits(P, h):
-    return K.dense(K.flatten(h), P["logits/kernel"], P["logits/bias"])
+    return K.dense(K.flatten(h), P["logits/kernel"], P["logits/bias"], f32=True)
 
 
 def bn_state(c):
@@ -177,7 +177,7 @@ def cases():
                     + HEAD, p,
                     lambda P, X, S, t, c, s: K.dense(K.flatten(K.conv2d(X["x"], P["conv/kernel"], padding="same"),
                                                                channels_first=c == "flatten as (c, h, w)"),
-                                                     P["logits/kernel"], P["logits/bias"]),
+                                                     P["logits/kernel"], P["logits/bias"], f32=True),
                     controls=("flatten as (c, h, w)",)))
 
     # --- dropout: rate 0, and rate 0.5 with trainer's own mask (node 0: the first layer)
@@ -345,10 +345,10 @@ def cases():
                                 P[f"{b}_down/bias"])
             h = K.layer_norm(h, P["ln/gamma"], P["ln/beta"])
             if not tied:
-                return K.dense(h, P["head/kernel"], P["head/bias"])
+                return K.dense(h, P["head/kernel"], P["head/bias"], f32=True)
             # The control: the table's gradient from its lookup alone (the head's use detached).
             table = P["tok/embeddings"].detach() if c == "tied head's gradient dropped" else P["tok/embeddings"]
-            return K.dense(h, table.t())
+            return K.dense(h, table.t(), f32=True)
 
         out.append(Case("gpt", f"two blocks, {T} positions, a label per position" + (", head tied to the embedding" if tied else ""),
                         layers, p, f_gpt, inputs={"x": ("ids", [T], CLASSES if tied else V)}, positions=T,
@@ -365,12 +365,12 @@ def cases():
         p = {"d1/kernel": w(5, CLASSES), "d1/bias": w(CLASSES, scale=0.1)}
         out.append(Case("loss", loss + (f", label_smoothing {ls:g}" if ls else ""),
                         [f"{{name: d1, type: dense, units: {CLASSES}}}", "{name: out, type: softmax}"], p,
-                        lambda P, X, S, t, c, s: K.dense(X["x"], P["d1/kernel"], P["d1/bias"]),
+                        lambda P, X, S, t, c, s: K.dense(X["x"], P["d1/kernel"], P["d1/bias"], f32=True),
                         inputs={"x": ("vector", [5])}, loss=loss, smoothing=ls))
     for ls in (0.0, 0.1):
         p = {"d1/kernel": w(5, 1), "d1/bias": w(1, scale=0.1)}
         out.append(Case("loss", "binary_crossentropy" + (f", label_smoothing {ls:g}" if ls else ""),
                         ["{name: d1, type: dense, units: 1}", "{name: out, type: sigmoid}"], p,
-                        lambda P, X, S, t, c, s: K.dense(X["x"], P["d1/kernel"], P["d1/bias"]),
+                        lambda P, X, S, t, c, s: K.dense(X["x"], P["d1/kernel"], P["d1/bias"], f32=True),
                         inputs={"x": ("vector", [5])}, loss="binary_crossentropy", smoothing=ls))
     return out

@@ -100,7 +100,7 @@ schedule: {{{sched}}}
             total, weight, correct = 0.0, 0, 0
             for s in range(steps):
                 xb, yb = xt[s * batch : (s + 1) * batch], yt[s * batch : (s + 1) * batch]
-                z = K.dense(xb, P["d/kernel"], P["d/bias"])
+                z = K.dense(xb, P["d/kernel"], P["d/bias"], f32=True)
                 loss = K.sparse_categorical_crossentropy(z, yb, CLASSES)
                 nb = batch if equal_batches else len(yb)  # Keras: Mean(loss, sample_weight=batch size)
                 total, weight = total + float(loss) * nb, weight + nb
@@ -194,7 +194,7 @@ optimizer: {{type: sgd, lr: {LR}{opt}}}
                 h = K.flatten(torch.relu(h))
             else:
                 h = xt
-            loss = K.sparse_categorical_crossentropy(K.dense(h, P["d/kernel"], P["d/bias"]), yt, CLASSES)
+            loss = K.sparse_categorical_crossentropy(K.dense(h, P["d/kernel"], P["d/bias"], f32=True), yt, CLASSES)
             grads = torch.autograd.grad(loss, list(P.values()))
             with torch.no_grad():
                 for p, g in zip(P.values(), grads):
@@ -215,7 +215,7 @@ def reference_unscaled(w0, x, y, epochs):
     P = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in w0.items()}
     xt, yt = torch.tensor(x, dtype=torch.float64), torch.tensor(y, dtype=torch.int64)
     for _ in range(epochs):
-        loss = K.sparse_categorical_crossentropy(K.dense(xt, P["d/kernel"], P["d/bias"]), yt, CLASSES)
+        loss = K.sparse_categorical_crossentropy(K.dense(xt, P["d/kernel"], P["d/bias"], f32=True), yt, CLASSES)
         grads = torch.autograd.grad(loss, list(P.values()))
         with torch.no_grad():
             for p, g in zip(P.values(), grads):

@@ -16,7 +16,8 @@ namespace {
 // conv -> bn -> tanh (bf16, in place) -> depthwise -> dropout (f32 only; rate 0: the identity) ->
 // bn -> sigmoid -> conv -> add with tanh's output -> pool -> flatten -> dense -> softmax. The model
 // input is converted for c1; the depthwise convolution's bf16 output is converted up for dropout;
-// sigmoid's f32 output down for c2.
+// sigmoid's f32 output down for c2; dense's bf16 output up for softmax (a trainer keeps the
+// logits' dense f32: Replica::keep_f32, the keep_f32 case below).
 // Every function is smooth: a gradient of relu or max pooling jumps where rounding moves a value
 // across zero or reorders two near-equal values (a few elements here flip that way, 6% of the
 // gradient's norm), so it would not compare with fp32's; the op tests check those kernels.
@@ -90,12 +91,12 @@ TEST_CASE("mixed precision: convolutions and the memory-bound layers after them 
     const Precision p = mc.precision;
     auto half = run(dev, p), full = run(dev, Precision::FP32);
     auto type = [](Run& r, const char* n) { return r.g.dtype(r.g.node_index(n)); };
-    for (const char* n : {"c1", "bn1", "r1", "dw", "c2", "sum", "pool", "flat"}) {
+    for (const char* n : {"c1", "bn1", "r1", "dw", "c2", "sum", "pool", "flat", "dense"}) {
       INFO(n);
       CHECK(type(*half, n) == low_dtype(p));
       CHECK(type(*full, n) == DType::F32);
     }
-    for (const char* n : {"drop", "bn2", "r2", "dense", "out"}) {  // dropout is f32-only; bn2, r2 follow it
+    for (const char* n : {"drop", "bn2", "r2", "out"}) {  // dropout is f32-only; bn2, r2 follow it
       INFO(n);
       CHECK(type(*half, n) == DType::F32);
     }
@@ -114,10 +115,11 @@ TEST_CASE("mixed precision: keep_f32 makes a node f32 and converts its low-preci
   for (const test::MixedCase& mc : test::mixed_cases()) SECTION(mc.name()) {
     const Device dev = mc.device();
     const Precision p = mc.precision;
-    auto r = run(dev, p, {"sum"});
+    auto r = run(dev, p, {"sum", "dense"});
     CHECK(r->g.dtype(r->g.node_index("sum")) == DType::F32);
     CHECK(r->g.dtype(r->g.node_index("pool")) == DType::F32);  // follows sum
     CHECK(r->g.dtype(r->g.node_index("c2")) == low_dtype(p));
+    CHECK(r->g.dtype(r->g.node_index("dense")) == DType::F32);  // as the logits in training
   }
 }
 

@@ -1,4 +1,4 @@
-// Mixed precision on every backend: conv2d and depthwise conv2d (bf16/f16 activations) and dense (f32 tensors in a bf16/fp16 context) against float64.
+// Mixed precision on every backend: conv2d, depthwise conv2d and dense on bf16/f16 activations, and dense on f32 tensors in a bf16/fp16 context, against float64.
 #include <functional>
 #include <memory>
 #include <sstream>
@@ -23,11 +23,12 @@ Tensor random_of(const Shape& s, std::mt19937_64& rng, DType dt) {
 
 // How a subject is run, on one (backend, low type) pair `lo`:
 //   kFp32:        the backend's fp32 context, f32 tensors.
-//   kLowContext:  a bf16/fp16 context, f32 tensors (what the graph gives dense):
-//                 dense converts its operands to the low type inside, the convolutions compute in fp32.
+//   kLowContext:  a bf16/fp16 context, f32 tensors (what the graph gives a dense layer kept f32:
+//                 the logits): dense converts its operands to the low type inside, the
+//                 convolutions compute in fp32.
 //   kLowTensors:  a bf16/fp16 context, low-precision activations x, y, dy and dx with f32 weights,
-//                 bias and their gradients (what the graph gives the convolutions): they compute in
-//                 the low type.
+//                 bias and their gradients (what the graph gives the convolutions and dense
+//                 layers): they compute in the low type.
 enum class Mode { kFp32, kLowContext, kLowTensors };
 const char* mode_name(Mode m) {
   return m == Mode::kFp32 ? "fp32" : m == Mode::kLowContext ? "low-precision context, f32 tensors" : "low-precision tensors";
@@ -278,6 +279,7 @@ Subject dense(const Shape& xs, int64_t u, bool bias = true, bool want_dx = true)
                       xs, {k, u}, Shape(yd), bias, want_dx, k, u, rows);
   s.make = runner<DenseKernel>(p);
   s.converts = true;
+  s.takes_bf16 = true;
   s.reference = [=](const ref::Vec& x, const ref::Vec& w, const ref::Vec* b, const ref::Vec& dy) {
     Refs r;
     r.y = ref::dense_forward(x, w, b, rows, k, u);
@@ -318,7 +320,7 @@ std::vector<Mode> low_modes(const Subject& s) {
 
 }  // namespace
 
-TEST_CASE("mixed precision: conv2d and depthwise conv2d on low tensors, and dense in a low context, match float64 within the bound", "[backends]") {
+TEST_CASE("mixed precision: conv2d, depthwise conv2d and dense on low tensors, and dense in a low context, match float64 within the bound", "[backends]") {
   for (const Low& lo : b16::lows()) SECTION(lo.name()) {
     for (const Subject& s : subjects()) {
       double rel_fp32 = exercise(lo, s, Mode::kFp32, Drive::kOneStep, 11);
@@ -356,12 +358,13 @@ TEST_CASE("mixed precision: one kernel serves changing batch sizes, and f32 and 
         exercise(lo, conv(n, 8, 8, 16, 24, 3), m, Drive::kSecondStep, uint64_t(40 + n), &cv);
       for (Mode m : {Mode::kLowTensors, Mode::kLowContext})
         exercise(lo, depthwise(n, 8, 8, 16, 1, 3), m, Drive::kSecondStep, uint64_t(50 + n), &dw);
-      exercise(lo, dense({n, 24}, 7), Mode::kLowContext, Drive::kSecondStep, uint64_t(60 + n), &fc);
+      for (Mode m : {Mode::kLowTensors, Mode::kLowContext})
+        exercise(lo, dense({n, 24}, 7), m, Drive::kSecondStep, uint64_t(60 + n), &fc);
     }
   }
 }
 
-TEST_CASE("mixed precision: conv2d and depthwise conv2d take all-f32 or all-low activations with f32 weights", "[backends]") {
+TEST_CASE("mixed precision: conv2d, depthwise conv2d and dense take all-f32 or all-low activations with f32 weights", "[backends]") {
   for (const Low& lo : b16::lows()) SECTION(lo.name()) {
     std::mt19937_64 rng(70);
     OpContext& c = lo.lctx();
@@ -408,5 +411,22 @@ TEST_CASE("mixed precision: conv2d and depthwise conv2d take all-f32 or all-low 
     REQUIRE_NOTHROW(dk->forward(act(B), dwt, dwb, y));
     REQUIRE_NOTHROW(dk->backward(act(B), dwt, act(B), dx, ddw, ddb));
     REQUIRE_NOTHROW(dk->forward(act(F), dwt, dwb, y32));
+
+    // Dense on x [4, 6] -> [4, 5]: the same rules.
+    auto fk = make_kernel<DenseKernel>(c, DenseParams{5, true});
+    auto rows = [&](int64_t cols, DType t) { return up(random_of({4, cols}, rng, t)); };
+    Tensor fw = up(random_tensor({6, 5}, rng)), fb = up(random_tensor({5}, rng));
+    Tensor fdw = c.empty({6, 5}), fdb = c.empty({5}), fdw16 = up(b16::nan_of({6, 5}, B));
+    Tensor fx = rows(6, B), fx32 = rows(6, F), fy = rows(5, B), fy32 = rows(5, F), fdy = rows(5, B), fdy32 = rows(5, F);
+    Tensor fdx = rows(6, B), fdx32 = rows(6, F);
+    CHECK_THROWS_AS(fk->forward(fx, fw, fb, fy32), std::invalid_argument);
+    CHECK_THROWS_AS(fk->forward(fx32, fw, fb, fy), std::invalid_argument);
+    CHECK_THROWS_AS(fk->forward(fx, fdw16, fb, fy), std::invalid_argument);
+    CHECK_THROWS_AS(fk->backward(fx, fw, fdy32, fdx, fdw, fdb), std::invalid_argument);
+    CHECK_THROWS_AS(fk->backward(fx, fw, fdy, fdx32, fdw, fdb), std::invalid_argument);
+    CHECK_THROWS_AS(fk->backward(fx, fw, fdy, fdx, fdw16, fdb), std::invalid_argument);
+    REQUIRE_NOTHROW(fk->forward(fx, fw, fb, fy));
+    REQUIRE_NOTHROW(fk->backward(fx, fw, fdy, fdx, fdw, fdb));
+    REQUIRE_NOTHROW(fk->forward(fx32, fw, fb, fy32));
   }
 }

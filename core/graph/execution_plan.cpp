@@ -33,11 +33,11 @@ std::vector<DType> plan_precision(const Graph& g, const ExecutionInputs& in) {
 // else -1. Never the output node: the engine reads its input as the loss's logits. Never across
 // types (the input is then converted, and its producer's output must stay). An identity (a
 // folded zero_pad2d) changes nothing it runs over, so its producer need not be output_reusable.
-std::vector<int> plan_in_place(const Graph& g, const std::vector<DType>& dtypes) {
+std::vector<int> plan_in_place(const Graph& g, const std::vector<DType>& dtypes, size_t runs) {
   const auto& nodes = g.nodes();
   const int output = g.output_node();
   std::vector<int> over(nodes.size(), -1);
-  for (size_t i = 0; i < nodes.size(); ++i) {
+  for (size_t i = 0; i < runs; ++i) {
     const GraphNode& n = nodes[i];
     const bool identity = n.layer->identity();
     if (int(i) == output || !(n.layer->in_place() || identity) || n.inputs.size() != 1 || is_model_input(n.inputs[0])) continue;
@@ -55,7 +55,7 @@ std::vector<int> plan_in_place(const Graph& g, const std::vector<DType>& dtypes)
 // outside: keep_f32, not the output node), all three share a type, the writer owns its buffer (runs
 // in place over nothing) and no consumer runs in place over the concat's output (which would
 // overwrite the slices a fused activation's backward may read).
-void plan_slices(const Graph& g, const ExecutionInputs& in, ExecutionPlan& p) {
+void plan_slices(const Graph& g, const ExecutionInputs& in, size_t runs, ExecutionPlan& p) {
   const auto& nodes = g.nodes();
   const size_t n = nodes.size();
   p.slice_of.assign(n, -1);
@@ -65,7 +65,7 @@ void plan_slices(const Graph& g, const ExecutionInputs& in, ExecutionPlan& p) {
   for (size_t i = 0; i < n; ++i)
     if (p.in_place_of[i] >= 0) overwritten[size_t(p.in_place_of[i])] = true;
   const int output = g.output_node();
-  for (size_t c = 0; c < n; ++c) {
+  for (size_t c = 0; c < runs; ++c) {
     const GraphNode& cn = nodes[c];
     if (!cn.layer->joins_channels() || overwritten[c]) continue;
     int64_t channel = 0;
@@ -93,12 +93,12 @@ void plan_slices(const Graph& g, const ExecutionInputs& in, ExecutionPlan& p) {
 // each can join siblings, all share one layer type, output type and fused activation, own their
 // parameters, and read one node's output that only they read, in their own type (their input
 // gradient is theirs alone, and is written at the leader's backward).
-void plan_siblings(const Graph& g, const ExecutionInputs& in, ExecutionPlan& p) {
+void plan_siblings(const Graph& g, const ExecutionInputs& in, size_t runs, ExecutionPlan& p) {
   const auto& nodes = g.nodes();
   const size_t n = nodes.size();
   p.sibling_leader.assign(n, -1);
   if (!in.can_join) return;
-  for (size_t c = 0; c < n; ++c) {
+  for (size_t c = 0; c < runs; ++c) {
     const GraphNode& cn = nodes[c];
     if (!cn.layer->joins_channels() || cn.inputs.size() < 2) continue;
     std::vector<int> writers;
@@ -139,14 +139,15 @@ void plan_siblings(const Graph& g, const ExecutionInputs& in, ExecutionPlan& p) 
 // j's gradient starts there. A gradient has its node's output type. A channel slice (slice_of)
 // has no buffer of its own (its concat's holds it, SIZE_MAX in the result), and its concat's
 // gradient stays live until the slice's backward. A sibling group's member (leader[i] >= 0) writes
-// its input's gradient at its leader's backward.
-std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, const std::vector<int>& over,
+// its input's gradient at its leader's backward. Nodes from `runs` on never run: no buffer
+// (SIZE_MAX), and their reading of a node does not count.
+std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, size_t runs, const std::vector<int>& over,
                                    const std::vector<int>& slice_of, const std::vector<int>& leader,
                                    const std::vector<DType>& dtypes, int64_t batch, std::vector<int64_t>& sizes) {
   const size_t n = nodes.size();
   std::vector<size_t> last_consumer(n, 0);
   std::vector<bool> consumed(n, false);
-  for (size_t i = 0; i < n; ++i)
+  for (size_t i = 0; i < runs; ++i)
     for (int j : nodes[i].inputs)
       if (!is_model_input(j)) {
         const size_t at = leader[i] >= 0 ? size_t(leader[i]) : i;  // where i's backward writes j's gradient
@@ -170,7 +171,7 @@ std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, const st
     if (over[i] >= 0) in_place_by[size_t(over[i])] = int(i);
   sizes.clear();
   for (size_t j : order) {
-    if (slice_of[j] >= 0) {
+    if (slice_of[j] >= 0 || j >= runs) {
       buffer[j] = SIZE_MAX;
       continue;
     }
@@ -213,7 +214,9 @@ ExecutionPlan plan_execution(const Graph& g, const ExecutionInputs& in) {
   p.batch = in.batch;
   p.input_dtypes = in.input_dtypes;
   p.dtypes = plan_precision(g, in);
-  p.in_place_of = plan_in_place(g, p.dtypes);
+  // The nodes that run: [0, runs).
+  const size_t runs = in.last < 0 ? n : std::min(n, size_t(in.last) + 1);
+  p.in_place_of = plan_in_place(g, p.dtypes, runs);
 
   // An activation running in place over a producer that can apply it is done by the producer:
   // one pass over the data instead of two, forward and backward. Not into a node read from
@@ -229,8 +232,8 @@ ExecutionPlan plan_execution(const Graph& g, const ExecutionInputs& in) {
       p.applies[size_t(j)] = act;
     }
   }
-  plan_slices(g, in, p);
-  plan_siblings(g, in, p);
+  plan_slices(g, in, runs, p);
+  plan_siblings(g, in, runs, p);
 
   int64_t cursor = 0;
   auto take = [&](int64_t bytes) {
@@ -249,17 +252,17 @@ ExecutionPlan plan_execution(const Graph& g, const ExecutionInputs& in) {
                   nodes[c].shape.back()};
   };
   p.act.assign(n, Region{});
-  for (size_t i = 0; i < n; ++i)
+  for (size_t i = 0; i < runs; ++i)
     if (p.slice_of[i] < 0)
       p.act[i] = p.in_place_of[i] >= 0 ? p.act[size_t(p.in_place_of[i])] : take(bytes_of(nodes[i].shape, p.dtypes[i]));
-  for (size_t i = 0; i < n; ++i)
+  for (size_t i = 0; i < runs; ++i)
     if (p.slice_of[i] >= 0) p.act[i] = slice(i, p.act[size_t(p.slice_of[i])]);
   // Converted copies (in the reader's type), and the scratch for input gradients computed apart:
   // at most every input of one node at once, in that node's type (64-byte aligned pieces).
   p.cast.assign(n, Region{});
   p.input_cast.assign(inputs, Region{});
   int64_t scratch = 64;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < runs; ++i) {
     int64_t need = 0;
     for (int j : nodes[i].inputs) {
       const bool model = is_model_input(j);
@@ -276,15 +279,15 @@ ExecutionPlan plan_execution(const Graph& g, const ExecutionInputs& in) {
   // Output gradients: buffers shared where lifetimes allow.
   std::vector<int64_t> sizes;
   const std::vector<size_t> buffer =
-      plan_gradients(nodes, p.in_place_of, p.slice_of, p.sibling_leader, p.dtypes, in.batch, sizes);
+      plan_gradients(nodes, runs, p.in_place_of, p.slice_of, p.sibling_leader, p.dtypes, in.batch, sizes);
   const int64_t grads_at = cursor;
   std::vector<Region> buffers;
   for (int64_t sz : sizes) buffers.push_back(take(sz));
   p.gradient_bytes = cursor - grads_at;
   p.grad.assign(n, Region{});
-  for (size_t i = 0; i < n; ++i)
+  for (size_t i = 0; i < runs; ++i)
     if (p.slice_of[i] < 0) p.grad[i] = {buffers[buffer[i]].offset, bytes_of(nodes[i].shape, p.dtypes[i])};
-  for (size_t i = 0; i < n; ++i)
+  for (size_t i = 0; i < runs; ++i)
     if (p.slice_of[i] >= 0) p.grad[i] = slice(i, p.grad[size_t(p.slice_of[i])]);
   p.input_grad.assign(inputs, Region{});
   for (size_t k = 0; k < inputs; ++k)

@@ -19,6 +19,11 @@ struct ExecutionInputs {
   std::vector<DType> input_dtypes;    // per model input
   std::vector<bool> keep_f32;         // per node: its output stays f32 and takes no fused activation
   std::vector<bool> input_grads;      // per model input: its gradient is computed
+  // The last node the engine runs (the loss's logits: the output softmax is the loss's), or -1 for
+  // the graph's output. Nodes after it never run and get no buffers: no output, gradient or
+  // converted copy, no scratch for their backward; no node before it runs in place of, fuses or
+  // writes slices for one after it.
+  int last = -1;
   // Whether node `producer`'s layer can apply activation `k` in its own pass (Layer::can_fuse_activation).
   std::function<bool(int producer, ActKind k)> can_fuse;
   // Whether node `producer`'s layer writes its output as a channel slice (Layer::writes_channel_slice);
@@ -55,7 +60,7 @@ struct ExecutionPlan {
   // the group's last in forward order (its own leader); -1 outside groups. The members' input
   // gradients are written at the leader's backward, which the gradient buffers' lifetimes count.
   std::vector<int> sibling_leader;
-  std::vector<Region> act;              // per node: its output (an in-place node: its input's region)
+  std::vector<Region> act;              // per node: its output (an in-place node: its input's region; none after `last`)
   std::vector<Region> cast;             // per node: its output converted to the other float type, when a consumer needs it
   std::vector<Region> input_cast;       // per model input, likewise
   std::vector<Region> grad;             // per node: its output gradient (shared where lifetimes allow)

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
 
 namespace trainer {
 
@@ -77,6 +78,12 @@ void Executor::keep_f32(int node) {
   replan_ = true;
 }
 
+void Executor::set_last(int node) {
+  if (node < 0 || node > graph_->output_node()) throw std::out_of_range(fmt::format("node {} is not in the graph", node));
+  last_ = node;
+  replan_ = true;
+}
+
 void Executor::set_channel_slices(bool on) {
   channel_slices_ = on;
   replan_ = true;
@@ -107,6 +114,7 @@ void Executor::ensure_plan(int64_t batch) {
   in.low = low_dtype(ctx_->precision());
   for (const Tensor* t : inputs_) in.input_dtypes.push_back(t->dtype());
   in.keep_f32 = keep_f32_;
+  in.last = last_;
   in.input_grads = input_grad_on_;
   in.can_fuse = [this](int producer, ActKind k) { return layers_[size_t(producer)]->can_fuse_activation(k); };
   if (channel_slices_) {
@@ -192,6 +200,8 @@ void Executor::forward(const std::vector<const Tensor*>& inputs, bool training, 
   std::fill(cast_done_.begin(), cast_done_.end(), false);
   std::fill(input_cast_done_.begin(), input_cast_done_.end(), false);
   if (until < 0) until = graph_->output_node();
+  if (last_ >= 0 && until > last_)
+    throw std::logic_error(fmt::format("forward up to node {}, past the last node planned ({})", until, last_));
   std::vector<const Tensor*> in;
   for (int i = 0; i <= until; ++i) {
     const GraphNode& n = graph_->nodes()[size_t(i)];

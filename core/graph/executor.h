@@ -79,6 +79,9 @@ class Executor {
   // (Layer::fuse_activation: batch norm + ReLU on the CPU), else -1; after a forward.
   int fused_into(int node) const { return plan_.fused_into.at(size_t(node)); }
   void keep_f32(int node);
+  // The last node the engine runs (ExecutionInputs::last: the loss's logits, its softmax being the
+  // loss's): the nodes after it get no buffers, and forward() refuses to run them.
+  void set_last(int node);
   // Whether concat inputs may be written in the concat's output by their producers (channel
   // slices, ExecutionPlan::slice_of; on by default): off, every concat copies, as a reference.
   void set_channel_slices(bool on);
@@ -129,9 +132,10 @@ class Executor {
   std::vector<std::unique_ptr<Layer>> layers_;  // clones of the graph's, bound to ctx_
   std::vector<const Tensor*> inputs_;
   std::vector<bool> keep_f32_;        // per node (keep_f32)
+  int last_ = -1;                     // set_last (-1: the output node)
   std::vector<bool> input_grad_on_;   // per model input (set_input_grad)
   bool channel_slices_ = true;        // set_channel_slices
-  bool replan_ = true;                // keep_f32, set_input_grad or set_channel_slices changed since the last plan
+  bool replan_ = true;                // keep_f32, set_last, set_input_grad or set_channel_slices changed since the last plan
   ExecutionPlan plan_;
   Tensor arena_;                      // every buffer of plan_ (grows, never shrinks)
   std::vector<Tensor> acts_, grads_, cast_, input_cast_, input_grads_;  // views into arena_

@@ -20,6 +20,7 @@ Replica::Replica(const TraineeSpec& t, Device device, int threads) {
   fused_ = h.fused;
   logits_ = h.logits;
   exec_->keep_f32(logits_);  // the loss reads and writes f32
+  exec_->set_last(logits_);  // the output softmax is the loss's: its node gets no buffers
   if (t.average.enabled()) average_ = std::make_unique<WeightAverage>(*ctx_, exec_->params().weights(), t.average);
   state_ = std::make_unique<StoreState>(*ctx_, exec_->params(), *optimizer_, average_.get());
 }

@@ -39,12 +39,12 @@ bool overlap(const Region& a, const Region& b) {
 // The backward lifetime of each node's output gradient, in steps from the start of backward:
 // from its last consumer's backward (or 0 when nothing in the graph consumes it) to its own; a
 // sibling group's member writes its input's gradient at its leader's backward.
-std::vector<std::pair<size_t, size_t>> lifetimes(const Graph& g, const ExecutionPlan& p) {
+std::vector<std::pair<size_t, size_t>> lifetimes(const Graph& g, const ExecutionPlan& p, size_t runs) {
   const size_t n = g.nodes().size();
   std::vector<std::pair<size_t, size_t>> life(n);
   for (size_t j = 0; j < n; ++j) life[j] = {0, n - 1 - j};
   std::vector<bool> consumed(n, false);
-  for (size_t i = 0; i < n; ++i)
+  for (size_t i = 0; i < runs; ++i)
     for (int j : g.nodes()[i].inputs)
       if (!is_model_input(j)) {
         const size_t at = p.sibling_leader[i] >= 0 ? size_t(p.sibling_leader[i]) : i;
@@ -64,8 +64,19 @@ bool same_buffer(const ExecutionPlan& p, size_t i, size_t j) {
   return owner(i) == owner(j);
 }
 
-void check_plan(const Graph& g, const ExecutionPlan& p) {
-  const size_t n = g.nodes().size();
+// Nodes from `runs` on never run (ExecutionInputs::last): they must have no buffers at all.
+void check_plan(const Graph& g, const ExecutionPlan& p, size_t runs = SIZE_MAX) {
+  const size_t n = std::min(g.nodes().size(), runs);
+  for (size_t i = n; i < g.nodes().size(); ++i) {
+    INFO("node " << i << " " << g.nodes()[i].layer->name() << " never runs");
+    CHECK_FALSE(p.act[i].defined());
+    CHECK_FALSE(p.grad[i].defined());
+    CHECK_FALSE(p.cast[i].defined());
+    CHECK(p.in_place_of[i] == -1);
+    CHECK(p.fused_into[i] == -1);
+    CHECK(p.slice_of[i] == -1);
+    CHECK(p.sibling_leader[i] == -1);
+  }
   std::vector<Region> all;
   for (size_t i = 0; i < n; ++i) all.insert(all.end(), {p.act[i], p.cast[i], p.grad[i]});
   all.insert(all.end(), p.input_cast.begin(), p.input_cast.end());
@@ -114,7 +125,7 @@ void check_plan(const Graph& g, const ExecutionPlan& p) {
   }
   // Two gradients live at the same time in backward never share bytes (an in-place pair shares
   // one buffer on purpose: the consumer's backward writes its input's gradient over its own).
-  const auto life = lifetimes(g, p);
+  const auto life = lifetimes(g, p, n);
   for (size_t i = 0; i < n; ++i)
     for (size_t j = i + 1; j < n; ++j) {
       if (same_buffer(p, i, j)) continue;
@@ -348,4 +359,47 @@ model:
   check_plan(shared, s);
   CHECK(s.slice_of[size_t(shared.node_index("an"))] >= 0);
   for (int l : s.sibling_leader) CHECK(l == -1);
+}
+
+// A trainer's engine runs up to the loss's logits (the output softmax is the loss's): the plan gives
+// the output node no buffers, nor scratch for its backward. For GPT-2's 50257-way head that is
+// three logits-sized buffers (786 MiB each at batch 4 x 1024) out of the arena: the softmax's
+// output, its gradient and the scratch sized for its input's gradient (`trainer bench --layers`
+// prints the arena).
+TEST_CASE("execution plan: nodes after the last one run get no buffers, and the rest is planned as before") {
+  static const Graph gpt(load_run_spec(TRAINER_SOURCE_DIR "/configs/gpt_bytes.yaml", {}).model);
+  for (const Graph* g : {&minigooglenet(), &gpt}) {
+    const int out = g->output_node(), logits = g->nodes()[size_t(out)].inputs[0];
+    REQUIRE(logits == out - 1);
+    for (DType low : {DType::F32, DType::BF16})
+      for (int64_t batch : {1, 3}) {
+        INFO(g->nodes()[size_t(logits)].layer->name() << ", " << dtype_name(low) << ", batch " << batch);
+        ExecutionInputs in = inputs_for(*g, batch, low, true, true, true);
+        in.keep_f32[size_t(logits)] = true;  // as the engine keeps them
+        const ExecutionPlan whole = plan_execution(*g, in);
+        in.last = logits;
+        const ExecutionPlan p = plan_execution(*g, in);
+        check_plan(*g, whole);
+        check_plan(*g, p, size_t(logits) + 1);
+        // Every node that runs keeps its type, in-place and fusion decisions and its output region.
+        for (int i = 0; i <= logits; ++i) {
+          CHECK(p.dtypes[size_t(i)] == whole.dtypes[size_t(i)]);
+          CHECK(p.in_place_of[size_t(i)] == whole.in_place_of[size_t(i)]);
+          CHECK(p.fused_into[size_t(i)] == whole.fused_into[size_t(i)]);
+          CHECK(p.slice_of[size_t(i)] == whole.slice_of[size_t(i)]);
+          CHECK(p.act[size_t(i)].offset == whole.act[size_t(i)].offset);
+          CHECK(p.grad[size_t(i)].bytes == whole.grad[size_t(i)].bytes);
+        }
+        // The output's own output region fewer bytes (64-byte aligned), gradients and scratch no
+        // more than before (how much less depends on which buffers the output's gradient shared
+        // and which node's inputs sized the scratch: the softmax's, for GPT-2's 50257 columns);
+        // the logits' gradient stays, f32.
+        const int64_t logits_bytes = g->nodes()[size_t(out)].shape.numel() * batch * 4;
+        CHECK(p.grad[size_t(logits)].bytes == logits_bytes);
+        CHECK(p.dtypes[size_t(logits)] == DType::F32);
+        CHECK(p.arena_bytes <= whole.arena_bytes - (logits_bytes + 63) / 64 * 64);
+        CHECK(p.gradient_bytes <= whole.gradient_bytes);
+        CHECK(p.scratch.bytes <= whole.scratch.bytes);
+      }
+  }
 }

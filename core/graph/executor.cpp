@@ -79,7 +79,8 @@ void Executor::keep_f32(int node) {
 }
 
 void Executor::set_last(int node) {
-  if (node < 0 || node > graph_->output_node()) throw std::out_of_range(fmt::format("node {} is not in the graph", node));
+  if (node < 0 || size_t(node) >= graph_->nodes().size())
+    throw std::out_of_range(fmt::format("node {} is not in the graph", node));
   last_ = node;
   replan_ = true;
 }
@@ -199,7 +200,7 @@ void Executor::forward(const std::vector<const Tensor*>& inputs, bool training, 
   ensure_plan(inputs[0]->dim(0));
   std::fill(cast_done_.begin(), cast_done_.end(), false);
   std::fill(input_cast_done_.begin(), input_cast_done_.end(), false);
-  if (until < 0) until = graph_->output_node();
+  if (until < 0) until = last_ >= 0 ? last_ : graph_->output_node();
   if (last_ >= 0 && until > last_)
     throw std::logic_error(fmt::format("forward up to node {}, past the last node planned ({})", until, last_));
   std::vector<const Tensor*> in;
@@ -332,7 +333,7 @@ void Executor::backward(const Tensor& dy_from, int from) {
   run_backward(from, &dy_from);
 }
 
-void Executor::backward_all() { run_backward(int(layers_.size()) - 1, nullptr); }
+void Executor::backward_all() { run_backward(last_node(), nullptr); }
 
 void Executor::run_backward(int from, const Tensor* dy_from) {
   if (!dy_from) std::fill(grad_written_.begin(), grad_written_.end(), false);

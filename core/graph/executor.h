@@ -80,8 +80,10 @@ class Executor {
   int fused_into(int node) const { return plan_.fused_into.at(size_t(node)); }
   void keep_f32(int node);
   // The last node the engine runs (ExecutionInputs::last: the loss's logits, its softmax being the
-  // loss's): the nodes after it get no buffers, and forward() refuses to run them.
+  // loss's): the nodes after it get no buffers, and forward() refuses to run them; forward() without
+  // `until` ends there and backward_all() starts there (last_node(): else the graph's last node).
   void set_last(int node);
+  int last_node() const { return last_ >= 0 ? last_ : int(graph_->nodes().size()) - 1; }
   // Whether concat inputs may be written in the concat's output by their producers (channel
   // slices, ExecutionPlan::slice_of; on by default): off, every concat copies, as a reference.
   void set_channel_slices(bool on);

@@ -29,7 +29,10 @@ StageRuntime::StageRuntime(const TraineeSpec& t, const Stage& st, Device device,
   logits_ = g.node_index(logits);
   if (logits_ >= 0) {
     loss_ = make_loss(t.loss, *ctx_, t.loss_options);
-    for (auto& gm : graphs_) gm->keep_f32(logits_);  // the loss reads and writes f32
+    for (auto& gm : graphs_) {
+      gm->keep_f32(logits_);  // the loss reads and writes f32
+      gm->set_last(logits_);  // the output softmax is the loss's: its node neither runs nor has buffers
+    }
   }
   const size_t n = g.nodes().size(), inputs = st.model_inputs.size();
   reads_.assign(n, {});
@@ -160,7 +163,7 @@ void StageRuntime::forward(int m, const MicroBatch& mb, bool training, float gra
   };
   HookScope scope(g, std::move(h));
   g.set_step_seed(seed * 0x9E3779B97F4A7C15ull + uint64_t(m));
-  g.forward(in, training, int(g.nodes().size()) - 1);
+  g.forward(in, training, g.last_node());
   if (loss_) {
     Tensor labels = mb.labels;
     if (!cpu) {

@@ -198,7 +198,7 @@ void StageRuntime::program_forward(int m, const MicroBatch& mb, StepMemory* mem,
   };
   HookScope scope(g, std::move(h));
   g.set_step_scalars(&mem[m].scalars);
-  g.forward(in, true, int(g.nodes().size()) - 1);
+  g.forward(in, true, g.last_node());
   if (loss_) {
     const Tensor& labels = cpu ? mb.labels : dev_labels_[size_t(m)];
     loss_->compute_into(g.output(logits_), labels, sized(dlogits_[size_t(m)], g.output(logits_).shape()), &mem[0].scalars,

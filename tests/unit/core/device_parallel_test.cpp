@@ -61,6 +61,38 @@ TEST_CASE("device parallel: a byte-level GPT (a label per position) over two dev
   CHECK(max_diff(one, train_single(experiment(kGpt, {"seed=8"}), 10, 256)) > 1e-3);  // the weights do train apart
 }
 
+// The output softmax is the loss's own (it reads the logits): neither a replica nor a pipeline's
+// last stage runs its node or plans buffers for it (for GPT-2's 50257-way head, three 786 MiB
+// buffers), and both still train as above.
+TEST_CASE("device parallel: the loss's softmax node has no buffers, on one device and on the last stage", "[device_parallel]") {
+  RunSpec e = experiment(kGpt);
+  Batch b = random_batch(e, 12, 256, 100);
+  auto softmax_unplanned = [](Executor& x) {
+    const int out = int(x.nodes().size()) - 1;
+    INFO("the graph's last node: " << x.layer(out).name());
+    REQUIRE(x.layer(out).type() == "softmax");
+    CHECK(x.last_node() == out - 1);
+    CHECK_FALSE(x.plan().act[size_t(out)].defined());
+    CHECK_FALSE(x.plan().grad[size_t(out)].defined());
+    CHECK(x.plan().act[size_t(out - 1)].defined());  // the logits
+    CHECK(x.plan().grad[size_t(out - 1)].defined());
+  };
+  Replica r(trainee_spec(e), Device::cpu(0), 1);
+  r.train_step(b.images, b.labels, 0.05f, 0);
+  softmax_unplanned(r.executor());
+  PipelineCopy w(trainee_spec(e), cpus(e), 1);
+  bool stop = false;
+  w.train_step(rows(b, 0, 12, 12), 0.05f, 0, stop, MicroStep{0, 1, 0});
+  int with_loss = 0;  // the stage whose graph ends with the softmax (the others end at a boundary)
+  for (int k = 0; k < w.stages(); ++k) {
+    Executor& x = w.stage(k).graph();
+    if (x.layer(int(x.nodes().size()) - 1).type() != "softmax") continue;
+    ++with_loss;
+    softmax_unplanned(x);
+  }
+  CHECK(with_loss == 1);
+}
+
 // Pads (train.ignore_class -100, a different share of each batch's positions every step): the
 // pipeline's stages score the same positions and divide by the step's scored count as one device.
 TEST_CASE("device parallel: a GPT on padded sequences (ignore_class) trains as on one device, M = 1 and 3, and as "

@@ -350,6 +350,13 @@ phase_step_graphs() {
   fi
 }
 phase_bench() { for p in fp32 bf16; do referee minigooglenet 256 "$p" 1; done; }
+# layer_totals <log of trainer bench --layers> <n>: the n layer types with the most fwd + bwd ms
+# ("12.34 conv2d,5.67 batchnorm,..."), then the input-gradient sums outside the layers, if any.
+layer_totals() {
+  printf '%s%s' "$(grep -E ' fwd +[0-9.]+ ms  bwd' "$1" |
+    awk '{t[$2] += $5 + $8} END {for (k in t) printf "%.2f %s\n", t[k], k}' | sort -rn | head -"$2" | paste -sd, -)" \
+    "$(grep -oE "outside the layers' bwd above: [0-9.]+ ms" "$1" | sed 's/.*above: /; input-gradient sums /')"
+}
 # --- issue 47: the GPTs on the GPU -----------------------------------------------------------------
 phase_gpt() {
   local p o rc
@@ -399,9 +406,7 @@ phase_gpt() {
     TRAINER_CUDNN_LOG=1 run_bounded "${step_timeout[$phase]}" "$T" bench configs/gpt2_124m.yaml --gpus 0 --steps 5 \
       --warmup 2 --layers --set precision=bf16 >"$out/layers-gpt2-bf16.log" 2>&1
     rc=$?
-    row "$label" "rc $rc; $(grep -E ' fwd +[0-9.]+ ms  bwd' "$out/layers-gpt2-bf16.log" |
-      awk '{t[$2] += $5 + $8} END {for (k in t) printf "%.2f %s\n", t[k], k}' | sort -rn | head -8 | paste -sd, -)$(
-      grep -oE "outside the layers' bwd above: [0-9.]+ ms" "$out/layers-gpt2-bf16.log" | sed 's/.*above: /; input-gradient sums /')$(
+    row "$label" "rc $rc; $(layer_totals "$out/layers-gpt2-bf16.log" 8)$(
       grep -oE "arena, one allocation per copy\): [0-9.]+ MiB" "$out/layers-gpt2-bf16.log" | sed 's/.*: /; arena /')$(
       json_value peak_device_mb <"$out/layers-gpt2-bf16.log" | sed 's/^/; device peak /; s/$/ MiB/')"
   fi
@@ -426,9 +431,7 @@ phase_bench_mnv2() {
       --set train.batch_size=64 --set precision=${p%-find} >"$out/layers-mnv2-$p.log" 2>&1
     local rc=$?
     ((rc == 125)) && { skip "$label"; continue; }
-    row "$label" "rc $rc; $(grep -E ' fwd +[0-9.]+ ms  bwd' "$out/layers-mnv2-$p.log" |
-      awk '{t[$2] += $5 + $8} END {for (k in t) printf "%.2f %s\n", t[k], k}' | sort -rn | head -6 | paste -sd, -)$(
-      grep -oE "outside the layers' bwd above: [0-9.]+ ms" "$out/layers-mnv2-$p.log" | sed 's/.*above: /; input-gradient sums /')"
+    row "$label" "rc $rc; $(layer_totals "$out/layers-mnv2-$p.log" 6)"
     # bf16's 1x1 convolutions took ~0.3 ms forward whatever their size on the H100 (2026-11-27), fp32's
     # 0.07-0.15: which cuDNN algorithms and math types were chosen (TRAINER_CUDNN_LOG=1, one line each).
     row "cuDNN choices: mobilenetv2 b64 $p" "$(grep -c ': cuDNN ' "$out/layers-mnv2-$p.log") choices; $(grep -oE \

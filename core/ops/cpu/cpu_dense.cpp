@@ -133,15 +133,11 @@ class CpuDense final : public DenseKernel {
     }
     if (p_.bias) {
       std::vector<double> acc(size_t(u), 0.0);
-      if (dy.dtype() == DType::BF16) {
-        const auto* g = static_cast<const cpu::bf16*>(dy.data());
+      cpu::dispatch_float("dense", "dy", dy, [&](auto t) {
+        const auto* g = static_cast<const decltype(t)*>(dy.data());
         for (int64_t i = 0; i < n; ++i)
           for (int64_t j = 0; j < u; ++j) acc[j] += cpu::to_f32(g[i * u + j]);
-      } else {
-        const float* g = dy.f32();
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < u; ++j) acc[j] += g[i * u + j];
-      }
+      });
       for (int64_t j = 0; j < u; ++j) db.f32()[j] = float(acc[j]);
     }
   }

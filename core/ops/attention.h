@@ -37,13 +37,16 @@ class AttentionKernel {
 
   // q [B, T, H·Dk], k [B, S, H·Dk], v [B, S, H·Dv] (head h in columns [h·D, (h+1)·D), as the
   // projections write them) -> o [B, T, H·Dv] and lse [B, H, T], each query row's log-sum-exp of
-  // its scaled scores (attention_math.h), which backward needs. All f32. `drop` (training, with
+  // its scaled scores (attention_math.h), which backward needs. lse is f32; q, k, v, o (and
+  // backward's dout, dq, dk, dv) are all f32, or all of the context's low type (bf16, f16: the
+  // layer computing in it, MixedPrecision::Low; scores, probabilities and sums stay f32 inside,
+  // each output rounded once where it is stored). `drop` (training, with
   // the params' dropout above 0): the probabilities' dropout mask is drawn from this seed (read
   // where the kernel runs when it is a recorded step's); null: no dropout (evaluation).
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, Tensor& lse,
                const DropoutSeed* drop = nullptr) {
     const AttentionDims d = check(q, k, v, drop);
-    ck_.shape("o", o, {d.B, d.T, d.H * d.Dv});
+    ck_.like("o", o, q, {d.B, d.T, d.H * d.Dv});
     ck_.shape("lse", lse, {d.B, d.H, d.T});
     forward_impl(d, q, k, v, o, lse);
   }
@@ -52,17 +55,17 @@ class AttentionKernel {
   void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& lse,
                 const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, const DropoutSeed* drop = nullptr) {
     const AttentionDims d = check(q, k, v, drop);
-    ck_.shape("o", o, {d.B, d.T, d.H * d.Dv});
+    ck_.like("o", o, q, {d.B, d.T, d.H * d.Dv});
     ck_.shape("lse", lse, {d.B, d.H, d.T});
-    ck_.shape("dout", dout, o.shape());
-    ck_.shape("dq", dq, q.shape());
-    ck_.shape("dk", dk, k.shape());
-    ck_.shape("dv", dv, v.shape());
+    ck_.like("dout", dout, q, o.shape());
+    ck_.like("dq", dq, q, q.shape());
+    ck_.like("dk", dk, q, k.shape());
+    ck_.like("dv", dv, q, v.shape());
     backward_impl(d, q, k, v, o, lse, dout, dq, dk, dv);
   }
 
  protected:
-  AttentionKernel(const OpContext& c, const Params& p) : p_(p), ck_(kName, c.device()) {
+  AttentionKernel(const OpContext& c, const Params& p) : p_(p), low_(low_dtype(c.precision())), ck_(kName, c.device()) {
     if (p.heads <= 0 || p.key_dim <= 0 || p.value_dim <= 0)
       ck_.fail("heads, key_dim and value_dim must be positive, got ", p.heads, ", ", p.key_dim, " and ", p.value_dim);
     if (!(p.dropout >= 0.0f && p.dropout < 1.0f)) ck_.fail("dropout must be in [0, 1), got ", p.dropout);
@@ -74,12 +77,13 @@ class AttentionKernel {
                              const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) = 0;
 
   const Params p_;
+  const DType low_;  // the context's low type (F32 under fp32)
   shape_checks::Checks ck_;
 
  private:
   AttentionDims check(const Tensor& q, const Tensor& k, const Tensor& v, const DropoutSeed* drop) const {
     for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"q", &q}, {"k", &k}, {"v", &v}}) {
-      ck_.dtype(name, *t, DType::F32);
+      ck_.dtype(name, *t, t == &q ? (q.dtype() == low_ ? low_ : DType::F32) : q.dtype());
       ck_.has_rank(name, *t, 3);
     }
     AttentionDims d;

@@ -17,12 +17,15 @@ namespace {
 // [dkv, H, Dv], attention_output/kernel [H, Dv, dq], biases [H, D] and [dq]; the output has the
 // query's width. `causal: true` is Keras's use_causal_mask; `dropout` drops attention
 // probabilities in training, its mask a pure function of the step's seed and the layer
-// (attention_math.h), redrawn in backward.
+// (attention_math.h), redrawn in backward. Under bf16/fp16 the layer computes in the low type (as
+// dense does): its inputs, output, projections and the held q, k, v, o are low, the weights and
+// the attention's log-sum-exp f32 (scores and probabilities are f32 inside the kernel).
 class MultiHeadAttention final : public Layer {
  public:
   TRAINER_LAYER_CLONE(MultiHeadAttention)
   int min_inputs() const override { return 1; }
   int max_inputs() const override { return 2; }
+  MixedPrecision mixed_precision() const override { return MixedPrecision::Low; }
   bool output_reusable() const override { return true; }  // backward reads its held activations, not y
   explicit MultiHeadAttention(cfg::MapReader& r) {
     a_.heads = r.get_int("num_heads", std::nullopt, 1, 1 << 12);
@@ -97,10 +100,11 @@ class MultiHeadAttention final : public Layer {
     const Tensor& xq = *x[0];
     const Tensor& xkv = *x[x.size() > 1 ? 1 : 0];
     const int64_t B = xq.dim(0), H = a_.heads;
-    Tensor& q = held_[kQ].at(ctx(), {B, T_, H * a_.key_dim});
-    Tensor& k = held_[kK].at(ctx(), {B, S_, H * a_.key_dim});
-    Tensor& v = held_[kV].at(ctx(), {B, S_, H * a_.value_dim});
-    Tensor& o = held_[kO].at(ctx(), {B, T_, H * a_.value_dim});
+    const DType t = xq.dtype();
+    Tensor& q = held_[kQ].at(ctx(), {B, T_, H * a_.key_dim}, t);
+    Tensor& k = held_[kK].at(ctx(), {B, S_, H * a_.key_dim}, t);
+    Tensor& v = held_[kV].at(ctx(), {B, S_, H * a_.value_dim}, t);
+    Tensor& o = held_[kO].at(ctx(), {B, T_, H * a_.value_dim}, t);
     Tensor& lse = held_[kLse].at(ctx(), {B, H, T_});
     proj_[0]->forward(xq, weight(params_, 0), bias(params_, 0), q);
     proj_[1]->forward(xkv, weight(params_, 1), bias(params_, 1), k);
@@ -117,20 +121,21 @@ class MultiHeadAttention final : public Layer {
     const bool self = x.size() == 1;
     const Tensor& xkv = *x[self ? 0 : 1];
     Tensor &q = held_[kQ].get(), &k = held_[kK].get(), &v = held_[kV].get(), &o = held_[kO].get();
-    Tensor& go = held_[kGradO].at(ctx(), o.shape());
+    const DType t = xq.dtype();
+    Tensor& go = held_[kGradO].at(ctx(), o.shape(), t);
     project_back(3, o, dy, go);
-    Tensor& gq = held_[kGradQ].at(ctx(), q.shape());
-    Tensor& gk = held_[kGradK].at(ctx(), k.shape());
-    Tensor& gv = held_[kGradV].at(ctx(), v.shape());
+    Tensor& gq = held_[kGradQ].at(ctx(), q.shape(), t);
+    Tensor& gk = held_[kGradK].at(ctx(), k.shape(), t);
+    Tensor& gv = held_[kGradV].at(ctx(), v.shape(), t);
     attn_->backward(q, k, v, o, held_[kLse].get(), go, gq, gk, gv, dropping_ ? &drop_ : nullptr);
     // The key's and the value's input gradients go to the key/value input (the query's for
     // self-attention), added to the query's there.
     Tensor& dkv = *dx[self ? 0 : 1];
     const bool need_kv = dkv.defined();
-    Tensor none_q = Tensor::view(nullptr, xq.shape(), DType::F32, xq.device());
-    Tensor none_kv = Tensor::view(nullptr, xkv.shape(), DType::F32, xkv.device());
-    Tensor& from_k = need_kv ? held_[kInK].at(ctx(), xkv.shape()) : none_kv;
-    Tensor& from_v = need_kv ? held_[kInV].at(ctx(), xkv.shape()) : none_kv;
+    Tensor none_q = Tensor::view(nullptr, xq.shape(), t, xq.device());
+    Tensor none_kv = Tensor::view(nullptr, xkv.shape(), t, xkv.device());
+    Tensor& from_k = need_kv ? held_[kInK].at(ctx(), xkv.shape(), t) : none_kv;
+    Tensor& from_v = need_kv ? held_[kInV].at(ctx(), xkv.shape(), t) : none_kv;
     project_back(0, xq, gq, dx[0]->defined() ? *dx[0] : none_q);
     project_back(1, xkv, gk, from_k);
     project_back(2, xkv, gv, from_v);

@@ -31,16 +31,16 @@ inline LayerConfig& describe_window(LayerConfig& c, const char* kernel, int kh, 
 }
 
 // Grow-only memory a layer keeps between its forward and backward (activations of its own ops),
-// seen as a tensor of the call's shape: allocated when a call needs more, never shrunk, so fixed
-// shapes allocate only on the first step. A copy of the layer (made before bind) starts without it.
+// seen as a tensor of the call's shape and type: allocated when a call needs more, never shrunk, so
+// fixed shapes allocate only on the first step. A copy of the layer (made before bind) starts without it.
 class HeldTensor {
  public:
   HeldTensor() = default;
   HeldTensor(const HeldTensor&) {}
   HeldTensor& operator=(const HeldTensor&) { return *this; }
-  Tensor& at(OpContext& c, const Shape& s) {
-    if (!t_.defined() || t_.shape() != s)
-      t_ = Tensor::view(mem_.as<float>(c, size_t(s.numel())), s, DType::F32, c.device());
+  Tensor& at(OpContext& c, const Shape& s, DType t = DType::F32) {
+    if (!t_.defined() || t_.shape() != s || t_.dtype() != t)
+      t_ = Tensor::view(mem_.get(c, size_t(s.numel()) * dtype_size(t)), s, t, c.device());
     return t_;
   }
   Tensor& get() { return t_; }

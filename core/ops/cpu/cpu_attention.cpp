@@ -1,11 +1,13 @@
-// CPU attention: one (batch, head) per thread, its query rows in blocks (each block's scores against the keys it sees in the thread's scratch), the products through sgemm, the exponentials vectorised; backward recomputes the probabilities (and any dropout mask) from the saved log-sum-exp (and seed).
+// CPU attention: one (batch, head) per thread, its keys and values copied once into the thread's scratch (contiguous f32, widened from bf16), its query rows in blocks (each block's scores against the keys it sees), the products through sgemm, the exponentials vectorised; backward recomputes the probabilities (and any dropout mask) from the saved log-sum-exp (and seed).
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/ops/attention.h"
+#include "core/ops/cpu/cpu_bf16.h"
 #include "core/ops/cpu/cpu_exp.h"
 #include "core/ops/cpu/cpu_util.h"
 #include "core/ops/math/attention_math.h"
@@ -13,21 +15,47 @@
 namespace trainer {
 namespace {
 
+using cpu::bf16;
+
 // Query rows per block on the attn_blocks fast path: a block's scores against 1024 keys are 256 KiB
 // (a core's L2), and a causal block computes only the keys its last row sees, so the masked upper
 // triangle (half of a long sequence's products) is mostly skipped. Without it one block holds every
 // row against every visible key (the whole [T, S] scores at once).
 constexpr int64_t kRowBlock = 64;
 
-// One (b, h): its rows are strided by H·D in the [B, T, H·D] tensors.
-struct Head {
-  const float *q, *k, *v;
-  int64_t ldk, ldv;  // H·Dk, H·Dv
+// Where (b, h)'s first row is in q and o ([B, T, H·D]) and in k and v ([B, S, H·D]), in elements;
+// rows are ldk = H·Dk (q, k) and ldv = H·Dv (v, o) apart.
+struct HeadAt {
+  int64_t q, k, v, o, ldk, ldv;
 };
 
-Head head_of(const AttentionDims& d, const float* q, const float* k, const float* v, int64_t b, int64_t h) {
+HeadAt head_at(const AttentionDims& d, int64_t b, int64_t h) {
   const int64_t ldk = d.H * d.Dk, ldv = d.H * d.Dv;
-  return {q + b * d.T * ldk + h * d.Dk, k + b * d.S * ldk + h * d.Dk, v + b * d.S * ldv + h * d.Dv, ldk, ldv};
+  return {b * d.T * ldk + h * d.Dk, b * d.S * ldk + h * d.Dk, b * d.S * ldv + h * d.Dv, b * d.T * ldv + h * d.Dv,
+          ldk, ldv};
+}
+
+// rows x cols of a strided tensor (T: float or bf16) into contiguous f32, and back (bf16: rounded
+// once, here). The copies make every product's operand contiguous: sgemm on a head's rows read
+// H·D apart ran at a quarter of its speed on contiguous ones (64 queries against 1024 keys).
+template <class T>
+void load_rows(const T* src, int64_t ld, int64_t rows, int64_t cols, float* dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* s = src + r * ld;
+    float* o = dst + r * cols;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) o[c] = cpu::to_f32(s[c]);
+  }
+}
+
+template <class T>
+void store_rows(const float* src, int64_t rows, int64_t cols, T* dst, int64_t ld) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* s = src + r * cols;
+    T* o = dst + r * ld;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) o[c] = cpu::from_f32<T>(s[c]);
+  }
 }
 
 // A block of query rows [i0, i0 + n) and the keys [0, keys) any of them sees.
@@ -48,8 +76,9 @@ float row_lse(const float* row, int64_t keys) {
   float m = -std::numeric_limits<float>::infinity();
   double sum = 0;
   if constexpr (kPoly) {
+    // The comparison std::max makes (a NaN score leaves m as it is), in a form that vectorises.
 #pragma omp simd reduction(max : m)
-    for (int64_t j = 0; j < keys; ++j) m = std::max(m, row[j]);
+    for (int64_t j = 0; j < keys; ++j) m = row[j] > m ? row[j] : m;
     sum = cpu::sum_exp_poly(row, keys, m);
   } else {
     for (int64_t j = 0; j < keys; ++j) m = std::max(m, row[j]);
@@ -68,12 +97,13 @@ void row_probabilities(float* row, int64_t keys, float lse) {
   }
 }
 
-// p [n, keys] = the block's probabilities: the scaled scores, then exp(s - lse) where visible, 0
-// elsewhere. With `lse_out` each row's log-sum-exp is computed (forward) and written; otherwise it
-// is read from `lse_in` (backward). Both indexed by the block's rows. `poly`: the softmax_exp path.
-void probabilities(const AttentionDims& d, const Head& hd, const Block& bl, float* p, float* lse_out,
-                   const float* lse_in, bool poly) {
-  cpu::sgemm("attention", 'N', 'T', bl.n, bl.keys, d.Dk, hd.q + bl.i0 * hd.ldk, hd.ldk, hd.k, hd.ldk, 0.0f, p, bl.keys);
+// p [n, keys] = the block's probabilities from its queries qb [n, Dk] and the head's keys kh
+// [S, Dk] (both contiguous): the scaled scores, then exp(s - lse) where visible, 0 elsewhere. With
+// `lse_out` each row's log-sum-exp is computed (forward) and written; otherwise it is read from
+// `lse_in` (backward). Both indexed by the block's rows. `poly`: the softmax_exp path.
+void probabilities(const AttentionDims& d, const float* qb, const float* kh, const Block& bl, float* p,
+                   float* lse_out, const float* lse_in, bool poly) {
+  cpu::sgemm("attention", 'N', 'T', bl.n, bl.keys, d.Dk, qb, d.Dk, kh, d.Dk, 0.0f, p, bl.keys);
   for (int64_t r = 0; r < bl.n; ++r) {
     float* row = p + r * bl.keys;
     const int64_t keys = attn::visible_keys(bl.i0 + r, d.S, d.causal);
@@ -111,6 +141,16 @@ void drop_block(const AttentionDims& d, const attn::Drop& drop, int64_t bh, cons
   }
 }
 
+// A thread's scratch, carved in order from its share: `take(n)` hands out the next n floats.
+struct Carve {
+  float* at;
+  float* take(int64_t n) {
+    float* p = at;
+    at += n;
+    return p;
+  }
+};
+
 class CpuAttention final : public AttentionKernel {
  public:
   CpuAttention(OpContext& ctx, const AttentionParams& p)
@@ -120,67 +160,88 @@ class CpuAttention final : public AttentionKernel {
  private:
   int64_t rows_per_block(const AttentionDims& d) const { return blocks_ ? std::min(kRowBlock, d.T) : d.T; }
 
-  // Each (b, h) is one thread's, and sgemm inside the parallel region runs on that thread alone:
-  // the results do not depend on the thread count. (The region is entered even for one pair.)
   void forward_impl(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o,
                     Tensor& lse) override {
+    cpu::dispatch_float("attention", "q", q, [&](auto t) {
+      using T = decltype(t);
+      forward_t<T>(d, static_cast<const T*>(q.data()), static_cast<const T*>(k.data()),
+                   static_cast<const T*>(v.data()), static_cast<T*>(o.data()), lse.f32());
+    });
+  }
+  void backward_impl(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                     const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) override {
+    cpu::dispatch_float("attention", "q", q, [&](auto t) {
+      using T = decltype(t);
+      auto in = [](const Tensor& x) { return static_cast<const T*>(x.data()); };
+      auto out = [](Tensor& x) { return static_cast<T*>(x.data()); };
+      backward_t<T>(d, in(q), in(k), in(v), in(o), lse.f32(), in(dout), out(dq), out(dk), out(dv));
+    });
+  }
+
+  // Each (b, h) is one thread's, and sgemm inside the parallel region runs on that thread alone:
+  // the results do not depend on the thread count. (The region is entered even for one pair.)
+  // Per thread: the head's keys and values [S, D], a block's queries [R, Dk], probabilities [R, S]
+  // and output rows [R, Dv], all f32.
+  template <class T>
+  void forward_t(const AttentionDims& d, const T* q, const T* k, const T* v, T* o, float* lse) {
     const int64_t pairs = d.B * d.H;
     if (pairs == 0 || d.T == 0) return;
     const int64_t R = rows_per_block(d);
-    float* scratch = scratch_.as<float>(ctx_, size_t(omp_get_max_threads()) * size_t(R * d.S));
-    const float *qp = q.f32(), *kp = k.f32(), *vp = v.f32();
-    float *op = o.f32(), *lp = lse.f32();
+    const int64_t per = d.S * (d.Dk + d.Dv) + R * (d.Dk + d.S + d.Dv);
+    float* scratch = scratch_.as<float>(ctx_, size_t(omp_get_max_threads()) * size_t(per));
     const attn::Drop drop = drop_of(d);
 #pragma omp parallel for schedule(static)
     for (int64_t bh = 0; bh < pairs; ++bh) {
-      const int64_t b = bh / d.H, h = bh % d.H;
-      float* p = scratch + size_t(omp_get_thread_num()) * size_t(R * d.S);
-      const Head hd = head_of(d, qp, kp, vp, b, h);
+      Carve c{scratch + size_t(omp_get_thread_num()) * size_t(per)};
+      float *kh = c.take(d.S * d.Dk), *vh = c.take(d.S * d.Dv), *qb = c.take(R * d.Dk), *p = c.take(R * d.S),
+            *ob = c.take(R * d.Dv);
+      const HeadAt at = head_at(d, bh / d.H, bh % d.H);
+      load_rows(k + at.k, at.ldk, d.S, d.Dk, kh);
+      load_rows(v + at.v, at.ldv, d.S, d.Dv, vh);
       for (int64_t i0 = 0; i0 < d.T; i0 += R) {
         const Block bl = block_of(d, i0, R);
-        probabilities(d, hd, bl, p, lp + bh * d.T + i0, nullptr, poly_);
+        load_rows(q + at.q + i0 * at.ldk, at.ldk, bl.n, d.Dk, qb);
+        probabilities(d, qb, kh, bl, p, lse + bh * d.T + i0, nullptr, poly_);
         if (drop.on) drop_block(d, drop, bh, bl, p);
-        cpu::sgemm("attention", 'N', 'N', bl.n, d.Dv, bl.keys, p, bl.keys, hd.v, hd.ldv, 0.0f,
-                   op + (b * d.T + i0) * hd.ldv + h * d.Dv, hd.ldv);
+        cpu::sgemm("attention", 'N', 'N', bl.n, d.Dv, bl.keys, p, bl.keys, vh, d.Dv, 0.0f, ob, d.Dv);
+        store_rows(ob, bl.n, d.Dv, o + at.o + i0 * at.ldv, at.ldv);
       }
     }
   }
 
   // Per block: dv[0, keys) += (p·m)ᵀ·do; dp = (do·vᵀ)·m; ds = scale·p·(dp - D); dq = ds·k;
-  // dk[0, keys) += dsᵀ·q (dk and dv zeroed first, then summed over the blocks in order).
-  void backward_impl(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
-                     const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) override {
+  // dk[0, keys) += dsᵀ·q (the head's dk and dv summed in f32 scratch over the blocks in order, then
+  // stored). Per thread: the head's k, v, dk, dv [S, D]; a block's q, do, dq rows, its
+  // probabilities and score gradients [R, S], D [R].
+  template <class T>
+  void backward_t(const AttentionDims& d, const T* q, const T* k, const T* v, const T* o, const float* lse,
+                  const T* dout, T* dq, T* dk, T* dv) {
     const int64_t pairs = d.B * d.H;
-    if (pairs == 0 || d.T == 0) {  // no queries: nothing reaches the keys
-      std::fill(dk.f32(), dk.f32() + dk.numel(), 0.0f);
-      std::fill(dv.f32(), dv.f32() + dv.numel(), 0.0f);
+    if (pairs == 0 || d.T == 0) {  // no queries: nothing reaches the keys (zero bits in f32 and bf16)
+      std::memset(static_cast<void*>(dk), 0, size_t(d.B * d.S * d.H * d.Dk) * sizeof(T));
+      std::memset(static_cast<void*>(dv), 0, size_t(d.B * d.S * d.H * d.Dv) * sizeof(T));
       return;
     }
     const int64_t R = rows_per_block(d);
-    const size_t per = size_t(2 * R * d.S + R);
-    float* scratch = scratch_.as<float>(ctx_, size_t(omp_get_max_threads()) * per);
-    const float *qp = q.f32(), *kp = k.f32(), *vp = v.f32(), *opp = o.f32(), *lp = lse.f32(), *gp = dout.f32();
-    float *dqp = dq.f32(), *dkp = dk.f32(), *dvp = dv.f32();
+    const int64_t per = 2 * d.S * (d.Dk + d.Dv) + R * (2 * d.Dk + d.Dv + 2 * d.S + 1);
+    float* scratch = scratch_.as<float>(ctx_, size_t(omp_get_max_threads()) * size_t(per));
     const attn::Drop drop = drop_of(d);
 #pragma omp parallel for schedule(static)
     for (int64_t bh = 0; bh < pairs; ++bh) {
-      const int64_t b = bh / d.H, h = bh % d.H;
-      float* p = scratch + size_t(omp_get_thread_num()) * per;
-      float* ds = p + R * d.S;
-      float* D = ds + R * d.S;
-      const Head hd = head_of(d, qp, kp, vp, b, h);
-      const int64_t ov = b * d.T * hd.ldv + h * d.Dv, oq = b * d.T * hd.ldk + h * d.Dk;
-      float* dkh = dkp + b * d.S * hd.ldk + h * d.Dk;
-      float* dvh = dvp + b * d.S * hd.ldv + h * d.Dv;
-      for (int64_t j = 0; j < d.S; ++j) {
-        std::fill(dkh + j * hd.ldk, dkh + j * hd.ldk + d.Dk, 0.0f);
-        std::fill(dvh + j * hd.ldv, dvh + j * hd.ldv + d.Dv, 0.0f);
-      }
+      Carve c{scratch + size_t(omp_get_thread_num()) * size_t(per)};
+      float *kh = c.take(d.S * d.Dk), *vh = c.take(d.S * d.Dv), *dkh = c.take(d.S * d.Dk), *dvh = c.take(d.S * d.Dv);
+      float *qb = c.take(R * d.Dk), *gb = c.take(R * d.Dv), *dqb = c.take(R * d.Dk), *p = c.take(R * d.S),
+            *ds = c.take(R * d.S), *D = c.take(R);
+      const HeadAt at = head_at(d, bh / d.H, bh % d.H);
+      load_rows(k + at.k, at.ldk, d.S, d.Dk, kh);
+      load_rows(v + at.v, at.ldv, d.S, d.Dv, vh);
+      std::fill(dkh, dkh + d.S * d.Dk, 0.0f);
+      std::fill(dvh, dvh + d.S * d.Dv, 0.0f);
       for (int64_t i0 = 0; i0 < d.T; i0 += R) {
         const Block bl = block_of(d, i0, R);
-        const float* go = gp + ov + i0 * hd.ldv;
-        const float* qb = hd.q + i0 * hd.ldk;
-        probabilities(d, hd, bl, p, nullptr, lp + bh * d.T + i0, poly_);
+        load_rows(q + at.q + i0 * at.ldk, at.ldk, bl.n, d.Dk, qb);
+        load_rows(dout + at.o + i0 * at.ldv, at.ldv, bl.n, d.Dv, gb);
+        probabilities(d, qb, kh, bl, p, nullptr, lse + bh * d.T + i0, poly_);
         // dv += (p·m)ᵀ·do (p·m in ds for the while); dp = (do·vᵀ)·m (into ds)
         const float* pm = p;
         if (drop.on) {
@@ -188,30 +249,32 @@ class CpuAttention final : public AttentionKernel {
           drop_block(d, drop, bh, bl, ds);
           pm = ds;
         }
-        cpu::sgemm("attention", 'T', 'N', bl.keys, d.Dv, bl.n, pm, bl.keys, go, hd.ldv, 1.0f, dvh, hd.ldv);
-        cpu::sgemm("attention", 'N', 'T', bl.n, bl.keys, d.Dv, go, hd.ldv, hd.v, hd.ldv, 0.0f, ds, bl.keys);
+        cpu::sgemm("attention", 'T', 'N', bl.keys, d.Dv, bl.n, pm, bl.keys, gb, d.Dv, 1.0f, dvh, d.Dv);
+        cpu::sgemm("attention", 'N', 'T', bl.n, bl.keys, d.Dv, gb, d.Dv, vh, d.Dv, 0.0f, ds, bl.keys);
         if (drop.on) drop_block(d, drop, bh, bl, ds);
         for (int64_t r = 0; r < bl.n; ++r) {
           double acc = 0;
-          const float* orow = opp + ov + (i0 + r) * hd.ldv;
-          for (int64_t c = 0; c < d.Dv; ++c) acc += double(go[r * hd.ldv + c]) * double(orow[c]);
+          const T* orow = o + at.o + (i0 + r) * at.ldv;
+          for (int64_t c2 = 0; c2 < d.Dv; ++c2) acc += double(gb[r * d.Dv + c2]) * double(cpu::to_f32(orow[c2]));
           D[r] = float(acc);
         }
         // ds = scale·p·(dp - D): the scale of dq and dk folded in once
         for (int64_t r = 0; r < bl.n; ++r)
           for (int64_t j = 0; j < bl.keys; ++j)
             ds[r * bl.keys + j] = d.scale * attn::score_grad(p[r * bl.keys + j], ds[r * bl.keys + j], D[r]);
-        cpu::sgemm("attention", 'N', 'N', bl.n, d.Dk, bl.keys, ds, bl.keys, hd.k, hd.ldk, 0.0f, dqp + oq + i0 * hd.ldk,
-                   hd.ldk);
-        cpu::sgemm("attention", 'T', 'N', bl.keys, d.Dk, bl.n, ds, bl.keys, qb, hd.ldk, 1.0f, dkh, hd.ldk);
+        cpu::sgemm("attention", 'N', 'N', bl.n, d.Dk, bl.keys, ds, bl.keys, kh, d.Dk, 0.0f, dqb, d.Dk);
+        store_rows(dqb, bl.n, d.Dk, dq + at.q + i0 * at.ldk, at.ldk);
+        cpu::sgemm("attention", 'T', 'N', bl.keys, d.Dk, bl.n, ds, bl.keys, qb, d.Dk, 1.0f, dkh, d.Dk);
       }
+      store_rows(dkh, d.S, d.Dk, dk + at.k, at.ldk);
+      store_rows(dvh, d.S, d.Dv, dv + at.v, at.ldv);
     }
   }
 
   OpContext& ctx_;
   const bool blocks_;  // FastPath::AttnBlocks
   const bool poly_;    // FastPath::SoftmaxExp
-  Scratch scratch_;    // per thread: a block's probabilities and score gradients [rows, S], D [rows]
+  Scratch scratch_;    // per thread: the head's operands and a block's (forward_t, backward_t)
 };
 
 static RegisterKernel<AttentionKernel, CpuAttention> reg(DeviceKind::CPU);

@@ -5,6 +5,7 @@
 #include "core/ops/cuda/cuda_attention_cudnn.h"
 #include "core/ops/cuda/cuda_attention_gemm.h"
 #include "core/ops/cuda/cuda_context.h"
+#include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/cuda/cuda_util.cuh"
 #include "core/ops/math/attention_math.h"
 
@@ -158,23 +159,57 @@ class CudaAttention final : public AttentionKernel {
  private:
   void forward_impl(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o,
                     Tensor& lse) override {
-    if (cudnn_ && cudnn_->forward(d, q.f32(), k.f32(), v.f32(), o.f32(), lse.f32())) return;
-    if (gemm_) return gemm_->forward(d, q.f32(), k.f32(), v.f32(), o.f32(), lse.f32());
-    TRAINER_LAUNCH(attention_fwd_kernel, grid(d.B * d.H * d.T), unsigned(kThreads), c_.stream(), q.f32(), k.f32(),
-                   v.f32(), o.f32(), lse.f32(), d);
+    if (cudnn_ && cudnn_->forward(d, q, k, v, o, lse)) return;
+    if (q.dtype() == DType::F32) return forward_f32(d, q.f32(), k.f32(), v.f32(), o.f32(), lse.f32());
+    // Low tensors on the paths below compute from their f32 values (exact), the outputs rounded once.
+    float* wo = wide_[kWo].as<float>(c_, size_t(o.numel()));
+    forward_f32(d, widen(q, kWq), widen(k, kWk), widen(v, kWv), wo, lse.f32());
+    narrow(wo, o);
   }
   void backward_impl(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                      const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) override {
-    if (cudnn_ && cudnn_->backward(d, q.f32(), k.f32(), v.f32(), o.f32(), lse.f32(), dout.f32(), dq.f32(), dk.f32(),
-                                   dv.f32()))
-      return;
-    if (gemm_)
-      return gemm_->backward(d, q.f32(), k.f32(), v.f32(), o.f32(), lse.f32(), dout.f32(), dq.f32(), dk.f32(), dv.f32());
+    if (cudnn_ && cudnn_->backward(d, q, k, v, o, lse, dout, dq, dk, dv)) return;
+    if (q.dtype() == DType::F32)
+      return backward_f32(d, q.f32(), k.f32(), v.f32(), o.f32(), lse.f32(), dout.f32(), dq.f32(), dk.f32(), dv.f32());
+    float* wdq = wide_[kWdq].as<float>(c_, size_t(dq.numel()));
+    float* wdk = wide_[kWdk].as<float>(c_, size_t(dk.numel()));
+    float* wdv = wide_[kWdv].as<float>(c_, size_t(dv.numel()));
+    backward_f32(d, widen(q, kWq), widen(k, kWk), widen(v, kWv), widen(o, kWo), lse.f32(), widen(dout, kWdout), wdq,
+                 wdk, wdv);
+    narrow(wdq, dq);
+    narrow(wdk, dk);
+    narrow(wdv, dv);
+  }
+
+  void forward_f32(const AttentionDims& d, const float* q, const float* k, const float* v, float* o, float* lse) {
+    if (gemm_) return gemm_->forward(d, q, k, v, o, lse);
+    TRAINER_LAUNCH(attention_fwd_kernel, grid(d.B * d.H * d.T), unsigned(kThreads), c_.stream(), q, k, v, o, lse, d);
+  }
+  void backward_f32(const AttentionDims& d, const float* q, const float* k, const float* v, const float* o,
+                    const float* lse, const float* dout, float* dq, float* dk, float* dv) {
+    if (gemm_) return gemm_->backward(d, q, k, v, o, lse, dout, dq, dk, dv);
     float* D = dbuf_.as<float>(c_, size_t(d.B * d.H * d.T > 0 ? d.B * d.H * d.T : 1));
-    TRAINER_LAUNCH(attention_bwd_rows_kernel, grid(d.B * d.H * d.T), unsigned(kThreads), c_.stream(), q.f32(),
-                   k.f32(), v.f32(), o.f32(), lse.f32(), dout.f32(), dq.f32(), D, d);
-    TRAINER_LAUNCH(attention_bwd_keys_kernel, grid(d.B * d.H * d.S), unsigned(kThreads), c_.stream(), q.f32(),
-                   k.f32(), v.f32(), lse.f32(), dout.f32(), D, dk.f32(), dv.f32(), d);
+    TRAINER_LAUNCH(attention_bwd_rows_kernel, grid(d.B * d.H * d.T), unsigned(kThreads), c_.stream(), q, k, v, o, lse,
+                   dout, dq, D, d);
+    TRAINER_LAUNCH(attention_bwd_keys_kernel, grid(d.B * d.H * d.S), unsigned(kThreads), c_.stream(), q, k, v, lse,
+                   dout, D, dk, dv, d);
+  }
+
+  // A low tensor's values widened into scratch `slot` (f32), and f32 values rounded into a low tensor.
+  enum { kWq, kWk, kWv, kWo, kWdout, kWdq, kWdk, kWdv, kWide };
+  const float* widen(const Tensor& t, int slot) {
+    float* w = wide_[slot].as<float>(c_, size_t(t.numel()));
+    cuda::dispatch_float("attention", "a low operand", t, [&](auto x) {
+      using T = decltype(x);
+      cuda::tmap1(c_, cuda::ptr<T>(t), w, t.numel(), cuda::CopyAsIs{});
+    });
+    return w;
+  }
+  void narrow(const float* w, Tensor& t) {
+    cuda::dispatch_float("attention", "a low output", t, [&](auto x) {
+      using T = decltype(x);
+      cuda::tmap1(c_, w, cuda::ptr<T>(t), t.numel(), cuda::CopyAsIs{});
+    });
   }
   unsigned grid(int64_t blocks) const {
     if (blocks > int64_t(INT32_MAX)) ck_.fail(blocks, " rows are more than one launch takes");
@@ -185,6 +220,7 @@ class CudaAttention final : public AttentionKernel {
   std::optional<cuda::AttentionCudnn> cudnn_;  // the attn_cudnn fast path (bf16/fp16), when the context takes it
   std::optional<cuda::AttentionGemm> gemm_;    // the attn_gemm fast path, when the context takes it
   Scratch dbuf_;  // the reference path's D_i = do_i·o_i per query row
+  Scratch wide_[kWide];  // low tensors' f32 values on the paths that compute from f32
 };
 
 static RegisterKernel<AttentionKernel, CudaAttention> reg(DeviceKind::CUDA);

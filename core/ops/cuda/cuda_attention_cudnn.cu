@@ -1,4 +1,4 @@
-// CUDA attention through cuDNN's fused flash-attention engines: plans per shape, the low-type copies in and out, the variant packs of forward and backward.
+// CUDA attention through cuDNN's fused flash-attention engines: plans per shape, the low-type copies in and out of f32 tensors (low ones used in place), the variant packs of forward and backward.
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -25,16 +25,33 @@ struct AttentionCudnn::Buffers {
   Scratch out, dk, dv, sums;  // low-type outputs (O in forward, dQ in backward), the softmax sums (f32)
 };
 
-// A call's sizes and its q, k, v rounded to the low type T (forward and backward both start so).
+// A call's sizes and its q, k, v in the low type T: tensors of that type as they are (the layer
+// computing in it), f32 ones rounded into the buffers' copies (forward and backward both start so).
+template <class T>
+const T* low_operand(LowCopy& copy, CudaContext& c, const Tensor& t) {
+  return t.dtype() == DType::F32 ? copy.of<T>(c, t.f32(), t.numel()) : static_cast<const T*>(t.data());
+}
+
 template <class T>
 struct LowInputs {
   int64_t nq, nk, nv, no;  // elements of q, k, v and o
   const T *q, *k, *v;
-  LowInputs(AttentionCudnn::Buffers& b, CudaContext& c, const AttentionDims& d, const float* q32, const float* k32,
-            const float* v32)
+  LowInputs(AttentionCudnn::Buffers& b, CudaContext& c, const AttentionDims& d, const Tensor& q32, const Tensor& k32,
+            const Tensor& v32)
       : nq(d.B * d.T * d.H * d.Dk), nk(d.B * d.S * d.H * d.Dk), nv(d.B * d.S * d.H * d.Dv), no(d.B * d.T * d.H * d.Dv),
-        q(b.q.of<T>(c, q32, nq)), k(b.k.of<T>(c, k32, nk)), v(b.v.of<T>(c, v32, nv)) {}
+        q(low_operand<T>(b.q, c, q32)), k(low_operand<T>(b.k, c, k32)), v(low_operand<T>(b.v, c, v32)) {}
 };
+
+// Where cuDNN writes an output: into the tensor when it is of the low type, else into `scratch`
+// (then widened into the f32 tensor by `settle`).
+template <class T>
+T* low_output(Scratch& scratch, CudaContext& c, Tensor& t) {
+  return t.dtype() == DType::F32 ? scratch.as<T>(c, size_t(t.numel())) : static_cast<T*>(t.data());
+}
+template <class T>
+void settle(CudaContext& c, const T* written, Tensor& t) {
+  if (t.dtype() == DType::F32) tmap1(c, written, t.f32(), t.numel(), CopyAsIs{});
+}
 
 namespace {
 
@@ -81,31 +98,31 @@ AttentionCudnn::Entry* AttentionCudnn::plan_for(const AttentionDims& d, bool bac
 }
 
 template <class T>
-bool AttentionCudnn::run_forward(Entry& e, const AttentionDims& d, const float* q, const float* k, const float* v,
-                                 float* o, float* lse) {
+bool AttentionCudnn::run_forward(Entry& e, const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v,
+                                 Tensor& o, float* lse) {
   const LowInputs<T> in(*b_, c_, d, q, k, v);
-  T* ob = b_->out.as<T>(c_, size_t(in.no));
+  T* ob = low_output<T>(b_->out, c_, o);
   void* ws = e.plan->workspace ? c_.workspace(size_t(e.plan->workspace)) : nullptr;
   using namespace attn_graph;
   e.runner.run(c_.cudnn(), *e.plan,
                {{kQ, const_cast<T*>(in.q)}, {kK, const_cast<T*>(in.k)}, {kV, const_cast<T*>(in.v)}, {kO, ob},
                 {kStats, lse}, {kScale, &e.scale}, {kMaskFill, &e.fill}},
                ws);
-  tmap1(c_, static_cast<const T*>(ob), o, in.no, CopyAsIs{});
+  settle(c_, static_cast<const T*>(ob), o);
   ++g_runs;
   return true;
 }
 
 template <class T>
-bool AttentionCudnn::run_backward(Entry& e, const AttentionDims& d, const float* q, const float* k, const float* v,
-                                  const float* o, const float* lse, const float* dout, float* dq, float* dk,
-                                  float* dv) {
+bool AttentionCudnn::run_backward(Entry& e, const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& o, const float* lse, const Tensor& dout, Tensor& dq, Tensor& dk,
+                                  Tensor& dv) {
   const LowInputs<T> in(*b_, c_, d, q, k, v);
-  const T* ob = b_->o.of<T>(c_, o, in.no);  // forward's output, widened from the low type: the same values
-  const T* dob = b_->dout.of<T>(c_, dout, in.no);
-  T* dqb = b_->out.as<T>(c_, size_t(in.nq));
-  T* dkb = b_->dk.as<T>(c_, size_t(in.nk));
-  T* dvb = b_->dv.as<T>(c_, size_t(in.nv));
+  const T* ob = low_operand<T>(b_->o, c_, o);  // forward's output (widened from the low type: the same values)
+  const T* dob = low_operand<T>(b_->dout, c_, dout);
+  T* dqb = low_output<T>(b_->out, c_, dq);
+  T* dkb = low_output<T>(b_->dk, c_, dk);
+  T* dvb = low_output<T>(b_->dv, c_, dv);
   float* sums = b_->sums.as<float>(c_, size_t(d.B * d.H * d.T));
   void* ws = e.plan->workspace ? c_.workspace(size_t(e.plan->workspace)) : nullptr;
   using namespace attn_graph;
@@ -115,28 +132,30 @@ bool AttentionCudnn::run_backward(Entry& e, const AttentionDims& d, const float*
                 {kDK, dkb}, {kDV, dvb}, {kScale, &e.scale}, {kMaskFill, &e.fill}, {kOne, &e.one},
                 {kSoftmaxSum, sums}},
                ws);
-  tmap1(c_, static_cast<const T*>(dqb), dq, in.nq, CopyAsIs{});
-  tmap1(c_, static_cast<const T*>(dkb), dk, in.nk, CopyAsIs{});
-  tmap1(c_, static_cast<const T*>(dvb), dv, in.nv, CopyAsIs{});
+  settle(c_, static_cast<const T*>(dqb), dq);
+  settle(c_, static_cast<const T*>(dkb), dk);
+  settle(c_, static_cast<const T*>(dvb), dv);
   ++g_runs;
   return true;
 }
 
-bool AttentionCudnn::forward(const AttentionDims& d, const float* q, const float* k, const float* v, float* o,
-                             float* lse) {
-  if (!takes(d, false)) return false;
+bool AttentionCudnn::forward(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o,
+                             Tensor& lse) {
+  if (!takes(d, false) || (q.dtype() != DType::F32 && q.dtype() != low_)) return false;
   Entry* e = plan_for(d, false);
   if (!e) return false;
-  return low_ == DType::BF16 ? run_forward<bf16>(*e, d, q, k, v, o, lse) : run_forward<f16>(*e, d, q, k, v, o, lse);
+  return low_ == DType::BF16 ? run_forward<bf16>(*e, d, q, k, v, o, lse.f32())
+                             : run_forward<f16>(*e, d, q, k, v, o, lse.f32());
 }
 
-bool AttentionCudnn::backward(const AttentionDims& d, const float* q, const float* k, const float* v, const float* o,
-                              const float* lse, const float* dout, float* dq, float* dk, float* dv) {
-  if (!takes(d, true)) return false;
+bool AttentionCudnn::backward(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& o, const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk,
+                              Tensor& dv) {
+  if (!takes(d, true) || (q.dtype() != DType::F32 && q.dtype() != low_)) return false;
   Entry* e = plan_for(d, true);
   if (!e) return false;
-  return low_ == DType::BF16 ? run_backward<bf16>(*e, d, q, k, v, o, lse, dout, dq, dk, dv)
-                             : run_backward<f16>(*e, d, q, k, v, o, lse, dout, dq, dk, dv);
+  return low_ == DType::BF16 ? run_backward<bf16>(*e, d, q, k, v, o, lse.f32(), dout, dq, dk, dv)
+                             : run_backward<f16>(*e, d, q, k, v, o, lse.f32(), dout, dq, dk, dv);
 }
 
 }  // namespace trainer::cuda

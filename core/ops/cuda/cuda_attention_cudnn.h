@@ -38,10 +38,12 @@ class AttentionCudnn {
 
   AttentionCudnn(CudaContext& c, DType low);
   ~AttentionCudnn();
-  // false: no plan for this shape (the caller computes the call another way).
-  bool forward(const AttentionDims& d, const float* q, const float* k, const float* v, float* o, float* lse);
-  bool backward(const AttentionDims& d, const float* q, const float* k, const float* v, const float* o,
-                const float* lse, const float* dout, float* dq, float* dk, float* dv);
+  // false: no plan for this shape (the caller computes the call another way). The tensors are
+  // AttentionKernel's: all f32 (rounded to the low type into copies, the outputs widened back) or
+  // all of the context's low type (read and written where they are); lse f32.
+  bool forward(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, Tensor& lse);
+  bool backward(const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv);
 
   struct Buffers;  // the low-type copies and outputs, the softmax sums (cuda_attention_cudnn.cu)
 
@@ -49,10 +51,11 @@ class AttentionCudnn {
   struct Entry;
   Entry* plan_for(const AttentionDims& d, bool backward);  // null: cuDNN refused the shape
   template <class T>
-  bool run_forward(Entry& e, const AttentionDims& d, const float* q, const float* k, const float* v, float* o, float* lse);
+  bool run_forward(Entry& e, const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o,
+                   float* lse);
   template <class T>
-  bool run_backward(Entry& e, const AttentionDims& d, const float* q, const float* k, const float* v, const float* o,
-                    const float* lse, const float* dout, float* dq, float* dk, float* dv);
+  bool run_backward(Entry& e, const AttentionDims& d, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const Tensor& o, const float* lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv);
 
   CudaContext& c_;
   DType low_;

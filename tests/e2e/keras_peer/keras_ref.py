@@ -214,29 +214,35 @@ def layer_norm(x, gamma, beta, epsilon=1e-3, unbiased=False):
     return y + beta if beta is not None else y
 
 
-def multi_head_attention(q_in, kv_in, P, name, causal=False, scaled=True, masked=True):
+def multi_head_attention(q_in, kv_in, P, name, causal=False, scaled=True, masked=True, f32=False):
     """keras.layers.MultiHeadAttention(num_heads, key_dim, value_dim) called as (query, value): EinsumDense
     projections with kernels [d, H, D] and biases [H, D] (absent without use_bias), the query
     scaled by 1/sqrt(key_dim), scores einsum("aecd,abcd->acbe", key, query) [B, H, T, S], softmax
     over the keys (use_causal_mask: the lower triangle of [T, S]), einsum("acbe,aecd->abcd") with
-    the value, and the output projection [H, Dv, d_out] + bias. `scaled`/`masked` False: controls."""
+    the value, and the output projection [H, Dv, d_out] + bias. `scaled`/`masked` False: controls.
+    Under bf16 trainer computes it as dense layers around the attention: its inputs, the projected
+    q, k, v, the attention's output and y stored in bf16 (y in f32 as the logits, f32 = True), the
+    kernels converted where they multiply; the scores, their scale and the probabilities in f32."""
     def proj(x, which):
-        y = torch.einsum("btd,dhk->bthk", x, P[f"{name}/{which}/kernel"])
+        y = torch.einsum("btd,dhk->bthk", x, qw(P[f"{name}/{which}/kernel"]))
         bias = P.get(f"{name}/{which}/bias")
-        return y + bias if bias is not None else y
-    q, k, v = proj(q_in, "query"), proj(kv_in, "key"), proj(kv_in, "value")
+        return q(y + bias if bias is not None else y)
+    xq = q(q_in)  # each input converted once (self-attention: one input)
+    xkv = xq if kv_in is q_in else q(kv_in)
+    qh, k, v = proj(xq, "query"), proj(xkv, "key"), proj(xkv, "value")
+    scores = torch.einsum("aecd,abcd->acbe", k, qh)
     if scaled:
-        q = q / math.sqrt(q.shape[-1])
-    scores = torch.einsum("aecd,abcd->acbe", k, q)
+        scores = scores / math.sqrt(qh.shape[-1])
     if causal and masked:
         T, S = scores.shape[-2], scores.shape[-1]
         keep = torch.tril(torch.ones(T, S, dtype=torch.bool))
         scores = scores.masked_fill(~keep, float("-inf"))
     probs = torch.softmax(scores, dim=-1)
-    ctx = torch.einsum("acbe,aecd->abcd", probs, v)
-    y = torch.einsum("abcd,cde->abe", ctx, P[f"{name}/attention_output/kernel"])
+    ctx = q(torch.einsum("acbe,aecd->abcd", probs, v))
+    y = torch.einsum("abcd,cde->abe", ctx, qw(P[f"{name}/attention_output/kernel"]))
     bias = P.get(f"{name}/attention_output/bias")
-    return y + bias if bias is not None else y
+    y = y + bias if bias is not None else y
+    return y if f32 else q(y)
 
 
 def gelu(v, approximate=False):

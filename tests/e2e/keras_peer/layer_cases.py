@@ -353,7 +353,11 @@ def cases():
         out.append(Case("gpt", f"two blocks, {T} positions, a label per position" + (", head tied to the embedding" if tied else ""),
                         layers, p, f_gpt, inputs={"x": ("ids", [T], CLASSES if tied else V)}, positions=T,
                         controls=("no causal mask", "positions summed, not averaged")
-                        + (("tied head's gradient dropped",) if tied else ())))
+                        + (("tied head's gradient dropped",) if tied else ()),
+                        # In bf16 the head's share of the table's update (relative L2) is within the
+                        # bound once the attention rounds q, k, v and o as trainer does (0.59 of it,
+                        # 2026-12-01): the fp32 pass checks it (5.8 relative off).
+                        bf16_blind=("tied head's gradient dropped",) if tied else ()))
         if not tied:  # padded sequences: labels -100 (PyTorch's ignore_index) after each sample's length
             out.append(Case("gpt", f"two blocks, {T} positions, pad labels -100 (ignore_class)", layers, p, f_gpt,
                             inputs={"x": ("ids", [T], V)}, positions=T, ignore=-100,

@@ -8,6 +8,7 @@
 #include "core/run/spec.h"
 #include "graph_test_util.h"
 #include "test_devices.h"
+#include "transformer_block.h"
 
 using namespace trainer;
 
@@ -47,23 +48,35 @@ struct Run {
   Run(std::unique_ptr<OpContext> c, std::unique_ptr<Executor> e) : ctx(std::move(c)), exec(std::move(e)), g(*exec) {}
 };
 
-// kNet on `device` at `p`, seed 3, a fixed batch of 4 and a fixed output gradient; forward and
-// backward run. fp32 is strict on a GPU (no TF32: the reference for the low precisions).
-std::unique_ptr<Run> run(Device device, Precision p, const std::vector<std::string>& keep = {}) {
+// A model of its own, its input of one sample and its output's width.
+struct Net {
+  const char* yaml;
+  Shape input;
+  int64_t outputs;
+};
+const Net kCnn{kNet, Shape{6, 6, 3}, 3};
+const Net kBlock{test::kTransformerBlockModel, Shape{6, 5}, 5};  // transformer_block.h
+
+// `net` (kNet unless given) on `device` at `p`, seed 3, a fixed batch of 4 and a fixed output
+// gradient; forward and backward run. fp32 is strict on a GPU (no TF32: the reference for the low
+// precisions).
+std::unique_ptr<Run> run(Device device, Precision p, const std::vector<std::string>& keep = {}, const Net& net = kCnn) {
   ContextOptions o{device.is_cpu() ? 2 : 0, p};
   auto ctx = make_context(device, o);
-  auto exec = std::make_unique<Executor>(std::make_shared<const Graph>(test::build(kNet)), *ctx, 3);
+  auto exec = std::make_unique<Executor>(std::make_shared<const Graph>(test::build(net.yaml)), *ctx, 3);
   auto r = std::make_unique<Run>(std::move(ctx), std::move(exec));
   Executor& g = r->g;
   for (const std::string& n : keep) g.keep_f32(g.node_index(n));
   g.set_input_grad(0, true);
   std::mt19937_64 rng(11);
   std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<float> x(4 * 6 * 6 * 3), dy(4 * 3);
+  std::vector<int64_t> in = net.input.dims();
+  in.insert(in.begin(), 4);
+  r->x = r->ctx->empty(Shape(in));
+  r->dy = r->ctx->empty(Shape{4, net.outputs});
+  std::vector<float> x(size_t(r->x.numel())), dy(size_t(r->dy.numel()));
   for (float& v : x) v = nd(rng);
   for (float& v : dy) v = nd(rng);
-  r->x = r->ctx->empty(Shape{4, 6, 6, 3});
-  r->dy = r->ctx->empty(Shape{4, 3});
   r->ctx->copy_from_host(r->x.data(), x.data(), r->x.bytes());
   r->ctx->copy_from_host(r->dy.data(), dy.data(), r->dy.bytes());
   g.forward(r->x, true);
@@ -170,5 +183,57 @@ TEST_CASE("mixed precision: a changed batch size replans the buffers and gives t
     const std::vector<float> again = host(*r, r->g.output(r->g.output_node()));
     REQUIRE(again.size() == y1.size());
     for (size_t i = 0; i < again.size(); ++i) REQUIRE(again[i] == y1[i]);
+  }
+}
+
+// A pre-norm transformer block (transformer_block.h): attention and the dense layers compute in the
+// low type as the convolutions do (attention's q, k, v and o held in it, its scores and softmax
+// f32 inside), layer norm and the residual adds keep f32 (a residual stream in f32, as PyTorch's
+// autocast keeps it), and every gradient is fp32's within the low type's rounding, under the CNN's
+// bounds. Without the attention's low path a gradient through it lands in the wrong type's buffer
+// and is garbage; a lost path (the key/value input gradient not added to the query's) is off by
+// tens of percent.
+TEST_CASE("mixed precision: a transformer block's attention and dense layers compute in the low type, its gradients within rounding of fp32's", "[backends]") {
+  for (const test::MixedCase& mc : test::mixed_cases()) SECTION(mc.name()) {
+    const Device dev = mc.device();
+    const Precision p = mc.precision;
+    auto half = run(dev, p, {}, kBlock), full = run(dev, Precision::FP32, {}, kBlock);
+    auto type = [&](const char* n) { return half->g.dtype(half->g.node_index(n)); };
+    for (const char* n : {"proj", "attn", "mlp", "act", "dense"}) {
+      INFO(n);
+      CHECK(type(n) == low_dtype(p));
+    }
+    for (const char* n : {"pos", "ln1", "res1", "ln2", "res2", "flat", "softmax"}) {
+      INFO(n);
+      CHECK(type(n) == DType::F32);
+    }
+    const std::vector<float> yh = host(*half, half->g.output(half->g.output_node()));
+    const std::vector<float> yf = host(*full, full->g.output(full->g.output_node()));
+    const std::vector<float> wh = host(*half, half->g.params().grads()), wf = host(*full, full->g.params().grads());
+    const std::vector<float> xh = host(*half, half->g.input_grad(0)), xf = host(*full, full->g.input_grad(0));
+    const double ey = rel_error(yh.data(), yf.data(), int64_t(yf.size()));
+    const double ex = rel_error(xh.data(), xf.data(), full->x.numel());
+    INFO("relative errors: output " << ey << ", input gradient " << ex);
+    CHECK(ey < 0x1p-7);
+    CHECK(ex < 0x1p-5);
+    // The key's bias adds q_i·b to every score of row i: the softmax does not see it, so its exact
+    // gradient is 0 and both precisions give rounding noise; it is compared with the whole's norm.
+    const ParamEntry* key_bias = nullptr;
+    for (const ParamEntry& e : full->g.params().entries()) {
+      if (!e.spec.trainable) continue;
+      if (e.name == "attn/key/bias") {
+        key_bias = &e;
+        continue;
+      }
+      const double ep = rel_error(wh.data() + e.offset, wf.data() + e.offset, e.spec.shape.numel());
+      INFO(e.name << ": " << ep);
+      CHECK(ep < 0x1p-5);
+    }
+    REQUIRE(key_bias);
+    double kb = 0, all = 0;
+    for (int64_t i = 0; i < key_bias->spec.shape.numel(); ++i) kb += double(wh[size_t(key_bias->offset + i)]) * wh[size_t(key_bias->offset + i)];
+    for (float v : wf) all += double(v) * v;
+    INFO("attn/key/bias's gradient: " << std::sqrt(kb) << ", every gradient's norm " << std::sqrt(all));
+    CHECK(std::sqrt(kb) < 0x1p-7 * std::sqrt(all));
   }
 }

@@ -102,7 +102,8 @@ Vec attention_forward(const Vec& q, const Vec& k, const Vec& v, int64_t B, int64
 }
 
 void attention_backward(const Vec& q, const Vec& k, const Vec& v, const Vec& dout, int64_t B, int64_t T, int64_t S,
-                        int64_t H, int64_t Dk, int64_t Dv, bool causal, Vec& dq, Vec& dk, Vec& dv, const Vec* drop) {
+                        int64_t H, int64_t Dk, int64_t Dv, bool causal, Vec& dq, Vec& dk, Vec& dv, const Vec* drop,
+                        const Vec* o) {
   auto m = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
     return drop ? (*drop)[size_t(((b * H + h) * T + i) * S + j)] : 1.0;
   };
@@ -124,10 +125,16 @@ void attention_backward(const Vec& q, const Vec& k, const Vec& v, const Vec& dou
             dp[size_t(j)] += m(b, h, i, j) * dout[oi(b, i, h, c)] * v[vj(b, j, h, c)];
             dv[vj(b, j, h, c)] += p[size_t(i)][size_t(j)] * m(b, h, i, j) * dout[oi(b, i, h, c)];
           }
+        double D = 0;  // do_i·o_i of the given outputs
+        if (o)
+          for (int64_t c = 0; c < Dv; ++c) D += dout[oi(b, i, h, c)] * (*o)[oi(b, i, h, c)];
         for (int64_t j = 0; j < S; ++j) {
           double ds = 0;  // Σ_l dp_l·∂p_l/∂s_j
-          for (int64_t l = 0; l < S; ++l)
-            ds += dp[size_t(l)] * p[size_t(i)][size_t(l)] * ((l == j ? 1.0 : 0.0) - p[size_t(i)][size_t(j)]);
+          if (o)
+            ds = p[size_t(i)][size_t(j)] * (dp[size_t(j)] - D);
+          else
+            for (int64_t l = 0; l < S; ++l)
+              ds += dp[size_t(l)] * p[size_t(i)][size_t(l)] * ((l == j ? 1.0 : 0.0) - p[size_t(i)][size_t(j)]);
           for (int64_t c = 0; c < Dk; ++c) {
             dq[qi(b, i, h, c)] += ds * scale * k[kj(b, j, h, c)];
             dk[kj(b, j, h, c)] += ds * scale * q[qi(b, i, h, c)];

@@ -21,10 +21,12 @@ void layer_norm_backward(const Vec& x, int64_t rows, int64_t C, const Vec* gamma
 Vec attention_forward(const Vec& q, const Vec& k, const Vec& v, int64_t B, int64_t T, int64_t S, int64_t H,
                       int64_t Dk, int64_t Dv, bool causal, const Vec* drop = nullptr);
 // dq, dk, dv (overwritten) from dout, through the softmax's Jacobian row by row
-// (ds_ij = Σ_l dp_il·p_il·(δ_jl - p_ij), dp_il the gradient of p_il through its dropout factor).
+// (ds_ij = Σ_l dp_il·p_il·(δ_jl - p_ij) = p_ij·(dp_ij - D_i) with D_i = Σ_l dp_il·p_il = do_i·o_i,
+// dp_il the gradient of p_il through its dropout factor). `o`, when given: D_i = do_i·o_i of these
+// outputs (a kernel's, stored in a low type) instead of the exact ones, as the kernels compute it.
 void attention_backward(const Vec& q, const Vec& k, const Vec& v, const Vec& dout, int64_t B, int64_t T, int64_t S,
                         int64_t H, int64_t Dk, int64_t Dv, bool causal, Vec& dq, Vec& dk, Vec& dv,
-                        const Vec* drop = nullptr);
+                        const Vec* drop = nullptr, const Vec* o = nullptr);
 
 // o, dq, dk and dv of one call (the two above), in that order.
 std::vector<Vec> attention_outputs(const Vec& q, const Vec& k, const Vec& v, const Vec& dout, int64_t B, int64_t T,

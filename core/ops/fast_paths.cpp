@@ -8,11 +8,11 @@
 namespace trainer {
 namespace {
 
-constexpr std::array<FastPath, 13> kEvery = {FastPath::ConvWgrad, FastPath::Conv1x1,    FastPath::AddDx,
-                                             FastPath::BnGate,    FastPath::BnSiblings, FastPath::Slices,
-                                             FastPath::BnAct,     FastPath::Gelu,       FastPath::AttnBlocks,
-                                             FastPath::AttnGemm,  FastPath::AttnCudnn,  FastPath::PadFold,
-                                             FastPath::SoftmaxExp};
+constexpr std::array<FastPath, 14> kEvery = {FastPath::ConvWgrad,  FastPath::Conv1x1,    FastPath::AddDx,
+                                             FastPath::BnGate,     FastPath::BnSiblings, FastPath::Slices,
+                                             FastPath::BnAct,      FastPath::Gelu,       FastPath::AttnBlocks,
+                                             FastPath::AttnGemm,   FastPath::AttnCudnn,  FastPath::PadFold,
+                                             FastPath::SoftmaxExp, FastPath::AttnKernel};
 
 std::string known() {
   std::string s = "all, default, none";
@@ -37,6 +37,7 @@ const char* FastPaths::name(FastPath p) {
     case FastPath::AttnCudnn: return "attn_cudnn";
     case FastPath::PadFold: return "pad_fold";
     case FastPath::SoftmaxExp: return "softmax_exp";
+    case FastPath::AttnKernel: return "attn_kernel";
   }
   return "?";
 }

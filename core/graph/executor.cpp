@@ -63,6 +63,7 @@ void Executor::bind_layers() {
       }
     }
     layers_.push_back(n.layer->clone());
+    layers_.back()->set_scratch_pool(&transients_);
     layers_.back()->bind(*ctx_, std::move(w), std::move(g));
   }
   elementwise_ = make_kernel<ElementwiseKernel>(*ctx_, {});

@@ -38,6 +38,8 @@ class Executor {
   int output_node() const { return graph_->output_node(); }
   int node_index(const std::string& name) const { return graph_->node_index(name); }
   int64_t flops_per_sample() const { return graph_->flops_per_sample(); }
+  // Bytes of the buffers its layers share for work inside one call (Layer::transient).
+  size_t transient_bytes() const { return transients_.bytes(); }
   Layer& layer(int node) { return *layers_[size_t(node)]; }
   ParamStore& params() { return *store_; }
   const ParamStore& params() const { return *store_; }
@@ -131,6 +133,7 @@ class Executor {
   std::shared_ptr<const Graph> graph_;
   OpContext* ctx_;
   std::shared_ptr<ParamStore> store_;
+  ScratchPool transients_;                       // the layers' transient() buffers (before layers_: outlives them)
   std::vector<std::unique_ptr<Layer>> layers_;  // clones of the graph's, bound to ctx_
   std::vector<const Tensor*> inputs_;
   std::vector<bool> keep_f32_;        // per node (keep_f32)

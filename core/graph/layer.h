@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -18,6 +19,24 @@
 #include "core/ops/step_scalars.h"
 
 namespace trainer {
+
+// Scratch buffers by slot name: an executor's pool serves every layer it runs (Layer::transient).
+class ScratchPool {
+ public:
+  Scratch& at(std::string_view slot) {
+    auto it = slots_.find(slot);
+    if (it == slots_.end()) it = slots_.emplace(std::string(slot), Scratch()).first;
+    return it->second;
+  }
+  size_t bytes() const {
+    size_t b = 0;
+    for (const auto& [slot, s] : slots_) b += s.bytes();
+    return b;
+  }
+
+ private:
+  std::map<std::string, Scratch, std::less<>> slots_;  // nodes stay put: references stay valid
+};
 
 // The first seven are read from configs by name (layers/common.h: read_init); the rest are fixed
 // defaults of particular layers: Orthogonal (Keras Orthogonal, gain 1: an LSTM's recurrent kernel),
@@ -213,15 +232,33 @@ class Layer {
   // Data parallelism with sync_bn: layers whose statistics span the batch (batch norm) reduce
   // them over every replica through `sync` (used on the worker thread only).
   virtual void set_sync(StatsSync*) {}
+  // The pool transient() draws from: the executor's, set before bind (its layers run one at a time
+  // on one context).
+  void set_scratch_pool(ScratchPool* pool) { pool_ = pool; }
 
  protected:
   OpContext& ctx() const { return *ctx_; }
+  // Memory a layer needs only inside one forward or backward call, and that nothing it calls uses
+  // (a layer's own gradient temporaries): one buffer per slot name shared by every layer of the
+  // executor instead of one per layer (GPT-2's 12 attention layers keep one set of their six
+  // backward temporaries, not twelve). Grow-only, as Scratch. Without an executor's pool (a layer
+  // run alone) the layer's own.
+  Scratch& transient(std::string_view slot) { return (pool_ ? *pool_ : own_.pool).at(slot); }
   OpContext* ctx_ = nullptr;
   std::vector<Tensor> params_, grads_;
 
  private:
+  // A layer's own pool; a copy (clone) starts empty.
+  struct OwnPool {
+    ScratchPool pool;
+    OwnPool() = default;
+    OwnPool(const OwnPool&) {}
+    OwnPool& operator=(const OwnPool&) { return *this; }
+  };
   std::string name_, type_;
   cfg::Node spec_;
+  ScratchPool* pool_ = nullptr;
+  OwnPool own_;
 };
 
 // The clone() of a layer class whose copy constructor copies its configuration.

@@ -122,11 +122,11 @@ class MultiHeadAttention final : public Layer {
     const Tensor& xkv = *x[self ? 0 : 1];
     Tensor &q = held_[kQ].get(), &k = held_[kK].get(), &v = held_[kV].get(), &o = held_[kO].get();
     const DType t = xq.dtype();
-    Tensor& go = held_[kGradO].at(ctx(), o.shape(), t);
+    Tensor go = temp("multi_head_attention/do", o.shape(), t);
     project_back(3, o, dy, go);
-    Tensor& gq = held_[kGradQ].at(ctx(), q.shape(), t);
-    Tensor& gk = held_[kGradK].at(ctx(), k.shape(), t);
-    Tensor& gv = held_[kGradV].at(ctx(), v.shape(), t);
+    Tensor gq = temp("multi_head_attention/dq", q.shape(), t);
+    Tensor gk = temp("multi_head_attention/dk", k.shape(), t);
+    Tensor gv = temp("multi_head_attention/dv", v.shape(), t);
     attn_->backward(q, k, v, o, held_[kLse].get(), go, gq, gk, gv, dropping_ ? &drop_ : nullptr);
     // The key's and the value's input gradients go to the key/value input (the query's for
     // self-attention), added to the query's there.
@@ -134,8 +134,8 @@ class MultiHeadAttention final : public Layer {
     const bool need_kv = dkv.defined();
     Tensor none_q = Tensor::view(nullptr, xq.shape(), t, xq.device());
     Tensor none_kv = Tensor::view(nullptr, xkv.shape(), t, xkv.device());
-    Tensor& from_k = need_kv ? held_[kInK].at(ctx(), xkv.shape(), t) : none_kv;
-    Tensor& from_v = need_kv ? held_[kInV].at(ctx(), xkv.shape(), t) : none_kv;
+    Tensor from_k = need_kv ? temp("multi_head_attention/dx from k", xkv.shape(), t) : none_kv;
+    Tensor from_v = need_kv ? temp("multi_head_attention/dx from v", xkv.shape(), t) : none_kv;
     project_back(0, xq, gq, dx[0]->defined() ? *dx[0] : none_q);
     project_back(1, xkv, gk, from_k);
     project_back(2, xkv, gv, from_v);
@@ -145,7 +145,12 @@ class MultiHeadAttention final : public Layer {
   }
 
  private:
-  enum { kQ, kK, kV, kO, kLse, kGradO, kGradQ, kGradK, kGradV, kInK, kInV, kHeld };
+  enum { kQ, kK, kV, kO, kLse, kHeld };  // forward's, read by backward
+
+  // Backward's temporaries: the executor's buffers of these names, shared by its attention layers.
+  Tensor temp(std::string_view slot, const Shape& s, DType t) {
+    return Tensor::view(transient(slot).get(ctx(), size_t(s.numel()) * dtype_size(t)), s, t, ctx().device());
+  }
 
   // Projection p's kernel as the dense op's [in, units] (a view of the Keras-shaped parameter, or
   // of its gradient), and its bias [units] (undefined without use_bias).

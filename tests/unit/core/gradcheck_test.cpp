@@ -159,6 +159,41 @@ model:
   CHECK(on != off);
 }
 
+// The attention layers' backward temporaries (the gradients of o, q, k, v and the key/value input's
+// two parts) are the executor's, one set for all of them (Layer::transient): a third attention
+// layer, as large as the first, adds nothing; gradcheck above shows that layers of other shapes
+// sharing them still get their own gradients right.
+TEST_CASE("gradcheck: the attention layers of an executor share one set of backward temporaries") {
+  const std::string one = R"(
+model:
+  input: [6, 8]
+  layers:
+    - {name: ln1, type: layer_norm}
+    - {name: attn, type: multi_head_attention, num_heads: 2, key_dim: 4, causal: true}
+    - {name: res1, type: add, inputs: [ln1, attn]}
+    - {name: flat, type: flatten}
+    - {name: dense, type: dense, units: 5}
+    - {name: softmax, type: softmax}
+)";
+  const std::string two = replaced(one, "    - {name: res1, type: add, inputs: [ln1, attn]}\n",
+                                   "    - {name: res1, type: add, inputs: [ln1, attn]}\n"
+                                   "    - {name: attn2, type: multi_head_attention, num_heads: 2, key_dim: 4}\n"
+                                   "    - {name: res2, type: add, inputs: [res1, attn2]}\n");
+  auto backward_once = [](Setup& s) {
+    s.g->forward(s.x, true, s.logits);
+    Tensor& dl = s.g->grad(s.logits);
+    s.loss->cross_entropy(s.g->output(s.logits), s.labels, dl, 1.f / 3.f);
+    s.g->backward(dl, s.logits);
+    return s.g->transient_bytes();
+  };
+  Setup a(one, {6, 8}), b(two, {6, 8});
+  REQUIRE(b.g->node_index("attn2") >= 0);
+  const size_t bytes_one = backward_once(a), bytes_two = backward_once(b);
+  // B 3, T 6: do, dq, dk, dv [3, 6, 8] and the input's two parts [3, 6, 8], f32.
+  CHECK(bytes_one >= size_t(6 * 3 * 6 * 8 * 4));
+  CHECK(bytes_two == bytes_one);
+}
+
 // A head tied to the token embedding (dense `tie:`): the table's gradient is its lookup's plus the
 // head's (transposed), summed after the embedding's backward.
 TEST_CASE("gradcheck: a dense head tied to the token embedding (tie:): the table's gradient adds both uses") {

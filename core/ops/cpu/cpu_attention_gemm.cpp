@@ -3,7 +3,7 @@
 
 #include <immintrin.h>
 
-#include <dnnl.hpp>
+#include "core/ops/cpu/cpu_util.h"
 
 // Compiled for AVX-512 F whatever the build's -march; run only where attn_kernel_available() (below
 // the pragma's end) says the CPU has it.
@@ -109,9 +109,6 @@ void attn_gemm(int64_t M, int64_t N, int64_t K, AttnOperand A, const float* B, i
 
 namespace trainer::cpu {
 
-bool attn_kernel_available() {
-  const auto need = unsigned(dnnl::cpu_isa::avx512_core);
-  return (unsigned(dnnl::get_effective_cpu_isa()) & need) == need;
-}
+bool attn_kernel_available() { return cpu_has(dnnl::cpu_isa::avx512_core); }
 
 }  // namespace trainer::cpu

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <thread>
 
+#include "core/ops/cpu/cpu_util.h"
+
 namespace trainer {
 
 CpuContext::CpuContext(Device d, const ContextOptions& o)
@@ -22,8 +24,7 @@ CpuContext::CpuContext(Device d, const ContextOptions& o)
     throw DeviceError("precision fp16 runs on GPUs only: on the CPU use precision: bf16 (same memory, fp32's range, "
                       "no loss scaling needed) or fp32");
   if (bf16()) {
-    auto isa = unsigned(dnnl::get_effective_cpu_isa()), need = unsigned(dnnl::cpu_isa::avx512_core);
-    if ((isa & need) != need)
+    if (!cpu::cpu_has(dnnl::cpu_isa::avx512_core))
       throw DeviceError("precision bf16 needs a CPU with AVX-512, which oneDNN does not find here (the CPU lacks "
                         "it or ONEDNN_MAX_CPU_ISA caps it): use precision: fp32");
   }

@@ -320,8 +320,7 @@ void ConvWgrad::run_as(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db
 namespace trainer::cpu {
 
 bool ConvWgrad::available(DType t) {
-  const auto need = unsigned(t == DType::BF16 ? dnnl::cpu_isa::avx512_core_bf16 : dnnl::cpu_isa::avx512_core);
-  return (unsigned(dnnl::get_effective_cpu_isa()) & need) == need;
+  return cpu_has(t == DType::BF16 ? dnnl::cpu_isa::avx512_core_bf16 : dnnl::cpu_isa::avx512_core);
 }
 
 bool ConvWgrad::preferred(DType t, const ConvGeometry& g, const Window& w) {

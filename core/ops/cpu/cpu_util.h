@@ -103,6 +103,12 @@ struct Bf16Convert {
   }
 };
 
+// Whether oneDNN finds every instruction set of `need` here (the CPU has it and ONEDNN_MAX_CPU_ISA
+// does not cap it): what our own AVX-512 kernels ask before they run.
+inline bool cpu_has(dnnl::cpu_isa need) {
+  return (unsigned(dnnl::get_effective_cpu_isa()) & unsigned(need)) == unsigned(need);
+}
+
 // Row-major single-precision GEMM through oneDNN's sgemm, on the calling thread's OpenMP team:
 // c = op(a)·op(b) + beta·c, op(a) m×k, op(b) k×n ('N' or 'T'). `who` names the op in the error.
 void sgemm(const char* who, char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,

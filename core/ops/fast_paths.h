@@ -25,11 +25,12 @@ enum class FastPath : uint32_t {
   PadFold = 1u << 11,    // pad_fold: a zero_pad2d read only by a 'valid' depthwise convolution is folded into its windows (else padded copies)
   SoftmaxExp = 1u << 12, // softmax_exp: the CPU's softmax exponentials (attention's, the cross-entropy's) by a vectorised polynomial, row sums in lanes (else libm's, in order)
   AttnKernel = 1u << 13, // attn_kernel: the CPU attention's products by our AVX-512 micro-kernel, in registers (else oneDNN's sgemm per product)
+  AttnBf16 = 1u << 14,   // attn_bf16: with attn_kernel, a bf16 attention's products by AVX512_BF16 dot products, probabilities and score gradients rounded to bf16 (else f32 FMAs on the widened values)
 };
 
 class FastPaths {
  public:
-  static constexpr uint32_t kAll = (1u << 14) - 1;
+  static constexpr uint32_t kAll = (1u << 15) - 1;
   // What runs when nothing says otherwise: every path (attn_cudnn, off until its numbers were
   // compared on a GPU, joined it after the H200 run of 2026-11-30: docs/gpu-runs/2026-11-30-h200.md).
   // Kept apart from kAll so that a path not yet measured on its hardware can again start off.

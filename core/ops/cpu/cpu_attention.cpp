@@ -5,9 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "core/ops/attention.h"
-#include "core/ops/cpu/cpu_attention_gemm.h"
+#include "core/ops/cpu/cpu_attention_products.h"
 #include "core/ops/cpu/cpu_bf16.h"
 #include "core/ops/cpu/cpu_exp.h"
 #include "core/ops/cpu/cpu_util.h"
@@ -17,6 +18,11 @@ namespace trainer {
 namespace {
 
 using cpu::bf16;
+using cpu::Block;
+using cpu::Pairs;
+using cpu::Products;
+using cpu::block_of;
+using cpu::transposed_ld;
 
 // Query rows per block on the attn_blocks fast path: a block's scores against 1024 keys are 256 KiB
 // (a core's L2), and a causal block computes only the keys its last row sees, so the masked upper
@@ -63,10 +69,6 @@ void load_rows_t(const T* src, int64_t ld, int64_t rows, int64_t cols, float* ds
   }
 }
 
-// The row stride of the transposed keys and values: S plus 16, so that a column of B read down
-// its rows does not map every row to one cache set (at S = 1024 the 4 KiB stride did: 64 queries
-// against 1024 keys ran at 209 GFLOP/s on one thread, 250 padded).
-int64_t transposed_ld(int64_t S) { return S + 16; }
 
 template <class T>
 void store_rows(const float* src, int64_t rows, int64_t cols, T* dst, int64_t ld) {
@@ -94,15 +96,6 @@ float row_dot(const float* g, const T* o, int64_t n) {
   return float(s);
 }
 
-// A block of query rows [i0, i0 + n) and the keys [0, keys) any of them sees.
-struct Block {
-  int64_t i0, n, keys;
-};
-
-Block block_of(const AttentionDims& d, int64_t i0, int64_t rows) {
-  const int64_t n = std::min(rows, d.T - i0);
-  return {i0, n, attn::visible_keys(i0 + n - 1, d.S, d.causal)};
-}
 
 // One row's log-sum-exp over its `keys` scaled scores (attention_math.h: the largest, then the sum
 // of exp(s - m) in double), and the row turned into exp(s - lse): libm's expf, summed in
@@ -132,50 +125,6 @@ void row_probabilities(float* row, int64_t keys, float lse) {
     for (int64_t j = 0; j < keys; ++j) row[j] = attn::prob(row[j], lse);
   }
 }
-
-// The products of one (batch, head), on its thread: oneDNN's sgemm (the reference), or with
-// FastPath::AttnKernel our micro-kernel (cpu_attention_gemm.h), which reads the keys and values
-// transposed (kt [Dk, S], vt [Dv, S]: copied with them) where they are a product's right operand.
-// Every operand is the thread's contiguous scratch: q, do, dq blocks [n, D], p and ds [n, keys] of
-// row stride `keys`, the head's k, v, dk, dv [S, D].
-struct Products {
-  const AttentionDims& d;
-  bool kernel;
-  const float *kh, *vh, *kt, *vt;
-
-  // p = scale·q·kᵀ (the scale at the end, as a pass over p would).
-  void scores(const float* qb, const Block& bl, float* p) const {
-    if (kernel) return cpu::attn_gemm(bl.n, bl.keys, d.Dk, {qb, d.Dk, 1}, kt, transposed_ld(d.S), p, bl.keys, d.scale, false);
-    cpu::sgemm("attention", 'N', 'T', bl.n, bl.keys, d.Dk, qb, d.Dk, kh, d.Dk, 0.0f, p, bl.keys);
-#pragma omp simd
-    for (int64_t i = 0; i < bl.n * bl.keys; ++i) p[i] *= d.scale;
-  }
-  // o = p·v
-  void out(const float* p, const Block& bl, float* ob) const {
-    if (kernel) return cpu::attn_gemm(bl.n, d.Dv, bl.keys, {p, bl.keys, 1}, vh, d.Dv, ob, d.Dv, 1.0f, false);
-    cpu::sgemm("attention", 'N', 'N', bl.n, d.Dv, bl.keys, p, bl.keys, vh, d.Dv, 0.0f, ob, d.Dv);
-  }
-  // dv[0, keys) += pᵀ·do
-  void dv_add(const float* p, const float* gb, const Block& bl, float* dvh) const {
-    if (kernel) return cpu::attn_gemm(bl.keys, d.Dv, bl.n, {p, 1, bl.keys}, gb, d.Dv, dvh, d.Dv, 1.0f, true);
-    cpu::sgemm("attention", 'T', 'N', bl.keys, d.Dv, bl.n, p, bl.keys, gb, d.Dv, 1.0f, dvh, d.Dv);
-  }
-  // dp = do·vᵀ
-  void dp(const float* gb, const Block& bl, float* ds) const {
-    if (kernel) return cpu::attn_gemm(bl.n, bl.keys, d.Dv, {gb, d.Dv, 1}, vt, transposed_ld(d.S), ds, bl.keys, 1.0f, false);
-    cpu::sgemm("attention", 'N', 'T', bl.n, bl.keys, d.Dv, gb, d.Dv, vh, d.Dv, 0.0f, ds, bl.keys);
-  }
-  // dq = ds·k
-  void dq(const float* ds, const Block& bl, float* dqb) const {
-    if (kernel) return cpu::attn_gemm(bl.n, d.Dk, bl.keys, {ds, bl.keys, 1}, kh, d.Dk, dqb, d.Dk, 1.0f, false);
-    cpu::sgemm("attention", 'N', 'N', bl.n, d.Dk, bl.keys, ds, bl.keys, kh, d.Dk, 0.0f, dqb, d.Dk);
-  }
-  // dk[0, keys) += dsᵀ·q
-  void dk_add(const float* ds, const float* qb, const Block& bl, float* dkh) const {
-    if (kernel) return cpu::attn_gemm(bl.keys, d.Dk, bl.n, {ds, 1, bl.keys}, qb, d.Dk, dkh, d.Dk, 1.0f, true);
-    cpu::sgemm("attention", 'T', 'N', bl.keys, d.Dk, bl.n, ds, bl.keys, qb, d.Dk, 1.0f, dkh, d.Dk);
-  }
-};
 
 // p [n, keys] = the block's probabilities from its queries qb [n, Dk]: the scaled scores, then
 // exp(s - lse) where visible, 0 elsewhere. With `lse_out` each row's log-sum-exp is computed
@@ -234,7 +183,8 @@ class CpuAttention final : public AttentionKernel {
   CpuAttention(OpContext& ctx, const AttentionParams& p)
       : AttentionKernel(ctx, p), ctx_(ctx), blocks_(ctx.fast_paths().has(FastPath::AttnBlocks)),
         poly_(ctx.fast_paths().has(FastPath::SoftmaxExp)),
-        kernel_(ctx.fast_paths().has(FastPath::AttnKernel) && cpu::attn_kernel_available()) {}
+        kernel_(ctx.fast_paths().has(FastPath::AttnKernel) && cpu::attn_kernel_available()),
+        bf16_(kernel_ && ctx.fast_paths().has(FastPath::AttnBf16) && cpu::attn_bf16_available()) {}
 
  private:
   int64_t rows_per_block(const AttentionDims& d) const {
@@ -268,7 +218,9 @@ class CpuAttention final : public AttentionKernel {
     const int64_t pairs = d.B * d.H;
     if (pairs == 0 || d.T == 0) return;
     const int64_t R = rows_per_block(d);
-    const int64_t St = transposed_ld(d.S), per = d.S * (d.Dk + d.Dv) + St * d.Dk + R * (d.Dk + d.S + d.Dv);
+    const bool words = bf16_ && std::is_same_v<T, bf16>;  // attn_bf16's products
+    const int64_t St = transposed_ld(d.S), per = d.S * (d.Dk + d.Dv) + St * d.Dk + R * (d.Dk + d.S + d.Dv) +
+                                                 (words ? Pairs::words(d, R, false) : 0);
     float* scratch = scratch_.as<float>(ctx_, size_t(omp_get_max_threads()) * size_t(per));
     const attn::Drop drop = drop_of(d);
 #pragma omp parallel for schedule(static)
@@ -278,9 +230,11 @@ class CpuAttention final : public AttentionKernel {
             *p = c.take(R * d.S), *ob = c.take(R * d.Dv);
       const HeadAt at = head_at(d, bh / d.H, bh % d.H);
       load_rows(k + at.k, at.ldk, d.S, d.Dk, kh);
-      if (kernel_) load_rows_t(k + at.k, at.ldk, d.S, d.Dk, kt, St);
+      if (kernel_ && !words) load_rows_t(k + at.k, at.ldk, d.S, d.Dk, kt, St);
       load_rows(v + at.v, at.ldv, d.S, d.Dv, vh);
-      const Products mm{d, kernel_, kh, vh, kt, nullptr};
+      Pairs pp{};
+      if (words) pp = Pairs::of(reinterpret_cast<uint32_t*>(c.take(Pairs::words(d, R, false))), d, R, false, kh, vh);
+      const Products mm{d, kernel_, kh, vh, kt, nullptr, words ? &pp : nullptr};
       for (int64_t i0 = 0; i0 < d.T; i0 += R) {
         const Block bl = block_of(d, i0, R);
         load_rows(q + at.q + i0 * at.ldk, at.ldk, bl.n, d.Dk, qb);
@@ -306,8 +260,10 @@ class CpuAttention final : public AttentionKernel {
       return;
     }
     const int64_t R = rows_per_block(d);
+    const bool words = bf16_ && std::is_same_v<T, bf16>;  // attn_bf16's products
     const int64_t St = transposed_ld(d.S);
-    const int64_t per = (2 * d.S + St) * (d.Dk + d.Dv) + R * (2 * d.Dk + d.Dv + 2 * d.S + 1);
+    const int64_t per = (2 * d.S + St) * (d.Dk + d.Dv) + R * (2 * d.Dk + d.Dv + 2 * d.S + 1) +
+                        (words ? Pairs::words(d, R, true) : 0);
     float* scratch = scratch_.as<float>(ctx_, size_t(omp_get_max_threads()) * size_t(per));
     const attn::Drop drop = drop_of(d);
 #pragma omp parallel for schedule(static)
@@ -320,11 +276,13 @@ class CpuAttention final : public AttentionKernel {
       const HeadAt at = head_at(d, bh / d.H, bh % d.H);
       load_rows(k + at.k, at.ldk, d.S, d.Dk, kh);
       load_rows(v + at.v, at.ldv, d.S, d.Dv, vh);
-      if (kernel_) {
+      if (kernel_ && !words) {
         load_rows_t(k + at.k, at.ldk, d.S, d.Dk, kt, St);
         load_rows_t(v + at.v, at.ldv, d.S, d.Dv, vt, St);
       }
-      const Products mm{d, kernel_, kh, vh, kt, vt};
+      Pairs pp{};
+      if (words) pp = Pairs::of(reinterpret_cast<uint32_t*>(c.take(Pairs::words(d, R, true))), d, R, true, kh, vh);
+      const Products mm{d, kernel_, kh, vh, kt, vt, words ? &pp : nullptr};
       std::fill(dkh, dkh + d.S * d.Dk, 0.0f);
       std::fill(dvh, dvh + d.S * d.Dv, 0.0f);
       for (int64_t i0 = 0; i0 < d.T; i0 += R) {
@@ -360,6 +318,7 @@ class CpuAttention final : public AttentionKernel {
   const bool blocks_;  // FastPath::AttnBlocks
   const bool poly_;    // FastPath::SoftmaxExp
   const bool kernel_;  // FastPath::AttnKernel, where the CPU has AVX-512
+  const bool bf16_;    // FastPath::AttnBf16 (with attn_kernel), where it has AVX512_BF16: bf16 tensors' products
   Scratch scratch_;    // per thread: the head's operands and a block's (forward_t, backward_t)
 };
 

@@ -222,7 +222,9 @@ def multi_head_attention(q_in, kv_in, P, name, causal=False, scaled=True, masked
     the value, and the output projection [H, Dv, d_out] + bias. `scaled`/`masked` False: controls.
     Under bf16 trainer computes it as dense layers around the attention: its inputs, the projected
     q, k, v, the attention's output and y stored in bf16 (y in f32 as the logits, f32 = True), the
-    kernels converted where they multiply; the scores, their scale and the probabilities in f32."""
+    kernels converted where they multiply; the scores, their scale and the softmax in f32, the
+    probabilities (and their gradient) rounded to bf16 where they multiply v (the CPU's attn_bf16
+    dot products, cuDNN's fused attention on a GPU)."""
     def proj(x, which):
         y = torch.einsum("btd,dhk->bthk", x, qw(P[f"{name}/{which}/kernel"]))
         bias = P.get(f"{name}/{which}/bias")
@@ -237,7 +239,7 @@ def multi_head_attention(q_in, kv_in, P, name, causal=False, scaled=True, masked
         T, S = scores.shape[-2], scores.shape[-1]
         keep = torch.tril(torch.ones(T, S, dtype=torch.bool))
         scores = scores.masked_fill(~keep, float("-inf"))
-    probs = torch.softmax(scores, dim=-1)
+    probs = q(torch.softmax(scores, dim=-1))  # rounded to bf16 where they multiply v (attn_bf16, cuDNN)
     ctx = q(torch.einsum("acbe,aecd->abcd", probs, v))
     y = torch.einsum("abcd,cde->abe", ctx, qw(P[f"{name}/attention_output/kernel"]))
     bias = P.get(f"{name}/attention_output/bias")

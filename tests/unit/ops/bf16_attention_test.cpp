@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "bf16_check.h"
+#include "fastpath_fuzz.h"
 #include "core/ops/attention.h"
 #include "reference_transformer.h"
 
@@ -19,10 +20,9 @@ struct Case {
   float rate = 0.0f;
 };
 
-// o, dq, dk, dv of one forward and backward on the low context, read back as values.
-std::vector<ref::Vec> run(const Low& lo, AttentionKernel& kern, const Tensor& q, const Tensor& k, const Tensor& v,
-                          const Tensor& g, const Case& c, const DropoutSeed* drop) {
-  OpContext& ctx = lo.lctx();
+// o, dq, dk, dv of one forward and backward on `ctx` (the low context, or on the CPU another of bf16), read back as values.
+std::vector<ref::Vec> run(const Low& lo, OpContext& ctx, AttentionKernel& kern, const Tensor& q, const Tensor& k,
+                          const Tensor& v, const Tensor& g, const Case& c, const DropoutSeed* drop) {
   auto nan = [&](const Shape& s, DType t) { return Low::up(ctx, b16::nan_of(s, t)); };
   Tensor o = nan({c.B, c.T, c.H * c.Dv}, lo.type), lse = nan({c.B, c.H, c.T}, DType::F32);
   Tensor dq = nan(q.shape(), lo.type), dk = nan(k.shape(), lo.type), dv = nan(v.shape(), lo.type);
@@ -35,13 +35,14 @@ std::vector<ref::Vec> run(const Low& lo, AttentionKernel& kern, const Tensor& q,
 }  // namespace
 
 // q, k in ±2 and v, dout in ±1, all values of the low type (so the reference sees the kernel's very
-// inputs). Each output is stored once in the low type, from f32 arithmetic: on the CPU exactly the
-// f32 path's result rounded (fastpath_attention_test checks that bit for bit), so within the f32
-// bound plus one rounding, u of the output's scale; on a GPU cuDNN's fused kernel (its shapes: one
-// head width, a multiple of 8) rounds the probabilities and score gradients to the low type before
-// their products, as attention_test's bound for it says (4·(u·scale·max Σ|q·k| + u)), plus the
-// output's rounding. The reference's backward takes D_i = do_i·o_i from the kernel's stored o, as
-// the kernels do (the exact o would differ by o's rounding).
+// inputs). Each output is stored once in the low type, from f32 accumulation. The probabilities and
+// score gradients are rounded to the low type before their products — by cuDNN's fused kernel on a
+// GPU (its shapes: one head width, a multiple of 8), by attn_bf16's dot products on the CPU — as
+// attention_test's bound for cuDNN says (4·(u·scale·max Σ|q·k| + u)), plus the output's rounding
+// (u of its scale). Without attn_bf16 the CPU's result is the f32 path's rounded once, bit for bit
+// (fastpath_attention_test), so within the f32 bound plus u: kCpuTolerance + u, checked here too.
+// The reference's backward takes D_i = do_i·o_i from the kernel's stored o, as the kernels do (the
+// exact o would differ by o's rounding).
 TEST_CASE("mixed precision: attention on low tensors matches float64 within each output's rounding, the same bits on every call", "[backends]") {
   const std::vector<Case> cases = {
       {1, 1, 1, 1, 1, 1, false},     {2, 5, 5, 2, 3, 5, true},      {1, 7, 4, 3, 8, 2, false},
@@ -61,26 +62,35 @@ TEST_CASE("mixed precision: attention on low tensors matches float64 within each
       auto up = [&](const Shape& s, const ref::Vec& v) { return Low::up(ctx, b16::make(s, lo.type, v)); };
       const Tensor q = up(qs, vq), k = up(ks, vk), v = up(vs, vv), g = up(os, vg);
       const DropoutSeed drop{rng(), nullptr};
-      auto kern = make_kernel<AttentionKernel>(ctx, AttentionParams{c.H, c.Dk, c.Dv, c.causal, c.rate});
-      const std::vector<ref::Vec> got = run(lo, *kern, q, k, v, g, c, c.rate > 0 ? &drop : nullptr);
-      CHECK(run(lo, *kern, q, k, v, g, c, c.rate > 0 ? &drop : nullptr) == got);
-      if (c.B == 0) {  // an empty batch: nothing to write, nothing to compare
-        for (const ref::Vec& out : got) CHECK(out.empty());
-        continue;
-      }
+      // The CPU also without attn_bf16 (the products on the widened values).
+      OpContext* widened = lo.be->is_cpu() ? &fuzz::cpu_context_for(2, Precision::BF16, FastPaths::defaults().with(
+                                                                                           FastPath::AttnBf16, false))
+                                           : nullptr;
+      for (OpContext* kc : {&ctx, widened}) {
+        if (!kc) continue;
+        const bool tight = kc == widened;
+        INFO((tight ? "without attn_bf16" : "default paths"));
+        auto kern = make_kernel<AttentionKernel>(*kc, AttentionParams{c.H, c.Dk, c.Dv, c.causal, c.rate});
+        const std::vector<ref::Vec> got = run(lo, *kc, *kern, q, k, v, g, c, c.rate > 0 ? &drop : nullptr);
+        CHECK(run(lo, *kc, *kern, q, k, v, g, c, c.rate > 0 ? &drop : nullptr) == got);
+        if (c.B == 0) {  // an empty batch: nothing to write, nothing to compare
+          for (const ref::Vec& out : got) CHECK(out.empty());
+          continue;
+        }
 
-      const ref::Vec mask = ref::attention_dropout_mask(size_t(c.B * c.H * c.T * c.S), c.rate, drop.value);
-      const ref::Vec* m = c.rate > 0 ? &mask : nullptr;
-      std::vector<ref::Vec> want(4);
-      want[0] = ref::attention_forward(vq, vk, vv, c.B, c.T, c.S, c.H, c.Dk, c.Dv, c.causal, m);
-      ref::attention_backward(vq, vk, vv, vg, c.B, c.T, c.S, c.H, c.Dk, c.Dv, c.causal, want[1], want[2], want[3], m,
-                              &got[0]);
-      const std::vector<double> errs = ref::attention_errors(got, want, vq, vk, vv, vg, c.Dk, c.rate);
-      const double qk = ref::attention_largest_qk(vq, vk, c.B, c.T, c.S, c.H, c.Dk);
-      const double bound = lo.be->is_cpu() ? kCpuTolerance + u : 4 * (u * qk / std::sqrt(double(c.Dk)) + u) + u;
-      for (int t = 0; t < 4; ++t) {
-        INFO("output " << t << " (o, dq, dk, dv): error " << errs[size_t(t)] << " of its scale, bound " << bound);
-        CHECK(errs[size_t(t)] <= bound);
+        const ref::Vec mask = ref::attention_dropout_mask(size_t(c.B * c.H * c.T * c.S), c.rate, drop.value);
+        const ref::Vec* m = c.rate > 0 ? &mask : nullptr;
+        std::vector<ref::Vec> want(4);
+        want[0] = ref::attention_forward(vq, vk, vv, c.B, c.T, c.S, c.H, c.Dk, c.Dv, c.causal, m);
+        ref::attention_backward(vq, vk, vv, vg, c.B, c.T, c.S, c.H, c.Dk, c.Dv, c.causal, want[1], want[2], want[3],
+                                m, &got[0]);
+        const std::vector<double> errs = ref::attention_errors(got, want, vq, vk, vv, vg, c.Dk, c.rate);
+        const double qk = ref::attention_largest_qk(vq, vk, c.B, c.T, c.S, c.H, c.Dk);
+        const double bound = tight ? kCpuTolerance + u : 4 * (u * qk / std::sqrt(double(c.Dk)) + u) + u;
+        for (int t = 0; t < 4; ++t) {
+          INFO("output " << t << " (o, dq, dk, dv): error " << errs[size_t(t)] << " of its scale, bound " << bound);
+          CHECK(errs[size_t(t)] <= bound);
+        }
       }
     }
   }

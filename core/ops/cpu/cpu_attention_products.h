@@ -71,65 +71,56 @@ struct Products {
   const float *kh, *vh, *kt, *vt;
   const Pairs* pp = nullptr;
 
-  // p = scale·q·kᵀ (the scale at the end, as a pass over p would).
+  // p = scale·q·kᵀ (the scale at the end, as a pass over p would)
   void scores(const float* qb, const Block& bl, float* p) const {
-    if (pp) {
-      pairs_in_rows(qb, d.Dk, bl.n, d.Dk, pp->a, pairs(d.Dk));
-      return attn_gemm_bf16(bl.n, bl.keys, pairs(d.Dk), pp->a, pairs(d.Dk), pp->kt, transposed_ld(d.S), p, bl.keys,
-                            d.scale, false);
-    }
-    if (kernel) return attn_gemm(bl.n, bl.keys, d.Dk, {qb, d.Dk, 1}, kt, transposed_ld(d.S), p, bl.keys, d.scale, false);
-    sgemm("attention", 'N', 'T', bl.n, bl.keys, d.Dk, qb, d.Dk, kh, d.Dk, 0.0f, p, bl.keys);
-#pragma omp simd
-    for (int64_t i = 0; i < bl.n * bl.keys; ++i) p[i] *= d.scale;
+    by_head_t(qb, bl, kh, kt, pp ? pp->kt : nullptr, d.Dk, d.scale, p);
   }
   // o = p·v
-  void out(const float* p, const Block& bl, float* ob) const {
-    if (pp) {
-      pairs_in_rows(p, bl.keys, bl.n, bl.keys, pp->a, pairs(bl.keys));
-      return attn_gemm_bf16(bl.n, d.Dv, pairs(bl.keys), pp->a, pairs(bl.keys), pp->v, d.Dv, ob, d.Dv, 1.0f, false);
-    }
-    if (kernel) return attn_gemm(bl.n, d.Dv, bl.keys, {p, bl.keys, 1}, vh, d.Dv, ob, d.Dv, 1.0f, false);
-    sgemm("attention", 'N', 'N', bl.n, d.Dv, bl.keys, p, bl.keys, vh, d.Dv, 0.0f, ob, d.Dv);
-  }
+  void out(const float* p, const Block& bl, float* ob) const { by_head(p, bl, vh, pp ? pp->v : nullptr, d.Dv, ob); }
   // dv[0, keys) += pᵀ·do
-  void dv_add(const float* p, const float* gb, const Block& bl, float* dvh) const {
-    if (pp) {
-      pairs_in_cols_t(p, bl.keys, bl.n, bl.keys, pp->a, pairs(bl.n));
-      pairs_in_cols(gb, d.Dv, bl.n, d.Dv, pp->b, d.Dv);
-      return attn_gemm_bf16(bl.keys, d.Dv, pairs(bl.n), pp->a, pairs(bl.n), pp->b, d.Dv, dvh, d.Dv, 1.0f, true);
-    }
-    if (kernel) return attn_gemm(bl.keys, d.Dv, bl.n, {p, 1, bl.keys}, gb, d.Dv, dvh, d.Dv, 1.0f, true);
-    sgemm("attention", 'T', 'N', bl.keys, d.Dv, bl.n, p, bl.keys, gb, d.Dv, 1.0f, dvh, d.Dv);
-  }
+  void dv_add(const float* p, const float* gb, const Block& bl, float* dvh) const { add_t(p, gb, bl, d.Dv, dvh); }
   // dp = do·vᵀ
   void dp(const float* gb, const Block& bl, float* ds) const {
-    if (pp) {
-      pairs_in_rows(gb, d.Dv, bl.n, d.Dv, pp->a, pairs(d.Dv));
-      return attn_gemm_bf16(bl.n, bl.keys, pairs(d.Dv), pp->a, pairs(d.Dv), pp->vt, transposed_ld(d.S), ds, bl.keys,
-                            1.0f, false);
-    }
-    if (kernel) return attn_gemm(bl.n, bl.keys, d.Dv, {gb, d.Dv, 1}, vt, transposed_ld(d.S), ds, bl.keys, 1.0f, false);
-    sgemm("attention", 'N', 'T', bl.n, bl.keys, d.Dv, gb, d.Dv, vh, d.Dv, 0.0f, ds, bl.keys);
+    by_head_t(gb, bl, vh, vt, pp ? pp->vt : nullptr, d.Dv, 1.0f, ds);
   }
   // dq = ds·k
-  void dq(const float* ds, const Block& bl, float* dqb) const {
-    if (pp) {
-      pairs_in_rows(ds, bl.keys, bl.n, bl.keys, pp->a, pairs(bl.keys));
-      return attn_gemm_bf16(bl.n, d.Dk, pairs(bl.keys), pp->a, pairs(bl.keys), pp->k, d.Dk, dqb, d.Dk, 1.0f, false);
-    }
-    if (kernel) return attn_gemm(bl.n, d.Dk, bl.keys, {ds, bl.keys, 1}, kh, d.Dk, dqb, d.Dk, 1.0f, false);
-    sgemm("attention", 'N', 'N', bl.n, d.Dk, bl.keys, ds, bl.keys, kh, d.Dk, 0.0f, dqb, d.Dk);
-  }
+  void dq(const float* ds, const Block& bl, float* dqb) const { by_head(ds, bl, kh, pp ? pp->k : nullptr, d.Dk, dqb); }
   // dk[0, keys) += dsᵀ·q
-  void dk_add(const float* ds, const float* qb, const Block& bl, float* dkh) const {
+  void dk_add(const float* ds, const float* qb, const Block& bl, float* dkh) const { add_t(ds, qb, bl, d.Dk, dkh); }
+
+ private:
+  // c [n, keys] = alpha·x [n, w]·hᵀ for the head's h [S, w] (k or v; ht its transposed copy [w, St],
+  // htp its words along w [⌈w/2⌉, St]).
+  void by_head_t(const float* x, const Block& bl, const float* h, const float* ht, const uint32_t* htp, int64_t w,
+                 float alpha, float* c) const {
     if (pp) {
-      pairs_in_cols_t(ds, bl.keys, bl.n, bl.keys, pp->a, pairs(bl.n));
-      pairs_in_cols(qb, d.Dk, bl.n, d.Dk, pp->b, d.Dk);
-      return attn_gemm_bf16(bl.keys, d.Dk, pairs(bl.n), pp->a, pairs(bl.n), pp->b, d.Dk, dkh, d.Dk, 1.0f, true);
+      pairs_in_rows(x, w, bl.n, w, pp->a, pairs(w));
+      return attn_gemm_bf16(bl.n, bl.keys, pairs(w), pp->a, pairs(w), htp, transposed_ld(d.S), c, bl.keys, alpha, false);
     }
-    if (kernel) return attn_gemm(bl.keys, d.Dk, bl.n, {ds, 1, bl.keys}, qb, d.Dk, dkh, d.Dk, 1.0f, true);
-    sgemm("attention", 'T', 'N', bl.keys, d.Dk, bl.n, ds, bl.keys, qb, d.Dk, 1.0f, dkh, d.Dk);
+    if (kernel) return attn_gemm(bl.n, bl.keys, w, {x, w, 1}, ht, transposed_ld(d.S), c, bl.keys, alpha, false);
+    sgemm("attention", 'N', 'T', bl.n, bl.keys, w, x, w, h, w, 0.0f, c, bl.keys);
+    if (alpha == 1.0f) return;
+#pragma omp simd
+    for (int64_t i = 0; i < bl.n * bl.keys; ++i) c[i] *= alpha;
+  }
+  // c [n, w] = x [n, keys]·h for the head's h [S, w] (v or k; hp its words along the keys [⌈S/2⌉, w]).
+  void by_head(const float* x, const Block& bl, const float* h, const uint32_t* hp, int64_t w, float* c) const {
+    if (pp) {
+      pairs_in_rows(x, bl.keys, bl.n, bl.keys, pp->a, pairs(bl.keys));
+      return attn_gemm_bf16(bl.n, w, pairs(bl.keys), pp->a, pairs(bl.keys), hp, w, c, w, 1.0f, false);
+    }
+    if (kernel) return attn_gemm(bl.n, w, bl.keys, {x, bl.keys, 1}, h, w, c, w, 1.0f, false);
+    sgemm("attention", 'N', 'N', bl.n, w, bl.keys, x, bl.keys, h, w, 0.0f, c, w);
+  }
+  // c [keys, w] += xᵀ·y for the block's x [n, keys] (p or ds) and y [n, w] (do or q).
+  void add_t(const float* x, const float* y, const Block& bl, int64_t w, float* c) const {
+    if (pp) {
+      pairs_in_cols_t(x, bl.keys, bl.n, bl.keys, pp->a, pairs(bl.n));
+      pairs_in_cols(y, w, bl.n, w, pp->b, w);
+      return attn_gemm_bf16(bl.keys, w, pairs(bl.n), pp->a, pairs(bl.n), pp->b, w, c, w, 1.0f, true);
+    }
+    if (kernel) return attn_gemm(bl.keys, w, bl.n, {x, 1, bl.keys}, y, w, c, w, 1.0f, true);
+    sgemm("attention", 'T', 'N', bl.keys, w, bl.n, x, bl.keys, y, w, 1.0f, c, w);
   }
 };
 

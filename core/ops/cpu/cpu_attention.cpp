@@ -1,4 +1,4 @@
-// CPU attention: one (batch, head) per thread, its keys and values copied once into the thread's scratch (contiguous f32, widened from bf16), its query rows in blocks (each block's scores against the keys it sees), the products through sgemm, the exponentials vectorised; backward recomputes the probabilities (and any dropout mask) from the saved log-sum-exp (and seed).
+// CPU attention: one (batch, head) per thread, its keys and values copied once into the thread's scratch (contiguous f32, widened from bf16), its query rows in blocks (each block's scores against the keys it sees), the products by cpu_attention_products.h (sgemm, or our f32 and bf16 micro-kernels), the exponentials vectorised; backward recomputes the probabilities (and any dropout mask) from the saved log-sum-exp (and seed).
 #include <omp.h>
 
 #include <algorithm>
@@ -95,7 +95,6 @@ float row_dot(const float* g, const T* o, int64_t n) {
   for (int64_t l = 0; l < kLanes; ++l) s += lanes[l];
   return float(s);
 }
-
 
 // One row's log-sum-exp over its `keys` scaled scores (attention_math.h: the largest, then the sum
 // of exp(s - m) in double), and the row turned into exp(s - lse): libm's expf, summed in
@@ -211,8 +210,9 @@ class CpuAttention final : public AttentionKernel {
 
   // Each (b, h) is one thread's, and sgemm inside the parallel region runs on that thread alone:
   // the results do not depend on the thread count. (The region is entered even for one pair.)
-  // Per thread: the head's keys and values [S, D] (and, for the micro-kernel, the keys transposed),
-  // a block's queries [R, Dk], probabilities [R, S] and output rows [R, Dv], all f32.
+  // Per thread: the head's keys and values [S, D] (and, for the f32 micro-kernel, the keys
+  // transposed; for attn_bf16, their bf16 words), a block's queries [R, Dk], probabilities [R, S]
+  // and output rows [R, Dv], all f32.
   template <class T>
   void forward_t(const AttentionDims& d, const T* q, const T* k, const T* v, T* o, float* lse) {
     const int64_t pairs = d.B * d.H;

@@ -27,35 +27,44 @@ inline Block block_of(const AttentionDims& d, int64_t i0, int64_t rows) {
 inline int64_t transposed_ld(int64_t S) { return S + 16; }
 
 // attn_bf16's words (cpu_attention_pairs.h): the head's, packed once per head — kᵀ with pairs
-// along Dk [⌈Dk/2⌉, St], v along the keys [⌈S/2⌉, Dv]; in backward also vᵀ [⌈Dv/2⌉, St] and k along
-// the keys [⌈S/2⌉, Dk] — and room for one product's A and B operands, packed per product.
+// along Dk [⌈Dk/2⌉, St] for the scores; in forward v along the keys [⌈S/2⌉, Dv] for the output; in
+// backward vᵀ [⌈Dv/2⌉, St] and k along the keys [⌈S/2⌉, Dk] for dP and dQ — and room for one
+// product's A and B operands, packed per product.
 struct Pairs {
-  uint32_t *kt, *v, *vt, *k, *a, *b;
+  uint32_t *kt = nullptr, *v = nullptr, *vt = nullptr, *k = nullptr, *a = nullptr, *b = nullptr;
 
-  // Words a thread needs for blocks of R rows (backward: all six).
+  // Words a thread needs for blocks of R rows.
   static int64_t words(const AttentionDims& d, int64_t R, bool backward) {
-    const int64_t St = transposed_ld(d.S), S2 = pairs(d.S), R2 = pairs(R);
-    const int64_t head = pairs(d.Dk) * St + S2 * d.Dv + (backward ? pairs(d.Dv) * St + S2 * d.Dk : 0);
-    const int64_t a = std::max({R * S2, d.S * R2, R * pairs(std::max(d.Dk, d.Dv))});
-    return head + a + R2 * std::max(d.Dk, d.Dv);
+    return head_words(d, backward) + a_words(d, R) + pairs(R) * std::max(d.Dk, d.Dv);
   }
   // Carved from `w` (words(...) of them); the head's k and v (f32 [S, D] scratch) packed.
   static Pairs of(uint32_t* w, const AttentionDims& d, int64_t R, bool backward, const float* kh, const float* vh) {
     const int64_t St = transposed_ld(d.S), S2 = pairs(d.S);
-    Pairs p{};
+    Pairs p;
     p.kt = w, w += pairs(d.Dk) * St;
-    p.v = w, w += S2 * d.Dv;
     pairs_in_rows_t(kh, d.Dk, d.S, d.Dk, p.kt, St);
-    pairs_in_cols(vh, d.Dv, d.S, d.Dv, p.v, d.Dv);
     if (backward) {
       p.vt = w, w += pairs(d.Dv) * St;
       p.k = w, w += S2 * d.Dk;
       pairs_in_rows_t(vh, d.Dv, d.S, d.Dv, p.vt, St);
       pairs_in_cols(kh, d.Dk, d.S, d.Dk, p.k, d.Dk);
+    } else {
+      p.v = w, w += S2 * d.Dv;
+      pairs_in_cols(vh, d.Dv, d.S, d.Dv, p.v, d.Dv);
     }
-    p.a = w, w += std::max({R * S2, d.S * pairs(R), R * pairs(std::max(d.Dk, d.Dv))});
+    p.a = w, w += a_words(d, R);
     p.b = w;
     return p;
+  }
+
+ private:
+  static int64_t head_words(const AttentionDims& d, bool backward) {
+    const int64_t St = transposed_ld(d.S), S2 = pairs(d.S);
+    return pairs(d.Dk) * St + (backward ? pairs(d.Dv) * St + S2 * d.Dk : S2 * d.Dv);
+  }
+  // The largest A operand: q or do rows [R, ⌈D/2⌉], p or ds rows [R, ⌈S/2⌉], their transposes [S, ⌈R/2⌉].
+  static int64_t a_words(const AttentionDims& d, int64_t R) {
+    return std::max({R * pairs(d.S), d.S * pairs(R), R * pairs(std::max(d.Dk, d.Dv))});
   }
 };
 

@@ -74,9 +74,9 @@ StallReport stall_report(const std::vector<RankPlace>& places, double limit_s, i
 
 void StepClock::observe(double t_s, int64_t step) {
   if (last_step_ >= 0 && step > last_step_) {
-    const double per = (t_s - last_t_) / double(step - last_step_);
-    if (per_step_.size() < 31) per_step_.push_back(per);
-    else per_step_[next_++ % 31] = per;
+    const Interval in{(t_s - last_t_) / double(step - last_step_), step - last_step_};
+    if (per_step_.size() < 31) per_step_.push_back(in);
+    else per_step_[next_++ % 31] = in;
   }
   if (last_step_ < 0 || step != last_step_) {
     last_step_ = step;
@@ -84,17 +84,22 @@ void StepClock::observe(double t_s, int64_t step) {
   }
 }
 
-double StepClock::median_of(std::vector<double> v) const {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
-  return v[v.size() / 2];
+double StepClock::median_of(std::vector<Interval> v) {
+  // The step past half of them all (the upper median, as v[n / 2] of n equal intervals).
+  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.per_step_s < b.per_step_s; });
+  int64_t total = 0;
+  for (const Interval& i : v) total += i.steps;
+  int64_t seen = 0;
+  for (const Interval& i : v)
+    if (2 * (seen += i.steps) > total) return i.per_step_s;
+  return 0;
 }
 
 double StepClock::median_s() const { return median_of(per_step_); }
 
 double StepClock::median_before_last_s() const {
   if (per_step_.size() < 2) return median_s();
-  std::vector<double> v = per_step_;
+  std::vector<Interval> v = per_step_;
   const size_t newest = per_step_.size() < 31 ? per_step_.size() - 1 : (next_ + 30) % 31;
   v.erase(v.begin() + long(newest));
   return median_of(std::move(v));

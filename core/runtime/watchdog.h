@@ -23,9 +23,11 @@ struct StallReport {
 // `local` ranks per process name each rank's process.
 StallReport stall_report(const std::vector<RankPlace>& places, double limit_s, int local);
 
-// The job's typical step time from the progress board's step counts seen over time: the median of
-// the last 31 intervals in which the slowest rank advanced (seconds per step over each). An
-// interval that held a validation or a checkpoint is one sample among many.
+// The job's typical step time from the progress board's step counts seen over time: over the last
+// 31 intervals in which the slowest rank advanced, the median step (each interval's seconds per step,
+// counted once for each step it held). An interval that held a validation, a checkpoint or the
+// start is one slow step among many fast ones, however few intervals a short run has (a median of
+// intervals let one such 1-step interval of 4 decide it: CI 2026-12-01, no warning before the abort).
 class StepClock {
  public:
   void observe(double t_s, int64_t step);  // `step`: the slowest used rank's
@@ -37,10 +39,14 @@ class StepClock {
   double median_before_last_s() const;
 
  private:
-  double median_of(std::vector<double> v) const;
+  struct Interval {
+    double per_step_s;
+    int64_t steps;
+  };
+  static double median_of(std::vector<Interval> v);
   double last_t_ = 0;
   int64_t last_step_ = -1;
-  std::vector<double> per_step_;  // a ring of the last 31
+  std::vector<Interval> per_step_;  // a ring of the last 31
   size_t next_ = 0;
 };
 

@@ -12,7 +12,7 @@
 
 using namespace trainer;
 
-TEST_CASE("watchdog: the typical step is the median of the intervals in which the slowest rank advanced") {
+TEST_CASE("watchdog: the typical step is the median step of the intervals in which the slowest rank advanced") {
   StepClock c;
   CHECK(c.median_s() == 0);
   c.observe(0.0, 0);
@@ -23,7 +23,7 @@ TEST_CASE("watchdog: the typical step is the median of the intervals in which th
   c.observe(3.0, 20);
   c.observe(4.0, 30);
   c.observe(5.0, 40);
-  c.observe(15.0, 41);  // a validation or a checkpoint: one slow sample among fast ones
+  c.observe(15.0, 41);  // a validation or a checkpoint: one slow step among fast ones
   CHECK(c.median_s() == Approx(0.1));
   for (int i = 1; i <= 40; ++i) c.observe(15.0 + i, 41 + 2 * i);  // 0.5 s a step: the old samples leave the ring
   CHECK(c.median_s() == Approx(0.5));
@@ -32,14 +32,14 @@ TEST_CASE("watchdog: the typical step is the median of the intervals in which th
 
 TEST_CASE("watchdog: the warning's step time leaves out the interval that ran into the stall") {
   // A short run (the e2e watchdog test's, 2026-11-29: 2 in 10 runs had no warning): 22 steps in one
-  // 0.2 s period, then 2 steps in the next, whose second is the one that stops. The median of the
-  // two samples is the stalled one's 0.1 s, 20 of which is past a 2 s limit: no warning.
+  // 0.2 s period, then 2 steps in the next, whose second is the one that stops. Counted by intervals,
+  // the stalled one's 0.1 s could decide; counted by steps it is 2 of 24, and it is left out anyway.
   StepClock c;
   c.observe(0.2, 16);
   c.observe(0.4, 38);
   c.observe(0.6, 40);
   for (double t = 0.8; t < 3; t += 0.2) c.observe(t, 40);  // held: no further sample
-  CHECK(c.median_s() == Approx(0.1));
+  CHECK(c.median_s() == Approx(0.2 / 22));
   CHECK(c.median_before_last_s() == Approx(0.2 / 22));
   CHECK(stall_warning_after(c.median_before_last_s(), 2) == Approx(0.5));
   StepClock one;  // a single sample is all there is
@@ -53,9 +53,38 @@ TEST_CASE("watchdog: the warning's step time leaves out the interval that ran in
   ring.observe(100, 401);                                  // 59 s: the interval into a stall
   CHECK(ring.median_s() == Approx(0.1));
   CHECK(ring.median_before_last_s() == Approx(0.1));
-  for (int i = 0; i < 16; ++i) ring.observe(101 + i, 402 + i);  // 1 s a step: 16 new of 31
+  // 1 s a step from here: 16 new intervals of 31 hold 16 steps against the old ones' 140, the
+  // median step is still the old one; when the ring holds only new ones, the new one.
+  for (int i = 0; i < 16; ++i) ring.observe(101 + i, 402 + i);
+  CHECK(ring.median_s() == Approx(0.1));
+  for (int i = 16; i < 31; ++i) ring.observe(101 + i, 402 + i);
   CHECK(ring.median_s() == Approx(1.0));
   CHECK(ring.median_before_last_s() == Approx(1.0));
+}
+
+TEST_CASE("watchdog: slow 1-step intervals (the start, a validation, a checkpoint) do not decide a short run's step time") {
+  // The e2e watchdog test on CI (2026-12-01): 40 steps in under half a second, looks every 0.2 s.
+  // The first step and the epoch's end (validation and checkpoint) each filled a look; by intervals
+  // the median of the four before the stall was 0.2 s a step, 20 of which is past the 2 s limit, and
+  // no warning came. By steps, 2 of 38 are slow.
+  StepClock c;
+  c.observe(0.2, 0);   // building the replicas
+  c.observe(0.4, 1);   // the first step: 0.2 s
+  c.observe(0.6, 16);  // 15 steps
+  c.observe(0.8, 17);  // validation and the epoch's checkpoint
+  c.observe(1.0, 38);  // 21 steps
+  c.observe(1.2, 40);  // into the stall
+  for (double t = 1.4; t < 3; t += 0.2) c.observe(t, 40);
+  CHECK(c.median_before_last_s() == Approx(0.2 / 21));  // the 21-step interval holds the middle step
+  CHECK(stall_warning_after(c.median_before_last_s(), 2) == Approx(0.5));
+  // The same looks every 2 s (slow steps): the warning waits for 20 of them.
+  StepClock slow;
+  slow.observe(0, 0);
+  slow.observe(2, 1);
+  slow.observe(4, 2);
+  slow.observe(6, 3);
+  CHECK(slow.median_before_last_s() == Approx(2));
+  CHECK(stall_warning_after(slow.median_before_last_s(), 300) == Approx(40));
 }
 
 TEST_CASE("watchdog: a warning after 20 median steps, at least 30 s (a quarter of a shorter limit), only before the limit") {

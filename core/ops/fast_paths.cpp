@@ -8,11 +8,12 @@
 namespace trainer {
 namespace {
 
-constexpr std::array<FastPath, 15> kEvery = {FastPath::ConvWgrad,  FastPath::Conv1x1,    FastPath::AddDx,
+constexpr std::array<FastPath, 16> kEvery = {FastPath::ConvWgrad,  FastPath::Conv1x1,    FastPath::AddDx,
                                              FastPath::BnGate,     FastPath::BnSiblings, FastPath::Slices,
                                              FastPath::BnAct,      FastPath::Gelu,       FastPath::AttnBlocks,
                                              FastPath::AttnGemm,   FastPath::AttnCudnn,  FastPath::PadFold,
-                                             FastPath::SoftmaxExp, FastPath::AttnKernel, FastPath::AttnBf16};
+                                             FastPath::SoftmaxExp, FastPath::AttnKernel, FastPath::AttnBf16,
+                                             FastPath::AttnSoftmax};
 
 std::string known() {
   std::string s = "all, default, none";
@@ -39,6 +40,7 @@ const char* FastPaths::name(FastPath p) {
     case FastPath::SoftmaxExp: return "softmax_exp";
     case FastPath::AttnKernel: return "attn_kernel";
     case FastPath::AttnBf16: return "attn_bf16";
+    case FastPath::AttnSoftmax: return "attn_softmax";
   }
   return "?";
 }

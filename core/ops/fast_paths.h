@@ -11,26 +11,27 @@ namespace trainer {
 // tests/unit/core/fast_paths_training_test.cpp); users turn them off to rule them out
 // (TRAINER_FAST_PATHS, README "Fast paths"). The names are those of TRAINER_FAST_PATHS.
 enum class FastPath : uint32_t {
-  ConvWgrad = 1u << 0,   // conv_wgrad: plain convolutions' weight gradients from our AVX-512 kernel (else oneDNN's)
-  Conv1x1 = 1u << 1,     // conv_1x1: f32 1x1 convolutions at stride 1 as GEMMs (else oneDNN's convolution)
-  AddDx = 1u << 2,       // add_dx: a 1x1 convolution adds its input gradient into a shared one (else the executor sums)
-  BnGate = 1u << 3,      // bn_gate: batch norm's backward decides its fused activation's gate from x (else reads y)
-  BnSiblings = 1u << 4,  // bn_siblings: batch norms filling one concat run as one pass (else one by one)
-  Slices = 1u << 5,      // slices: a concat's inputs written in place as its channel slices (else copied)
-  BnAct = 1u << 6,       // bn_act: batch norm applies the ReLU/ReLU6 that follows it (else the activation layer runs)
-  Gelu = 1u << 7,        // gelu: GELU (both forms, f32 and bf16) forward and backward by oneDNN's eltwise (else libm's erff/tanhf loop)
-  AttnBlocks = 1u << 8,  // attn_blocks: CPU attention by blocks of query rows, each against the keys it sees (else all rows against all keys)
-  AttnGemm = 1u << 9,    // attn_gemm: CUDA attention as batched cuBLAS GEMMs around a kernel of the rows' softmax (else one block per query row)
-  AttnCudnn = 1u << 10,  // attn_cudnn: bf16/fp16 CUDA attention by cuDNN's fused flash-attention engines (else attn_gemm)
-  PadFold = 1u << 11,    // pad_fold: a zero_pad2d read only by a 'valid' depthwise convolution is folded into its windows (else padded copies)
-  SoftmaxExp = 1u << 12, // softmax_exp: the CPU's softmax exponentials (attention's, the cross-entropy's) by a vectorised polynomial, row sums in lanes (else libm's, in order)
-  AttnKernel = 1u << 13, // attn_kernel: the CPU attention's products by our AVX-512 micro-kernel, in registers (else oneDNN's sgemm per product)
-  AttnBf16 = 1u << 14,   // attn_bf16: with attn_kernel, a bf16 attention's products by AVX512_BF16 dot products, probabilities and score gradients rounded to bf16 (else f32 FMAs on the widened values)
+  ConvWgrad = 1u << 0,    // conv_wgrad: plain convolutions' weight gradients from our AVX-512 kernel (else oneDNN's)
+  Conv1x1 = 1u << 1,      // conv_1x1: f32 1x1 convolutions at stride 1 as GEMMs (else oneDNN's convolution)
+  AddDx = 1u << 2,        // add_dx: a 1x1 convolution adds its input gradient into a shared one (else the executor sums)
+  BnGate = 1u << 3,       // bn_gate: batch norm's backward decides its fused activation's gate from x (else reads y)
+  BnSiblings = 1u << 4,   // bn_siblings: batch norms filling one concat run as one pass (else one by one)
+  Slices = 1u << 5,       // slices: a concat's inputs written in place as its channel slices (else copied)
+  BnAct = 1u << 6,        // bn_act: batch norm applies the ReLU/ReLU6 that follows it (else the activation layer runs)
+  Gelu = 1u << 7,         // gelu: GELU (both forms, f32 and bf16) forward and backward by oneDNN's eltwise (else libm's erff/tanhf loop)
+  AttnBlocks = 1u << 8,   // attn_blocks: CPU attention by blocks of query rows, each against the keys it sees (else all rows against all keys)
+  AttnGemm = 1u << 9,     // attn_gemm: CUDA attention as batched cuBLAS GEMMs around a kernel of the rows' softmax (else one block per query row)
+  AttnCudnn = 1u << 10,   // attn_cudnn: bf16/fp16 CUDA attention by cuDNN's fused flash-attention engines (else attn_gemm)
+  PadFold = 1u << 11,     // pad_fold: a zero_pad2d read only by a 'valid' depthwise convolution is folded into its windows (else padded copies)
+  SoftmaxExp = 1u << 12,  // softmax_exp: the CPU's softmax exponentials (attention's, the cross-entropy's) by a vectorised polynomial, row sums in lanes (else libm's, in order)
+  AttnKernel = 1u << 13,  // attn_kernel: the CPU attention's products by our AVX-512 micro-kernel, in registers (else oneDNN's sgemm per product)
+  AttnBf16 = 1u << 14,    // attn_bf16: with attn_kernel, a bf16 attention's products by AVX512_BF16 dot products, probabilities and score gradients rounded to bf16 (else f32 FMAs on the widened values)
+  AttnSoftmax = 1u << 15, // attn_softmax: the CPU attention's softmax rows in AVX-512, one exponential per score in forward (else softmax_exp's rows, or libm's)
 };
 
 class FastPaths {
  public:
-  static constexpr uint32_t kAll = (1u << 15) - 1;
+  static constexpr uint32_t kAll = (1u << 16) - 1;
   // What runs when nothing says otherwise: every path (attn_cudnn, off until its numbers were
   // compared on a GPU, joined it after the H200 run of 2026-11-30: docs/gpu-runs/2026-11-30-h200.md).
   // Kept apart from kAll so that a path not yet measured on its hardware can again start off.

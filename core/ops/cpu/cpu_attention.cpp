@@ -9,6 +9,7 @@
 
 #include "core/ops/attention.h"
 #include "core/ops/cpu/cpu_attention_products.h"
+#include "core/ops/cpu/cpu_attention_softmax.h"
 #include "core/ops/cpu/cpu_bf16.h"
 #include "core/ops/cpu/cpu_exp.h"
 #include "core/ops/cpu/cpu_util.h"
@@ -125,20 +126,31 @@ void row_probabilities(float* row, int64_t keys, float lse) {
   }
 }
 
+// How a row's exponentials are taken: libm's expf summed in order (the reference), cpu::exp_poly
+// vectorised (softmax_exp), or the AVX-512 rows of cpu_attention_softmax.h (attn_softmax: one
+// exponential per score in forward).
+enum class RowExp { Libm, Poly, Avx512 };
+
 // p [n, keys] = the block's probabilities from its queries qb [n, Dk]: the scaled scores, then
 // exp(s - lse) where visible, 0 elsewhere. With `lse_out` each row's log-sum-exp is computed
 // (forward) and written; otherwise it is read from `lse_in` (backward). Both indexed by the
-// block's rows. `poly`: the softmax_exp path.
+// block's rows.
 void probabilities(const AttentionDims& d, const Products& mm, const float* qb, const Block& bl, float* p,
-                   float* lse_out, const float* lse_in, bool poly) {
+                   float* lse_out, const float* lse_in, RowExp how) {
   mm.scores(qb, bl, p);
   for (int64_t r = 0; r < bl.n; ++r) {
     float* row = p + r * bl.keys;
     const int64_t keys = attn::visible_keys(bl.i0 + r, d.S, d.causal);
-    float lse = lse_in ? lse_in[r] : 0.0f;
-    if (lse_out) lse = lse_out[r] = poly ? row_lse<true>(row, keys) : row_lse<false>(row, keys);
-    if (poly) row_probabilities<true>(row, keys, lse);
-    else row_probabilities<false>(row, keys, lse);
+    if (how == RowExp::Avx512) {
+      if (lse_out) lse_out[r] = cpu::attn_row_softmax(row, keys);
+      else cpu::attn_row_exp(row, keys, lse_in[r]);
+    } else {
+      const bool poly = how == RowExp::Poly;
+      float lse = lse_in ? lse_in[r] : 0.0f;
+      if (lse_out) lse = lse_out[r] = poly ? row_lse<true>(row, keys) : row_lse<false>(row, keys);
+      if (poly) row_probabilities<true>(row, keys, lse);
+      else row_probabilities<false>(row, keys, lse);
+    }
     std::fill(row + keys, row + bl.keys, 0.0f);
   }
 }
@@ -181,7 +193,9 @@ class CpuAttention final : public AttentionKernel {
  public:
   CpuAttention(OpContext& ctx, const AttentionParams& p)
       : AttentionKernel(ctx, p), ctx_(ctx), blocks_(ctx.fast_paths().has(FastPath::AttnBlocks)),
-        poly_(ctx.fast_paths().has(FastPath::SoftmaxExp)),
+        exp_(ctx.fast_paths().has(FastPath::AttnSoftmax) && cpu::attn_softmax_available() ? RowExp::Avx512
+             : ctx.fast_paths().has(FastPath::SoftmaxExp)                                 ? RowExp::Poly
+                                                                                          : RowExp::Libm),
         kernel_(ctx.fast_paths().has(FastPath::AttnKernel) && cpu::attn_kernel_available()),
         bf16_(kernel_ && ctx.fast_paths().has(FastPath::AttnBf16) && cpu::attn_bf16_available()) {}
 
@@ -238,7 +252,7 @@ class CpuAttention final : public AttentionKernel {
       for (int64_t i0 = 0; i0 < d.T; i0 += R) {
         const Block bl = block_of(d, i0, R);
         load_rows(q + at.q + i0 * at.ldk, at.ldk, bl.n, d.Dk, qb);
-        probabilities(d, mm, qb, bl, p, lse + bh * d.T + i0, nullptr, poly_);
+        probabilities(d, mm, qb, bl, p, lse + bh * d.T + i0, nullptr, exp_);
         if (drop.on) drop_block(d, drop, bh, bl, p);
         mm.out(p, bl, ob);
         store_rows(ob, bl.n, d.Dv, o + at.o + i0 * at.ldv, at.ldv);
@@ -289,7 +303,7 @@ class CpuAttention final : public AttentionKernel {
         const Block bl = block_of(d, i0, R);
         load_rows(q + at.q + i0 * at.ldk, at.ldk, bl.n, d.Dk, qb);
         load_rows(dout + at.o + i0 * at.ldv, at.ldv, bl.n, d.Dv, gb);
-        probabilities(d, mm, qb, bl, p, nullptr, lse + bh * d.T + i0, poly_);
+        probabilities(d, mm, qb, bl, p, nullptr, lse + bh * d.T + i0, exp_);
         // dv += (p·m)ᵀ·do (p·m in ds for the while); dp = (do·vᵀ)·m (into ds)
         const float* pm = p;
         if (drop.on) {
@@ -316,7 +330,7 @@ class CpuAttention final : public AttentionKernel {
 
   OpContext& ctx_;
   const bool blocks_;  // FastPath::AttnBlocks
-  const bool poly_;    // FastPath::SoftmaxExp
+  const RowExp exp_;   // FastPath::AttnSoftmax where the CPU has AVX-512, else FastPath::SoftmaxExp or libm
   const bool kernel_;  // FastPath::AttnKernel, where the CPU has AVX-512
   const bool bf16_;    // FastPath::AttnBf16 (with attn_kernel), where it has AVX512_BF16: bf16 tensors' products
   Scratch scratch_;    // per thread: the head's operands and a block's (forward_t, backward_t)

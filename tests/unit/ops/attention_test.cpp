@@ -238,16 +238,16 @@ TEST_CASE("attention rejects shapes that do not fit, naming them", "[backends]")
 
 // The CPU attention's fast paths — attn_blocks (query rows in blocks of 64, or 16 with the
 // micro-kernel, each block against the keys its rows see), softmax_exp (the exponentials by
-// cpu::exp_poly, vectorised, the row sums in lanes) and attn_kernel (the products by our AVX-512
-// micro-kernel) — each alone and in every combination against the reference (one block of every
-// row against every visible key, libm's expf summed in order, sgemm), on random shapes (batch 1, one head, odd sizes,
-// cross-attention, causal or not, with and without dropout) at 1-4 threads: each path against
+// cpu::exp_poly, vectorised, the row sums in lanes), attn_kernel (the products by our AVX-512
+// micro-kernel) and attn_softmax (the rows in AVX-512, one exponential per score) — each alone and
+// in every combination against the reference (one block of every row against every visible key,
+// libm's expf summed in order, sgemm), on random shapes (batch 1, one head, odd sizes, cross-attention, causal or not, with and without dropout) at 1-4 threads: each path against
 // float64, a fast one within 4x the reference path's own error on the same operands (plus 16 ulps
 // of the output's scale), and all within the CPU bound. The seed is printed.
-TEST_CASE("attention: attn_blocks, softmax_exp and attn_kernel against one block of every row with libm's expf "
+TEST_CASE("attention: attn_blocks, softmax_exp, attn_kernel and attn_softmax against one block of every row with libm's expf "
           "and sgemm, random shapes, 1-4 threads, float64 as the judge", "[fuzz]") {
   const fuzz::Budget budget(40);
-  fuzz::Tally tally("attn_blocks, softmax_exp, attn_kernel");
+  fuzz::Tally tally("attn_blocks, softmax_exp, attn_kernel, attn_softmax");
   for (int64_t c = 0; budget.more(c); ++c) {
     if (budget.skip(c)) continue;
     std::mt19937_64 rng = budget.rng(c, 0xA77);
@@ -264,13 +264,14 @@ TEST_CASE("attention: attn_blocks, softmax_exp and attn_kernel against one block
     const DropoutSeed& drop = x.drop;
     const ref::Vec &vq = x.vq, &vk = x.vk, &vv = x.vv;
     const std::vector<ref::Vec>& want = x.want;
-    // fast: bit 0 attn_blocks, bit 1 softmax_exp, bit 2 attn_kernel (0: the reference).
-    std::vector<double> err[8];
-    for (int fast = 0; fast < 8; ++fast) {
+    // fast: bit 0 attn_blocks, bit 1 softmax_exp, bit 2 attn_kernel, bit 3 attn_softmax (0: the reference).
+    std::vector<double> err[16];
+    for (int fast = 0; fast < 16; ++fast) {
       const FastPaths paths = FastPaths::all()
                                   .with(FastPath::AttnBlocks, fast & 1)
                                   .with(FastPath::SoftmaxExp, fast & 2)
-                                  .with(FastPath::AttnKernel, fast & 4);
+                                  .with(FastPath::AttnKernel, fast & 4)
+                                  .with(FastPath::AttnSoftmax, fast & 8);
       OpContext& ctx = fuzz::cpu_context_for(threads, Precision::FP32, paths);
       auto kern = make_kernel<AttentionKernel>(ctx, AttentionParams{H, Dk, Dv, causal, rate});
       Tensor o = Tensor::empty({B, T, H * Dv}), lse = Tensor::empty({B, H, T});
@@ -281,11 +282,11 @@ TEST_CASE("attention: attn_blocks, softmax_exp and attn_kernel against one block
     }
     const double ulp = std::ldexp(1.0, -24);
     double ratio = 0;
-    for (int fast = 1; fast < 8; ++fast)
+    for (int fast = 1; fast < 16; ++fast)
       for (int t = 0; t < 4; ++t) {
         INFO("output " << t << " (o, dq, dk, dv): reference path error " << err[0][size_t(t)] << ", fast paths "
                        << ((fast & 1) ? "attn_blocks " : "") << ((fast & 2) ? "softmax_exp " : "")
-                       << ((fast & 4) ? "attn_kernel " : "") << err[fast][size_t(t)]
+                       << ((fast & 4) ? "attn_kernel " : "") << ((fast & 8) ? "attn_softmax " : "") << err[fast][size_t(t)]
                        << " (relative to the output's scale)");
         CHECK(err[0][size_t(t)] <= kCpuTolerance);
         CHECK(err[fast][size_t(t)] <= 4 * err[0][size_t(t)] + 16 * ulp);

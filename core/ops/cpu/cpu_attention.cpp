@@ -60,6 +60,13 @@ void load_rows(const T* src, int64_t ld, int64_t rows, int64_t cols, float* dst)
   }
 }
 
+// A bf16 tensor's bits (attn_bf16's packers copy them); never called on f32 data (the words path
+// runs only on bf16 tensors).
+template <class T>
+const uint16_t* bits(const T* p) {
+  return reinterpret_cast<const uint16_t*>(p);
+}
+
 // The same rows transposed: dst [cols, rows] (the micro-kernel's keys and values as its B operand,
 // whose rows it reads as vectors).
 template <class T>
@@ -243,11 +250,15 @@ class CpuAttention final : public AttentionKernel {
       float *kh = c.take(d.S * d.Dk), *kt = c.take(St * d.Dk), *vh = c.take(d.S * d.Dv), *qb = c.take(R * d.Dk),
             *p = c.take(R * d.S), *ob = c.take(R * d.Dv);
       const HeadAt at = head_at(d, bh / d.H, bh % d.H);
-      load_rows(k + at.k, at.ldk, d.S, d.Dk, kh);
-      if (kernel_ && !words) load_rows_t(k + at.k, at.ldk, d.S, d.Dk, kt, St);
-      load_rows(v + at.v, at.ldv, d.S, d.Dv, vh);
       Pairs pp{};
-      if (words) pp = Pairs::of(reinterpret_cast<uint32_t*>(c.take(Pairs::words(d, R, false))), d, R, false, kh, vh);
+      if (words) {  // the products read only the words packed from k's and v's bits
+        pp = Pairs::of(reinterpret_cast<uint32_t*>(c.take(Pairs::words(d, R, false))), d, R, false, bits(k + at.k),
+                       at.ldk, bits(v + at.v), at.ldv);
+      } else {
+        load_rows(k + at.k, at.ldk, d.S, d.Dk, kh);
+        if (kernel_) load_rows_t(k + at.k, at.ldk, d.S, d.Dk, kt, St);
+        load_rows(v + at.v, at.ldv, d.S, d.Dv, vh);
+      }
       const Products mm{d, kernel_, kh, vh, kt, nullptr, words ? &pp : nullptr};
       for (int64_t i0 = 0; i0 < d.T; i0 += R) {
         const Block bl = block_of(d, i0, R);
@@ -288,14 +299,18 @@ class CpuAttention final : public AttentionKernel {
       float *qb = c.take(R * d.Dk), *gb = c.take(R * d.Dv), *dqb = c.take(R * d.Dk), *p = c.take(R * d.S),
             *ds = c.take(R * d.S), *D = c.take(R);
       const HeadAt at = head_at(d, bh / d.H, bh % d.H);
-      load_rows(k + at.k, at.ldk, d.S, d.Dk, kh);
-      load_rows(v + at.v, at.ldv, d.S, d.Dv, vh);
-      if (kernel_ && !words) {
-        load_rows_t(k + at.k, at.ldk, d.S, d.Dk, kt, St);
-        load_rows_t(v + at.v, at.ldv, d.S, d.Dv, vt, St);
-      }
       Pairs pp{};
-      if (words) pp = Pairs::of(reinterpret_cast<uint32_t*>(c.take(Pairs::words(d, R, true))), d, R, true, kh, vh);
+      if (words) {
+        pp = Pairs::of(reinterpret_cast<uint32_t*>(c.take(Pairs::words(d, R, true))), d, R, true, bits(k + at.k), at.ldk,
+                       bits(v + at.v), at.ldv);
+      } else {
+        load_rows(k + at.k, at.ldk, d.S, d.Dk, kh);
+        load_rows(v + at.v, at.ldv, d.S, d.Dv, vh);
+        if (kernel_) {
+          load_rows_t(k + at.k, at.ldk, d.S, d.Dk, kt, St);
+          load_rows_t(v + at.v, at.ldv, d.S, d.Dv, vt, St);
+        }
+      }
       const Products mm{d, kernel_, kh, vh, kt, vt, words ? &pp : nullptr};
       std::fill(dkh, dkh + d.S * d.Dk, 0.0f);
       std::fill(dvh, dvh + d.S * d.Dv, 0.0f);

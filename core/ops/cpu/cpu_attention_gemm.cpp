@@ -120,9 +120,11 @@ void attn_gemm(int64_t M, int64_t N, int64_t K, AttnOperand A, const float* B, i
   product<F32Lanes, false>(M, N, K, A.p, A.row, A.col, B, ldb, C, ldc, alpha, add);
 }
 
-void attn_gemm_bf16(int64_t M, int64_t N, int64_t K2, const uint32_t* A, int64_t lda, const uint32_t* B, int64_t ldb,
-                    float* C, int64_t ldc, float alpha, bool add) {
-  product<Bf16Lanes, false>(M, N, K2, A, lda, 1, B, ldb, C, ldc, alpha, add);
+void attn_gemm_bf16(int64_t M, int64_t N, int64_t K2, AttnWords A, const uint32_t* B, int64_t ldb, float* C,
+                    int64_t ldc, float alpha, bool add) {
+  if (A.col != 1)  // transposed (A.row == 1)
+    return product<Bf16Lanes, true>(M, N, K2, A.p, A.row, A.col, B, ldb, C, ldc, alpha, add);
+  product<Bf16Lanes, false>(M, N, K2, A.p, A.row, A.col, B, ldb, C, ldc, alpha, add);
 }
 
 }  // namespace trainer::cpu

@@ -22,11 +22,16 @@ void attn_gemm(int64_t M, int64_t N, int64_t K, AttnOperand A, const float* B, i
 // The same product on bf16 (AVX512_BF16 dot products, the attn_bf16 path): A [M, K2] and B [K2, N]
 // of 32-bit words, each two bf16 values adjacent along k (A's word (m, j): a[m][2j] in its low half,
 // a[m][2j + 1] in its high half; B's word (j, n): b[2j][n], b[2j + 1][n]), K2 = ⌈K/2⌉ (an odd K's
-// last word's high half 0 in A), A row-major (lda words). Each VDPBF16PS adds a word pair's two
-// products (exact: 8-bit significands) to the f32 accumulator, in k order; values below 2^-126 are
-// taken as 0 (the instruction's rule). C as attn_gemm's.
-void attn_gemm_bf16(int64_t M, int64_t N, int64_t K2, const uint32_t* A, int64_t lda, const uint32_t* B, int64_t ldb,
-                    float* C, int64_t ldc, float alpha, bool add);
+// last word's high half 0 in A), A's word (m, j) at p[m·row + j·col] (row-major, or transposed:
+// row 1). Each VDPBF16PS adds a word pair's two products (exact: 8-bit significands) to the f32
+// accumulator, in k order; values below 2^-126 are taken as 0 (the instruction's rule). C as
+// attn_gemm's.
+struct AttnWords {
+  const uint32_t* p;
+  int64_t row, col;
+};
+void attn_gemm_bf16(int64_t M, int64_t N, int64_t K2, AttnWords A, const uint32_t* B, int64_t ldb, float* C,
+                    int64_t ldc, float alpha, bool add);
 
 // Whether this CPU runs attn_gemm (AVX-512 F), and attn_gemm_bf16 (AVX512_BF16 too).
 bool attn_kernel_available();

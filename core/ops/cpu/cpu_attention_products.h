@@ -26,10 +26,11 @@ inline Block block_of(const AttentionDims& d, int64_t i0, int64_t rows) {
 // against 1024 keys ran at 209 GFLOP/s on one thread, 250 padded).
 inline int64_t transposed_ld(int64_t S) { return S + 16; }
 
-// attn_bf16's words (cpu_attention_pairs.h): the head's, packed once per head — kᵀ with pairs
-// along Dk [⌈Dk/2⌉, St] for the scores; in forward v along the keys [⌈S/2⌉, Dv] for the output; in
-// backward vᵀ [⌈Dv/2⌉, St] and k along the keys [⌈S/2⌉, Dk] for dP and dQ — and room for one
-// product's A and B operands, packed per product.
+// attn_bf16's words (cpu_attention_pairs.h): the head's, packed once per head from the bits of its
+// bf16 k and v (in their tensors, rows ldk and ldv apart) — kᵀ with pairs along Dk [⌈Dk/2⌉, St] for
+// the scores; in forward v along the keys [⌈S/2⌉, Dv] for the output; in backward vᵀ [⌈Dv/2⌉, St]
+// and k along the keys [⌈S/2⌉, Dk] for dP and dQ — and room for one product's A and B operands,
+// packed per product.
 struct Pairs {
   uint32_t *kt = nullptr, *v = nullptr, *vt = nullptr, *k = nullptr, *a = nullptr, *b = nullptr;
 
@@ -37,20 +38,21 @@ struct Pairs {
   static int64_t words(const AttentionDims& d, int64_t R, bool backward) {
     return head_words(d, backward) + a_words(d, R) + pairs(R) * std::max(d.Dk, d.Dv);
   }
-  // Carved from `w` (words(...) of them); the head's k and v (f32 [S, D] scratch) packed.
-  static Pairs of(uint32_t* w, const AttentionDims& d, int64_t R, bool backward, const float* kh, const float* vh) {
+  // Carved from `w` (words(...) of them); the head's k and v packed.
+  static Pairs of(uint32_t* w, const AttentionDims& d, int64_t R, bool backward, const uint16_t* k, int64_t ldk,
+                  const uint16_t* v, int64_t ldv) {
     const int64_t St = transposed_ld(d.S), S2 = pairs(d.S);
     Pairs p;
     p.kt = w, w += pairs(d.Dk) * St;
-    pairs_in_rows_t(kh, d.Dk, d.S, d.Dk, p.kt, St);
+    bits_in_rows_t(k, ldk, d.S, d.Dk, p.kt, St);
     if (backward) {
       p.vt = w, w += pairs(d.Dv) * St;
       p.k = w, w += S2 * d.Dk;
-      pairs_in_rows_t(vh, d.Dv, d.S, d.Dv, p.vt, St);
-      pairs_in_cols(kh, d.Dk, d.S, d.Dk, p.k, d.Dk);
+      bits_in_rows_t(v, ldv, d.S, d.Dv, p.vt, St);
+      bits_in_cols(k, ldk, d.S, d.Dk, p.k, d.Dk);
     } else {
       p.v = w, w += S2 * d.Dv;
-      pairs_in_cols(vh, d.Dv, d.S, d.Dv, p.v, d.Dv);
+      bits_in_cols(v, ldv, d.S, d.Dv, p.v, d.Dv);
     }
     p.a = w, w += a_words(d, R);
     p.b = w;
@@ -62,7 +64,7 @@ struct Pairs {
     const int64_t St = transposed_ld(d.S), S2 = pairs(d.S);
     return pairs(d.Dk) * St + (backward ? pairs(d.Dv) * St + S2 * d.Dk : S2 * d.Dv);
   }
-  // The largest A operand: q or do rows [R, ⌈D/2⌉], p or ds rows [R, ⌈S/2⌉], their transposes [S, ⌈R/2⌉].
+  // The largest A operand: q or do rows [R, ⌈D/2⌉], p or ds rows [R, ⌈S/2⌉], or down their columns [⌈R/2⌉, S].
   static int64_t a_words(const AttentionDims& d, int64_t R) {
     return std::max({R * pairs(d.S), d.S * pairs(R), R * pairs(std::max(d.Dk, d.Dv))});
   }
@@ -104,7 +106,8 @@ struct Products {
                  float alpha, float* c) const {
     if (pp) {
       pairs_in_rows(x, w, bl.n, w, pp->a, pairs(w));
-      return attn_gemm_bf16(bl.n, bl.keys, pairs(w), pp->a, pairs(w), htp, transposed_ld(d.S), c, bl.keys, alpha, false);
+      return attn_gemm_bf16(bl.n, bl.keys, pairs(w), {pp->a, pairs(w), 1}, htp, transposed_ld(d.S), c, bl.keys, alpha,
+                            false);
     }
     if (kernel) return attn_gemm(bl.n, bl.keys, w, {x, w, 1}, ht, transposed_ld(d.S), c, bl.keys, alpha, false);
     sgemm("attention", 'N', 'T', bl.n, bl.keys, w, x, w, h, w, 0.0f, c, bl.keys);
@@ -116,7 +119,7 @@ struct Products {
   void by_head(const float* x, const Block& bl, const float* h, const uint32_t* hp, int64_t w, float* c) const {
     if (pp) {
       pairs_in_rows(x, bl.keys, bl.n, bl.keys, pp->a, pairs(bl.keys));
-      return attn_gemm_bf16(bl.n, w, pairs(bl.keys), pp->a, pairs(bl.keys), hp, w, c, w, 1.0f, false);
+      return attn_gemm_bf16(bl.n, w, pairs(bl.keys), {pp->a, pairs(bl.keys), 1}, hp, w, c, w, 1.0f, false);
     }
     if (kernel) return attn_gemm(bl.n, w, bl.keys, {x, bl.keys, 1}, h, w, c, w, 1.0f, false);
     sgemm("attention", 'N', 'N', bl.n, w, bl.keys, x, bl.keys, h, w, 0.0f, c, w);
@@ -124,9 +127,10 @@ struct Products {
   // c [keys, w] += xᵀ·y for the block's x [n, keys] (p or ds) and y [n, w] (do or q).
   void add_t(const float* x, const float* y, const Block& bl, int64_t w, float* c) const {
     if (pp) {
-      pairs_in_cols_t(x, bl.keys, bl.n, bl.keys, pp->a, pairs(bl.n));
+      // xᵀ's word (c, j) is x's word (j, c) down its columns, read transposed.
+      pairs_in_cols(x, bl.keys, bl.n, bl.keys, pp->a, bl.keys);
       pairs_in_cols(y, w, bl.n, w, pp->b, w);
-      return attn_gemm_bf16(bl.keys, w, pairs(bl.n), pp->a, pairs(bl.n), pp->b, w, c, w, 1.0f, true);
+      return attn_gemm_bf16(bl.keys, w, pairs(bl.n), {pp->a, 1, bl.keys}, pp->b, w, c, w, 1.0f, true);
     }
     if (kernel) return attn_gemm(bl.keys, w, bl.n, {x, 1, bl.keys}, y, w, c, w, 1.0f, true);
     sgemm("attention", 'T', 'N', bl.keys, w, bl.n, x, bl.keys, y, w, 1.0f, c, w);

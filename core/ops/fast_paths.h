@@ -13,7 +13,7 @@ namespace trainer {
 enum class FastPath : uint32_t {
   ConvWgrad = 1u << 0,    // conv_wgrad: plain convolutions' weight gradients from our AVX-512 kernel (else oneDNN's)
   Conv1x1 = 1u << 1,      // conv_1x1: f32 1x1 convolutions at stride 1 as GEMMs (else oneDNN's convolution)
-  AddDx = 1u << 2,        // add_dx: a 1x1 convolution adds its input gradient into a shared one (else the executor sums)
+  AddDx = 1u << 2,        // add_dx: a 1x1 convolution or a layer norm adds its input gradient into a shared one (else the executor sums)
   BnGate = 1u << 3,       // bn_gate: batch norm's backward decides its fused activation's gate from x (else reads y)
   BnSiblings = 1u << 4,   // bn_siblings: batch norms filling one concat run as one pass (else one by one)
   Slices = 1u << 5,       // slices: a concat's inputs written in place as its channel slices (else copied)

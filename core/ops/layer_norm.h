@@ -1,6 +1,7 @@
 // Layer-norm op family: each row of x [..., C] normalised over its last axis, then scaled and shifted (Keras LayerNormalization).
 #pragma once
 #include <cstdint>
+#include <stdexcept>
 
 #include "core/ops/registry.h"
 #include "core/ops/shape_checks.h"
@@ -30,16 +31,26 @@ class LayerNormKernel {
     check_params("gamma", gamma, "beta", &beta);
     forward_impl(rows, x, gamma, beta, y);
   }
-  // dx (overwritten; undefined: not needed), dgamma and dbeta (overwritten; undefined without
-  // scale / center) from x and dy. Deterministic: the parameter sums' order depends on the shape
-  // alone, not on the thread count or the run.
-  void backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+  // Whether backward can add the input gradient into dx (add_dx) instead of overwriting it: the
+  // second consumer of a tensor adding its share in place of a separate sum (Layer::can_add_input_grad).
+  virtual bool adds_dx() const { return false; }
+
+  // dx (overwritten, or with add_dx where adds_dx() added to; undefined: not needed), dgamma and
+  // dbeta (overwritten; undefined without scale / center) from x and dy. Deterministic: the
+  // parameter sums' order depends on the shape alone, not on the thread count or the run.
+  void backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                bool add_dx = false) {
     const int64_t rows = check_x(x);
     ck_.shape("dy", dy, x.shape());
     if (dx.defined()) ck_.shape("dx", dx, x.shape());
     check_params("gamma", gamma, nullptr, nullptr);
     check_params("dgamma", dgamma, "dbeta", &dbeta);
-    backward_impl(rows, x, gamma, dy, dx, dgamma, dbeta);
+    if (add_dx && !adds_dx()) ck_.fail("this backend cannot add the input gradient into dx");
+    if (add_dx && !dx.defined()) ck_.fail("dx is undefined: nothing to add the input gradient into");
+    if (add_dx)
+      backward_add_impl(rows, x, gamma, dy, dx, dgamma, dbeta);
+    else
+      backward_impl(rows, x, gamma, dy, dx, dgamma, dbeta);
   }
 
  protected:
@@ -51,6 +62,10 @@ class LayerNormKernel {
   virtual void forward_impl(int64_t rows, const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y) = 0;
   virtual void backward_impl(int64_t rows, const Tensor& x, const Tensor& gamma, const Tensor& dy, Tensor& dx,
                              Tensor& dgamma, Tensor& dbeta) = 0;
+  // backward with dx added to: called only where adds_dx(), so a backend without it never is.
+  virtual void backward_add_impl(int64_t, const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&) {
+    throw std::logic_error("layer_norm: backward adding into dx on a backend without it");
+  }
 
   const Params p_;
 

@@ -45,10 +45,14 @@ class LayerNorm final : public Layer {
   void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override {
     k_->forward(*x[0], gamma(params_), beta(params_), y);
   }
+  // A second consumer of its input (a pre-norm block's residual stream) adds its input gradient in
+  // place where the backend can (the add_dx fast path).
+  bool can_add_input_grad(int k) const override { return k == 0 && k_ && k_->adds_dx(); }
+  void add_input_grad(int, bool on) override { add_dx_ = on; }
   void backward(const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     Tensor dgamma = gamma(grads_), dbeta = beta(grads_);
-    k_->backward(*x[0], gamma(params_), dy, *dx[0], dgamma, dbeta);
+    k_->backward(*x[0], gamma(params_), dy, *dx[0], dgamma, dbeta, add_dx_);
   }
 
  private:
@@ -58,6 +62,7 @@ class LayerNorm final : public Layer {
 
   LayerNormParams p_;
   int64_t elems_ = 0;
+  bool add_dx_ = false;
   KernelSlot<LayerNormKernel> k_;
 };
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "core/ops/cpu/cpu_util.h"
+#include "core/ops/fast_paths.h"
 #include "core/ops/layer_norm.h"
 #include "core/ops/math/layernorm_math.h"
 
@@ -33,7 +34,9 @@ inline int64_t rows_per_block(int64_t rows) { return std::max(kMinRowsPerBlock, 
 
 class CpuLayerNorm final : public LayerNormKernel {
  public:
-  CpuLayerNorm(OpContext& ctx, const LayerNormParams& p) : LayerNormKernel(ctx, p), ctx_(ctx) {}
+  CpuLayerNorm(OpContext& ctx, const LayerNormParams& p)
+      : LayerNormKernel(ctx, p), ctx_(ctx), add_dx_(ctx.fast_paths().has(FastPath::AddDx)) {}
+  bool adds_dx() const override { return add_dx_; }
 
  private:
   void forward_impl(int64_t rows, const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y) override {
@@ -55,6 +58,16 @@ class CpuLayerNorm final : public LayerNormKernel {
 
   void backward_impl(int64_t rows, const Tensor& x, const Tensor& gamma, const Tensor& dy, Tensor& dx, Tensor& dgamma,
                      Tensor& dbeta) override {
+    backward_rows(rows, x, gamma, dy, dx, dgamma, dbeta, false);
+  }
+  void backward_add_impl(int64_t rows, const Tensor& x, const Tensor& gamma, const Tensor& dy, Tensor& dx,
+                         Tensor& dgamma, Tensor& dbeta) override {
+    backward_rows(rows, x, gamma, dy, dx, dgamma, dbeta, true);
+  }
+
+  // add: dx += the input gradient (the one rounding of old + new the executor's separate sum makes).
+  void backward_rows(int64_t rows, const Tensor& x, const Tensor& gamma, const Tensor& dy, Tensor& dx, Tensor& dgamma,
+                     Tensor& dbeta, bool add) {
     const int64_t C = p_.features;
     const float* xp = x.f32();
     const float* gp = gamma.defined() ? gamma.f32() : nullptr;
@@ -86,9 +99,15 @@ class CpuLayerNorm final : public LayerNormKernel {
           }
           const float mg = float(sg / double(C)), mgx = float(sgx / double(C));
           float* dr = dxp + r * C;
+          if (add) {
 #pragma omp simd
-          for (int64_t j = 0; j < C; ++j)
-            dr[j] = ln::input_grad(gr[j] * (gp ? gp[j] : 1.0f), ln::normalise(xr[j], st), mg, mgx, st.rstd);
+            for (int64_t j = 0; j < C; ++j)
+              dr[j] += ln::input_grad(gr[j] * (gp ? gp[j] : 1.0f), ln::normalise(xr[j], st), mg, mgx, st.rstd);
+          } else {
+#pragma omp simd
+            for (int64_t j = 0; j < C; ++j)
+              dr[j] = ln::input_grad(gr[j] * (gp ? gp[j] : 1.0f), ln::normalise(xr[j], st), mg, mgx, st.rstd);
+          }
         }
         if (params) {
 #pragma omp simd
@@ -113,6 +132,7 @@ class CpuLayerNorm final : public LayerNormKernel {
   }
 
   OpContext& ctx_;
+  const bool add_dx_;  // FastPath::AddDx
   Scratch partials_;
 };
 

@@ -1,5 +1,6 @@
 // layer_norm tests: forward and every gradient against float64 on every backend (shapes, offsets, with and without gamma/beta), the same bits at 1-4 threads, bad shapes named.
 #include <cmath>
+#include <cstring>
 
 #include "backends.h"
 #include "core/ops/layer_norm.h"
@@ -115,4 +116,58 @@ TEST_CASE("layer_norm rejects shapes and parameters that do not fit, naming them
     CHECK_THROWS_AS(make_kernel<LayerNormKernel>(be.ctx(), LayerNormParams{0}), std::invalid_argument);
     CHECK_THROWS_AS(make_kernel<LayerNormKernel>(be.ctx(), LayerNormParams{4, 0.0f}), std::invalid_argument);
   }
+}
+
+// add_dx (the CPU's): backward adding its input gradient into dx (a pre-norm block's residual
+// stream, whose other consumer wrote it first) against the same backward overwriting a dx apart,
+// then summed as the executor sums (old + new, rounded): dgamma and dbeta the same bits; dx within
+// u·(2|old + new| + |new|) of it — the kernel may fuse new's last product into the add (g++
+// contracts it into an FMA), so each side's rounding of the sum and the product's rounding
+// differ — random shapes, 1-4 threads, and the kernel without the path refusing.
+TEST_CASE("fast path add_dx: layer_norm adding its input gradient into dx equals the gradient apart plus the old dx, random shapes, 1-4 threads", "[fuzz]") {
+  fuzz::Budget budget(60);
+  fuzz::Tally tally{"add_dx (layer_norm's dx added in place vs apart then summed)"};
+  const double u = std::ldexp(1.0, -24);
+  for (int64_t i = 0; budget.more(i); ++i) {
+    if (budget.skip(i)) continue;
+    std::mt19937_64 rng = budget.rng(i, 23);
+    const int64_t rows = uniform_int(rng, 1, 300), C = uniform_int(rng, 1, 300);
+    const bool scale = uniform_int(rng, 0, 3) > 0, center = uniform_int(rng, 0, 3) > 0;
+    const int threads = fuzz::threads(rng);
+    INFO("case " << i << ": " << rows << " x " << C << (scale ? ", scale" : "") << (center ? ", center" : "") << ", "
+                 << threads << " threads; " << budget.repro(i));
+    const Shape s{rows, C};
+    Tensor x = random_tensor(s, rng), dy = random_tensor(s, rng), old = random_tensor(s, rng);
+    Tensor g = scale ? random_tensor({C}, rng) : Tensor();
+    OpContext& ctx = fuzz::cpu_context_for(threads, Precision::FP32, FastPaths::all());
+    auto k = make_kernel<LayerNormKernel>(ctx, LayerNormParams{C, 1e-3f, center, scale});
+    REQUIRE(k->adds_dx());
+    auto grads = [&] { return std::pair{scale ? Tensor::empty({C}) : Tensor(), center ? Tensor::empty({C}) : Tensor()}; };
+    auto [dg_a, db_a] = grads();
+    auto [dg_b, db_b] = grads();
+    Tensor apart = Tensor::empty(s), added = Tensor::empty(s);
+    k->backward(x, g, dy, apart, dg_a, db_a);
+    std::memcpy(added.data(), old.data(), old.bytes());
+    k->backward(x, g, dy, added, dg_b, db_b, true);
+    if (scale) CHECK(to_vec(dg_a) == to_vec(dg_b));
+    if (center) CHECK(to_vec(db_a) == to_vec(db_b));
+    const ref::Vec va = to_vec(apart), vo = to_vec(old), vd = to_vec(added);
+    double worst = 0;
+    int64_t over = 0;
+    for (size_t e = 0; e < va.size(); ++e) {
+      const double want = double(float(vo[e] + va[e]));  // the executor's sum, one rounding
+      const double bound = u * (2 * std::abs(vo[e] + va[e]) + std::abs(va[e])) + 1e-45;
+      worst = std::max(worst, std::abs(vd[e] - want) / bound);
+      over += std::abs(vd[e] - want) > bound;
+    }
+    CHECK(over == 0);
+    tally.wide(threads, worst, "case " + std::to_string(i));
+  }
+  tally.report(budget);
+  OpContext& off = fuzz::cpu_context_for(1, Precision::FP32, FastPaths::all().with(FastPath::AddDx, false));
+  auto plain = make_kernel<LayerNormKernel>(off, LayerNormParams{4});
+  CHECK_FALSE(plain->adds_dx());
+  Tensor x = Tensor::empty({2, 4}), dx = Tensor::empty({2, 4}), dg = Tensor::empty({4}), db = Tensor::empty({4});
+  CHECK_THROWS_WITH(plain->backward(x, Tensor::empty({4}), x, dx, dg, db, true),
+                    "layer_norm: this backend cannot add the input gradient into dx");
 }

@@ -389,7 +389,8 @@ void Executor::run_backward(int from, const Tensor* dy_from) {
       for (size_t q = 0; q < k; ++q) repeated |= n.inputs[q] == j;
       const bool taken = written || repeated;
       written = true;
-      if (!taken && g.dtype() == plan_.dtypes[size_t(i)]) {
+      const bool typed = typed_input_grads_ && layers_[size_t(i)]->writes_input_grad_as(int(k), g.dtype());
+      if (!taken && (g.dtype() == plan_.dtypes[size_t(i)] || typed)) {
         dx_store[k] = g;
         continue;
       }

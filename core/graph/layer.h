@@ -209,6 +209,11 @@ class Layer {
   // gradient the first wrote, instead of writing a scratch buffer summed afterwards.
   virtual bool can_add_input_grad(int /*k*/) const { return false; }
   virtual void add_input_grad(int /*k*/, bool /*on*/) {}
+  // Input gradients of another type: a layer that writes_input_grad_as(k, t) (after bind) writes
+  // its gradient for input k directly in type t when the executor hands it a gradient of that
+  // type (the input's, not this node's), rounding as the executor's separate conversion would;
+  // otherwise the executor converts a copy in this node's type afterwards.
+  virtual bool writes_input_grad_as(int /*k*/, DType /*t*/) const { return false; }
   // Sibling groups (ExecutionPlan::sibling_leader): layers whose outputs fill a concat's channels,
   // one after another, whose forward and backward the group's last in forward order runs for all
   // of them in one pass over the concat's rows (the others' are then skipped). joins_siblings():

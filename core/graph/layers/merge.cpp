@@ -67,10 +67,17 @@ class Add final : public Layer {
     k_ = make_kernel<ElementwiseKernel>(ctx, {});
   }
   void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override { k_->add(x, y); }
+  // Each input's gradient is dy: copied, or converted where the input is of another type (a bf16
+  // branch joining an f32 residual stream) — one pass, where a copy then the executor's
+  // conversion took two; the same conversion, so the same bits.
+  bool writes_input_grad_as(int, DType t) const override { return shape_checks::is_float(t); }
   void backward(const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
-    for (Tensor* d : dx)
-      if (d->defined()) ctx().copy(d->data(), dy.data(), dy.bytes());
+    for (Tensor* d : dx) {
+      if (!d->defined()) continue;
+      if (d->dtype() == dy.dtype()) ctx().copy(d->data(), dy.data(), dy.bytes());
+      else k_->convert(dy, *d);
+    }
   }
 
  private:

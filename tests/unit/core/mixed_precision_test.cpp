@@ -60,13 +60,16 @@ const Net kBlock{test::kTransformerBlockModel, Shape{6, 5}, 5};  // transformer_
 // `net` (kNet unless given) on `device` at `p`, seed 3, a fixed batch of 4 and a fixed output
 // gradient; forward and backward run. fp32 is strict on a GPU (no TF32: the reference for the low
 // precisions).
-std::unique_ptr<Run> run(Device device, Precision p, const std::vector<std::string>& keep = {}, const Net& net = kCnn) {
+// `typed`: Executor::set_typed_input_grads.
+std::unique_ptr<Run> run(Device device, Precision p, const std::vector<std::string>& keep = {}, const Net& net = kCnn,
+                         bool typed = true) {
   ContextOptions o{device.is_cpu() ? 2 : 0, p};
   auto ctx = make_context(device, o);
   auto exec = std::make_unique<Executor>(std::make_shared<const Graph>(test::build(net.yaml)), *ctx, 3);
   auto r = std::make_unique<Run>(std::move(ctx), std::move(exec));
   Executor& g = r->g;
   for (const std::string& n : keep) g.keep_f32(g.node_index(n));
+  g.set_typed_input_grads(typed);
   g.set_input_grad(0, true);
   std::mt19937_64 rng(11);
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -235,5 +238,19 @@ TEST_CASE("mixed precision: a transformer block's attention and dense layers com
     for (float v : wf) all += double(v) * v;
     INFO("attn/key/bias's gradient: " << std::sqrt(kb) << ", every gradient's norm " << std::sqrt(all));
     CHECK(std::sqrt(kb) < 0x1p-7 * std::sqrt(all));
+  }
+}
+
+// A residual add (f32) joined by a low-type branch (the attention's output) writes that branch's
+// gradient converted from its own (Layer::writes_input_grad_as) where the executor converted a
+// copy: the same conversion, so every gradient has the same bits as with the executor's.
+TEST_CASE("mixed precision: an add writes a low-type input's gradient converted, the same bits as the executor's separate conversion", "[backends]") {
+  for (const test::MixedCase& mc : test::mixed_cases()) SECTION(mc.name()) {
+    auto direct = run(mc.device(), mc.precision, {}, kBlock, true), apart = run(mc.device(), mc.precision, {}, kBlock, false);
+    const int res1 = direct->g.node_index("res1"), attn = direct->g.node_index("attn");
+    REQUIRE(direct->g.dtype(res1) == DType::F32);
+    REQUIRE(direct->g.dtype(attn) == low_dtype(mc.precision));
+    CHECK(host(*direct, direct->g.params().grads()) == host(*apart, apart->g.params().grads()));
+    CHECK(host(*direct, direct->g.input_grad(0)) == host(*apart, apart->g.input_grad(0)));
   }
 }

@@ -145,12 +145,15 @@ enum class RowExp { Libm, Poly, Avx512 };
 void probabilities(const AttentionDims& d, const Products& mm, const float* qb, const Block& bl, float* p,
                    float* lse_out, const float* lse_in, RowExp how) {
   mm.scores(qb, bl, p);
+  if (how == RowExp::Avx512 && lse_out) {
+    const int64_t first = attn::visible_keys(bl.i0, d.S, d.causal);
+    cpu::attn_rows_softmax(p, bl.keys, bl.n, {first, d.causal ? 1 : 0, d.S}, lse_out);
+  }
   for (int64_t r = 0; r < bl.n; ++r) {
     float* row = p + r * bl.keys;
     const int64_t keys = attn::visible_keys(bl.i0 + r, d.S, d.causal);
     if (how == RowExp::Avx512) {
-      if (lse_out) lse_out[r] = cpu::attn_row_softmax(row, keys);
-      else cpu::attn_row_exp(row, keys, lse_in[r]);
+      if (!lse_out) cpu::attn_row_exp(row, keys, lse_in[r]);
     } else {
       const bool poly = how == RowExp::Poly;
       float lse = lse_in ? lse_in[r] : 0.0f;

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -161,5 +162,26 @@ TEST_CASE("attn_softmax: a NaN score makes the row NaN, +inf makes it NaN, -inf 
     CHECK(n[0] == 0.5f);
     CHECK(n[size_t(keys - 1)] == 0.5f);
     for (int64_t j = 1; j + 1 < keys; ++j) CHECK(n[size_t(j)] == 0.0f);
+  }
+}
+
+TEST_CASE("attn_softmax: a block of rows (causal or not, 1-40 rows) gives each row's bits as the row alone") {
+  if (!cpu::attn_softmax_available()) TRAINER_SKIP(CpuFeature, "attn_softmax needs AVX-512, which this CPU lacks");
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> s(-20.0f, 20.0f);
+  for (int c = 0; c < 200; ++c) {
+    const int64_t n = std::uniform_int_distribution<int64_t>(1, 40)(rng), cap = std::uniform_int_distribution<int64_t>(1, 90)(rng);
+    const bool causal = c % 2 == 0;
+    const cpu::RowKeys keys{causal ? std::uniform_int_distribution<int64_t>(1, cap)(rng) : cap, causal ? 1 : 0, cap};
+    const int64_t ld = cap + c % 5;
+    std::vector<float> block(size_t(n * ld));
+    for (float& v : block) v = s(rng);
+    if (c % 7 == 3) block[size_t(ld / 2)] = std::numeric_limits<float>::quiet_NaN();  // a NaN row among others
+    std::vector<float> alone(block), lse(static_cast<size_t>(n)), lse_alone(static_cast<size_t>(n));
+    cpu::attn_rows_softmax(block.data(), ld, n, keys, lse.data());
+    for (int64_t r = 0; r < n; ++r) lse_alone[size_t(r)] = cpu::attn_row_softmax(alone.data() + r * ld, keys.of(r));
+    INFO("case " << c << ": " << n << " rows, keys from " << keys.first << (causal ? " by 1" : "") << " to " << cap);
+    CHECK(std::memcmp(block.data(), alone.data(), block.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(lse.data(), lse_alone.data(), lse.size() * sizeof(float)) == 0);
   }
 }

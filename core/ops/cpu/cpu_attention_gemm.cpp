@@ -3,17 +3,13 @@
 
 #include <immintrin.h>
 
+#include "core/ops/cpu/cpu_isa_region.h"
 #include "core/ops/cpu/cpu_util.h"
 
 // Compiled for AVX-512 F and AVX512_BF16 whatever the build's -march; run only where
-// attn_kernel_available() / attn_bf16_available() (below the pragma's end) say the CPU has what each
+// attn_kernel_available() / attn_bf16_available() (below the region's end) say the CPU has what each
 // uses: the f32 kernel AVX-512 F only (its intrinsics are those), the bf16 one AVX512_BF16 too.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bf16"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bf16")
-#endif
+TRAINER_ISA_BEGIN("avx512f,avx512bf16")
 
 namespace trainer::cpu {
 namespace {
@@ -97,7 +93,7 @@ void columns(int64_t M, int64_t K, const typename L::E* A, int64_t arow, int64_t
   }
 }
 
-__mmask16 lanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1u); }
+__mmask16 lanes(int64_t n) { return first_lanes(n); }
 
 // C's columns 32 at a time (the last 16 or fewer alone).
 template <class L, bool kT>
@@ -129,11 +125,7 @@ void attn_gemm_bf16(int64_t M, int64_t N, int64_t K2, AttnWords A, const uint32_
 
 }  // namespace trainer::cpu
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+TRAINER_ISA_END
 
 namespace trainer::cpu {
 

@@ -5,24 +5,16 @@
 
 #include <cstring>
 
+#include "core/ops/cpu/cpu_isa_region.h"
+
 // Compiled for AVX-512 F and AVX512_BF16 whatever the build's -march; run only where
 // attn_bf16_available() (cpu_attention_gemm.h) says the CPU has both.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bf16"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bf16")
-// GCC 12 takes the _mm512_undefined_*() its unmasked intrinsics pass as the unused merge source for
-// an uninitialised read (GCC bug 105593, fixed in 13).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+TRAINER_ISA_BEGIN("avx512f,avx512bf16")
 
 namespace trainer::cpu {
 namespace {
 
-__mmask16 lanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1u); }
+__mmask16 lanes(int64_t n) { return first_lanes(n); }
 
 // 16 values of an f32 row from c (0 past n) rounded to bf16, each widened to a 32-bit lane.
 __m512i rounded16(const float* row, int64_t n, int64_t c) {
@@ -91,9 +83,4 @@ void bits_in_cols(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, u
 
 }  // namespace trainer::cpu
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+TRAINER_ISA_END

@@ -5,22 +5,13 @@
 
 #include <algorithm>
 
+#include "core/ops/cpu/cpu_isa_region.h"
 #include "core/ops/cpu/cpu_util.h"
 #include "core/ops/math/attention_math.h"
 
 // Compiled for AVX-512 F whatever the build's -march; run only where attn_softmax_available()
-// (below the pragma's end) says the CPU has it.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f")
-// GCC 12 takes the _mm512_undefined_*() that its unmasked max, min, scalef, cvtps_pd and extract
-// intrinsics pass as the unused merge source for an uninitialised read (GCC bug 105593, fixed in 13).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+// (below the region's end) says the CPU has it.
+TRAINER_ISA_BEGIN("avx512f")
 
 namespace trainer::cpu {
 namespace {
@@ -50,9 +41,7 @@ inline __m512 exp16(__m512 x) {
 }
 
 // Lanes [0, n - j) of the 16 from j: the tail's mask.
-inline __mmask16 tail(int64_t n, int64_t j) {
-  return n - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1u);
-}
+inline __mmask16 tail(int64_t n, int64_t j) { return first_lanes(n - j); }
 
 }  // namespace
 
@@ -130,12 +119,7 @@ void attn_row_exp(float* row, int64_t n, float shift) {
 
 }  // namespace trainer::cpu
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+TRAINER_ISA_END
 
 namespace trainer::cpu {
 

@@ -10,19 +10,15 @@
 #include <cstring>
 #include <string>
 
+#include "core/ops/cpu/cpu_isa_region.h"
 #include "core/ops/cpu/cpu_util.h"
 
-// Everything down to the pragma's end is compiled for AVX-512 (F, BW, VL) and AVX512_BF16, whatever
+// Everything down to the region's end is compiled for AVX-512 (F, BW, VL) and AVX512_BF16, whatever
 // the build's -march, and runs only where available() (compiled for the build's target, at the end)
 // says the CPU has what its type uses: the f32 path (F32Lanes) only AVX-512 F, BW and VL (its
 // intrinsics are those; AVX512_BF16 instructions come only from Bf16Lanes' dot products), the bf16
 // path AVX512_BF16 as well. Nothing in it runs at start-up.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
-#endif
+TRAINER_ISA_BEGIN("avx512f,avx512bw,avx512vl,avx512bf16")
 
 namespace trainer::cpu {
 namespace {
@@ -311,11 +307,7 @@ void ConvWgrad::run_as(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db
 
 }  // namespace trainer::cpu
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+TRAINER_ISA_END
 
 namespace trainer::cpu {
 

@@ -180,6 +180,8 @@ const Tensor& Executor::input_as(int i, int j) {
   const size_t m = model ? size_t(model_input_index(j)) : size_t(j);
   const Tensor& src = model ? *inputs_[m] : acts_[m];
   if (!is_float(src.dtype()) || src.dtype() == plan_.dtypes[size_t(i)]) return src;
+  const bool widens = dtype_size(src.dtype()) < dtype_size(plan_.dtypes[size_t(i)]);  // exactly: bf16, f16 -> f32
+  if (typed_io_ && widens && layers_[size_t(i)]->reads_input_as(src.dtype())) return src;
   Tensor& cast = model ? input_cast_[m] : cast_[m];
   std::vector<bool>::reference done = model ? input_cast_done_[m] : cast_done_[m];
   if (!done) {
@@ -389,7 +391,7 @@ void Executor::run_backward(int from, const Tensor* dy_from) {
       for (size_t q = 0; q < k; ++q) repeated |= n.inputs[q] == j;
       const bool taken = written || repeated;
       written = true;
-      const bool typed = typed_input_grads_ && layers_[size_t(i)]->writes_input_grad_as(int(k), g.dtype());
+      const bool typed = typed_io_ && layers_[size_t(i)]->writes_input_grad_as(int(k), g.dtype());
       if (!taken && (g.dtype() == plan_.dtypes[size_t(i)] || typed)) {
         dx_store[k] = g;
         continue;

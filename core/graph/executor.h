@@ -89,9 +89,10 @@ class Executor {
   // Whether concat inputs may be written in the concat's output by their producers (channel
   // slices, ExecutionPlan::slice_of; on by default): off, every concat copies, as a reference.
   void set_channel_slices(bool on);
-  // Whether a layer that writes_input_grad_as(k, t) writes an input's gradient of another type
-  // directly (on by default); off: in its node's type, then converted by the executor, as a reference.
-  void set_typed_input_grads(bool on) { typed_input_grads_ = on; }
+  // Whether a layer that reads_input_as(t) or writes_input_grad_as(k, t) takes an input, or writes
+  // its gradient, of another type directly (on by default); off: copies in its node's type,
+  // converted by the executor, as a reference.
+  void set_typed_io(bool on) { typed_io_ = on; }
   // Gradients with respect to model input k are computed when asked for (device parallelism:
   // an input that is another device's activation); valid after the last consumer's backward.
   void set_input_grad(int k, bool on);
@@ -143,7 +144,7 @@ class Executor {
   int last_ = -1;                     // set_last (-1: the output node)
   std::vector<bool> input_grad_on_;   // per model input (set_input_grad)
   bool channel_slices_ = true;        // set_channel_slices
-  bool typed_input_grads_ = true;     // set_typed_input_grads
+  bool typed_io_ = true;              // set_typed_io
   bool replan_ = true;                // keep_f32, set_last, set_input_grad or set_channel_slices changed since the last plan
   ExecutionPlan plan_;
   Tensor arena_;                      // every buffer of plan_ (grows, never shrinks)

@@ -214,6 +214,11 @@ class Layer {
   // type (the input's, not this node's), rounding as the executor's separate conversion would;
   // otherwise the executor converts a copy in this node's type afterwards.
   virtual bool writes_input_grad_as(int /*k*/, DType /*t*/) const { return false; }
+  // The same for forward's inputs: a layer that reads_input_as(t) (after bind) takes an input of
+  // type t as it is where its node's type is wider (a bf16 input of an f32 node), computing as it
+  // would on the converted copy (that widening is exact); otherwise the executor hands it a copy
+  // converted to its node's type.
+  virtual bool reads_input_as(DType /*t*/) const { return false; }
   // Sibling groups (ExecutionPlan::sibling_leader): layers whose outputs fill a concat's channels,
   // one after another, whose forward and backward the group's last in forward order runs for all
   // of them in one pass over the concat's rows (the others' are then skipped). joins_siblings():

@@ -94,13 +94,24 @@ class ElementwiseKernel {
   // values are computed in f32 and rounded to nearest even once, when stored. The messages name
   // the method ("add: input 2 aliases the output").
 
-  // y = sum of xs (all of y's shape and float type). Inputs 0 and 1 may be y, later ones not.
+  // Whether add() takes inputs of float types other than y's: each read as its value (a low type
+  // widened exactly), summed in f32 in input order, rounded once to y's type.
+  virtual bool adds_mixed() const { return false; }
+  // y = sum of xs (all of y's shape and float type, or any float type where adds_mixed()). Inputs 0
+  // and 1 may be y, later ones not.
   void add(const std::vector<const Tensor*>& xs, Tensor& y) {
     const shape_checks::Checks ck("add", dev_);
     ck.floating("y", y);
     for (size_t i = 0; i < xs.size(); ++i) {
       if (!xs[i]) ck.fail("input ", i, " is null");
-      ck.like(("input " + std::to_string(i)).c_str(), *xs[i], y, y.shape());
+      const std::string name = "input " + std::to_string(i);
+      if (adds_mixed() && xs[i]->dtype() != y.dtype()) {
+        ck.floating(name.c_str(), *xs[i]);
+        ck.has_shape(name.c_str(), *xs[i], y.shape());
+        if (xs[i]->data() == y.data()) ck.fail(name, " aliases the output");
+      } else {
+        ck.like(name.c_str(), *xs[i], y, y.shape());
+      }
       if (i >= 2 && xs[i]->data() == y.data()) ck.fail("input ", i, " aliases the output");
     }
     add_impl(xs, y);

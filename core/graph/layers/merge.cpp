@@ -67,9 +67,11 @@ class Add final : public Layer {
     k_ = make_kernel<ElementwiseKernel>(ctx, {});
   }
   void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override { k_->add(x, y); }
-  // Each input's gradient is dy: copied, or converted where the input is of another type (a bf16
-  // branch joining an f32 residual stream) — one pass, where a copy then the executor's
-  // conversion took two; the same conversion, so the same bits.
+  // A bf16 branch joining an f32 residual stream: forward reads it as it is where the kernel adds
+  // mixed types (widened exactly, as the converted copy was), and backward writes its gradient
+  // converted from dy — one pass each, where a copy and the executor's conversion took two; the
+  // same bits.
+  bool reads_input_as(DType t) const override { return k_ && k_->adds_mixed() && shape_checks::is_float(t); }
   bool writes_input_grad_as(int, DType t) const override { return shape_checks::is_float(t); }
   void backward(const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {

@@ -41,6 +41,32 @@ void sum_into(const std::vector<const T*>& in, T* y, int64_t n) {
   }
 }
 
+// The same sum over inputs of any float types (f32, bf16), each widened exactly: the bits of
+// sum_into over converted copies.
+template <class T>
+void sum_into_mixed(const std::vector<const Tensor*>& in, T* y, int64_t n) {
+  const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
+#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    alignas(64) float acc[kSumBlock];
+    const int64_t i0 = blk * kSumBlock, len = std::min(kSumBlock, n - i0);
+    for (size_t k = 0; k < in.size(); ++k)
+      cpu::dispatch_float("add", "x", *in[k], [&](auto t) {
+        const auto* a = in[k]->as<decltype(t)>() + i0;
+        if (k == 0) {
+#pragma omp simd
+          for (int64_t j = 0; j < len; ++j) acc[j] = cpu::to_f32(a[j]);
+        } else {
+#pragma omp simd
+          for (int64_t j = 0; j < len; ++j) acc[j] += cpu::to_f32(a[j]);
+        }
+      });
+    T* o = y + i0;
+#pragma omp simd
+    for (int64_t j = 0; j < len; ++j) o[j] = cpu::from_f32<T>(acc[j]);
+  }
+}
+
 class CpuElementwise final : public ElementwiseKernel {
  public:
   CpuElementwise(OpContext& ctx, const ElementwiseParams& p) : ElementwiseKernel(ctx, p) {}
@@ -58,13 +84,17 @@ class CpuElementwise final : public ElementwiseKernel {
       if (xs[0]->data() != y.data()) std::memcpy(y.data(), xs[0]->data(), y.bytes());
       return;
     }
+    bool mixed = false;
+    for (const Tensor* x : xs) mixed |= x->dtype() != y.dtype();
     cpu::dispatch_float("add", "y", y, [&](auto t) {
       using T = decltype(t);
+      if (mixed) return sum_into_mixed(xs, y.as<T>(), y.numel());
       std::vector<const T*> in;
       for (const Tensor* x : xs) in.push_back(x->as<T>());
       sum_into(in, y.as<T>(), y.numel());
     });
   }
+  bool adds_mixed() const override { return true; }
 
   void accumulate_impl(const Tensor& x, Tensor& y) override {
     cpu::dispatch_float("accumulate", "y", y, [&](auto ty) {

@@ -60,7 +60,7 @@ const Net kBlock{test::kTransformerBlockModel, Shape{6, 5}, 5};  // transformer_
 // `net` (kNet unless given) on `device` at `p`, seed 3, a fixed batch of 4 and a fixed output
 // gradient; forward and backward run. fp32 is strict on a GPU (no TF32: the reference for the low
 // precisions).
-// `typed`: Executor::set_typed_input_grads.
+// `typed`: Executor::set_typed_io.
 std::unique_ptr<Run> run(Device device, Precision p, const std::vector<std::string>& keep = {}, const Net& net = kCnn,
                          bool typed = true) {
   ContextOptions o{device.is_cpu() ? 2 : 0, p};
@@ -69,7 +69,7 @@ std::unique_ptr<Run> run(Device device, Precision p, const std::vector<std::stri
   auto r = std::make_unique<Run>(std::move(ctx), std::move(exec));
   Executor& g = r->g;
   for (const std::string& n : keep) g.keep_f32(g.node_index(n));
-  g.set_typed_input_grads(typed);
+  g.set_typed_io(typed);
   g.set_input_grad(0, true);
   std::mt19937_64 rng(11);
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -241,15 +241,17 @@ TEST_CASE("mixed precision: a transformer block's attention and dense layers com
   }
 }
 
-// A residual add (f32) joined by a low-type branch (the attention's output) writes that branch's
-// gradient converted from its own (Layer::writes_input_grad_as) where the executor converted a
-// copy: the same conversion, so every gradient has the same bits as with the executor's.
-TEST_CASE("mixed precision: an add writes a low-type input's gradient converted, the same bits as the executor's separate conversion", "[backends]") {
+// A residual add (f32) joined by a low-type branch (the attention's output) reads that branch as
+// it is where its backend adds mixed types (Layer::reads_input_as) and writes its gradient
+// converted from its own (Layer::writes_input_grad_as), where the executor converted copies: the
+// same arithmetic, so the output and every gradient have the same bits as with the executor's.
+TEST_CASE("mixed precision: an add reads a low-type input as it is and writes its gradient converted, the same bits as the executor's separate conversions", "[backends]") {
   for (const test::MixedCase& mc : test::mixed_cases()) SECTION(mc.name()) {
     auto direct = run(mc.device(), mc.precision, {}, kBlock, true), apart = run(mc.device(), mc.precision, {}, kBlock, false);
     const int res1 = direct->g.node_index("res1"), attn = direct->g.node_index("attn");
     REQUIRE(direct->g.dtype(res1) == DType::F32);
     REQUIRE(direct->g.dtype(attn) == low_dtype(mc.precision));
+    CHECK(host(*direct, direct->g.output(direct->g.output_node())) == host(*apart, apart->g.output(apart->g.output_node())));
     CHECK(host(*direct, direct->g.params().grads()) == host(*apart, apart->g.params().grads()));
     CHECK(host(*direct, direct->g.input_grad(0)) == host(*apart, apart->g.input_grad(0)));
   }

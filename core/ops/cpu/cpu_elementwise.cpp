@@ -80,12 +80,15 @@ class CpuElementwise final : public ElementwiseKernel {
       std::memset(y.data(), 0, y.bytes());
       return;
     }
-    if (xs.size() == 1) {
+    bool mixed = false;
+    for (const Tensor* x : xs) {
+      cpu::refuse_f16("add", "x", *x);  // here, not inside the parallel sum
+      mixed |= x->dtype() != y.dtype();
+    }
+    if (xs.size() == 1 && !mixed) {
       if (xs[0]->data() != y.data()) std::memcpy(y.data(), xs[0]->data(), y.bytes());
       return;
     }
-    bool mixed = false;
-    for (const Tensor* x : xs) mixed |= x->dtype() != y.dtype();
     cpu::dispatch_float("add", "y", y, [&](auto t) {
       using T = decltype(t);
       if (mixed) return sum_into_mixed(xs, y.as<T>(), y.numel());

@@ -157,6 +157,9 @@ TEST_CASE("low-precision add sums in f32 and rounds once, accumulate takes every
       k->add({&xb[0], &xb[1]}, ab);
       CHECK(same_bits(lo.down(mf), lo.down(af)));
       CHECK(same_bits(lo.down(mb), lo.down(ab)));
+      Tensor one = lo.up(nan_of(s, DType::F32));  // one input of the other type: widened, not copied as bytes
+      k->add({&xb[2]}, one);
+      CHECK(same_bits(lo.down(one), lo.down(xf[2])));
     } else {
       CHECK_THROWS_AS(k->add({&b23, &f23}, b23), std::invalid_argument);
       CHECK_THROWS_AS(k->add({&b23, &b23}, f23), std::invalid_argument);

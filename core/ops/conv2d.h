@@ -90,8 +90,7 @@ class Conv2dKernel {
                 bool add_dx = false) {
     const ConvGeometry g = check(x, w);
     check_conv_backward(ck_, g, x, w, dy, dx, dw, db, p_.bias);
-    if (add_dx && !adds_dx()) ck_.fail("this backend cannot add the input gradient into dx for this window");
-    if (add_dx && !dx.defined()) ck_.fail("dx is undefined: nothing to add the input gradient into");
+    ck_.add_into(add_dx, adds_dx(), dx, " for this window");
     if (add_dx)
       backward_add_impl(g, x, w, dy, dx, dw, db);
     else

@@ -45,8 +45,7 @@ class LayerNormKernel {
     if (dx.defined()) ck_.shape("dx", dx, x.shape());
     check_params("gamma", gamma, nullptr, nullptr);
     check_params("dgamma", dgamma, "dbeta", &dbeta);
-    if (add_dx && !adds_dx()) ck_.fail("this backend cannot add the input gradient into dx");
-    if (add_dx && !dx.defined()) ck_.fail("dx is undefined: nothing to add the input gradient into");
+    ck_.add_into(add_dx, adds_dx(), dx);
     if (add_dx)
       backward_add_impl(rows, x, gamma, dy, dx, dgamma, dbeta);
     else

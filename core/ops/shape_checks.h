@@ -49,6 +49,12 @@ class Checks {
   [[noreturn]] void fail(const A&... a) const {
     shape_checks::fail(op_, ": ", a...);
   }
+  // A backward asked to add its input gradient into dx (`add`): the backend can (`can`; `why` ends
+  // the message when it cannot), and dx is defined.
+  void add_into(bool add, bool can, const Tensor& dx, const char* why = "") const {
+    if (add && !can) fail("this backend cannot add the input gradient into dx", why);
+    if (add && !dx.defined()) fail("dx is undefined: nothing to add the input gradient into");
+  }
 
   void defined(const char* name, const Tensor& t) const {
     if (!t.defined()) fail(name, " is undefined");

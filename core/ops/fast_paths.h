@@ -27,11 +27,12 @@ enum class FastPath : uint32_t {
   AttnKernel = 1u << 13,  // attn_kernel: the CPU attention's products by our AVX-512 micro-kernel, in registers (else oneDNN's sgemm per product)
   AttnBf16 = 1u << 14,    // attn_bf16: with attn_kernel, a bf16 attention's products by AVX512_BF16 dot products, probabilities and score gradients rounded to bf16 (else f32 FMAs on the widened values)
   AttnSoftmax = 1u << 15, // attn_softmax: the CPU attention's softmax rows in AVX-512, one exponential per score in forward (else softmax_exp's rows, or libm's)
+  DenseWgrad = 1u << 16,  // dense_wgrad: a bf16 CPU dense layer's weight gradient xᵀ·dy from x transposed by our AVX-512 copy, oneDNN's matmul on plain operands (else the matmul reads x transposed)
 };
 
 class FastPaths {
  public:
-  static constexpr uint32_t kAll = (1u << 16) - 1;
+  static constexpr uint32_t kAll = (1u << 17) - 1;
   // What runs when nothing says otherwise: every path (attn_cudnn, off until its numbers were
   // compared on a GPU, joined it after the H200 run of 2026-11-30: docs/gpu-runs/2026-11-30-h200.md).
   // Kept apart from kAll so that a path not yet measured on its hardware can again start off.

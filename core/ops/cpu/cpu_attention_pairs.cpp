@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/ops/cpu/cpu_isa_region.h"
+#include "core/ops/cpu/cpu_transpose.h"
 
 // Compiled for AVX-512 F and AVX512_BF16 whatever the build's -march; run only where
 // attn_bf16_available() (cpu_attention_gemm.h) says the CPU has both.
@@ -20,31 +21,6 @@ __mmask16 lanes(int64_t n) { return first_lanes(n); }
 __m512i rounded16(const float* row, int64_t n, int64_t c) {
   const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lanes(n - c), row + c));
   return _mm512_cvtepu16_epi32((__m256i)h);
-}
-
-// v[i] lane j = v[j] lane i before: a 16 x 16 matrix of 32-bit words transposed in registers
-// (pairs of rows interleaved by 32 then 64 bits, 128-bit quarters gathered twice).
-void transpose16(__m512i v[16]) {
-  __m512i t[16], c[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
-  }
-  // c[4g + k], quarter l: column 4l + k of rows 4g .. 4g + 3.
-  for (int g = 0; g < 16; g += 4) {
-    c[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
-    c[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
-    c[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
-    c[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
-  }
-  for (int k = 0; k < 4; ++k) {
-    const __m512i x = _mm512_shuffle_i32x4(c[k], c[4 + k], 0x88), xo = _mm512_shuffle_i32x4(c[k], c[4 + k], 0xDD);
-    const __m512i y = _mm512_shuffle_i32x4(c[8 + k], c[12 + k], 0x88), yo = _mm512_shuffle_i32x4(c[8 + k], c[12 + k], 0xDD);
-    v[k] = _mm512_shuffle_i32x4(x, y, 0x88);
-    v[8 + k] = _mm512_shuffle_i32x4(x, y, 0xDD);
-    v[4 + k] = _mm512_shuffle_i32x4(xo, yo, 0x88);
-    v[12 + k] = _mm512_shuffle_i32x4(xo, yo, 0xDD);
-  }
 }
 
 }  // namespace

@@ -76,7 +76,15 @@ class ShapeCache {
 // Grow-only 64-byte aligned buffers, one set per thread (a replica's kernels run on its worker
 // thread, one at a time). `slot` distinguishes buffers needed at the same time.
 void* thread_scratch(int slot, size_t bytes);
-enum ScratchSlot { kScratchDnnl = 0, kScratchReduce = 1, kScratchBf16Src = 2, kScratchBf16Grad = 3, kScratchSlots = 4 };
+enum ScratchSlot {
+  kScratchDnnl = 0,
+  kScratchReduce = 1,
+  kScratchBf16Src = 2,
+  kScratchBf16Grad = 3,
+  kScratchTranspose = 4,
+  kScratchTransposedW = 5,
+  kScratchSlots = 6
+};
 
 // A oneDNN scratchpad memory for a primitive descriptor (user scratchpad mode).
 inline dnnl::memory scratchpad(const dnnl::primitive_desc_base& pd, dnnl::engine& eng) {

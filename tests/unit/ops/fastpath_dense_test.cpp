@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "../cpu_bf16.h"
+#include "core/ops/cpu/cpu_transpose.h"
 #include "core/ops/dense.h"
 #include "fastpath_fuzz.h"
 #include "reference.h"
@@ -121,4 +122,87 @@ TEST_CASE("fast path dense_bf16: dense on bf16 activations equals dense on f32 o
     tally.wide(threads, worst, "case " + std::to_string(i));
   }
   tally.report(budget);
+}
+
+// dense_wgrad: dw from a transposed copy of the narrower of x and dy (u ≤ k: dy, then dwᵀ
+// transposed; else x) against the matmul reading x through strides. Only dw's operands' layout
+// differs: y, dx and db are the same bits; dw the same bits on exact values, within γ(n + 8)·Σ|x·dy|
+// of float64 on wide ones (both paths: their sums of k run in another order where oneDNN blocks k
+// differently, as at gpt_bytes' 4096 rows; the test counts the cases whose dw differ), and on each
+// path the same bits at any thread count. The shapes cross u = k (both branches), n below and
+// above a tile of 32 rows and in the thousands, batch 1, one unit. The
+// fast pass must have transposed (cpu::transposes_done), the slow one not; one bit flipped in the
+// copy fails 127 checks.
+TEST_CASE("fast path dense_wgrad: bf16 dense's weight gradient from a transposed copy equals the strided matmul's on exact values, both within their bound of float64 on wide ones, same bits at 1-4 threads", "[fuzz]") {
+  if (!cpu_bf16_refusal().empty()) TRAINER_SKIP(CpuFeature, cpu_bf16_refusal());
+  fz::Budget budget(160);
+  fz::Tally tally{"dense_wgrad (dw from a transposed copy vs the matmul reading x transposed)"};
+  int64_t differed = 0, wide = 0, by_dy = 0;
+  for (int64_t i = 0; budget.more(i); ++i) {
+    if (budget.skip(i)) continue;
+    std::mt19937_64 rng = budget.rng(i, 11);
+    const bool exact = std::bernoulli_distribution(0.4)(rng), low = std::bernoulli_distribution(0.75)(rng);
+    // One case in eight with gpt_bytes' row count or so (where oneDNN blocks k otherwise), narrower.
+    const int64_t kind = uniform_int(rng, 1, 8), most = kind == 8 ? 48 : 160;
+    const int64_t n = kind == 1 ? uniform_int(rng, 1, 3) : kind == 8 ? uniform_int(rng, 2000, 4200) : uniform_int(rng, 1, 700);
+    const int64_t kk = uniform_int(rng, 1, 5) == 1 ? 1 : uniform_int(rng, 1, most);
+    const int64_t u = uniform_int(rng, 1, 5) == 1 ? kk : uniform_int(rng, 1, most);
+    const bool bias = std::bernoulli_distribution(0.7)(rng);
+    const int threads = fz::threads(rng), other = 1 + (threads % 4);
+    by_dy += u <= kk;
+    INFO("case " << i << ": x [" << n << "x" << kk << "], " << u << " units, " << (low ? "bf16" : "f32")
+                 << " activations, " << threads << " thread(s) (and " << other << "), " << (exact ? "exact" : "wide")
+                 << " values; " << budget.repro(i));
+    auto values = [&](int64_t count, int lo, int hi, bool gated) {
+      return exact ? fz::exact_values(size_t(count), rng) : fz::wide_values(size_t(count), rng, DType::BF16, lo, hi, gated);
+    };
+    const ref::Vec xv = values(n * kk, -20, 6, true), wv = values(kk * u, -10, 2, false), bv = values(u, -10, 2, false);
+    const ref::Vec dyv = values(n * u, -30, 0, true);
+    const DType t = low ? DType::BF16 : DType::F32;
+    auto pass = [&](int th, bool fast) {
+      OpContext& ctx = fz::cpu_context_for(th, Precision::BF16, FastPaths::all().with(FastPath::DenseWgrad, fast));
+      auto k = make_kernel<DenseKernel>(ctx, DenseParams{u, bias});
+      const Tensor w = b16::make({kk, u}, DType::F32, wv), b = bias ? b16::make({u}, DType::F32, bv) : Tensor();
+      return run(*k, b16::make({n, kk}, t, xv), w, b, b16::make({n, u}, t, dyv), true);
+    };
+    const int64_t before = cpu::transposes_done();
+    const Outputs fast = pass(threads, true);
+    const int64_t between = cpu::transposes_done();
+    const Outputs slow = pass(threads, false), again = pass(other, true);
+    CHECK(between > before);                                  // the fast path ran
+    CHECK(cpu::transposes_done() - between == between - before);  // the slow one did not transpose
+    const ref::Vec fdw = b16::values(fast.dw), sdw = b16::values(slow.dw);
+    CHECK(fz::max_diff(b16::values(fast.y), b16::values(slow.y)) == 0);
+    CHECK(fz::max_diff(b16::values(fast.dx), b16::values(slow.dx)) == 0);
+    if (bias) CHECK(fz::max_diff(b16::values(fast.db), b16::values(slow.db)) == 0);
+    CHECK(std::memcmp(fast.dw.data(), again.dw.data(), fast.dw.bytes()) == 0);  // the thread count changes no bit
+    if (exact) {
+      const double d = fz::max_diff(fdw, sdw);
+      tally.exact(threads, d);
+      CHECK(d == 0);
+      continue;
+    }
+    ref::Vec rdx, rdw, rdb, mdx, mdw, mdb;
+    ref::dense_backward(xv, wv, dyv, n, kk, u, rdx, rdw, rdb);
+    auto absolute = [](ref::Vec v) {
+      for (double& e : v) e = std::fabs(e);
+      return v;
+    };
+    ref::dense_backward(absolute(xv), absolute(wv), absolute(dyv), n, kk, u, mdx, mdw, mdb);
+    ref::Vec bound(mdw.size());
+    for (size_t j = 0; j < mdw.size(); ++j) bound[j] = fz::gamma(n + 8) * mdw[j];
+    double worst = 0;
+    for (const auto& [what, got] : {std::pair<const char*, const ref::Vec*>{"dw, transposed copy", &fdw}, {"dw, strided", &sdw}}) {
+      const fz::Fit f = fz::fit(*got, rdw, bound);
+      INFO(what << ": " << f.outside << " elements outside the bound (worst " << f.worst << " of it)");
+      CHECK(f.outside == 0);
+      worst = std::max(worst, f.worst);
+    }
+    ++wide;
+    differed += std::memcmp(fast.dw.data(), slow.dw.data(), fast.dw.bytes()) != 0;
+    tally.wide(threads, worst, "case " + std::to_string(i));
+  }
+  tally.report(budget);
+  WARN("dense_wgrad: " << differed << " of " << wide << " wide cases gave another dw than the strided matmul; " << by_dy
+                       << " cases with u <= k (dy transposed)");
 }

@@ -1,4 +1,4 @@
-// CPU layer norm: rows in parallel; the parameter gradients as fixed blocks of rows added in block order (the same bits at any thread count).
+// CPU layer norm: rows in parallel, their statistics kept from forward for backward; the parameter gradients as fixed blocks of rows added in block order (the same bits at any thread count).
 #include <algorithm>
 
 #include "core/ops/cpu/cpu_util.h"
@@ -37,6 +37,7 @@ class CpuLayerNorm final : public LayerNormKernel {
   CpuLayerNorm(OpContext& ctx, const LayerNormParams& p)
       : LayerNormKernel(ctx, p), ctx_(ctx), add_dx_(ctx.fast_paths().has(FastPath::AddDx)) {}
   bool adds_dx() const override { return add_dx_; }
+  bool keeps_stats() const override { return true; }
 
  private:
   void forward_impl(int64_t rows, const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y) override {
@@ -51,6 +52,7 @@ class CpuLayerNorm final : public LayerNormKernel {
       const float* xr = xp + r * C;
       float* yr = yp + r * C;
       const RowStats st = row_stats(xr, C, eps);
+      if (keep_) keep_[3 * r] = st.shift, keep_[3 * r + 1] = st.mean, keep_[3 * r + 2] = st.rstd;
 #pragma omp simd
       for (int64_t j = 0; j < C; ++j) yr[j] = ln::forward(xr[j], st, gp ? gp[j] : 1.0f, bp ? bp[j] : 0.0f);
     }
@@ -80,6 +82,7 @@ class CpuLayerNorm final : public LayerNormKernel {
     // Block b's partials: Σ dy·x̂ in part[b·2C .. +C), Σ dy in part[b·2C + C .. +C).
     double* part = params ? partials_.as<double>(ctx_, size_t(std::max<int64_t>(blocks, 1) * 2 * C)) : nullptr;
     const float eps = p_.epsilon;
+    const float* kept = kept_;  // the forward's statistics of these rows, else computed again
 #pragma omp parallel for schedule(static) if (rows * C > cpu::kParallelGrain)
     for (int64_t b = 0; b < blocks; ++b) {
       double* pg = params ? part + b * 2 * C : nullptr;
@@ -88,7 +91,7 @@ class CpuLayerNorm final : public LayerNormKernel {
       for (int64_t r = b * per; r < std::min(rows, (b + 1) * per); ++r) {
         const float* xr = xp + r * C;
         const float* gr = dyp + r * C;
-        const RowStats st = row_stats(xr, C, eps);
+        const RowStats st = kept ? RowStats{kept[3 * r], kept[3 * r + 1], kept[3 * r + 2]} : row_stats(xr, C, eps);
         if (dxp) {
           double sg = 0, sgx = 0;
 #pragma omp simd reduction(+ : sg, sgx)

@@ -10,8 +10,9 @@
 // Backward, with x̂ = (x - mean)·rstd and g = dy·gamma (gamma 1 without scale):
 //   dx     = rstd·(g - Σg / C - x̂·Σ(g·x̂) / C)
 //   dgamma = Σ over rows of dy·x̂,  dbeta = Σ over rows of dy
-// The statistics are recomputed from x in backward (nothing is saved between the passes, so a
-// pipeline's micro-batches or a recomputation need no per-call state). Row sums are in double on
+// The CUDA kernels compute the statistics again from x in backward; the CPU's forward keeps them
+// for it where the layer asks (LayerNormKernel::keeps_stats: the layer holds them, one per
+// micro-batch graph), the same floats either way. Row sums are in double on
 // both backends, two passes (the mean, then the centred squares), over d = x - shift with shift
 // the row's first element (exact in float for values near it, as batchnorm_math.h's shift): a row
 // whose |mean| is far larger than its spread (1000 ± 0.01) keeps its x̂ to float precision, where

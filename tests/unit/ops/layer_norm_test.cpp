@@ -171,3 +171,50 @@ TEST_CASE("fast path add_dx: layer_norm adding its input gradient into dx equals
   CHECK_THROWS_WITH(plain->backward(x, Tensor::empty({4}), x, dx, dg, db, true),
                     "layer_norm: this backend cannot add the input gradient into dx");
 }
+
+// The CPU keeps the rows' statistics from forward for backward (keeps_stats): the same floats the
+// backward computes from x, so y, dx (written or added), dgamma and dbeta are the same bits with and
+// without them, on random shapes (one row, one feature, odd sizes; rows far from 0 whose mean the
+// shift keeps) at 1-4 threads. Statistics of another shape are refused, naming it.
+TEST_CASE("layer_norm: backward from the statistics forward kept equals backward computing them, bit for bit, random shapes, 1-4 threads", "[fuzz]") {
+  fuzz::Budget budget(60);
+  for (int64_t i = 0; budget.more(i); ++i) {
+    if (budget.skip(i)) continue;
+    std::mt19937_64 rng = budget.rng(i, 29);
+    const int64_t rows = uniform_int(rng, 1, 4) == 1 ? 1 : uniform_int(rng, 1, 300);
+    const int64_t C = uniform_int(rng, 1, 4) == 1 ? 1 : uniform_int(rng, 1, 300);
+    const bool scale = uniform_int(rng, 0, 3) > 0, center = uniform_int(rng, 0, 3) > 0, add = uniform_int(rng, 0, 1) == 1;
+    const int threads = fuzz::threads(rng);
+    INFO("case " << i << ": " << rows << " x " << C << (scale ? ", scale" : "") << (center ? ", center" : "")
+                 << (add ? ", dx added" : "") << ", " << threads << " threads; " << budget.repro(i));
+    const Shape s{rows, C};
+    Tensor x = random_tensor(s, rng), dy = random_tensor(s, rng), old = random_tensor(s, rng);
+    if (uniform_int(rng, 0, 3) == 0)
+      for (int64_t e = 0; e < x.numel(); ++e) x.f32()[e] += 1000.0f;  // far from 0: the shift's case
+    Tensor g = scale ? random_tensor({C}, rng) : Tensor(), b = center ? random_tensor({C}, rng) : Tensor();
+    OpContext& ctx = fuzz::cpu_context_for(threads, Precision::FP32, FastPaths::all());
+    auto k = make_kernel<LayerNormKernel>(ctx, LayerNormParams{C, 1e-3f, center, scale});
+    REQUIRE(k->keeps_stats());
+    struct Out {
+      Tensor y, dx, dg, db;
+    };
+    auto pass = [&](bool keep) {
+      Out o{Tensor::empty(s), Tensor::empty(s), scale ? Tensor::empty({C}) : Tensor(), center ? Tensor::empty({C}) : Tensor()};
+      Tensor stats = Tensor::empty({rows, 3});
+      std::memcpy(o.dx.data(), old.data(), old.bytes());
+      k->forward(x, g, b, o.y, keep ? &stats : nullptr);
+      k->backward(x, g, dy, o.dx, o.dg, o.db, add && k->adds_dx(), keep ? &stats : nullptr);
+      return o;
+    };
+    const Out kept = pass(true), again = pass(false);
+    auto same = [](const Tensor& a, const Tensor& c) { return !a.defined() || std::memcmp(a.data(), c.data(), a.bytes()) == 0; };
+    CHECK(same(kept.y, again.y));
+    CHECK(same(kept.dx, again.dx));
+    CHECK(same(kept.dg, again.dg));
+    CHECK(same(kept.db, again.db));
+  }
+  OpContext& ctx = fuzz::cpu_context_for(1, Precision::FP32, FastPaths::all());
+  auto k = make_kernel<LayerNormKernel>(ctx, LayerNormParams{4});
+  Tensor x = Tensor::empty({2, 4}), y = Tensor::empty({2, 4}), p = Tensor::empty({4}), wrong = Tensor::empty({3, 3});
+  CHECK_THROWS_WITH(k->forward(x, p, p, y, &wrong), "layer_norm: stats has shape [3x3], expected [2x3]");
+}

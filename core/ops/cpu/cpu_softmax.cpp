@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -49,11 +50,26 @@ void sparse_grad(const float* a, int64_t C, float mx, float lse, int64_t lab, fl
   }
 }
 
-// The first index of the maximum, or of the first NaN (softmax_math::argmax_better).
+// The first index of the maximum, or of the first NaN (softmax_math::argmax_better's order), by
+// vectorised passes: whether the row holds a NaN and its largest number, then the first index
+// holding that number (a scan by argmax_better, one dependent comparison per element, took 60% of
+// the fused cross-entropy's time at gpt_bytes' 256 classes). The same index as the scan: ±0 and
+// ±inf compare as it compares them, a NaN row goes to the scan for its first NaN.
 inline int64_t argmax(const float* x, int64_t C) {
-  int64_t k = 0;
-  for (int64_t j = 1; j < C; ++j)
-    if (softmax_math::argmax_better(x[j], j, x[k], k)) k = j;
+  bool nan = false;
+  float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(|| : nan) reduction(max : m)
+  for (int64_t j = 0; j < C; ++j) {
+    nan = nan || x[j] != x[j];
+    m = std::max(m, x[j]);  // a NaN is skipped: m < NaN is false
+  }
+  if (nan)
+    for (int64_t j = 0; j < C; ++j)
+      if (x[j] != x[j]) return j;
+  int64_t k = C;
+#pragma omp simd reduction(min : k)
+  for (int64_t j = 0; j < C; ++j)
+    if (x[j] == m) k = std::min(k, j);
   return k;
 }
 

@@ -1,5 +1,6 @@
 // softmax tests: forward/backward and cross-entropy (index and one-hot/probability labels, label smoothing) against float64 references.
 #include "core/ops/softmax.h"
+#include "core/ops/math/softmax_math.h"
 
 #include <cstring>
 #include <tuple>
@@ -68,6 +69,39 @@ TEST_CASE("softmax cross_entropy with index labels matches float64 reference", "
       else
         check_close("loss_sum without dlogits", ref::Vec{eval.loss_sum}, ref::Vec{want.loss_sum}, be.tol);
       CHECK(eval.correct == got.correct);
+    }
+  }
+}
+
+// The prediction (accuracy's argmax) is the first index of the row's maximum, ties, ±0 and ±inf
+// included, or the first NaN's (softmax_math::argmax_better's order, scanned here one element at a
+// time as the reference): rows drawn from a few values so that ties are common, every row labelled
+// with that index (all correct) and then with another (none), 1 to 300 classes.
+TEST_CASE("softmax cross_entropy's prediction is argmax_better's first index on rows full of ties, signed zeros, infinities and NaNs, on every backend",
+          "[backends]") {
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(58);
+    auto k = make_kernel<SoftmaxKernel>(be.ctx(), SoftmaxParams{});
+    const float pool[] = {0.0f, -0.0f, 1.0f, -1.0f, 2.5f, INFINITY, -INFINITY, NAN};
+    for (int rep = 0; rep < 30; ++rep) {
+      const int64_t C = rep < 4 ? rep + 1 : uniform_int(rng, 1, 300), N = 16;
+      INFO(C << " classes, draw " << rep);
+      Tensor hlogits = Tensor::empty({N, C});
+      Tensor right = Tensor::empty({N}, DType::I32), wrong = Tensor::empty({N}, DType::I32);
+      for (int64_t i = 0; i < N; ++i) {
+        float* row = hlogits.f32() + i * C;
+        const int64_t kinds = i % 4 == 0 ? 7 : i % 4 == 1 ? 6 : 8;  // no NaN, nor +inf, or all
+        for (int64_t j = 0; j < C; ++j) row[j] = pool[uniform_int(rng, 0, kinds - 1)];
+        int64_t best = 0;
+        for (int64_t j = 1; j < C; ++j)
+          if (softmax_math::argmax_better(row[j], j, row[best], best)) best = j;
+        right.i32()[i] = int32_t(best);
+        wrong.i32()[i] = int32_t((best + 1) % C);
+      }
+      Tensor logits = be.upload(hlogits), none;
+      Tensor r = be.upload(right), w = be.upload(wrong);
+      CHECK(k->cross_entropy(logits, r, none, 1.0f).correct == N);
+      if (C > 1) CHECK(k->cross_entropy(logits, w, none, 1.0f).correct == 0);
     }
   }
 }

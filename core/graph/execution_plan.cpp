@@ -140,10 +140,13 @@ void plan_siblings(const Graph& g, const ExecutionInputs& in, size_t runs, Execu
 // has no buffer of its own (its concat's holds it, SIZE_MAX in the result), and its concat's
 // gradient stays live until the slice's backward. A sibling group's member (leader[i] >= 0) writes
 // its input's gradient at its leader's backward. Nodes from `runs` on never run: no buffer
-// (SIZE_MAX), and their reading of a node does not count.
+// (SIZE_MAX), and their reading of a node does not count. A node whose gradient a consumer passes
+// through (grad_over[j] = i) takes i's buffer as an in-place one does: i is j's last consumer, so
+// j's gradient starts where i's ends.
 std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, size_t runs, const std::vector<int>& over,
                                    const std::vector<int>& slice_of, const std::vector<int>& leader,
-                                   const std::vector<DType>& dtypes, int64_t batch, std::vector<int64_t>& sizes) {
+                                   const std::vector<int>& grad_over, const std::vector<DType>& dtypes, int64_t batch,
+                                   std::vector<int64_t>& sizes) {
   const size_t n = nodes.size();
   std::vector<size_t> last_consumer(n, 0);
   std::vector<bool> consumed(n, false);
@@ -176,8 +179,8 @@ std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, size_t r
       continue;
     }
     const int64_t need = nodes[j].shape.numel() * batch * int64_t(dtype_size(dtypes[j]));
-    if (in_place_by[j] >= 0) {
-      buffer[j] = buffer[size_t(in_place_by[j])];
+    if (in_place_by[j] >= 0 || grad_over[j] >= 0) {  // the consumer's buffer, free from its backward on
+      buffer[j] = buffer[size_t(in_place_by[j] >= 0 ? in_place_by[j] : grad_over[j])];
       sizes[buffer[j]] = std::max(sizes[buffer[j]], need);
       busy_until[buffer[j]] = end[j];
       continue;
@@ -203,6 +206,44 @@ std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, size_t r
     buffer[j] = pick;
   }
   return buffer;
+}
+
+}  // namespace
+
+namespace {
+
+// Gradients passed through (ExecutionPlan::grad_over): node j's gradient in its last consumer i's
+// buffer where i's layer writes it as i's own gradient unchanged (a residual add), so that i's
+// backward copies nothing. Neither buffer is placed by another rule (in place, slices, sibling
+// groups), j is read once by i, and the two have one type.
+void plan_pass_through(const Graph& g, const ExecutionInputs& in, size_t runs, ExecutionPlan& p) {
+  const auto& nodes = g.nodes();
+  const size_t n = nodes.size();
+  p.grad_over.assign(n, -1);
+  if (!in.can_pass_grad) return;
+  std::vector<int> last_consumer(n, -1), in_place_by(n, -1);
+  for (size_t i = 0; i < runs; ++i) {
+    for (int j : nodes[i].inputs)
+      if (!is_model_input(j)) last_consumer[size_t(j)] = int(i);
+    if (p.in_place_of[i] >= 0) in_place_by[size_t(p.in_place_of[i])] = int(i);
+  }
+  // The consumer's gradient buffer is its own (not its input's, not a concat's); the input's is
+  // not claimed by an in-place consumer, a concat or a sibling group. (Either may have an in-place
+  // neighbour on its other side: that one takes the buffer in its turn.)
+  auto owns = [&](size_t i) { return p.in_place_of[i] < 0 && p.slice_of[i] < 0 && p.sibling_leader[i] < 0; };
+  auto free = [&](size_t j) { return in_place_by[j] < 0 && p.slice_of[j] < 0 && p.sibling_leader[j] < 0; };
+  for (size_t i = 0; i < runs; ++i) {
+    if (!owns(i)) continue;
+    const auto& ins = nodes[i].inputs;
+    for (size_t k = 0; k < ins.size(); ++k) {
+      const int j = ins[k];
+      if (is_model_input(j) || last_consumer[size_t(j)] != int(i) || !free(size_t(j))) continue;
+      if (p.dtypes[size_t(j)] != p.dtypes[i] || std::count(ins.begin(), ins.end(), j) != 1) continue;
+      if (!in.can_pass_grad(int(i), int(k))) continue;
+      p.grad_over[size_t(j)] = int(i);
+      break;
+    }
+  }
 }
 
 }  // namespace
@@ -234,6 +275,7 @@ ExecutionPlan plan_execution(const Graph& g, const ExecutionInputs& in) {
   }
   plan_slices(g, in, runs, p);
   plan_siblings(g, in, runs, p);
+  plan_pass_through(g, in, runs, p);
 
   int64_t cursor = 0;
   auto take = [&](int64_t bytes) {
@@ -279,7 +321,7 @@ ExecutionPlan plan_execution(const Graph& g, const ExecutionInputs& in) {
   // Output gradients: buffers shared where lifetimes allow.
   std::vector<int64_t> sizes;
   const std::vector<size_t> buffer =
-      plan_gradients(nodes, runs, p.in_place_of, p.slice_of, p.sibling_leader, p.dtypes, in.batch, sizes);
+      plan_gradients(nodes, runs, p.in_place_of, p.slice_of, p.sibling_leader, p.grad_over, p.dtypes, in.batch, sizes);
   const int64_t grads_at = cursor;
   std::vector<Region> buffers;
   for (int64_t sz : sizes) buffers.push_back(take(sz));

@@ -32,6 +32,9 @@ struct ExecutionInputs {
   // Whether node i's layer can run its backward with its siblings' (Layer::joins_siblings);
   // empty: no sibling groups.
   std::function<bool(int node)> can_join;
+  // Whether node i's layer passes its output gradient through to its input k unchanged
+  // (Layer::passes_grad_through); empty: no gradient takes another's buffer.
+  std::function<bool(int node, int k)> can_pass_grad;
 };
 
 // A byte range of the arena (offset -1: none). A channel slice's rows are row_stride elements
@@ -60,6 +63,11 @@ struct ExecutionPlan {
   // the group's last in forward order (its own leader); -1 outside groups. The members' input
   // gradients are written at the leader's backward, which the gradient buffers' lifetimes count.
   std::vector<int> sibling_leader;
+  // Per node: the consumer whose output gradient's buffer this node's gradient takes over, or -1.
+  // That consumer passes its gradient through to this input unchanged (can_pass_grad) and is its
+  // last consumer, whose backward writes this gradient first, as it reads its own for the last
+  // time; both of one type, neither in place, a slice or in a sibling group; one input per consumer.
+  std::vector<int> grad_over;
   std::vector<Region> act;              // per node: its output (an in-place node: its input's region; none after `last`)
   std::vector<Region> cast;             // per node: its output converted to the other float type, when a consumer needs it
   std::vector<Region> input_cast;       // per model input, likewise
@@ -73,7 +81,8 @@ struct ExecutionPlan {
 
 // Plans `g` for `in`. Regions are 64-byte aligned; an in-place node's output and gradient are
 // its input's, a channel slice's lie in its concat's; two gradients share bytes only when their
-// lifetimes in backward do not overlap (a concat's lasts until its slices' backward).
+// lifetimes in backward do not overlap (a concat's lasts until its slices' backward) or one's
+// consumer passes it through (grad_over).
 ExecutionPlan plan_execution(const Graph& g, const ExecutionInputs& in);
 
 }  // namespace trainer

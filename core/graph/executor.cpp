@@ -119,6 +119,7 @@ void Executor::ensure_plan(int64_t batch) {
   in.last = last_;
   in.input_grads = input_grad_on_;
   in.can_fuse = [this](int producer, ActKind k) { return layers_[size_t(producer)]->can_fuse_activation(k); };
+  if (grad_pass_) in.can_pass_grad = [this](int node, int k) { return layers_[size_t(node)]->passes_grad_through(k); };
   if (channel_slices_) {
     in.can_slice = [this](int producer) { return layers_[size_t(producer)]->writes_channel_slice(); };
     in.can_join = [this](int node) { return layers_[size_t(node)]->joins_siblings(); };

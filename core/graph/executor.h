@@ -93,6 +93,12 @@ class Executor {
   // its gradient, of another type directly (on by default); off: copies in its node's type,
   // converted by the executor, as a reference.
   void set_typed_io(bool on) { typed_io_ = on; }
+  // Whether a layer that passes its gradient through (an add) may write it in its input's gradient
+  // buffer, the plan giving both one buffer (ExecutionPlan::grad_over); on by default. Off: copied.
+  void set_grad_pass(bool on) {
+    grad_pass_ = on;
+    replan_ = true;
+  }
   // Gradients with respect to model input k are computed when asked for (device parallelism:
   // an input that is another device's activation); valid after the last consumer's backward.
   void set_input_grad(int k, bool on);
@@ -145,6 +151,7 @@ class Executor {
   std::vector<bool> input_grad_on_;   // per model input (set_input_grad)
   bool channel_slices_ = true;        // set_channel_slices
   bool typed_io_ = true;              // set_typed_io
+  bool grad_pass_ = true;             // set_grad_pass
   bool replan_ = true;                // keep_f32, set_last, set_input_grad or set_channel_slices changed since the last plan
   ExecutionPlan plan_;
   Tensor arena_;                      // every buffer of plan_ (grows, never shrinks)

@@ -219,6 +219,10 @@ class Layer {
   // would on the converted copy (that widening is exact); otherwise the executor hands it a copy
   // converted to its node's type.
   virtual bool reads_input_as(DType /*t*/) const { return false; }
+  // Gradient pass-through: a layer whose backward writes input k's gradient as its output gradient
+  // itself, unchanged (add), and leaves it alone where the two are one buffer. The plan may then
+  // give that input's gradient the output gradient's buffer (ExecutionPlan::grad_over): no copy.
+  virtual bool passes_grad_through(int /*k*/) const { return false; }
   // Sibling groups (ExecutionPlan::sibling_leader): layers whose outputs fill a concat's channels,
   // one after another, whose forward and backward the group's last in forward order runs for all
   // of them in one pass over the concat's rows (the others' are then skipped). joins_siblings():

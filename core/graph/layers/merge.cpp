@@ -73,10 +73,14 @@ class Add final : public Layer {
   // same bits.
   bool reads_input_as(DType t) const override { return k_ && k_->adds_mixed() && shape_checks::is_float(t); }
   bool writes_input_grad_as(int, DType t) const override { return shape_checks::is_float(t); }
+  // Each input's gradient is dy: one of them may be dy's buffer itself (the plan's grad_over), the
+  // residual stream's gradient passed through without a copy. dy is read, never written, so the
+  // other inputs still take it as it is.
+  bool passes_grad_through(int) const override { return true; }
   void backward(const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     for (Tensor* d : dx) {
-      if (!d->defined()) continue;
+      if (!d->defined() || d->data() == dy.data()) continue;
       if (d->dtype() == dy.dtype()) ctx().copy(d->data(), dy.data(), dy.bytes());
       else k_->convert(dy, *d);
     }

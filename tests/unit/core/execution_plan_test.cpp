@@ -18,7 +18,7 @@ const Graph& minigooglenet() {
 }
 
 ExecutionInputs inputs_for(const Graph& g, int64_t batch, DType low, bool fuse, bool slices = false,
-                           bool join = false) {
+                           bool join = false, bool pass = false) {
   ExecutionInputs in;
   in.batch = batch;
   in.low = low;
@@ -29,6 +29,7 @@ ExecutionInputs inputs_for(const Graph& g, int64_t batch, DType low, bool fuse, 
   in.can_fuse = [fuse](int, ActKind k) { return fuse && (k == ActKind::Relu || k == ActKind::Relu6); };
   if (slices) in.can_slice = [&g](int node) { return g.nodes()[size_t(node)].layer->type() == "batchnorm"; };
   if (join) in.can_join = [&g](int node) { return g.nodes()[size_t(node)].layer->type() == "batchnorm"; };
+  if (pass) in.can_pass_grad = [&g](int node, int) { return g.nodes()[size_t(node)].layer->type() == "add"; };
   return in;
 }
 
@@ -124,11 +125,21 @@ void check_plan(const Graph& g, const ExecutionPlan& p, size_t runs = SIZE_MAX) 
     }
   }
   // Two gradients live at the same time in backward never share bytes (an in-place pair shares
-  // one buffer on purpose: the consumer's backward writes its input's gradient over its own).
+  // one buffer on purpose: the consumer's backward writes its input's gradient over its own; so
+  // does a consumer passing its gradient through, grad_over, which must be the input's last).
   const auto life = lifetimes(g, p, n);
+  for (size_t j = 0; j < n; ++j) {
+    const int i = p.grad_over.empty() ? -1 : p.grad_over[j];
+    if (i < 0) continue;
+    INFO(g.nodes()[j].layer->name() << "'s gradient in " << g.nodes()[size_t(i)].layer->name() << "'s");
+    CHECK(p.grad[j].offset == p.grad[size_t(i)].offset);
+    CHECK(p.dtypes[j] == p.dtypes[size_t(i)]);
+    CHECK(life[j].first == life[size_t(i)].second);  // it starts where the consumer's ends
+  }
   for (size_t i = 0; i < n; ++i)
     for (size_t j = i + 1; j < n; ++j) {
       if (same_buffer(p, i, j)) continue;
+      if (!p.grad_over.empty() && (p.grad_over[i] == int(j) || p.grad_over[j] == int(i))) continue;
       const bool live_together = life[i].first <= life[j].second && life[j].first <= life[i].second;
       if (live_together) {
         INFO("gradients of " << g.nodes()[i].layer->name() << " and " << g.nodes()[j].layer->name());
@@ -401,5 +412,31 @@ TEST_CASE("execution plan: nodes after the last one run get no buffers, and the 
         CHECK(p.gradient_bytes <= whole.gradient_bytes);
         CHECK(p.scratch.bytes <= whole.scratch.bytes);
       }
+  }
+}
+
+// Gradients passed through (grad_over): in a pre-norm GPT each residual add is its first input's
+// last consumer, so the residual stream's gradient stays in one buffer from the last block to the
+// first (each add's input gradient is its own, nothing copied) — and where the add is not the last
+// consumer, or the types differ, nothing is shared. The rest of the plan holds its rules.
+TEST_CASE("execution plan: an add's input gradient takes its output gradient's buffer where it is that input's last consumer") {
+  const Graph g(load_run_spec(TRAINER_SOURCE_DIR "/configs/gpt_bytes.yaml", {}).model);
+  const auto& nodes = g.nodes();
+  for (DType low : {DType::F32, DType::BF16}) {
+    INFO(dtype_name(low));
+    const ExecutionPlan p = plan_execution(g, inputs_for(g, 4, low, true, false, false, true));
+    check_plan(g, p);
+    int shared = 0;
+    for (size_t j = 0; j < nodes.size(); ++j) {
+      if (p.grad_over[j] < 0) continue;
+      ++shared;
+      const GraphNode& add = nodes[size_t(p.grad_over[j])];
+      CHECK(add.layer->type() == "add");
+      CHECK(add.inputs[0] == int(j));  // the residual stream, not the branch
+    }
+    CHECK(shared == 8);  // 4 blocks x 2 adds: pos's and each res's gradient
+    const ExecutionPlan off = plan_execution(g, inputs_for(g, 4, low, true));
+    CHECK(std::count(off.grad_over.begin(), off.grad_over.end(), -1) == int64_t(nodes.size()));
+    CHECK(p.gradient_bytes <= off.gradient_bytes);
   }
 }

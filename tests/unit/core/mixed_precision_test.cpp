@@ -60,9 +60,9 @@ const Net kBlock{test::kTransformerBlockModel, Shape{6, 5}, 5};  // transformer_
 // `net` (kNet unless given) on `device` at `p`, seed 3, a fixed batch of 4 and a fixed output
 // gradient; forward and backward run. fp32 is strict on a GPU (no TF32: the reference for the low
 // precisions).
-// `typed`: Executor::set_typed_io.
+// `typed`: Executor::set_typed_io; `pass`: Executor::set_grad_pass.
 std::unique_ptr<Run> run(Device device, Precision p, const std::vector<std::string>& keep = {}, const Net& net = kCnn,
-                         bool typed = true) {
+                         bool typed = true, bool pass = true) {
   ContextOptions o{device.is_cpu() ? 2 : 0, p};
   auto ctx = make_context(device, o);
   auto exec = std::make_unique<Executor>(std::make_shared<const Graph>(test::build(net.yaml)), *ctx, 3);
@@ -70,6 +70,7 @@ std::unique_ptr<Run> run(Device device, Precision p, const std::vector<std::stri
   Executor& g = r->g;
   for (const std::string& n : keep) g.keep_f32(g.node_index(n));
   g.set_typed_io(typed);
+  g.set_grad_pass(pass);
   g.set_input_grad(0, true);
   std::mt19937_64 rng(11);
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -254,5 +255,24 @@ TEST_CASE("mixed precision: an add reads a low-type input as it is and writes it
     CHECK(host(*direct, direct->g.output(direct->g.output_node())) == host(*apart, apart->g.output(apart->g.output_node())));
     CHECK(host(*direct, direct->g.params().grads()) == host(*apart, apart->g.params().grads()));
     CHECK(host(*direct, direct->g.input_grad(0)) == host(*apart, apart->g.input_grad(0)));
+  }
+}
+
+// An add passes its gradient through to the residual stream in the stream's gradient buffer
+// (Executor::set_grad_pass, ExecutionPlan::grad_over): the same bits as its copy, in fp32 and in
+// every low precision, and the buffers are one (res1's gradient is res2's, pos's is res1's).
+TEST_CASE("mixed precision: an add's gradient passed through in its input's buffer gives the bits of the copy, fp32 and low precisions", "[backends]") {
+  std::vector<std::pair<Device, Precision>> cases = {{Device::cpu(), Precision::FP32}};
+  for (const test::MixedCase& mc : test::mixed_cases()) cases.push_back({mc.device(), mc.precision});
+  for (const auto& [dev, prec] : cases) {
+    INFO(dev.str() << " " << precision_name(prec));
+    auto shared = run(dev, prec, {}, kBlock, true, true), copied = run(dev, prec, {}, kBlock, true, false);
+    const int pos = shared->g.node_index("pos"), res1 = shared->g.node_index("res1"), res2 = shared->g.node_index("res2");
+    CHECK(shared->g.grad(res1).data() == shared->g.grad(res2).data());
+    CHECK(shared->g.grad(pos).data() == shared->g.grad(res1).data());
+    CHECK(copied->g.grad(res1).data() != copied->g.grad(res2).data());
+    CHECK(host(*shared, shared->g.output(shared->g.output_node())) == host(*copied, copied->g.output(copied->g.output_node())));
+    CHECK(host(*shared, shared->g.params().grads()) == host(*copied, copied->g.params().grads()));
+    CHECK(host(*shared, shared->g.input_grad(0)) == host(*copied, copied->g.input_grad(0)));
   }
 }

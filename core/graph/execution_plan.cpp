@@ -208,10 +208,6 @@ std::vector<size_t> plan_gradients(const std::vector<GraphNode>& nodes, size_t r
   return buffer;
 }
 
-}  // namespace
-
-namespace {
-
 // Gradients passed through (ExecutionPlan::grad_over): node j's gradient in its last consumer i's
 // buffer where i's layer writes it as i's own gradient unchanged (a residual add), so that i's
 // backward copies nothing. Neither buffer is placed by another rule (in place, slices, sibling
@@ -221,10 +217,13 @@ void plan_pass_through(const Graph& g, const ExecutionInputs& in, size_t runs, E
   const size_t n = nodes.size();
   p.grad_over.assign(n, -1);
   if (!in.can_pass_grad) return;
+  // Where each node's gradient is first written: its last consumer's backward (a sibling group's
+  // member writes at its leader's), as plan_gradients counts it.
   std::vector<int> last_consumer(n, -1), in_place_by(n, -1);
   for (size_t i = 0; i < runs; ++i) {
+    const int at = p.sibling_leader[i] >= 0 ? p.sibling_leader[i] : int(i);
     for (int j : nodes[i].inputs)
-      if (!is_model_input(j)) last_consumer[size_t(j)] = int(i);
+      if (!is_model_input(j)) last_consumer[size_t(j)] = std::max(last_consumer[size_t(j)], at);
     if (p.in_place_of[i] >= 0) in_place_by[size_t(p.in_place_of[i])] = int(i);
   }
   // The consumer's gradient buffer is its own (not its input's, not a concat's); the input's is

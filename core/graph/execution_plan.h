@@ -66,7 +66,9 @@ struct ExecutionPlan {
   // Per node: the consumer whose output gradient's buffer this node's gradient takes over, or -1.
   // That consumer passes its gradient through to this input unchanged (can_pass_grad) and is its
   // last consumer, whose backward writes this gradient first, as it reads its own for the last
-  // time; both of one type, neither in place, a slice or in a sibling group; one input per consumer.
+  // time; both of one type, neither buffer placed by another rule (the consumer not in place, a
+  // slice or in a sibling group; the input not taken in place, a slice or in a group); one input
+  // per consumer.
   std::vector<int> grad_over;
   std::vector<Region> act;              // per node: its output (an in-place node: its input's region; none after `last`)
   std::vector<Region> cast;             // per node: its output converted to the other float type, when a consumer needs it

@@ -42,6 +42,18 @@ void tile(const uint16_t* src, int64_t ld, int64_t r0, int64_t nr, int64_t j0, i
   }
 }
 
+// Rows [r0, r0 + nr) (nr ≤ 16) of a 32-bit matrix into dst's columns, sixteen columns at a time.
+void row_block_f32(const float* src, int64_t ld, int64_t r0, int64_t nr, int64_t cols, float* dst, int64_t ldd) {
+  for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+    const __mmask16 c = first_lanes(cols - c0);
+    __m512i v[16];
+    for (int64_t r = 0; r < 16; ++r)
+      v[r] = r < nr ? _mm512_maskz_loadu_epi32(c, src + (r0 + r) * ld + c0) : _mm512_setzero_si512();
+    transpose16(v);
+    for (int64_t j = 0; j < 16 && c0 + j < cols; ++j) _mm512_mask_storeu_epi32(dst + (c0 + j) * ldd + r0, first_lanes(nr), v[j]);
+  }
+}
+
 }  // namespace
 
 void transpose_bf16(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst, int64_t ldd) {
@@ -63,18 +75,10 @@ void transpose_bf16(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
 
 void transpose_f32(const float* src, int64_t ld, int64_t rows, int64_t cols, float* dst, int64_t ldd) {
   const int64_t blocks = (rows + 15) / 16;
+  // (The intrinsics live in row_block_f32: clang outlines an OpenMP loop's body into a function
+  // the ISA region's target attribute does not reach.)
 #pragma omp parallel for schedule(static) if (rows * cols > kParallelGrain)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t r0 = 16 * b, nr = rows - r0 < 16 ? rows - r0 : 16;
-    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
-      const __mmask16 c = first_lanes(cols - c0);
-      __m512i v[16];
-      for (int64_t r = 0; r < 16; ++r)
-        v[r] = r < nr ? _mm512_maskz_loadu_epi32(c, src + (r0 + r) * ld + c0) : _mm512_setzero_si512();
-      transpose16(v);
-      for (int64_t j = 0; j < 16 && c0 + j < cols; ++j) _mm512_mask_storeu_epi32(dst + (c0 + j) * ldd + r0, first_lanes(nr), v[j]);
-    }
-  }
+  for (int64_t b = 0; b < blocks; ++b) row_block_f32(src, ld, 16 * b, rows - 16 * b < 16 ? rows - 16 * b : 16, cols, dst, ldd);
 }
 
 }  // namespace trainer::cpu

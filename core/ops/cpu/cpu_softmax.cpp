@@ -70,7 +70,9 @@ inline int64_t argmax(const float* x, int64_t C) {
 #pragma omp simd reduction(min : k)
   for (int64_t j = 0; j < C; ++j)
     if (x[j] == m) k = std::min(k, j);
-  return k;
+  // None equal: every number is -inf, below the max reduction's starting value (clang's is -FLT_MAX,
+  // g++'s -inf), and the first index is the scan's.
+  return k < C ? k : 0;
 }
 
 class CpuSoftmax final : public SoftmaxKernel {

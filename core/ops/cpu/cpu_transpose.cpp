@@ -19,8 +19,9 @@ namespace {
 
 // Rows [r0, r0 + nr) (nr ≤ 32) of the full words j0 .. j0 + nw (nw ≤ 16; a word: the value pair 2j,
 // 2j + 1) into dst: two transpose16s of sixteen rows, then each of the 2nw rows of dst written as
-// one run of nr values (a whole 64-byte line where dst is aligned). Half lines stored 2·ld bytes
-// apart, a power of two for gpt_bytes' rows, evicted each other before they were filled.
+// one run of nr values (a whole 64-byte line where dst is aligned). (Sixteen rows at a time stored
+// half lines of dst's rows, 2·ldd bytes apart — a power of two at gpt_bytes' shapes — which evicted
+// one another before they were filled: slower than no copy.)
 void tile(const uint16_t* src, int64_t ld, int64_t r0, int64_t nr, int64_t j0, int64_t nw, uint16_t* dst,
           int64_t ldd) {
   const __mmask16 w = first_lanes(nw);

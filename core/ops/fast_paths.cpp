@@ -8,12 +8,12 @@
 namespace trainer {
 namespace {
 
-constexpr std::array<FastPath, 17> kEvery = {FastPath::ConvWgrad,  FastPath::Conv1x1,    FastPath::AddDx,
+constexpr std::array<FastPath, 18> kEvery = {FastPath::ConvWgrad,  FastPath::Conv1x1,    FastPath::AddDx,
                                              FastPath::BnGate,     FastPath::BnSiblings, FastPath::Slices,
                                              FastPath::BnAct,      FastPath::Gelu,       FastPath::AttnBlocks,
                                              FastPath::AttnGemm,   FastPath::AttnCudnn,  FastPath::PadFold,
                                              FastPath::SoftmaxExp, FastPath::AttnKernel, FastPath::AttnBf16,
-                                             FastPath::AttnSoftmax, FastPath::DenseWgrad};
+                                             FastPath::AttnSoftmax, FastPath::DenseWgrad, FastPath::DwTiled};
 
 std::string known() {
   std::string s = "all, default, none";
@@ -42,6 +42,7 @@ const char* FastPaths::name(FastPath p) {
     case FastPath::AttnBf16: return "attn_bf16";
     case FastPath::AttnSoftmax: return "attn_softmax";
     case FastPath::DenseWgrad: return "dense_wgrad";
+    case FastPath::DwTiled: return "dw_tiled";
   }
   return "?";
 }

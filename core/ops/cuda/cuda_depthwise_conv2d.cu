@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "core/ops/cuda/cuda_context.h"
+#include "core/ops/cuda/cuda_depthwise_tiled.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/depthwise_conv2d.h"
 #include "core/ops/math/depthwise_math.h"
@@ -23,6 +24,9 @@
 // The per-element functions are depthwise_math.h's, host and device: the tests call them on the host
 // in plain loops over every index against the float64 reference (kernel_math_conv_test.cpp: random
 // shapes with multipliers 1-3, kernels 1-7, strides 1-3, dilation, both paddings).
+// The fast path dw_tiled (cuda_depthwise_tiled.cu; off by default until measured on a GPU) takes
+// 3x3 and 5x5 windows at stride 1 or 2 with kernels specialised to them; these general kernels are
+// its reference path and run every other call.
 // Mixed precision: x, y, dy and dx are of one type T (f32, bf16 or f16), read into float and
 // rounded once when stored; weights, bias and their gradients stay f32 (the master weights, used
 // as they are: more exact than the CPU's bf16 copy of them, within the same bound).
@@ -71,13 +75,14 @@ __global__ void dw_filter_sum_kernel(const float* __restrict__ partial, int64_t 
 class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
  public:
   CudaDepthwiseConv2d(OpContext& ctx, const DepthwiseConv2dParams& p)
-      : DepthwiseConv2dKernel(ctx, p), c_(cuda_context(ctx)) {}
+      : DepthwiseConv2dKernel(ctx, p), c_(cuda_context(ctx)), tiled_(ctx.fast_paths().has(FastPath::DwTiled)) {}
 
  private:
   void forward_impl(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
     const DwShape s = shape_of(g);
     const int64_t total = y.numel();
     if (total == 0) return;
+    if (tiled_ && cuda::dw_tiled_forward(c_, s, x, w.f32(), p_.bias ? b.f32() : nullptr, y)) return;
     cuda::dispatch_float(kOp, "x", x, [&](auto tag) {
       using T = decltype(tag);
       cuda::with_index_type({x.numel(), total}, [&](auto index) {
@@ -98,6 +103,12 @@ class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
       if (dx.defined()) c_.fill_zero(dx.data(), dx.bytes());
       return;
     }
+    float* db_ptr = p_.bias ? db.f32() : nullptr;
+    if (dx.defined() && !(tiled_ && cuda::dw_tiled_backward_data(c_, s, dy, w.f32(), dx))) backward_data(s, dy, w, dx);
+    if (tiled_ && cuda::dw_tiled_takes(s, p_.bias)) {
+      cuda::dw_tiled_filter(c_, s, x, dy, partial_, dw.f32(), db_ptr);
+      return;
+    }
     const int taps = p_.kh * p_.kw, slots = taps + (p_.bias ? 1 : 0);
     int64_t chunks = 0, rows_per_chunk = 0;
     depthwise_math::filter_chunks(rows, chunks, rows_per_chunk);
@@ -108,15 +119,24 @@ class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
       using T = decltype(tag);
       cuda::with_index_type({x.numel(), dy.numel(), parts}, [&](auto index) {
         using I = decltype(index);
-        if (dx.defined())
-          TRAINER_LAUNCH((dw_backward_data_kernel<T, I>), cuda::grid_for(dx.numel(), c_), cuda::kBlock, c_.stream(), s,
-                         cuda::ptr<const T>(dy), w.f32(), cuda::ptr<T>(dx), I(dx.numel()));
         TRAINER_LAUNCH((dw_filter_partial_kernel<T, I>), cuda::grid_for(parts, c_), cuda::kBlock, c_.stream(), s,
                        cuda::ptr<const T>(x), cuda::ptr<const T>(dy), slots, rows_per_chunk, I(parts), partial);
       });
     });
     TRAINER_LAUNCH(dw_filter_sum_kernel, cuda::grid_for(per_chunk, c_), cuda::kBlock, c_.stream(), partial,
-                   chunks, int64_t(taps) * s.oc, s.oc, slots, dw.f32(), p_.bias ? db.f32() : nullptr);
+                   chunks, int64_t(taps) * s.oc, s.oc, slots, dw.f32(), db_ptr);
+  }
+
+  // dx by the general kernel.
+  void backward_data(const DwShape& s, const Tensor& dy, const Tensor& w, Tensor& dx) {
+    cuda::dispatch_float(kOp, "dy", dy, [&](auto tag) {
+      using T = decltype(tag);
+      cuda::with_index_type({dx.numel(), dy.numel()}, [&](auto index) {
+        using I = decltype(index);
+        TRAINER_LAUNCH((dw_backward_data_kernel<T, I>), cuda::grid_for(dx.numel(), c_), cuda::kBlock, c_.stream(), s,
+                       cuda::ptr<const T>(dy), w.f32(), cuda::ptr<T>(dx), I(dx.numel()));
+      });
+    });
   }
 
   DwShape shape_of(const ConvGeometry& g) const {
@@ -125,6 +145,7 @@ class CudaDepthwiseConv2d final : public DepthwiseConv2dKernel {
   }
 
   CudaContext& c_;
+  const bool tiled_;  // the dw_tiled fast path
   Scratch partial_;  // the filter gradient's per-chunk partials
 };
 

@@ -416,7 +416,18 @@ phase_gpt() {
   done
   referee gpt2 4 bf16 1
 }
-phase_bench_b64() { for p in fp32 bf16; do referee minigooglenet 64 "$p" 1; done; }
+phase_bench_b64() {
+  local p f
+  # MiniGoogLeNet's bf16 step with its 1x1 convolutions as cuBLAS GEMMs (conv_1x1_gemm, written
+  # 2026-12-01 without a GPU, off by default) against cuDNN's (the default), then the peers.
+  for f in default conv_1x1_gemm; do
+    local label="minigooglenet b64 bf16 step, TRAINER_FAST_PATHS=$f"
+    ((dry)) && { skip "$label" "trainer bench --json"; continue; }
+    bench_row "$label" "$out/bench-mgn-bf16-$f.log" env TRAINER_FAST_PATHS=$f "$T" bench configs/minigooglenet.yaml \
+      --gpus 0 --steps 40 --warmup 10 --json --set train.batch_size=64 --set precision=bf16
+  done
+  for p in fp32 bf16; do referee minigooglenet 64 "$p" 1; done
+}
 phase_bench_mnv2() {
   local p f
   # Where its step goes (it ran at 0.48x/0.65x PyTorch eager on an H200, 2026-11-26): every layer
@@ -426,10 +437,10 @@ phase_bench_mnv2() {
   # default until these rows and the ops phase's `depthwise_conv2d (cuda): dw_tiled ...` say so).
   # Then whole steps with and without dw_tiled, the PyTorch peers, and bf16 with the algorithms
   # measured instead of guessed (TRAINER_CUDNN_FIND=1).
-  for p in fp32 fp32-dw_tiled bf16 bf16-dw_tiled bf16-find; do
+  for p in fp32 fp32-dw_tiled bf16 bf16-dw_tiled bf16-conv_1x1_gemm bf16-find; do
     local label="layers: mobilenetv2 b64 $p (fwd+bwd ms per type)" prec=${p%%-*}
     ((dry)) && { skip "$label" "trainer bench --layers"; continue; }
-    TRAINER_FAST_PATHS=$([ "${p#*-}" = dw_tiled ] && echo dw_tiled || echo default) \
+    TRAINER_FAST_PATHS=$(case ${p#*-} in dw_tiled | conv_1x1_gemm) echo "${p#*-}" ;; *) echo default ;; esac) \
       TRAINER_CUDNN_FIND=$([ "${p#*-}" = find ] && echo 1 || echo 0) TRAINER_CUDNN_LOG=1 run_bounded 60 "$T" bench \
       configs/mobilenetv2_cats_vs_dogs.yaml --gpus 0 --steps 10 --warmup 3 --layers \
       --set train.batch_size=64 --set precision=$prec >"$out/layers-mnv2-$p.log" 2>&1
@@ -438,18 +449,21 @@ phase_bench_mnv2() {
     row "$label" "rc $rc; $(layer_totals "$out/layers-mnv2-$p.log" 6)"
     # bf16's 1x1 convolutions took ~0.3 ms forward whatever their size on the H100 (2026-11-27), fp32's
     # 0.07-0.15: which cuDNN algorithms and math types were chosen (TRAINER_CUDNN_LOG=1, one line each).
-    [ "${p#*-}" = dw_tiled ] && continue
+    case ${p#*-} in dw_tiled | conv_1x1_gemm) continue ;; esac
     row "cuDNN choices: mobilenetv2 b64 $p" "$(grep -c ': cuDNN ' "$out/layers-mnv2-$p.log") choices; $(grep -oE \
       '(forward|backward data|backward filter): cuDNN [a-z]+ algorithm [0-9]+ \(math [A-Z_]+' "$out/layers-mnv2-$p.log" |
       sed -E 's/: cuDNN ([a-z]+) algorithm ([0-9]+) \(math /:\1 \2:/' | sort | uniq -c |
       sort -rn | head -8 | awk '{$1=$1; print}' | paste -sd, -)"
   done
-  # Whole steps (recorded as a graph), the general depthwise kernels against dw_tiled.
+  # Whole steps (recorded as a graph), the general depthwise kernels against dw_tiled, and in bf16
+  # cuDNN's 1x1 convolutions against conv_1x1_gemm's GEMMs, and both fast paths together.
   for p in fp32 bf16; do
-    for f in default dw_tiled; do
+    local fs="default dw_tiled"
+    [ $p = bf16 ] && fs="$fs conv_1x1_gemm dw_tiled,conv_1x1_gemm"
+    for f in $fs; do
       local label="mobilenetv2 b64 $p step, TRAINER_FAST_PATHS=$f"
       ((dry)) && { skip "$label" "trainer bench --json"; continue; }
-      bench_row "$label" "$out/bench-mnv2-$p-$f.log" env TRAINER_FAST_PATHS=$f "$T" bench \
+      bench_row "$label" "$out/bench-mnv2-$p-${f/,/+}.log" env TRAINER_FAST_PATHS=$f "$T" bench \
         configs/mobilenetv2_cats_vs_dogs.yaml --gpus 0 --steps 30 --warmup 5 --json --set train.batch_size=64 \
         --set precision=$p
     done

@@ -8,12 +8,13 @@
 namespace trainer {
 namespace {
 
-constexpr std::array<FastPath, 18> kEvery = {FastPath::ConvWgrad,  FastPath::Conv1x1,    FastPath::AddDx,
+constexpr std::array<FastPath, 19> kEvery = {FastPath::ConvWgrad,  FastPath::Conv1x1,    FastPath::AddDx,
                                              FastPath::BnGate,     FastPath::BnSiblings, FastPath::Slices,
                                              FastPath::BnAct,      FastPath::Gelu,       FastPath::AttnBlocks,
                                              FastPath::AttnGemm,   FastPath::AttnCudnn,  FastPath::PadFold,
                                              FastPath::SoftmaxExp, FastPath::AttnKernel, FastPath::AttnBf16,
-                                             FastPath::AttnSoftmax, FastPath::DenseWgrad, FastPath::DwTiled};
+                                             FastPath::AttnSoftmax, FastPath::DenseWgrad, FastPath::DwTiled,
+                                             FastPath::Conv1x1Gemm};
 
 std::string known() {
   std::string s = "all, default, none";
@@ -43,6 +44,7 @@ const char* FastPaths::name(FastPath p) {
     case FastPath::AttnSoftmax: return "attn_softmax";
     case FastPath::DenseWgrad: return "dense_wgrad";
     case FastPath::DwTiled: return "dw_tiled";
+    case FastPath::Conv1x1Gemm: return "conv_1x1_gemm";
   }
   return "?";
 }

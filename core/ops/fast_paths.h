@@ -29,17 +29,19 @@ enum class FastPath : uint32_t {
   AttnSoftmax = 1u << 15, // attn_softmax: the CPU attention's softmax rows in AVX-512, one exponential per score in forward (else softmax_exp's rows, or libm's)
   DenseWgrad = 1u << 16,  // dense_wgrad: a bf16 CPU dense layer's weight gradient xᵀ·dy from x transposed by our AVX-512 copy, oneDNN's matmul on plain operands (else the matmul reads x transposed)
   DwTiled = 1u << 17,     // dw_tiled: CUDA depthwise 3x3/5x5 convolutions at stride 1/2 by kernels specialised to the window, 16 bytes of channels a thread, the filter gradient by blocks of rows (else the general kernels)
+  Conv1x1Gemm = 1u << 18, // conv_1x1_gemm: CUDA bf16/f16 1x1 convolutions at stride 1 as the dense layer's cuBLAS GEMMs (no weight transposes, dw in f32; else cuDNN)
 };
 
 class FastPaths {
  public:
-  static constexpr uint32_t kAll = (1u << 18) - 1;
+  static constexpr uint32_t kAll = (1u << 19) - 1;
   // What runs when nothing says otherwise: every path but those not yet run on their hardware.
   // attn_cudnn started off and joined after the H200 run of 2026-11-30
   // (docs/gpu-runs/2026-11-30-h200.md); dw_tiled (written 2026-12-01 without a GPU, its arithmetic
-  // tested on the host) stays off until a GPU run has compared it with the general kernels and
-  // timed it (scripts/gpu-check.sh's ops and bench-mnv2 phases).
-  static constexpr uint32_t kDefault = kAll & ~uint32_t(FastPath::DwTiled);
+  // tested on the host) and conv_1x1_gemm (the same day, the dense layer's GEMMs) stay off until a
+  // GPU run has compared them with their reference paths and timed them (scripts/gpu-check.sh's
+  // ops and bench-mnv2 phases).
+  static constexpr uint32_t kDefault = kAll & ~uint32_t(FastPath::DwTiled) & ~uint32_t(FastPath::Conv1x1Gemm);
   static FastPaths all() { return FastPaths(kAll); }
   static FastPaths defaults() { return FastPaths(kDefault); }
   static FastPaths none() { return FastPaths(0); }

@@ -10,6 +10,8 @@
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_conv_algo.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
+#include "core/ops/cuda/cuda_path_counts.h"
+#include "core/ops/dense.h"
 #include "core/ops/cuda/cuda_reduce.cuh"
 #include "core/ops/math/pad_math.h"
 
@@ -37,6 +39,14 @@
 //  - Bias: a broadcast-add kernel after the convolution; its gradient is a deterministic column
 //    sum of dy (cuda_reduce.cuh; cublasSgemv refused 1-row shapes with "an unsupported value or
 //    parameter" on the first GPU run, and takes f32 only).
+// The fast path conv_1x1_gemm (off by default until measured on a GPU) runs a 1x1 convolution at
+// stride 1 on bf16/f16 activations as what it is, a dense layer over the channels: HWIO weights
+// [1, 1, C, K] are dense's [C, K], so the dense kernel's cuBLAS GEMMs (cuda_dense.cu: tensor cores,
+// f32 accumulation, the weights rounded once into a copy) take x [N, H, W, C] as N·H·W rows with no
+// weight transposes, and dw comes out in f32 (cuDNN's comes out in the low type, then widened).
+// The bf16 1x1 convolutions were MobileNetV2's largest layer type on the GPU (H200, 2026-11-27:
+// 26 ms of a 64-image step, timed layer by layer). fp32 stays with cuDNN, whose TF32 the dense
+// layer's strict-fp32 sgemm would not match.
 
 namespace trainer {
 namespace {
@@ -128,11 +138,24 @@ int to_int(int64_t v, const char* what) {
 
 class CudaConv2d final : public Conv2dKernel {
  public:
-  CudaConv2d(OpContext& ctx, const Conv2dParams& p) : Conv2dKernel(ctx, p), c_(cuda_context(ctx)) {}
+  CudaConv2d(OpContext& ctx, const Conv2dParams& p) : Conv2dKernel(ctx, p), c_(cuda_context(ctx)) {
+    if (ctx.fast_paths().has(FastPath::Conv1x1Gemm) && p.kh == 1 && p.kw == 1 && p.sh == 1 && p.sw == 1 &&
+        low_dtype(ctx.precision()) != DType::F32) {
+      DenseParams d;
+      d.units = p.filters;
+      d.bias = p.bias;
+      gemm_ = make_kernel<DenseKernel>(ctx, d);
+    }
+  }
 
  private:
   void forward_impl(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
     if (g.n == 0 || g.oh == 0 || g.ow == 0) return;
+    if (by_gemm(x, y)) {
+      gemm_->forward(x, w.reshape({g.ic, g.oc}), b, y);
+      cuda::count_path(cuda::PathCount::Conv1x1Gemm);
+      return;
+    }
     cuda::dispatch_float(kOp, "x", x, [&](auto tag) { forward_t<decltype(tag)>(x, w, b, y, g); });
   }
 
@@ -142,6 +165,12 @@ class CudaConv2d final : public Conv2dKernel {
       c_.fill_zero(dw.data(), dw.bytes());
       if (p_.bias) c_.fill_zero(db.data(), db.bytes());
       if (dx.defined()) c_.fill_zero(dx.data(), dx.bytes());
+      return;
+    }
+    if (by_gemm(x, dy) && (!dx.defined() || dx.contiguous())) {
+      Tensor dw2 = dw.reshape({g.ic, g.oc});
+      gemm_->backward(x, w.reshape({g.ic, g.oc}), dy, dx, dw2, db);
+      cuda::count_path(cuda::PathCount::Conv1x1Gemm);
       return;
     }
     cuda::dispatch_float(kOp, "x", x, [&](auto tag) { backward_t<decltype(tag)>(x, w, dy, dx, dw, db, g); });
@@ -201,6 +230,12 @@ class CudaConv2d final : public Conv2dKernel {
     transpose<T, float>(dwk, dw.f32(), g.oc, int64_t(p_.kh) * p_.kw * g.ic);  // KRSC -> HWIO, widened
 
     if (p_.bias) cuda::column_sums(bias_sums_, c_, cuda::ptr<const T>(dy), g.n * g.oh * g.ow, g.oc, db.f32());
+  }
+
+  // Whether the conv_1x1_gemm path takes this call: the path made for this layer (1x1, stride 1, a
+  // low-precision context) and activations of the context's low type, stored densely.
+  bool by_gemm(const Tensor& x, const Tensor& y) const {
+    return gemm_ && x.dtype() == low_dtype(c_.precision()) && x.contiguous() && y.contiguous();
   }
 
   ConvPlan& plan(const Tensor& x, const ConvGeometry& g) {
@@ -286,6 +321,7 @@ class CudaConv2d final : public Conv2dKernel {
   // activations' type; the explicitly padded input and its gradient (odd 'same' padding only).
   Scratch w_krsc_, dw_krsc_, xpad_, dxpad_;
   cuda::ColumnReducer bias_sums_;
+  std::unique_ptr<DenseKernel> gemm_;  // the conv_1x1_gemm path, where it applies
 };
 
 static RegisterKernel<Conv2dKernel, CudaConv2d> reg(DeviceKind::CUDA);

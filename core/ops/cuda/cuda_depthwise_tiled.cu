@@ -1,11 +1,11 @@
 // The dw_tiled fast path's CUDA kernels: depthwise conv2d forward, backward data and filter gradient for 3x3/5x5 windows at stride 1/2 (arithmetic in depthwise_tiled_math.h).
 #include "core/ops/cuda/cuda_depthwise_tiled.h"
 
-#include <atomic>
 #include <type_traits>
 
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
+#include "core/ops/cuda/cuda_path_counts.h"
 #include "core/ops/math/depthwise_tiled_math.h"
 
 // Why: the general kernels (cuda_depthwise_conv2d.cu) took MobileNetV2's depthwise layers at ~5x
@@ -121,8 +121,6 @@ void with_window(const DwShape& s, F&& f) {
 
 constexpr int64_t kIndexLimit = int64_t(1) << 30;
 
-std::atomic<int64_t> g_calls{0};
-
 int64_t filter_slots(const DwShape& s, bool bias) { return int64_t(s.kh) * s.kw + (bias ? 1 : 0); }
 
 // The vector kernels' common conditions: the window, whole vectors of channels, aligned tensors,
@@ -134,8 +132,6 @@ bool vectors_fit(const DwShape& s, const Tensor& a, const Tensor& b) {
 }
 
 }  // namespace
-
-int64_t dw_tiled_calls() { return g_calls.load(); }
 
 bool dw_tiled_takes(const DwShape& s, bool bias) {
   if (!dt::takes_window(s)) return false;
@@ -155,7 +151,7 @@ bool dw_tiled_forward(CudaContext& c, const DwShape& s, const Tensor& x, const f
       TRAINER_LAUNCH((tiled_forward_kernel<T, decltype(k)::value, decltype(st)::value>), grid_for(vectors, c), kBlock,
                      c.stream(), s, ptr<const T>(x), w, b, ptr<T>(y), vectors);
     });
-    ++g_calls;
+    count_path(PathCount::DwTiled);
     return true;
   });
 }
@@ -169,7 +165,7 @@ bool dw_tiled_backward_data(CudaContext& c, const DwShape& s, const Tensor& dy, 
       TRAINER_LAUNCH((tiled_backward_data_kernel<T, decltype(k)::value, decltype(st)::value>), grid_for(vectors, c),
                      kBlock, c.stream(), s, ptr<const T>(dy), w, ptr<T>(dx), vectors);
     });
-    ++g_calls;
+    count_path(PathCount::DwTiled);
     return true;
   });
 }
@@ -193,7 +189,7 @@ void dw_tiled_filter(CudaContext& c, const DwShape& s, const Tensor& x, const Te
   const int64_t warps_per_block = kBlock / dt::kWarp;
   TRAINER_LAUNCH(tiled_filter_sum_kernel, unsigned((per_chunk + warps_per_block - 1) / warps_per_block), kBlock,
                  c.stream(), parts, int32_t(chunks), int32_t(per_chunk), int32_t(s.kh * s.kw * s.c), dw, db);
-  ++g_calls;
+  count_path(PathCount::DwTiled);
 }
 
 }  // namespace trainer::cuda

@@ -1,7 +1,5 @@
 // The dw_tiled fast path of the CUDA depthwise conv2d: kernels specialised to 3x3 and 5x5 windows at stride 1 or 2 (their arithmetic: depthwise_tiled_math.h); each entry point says whether it took the call.
 #pragma once
-#include <cstdint>
-
 #include "core/ops/context.h"
 #include "core/ops/math/depthwise_math.h"
 
@@ -31,8 +29,7 @@ bool dw_tiled_backward_data(CudaContext& c, const depthwise_math::DwShape& s, co
 void dw_tiled_filter(CudaContext& c, const depthwise_math::DwShape& s, const Tensor& x, const Tensor& dy,
                      Scratch& partial, float* dw, float* db);
 
-// How many calls the tiled kernels took in this process (forward, backward data and filter
-// gradient each count one): the tests' proof that the fast path ran.
-int64_t dw_tiled_calls();
+// Each call the tiled kernels take counts one in cuda::path_calls(PathCount::DwTiled)
+// (cuda_path_counts.h): the tests' proof that the fast path ran.
 
 }  // namespace trainer::cuda

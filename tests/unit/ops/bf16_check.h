@@ -165,6 +165,59 @@ inline bool same_bits(const Tensor& a, const Tensor& b) {
   return a.bytes() == b.bytes() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
 }
 
+// Where low-precision rounding enters one output: how many of the two operands of each product
+// the kernel rounds to the low type (operands given in it are exact), whether the output is
+// stored in it, and that type's unit roundoff.
+struct Rounding {
+  int operands = 0;
+  bool bf16_out = false;
+  double u = 0x1p-8;
+};
+
+// The error bound of one output element that sums `terms` products a·b (plus maybe a bias), where
+// `mag` is Σ|a·b| (+|bias|): the float64 reference run on absolute values; `want` is its value.
+//   Rounded operands: rounding to bf16 (8 significant bits, round to nearest even) is off by at
+//   most u = 2^-8 relatively (f16: 11 bits, u = 2^-11, for values in its normal range, as these
+//   are), so a product with one rounded operand is off by <= u|a·b|, with two by <= (2u +
+//   u^2)|a·b|: ((1 + u)^operands - 1)|a·b|.
+//   Accumulation: a product of two bf16 values is exact in f32, and accumulating `terms` of them in
+//   f32 in any order adds <= terms · 2^-24 · Σ|a·b|; 2^-23 per term (and one more for the bias)
+//   covers the growth of the rounded terms and a separately rounded product. This alone is the
+//   fp32 bound.
+//   Low-precision output: the f32 result r is rounded once more, off by <= u|r| <= u(|want| + the above).
+//   (cuDNN on the GPU: tensor-core products of bf16/f16 operands are exact in fp32 and accumulate
+//   in fp32, so the same terms apply; its weight gradient comes out in the low type: rounded.)
+// The bound is the worst case of every rounding going the same way: random data reaches about half
+// of it (0.54: dense's dx, both operands rounded; 0.45: conv2d's bf16 y and dx) and typically
+// 0.1-0.5, while a wrong index, a missing tap or channel, or a misplaced gradient makes errors of
+// the order of the outputs themselves.
+inline double bound(Rounding r, int64_t terms, double mag, double want) {
+  double b = (std::pow(1 + r.u, r.operands) - 1 + double(terms + 1) * 0x1p-23) * mag;
+  return r.bf16_out ? b + r.u * (std::fabs(want) + b) : b;
+}
+
+// Checks every element of `got` (f32 or bf16) against the reference `want` within bound(r, terms,
+// mag[i], want[i]), and returns the largest relative error |got - want| / mag seen.
+inline double check_bound(const std::string& what, Rounding r, const Tensor& got, const ref::Vec& want, const ref::Vec& mag,
+                   int64_t terms) {
+  REQUIRE(size_t(got.numel()) == want.size());
+  ref::Vec g = values(got);
+  double worst = 0, rel = 0, fraction = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    double err = std::fabs(g[i] - want[i]), b = bound(r, terms, mag[i], want[i]);
+    if (std::isnan(err)) err = INFINITY;
+    if (mag[i] > 0) rel = std::max(rel, err / mag[i]);
+    if (b > 0) fraction = std::max(fraction, err / b);
+    if (err - b > worst) worst = err - b, at = i;
+  }
+  INFO(what << " (" << r.operands << " operands rounded" << (r.bf16_out ? ", low-precision output" : "") << ", " << terms
+            << " terms): largest excess over the bound " << worst << " at " << at << "; largest relative error " << rel
+            << ", largest fraction of the bound " << fraction);
+  CHECK(worst <= 0);
+  return rel;
+}
+
 // --- What runs: every backend (backends.h) with each low type it supports -----------------------
 
 // One (backend, low type) pair: the backend's fp32 context for the memory-bound ops (their

@@ -7,7 +7,7 @@
 #include "depthwise_tiled_model.h"
 #include "fastpath_fuzz.h"
 #ifdef TRAINER_HAVE_CUDA
-#include "core/ops/cuda/cuda_depthwise_tiled.h"
+#include "core/ops/cuda/cuda_path_counts.h"
 #endif
 
 using namespace trainer;
@@ -113,13 +113,13 @@ TEST_CASE("depthwise_conv2d (cuda): dw_tiled gives the general kernels' y and dx
     const Tensor dy = bc::make(ys, type, dyv);
     const Tensor wt = random_tensor(depthwise_conv2d_weight_shape(ch, p), rng);
     const Tensor b = p.bias ? random_tensor({ch}, rng) : Tensor();
-    const int64_t before = cuda::dw_tiled_calls();
+    const int64_t before = cuda::path_calls(cuda::PathCount::DwTiled);
     const Run t = run(tiled, p, x, wt, b, dy, want_dx);
-    const int64_t took = cuda::dw_tiled_calls() - before;
+    const int64_t took = cuda::path_calls(cuda::PathCount::DwTiled) - before;
     const Run t2 = run(tiled, p, x, wt, b, dy, want_dx);
-    const int64_t before_general = cuda::dw_tiled_calls();
+    const int64_t before_general = cuda::path_calls(cuda::PathCount::DwTiled);
     const Run r = run(general, p, x, wt, b, dy, want_dx);
-    CHECK(cuda::dw_tiled_calls() == before_general);  // the general context never takes them
+    CHECK(cuda::path_calls(cuda::PathCount::DwTiled) == before_general);  // the general context never takes them
     const int vec = int(16 / dtype_size(type));
     const bool vectors = ch % vec == 0;
     INFO("tiled calls " << took);

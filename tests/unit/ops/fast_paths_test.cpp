@@ -1,4 +1,4 @@
-// TRAINER_FAST_PATHS' grammar: the default set (every fast path but dw_tiled, not yet run on a GPU; attn_cudnn included since its GPU run), names on and off, "all", "default", "none", and the names it prints.
+// TRAINER_FAST_PATHS' grammar: the default set (every fast path but dw_tiled and conv_1x1_gemm, not yet run on a GPU; attn_cudnn included since its GPU run), names on and off, "all", "default", "none", and the names it prints.
 #include <catch2/catch.hpp>
 
 #include <stdexcept>
@@ -7,13 +7,16 @@
 
 using namespace trainer;
 
-TEST_CASE("fast paths: the default set is every path but dw_tiled (attn_cudnn included), a spec starts from it, all/default/none reset it") {
+TEST_CASE("fast paths: the default set is every path but dw_tiled and conv_1x1_gemm (attn_cudnn included), a spec starts from it, all/default/none reset it") {
   const FastPaths d = FastPaths::defaults();
   CHECK(d.has(FastPath::AttnCudnn));
   CHECK_FALSE(d.has(FastPath::DwTiled));
-  CHECK(d.with(FastPath::DwTiled, true) == FastPaths::all());
-  CHECK(FastPaths::parse("dw_tiled") == FastPaths::all());
-  CHECK(FastPaths::parse("all,-dw_tiled").str() == "default");
+  CHECK_FALSE(d.has(FastPath::Conv1x1Gemm));
+  CHECK(d.with(FastPath::DwTiled, true).with(FastPath::Conv1x1Gemm, true) == FastPaths::all());
+  CHECK(FastPaths::parse("dw_tiled,conv_1x1_gemm") == FastPaths::all());
+  CHECK(FastPaths::parse("all,-dw_tiled,-conv_1x1_gemm").str() == "default");
+  CHECK(FastPaths::parse("dw_tiled").has(FastPath::DwTiled));
+  CHECK_FALSE(FastPaths::parse("dw_tiled").has(FastPath::Conv1x1Gemm));
   CHECK(d.has(FastPath::AttnGemm));
   CHECK(d.has(FastPath::ConvWgrad));
   CHECK(d.str() == "default");

@@ -81,13 +81,14 @@ TRAINER_HD_INLINE float backward_data_at(const DwShape& s, const LoadDy& dy, con
   return acc;
 }
 
-// Chunks of the n·oh·ow rows for the filter gradient: about 32 rows or more each, at most 256
-// chunks (enough threads to fill a GPU for the small late layers; bounded partials for the large
-// early ones), none empty. A function of the shape alone.
-TRAINER_HD_INLINE void filter_chunks(int64_t rows, int64_t& chunks, int64_t& rows_per_chunk) {
-  chunks = (rows + 31) / 32;
+// Chunks of the n·oh·ow rows for the filter gradient: about `target` rows or more each (32 here),
+// at most `most` chunks (256 here: enough threads to fill a GPU for the small late layers; bounded
+// partials for the large early ones), none empty. A function of the shape alone.
+TRAINER_HD_INLINE void filter_chunks(int64_t rows, int64_t& chunks, int64_t& rows_per_chunk, int64_t target = 32,
+                                     int64_t most = 256) {
+  chunks = (rows + target - 1) / target;
   if (chunks < 1) chunks = 1;
-  if (chunks > 256) chunks = 256;
+  if (chunks > most) chunks = most;
   rows_per_chunk = (rows + chunks - 1) / chunks;
   chunks = rows_per_chunk > 0 ? (rows + rows_per_chunk - 1) / rows_per_chunk : 0;
 }

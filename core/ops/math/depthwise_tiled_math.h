@@ -49,18 +49,28 @@ TRAINER_HD_INLINE bool takes_window(const DwShape& s) {
          s.dh == 1 && s.dw == 1 && s.c > 0;
 }
 
+// Vector i of an NHWC tensor [n, h, w, C] seen as [n, h, w, C/V] vectors of V channels (channels
+// innermost): its first channel c0 and its position (n, y, x).
+template <int V, class I>
+TRAINER_HD_INLINE void vector_at(I i, int64_t c, int64_t h, int64_t w, I& n, I& y, I& x, I& c0) {
+  const I groups = I(c / V);
+  c0 = (i % groups) * I(V);
+  I r = i / groups;
+  x = r % I(w);
+  r /= I(w);
+  y = r % I(h);
+  n = r / I(h);
+}
+
 // Output vector i of y ([n, oh, ow, C/V] vectors of V channels, channels innermost): each channel
 // as depthwise_math::forward_at sums it (same terms, same order). x.vec(element, out) loads V
 // consecutive channels widened to float.
 template <int K, int S, int V, class LoadV, class I>
 TRAINER_HD_INLINE void forward_vec_at(const DwShape& s, const LoadV& x, const float* w, const float* b, I i,
                                       float (&acc)[V]) {
-  const I groups = I(s.c / V), sc = I(s.c), sih = I(s.ih), siw = I(s.iw);
-  const I c0 = (i % groups) * I(V);
-  I r = i / groups;
-  const I ox = r % I(s.ow);
-  r /= I(s.ow);
-  const I oy = r % I(s.oh), n = r / I(s.oh);
+  const I sc = I(s.c), sih = I(s.ih), siw = I(s.iw);
+  I n, oy, ox, c0;
+  vector_at<V>(i, s.c, s.oh, s.ow, n, oy, ox, c0);
   TRAINER_DW_UNROLL
   for (int j = 0; j < V; ++j) acc[j] = 0.0f;
   TRAINER_DW_UNROLL
@@ -89,12 +99,9 @@ TRAINER_HD_INLINE void forward_vec_at(const DwShape& s, const LoadV& x, const fl
 // depthwise_math::backward_data_at sums it (the taps covering the position, ky then kx).
 template <int K, int S, int V, class LoadV, class I>
 TRAINER_HD_INLINE void backward_data_vec_at(const DwShape& s, const LoadV& dy, const float* w, I i, float (&acc)[V]) {
-  const I groups = I(s.c / V), sc = I(s.c), soh = I(s.oh), sow = I(s.ow);
-  const I c0 = (i % groups) * I(V);
-  I r = i / groups;
-  const I ix = r % I(s.iw);
-  r /= I(s.iw);
-  const I iy = r % I(s.ih), n = r / I(s.ih);
+  const I sc = I(s.c), soh = I(s.oh), sow = I(s.ow);
+  I n, iy, ix, c0;
+  vector_at<V>(i, s.c, s.ih, s.iw, n, iy, ix, c0);
   TRAINER_DW_UNROLL
   for (int j = 0; j < V; ++j) acc[j] = 0.0f;
   TRAINER_DW_UNROLL
@@ -121,11 +128,7 @@ TRAINER_HD_INLINE void backward_data_vec_at(const DwShape& s, const LoadV& dy, c
 // Chunks of the rows for the filter gradient: about 128 rows each (16 per row lane), at most 2048
 // chunks, none empty. A function of the shape alone.
 TRAINER_HD_INLINE void filter_chunks(int64_t rows, int64_t& chunks, int64_t& rows_per_chunk) {
-  chunks = (rows + 127) / 128;
-  if (chunks < 1) chunks = 1;
-  if (chunks > 2048) chunks = 2048;
-  rows_per_chunk = (rows + chunks - 1) / chunks;
-  chunks = rows_per_chunk > 0 ? (rows + rows_per_chunk - 1) / rows_per_chunk : 0;
+  depthwise_math::filter_chunks(rows, chunks, rows_per_chunk, 128, 2048);
 }
 
 // Row lane `lane`'s sums over rows [row0, row1) of channel c: acc[ky·K + kx] the sum of

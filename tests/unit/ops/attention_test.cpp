@@ -44,16 +44,6 @@ Drawn draw(std::mt19937_64& rng, const Case& c, float rate) {
   return x;
 }
 
-// A context on GPU `dev` of precision p taking `fast` (deliberately never destroyed, as backends.h's).
-OpContext* gpu_context(const Device& dev, Precision p, FastPaths fast) {
-  ContextOptions o;
-  o.precision = p;
-  o.fast = fast;
-  OpContext* c = make_context(dev, o).release();
-  c->bind_thread();
-  return c;
-}
-
 // o, dq, dk and dv of x (H heads) by `kern` on backend `be`, twice (each from fresh NaN outputs).
 std::array<std::vector<ref::Vec>, 2> run_twice(const Backend& be, AttentionKernel& kern, const Drawn& x, int64_t H,
                                                float rate) {

@@ -149,4 +149,15 @@ inline const Backend* gpu_backend() {
   return nullptr;
 }
 
+// A context on GPU `dev` of precision p taking the fast paths `fast`, for the tests that compare a
+// GPU fast path with its reference path (deliberately never destroyed, as the backends' contexts).
+inline OpContext* gpu_context(const Device& dev, Precision p, FastPaths fast) {
+  ContextOptions o;
+  o.precision = p;
+  o.fast = fast;
+  OpContext* c = make_context(dev, o).release();
+  c->bind_thread();
+  return c;
+}
+
 }  // namespace trainer::test

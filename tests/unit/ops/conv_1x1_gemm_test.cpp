@@ -23,12 +23,7 @@ ref::Vec away_from_zero(const Shape& s, std::mt19937_64& rng, DType dt) {
 }
 
 OpContext* low_context(const Device& dev, Precision p, bool gemm) {
-  ContextOptions o;
-  o.precision = p;
-  o.fast = FastPaths::defaults().with(FastPath::Conv1x1Gemm, gemm);
-  OpContext* c = make_context(dev, o).release();  // kept for the process, as backends.h's
-  c->bind_thread();
-  return c;
+  return gpu_context(dev, p, FastPaths::defaults().with(FastPath::Conv1x1Gemm, gemm));
 }
 
 }  // namespace

@@ -18,14 +18,6 @@ namespace fz = trainer::test::fuzz;
 #ifdef TRAINER_HAVE_CUDA
 namespace {
 
-OpContext* tiled_context(const Device& dev, bool tiled) {
-  ContextOptions o;
-  o.fast = FastPaths::defaults().with(FastPath::DwTiled, tiled);
-  OpContext* c = make_context(dev, o).release();  // kept for the process, as backends.h's
-  c->bind_thread();
-  return c;
-}
-
 struct Run {
   Tensor y, dx, dw, db;  // host copies
 };
@@ -64,8 +56,9 @@ TEST_CASE("depthwise_conv2d (cuda): dw_tiled gives the general kernels' y and dx
   if (!gpu) return;
 #ifdef TRAINER_HAVE_CUDA
   const Device dev = gpu->ctx().device();
-  const Backend tiled{"cuda dw_tiled", tiled_context(dev, true), kCudaTolerance};
-  const Backend general{"cuda general", tiled_context(dev, false), kCudaTolerance};
+  const FastPaths d = FastPaths::defaults();
+  const Backend tiled{"cuda dw_tiled", gpu_context(dev, Precision::FP32, d.with(FastPath::DwTiled, true)), kCudaTolerance};
+  const Backend general{"cuda general", gpu_context(dev, Precision::FP32, d), kCudaTolerance};
   const fz::Budget budget(60);
   int64_t ran = 0, all_tiled = 0;
   for (int64_t c = 0; budget.more(c); ++c) {

@@ -1,10 +1,11 @@
-// Catch2 v2 entry point shared by every test executable: runs the session and exits 77 (skipped) when a test recorded a skip and nothing failed (skip.h).
+// Catch2 v2 entry point shared by every test executable: runs the session, removes its scratch folders if it passed (test_dirs.h), and exits 77 (skipped) when a test recorded a skip and nothing failed (skip.h).
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <iostream>
 
 #include "skip.h"
+#include "test_dirs.h"
 
 namespace {
 
@@ -31,5 +32,7 @@ int main(int argc, char* argv[]) {
     std::cerr << trainer::test::detail::require_error() << "\n";
     return 1;
   }
-  return trainer::test::detail::exit_code(session.run());
+  const int rc = session.run();
+  trainer::test::detail::finish_test_dirs(rc == 0);
+  return trainer::test::detail::exit_code(rc);
 }

@@ -11,22 +11,16 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
 
 #include "skip.h"
+#include "test_dirs.h"
 
 namespace fs = std::filesystem;
 
 namespace e2e {
 
-std::string temp_dir(const std::string& tag) {
-  static std::mt19937_64 rng(std::random_device{}());
-  fs::path p = fs::temp_directory_path() / ("trainer-e2e-" + tag + "-" + std::to_string(rng() % 1000000000));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+std::string temp_dir(const std::string& tag) { return trainer::test::test_dir("e2e-" + tag); }
 
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;

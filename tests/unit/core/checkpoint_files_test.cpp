@@ -12,6 +12,7 @@
 #include "core/run/callbacks.h"
 #include "core/io/file.h"
 #include "core/io/safetensors.h"
+#include "test_dirs.h"
 
 using namespace trainer;
 using Catch::Contains;
@@ -20,9 +21,8 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string temp_path(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("trainer-ckpt-unit-" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return (d / name).string();
+  static const std::string d = trainer::test::test_dir("ckpt-unit");
+  return (fs::path(d) / name).string();
 }
 
 std::string sample_file() {

@@ -12,18 +12,14 @@
 
 #include "core/io/file.h"
 #include "core/io/printable.h"
+#include "test_dirs.h"
 
 using namespace trainer;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string fresh_dir() {
-  fs::path d = fs::temp_directory_path() / ("trainer-input-file-" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
+std::string fresh_dir() { return trainer::test::test_dir("input-file"); }
 
 // The message of the InputFileError opening (and reading whole, within `max`) `path` throws.
 std::string refusal(const std::string& path, uint64_t max = UINT64_MAX) {

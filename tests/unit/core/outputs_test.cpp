@@ -14,18 +14,14 @@
 #include "core/io/curves.h"
 #include "core/io/run_dir.h"
 #include "skip.h"
+#include "test_dirs.h"
 
 using namespace trainer;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string temp_dir(const std::string& tag) {
-  fs::path p = fs::temp_directory_path() / ("trainer-outputs-" + tag + "-" + std::to_string(getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+std::string temp_dir(const std::string& tag) { return trainer::test::test_dir("outputs-" + tag); }
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

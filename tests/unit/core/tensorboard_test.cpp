@@ -11,18 +11,14 @@
 #include "core/io/crc32c.h"
 #include "core/io/file.h"
 #include "core/io/tensorboard.h"
+#include "test_dirs.h"
 
 using namespace trainer;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string fresh_dir(const std::string& tag) {
-  fs::path d = fs::temp_directory_path() / ("trainer-tb-" + tag + "-" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
+std::string fresh_dir(const std::string& tag) { return trainer::test::test_dir("tb-" + tag); }
 
 uint32_t u32_at(const std::string& s, size_t at) {
   uint32_t v = 0;

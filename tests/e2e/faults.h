@@ -65,6 +65,20 @@ inline std::string seconds(int ms) { return std::to_string(ms / 1000) + "." + st
 struct Reference {
   std::string dir;  // its run directory
 };
+// The references of earlier builds of this binary (the same path, another size or time: each
+// rebuild made one more, ~7 MB, and nothing removed them) beside `current`, with their locks.
+inline void remove_stale_references(const std::filesystem::path& current) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(current.parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.path() == current || name.rfind("trainer-faults-reference-", 0) != 0 || !e.is_directory(ec)) continue;
+    const std::string id = e2e::read_file((e.path() / "id").string());
+    if (id.rfind(std::string(TRAINER_BINARY) + "|", 0) != 0) continue;  // another binary's (or an older, unnamed one)
+    fs::remove_all(e.path(), ec);
+    fs::remove(e.path().string() + ".lock", ec);
+  }
+}
 inline const Reference& reference() {
   static const Reference ref = [] {
     namespace fs = std::filesystem;
@@ -83,9 +97,11 @@ inline const Reference& reference() {
         FAIL("the reference run failed: " << r.out << r.err);
       }
       e2e::write_file(dir + "/ref/done", "");
+      e2e::write_file(dir + "/id", id);
       std::error_code ec;
       fs::remove_all(home, ec);
       fs::rename(dir, home);
+      remove_stale_references(home);
     }
     ::close(fd);  // (releases the lock)
     return Reference{(home / "ref").string()};

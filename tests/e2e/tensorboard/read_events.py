@@ -15,9 +15,11 @@ where a non-finite simple_value is written as the string "nan", "inf" or "-inf".
 a record cut short, an Event that does not parse or re-encode differently, a first record that is
 not the file_version or a later one that is) is one line on stderr and exit status 1.
 """
+import atexit
 import json
 import math
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -94,6 +96,7 @@ def main():
         fail("usage: read_events.py TB_DIR")
     tb_dir = sys.argv[1]
     out_dir = tempfile.mkdtemp(prefix="tb_events_pb2_")
+    atexit.register(shutil.rmtree, out_dir, ignore_errors=True)  # (each run left one behind)
     subprocess.run(["protoc", "--proto_path=" + HERE, "--python_out=" + out_dir, "tb_events.proto"], check=True)
     sys.path.insert(0, out_dir)
     import tb_events_pb2 as pb  # noqa: E402 (generated just now)

@@ -17,7 +17,7 @@
 // for all taps, in blocks of 8 x 32 threads. Forward and backward data give the general kernels'
 // bits (tests/unit/ops/depthwise_tiled_test.cpp compares them on the GPU); the filter gradient
 // sums in another fixed order, reproduced bit for bit by its host model
-// (kernel_math_conv_test.cpp).
+// (kernel_math_dw_tiled_test.cpp).
 
 namespace trainer::cuda {
 namespace {

@@ -15,7 +15,7 @@
 //  - forward and backward data: one thread per position and V consecutive channels (a 16-byte
 //    vector of the storage type; C a multiple of V), the window's taps unrolled. Each channel's
 //    sum has the general kernels' terms in their order (fmaf, taps ky then kx, then the bias), so
-//    the results are the same bits as theirs (kernel_math_conv_test.cpp checks it on the host).
+//    the results are the same bits as theirs (kernel_math_dw_tiled_test.cpp checks it on the host).
 //  - filter gradient (and bias): the n·oh·ow rows are cut into chunks (filter_chunks: a function
 //    of the shape alone); a block of kRowLanes × kChanLanes threads takes one chunk and 32
 //    channels; the thread of row lane r sums rows row0 + r, row0 + r + kRowLanes, ... in order,

@@ -11,8 +11,8 @@
 #include "core/ops/cuda/cuda_conv_algo.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/cuda/cuda_path_counts.h"
-#include "core/ops/dense.h"
 #include "core/ops/cuda/cuda_reduce.cuh"
+#include "core/ops/dense.h"
 #include "core/ops/math/pad_math.h"
 
 // cuDNN's legacy convolution API (cudnn_cnn.h; cuDNN 9 API reference, cudnn_cnn library):

@@ -1,8 +1,6 @@
 // The dw_tiled fast path's CUDA kernels: depthwise conv2d forward, backward data and filter gradient for 3x3/5x5 windows at stride 1/2 (arithmetic in depthwise_tiled_math.h).
 #include "core/ops/cuda/cuda_depthwise_tiled.h"
 
-#include <type_traits>
-
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/cuda/cuda_path_counts.h"
@@ -103,22 +101,6 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
-// f(K, S) as integral constants for the windows the tiled kernels take.
-template <class F>
-void with_window(const DwShape& s, F&& f) {
-  using I3 = std::integral_constant<int, 3>;
-  using I5 = std::integral_constant<int, 5>;
-  using S1 = std::integral_constant<int, 1>;
-  using S2 = std::integral_constant<int, 2>;
-  if (s.kh == 3) {
-    if (s.sh == 1) f(I3{}, S1{});
-    else f(I3{}, S2{});
-  } else {
-    if (s.sh == 1) f(I5{}, S1{});
-    else f(I5{}, S2{});
-  }
-}
-
 constexpr int64_t kIndexLimit = int64_t(1) << 30;
 
 int64_t filter_slots(const DwShape& s, bool bias) { return int64_t(s.kh) * s.kw + (bias ? 1 : 0); }
@@ -147,7 +129,7 @@ bool dw_tiled_forward(CudaContext& c, const DwShape& s, const Tensor& x, const f
     using T = decltype(tag);
     if (!vectors_fit<T>(s, x, y)) return false;
     const int32_t vectors = int32_t(y.numel() / kVec<T>);
-    with_window(s, [&](auto k, auto st) {
+    dt::with_window(s, [&](auto k, auto st) {
       TRAINER_LAUNCH((tiled_forward_kernel<T, decltype(k)::value, decltype(st)::value>), grid_for(vectors, c), kBlock,
                      c.stream(), s, ptr<const T>(x), w, b, ptr<T>(y), vectors);
     });
@@ -161,7 +143,7 @@ bool dw_tiled_backward_data(CudaContext& c, const DwShape& s, const Tensor& dy, 
     using T = decltype(tag);
     if (!vectors_fit<T>(s, dy, dx)) return false;
     const int32_t vectors = int32_t(dx.numel() / kVec<T>);
-    with_window(s, [&](auto k, auto st) {
+    dt::with_window(s, [&](auto k, auto st) {
       TRAINER_LAUNCH((tiled_backward_data_kernel<T, decltype(k)::value, decltype(st)::value>), grid_for(vectors, c),
                      kBlock, c.stream(), s, ptr<const T>(dy), w, ptr<T>(dx), vectors);
     });
@@ -180,7 +162,7 @@ void dw_tiled_filter(CudaContext& c, const DwShape& s, const Tensor& x, const Te
   float* parts = partial.as<float>(c, size_t(chunks * per_chunk));  // grown once per shape
   dispatch_float("depthwise_conv2d", "x", x, [&](auto tag) {
     using T = decltype(tag);
-    with_window(s, [&](auto k, auto st) {
+    dt::with_window(s, [&](auto k, auto st) {
       TRAINER_LAUNCH((tiled_filter_kernel<T, decltype(k)::value, decltype(st)::value>), unsigned(chunks * groups),
                      kFilterBlock, c.stream(), s, ptr<const T>(x), ptr<const T>(dy), int32_t(rows), int32_t(per),
                      int32_t(groups), slots, parts);

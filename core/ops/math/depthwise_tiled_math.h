@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/ops/math/depthwise_math.h"
 #include "core/ops/math/hd.h"
@@ -47,6 +48,18 @@ constexpr int kWarp = 32;       // lanes of the chunk sum
 TRAINER_HD_INLINE bool takes_window(const DwShape& s) {
   return s.m == 1 && s.kh == s.kw && (s.kh == 3 || s.kh == 5) && s.sh == s.sw && (s.sh == 1 || s.sh == 2) &&
          s.dh == 1 && s.dw == 1 && s.c > 0;
+}
+
+// f(K, S) with the window and stride as integral constants, for a shape takes_window accepts: the
+// one dispatch from a run-time shape to the kernels' templates (the launches, the host model).
+template <class F>
+decltype(auto) with_window(const DwShape& s, F&& f) {
+  using K3 = std::integral_constant<int, 3>;
+  using K5 = std::integral_constant<int, 5>;
+  using S1 = std::integral_constant<int, 1>;
+  using S2 = std::integral_constant<int, 2>;
+  if (s.kh == 3) return s.sh == 1 ? f(K3{}, S1{}) : f(K3{}, S2{});
+  return s.sh == 1 ? f(K5{}, S1{}) : f(K5{}, S2{});
 }
 
 // Vector i of an NHWC tensor [n, h, w, C] seen as [n, h, w, C/V] vectors of V channels (channels

@@ -69,10 +69,9 @@ void filter_model(const DwShape& s, const float* x, const float* dy, bool bias, 
 // filter_model for the shape's window (dt::takes_window(s) must hold).
 inline void filter_model(const DwShape& s, const float* x, const float* dy, bool bias, std::vector<float>& dw,
                          std::vector<float>& db) {
-  if (s.kh == 3 && s.sh == 1) filter_model<3, 1>(s, x, dy, bias, dw, db);
-  else if (s.kh == 3) filter_model<3, 2>(s, x, dy, bias, dw, db);
-  else if (s.sh == 1) filter_model<5, 1>(s, x, dy, bias, dw, db);
-  else filter_model<5, 2>(s, x, dy, bias, dw, db);
+  dt::with_window(s, [&](auto k, auto st) {
+    filter_model<decltype(k)::value, decltype(st)::value>(s, x, dy, bias, dw, db);
+  });
 }
 
 }  // namespace trainer::test::dw_tiled

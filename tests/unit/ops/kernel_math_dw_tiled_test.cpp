@@ -79,10 +79,9 @@ int64_t vector_mismatches(const DwShape& s, const std::vector<float>& x, const s
 template <int V>
 int64_t vector_mismatches(const DwShape& s, const std::vector<float>& x, const std::vector<float>& w,
                           const float* b, const std::vector<float>& dy) {
-  if (s.kh == 3 && s.sh == 1) return vector_mismatches<3, 1, V>(s, x, w, b, dy);
-  if (s.kh == 3) return vector_mismatches<3, 2, V>(s, x, w, b, dy);
-  if (s.sh == 1) return vector_mismatches<5, 1, V>(s, x, w, b, dy);
-  return vector_mismatches<5, 2, V>(s, x, w, b, dy);
+  return dt::with_window(s, [&](auto k, auto st) {
+    return vector_mismatches<decltype(k)::value, decltype(st)::value, V>(s, x, w, b, dy);
+  });
 }
 
 // max |got - want| / (depth·u·magnitude) over the values (NaN: infinite).

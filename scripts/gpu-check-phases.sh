@@ -26,11 +26,13 @@ config_run() {
   row "$name" "$(printf 'exit %-3s loss %-9s val_accuracy %-8s s/epoch %s' "$rc" "${loss:-n/a}" "${acc:-n/a}" "${secs:-n/a}")"
   [ "$rc" != 0 ] && row "  (exit $rc)" "$(grep -v '^\s*$' "$dir.log" | tail -1)"
   # Where the last epoch's time went (metrics.jsonl's time_*_s: input, step, wait, log, checkpoint,
-  # validation, epoch_end, other), in ms.
-  local parts
+  # validation, epoch_end, other; step_staging and step_launch inside step), in ms, and its
+  # host_waits (about one a step: the host and the GPU took turns).
+  local parts waits
   parts=$(tail -1 "$dir/metrics.jsonl" 2>/dev/null | grep -oE '"time_[a-z_]+_s": *-?[0-9.e+-]+' |
     sed -E 's/"time_([a-z_]+)_s": *(.*)/\1 \2/' | awk '{printf "%s %.0f  ", $1, $2 * 1000}')
-  [ -n "$parts" ] && row "  (ms of the last epoch)" "$parts"
+  waits=$(tail -1 "$dir/metrics.jsonl" 2>/dev/null | sed -nE 's/.*"host_waits": *([0-9.e+]+).*/\1/p')
+  [ -n "$parts" ] && row "  (ms of the last epoch)" "$parts${waits:+ host_waits $waits}"
 }
 
 cifar() {  # unpacks the shared CIFAR-10 JPEGs into /tmp/cifar once; false when they are missing

@@ -1,16 +1,28 @@
-// Registry of per-device-kind context factories, the host-wait counter, and read_back's bookkeeping.
+// Registry of per-device-kind context factories, the host-wait counter and host call times, and read_back's bookkeeping.
 #include "core/ops/context.h"
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <string>
 
 namespace trainer {
 
 static std::atomic<uint64_t> g_host_waits{0};
-void count_host_wait() { g_host_waits.fetch_add(1, std::memory_order_relaxed); }
+static thread_local HostCallTimes t_host_calls;
+void count_host_wait() {
+  g_host_waits.fetch_add(1, std::memory_order_relaxed);
+  ++t_host_calls.waits;
+}
 uint64_t host_waits() { return g_host_waits.load(std::memory_order_relaxed); }
+const HostCallTimes& host_call_times() { return t_host_calls; }
+
+static int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+HostCallTimer::HostCallTimer(Field field) : field_(field), t0_(steady_ns()) {}
+HostCallTimer::~HostCallTimer() { t_host_calls.*field_ += steady_ns() - t0_; }
 
 static std::array<ContextFactory, kNumDeviceKinds>& context_table() {
   static std::array<ContextFactory, kNumDeviceKinds> t;

@@ -181,6 +181,29 @@ struct ContextOptions {
 void count_host_wait();
 uint64_t host_waits();
 
+// The calling thread's host time inside the device calls that queue a step's work, and its waits
+// of count_host_wait, so far: what a GPU step's host time is made of (metrics.jsonl's
+// time_step_staging_s, time_step_launch_s and host_waits). A CPU context adds nothing.
+struct HostCallTimes {
+  int64_t staging_ns = 0;  // copies into pinned staging: the memcpy, a wait for a staging buffer, the queued copy
+  int64_t launch_ns = 0;   // launches of recorded programs (a CUDA graph's replay)
+  uint64_t waits = 0;      // count_host_wait's waits
+};
+const HostCallTimes& host_call_times();
+// Adds its lifetime to the calling thread's `field` of HostCallTimes.
+class HostCallTimer {
+ public:
+  using Field = int64_t HostCallTimes::*;
+  explicit HostCallTimer(Field field);
+  ~HostCallTimer();
+  HostCallTimer(const HostCallTimer&) = delete;
+  HostCallTimer& operator=(const HostCallTimer&) = delete;
+
+ private:
+  Field field_;
+  int64_t t0_;
+};
+
 // Contexts are made through a registry keyed by device kind, so the engine never names a backend.
 using ContextFactory = std::function<std::unique_ptr<OpContext>(Device, const ContextOptions&)>;
 void register_context(DeviceKind k, ContextFactory f);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/ops/context.h"
 #include "core/run/callbacks.h"
 #include "core/run/epoch_times.h"
 #include "core/run/test_hooks.h"
@@ -163,6 +164,18 @@ bool EpochLoop::train_steps(int epoch, int64_t first, int64_t& step, double& lr,
   Batch b;
   mark_step(rank_, global_step_);
   mark_phase(rank_, Phase::Input);
+  // The steps' host calls and waits (validation's are its own), added to the epoch's when they end.
+  const HostCallTimes calls0 = host_call_times();
+  struct AddCalls {
+    EpochTimes& t;
+    const HostCallTimes& from;
+    ~AddCalls() {
+      const HostCallTimes& now = host_call_times();
+      t.staging += 1e-9 * double(now.staging_ns - from.staging_ns);
+      t.launch += 1e-9 * double(now.launch_ns - from.launch_ns);
+      t.host_waits += double(now.waits - from.waits);
+    }
+  } add_calls{times_, calls0};
   while (step < steps && !stop) {
     bool got = false;
     {

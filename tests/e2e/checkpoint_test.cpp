@@ -385,6 +385,12 @@ TEST_CASE("e2e checkpoint: statistics read three steps late (a GPU's recorded st
     CHECK(j["time_checkpoint_s"].get<double>() > 0);  // global steps 4 and 8, 12 and 16, 24 and 28
     CHECK(std::abs(parts + j["time_other_s"].get<double>() - j["time_s"].get<double>()) < 1e-6);
     CHECK(j["time_other_s"].get<double>() > -1e-6);
+    // The step's host calls into a device (staging copies, programs' launches) and the waits that
+    // left it idle: none on the CPU.
+    for (const char* k : {"time_step_staging_s", "time_step_launch_s", "host_waits"}) {
+      REQUIRE(j.contains(k));
+      CHECK(j[k].get<double>() == 0);
+    }
   }
   CHECK(epochs == 3);
   const std::vector<std::string> now = weights(dir + "/now");

@@ -16,7 +16,10 @@ class CudaGraph final : public CapturedWork {
   }
   void replay() override {
     for (size_t i = 0; i < pieces_.size(); ++i) {
-      if (pieces_[i].exec) CUDA_CHECK(cudaGraphLaunch(pieces_[i].exec, stream_));
+      if (pieces_[i].exec) {
+        HostCallTimer timed(&HostCallTimes::launch_ns);
+        CUDA_CHECK(cudaGraphLaunch(pieces_[i].exec, stream_));
+      }
       if (i < steps_.size()) steps_[i]();
     }
   }

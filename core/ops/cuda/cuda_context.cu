@@ -264,6 +264,7 @@ void CudaContext::copy_from_host(void* dst, const void* src, size_t bytes) {
   if (capturing_)
     throw DeviceError(device().str() + ": a copy from host memory while a CUDA graph is captured (a step's inputs go "
                       "into its buffers before the program)");
+  HostCallTimer timed(&HostCallTimes::staging_ns);
   const bool small = bytes <= kSmallCopy;
   Staging& s = small ? staging_[next_small_] : staging_[kSmallSlots + next_large_];
   if (small) next_small_ = (next_small_ + 1) % kSmallSlots;

@@ -31,6 +31,7 @@ struct Outcome {
   std::vector<double> losses;
   int recorded = 0;
   uint64_t last_waits = 0;  // the host's waits for the device (host_waits) over steps 7 to 9
+  HostCallTimes last_calls;  // this thread's host calls over steps 7 to 9 (differences)
 };
 
 // 10 steps (batch 6 four times, then 4 three times — an epoch's uneven end —, then 6 again) at a
@@ -54,8 +55,9 @@ Outcome train(const RunSpec& e, Device device, Path path, int classes = 5) {
     }
   };
   uint64_t waits = 0;
+  HostCallTimes calls;
   for (int s = 0; s < 10; ++s) {
-    if (s == 7) waits = host_waits();
+    if (s == 7) waits = host_waits(), calls = host_call_times();
     const HostBatch& b = s >= 4 && s < 7 ? four : six;
     const float lr = 0.05f / float(1 + s);
     const uint64_t seed = 1000 + uint64_t(s);
@@ -68,6 +70,8 @@ Outcome train(const RunSpec& e, Device device, Path path, int classes = 5) {
     read(path != Path::Deferred);
   }
   out.last_waits = host_waits() - waits;
+  const HostCallTimes& now = host_call_times();
+  out.last_calls = {now.staging_ns - calls.staging_ns, now.launch_ns - calls.launch_ns, now.waits - calls.waits};
   read(true);
   out.weights = rep.executor().params().download(rep.context());
   out.recorded = rep.recorded_steps();
@@ -125,6 +129,12 @@ TEST_CASE("fixed step: CUDA graphs on and off give the same bits after 10 steps"
     // for an older step while a later one runs is not a sync).
     CHECK(on.last_waits == 3);
     CHECK(deferred.last_waits == 0);
+    // This thread's share of them, its copies into staging (the batch, the labels, step memory)
+    // and its replays' launches: none where nothing was recorded.
+    CHECK(on.last_calls.waits == on.last_waits);
+    CHECK(on.last_calls.staging_ns > 0);
+    CHECK(on.last_calls.launch_ns > 0);
+    CHECK(off.last_calls.launch_ns == 0);
     // Batch sizes 6 and 4 were each recorded once (their first step plans, the second records).
     CHECK(on.recorded == 2);
     CHECK(off.recorded == 0);

@@ -1,9 +1,11 @@
-// Statistics read late: OpContext::read_back's tickets, StepStats and the PendingSteps window.
+// Statistics read late: OpContext::read_back's tickets, StepStats and the PendingSteps window; the host's call times.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstring>
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "core/runtime/step_stats.h"
@@ -131,4 +133,38 @@ TEST_CASE("PendingSteps: oldest first, landed ones at once, at most `lag` unread
     }
     CHECK(read == 3 * OpContext::kReadBackSlots - (OpContext::kReadBackSlots / 2 - 1));
   }
+}
+
+TEST_CASE("HostCallTimes: a timer adds its lifetime to its own thread's field, a host wait to its thread's count") {
+  const HostCallTimes before = host_call_times();
+  const uint64_t global = host_waits();
+  {
+    HostCallTimer timed(&HostCallTimes::launch_ns);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  count_host_wait();
+  const HostCallTimes after = host_call_times();
+  CHECK(after.launch_ns - before.launch_ns >= 20'000'000);
+  CHECK(after.launch_ns - before.launch_ns < 2'000'000'000);
+  CHECK(after.staging_ns == before.staging_ns);
+  CHECK(after.waits == before.waits + 1);
+  CHECK(host_waits() >= global + 1);  // every thread's
+  // Another thread's timers and waits are its own.
+  HostCallTimes other;
+  std::thread t([&] {
+    {
+      HostCallTimer timed(&HostCallTimes::staging_ns);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    count_host_wait();
+    other = host_call_times();
+  });
+  t.join();
+  CHECK(other.staging_ns >= 5'000'000);
+  CHECK(other.launch_ns == 0);
+  CHECK(other.waits == 1);
+  const HostCallTimes mine = host_call_times();
+  CHECK(mine.staging_ns == after.staging_ns);
+  CHECK(mine.launch_ns == after.launch_ns);
+  CHECK(mine.waits == after.waits);
 }

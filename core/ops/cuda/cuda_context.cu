@@ -199,8 +199,11 @@ CudaContext::CudaContext(Device d, const ContextOptions& o)
     CUBLAS_CHECK(cublasCreate(&cublas_));
     CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
     // fp32 GEMMs (cublasSgemm: dense, LSTM) in TF32 only when asked (ContextOptions::tf32); the
-    // default math mode is true fp32. GemmEx with bf16/f16 operands uses tensor cores either way.
-    CUBLAS_CHECK(cublasSetMathMode(cublas_, tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    // default math mode is true fp32. GemmEx with bf16/f16 operands uses tensor cores either way;
+    // its split-K partial sums stay fp32 (no reduced-precision reduction, which PyTorch allows by
+    // default), so that a bf16/f16 output is rounded once, as the op tests' bounds assume.
+    const cublasMath_t math = tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+    CUBLAS_CHECK(cublasSetMathMode(cublas_, cublasMath_t(int(math) | int(CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION))));
   } catch (...) {
     release();
     throw;

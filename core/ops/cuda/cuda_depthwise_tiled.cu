@@ -120,8 +120,9 @@ bool dw_tiled_takes(const DwShape& s, bool bias) {
   const int64_t rows = s.n * s.oh * s.ow;
   int64_t chunks = 0, per = 0;
   dt::filter_chunks(rows, chunks, per);
+  // (The sum kernel's threads, a warp per value of [slots][C], count in 32 bits too.)
   return s.n * s.ih * s.iw * s.c < kIndexLimit && rows * s.c < kIndexLimit &&
-         chunks * filter_slots(s, bias) * s.c < kIndexLimit;
+         chunks * filter_slots(s, bias) * s.c < kIndexLimit && filter_slots(s, bias) * s.c * dt::kWarp < kIndexLimit;
 }
 
 bool dw_tiled_forward(CudaContext& c, const DwShape& s, const Tensor& x, const float* w, const float* b, Tensor& y) {

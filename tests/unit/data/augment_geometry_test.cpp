@@ -92,6 +92,10 @@ TEST_CASE("augment: random crop with padding as torchvision RandomCrop") {
   a = parse("{crop: {size: 2}}");
   CHECK(a.output_shape(img) == Shape{2, 2, 1});
   CHECK(run(a, img, src, crop_at(1, 2)) == V{6, 7, 10, 11});
+  // ... mirrored within itself when flipped (not within the image: its columns 1-2, not 1-0).
+  a = parse("{crop: {size: 2}, flip: horizontal}");
+  CHECK(run(a, img, src, crop_at(1, 1, true)) == V{6, 5, 10, 9});
+  CHECK(run(a, img, src, crop_at(0, 2, true)) == V{3, 2, 7, 6});
   // The shift applies last; its fill covers the crop's padding.
   a = parse("{crop: {size: [3, 4], padding: 1, fill: 7}, shift: 0.4, fill_mode: constant, fill_value: 9}");
   CHECK(run(a, img, src, [] { RandomParams p = crop_at(0, 0); p.dy = 1; return p; }()) ==

@@ -200,6 +200,47 @@ TEST_CASE("loader: results do not depend on runs, worker count or timing") {
       CHECK(by_index.at(b.indices[size_t(j)]) == std::vector<float>(b.images.f32() + j * 432, b.images.f32() + (j + 1) * 432));
 }
 
+TEST_CASE("loader: the shuffle draws every order equally often, a new one each epoch") {
+  // Every permutation of 4 samples over 24,000 (seed, epoch) pairs: each of the 24 about 1,000
+  // times (a standard deviation of ~31; 150 is ~5 of them). A biased shuffle fails: Sattolo's
+  // variant (the swap partner drawn below i) makes only the 6 cyclic orders.
+  std::map<std::vector<int64_t>, int> counts;
+  for (uint64_t seed = 0; seed < 240; ++seed)
+    for (int64_t e = 0; e < 100; ++e) ++counts[Loader::permutation(4, seed, e, true)];
+  CHECK(counts.size() == 24);
+  for (const auto& [order, n] : counts) {
+    INFO(order[0] << order[1] << order[2] << order[3]);
+    CHECK(n > 850);
+    CHECK(n < 1150);
+  }
+  // Two samples: both orders; one: itself; no shuffle: the identity.
+  std::map<std::vector<int64_t>, int> two;
+  for (int64_t e = 0; e < 200; ++e) ++two[Loader::permutation(2, 5, e, true)];
+  CHECK(two.size() == 2);
+  CHECK(Loader::permutation(1, 5, 3, true) == std::vector<int64_t>{0});
+  CHECK(Loader::permutation(3, 5, 3, false) == std::vector<int64_t>{0, 1, 2});
+}
+
+TEST_CASE("loader: a sample's random augmentation is drawn anew each epoch, the same on a rerun") {
+  auto ds = test::dataset_from("{type: synthetic, size: 40, image_size: 12}");
+  LoaderOptions o = opts(8, 2, false);  // no shuffle: batch j holds the same samples every epoch
+  o.augment.shift = 0.2f;
+  o.augment.flip_horizontal = true;
+  Loader l(ds, o);
+  const std::vector<Batch> a = epoch(l, 2), b = epoch(l, 3);
+  CHECK(all_indices(a) == all_indices(b));
+  // Per sample: the same image in epoch 2 as in a rerun of it, another in epoch 3 for nearly all
+  // (the same draw — flip and both shifts in [-2, 2] — has a chance of 1/50).
+  const std::vector<float> pa = all_pixels(a), pb = all_pixels(b), again = all_pixels(epoch(l, 2));
+  CHECK(pa == again);
+  const size_t per = 12 * 12 * 3;
+  REQUIRE(pa.size() == 40 * per);
+  int differ = 0;
+  for (size_t i = 0; i < 40; ++i)
+    differ += !std::equal(pa.begin() + i * per, pa.begin() + (i + 1) * per, pb.begin() + i * per);
+  CHECK(differ >= 34);
+}
+
 TEST_CASE("loader: per-pixel mean is removed from the training set") {
   auto ds = test::dataset_from("{type: synthetic, size: 50, image_size: 6}");
   LoaderOptions o = opts(7, 2);

@@ -90,15 +90,16 @@ Callbacks::EpochEnd Callbacks::on_epoch_end(int epoch, const Metrics& row, doubl
         if (std::isnan(b)) return true;
         return p.max ? a > b + p.min_delta : a < b - p.min_delta;
       };
-      bool in_cooldown = p.cooldown_counter > 0;
-      if (in_cooldown) {
+      if (p.cooldown_counter > 0) {
         --p.cooldown_counter;
         p.wait = 0;
       }
+      // Keras asks in_cooldown() again after the decrement: the epoch that ends a cooldown counts
+      // toward the wait (so `cooldown: N` skips N - 1 epochs, and 1 none).
       if (better(current, p.best)) {
         p.best = current;
         p.wait = 0;
-      } else if (!in_cooldown) {
+      } else if (p.cooldown_counter == 0) {
         if (++p.wait >= p.patience) {
           if (float(lr) > float(p.min_lr)) {
             double new_lr = std::max(lr * p.factor, p.min_lr);

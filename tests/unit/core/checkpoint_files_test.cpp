@@ -137,6 +137,12 @@ TEST_CASE("callbacks: EarlyStopping follows Keras (patience, min_delta, mode, ba
   CHECK_FALSE(reached.on_epoch_end(0, {{"loss", 0.9}}, 0.1).stop);  // beats the baseline: wait reset
   CHECK_FALSE(reached.on_epoch_end(1, {{"loss", 0.85}}, 0.1).stop);
 
+  // An equal value is no improvement (Keras's strict ops.greater / ops.less): a repeated accuracy,
+  // as small validation sets give, counts toward the patience.
+  Callbacks same(read_callbacks(section("early_stopping: {monitor: val_accuracy, patience: 1}"), names));
+  CHECK_FALSE(same.on_epoch_end(0, {{"val_accuracy", 0.5}}, 0.1).stop);
+  CHECK(same.on_epoch_end(1, {{"val_accuracy", 0.5}}, 0.1).stop);
+
   CHECK_THROWS_WITH(Callbacks(read_callbacks(section("early_stopping: {monitor: val_los}"), names)),
                     Contains("no metric 'val_los'") && Contains("did you mean 'val_loss'"));
   CHECK_THROWS_WITH(Callbacks(read_callbacks(section("early_stopping: {}"), {"accuracy", "loss", "lr"})),
@@ -153,12 +159,27 @@ TEST_CASE("callbacks: ReduceLROnPlateau follows Keras (patience, cooldown, min_l
     for (auto& m : r.messages) said.push_back(m);
     lr = cb.adjust_lr(0.1);
   }
-  // epoch 1: 0.1 -> 0.05; epoch 2 in cooldown; epoch 3: 0.05 -> 0.025; epoch 5: -> 0.02 (min_lr)
+  // keras/src/callbacks/reduce_lr_on_plateau.py asks in_cooldown() after decrementing the
+  // counter, so a cooldown of 1 ends within the epoch after a reduction, which counts: epoch 1:
+  // 0.1 -> 0.05; epoch 2: 0.05 -> 0.025; epoch 3: -> 0.02 (min_lr); then none (not above min_lr).
   REQUIRE(said.size() == 3);
   CHECK(said[0] == "Epoch 2: ReduceLROnPlateau reducing learning rate to 0.05.");
-  CHECK(said[1] == "Epoch 4: ReduceLROnPlateau reducing learning rate to 0.025.");
-  CHECK(said[2] == "Epoch 6: ReduceLROnPlateau reducing learning rate to 0.02.");
+  CHECK(said[1] == "Epoch 3: ReduceLROnPlateau reducing learning rate to 0.025.");
+  CHECK(said[2] == "Epoch 4: ReduceLROnPlateau reducing learning rate to 0.02.");
   CHECK(std::abs(cb.adjust_lr(0.1) - 0.02) < 1e-12);
+  // min_delta 0: an equal loss is no improvement (np.less(a, best - 0)), so the rate falls at epoch 2.
+  Callbacks flat(read_callbacks(section("reduce_lr_on_plateau: {monitor: loss, patience: 1, min_delta: 0}"), names));
+  CHECK(flat.on_epoch_end(0, {{"loss", 1.0}}, 0.1).messages.empty());
+  CHECK(flat.on_epoch_end(1, {{"loss", 1.0}}, 0.1).messages.size() == 1);
+  // cooldown 2 keeps one epoch out of the wait: reductions at epochs 2, 4 and 6 (1-based).
+  Callbacks two(read_callbacks(section("reduce_lr_on_plateau: {monitor: loss, patience: 1, cooldown: 2, factor: 0.5}"), names));
+  std::vector<int> reduced;
+  lr = 0.1;
+  for (int e = 0; e < 6; ++e) {
+    if (!two.on_epoch_end(e, {{"loss", 1.0}}, lr).messages.empty()) reduced.push_back(e + 1);
+    lr = two.adjust_lr(0.1);
+  }
+  CHECK(reduced == std::vector<int>{2, 4, 6});
 
   Callbacks again(read_callbacks(section("reduce_lr_on_plateau: {monitor: loss, patience: 1, cooldown: 1, factor: 0.5, min_lr: 0.02}"), names));
   again.restore(cb.state());

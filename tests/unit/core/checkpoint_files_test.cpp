@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/checkpoint/checkpoint.h"
+#include "core/checkpoint/checkpointer.h"
 #include "core/io/config.h"
 #include "core/run/callbacks.h"
 #include "core/io/file.h"
@@ -193,6 +194,52 @@ TEST_CASE("callbacks: ReduceLROnPlateau follows Keras (patience, cooldown, min_l
   CHECK(nan.on_batch_end(3, 0.5, &msg));
   CHECK_FALSE(nan.on_batch_end(4, NAN, &msg));
   CHECK(msg == "Batch 4: Invalid loss, terminating training");
+}
+
+namespace {
+
+// One trainable parameter of one float, no optimizer state: enough for Checkpointer's files.
+class OneFloat final : public ModelState {
+ public:
+  OneFloat() : entries_{{"w", ParamSpec{"w", Shape{1}}, 0}} {}
+  const std::vector<ParamEntry>& entries() const override { return entries_; }
+  int64_t total_floats() const override { return 1; }
+  std::vector<float> download_weights() override { return {w_}; }
+  void upload_weights(const std::vector<float>& w) override { w_ = w.at(0); }
+  std::vector<std::string> optimizer_state_names() override { return {}; }
+  std::vector<float> download_state(const std::string&) override { return {}; }
+  void upload_state(const std::string&, const std::vector<float>&) override {}
+  int64_t optimizer_steps() const override { return 0; }
+  void set_optimizer_steps(int64_t) override {}
+  bool has_average() const override { return false; }
+  std::vector<float> download_average() override { return {}; }
+  void upload_average(const std::vector<float>&) override {}
+  float w_ = 0.5f;
+
+ private:
+  std::vector<ParamEntry> entries_;
+};
+
+}  // namespace
+
+TEST_CASE("checkpoint best: written only when the metric strictly improves (Keras's save_best_only)") {
+  const std::string dir = temp_path("best-run");
+  auto doc = cfg::parse_document("checkpoint: {best: val_accuracy}", "c.yaml");
+  Checkpointer ck(read_checkpoint_spec(cfg::root(doc).child("checkpoint")), dir, nullptr, {});
+  OneFloat m;
+  TrainState s;
+  s.global_batch = 8, s.reason = "epoch", s.config_hash = "h";
+  s.epoch = 1;
+  CHECK(ck.update_best(m, s, {{"val_accuracy", 0.5}}) ==
+        "Epoch 1: val_accuracy improved from -inf to 0.50000, saving model to " + dir + "/best.safetensors");
+  // An equal value does not improve (np.greater): the file keeps the first epoch's weights.
+  m.w_ = 2.0f;
+  s.epoch = 2;
+  CHECK(ck.update_best(m, s, {{"val_accuracy", 0.5}}) == "Epoch 2: val_accuracy did not improve from 0.50000");
+  CHECK(read_checkpoint(dir + "/best.safetensors").state.epoch == 1);
+  s.epoch = 3;
+  CHECK_THAT(ck.update_best(m, s, {{"val_accuracy", 0.75}}), Contains("improved from 0.50000 to 0.75000"));
+  CHECK(read_checkpoint(dir + "/best.safetensors").state.epoch == 3);
 }
 
 TEST_CASE("config hash: leaves out devices and checkpoint settings, and leaves the document as it was") {

@@ -66,6 +66,20 @@ inline std::vector<Case> config_cases() {
        .config = with_model("model:\n  input: [8, 8, 3]\n  blocks:\n    cb: {params: [filters], layers: [{type: conv2d, filters: $filters, kernel: 3}]}\n"
                             "  layers:\n    - {type: cb, filters: 4, filtrs: 4}\n    - {type: global_avg_pool2d}\n    - {type: dense, units: 3}\n"),
        .expect = "c.yaml:7:30: unknown key 'filtrs' in layer 'cb_1' (a 'cb' block) (did you mean 'filters'?)"},
+      {.cat = "unknown key", .name = "callbacks", .config = kBase + "callbacks: {early_stoping: {monitor: loss}}\n",
+       .expect = "c.yaml:17:13: unknown key 'early_stoping' in the callbacks section (did you mean 'early_stopping'?)"},
+      {.cat = "unknown key", .name = "early_stopping", .config = kBase + "callbacks:\n  early_stopping: {monitor: loss, patiance: 3}\n",
+       .expect = "c.yaml:18:35: unknown key 'patiance' in early_stopping (did you mean 'patience'?)"},
+      {.cat = "unknown key", .name = "reduce_lr_on_plateau",
+       .config = kBase + "callbacks:\n  reduce_lr_on_plateau: {monitor: loss, factr: 0.5}\n",
+       .expect = "c.yaml:18:41: unknown key 'factr' in reduce_lr_on_plateau (did you mean 'factor'?)"},
+      {.cat = "unknown key", .name = "train.ema",
+       .config = changed({{"batch_size: 4}", "batch_size: 4, ema: {decay: 0.99, evry: 2}}"}}),
+       .expect = "c.yaml:13:54: unknown key 'evry' in train.ema (did you mean 'every'?)"},
+      {.cat = "unknown key", .name = "logging", .config = kBase + "logging: {tensorbord: false}\n",
+       .expect = "c.yaml:17:11: unknown key 'tensorbord' in the logging section (did you mean 'tensorboard'?)"},
+      {.cat = "unknown key", .name = "checkpoint", .config = kBase + "checkpoint: {every: 1, kepp: 3}\n",
+       .expect = "c.yaml:17:24: unknown key 'kepp' in the checkpoint section (did you mean 'keep'?)"},
 
       // ---- wrong types ------------------------------------------------------------------------------
       {.cat = "wrong type", .name = "integer", .config = changed({{"epochs: 1", "epochs: ten"}}),

@@ -17,6 +17,9 @@ void count_host_wait() {
 }
 uint64_t host_waits() { return g_host_waits.load(std::memory_order_relaxed); }
 const HostCallTimes& host_call_times() { return t_host_calls; }
+HostCallTimes host_calls_since(const HostCallTimes& from) {
+  return {t_host_calls.staging_ns - from.staging_ns, t_host_calls.launch_ns - from.launch_ns, t_host_calls.waits - from.waits};
+}
 
 static int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();

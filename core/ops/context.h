@@ -190,6 +190,8 @@ struct HostCallTimes {
   uint64_t waits = 0;      // count_host_wait's waits
 };
 const HostCallTimes& host_call_times();
+// The calling thread's HostCallTimes since `from` (an earlier host_call_times() of this thread).
+HostCallTimes host_calls_since(const HostCallTimes& from);
 // Adds its lifetime to the calling thread's `field` of HostCallTimes.
 class HostCallTimer {
  public:

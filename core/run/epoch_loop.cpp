@@ -170,10 +170,10 @@ bool EpochLoop::train_steps(int epoch, int64_t first, int64_t& step, double& lr,
     EpochTimes& t;
     const HostCallTimes& from;
     ~AddCalls() {
-      const HostCallTimes& now = host_call_times();
-      t.staging += 1e-9 * double(now.staging_ns - from.staging_ns);
-      t.launch += 1e-9 * double(now.launch_ns - from.launch_ns);
-      t.host_waits += double(now.waits - from.waits);
+      const HostCallTimes d = host_calls_since(from);
+      t.staging += 1e-9 * double(d.staging_ns);
+      t.launch += 1e-9 * double(d.launch_ns);
+      t.host_waits += double(d.waits);
     }
   } add_calls{times_, calls0};
   while (step < steps && !stop) {

@@ -70,8 +70,7 @@ Outcome train(const RunSpec& e, Device device, Path path, int classes = 5) {
     read(path != Path::Deferred);
   }
   out.last_waits = host_waits() - waits;
-  const HostCallTimes& now = host_call_times();
-  out.last_calls = {now.staging_ns - calls.staging_ns, now.launch_ns - calls.launch_ns, now.waits - calls.waits};
+  out.last_calls = host_calls_since(calls);
   read(true);
   out.weights = rep.executor().params().download(rep.context());
   out.recorded = rep.recorded_steps();

@@ -1,9 +1,9 @@
 // Statistics read late: OpContext::read_back's tickets, StepStats and the PendingSteps window; the host's call times.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
-#include <chrono>
 #include <stdexcept>
 #include <thread>
 #include <vector>

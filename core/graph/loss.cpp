@@ -7,6 +7,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "core/ops/activation.h"
 #include "core/ops/sigmoid_xent.h"
 
 namespace trainer {
@@ -128,11 +129,25 @@ std::unique_ptr<Loss> make_loss(const std::string& name, OpContext& ctx, const L
   return it->second.make(ctx, o);
 }
 
+// The probabilities an output layer makes ("softmax", "sigmoid"), under either of its names (the
+// shorthand layer, or `activation` with that function); "" for any other layer.
+static std::string output_probabilities(const Layer& l) {
+  std::string f = l.type();
+  if (f == "activation" && l.activation()) f = activation_name(*l.activation());
+  return f == "softmax" || f == "sigmoid" ? f : "";
+}
+
 LossHead loss_head(const Graph& g, const Loss& loss) {
   int out = g.output_node();
   const GraphNode& n = g.nodes()[size_t(out)];
   LossHead h;
-  h.fused = n.layer->type() == loss.fused_output() && !is_model_input(n.inputs[0]);
+  const std::string probs = output_probabilities(*n.layer);
+  h.fused = probs == loss.fused_output() && !is_model_input(n.inputs[0]);
+  // Another probability output would be taken as logits, and its activation applied twice.
+  if (!probs.empty() && !h.fused && !is_model_input(n.inputs[0]))
+    n.layer->spec().fail(fmt::format("the model's output '{}' is a {}, but this loss takes logits or a {} output (end "
+                                     "the model with a {} layer, or with the logits)",
+                                     n.layer->name(), probs, loss.fused_output(), loss.fused_output()));
   h.logits = h.fused ? n.inputs[0] : out;
   std::string bad = loss.check_logits(g.nodes()[size_t(h.logits)].shape);
   if (!bad.empty()) n.layer->spec().fail(bad);

@@ -4,6 +4,7 @@
 // which needs the loss's gradient right), and eval scores it as a binary classifier.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -47,6 +48,42 @@ optimizer: {type: adam, lr: 0.01}
   auto bad = e2e::trainer("run c.yaml --set model.layers.6.units=3", dir);
   CHECK(bad.code == 2);
   CHECK_THAT(bad.err, Catch::Contains("binary_crossentropy needs one output unit (shape 1), got 3"));
+}
+
+// Keras's Activation("sigmoid") is the sigmoid layer: as the output, the loss computes from its
+// input either way (it was once taken as logits, the sigmoid applied twice). A probability output
+// that is not the loss's own is refused at the layer, not taken as logits.
+TEST_CASE("e2e loss: an `activation: sigmoid` output trains as a `sigmoid` one; a loss over another probability output is refused") {
+  std::string dir = e2e::temp_dir("bce_activation");
+  auto config = [](const std::string& out, const std::string& loss) {
+    return "name: bce\nseed: 5\nmodel:\n  input: [16, 16, 3]\n  layers:\n"
+           "    - {name: conv, type: conv2d, filters: 8, kernel: 3, padding: same}\n"
+           "    - {name: relu, type: relu}\n"
+           "    - {name: gap, type: global_avg_pool2d}\n"
+           "    - {name: dense, type: dense, units: 1}\n"
+           "    - " + out + "\n"
+           "data:\n  train: {type: synthetic, size: 64, image_size: 16, classes: 2, seed: 1}\n"
+           "  augment: {mean: per_channel}\n"
+           "train: {epochs: 3, batch_size: 16, loss: " + loss + "}\noptimizer: {type: sgd, lr: 0.5}\n";
+  };
+  e2e::write_file(dir + "/a.yaml", config("{name: out, type: sigmoid}", "binary_crossentropy"));
+  e2e::write_file(dir + "/b.yaml", config("{name: out, type: activation, function: sigmoid}", "binary_crossentropy"));
+  auto a = e2e::trainer("run a.yaml --run-dir a", dir);
+  INFO(a.out << a.err);
+  REQUIRE(a.code == 0);
+  auto b = e2e::trainer("run b.yaml --run-dir b", dir);
+  INFO(b.out << b.err);
+  REQUIRE(b.code == 0);
+  CHECK_THAT(b.out, Catch::Contains("loss binary_crossentropy (fused with the output sigmoid)"));
+  const std::string ma = e2e::read_file(dir + "/a/metrics.csv");
+  CHECK(std::count(ma.begin(), ma.end(), '\n') == 4);  // the header and 3 epochs
+  CHECK(ma == e2e::read_file(dir + "/b/metrics.csv"));
+  // A sigmoid output under the softmax cross-entropy (a 2-unit dense, so the shape is not the issue).
+  e2e::write_file(dir + "/c.yaml", config("{name: out, type: activation, function: sigmoid}", "sparse_categorical_crossentropy"));
+  auto c = e2e::trainer("run c.yaml --set model.layers.3.units=2", dir);
+  CHECK(c.code == 2);
+  CHECK_THAT(c.err, Catch::Contains("c.yaml:10:7: the model's output 'out' is a sigmoid, but this loss takes logits or a "
+                                    "softmax output"));
 }
 
 // train.label_smoothing: the reported loss is the smoothed loss. With ls = 1 every target is 1/K,

@@ -128,7 +128,7 @@ std::string config_hash(const cfg::Document& doc) {
 }
 
 CheckpointInfo save_checkpoint(const std::string& dir, const std::string& stem, ModelState& ps, const NormStats* stats,
-                               const TrainState& s, const std::vector<std::string>& classes) {
+                               const TrainState& s, const std::vector<std::string>& classes, const std::vector<float>* best) {
   std::vector<float> w = ps.download_weights();
   SafeTensorsWriter st;
   st.set_metadata("format", "trainer-checkpoint");
@@ -143,6 +143,10 @@ CheckpointInfo save_checkpoint(const std::string& dir, const std::string& stem, 
   if (ps.has_average()) {
     average = ps.download_average();
     for (const ParamEntry& p : ps.entries()) st.add_f32(ema_tensor_name(p.name), dims(p.spec.shape), average.data() + p.offset);
+  }
+  if (best) {
+    if (int64_t(best->size()) != ps.total_floats()) throw std::logic_error("save_checkpoint: the best weights' size is not the model's");
+    for (const ParamEntry& p : ps.entries()) st.add_f32(best_weights_tensor_name(p.name), dims(p.spec.shape), best->data() + p.offset);
   }
   if (stats && !stats->mean.empty()) {
     st.add_f32("data/mean", stats->kind == Augment::Mean::PerPixel ? dims(stats->shape) : std::vector<int64_t>{int64_t(stats->mean.size())},
@@ -359,8 +363,7 @@ void load_checkpoint(const CheckpointInfo& c, ModelState& ps, bool optimizer, Lo
   std::set<std::string> mine;
   for (const ParamEntry& p : ps.entries()) mine.insert(p.name);
   for (const SafeTensor& t : st.tensors())
-    if (t.name.rfind("optimizer/", 0) != 0 && t.name.rfind("data/", 0) != 0 && t.name.rfind("ema/", 0) != 0 &&
-        !mine.count(t.name))
+    if (!is_state_tensor(t.name) && !mine.count(t.name))
       throw mismatch(fmt::format("'{}' in the checkpoint is not a parameter of the model", t.name));
   std::vector<float> w = ps.download_weights();
   for (const ParamEntry& p : ps.entries()) {
@@ -389,6 +392,23 @@ void load_checkpoint(const CheckpointInfo& c, ModelState& ps, bool optimizer, Lo
     ps.upload_average(host);
   }
   ps.set_optimizer_steps(c.state.optimizer_steps);
+}
+
+std::vector<float> load_best_weights(const CheckpointInfo& c, ModelState& ps) {
+  SafeTensorsReader st = weights_reader(c);
+  std::vector<float> host;
+  for (const ParamEntry& p : ps.entries()) {
+    const std::string name = best_weights_tensor_name(p.name);
+    const SafeTensor* t = st.find(name);
+    if (!t) return {};
+    if (t->shape != p.spec.shape.dims())
+      throw cfg::ConfigError(c.weights, fmt::format("'{}' has shape {}, the model's is {} (does the config match the "
+                                                    "checkpoint?)", name, Shape(t->shape).str(), p.spec.shape.str()));
+    if (host.empty()) host.assign(size_t(ps.total_floats()), 0.0f);
+    std::vector<float> v = st.f32(name);
+    std::copy(v.begin(), v.end(), host.begin() + p.offset);
+  }
+  return host;
 }
 
 NormStats checkpoint_stats(const CheckpointInfo& c) {

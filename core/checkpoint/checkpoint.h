@@ -58,8 +58,12 @@ struct CheckpointInfo {
 // Writes dir/<stem>.safetensors, then dir/<stem>.json (the sidecar makes the pair valid, so a
 // crash between the two leaves the previous checkpoint the newest valid one).
 // `classes`: the training set's class names, kept for predict (may be empty).
+// `best`: early_stopping.restore_best_weights's copy of the best epoch's weights (the model's
+// layout), stored beside them as "early_stopping/<parameter>" so that a resumed run can put them
+// back; null when there is none.
 CheckpointInfo save_checkpoint(const std::string& dir, const std::string& stem, ModelState& r, const NormStats* stats,
-                               const TrainState& s, const std::vector<std::string>& classes = {});
+                               const TrainState& s, const std::vector<std::string>& classes = {},
+                               const std::vector<float>* best = nullptr);
 // Reads and checks a checkpoint given by either of its files: the sidecar parses and the weights
 // file has the size and CRC-32 the sidecar recorded. FileError (exit 3) otherwise.
 CheckpointInfo read_checkpoint(const std::string& path);
@@ -79,6 +83,17 @@ std::optional<CheckpointInfo> newest_checkpoint(const std::vector<std::string>& 
 // norm statistics included) as "ema/<parameter>".
 inline std::string ema_tensor_name(const std::string& param) { return "ema/" + param; }
 bool has_ema(const CheckpointInfo& c);
+inline std::string best_weights_tensor_name(const std::string& param) { return "early_stopping/" + param; }
+// A tensor a checkpoint holds besides the model's parameters: optimizer state, normalisation
+// data, the moving average, the best epoch's weights.
+inline bool is_state_tensor(const std::string& name) {
+  for (const char* p : {"optimizer/", "data/", "ema/", "early_stopping/"})
+    if (name.rfind(p, 0) == 0) return true;
+  return false;
+}
+// The best epoch's weights a checkpoint holds (save_checkpoint's `best`) in `r`'s layout; empty
+// when it holds none (written without restore_best_weights, or before an epoch was monitored).
+std::vector<float> load_best_weights(const CheckpointInfo& c, ModelState& r);
 
 // Which weights a model copy is given from a checkpoint.
 enum class LoadWeights {

@@ -43,10 +43,10 @@ Checkpointer::Checkpointer(const CheckpointSpec& o, std::string dir, const NormS
   if (ec) throw FileError(fmt::format("cannot create {}: {}", dir_, ec.message()));
 }
 
-CheckpointInfo Checkpointer::save(ModelState& r, const TrainState& s) {
+CheckpointInfo Checkpointer::save(ModelState& r, const TrainState& s, const std::vector<float>* best) {
   std::string stem = s.step_in_epoch == 0 ? fmt::format("epoch-{:04d}", s.epoch)
                                           : fmt::format("epoch-{:04d}-step-{:06d}", s.epoch + 1, s.step_in_epoch);
-  CheckpointInfo c = save_checkpoint(dir_, stem, r, stats_, s, classes_);
+  CheckpointInfo c = save_checkpoint(dir_, stem, r, stats_, s, classes_, best);
   prune();
   return c;
 }

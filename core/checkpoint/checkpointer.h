@@ -30,8 +30,9 @@ class Checkpointer {
   bool due_after_epoch(int epochs_done) const { return o_.every > 0 && epochs_done % o_.every == 0; }
   bool due_at_step(int64_t global_step) const { return o_.every_steps > 0 && global_step % o_.every_steps == 0; }
   // Writes a checkpoint named for its position (epoch-0003 after epoch 3; epoch-0004-step-000017
-  // 17 steps into epoch 4) and deletes periodic checkpoints beyond the newest `keep`.
-  CheckpointInfo save(ModelState& r, const TrainState& s);
+  // 17 steps into epoch 4) and deletes periodic checkpoints beyond the newest `keep`. `best`:
+  // restore_best_weights's copy of the best epoch's weights, kept in it too (or null).
+  CheckpointInfo save(ModelState& r, const TrainState& s, const std::vector<float>* best = nullptr);
   // After an epoch's metrics (state `s` at the epoch's end): writes best.safetensors when the
   // `best` metric improved. Returns ModelCheckpoint's line ("" without `best`).
   std::string update_best(ModelState& r, const TrainState& s, const Metrics& row);

@@ -23,8 +23,7 @@ CheckpointWeights::CheckpointWeights(const CheckpointInfo& c, const ParamLayout&
   std::set<std::string> mine;
   for (const ParamEntry& p : layout.entries()) mine.insert(p.name);
   for (const SafeTensor& t : st_.tensors())
-    if (!starts_with(t.name, "optimizer/") && !starts_with(t.name, "data/") && !starts_with(t.name, "ema/") &&
-        !mine.count(t.name))
+    if (!is_state_tensor(t.name) && !mine.count(t.name))
       throw mismatch(fmt::format("'{}' in the checkpoint is not a parameter of the model", t.name));
   for (const ParamEntry& p : layout.entries()) {
     const std::string name = average_ ? ema_tensor_name(p.name) : p.name;

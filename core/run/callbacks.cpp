@@ -80,7 +80,7 @@ bool Callbacks::on_batch_end(int64_t batch, double loss, std::string* message) {
   return false;
 }
 
-Callbacks::EpochEnd Callbacks::on_epoch_end(int epoch, const Metrics& row, double lr) {
+Callbacks::EpochEnd Callbacks::on_epoch_end(int epoch, const Metrics& row, double lr, bool last) {
   EpochEnd out;
   if (plateau_) {
     ReduceLr& p = *plateau_;
@@ -128,12 +128,16 @@ Callbacks::EpochEnd Callbacks::on_epoch_end(int epoch, const Metrics& row, doubl
         if (std::isnan(e.baseline) || improves(current, e.baseline)) e.wait = 0;
       } else if (e.wait >= e.patience && epoch > 0) {
         out.stop = true;
-        if (e.restore_best_weights && e.best_epoch >= 0) {
-          out.restore_best = true;
-          out.messages.push_back(fmt::format("Restoring model weights from the end of the best epoch: {}.", e.best_epoch + 1));
-        }
-        out.messages.push_back(fmt::format("Epoch {}: early stopping", epoch + 1));
       }
+    }
+  }
+  // Keras 3's on_train_end (keras/src/callbacks/early_stopping.py): the stop's line, then the
+  // best epoch's weights put back whether training stopped early or ran its epochs.
+  if (early_ && (out.stop || last)) {
+    if (out.stop) out.messages.push_back(fmt::format("Epoch {}: early stopping", epoch + 1));
+    if (early_->restore_best_weights && early_->best_epoch >= 0) {
+      out.restore_best = true;
+      out.messages.push_back(fmt::format("Restoring model weights from the end of the best epoch: {}.", early_->best_epoch + 1));
     }
   }
   return out;

@@ -58,8 +58,15 @@ class Callbacks {
     bool restore_best = false;       // put that copy back before ending
     std::vector<std::string> messages;
   };
-  // After each epoch's validation: `lr` is the rate the epoch ended with.
-  EpochEnd on_epoch_end(int epoch, const Metrics& row, double lr);
+  // After each epoch's validation: `lr` is the rate the epoch ended with; `last`: training ends
+  // after this epoch anyway (its number is train.epochs). Training's end — an early stop or the
+  // last epoch — is Keras 3's on_train_end: restore_best_weights puts the best epoch's weights
+  // back either way.
+  EpochEnd on_epoch_end(int epoch, const Metrics& row, double lr, bool last = false);
+  // Whether the weights of the best epoch are kept (early_stopping.restore_best_weights), and
+  // that epoch (0-based; -1 before one was monitored).
+  bool restores_best() const { return early_ && early_->restore_best_weights; }
+  int best_epoch() const { return early_ ? early_->best_epoch : -1; }
 
   // The learning rate to use given the schedule's: reduce_lr_on_plateau's reductions applied.
   double adjust_lr(double scheduled) const;

@@ -103,6 +103,7 @@ EpochLoop::EpochLoop(Trainee& w, LoopSetup& run)
     if (!lead_) load_checkpoint(*from, rep_, true);
     st_ = from->state;
     cb_.restore(st_.callbacks);
+    if (cb_.restores_best() && cb_.best_epoch() >= 0) best_weights_ = load_best_weights(*from, rep_);
     w.scaler().restore(st_.loss_scale);
     if (obs_) obs_->restore_checkpoint_state(st_.callbacks.value("checkpoint", nlohmann::json::object()));
   } else {
@@ -327,8 +328,17 @@ bool EpochLoop::end_epoch(int epoch, int64_t step, bool stop, Metrics& console, 
     row.push_back({"skipped_steps", double(scaler.skipped_in_epoch())});
   }
   if (e_.train.clip.enabled()) row.push_back({"grad_norm", norm_count_ > 0 ? norm_sum_ / double(norm_count_) : NAN});
-  Callbacks::EpochEnd ee = cb_.on_epoch_end(epoch, row, lr);
+  Callbacks::EpochEnd ee = cb_.on_epoch_end(epoch, row, lr, epoch + 1 == e_.train.epochs);
   if (ee.snapshot_best) best_weights_ = rep_.download_weights();
+  if (ee.restore_best && best_weights_.empty()) {  // resumed from a checkpoint without them (a watchdog snapshot's)
+    ee.restore_best = false;
+    ee.messages.back() = fmt::format("Not restoring the weights of the best epoch ({}): the checkpoint this run resumed "
+                                     "from does not hold them", cb_.best_epoch() + 1);
+  }
+  // Keras's order: ModelCheckpoint keeps this epoch's weights at its end (best.safetensors), then
+  // EarlyStopping's restore at training's end; the run's last checkpoint holds the restored ones.
+  TrainState s = state_at(epoch + 1, 0, LossStats{}, stop ? "interrupt" : "epoch");
+  const std::string best = obs_ ? obs_->update_best(rep_, s, row) : "";
   if (ee.restore_best) rep_.upload_weights(best_weights_);
   if (obs_) {
     const auto now = Clock::now();
@@ -338,8 +348,6 @@ bool EpochLoop::end_epoch(int epoch, int64_t step, bool stop, Metrics& console, 
       obs_->line(fmt::format("Loss scale {:g}; {} of {} steps skipped this epoch (inf/NaN gradients), {} in all",
                              scaler.scale(), scaler.skipped_in_epoch(), step, scaler.skipped_total()));
     for (const std::string& m : ee.messages) obs_->line(m);
-    TrainState s = state_at(epoch + 1, 0, LossStats{}, stop ? "interrupt" : "epoch");
-    const std::string best = obs_->update_best(rep_, s, row);
     if (!best.empty()) obs_->line(best);
     s.callbacks["checkpoint"] = obs_->checkpoint_state();
     if (obs_->due_after_epoch(epoch + 1) || stop || ee.stop || epoch + 1 == e_.train.epochs) save(s);
@@ -381,7 +389,8 @@ void EpochLoop::save(const TrainState& s) {
     Saving() { interrupt_saving() = true; }
     ~Saving() { interrupt_saving() = false; }
   } saving;
-  obs_->save(rep_, s);
+  // restore_best_weights's copy goes into every checkpoint, so that a resumed run can restore it.
+  obs_->save(rep_, s, cb_.restores_best() && !best_weights_.empty() ? &best_weights_ : nullptr);
   if (run_.snapshot) {
     std::lock_guard<std::mutex> lock(run_.snapshot->mu);
     run_.snapshot->saved_step = std::max(run_.snapshot->saved_step, s.global_step);

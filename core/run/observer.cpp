@@ -124,8 +124,8 @@ void Observer::end_epoch(int epoch, const Metrics& console, const Metrics& row, 
   result_.epochs_done = epoch + 1;
 }
 
-std::string Observer::save(ModelState& m, const TrainState& s) {
-  result_.checkpoint = ckpt_.save(m, s).weights;
+std::string Observer::save(ModelState& m, const TrainState& s, const std::vector<float>* best) {
+  result_.checkpoint = ckpt_.save(m, s, best).weights;
   if (tb_) tb_->flush();  // an interrupted run's last steps too
   return result_.checkpoint;
 }

@@ -53,7 +53,7 @@ class Observer {
   // Checkpoints (Checkpointer's policy): due at a global step or after an epoch, the best one.
   bool due_at_step(int64_t global_step) const { return ckpt_.due_at_step(global_step); }
   bool due_after_epoch(int epochs_done) const { return ckpt_.due_after_epoch(epochs_done); }
-  std::string save(ModelState& m, const TrainState& s);
+  std::string save(ModelState& m, const TrainState& s, const std::vector<float>* best = nullptr);
   std::string update_best(ModelState& m, const TrainState& s, const Metrics& row) { return ckpt_.update_best(m, s, row); }
   nlohmann::json checkpoint_state() const { return ckpt_.state(); }
   void restore_checkpoint_state(const nlohmann::json& j) { ckpt_.restore(j); }

@@ -126,7 +126,24 @@ TEST_CASE("callbacks: EarlyStopping follows Keras (patience, min_delta, mode, ba
   auto e1 = acc.on_epoch_end(1, {{"val_accuracy", 0.53}}, 0.1);  // +0.03 < min_delta: no improvement
   CHECK(e1.stop);
   CHECK(e1.restore_best);
-  CHECK(e1.messages.back() == "Epoch 2: early stopping");
+  // Keras 3's on_train_end: the stop's line, then the restore's.
+  CHECK(e1.messages == std::vector<std::string>{"Epoch 2: early stopping", "Restoring model weights from the end of the best epoch: 1."});
+  // Training that ends by its epochs restores too (Keras 3 restores in on_train_end either way);
+  // an epoch before the last does not, nor a run without restore_best_weights.
+  Callbacks runs(read_callbacks(section("early_stopping: {monitor: val_accuracy, patience: 5, restore_best_weights: true}"), names));
+  CHECK(runs.on_epoch_end(0, {{"val_accuracy", 0.5}}, 0.1).snapshot_best);
+  auto mid = runs.on_epoch_end(1, {{"val_accuracy", 0.4}}, 0.1);
+  CHECK_FALSE(mid.restore_best);
+  CHECK(mid.messages.empty());
+  auto end = runs.on_epoch_end(2, {{"val_accuracy", 0.45}}, 0.1, true);
+  CHECK_FALSE(end.stop);
+  CHECK(end.restore_best);
+  CHECK(end.messages == std::vector<std::string>{"Restoring model weights from the end of the best epoch: 1."});
+  Callbacks plain(read_callbacks(section("early_stopping: {monitor: val_accuracy, patience: 5}"), names));
+  plain.on_epoch_end(0, {{"val_accuracy", 0.5}}, 0.1);
+  auto plain_end = plain.on_epoch_end(1, {{"val_accuracy", 0.4}}, 0.1, true);
+  CHECK_FALSE(plain_end.restore_best);
+  CHECK(plain_end.messages.empty());
 
   // Below a baseline never reached, improving epochs do not reset the wait (Keras returns early
   // on an improvement, so the stop comes at the next epoch that does not improve).

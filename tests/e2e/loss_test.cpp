@@ -53,7 +53,7 @@ optimizer: {type: adam, lr: 0.01}
 // Keras's Activation("sigmoid") is the sigmoid layer: as the output, the loss computes from its
 // input either way (it was once taken as logits, the sigmoid applied twice). A probability output
 // that is not the loss's own is refused at the layer, not taken as logits.
-TEST_CASE("e2e loss: an `activation: sigmoid` output trains as a `sigmoid` one; a loss over another probability output is refused") {
+TEST_CASE("e2e loss: an activation-sigmoid output trains as a sigmoid layer output, and a loss over another probability output is refused") {
   std::string dir = e2e::temp_dir("bce_activation");
   auto config = [](const std::string& out, const std::string& loss) {
     return "name: bce\nseed: 5\nmodel:\n  input: [16, 16, 3]\n  layers:\n"

@@ -90,6 +90,14 @@ Augment parse_augment(cfg::MapReader& r) {
   if (cfg::Node s = r.optional("scale"); s.defined()) {
     double v = number_or_fraction(s);
     if (!(v > 0)) s.fail(fmt::format("'{}' must be positive", s.path()));
+    // per_channel divides by each channel's deviation, which cancels a scale applied before it
+    // (Keras's rescale before featurewise_std_normalization, torchvision's ToTensor before
+    // Normalize): after it, as here, 1/255 would make inputs 255 times smaller than theirs.
+    if (a.mean == Augment::Mean::PerChannel && v != 1.0)
+      s.fail(fmt::format("'{}' with mean: per_channel: the division by each channel's standard deviation already "
+                         "gives unit variance, and a scale (Keras's rescale, ToTensor's 1/255) would cancel in it; "
+                         "remove scale",
+                         s.path()));
     a.scale = float(v);
   }
   return a;

@@ -82,7 +82,8 @@ struct Augment {
 //                              size an int or [H, W]; padding_mode constant | edge | reflect |
 //                              symmetric (torchvision names)
 //   mean: none                 none | per_pixel | per_channel | <number> (a constant, e.g. 127.5)
-//   scale: 1                   a number or a fraction such as 1/255 (applied after the mean)
+//   scale: 1                   a number or a fraction such as 1/255 (applied after the mean; not
+//                              with per_channel, whose division by the deviation cancels it)
 // Inputs in [-1, 1], MobileNetV2's preprocessing (keras.applications.mobilenet_v2.preprocess_input:
 // x / 127.5 - 1): {mean: 127.5, scale: 1/127.5}. Keras rescale=1/255: {scale: 1/255}.
 // Does not call reader.finish() (the caller may read more keys from the same map).

@@ -138,6 +138,10 @@ inline std::vector<Case> config_cases() {
        .expect = "c.yaml:3:10: 'model.input' must be [height, width, channels], [steps, features] or [features]"},
       {.cat = "range", .name = "augment shift 2", .config = changed({{"{flip: horizontal}", "{flip: horizontal, shift: 2}"}}),
        .expect = "c.yaml:12:38: 'data.augment.shift' must be between 0 and 0.99, not 2"},
+      {.cat = "range", .name = "augment scale with per_channel",
+       .config = changed({{"{flip: horizontal}", "{flip: horizontal, mean: per_channel, scale: 1/255}"}}),
+       .expect = "c.yaml:12:57: 'data.augment.scale' with mean: per_channel: the division by each channel's standard "
+                 "deviation already gives unit variance..."},
 
       // ---- more config mistakes ---------------------------------------------------------------------
       {.cat = "wrong type", .name = "integer too large", .config = changed({{"batch_size: 4", "batch_size: 99999999999999999999"}}),

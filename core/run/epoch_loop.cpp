@@ -140,7 +140,7 @@ void EpochLoop::run() {
     }
     const double c = double(std::max<int64_t>(sum_.count, 1));
     const double loss = sum_.loss_sum / c, acc = double(sum_.correct) / c;
-    Metrics console{{"loss", loss}, {"accuracy", acc}};
+    Metrics console{{"accuracy", acc}, {"loss", loss}};  // Keras 3's order: sorted, as its CSV
     Metrics row{{"accuracy", acc}, {"loss", loss}, {"lr", lr}};
     bool validated = true;
     if (val_) {
@@ -308,8 +308,8 @@ bool EpochLoop::validate(int epoch, int64_t step, Metrics& console, Metrics& row
     }
     return false;
   }
-  console.push_back({"val_loss", mean_loss(v)});
   console.push_back({"val_accuracy", accuracy(v)});
+  console.push_back({"val_loss", mean_loss(v)});
   row.push_back({"val_accuracy", accuracy(v)});
   row.push_back({"val_loss", mean_loss(v)});
   if (e_.train.ema.enabled()) {

@@ -100,7 +100,7 @@ void Observer::begin_epoch(int epoch, int epochs, int64_t steps) {
 }
 
 void Observer::after_step(int64_t step, double loss, double accuracy, const StepReport* update) {
-  progress_.update(step, {{"loss", loss}, {"accuracy", accuracy}});
+  progress_.update(step, {{"accuracy", accuracy}, {"loss", loss}});
   if (!update || !tb_) return;
   const auto now = std::chrono::steady_clock::now();
   const double seconds = std::chrono::duration<double>(now - last_update_).count();

@@ -238,6 +238,17 @@ int64_t Loader::global_scored(int64_t k) const {
   return count_scored(k, *perm, nullptr);
 }
 
+int64_t Loader::global_scored(int64_t k, int64_t epoch) const {
+  if (!opt_.ignore_class) return global_batch_size(k) * ds_->label_shape().numel();
+  std::shared_ptr<const std::vector<int64_t>> perm;
+  {
+    std::lock_guard<std::mutex> lock(st_->mu);
+    if (st_->epoch == epoch) perm = st_->perm;
+  }
+  if (perm) return count_scored(k, *perm, nullptr);
+  return count_scored(k, permutation(ds_->size(), opt_.seed, epoch, opt_.shuffle), nullptr);  // another pass's
+}
+
 int64_t scored_labels(const Batch& b) {
   if (b.global_scored > 0) return b.global_scored;
   const int64_t samples = b.global_size > 0 ? b.global_size : (b.images.defined() ? b.images.dim(0) : b.size);

@@ -86,9 +86,11 @@ class Loader {
   int64_t batches_per_epoch() const;
   int64_t samples_per_epoch() const;  // this replica's
   int64_t global_batch_size(int64_t k) const;  // batch k's samples over every replica (Batch::global_size)
-  // Batch k's (of the epoch started) labels scored over every replica (Batch::global_scored): the
-  // divisor of an accumulated step's micro-batches, counted before the later ones are read.
+  // Batch k's (of the epoch started, or of pass `epoch` over the data) labels scored over every
+  // replica (Batch::global_scored): the divisor of an accumulated step's micro-batches, counted
+  // before the later ones are read.
   int64_t global_scored(int64_t k) const;
+  int64_t global_scored(int64_t k, int64_t epoch) const;
   const Dataset& dataset() const { return *ds_; }
   // A batch's image shape without the batch dimension: the augment's crop size when it crops,
   // else the dataset's sample shape (what model.input must be; for a float set with several

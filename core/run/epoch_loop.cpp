@@ -68,6 +68,17 @@ class EpochLoop {
     if (first_here_) run_.stopped_by = by, run_.stopped_at = at;
   }
   std::string why() const { return signal_name(interrupt_signal().load()); }
+  // Where step `step` of `epoch` reads: the pass over the training data (the loader's epoch: its
+  // shuffle and augmentation) and the batch in it. As Keras's iterator, the data continue across
+  // epochs when train.steps_per_epoch is less than a pass, from the run's step count (so a resume
+  // reads on where it stopped); with whole passes, pass = epoch and batch = step.
+  struct DataAt {
+    int64_t pass, batch;
+  };
+  DataAt data_at(int epoch, int64_t step) const {
+    const int64_t per = train_.batches_per_epoch(), g = int64_t(epoch) * run_.plan.steps_per_epoch + step;
+    return per > 0 ? DataAt{g / per, g % per} : DataAt{epoch, step};
+  }
 
   Trainee& w_;
   LoopSetup& run_;
@@ -88,6 +99,7 @@ class EpochLoop {
   PendingSteps<Launched> launched_;  // steps whose statistics are unread (TRAINER_TEST_STATS_LAG: read late)
   EpochTimes times_;                 // where this epoch's time went so far (metrics.jsonl)
   std::vector<float> best_weights_;  // callbacks' restore_best
+  int64_t pass_ = 0;                 // the pass over the training data the loader is in
 };
 
 EpochLoop::EpochLoop(Trainee& w, LoopSetup& run)
@@ -124,7 +136,9 @@ void EpochLoop::run() {
     const auto t0 = Clock::now();
     times_ = EpochTimes{};
     if (obs_) obs_->begin_epoch(epoch, e_.train.epochs, steps);
-    train_.start_epoch(epoch, first);
+    const DataAt at = data_at(epoch, first);
+    pass_ = at.pass;
+    train_.start_epoch(at.pass, at.batch);
     if (first == 0) w_.scaler().begin_epoch();  // a mid-epoch resume keeps the epoch's count
     // A resume from a checkpoint written during validation has no step left: its rate is the last step's.
     double lr = first < steps ? 0 : cb_.adjust_lr(run_.schedule.lr(run_.plan.base_lr, epoch, double(steps - 1) / double(steps)));
@@ -182,13 +196,20 @@ bool EpochLoop::train_steps(int epoch, int64_t first, int64_t& step, double& lr,
     {
       Stopwatch t(times_.input);
       got = train_.next(b);
+      if (!got) {  // the pass over the data ended inside this epoch (steps_per_epoch): the next pass
+        train_.start_epoch(++pass_, 0);
+        got = train_.next(b);
+      }
     }
     if (!got) break;
     hooks_.before_step(rank_, global_step_, w_);
     const int64_t group = step / k, g0 = std::max(group * k, first), g1 = std::min(steps, group * k + k);
     if (k > 1 && group != counted_group) {
       group_scored = 0;
-      for (int64_t j = g0; j < g1; ++j) group_scored += train_.global_scored(j);
+      for (int64_t j = g0; j < g1; ++j) {
+        const DataAt a = data_at(epoch, j);
+        group_scored += train_.global_scored(a.batch, a.pass);
+      }
       counted_group = group;
     }
     const MicroStep micro{int(step - g0), int(g1 - g0), k > 1 ? group_scored : 0};

@@ -155,20 +155,30 @@ std::string SubsetDataset::describe() const {
 }
 
 std::pair<std::shared_ptr<Dataset>, std::shared_ptr<Dataset>> split_dataset(std::shared_ptr<Dataset> ds,
-                                                                            double fraction, uint64_t /*seed*/) {
+                                                                            double fraction, uint64_t seed) {
   if (!ds) throw std::invalid_argument("split_dataset: no dataset");
   if (!(fraction > 0.0 && fraction < 1.0))
     throw std::invalid_argument(fmt::format("validation_split must be in (0, 1), not {}", fraction));
   const int64_t n = ds->size();
-  const int64_t split_at = int64_t(std::floor(double(n) * (1.0 - fraction)));  // as Keras
+  const bool shuffled = ds->grouped_by_class();
+  // Keras: fit's split_at = floor(n * (1 - f)); image_dataset_from_directory's int(f * n) validation samples.
+  const int64_t split_at = shuffled ? n - int64_t(double(n) * fraction) : int64_t(std::floor(double(n) * (1.0 - fraction)));
   if (split_at <= 0 || split_at >= n)
     throw DataError(fmt::format("validation_split {} of {} ({} samples) leaves an empty {} set", fraction,
                                 ds->describe(), n, split_at <= 0 ? "training" : "validation"));
-  std::vector<int64_t> train(static_cast<size_t>(split_at)), val(static_cast<size_t>(n - split_at));
-  for (int64_t i = 0; i < split_at; ++i) train[size_t(i)] = i;
-  for (int64_t i = split_at; i < n; ++i) val[size_t(i - split_at)] = i;
-  auto t = std::make_shared<SubsetDataset>(ds, std::move(train), fmt::format("validation_split {}: training part", fraction));
-  auto v = std::make_shared<SubsetDataset>(ds, std::move(val), fmt::format("validation_split {}: validation part", fraction));
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), int64_t(0));
+  if (shuffled) {
+    Rng rng{0x73706c6974ULL, seed};  // "split"
+    for (int64_t i = n - 1; i > 0; --i) std::swap(order[size_t(i)], order[size_t(rng.uniform_int(0, i))]);
+  }
+  std::vector<int64_t> train(order.begin(), order.begin() + split_at), val(order.begin() + split_at, order.end());
+  std::sort(train.begin(), train.end());
+  std::sort(val.begin(), val.end());
+  const std::string how = shuffled ? fmt::format("validation_split {} (shuffled, seed {})", fraction, seed)
+                                   : fmt::format("validation_split {}", fraction);
+  auto t = std::make_shared<SubsetDataset>(ds, std::move(train), how + ": training part");
+  auto v = std::make_shared<SubsetDataset>(ds, std::move(val), how + ": validation part");
   return {t, v};
 }
 

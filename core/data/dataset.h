@@ -53,6 +53,9 @@ class Dataset {
   // the other replicas' samples to count a batch's scored labels under train.ignore_class. The
   // default reads the whole sample into a scratch buffer.
   virtual void get_labels(int64_t i, int32_t* labels) const;
+  // Whether the samples come grouped by class (image_folder: a folder per class, listed in order):
+  // validation_split then shuffles before it splits, as Keras's image_dataset_from_directory.
+  virtual bool grouped_by_class() const { return false; }
 };
 
 // The base of float-sample sets: get() throws a DataError naming the set ("... has float samples
@@ -79,6 +82,7 @@ class SubsetDataset final : public Dataset {
   int32_t get_f32(int64_t i, float* values) const override { return base_->get_f32(indices_[size_t(i)], values); }
   Shape label_shape() const override { return base_->label_shape(); }
   void get_labels(int64_t i, int32_t* labels) const override { base_->get_labels(indices_[size_t(i)], labels); }
+  bool grouped_by_class() const override { return base_->grouped_by_class(); }  // kept in the base's order
   void get_f32_labels(int64_t i, float* values, int32_t* labels) const override {
     base_->get_f32_labels(indices_[size_t(i)], values, labels);
   }
@@ -122,9 +126,12 @@ std::shared_ptr<Dataset> make_dataset(const cfg::Node& spec, const std::string& 
 //   limit: N   use only N samples: a fixed pseudo-random choice (the same for the same set and N),
 //              kept in dataset order, so class-sorted and interleaved sets both stay balanced.
 
-// `validation_split: f` as Keras does it: no shuffle, the LAST fraction f of the samples is the
-// validation set (first = train: samples [0, floor(n * (1 - f))), second = the rest).
-// `seed` is unused (reserved for a shuffled split). DataError when either part would be empty.
+// `validation_split: f` as Keras does it. Arrays and interleaved sets (Keras's fit on arrays): no
+// shuffle, the LAST fraction f of the samples is the validation set (first = train: samples
+// [0, floor(n * (1 - f))), second = the rest). A set grouped by class (image_folder; Keras's
+// image_dataset_from_directory): the samples shuffled with `seed` first, int(f * n) of them
+// validation, so both parts hold every class; each part kept in dataset order. DataError when
+// either part would be empty.
 std::pair<std::shared_ptr<Dataset>, std::shared_ptr<Dataset>> split_dataset(std::shared_ptr<Dataset> ds,
                                                                             double fraction, uint64_t seed = 0);
 

@@ -65,6 +65,7 @@ class LazyImageFolder final : public Dataset {
         desc_(std::move(desc)),
         max_image_bytes_(max_image_bytes) {}
   int64_t size() const override { return int64_t(entries_.size()); }
+  bool grouped_by_class() const override { return true; }
   Shape sample_shape() const override { return Shape{h_, w_, 3}; }
   int num_classes() const override { return int(classes_.size()); }
   std::vector<std::string> class_names() const override { return classes_; }
@@ -245,6 +246,7 @@ std::shared_ptr<Dataset> make_image_folder(cfg::MapReader& r, const DatasetConte
   auto ds = std::make_shared<MemoryDataset>(Shape{H, W, 3}, int(listing.classes.size()), std::move(pixels),
                                             std::move(labels), desc, std::move(listing.classes));
   ds->hold(std::move(reservation));
+  ds->set_grouped_by_class(true);
   return ds;
 }
 

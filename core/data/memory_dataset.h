@@ -25,6 +25,9 @@ class MemoryDataset final : public Dataset {
 
   // Keeps `owner` alive as long as this dataset (e.g. the memory reservation of a decoded cache).
   void hold(std::shared_ptr<const void> owner) { owner_ = std::move(owner); }
+  // An image folder's decoded cache: grouped by class (Dataset::grouped_by_class).
+  void set_grouped_by_class(bool grouped) { grouped_ = grouped; }
+  bool grouped_by_class() const override { return grouped_; }
 
   const uint8_t* pixels(int64_t i) const { return pixels_.data() + size_t(i) * sample_bytes_; }
   const std::vector<int32_t>& labels() const { return labels_; }
@@ -38,6 +41,7 @@ class MemoryDataset final : public Dataset {
   std::string description_;
   std::vector<std::string> class_names_;
   std::shared_ptr<const void> owner_;
+  bool grouped_ = false;
 };
 
 }  // namespace trainer

@@ -65,6 +65,49 @@ TEST_CASE("dataset: split_dataset takes the last fraction for validation, as Ker
   CHECK_THROWS_AS(split_dataset(one, 0.5), DataError);
 }
 
+// A set grouped by class (an image folder's listing): the last fraction would be the last
+// classes alone, so it is shuffled with the seed first (Keras's image_dataset_from_directory),
+// int(f * n) samples validation, each part in dataset order, every sample in exactly one part.
+TEST_CASE("dataset: split_dataset of a set grouped by class shuffles first, so both parts hold every class") {
+  const int n = 40;
+  std::vector<uint8_t> px(n);
+  std::vector<int32_t> labels(n);
+  for (int i = 0; i < n; ++i) px[size_t(i)] = uint8_t(i), labels[size_t(i)] = i * 4 / n;  // 4 classes of 10, in order
+  auto ds = std::make_shared<MemoryDataset>(Shape{1, 1, 1}, 4, px, labels, "folders");
+  ds->set_grouped_by_class(true);
+  auto [train, val] = split_dataset(ds, 0.25, 7);
+  REQUIRE(val->size() == 10);  // int(0.25 * 40)
+  REQUIRE(train->size() == 30);
+  CHECK(val->describe().find("folders (validation_split 0.25 (shuffled, seed 7): validation part: 10 of 40") == 0);
+  std::vector<int> seen(n, 0), val_classes(4, 0), train_classes(4, 0);
+  uint8_t v = 0, last = 0;
+  for (int64_t i = 0; i < val->size(); ++i) {
+    ++val_classes[size_t(val->get(i, &v))];
+    ++seen[v];
+    if (i > 0) CHECK(v > last);  // dataset order
+    last = v;
+  }
+  for (int64_t i = 0; i < train->size(); ++i) ++train_classes[size_t(train->get(i, &v))], ++seen[v];
+  CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
+  for (int c = 0; c < 4; ++c) {
+    CHECK(val_classes[size_t(c)] >= 1);  // unshuffled, the last 10 would all be class 3
+    CHECK(train_classes[size_t(c)] >= 5);
+  }
+  // The same seed, the same parts; another seed, others. A limit keeps the grouping.
+  auto again = split_dataset(ds, 0.25, 7).second;
+  auto other = split_dataset(ds, 0.25, 8).second;
+  bool same = true, differs = false;
+  for (int64_t i = 0; i < 10; ++i) {
+    uint8_t a = 0, b = 0, c = 0;
+    val->get(i, &a), again->get(i, &b), other->get(i, &c);
+    same = same && a == b;
+    differs = differs || a != c;
+  }
+  CHECK(same);
+  CHECK(differs);
+  CHECK(SubsetDataset(ds, {0, 1, 2}, "limit").grouped_by_class());
+}
+
 TEST_CASE("dataset: SubsetDataset and MemoryDataset check their inputs") {
   auto ds = std::make_shared<MemoryDataset>(Shape{1, 1, 1}, 2, std::vector<uint8_t>{1, 2}, std::vector<int32_t>{0, 1}, "two");
   CHECK_THROWS_AS(SubsetDataset(ds, {2}, "bad"), std::out_of_range);

@@ -25,7 +25,8 @@ namespace {
 //                       corpus never share a byte (cut at byte floor(f * size))
 // No tokenizer: the 256 byte values are the vocabulary (UTF-8 text is learned byte by byte, as
 // llm.c's and nanoGPT's character-level examples do). A held-out part is `data.validation_split`:
-// the last windows, i.e. the end of the text. A file holding a NUL byte is refused as not text (a
+// the last windows, i.e. the end of the text (with stride < block_size the first of them share
+// bytes with the last training windows; `range:` cuts without overlap). A file holding a NUL byte is refused as not text (a
 // folder's binary files, e.g. fortune's .dat indexes, are left out by `pattern`).
 constexpr int kVocabulary = 256;
 constexpr uint64_t kMaxBytes = uint64_t(1) << 31;  // 2 GiB of text: window starts stay in int64, ids exact

@@ -14,7 +14,8 @@ class Adam final : public Optimizer {
     s.lr = r.get_float("lr", 1e-3, 0.0, 1e6);
     s.beta1 = r.get_float("beta1", 0.9, 0.0, 0.999999);
     s.beta2 = r.get_float("beta2", 0.999, 0.0, 0.9999999);
-    s.epsilon = r.get_float("epsilon", 1e-7, 0.0, 1.0);  // Keras' default
+    // The convention's defaults: Keras's epsilon 1e-7, torch.optim's 1e-8.
+    s.epsilon = r.get_float("epsilon", s.convention == OptimConvention::Keras ? 1e-7 : 1e-8, 0.0, 1.0);
     // AdamW's default: Keras 0.004, PyTorch 0.01.
     const double wd = decoupled ? (s.convention == OptimConvention::Keras ? 0.004 : 0.01) : 0.0;
     s.weight_decay = r.get_float("weight_decay", wd, 0.0, 1.0);

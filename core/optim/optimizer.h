@@ -82,14 +82,15 @@ struct OptimizerSpec {
   std::string type = "sgd";         // sgd | adam | adamw | rmsprop (registered types)
   // keras (default): Keras 3's definitions; pytorch: torch.optim's (optim_update.h, optim_math.h).
   OptimConvention convention = OptimConvention::Keras;
-  double lr = 0.01;                 // the type's default when absent (sgd 0.01, the others 1e-3)
+  double lr = 0.01;                 // the type's and convention's default when absent (keras: sgd 0.01, the
+                                    // others 1e-3; pytorch: sgd 1e-3, rmsprop 0.01, adam 1e-3)
   double momentum = 0;              // sgd, rmsprop
   bool nesterov = false;            // sgd
   double weight_decay = 0;          // keras: decoupled on every type (adamw default 0.004); pytorch: sgd, adam,
                                     // rmsprop L2 added to the gradient, adamw decoupled (default 0.01)
   double beta1 = 0.9, beta2 = 0.999;  // adam, adamw
-  double epsilon = 1e-7;            // adam, adamw, rmsprop (Keras' default)
-  double rho = 0.9;                 // rmsprop
+  double epsilon = 1e-7;            // adam, adamw, rmsprop (keras 1e-7, pytorch 1e-8)
+  double rho = 0.9;                 // rmsprop (keras 0.9, pytorch's alpha 0.99)
   bool centered = false;            // rmsprop
   std::string lr_scaling = "none";  // none | linear (lr x replicas, Goyal et al.): data parallelism
   cfg::Node node;                   // the section, for messages

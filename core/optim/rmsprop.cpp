@@ -9,10 +9,13 @@ namespace {
 class Rmsprop final : public Optimizer {
  public:
   static void read(cfg::MapReader& r, OptimizerSpec& s) {
-    s.lr = r.get_float("lr", 1e-3, 0.0, 1e6);
-    s.rho = r.get_float("rho", 0.9, 0.0, 1.0);
+    // The convention's defaults: Keras's lr 0.001, rho 0.9, epsilon 1e-7; torch.optim.RMSprop's
+    // lr 0.01, alpha 0.99, eps 1e-8.
+    const bool keras = s.convention == OptimConvention::Keras;
+    s.lr = r.get_float("lr", keras ? 1e-3 : 1e-2, 0.0, 1e6);
+    s.rho = r.get_float("rho", keras ? 0.9 : 0.99, 0.0, 1.0);
     s.momentum = r.get_float("momentum", 0.0, 0.0, 1.0);
-    s.epsilon = r.get_float("epsilon", 1e-7, 0.0, 1.0);
+    s.epsilon = r.get_float("epsilon", keras ? 1e-7 : 1e-8, 0.0, 1.0);
     s.weight_decay = r.get_float("weight_decay", 0.0, 0.0, 1.0);
     s.centered = r.get<bool>("centered", false);
   }

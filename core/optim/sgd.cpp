@@ -9,7 +9,7 @@ namespace {
 class Sgd final : public Optimizer {
  public:
   static void read(cfg::MapReader& r, OptimizerSpec& s) {
-    s.lr = r.get_float("lr", 0.01, 0.0, 1e6);
+    s.lr = r.get_float("lr", s.convention == OptimConvention::Keras ? 0.01 : 1e-3, 0.0, 1e6);  // Keras's, torch.optim.SGD's
     s.momentum = r.get_float("momentum", 0.0, 0.0, 1.0);
     s.nesterov = r.get<bool>("nesterov", false);
     s.weight_decay = r.get_float("weight_decay", 0.0, 0.0, 1.0);

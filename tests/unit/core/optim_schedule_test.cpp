@@ -53,3 +53,22 @@ TEST_CASE("schedule and optimizer: config errors") {
   CHECK(opt->base_lr() == Approx(0.1));
   CHECK_THAT(opt->describe(), Catch::Contains("nesterov"));
 }
+
+// Each convention's defaults where Keras 3 and torch.optim differ; given keys win under both.
+TEST_CASE("optimizer: defaults follow the convention (Keras 3's or torch.optim's)") {
+  auto spec = [](const std::string& body) { return read_optimizer(section("s: {" + body + "}")); };
+  OptimizerSpec k = spec("type: adam"), p = spec("type: adam, convention: pytorch");
+  CHECK(k.epsilon == 1e-7);
+  CHECK(p.epsilon == 1e-8);
+  CHECK(k.lr == 1e-3);
+  CHECK(p.lr == 1e-3);
+  CHECK(spec("type: adamw").weight_decay == 0.004);
+  CHECK(spec("type: adamw, convention: pytorch").weight_decay == 0.01);
+  k = spec("type: rmsprop"), p = spec("type: rmsprop, convention: pytorch");
+  CHECK((k.lr == 1e-3 && k.rho == 0.9 && k.epsilon == 1e-7));
+  CHECK((p.lr == 1e-2 && p.rho == 0.99 && p.epsilon == 1e-8));
+  CHECK(spec("type: sgd").lr == 0.01);
+  CHECK(spec("type: sgd, convention: pytorch").lr == 1e-3);
+  p = spec("type: rmsprop, convention: pytorch, lr: 0.5, rho: 0.8, epsilon: 0.001");
+  CHECK((p.lr == 0.5 && p.rho == 0.8 && p.epsilon == 0.001));
+}

@@ -29,15 +29,21 @@ class Adam final : public Optimizer {
     m_ = ctx.zeros(Shape{n});
     v_ = ctx.zeros(Shape{n});
   }
-  void update(int64_t b, int64_t e, float lr, float scale) override {
+  void update(int64_t begin, int64_t end, float lr, float scale) override {
     float bias1 = float(1.0 - std::pow(double(b1_), double(steps_)));
     float bias2 = float(1.0 - std::pow(double(b2_), double(steps_)));
-    Tensor w = range(weights_, b, e), m = range(m_, b, e), v = range(v_, b, e);
-    k_->adam(w, range(grads_, b, e), m, v, AdamStep{lr, b1_, b2_, eps_, wd_, scale, decoupled_, bias1, bias2, convention_});
+    by_decay(begin, end, [&](int64_t b, int64_t e, bool decays) {
+      Tensor w = range(weights_, b, e), m = range(m_, b, e), v = range(v_, b, e);
+      k_->adam(w, range(grads_, b, e), m, v,
+               AdamStep{lr, b1_, b2_, eps_, decays ? wd_ : 0.0f, scale, decoupled_, bias1, bias2, convention_});
+    });
   }
-  void update_from(int64_t b, int64_t e, const StepScalars* step) override {
-    Tensor w = range(weights_, b, e), m = range(m_, b, e), v = range(v_, b, e);
-    k_->adam(w, range(grads_, b, e), m, v, AdamStep{0.0f, b1_, b2_, eps_, wd_, 0.0f, decoupled_, 1.0f, 1.0f, convention_, step});
+  void update_from(int64_t begin, int64_t end, const StepScalars* step) override {
+    by_decay(begin, end, [&](int64_t b, int64_t e, bool decays) {
+      Tensor w = range(weights_, b, e), m = range(m_, b, e), v = range(v_, b, e);
+      k_->adam(w, range(grads_, b, e), m, v,
+               AdamStep{0.0f, b1_, b2_, eps_, decays ? wd_ : 0.0f, 0.0f, decoupled_, 1.0f, 1.0f, convention_, step});
+    });
   }
   void step_scalars(StepScalars& s, float lr, float grad_scale) const override {
     Optimizer::step_scalars(s, lr, grad_scale);

@@ -1,6 +1,7 @@
 // Optimizer: updates the flat trainable-parameter buffer from the flat gradient buffer; one
 // instance per replica, its state on the replica's device. Types register by config name.
 #pragma once
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -12,12 +13,25 @@
 
 namespace trainer {
 
+// A trainable parameter's name and its elements [begin, end) in the flat buffers.
+struct NamedSpan {
+  std::string name;
+  int64_t begin = 0, end = 0;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
   // Binds the flat trainable weights and their gradients (equal lengths, on ctx's device) and
   // allocates the state buffers (zeroed).
   void bind(OpContext& ctx, Tensor weights, Tensor grads);
+  // optimizer.exclude_from_weight_decay (Keras's exclude_from_weight_decay(var_names=...)): the
+  // parameters whose names contain a match of one of the patterns (ECMAScript regular expressions,
+  // searched as Keras's re.search) get no weight decay, decoupled or L2 — e.g. [bias, gamma, beta]
+  // for llm.c's and nanoGPT's "decay the matrices only". After bind, with the trainable
+  // parameters of the flat buffers; the patterns come from the spec (make_optimizer).
+  void exclude_from_decay(const std::vector<NamedSpan>& params);
+  const std::vector<std::string>& decay_exclusions() const { return exclude_patterns_; }
   // One optimisation step is begin_step() and then update() over every element once, in as
   // many ranges as convenient (data parallelism updates each gradient bucket as soon as its
   // all-reduce is done). Gradients are multiplied by grad_scale first.
@@ -70,7 +84,25 @@ class Optimizer {
   virtual void allocate_state(OpContext& ctx, int64_t n) = 0;
   // The [begin, end) range of a flat buffer (undefined stays undefined).
   static Tensor range(const Tensor& t, int64_t begin, int64_t end) { return t.defined() ? t.slice(begin, end) : t; }
+  // f(b, e, decays) over [begin, end) cut at the parameters excluded from weight decay (decays
+  // false inside them), in order; one call when nothing is excluded.
+  template <class F>
+  void by_decay(int64_t begin, int64_t end, F&& f) const {
+    int64_t at = begin;
+    for (const auto& [b, e] : no_decay_) {  // sorted, disjoint
+      if (e <= at) continue;
+      if (b >= end) break;
+      if (b > at) f(at, b, true);
+      const int64_t to = std::min(e, end);
+      f(std::max(b, at), to, false);
+      at = to;
+    }
+    if (at < end || begin == end) f(at, end, true);
+  }
   Tensor weights_, grads_;
+  std::vector<std::string> exclude_patterns_;
+  std::vector<std::pair<int64_t, int64_t>> no_decay_;  // the excluded parameters' spans, sorted and merged
+  friend std::unique_ptr<Optimizer> make_optimizer(const struct OptimizerSpec& spec);
   double lr_ = 0.01;
   int64_t steps_ = 0;
   std::unique_ptr<OptimUpdateKernel> k_;
@@ -93,6 +125,7 @@ struct OptimizerSpec {
   double rho = 0.9;                 // rmsprop (keras 0.9, pytorch's alpha 0.99)
   bool centered = false;            // rmsprop
   std::string lr_scaling = "none";  // none | linear (lr x replicas, Goyal et al.): data parallelism
+  std::vector<std::string> exclude_from_weight_decay;  // patterns (Optimizer::exclude_from_decay)
   cfg::Node node;                   // the section, for messages
 };
 

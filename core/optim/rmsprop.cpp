@@ -29,13 +29,19 @@ class Rmsprop final : public Optimizer {
     mom_ = ctx.zeros(Shape{n});
     mg_ = ctx.zeros(Shape{n});
   }
-  void update(int64_t b, int64_t e, float lr, float scale) override {
-    Tensor w = range(weights_, b, e), ms = range(ms_, b, e), mom = range(mom_, b, e), mg = range(mg_, b, e);
-    k_->rmsprop(w, range(grads_, b, e), ms, mom, mg, RmspropStep{lr, rho_, momentum_, eps_, wd_, scale, centered_, convention_});
+  void update(int64_t begin, int64_t end, float lr, float scale) override {
+    by_decay(begin, end, [&](int64_t b, int64_t e, bool decays) {
+      Tensor w = range(weights_, b, e), ms = range(ms_, b, e), mom = range(mom_, b, e), mg = range(mg_, b, e);
+      k_->rmsprop(w, range(grads_, b, e), ms, mom, mg,
+                  RmspropStep{lr, rho_, momentum_, eps_, decays ? wd_ : 0.0f, scale, centered_, convention_});
+    });
   }
-  void update_from(int64_t b, int64_t e, const StepScalars* step) override {
-    Tensor w = range(weights_, b, e), ms = range(ms_, b, e), mom = range(mom_, b, e), mg = range(mg_, b, e);
-    k_->rmsprop(w, range(grads_, b, e), ms, mom, mg, RmspropStep{0.0f, rho_, momentum_, eps_, wd_, 0.0f, centered_, convention_, step});
+  void update_from(int64_t begin, int64_t end, const StepScalars* step) override {
+    by_decay(begin, end, [&](int64_t b, int64_t e, bool decays) {
+      Tensor w = range(weights_, b, e), ms = range(ms_, b, e), mom = range(mom_, b, e), mg = range(mg_, b, e);
+      k_->rmsprop(w, range(grads_, b, e), ms, mom, mg,
+                  RmspropStep{0.0f, rho_, momentum_, eps_, decays ? wd_ : 0.0f, 0.0f, centered_, convention_, step});
+    });
   }
   std::vector<std::pair<std::string, Tensor*>> state() override {
     return {{"mean_square", &ms_}, {"momentum", &mom_}, {"mean_grad", &mg_}};

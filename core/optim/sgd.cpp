@@ -20,13 +20,17 @@ class Sgd final : public Optimizer {
     lr_ = s.lr;
   }
   void allocate_state(OpContext& ctx, int64_t n) override { velocity_ = ctx.zeros(Shape{n}); }
-  void update(int64_t b, int64_t e, float lr, float scale) override {
-    Tensor w = range(weights_, b, e), v = range(velocity_, b, e);
-    k_->sgd(w, range(grads_, b, e), v, SgdStep{lr, momentum_, wd_, scale, nesterov_, convention_});
+  void update(int64_t begin, int64_t end, float lr, float scale) override {
+    by_decay(begin, end, [&](int64_t b, int64_t e, bool decays) {
+      Tensor w = range(weights_, b, e), v = range(velocity_, b, e);
+      k_->sgd(w, range(grads_, b, e), v, SgdStep{lr, momentum_, decays ? wd_ : 0.0f, scale, nesterov_, convention_});
+    });
   }
-  void update_from(int64_t b, int64_t e, const StepScalars* step) override {
-    Tensor w = range(weights_, b, e), v = range(velocity_, b, e);
-    k_->sgd(w, range(grads_, b, e), v, SgdStep{0.0f, momentum_, wd_, 0.0f, nesterov_, convention_, step});
+  void update_from(int64_t begin, int64_t end, const StepScalars* step) override {
+    by_decay(begin, end, [&](int64_t b, int64_t e, bool decays) {
+      Tensor w = range(weights_, b, e), v = range(velocity_, b, e);
+      k_->sgd(w, range(grads_, b, e), v, SgdStep{0.0f, momentum_, decays ? wd_ : 0.0f, 0.0f, nesterov_, convention_, step});
+    });
   }
   std::vector<std::pair<std::string, Tensor*>> state() override { return {{"momentum", &velocity_}}; }
   std::string describe() const override {

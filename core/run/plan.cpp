@@ -3,6 +3,7 @@
 #include "core/run/plan.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -230,6 +231,13 @@ std::vector<std::string> RunPlan::banner(const RunSpec& e) const {
                               fused_loss ? fmt::format(" (fused with the output {})", fused_output) : std::string(" (output taken as logits)")) +
                   (e.train.loss_scale.enabled() ? ", loss scale " + e.train.loss_scale.describe() : std::string()) +
                   (e.train.clip.enabled() ? ", gradients " + e.train.clip.describe() : std::string()));
+  if (!e.optimizer.exclude_from_weight_decay.empty())
+    lines.push_back(fmt::format("Weight decay leaves out the parameters matching {}", fmt::join(e.optimizer.exclude_from_weight_decay, ", ")));
+  // A per-epoch schedule over a single epoch never leaves its first rate: say so, once.
+  if (e.schedule.type != "constant" && !e.schedule.per_step && e.schedule.warmup_epochs == 0 && e.train.epochs == 1)
+    lines.push_back(fmt::format("Note: schedule {} changes the rate between epochs and this run has one: the rate stays "
+                                "{:g} (schedule.per_step: true moves it every step)",
+                                e.schedule.type, base_lr));
   for (const std::string& c : Callbacks(e.callbacks).describe()) lines.push_back("Callback " + c);
   return lines;
 }

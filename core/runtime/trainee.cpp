@@ -11,6 +11,14 @@
 
 namespace trainer {
 
+void bind_optimizer(Optimizer& o, OpContext& ctx, const ParamStore& ps) {
+  o.bind(ctx, ps.trainable_weights(), ps.trainable_grads());
+  std::vector<NamedSpan> spans;
+  for (const ParamEntry& p : ps.entries())
+    if (p.spec.trainable) spans.push_back({p.name, p.offset, p.offset + p.spec.shape.numel()});
+  o.exclude_from_decay(spans);
+}
+
 namespace {
 
 // Test hook: TRAINER_TEST_SLOW_VALIDATION=<ms> makes each batch of a training run's validation

@@ -29,6 +29,10 @@ namespace trainer {
 class Executor;
 
 // What every copy of the model is built from, whatever the strategy: fixed once by the run's plan.
+// Binds `o` to the trainable parameters of `ps` (a replica's or a stage's) and tells it their names
+// and spans (optimizer.exclude_from_weight_decay).
+void bind_optimizer(Optimizer& o, OpContext& ctx, const ParamStore& ps);
+
 struct TraineeSpec {
   ModelSpec model;
   std::shared_ptr<const Graph> graph;  // `model` instantiated once, shared by every replica (data parallel)

@@ -1,4 +1,4 @@
-// End-to-end training: the README's quickstart, a transformer on sequences, a real CIFAR-10 slice, summary, smoke.
+// End-to-end training: the README's quickstart, a transformer on sequences, a real CIFAR-10 slice, summary, smoke, weight decay's exclusions.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "core/io/safetensors.h"
 #include "skip.h"
 
 TEST_CASE("e2e summary: MiniGoogLeNet matches Keras' parameter counts and shapes") {
@@ -113,4 +114,38 @@ TEST_CASE("e2e smoke on CUDA: configs/smoke.yaml trains on GPU 0") {
   REQUIRE(r.code == 0);
   auto m = e2e::last_metrics(dir + "/run");
   CHECK(m["val_accuracy"] > 0.2);
+}
+
+// optimizer.exclude_from_weight_decay through a run, one process and two replicas: the excluded
+// parameters (the biases here) train exactly as without decay, the others do not.
+TEST_CASE("e2e optimizer: exclude_from_weight_decay trains the matching parameters as without decay") {
+  std::string dir = e2e::temp_dir("wd_exclude");
+  e2e::write_file(dir + "/c.yaml", R"(name: wdx
+seed: 3
+model:
+  input: [8, 8, 3]
+  layers:
+    - {name: conv, type: conv2d, filters: 4, kernel: 3, padding: same}
+    - {name: relu, type: relu}
+    - {name: gap, type: global_avg_pool2d}
+    - {name: dense, type: dense, units: 3}
+    - {name: softmax, type: softmax}
+data:
+  train: {type: synthetic, size: 64, image_size: 8, classes: 3, seed: 1}
+train: {epochs: 1, batch_size: 16, steps_per_epoch: 1}
+optimizer: {type: adamw, lr: 0.01, weight_decay: 0.5, exclude_from_weight_decay: [bias]}
+)");
+  for (const std::string devices : {"", " --cpu 2 --set train.batch_size=8"}) {
+    INFO("devices:" << devices);
+    auto a = e2e::trainer("run c.yaml --run-dir a" + devices, dir);
+    auto b = e2e::trainer("run c.yaml --run-dir b --set optimizer.weight_decay=0" + devices, dir);
+    INFO(a.out << a.err << b.out << b.err);
+    REQUIRE(a.code == 0);
+    REQUIRE(b.code == 0);
+    trainer::SafeTensorsReader ra(dir + "/a/checkpoints/epoch-0001.safetensors"), rb(dir + "/b/checkpoints/epoch-0001.safetensors");
+    for (const char* p : {"conv/bias", "dense/bias"}) CHECK(ra.f32(p) == rb.f32(p));
+    for (const char* p : {"conv/kernel", "dense/kernel"}) CHECK(ra.f32(p) != rb.f32(p));
+    std::filesystem::remove_all(dir + "/a");
+    std::filesystem::remove_all(dir + "/b");
+  }
 }

@@ -11,7 +11,7 @@ Replica::Replica(const TraineeSpec& t, Device device, int threads) {
   ctx_ = make_context(device, t.context_for(threads));
   exec_ = std::make_unique<Executor>(t.graph ? t.graph : t.make_graph(), *ctx_, t.seed);
   optimizer_ = make_optimizer(t.optimizer);
-  optimizer_->bind(*ctx_, exec_->params().trainable_weights(), exec_->params().trainable_grads());
+  bind_optimizer(*optimizer_, *ctx_, exec_->params());
   loss_ = make_loss(t.loss, *ctx_, t.loss_options);
   ignore_class_ = t.loss_options.ignore_class;
   // Keras' softmax (sigmoid) + crossentropy: the loss is computed from the activation's input

@@ -22,7 +22,7 @@ StageRuntime::StageRuntime(const TraineeSpec& t, const Stage& st, Device device,
   }
   Executor& g = *graphs_[0];
   optimizer_ = make_optimizer(t.optimizer);
-  optimizer_->bind(*ctx_, g.params().trainable_weights(), g.params().trainable_grads());
+  bind_optimizer(*optimizer_, *ctx_, g.params());
   if (t.average.enabled()) average_ = std::make_unique<WeightAverage>(*ctx_, g.params().weights(), t.average);
   state_ = std::make_unique<StoreState>(*ctx_, g.params(), *optimizer_, average_.get());
   elementwise_ = make_kernel<ElementwiseKernel>(*ctx_, {});

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/optim/optimizer.h"
+#include "core/ops/context.h"
 #include "core/optim/schedule.h"
 
 using namespace trainer;
@@ -71,4 +72,38 @@ TEST_CASE("optimizer: defaults follow the convention (Keras 3's or torch.optim's
   CHECK(spec("type: sgd, convention: pytorch").lr == 1e-3);
   p = spec("type: rmsprop, convention: pytorch, lr: 0.5, rho: 0.8, epsilon: 0.001");
   CHECK((p.lr == 0.5 && p.rho == 0.8 && p.epsilon == 0.001));
+}
+
+// optimizer.exclude_from_weight_decay: the matching parameters (a pattern searched in the name, as
+// Keras's re.search) get no decay, under both conventions and whatever ranges the update is cut in.
+TEST_CASE("optimizer: exclude_from_weight_decay leaves the matching parameters undecayed") {
+  auto ctx = make_context(Device::cpu(), {1});
+  const std::vector<NamedSpan> params = {{"fc/kernel", 0, 4}, {"fc/bias", 4, 6}, {"ln/gamma", 6, 8}, {"out/kernel", 8, 10}};
+  const std::vector<float> w0 = {1, -2, 3, -4, 5, -6, 7, -8, 9, -10};
+  for (const char* conv : {"keras", "pytorch"})
+    for (const char* type : {"sgd", "adamw", "rmsprop"}) {
+      INFO(type << ", " << conv);
+      auto spec = read_optimizer(section(std::string("s: {type: ") + type + ", lr: 0.1, weight_decay: 0.5, convention: " +
+                                         conv + ", exclude_from_weight_decay: [bias, \"^ln/\"]}"));
+      CHECK(spec.exclude_from_weight_decay == std::vector<std::string>{"bias", "^ln/"});
+      auto opt = make_optimizer(spec);
+      Tensor w = ctx->empty(Shape{10}), g = ctx->zeros(Shape{10});
+      std::copy(w0.begin(), w0.end(), w.f32());
+      opt->bind(*ctx, w, g);
+      opt->exclude_from_decay(params);
+      opt->begin_step();
+      opt->update(0, 5, 0.1f, 1.0f);  // ranges that cut through parameters
+      opt->update(5, 7, 0.1f, 1.0f);
+      opt->update(7, 10, 0.1f, 1.0f);
+      for (int i = 0; i < 10; ++i) {
+        INFO("element " << i);
+        const bool excluded = i >= 4 && i < 8;
+        if (excluded) CHECK(w.f32()[i] == w0[size_t(i)]);  // a zero gradient and no decay: unchanged
+        else CHECK(std::abs(w.f32()[i]) < std::abs(w0[size_t(i)]));
+      }
+    }
+  CHECK_THROWS_WITH(read_optimizer(section("s: {type: adamw, exclude_from_weight_decay: bias}")),
+                    Catch::Contains("must be a list of name patterns"));
+  CHECK_THROWS_WITH(read_optimizer(section("s: {type: adamw, exclude_from_weight_decay: [\"(\"]}")),
+                    Catch::StartsWith("s.yaml:1:46:") && Catch::Contains("is not a valid pattern"));
 }

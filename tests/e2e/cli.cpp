@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/io/safetensors.h"
 #include "skip.h"
 #include "test_dirs.h"
 
@@ -92,6 +93,17 @@ std::map<std::string, double> last_metrics(const std::string& run_dir) {
   std::stringstream h(header), v(last);
   for (std::string k, x; std::getline(h, k, ',') && std::getline(v, x, ',');) m[k] = x.empty() ? -1 : std::stod(x);
   return m;
+}
+
+std::map<std::string, std::vector<float>> model_weights(const std::string& file) {
+  trainer::SafeTensorsReader r(file);
+  std::map<std::string, std::vector<float>> out;
+  for (const trainer::SafeTensor& t : r.tensors()) {
+    bool state = false;
+    for (const char* p : {"optimizer/", "data/", "ema/", "early_stopping/"}) state = state || t.name.rfind(p, 0) == 0;
+    if (!state) out[t.name] = r.f32(t.name);
+  }
+  return out;
 }
 
 bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }

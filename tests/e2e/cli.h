@@ -31,6 +31,9 @@ void write_file(const std::string& path, const std::string& text);
 std::string read_file(const std::string& path);
 // The last row of a run's metrics.csv as column -> value (-1 for an empty cell).
 std::map<std::string, double> last_metrics(const std::string& run_dir);
+// A checkpoint's model parameters by name: its tensors but the optimizer state, normalisation
+// data, moving average and early stopping's kept copy.
+std::map<std::string, std::vector<float>> model_weights(const std::string& safetensors_file);
 // The last non-empty line of `out` parsed as JSON (a --json line); throws when it is not JSON.
 nlohmann::json last_json(const std::string& out);
 // How far a bench --json line's ceiling_fraction may be from gflops_per_sec / `ceiling` when both

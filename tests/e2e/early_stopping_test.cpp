@@ -27,16 +27,7 @@ const std::string kConfig = [] {
   return c.yaml();
 }();
 
-// A checkpoint's model parameters (no optimizer state, normalisation data or kept copies).
-std::map<std::string, std::vector<float>> weights(const std::string& file) {
-  trainer::SafeTensorsReader r(file);
-  std::map<std::string, std::vector<float>> out;
-  for (const trainer::SafeTensor& t : r.tensors())
-    if (t.name.rfind("optimizer/", 0) != 0 && t.name.rfind("data/", 0) != 0 && t.name.rfind("early_stopping/", 0) != 0)
-      out[t.name] = r.f32(t.name);
-  return out;
-}
-
+// Whether a checkpoint holds early stopping's copy of the best epoch's weights.
 bool holds_best_weights(const std::string& file) {
   trainer::SafeTensorsReader r(file);
   for (const trainer::SafeTensor& t : r.tensors())
@@ -60,8 +51,8 @@ TEST_CASE("e2e early stopping: restore_best_weights puts the best epoch's weight
   CHECK_FALSE(Contains("early stopping").match(out));
   const std::string ck = dir + "/full/checkpoints/";
   // The run's last checkpoint holds the best epoch's weights, not those its last epoch trained.
-  const auto last = weights(ck + "epoch-0004.safetensors");
-  CHECK(last == weights(ck + "epoch-0001.safetensors"));
+  const auto last = e2e::model_weights(ck + "epoch-0004.safetensors");
+  CHECK(last == e2e::model_weights(ck + "epoch-0001.safetensors"));
   CHECK(holds_best_weights(ck + "epoch-0002.safetensors"));
 
   // Interrupted in epoch 2 (step 14), resumed: its restore needs the best epoch's weights, which
@@ -73,7 +64,7 @@ TEST_CASE("e2e early stopping: restore_best_weights puts the best epoch's weight
   INFO(res.out << res.err);
   REQUIRE(res.code == 0);
   CHECK_THAT(res.out, Contains("Restoring model weights from the end of the best epoch: 1."));
-  CHECK(weights(dir + "/resumed/checkpoints/epoch-0004.safetensors") == last);
+  CHECK(e2e::model_weights(dir + "/resumed/checkpoints/epoch-0004.safetensors") == last);
   CHECK(e2e::read_file(dir + "/resumed/checkpoints/epoch-0004.safetensors") == e2e::read_file(ck + "epoch-0004.safetensors"));
 
   // Stopped early (patience 1, min_delta larger than any change): Keras 3's order of the lines.
@@ -83,5 +74,5 @@ TEST_CASE("e2e early stopping: restore_best_weights puts the best epoch's weight
   INFO(stop.out << stop.err);
   REQUIRE(stop.code == 0);
   CHECK_THAT(stop.out, Contains("Epoch 2: early stopping\nRestoring model weights from the end of the best epoch: 1."));
-  CHECK(weights(dir + "/stop/checkpoints/epoch-0002.safetensors") == weights(dir + "/stop/checkpoints/epoch-0001.safetensors"));
+  CHECK(e2e::model_weights(dir + "/stop/checkpoints/epoch-0002.safetensors") == e2e::model_weights(dir + "/stop/checkpoints/epoch-0001.safetensors"));
 }

@@ -1,12 +1,9 @@
 // train.steps_per_epoch below a pass over the data: as Keras's iterator, the next epoch reads on where the last one stopped (across passes, shuffles and augmentation included), and a resume reads on from its checkpoint.
 #include <catch2/catch.hpp>
 
-#include <map>
 #include <string>
-#include <vector>
 
 #include "cli.h"
-#include "core/io/safetensors.h"
 #include "small_cnn.h"
 
 namespace {
@@ -21,14 +18,6 @@ const std::string kConfig = [] {
   return c.yaml();
 }();
 
-std::map<std::string, std::vector<float>> weights(const std::string& file) {
-  trainer::SafeTensorsReader r(file);
-  std::map<std::string, std::vector<float>> out;
-  for (const trainer::SafeTensor& t : r.tensors())
-    if (t.name.rfind("optimizer/", 0) != 0 && t.name.rfind("data/", 0) != 0) out[t.name] = r.f32(t.name);
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("e2e steps_per_epoch: epochs shorter than a pass read on across epochs and passes, as two whole passes do, and resume exactly") {
@@ -42,8 +31,8 @@ TEST_CASE("e2e steps_per_epoch: epochs shorter than a pass read on across epochs
   auto short_epochs = e2e::trainer("run c.yaml --run-dir short --set train.epochs=5 --set train.steps_per_epoch=4", dir);
   INFO(short_epochs.out << short_epochs.err);
   REQUIRE(short_epochs.code == 0);
-  const auto want = weights(dir + "/whole/checkpoints/epoch-0002.safetensors");
-  CHECK(weights(dir + "/short/checkpoints/epoch-0005.safetensors") == want);
+  const auto want = e2e::model_weights(dir + "/whole/checkpoints/epoch-0002.safetensors");
+  CHECK(e2e::model_weights(dir + "/short/checkpoints/epoch-0005.safetensors") == want);
   // Interrupted at step 10 (epoch 3's third), resumed: the rest of pass 1 and pass 2 as before.
   auto cut = e2e::trainer("run c.yaml --run-dir cut --set train.epochs=5 --set train.steps_per_epoch=4", dir,
                           "TRAINER_TEST_SIGINT_AT_STEP=10");
@@ -52,6 +41,6 @@ TEST_CASE("e2e steps_per_epoch: epochs shorter than a pass read on across epochs
   auto res = e2e::trainer("run --resume cut --run-dir resumed", dir);
   INFO(res.out << res.err);
   REQUIRE(res.code == 0);
-  CHECK(weights(dir + "/resumed/checkpoints/epoch-0005.safetensors") == want);
+  CHECK(e2e::model_weights(dir + "/resumed/checkpoints/epoch-0005.safetensors") == want);
   CHECK(e2e::read_file(dir + "/resumed/metrics.csv") == e2e::read_file(dir + "/short/metrics.csv"));
 }

@@ -118,7 +118,7 @@ TEST_CASE("e2e smoke on CUDA: configs/smoke.yaml trains on GPU 0") {
 
 // optimizer.exclude_from_weight_decay through a run, one process and two replicas: the excluded
 // parameters (the biases here) train exactly as without decay, the others do not.
-TEST_CASE("e2e optimizer: exclude_from_weight_decay trains the matching parameters as without decay") {
+TEST_CASE("e2e optimizer: exclude_from_weight_decay trains the matching parameters as without decay, and the banner names it and a schedule that cannot move") {
   std::string dir = e2e::temp_dir("wd_exclude");
   e2e::write_file(dir + "/c.yaml", R"(name: wdx
 seed: 3
@@ -142,10 +142,20 @@ optimizer: {type: adamw, lr: 0.01, weight_decay: 0.5, exclude_from_weight_decay:
     INFO(a.out << a.err << b.out << b.err);
     REQUIRE(a.code == 0);
     REQUIRE(b.code == 0);
+    CHECK_THAT(a.out, Catch::Contains("Weight decay leaves out the parameters matching bias"));
+    CHECK_THAT(a.out, !Catch::Contains("Note: schedule"));  // constant: nothing to say
     trainer::SafeTensorsReader ra(dir + "/a/checkpoints/epoch-0001.safetensors"), rb(dir + "/b/checkpoints/epoch-0001.safetensors");
     for (const char* p : {"conv/bias", "dense/bias"}) CHECK(ra.f32(p) == rb.f32(p));
     for (const char* p : {"conv/kernel", "dense/kernel"}) CHECK(ra.f32(p) != rb.f32(p));
     std::filesystem::remove_all(dir + "/a");
     std::filesystem::remove_all(dir + "/b");
   }
+  // A per-epoch schedule over one epoch never leaves its first rate: the banner says so.
+  auto c = e2e::trainer("run c.yaml --run-dir c --set 'schedule={type: cosine}'", dir);
+  INFO(c.out << c.err);
+  REQUIRE(c.code == 0);
+  CHECK_THAT(c.out, Catch::Contains("Note: schedule cosine changes the rate between epochs and this run has one: the rate "
+                                    "stays 0.01 (schedule.per_step: true moves it every step)"));
+  auto d = e2e::trainer("run c.yaml --run-dir d --set 'schedule={type: cosine, per_step: true}'", dir);
+  CHECK_THAT(d.out, !Catch::Contains("Note: schedule"));
 }

@@ -229,13 +229,13 @@ int64_t Loader::count_scored(int64_t k, const std::vector<int64_t>& perm, const 
 
 int64_t Loader::global_scored(int64_t k) const {
   if (!opt_.ignore_class) return global_batch_size(k) * ds_->label_shape().numel();
-  std::shared_ptr<const std::vector<int64_t>> perm;
+  int64_t epoch = 0;
   {
     std::lock_guard<std::mutex> lock(st_->mu);
-    perm = st_->perm;
+    if (!st_->perm) throw std::logic_error("Loader::global_scored called before start_epoch");
+    epoch = st_->epoch;
   }
-  if (!perm) throw std::logic_error("Loader::global_scored called before start_epoch");
-  return count_scored(k, *perm, nullptr);
+  return global_scored(k, epoch);
 }
 
 int64_t Loader::global_scored(int64_t k, int64_t epoch) const {

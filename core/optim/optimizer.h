@@ -31,7 +31,6 @@ class Optimizer {
   // for llm.c's and nanoGPT's "decay the matrices only". After bind, with the trainable
   // parameters of the flat buffers; the patterns come from the spec (make_optimizer).
   void exclude_from_decay(const std::vector<NamedSpan>& params);
-  const std::vector<std::string>& decay_exclusions() const { return exclude_patterns_; }
   // One optimisation step is begin_step() and then update() over every element once, in as
   // many ranges as convenient (data parallelism updates each gradient bucket as soon as its
   // all-reduce is done). Gradients are multiplied by grad_scale first.

@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/graph/initializer.h"
 #include "core/io/config.h"
 #include "core/ops/activation.h"
 #include "core/ops/context.h"
@@ -38,21 +39,13 @@ class ScratchPool {
   std::map<std::string, Scratch, std::less<>> slots_;  // nodes stay put: references stay valid
 };
 
-// The first seven are read from configs by name (layers/common.h: read_init); the rest are fixed
-// defaults of particular layers: Orthogonal (Keras Orthogonal, gain 1: an LSTM's recurrent kernel),
-// UnitForgetBias (an LSTM bias [4U]: zeros, the forget gate's quarter [U, 2U) ones), RandomUniform
-// (Keras RandomUniform(-0.05, 0.05): embeddings).
-enum class InitKind {
-  Zeros, Ones, GlorotUniform, GlorotNormal, HeUniform, HeNormal, LecunNormal,
-  Orthogonal, UnitForgetBias, RandomUniform
-};
-
 struct ParamSpec {
   std::string name;  // "kernel", "bias", "gamma", "moving_mean", ...
   Shape shape;
-  InitKind init = InitKind::Zeros;
+  Initializer init = InitKind::Zeros;
   bool trainable = true;
-  int64_t fan_in = 1, fan_out = 1;  // for the variance-scaling initialisers
+  // For the variance-scaling initialisers; 0: Keras's compute_fans of the shape (keras_fans).
+  int64_t fan_in = 0, fan_out = 0;
   // Another layer's parameter this one uses as its own (a dense layer's `tie:`: "tokens/embeddings"),
   // of the same shape, held once; its gradient is this layer's added to the owner's. "" for a
   // parameter of its own.

@@ -33,7 +33,11 @@ class MultiHeadAttention final : public Layer {
     a_.value_dim = r.get_int("value_dim", a_.key_dim, 1, 1 << 16);
     a_.causal = r.get<bool>("causal", false);
     bias_ = r.get<bool>("use_bias", true);
-    init_ = read_init(r, "kernel_initializer", "glorot_uniform");
+    init_ = read_initializer(r, "kernel_initializer", "glorot_uniform");
+    bias_init_ = read_initializer(r, "bias_initializer", "zeros");
+    // trainer's own key (Keras's layer has one kernel_initializer for all four): the output
+    // projection's, e.g. GPT-2's residual projections at 0.02/sqrt(2·layers); kernel_initializer's by default.
+    output_init_ = r.has("output_kernel_initializer") ? read_initializer(r, "output_kernel_initializer", "zeros") : init_;
     // Keras's dropout: on the attention probabilities, in training only (inverted: kept ones scaled by 1/(1-rate)).
     a_.dropout = float(r.get_float("dropout", 0.0, 0.0, 1.0));
     if (a_.dropout >= 1.0f)
@@ -51,18 +55,18 @@ class MultiHeadAttention final : public Layer {
   std::vector<ParamSpec> params() const override {
     const int64_t H = a_.heads, Dk = a_.key_dim, Dv = a_.value_dim;
     // Keras's fans of a kernel of rank 3: fan_in = shape[-2]·shape[0], fan_out = shape[-1]·shape[0].
-    auto kernel = [&](const char* n, int64_t a, int64_t b, int64_t c) {
-      return ParamSpec{n, Shape{a, b, c}, init_, true, b * a, c * a};
+    auto kernel = [&](const char* n, int64_t a, int64_t b, int64_t c, const Initializer& init) {
+      return ParamSpec{n, Shape{a, b, c}, init, true, b * a, c * a};
     };
     std::vector<ParamSpec> ps;
     auto add = [&](ParamSpec k, const char* bias_name, Shape bias_shape) {
       ps.push_back(std::move(k));
-      if (bias_) ps.push_back({bias_name, std::move(bias_shape), InitKind::Zeros, true});
+      if (bias_) ps.push_back({bias_name, std::move(bias_shape), bias_init_, true});
     };
-    add(kernel("query/kernel", dq_, H, Dk), "query/bias", Shape{H, Dk});
-    add(kernel("key/kernel", dkv_, H, Dk), "key/bias", Shape{H, Dk});
-    add(kernel("value/kernel", dkv_, H, Dv), "value/bias", Shape{H, Dv});
-    add(kernel("attention_output/kernel", H, Dv, dq_), "attention_output/bias", Shape{dq_});
+    add(kernel("query/kernel", dq_, H, Dk, init_), "query/bias", Shape{H, Dk});
+    add(kernel("key/kernel", dkv_, H, Dk, init_), "key/bias", Shape{H, Dk});
+    add(kernel("value/kernel", dkv_, H, Dv, init_), "value/bias", Shape{H, Dv});
+    add(kernel("attention_output/kernel", H, Dv, dq_, output_init_), "attention_output/bias", Shape{dq_});
     return ps;
   }
   int64_t flops() const override {
@@ -177,7 +181,7 @@ class MultiHeadAttention final : public Layer {
   bool dropping_ = false;              // forward ran in training with dropout: backward redraws its mask
   DropoutSeed drop_;
   bool bias_ = true;
-  InitKind init_ = InitKind::GlorotUniform;
+  Initializer init_ = InitKind::GlorotUniform, bias_init_, output_init_ = InitKind::GlorotUniform;
   int64_t T_ = 0, S_ = 0, dq_ = 0, dkv_ = 0;
   KernelSlot<DenseKernel> proj_[4];  // query, key, value, output
   KernelSlot<AttentionKernel> attn_;

@@ -18,6 +18,10 @@ class BatchNorm final : public Layer {
     // Which batch variance the moving variance averages: Keras 3's biased one, or PyTorch's
     // (and cuDNN's, tf.keras 2's fused kernel's) unbiased one.
     p_.unbiased_moving_variance = r.get_choice("moving_variance", {"biased", "unbiased"}, "biased") == "unbiased";
+    gamma_init_ = read_initializer(r, "gamma_initializer", "ones");
+    beta_init_ = read_initializer(r, "beta_initializer", "zeros");
+    moving_mean_init_ = read_initializer(r, "moving_mean_initializer", "zeros");
+    moving_variance_init_ = read_initializer(r, "moving_variance_initializer", "ones");
     r.allow({"axis"});  // channels are always the last axis (NHWC); Keras' axis=-1
     cfg::Node axis = r.optional("axis");
     if (axis.defined() && axis.as<int>() != -1 && axis.as<int>() != 3)
@@ -31,10 +35,10 @@ class BatchNorm final : public Layer {
   }
 
   std::vector<ParamSpec> params() const override {
-    return {{"gamma", Shape{c_}, InitKind::Ones, true},
-            {"beta", Shape{c_}, InitKind::Zeros, true},
-            {"moving_mean", Shape{c_}, InitKind::Zeros, false},
-            {"moving_variance", Shape{c_}, InitKind::Ones, false}};
+    return {{"gamma", Shape{c_}, gamma_init_, true},
+            {"beta", Shape{c_}, beta_init_, true},
+            {"moving_mean", Shape{c_}, moving_mean_init_, false},
+            {"moving_variance", Shape{c_}, moving_variance_init_, false}};
   }
 
   int64_t flops() const override { return 2 * elems_; }
@@ -115,6 +119,7 @@ class BatchNorm final : public Layer {
   }
 
  private:
+  Initializer gamma_init_, beta_init_, moving_mean_init_, moving_variance_init_;
   // stats_ = [count | Σ | Σ²], grad_sums_ = [Σdy | Σdy(x - mean)]: what synchronised batch norm
   // sums over the replicas, on this device.
   Tensor count() { return stats_.slice(0, 1); }

@@ -1,4 +1,4 @@
-// Helpers shared by layer implementations: config readers for padding and initialisers.
+// Helpers shared by layer implementations: config readers for padding and windows, held activations (initialisers: core/graph/initializer.h).
 #pragma once
 #include "core/graph/layer.h"
 #include "core/ops/window.h"
@@ -7,15 +7,6 @@ namespace trainer {
 
 inline Padding read_padding(cfg::MapReader& r, const char* fallback) {
   return r.get_choice("padding", {"same", "valid"}, fallback) == "same" ? Padding::Same : Padding::Valid;
-}
-
-inline InitKind read_init(cfg::MapReader& r, const std::string& key, const char* fallback) {
-  static const std::vector<std::string> names = {"zeros", "ones", "glorot_uniform", "glorot_normal",
-                                                 "he_uniform", "he_normal", "lecun_normal"};
-  std::string v = r.get_choice(key, names, fallback);
-  for (size_t i = 0; i < names.size(); ++i)
-    if (names[i] == v) return InitKind(i);
-  return InitKind::Zeros;
 }
 
 // A sliding window's configuration for describe(): kernel (or pool), strides, dilation, padding.

@@ -17,7 +17,8 @@ class Conv2d final : public KernelBiasLayer<Conv2dKernel> {
     std::tie(p_.dh, p_.dw) = r.get_pair("dilation", std::pair{1, 1});
     p_.padding = read_padding(r, "valid");
     p_.bias = r.get<bool>("use_bias", true);
-    kernel_init_ = read_init(r, "kernel_initializer", "glorot_uniform");
+    kernel_init_ = read_initializer(r, "kernel_initializer", "glorot_uniform");
+    bias_init_ = read_initializer(r, "bias_initializer", "zeros");
     if ((p_.sh > 1 || p_.sw > 1) && (p_.dh > 1 || p_.dw > 1))
       r.node().fail("conv2d cannot combine strides > 1 with dilation > 1 (as in Keras)");
   }
@@ -36,7 +37,7 @@ class Conv2d final : public KernelBiasLayer<Conv2dKernel> {
   std::vector<ParamSpec> params() const override {
     int64_t rf = int64_t(p_.kh) * p_.kw;
     std::vector<ParamSpec> ps{{"kernel", conv2d_weight_shape(cin_, p_), kernel_init_, true, rf * cin_, rf * p_.filters}};
-    if (p_.bias) ps.push_back({"bias", Shape{p_.filters}, InitKind::Zeros, true, 1, 1});
+    if (p_.bias) ps.push_back({"bias", Shape{p_.filters}, bias_init_, true});
     return ps;
   }
 
@@ -58,7 +59,7 @@ class Conv2d final : public KernelBiasLayer<Conv2dKernel> {
 
  private:
   bool add_dx_ = false;
-  InitKind kernel_init_;
+  Initializer kernel_init_, bias_init_;
   int64_t cin_ = 0;
   Shape out_;
 };

@@ -20,7 +20,8 @@ class Dense final : public KernelBiasLayer<DenseKernel> {
   explicit Dense(cfg::MapReader& r) {
     p_.units = r.get_int("units", std::nullopt, 1, 1 << 24);
     p_.bias = r.get<bool>("use_bias", true);
-    init_ = read_init(r, "kernel_initializer", "glorot_uniform");
+    init_ = read_initializer(r, "kernel_initializer", "glorot_uniform");
+    bias_init_ = read_initializer(r, "bias_initializer", "zeros");
     if (r.has("tie")) tie_ = r.get<std::string>("tie");
   }
   // [features] -> [units]; a sequence [time, features] -> [time, units], the same kernel at every
@@ -41,7 +42,7 @@ class Dense final : public KernelBiasLayer<DenseKernel> {
       ps.push_back({"kernel", Shape{k_in_, p_.units}, init_, true, k_in_, p_.units});
     else
       ps.push_back({"kernel", Shape{p_.units, k_in_}, init_, true, k_in_, p_.units, tie_ + "/embeddings"});
-    if (p_.bias) ps.push_back({"bias", Shape{p_.units}, InitKind::Zeros, true});
+    if (p_.bias) ps.push_back({"bias", Shape{p_.units}, bias_init_, true});
     return ps;
   }
   int64_t flops() const override { return 2 * positions_ * k_in_ * p_.units; }
@@ -73,7 +74,7 @@ class Dense final : public KernelBiasLayer<DenseKernel> {
   }
 
  private:
-  InitKind init_;
+  Initializer init_, bias_init_;
   int64_t k_in_ = 0, positions_ = 1;
   std::string tie_;  // the embedding layer whose table is the kernel, transposed ("" untied)
   KernelSlot<ElementwiseKernel> transpose_;

@@ -17,7 +17,8 @@ class DepthwiseConv2d final : public KernelBiasLayer<DepthwiseConv2dKernel> {
     p_.padding = read_padding(r, "valid");
     p_.multiplier = int(r.get_int("depth_multiplier", 1, 1, 1 << 16));
     p_.bias = r.get<bool>("use_bias", true);
-    init_ = read_init(r, "depthwise_initializer", "glorot_uniform");
+    init_ = read_initializer(r, "depthwise_initializer", "glorot_uniform");
+    bias_init_ = read_initializer(r, "bias_initializer", "zeros");
     if ((p_.sh > 1 || p_.sw > 1) && (p_.dh > 1 || p_.dw > 1))
       r.node().fail("depthwise_conv2d cannot combine strides > 1 with dilation > 1 (as in Keras)");
   }
@@ -49,7 +50,7 @@ class DepthwiseConv2d final : public KernelBiasLayer<DepthwiseConv2dKernel> {
     int64_t rf = int64_t(p_.kh) * p_.kw;
     std::vector<ParamSpec> ps{
         {"depthwise_kernel", depthwise_conv2d_weight_shape(cin_, p_), init_, true, rf * cin_, rf * p_.multiplier}};
-    if (p_.bias) ps.push_back({"bias", Shape{cin_ * p_.multiplier}, InitKind::Zeros, true, 1, 1});
+    if (p_.bias) ps.push_back({"bias", Shape{cin_ * p_.multiplier}, bias_init_, true});
     return ps;
   }
 
@@ -64,7 +65,7 @@ class DepthwiseConv2d final : public KernelBiasLayer<DepthwiseConv2dKernel> {
   }
 
  private:
-  InitKind init_;
+  Initializer init_, bias_init_;
   int64_t cin_ = 0;
   Shape out_;
 };

@@ -13,12 +13,13 @@ class Embedding final : public Layer {
   explicit Embedding(cfg::MapReader& r) {
     p_.input_dim = r.get_int("input_dim", std::nullopt, 1, int64_t(1) << 30);
     p_.output_dim = r.get_int("output_dim", std::nullopt, 1, 1 << 20);
+    init_ = read_initializer(r, "embeddings_initializer", "uniform");
   }
   // ids (steps) -> (steps, output_dim); any rank, as Keras.
   Shape infer(const std::vector<Shape>& in) override { return embedding::output_shape(in[0], p_); }
-  // Keras' embeddings initialiser: RandomUniform(-0.05, 0.05).
+  // Keras' embeddings_initializer, by default "uniform": RandomUniform(-0.05, 0.05).
   std::vector<ParamSpec> params() const override {
-    return {{"embeddings", Shape{p_.input_dim, p_.output_dim}, InitKind::RandomUniform, true, 1, 1}};
+    return {{"embeddings", Shape{p_.input_dim, p_.output_dim}, init_, true}};
   }
   int64_t flops() const override { return 0; }  // a gather: no arithmetic
   LayerConfig describe() const override {
@@ -44,6 +45,7 @@ class Embedding final : public Layer {
 
  private:
   EmbeddingParams p_;
+  Initializer init_;
   LossSums* sums_ = nullptr;  // the recorded step's, while its scalars are set
   KernelSlot<EmbeddingKernel> k_;
 };

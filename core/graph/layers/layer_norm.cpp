@@ -15,6 +15,8 @@ class LayerNorm final : public Layer {
     p_.epsilon = float(r.get_float("epsilon", 1e-3, 1e-12, 1.0));
     p_.center = r.get<bool>("center", true);
     p_.scale = r.get<bool>("scale", true);
+    gamma_init_ = read_initializer(r, "gamma_initializer", "ones");
+    beta_init_ = read_initializer(r, "beta_initializer", "zeros");
     r.allow({"axis"});
     cfg::Node axis = r.optional("axis");
     if (axis.defined() && axis.as<int>() != -1)
@@ -29,8 +31,8 @@ class LayerNorm final : public Layer {
   }
   std::vector<ParamSpec> params() const override {
     std::vector<ParamSpec> ps;
-    if (p_.scale) ps.push_back({"gamma", Shape{p_.features}, InitKind::Ones, true});
-    if (p_.center) ps.push_back({"beta", Shape{p_.features}, InitKind::Zeros, true});
+    if (p_.scale) ps.push_back({"gamma", Shape{p_.features}, gamma_init_, true});
+    if (p_.center) ps.push_back({"beta", Shape{p_.features}, beta_init_, true});
     return ps;
   }
   // The statistics, the normalisation and the affine map: about 8 operations per element.
@@ -62,6 +64,7 @@ class LayerNorm final : public Layer {
   }
 
  private:
+  Initializer gamma_init_, beta_init_;
   // The parameters (or their gradients, in the same order): gamma first when present (params()).
   Tensor gamma(const std::vector<Tensor>& t) const { return p_.scale ? t[0] : Tensor(); }
   Tensor beta(const std::vector<Tensor>& t) const { return p_.center ? t[p_.scale ? 1 : 0] : Tensor(); }

@@ -15,6 +15,10 @@ class Lstm final : public Layer {
     p_.return_sequences = r.get<bool>("return_sequences", false);
     p_.bias = r.get<bool>("use_bias", true);
     unit_forget_bias_ = r.get<bool>("unit_forget_bias", true);
+    kernel_init_ = read_initializer(r, "kernel_initializer", "glorot_uniform");
+    recurrent_init_ = read_initializer(r, "recurrent_initializer", "orthogonal");
+    bias_init_ = read_initializer(r, "bias_initializer", "zeros");
+    bias_init_.forget_gate_ones = unit_forget_bias_;
   }
   Shape infer(const std::vector<Shape>& in) override {
     if (in[0].rank() != 2)
@@ -25,14 +29,13 @@ class Lstm final : public Layer {
     features_ = in[0][1];
     return p_.return_sequences ? Shape{steps_, p_.units} : Shape{p_.units};
   }
-  // Keras' weights and initialisers: kernel glorot_uniform, recurrent_kernel orthogonal, bias
-  // zeros with the forget gate's quarter at 1 (unit_forget_bias).
+  // Keras' weights and default initialisers: kernel glorot_uniform, recurrent_kernel orthogonal,
+  // bias zeros with the forget gate's quarter at 1 (unit_forget_bias).
   std::vector<ParamSpec> params() const override {
     const int64_t U = p_.units, G = 4 * U;
-    std::vector<ParamSpec> ps{{"kernel", Shape{features_, G}, InitKind::GlorotUniform, true, features_, G},
-                              {"recurrent_kernel", Shape{U, G}, InitKind::Orthogonal, true, U, G}};
-    if (p_.bias)
-      ps.push_back({"bias", Shape{G}, unit_forget_bias_ ? InitKind::UnitForgetBias : InitKind::Zeros, true, 1, 1});
+    std::vector<ParamSpec> ps{{"kernel", Shape{features_, G}, kernel_init_, true},
+                              {"recurrent_kernel", Shape{U, G}, recurrent_init_, true}};
+    if (p_.bias) ps.push_back({"bias", Shape{G}, bias_init_, true});
     return ps;
   }
   // Per step: the input and recurrent products (2·4U·(F + U)), the bias (4U), the gate
@@ -66,6 +69,7 @@ class Lstm final : public Layer {
  private:
   LstmParams p_;
   bool unit_forget_bias_ = true;
+  Initializer kernel_init_, recurrent_init_, bias_init_;
   int64_t steps_ = 0, features_ = 0;
   KernelSlot<LstmKernel> k_;
 };

@@ -22,7 +22,7 @@ class PositionEmbedding final : public Layer {
   bool output_reusable() const override { return true; }  // backward reads neither x nor y
   explicit PositionEmbedding(cfg::MapReader& r) {
     length_ = r.get_int("sequence_length", int64_t(0), 0, int64_t(1) << 24);
-    init_ = read_init(r, "initializer", "glorot_uniform");
+    init_ = read_initializer(r, "initializer", "glorot_uniform");
   }
   Shape infer(const std::vector<Shape>& in) override {
     if (in[0].rank() != 2 || in[0].numel() == 0)
@@ -74,7 +74,7 @@ class PositionEmbedding final : public Layer {
 
   EmbeddingParams p_;
   int64_t length_ = 0, T_ = 0;
-  InitKind init_ = InitKind::GlorotUniform;
+  Initializer init_ = InitKind::GlorotUniform;
   KernelSlot<EmbeddingKernel> k_;
   KernelSlot<ElementwiseKernel> sum_;
   HeldTensor rows_, ids_;

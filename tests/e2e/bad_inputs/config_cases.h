@@ -142,6 +142,15 @@ inline std::vector<Case> config_cases() {
        .config = changed({{"{flip: horizontal}", "{flip: horizontal, mean: per_channel, scale: 1/255}"}}),
        .expect = "c.yaml:12:57: 'data.augment.scale' with mean: per_channel: the division by each channel's standard "
                  "deviation already gives unit variance..."},
+      {.cat = "range", .name = "initializer name typo",
+       .config = changed({{"{name: conv, type: conv2d, filters: 4, kernel: 3}", "{name: conv, type: conv2d, filters: 4, kernel: 3, kernel_initializer: he_normall}"}}),
+       .expect = "c.yaml:5:77: 'he_normall' is not a valid kernel_initializer for conv2d layer 'conv' (did you mean 'he_normal'?)..."},
+      {.cat = "range", .name = "initializer stddev 0",
+       .config = changed({{"{name: conv, type: conv2d, filters: 4, kernel: 3}", "{name: conv, type: conv2d, filters: 4, kernel: 3, kernel_initializer: {type: random_normal, stddev: 0}}"}}),
+       .expect = "c.yaml:5:107: stddev must be above 0, not 0"},
+      {.cat = "range", .name = "initializer parameter typo",
+       .config = changed({{"{name: conv, type: conv2d, filters: 4, kernel: 3}", "{name: conv, type: conv2d, filters: 4, kernel: 3, kernel_initializer: {type: truncated_normal, stdev: 0.02}}"}}),
+       .expect = "c.yaml:5:102: unknown key 'stdev' in kernel_initializer of conv2d layer 'conv' (did you mean 'stddev'?)"},
 
       // ---- more config mistakes ---------------------------------------------------------------------
       {.cat = "wrong type", .name = "integer too large", .config = changed({{"batch_size: 4", "batch_size: 99999999999999999999"}}),

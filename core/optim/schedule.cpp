@@ -10,48 +10,56 @@
 namespace trainer {
 
 double Schedule::lr(double base_lr, int epoch, double progress) const {
-  double t = per_step ? epoch + progress : double(epoch);
-  double f = factor(t);
-  if (warmup_epochs > 0) {
-    double tw = epoch + progress;  // warmup is always per step
-    if (tw < warmup_epochs) f *= warmup_start + (1.0 - warmup_start) * tw / warmup_epochs;
-  }
-  return base_lr * f;
+  const double t = per_step ? epoch + progress : double(epoch);
+  const double tw = epoch + progress;  // warmup is always per step
+  const bool warming = warmup_epochs > 0 && tw < warmup_epochs;
+  const double ramp = warming ? warmup_start + (1.0 - warmup_start) * tw / warmup_epochs : 1.0;
+  if (!decay_after_warmup || warmup_epochs <= 0) return base_lr * (factor(t, total_epochs) * ramp);
+  if (warming) return base_lr * ramp;
+  return base_lr * factor(std::max(0.0, t - warmup_epochs), std::max(total_epochs - warmup_epochs, 1e-9));
+}
+
+std::string Schedule::describe() const {
+  std::string s = describe_type();
+  if (warmup_epochs > 0)
+    s += fmt::format(", warmup {:g} epoch{} from {:g}·lr{}", warmup_epochs, warmup_epochs == 1 ? "" : "s",
+                     warmup_start, decay_after_warmup ? ", then the decay" : "");
+  return s;
 }
 
 namespace {
 
 struct Constant final : Schedule {
-  double factor(double) const override { return 1.0; }
-  std::string describe() const override { return "constant"; }
+  double factor(double, double) const override { return 1.0; }
+  std::string describe_type() const override { return "constant"; }
 };
 
 // PyImageSearch/Keras: lr0 * (1 - epoch / epochs) ^ power.
 struct Poly final : Schedule {
   double power = 1.0;
-  double factor(double t) const override { return std::pow(std::max(0.0, 1.0 - t / total_epochs), power); }
-  std::string describe() const override { return fmt::format("poly(power={:g}{})", power, per_step ? ", per step" : ""); }
+  double factor(double t, double horizon) const override { return std::pow(std::max(0.0, 1.0 - t / horizon), power); }
+  std::string describe_type() const override { return fmt::format("poly(power={:g}{})", power, per_step ? ", per step" : ""); }
 };
 
 struct Step final : Schedule {
   double every = 10, gamma = 0.1;
-  double factor(double t) const override { return std::pow(gamma, std::floor(t / every)); }
-  std::string describe() const override { return fmt::format("step(every={:g} epochs, gamma={:g})", every, gamma); }
+  double factor(double t, double) const override { return std::pow(gamma, std::floor(t / every)); }
+  std::string describe_type() const override { return fmt::format("step(every={:g} epochs, gamma={:g})", every, gamma); }
 };
 
 struct Cosine final : Schedule {
   double min_factor = 0.0;
-  double factor(double t) const override {
-    double c = 0.5 * (1.0 + std::cos(std::numbers::pi * std::min(1.0, t / total_epochs)));
+  double factor(double t, double horizon) const override {
+    double c = 0.5 * (1.0 + std::cos(std::numbers::pi * std::min(1.0, t / horizon)));
     return min_factor + (1.0 - min_factor) * c;
   }
-  std::string describe() const override { return fmt::format("cosine(min_factor={:g})", min_factor); }
+  std::string describe_type() const override { return fmt::format("cosine(min_factor={:g})", min_factor); }
 };
 
 struct Exponential final : Schedule {
   double gamma = 0.95;
-  double factor(double t) const override { return std::pow(gamma, t); }
-  std::string describe() const override { return fmt::format("exponential(gamma={:g})", gamma); }
+  double factor(double t, double) const override { return std::pow(gamma, t); }
+  std::string describe_type() const override { return fmt::format("exponential(gamma={:g})", gamma); }
 };
 
 // A schedule type: how it reads its keys, and how it is made from a spec.
@@ -108,6 +116,9 @@ ScheduleSpec read_schedule(const cfg::Node& section) {
   s.per_step = r.get<bool>("per_step", false);
   s.warmup_epochs = r.get_float("warmup_epochs", 0.0, 0.0, 1e6);
   s.warmup_start = r.get_float("warmup_start", 0.0, 0.0, 1.0);
+  s.decay_after_warmup = r.get<bool>("decay_after_warmup", false);
+  if (s.decay_after_warmup && s.warmup_epochs <= 0)
+    r.optional("decay_after_warmup").fail("decay_after_warmup needs a warmup: give warmup_epochs (above 0)");
   r.finish();
   return s;
 }
@@ -118,6 +129,7 @@ std::unique_ptr<Schedule> make_schedule(const ScheduleSpec& spec, int epochs) {
   s->per_step = spec.per_step;
   s->warmup_epochs = spec.warmup_epochs;
   s->warmup_start = spec.warmup_start;
+  s->decay_after_warmup = spec.decay_after_warmup;
   return s;
 }
 

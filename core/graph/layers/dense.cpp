@@ -23,6 +23,11 @@ class Dense final : public KernelBiasLayer<DenseKernel> {
     init_ = read_initializer(r, "kernel_initializer", "glorot_uniform");
     bias_init_ = read_initializer(r, "bias_initializer", "zeros");
     if (r.has("tie")) tie_ = r.get<std::string>("tie");
+    if (!tie_.empty() && r.has("kernel_initializer"))
+      r.optional("kernel_initializer")
+          .fail(fmt::format("a dense layer with tie: {0} has {0}'s table as its kernel, drawn by {0}'s "
+                            "embeddings_initializer: remove this kernel_initializer",
+                            tie_));
   }
   // [features] -> [units]; a sequence [time, features] -> [time, units], the same kernel at every
   // position (Keras). An image is refused (Keras would apply it to each pixel: here that is a 1x1

@@ -235,6 +235,9 @@ TEST_CASE("initializer: config errors name file:line:col") {
   CHECK_THAT(error_of(dense("kernel_initializer: {class_name: RandomNormal, config: {stddev: 0.02}, cfg: 1}")),
              Catch::Contains("unknown key 'cfg'"));
   CHECK_THAT(error_of(dense("kernel_initializer: {stddev: 0.02}")), Catch::Contains("missing required key 'type'"));
+  CHECK_THAT(error_of("model:\n  input: [4]\n  layers:\n    - {name: e, type: embedding, input_dim: 9, output_dim: 8}\n"
+                     "    - {name: d, type: dense, units: 9, tie: e, kernel_initializer: zeros}\n"),
+             Catch::StartsWith("test.yaml:5:68: a dense layer with tie: e has e's table as its kernel"));
   CHECK_THAT(error_of(dense("kernel_initialiser: he_normal")),
              Catch::Contains("unknown key 'kernel_initialiser'") && Catch::Contains("did you mean 'kernel_initializer'"));
 }

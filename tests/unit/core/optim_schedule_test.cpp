@@ -44,6 +44,42 @@ TEST_CASE("schedule: step, cosine, exponential and linear warmup") {
   CHECK(wu->lr(1.0, 2, 0.0) == Approx(1.0));
 }
 
+// decay_after_warmup: Keras 3's CosineDecay(initial_learning_rate = warmup_start·lr, warmup_target =
+// lr, warmup_steps = w, decay_steps = total - w, alpha = min_factor), written from its __call__
+// (keras/src/optimizers/schedules/learning_rate_schedule.py): the ramp, then the decay over the rest.
+TEST_CASE("schedule: decay_after_warmup is Keras 3's CosineDecay with warmup_steps") {
+  const int epochs = 5, steps = 40;
+  const double lr = 6e-4, start = 0.1, alpha = 0.05, w = 1.5;  // warmup over 60 steps of 200
+  auto keras = [&](double step) {
+    const double warmup_steps = w * steps, decay_steps = epochs * steps - warmup_steps;
+    step = std::min(step, decay_steps + warmup_steps);
+    if (step < warmup_steps) return (lr - start * lr) * (step / warmup_steps) + start * lr;
+    const double cosine = 0.5 * (1.0 + std::cos(3.14159265358979323846 * (step - warmup_steps) / decay_steps));
+    return lr * ((1 - alpha) * cosine + alpha);
+  };
+  auto s = make_schedule(read_schedule(section("s: {type: cosine, min_factor: 0.05, per_step: true, warmup_epochs: 1.5, "
+                                               "warmup_start: 0.1, decay_after_warmup: true}")),
+                         epochs);
+  for (int step = 0; step < epochs * steps; ++step) {
+    INFO("step " << step);
+    CHECK(s->lr(lr, step / steps, double(step % steps) / steps) == Approx(keras(step)).epsilon(1e-12));
+  }
+  CHECK(s->lr(lr, 1, 0.5) == Approx(lr));  // the ramp's end is the decay's start: the full rate
+  CHECK_THAT(s->describe(), Catch::Contains("warmup 1.5 epochs from 0.1·lr, then the decay"));
+  // Without it the ramp multiplies a cosine that started at epoch 0 (timm's form): below Keras's at the ramp's end.
+  auto m = make_schedule(read_schedule(section("s: {type: cosine, min_factor: 0.05, per_step: true, warmup_epochs: 1.5, "
+                                               "warmup_start: 0.1}")),
+                         epochs);
+  CHECK(m->lr(lr, 1, 0.5) < 0.9 * lr);
+  // Poly decays over the epochs left too; per-epoch schedules step at whole epochs after the ramp.
+  auto p = make_schedule(read_schedule(section("s: {type: poly, warmup_epochs: 2, decay_after_warmup: true}")), 10);
+  CHECK(p->lr(1.0, 1, 0.5) == Approx(0.75));
+  CHECK(p->lr(1.0, 2, 0.0) == Approx(1.0));
+  CHECK(p->lr(1.0, 6, 0.5) == Approx(0.5));  // (1 - 4/8)
+  CHECK_THROWS_WITH(read_schedule(section("s: {type: cosine, decay_after_warmup: true}")),
+                    Catch::StartsWith("s.yaml:1:39:") && Catch::Contains("decay_after_warmup needs a warmup"));
+}
+
 TEST_CASE("schedule and optimizer: config errors") {
   CHECK_THROWS_WITH(make_schedule(read_schedule(section("s: {type: polly}")), 3), Catch::Contains("did you mean 'poly'"));
   CHECK_THROWS_WITH(make_schedule(read_schedule(section("s: {type: poly, powr: 2}")), 3), Catch::Contains("unknown key 'powr'"));

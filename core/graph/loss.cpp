@@ -18,6 +18,14 @@ struct Registered {
   bool index_labels = true;  // scores class indices: takes an ignore_class
 };
 
+// LossOptions::class_weight in the context's memory (undefined without weights).
+Tensor class_weights(OpContext& ctx, const LossOptions& o) {
+  if (o.class_weight.empty()) return Tensor();
+  Tensor t = ctx.empty(Shape{int64_t(o.class_weight.size())});
+  ctx.copy_from_host(t.data(), o.class_weight.data(), o.class_weight.size() * sizeof(float));
+  return t;
+}
+
 std::map<std::string, Registered>& losses() {
   static std::map<std::string, Registered> m;
   return m;
@@ -31,14 +39,18 @@ std::map<std::string, Registered>& losses() {
 class SoftmaxCrossEntropy final : public Loss {
  public:
   SoftmaxCrossEntropy(OpContext& ctx, const LossOptions& o)
-      : k_(make_kernel<SoftmaxKernel>(ctx, {o.label_smoothing, o.ignore_class.has_value(), o.ignore_class.value_or(0)})) {}
+      : weights_(class_weights(ctx, o)),
+        k_(make_kernel<SoftmaxKernel>(ctx, {o.label_smoothing, o.ignore_class.has_value(), o.ignore_class.value_or(0),
+                                            weights_.defined() ? weights_.f32() : nullptr})) {}
   LossStats compute(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float scale) override {
     Rows r = rows(logits, labels, dlogits);
+    check_weights(r.logits);
     return k_->cross_entropy(r.logits, r.labels, r.dlogits, scale);
   }
   void compute_into(const Tensor& logits, const Tensor& labels, Tensor& dlogits, const StepScalars* step,
                     LossSums* sums) override {
     Rows r = rows(logits, labels, dlogits);
+    check_weights(r.logits);
     k_->cross_entropy_into(r.logits, r.labels, r.dlogits, step, sums);
   }
   const char* fused_output() const override { return "softmax"; }
@@ -67,12 +79,24 @@ class SoftmaxCrossEntropy final : public Loss {
     if (dlogits.defined()) r.dlogits = dlogits.reshape(Shape{N * T, C});
     return r;
   }
+  // The kernel reads a weight for each of the logits' classes.
+  void check_weights(const Tensor& logits) const {
+    if (weights_.defined() && logits.shape().rank() == 2 && weights_.numel() != logits.dim(1))
+      throw std::invalid_argument(fmt::format("cross_entropy: {} class weights for logits of {} classes",
+                                              weights_.numel(), logits.dim(1)));
+  }
+  Tensor weights_;  // [C] in the context's memory, or undefined
   std::unique_ptr<SoftmaxKernel> k_;
 };
 
 class BinaryCrossEntropy final : public Loss {
  public:
-  BinaryCrossEntropy(OpContext& ctx, const LossOptions& o) : k_(make_kernel<SigmoidXentKernel>(ctx, {o.label_smoothing})) {}
+  BinaryCrossEntropy(OpContext& ctx, const LossOptions& o)
+      : weights_(class_weights(ctx, o)),
+        k_(make_kernel<SigmoidXentKernel>(ctx, {o.label_smoothing, weights_.defined() ? weights_.f32() : nullptr})) {
+    if (weights_.defined() && weights_.numel() != 2)
+      throw std::invalid_argument(fmt::format("binary_crossentropy: {} class weights, not 2", weights_.numel()));
+  }
   LossStats compute(const Tensor& logits, const Tensor& labels, Tensor& dlogits, float scale) override {
     return k_->loss(logits, labels, dlogits, scale);
   }
@@ -86,6 +110,7 @@ class BinaryCrossEntropy final : public Loss {
   }
 
  private:
+  Tensor weights_;  // [2] in the context's memory, or undefined
   std::unique_ptr<SigmoidXentKernel> k_;
 };
 

@@ -46,6 +46,9 @@ LossHead loss_head(const Graph& g, const Loss& loss);
 struct LossOptions {
   float label_smoothing = 0.0f;
   std::optional<int32_t> ignore_class;
+  // One weight per class (Keras's class_weight expanded with 1s; binary_crossentropy's: 2), or
+  // empty: the training loss's rows weighted by their class (SoftmaxParams::class_weight).
+  std::vector<float> class_weight;
 };
 using LossFactory = std::function<std::unique_ptr<Loss>(OpContext&, const LossOptions&)>;
 // index_labels: the loss scores class indices (so it takes an ignore_class).

@@ -10,8 +10,11 @@
 namespace trainer {
 
 // label_smoothing: the target of label z is z·(1-ls) + 0.5·ls (sigmoid_xent_math.h).
+// class_weight: [2] f32 in the context's memory (class 0's, class 1's) or nullptr, as
+// SoftmaxParams::class_weight: weighs each sample's loss and gradient in a call that writes dlogits.
 struct SigmoidXentParams {
   float label_smoothing = 0.0f;
+  const float* class_weight = nullptr;
 };
 
 class SigmoidXentKernel {
@@ -48,11 +51,13 @@ class SigmoidXentKernel {
   }
 
  protected:
-  SigmoidXentKernel(const OpContext& c, const Params& p) : label_smoothing_(p.label_smoothing), ck_(kName, c.device()) {
+  SigmoidXentKernel(const OpContext& c, const Params& p)
+      : label_smoothing_(p.label_smoothing), class_weight_(p.class_weight), ck_(kName, c.device()) {
     if (!(p.label_smoothing >= 0.0f && p.label_smoothing <= 1.0f))
       ck_.fail("label_smoothing must be in [0, 1], got ", p.label_smoothing);
   }
   const float label_smoothing_;
+  const float* const class_weight_;  // [2] or nullptr
   // Called with checked arguments only: N samples.
   virtual LossStats loss_impl(int64_t N, const Tensor& logits, const Tensor& labels, Tensor& dlogits,
                               float grad_scale) = 0;

@@ -30,10 +30,15 @@ inline void add_to(LossSums& sums, const LossStats& s) {
 // label_smoothing: cross_entropy's targets are t·(1-ls) + ls/C (softmax_math.h); forward and
 // backward ignore it. ignore (Keras's ignore_class, PyTorch's ignore_index): an index label equal to
 // ignore_class scores nothing: no loss, no hit, a zero gradient row, and it is not counted.
+// class_weight: [C] f32 in the context's memory, kept alive by the caller (nullptr: none): in a
+// call that writes dlogits (training; Keras weighs the training loss only), each row's loss and
+// gradient are multiplied by its class's weight (softmax_math::class_weight), so the mean loss is
+// Σ w·loss / N, Keras's sum_over_batch_size; a call without dlogits (evaluation) is unweighted.
 struct SoftmaxParams {
   float label_smoothing = 0.0f;
   bool ignore = false;
   int32_t ignore_class = 0;
+  const float* class_weight = nullptr;
 };
 
 class SoftmaxKernel {
@@ -81,13 +86,18 @@ class SoftmaxKernel {
 
  protected:
   SoftmaxKernel(const OpContext& c, const Params& p)
-      : label_smoothing_(p.label_smoothing), ignore_(p.ignore), ignore_class_(p.ignore_class), dev_(c.device()) {
+      : label_smoothing_(p.label_smoothing),
+        ignore_(p.ignore),
+        ignore_class_(p.ignore_class),
+        class_weight_(p.class_weight),
+        dev_(c.device()) {
     if (!(p.label_smoothing >= 0.0f && p.label_smoothing <= 1.0f))
       shape_checks::Checks(kName, dev_).fail("label_smoothing must be in [0, 1], got ", p.label_smoothing);
   }
   const float label_smoothing_;
   const bool ignore_;            // an index label equal to ignore_class_ is not scored
   const int32_t ignore_class_;
+  const float* const class_weight_;  // [C] or nullptr (SoftmaxParams)
   // Called with checked arguments only: x (y) seen as [rows, C] (rows = 0 when C == 0); logits
   // [N, C] with C >= 1, labels i32 [N] when sparse, else f32 [N, C].
   virtual void forward_impl(int64_t rows, int64_t C, const Tensor& x, Tensor& y) = 0;

@@ -76,6 +76,8 @@ class Optimizer {
   int64_t steps() const { return steps_; }
   void set_steps(int64_t s) { steps_ = s; }
   double base_lr() const { return lr_; }
+  // The undecayed spans of the flat buffer (exclude_from_decay's, sorted and merged).
+  const std::vector<std::pair<int64_t, int64_t>>& no_decay_spans() const { return no_decay_; }
   void set_base_lr(double lr) { lr_ = lr; }
   virtual std::string describe() const = 0;
 

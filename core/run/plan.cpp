@@ -59,6 +59,19 @@ TraineeSpec trainee_spec(const RunSpec& e) {
   t.microbatches = e.microbatches;
   t.cuda_graphs = cuda_graphs_wanted(e.devices.cuda_graphs);
   t.graph = t.make_graph();
+  if (!e.train.class_weight.empty()) {
+    // One weight per class of the model's output (binary_crossentropy's one unit: classes 0 and 1).
+    const Shape& out = t.graph->nodes()[size_t(t.graph->output_node())].shape;
+    const int64_t classes = e.train.loss == "binary_crossentropy" ? 2 : out.rank() ? out.back() : 1;
+    t.loss_options.class_weight.assign(size_t(classes), 1.0f);
+    for (const auto& [cls, w] : e.train.class_weight) {
+      if (cls >= classes)
+        throw cfg::ConfigError(e.train.class_weight_where,
+                               fmt::format("class_weight names class {}, but the model scores {} classes (0 to {})",
+                                           cls, classes, classes - 1));
+      t.loss_options.class_weight[size_t(cls)] = w;
+    }
+  }
   return t;
 }
 
@@ -231,6 +244,12 @@ std::vector<std::string> RunPlan::banner(const RunSpec& e) const {
                               fused_loss ? fmt::format(" (fused with the output {})", fused_output) : std::string(" (output taken as logits)")) +
                   (e.train.loss_scale.enabled() ? ", loss scale " + e.train.loss_scale.describe() : std::string()) +
                   (e.train.clip.enabled() ? ", gradients " + e.train.clip.describe() : std::string()));
+  if (!e.train.class_weight.empty()) {
+    std::vector<std::string> w;
+    for (const auto& [cls, v] : e.train.class_weight) w.push_back(fmt::format("{}: {:g}", cls, v));
+    lines.push_back(fmt::format("Class weights {{{}}} (other classes 1) on the training loss; validation is unweighted",
+                                fmt::join(w, ", ")));
+  }
   if (!e.optimizer.exclude_from_weight_decay.empty())
     lines.push_back(fmt::format("Weight decay leaves out the parameters matching {}", fmt::join(e.optimizer.exclude_from_weight_decay, ", ")));
   // A per-epoch schedule over a single epoch never leaves its first rate: say so, once.

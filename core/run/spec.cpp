@@ -54,6 +54,31 @@ TrainSpec read_train(cfg::MapReader r) {
       ig.fail(fmt::format("ignore_class applies to the categorical losses' class indices, not to {}", t.loss));
     t.ignore_class = int32_t(r.get_int("ignore_class", 0, INT32_MIN, INT32_MAX));
   }
+  if (cfg::Node cw = r.optional("class_weight"); cw.defined()) {
+    // {0: 1.0, 1: 5.0} (Keras's dict of class indices) or [1.0, 5.0] (one weight per class).
+    t.class_weight_where = cw.where();
+    auto weight = [](const cfg::Node& v) {
+      const double w = v.as<double>();
+      if (!(w >= 0 && w <= 1e6)) v.fail(fmt::format("a class weight must be between 0 and 1e6, not {}", w));
+      return float(w);
+    };
+    if (cw.is_seq()) {
+      for (size_t i = 0; i < cw.size(); ++i) t.class_weight[int32_t(i)] = weight(cw.at(i));
+    } else if (cw.is_map()) {
+      cfg::MapReader m(cw, "class_weight");
+      for (const std::string& k : cw.keys()) {
+        cfg::Node v = m.optional(k);
+        int64_t cls = -1;
+        if (k.empty() || k.size() > 8 || k.find_first_not_of("0123456789") != std::string::npos ||
+            (cls = std::stoll(k)) >= (int64_t(1) << 24))
+          v.fail(fmt::format("class_weight's keys are class indices (0, 1, ...), not '{}'", k));
+        t.class_weight[int32_t(cls)] = weight(v);
+      }
+    } else {
+      cw.fail("class_weight is a map of class indices to weights ({0: 1.0, 1: 5.0}) or a list of one weight per class");
+    }
+    if (t.class_weight.empty()) cw.fail("class_weight is empty: give the classes' weights, or remove it");
+  }
   // auto (0): sized for the reduction path (plan_buckets, core/runtime/data_parallel/grad_buckets.h).
   cfg::Node bucket = r.optional("bucket_mb");
   if (bucket.is_scalar() && bucket.scalar() == "auto") r.allow({"bucket_mb"});

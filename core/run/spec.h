@@ -1,6 +1,7 @@
 // RunSpec: one experiment config read once, in one place, into typed sections — each module reading
 // its own section (did-you-mean for unknown keys, file:line:col in every error) — before anything is built.
 #pragma once
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,10 @@ struct TrainSpec {
   // Keras's ignore_class (PyTorch's ignore_index): labels equal to it (pad positions) are not scored;
   // the loss and accuracy are means over the labels scored (categorical losses only).
   std::optional<int32_t> ignore_class;
+  // Keras's fit(class_weight=): class index -> weight of its samples' training loss (others 1);
+  // checked against the model's classes where the graph is known (class_weight_where names the key).
+  std::map<int32_t, float> class_weight;
+  std::string class_weight_where;
   double bucket_mb = 0;          // data parallelism: gradient all-reduce bucket size (0: auto)
   bool sync_bn = false;          // data parallelism: batch-norm statistics over the global batch
   LossScaleOptions loss_scale;   // `loss_scale:` (default: dynamic for fp16, none otherwise)

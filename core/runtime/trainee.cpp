@@ -13,9 +13,15 @@ namespace trainer {
 
 void bind_optimizer(Optimizer& o, OpContext& ctx, const ParamStore& ps) {
   o.bind(ctx, ps.trainable_weights(), ps.trainable_grads());
+  // Each span runs to the next parameter's offset (its alignment padding, zeros that no update
+  // changes, included), so neighbouring excluded parameters merge into one undecayed piece.
   std::vector<NamedSpan> spans;
-  for (const ParamEntry& p : ps.entries())
-    if (p.spec.trainable) spans.push_back({p.name, p.offset, p.offset + p.spec.shape.numel()});
+  const auto& entries = ps.entries();
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (entries[i].spec.trainable) {
+      const bool next = i + 1 < entries.size() && entries[i + 1].spec.trainable;
+      spans.push_back({entries[i].name, entries[i].offset, next ? entries[i + 1].offset : ps.trainable_floats()});
+    }
   o.exclude_from_decay(spans);
 }
 

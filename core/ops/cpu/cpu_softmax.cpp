@@ -128,6 +128,7 @@ class CpuSoftmax final : public SoftmaxKernel {
     }
     const bool grad = dlogits.defined();
     const float ls = label_smoothing_;
+    const float* cw = grad ? class_weight_ : nullptr;  // training's loss only
     const float* xp = logits.f32();
     float* dp = grad ? dlogits.f32() : nullptr;
     // Per-sample results are summed afterwards in sample order, so the loss does not depend on the
@@ -152,20 +153,24 @@ class CpuSoftmax final : public SoftmaxKernel {
         double shift_sum = 0;
         if (ls != 0.0f)
           for (int64_t j = 0; j < C; ++j) shift_sum += softmax_math::shift_term(a[j], mx);
+        const float w = softmax_math::class_weight(cw, lab);
         losses[i] = softmax_math::smoothed_sparse_loss(softmax_math::sparse_loss(lse, a[lab], mx), lse, shift_sum, ls, C);
+        if (cw) losses[i] *= double(w);
         hits[i] = pred == lab;
-        if (grad && poly_) sparse_grad<true>(a, C, mx, lse, lab, ls, grad_scale, dp + i * C);
-        else if (grad) sparse_grad<false>(a, C, mx, lse, lab, ls, grad_scale, dp + i * C);
+        if (grad && poly_) sparse_grad<true>(a, C, mx, lse, lab, ls, grad_scale * w, dp + i * C);
+        else if (grad) sparse_grad<false>(a, C, mx, lse, lab, ls, grad_scale * w, dp + i * C);
       } else {
         const float* t = labels.f32() + i * C;
         double l = 0;
         for (int64_t j = 0; j < C; ++j) softmax_math::dense_loss_add(l, softmax_math::smooth(t[j], ls, C), a[j], mx, lse);
-        losses[i] = l;
-        hits[i] = pred == argmax(t, C);
+        const int64_t cls = argmax(t, C);
+        const float w = softmax_math::class_weight(cw, cls);
+        losses[i] = cw ? l * double(w) : l;
+        hits[i] = pred == cls;
         if (grad) {
           float* d = dp + i * C;
           for (int64_t j = 0; j < C; ++j)
-            d[j] = softmax_math::xent_grad(a[j], mx, lse, softmax_math::smooth(t[j], ls, C), grad_scale);
+            d[j] = softmax_math::xent_grad(a[j], mx, lse, softmax_math::smooth(t[j], ls, C), grad_scale * w);
         }
       }
     }

@@ -5,16 +5,18 @@
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_loss_sums.h"
 #include "core/ops/cuda/cuda_util.cuh"
+#include "core/ops/math/softmax_math.h"
 #include "core/ops/sigmoid_xent.h"
 
 namespace trainer {
 namespace {
 
 // status[i]: 1 hit, 0 miss, -1 label neither 0 nor 1 (no loss; d[i] = 0). `step` (device
-// memory, may be null): the scale is step->loss_scale instead, read here.
+// memory, may be null): the scale is step->loss_scale instead, read here. cw: the class weights
+// [2] or nullptr (softmax_math::class_weight).
 __global__ void bce_samples_kernel(const float* __restrict__ x, const int32_t* __restrict__ z, float* __restrict__ d,
-                                   float scale0, const StepScalars* step, float ls, int64_t N,
-                                   double* __restrict__ losses, int32_t* __restrict__ status) {
+                                   float scale0, const StepScalars* step, float ls, const float* __restrict__ cw,
+                                   int64_t N, double* __restrict__ losses, int32_t* __restrict__ status) {
   const float scale = step ? step->loss_scale : scale0;
   CUDA_GRID_LOOP(i, N) {
     const int32_t lab = z[i];
@@ -25,9 +27,10 @@ __global__ void bce_samples_kernel(const float* __restrict__ x, const int32_t* _
       continue;
     }
     const float t = sigmoid_xent::smooth(lab, ls);
-    losses[i] = sigmoid_xent::loss(x[i], t);
+    const float w = softmax_math::class_weight(cw, lab);
+    losses[i] = cw ? sigmoid_xent::loss(x[i], t) * double(w) : sigmoid_xent::loss(x[i], t);
     status[i] = sigmoid_xent::hit(x[i], lab) ? 1 : 0;
-    if (d) d[i] = sigmoid_xent::grad(x[i], t, scale);
+    if (d) d[i] = sigmoid_xent::grad(x[i], t, scale * w);
   }
 }
 
@@ -67,7 +70,8 @@ class CudaSigmoidXent final : public SigmoidXentKernel {
   void samples(int64_t N, const Tensor& logits, const Tensor& labels, Tensor& dlogits, float scale,
                const StepScalars* step, double* losses, int32_t* status) {
     TRAINER_LAUNCH(bce_samples_kernel, cuda::grid_for(N, c_), cuda::kBlock, c_.stream(), logits.f32(), labels.i32(),
-                   dlogits.defined() ? dlogits.f32() : nullptr, scale, step, label_smoothing_, N, losses, status);
+                   dlogits.defined() ? dlogits.f32() : nullptr, scale, step, label_smoothing_,
+                   dlogits.defined() ? class_weight_ : nullptr, N, losses, status);
   }
 
 

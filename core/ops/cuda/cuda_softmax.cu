@@ -60,10 +60,11 @@ __global__ void softmax_bwd_kernel(const float* y, const float* dy, float* dx, i
 // status[i]: 1 hit, 0 miss, -1 label out of range, -2 label ignored (ignore: ignore_class; both
 // without loss, d's row zeroed). `step` (device memory, may be null): grad_scale is
 // step->loss_scale times grad_scale0, read here.
+// cw: the class weights [C] (softmax_math::class_weight) or nullptr.
 template <bool kSparse>
 __global__ void xent_rows_kernel(const float* x, const int32_t* lab, const float* t, float* d, float grad_scale0,
-                                 const StepScalars* step, float ls, bool ignore, int32_t ignore_class, int64_t N,
-                                 int64_t C, double* losses, int32_t* status) {
+                                 const StepScalars* step, float ls, bool ignore, int32_t ignore_class,
+                                 const float* cw, int64_t N, int64_t C, double* losses, int32_t* status) {
   const float grad_scale = step ? step->loss_scale * grad_scale0 : grad_scale0;
   for (int64_t i = blockIdx.x; i < N; i += gridDim.x) {
     const float* a = x + i * C;
@@ -93,6 +94,7 @@ __global__ void xent_rows_kernel(const float* x, const int32_t* lab, const float
     const long long pred = cuda::row_argmax(a, C);
     double loss;
     bool hit;
+    int64_t cls;
     if constexpr (kSparse) {
       double shift_sum = 0.0;
       if (ls != 0.0f) {  // uniform across the block
@@ -100,6 +102,7 @@ __global__ void xent_rows_kernel(const float* x, const int32_t* lab, const float
         shift_sum = block_sum(shift_sum);
       }
       loss = softmax_math::smoothed_sparse_loss(softmax_math::sparse_loss(lse, a[label], mx), lse, shift_sum, ls, C);
+      cls = label;
       hit = pred == label;
     } else {
       const float* tr = t + i * C;
@@ -107,8 +110,11 @@ __global__ void xent_rows_kernel(const float* x, const int32_t* lab, const float
       for (int64_t j = threadIdx.x; j < C; j += blockDim.x)
         softmax_math::dense_loss_add(l, softmax_math::smooth(tr[j], ls, C), a[j], mx, lse);
       loss = block_sum(l);
-      hit = pred == cuda::row_argmax(tr, C);
+      cls = cuda::row_argmax(tr, C);
+      hit = pred == cls;
     }
+    const float w = softmax_math::class_weight(cw, cls);
+    if (cw) loss *= double(w);
     if (threadIdx.x == 0) {
       losses[i] = loss;
       status[i] = hit ? 1 : 0;
@@ -118,7 +124,7 @@ __global__ void xent_rows_kernel(const float* x, const int32_t* lab, const float
         float target;
         if constexpr (kSparse) target = j == label ? 1.0f : 0.0f;
         else target = t[i * C + j];
-        dr[j] = softmax_math::xent_grad(a[j], mx, lse, softmax_math::smooth(target, ls, C), grad_scale);
+        dr[j] = softmax_math::xent_grad(a[j], mx, lse, softmax_math::smooth(target, ls, C), grad_scale * w);
       }
     }
   }
@@ -168,14 +174,15 @@ class CudaSoftmax final : public SoftmaxKernel {
   void rows(int64_t N, int64_t C, bool sparse, const Tensor& logits, const Tensor& labels, Tensor& dlogits,
             float grad_scale, const StepScalars* step, double* losses, int32_t* status) {
     float* dp = dlogits.defined() ? dlogits.f32() : nullptr;
+    const float* cw = dp ? class_weight_ : nullptr;  // training's loss only
     if (sparse)
       TRAINER_LAUNCH(xent_rows_kernel<true>, row_grid(N), cuda::row_block(C), c_.stream(), logits.f32(), labels.i32(),
-                     static_cast<const float*>(nullptr), dp, grad_scale, step, label_smoothing_, ignore_, ignore_class_, N,
-                     C, losses, status);
+                     static_cast<const float*>(nullptr), dp, grad_scale, step, label_smoothing_, ignore_, ignore_class_, cw,
+                     N, C, losses, status);
     else
       TRAINER_LAUNCH(xent_rows_kernel<false>, row_grid(N), cuda::row_block(C), c_.stream(), logits.f32(),
                      static_cast<const int32_t*>(nullptr), labels.f32(), dp, grad_scale, step, label_smoothing_, false, 0,
-                     N, C, losses, status);
+                     cw, N, C, losses, status);
   }
 
   // A recorded step's: no copy to the host, the statistics added to `sums` on the device.

@@ -70,6 +70,11 @@ TRAINER_HD_INLINE bool argmax_better(float v2, int64_t k2, float v, int64_t k) {
 
 TRAINER_HD_INLINE bool label_in_range(int64_t label, int64_t C) { return label >= 0 && label < C; }
 
+// A row's class weight (Keras's fit(class_weight=)): w[cls] of the row's class (its index label,
+// the argmax of its probability label, a binary label), 1 without weights. It multiplies the
+// row's loss and its gradient's scale; the count and hits are not weighted.
+TRAINER_HD_INLINE float class_weight(const float* w, int64_t cls) { return w ? w[cls] : 1.0f; }
+
 // An index label not scored (ignore_class: Keras's, PyTorch's ignore_index): no loss, no hit, a
 // zero gradient row, not counted.
 TRAINER_HD_INLINE bool label_ignored(int64_t label, bool ignore, int32_t ignore_class) {

@@ -6,6 +6,8 @@
 #include "core/optim/optimizer.h"
 #include "core/ops/context.h"
 #include "core/optim/schedule.h"
+#include "core/graph/executor.h"
+#include "core/runtime/trainee.h"
 
 using namespace trainer;
 using Catch::Detail::Approx;
@@ -142,4 +144,27 @@ TEST_CASE("optimizer: exclude_from_weight_decay leaves the matching parameters u
                     Catch::Contains("must be a list of name patterns"));
   CHECK_THROWS_WITH(read_optimizer(section("s: {type: adamw, exclude_from_weight_decay: [\"(\"]}")),
                     Catch::StartsWith("s.yaml:1:46:") && Catch::Contains("is not a valid pattern"));
+}
+
+// bind_optimizer's spans run over each parameter's alignment padding, so excluded neighbours (a
+// bias, then a layer norm's gamma and beta: 7 floats each, each padded to 16) are one undecayed
+// piece, and the update is cut once around it instead of at every gap.
+TEST_CASE("optimizer: bind_optimizer merges neighbouring excluded parameters across their padding") {
+  auto doc = cfg::parse_document(R"(model:
+  input: [5]
+  layers:
+    - {name: a, type: dense, units: 7}
+    - {name: ln, type: layer_norm}
+    - {name: b, type: dense, units: 3}
+)",
+                                 "m.yaml");
+  auto ctx = make_context(Device::cpu(), {1});
+  Executor ex(std::make_shared<const Graph>(parse_model(cfg::root(doc).child("model"))), *ctx, 1);
+  auto opt = make_optimizer(read_optimizer(section("s: {type: adamw, exclude_from_weight_decay: [bias, gamma, beta]}")));
+  bind_optimizer(*opt, *ctx, ex.params());
+  std::map<std::string, int64_t> at;
+  for (const ParamEntry& e : ex.params().entries()) at[e.name] = e.offset;
+  REQUIRE(opt->no_decay_spans().size() == 2);
+  CHECK(opt->no_decay_spans()[0] == std::pair<int64_t, int64_t>{at["a/bias"], at["b/kernel"]});
+  CHECK(opt->no_decay_spans()[1] == std::pair<int64_t, int64_t>{at["b/bias"], ex.params().trainable_floats()});
 }

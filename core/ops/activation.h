@@ -9,18 +9,20 @@
 namespace trainer {
 
 // Gelu: x Φ(x), the exact (erf) form, Keras's gelu and PyTorch's default; GeluTanh: its tanh
-// approximation (Keras's approximate=True, PyTorch's approximate='tanh', GPT-2's).
-enum class ActKind { Linear, Relu, Relu6, Sigmoid, Tanh, Gelu, GeluTanh };
+// approximation (Keras's approximate=True, PyTorch's approximate='tanh', GPT-2's). Silu:
+// x·sigmoid(x) (Keras's silu, also named swish; PyTorch's nn.SiLU: EfficientNet's, LLaMA's MLP).
+enum class ActKind { Linear, Relu, Relu6, Sigmoid, Tanh, Gelu, GeluTanh, Silu };
 
-std::optional<ActKind> parse_activation(const std::string& name);  // nullopt when unknown
+// nullopt when unknown; "swish" is silu (Keras's alias).
+std::optional<ActKind> parse_activation(const std::string& name);
 const char* activation_name(ActKind k);
 const char* const* activation_names();                            // null-terminated, for did-you-mean
 
 // The derivative of relu, relu6, sigmoid and tanh is taken from the output: relu's y > 0 iff
-// x > 0, relu6's 0 < y < 6 iff 0 < x < 6, sigmoid's y(1 - y), tanh's 1 - y^2. GELU's is not a
-// function of y (it is not monotonic below 0): from x, which the graph keeps (no in-place run).
-// Linear needs neither.
-inline bool backward_reads_x(ActKind k) { return k == ActKind::Gelu || k == ActKind::GeluTanh; }
+// x > 0, relu6's 0 < y < 6 iff 0 < x < 6, sigmoid's y(1 - y), tanh's 1 - y^2. GELU's and SiLU's
+// are not functions of y (neither is monotonic below 0): from x, which the graph keeps (no
+// in-place run). Linear needs neither.
+inline bool backward_reads_x(ActKind k) { return k == ActKind::Gelu || k == ActKind::GeluTanh || k == ActKind::Silu; }
 inline bool backward_reads_y(ActKind k) { return k != ActKind::Linear && !backward_reads_x(k); }
 
 struct ActivationParams {

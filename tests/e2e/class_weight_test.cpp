@@ -49,7 +49,7 @@ TEST_CASE("e2e class_weight: uniform weights of 2 train as a doubled rate (1 and
   }
 }
 
-TEST_CASE("e2e class_weight: a zero weight silences its class; the list form; an unweighted class keeps weight 1") {
+TEST_CASE("e2e class_weight: a zero weight silences its class, the list form, an unweighted class keeps weight 1") {
   std::string dir = e2e::temp_dir("class_weight_zero");
   e2e::write_file(dir + "/c.yaml", config("", "0.1"));
   // Every class at 0: no gradient at all, so the weights are those of a run at rate 0.

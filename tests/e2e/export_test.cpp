@@ -182,10 +182,10 @@ TEST_CASE("e2e export: the device-parallel shared-LSTM model in OpenCV equals tr
   CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
 }
 
-TEST_CASE("e2e export: GELU (exact and tanh form) as Erf / Tanh nodes: OpenCV equals trainer predict within 1e-4",
+TEST_CASE("e2e export: GELU (exact and tanh form) as Erf / Tanh nodes, SiLU as Sigmoid and Mul: OpenCV equals trainer predict within 1e-4",
           "[export]") {
   if (skip_without_python_deps()) return;
-  for (const char* gelu : {"{name: relu, type: gelu}", "{name: relu, type: gelu, approximate: true}"}) {
+  for (const char* gelu : {"{name: relu, type: gelu}", "{name: relu, type: gelu, approximate: true}", "{name: relu, type: silu}"}) {
     INFO(gelu);
     const std::string dir = e2e::temp_dir("export_gelu");
     train(dir, "quickstart.yaml",

@@ -1,7 +1,7 @@
-// ONNX export of the activation layers (activation, relu, relu6, sigmoid, tanh, gelu) and softmax:
+// ONNX export of the activation layers (activation, relu, relu6, sigmoid, tanh, gelu, silu) and softmax:
 // Relu, Clip(0, 6) or Relu(x) - Relu(x - 6) (ExportContext::relu6_clip), Sigmoid, Tanh, Identity
-// (linear), GELU from Erf or Tanh (opset 20's Gelu is past the opsets written); Softmax over the
-// last axis.
+// (linear), GELU from Erf or Tanh (opset 20's Gelu is past the opsets written), SiLU as x·Sigmoid(x);
+// Softmax over the last axis.
 #include <fmt/format.h>
 
 #include <map>
@@ -46,6 +46,12 @@ const std::map<std::string, ActivationWriter>& activation_writers() {
       {"gelu", gelu(false)},
       {"gelu_tanh", gelu(true)},
       {"linear", unary("Identity")},
+      {"silu",
+       [](ExportContext& ctx, size_t i, const std::string& x, const std::string& y) {
+         const std::string s = ctx.fresh(ctx.node(i).layer->name() + "/sigmoid");
+         ctx.add_node("Sigmoid", {x}, {s});
+         ctx.add_node("Mul", {x, s}, {y});
+       }},
       {"relu", unary("Relu")},
       {"sigmoid", unary("Sigmoid")},
       {"tanh", unary("Tanh")},
@@ -84,7 +90,7 @@ void export_softmax(ExportContext& ctx, size_t i) {
   ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
 }
 
-const RegisterExporter act({"activation", "relu", "relu6", "sigmoid", "tanh", "gelu"}, export_activation);
+const RegisterExporter act({"activation", "relu", "relu6", "sigmoid", "tanh", "gelu", "silu"}, export_activation);
 const RegisterExporter softmax({"softmax"}, export_softmax);
 
 }  // namespace

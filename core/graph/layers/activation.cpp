@@ -1,4 +1,4 @@
-// Activation layers: `activation` (with `function:`) and the shorthands relu, relu6, sigmoid, tanh, gelu.
+// Activation layers: `activation` (with `function:`) and the shorthands relu, relu6, sigmoid, tanh, gelu, silu.
 #include <fmt/format.h>
 
 #include "core/graph/layers/common.h"
@@ -14,6 +14,7 @@ class Activation : public Layer {
   explicit Activation(cfg::MapReader& r) {
     std::vector<std::string> names;
     for (const char* const* n = activation_names(); *n; ++n) names.push_back(*n);
+    names.push_back("swish");  // Keras's other name for silu
     p_.kind = *parse_activation(r.get_choice("function", names));
   }
   Shape infer(const std::vector<Shape>& in) override {
@@ -22,7 +23,7 @@ class Activation : public Layer {
   }
   int64_t flops() const override { return elems_; }
   LayerConfig describe() const override { return LayerConfig().put_text("function", activation_name(p_.kind)); }
-  // In place where backward reads only y (backward_reads_y); gelu's reads x, which must stay.
+  // In place where backward reads only y (backward_reads_y); gelu's and silu's read x, which must stay.
   bool in_place() const override { return !backward_reads_x(p_.kind); }
   MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
@@ -66,6 +67,7 @@ RegisterLayer<Fixed<ActKind::Relu>> reg_relu("relu", "ReLU");
 RegisterLayer<Fixed<ActKind::Relu6>> reg_relu6("relu6", "ReLU");
 RegisterLayer<Fixed<ActKind::Sigmoid>> reg_sigmoid("sigmoid", "Activation");
 RegisterLayer<Fixed<ActKind::Tanh>> reg_tanh("tanh", "Activation");
+RegisterLayer<Fixed<ActKind::Silu>> reg_silu("silu", "Activation");
 
 // `gelu` (Keras's keras.activations.gelu as a layer): the exact erf form; `approximate: true` the
 // tanh form (Keras's approximate=True, PyTorch's approximate='tanh').

@@ -1,4 +1,4 @@
-// CPU activation: linear, relu, relu6, sigmoid, tanh and gelu (exact and tanh) forward/backward on f32 or bf16 as vectorised OpenMP loops (activation_math.h's formulas); gelu on f32 and bf16 by oneDNN's eltwise (the gelu fast path).
+// CPU activation: linear, relu, relu6, sigmoid, tanh, gelu (exact and tanh) and silu forward/backward on f32 or bf16 as vectorised OpenMP loops (activation_math.h's formulas); gelu on f32 and bf16 by oneDNN's eltwise (the gelu fast path).
 #include <cmath>
 #include <cstring>
 
@@ -103,6 +103,9 @@ class CpuActivation final : public ActivationKernel {
         case ActKind::GeluTanh:
           map1(a, o, n, [](float v) { return act::gelu_tanh(v); });
           break;
+        case ActKind::Silu:
+          map1(a, o, n, [](float v) { return act::silu(v); });
+          break;
       }
     });
   }
@@ -140,6 +143,9 @@ class CpuActivation final : public ActivationKernel {
           break;
         case ActKind::GeluTanh:
           map2(v, g, o, n, [](float xv, float gv) { return act::gelu_tanh_grad(xv, gv); });
+          break;
+        case ActKind::Silu:  // from x (backward_reads_x)
+          map2(v, g, o, n, [](float xv, float gv) { return act::silu_grad(xv, gv); });
           break;
       }
     });

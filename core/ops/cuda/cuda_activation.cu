@@ -1,4 +1,4 @@
-// CUDA activation: linear, relu, relu6, sigmoid, tanh and gelu (exact and tanh) forward/backward as element-wise maps over any float type (cpu_activation.cpp's formulas).
+// CUDA activation: linear, relu, relu6, sigmoid, tanh, gelu (exact and tanh) and silu forward/backward as element-wise maps over any float type (cpu_activation.cpp's formulas).
 #include "core/ops/activation.h"
 #include "core/ops/math/activation_math.h"
 #include "core/ops/cuda/cuda_context.h"
@@ -26,6 +26,9 @@ struct GeluF {
 struct GeluTanhF {
   __device__ float operator()(float a) const { return act::gelu_tanh(a); }
 };
+struct SiluF {
+  __device__ float operator()(float a) const { return act::silu(a); }
+};
 
 struct ClampB {  // the derivative at the bounds is taken as 0 (as TF and PyTorch)
   act::Clamp c;
@@ -42,6 +45,9 @@ struct GeluB {  // v is x (backward_reads_x)
 };
 struct GeluTanhB {
   __device__ float operator()(float v, float g) const { return act::gelu_tanh_grad(v, g); }
+};
+struct SiluB {  // v is x (backward_reads_x)
+  __device__ float operator()(float v, float g) const { return act::silu_grad(v, g); }
 };
 
 class CudaActivation final : public ActivationKernel {
@@ -66,6 +72,7 @@ class CudaActivation final : public ActivationKernel {
         case ActKind::Tanh: cuda::tmap1(c_, a, o, n, TanhF{}); break;
         case ActKind::Gelu: cuda::tmap1(c_, a, o, n, GeluF{}); break;
         case ActKind::GeluTanh: cuda::tmap1(c_, a, o, n, GeluTanhF{}); break;
+        case ActKind::Silu: cuda::tmap1(c_, a, o, n, SiluF{}); break;
         case ActKind::Linear: break;
       }
     });
@@ -89,6 +96,7 @@ class CudaActivation final : public ActivationKernel {
         case ActKind::Tanh: cuda::tmap2(c_, v, g, o, n, TanhB{}); break;
         case ActKind::Gelu: cuda::tmap2(c_, v, g, o, n, GeluB{}); break;
         case ActKind::GeluTanh: cuda::tmap2(c_, v, g, o, n, GeluTanhB{}); break;
+        case ActKind::Silu: cuda::tmap2(c_, v, g, o, n, SiluB{}); break;
         case ActKind::Linear: break;
       }
     });

@@ -114,4 +114,11 @@ TRAINER_HD_INLINE float gelu_tanh_grad(float x, float dy) {
   return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
 }
 
+// SiLU (swish): x·sigmoid(x); its derivative s·(1 + x·(1 - s)), s = sigmoid(x), from x.
+TRAINER_HD_INLINE float silu(float x) { return x * sigmoid(x); }
+TRAINER_HD_INLINE float silu_grad(float x, float dy) {
+  const float s = sigmoid(x);
+  return dy * (s * (1.0f + x * (1.0f - s)));
+}
+
 }  // namespace trainer::act

@@ -259,6 +259,7 @@ ACTIVATIONS = {  # relu and relu6 of a bf16 value are bf16 values: no rounding
     "relu6": lambda v: torch.clamp(v, 0.0, 6.0),  # keras.layers.ReLU(max_value=6)
     "sigmoid": lambda v: q(torch.sigmoid(v)),
     "tanh": lambda v: q(torch.tanh(v)),
+    "silu": lambda v: q(v * torch.sigmoid(v)),  # keras.activations.silu (swish): x·sigmoid(x)
     "linear": lambda v: v,
 }
 

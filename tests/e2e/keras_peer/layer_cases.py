@@ -142,7 +142,8 @@ def cases():
 
     # --- activations between two dense layers
     for typ, layer in [("relu", "{name: act, type: relu}"), ("relu6", "{name: act, type: relu6}"),
-                       ("sigmoid", "{name: act, type: sigmoid}"), ("tanh", "{name: act, type: activation, function: tanh}")]:
+                       ("sigmoid", "{name: act, type: sigmoid}"), ("tanh", "{name: act, type: activation, function: tanh}"),
+                       ("silu", "{name: act, type: activation, function: swish}")]:
         p = {"d1/kernel": w(5, 6, scale=2.0), "d1/bias": w(6, scale=1.0), **head(6)}  # scale 2: relu6 clips
 
         def f(P, X, S, t, c, s, typ=typ):

@@ -121,6 +121,16 @@ TEST_CASE("gradcheck: with GELU (exact and tanh form), whose backward reads x: t
   check_gradients(s);
 }
 
+TEST_CASE("gradcheck: with SiLU (swish), whose backward reads x: the graph keeps it and the gradients match") {
+  std::string net = replaced(kNet, "{name: t1, type: tanh}", "{name: t1, type: silu}");
+  net = replaced(net, "{name: t2, type: sigmoid}", "{name: t2, type: activation, function: swish}");
+  net = replaced(net, "type: max_pool2d", "type: avg_pool2d");  // as with GELU: no max's kink near a sample
+  Setup s(net);
+  CHECK(s.g->layer(s.g->node_index("t1")).activation() == ActKind::Silu);
+  CHECK(s.g->layer(s.g->node_index("t2")).activation() == ActKind::Silu);
+  check_gradients(s);
+}
+
 TEST_CASE("gradcheck: a transformer block on a sequence (dense per position, position_embedding, layer_norm, causal "
           "self-attention, cross-attention, gelu, residuals)") {
   const std::string net = R"(

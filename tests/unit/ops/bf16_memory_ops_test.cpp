@@ -31,11 +31,13 @@ TEST_CASE("low-precision activations match float64 within one rounding, and in p
   for (const Low& lo : lows()) SECTION(lo.name()) {
     const DType L = lo.type;
     std::mt19937_64 rng(111);
-    for (int kind = 0; kind < 7; ++kind) {  // linear, relu, relu6, sigmoid, tanh, gelu, gelu_tanh
+    for (int kind = 0; kind < 8; ++kind) {  // linear, relu, relu6, sigmoid, tanh, gelu, gelu_tanh, silu
       INFO("activation " << activation_name(ActKind(kind)));
       // gelu (5, 6): f32 erf/tanh near -1 lose up to a few units of 2^-24 of 1 in 1 + erf (1 + tanh),
       // times |x|/2 <= 4: < 1e-6 absolute forward, and with the derivative's 1 - t^2 term times
       // up to ~30 (x = 8), < 1e-5 for |dy| <= 1; relative, the f32 formula's few ulp (< 1e-4).
+      // silu (7): f32 sigmoid's few ulp times |x| <= 8 forward, its derivative (at most 1.1) from
+      // the same: within the same bounds; like gelu, its backward reads x.
       const bool gelu = kind >= 5;
       auto k = make_kernel<ActivationKernel>(lo.ctx(), ActivationParams{ActKind(kind)});
       // linear, relu, relu6: y is x, 0 or 6 and dx is dy or 0, all values of the type: exact.

@@ -75,7 +75,7 @@ TEST_CASE("dense handles an empty batch and rejects mismatched shapes", "[backen
 TEST_CASE("activation forward and backward match float64 reference for every kind", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(34);
-    for (int kind = 0; kind < 7; ++kind) {  // linear, relu, relu6, sigmoid, tanh, gelu, gelu_tanh
+    for (int kind = 0; kind < 8; ++kind) {  // linear, relu, relu6, sigmoid, tanh, gelu, gelu_tanh, silu
       INFO("activation " << activation_name(ActKind(kind)));
       auto k = make_kernel<ActivationKernel>(be.ctx(), ActivationParams{ActKind(kind)});
       for (Shape s : {Shape{1}, Shape{3, 7}, Shape{2, 5, 5, 13}, Shape{64, 16, 16, 32}, Shape{0, 4}}) {
@@ -113,6 +113,9 @@ TEST_CASE("activation sigmoid stays finite for large inputs, shape mismatch thro
   CHECK(parse_activation("relu6") == ActKind::Relu6);
   CHECK(parse_activation("gelu") == ActKind::Gelu);
   CHECK(parse_activation("gelu_tanh") == ActKind::GeluTanh);
+  CHECK(parse_activation("silu") == ActKind::Silu);
+  CHECK(parse_activation("swish") == ActKind::Silu);
+  CHECK(backward_reads_x(ActKind::Silu));
   CHECK(backward_reads_x(ActKind::Gelu));
   CHECK_FALSE(backward_reads_y(ActKind::GeluTanh));
 }

@@ -246,6 +246,8 @@ static double act(int kind, double v) {
       return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
     case 6:  // gelu, tanh form
       return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+    case 7:  // silu: x sigmoid(x)
+      return v / (1.0 + std::exp(-v));
     default:
       return v;
   }
@@ -270,6 +272,10 @@ static double act_grad(int kind, double v) {
     case 6: {
       const double k = std::sqrt(2.0 / M_PI), t = std::tanh(k * (v + 0.044715 * v * v * v));
       return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * v * v);
+    }
+    case 7: {  // s (1 + x (1 - s))
+      const double s = 1.0 / (1.0 + std::exp(-v));
+      return s * (1.0 + v * (1.0 - s));
     }
     default:
       return 1;

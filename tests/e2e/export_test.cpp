@@ -200,6 +200,19 @@ TEST_CASE("e2e export: GELU (exact and tanh form) as Erf / Tanh nodes, SiLU as S
   }
 }
 
+TEST_CASE("e2e export: global_max_pool2d as GlobalMaxPool and Flatten: OpenCV equals trainer predict within 1e-4", "[export]") {
+  if (skip_without_python_deps()) return;
+  const std::string dir = e2e::temp_dir("export_global_max");
+  train(dir, "quickstart.yaml",
+        "--set train.batch_size=8 --set 'data.train={type: synthetic, size: 32, seed: 1}' "
+        "--set 'data.val={type: synthetic, size: 8, seed: 2}' --set 'model.layers.4={name: gap, type: global_max_pool2d}'");
+  write_pixels(dir + "/x.npy", 5, 32, 32);
+  predict(dir, "x.npy", "p.npy");
+  nlohmann::json j = export_and_compare(dir, "", "x.npy", "p.npy", "--stats run/norm_stats.npy");
+  CHECK(j.value("opencv", "") == "ok");
+  CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
+}
+
 TEST_CASE("e2e export: layer_norm on an image (NCHW: axis 1), and a sequence model (dense per position, position_embedding, "
           "layer_norm, causal self-attention, cross-attention, GELU): the ONNX model equals trainer predict within 1e-4",
           "[export]") {
@@ -216,6 +229,9 @@ TEST_CASE("e2e export: layer_norm on an image (NCHW: axis 1), and a sequence mod
     CHECK(j.value("opencv", "") == "ok");
     CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
   }
+  // The sequence pooled for the classifier by a flatten, Keras's GlobalAveragePooling1D or GlobalMaxPooling1D.
+  for (const char* pool : {"flatten", "global_avg_pool1d", "global_max_pool1d"}) {
+  INFO(pool);
   const std::string dir = e2e::temp_dir("export_layer_norm_sequence");
   {
     std::mt19937 rng(12);
@@ -242,7 +258,7 @@ model:
     - {name: act, type: gelu}
     - {name: res, type: add, inputs: [proj, act]}
     - {name: ln2, type: layer_norm, center: false}
-    - {name: flat, type: flatten}
+    - {name: flat, type: )" + std::string(pool) + R"(}
     - {name: logits, type: dense, units: 3}
     - {name: out, type: softmax}
 data:
@@ -256,6 +272,7 @@ optimizer: {type: adam, lr: 0.01}
   nlohmann::json j = export_and_compare(dir, "", "x.npy", "p.npy", "", "sequence: ");
   CHECK(j.value("opencv", "") == "ok");
   CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
+  }
 }
 
 TEST_CASE("e2e export: a dense layer tied to the token embedding (tie:) exports the table transposed as its kernel, and "

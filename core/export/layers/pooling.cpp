@@ -1,6 +1,8 @@
 // ONNX export of max_pool2d, avg_pool2d (MaxPool / AveragePool with Keras padding as explicit pads;
-// the average excludes the padding, count_include_pad = 0, as Keras) and global_avg_pool2d
-// (GlobalAveragePool, then Flatten to [N, C]).
+// the average excludes the padding, count_include_pad = 0, as Keras), global_avg_pool2d and
+// global_max_pool2d (GlobalAveragePool / GlobalMaxPool, then Flatten to [N, C]), global_avg_pool1d
+// and global_max_pool1d (ReduceMean / ReduceMax over a sequence's time axis, axes an attribute up to
+// opset 17).
 #include "core/export/registry.h"
 #include "core/ops/window.h"
 
@@ -21,16 +23,27 @@ void export_pool(ExportContext& ctx, size_t i, const char* op) {
   ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
 }
 
-void export_global_avg(ExportContext& ctx, size_t i) {
+void export_global(ExportContext& ctx, size_t i, const char* op) {
   const std::string pooled = ctx.fresh(ctx.node(i).layer->name() + "/nc11");
-  ctx.add_node("GlobalAveragePool", {ctx.input(i, 0).name}, {pooled});
+  ctx.add_node(op, {ctx.input(i, 0).name}, {pooled});
   attr_int(ctx.add_node("Flatten", {pooled}, {ctx.output_name(i)}), "axis", 1);
+  ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
+}
+
+// [N, T, F] -> [N, F].
+void export_global_1d(ExportContext& ctx, size_t i, const char* op) {
+  onnx::NodeProto* n = ctx.add_node(op, {ctx.input(i, 0).name}, {ctx.output_name(i)});
+  attr_ints(n, "axes", {1});
+  attr_int(n, "keepdims", 0);
   ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
 }
 
 const RegisterExporter max_pool({"max_pool2d"}, [](ExportContext& ctx, size_t i) { export_pool(ctx, i, "MaxPool"); });
 const RegisterExporter avg_pool({"avg_pool2d"}, [](ExportContext& ctx, size_t i) { export_pool(ctx, i, "AveragePool"); });
-const RegisterExporter global_avg({"global_avg_pool2d"}, export_global_avg);
+const RegisterExporter global_avg({"global_avg_pool2d"}, [](ExportContext& c, size_t i) { export_global(c, i, "GlobalAveragePool"); });
+const RegisterExporter global_max({"global_max_pool2d"}, [](ExportContext& c, size_t i) { export_global(c, i, "GlobalMaxPool"); });
+const RegisterExporter global_avg_1d({"global_avg_pool1d"}, [](ExportContext& c, size_t i) { export_global_1d(c, i, "ReduceMean"); });
+const RegisterExporter global_max_1d({"global_max_pool1d"}, [](ExportContext& c, size_t i) { export_global_1d(c, i, "ReduceMax"); });
 
 }  // namespace
 }  // namespace trainer::onnx_export

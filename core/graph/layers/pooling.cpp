@@ -1,5 +1,5 @@
-// Pooling layers: max_pool2d, avg_pool2d (Keras MaxPooling2D/AveragePooling2D) and
-// global_avg_pool2d (GlobalAveragePooling2D).
+// Pooling layers: max_pool2d, avg_pool2d (Keras MaxPooling2D/AveragePooling2D), global_avg_pool2d, global_max_pool2d,
+// global_avg_pool1d and global_max_pool1d (GlobalAveragePooling2D/1D, GlobalMaxPooling2D/1D).
 #include <fmt/format.h>
 
 #include "core/graph/layers/common.h"
@@ -59,35 +59,52 @@ struct AvgPool2d final : Pool2d {
   explicit AvgPool2d(cfg::MapReader& r) : Pool2d(r, PoolKind::Avg) {}
 };
 
-class GlobalAvgPool2d final : public Layer {
+// Keras's GlobalAveragePooling2D / GlobalMaxPooling2D over an image [H, W, C], and the 1D forms
+// over a sequence [T, F] (seen as [T, 1, F]): [C] (resp. [F]). Max's gradient goes to the first
+// position holding the maximum (TF's argmax), a NaN being the maximum (the global_pool kernels).
+template <PoolKind K, int kRank>
+class GlobalPool final : public Layer {
  public:
-  TRAINER_LAYER_CLONE(GlobalAvgPool2d)
-  explicit GlobalAvgPool2d(cfg::MapReader&) {}
+  TRAINER_LAYER_CLONE(GlobalPool)
+  explicit GlobalPool(cfg::MapReader&) {}
   Shape infer(const std::vector<Shape>& in) override {
-    if (in[0].rank() != 3) spec().fail(fmt::format("global_avg_pool2d '{}' needs an image input, got {}", name(), in[0].str()));
+    if (in[0].rank() != size_t(kRank))
+      spec().fail(fmt::format("{} '{}' needs {} input, got {}", type(), name(),
+                              kRank == 3 ? "an image [height, width, channels]" : "a sequence [time, features]",
+                              in[0].str()));
     flops_ = in[0].numel();
-    return {in[0][2]};
+    return {in[0].back()};
   }
   int64_t flops() const override { return flops_; }
   MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
     Layer::bind(ctx, std::move(params), std::move(grads));
-    k_ = make_kernel<GlobalPoolKernel>(ctx, {PoolKind::Avg});
+    k_ = make_kernel<GlobalPoolKernel>(ctx, {K});
   }
-  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override { k_->forward(*x[0], y); }
+  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override { k_->forward(image(*x[0]), y); }
   void backward(const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
-    if (dx[0]->defined()) k_->backward(*x[0], y, dy, *dx[0]);
+    if (!dx[0]->defined()) return;
+    Tensor d = image(*dx[0]);
+    k_->backward(image(*x[0]), y, dy, d);
   }
 
  private:
+  // A sequence [N, T, F] as the image [N, T, 1, F] the kernel pools.
+  static Tensor image(const Tensor& t) {
+    if (kRank == 3) return t;
+    return t.reshape(Shape{t.dim(0), t.dim(1), 1, t.dim(2)});
+  }
   int64_t flops_ = 0;
   KernelSlot<GlobalPoolKernel> k_;
 };
 
 RegisterLayer<MaxPool2d> reg_max("max_pool2d", "MaxPooling2D");
 RegisterLayer<AvgPool2d> reg_avg("avg_pool2d", "AveragePooling2D");
-RegisterLayer<GlobalAvgPool2d> reg_gap("global_avg_pool2d", "GlobalAveragePooling2D");
+RegisterLayer<GlobalPool<PoolKind::Avg, 3>> reg_gap("global_avg_pool2d", "GlobalAveragePooling2D");
+RegisterLayer<GlobalPool<PoolKind::Max, 3>> reg_gmp("global_max_pool2d", "GlobalMaxPooling2D");
+RegisterLayer<GlobalPool<PoolKind::Avg, 2>> reg_gap1("global_avg_pool1d", "GlobalAveragePooling1D");
+RegisterLayer<GlobalPool<PoolKind::Max, 2>> reg_gmp1("global_max_pool1d", "GlobalMaxPooling1D");
 
 }  // namespace
 }  // namespace trainer

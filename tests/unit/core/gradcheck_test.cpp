@@ -169,6 +169,36 @@ model:
   CHECK(on != off);
 }
 
+// Keras's GlobalAveragePooling1D / GlobalMaxPooling1D over a sequence's time axis, and
+// GlobalMaxPooling2D over an image, in place of a flatten: finite differences agree (the max's
+// gradient goes to each column's maximum: random values keep every maximum eps clear of the rest).
+TEST_CASE("gradcheck: global_avg_pool1d, global_max_pool1d and global_max_pool2d") {
+  const std::string seq = R"(
+model:
+  input: [6, 5]
+  layers:
+    - {name: proj0, type: dense, units: 8}
+    - {name: act, type: tanh}
+    - {name: mix, type: dense, units: 8}
+    - {name: act2, type: tanh}
+    - {name: mix2, type: dense, units: 8}
+    - {name: pool, type: global_avg_pool1d}
+    - {name: dense, type: dense, units: 5}
+    - {name: softmax, type: softmax}
+)";
+  for (const char* pool : {"global_avg_pool1d", "global_max_pool1d"}) {
+    INFO(pool);
+    Setup s(replaced(seq, "global_avg_pool1d", pool), {6, 5});
+    CHECK(s.g->graph().nodes()[size_t(s.g->node_index("pool"))].shape == Shape{8});
+    check_gradients(s);
+  }
+  // (kNet's max pool made an average pool, as for GELU: no kink of its own near a sample.)
+  Setup img(replaced(replaced(kNet, "{name: flat, type: flatten}", "{name: flat, type: global_max_pool2d}"),
+                     "type: max_pool2d", "type: avg_pool2d"));
+  CHECK(img.g->graph().nodes()[size_t(img.g->node_index("flat"))].shape == Shape{10});
+  check_gradients(img);
+}
+
 // The attention layers' backward temporaries (the gradients of o, q, k, v and the key/value input's
 // two parts) are the executor's, one set for all of them (Layer::transient): a third attention
 // layer, as large as the first, adds nothing; gradcheck above shows that layers of other shapes

@@ -213,6 +213,83 @@ TEST_CASE("e2e export: global_max_pool2d as GlobalMaxPool and Flatten: OpenCV eq
   CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
 }
 
+// A squeeze-and-excitation block (EfficientNet's: SiLU, a sigmoid gate [C] multiplied into every
+// pixel): the gate reshaped to [N, C, 1, 1] for ONNX's broadcasting over NCHW.
+TEST_CASE("e2e export: multiply with a squeeze-and-excitation gate, a sequence's feature gate and a per-sample value (expanded by MatMul with ones): OpenCV equals trainer predict within 1e-4",
+          "[export]") {
+  if (skip_without_python_deps()) return;
+  const std::string dir = e2e::temp_dir("export_multiply");
+  e2e::write_file(dir + "/se.yaml", R"(name: se_export
+seed: 2
+model:
+  input: [32, 32, 3]
+  layers:
+    - {name: c1, type: conv2d, filters: 8, kernel: 3, strides: 2, padding: same}
+    - {name: bn, type: batchnorm}
+    - {name: a1, type: silu}
+    - {name: squeeze, type: global_avg_pool2d}
+    - {name: e1, type: dense, units: 4}
+    - {name: e1a, type: silu}
+    - {name: e2, type: dense, units: 8}
+    - {name: gate, type: sigmoid}
+    - {name: excited, type: multiply, inputs: [a1, gate]}
+    - {name: c2, type: conv2d, filters: 8, kernel: 1}
+    - {name: gap, type: global_avg_pool2d}
+    - {name: dense, type: dense, units: 10}
+    - {name: softmax, type: softmax}
+data:
+  train: {type: synthetic, size: 32, seed: 1}
+  val: {type: synthetic, size: 8, seed: 2}
+  augment: {mean: per_channel}
+train: {epochs: 1, batch_size: 8}
+optimizer: {type: adam, lr: 0.01}
+)");
+  train(dir, dir + "/se.yaml", "");
+  write_pixels(dir + "/x.npy", 5, 32, 32);
+  predict(dir, "x.npy", "p.npy");
+  nlohmann::json j = export_and_compare(dir, "", "x.npy", "p.npy", "--stats run/norm_stats.npy");
+  CHECK(j.value("opencv", "") == "ok");
+  CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
+  // A sequence's feature gate [F] over [T, F] (ones[T, 1]·[N, 1, F]), and one value per sample.
+  const std::string sdir = e2e::temp_dir("export_multiply_sequence");
+  {
+    std::mt19937 rng(13);
+    std::normal_distribution<float> normal;
+    std::vector<float> v(16 * 7 * 5);
+    for (float& f : v) f = normal(rng);
+    e2e::write_file(sdir + "/x.npy", npy("<f4", {16, 7, 5}, std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)));
+  }
+  std::string labels;
+  for (int i = 0; i < 16; ++i) labels += char(i % 3), labels += std::string(3, '\0');
+  e2e::write_file(sdir + "/y.npy", npy("<i4", {16}, labels));
+  e2e::write_file(sdir + "/seq.yaml", R"(name: gated_sequence
+seed: 1
+model:
+  input: [7, 5]
+  layers:
+    - {name: proj, type: dense, units: 8}
+    - {name: pooled, type: global_avg_pool1d}
+    - {name: g, type: dense, units: 8}
+    - {name: gate, type: sigmoid}
+    - {name: gated, type: multiply, inputs: [proj, gate]}
+    - {name: one, type: dense, units: 1, inputs: [pooled]}
+    - {name: scaled, type: multiply, inputs: [one, gated]}
+    - {name: flat, type: flatten}
+    - {name: logits, type: dense, units: 3}
+    - {name: out, type: softmax}
+data:
+  train: {type: npy, x: x.npy, labels: y.npy, classes: 3}
+  val: {type: npy, x: x.npy, labels: y.npy, classes: 3}
+train: {epochs: 1, batch_size: 8}
+optimizer: {type: adam, lr: 0.01}
+)");
+  train(sdir, sdir + "/seq.yaml", "");
+  predict(sdir, "x.npy", "p.npy");
+  nlohmann::json js = export_and_compare(sdir, "", "x.npy", "p.npy", "", "sequence: ");
+  CHECK(js.value("opencv", "") == "ok");
+  CHECK(js.value("max_abs_diff", 1.0) <= 1e-4);
+}
+
 TEST_CASE("e2e export: layer_norm on an image (NCHW: axis 1), and a sequence model (dense per position, position_embedding, "
           "layer_norm, causal self-attention, cross-attention, GELU): the ONNX model equals trainer predict within 1e-4",
           "[export]") {

@@ -1,6 +1,8 @@
 // ONNX export of the layers that move or join values: flatten (the trainer's H, W, C order kept:
 // Transpose to NHWC first), dropout (left out: inference), zero_pad2d (Pad), concat (the channel
-// axis), add (Add).
+// axis), add (Add), multiply (Mul).
+#include <fmt/format.h>
+
 #include "core/export/registry.h"
 
 namespace trainer::onnx_export {
@@ -58,7 +60,54 @@ void export_add(ExportContext& ctx, size_t i) {
   ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
 }
 
+// multiply: Mul of two values of the output's shape: a broadcast input is expanded first, since
+// OpenCV 4.6 multiplies a broadcast [N, C, 1, 1] wrongly past batch 1 (its 'total' assertion): by a
+// MatMul with a constant of ones, which it runs at any batch. A gate [C] over an image (NCHW: the
+// gate on the outer axis) is [N, C, 1]·ones[1, H·W], reshaped to [N, C, H, W]; a gate [F] over a
+// sequence (the inner axis) [N, F, 1]·ones[1, T] transposed; one value per sample [N, 1, 1]·ones[1, all].
+// A gate over an image's [W, C] has no such form (NCHW puts C before W): refused.
+void export_multiply(ExportContext& ctx, size_t i) {
+  const Layer& l = *ctx.node(i).layer;
+  const Shape& out = ctx.node(i).shape;
+  const std::string name = l.name();
+  auto full_dims = [&] {  // the output's ONNX shape, the batch as -1
+    std::vector<int64_t> d{-1};
+    if (out.rank() == 3) d.insert(d.end(), {out[2], out[0], out[1]});
+    else for (size_t k = 0; k < out.rank(); ++k) d.push_back(out[k]);
+    return d;
+  };
+  auto expanded = [&](const Value& g) {
+    if (g.shape == out) return g.name;
+    const int64_t n = g.shape.numel(), all = out.numel();
+    const bool inner = out.rank() == 2 && n == out[1] && n > 1;  // a sequence's feature gate
+    if (!(n == 1 || inner || (out.rank() == 3 && n == out[2] && g.shape.back() == n)))
+      l.spec().fail(fmt::format("multiply '{}': a {} input broadcast over {} has no ONNX form here (only a gate over "
+                                "the channels or features, or one value per sample)",
+                                name, g.shape.str(), out.str()));
+    const std::string r = ctx.fresh(name + "/gate"), m = ctx.fresh(name + "/gate_expanded");
+    if (inner) {  // [N, F, 1]·ones[1, T], transposed to [N, T, F] (OpenCV takes a constant second only)
+      const int64_t T = out[0];
+      ctx.add_node("Reshape", {g.name, ctx.add_int64s(name + "/gate_shape", {-1, n, 1})}, {r});
+      ctx.add_node("MatMul", {r, ctx.add_initializer(name + "/ones", {1, T}, std::vector<float>(size_t(T), 1.0f), "ones")},
+                   {m});
+      const std::string t = ctx.fresh(name + "/gate_full");
+      attr_ints(ctx.add_node("Transpose", {m}, {t}), "perm", {0, 2, 1});
+      return t;
+    }
+    const int64_t k = all / n;  // the values each gate value multiplies
+    ctx.add_node("Reshape", {g.name, ctx.add_int64s(name + "/gate_shape", {-1, n, 1})}, {r});
+    ctx.add_node("MatMul", {r, ctx.add_initializer(name + "/ones", {1, k}, std::vector<float>(size_t(k), 1.0f), "ones")},
+                 {m});
+    const std::string e = ctx.fresh(name + "/gate_full");
+    ctx.add_node("Reshape", {m, ctx.add_int64s(name + "/full_shape", full_dims())}, {e});
+    return e;
+  };
+  ctx.add_node("Mul", {expanded(ctx.input(i, 0)), expanded(ctx.input(i, 1))}, {ctx.output_name(i)});
+  ctx.set_output(i, {ctx.output_name(i), out});
+}
+
 const RegisterExporter flatten({"flatten"}, export_flatten);
+const RegisterExporter multiply({"multiply"}, export_multiply);
 const RegisterExporter dropout({"dropout"}, export_dropout);
 const RegisterExporter zero_pad({"zero_pad2d"}, export_zero_pad);
 const RegisterExporter concat({"concat"}, export_concat);

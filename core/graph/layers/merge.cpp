@@ -1,8 +1,9 @@
-// Merge layers: concat (channel axis, Keras concatenate) and add (residual sum).
+// Merge layers: concat (channel axis, Keras concatenate), add (residual sum) and multiply (Keras Multiply, broadcast gates).
 #include <fmt/format.h>
 
 #include "core/graph/layers/common.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/multiply.h"
 
 namespace trainer {
 namespace {
@@ -91,8 +92,65 @@ class Add final : public Layer {
   KernelSlot<ElementwiseKernel> k_;
 };
 
+// Keras's Multiply of two inputs: of one shape, or one broadcast over the other's leading axes (its
+// shape, leading 1s aside, the other's trailing axes: a squeeze-and-excitation gate [C] or [1, 1, C]
+// over an image [H, W, C], as Keras's merge expands the smaller input at axis 1). Keras takes more
+// than two: chain multiply layers for that.
+class Multiply final : public Layer {
+ public:
+  TRAINER_LAYER_CLONE(Multiply)
+  bool output_reusable() const override { return true; }  // backward reads the inputs, not y
+  MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
+  explicit Multiply(cfg::MapReader&) {}
+  int min_inputs() const override { return 2; }
+  int max_inputs() const override { return 2; }
+  Shape infer(const std::vector<Shape>& in) override {
+    full_ = in[1].numel() > in[0].numel() ? 1 : 0;
+    const Shape& f = in[size_t(full_)];
+    const Shape& g = in[size_t(1 - full_)];
+    size_t lead = 0;
+    while (lead + 1 < g.rank() && g[lead] == 1) ++lead;
+    const size_t k = g.rank() - lead;  // g's axes after its leading 1s (at least its last)
+    bool ok = k <= f.rank();
+    for (size_t i = 0; ok && i < k; ++i) ok = g[lead + i] == f[f.rank() - k + i];
+    ok = ok || g.numel() == 1;  // one value for every element
+    if (!ok)
+      spec().fail(fmt::format("multiply '{}': input shapes {} and {} neither agree nor broadcast (the smaller one's "
+                              "shape, leading 1s aside, must be the other's last axes: a gate [C] or [1, 1, C] over "
+                              "[H, W, C])",
+                              name(), in[0].str(), in[1].str()));
+    C_ = g.numel();
+    P_ = C_ ? f.numel() / C_ : 0;
+    elems_ = f.numel();
+    return f;
+  }
+  int64_t flops() const override { return elems_; }
+  void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
+    Layer::bind(ctx, std::move(params), std::move(grads));
+    k_ = make_kernel<MultiplyKernel>(ctx, {});
+  }
+  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override {
+    Tensor out = wide(y);
+    k_->forward(wide(*x[size_t(full_)]), gate(*x[size_t(1 - full_)]), out);
+  }
+  void backward(const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    Tensor da = wide(*dx[size_t(full_)]), db = gate(*dx[size_t(1 - full_)]);
+    k_->backward(wide(*x[size_t(full_)]), gate(*x[size_t(1 - full_)]), wide(dy), da, db);
+  }
+
+ private:
+  // The full input (and y, dy) as [N, P, C], the broadcast one as [N, C]; undefined stays undefined.
+  Tensor wide(const Tensor& t) const { return t.defined() ? t.reshape(Shape{t.dim(0), P_, C_}) : t; }
+  Tensor gate(const Tensor& t) const { return t.defined() ? t.reshape(Shape{t.dim(0), C_}) : t; }
+  int full_ = 0;  // the input of the output's shape
+  int64_t P_ = 1, C_ = 0, elems_ = 0;
+  KernelSlot<MultiplyKernel> k_;
+};
+
 RegisterLayer<Concat> reg_concat("concat", "Concatenate");
 RegisterLayer<Add> reg_add("add", "Add");
+RegisterLayer<Multiply> reg_multiply("multiply", "Multiply");
 
 }  // namespace
 }  // namespace trainer

@@ -140,6 +140,25 @@ def cases():
                                                "{name: gap, type: global_avg_pool2d}"] + HEAD[1:], p,
                     lambda P, X, S, t, c, s: logits(P, K.global_avg_pool2d(K.conv2d(X["x"], P["conv/kernel"])))))
 
+    # --- global_max_pool2d; multiply: a squeeze-and-excitation gate [C] over [H, W, C] (Keras's
+    # merge expands the smaller input at axis 1, so it broadcasts over the pixels)
+    p = {"conv/kernel": w(3, 3, 3, 5), **head(5)}
+    out.append(Case("global_max_pool2d", "", ["{name: conv, type: conv2d, filters: 5, kernel: 3, use_bias: false}",
+                                               "{name: gmp, type: global_max_pool2d}"] + HEAD[1:], p,
+                    lambda P, X, S, t, c, s: logits(P, K.conv2d(X["x"], P["conv/kernel"]).amax(dim=(1, 2)))))
+    p = {"conv/kernel": w(3, 3, 3, 4), "e/kernel": w(4, 4), "e/bias": w(4, scale=0.5), **head(4)}
+
+    def f_se(P, X, S, t, c, s):
+        h = K.conv2d(X["x"], P["conv/kernel"], padding="same")
+        g = K.ACTIVATIONS["sigmoid"](K.dense(K.global_avg_pool2d(h), P["e/kernel"], P["e/bias"]))
+        return logits(P, K.global_avg_pool2d(K.q(h * g[:, None, None, :])))
+
+    out.append(Case("multiply", "a gate [C] over [H, W, C]",
+                    ["{name: conv, type: conv2d, filters: 4, kernel: 3, padding: same, use_bias: false}",
+                     "{name: squeeze, type: global_avg_pool2d}", "{name: e, type: dense, units: 4}",
+                     "{name: gate, type: sigmoid}", "{name: excited, type: multiply, inputs: [conv, gate]}",
+                     "{name: gap, type: global_avg_pool2d}"] + HEAD[1:], p, f_se))
+
     # --- activations between two dense layers
     for typ, layer in [("relu", "{name: act, type: relu}"), ("relu6", "{name: act, type: relu6}"),
                        ("sigmoid", "{name: act, type: sigmoid}"), ("tanh", "{name: act, type: activation, function: tanh}"),

@@ -199,6 +199,33 @@ model:
   check_gradients(img);
 }
 
+// A squeeze-and-excitation block (MobileNetV3's, EfficientNet's): a gate [C] from the pooled image,
+// multiplied into every pixel (multiply broadcasting [C] over [H, W, C]), then a same-shape multiply.
+TEST_CASE("gradcheck: multiply, a squeeze-and-excitation gate broadcast over an image and a same-shape product") {
+  const std::string net = R"(
+model:
+  input: [9, 9, 3]
+  layers:
+    - {name: c1, type: conv2d, filters: 4, kernel: 3, padding: same}
+    - {name: t1, type: tanh}
+    - {name: squeeze, type: global_avg_pool2d}
+    - {name: e1, type: dense, units: 2}
+    - {name: e1a, type: silu}
+    - {name: e2, type: dense, units: 4}
+    - {name: gate, type: sigmoid}
+    - {name: excited, type: multiply, inputs: [t1, gate]}
+    - {name: c2, type: conv2d, filters: 4, kernel: 1, inputs: [t1]}
+    - {name: both, type: multiply, inputs: [c2, excited]}
+    - {name: pool, type: avg_pool2d, pool: 3}
+    - {name: flat, type: flatten}
+    - {name: dense, type: dense, units: 5}
+    - {name: softmax, type: softmax}
+)";
+  Setup s(net);
+  CHECK(s.g->graph().nodes()[size_t(s.g->node_index("excited"))].shape == Shape{9, 9, 4});
+  check_gradients(s);
+}
+
 // The attention layers' backward temporaries (the gradients of o, q, k, v and the key/value input's
 // two parts) are the executor's, one set for all of them (Layer::transient): a third attention
 // layer, as large as the first, adds nothing; gradcheck above shows that layers of other shapes

@@ -180,3 +180,21 @@ model:
   }
   CHECK(checked == 58);  // up to 12 values of each of the 7 parameters
 }
+
+TEST_CASE("graph: multiply's shapes (the same, a gate broadcast over the leading axes, a scalar) and its errors") {
+  auto net = [](const std::string& gate_shape_layers, const std::string& multiply) {
+    return "model:\n  input: [6, 6, 4]\n  layers:\n    - {name: c, type: conv2d, filters: 4, kernel: 1}\n" + gate_shape_layers +
+           "    - " + multiply + "\n";
+  };
+  const std::string gap = "    - {name: g, type: global_avg_pool2d, inputs: [c]}\n";
+  Graph a = build(net(gap, "{name: m, type: multiply, inputs: [c, g]}"));
+  CHECK(shape_of(a, "m") == Shape{6, 6, 4});
+  Graph b = build(net(gap, "{name: m, type: multiply, inputs: [g, c]}"));  // either order
+  CHECK(shape_of(b, "m") == Shape{6, 6, 4});
+  const std::string pooled = "    - {name: p, type: global_avg_pool2d, inputs: [c]}\n";
+  Graph one = build(net(pooled + "    - {name: g, type: dense, units: 1}\n", "{name: m, type: multiply, inputs: [c, g]}"));
+  CHECK(shape_of(one, "m") == Shape{6, 6, 4});
+  CHECK_THAT(error_of(net(pooled + "    - {name: g, type: dense, units: 3}\n", "{name: m, type: multiply, inputs: [c, g]}")),
+             Catch::StartsWith("test.yaml:7:") && Catch::Contains("multiply 'm': input shapes 6x6x4 and 3 neither agree nor broadcast") );
+  CHECK_THAT(error_of(net(gap, "{name: m, type: multiply, inputs: [c, g, c]}")), Catch::Contains("multiply"));
+}

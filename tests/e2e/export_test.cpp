@@ -49,6 +49,18 @@ void write_floats(const std::string& path, int64_t n, int64_t elems) {
   e2e::write_file(path, npy("<f4", {n, elems}, std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)));
 }
 
+// A sequence set in dir: x.npy 16 random [7, 5] sequences (normal, seeded), y.npy their labels 0, 1, 2, ...
+void write_sequence_set(const std::string& dir, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> v(16 * 7 * 5);
+  for (float& f : v) f = normal(rng);
+  e2e::write_file(dir + "/x.npy", npy("<f4", {16, 7, 5}, std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)));
+  std::string labels;
+  for (int i = 0; i < 16; ++i) labels += char(i % 3), labels += std::string(3, '\0');
+  e2e::write_file(dir + "/y.npy", npy("<i4", {16}, labels));
+}
+
 // Two steps of `config` (in configs/, or an absolute path) with `sets` (synthetic data; batch-norm momentum 0, so that the moving
 // statistics are a real batch's and folding them changes the weights visibly) into dir/run.
 std::string train(const std::string& dir, const std::string& config, const std::string& sets) {
@@ -92,6 +104,16 @@ nlohmann::json export_and_compare(const std::string& dir, const std::string& fla
   if (j.contains("max_abs_diff")) line += ", max |difference| " + j["max_abs_diff"].dump();
   WARN(line);
   return j;
+}
+
+// Predicts `inputs` with the trained run, exports it as it is and checks that OpenCV runs the ONNX
+// model to the same probabilities within 1e-4.
+void check_opencv_agrees(const std::string& dir, const std::string& inputs, const std::string& compare,
+                         const std::string& note = "") {
+  predict(dir, inputs, "p.npy");
+  nlohmann::json j = export_and_compare(dir, "", inputs, "p.npy", compare, note);
+  CHECK(j.value("opencv", "") == "ok");
+  CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
 }
 
 // The four variants every image model is checked in: batch norms folded or kept, the input
@@ -207,10 +229,7 @@ TEST_CASE("e2e export: global_max_pool2d as GlobalMaxPool and Flatten: OpenCV eq
         "--set train.batch_size=8 --set 'data.train={type: synthetic, size: 32, seed: 1}' "
         "--set 'data.val={type: synthetic, size: 8, seed: 2}' --set 'model.layers.4={name: gap, type: global_max_pool2d}'");
   write_pixels(dir + "/x.npy", 5, 32, 32);
-  predict(dir, "x.npy", "p.npy");
-  nlohmann::json j = export_and_compare(dir, "", "x.npy", "p.npy", "--stats run/norm_stats.npy");
-  CHECK(j.value("opencv", "") == "ok");
-  CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
+  check_opencv_agrees(dir, "x.npy", "--stats run/norm_stats.npy");
 }
 
 // A squeeze-and-excitation block (EfficientNet's: SiLU, a sigmoid gate [C] multiplied into every
@@ -246,22 +265,10 @@ optimizer: {type: adam, lr: 0.01}
 )");
   train(dir, dir + "/se.yaml", "");
   write_pixels(dir + "/x.npy", 5, 32, 32);
-  predict(dir, "x.npy", "p.npy");
-  nlohmann::json j = export_and_compare(dir, "", "x.npy", "p.npy", "--stats run/norm_stats.npy");
-  CHECK(j.value("opencv", "") == "ok");
-  CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
+  check_opencv_agrees(dir, "x.npy", "--stats run/norm_stats.npy");
   // A sequence's feature gate [F] over [T, F] (ones[T, 1]·[N, 1, F]), and one value per sample.
   const std::string sdir = e2e::temp_dir("export_multiply_sequence");
-  {
-    std::mt19937 rng(13);
-    std::normal_distribution<float> normal;
-    std::vector<float> v(16 * 7 * 5);
-    for (float& f : v) f = normal(rng);
-    e2e::write_file(sdir + "/x.npy", npy("<f4", {16, 7, 5}, std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)));
-  }
-  std::string labels;
-  for (int i = 0; i < 16; ++i) labels += char(i % 3), labels += std::string(3, '\0');
-  e2e::write_file(sdir + "/y.npy", npy("<i4", {16}, labels));
+  write_sequence_set(sdir, 13);
   e2e::write_file(sdir + "/seq.yaml", R"(name: gated_sequence
 seed: 1
 model:
@@ -284,10 +291,7 @@ train: {epochs: 1, batch_size: 8}
 optimizer: {type: adam, lr: 0.01}
 )");
   train(sdir, sdir + "/seq.yaml", "");
-  predict(sdir, "x.npy", "p.npy");
-  nlohmann::json js = export_and_compare(sdir, "", "x.npy", "p.npy", "", "sequence: ");
-  CHECK(js.value("opencv", "") == "ok");
-  CHECK(js.value("max_abs_diff", 1.0) <= 1e-4);
+  check_opencv_agrees(sdir, "x.npy", "", "sequence: ");
 }
 
 TEST_CASE("e2e export: layer_norm on an image (NCHW: axis 1), and a sequence model (dense per position, position_embedding, "
@@ -310,16 +314,7 @@ TEST_CASE("e2e export: layer_norm on an image (NCHW: axis 1), and a sequence mod
   for (const char* pool : {"flatten", "global_avg_pool1d", "global_max_pool1d"}) {
   INFO(pool);
   const std::string dir = e2e::temp_dir("export_layer_norm_sequence");
-  {
-    std::mt19937 rng(12);
-    std::normal_distribution<float> normal;
-    std::vector<float> v(16 * 7 * 5);
-    for (float& f : v) f = normal(rng);
-    e2e::write_file(dir + "/x.npy", npy("<f4", {16, 7, 5}, std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)));
-  }
-  std::string labels;
-  for (int i = 0; i < 16; ++i) labels += char(i % 3), labels += std::string(3, '\0');
-  e2e::write_file(dir + "/y.npy", npy("<i4", {16}, labels));
+  write_sequence_set(dir, 12);
   e2e::write_file(dir + "/seq.yaml", R"(
 name: sequence_export
 seed: 1
@@ -345,10 +340,7 @@ train: {epochs: 1, batch_size: 8}
 optimizer: {type: adam, lr: 0.01}
 )");
   train(dir, dir + "/seq.yaml", "");
-  predict(dir, "x.npy", "p.npy");
-  nlohmann::json j = export_and_compare(dir, "", "x.npy", "p.npy", "", "sequence: ");
-  CHECK(j.value("opencv", "") == "ok");
-  CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
+  check_opencv_agrees(dir, "x.npy", "", "sequence: ");
   }
 }
 

@@ -40,10 +40,14 @@ void export_global_1d(ExportContext& ctx, size_t i, const char* op) {
 
 const RegisterExporter max_pool({"max_pool2d"}, [](ExportContext& ctx, size_t i) { export_pool(ctx, i, "MaxPool"); });
 const RegisterExporter avg_pool({"avg_pool2d"}, [](ExportContext& ctx, size_t i) { export_pool(ctx, i, "AveragePool"); });
-const RegisterExporter global_avg({"global_avg_pool2d"}, [](ExportContext& c, size_t i) { export_global(c, i, "GlobalAveragePool"); });
-const RegisterExporter global_max({"global_max_pool2d"}, [](ExportContext& c, size_t i) { export_global(c, i, "GlobalMaxPool"); });
-const RegisterExporter global_avg_1d({"global_avg_pool1d"}, [](ExportContext& c, size_t i) { export_global_1d(c, i, "ReduceMean"); });
-const RegisterExporter global_max_1d({"global_max_pool1d"}, [](ExportContext& c, size_t i) { export_global_1d(c, i, "ReduceMax"); });
+const RegisterExporter global_avg({"global_avg_pool2d"},
+                                  [](ExportContext& c, size_t i) { export_global(c, i, "GlobalAveragePool"); });
+const RegisterExporter global_max({"global_max_pool2d"},
+                                  [](ExportContext& c, size_t i) { export_global(c, i, "GlobalMaxPool"); });
+const RegisterExporter global_avg_1d({"global_avg_pool1d"},
+                                     [](ExportContext& c, size_t i) { export_global_1d(c, i, "ReduceMean"); });
+const RegisterExporter global_max_1d({"global_max_pool1d"},
+                                     [](ExportContext& c, size_t i) { export_global_1d(c, i, "ReduceMax"); });
 
 }  // namespace
 }  // namespace trainer::onnx_export

@@ -75,24 +75,24 @@ TEST_CASE("initializer: every name, Keras class name and alias, the map and the 
     CHECK(g.nodes().back().layer->params()[0].init == c.kind);
   }
   Graph m = build(dense("kernel_initializer: {type: random_normal, mean: 0.5, stddev: 0.02}", 4, 3));
-  const Initializer& a = m.nodes().back().layer->params()[0].init;
+  const Initializer a = m.nodes().back().layer->params()[0].init;
   CHECK(a.kind == InitKind::RandomNormal);
   CHECK(a.mean == 0.5);
   CHECK(a.stddev == 0.02);
   Graph k = build(dense("kernel_initializer: {class_name: VarianceScaling, config: {scale: 2.0, mode: fan_out, "
                         "distribution: uniform}, module: keras.initializers}",
                         4, 3));
-  const Initializer& b = k.nodes().back().layer->params()[0].init;
+  const Initializer b = k.nodes().back().layer->params()[0].init;
   CHECK(b.kind == InitKind::VarianceScaling);
   CHECK(b.scale == 2.0);
   CHECK(b.mode == Initializer::Mode::FanOut);
   CHECK(b.distribution == Initializer::Distribution::Uniform);
   // Keras's defaults for what is not given.
   Graph d = build(dense("kernel_initializer: {type: random_uniform}, bias_initializer: truncated_normal", 4, 3));
-  const Initializer& u = d.nodes().back().layer->params()[0].init;
+  const Initializer u = d.nodes().back().layer->params()[0].init;
   CHECK(u.minval == -0.05);
   CHECK(u.maxval == 0.05);
-  const Initializer& t = d.nodes().back().layer->params()[1].init;
+  const Initializer t = d.nodes().back().layer->params()[1].init;
   CHECK(t.kind == InitKind::TruncatedNormal);
   CHECK(t.mean == 0.0);
   CHECK(t.stddev == 0.05);

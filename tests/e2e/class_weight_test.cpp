@@ -97,22 +97,13 @@ TEST_CASE("e2e class_weight: a class the model does not score, a negative weight
 // doubled rate; class 2 is not one of its classes.
 TEST_CASE("e2e class_weight: binary_crossentropy's two classes") {
   std::string dir = e2e::temp_dir("class_weight_binary");
-  e2e::write_file(dir + "/c.yaml", R"(name: bce
-seed: 5
-model:
-  input: [16, 16, 3]
-  layers:
-    - {name: conv, type: conv2d, filters: 8, kernel: 3, padding: same}
-    - {name: relu, type: relu}
-    - {name: gap, type: global_avg_pool2d}
-    - {name: dense, type: dense, units: 1}
-    - {name: sigmoid, type: sigmoid}
-data:
-  train: {type: synthetic, size: 64, image_size: 16, classes: 2, seed: 1}
-  augment: {mean: per_channel}
-train: {epochs: 2, batch_size: 16, loss: binary_crossentropy}
-optimizer: {type: sgd, lr: 0.1}
-)");
+  e2e::SmallCnn c;
+  c.name = "bce";
+  c.binary = true;
+  c.train_size = 64;
+  c.train = "{epochs: 2, batch_size: 16, loss: binary_crossentropy}";
+  c.optimizer = "{type: sgd, lr: 0.1}";
+  e2e::write_file(dir + "/c.yaml", c.yaml());
   auto w = e2e::trainer("run c.yaml --run-dir w --set 'train.class_weight={0: 2, 1: 2}' --set optimizer.lr=0.05", dir);
   INFO(w.out << w.err);
   REQUIRE(w.code == 0);

@@ -61,6 +61,15 @@ void write_sequence_set(const std::string& dir, unsigned seed) {
   e2e::write_file(dir + "/y.npy", npy("<i4", {16}, labels));
 }
 
+// A model of `layers` (YAML lines "    - {...}") over `input` on dir's x.npy and y.npy (3 classes):
+// one epoch of batch 8, Adam.
+std::string npy_model(const std::string& name, const std::string& input, const std::string& layers) {
+  return "name: " + name + "\nseed: 1\nmodel:\n  input: " + input + "\n  layers:\n" + layers +
+         "data:\n  train: {type: npy, x: x.npy, labels: y.npy, classes: 3}\n"
+         "  val: {type: npy, x: x.npy, labels: y.npy, classes: 3}\n"
+         "train: {epochs: 1, batch_size: 8}\noptimizer: {type: adam, lr: 0.01}\n";
+}
+
 // Two steps of `config` (in configs/, or an absolute path) with `sets` (synthetic data; batch-norm momentum 0, so that the moving
 // statistics are a real batch's and folding them changes the weights visibly) into dir/run.
 std::string train(const std::string& dir, const std::string& config, const std::string& sets) {
@@ -269,12 +278,7 @@ optimizer: {type: adam, lr: 0.01}
   // A sequence's feature gate [F] over [T, F] (ones[T, 1]·[N, 1, F]), and one value per sample.
   const std::string sdir = e2e::temp_dir("export_multiply_sequence");
   write_sequence_set(sdir, 13);
-  e2e::write_file(sdir + "/seq.yaml", R"(name: gated_sequence
-seed: 1
-model:
-  input: [7, 5]
-  layers:
-    - {name: proj, type: dense, units: 8}
+  e2e::write_file(sdir + "/seq.yaml", npy_model("gated_sequence", "[7, 5]", R"(    - {name: proj, type: dense, units: 8}
     - {name: pooled, type: global_avg_pool1d}
     - {name: g, type: dense, units: 8}
     - {name: gate, type: sigmoid}
@@ -284,12 +288,7 @@ model:
     - {name: flat, type: flatten}
     - {name: logits, type: dense, units: 3}
     - {name: out, type: softmax}
-data:
-  train: {type: npy, x: x.npy, labels: y.npy, classes: 3}
-  val: {type: npy, x: x.npy, labels: y.npy, classes: 3}
-train: {epochs: 1, batch_size: 8}
-optimizer: {type: adam, lr: 0.01}
-)");
+)"));
   train(sdir, sdir + "/seq.yaml", "");
   check_opencv_agrees(sdir, "x.npy", "", "sequence: ");
 }
@@ -315,13 +314,7 @@ TEST_CASE("e2e export: layer_norm on an image (NCHW: axis 1), and a sequence mod
   INFO(pool);
   const std::string dir = e2e::temp_dir("export_layer_norm_sequence");
   write_sequence_set(dir, 12);
-  e2e::write_file(dir + "/seq.yaml", R"(
-name: sequence_export
-seed: 1
-model:
-  input: [7, 5]
-  layers:
-    - {name: proj0, type: dense, units: 8}
+  e2e::write_file(dir + "/seq.yaml", npy_model("sequence_export", "[7, 5]", R"(    - {name: proj0, type: dense, units: 8}
     - {name: proj, type: position_embedding, sequence_length: 10}
     - {name: ln1, type: layer_norm}
     - {name: attn, type: multi_head_attention, num_heads: 2, key_dim: 4, causal: true}
@@ -333,12 +326,7 @@ model:
     - {name: flat, type: )" + std::string(pool) + R"(}
     - {name: logits, type: dense, units: 3}
     - {name: out, type: softmax}
-data:
-  train: {type: npy, x: x.npy, labels: y.npy, classes: 3}
-  val: {type: npy, x: x.npy, labels: y.npy, classes: 3}
-train: {epochs: 1, batch_size: 8}
-optimizer: {type: adam, lr: 0.01}
-)");
+)"));
   train(dir, dir + "/seq.yaml", "");
   check_opencv_agrees(dir, "x.npy", "", "sequence: ");
   }
@@ -357,25 +345,14 @@ TEST_CASE("e2e export: a dense layer tied to the token embedding (tie:) exports 
   for (int i = 0; i < 16; ++i) labels += char(i % 3), labels += std::string(3, '\0');
   e2e::write_file(dir + "/x.npy", npy("<f4", {16, 7}, ids));
   e2e::write_file(dir + "/y.npy", npy("<i4", {16}, labels));
-  e2e::write_file(dir + "/tied.yaml", R"(
-name: tied_export
-seed: 1
-model:
-  input: [7]
-  layers:
-    - {name: tok, type: embedding, input_dim: 3, output_dim: 4}
+  e2e::write_file(dir + "/tied.yaml", npy_model("tied_export", "[7]", R"(    - {name: tok, type: embedding, input_dim: 3, output_dim: 4}
     - {name: pos, type: position_embedding}
     - {name: ln, type: layer_norm}
     - {name: head, type: dense, units: 3, tie: tok}
     - {name: flat, type: flatten}
     - {name: logits, type: dense, units: 3}
     - {name: out, type: softmax}
-data:
-  train: {type: npy, x: x.npy, labels: y.npy, classes: 3}
-  val: {type: npy, x: x.npy, labels: y.npy, classes: 3}
-train: {epochs: 1, batch_size: 8}
-optimizer: {type: adam, lr: 0.01}
-)");
+)"));
   train(dir, dir + "/tied.yaml", "");
   predict(dir, "x.npy", "p.npy");
   // onnx.checker and strict shape inference pass; OpenCV 4.6 cannot run it (its Gather takes

@@ -15,6 +15,7 @@ struct SmallCnn {
   int train_size = 320;      // synthetic training samples (seed 1)
   bool val = false;          // 64 synthetic validation samples (seed 2)
   bool flip = false;         // augment with horizontal flips besides the per-channel mean
+  bool binary = false;       // two classes, one sigmoid unit and binary_crossentropy (the train section's loss key)
   std::string train = "{epochs: 3, batch_size: 32}";
   std::string optimizer = "{type: adam, lr: 0.01}";
   std::string schedule;      // the schedule section's value; empty: none
@@ -30,12 +31,13 @@ struct SmallCnn {
     if (conv2)
       y += "    - {name: conv2, type: conv2d, filters: 16, kernel: 3, padding: same}\n"
            "    - {name: relu2, type: relu}\n";
+    const std::string classes = binary ? "2" : "4";
     y += "    - {name: gap, type: global_avg_pool2d}\n"
-         "    - {name: dense, type: dense, units: 4}\n"
-         "    - {name: softmax, type: softmax}\n"
+         "    - {name: dense, type: dense, units: " + std::string(binary ? "1" : "4") + "}\n" +
+         (binary ? "    - {name: sigmoid, type: sigmoid}\n" : "    - {name: softmax, type: softmax}\n") +
          "data:\n  train: {type: synthetic, size: " + std::to_string(train_size) +
-         ", image_size: 16, classes: 4, seed: 1}\n";
-    if (val) y += "  val: {type: synthetic, size: 64, image_size: 16, classes: 4, seed: 2}\n";
+         ", image_size: 16, classes: " + classes + ", seed: 1}\n";
+    if (val) y += "  val: {type: synthetic, size: 64, image_size: 16, classes: " + classes + ", seed: 2}\n";
     y += std::string("  augment: {") + (flip ? "flip: horizontal, " : "") + "mean: per_channel}\n";
     y += "train: " + train + "\noptimizer: " + optimizer + "\n";
     if (!schedule.empty()) y += "schedule: " + schedule + "\n";

@@ -44,9 +44,10 @@ Graph::Graph(const ModelSpec& spec, bool fold_padding) {
     const cfg::Node& config = def.config.defined() ? def.config : def.node;
     cfg::MapReader reader(config, fmt::format("{} layer '{}'", def.type, def.params_of.empty() ? def.name : def.params_of));
     reader.allow({"name", "type", "inputs"});
+    if (info->takes_activation) reader.allow({"activation"});
     GraphNode n;
     n.layer = info->make(reader);
-    reader.finish();
+    if (def.activation_of.empty()) reader.finish();  // else the mapping is its layer's, checked there
     n.layer->set_identity(def.name, def.type, def.node);
 
     std::vector<Shape> in_shapes;

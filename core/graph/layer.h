@@ -278,15 +278,21 @@ using LayerFactory = std::function<std::unique_ptr<Layer>(cfg::MapReader& spec)>
 struct LayerInfo {
   std::string keras_name;  // for the summary: "Conv2D"
   LayerFactory make;
+  // Takes Keras's `activation:` key (Dense, Conv2D, DepthwiseConv2D): parse_model puts an
+  // activation layer after it (core/graph/model_spec.cpp).
+  bool takes_activation = false;
 };
 void register_layer(const std::string& type, LayerInfo info);
 const LayerInfo* find_layer(const std::string& type);
 std::vector<std::string> layer_types();
 
+enum class ActivationKey { No, Yes };  // RegisterLayer's: does the type take `activation:`
+
 template <class L>
 struct RegisterLayer {
-  RegisterLayer(const char* type, const char* keras_name) {
-    register_layer(type, {keras_name, [](cfg::MapReader& r) { return std::unique_ptr<Layer>(std::make_unique<L>(r)); }});
+  RegisterLayer(const char* type, const char* keras_name, ActivationKey act = ActivationKey::No) {
+    register_layer(type, {keras_name, [](cfg::MapReader& r) { return std::unique_ptr<Layer>(std::make_unique<L>(r)); },
+                          act == ActivationKey::Yes});
   }
 };
 

@@ -12,6 +12,7 @@
 
 #include "core/graph/layer.h"
 #include "core/io/utf8.h"
+#include "core/ops/activation.h"
 
 namespace trainer {
 namespace {
@@ -300,6 +301,48 @@ std::vector<LayerDef> topo_sort(std::vector<LayerDef> defs, const std::set<std::
   return out;
 }
 
+// `activation:` of the layers that take it (LayerInfo::takes_activation), own or shared: an
+// activation (or softmax) layer "<name>/activation" after the layer, which every other reference
+// to the layer now names, `output` included.
+void add_activation_layers(std::vector<LayerDef>& defs, std::string& output) {
+  std::set<std::string> names;
+  for (const LayerDef& d : defs) names.insert(d.name);
+  std::map<std::string, std::string> activated;  // layer -> its activation layer
+  std::vector<LayerDef> out;
+  for (LayerDef& d : defs) {
+    out.push_back(d);
+    const LayerInfo* info = find_layer(d.type);
+    const cfg::Node& c = d.config.defined() ? d.config : d.node;
+    if (!info || !info->takes_activation || !c.is_map() || !c.has("activation")) continue;
+    const cfg::Node act = c.child("activation");
+    const std::string f = act.as<std::string>();
+    if (f == "linear") continue;  // Keras's default: none
+    if (f != "softmax" && !parse_activation(f)) {
+      std::vector<std::string> known = {"softmax", "swish", "hard_swish"};
+      for (const char* const* n = activation_names(); *n; ++n) known.push_back(*n);
+      std::string list;
+      for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+      act.fail(fmt::format("'{}' is not an activation{}; known: {}", f, cfg::suggestion(f, known), list));
+    }
+    LayerDef a;
+    a.name = d.name + "/activation";
+    if (names.count(a.name)) act.fail(fmt::format("layer '{}' is also the name of another layer", a.name));
+    a.type = f == "softmax" ? "softmax" : "activation";
+    a.node = act;
+    a.config = c;
+    a.inputs = {d.name};
+    a.activation_of = d.name;
+    activated[d.name] = a.name;
+    out.push_back(std::move(a));
+  }
+  for (LayerDef& d : out)
+    if (d.activation_of.empty())
+      for (std::string& in : d.inputs)
+        if (activated.count(in)) in = activated.at(in);
+  if (activated.count(output)) output = activated.at(output);
+  defs = std::move(out);
+}
+
 }  // namespace
 
 int ModelSpec::input_index(const std::string& name) const {
@@ -402,6 +445,7 @@ ModelSpec parse_model(const cfg::Node& model) {
     }
     spec.output = o;
   }
+  add_activation_layers(ex.defs, spec.output);
   spec.layers = topo_sort(std::move(ex.defs), std::set<std::string>(input_names.begin(), input_names.end()));
   return spec;
 }

@@ -18,6 +18,9 @@ struct LayerDef {
   // `share: other`: the layer whose parameters (and configuration) this one uses; their
   // parameters are named after it ("lstm_a/kernel"). Empty: the layer has its own.
   std::string params_of;
+  // Set: this is the activation layer made of layer X's `activation:` key ("X/activation"); its
+  // `config` is X's mapping, whose keys X's reader checks.
+  std::string activation_of;
 };
 
 struct ModelInput {
@@ -54,6 +57,11 @@ struct ModelSpec {
 // layer (the first takes the block's or the model's input). `{name: b, share: a, inputs: [x]}`
 // is a second use of layer `a`: the same type, configuration and parameters (the Keras shared
 // layer); its gradient adds to a's.
+//
+// `activation: relu` on a dense, conv2d or depthwise_conv2d (Keras's Dense(units, activation=...))
+// is an activation layer "<name>/activation" after it (`softmax` a softmax layer, `linear` none);
+// every reference to the layer, `output:` included, takes the activated output, as Keras's layer
+// output is. A second use (`share:`) applies it too.
 ModelSpec parse_model(const cfg::Node& model);
 
 }  // namespace trainer

@@ -77,7 +77,7 @@ Placement read_placement(const ModelSpec& spec, const cfg::Node& node) {
   for (size_t i = 0; i < spec.layers.size(); ++i) {
     const LayerDef& d = spec.layers[i];
     const cfg::Node& c = d.config.defined() ? d.config : d.node;
-    if (!c.is_map() || !c.has("tie")) continue;
+    if (!c.is_map() || !c.has("tie") || !d.activation_of.empty()) continue;
     auto owner = layer_device.find(c.child("tie").as<std::string>());
     if (owner != layer_device.end() && owner->second != p.layer_device[i])
       c.child("tie").fail(fmt::format("layer '{}' (on {}) ties its kernel to '{}' (on {}): place both on one device",

@@ -231,6 +231,47 @@ TEST_CASE("e2e export: GELU (exact and tanh form) as Erf / Tanh nodes, SiLU as S
   }
 }
 
+// Keras 3's other activations, most through the `activation:` key of a convolution or dense: at
+// opset 13 (hard_silu as x·HardSigmoid(x)) and 17 (HardSwish).
+TEST_CASE("e2e export: leaky_relu, elu, selu, softplus, hard_sigmoid, hard_silu and mish (LeakyRelu, Elu, Selu, Softplus, HardSigmoid, HardSwish, x·Tanh(Softplus)): OpenCV equals trainer predict within 1e-4 at opsets 13 and 17",
+          "[export]") {
+  if (skip_without_python_deps()) return;
+  const std::string dir = e2e::temp_dir("export_activations");
+  // Weights wider than Keras's defaults, so that each activation's input spans its curved range and
+  // the probabilities are far from uniform: a wrong alpha or formula moves them by more than 1e-4.
+  e2e::write_file(dir + "/act.yaml", R"(name: activations_export
+seed: 3
+model:
+  input: [16, 16, 3]
+  layers:
+    - {name: c1, type: conv2d, filters: 6, kernel: 3, padding: same, activation: leaky_relu, kernel_initializer: &wide {type: random_normal, stddev: 0.6}}
+    - {name: e, type: elu, alpha: 0.5}
+    - {name: c2, type: conv2d, filters: 6, kernel: 3, strides: 2, padding: same, activation: selu, kernel_initializer: *wide}
+    - {name: sp, type: activation, function: softplus}
+    - {name: dw, type: depthwise_conv2d, kernel: 3, padding: same, activation: hard_swish, depthwise_initializer: *wide}
+    - {name: hs, type: activation, activation: hard_sigmoid}
+    - {name: c3, type: conv2d, filters: 6, kernel: 1, activation: mish, kernel_initializer: *wide}
+    - {name: lr, type: leaky_relu, negative_slope: 0.1}
+    - {name: gap, type: global_avg_pool2d}
+    - {name: out, type: dense, units: 10, activation: softmax, kernel_initializer: {type: random_normal, stddev: 3.0}}
+data:
+  train: {type: synthetic, size: 32, image_size: 16, seed: 1}
+  val: {type: synthetic, size: 8, image_size: 16, seed: 2}
+  augment: {mean: per_channel}
+train: {epochs: 1, batch_size: 8}
+optimizer: {type: sgd, lr: 0.001}
+)");
+  train(dir, dir + "/act.yaml", "");
+  write_pixels(dir + "/x.npy", 5, 16, 16);
+  predict(dir, "x.npy", "p.npy");
+  for (int opset : {13, 17}) {
+    INFO("opset " << opset);
+    nlohmann::json j = export_and_compare(dir, "--opset " + std::to_string(opset), "x.npy", "p.npy", "--stats run/norm_stats.npy");
+    CHECK(j.value("opencv", "") == "ok");
+    CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
+  }
+}
+
 TEST_CASE("e2e export: global_max_pool2d as GlobalMaxPool and Flatten: OpenCV equals trainer predict within 1e-4", "[export]") {
   if (skip_without_python_deps()) return;
   const std::string dir = e2e::temp_dir("export_global_max");

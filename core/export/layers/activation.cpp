@@ -1,12 +1,14 @@
-// ONNX export of the activation layers (activation, relu, relu6, sigmoid, tanh, gelu, silu) and softmax:
+// ONNX export of the activation layers (activation, relu, relu6, sigmoid, tanh, gelu, silu, leaky_relu, elu) and softmax:
 // Relu, Clip(0, 6) or Relu(x) - Relu(x - 6) (ExportContext::relu6_clip), Sigmoid, Tanh, Identity
-// (linear), GELU from Erf or Tanh (opset 20's Gelu is past the opsets written), SiLU as x·Sigmoid(x);
-// Softmax over the last axis.
+// (linear), GELU from Erf or Tanh (opset 20's Gelu is past the opsets written), SiLU as x·Sigmoid(x),
+// LeakyRelu, Elu, Selu, Softplus, HardSigmoid, HardSwish (x·HardSigmoid(x) before opset 14), mish as
+// x·Tanh(Softplus(x)); Softmax over the last axis.
 #include <fmt/format.h>
 
 #include <map>
 
 #include "core/export/registry.h"
+#include "core/ops/activation.h"
 
 namespace trainer::onnx_export {
 namespace {
@@ -42,6 +44,12 @@ const std::map<std::string, ActivationWriter>& activation_writers() {
       ctx.add_node("Mul", {xh, one_plus}, {y});
     };
   };
+  // relu6(x + 3) / 6 as ONNX's HardSigmoid: max(0, min(1, x/6 + 1/2)).
+  const ActivationWriter hard_sigmoid = [](ExportContext& ctx, size_t, const std::string& x, const std::string& y) {
+    onnx::NodeProto* n = ctx.add_node("HardSigmoid", {x}, {y});
+    attr_float(n, "alpha", 1.0f / 6.0f);
+    attr_float(n, "beta", 0.5f);
+  };
   static const std::map<std::string, ActivationWriter> m = {
       {"gelu", gelu(false)},
       {"gelu_tanh", gelu(true)},
@@ -53,6 +61,37 @@ const std::map<std::string, ActivationWriter>& activation_writers() {
          ctx.add_node("Mul", {x, s}, {y});
        }},
       {"relu", unary("Relu")},
+      {"leaky_relu",
+       [](ExportContext& ctx, size_t i, const std::string& x, const std::string& y) {
+         attr_float(ctx.add_node("LeakyRelu", {x}, {y}), "alpha", float(ctx.node(i).layer->describe().real("negative_slope")));
+       }},
+      {"elu",
+       [](ExportContext& ctx, size_t i, const std::string& x, const std::string& y) {
+         attr_float(ctx.add_node("Elu", {x}, {y}), "alpha", float(ctx.node(i).layer->describe().real("alpha")));
+       }},
+      {"selu",
+       [](ExportContext& ctx, size_t, const std::string& x, const std::string& y) {
+         onnx::NodeProto* n = ctx.add_node("Selu", {x}, {y});
+         attr_float(n, "alpha", kSeluAlpha);
+         attr_float(n, "gamma", kSeluScale);
+       }},
+      {"softplus", unary("Softplus")},
+      {"hard_sigmoid", hard_sigmoid},
+      {"hard_silu",  // HardSwish from opset 14; before it, x·HardSigmoid(x)
+       [hard_sigmoid](ExportContext& ctx, size_t i, const std::string& x, const std::string& y) {
+         if (ctx.opset() >= 14) return void(ctx.add_node("HardSwish", {x}, {y}));
+         const std::string h = ctx.fresh(ctx.node(i).layer->name() + "/hard_sigmoid");
+         hard_sigmoid(ctx, i, x, h);
+         ctx.add_node("Mul", {x, h}, {y});
+       }},
+      {"mish",  // x·Tanh(Softplus(x)) (Mish is opset 18, past the opsets written)
+       [](ExportContext& ctx, size_t i, const std::string& x, const std::string& y) {
+         const std::string name = ctx.node(i).layer->name();
+         const std::string sp = ctx.fresh(name + "/softplus"), t = ctx.fresh(name + "/tanh");
+         ctx.add_node("Softplus", {x}, {sp});
+         ctx.add_node("Tanh", {sp}, {t});
+         ctx.add_node("Mul", {x, t}, {y});
+       }},
       {"sigmoid", unary("Sigmoid")},
       {"tanh", unary("Tanh")},
       {"relu6",
@@ -90,7 +129,8 @@ void export_softmax(ExportContext& ctx, size_t i) {
   ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
 }
 
-const RegisterExporter act({"activation", "relu", "relu6", "sigmoid", "tanh", "gelu", "silu"}, export_activation);
+const RegisterExporter act({"activation", "relu", "relu6", "sigmoid", "tanh", "gelu", "silu", "leaky_relu", "elu"},
+                           export_activation);
 const RegisterExporter softmax({"softmax"}, export_softmax);
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Activation layers: `activation` (with `function:`) and the shorthands relu, relu6, sigmoid, tanh, gelu, silu.
+// Activation layers: `activation` (with `function:` or Keras's `activation:`) and the shorthands relu, relu6, sigmoid, tanh, gelu, silu, leaky_relu, elu.
 #include <fmt/format.h>
 
 #include "core/graph/layers/common.h"
@@ -10,20 +10,38 @@ namespace {
 class Activation : public Layer {
  public:
   TRAINER_LAYER_CLONE(Activation)
-  explicit Activation(ActKind k) { p_.kind = k; }
+  explicit Activation(ActKind k, float alpha) {
+    p_.kind = k;
+    p_.alpha = alpha;
+  }
+  explicit Activation(ActKind k) : Activation(k, default_alpha(k)) {}
+  // `function: relu`, or Keras's own key `activation: relu` (Activation's get_config(); also the
+  // `activation:` of a dense or convolution, which parse_model makes a layer of this type reading
+  // that layer's mapping).
   explicit Activation(cfg::MapReader& r) {
     std::vector<std::string> names;
     for (const char* const* n = activation_names(); *n; ++n) names.push_back(*n);
-    names.push_back("swish");  // Keras's other name for silu
-    p_.kind = *parse_activation(r.get_choice("function", names));
+    names.push_back("swish");  // Keras's other names for silu and hard_silu
+    names.push_back("hard_swish");
+    const bool keras_key = !r.has("function") && r.has("activation");
+    if (r.has("function") && r.has("activation"))
+      r.required("activation").fail("an activation layer takes 'function' or 'activation' (Keras's name), not both");
+    p_.kind = *parse_activation(r.get_choice(keras_key ? "activation" : "function", names));
+    p_.alpha = default_alpha(p_.kind);  // keras.activations.leaky_relu's and elu's defaults
   }
   Shape infer(const std::vector<Shape>& in) override {
     elems_ = in[0].numel();
     return in[0];
   }
   int64_t flops() const override { return elems_; }
-  LayerConfig describe() const override { return LayerConfig().put_text("function", activation_name(p_.kind)); }
-  // In place where backward reads only y (backward_reads_y); gelu's and silu's read x, which must stay.
+  LayerConfig describe() const override {
+    LayerConfig c;
+    c.put_text("function", activation_name(p_.kind));
+    if (p_.kind == ActKind::LeakyRelu) c.put_real("negative_slope", p_.alpha);
+    if (p_.kind == ActKind::Elu) c.put_real("alpha", p_.alpha);
+    return c;
+  }
+  // In place where backward reads only y (backward_reads_y); the others read x, which must stay.
   bool in_place() const override { return !backward_reads_x(p_.kind); }
   MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
@@ -76,6 +94,21 @@ struct Gelu final : Activation {
   explicit Gelu(cfg::MapReader& r) : Activation(r.get<bool>("approximate", false) ? ActKind::GeluTanh : ActKind::Gelu) {}
 };
 RegisterLayer<Gelu> reg_gelu("gelu", "Activation");
+
+// Keras's LeakyReLU(negative_slope=0.3) and ELU(alpha=1.0) layers (their defaults differ from the
+// functions': `activation: leaky_relu` has slope 0.2, as keras.activations.leaky_relu). The slope
+// must be >= 0, as Keras requires (and as the derivative from y needs).
+struct LeakyRelu final : Activation {
+  TRAINER_LAYER_CLONE(LeakyRelu)
+  explicit LeakyRelu(cfg::MapReader& r)
+      : Activation(ActKind::LeakyRelu, float(r.get_float("negative_slope", 0.3, 0.0, 1e6))) {}
+};
+RegisterLayer<LeakyRelu> reg_leaky("leaky_relu", "LeakyReLU");
+struct Elu final : Activation {
+  TRAINER_LAYER_CLONE(Elu)
+  explicit Elu(cfg::MapReader& r) : Activation(ActKind::Elu, float(r.get_float("alpha", 1.0, -1e6, 1e6))) {}
+};
+RegisterLayer<Elu> reg_elu("elu", "ELU");
 
 }  // namespace
 }  // namespace trainer

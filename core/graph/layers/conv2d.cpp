@@ -64,7 +64,7 @@ class Conv2d final : public KernelBiasLayer<Conv2dKernel> {
   Shape out_;
 };
 
-RegisterLayer<Conv2d> reg("conv2d", "Conv2D");
+RegisterLayer<Conv2d> reg("conv2d", "Conv2D", ActivationKey::Yes);
 
 }  // namespace
 }  // namespace trainer

@@ -86,7 +86,7 @@ class Dense final : public KernelBiasLayer<DenseKernel> {
   Tensor kernel_, dkernel_;  // the table transposed [K, units], and the product's kernel gradient
 };
 
-RegisterLayer<Dense> reg("dense", "Dense");
+RegisterLayer<Dense> reg("dense", "Dense", ActivationKey::Yes);
 
 }  // namespace
 }  // namespace trainer

@@ -70,7 +70,7 @@ class DepthwiseConv2d final : public KernelBiasLayer<DepthwiseConv2dKernel> {
   Shape out_;
 };
 
-RegisterLayer<DepthwiseConv2d> reg("depthwise_conv2d", "DepthwiseConv2D");
+RegisterLayer<DepthwiseConv2d> reg("depthwise_conv2d", "DepthwiseConv2D", ActivationKey::Yes);
 
 }  // namespace
 }  // namespace trainer

@@ -1,4 +1,4 @@
-// CPU activation: linear, relu, relu6, sigmoid, tanh, gelu (exact and tanh) and silu forward/backward on f32 or bf16 as vectorised OpenMP loops (activation_math.h's formulas); gelu on f32 and bf16 by oneDNN's eltwise (the gelu fast path).
+// CPU activation: every ActKind forward/backward on f32 or bf16 as OpenMP loops over activation_math.h's formulas (vectorised where the formula is); gelu on f32 and bf16 by oneDNN's eltwise (the gelu fast path).
 #include <cmath>
 #include <cstring>
 
@@ -81,32 +81,7 @@ class CpuActivation final : public ActivationKernel {
       using T = decltype(t);
       const T* a = x.as<T>();
       T* o = y.as<T>();
-      int64_t n = x.numel();
-      switch (p_.kind) {
-        case ActKind::Linear:
-          break;
-        case ActKind::Relu:
-        case ActKind::Relu6: {  // clamps (as batch norm's fused activation)
-          const act::Clamp c = act::clamp_of(p_.kind);
-          map1(a, o, n, [c](float v) { return act::clamp(v, c); });
-          break;
-        }
-        case ActKind::Sigmoid:
-          map1(a, o, n, [](float v) { return act::sigmoid(v); });
-          break;
-        case ActKind::Tanh:
-          map1(a, o, n, [](float v) { return act::tanh_of(v); });
-          break;
-        case ActKind::Gelu:
-          map1(a, o, n, [](float v) { return act::gelu(v); });
-          break;
-        case ActKind::GeluTanh:
-          map1(a, o, n, [](float v) { return act::gelu_tanh(v); });
-          break;
-        case ActKind::Silu:
-          map1(a, o, n, [](float v) { return act::silu(v); });
-          break;
-      }
+      act::with_formula(p_.kind, p_.alpha, [&](auto f) { map1(a, o, x.numel(), f); });
     });
   }
 
@@ -119,35 +94,10 @@ class CpuActivation final : public ActivationKernel {
     if (gelu_fast(dy)) return gelu(dy).backward(in, dy, dx);
     cpu::dispatch_float(kName, "dy", dy, [&](auto t) {
       using T = decltype(t);
-      const T* v = in.as<T>();  // y, or x for gelu; dx may alias dy
+      const T* v = in.as<T>();  // y, or x (backward_reads_x); dx may alias dy
       const T* g = dy.as<T>();
       T* o = dx.as<T>();
-      int64_t n = in.numel();
-      switch (p_.kind) {
-        case ActKind::Linear:
-          break;
-        case ActKind::Relu:
-        case ActKind::Relu6: {  // from y (act::through)
-          const act::Clamp c = act::clamp_of(p_.kind);
-          map2(v, g, o, n, [c](float yv, float gv) { return act::through(gv, yv, c); });
-          break;
-        }
-        case ActKind::Sigmoid:
-          map2(v, g, o, n, [](float yv, float gv) { return act::sigmoid_grad(yv, gv); });
-          break;
-        case ActKind::Tanh:
-          map2(v, g, o, n, [](float yv, float gv) { return act::tanh_grad(yv, gv); });
-          break;
-        case ActKind::Gelu:  // from x (backward_reads_x)
-          map2(v, g, o, n, [](float xv, float gv) { return act::gelu_grad(xv, gv); });
-          break;
-        case ActKind::GeluTanh:
-          map2(v, g, o, n, [](float xv, float gv) { return act::gelu_tanh_grad(xv, gv); });
-          break;
-        case ActKind::Silu:  // from x (backward_reads_x)
-          map2(v, g, o, n, [](float xv, float gv) { return act::silu_grad(xv, gv); });
-          break;
-      }
+      act::with_formula(p_.kind, p_.alpha, [&](auto f) { map2(v, g, o, in.numel(), act::GradOf<decltype(f)>{f}); });
     });
   }
 

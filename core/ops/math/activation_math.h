@@ -121,4 +121,101 @@ TRAINER_HD_INLINE float silu_grad(float x, float dy) {
   return dy * (s * (1.0f + x * (1.0f - s)));
 }
 
+// Keras 3's other activations (keras.activations), each y = f(x) in float with its derivative:
+// leaky_relu's from y (y > 0 exactly where x > 0, the slope being >= 0: it runs in place, as relu),
+// the others' from x (backward_reads_x). Each formula as Keras 3 writes it (relu6(x + 3) / 6, not
+// x / 6 + 0.5), with TensorFlow's derivative at the kinks (relu6's gate 0 at its bounds, leaky_relu's
+// and elu's the negative side's at 0).
+TRAINER_HD_INLINE float leaky_relu(float x, float slope) { return x > 0.0f ? x : slope * x; }
+TRAINER_HD_INLINE float leaky_relu_grad(float y, float slope, float dy) { return y > 0.0f ? dy : slope * dy; }
+
+TRAINER_HD_INLINE float elu(float x, float alpha) { return x > 0.0f ? x : alpha * expm1f(x); }
+TRAINER_HD_INLINE float elu_grad(float x, float alpha, float dy) { return x > 0.0f ? dy : dy * (alpha * expf(x)); }
+
+// SELU: scale·elu(x, alpha) with Keras's (Klambauer et al.'s) constants (activation.h).
+TRAINER_HD_INLINE float selu(float x) { return kSeluScale * elu(x, kSeluAlpha); }
+TRAINER_HD_INLINE float selu_grad(float x, float dy) {
+  return x > 0.0f ? dy * kSeluScale : dy * (kSeluScale * kSeluAlpha * expf(x));
+}
+
+// softplus: log(1 + e^x) as max(x, 0) + log1p(e^-|x|) (no overflow); its derivative sigmoid(x).
+TRAINER_HD_INLINE float softplus(float x) { return (x > 0.0f ? x : 0.0f) + log1pf(expf(-fabsf(x))); }
+TRAINER_HD_INLINE float softplus_grad(float x, float dy) { return dy * sigmoid(x); }
+
+// hard_sigmoid: relu6(x + 3) / 6 (Keras 3's; Keras 2's was clip(0.2x + 0.5, 0, 1)); hard_silu
+// (hard_swish): x · hard_sigmoid(x).
+TRAINER_HD_INLINE float hard_sigmoid(float x) { return clamp(x + 3.0f, Clamp{0.0f, 6.0f}) / 6.0f; }
+TRAINER_HD_INLINE float hard_sigmoid_grad(float x, float dy) {
+  const float v = x + 3.0f;
+  return v > 0.0f && v < 6.0f ? dy / 6.0f : 0.0f;
+}
+TRAINER_HD_INLINE float hard_silu(float x) { return x * hard_sigmoid(x); }
+TRAINER_HD_INLINE float hard_silu_grad(float x, float dy) {
+  const float v = x + 3.0f, h = hard_sigmoid(x);
+  return dy * (v > 0.0f && v < 6.0f ? h + x / 6.0f : h);
+}
+
+// mish: x · tanh(softplus(x)); its derivative t + x·sigmoid(x)·(1 - t²), t = tanh(softplus(x)).
+TRAINER_HD_INLINE float mish(float x) { return x * tanhf(softplus(x)); }
+TRAINER_HD_INLINE float mish_grad(float x, float dy) {
+  const float t = tanhf(softplus(x));
+  return dy * (t + x * sigmoid(x) * (1.0f - t * t));
+}
+
+// Each kind's formula as a functor, one type per kind (the backends' loops see a formula without a
+// branch on the kind): operator()(x) is y = f(x), grad(v, dy) the derivative from v (y where
+// backward_reads_y, else x); alpha is ActivationParams::alpha (leaky_relu's slope, elu's alpha).
+// The kernels of every backend take them through with_formula.
+#define TRAINER_ACT_FORMULA(Name, fwd, bwd)                                      \
+  struct Name {                                                                  \
+    float alpha;                                                                 \
+    TRAINER_HD_INLINE float operator()(float x) const { return fwd; }            \
+    TRAINER_HD_INLINE float grad(float v, float dy) const { return bwd; }        \
+  };
+TRAINER_ACT_FORMULA(ReluF, clamp(x, Clamp{0.0f, HUGE_VALF}), through(dy, v, Clamp{0.0f, HUGE_VALF}))
+TRAINER_ACT_FORMULA(Relu6F, clamp(x, Clamp{0.0f, 6.0f}), through(dy, v, Clamp{0.0f, 6.0f}))
+TRAINER_ACT_FORMULA(SigmoidF, sigmoid(x), sigmoid_grad(v, dy))
+TRAINER_ACT_FORMULA(TanhF, tanh_of(x), tanh_grad(v, dy))
+TRAINER_ACT_FORMULA(GeluF, gelu(x), gelu_grad(v, dy))
+TRAINER_ACT_FORMULA(GeluTanhF, gelu_tanh(x), gelu_tanh_grad(v, dy))
+TRAINER_ACT_FORMULA(SiluF, silu(x), silu_grad(v, dy))
+TRAINER_ACT_FORMULA(LeakyReluF, leaky_relu(x, alpha), leaky_relu_grad(v, alpha, dy))
+TRAINER_ACT_FORMULA(EluF, elu(x, alpha), elu_grad(v, alpha, dy))
+TRAINER_ACT_FORMULA(SeluF, selu(x), selu_grad(v, dy))
+TRAINER_ACT_FORMULA(SoftplusF, softplus(x), softplus_grad(v, dy))
+TRAINER_ACT_FORMULA(HardSigmoidF, hard_sigmoid(x), hard_sigmoid_grad(v, dy))
+TRAINER_ACT_FORMULA(HardSiluF, hard_silu(x), hard_silu_grad(v, dy))
+TRAINER_ACT_FORMULA(MishF, mish(x), mish_grad(v, dy))
+#undef TRAINER_ACT_FORMULA
+
+// Calls f(functor) with kind k's functor (above); linear has none (the kernels copy). Host code.
+template <class F>
+void with_formula(ActKind k, float alpha, F&& f) {
+  switch (k) {
+    case ActKind::Linear: throw std::logic_error("with_formula: linear has no formula (a copy)");
+    case ActKind::Relu: return f(ReluF{alpha});
+    case ActKind::Relu6: return f(Relu6F{alpha});
+    case ActKind::Sigmoid: return f(SigmoidF{alpha});
+    case ActKind::Tanh: return f(TanhF{alpha});
+    case ActKind::Gelu: return f(GeluF{alpha});
+    case ActKind::GeluTanh: return f(GeluTanhF{alpha});
+    case ActKind::Silu: return f(SiluF{alpha});
+    case ActKind::LeakyRelu: return f(LeakyReluF{alpha});
+    case ActKind::Elu: return f(EluF{alpha});
+    case ActKind::Selu: return f(SeluF{alpha});
+    case ActKind::Softplus: return f(SoftplusF{alpha});
+    case ActKind::HardSigmoid: return f(HardSigmoidF{alpha});
+    case ActKind::HardSilu: return f(HardSiluF{alpha});
+    case ActKind::Mish: return f(MishF{alpha});
+  }
+  throw std::logic_error("with_formula: unknown activation kind");
+}
+
+// The derivative functor of F, for the backends' two-operand maps: o = grad(v, dy).
+template <class F>
+struct GradOf {
+  F f;
+  TRAINER_HD_INLINE float operator()(float v, float dy) const { return f.grad(v, dy); }
+};
+
 }  // namespace trainer::act

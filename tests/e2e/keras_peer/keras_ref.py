@@ -260,6 +260,16 @@ ACTIVATIONS = {  # relu and relu6 of a bf16 value are bf16 values: no rounding
     "sigmoid": lambda v: q(torch.sigmoid(v)),
     "tanh": lambda v: q(torch.tanh(v)),
     "silu": lambda v: q(v * torch.sigmoid(v)),  # keras.activations.silu (swish): x·sigmoid(x)
+    # keras.activations (Keras 3) written out; the layers' defaults differ from the functions'.
+    "leaky_relu": lambda v: q(torch.where(v > 0, v, 0.2 * v)),  # leaky_relu(x, negative_slope=0.2)
+    "leaky_relu_layer": lambda v: q(torch.where(v > 0, v, 0.3 * v)),  # keras.layers.LeakyReLU() (0.3)
+    "elu": lambda v: q(torch.where(v > 0, v, torch.expm1(torch.clamp(v, max=0.0)))),  # elu(x, alpha=1.0)
+    "elu_0.5": lambda v: q(torch.where(v > 0, v, 0.5 * torch.expm1(torch.clamp(v, max=0.0)))),  # ELU(alpha=0.5)
+    "selu": lambda v: q(1.05070098 * torch.where(v > 0, v, 1.67326324 * torch.expm1(torch.clamp(v, max=0.0)))),
+    "softplus": lambda v: q(torch.log1p(torch.exp(v))),  # log(1 + e^x) (inputs here are small)
+    "hard_sigmoid": lambda v: q(torch.clamp(v + 3.0, 0.0, 6.0) / 6.0),  # Keras 3: relu6(x + 3) / 6
+    "hard_silu": lambda v: q(v * (torch.clamp(v + 3.0, 0.0, 6.0) / 6.0)),  # x·hard_sigmoid(x) (hard_swish)
+    "mish": lambda v: q(v * torch.tanh(torch.log1p(torch.exp(v)))),  # x·tanh(softplus(x))
     "linear": lambda v: v,
 }
 

@@ -162,13 +162,24 @@ def cases():
     # --- activations between two dense layers
     for typ, layer in [("relu", "{name: act, type: relu}"), ("relu6", "{name: act, type: relu6}"),
                        ("sigmoid", "{name: act, type: sigmoid}"), ("tanh", "{name: act, type: activation, function: tanh}"),
-                       ("silu", "{name: act, type: activation, function: swish}")]:
+                       ("silu", "{name: act, type: activation, function: swish}"),
+                       ("leaky_relu_layer", "{name: act, type: leaky_relu}"),
+                       ("leaky_relu", "{name: act, type: activation, activation: leaky_relu}"),
+                       ("elu", "{name: act, type: elu}"), ("elu_0.5", "{name: act, type: elu, alpha: 0.5}"),
+                       ("selu", "{name: act, type: activation, function: selu}"),
+                       ("softplus", "{name: act, type: activation, function: softplus}"),
+                       ("hard_sigmoid", "{name: act, type: activation, function: hard_sigmoid}"),
+                       ("hard_silu", "{name: act, type: activation, function: hard_swish}"),
+                       ("mish", "{name: act, type: activation, function: mish}"),
+                       # Keras's Dense(6, activation="selu"): the key on the dense itself
+                       ("selu", None)]:
         p = {"d1/kernel": w(5, 6, scale=2.0), "d1/bias": w(6, scale=1.0), **head(6)}  # scale 2: relu6 clips
 
         def f(P, X, S, t, c, s, typ=typ):
             return logits(P, K.ACTIVATIONS[typ](K.dense(X["x"], P["d1/kernel"], P["d1/bias"])))
 
-        out.append(Case("activation", typ, ["{name: d1, type: dense, units: 6}", layer] + HEAD[1:], p, f,
+        layers = ["{name: d1, type: dense, units: 6}", layer] if layer else [f"{{name: d1, type: dense, units: 6, activation: {typ}}}"]
+        out.append(Case("activation", typ if layer else f"dense activation: {typ}", layers + HEAD[1:], p, f,
                         inputs={"x": ("vector", [5])}))
 
     # --- merges, padding, flatten

@@ -131,6 +131,20 @@ TEST_CASE("gradcheck: with SiLU (swish), whose backward reads x: the graph keeps
   check_gradients(s);
 }
 
+TEST_CASE("gradcheck: with mish, softplus and elu (Keras 3's smooth activations, backward from x): the gradients match") {
+  // The ones with a continuous derivative: leaky_relu, selu, hard_sigmoid and hard_silu have kinks
+  // a finite difference cannot straddle (their derivatives are checked against float64 by the op tests).
+  for (const char* t1 : {"{name: t1, type: activation, function: mish}", "{name: t1, type: elu}"}) {
+    INFO(t1);
+    std::string net = replaced(kNet, "{name: t1, type: tanh}", t1);
+    net = replaced(net, "{name: t2, type: sigmoid}", "{name: t2, type: activation, activation: softplus}");
+    net = replaced(net, "type: max_pool2d", "type: avg_pool2d");  // as with GELU: no max's kink near a sample
+    Setup s(net);
+    CHECK(s.g->layer(s.g->node_index("t2")).activation() == ActKind::Softplus);
+    check_gradients(s);
+  }
+}
+
 TEST_CASE("gradcheck: a transformer block on a sequence (dense per position, position_embedding, layer_norm, causal "
           "self-attention, cross-attention, gelu, residuals)") {
   const std::string net = R"(

@@ -12,6 +12,8 @@ using namespace trainer::test::bf16_check;
 
 namespace {
 
+constexpr float kLeakySlope = 0.3f;  // leaky_relu's slope in these tests (Keras's layer default)
+
 // The derivative as the kernels take it, from y (see backward_reads_y), in float64. reference.h's
 // takes it from x: the same for linear, relu and relu6 (y = x where it is 1), not for sigmoid and
 // tanh, whose bf16 y is rounded.
@@ -19,7 +21,8 @@ ref::Vec grad_from_y(int kind, const ref::Vec& y, const ref::Vec& dy) {
   ref::Vec dx(y.size());
   for (size_t i = 0; i < y.size(); ++i) {
     double v = y[i];
-    double d = kind == 1 ? v > 0 : kind == 2 ? (v > 0 && v < 6) : kind == 3 ? v * (1 - v) : kind == 4 ? 1 - v * v : 1;
+    double d = kind == 1 ? v > 0 : kind == 2 ? (v > 0 && v < 6) : kind == 3 ? v * (1 - v) : kind == 4 ? 1 - v * v
+             : kind == 8 ? (v > 0 ? 1 : double(kLeakySlope)) : 1;
     dx[i] = dy[i] * d;
   }
   return dx;
@@ -31,15 +34,19 @@ TEST_CASE("low-precision activations match float64 within one rounding, and in p
   for (const Low& lo : lows()) SECTION(lo.name()) {
     const DType L = lo.type;
     std::mt19937_64 rng(111);
-    for (int kind = 0; kind < 8; ++kind) {  // linear, relu, relu6, sigmoid, tanh, gelu, gelu_tanh, silu
+    for (int kind = 0; activation_names()[kind]; ++kind) {  // every ActKind, in order
       INFO("activation " << activation_name(ActKind(kind)));
       // gelu (5, 6): f32 erf/tanh near -1 lose up to a few units of 2^-24 of 1 in 1 + erf (1 + tanh),
       // times |x|/2 <= 4: < 1e-6 absolute forward, and with the derivative's 1 - t^2 term times
       // up to ~30 (x = 8), < 1e-5 for |dy| <= 1; relative, the f32 formula's few ulp (< 1e-4).
       // silu (7): f32 sigmoid's few ulp times |x| <= 8 forward, its derivative (at most 1.1) from
-      // the same: within the same bounds; like gelu, its backward reads x.
-      const bool gelu = kind >= 5;
-      auto k = make_kernel<ActivationKernel>(lo.ctx(), ActivationParams{ActKind(kind)});
+      // the same: within the same bounds; like gelu, its backward reads x. So do elu, selu,
+      // softplus, hard_sigmoid, hard_silu and mish (9-14: f32 exp/expm1/log1p/tanh within a few
+      // ulp, outputs and derivatives of magnitude <= 8 and <= 1.8 on [-8, 8]: the same bounds);
+      // leaky_relu (8) from y, as relu, its slope·x one f32 rounding.
+      const bool gelu = backward_reads_x(ActKind(kind));
+      const float alpha = ActKind(kind) == ActKind::LeakyRelu ? kLeakySlope : ActKind(kind) == ActKind::Elu ? 0.7f : 0.0f;
+      auto k = make_kernel<ActivationKernel>(lo.ctx(), ActivationParams{ActKind(kind), alpha});
       // linear, relu, relu6: y is x, 0 or 6 and dx is dy or 0, all values of the type: exact.
       const bool exact = kind <= 2;
       for (Shape s : {Shape{1}, Shape{3, 7}, Shape{2, 5, 5, 13}, Shape{64, 16, 16, 32}, Shape{0, 4}}) {
@@ -50,7 +57,7 @@ TEST_CASE("low-precision activations match float64 within one rounding, and in p
         const Tensor yh = lo.down(yb);
         // sigmoid, tanh: f32 exp, tanh and 1 - s are within a few units of 2^-24 (kF) of these
         // values of magnitude <= 1 (CUDA's expf/tanhf: 2 and 2 ulp, CUDA C guide): 16 kF covers them.
-        check_bound("y", yh, ref::activation_forward(kind, x), exact ? 0 : lo.u() + (gelu ? 1e-4 : 0),
+        check_bound("y", yh, ref::activation_forward(kind, x, alpha), exact ? 0 : lo.u() + (gelu ? 1e-4 : 0),
                     exact ? 0 : gelu ? 1e-5 : (1 + lo.u()) * 16 * kF);
         Tensor yf = lo.up(nan_of(s, DType::F32));
         k->forward(lo.up(make(s, DType::F32, x)), yf);
@@ -62,7 +69,7 @@ TEST_CASE("low-precision activations match float64 within one rounding, and in p
         // sigmoid dy y (1 - y), tanh dy (1 - y^2) (y^2 of a low-precision y is exact in f32): at most
         // three f32 roundings of the product, < 2^-21 relative (and doubled by the final rounding's (1 + u)).
         if (gelu)  // its derivative from x (backward_reads_x), x exact in the low type
-          check_bound("dx", dxh, ref::activation_backward(kind, x, dy), lo.u() + 1e-4, 1e-5);
+          check_bound("dx", dxh, ref::activation_backward(kind, x, dy, alpha), lo.u() + 1e-4, 1e-5);
         else
           check_bound("dx", dxh, grad_from_y(kind, values(yh), dy), exact ? 0 : lo.u() + 0x1p-20, 0);
         Tensor dxf = lo.up(nan_of(s, DType::F32)), ywide = lo.up(make(s, DType::F32, values(yh)));

@@ -75,20 +75,22 @@ TEST_CASE("dense handles an empty batch and rejects mismatched shapes", "[backen
 TEST_CASE("activation forward and backward match float64 reference for every kind", "[backends]") {
   for (const Backend& be : backends()) SECTION(be.name) {
     std::mt19937_64 rng(34);
-    for (int kind = 0; kind < 8; ++kind) {  // linear, relu, relu6, sigmoid, tanh, gelu, gelu_tanh, silu
-      INFO("activation " << activation_name(ActKind(kind)));
-      auto k = make_kernel<ActivationKernel>(be.ctx(), ActivationParams{ActKind(kind)});
+    for (int kind = 0; activation_names()[kind]; ++kind) {  // every ActKind, in order
+      // leaky_relu's slope and elu's alpha other than the defaults (0 for the others: unused).
+      const float alpha = ActKind(kind) == ActKind::LeakyRelu ? 0.3f : ActKind(kind) == ActKind::Elu ? 0.7f : 0.0f;
+      INFO("activation " << activation_name(ActKind(kind)) << ", alpha " << alpha);
+      auto k = make_kernel<ActivationKernel>(be.ctx(), ActivationParams{ActKind(kind), alpha});
       for (Shape s : {Shape{1}, Shape{3, 7}, Shape{2, 5, 5, 13}, Shape{64, 16, 16, 32}, Shape{0, 4}}) {
         INFO("shape [" << s.str() << "]");
         Tensor hx = random_tensor(s, rng, -8.0, 8.0);  // spans relu6's upper knee, sigmoid/tanh saturation, gelu's dip
         Tensor x = be.upload(hx), y = be.nan(s);
         k->forward(x, y);
         ref::Vec xv = to_vec(hx);
-        ref::Vec want_y = ref::activation_forward(kind, xv);
+        ref::Vec want_y = ref::activation_forward(kind, xv, alpha);
         be.check("y", y, want_y);
         Tensor hdy = random_tensor(s, rng), dy = be.upload(hdy), dx = be.nan(s);
         k->backward(x, y, dy, dx);
-        ref::Vec want_dx = ref::activation_backward(kind, xv, to_vec(hdy));
+        ref::Vec want_dx = ref::activation_backward(kind, xv, to_vec(hdy), alpha);
         be.check("dx", dx, want_dx);
         // In place: y over x, dx over dy.
         k->forward(x, x);
@@ -116,6 +118,13 @@ TEST_CASE("activation sigmoid stays finite for large inputs, shape mismatch thro
   CHECK(parse_activation("silu") == ActKind::Silu);
   CHECK(parse_activation("swish") == ActKind::Silu);
   CHECK(backward_reads_x(ActKind::Silu));
+  CHECK(parse_activation("hard_swish") == ActKind::HardSilu);
+  CHECK(parse_activation("leaky_relu") == ActKind::LeakyRelu);
+  CHECK(parse_activation("mish") == ActKind::Mish);
+  CHECK(backward_reads_y(ActKind::LeakyRelu));  // in place, as relu
+  CHECK(backward_reads_x(ActKind::Elu));
+  CHECK(default_alpha(ActKind::LeakyRelu) == 0.2f);  // keras.activations.leaky_relu's
+  CHECK(default_alpha(ActKind::Elu) == 1.0f);
   CHECK(backward_reads_x(ActKind::Gelu));
   CHECK_FALSE(backward_reads_y(ActKind::GeluTanh));
 }

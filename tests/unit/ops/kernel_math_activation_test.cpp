@@ -114,3 +114,76 @@ TEST_CASE("kernel math: batch norm's compile-time clamp equals the activation ke
     }
   CHECK(bad == 0);
 }
+
+// Keras 3's other activations: each formula as both backends run it (act::with_formula's functors)
+// against float64 on [-8, 8] (and exactly at the kinks), with a deliberately wrong variant outside
+// the bound. Forward: expf/expm1f/log1pf/tanhf within an ulp or two of outputs <= 8.4: 8u of the
+// largest. Backward from x (dy in [-1, 1], derivatives <= 1.8): 16u, except mish's, whose 1 - t²
+// (t = tanh(softplus(x)) near 1) carries t²'s rounding, 2u absolute, times x·sigmoid(x) <= 8: 32u.
+// leaky_relu's backward is from y, as the kernels take it.
+TEST_CASE("kernel math: leaky_relu, elu, selu, softplus, hard_sigmoid, hard_silu and mish match float64") {
+  struct Case {
+    ActKind kind;
+    float alpha;
+    double dx_bound;
+    double (*wrong_y)(double x, double alpha);
+    double (*wrong_dx)(double x, double alpha);  // the derivative, times dy by the caller
+  };
+  const Case cases[] = {
+      // leaky_relu: the slope ignored (relu); its gradient without the slope.
+      {ActKind::LeakyRelu, 0.3f, 16 * kU, [](double x, double) { return x > 0 ? x : 0.0; },
+       [](double x, double) { return x > 0 ? 1.0 : 0.0; }},
+      // elu: alpha ignored (1); its gradient exp(x) without alpha.
+      {ActKind::Elu, 0.7f, 16 * kU, [](double x, double) { return x > 0 ? x : std::expm1(x); },
+       [](double x, double) { return x > 0 ? 1.0 : std::exp(x); }},
+      // selu: without its scale.
+      {ActKind::Selu, 0.0f, 16 * kU, [](double x, double) { return x > 0 ? x : 1.67326324 * std::expm1(x); },
+       [](double x, double) { return x > 0 ? 1.0 : 1.67326324 * std::exp(x); }},
+      // softplus: log1p's correction dropped; its gradient sigmoid(-x).
+      {ActKind::Softplus, 0.0f, 16 * kU, [](double x, double) { return std::max(x, 0.0) + std::exp(-std::fabs(x)); },
+       [](double x, double) { return 1 / (1 + std::exp(x)); }},
+      // hard_sigmoid: Keras 2's clip(0.2x + 0.5, 0, 1), and its 0.2 slope.
+      {ActKind::HardSigmoid, 0.0f, 16 * kU, [](double x, double) { return std::min(std::max(0.2 * x + 0.5, 0.0), 1.0); },
+       [](double x, double) { return x > -2.5 && x < 2.5 ? 0.2 : 0.0; }},
+      // hard_silu: silu's x·sigmoid(x); its gradient without x·h'.
+      {ActKind::HardSilu, 0.0f, 16 * kU, [](double x, double) { return x / (1 + std::exp(-x)); },
+       [](double x, double) { return std::min(std::max(x + 3, 0.0), 6.0) / 6; }},
+      // mish: x·tanh(x); its gradient without the x·sigmoid(x)·(1 - t²) term.
+      {ActKind::Mish, 0.0f, 32 * kU, [](double x, double) { return x * std::tanh(x); },
+       [](double x, double) { return std::tanh(std::log1p(std::exp(x))); }},
+  };
+  std::mt19937_64 rng(402);
+  for (const Case& c : cases)
+    for (size_t n : {size_t(1), size_t(7), size_t(4099)}) {
+      const int kind = int(c.kind);
+      INFO(activation_name(c.kind) << ", alpha " << c.alpha << ", " << n << " values");
+      ref::Vec x = random_floats(n, rng, -8.0, 8.0), dy = random_floats(n, rng);
+      if (n == 7) x = {-8.0, -3.0, -1e-30, 0.0, 1e-30, 3.0, 8.0};  // the kinks and the ends
+      ref::Vec y(n), dx(n), wrong_y(n), wrong_dx(n);
+      act::with_formula(c.kind, c.alpha, [&](auto f) {
+        for (size_t i = 0; i < n; ++i) {
+          const float yf = f(float(x[i]));
+          y[i] = yf;
+          dx[i] = f.grad(backward_reads_y(c.kind) ? yf : float(x[i]), float(dy[i]));
+          wrong_y[i] = c.wrong_y(x[i], c.alpha);
+          wrong_dx[i] = dy[i] * c.wrong_dx(x[i], c.alpha);
+        }
+      });
+      const ref::Vec want_y = ref::activation_forward(kind, x, c.alpha), want_dx = ref::activation_backward(kind, x, dy, c.alpha);
+      if (n == 4099) {
+        check_tight("y", y, want_y, 8 * kU, wrong_y);
+        check_tight("dx", dx, want_dx, c.dx_bound, wrong_dx);
+      } else {
+        check_within("y", y, want_y, 8 * kU);
+        check_within("dx", dx, want_dx, c.dx_bound);
+      }
+    }
+  // NaN stays NaN (a diverged activation reaches the loss), and the extremes stay finite.
+  for (const Case& c : cases)
+    act::with_formula(c.kind, c.alpha, [&](auto f) {
+      INFO(activation_name(c.kind));
+      CHECK(std::isnan(f(NAN)));
+      CHECK(std::isfinite(f(-1e30f)));
+      CHECK(f(1e30f) == (c.kind == ActKind::HardSigmoid ? 1.0f : c.kind == ActKind::Selu ? 1.05070098f * 1e30f : 1e30f));
+    });
+}

@@ -232,7 +232,8 @@ void dense_backward(const Vec& x, const Vec& w, const Vec& dy, int64_t n, int64_
     }
 }
 
-static double act(int kind, double v) {
+static double act(int kind, double v, double alpha = 0) {
+  constexpr double kSeluA = 1.67326324, kSeluS = 1.05070098;
   switch (kind) {
     case 1:
       return v > 0 ? v : 0;
@@ -248,12 +249,27 @@ static double act(int kind, double v) {
       return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
     case 7:  // silu: x sigmoid(x)
       return v / (1.0 + std::exp(-v));
+    case 8:  // leaky_relu
+      return v > 0 ? v : alpha * v;
+    case 9:  // elu
+      return v > 0 ? v : alpha * std::expm1(v);
+    case 10:  // selu
+      return kSeluS * (v > 0 ? v : kSeluA * std::expm1(v));
+    case 11:  // softplus
+      return std::log1p(std::exp(v));
+    case 12:  // hard_sigmoid: relu6(x + 3) / 6
+      return std::min(std::max(v + 3, 0.0), 6.0) / 6;
+    case 13:  // hard_silu
+      return v * std::min(std::max(v + 3, 0.0), 6.0) / 6;
+    case 14:  // mish: x tanh(softplus(x))
+      return v * std::tanh(std::log1p(std::exp(v)));
     default:
       return v;
   }
 }
 
-static double act_grad(int kind, double v) {
+static double act_grad(int kind, double v, double alpha = 0) {
+  constexpr double kSeluA = 1.67326324, kSeluS = 1.05070098;
   switch (kind) {
     case 1:
       return v > 0 ? 1 : 0;
@@ -277,20 +293,36 @@ static double act_grad(int kind, double v) {
       const double s = 1.0 / (1.0 + std::exp(-v));
       return s * (1.0 + v * (1.0 - s));
     }
+    case 8:
+      return v > 0 ? 1 : alpha;
+    case 9:
+      return v > 0 ? 1 : alpha * std::exp(v);
+    case 10:
+      return v > 0 ? kSeluS : kSeluS * kSeluA * std::exp(v);
+    case 11:  // sigmoid
+      return 1.0 / (1.0 + std::exp(-v));
+    case 12:
+      return v > -3 && v < 3 ? 1.0 / 6 : 0;
+    case 13:  // h + x h' (h' = 1/6 inside (-3, 3))
+      return std::min(std::max(v + 3, 0.0), 6.0) / 6 + (v > -3 && v < 3 ? v / 6 : 0);
+    case 14: {  // t + x sigmoid(x) (1 - t^2)
+      const double t = std::tanh(std::log1p(std::exp(v)));
+      return t + v / (1.0 + std::exp(-v)) * (1 - t * t);
+    }
     default:
       return 1;
   }
 }
 
-Vec activation_forward(int kind, const Vec& x) {
+Vec activation_forward(int kind, const Vec& x, double alpha) {
   Vec y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = act(kind, x[i]);
+  for (size_t i = 0; i < x.size(); ++i) y[i] = act(kind, x[i], alpha);
   return y;
 }
 
-Vec activation_backward(int kind, const Vec& x, const Vec& dy) {
+Vec activation_backward(int kind, const Vec& x, const Vec& dy, double alpha) {
   Vec dx(x.size());
-  for (size_t i = 0; i < x.size(); ++i) dx[i] = dy[i] * act_grad(kind, x[i]);
+  for (size_t i = 0; i < x.size(); ++i) dx[i] = dy[i] * act_grad(kind, x[i], alpha);
   return dx;
 }
 

@@ -54,8 +54,9 @@ void dense_backward(const Vec& x, const Vec& w, const Vec& dy, int64_t n, int64_
                     Vec& db);
 
 // Activations by name index: 0 linear, 1 relu, 2 relu6, 3 sigmoid, 4 tanh (ActKind order).
-Vec activation_forward(int kind, const Vec& x);
-Vec activation_backward(int kind, const Vec& x, const Vec& dy);  // from x
+// kind: an ActKind's number; alpha: ActivationParams::alpha (leaky_relu's slope, elu's alpha).
+Vec activation_forward(int kind, const Vec& x, double alpha = 0);
+Vec activation_backward(int kind, const Vec& x, const Vec& dy, double alpha = 0);  // from x
 
 // Softmax over the last axis of [rows, C].
 Vec softmax_forward(const Vec& x, int64_t rows, int64_t C);

@@ -13,6 +13,9 @@ struct Conv2dParams {
   int dh = 1, dw = 1;  // dilation
   Padding padding = Padding::Valid;
   bool bias = true;
+  // Zeros added before and after each row (the width axis) before valid windows: conv1d's causal
+  // padding, (k - 1)·dilation before the steps; 0 otherwise.
+  int pad_left = 0, pad_right = 0;
 };
 
 // Everything a kernel needs about one call's shapes; computed once here for every backend.
@@ -23,14 +26,14 @@ struct ConvGeometry {
 
 inline ConvGeometry conv2d_geometry(const Shape& x, const Conv2dParams& p) {
   Window1d h = window_1d(x[1], p.kh, p.sh, p.dh, p.padding);
-  Window1d w = window_1d(x[2], p.kw, p.sw, p.dw, p.padding);
+  Window1d w = window_1d(x[2], p.kw, p.sw, p.dw, p.padding, p.pad_left, p.pad_right);
   return {x[0], x[1], x[2], x[3], h.out, w.out, p.filters, h.pad_before, h.pad_after, w.pad_before, w.pad_after};
 }
 
 // Output shape without batch for an input shape without batch (HWC); an output dimension of 0
 // means the window does not fit (the caller reports it).
 inline Shape conv2d_output_shape(const Shape& hwc, const Conv2dParams& p) {
-  return {window_1d(hwc[0], p.kh, p.sh, p.dh, p.padding).out, window_1d(hwc[1], p.kw, p.sw, p.dw, p.padding).out,
+  return {window_1d(hwc[0], p.kh, p.sh, p.dh, p.padding).out, window_1d(hwc[1], p.kw, p.sw, p.dw, p.padding, p.pad_left, p.pad_right).out,
           p.filters};
 }
 

@@ -272,6 +272,24 @@ optimizer: {type: sgd, lr: 0.001}
   }
 }
 
+// conv1d (valid; same with a stride; causal with a dilation) as one-row Convs between Transposes;
+// wide logits, so that a wrong pad or weight order moves the probabilities by more than 1e-4.
+TEST_CASE("e2e export: conv1d (valid, same with strides, causal with dilation) as a one-row Conv: OpenCV equals trainer predict within 1e-4",
+          "[export]") {
+  if (skip_without_python_deps()) return;
+  const std::string dir = e2e::temp_dir("export_conv1d");
+  write_sequence_set(dir, 13);
+  e2e::write_file(dir + "/conv1d.yaml", npy_model("conv1d_sequence", "[7, 5]", R"(    - {name: a, type: conv1d, filters: 6, kernel: 3, padding: causal, dilation: 2, activation: tanh}
+    - {name: b, type: conv1d, filters: 6, kernel: 2, strides: 2, padding: same, activation: relu}
+    - {name: c, type: conv1d, filters: 4, kernel: 2, use_bias: false}
+    - {name: flat, type: flatten}
+    - {name: logits, type: dense, units: 3, kernel_initializer: {type: random_normal, stddev: 2.0}}
+    - {name: out, type: softmax}
+)"));
+  train(dir, dir + "/conv1d.yaml", "");
+  check_opencv_agrees(dir, "x.npy", "", "sequence: ");
+}
+
 TEST_CASE("e2e export: global_max_pool2d as GlobalMaxPool and Flatten: OpenCV equals trainer predict within 1e-4", "[export]") {
   if (skip_without_python_deps()) return;
   const std::string dir = e2e::temp_dir("export_global_max");

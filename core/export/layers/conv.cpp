@@ -1,5 +1,6 @@
 // ONNX export of conv2d and depthwise_conv2d: Conv on NCHW with OIHW weights (depthwise: group = C),
-// Keras "same" padding as explicit pads, a following batch norm folded into weights and bias.
+// Keras "same" padding as explicit pads, a following batch norm folded into weights and bias; conv1d
+// as a one-row Conv between Transposes.
 #include <fmt/format.h>
 
 #include "core/export/registry.h"
@@ -79,6 +80,42 @@ void export_conv(ExportContext& ctx, size_t i, bool depthwise) {
 const RegisterExporter conv({"conv2d"}, [](ExportContext& ctx, size_t i) { export_conv(ctx, i, false); }, true);
 const RegisterExporter depthwise({"depthwise_conv2d"}, [](ExportContext& ctx, size_t i) { export_conv(ctx, i, true); },
                                  true);
+
+// conv1d on a sequence [N, T, C] as a 2-D Conv on [N, C, 1, T] (OpenCV 4.6 sizes a 1-D Conv with
+// unequal pads wrongly): Reshape [N, 1, T, C], Transpose to NCHW, Conv with kernel [1, k] (weights
+// [F, C, 1, k] from Keras's [k, C, F]) and its pads before and after the steps (causal: all before),
+// Transpose back, Reshape [N, T', F].
+void export_conv1d(ExportContext& ctx, size_t i) {
+  const Layer& l = *ctx.node(i).layer;
+  const LayerConfig d = l.describe();
+  const Value& x = ctx.input(i, 0);
+  const std::string name = l.name();
+  const int64_t T = x.shape[0], C = x.shape[1], F = d.integer("filters"), k = d.integer("kernel");
+  const int64_t To = ctx.node(i).shape[0];
+  const std::vector<float> kern = ctx.param(i, "kernel");  // [k, C, F]
+  std::vector<float> w(size_t(F * C * k));
+  for (int64_t t = 0; t < k; ++t)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t f = 0; f < F; ++f) w[size_t((f * C + c) * k + t)] = kern[size_t((t * C + c) * F + f)];
+  std::vector<std::string> inputs{"", ctx.add_initializer(ctx.param_entry(i, "kernel").name, {F, C, 1, k}, w,
+                                                          "trainer [K, C, F] (Keras's Conv1D) as ONNX [F, C, 1, K]")};
+  if (d.flag("use_bias")) inputs.push_back(ctx.add_initializer(ctx.param_entry(i, "bias").name, {F}, ctx.param(i, "bias")));
+  const std::string r = ctx.fresh(name + "/rows"), nchw = ctx.fresh(name + "/nchw"), y = ctx.fresh(name + "/conv"),
+                    nhwc = ctx.fresh(name + "/nhwc");
+  ctx.add_node("Reshape", {x.name, ctx.add_int64s(name + "/image_shape", {0, 1, T, C})}, {r});
+  attr_ints(ctx.add_node("Transpose", {r}, {nchw}), "perm", {0, 3, 1, 2});
+  inputs[0] = nchw;
+  onnx::NodeProto* n = ctx.add_node("Conv", inputs, {y});
+  attr_ints(n, "kernel_shape", {1, k});
+  attr_ints(n, "strides", {1, d.integer("strides")});
+  attr_ints(n, "dilations", {1, d.integer("dilation")});
+  attr_ints(n, "pads", {0, d.integer("pad_before"), 0, d.integer("pad_after")});
+  attr_ints(ctx.add_node("Transpose", {y}, {nhwc}), "perm", {0, 2, 3, 1});
+  ctx.add_node("Reshape", {nhwc, ctx.add_int64s(name + "/sequence_shape", {0, To, F})}, {ctx.output_name(i)});
+  ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
+}
+
+const RegisterExporter conv1d({"conv1d"}, export_conv1d);
 
 }  // namespace
 }  // namespace trainer::onnx_export

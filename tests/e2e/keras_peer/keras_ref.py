@@ -94,6 +94,22 @@ def conv2d(x, kernel, bias=None, strides=(1, 1), padding="valid", dilation=(1, 1
     return q(y.permute(0, 2, 3, 1))
 
 
+def conv1d(x, kernel, bias=None, stride=1, padding="valid", dilation=1):
+    # keras.layers.Conv1D on [N, steps, C]: kernel [k, in, out] (PyTorch's weight [out, in, k]);
+    # 'same' pads as TensorFlow (the smaller half before); 'causal' pads (k - 1)·dilation before.
+    k, cin, cout = kernel.shape
+    eff = (k - 1) * dilation + 1
+    n = x.shape[1]
+    if padding == "same":
+        out = -(-n // stride)
+        total = max((out - 1) * stride + eff - n, 0)
+        x = F.pad(x, (0, 0, total // 2, total - total // 2))
+    elif padding == "causal":
+        x = F.pad(x, (0, 0, eff - 1, 0))
+    y = F.conv1d(q(x).permute(0, 2, 1), qw(kernel).permute(2, 1, 0), bias, stride=stride, dilation=dilation)
+    return q(y.permute(0, 2, 1))
+
+
 def depthwise_conv2d(x, kernel, bias=None, strides=(1, 1), padding="valid", dilation=(1, 1)):
     # keras.layers.DepthwiseConv2D: kernel [kh, kw, C, M]; output channel c·M + m is input channel c
     # through its m-th filter (tf.nn.depthwise_conv2d), i.e. groups=C with weight [C·M, 1, kh, kw].

@@ -243,6 +243,19 @@ def cases():
                         [f"{{name: lstm, type: lstm, units: 4, return_sequences: {str(seq).lower()}}}"]
                         + (HEAD if seq else HEAD[1:]), p, f, inputs={"x": ("vector", [5, 3])},
                         controls=() if seq else ("gates i, c, f, o",)))
+    # --- conv1d over a sequence [7, 3]: valid, same with a stride, causal with a dilation
+    for variant, opts, kw, steps in [("valid", "kernel: 3", {}, 5),
+                                     ("same, strides 2", "kernel: 3, strides: 2, padding: same", {"stride": 2, "padding": "same"}, 4),
+                                     ("causal, dilation 2", "kernel: 2, dilation: 2, padding: causal",
+                                      {"dilation": 2, "padding": "causal"}, 7)]:
+        k = 2 if "causal" in variant else 3
+        p = {"c/kernel": w(k, 3, 4), "c/bias": w(4, scale=0.5), **head(steps * 4)}
+
+        def f(P, X, S, t, c, s, kw=kw):
+            return logits(P, K.conv1d(X["x"], P["c/kernel"], P["c/bias"], **kw))
+
+        out.append(Case("conv1d", variant, [f"{{name: c, type: conv1d, filters: 4, {opts}}}"] + HEAD, p, f,
+                        inputs={"x": ("vector", [7, 3])}))
     p = {"emb/embeddings": w(10, 3), "lstm/kernel": w(3, 8), "lstm/recurrent_kernel": w(2, 8), "lstm/bias": w(8, scale=0.2),
          **head(2)}
     out.append(Case("embedding + lstm", "", ["{name: emb, type: embedding, input_dim: 10, output_dim: 3}",

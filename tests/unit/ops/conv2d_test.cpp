@@ -19,13 +19,14 @@ struct ConvCase {
   Padding pad = Padding::Valid;
   bool bias = true;
   bool want_dx = true;
+  int pl = 0, pr = 0;  // explicit zeros before/after each row (valid windows): conv1d's causal padding
 };
 
 std::string describe(const ConvCase& k) {
   std::ostringstream s;
   s << "x " << k.n << "x" << k.h << "x" << k.w << "x" << k.c << ", " << k.f << " filters " << k.kh << "x" << k.kw
     << ", stride " << k.sh << "x" << k.sw << ", dilation " << k.dh << "x" << k.dw << ", " << padding_name(k.pad)
-    << (k.bias ? "" : ", no bias") << (k.want_dx ? "" : ", no dx");
+    << (k.bias ? "" : ", no bias") << (k.want_dx ? "" : ", no dx") << ", row pads " << k.pl << "/" << k.pr;
   return s.str();
 }
 
@@ -35,6 +36,7 @@ Conv2dParams params_of(const ConvCase& k) {
   p.kh = k.kh, p.kw = k.kw, p.sh = k.sh, p.sw = k.sw, p.dh = k.dh, p.dw = k.dw;
   p.padding = k.pad;
   p.bias = k.bias;
+  p.pad_left = k.pl, p.pad_right = k.pr;
   return p;
 }
 
@@ -176,6 +178,39 @@ TEST_CASE("conv2d forward and backward match float64 reference on random shapes"
       c.want_dx = uniform_int(rng, 0, 5) != 0;
       ConvGeometry g = conv2d_geometry({c.n, c.h, c.w, c.c}, params_of(c));
       if (g.oh == 0 || g.ow == 0) continue;  // the window does not fit: the layer rejects it
+      check_case(be, c, rng);
+      ++done;
+    }
+  }
+}
+
+// Explicit zeros before and after each row (Conv2dParams::pad_left/pad_right, valid windows): conv1d's
+// causal padding, (k - 1)·dilation before a one-row image's steps, and unequal pads in general. The
+// CPU only: the CUDA kernel pads symmetrically plus at most one zero after (cuda_conv2d.cu), and the
+// conv1d layer refuses causal padding there.
+TEST_CASE("conv2d with explicit row padding (conv1d's causal) matches float64 reference on random shapes, 1-3 threads") {
+  const int ks[] = {1, 2, 3, 5};
+  for (int threads : {1, 2, 3}) {
+    auto ctx = make_context(Device::cpu(), ContextOptions{threads});
+    ctx->bind_thread();
+    const Backend be{"cpu", ctx.get(), kCpuTolerance};
+    std::mt19937_64 rng(303 + uint64_t(threads));
+    for (int done = 0; done < 30;) {
+      ConvCase c{uniform_int(rng, 1, 3), uniform_int(rng, 0, 2) ? 1 : uniform_int(rng, 2, 4), uniform_int(rng, 1, 17),
+                 uniform_int(rng, 1, 7), uniform_int(rng, 1, 9), 1, ks[uniform_int(rng, 0, 3)]};
+      c.sw = int(uniform_int(rng, 1, 3));
+      c.dw = c.sw == 1 && uniform_int(rng, 0, 2) == 0 ? int(uniform_int(rng, 2, 3)) : 1;
+      const bool causal = uniform_int(rng, 0, 2) != 0;
+      c.pl = causal ? (c.kw - 1) * c.dw : int(uniform_int(rng, 0, 4));
+      c.pr = causal ? 0 : int(uniform_int(rng, 0, 4));
+      c.bias = uniform_int(rng, 0, 3) != 0;
+      c.want_dx = uniform_int(rng, 0, 5) != 0;
+      INFO(threads << " threads");
+      ConvGeometry g = conv2d_geometry({c.n, c.h, c.w, c.c}, params_of(c));
+      if (g.ow == 0) continue;
+      CHECK(g.pl == c.pl);
+      CHECK(g.pr == c.pr);
+      if (causal) CHECK(g.ow == (c.w - 1) / c.sw + 1);  // every step has an output, seeing steps <= its own
       check_case(be, c, rng);
       ++done;
     }

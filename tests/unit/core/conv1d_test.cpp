@@ -1,0 +1,162 @@
+// conv1d layer (Keras Conv1D): shapes, parameters and errors; bit-identical to conv2d on a one-row image; causal padding equal to zero padding before the steps, and causal.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "core/graph/executor.h"
+#include "core/graph/graph.h"
+#include "graph_test_util.h"
+
+using namespace trainer;
+using trainer::test::build;
+using trainer::test::error_of;
+
+namespace {
+
+// One model on the CPU with `threads` threads: the executor, its context, and its layers' outputs.
+struct Net {
+  std::unique_ptr<OpContext> ctx;
+  std::unique_ptr<Executor> ex;
+  Net(const std::string& yaml, int threads) : ctx(make_context(Device::cpu(), ContextOptions{threads})) {
+    ex = std::make_unique<Executor>(std::make_shared<const Graph>(build(yaml)), *ctx, 5);
+  }
+  // Forward on x (the model's input, any shape of its element count), then backward from the last
+  // layer with dy; returns the last layer's output and every parameter gradient.
+  std::pair<std::vector<float>, std::vector<float>> run(const std::vector<float>& x, const Shape& xs,
+                                                         const std::vector<float>& dy) {
+    Tensor xt = Tensor::empty(xs);
+    std::memcpy(xt.f32(), x.data(), x.size() * sizeof(float));
+    const int out = ex->node_index(ex->graph().nodes().back().layer->name());
+    ex->forward(xt, true);
+    const Tensor& y = ex->output(out);
+    std::vector<float> yv(y.f32(), y.f32() + y.numel());
+    Tensor& d = ex->grad(out);
+    REQUIRE(size_t(d.numel()) == dy.size());
+    std::memcpy(d.f32(), dy.data(), dy.size() * sizeof(float));
+    ex->backward(d, out);
+    ParamStore& p = ex->params();
+    return {yv, std::vector<float>(p.grads().f32(), p.grads().f32() + p.trainable_floats())};
+  }
+  void copy_weights_from(Net& o) {
+    REQUIRE(ex->params().trainable_floats() == o.ex->params().trainable_floats());
+    std::memcpy(ex->params().weights().f32(), o.ex->params().weights().f32(),
+                size_t(o.ex->params().trainable_floats()) * sizeof(float));
+  }
+};
+
+std::vector<float> randoms(size_t n, std::mt19937_64& rng) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> v(n);
+  for (float& f : v) f = nd(rng);
+  return v;
+}
+
+std::string model(const std::string& input, const std::string& layer) {
+  return "model:\n  input: " + input + "\n  layers:\n    - " + layer + "\n";
+}
+
+}  // namespace
+
+TEST_CASE("conv1d: Keras's output lengths, kernel [k, in, filters], summary type, and config errors") {
+  struct Want {
+    const char* opts;
+    int64_t steps;
+  };
+  for (const Want& w : {Want{"kernel: 3", 18}, Want{"kernel: 3, padding: same", 20}, Want{"kernel: 3, padding: causal", 20},
+                        Want{"kernel: 3, strides: 2, padding: same", 10}, Want{"kernel: 3, strides: 3", 6},
+                        Want{"kernel: 2, dilation: 3, padding: causal", 20}, Want{"kernel: 2, dilation: 3", 17},
+                        Want{"kernel: 4, strides: 2, padding: causal", 10}}) {
+    INFO(w.opts);
+    Graph g = build(model("[20, 4]", std::string("{name: c, type: conv1d, filters: 6, ") + w.opts + "}"));
+    CHECK(g.output_shape() == Shape{w.steps, 6});
+    const Layer& l = *g.nodes()[0].layer;
+    REQUIRE(l.params().size() == 2);
+    CHECK(l.params()[0].name == "kernel");
+    CHECK(l.params()[0].shape[1] == 4);
+    CHECK(l.params()[0].shape[2] == 6);
+    CHECK(l.params()[0].fan_in == l.params()[0].shape[0] * 4);  // Keras's compute_fans: k·in, k·filters
+  }
+  CHECK(find_layer("conv1d")->keras_name == "Conv1D");
+  CHECK(build(model("[9, 2]", "{type: conv1d, filters: 3, kernel: 2, activation: relu}")).nodes().size() == 2);
+  CHECK_THAT(error_of(model("[8, 8, 3]", "{type: conv1d, filters: 3, kernel: 2}")),
+             Catch::StartsWith("test.yaml:4:7:") && Catch::Contains("needs a sequence input (steps, channels)"));
+  CHECK_THAT(error_of(model("[4, 3]", "{type: conv1d, filters: 3, kernel: 5}")),
+             Catch::StartsWith("test.yaml:4:7:") && Catch::Contains("does not fit its 4 steps"));
+  CHECK_THAT(error_of(model("[9, 3]", "{type: conv1d, filters: 3, kernel: 3, padding: full}")),
+             Catch::StartsWith("test.yaml:4:54:") && Catch::Contains("valid, same, causal"));
+  CHECK_THAT(error_of(model("[9, 3]", "{type: conv1d, filters: 3, kernel: 3, strides: 2, dilation: 2}")),
+             Catch::StartsWith("test.yaml:4:7:") && Catch::Contains("strides > 1 with dilation > 1"));
+}
+
+TEST_CASE("conv1d: bit-identical to conv2d on a one-row image (valid, same, strides, dilation), outputs and gradients, 1-3 threads") {
+  struct Pair {
+    const char *one, *two;  // conv1d's options, and conv2d's with a one-row window
+  };
+  std::mt19937_64 rng(17);
+  for (const Pair& c : {Pair{"kernel: 3", "kernel: [1, 3]"}, Pair{"kernel: 3, padding: same", "kernel: [1, 3], padding: same"},
+                        Pair{"kernel: 4, strides: 2, padding: same", "kernel: [1, 4], strides: [1, 2], padding: same"},
+                        Pair{"kernel: 2, dilation: 3", "kernel: [1, 2], dilation: [1, 3]"},
+                        Pair{"kernel: 1, use_bias: false", "kernel: 1, use_bias: false"},
+                        Pair{"kernel: 5, strides: 3", "kernel: [1, 5], strides: [1, 3]"}})
+    for (int threads : {1, 2, 3}) {
+      INFO(c.one << ", " << threads << " threads");
+      Net one_d(model("[13, 5]", std::string("{name: c, type: conv1d, filters: 7, ") + c.one + "}"), threads);
+      Net two_d(model("[1, 13, 5]", std::string("{name: c, type: conv2d, filters: 7, ") + c.two + "}"), threads);
+      two_d.copy_weights_from(one_d);
+      const std::vector<float> x = randoms(3 * 13 * 5, rng);
+      const int64_t steps = one_d.ex->graph().output_shape()[0];
+      REQUIRE(two_d.ex->graph().output_shape() == Shape{1, steps, 7});
+      const std::vector<float> dy = randoms(size_t(3 * steps * 7), rng);
+      const auto a = one_d.run(x, Shape{3, 13, 5}, dy), b = two_d.run(x, Shape{3, 1, 13, 5}, dy);
+      CHECK(a.first == b.first);
+      CHECK(a.second == b.second);
+    }
+}
+
+TEST_CASE("conv1d: causal padding equals zeros before the steps and a valid convolution, and output t sees only steps <= t") {
+  std::mt19937_64 rng(29);
+  struct Pair {
+    const char *one, *two;  // conv1d's options, and the valid conv2d's with a one-row window
+  };
+  for (const Pair& c : {Pair{"kernel: 3", "kernel: [1, 3]"}, Pair{"kernel: 2, dilation: 3", "kernel: [1, 2], dilation: [1, 3]"},
+                        Pair{"kernel: 4, strides: 2", "kernel: [1, 4], strides: [1, 2]"}, Pair{"kernel: 1", "kernel: 1"}})
+    for (int threads : {1, 2, 3}) {
+      INFO(c.one << ", " << threads << " threads");
+      Net causal(model("[11, 3]", std::string("{name: c, type: conv1d, filters: 4, padding: causal, ") + c.one + "}"), threads);
+      // The same convolution, padding 'valid', after (k - 1)·dilation zeros put before the steps by
+      // a zero_pad2d on the one-row image.
+      const Layer& l = *causal.ex->graph().nodes()[0].layer;
+      const int64_t k = l.params()[0].shape[0], before = l.describe().integer("pad_before");
+      CHECK(before == (k - 1) * l.describe().integer("dilation"));
+      CHECK(l.describe().integer("pad_after") == 0);
+      const std::string valid = std::string("{name: c, type: conv2d, filters: 4, ") + c.two + "}";
+      Net padded("model:\n  input: [1, 11, 3]\n  layers:\n    - {name: pad, type: zero_pad2d, padding: [[0, 0], [" +
+                     std::to_string(before) + ", 0]]}\n    - " + valid + "\n",
+                 threads);
+      padded.copy_weights_from(causal);
+      const std::vector<float> x = randoms(2 * 11 * 3, rng);
+      const int64_t steps = causal.ex->graph().output_shape()[0];
+      CHECK(steps == (11 - 1) / l.describe().integer("strides") + 1);
+      const std::vector<float> dy = randoms(size_t(2 * steps * 4), rng);
+      const auto a = causal.run(x, Shape{2, 11, 3}, dy), b = padded.run(x, Shape{2, 1, 11, 3}, dy);
+      REQUIRE(a.first.size() == b.first.size());
+      for (size_t i = 0; i < a.first.size(); ++i) CHECK(a.first[i] == Approx(b.first[i]).margin(1e-5));
+      REQUIRE(a.second.size() == b.second.size());
+      for (size_t i = 0; i < a.second.size(); ++i) CHECK(a.second[i] == Approx(b.second[i]).margin(1e-4));
+      // Causality: changing input step t0 changes no output before the first one whose window holds it.
+      const int64_t stride = l.describe().integer("strides"), t0 = 6;
+      std::vector<float> x2 = x;
+      for (int64_t c = 0; c < 3; ++c) x2[size_t(t0 * 3 + c)] += 1.0f;  // sample 0, step t0
+      const auto a2 = causal.run(x2, Shape{2, 11, 3}, dy);
+      bool later_changed = false;
+      for (int64_t t = 0; t < steps; ++t)
+        for (int64_t f = 0; f < 4; ++f) {
+          const size_t i = size_t(t * 4 + f);
+          if (t * stride < t0) CHECK(a2.first[i] == a.first[i]);
+          else later_changed |= a2.first[i] != a.first[i];
+        }
+      CHECK(later_changed);
+    }
+}

@@ -272,16 +272,19 @@ optimizer: {type: sgd, lr: 0.001}
   }
 }
 
-// conv1d (valid; same with a stride; causal with a dilation) as one-row Convs between Transposes;
+// conv1d (valid; same with a stride; causal with a dilation), max_pool1d and avg_pool1d ('same':
+// the average excludes the padding) as one-row Conv and pooling nodes between Transposes;
 // wide logits, so that a wrong pad or weight order moves the probabilities by more than 1e-4.
-TEST_CASE("e2e export: conv1d (valid, same with strides, causal with dilation) as a one-row Conv: OpenCV equals trainer predict within 1e-4",
+TEST_CASE("e2e export: conv1d (valid, same with strides, causal with dilation), max_pool1d and avg_pool1d over one row: OpenCV equals trainer predict within 1e-4",
           "[export]") {
   if (skip_without_python_deps()) return;
   const std::string dir = e2e::temp_dir("export_conv1d");
   write_sequence_set(dir, 13);
   e2e::write_file(dir + "/conv1d.yaml", npy_model("conv1d_sequence", "[7, 5]", R"(    - {name: a, type: conv1d, filters: 6, kernel: 3, padding: causal, dilation: 2, activation: tanh}
+    - {name: mp, type: max_pool1d, pool: 2, strides: 1, padding: same}
     - {name: b, type: conv1d, filters: 6, kernel: 2, strides: 2, padding: same, activation: relu}
     - {name: c, type: conv1d, filters: 4, kernel: 2, use_bias: false}
+    - {name: ap, type: avg_pool1d, pool: 2, padding: same}
     - {name: flat, type: flatten}
     - {name: logits, type: dense, units: 3, kernel_initializer: {type: random_normal, stddev: 2.0}}
     - {name: out, type: softmax}

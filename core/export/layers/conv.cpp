@@ -3,6 +3,7 @@
 // as a one-row Conv between Transposes.
 #include <fmt/format.h>
 
+#include "core/export/layers/one_row.h"
 #include "core/export/registry.h"
 #include "core/ops/window.h"
 
@@ -81,10 +82,8 @@ const RegisterExporter conv({"conv2d"}, [](ExportContext& ctx, size_t i) { expor
 const RegisterExporter depthwise({"depthwise_conv2d"}, [](ExportContext& ctx, size_t i) { export_conv(ctx, i, true); },
                                  true);
 
-// conv1d on a sequence [N, T, C] as a 2-D Conv on [N, C, 1, T] (OpenCV 4.6 sizes a 1-D Conv with
-// unequal pads wrongly): Reshape [N, 1, T, C], Transpose to NCHW, Conv with kernel [1, k] (weights
-// [F, C, 1, k] from Keras's [k, C, F]) and its pads before and after the steps (causal: all before),
-// Transpose back, Reshape [N, T', F].
+// conv1d on a sequence [N, T, C] as a 2-D Conv on [N, C, 1, T] (one_row.h): kernel [1, k] (weights
+// [F, C, 1, k] from Keras's [k, C, F]) and its pads before and after the steps (causal: all before).
 void export_conv1d(ExportContext& ctx, size_t i) {
   const Layer& l = *ctx.node(i).layer;
   const LayerConfig d = l.describe();
@@ -100,18 +99,14 @@ void export_conv1d(ExportContext& ctx, size_t i) {
   std::vector<std::string> inputs{"", ctx.add_initializer(ctx.param_entry(i, "kernel").name, {F, C, 1, k}, w,
                                                           "trainer [K, C, F] (Keras's Conv1D) as ONNX [F, C, 1, K]")};
   if (d.flag("use_bias")) inputs.push_back(ctx.add_initializer(ctx.param_entry(i, "bias").name, {F}, ctx.param(i, "bias")));
-  const std::string r = ctx.fresh(name + "/rows"), nchw = ctx.fresh(name + "/nchw"), y = ctx.fresh(name + "/conv"),
-                    nhwc = ctx.fresh(name + "/nhwc");
-  ctx.add_node("Reshape", {x.name, ctx.add_int64s(name + "/image_shape", {0, 1, T, C})}, {r});
-  attr_ints(ctx.add_node("Transpose", {r}, {nchw}), "perm", {0, 3, 1, 2});
-  inputs[0] = nchw;
+  inputs[0] = sequence_as_row(ctx, name, x.name, T, C);
+  const std::string y = ctx.fresh(name + "/conv");
   onnx::NodeProto* n = ctx.add_node("Conv", inputs, {y});
   attr_ints(n, "kernel_shape", {1, k});
   attr_ints(n, "strides", {1, d.integer("strides")});
   attr_ints(n, "dilations", {1, d.integer("dilation")});
   attr_ints(n, "pads", {0, d.integer("pad_before"), 0, d.integer("pad_after")});
-  attr_ints(ctx.add_node("Transpose", {y}, {nhwc}), "perm", {0, 2, 3, 1});
-  ctx.add_node("Reshape", {nhwc, ctx.add_int64s(name + "/sequence_shape", {0, To, F})}, {ctx.output_name(i)});
+  row_as_sequence(ctx, name, y, To, F, ctx.output_name(i));
   ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
 }
 

@@ -1,4 +1,4 @@
-// Pooling layers: max_pool2d, avg_pool2d (Keras MaxPooling2D/AveragePooling2D), global_avg_pool2d, global_max_pool2d,
+// Pooling layers: max_pool2d, avg_pool2d, max_pool1d, avg_pool1d (Keras MaxPooling2D/AveragePooling2D and 1D), global_avg_pool2d, global_max_pool2d,
 // global_avg_pool1d and global_max_pool1d (GlobalAveragePooling2D/1D, GlobalMaxPooling2D/1D).
 #include <fmt/format.h>
 
@@ -8,24 +8,41 @@
 namespace trainer {
 namespace {
 
-class Pool2d : public Layer {
+// Keras's MaxPooling2D / AveragePooling2D over an image [H, W, C] (kRank 3), and the 1D forms
+// MaxPooling1D / AveragePooling1D over a sequence [T, F] (kRank 2), pooled as the one-row image
+// [1, T, F] by the same kernels: `pool` (2) and `strides` (the pool size) are one number there.
+template <int kRank>
+class Pool : public Layer {
  public:
-  Pool2d(cfg::MapReader& r, PoolKind kind) {
+  Pool(cfg::MapReader& r, PoolKind kind) {
     p_.kind = kind;
-    std::tie(p_.kh, p_.kw) = r.get_pair("pool", std::pair{2, 2});
-    // Keras: strides default to the pool size.
-    std::tie(p_.sh, p_.sw) = r.get_pair("strides", std::pair{p_.kh, p_.kw});
+    if (kRank == 3) {
+      std::tie(p_.kh, p_.kw) = r.get_pair("pool", std::pair{2, 2});
+      // Keras: strides default to the pool size.
+      std::tie(p_.sh, p_.sw) = r.get_pair("strides", std::pair{p_.kh, p_.kw});
+    } else {
+      p_.kh = p_.sh = 1;
+      p_.kw = int(r.get_int("pool", 2, 1, 1 << 16));
+      p_.sw = int(r.get_int("strides", p_.kw, 1, 1 << 16));
+    }
     p_.padding = read_padding(r, "valid");
   }
   Shape infer(const std::vector<Shape>& in) override {
     const Shape& x = in[0];
-    if (x.rank() != 3) spec().fail(fmt::format("{} '{}' needs an image input (H, W, C), got {}", type(), name(), x.str()));
-    Shape o = pool2d_output_shape(x, p_);
-    if (o[0] <= 0 || o[1] <= 0)
-      spec().fail(fmt::format("{} '{}': a {}x{} window does not fit its {}x{} input with padding '{}'", type(), name(), p_.kh,
-                              p_.kw, x[0], x[1], padding_name(p_.padding)));
+    if (x.rank() != size_t(kRank))
+      spec().fail(fmt::format("{} '{}' needs {} input, got {}", type(), name(),
+                              kRank == 3 ? "an image (H, W, C)" : "a sequence (steps, channels)", x.str()));
+    const Shape img = kRank == 3 ? x : Shape{1, x[0], x[1]};
+    Shape o = pool2d_output_shape(img, p_);
+    if (o[0] <= 0 || o[1] <= 0) {
+      if (kRank == 3)
+        spec().fail(fmt::format("{} '{}': a {}x{} window does not fit its {}x{} input with padding '{}'", type(), name(),
+                                p_.kh, p_.kw, x[0], x[1], padding_name(p_.padding)));
+      spec().fail(fmt::format("{} '{}': a window of {} does not fit its {} steps with padding '{}'", type(), name(), p_.kw,
+                              x[0], padding_name(p_.padding)));
+    }
     flops_ = o.numel() * p_.kh * p_.kw;
-    return o;
+    return kRank == 3 ? o : Shape{o[1], o[2]};
   }
   int64_t flops() const override { return flops_; }
   // Average pooling divides by the window's values inside the input (padding excluded).
@@ -38,25 +55,32 @@ class Pool2d : public Layer {
     Layer::bind(ctx, std::move(params), std::move(grads));
     k_ = make_kernel<Pool2dKernel>(ctx, p_);
   }
-  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool training) override { k_->forward(*x[0], y, training); }
+  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool training) override {
+    Tensor yi = image(y);
+    k_->forward(image(*x[0]), yi, training);
+  }
   void backward(const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
-    if (dx[0]->defined()) k_->backward(*x[0], y, dy, *dx[0]);
+    if (!dx[0]->defined()) return;
+    Tensor d = image(*dx[0]);
+    k_->backward(image(*x[0]), image(y), image(dy), d);
   }
 
  private:
+  // A sequence [N, T, F] as the one-row image [N, 1, T, F].
+  static Tensor image(const Tensor& t) {
+    if (kRank == 3) return t;
+    return t.reshape(Shape{t.dim(0), 1, t.dim(1), t.dim(2)});
+  }
   Pool2dParams p_;
   int64_t flops_ = 0;
   KernelSlot<Pool2dKernel> k_;
 };
 
-struct MaxPool2d final : Pool2d {
-  TRAINER_LAYER_CLONE(MaxPool2d)
-  explicit MaxPool2d(cfg::MapReader& r) : Pool2d(r, PoolKind::Max) {}
-};
-struct AvgPool2d final : Pool2d {
-  TRAINER_LAYER_CLONE(AvgPool2d)
-  explicit AvgPool2d(cfg::MapReader& r) : Pool2d(r, PoolKind::Avg) {}
+template <PoolKind K, int kRank>
+struct PoolOf final : Pool<kRank> {
+  TRAINER_LAYER_CLONE(PoolOf)
+  explicit PoolOf(cfg::MapReader& r) : Pool<kRank>(r, K) {}
 };
 
 // Keras's GlobalAveragePooling2D / GlobalMaxPooling2D over an image [H, W, C], and the 1D forms
@@ -99,8 +123,10 @@ class GlobalPool final : public Layer {
   KernelSlot<GlobalPoolKernel> k_;
 };
 
-RegisterLayer<MaxPool2d> reg_max("max_pool2d", "MaxPooling2D");
-RegisterLayer<AvgPool2d> reg_avg("avg_pool2d", "AveragePooling2D");
+RegisterLayer<PoolOf<PoolKind::Max, 3>> reg_max("max_pool2d", "MaxPooling2D");
+RegisterLayer<PoolOf<PoolKind::Avg, 3>> reg_avg("avg_pool2d", "AveragePooling2D");
+RegisterLayer<PoolOf<PoolKind::Max, 2>> reg_max1("max_pool1d", "MaxPooling1D");
+RegisterLayer<PoolOf<PoolKind::Avg, 2>> reg_avg1("avg_pool1d", "AveragePooling1D");
 RegisterLayer<GlobalPool<PoolKind::Avg, 3>> reg_gap("global_avg_pool2d", "GlobalAveragePooling2D");
 RegisterLayer<GlobalPool<PoolKind::Max, 3>> reg_gmp("global_max_pool2d", "GlobalMaxPooling2D");
 RegisterLayer<GlobalPool<PoolKind::Avg, 2>> reg_gap1("global_avg_pool1d", "GlobalAveragePooling1D");

@@ -1,4 +1,4 @@
-// conv1d layer (Keras Conv1D): shapes, parameters and errors; bit-identical to conv2d on a one-row image; causal padding equal to zero padding before the steps, and causal.
+// conv1d, max_pool1d and avg_pool1d (Keras Conv1D, MaxPooling1D, AveragePooling1D): shapes, parameters and errors; bit-identical to their 2D forms on a one-row image; causal padding equal to zero padding before the steps, and causal.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -19,7 +19,8 @@ namespace {
 struct Net {
   std::unique_ptr<OpContext> ctx;
   std::unique_ptr<Executor> ex;
-  Net(const std::string& yaml, int threads) : ctx(make_context(Device::cpu(), ContextOptions{threads})) {
+  Net(const std::string& yaml, int threads, FastPaths fast = FastPaths::defaults())
+      : ctx(make_context(Device::cpu(), options(threads, fast))) {
     ex = std::make_unique<Executor>(std::make_shared<const Graph>(build(yaml)), *ctx, 5);
   }
   // Forward on x (the model's input, any shape of its element count), then backward from the last
@@ -38,6 +39,12 @@ struct Net {
     ex->backward(d, out);
     ParamStore& p = ex->params();
     return {yv, std::vector<float>(p.grads().f32(), p.grads().f32() + p.trainable_floats())};
+  }
+  static ContextOptions options(int threads, FastPaths fast) {
+    ContextOptions o;
+    o.threads = threads;
+    o.fast = fast;
+    return o;
   }
   void copy_weights_from(Net& o) {
     REQUIRE(ex->params().trainable_floats() == o.ex->params().trainable_floats());
@@ -159,4 +166,66 @@ TEST_CASE("conv1d: causal padding equals zeros before the steps and a valid conv
         }
       CHECK(later_changed);
     }
+}
+
+TEST_CASE("conv1d: every CPU fast path on equals every one off (two branches, a concat, a causal conv1d), 1-3 threads") {
+  // On, the convolutions take our weight-gradient and 1x1 kernels (conv_wgrad, conv_1x1, on the
+  // one-row images conv1d makes); off, oneDNN's.
+  const std::string yaml = R"(
+model:
+  input: [12, 4]
+  layers:
+    - {name: a, type: conv1d, filters: 5, kernel: 3, padding: same, inputs: [input]}
+    - {name: b, type: conv1d, filters: 3, kernel: 1, inputs: [input]}
+    - {name: cat, type: concat, inputs: [a, b]}
+    - {name: c, type: conv1d, filters: 4, kernel: 2, dilation: 2, padding: causal, activation: relu}
+)";
+  std::mt19937_64 rng(41);
+  for (int threads : {1, 2, 3}) {
+    INFO(threads << " threads");
+    Net fast(yaml, threads, FastPaths::all()), slow(yaml, threads, FastPaths::none());
+    slow.copy_weights_from(fast);
+    const std::vector<float> x = randoms(3 * 12 * 4, rng), dy = randoms(3 * 12 * 4, rng);
+    const auto a = fast.run(x, Shape{3, 12, 4}, dy), b = slow.run(x, Shape{3, 12, 4}, dy);
+    REQUIRE(a.first.size() == b.first.size());
+    for (size_t i = 0; i < a.first.size(); ++i) CHECK(a.first[i] == Approx(b.first[i]).margin(1e-5));
+    REQUIRE(a.second.size() == b.second.size());
+    for (size_t i = 0; i < a.second.size(); ++i) CHECK(a.second[i] == Approx(b.second[i]).margin(1e-4));
+  }
+}
+
+TEST_CASE("pool1d: max_pool1d and avg_pool1d bit-identical to their 2D forms on a one-row image, Keras's lengths, errors") {
+  struct Pair {
+    const char *one, *two;  // the 1D layer's options, the 2D one's with a one-row window
+    int64_t steps;          // Keras's output length from 11 steps
+  };
+  std::mt19937_64 rng(53);
+  for (const char* kind : {"max", "avg"})
+    for (const Pair& c : {Pair{"", "pool: [1, 2]", 5}, Pair{"pool: 3", "pool: [1, 3]", 3},
+                          Pair{"pool: 3, strides: 1", "pool: [1, 3], strides: 1", 9},
+                          Pair{"pool: 2, padding: same", "pool: [1, 2], padding: same", 6},
+                          Pair{"pool: 4, strides: 3, padding: same", "pool: [1, 4], strides: [1, 3], padding: same", 4}})
+      for (int threads : {1, 2}) {
+        INFO(kind << "_pool1d {" << c.one << "}, " << threads << " threads");
+        // A conv1d first, so that the pool's input gradient is computed and reaches a parameter.
+        const std::string conv = "{name: c, type: conv1d, filters: 3, kernel: 1}\n    - ";
+        const std::string conv2 = "{name: c, type: conv2d, filters: 3, kernel: 1}\n    - ";
+        Net one_d(model("[11, 2]", conv + "{name: p, type: " + kind + "_pool1d" + (*c.one ? ", " : "") + c.one + "}"), threads);
+        Net two_d(model("[1, 11, 2]", conv2 + "{name: p, type: " + kind + "_pool2d, " + c.two + "}"), threads);
+        REQUIRE(one_d.ex->graph().output_shape() == Shape{c.steps, 3});
+        REQUIRE(two_d.ex->graph().output_shape() == Shape{1, c.steps, 3});
+        two_d.copy_weights_from(one_d);
+        const std::vector<float> x = randoms(3 * 11 * 2, rng), dy = randoms(size_t(3 * c.steps * 3), rng);
+        const auto a = one_d.run(x, Shape{3, 11, 2}, dy), b = two_d.run(x, Shape{3, 1, 11, 2}, dy);
+        CHECK(a.first == b.first);
+        CHECK(a.second == b.second);
+      }
+  CHECK(find_layer("max_pool1d")->keras_name == "MaxPooling1D");
+  CHECK(find_layer("avg_pool1d")->keras_name == "AveragePooling1D");
+  CHECK_THAT(error_of(model("[8, 8, 3]", "{type: max_pool1d}")),
+             Catch::StartsWith("test.yaml:4:7:") && Catch::Contains("needs a sequence (steps, channels) input"));
+  CHECK_THAT(error_of(model("[3, 2]", "{type: avg_pool1d, pool: 4}")),
+             Catch::StartsWith("test.yaml:4:7:") && Catch::Contains("a window of 4 does not fit its 3 steps"));
+  CHECK_THAT(error_of(model("[6, 2]", "{type: max_pool1d, pool: [2, 2]}")), Catch::StartsWith("test.yaml:4:"));
+  CHECK_THAT(error_of(model("[6, 6, 2]", "{type: max_pool2d}")), Catch::StartsWith("no error"));
 }

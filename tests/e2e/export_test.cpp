@@ -293,6 +293,26 @@ TEST_CASE("e2e export: conv1d (valid, same with strides, causal with dilation), 
   check_opencv_agrees(dir, "x.npy", "", "sequence: ");
 }
 
+// reshape between a flat vector, an image (NCHW in ONNX: taken to NHWC and back) and a sequence.
+TEST_CASE("e2e export: reshape (flat -> image -> sequence) as Reshape with Transposes around images: OpenCV equals trainer predict within 1e-4",
+          "[export]") {
+  if (skip_without_python_deps()) return;
+  const std::string dir = e2e::temp_dir("export_reshape");
+  write_sequence_set(dir, 17);
+  e2e::write_file(dir + "/reshape.yaml", npy_model("reshape_export", "[7, 5]", R"(    - {name: flat, type: reshape, target_shape: [-1]}
+    - {name: d, type: dense, units: 32, activation: tanh}
+    - {name: img, type: reshape, target_shape: [4, 4, 2]}
+    - {name: c, type: conv2d, filters: 3, kernel: 2, activation: relu}
+    - {name: seq, type: reshape, target_shape: [-1, 3]}
+    - {name: c1, type: conv1d, filters: 4, kernel: 2}
+    - {name: out_flat, type: flatten}
+    - {name: logits, type: dense, units: 3, kernel_initializer: {type: random_normal, stddev: 2.0}}
+    - {name: out, type: softmax}
+)"));
+  train(dir, dir + "/reshape.yaml", "");
+  check_opencv_agrees(dir, "x.npy", "", "sequence: ");
+}
+
 TEST_CASE("e2e export: global_max_pool2d as GlobalMaxPool and Flatten: OpenCV equals trainer predict within 1e-4", "[export]") {
   if (skip_without_python_deps()) return;
   const std::string dir = e2e::temp_dir("export_global_max");

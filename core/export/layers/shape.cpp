@@ -1,5 +1,5 @@
-// ONNX export of the layers that move or join values: flatten (the trainer's H, W, C order kept:
-// Transpose to NHWC first), dropout (left out: inference), zero_pad2d (Pad), concat (the channel
+// ONNX export of the layers that move or join values: flatten and reshape (the trainer's H, W, C
+// order kept: Transpose to NHWC first, and back for an image result), dropout (left out: inference), zero_pad2d (Pad), concat (the channel
 // axis), add (Add), multiply (Mul).
 #include <fmt/format.h>
 
@@ -24,6 +24,25 @@ void export_flatten(ExportContext& ctx, size_t i) {
   }
   attr_int(ctx.add_node("Flatten", {in}, {ctx.output_name(i)}), "axis", 1);
   ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
+}
+
+// reshape: the values in the trainer's channels-last order, so an image is taken to NHWC first and
+// an image result back to NCHW.
+void export_reshape(ExportContext& ctx, size_t i) {
+  const Value& x = ctx.input(i, 0);
+  const std::string name = ctx.node(i).layer->name();
+  const Shape& out = ctx.node(i).shape;
+  std::string in = x.name;
+  if (x.shape.rank() == 3) {
+    in = ctx.fresh(name + "/nhwc");
+    attr_ints(ctx.add_node("Transpose", {x.name}, {in}), "perm", {0, 2, 3, 1});
+  }
+  std::vector<int64_t> dims{0};
+  for (size_t k = 0; k < out.rank(); ++k) dims.push_back(out[k]);
+  const std::string shaped = out.rank() == 3 ? ctx.fresh(name + "/nhwc_out") : ctx.output_name(i);
+  ctx.add_node("Reshape", {in, ctx.add_int64s(name + "/shape", dims)}, {shaped});
+  if (out.rank() == 3) attr_ints(ctx.add_node("Transpose", {shaped}, {ctx.output_name(i)}), "perm", {0, 3, 1, 2});
+  ctx.set_output(i, {ctx.output_name(i), out});
 }
 
 void export_dropout(ExportContext& ctx, size_t i) { ctx.set_output(i, ctx.input(i, 0)); }
@@ -107,6 +126,7 @@ void export_multiply(ExportContext& ctx, size_t i) {
 }
 
 const RegisterExporter flatten({"flatten"}, export_flatten);
+const RegisterExporter reshape({"reshape"}, export_reshape);
 const RegisterExporter multiply({"multiply"}, export_multiply);
 const RegisterExporter dropout({"dropout"}, export_dropout);
 const RegisterExporter zero_pad({"zero_pad2d"}, export_zero_pad);

@@ -1,5 +1,9 @@
-// Shape-only and regularising layers: flatten and dropout.
+// Shape-only and regularising layers: flatten, reshape and dropout.
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
 
 #include "core/graph/layers/common.h"
 #include "core/ops/elementwise.h"
@@ -20,6 +24,58 @@ class Flatten final : public Layer {
                 const std::vector<Tensor*>& dx) override {
     if (dx[0]->defined()) ctx().copy(dx[0]->data(), dy.data(), dy.bytes());
   }
+};
+
+// Keras's Reshape(target_shape): the sample's values, in their (channels-last) order, under a new
+// shape without the batch axis: [H, W, C] (an image), [T, F] (a sequence) or [F]; one dimension may
+// be -1, inferred from the others, as in Keras. A copy, as flatten (which is Reshape([-1])).
+class Reshape final : public Layer {
+ public:
+  TRAINER_LAYER_CLONE(Reshape)
+  explicit Reshape(cfg::MapReader& r) {
+    const cfg::Node t = r.required("target_shape");
+    if (!t.is_seq() || t.size() == 0 || t.size() > 3)
+      t.fail("'target_shape' must list 1 to 3 dimensions without the batch: [H, W, C], [steps, features] or [features]; "
+             "one may be -1");
+    for (const cfg::Node& d : t.items()) {
+      const int64_t v = d.as<int64_t>();
+      if (v == 0 || v < -1 || v > (int64_t(1) << 40)) d.fail("a target dimension must be positive, or -1 (inferred)");
+      if (v == -1 && std::find(target_.begin(), target_.end(), -1) != target_.end())
+        d.fail("only one target dimension may be -1");
+      target_.push_back(v);
+    }
+  }
+  Shape infer(const std::vector<Shape>& in) override {
+    const int64_t n = in[0].numel();
+    int64_t known = 1;
+    for (int64_t v : target_)
+      if (v != -1) known = known > n / v ? n + 1 : known * v;  // past n (no overflow): it fails below
+    std::vector<int64_t> dims = target_;
+    for (int64_t& v : dims)
+      if (v == -1) v = known > 0 && n % known == 0 ? n / known : 0;
+    const Shape out(dims);
+    if (std::find(dims.begin(), dims.end(), 0) != dims.end() || known > n || out.numel() != n)
+      spec().fail(fmt::format("reshape '{}': its input {} holds {} values per sample, which target_shape [{}] cannot hold",
+                              name(), in[0].str(), n, target_text()));
+    return out;
+  }
+  LayerConfig describe() const override { return LayerConfig().put_text("target_shape", target_text()); }
+  MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
+  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override {
+    ctx().copy(y.data(), x[0]->data(), y.bytes());
+  }
+  void backward(const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    if (dx[0]->defined()) ctx().copy(dx[0]->data(), dy.data(), dy.bytes());
+  }
+
+ private:
+  std::string target_text() const {
+    std::string s;
+    for (int64_t v : target_) s += (s.empty() ? "" : ", ") + std::to_string(v);
+    return s;
+  }
+  std::vector<int64_t> target_;
 };
 
 class Dropout final : public Layer {
@@ -69,6 +125,7 @@ class Dropout final : public Layer {
 };
 
 RegisterLayer<Flatten> reg_flatten("flatten", "Flatten");
+RegisterLayer<Reshape> reg_reshape("reshape", "Reshape");
 RegisterLayer<Dropout> reg_dropout("dropout", "Dropout");
 
 }  // namespace

@@ -440,4 +440,17 @@ def cases():
         out.append(Case(comp, opts, ["{name: c, type: conv1d, filters: 4, kernel: 2, use_bias: false}",
                                      f"{{name: p, type: {comp}, {opts}}}"] + HEAD, p, f, inputs={"x": ("vector", [7, 3])},
                         gen=np.random.default_rng(len(out))))
+    # --- reshape: a dense's 12 values as the image [2, 3, 2] a conv2d reads, then a sequence [3, 2]
+    p = {"d/kernel": w(5, 12, gen=late), "d/bias": w(12, scale=0.5, gen=late), "c/kernel": w(2, 2, 2, 3, gen=late),
+         **head(6, gen=late)}
+
+    def f_reshape(P, X, S, t, c, s):
+        h = K.dense(X["x"], P["d/kernel"], P["d/bias"]).reshape(-1, 2, 3, 2)  # NHWC, as Keras's Reshape
+        return logits(P, K.conv2d(h, P["c/kernel"]).reshape(-1, 2, 3))
+
+    out.append(Case("reshape", "flat -> image -> sequence", ["{name: d, type: dense, units: 12}",
+                                                             "{name: r, type: reshape, target_shape: [2, 3, 2]}",
+                                                             "{name: c, type: conv2d, filters: 3, kernel: 2, use_bias: false}",
+                                                             "{name: s, type: reshape, target_shape: [-1, 3]}"] + HEAD, p,
+                    f_reshape, inputs={"x": ("vector", [5])}, gen=np.random.default_rng(len(out))))
     return out

@@ -1,5 +1,5 @@
 // ONNX export of the layers that move or join values: flatten and reshape (the trainer's H, W, C
-// order kept: Transpose to NHWC first, and back for an image result), dropout (left out: inference), zero_pad2d (Pad), concat (the channel
+// order kept: Transpose to NHWC first, and back for an image result), up_sampling2d (Resize, nearest), dropout (left out: inference), zero_pad2d (Pad), concat (the channel
 // axis), add (Add), multiply (Mul).
 #include <fmt/format.h>
 
@@ -43,6 +43,21 @@ void export_reshape(ExportContext& ctx, size_t i) {
   ctx.add_node("Reshape", {in, ctx.add_int64s(name + "/shape", dims)}, {shaped});
   if (out.rank() == 3) attr_ints(ctx.add_node("Transpose", {shaped}, {ctx.output_name(i)}), "perm", {0, 3, 1, 2});
   ctx.set_output(i, {ctx.output_name(i), out});
+}
+
+// up_sampling2d: Resize, nearest, each output pixel (i, j) reading (floor(i / sh), floor(j / sw))
+// (asymmetric coordinates, floor), the scales [1, 1, sh, sw] on NCHW.
+void export_up_sampling(ExportContext& ctx, size_t i) {
+  const LayerConfig d = ctx.node(i).layer->describe();
+  const std::string name = ctx.node(i).layer->name();
+  const std::string roi = ctx.add_initializer(name + "/roi", {0}, {});
+  const std::string scales =
+      ctx.add_initializer(name + "/scales", {4}, {1.0f, 1.0f, float(d.integer("size_h")), float(d.integer("size_w"))});
+  onnx::NodeProto* n = ctx.add_node("Resize", {ctx.input(i, 0).name, roi, scales}, {ctx.output_name(i)});
+  attr_string(n, "mode", "nearest");
+  attr_string(n, "coordinate_transformation_mode", "asymmetric");
+  attr_string(n, "nearest_mode", "floor");
+  ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
 }
 
 void export_dropout(ExportContext& ctx, size_t i) { ctx.set_output(i, ctx.input(i, 0)); }
@@ -127,6 +142,7 @@ void export_multiply(ExportContext& ctx, size_t i) {
 
 const RegisterExporter flatten({"flatten"}, export_flatten);
 const RegisterExporter reshape({"reshape"}, export_reshape);
+const RegisterExporter up_sampling({"up_sampling2d"}, export_up_sampling);
 const RegisterExporter multiply({"multiply"}, export_multiply);
 const RegisterExporter dropout({"dropout"}, export_dropout);
 const RegisterExporter zero_pad({"zero_pad2d"}, export_zero_pad);

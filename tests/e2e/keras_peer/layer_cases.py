@@ -453,4 +453,17 @@ def cases():
                                                              "{name: c, type: conv2d, filters: 3, kernel: 2, use_bias: false}",
                                                              "{name: s, type: reshape, target_shape: [-1, 3]}"] + HEAD, p,
                     f_reshape, inputs={"x": ("vector", [5])}, gen=np.random.default_rng(len(out))))
+    # --- up_sampling2d (nearest): each pixel repeated 2 x 3 times between two convolutions
+    p = {"a/kernel": w(3, 3, 3, 2, gen=late), "b/kernel": w(2, 2, 2, 3, gen=late), **head(2 * 3 * 3, gen=late)}
+
+    def f_up(P, X, S, t, c, s):
+        h = K.conv2d(X["x"], P["a/kernel"], strides=(2, 2))  # [2, 3, 2] from [6, 7, 3]
+        h = h.repeat_interleave(2, dim=1).repeat_interleave(3, dim=2)  # keras.layers.UpSampling2D((2, 3))
+        return logits(P, K.conv2d(h, P["b/kernel"], strides=(2, 3)))
+
+    out.append(Case("up_sampling2d", "size [2, 3], nearest",
+                    ["{name: a, type: conv2d, filters: 2, kernel: 3, strides: 2, use_bias: false}",
+                     "{name: up, type: up_sampling2d, size: [2, 3]}",
+                     "{name: b, type: conv2d, filters: 3, kernel: 2, strides: [2, 3], use_bias: false}"] + HEAD, p, f_up,
+                    gen=np.random.default_rng(len(out))))
     return out

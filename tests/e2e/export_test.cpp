@@ -232,7 +232,7 @@ TEST_CASE("e2e export: GELU (exact and tanh form) as Erf / Tanh nodes, SiLU as S
 }
 
 // Keras 3's other activations, most through the `activation:` key of a convolution or dense: at
-// opset 13 (hard_silu as x·HardSigmoid(x)) and 17 (HardSwish).
+// opset 13 (hard_silu as x·HardSigmoid(x)) and 17 (HardSwish); a separable_conv2d among them.
 TEST_CASE("e2e export: leaky_relu, elu, selu, softplus, hard_sigmoid, hard_silu and mish (LeakyRelu, Elu, Selu, Softplus, HardSigmoid, HardSwish, x·Tanh(Softplus)): OpenCV equals trainer predict within 1e-4 at opsets 13 and 17",
           "[export]") {
   if (skip_without_python_deps()) return;
@@ -250,6 +250,7 @@ model:
     - {name: sp, type: activation, function: softplus}
     - {name: dw, type: depthwise_conv2d, kernel: 3, padding: same, activation: hard_swish, depthwise_initializer: *wide}
     - {name: hs, type: activation, activation: hard_sigmoid}
+    - {name: sep, type: separable_conv2d, filters: 6, kernel: 3, padding: same, depth_multiplier: 2, activation: elu, depthwise_initializer: *wide, pointwise_initializer: *wide}
     - {name: c3, type: conv2d, filters: 6, kernel: 1, activation: mish, kernel_initializer: *wide}
     - {name: lr, type: leaky_relu, negative_slope: 0.1}
     - {name: gap, type: global_avg_pool2d}

@@ -1,6 +1,6 @@
 // ONNX export of conv2d and depthwise_conv2d: Conv on NCHW with OIHW weights (depthwise: group = C),
 // Keras "same" padding as explicit pads, a following batch norm folded into weights and bias; conv1d
-// as a one-row Conv between Transposes.
+// as a one-row Conv between Transposes; separable_conv2d as a grouped Conv and a 1x1 one.
 #include <fmt/format.h>
 
 #include "core/export/layers/one_row.h"
@@ -30,6 +30,26 @@ void apply_fold(ExportContext& ctx, size_t i, ConvWeights& cw) {
   cw.doc += fmt::format("; batch norm '{}' folded in (weights x gamma / sqrt(moving_variance + epsilon))", a->batchnorm);
 }
 
+// The trainer's kernel k as ONNX's: conv2d [KH, KW, C, F] (HWIO) as [F, C, KH, KW] (OIHW);
+// depthwise [KH, KW, C, M] as [C*M, 1, KH, KW] (Keras's output channel c*M + m of group c).
+ConvWeights conv_weights(const std::vector<float>& k, int64_t kh, int64_t kw, int64_t cin, int64_t per_in, bool depthwise) {
+  ConvWeights cw;
+  const int64_t out = depthwise ? cin * per_in : per_in, in = depthwise ? 1 : cin;
+  cw.dims = {out, in, kh, kw};
+  cw.w.resize(size_t(out * in * kh * kw));
+  // trainer: k[((y * KW + x) * C + c) * P + p]. Conv2d: o = p, i = c. Depthwise: o = c * M + m, i = 0.
+  for (int64_t y = 0; y < kh; ++y)
+    for (int64_t xx = 0; xx < kw; ++xx)
+      for (int64_t c = 0; c < cin; ++c)
+        for (int64_t p = 0; p < per_in; ++p) {
+          const float v = k[size_t(((y * kw + xx) * cin + c) * per_in + p)];
+          const int64_t o = depthwise ? c * per_in + p : p, ii = depthwise ? 0 : c;
+          cw.w[size_t(((o * in + ii) * kh + y) * kw + xx)] = v;
+        }
+  cw.doc = depthwise ? "trainer [KH, KW, C, M] as ONNX [C*M, 1, KH, KW]" : "trainer [KH, KW, C, F] (HWIO) as ONNX [F, C, KH, KW] (OIHW)";
+  return cw;
+}
+
 void export_conv(ExportContext& ctx, size_t i, bool depthwise) {
   const Layer& l = *ctx.node(i).layer;
   const LayerConfig d = l.describe();
@@ -40,23 +60,9 @@ void export_conv(ExportContext& ctx, size_t i, bool depthwise) {
   const Padding pad = d.text("padding") == "same" ? Padding::Same : Padding::Valid;
   const int64_t cin = x.shape[2];
   const std::string kname = depthwise ? "depthwise_kernel" : "kernel";
-  const std::vector<float> k = ctx.param(i, kname);  // conv2d [KH, KW, C, F]; depthwise [KH, KW, C, M]
-  ConvWeights cw;
   const int64_t per_in = depthwise ? d.integer("depth_multiplier") : d.integer("filters");
-  const int64_t out = depthwise ? cin * per_in : per_in, in = depthwise ? 1 : cin;
-  cw.dims = {out, in, kh, kw};
-  cw.w.resize(size_t(out * in * kh * kw));
-  // trainer: k[((y * KW + x) * C + c) * P + p]. Conv2d: o = p, i = c. Depthwise (Keras): output
-  // channel c * M + m of group c, one input channel.
-  for (int64_t y = 0; y < kh; ++y)
-    for (int64_t xx = 0; xx < kw; ++xx)
-      for (int64_t c = 0; c < cin; ++c)
-        for (int64_t p = 0; p < per_in; ++p) {
-          const float v = k[size_t(((y * kw + xx) * cin + c) * per_in + p)];
-          const int64_t o = depthwise ? c * per_in + p : p, ii = depthwise ? 0 : c;
-          cw.w[size_t(((o * in + ii) * kh + y) * kw + xx)] = v;
-        }
-  cw.doc = depthwise ? "trainer [KH, KW, C, M] as ONNX [C*M, 1, KH, KW]" : "trainer [KH, KW, C, F] (HWIO) as ONNX [F, C, KH, KW] (OIHW)";
+  const int64_t out = depthwise ? cin * per_in : per_in;
+  ConvWeights cw = conv_weights(ctx.param(i, kname), kh, kw, cin, per_in, depthwise);
   if (d.flag("use_bias")) cw.b = ctx.param(i, "bias");
   apply_fold(ctx, i, cw);
   // A zero_pad2d folded in (pad_fold): its zeros are this Conv's pads.
@@ -111,6 +117,36 @@ void export_conv1d(ExportContext& ctx, size_t i) {
 }
 
 const RegisterExporter conv1d({"conv1d"}, export_conv1d);
+
+// separable_conv2d: the depthwise Conv (group = C, no bias) with the layer's window, then a 1x1 Conv
+// with the pointwise kernel and the bias.
+void export_separable(ExportContext& ctx, size_t i) {
+  const Layer& l = *ctx.node(i).layer;
+  const LayerConfig d = l.describe();
+  const Value& x = ctx.input(i, 0);
+  const int kh = int(d.integer("kernel_h")), kw = int(d.integer("kernel_w"));
+  const int sh = int(d.integer("strides_h")), sw = int(d.integer("strides_w"));
+  const int dh = int(d.integer("dilation_h")), dw = int(d.integer("dilation_w"));
+  const Padding pad = d.text("padding") == "same" ? Padding::Same : Padding::Valid;
+  const int64_t cin = x.shape[2], m = d.integer("depth_multiplier"), f = d.integer("filters");
+  const ConvWeights dwk = conv_weights(ctx.param(i, "depthwise_kernel"), kh, kw, cin, m, true);
+  const ConvWeights pwk = conv_weights(ctx.param(i, "pointwise_kernel"), 1, 1, cin * m, f, false);
+  const Window1d wh = window_1d(x.shape[0], kh, sh, dh, pad), ww = window_1d(x.shape[1], kw, sw, dw, pad);
+  const std::string mid = ctx.fresh(l.name() + "/depthwise");
+  onnx::NodeProto* n = ctx.add_node(
+      "Conv", {x.name, ctx.add_initializer(ctx.param_entry(i, "depthwise_kernel").name, dwk.dims, dwk.w, dwk.doc)}, {mid});
+  attr_ints(n, "kernel_shape", {kh, kw});
+  attr_ints(n, "strides", {sh, sw});
+  attr_ints(n, "dilations", {dh, dw});
+  attr_ints(n, "pads", {wh.pad_before, ww.pad_before, wh.pad_after, ww.pad_after});
+  attr_int(n, "group", cin);
+  std::vector<std::string> inputs{mid, ctx.add_initializer(ctx.param_entry(i, "pointwise_kernel").name, pwk.dims, pwk.w, pwk.doc)};
+  if (d.flag("use_bias")) inputs.push_back(ctx.add_initializer(ctx.param_entry(i, "bias").name, {f}, ctx.param(i, "bias")));
+  attr_ints(ctx.add_node("Conv", inputs, {ctx.output_name(i)}), "kernel_shape", {1, 1});
+  ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
+}
+
+const RegisterExporter separable({"separable_conv2d"}, export_separable);
 
 }  // namespace
 }  // namespace trainer::onnx_export

@@ -466,4 +466,15 @@ def cases():
                      "{name: up, type: up_sampling2d, size: [2, 3]}",
                      "{name: b, type: conv2d, filters: 3, kernel: 2, strides: [2, 3], use_bias: false}"] + HEAD, p, f_up,
                     gen=np.random.default_rng(len(out))))
+    # --- separable_conv2d: depthwise 3x3 'same' stride 2 (multiplier 2), then the pointwise 1x1 with the bias
+    p = {"s/depthwise_kernel": w(3, 3, 3, 2, gen=late), "s/pointwise_kernel": w(1, 1, 6, 4, gen=late),
+         "s/bias": w(4, scale=0.5, gen=late), **head(3 * 4 * 4, gen=late)}
+
+    def f_sep(P, X, S, t, c, s):
+        h = K.depthwise_conv2d(X["x"], P["s/depthwise_kernel"], strides=(2, 2), padding="same")
+        return logits(P, K.conv2d(h, P["s/pointwise_kernel"], P["s/bias"]))
+
+    out.append(Case("separable_conv2d", "3x3 'same' stride 2, multiplier 2",
+                    ["{name: s, type: separable_conv2d, filters: 4, kernel: 3, strides: 2, padding: same, depth_multiplier: 2}"]
+                    + HEAD, p, f_sep, gen=np.random.default_rng(len(out))))
     return out

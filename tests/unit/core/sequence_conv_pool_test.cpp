@@ -7,58 +7,16 @@
 
 #include "core/graph/executor.h"
 #include "core/graph/graph.h"
+#include "graph_run.h"
 #include "graph_test_util.h"
 
 using namespace trainer;
 using trainer::test::build;
 using trainer::test::error_of;
+using trainer::test::Net;
+using trainer::test::randoms;
 
 namespace {
-
-// One model on the CPU with `threads` threads: the executor, its context, and its layers' outputs.
-struct Net {
-  std::unique_ptr<OpContext> ctx;
-  std::unique_ptr<Executor> ex;
-  Net(const std::string& yaml, int threads, FastPaths fast = FastPaths::defaults())
-      : ctx(make_context(Device::cpu(), options(threads, fast))) {
-    ex = std::make_unique<Executor>(std::make_shared<const Graph>(build(yaml)), *ctx, 5);
-  }
-  // Forward on x (the model's input, any shape of its element count), then backward from the last
-  // layer with dy; returns the last layer's output and every parameter gradient.
-  std::pair<std::vector<float>, std::vector<float>> run(const std::vector<float>& x, const Shape& xs,
-                                                         const std::vector<float>& dy) {
-    Tensor xt = Tensor::empty(xs);
-    std::memcpy(xt.f32(), x.data(), x.size() * sizeof(float));
-    const int out = ex->node_index(ex->graph().nodes().back().layer->name());
-    ex->forward(xt, true);
-    const Tensor& y = ex->output(out);
-    std::vector<float> yv(y.f32(), y.f32() + y.numel());
-    Tensor& d = ex->grad(out);
-    REQUIRE(size_t(d.numel()) == dy.size());
-    std::memcpy(d.f32(), dy.data(), dy.size() * sizeof(float));
-    ex->backward(d, out);
-    ParamStore& p = ex->params();
-    return {yv, std::vector<float>(p.grads().f32(), p.grads().f32() + p.trainable_floats())};
-  }
-  static ContextOptions options(int threads, FastPaths fast) {
-    ContextOptions o;
-    o.threads = threads;
-    o.fast = fast;
-    return o;
-  }
-  void copy_weights_from(Net& o) {
-    REQUIRE(ex->params().trainable_floats() == o.ex->params().trainable_floats());
-    std::memcpy(ex->params().weights().f32(), o.ex->params().weights().f32(),
-                size_t(o.ex->params().trainable_floats()) * sizeof(float));
-  }
-};
-
-std::vector<float> randoms(size_t n, std::mt19937_64& rng) {
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<float> v(n);
-  for (float& f : v) f = nd(rng);
-  return v;
-}
 
 std::string model(const std::string& input, const std::string& layer) {
   return "model:\n  input: " + input + "\n  layers:\n    - " + layer + "\n";

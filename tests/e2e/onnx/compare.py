@@ -47,6 +47,21 @@ def normalise(pixels, stats, mean, scale):
     return (x * mul).astype(np.float32)
 
 
+def check_conv_groups(model):
+    """Each Conv's input channels are its weight's second dimension times its group. ONNX's shape
+    inference does not check it, and OpenCV infers the group from the weights and runs such a model
+    anyway (ONNX Runtime refuses it): checked here on the inferred shapes."""
+    shapes = {v.name: dims(v) for v in list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output)}
+    weights = {t.name: list(t.dims) for t in model.graph.initializer}
+    for n in model.graph.node:
+        if n.op_type != "Conv":
+            continue
+        group = next((a.i for a in n.attribute if a.name == "group"), 1)
+        x, w = shapes.get(n.input[0]), weights.get(n.input[1])
+        assert x is not None and w is not None, f"Conv {n.name}: input or weight shape unknown"
+        assert x[1] == w[1] * group, f"Conv {n.name}: {x[1]} input channels, weights {w} with group {group}"
+
+
 def opencv_feedable(model, path, feeds):
     """OpenCV 4.6's Python binding turns a 3-D array [N, T, F] (F <= 512) into a 2-D Mat with F
     channels, so a sequence input never reaches the network as 3-D. For such inputs the model is
@@ -105,6 +120,7 @@ def main():
     onnx.checker.check_model(model, full_check=True)
     inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
     onnx.checker.check_model(inferred, full_check=True)
+    check_conv_groups(inferred)
     result.update(opset=model.opset_import[0].version, ir_version=model.ir_version, producer=model.producer_name,
                   inputs={i.name: dims(i) for i in model.graph.input}, outputs={o.name: dims(o) for o in model.graph.output})
     assert model.producer_name == "trainer", model.producer_name

@@ -303,13 +303,18 @@ std::vector<LayerDef> topo_sort(std::vector<LayerDef> defs, const std::set<std::
 
 // `activation:` of the layers that take it (LayerInfo::takes_activation), own or shared: an
 // activation (or softmax) layer "<name>/activation" after the layer, which every other reference
-// to the layer now names, `output` included.
+// to the layer now names, `output` included. An activation layer of softmax becomes a softmax layer.
 void add_activation_layers(std::vector<LayerDef>& defs, std::string& output) {
   std::set<std::string> names;
   for (const LayerDef& d : defs) names.insert(d.name);
   std::map<std::string, std::string> activated;  // layer -> its activation layer
   std::vector<LayerDef> out;
   for (LayerDef& d : defs) {
+    // Keras's Activation("softmax"): an activation layer whose function is softmax is a softmax layer.
+    const cfg::Node& own = d.config.defined() ? d.config : d.node;
+    if (d.type == "activation" && own.is_map())
+      for (const char* key : {"function", "activation"})
+        if (own.has(key) && own.child(key).is_scalar() && own.child(key).as<std::string>() == "softmax") d.type = "softmax";
     out.push_back(d);
     const LayerInfo* info = find_layer(d.type);
     const cfg::Node& c = d.config.defined() ? d.config : d.node;

@@ -23,10 +23,13 @@ class Activation : public Layer {
     for (const char* const* n = activation_names(); *n; ++n) names.push_back(*n);
     names.push_back("swish");  // Keras's other names for silu and hard_silu
     names.push_back("hard_swish");
+    names.push_back("softmax");  // parse_model makes it a softmax layer (never read here)
     const bool keras_key = !r.has("function") && r.has("activation");
     if (r.has("function") && r.has("activation"))
       r.required("activation").fail("an activation layer takes 'function' or 'activation' (Keras's name), not both");
-    p_.kind = *parse_activation(r.get_choice(keras_key ? "activation" : "function", names));
+    const std::string f = r.get_choice(keras_key ? "activation" : "function", names);
+    if (f == "softmax") r.node().fail("softmax: use {type: softmax}");  // unreachable through parse_model
+    p_.kind = *parse_activation(f);
     p_.alpha = default_alpha(p_.kind);  // keras.activations.leaky_relu's and elu's defaults
   }
   Shape infer(const std::vector<Shape>& in) override {

@@ -11,7 +11,12 @@ namespace {
 class Softmax final : public Layer {
  public:
   TRAINER_LAYER_CLONE(Softmax)
-  explicit Softmax(cfg::MapReader&) {}
+  // Keras's Activation("softmax"), {type: activation, function: softmax} (or activation: softmax),
+  // is given this type by parse_model: the key, when there, names softmax.
+  explicit Softmax(cfg::MapReader& r) {
+    for (const char* key : {"function", "activation"})
+      if (r.has(key)) r.get_choice(key, {"softmax"});
+  }
   Shape infer(const std::vector<Shape>& in) override {
     // Over the last axis (Keras's axis -1): class scores, or a sequence's scores per position.
     if (in[0].rank() != 1 && in[0].rank() != 2)

@@ -112,6 +112,25 @@ model:
              Catch::StartsWith("test.yaml:4:42:") && Catch::Contains("negative_slope"));
 }
 
+TEST_CASE("activation key: Keras's Activation(\"softmax\") as an activation layer is the softmax layer", "[activation_key]") {
+  Graph g = build(R"(
+model:
+  input: [4]
+  layers:
+    - {name: a, type: dense, units: 3}
+    - {name: p, type: activation, function: softmax}
+    - {name: b, type: dense, units: 3, inputs: [a]}
+    - {name: q, type: activation, activation: softmax}
+  output: p
+)");
+  CHECK(node(g, "p").layer->type() == "softmax");
+  CHECK(node(g, "q").layer->type() == "softmax");
+  CHECK_THAT(error_of("model:\n  input: [4]\n  layers:\n    - {type: activation, function: sofmax}\n"),
+             Catch::StartsWith("test.yaml:4:36:") && Catch::Contains("did you mean 'softmax'"));
+  CHECK_THAT(error_of("model:\n  input: [4]\n  layers:\n    - {type: softmax, function: relu}\n"),
+             Catch::StartsWith("test.yaml:4:33:") && Catch::Contains("valid: softmax"));
+}
+
 TEST_CASE("activation key: errors name file:line:col: an unknown activation, a layer without the key, both keys", "[activation_key]") {
   CHECK_THAT(error_of("model:\n  input: [4]\n  layers:\n    - {type: dense, units: 3, activation: rleu}\n"),
              Catch::StartsWith("test.yaml:4:43: 'rleu' is not an activation") && Catch::Contains("did you mean 'relu'"));

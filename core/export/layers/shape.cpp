@@ -1,5 +1,6 @@
 // ONNX export of the layers that move or join values: flatten and reshape (the trainer's H, W, C
-// order kept: Transpose to NHWC first, and back for an image result), up_sampling2d (Resize, nearest), dropout (left out: inference), zero_pad2d (Pad), concat (the channel
+// order kept: Transpose to NHWC first, and back for an image result), up_sampling2d (Resize, nearest),
+// cropping2d (Slice), dropout (left out: inference), zero_pad2d (Pad), concat (the channel
 // axis), add (Add), multiply (Mul).
 #include <fmt/format.h>
 
@@ -57,6 +58,17 @@ void export_up_sampling(ExportContext& ctx, size_t i) {
   attr_string(n, "mode", "nearest");
   attr_string(n, "coordinate_transformation_mode", "asymmetric");
   attr_string(n, "nearest_mode", "floor");
+  ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
+}
+
+// cropping2d: Slice of NCHW's rows and columns.
+void export_cropping(ExportContext& ctx, size_t i) {
+  const LayerConfig d = ctx.node(i).layer->describe();
+  const std::string name = ctx.node(i).layer->name();
+  const Shape& x = ctx.input(i, 0).shape;  // [H, W, C]
+  const std::string starts = ctx.add_int64s(name + "/starts", {d.integer("top"), d.integer("left")});
+  const std::string ends = ctx.add_int64s(name + "/ends", {x[0] - d.integer("bottom"), x[1] - d.integer("right")});
+  ctx.add_node("Slice", {ctx.input(i, 0).name, starts, ends, ctx.add_int64s(name + "/axes", {2, 3})}, {ctx.output_name(i)});
   ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
 }
 
@@ -143,6 +155,7 @@ void export_multiply(ExportContext& ctx, size_t i) {
 const RegisterExporter flatten({"flatten"}, export_flatten);
 const RegisterExporter reshape({"reshape"}, export_reshape);
 const RegisterExporter up_sampling({"up_sampling2d"}, export_up_sampling);
+const RegisterExporter cropping({"cropping2d"}, export_cropping);
 const RegisterExporter multiply({"multiply"}, export_multiply);
 const RegisterExporter dropout({"dropout"}, export_dropout);
 const RegisterExporter zero_pad({"zero_pad2d"}, export_zero_pad);

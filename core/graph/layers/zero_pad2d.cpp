@@ -1,4 +1,4 @@
-// zero_pad2d layer (Keras ZeroPadding2D): `padding: 1` | `[h, w]` | `[[top, bottom], [left, right]]`.
+// zero_pad2d and cropping2d layers (Keras ZeroPadding2D, Cropping2D): `padding:` / `cropping:` as 1 | `[h, w]` | `[[top, bottom], [left, right]]`.
 #include <fmt/format.h>
 
 #include "core/graph/layers/common.h"
@@ -16,10 +16,10 @@ int pad_amount(const cfg::Node& n) {
 }
 
 // Keras' three forms: one int (all four sides), [h, w] (symmetric per dimension) or
-// [[top, bottom], [left, right]]. Default 1, as Keras.
-Pad2dParams read_pad2d(cfg::MapReader& r) {
-  cfg::Node n = r.optional("padding");
-  if (!n.defined()) return {1, 1, 1, 1};
+// [[top, bottom], [left, right]]. Default: Keras's (ZeroPadding2D 1, Cropping2D 0).
+Pad2dParams read_pad2d(cfg::MapReader& r, const char* key = "padding", int fallback = 1) {
+  cfg::Node n = r.optional(key);
+  if (!n.defined()) return {fallback, fallback, fallback, fallback};
   const char* forms = "one integer, [rows, columns] or [[top, bottom], [left, right]]";
   if (n.is_scalar()) {
     int v = pad_amount(n);
@@ -84,6 +84,46 @@ class ZeroPad2d final : public Layer {
 };
 
 RegisterLayer<ZeroPad2d> reg("zero_pad2d", "ZeroPadding2D");
+
+// Keras's Cropping2D: the rows and columns `cropping` names removed from each side. The padding
+// kernel's two halves run it: its backward (the interior of a padded tensor) is this forward, its
+// forward (zeros around a copy) this backward.
+class Cropping2d final : public Layer {
+ public:
+  TRAINER_LAYER_CLONE(Cropping2d)
+  bool output_reusable() const override { return true; }  // backward never reads y
+  MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
+  explicit Cropping2d(cfg::MapReader& r) : p_(read_pad2d(r, "cropping", 0)) {}
+
+  Shape infer(const std::vector<Shape>& in) override {
+    const Shape& x = in[0];
+    if (x.rank() != 3)
+      spec().fail(fmt::format("cropping2d '{}' needs an image input (H, W, C), got {}", name(), x.str()));
+    const Shape out{x[0] - p_.top - p_.bottom, x[1] - p_.left - p_.right, x[2]};
+    if (out[0] <= 0 || out[1] <= 0)
+      spec().fail(fmt::format("cropping2d '{}': cropping {}/{} rows and {}/{} columns leaves nothing of its {}x{} input",
+                              name(), p_.top, p_.bottom, p_.left, p_.right, x[0], x[1]));
+    return out;
+  }
+  LayerConfig describe() const override {
+    return LayerConfig().put_int("top", p_.top).put_int("bottom", p_.bottom).put_int("left", p_.left).put_int("right", p_.right);
+  }
+  void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
+    Layer::bind(ctx, std::move(params), std::move(grads));
+    k_ = make_kernel<Pad2dKernel>(ctx, p_);
+  }
+  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override { k_->backward(*x[0], y); }
+  void backward(const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    if (dx[0]->defined()) k_->forward(dy, *dx[0]);
+  }
+
+ private:
+  Pad2dParams p_;
+  KernelSlot<Pad2dKernel> k_;
+};
+
+RegisterLayer<Cropping2d> reg_crop("cropping2d", "Cropping2D");
 
 }  // namespace
 }  // namespace trainer

@@ -477,4 +477,13 @@ def cases():
     out.append(Case("separable_conv2d", "3x3 'same' stride 2, multiplier 2",
                     ["{name: s, type: separable_conv2d, filters: 4, kernel: 3, strides: 2, padding: same, depth_multiplier: 2}"]
                     + HEAD, p, f_sep, gen=np.random.default_rng(len(out))))
+    # --- cropping2d: [[1, 0], [2, 1]] of a 'same' convolution's [6, 7, 3] output
+    p = {"c/kernel": w(3, 3, 3, 3, gen=late), **head(5 * 4 * 3, gen=late)}
+
+    def f_crop(P, X, S, t, c, s):
+        return logits(P, K.conv2d(X["x"], P["c/kernel"], padding="same")[:, 1:, 2:-1, :])  # keras.layers.Cropping2D
+
+    out.append(Case("cropping2d", "[[1, 0], [2, 1]]", ["{name: c, type: conv2d, filters: 3, kernel: 3, padding: same, use_bias: false}",
+                                                      "{name: crop, type: cropping2d, cropping: [[1, 0], [2, 1]]}"] + HEAD,
+                    p, f_crop, gen=np.random.default_rng(len(out))))
     return out

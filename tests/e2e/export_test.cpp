@@ -317,6 +317,21 @@ TEST_CASE("e2e export: reshape (flat -> image -> sequence) as Reshape with Trans
   check_opencv_agrees(dir, "x.npy", "", "sequence: ");
 }
 
+// gru: ONNX GRU (linear_before_reset, Keras's reset_after) over every step, then over the last.
+TEST_CASE("e2e export: gru layers (return_sequences, then the last step) as ONNX GRU with linear_before_reset: OpenCV equals trainer predict within 1e-4",
+          "[export]") {
+  if (skip_without_python_deps()) return;
+  const std::string dir = e2e::temp_dir("export_gru");
+  write_sequence_set(dir, 19);
+  e2e::write_file(dir + "/gru.yaml", npy_model("gru_export", "[7, 5]", R"(    - {name: g1, type: gru, units: 6, return_sequences: true}
+    - {name: g2, type: gru, units: 5, bias_initializer: {type: random_normal, stddev: 0.5}}
+    - {name: logits, type: dense, units: 3, kernel_initializer: {type: random_normal, stddev: 2.0}}
+    - {name: out, type: softmax}
+)"));
+  train(dir, dir + "/gru.yaml", "");
+  check_opencv_agrees(dir, "x.npy", "", "sequence: ");
+}
+
 TEST_CASE("e2e export: global_max_pool2d as GlobalMaxPool and Flatten: OpenCV equals trainer predict within 1e-4", "[export]") {
   if (skip_without_python_deps()) return;
   const std::string dir = e2e::temp_dir("export_global_max");

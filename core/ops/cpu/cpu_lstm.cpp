@@ -12,57 +12,25 @@
 //             double, rows in order.
 // Threads: the large GEMMs are oneDNN's (all threads). The recurrence is sequential in time but
 // independent across samples, so each thread takes a contiguous slice of the batch and runs the
-// whole time loop on it (its small per-step GEMMs single-threaded: oneDNN does not nest) — no
-// barrier per step. Results are deterministic for a given thread count.
+// whole time loop on it (cpu_recurrent.h's for_batch_slices, shared with cpu_gru.cpp).
 // Buffers are batch-major (row n·T + t), so x and dx need no transposes; a step's rows are a
 // strided view (leading dimension T·4U, resp. T·U).
-#include <omp.h>
-
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
 
-#include "core/ops/cpu/cpu_context.h"
-#include "core/ops/cpu/cpu_util.h"
+#include "core/ops/cpu/cpu_recurrent.h"
 #include "core/ops/lstm.h"
 #include "core/ops/math/lstm_math.h"
 
 namespace trainer {
 namespace {
 
-// The batch is split between threads from this many recurrent multiply-adds (N·T·U·4U) on.
-constexpr int64_t kSliceGrain = int64_t(1) << 20;
+using cpu::recurrent::for_batch_slices;
+using cpu::recurrent::gemm;
 
-// Row-major C = op(A)·op(B) + beta·C; false when oneDNN refuses (not thrown: this runs inside
-// parallel regions).
-bool gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-          float beta, float* c, int64_t ldc) {
-  return m == 0 || n == 0 || dnnl::sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc) == dnnl::status::success;
-}
-
-void require(bool ok, const char* what) {
-  if (!ok) cpu::fail("lstm: sgemm failed for the {}", what);
-}
-
-// Runs body(n0, n1) on contiguous slices [n0, n1) of the batch, one per thread (one slice, the
-// whole batch, below the grain); returns whether every body returned true.
-template <class Body>
-bool for_batch_slices(int64_t n, int64_t work, Body&& body) {
-  if (n < 2 || work < kSliceGrain) return body(int64_t(0), n);
-  bool ok = true;
-#pragma omp parallel
-  {
-    const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
-    const int64_t n0 = n * id / nt, n1 = n * (id + 1) / nt;
-    if (n0 < n1 && !body(n0, n1)) {
-#pragma omp atomic write
-      ok = false;
-    }
-  }
-  return ok;
-}
+void require(bool ok, const char* what) { cpu::recurrent::require(ok, "lstm", what); }
 
 class CpuLstm final : public LstmKernel {
  public:
@@ -163,7 +131,7 @@ class CpuLstm final : public LstmKernel {
     if (dx.defined()) require(gemm('N', 'T', N * T, d.f, G, dz, G, w.f32(), G, 0.0f, dx.f32(), d.f), "dx");
     require(gemm('T', 'N', d.f, G, N * T, x.f32(), d.f, dz, G, 0.0f, dw.f32(), G), "dw");
     require(gemm('T', 'N', U, G, N * T, hp_.data(), U, dz, G, 0.0f, dr.f32(), G), "dr");  // h_{-1} = 0 rows add 0
-    if (p_.bias) bias_grad(N * T, G, dz, db.f32());
+    if (p_.bias) cpu::recurrent::bias_grad(N * T, G, dz, G, db.f32());
   }
 
   // Buffers for N·T rows (grown, never shrunk: the batch varies between training and evaluation).
@@ -180,18 +148,6 @@ class CpuLstm final : public LstmKernel {
     if (dh_.size() < size_t(d.n) * u) {
       dh_.resize(size_t(d.n) * u);
       dc_.resize(size_t(d.n) * u);
-    }
-  }
-
-  // db[j] = Σ_rows dz[row, j], in double, rows in order (columns split between threads).
-  static void bias_grad(int64_t rows, int64_t G, const float* dz, float* db) {
-#pragma omp parallel for schedule(static) if (rows * G > cpu::kParallelGrain)
-    for (int64_t j0 = 0; j0 < G; j0 += 16) {
-      const int64_t j1 = std::min(G, j0 + 16);
-      double acc[16] = {};
-      for (int64_t q = 0; q < rows; ++q)
-        for (int64_t j = j0; j < j1; ++j) acc[j - j0] += dz[q * G + j];
-      for (int64_t j = j0; j < j1; ++j) db[j] = float(acc[j - j0]);
     }
   }
 

@@ -215,6 +215,32 @@ def lstm(x, kernel, recurrent, bias, return_sequences, gates="ifco"):
     return torch.stack(out, dim=1) if return_sequences else h
 
 
+def gru(x, kernel, recurrent, bias, return_sequences, reset_after=True):
+    """keras.layers.GRU (activation tanh, recurrent_activation sigmoid, reset_after=True: the Keras 3
+    defaults). Gates z, r, h along the 3·units axis (keras/src/layers/rnn/gru.py, GRUCell): the input
+    projection x·kernel + bias[0] and the recurrent one h·recurrent_kernel + bias[1]; the reset gate
+    multiplies the recurrent h projection (reset_after), hh = tanh(x_h + r·m_h);
+    h = z·h + (1 - z)·hh; the initial state zero. reset_after=False (r applied to h before its
+    projection, Keras 1's form): a control. PyTorch's nn.GRU orders r, z, n and computes
+    h = (1 - z)·n + z·h."""
+    n, t, _ = x.shape
+    u = recurrent.shape[0]
+    h = x.new_zeros(n, u)
+    out = []
+    for s in range(t):
+        a = x[:, s] @ kernel + (bias[0] if bias is not None else 0)
+        m = h @ recurrent + (bias[1] if bias is not None else 0)
+        z = torch.sigmoid(a[:, :u] + m[:, :u])
+        r = torch.sigmoid(a[:, u:2 * u] + m[:, u:2 * u])
+        if reset_after:
+            hh = torch.tanh(a[:, 2 * u:] + r * m[:, 2 * u:])
+        else:
+            hh = torch.tanh(a[:, 2 * u:] + (r * h) @ recurrent[:, 2 * u:] + (bias[1][2 * u:] if bias is not None else 0))
+        h = z * h + (1 - z) * hh
+        out.append(h)
+    return torch.stack(out, dim=1) if return_sequences else h
+
+
 def layer_norm(x, gamma, beta, epsilon=1e-3, unbiased=False):
     """keras.layers.LayerNormalization (axis -1): mean and variance over the last axis (ops.moments:
     the biased variance), (x - mean) / sqrt(variance + epsilon) · gamma + beta; gamma / beta None

@@ -486,4 +486,18 @@ def cases():
     out.append(Case("cropping2d", "[[1, 0], [2, 1]]", ["{name: c, type: conv2d, filters: 3, kernel: 3, padding: same, use_bias: false}",
                                                       "{name: crop, type: cropping2d, cropping: [[1, 0], [2, 1]]}"] + HEAD,
                     p, f_crop, gen=np.random.default_rng(len(out))))
+    # --- gru (Keras's reset_after form): every step, then the last; its control applies the reset gate before
+    # the recurrent projection (Keras 1's reset_after=False)
+    for seq in (True, False):
+        p = {"gru/kernel": w(3, 12, gen=late), "gru/recurrent_kernel": w(4, 12, gen=late),
+             "gru/bias": w(2, 12, scale=0.3, gen=late), **head(5 * 4 if seq else 4, gen=late)}
+
+        def f_gru(P, X, S, t, c, s, seq=seq):
+            return logits(P, K.gru(X["x"], P["gru/kernel"], P["gru/recurrent_kernel"], P["gru/bias"], seq,
+                                   reset_after=c != "reset before the recurrent projection"))
+
+        out.append(Case("gru", "return_sequences" if seq else "last state",
+                        [f"{{name: gru, type: gru, units: 4, return_sequences: {str(seq).lower()}}}"] + (HEAD if seq else HEAD[1:]),
+                        p, f_gru, inputs={"x": ("vector", [5, 3])}, gen=np.random.default_rng(len(out)),
+                        controls=() if seq else ("reset before the recurrent projection",)))
     return out

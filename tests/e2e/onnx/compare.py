@@ -93,6 +93,17 @@ def opencv_feedable(model, path, feeds):
             inputs.append(i)
     del g.input[:]
     g.input.extend(inputs)
+    # OpenCV 4.6 reads a GRU only with all six inputs and initial_h a constant of the batch (the
+    # export leaves the optional initial_h out: zeros, per ONNX): a zero constant of this batch.
+    batch = next(iter(feeds.values())).shape[0]
+    for n in g.node:
+        if n.op_type == "GRU" and (len(n.input) < 6 or not n.input[5]):
+            hidden = next(a.i for a in n.attribute if a.name == "hidden_size")
+            h0 = n.output[0] + "__initial_h"
+            g.initializer.append(onnx.numpy_helper.from_array(np.zeros((1, batch, hidden), np.float32), h0))
+            while len(n.input) < 5:
+                n.input.append("")
+            n.input.append(h0) if len(n.input) == 5 else n.input.__setitem__(5, h0)
     nodes = pre + list(g.node)
     del g.node[:]
     g.node.extend(nodes)

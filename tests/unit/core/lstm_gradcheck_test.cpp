@@ -1,4 +1,4 @@
-// Sequence graphs (embedding, lstm, dense, sigmoid cross-entropy): layer shapes, parameters and Keras
+// Sequence graphs (embedding, lstm, gru, dense, sigmoid cross-entropy): layer shapes, parameters and Keras
 // initialisers, and whole-graph gradients against central finite differences of the loss.
 #include <catch2/catch.hpp>
 
@@ -200,6 +200,67 @@ TEST_CASE("gradcheck: embedding, two lstm layers, dense and sigmoid cross-entrop
 
 TEST_CASE("gradcheck: lstm layers on a (steps, features) input match finite differences") {
   Setup s(spec_of(kFeatures, Shape{6, 5}), false);
+  auto [checked, large] = gradcheck(s);
+  CHECK(checked > 50);
+  CHECK(large > checked / 2);
+}
+
+// The GRU's graphs: token ids -> embedding -> gru (every step) -> gru (last step); features -> gru
+// without bias -> gru.
+const char* kGruTokens = R"(
+model:
+  input: [6]
+  layers:
+    - {name: emb, type: embedding, input_dim: 7, output_dim: 3}
+    - {name: seq, type: gru, units: 4, return_sequences: true}
+    - {name: last, type: gru, units: 3}
+    - {name: dense, type: dense, units: 1}
+)";
+const char* kGruFeatures = R"(
+model:
+  input: [5]
+  layers:
+    - {name: seq, type: gru, units: 5, return_sequences: true, use_bias: false}
+    - {name: last, type: gru, units: 2}
+    - {name: dense, type: dense, units: 1}
+)";
+
+TEST_CASE("gru layer: Keras's shapes, weights kernel [F, 3U], recurrent_kernel [U, 3U], bias [2, 3U], initialisers, errors") {
+  Graph g(spec_of(kGruTokens, Shape{6}));
+  CHECK(g.nodes()[size_t(g.node_index("seq"))].shape == Shape{6, 4});
+  CHECK(g.nodes()[size_t(g.node_index("last"))].shape == Shape{3});
+  const auto ps = g.nodes()[size_t(g.node_index("seq"))].layer->params();
+  REQUIRE(ps.size() == 3);
+  CHECK(ps[0].name == "kernel");
+  CHECK(ps[0].shape == Shape{3, 12});
+  CHECK(ps[0].init.kind == InitKind::GlorotUniform);
+  CHECK(ps[1].name == "recurrent_kernel");
+  CHECK(ps[1].shape == Shape{4, 12});
+  CHECK(ps[1].init.kind == InitKind::Orthogonal);
+  CHECK(ps[2].name == "bias");
+  CHECK(ps[2].shape == Shape{2, 12});
+  CHECK(find_layer("gru")->keras_name == "GRU");
+  // Keras's GRU(4) on 3 features: 3·12 + 4·12 + 2·12 parameters.
+  CHECK(g.nodes()[size_t(g.node_index("seq"))].layer->params()[0].shape.numel() +
+            g.nodes()[size_t(g.node_index("seq"))].layer->params()[1].shape.numel() + 24 == 108);
+  using trainer::test::error_of;
+  CHECK_THAT(error_of("model:\n  input: [5, 3]\n  layers:\n    - {type: gru, units: 2, reset_after: false}\n"),
+             Catch::StartsWith("test.yaml:4:42:") && Catch::Contains("only reset_after: true"));
+  CHECK_THAT(error_of("model:\n  input: [4, 4, 3]\n  layers:\n    - {type: gru, units: 2}\n"),
+             Catch::StartsWith("test.yaml:4:7:") && Catch::Contains("needs a (steps, features) input"));
+  CHECK_THAT(error_of("model:\n  input: [5, 3]\n  layers:\n    - {type: gru, units: 2, activation: relu}\n"),
+             Catch::StartsWith("test.yaml:4:") && Catch::Contains("unknown key 'activation'"));
+}
+
+TEST_CASE("gradcheck: embedding, two gru layers, dense and sigmoid cross-entropy match finite differences") {
+  Setup s(spec_of(kGruTokens, Shape{6}), true);
+  auto [checked, large] = gradcheck(s);
+  CHECK(checked > 50);
+  CHECK(large > checked / 2);
+}
+
+TEST_CASE("gradcheck: gru layers on a (steps, features) input match finite differences") {
+  Setup s(spec_of(kGruFeatures, Shape{6, 5}), false);
   auto [checked, large] = gradcheck(s);
   CHECK(checked > 50);
   CHECK(large > checked / 2);

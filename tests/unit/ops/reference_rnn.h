@@ -1,4 +1,4 @@
-// Float64 references for the sequence ops (LSTM, embedding) and the sigmoid binary cross-entropy.
+// Float64 references for the sequence ops (LSTM, GRU, embedding) and the sigmoid binary cross-entropy.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -15,6 +15,13 @@ Vec lstm_forward(const Vec& x, const Vec& w, const Vec& r, const Vec* b, int64_t
 // db (db only when b is given).
 void lstm_backward(const Vec& x, const Vec& w, const Vec& r, const Vec* b, const Vec& dh, int64_t n, int64_t t,
                    int64_t f, int64_t u, Vec& dx, Vec& dw, Vec& dr, Vec& db);
+
+// Keras GRU (reset_after: gates z, r, h; zero initial state) on x [n, t, f] with w [f, 3u], r [u, 3u]
+// and b [2, 3u] (the input row, then the recurrent one; or none). Returns every step's h, [n, t, u].
+Vec gru_forward(const Vec& x, const Vec& w, const Vec& r, const Vec* b, int64_t n, int64_t t, int64_t f, int64_t u);
+// Backpropagation through time from dh [n, t, u], as lstm_backward; db is [2, 3u] when b is given.
+void gru_backward(const Vec& x, const Vec& w, const Vec& r, const Vec* b, const Vec& dh, int64_t n, int64_t t,
+                  int64_t f, int64_t u, Vec& dx, Vec& dw, Vec& dr, Vec& db);
 
 // Embedding lookup of integer ids (any count) in w [vocab, d]: [ids, d]; backward sums each
 // position's dy row into its id's row of dw [vocab, d].

@@ -50,25 +50,40 @@ ConvWeights conv_weights(const std::vector<float>& k, int64_t kh, int64_t kw, in
   return cw;
 }
 
+// A layer's window as describe_window() gave it.
+struct Window2d {
+  int kh, kw, sh, sw, dh, dw;
+  Padding pad;
+};
+Window2d window_of(const LayerConfig& d) {
+  return {int(d.integer("kernel_h")),  int(d.integer("kernel_w")),   int(d.integer("strides_h")),
+          int(d.integer("strides_w")), int(d.integer("dilation_h")), int(d.integer("dilation_w")),
+          d.text("padding") == "same" ? Padding::Same : Padding::Valid};
+}
+// The Conv node's window attributes, its pads those of wh (rows) and ww (columns).
+void set_window(onnx::NodeProto* n, const Window2d& k, const Window1d& wh, const Window1d& ww) {
+  attr_ints(n, "kernel_shape", {k.kh, k.kw});
+  attr_ints(n, "strides", {k.sh, k.sw});
+  attr_ints(n, "dilations", {k.dh, k.dw});
+  attr_ints(n, "pads", {wh.pad_before, ww.pad_before, wh.pad_after, ww.pad_after});
+}
+
 void export_conv(ExportContext& ctx, size_t i, bool depthwise) {
   const Layer& l = *ctx.node(i).layer;
   const LayerConfig d = l.describe();
   const Value& x = ctx.input(i, 0);
-  const int kh = int(d.integer("kernel_h")), kw = int(d.integer("kernel_w"));
-  const int sh = int(d.integer("strides_h")), sw = int(d.integer("strides_w"));
-  const int dh = int(d.integer("dilation_h")), dw = int(d.integer("dilation_w"));
-  const Padding pad = d.text("padding") == "same" ? Padding::Same : Padding::Valid;
+  const Window2d k = window_of(d);
   const int64_t cin = x.shape[2];
   const std::string kname = depthwise ? "depthwise_kernel" : "kernel";
   const int64_t per_in = depthwise ? d.integer("depth_multiplier") : d.integer("filters");
   const int64_t out = depthwise ? cin * per_in : per_in;
-  ConvWeights cw = conv_weights(ctx.param(i, kname), kh, kw, cin, per_in, depthwise);
+  ConvWeights cw = conv_weights(ctx.param(i, kname), k.kh, k.kw, cin, per_in, depthwise);
   if (d.flag("use_bias")) cw.b = ctx.param(i, "bias");
   apply_fold(ctx, i, cw);
   // A zero_pad2d folded in (pad_fold): its zeros are this Conv's pads.
   auto extra = [&](const char* key) { return d.has(key) ? int(d.integer(key)) : 0; };
-  const Window1d wh = window_1d(x.shape[0], kh, sh, dh, pad, extra("pad_top"), extra("pad_bottom"));
-  const Window1d ww = window_1d(x.shape[1], kw, sw, dw, pad, extra("pad_left"), extra("pad_right"));
+  const Window1d wh = window_1d(x.shape[0], k.kh, k.sh, k.dh, k.pad, extra("pad_top"), extra("pad_bottom"));
+  const Window1d ww = window_1d(x.shape[1], k.kw, k.sw, k.dw, k.pad, extra("pad_left"), extra("pad_right"));
   std::vector<std::string> inputs{x.name, ctx.add_initializer(ctx.param_entry(i, kname).name, cw.dims, cw.w, cw.doc)};
   if (!cw.b.empty()) {
     const std::string bname = d.flag("use_bias") ? ctx.param_entry(i, "bias").name : l.name() + "/bias";
@@ -76,10 +91,7 @@ void export_conv(ExportContext& ctx, size_t i, bool depthwise) {
                                          ctx.folded_into(i) ? "bias with the folded batch norm's shift" : ""));
   }
   onnx::NodeProto* n = ctx.add_node("Conv", inputs, {ctx.output_name(i)});
-  attr_ints(n, "kernel_shape", {kh, kw});
-  attr_ints(n, "strides", {sh, sw});
-  attr_ints(n, "dilations", {dh, dw});
-  attr_ints(n, "pads", {wh.pad_before, ww.pad_before, wh.pad_after, ww.pad_after});
+  set_window(n, k, wh, ww);
   attr_int(n, "group", depthwise ? cin : 1);
   ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
 }
@@ -124,21 +136,15 @@ void export_separable(ExportContext& ctx, size_t i) {
   const Layer& l = *ctx.node(i).layer;
   const LayerConfig d = l.describe();
   const Value& x = ctx.input(i, 0);
-  const int kh = int(d.integer("kernel_h")), kw = int(d.integer("kernel_w"));
-  const int sh = int(d.integer("strides_h")), sw = int(d.integer("strides_w"));
-  const int dh = int(d.integer("dilation_h")), dw = int(d.integer("dilation_w"));
-  const Padding pad = d.text("padding") == "same" ? Padding::Same : Padding::Valid;
+  const Window2d k = window_of(d);
   const int64_t cin = x.shape[2], m = d.integer("depth_multiplier"), f = d.integer("filters");
-  const ConvWeights dwk = conv_weights(ctx.param(i, "depthwise_kernel"), kh, kw, cin, m, true);
+  const ConvWeights dwk = conv_weights(ctx.param(i, "depthwise_kernel"), k.kh, k.kw, cin, m, true);
   const ConvWeights pwk = conv_weights(ctx.param(i, "pointwise_kernel"), 1, 1, cin * m, f, false);
-  const Window1d wh = window_1d(x.shape[0], kh, sh, dh, pad), ww = window_1d(x.shape[1], kw, sw, dw, pad);
+  const Window1d wh = window_1d(x.shape[0], k.kh, k.sh, k.dh, k.pad), ww = window_1d(x.shape[1], k.kw, k.sw, k.dw, k.pad);
   const std::string mid = ctx.fresh(l.name() + "/depthwise");
   onnx::NodeProto* n = ctx.add_node(
       "Conv", {x.name, ctx.add_initializer(ctx.param_entry(i, "depthwise_kernel").name, dwk.dims, dwk.w, dwk.doc)}, {mid});
-  attr_ints(n, "kernel_shape", {kh, kw});
-  attr_ints(n, "strides", {sh, sw});
-  attr_ints(n, "dilations", {dh, dw});
-  attr_ints(n, "pads", {wh.pad_before, ww.pad_before, wh.pad_after, ww.pad_after});
+  set_window(n, k, wh, ww);
   attr_int(n, "group", cin);
   std::vector<std::string> inputs{mid, ctx.add_initializer(ctx.param_entry(i, "pointwise_kernel").name, pwk.dims, pwk.w, pwk.doc)};
   if (d.flag("use_bias")) inputs.push_back(ctx.add_initializer(ctx.param_entry(i, "bias").name, {f}, ctx.param(i, "bias")));

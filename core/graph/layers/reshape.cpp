@@ -11,27 +11,13 @@
 namespace trainer {
 namespace {
 
-class Flatten final : public Layer {
- public:
-  TRAINER_LAYER_CLONE(Flatten)
-  explicit Flatten(cfg::MapReader&) {}
-  Shape infer(const std::vector<Shape>& in) override { return {in[0].numel()}; }
-  MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
-  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override {
-    ctx().copy(y.data(), x[0]->data(), y.bytes());
-  }
-  void backward(const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
-                const std::vector<Tensor*>& dx) override {
-    if (dx[0]->defined()) ctx().copy(dx[0]->data(), dy.data(), dy.bytes());
-  }
-};
-
 // Keras's Reshape(target_shape): the sample's values, in their (channels-last) order, under a new
 // shape without the batch axis: [H, W, C] (an image), [T, F] (a sequence) or [F]; one dimension may
-// be -1, inferred from the others, as in Keras. A copy, as flatten (which is Reshape([-1])).
-class Reshape final : public Layer {
+// be -1, inferred from the others, as in Keras. A copy.
+class Reshape : public Layer {
  public:
   TRAINER_LAYER_CLONE(Reshape)
+  explicit Reshape(std::vector<int64_t> target) : target_(std::move(target)) {}
   explicit Reshape(cfg::MapReader& r) {
     const cfg::Node t = r.required("target_shape");
     if (!t.is_seq() || t.size() == 0 || t.size() > 3)
@@ -76,6 +62,14 @@ class Reshape final : public Layer {
     return s;
   }
   std::vector<int64_t> target_;
+};
+
+// Keras's Flatten: Reshape([-1]) (the channels-last order kept; its ONNX export Transposes an
+// image to NHWC first).
+struct Flatten final : Reshape {
+  TRAINER_LAYER_CLONE(Flatten)
+  explicit Flatten(cfg::MapReader&) : Reshape(std::vector<int64_t>{-1}) {}
+  LayerConfig describe() const override { return LayerConfig(); }
 };
 
 class Dropout final : public Layer {

@@ -3,8 +3,7 @@
 
 #include <random>
 
-#include "core/graph/executor.h"
-#include "core/graph/graph.h"
+#include "graph_run.h"
 #include "graph_test_util.h"
 
 using namespace trainer;
@@ -27,42 +26,23 @@ TEST_CASE("cropping2d: Keras's forms (an int, [rows, columns], [[top, bottom], [
 }
 
 TEST_CASE("cropping2d: in a graph, the output is the input's interior and the gradient reaching a conv2d is dy with zeros around") {
-  Graph g = build("model:\n  input: [5, 6, 2]\n  layers:\n    - {name: c, type: conv2d, filters: 3, kernel: 1}\n"
-                  "    - {name: crop, type: cropping2d, cropping: [[1, 2], [0, 3]]}\n");
-  auto ctx = make_context(Device::cpu(), ContextOptions{2});
-  Executor ex(std::make_shared<const Graph>(std::move(g)), *ctx, 3);
-  std::mt19937_64 rng(13);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  Tensor x = Tensor::empty(Shape{2, 5, 6, 2});
-  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = nd(rng);
-  ex.forward(x, true);
-  const int c = ex.node_index("c"), crop = ex.node_index("crop");
-  const Tensor &cy = ex.output(c), &y = ex.output(crop);
+  trainer::test::Probe p("model:\n  input: [5, 6, 2]\n  layers:\n    - {name: c, type: conv2d, filters: 3, kernel: 1}\n"
+                         "    - {name: crop, type: cropping2d, cropping: [[1, 2], [0, 3]]}\n",
+                         Shape{2, 5, 6, 2});
+  const Tensor &cy = p.out("c"), &y = p.out("crop");
   REQUIRE(y.shape() == Shape{2, 2, 3, 3});
   for (int64_t n = 0; n < 2; ++n)
     for (int64_t i = 0; i < 2; ++i)
       for (int64_t j = 0; j < 3; ++j)
         for (int64_t k = 0; k < 3; ++k)
           CHECK(y.f32()[((n * 2 + i) * 3 + j) * 3 + k] == cy.f32()[((n * 5 + i + 1) * 6 + j) * 3 + k]);
-  Tensor& dy = ex.grad(crop);
-  for (int64_t i = 0; i < dy.numel(); ++i) dy.f32()[i] = nd(rng);
-  const std::vector<float> dys(dy.f32(), dy.f32() + dy.numel());
-  bool seen = false;
-  GraphHooks h;
-  h.before_backward = [&](int node) {
-    if (node != c) return;
-    seen = true;
-    const Tensor& gc = ex.grad(c);
-    for (int64_t n = 0; n < 2; ++n)
-      for (int64_t i = 0; i < 5; ++i)
-        for (int64_t j = 0; j < 6; ++j)
-          for (int64_t k = 0; k < 3; ++k) {
-            const bool inside = i >= 1 && i < 3 && j < 3;
-            const float want = inside ? dys[size_t(((n * 2 + i - 1) * 3 + j) * 3 + k)] : 0.0f;
-            CHECK(gc.f32()[((n * 5 + i) * 6 + j) * 3 + k] == want);
-          }
-  };
-  ex.set_hooks(h);
-  ex.backward(dy, crop);
-  CHECK(seen);
+  p.backward("crop", "c");
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t j = 0; j < 6; ++j)
+        for (int64_t k = 0; k < 3; ++k) {
+          const bool inside = i >= 1 && i < 3 && j < 3;
+          const float want = inside ? p.dy[size_t(((n * 2 + i - 1) * 3 + j) * 3 + k)] : 0.0f;
+          CHECK(p.grad_at[size_t(((n * 5 + i) * 6 + j) * 3 + k)] == want);
+        }
 }

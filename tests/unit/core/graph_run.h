@@ -51,6 +51,41 @@ struct Net {
   }
 };
 
+// A graph run once on the CPU for the shape layers' tests: a random input forward in training
+// mode; then backward from one node with a random dy, capturing the gradient that reaches another
+// node before that node's backward runs.
+struct Probe {
+  std::unique_ptr<OpContext> ctx = make_context(Device::cpu(), ContextOptions{2});
+  std::unique_ptr<Executor> ex;
+  std::mt19937_64 rng{9};
+  std::vector<float> dy, grad_at;  // after backward(): the dy given, and the gradient captured
+  Tensor x;                        // the input (backward reads it)
+
+  Probe(const std::string& yaml, const Shape& input) {
+    ex = std::make_unique<Executor>(std::make_shared<const Graph>(build(yaml)), *ctx, 3);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    x = Tensor::empty(input);
+    for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = nd(rng);
+    ex->forward(x, true);
+  }
+  const Tensor& out(const std::string& node) const { return ex->output(ex->node_index(node)); }
+  void backward(const std::string& from, const std::string& at) {
+    const int f = ex->node_index(from), a = ex->node_index(at);
+    Tensor& d = ex->grad(f);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    for (int64_t i = 0; i < d.numel(); ++i) d.f32()[i] = nd(rng);
+    dy.assign(d.f32(), d.f32() + d.numel());
+    GraphHooks h;
+    h.before_backward = [&](int node) {
+      if (node == a) grad_at.assign(ex->grad(a).f32(), ex->grad(a).f32() + ex->grad(a).numel());
+    };
+    ex->set_hooks(h);
+    ex->backward(d, f);
+    ex->set_hooks(GraphHooks());
+    REQUIRE(!grad_at.empty());
+  }
+};
+
 inline std::vector<float> randoms(size_t n, std::mt19937_64& rng) {
   std::normal_distribution<float> nd(0.f, 1.f);
   std::vector<float> v(n);

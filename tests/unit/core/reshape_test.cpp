@@ -4,8 +4,7 @@
 #include <cstring>
 #include <random>
 
-#include "core/graph/executor.h"
-#include "core/graph/graph.h"
+#include "graph_run.h"
 #include "graph_test_util.h"
 
 using namespace trainer;
@@ -45,33 +44,15 @@ TEST_CASE("reshape: Keras's target shapes (one -1 inferred) between images, sequ
 }
 
 TEST_CASE("reshape: forward passes the values in order, backward the gradient, and a reshaped image feeds a conv2d") {
-  Graph g = build(model("[12]", "    - {name: d, type: dense, units: 32}\n"
-                                "    - {name: r, type: reshape, target_shape: [4, -1, 2]}\n"
-                                "    - {name: c, type: conv2d, filters: 3, kernel: 2}\n"
-                                "    - {name: s, type: reshape, target_shape: [-1, 3]}\n"));
-  CHECK(g.output_shape() == Shape{9, 3});
-  auto ctx = make_context(Device::cpu(), ContextOptions{2});
-  Executor ex(std::make_shared<const Graph>(std::move(g)), *ctx, 3);
-  std::mt19937_64 rng(5);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  Tensor x = Tensor::empty(Shape{2, 12});
-  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = nd(rng);
-  ex.forward(x, true);
-  const int d = ex.node_index("d"), r = ex.node_index("r"), c = ex.node_index("c"), s = ex.node_index("s");
-  CHECK(ex.output(r).shape() == Shape{2, 4, 4, 2});
-  CHECK(std::memcmp(ex.output(r).data(), ex.output(d).data(), ex.output(d).bytes()) == 0);
-  CHECK(std::memcmp(ex.output(s).data(), ex.output(c).data(), ex.output(c).bytes()) == 0);
-  Tensor& dy = ex.grad(s);
-  for (int64_t i = 0; i < dy.numel(); ++i) dy.f32()[i] = nd(rng);
-  const std::vector<float> dys(dy.f32(), dy.f32() + dy.numel());
-  bool c_grad_seen = false;
-  GraphHooks h;
-  h.before_backward = [&](int node) {
-    if (node != c) return;
-    c_grad_seen = true;
-    CHECK(std::memcmp(ex.grad(c).data(), dys.data(), dys.size() * sizeof(float)) == 0);
-  };
-  ex.set_hooks(h);
-  ex.backward(dy, s);
-  CHECK(c_grad_seen);
+  trainer::test::Probe p(model("[12]", "    - {name: d, type: dense, units: 32}\n"
+                                       "    - {name: r, type: reshape, target_shape: [4, -1, 2]}\n"
+                                       "    - {name: c, type: conv2d, filters: 3, kernel: 2}\n"
+                                       "    - {name: s, type: reshape, target_shape: [-1, 3]}\n"),
+                         Shape{2, 12});
+  CHECK(p.ex->graph().output_shape() == Shape{9, 3});
+  CHECK(p.out("r").shape() == Shape{2, 4, 4, 2});
+  CHECK(std::memcmp(p.out("r").data(), p.out("d").data(), p.out("d").bytes()) == 0);
+  CHECK(std::memcmp(p.out("s").data(), p.out("c").data(), p.out("c").bytes()) == 0);
+  p.backward("s", "c");
+  CHECK(p.grad_at == p.dy);
 }

@@ -3,8 +3,7 @@
 
 #include <random>
 
-#include "core/graph/executor.h"
-#include "core/graph/graph.h"
+#include "graph_run.h"
 #include "graph_test_util.h"
 
 using namespace trainer;
@@ -26,43 +25,24 @@ TEST_CASE("up_sampling2d: Keras's size (an int or [rows, columns]), nearest only
 }
 
 TEST_CASE("up_sampling2d: in a graph, each output pixel is its source's and the gradient reaching a conv2d is the block sum") {
-  Graph g = build("model:\n  input: [3, 4, 2]\n  layers:\n    - {name: c, type: conv2d, filters: 2, kernel: 1}\n"
-                  "    - {name: up, type: up_sampling2d, size: [2, 3]}\n");
-  auto ctx = make_context(Device::cpu(), ContextOptions{2});
-  Executor ex(std::make_shared<const Graph>(std::move(g)), *ctx, 3);
-  std::mt19937_64 rng(9);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  Tensor x = Tensor::empty(Shape{2, 3, 4, 2});
-  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = nd(rng);
-  ex.forward(x, true);
-  const int c = ex.node_index("c"), up = ex.node_index("up");
-  const Tensor &cy = ex.output(c), &uy = ex.output(up);
+  trainer::test::Probe p("model:\n  input: [3, 4, 2]\n  layers:\n    - {name: c, type: conv2d, filters: 2, kernel: 1}\n"
+                         "    - {name: up, type: up_sampling2d, size: [2, 3]}\n",
+                         Shape{2, 3, 4, 2});
+  const Tensor &cy = p.out("c"), &uy = p.out("up");
   REQUIRE(uy.shape() == Shape{2, 6, 12, 2});
   for (int64_t n = 0; n < 2; ++n)
     for (int64_t i = 0; i < 6; ++i)
       for (int64_t j = 0; j < 12; ++j)
         for (int64_t k = 0; k < 2; ++k)
           CHECK(uy.f32()[((n * 6 + i) * 12 + j) * 2 + k] == cy.f32()[((n * 3 + i / 2) * 4 + j / 3) * 2 + k]);
-  Tensor& dy = ex.grad(up);
-  for (int64_t i = 0; i < dy.numel(); ++i) dy.f32()[i] = nd(rng);
-  const std::vector<float> dys(dy.f32(), dy.f32() + dy.numel());
-  bool seen = false;
-  GraphHooks h;
-  h.before_backward = [&](int node) {
-    if (node != c) return;
-    seen = true;
-    const Tensor& gc = ex.grad(c);
-    for (int64_t n = 0; n < 2; ++n)
-      for (int64_t i = 0; i < 3; ++i)
-        for (int64_t j = 0; j < 4; ++j)
-          for (int64_t k = 0; k < 2; ++k) {
-            float s = 0.0f;
-            for (int a = 0; a < 2; ++a)
-              for (int b = 0; b < 3; ++b) s += dys[size_t(((n * 6 + i * 2 + a) * 12 + j * 3 + b) * 2 + k)];
-            CHECK(gc.f32()[((n * 3 + i) * 4 + j) * 2 + k] == s);
-          }
-  };
-  ex.set_hooks(h);
-  ex.backward(dy, up);
-  CHECK(seen);
+  p.backward("up", "c");
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 4; ++j)
+        for (int64_t k = 0; k < 2; ++k) {
+          float s = 0.0f;
+          for (int a = 0; a < 2; ++a)
+            for (int b = 0; b < 3; ++b) s += p.dy[size_t(((n * 6 + i * 2 + a) * 12 + j * 3 + b) * 2 + k)];
+          CHECK(p.grad_at[size_t(((n * 3 + i) * 4 + j) * 2 + k)] == s);
+        }
 }

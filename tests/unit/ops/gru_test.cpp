@@ -15,22 +15,6 @@ struct Case {
   bool bias = true, dx = true;
 };
 
-ref::Vec dh_of(const ref::Vec& dy, const Case& c, bool seq) {
-  if (seq) return dy;
-  ref::Vec dh(size_t(c.n * c.t * c.u), 0.0);
-  for (int64_t n = 0; n < c.n; ++n)
-    for (int64_t j = 0; j < c.u; ++j) dh[size_t((n * c.t + c.t - 1) * c.u + j)] = dy[size_t(n * c.u + j)];
-  return dh;
-}
-
-ref::Vec output_of(const ref::Vec& h, const Case& c, bool seq) {
-  if (seq) return h;
-  ref::Vec y(size_t(c.n * c.u));
-  for (int64_t n = 0; n < c.n; ++n)
-    for (int64_t j = 0; j < c.u; ++j) y[size_t(n * c.u + j)] = h[size_t((n * c.t + c.t - 1) * c.u + j)];
-  return y;
-}
-
 void run_case(OpContext& ctx, const Backend& be, const Case& c, bool seq, std::mt19937_64& rng, double tol) {
   INFO("n " << c.n << ", t " << c.t << ", f " << c.f << ", u " << c.u << (seq ? ", sequences" : ", last step")
             << (c.bias ? "" : ", no bias") << (c.dx ? "" : ", no dx"));
@@ -46,14 +30,14 @@ void run_case(OpContext& ctx, const Backend& be, const Case& c, bool seq, std::m
   const ref::Vec bv = c.bias ? to_vec(hb) : ref::Vec();
   const ref::Vec* bp = c.bias ? &bv : nullptr;
   const ref::Vec xv = to_vec(hx), wv = to_vec(hw), rv = to_vec(hr);
-  be.check("y", y, output_of(ref::gru_forward(xv, wv, rv, bp, c.n, c.t, c.f, c.u), c, seq), tol);
+  be.check("y", y, ref::rnn_output(ref::gru_forward(xv, wv, rv, bp, c.n, c.t, c.f, c.u), c.n, c.t, c.u, seq), tol);
 
   Tensor hdy = random_tensor(out, rng), dy = be.upload(hdy);
   Tensor dx = c.dx ? be.nan(x.shape()) : Tensor(), dw = be.nan(w.shape()), dr = be.nan(r.shape());
   Tensor db = c.bias ? be.nan({2, 3 * c.u}) : Tensor();
   k->backward(x, w, r, dy, dx, dw, dr, db);
   ref::Vec rdx, rdw, rdr, rdb;
-  ref::gru_backward(xv, wv, rv, bp, dh_of(to_vec(hdy), c, seq), c.n, c.t, c.f, c.u, rdx, rdw, rdr, rdb);
+  ref::gru_backward(xv, wv, rv, bp, ref::rnn_dh(to_vec(hdy), c.n, c.t, c.u, seq), c.n, c.t, c.f, c.u, rdx, rdw, rdr, rdb);
   if (c.dx) be.check("dx", dx, rdx, tol);
   be.check("dw", dw, rdw, tol);
   be.check("dr", dr, rdr, tol);

@@ -23,6 +23,23 @@ Vec gru_forward(const Vec& x, const Vec& w, const Vec& r, const Vec* b, int64_t 
 void gru_backward(const Vec& x, const Vec& w, const Vec& r, const Vec* b, const Vec& dh, int64_t n, int64_t t,
                   int64_t f, int64_t u, Vec& dx, Vec& dw, Vec& dr, Vec& db);
 
+// A recurrent layer's output from every step's h [n, t, u]: all of it (return_sequences) or the
+// last step's [n, u]; and the gradient with respect to every step's h from the output's dy.
+inline Vec rnn_output(const Vec& h, int64_t n, int64_t t, int64_t u, bool seq) {
+  if (seq) return h;
+  Vec y(size_t(n * u));
+  for (int64_t s = 0; s < n; ++s)
+    for (int64_t j = 0; j < u; ++j) y[size_t(s * u + j)] = h[size_t((s * t + t - 1) * u + j)];
+  return y;
+}
+inline Vec rnn_dh(const Vec& dy, int64_t n, int64_t t, int64_t u, bool seq) {
+  if (seq) return dy;
+  Vec dh(size_t(n * t * u), 0.0);
+  for (int64_t s = 0; s < n; ++s)
+    for (int64_t j = 0; j < u; ++j) dh[size_t((s * t + t - 1) * u + j)] = dy[size_t(s * u + j)];
+  return dh;
+}
+
 // Embedding lookup of integer ids (any count) in w [vocab, d]: [ids, d]; backward sums each
 // position's dy row into its id's row of dw [vocab, d].
 Vec embedding_forward(const Vec& ids, const Vec& w, int64_t d);

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""The layer peer check's cases added from 2026-12-02 on (layer_cases.py runs them last): Keras 3's
+activations, conv1d, the 1D pools, reshape, up_sampling2d, separable_conv2d, cropping2d and gru. They
+draw their weights and data from streams of their own, so that every earlier case draws the
+weights and data it drew before (the controls of some, e.g. gelu's other form and attention's
+unscaled scores, differ from the truth by little more than the bound: a redraw can bring them
+within it)."""
+import numpy as np
+
+import keras_ref as K
+from layer_cases import HEAD, Case, head, logits, w
+
+
+def later_cases(first):
+    """The cases, numbered from `first` (their data streams are seeded by their number)."""
+    out = []
+    late = np.random.default_rng(1202)
+    # --- conv1d over a sequence [7, 3]: valid, same with a stride, causal with a dilation
+    for variant, opts, kw, steps in [("valid", "kernel: 3", {}, 5),
+                                     ("same, strides 2", "kernel: 3, strides: 2, padding: same", {"stride": 2, "padding": "same"}, 4),
+                                     ("causal, dilation 2", "kernel: 2, dilation: 2, padding: causal",
+                                      {"dilation": 2, "padding": "causal"}, 7)]:
+        k = 2 if "causal" in variant else 3
+        p = {"c/kernel": w(k, 3, 4, gen=late), "c/bias": w(4, scale=0.5, gen=late), **head(steps * 4, gen=late)}
+
+        def f(P, X, S, t, c, s, kw=kw):
+            return logits(P, K.conv1d(X["x"], P["c/kernel"], P["c/bias"], **kw))
+
+        out.append(Case("conv1d", variant, [f"{{name: c, type: conv1d, filters: 4, {opts}}}"] + HEAD, p, f,
+                        inputs={"x": ("vector", [7, 3])}, gen=np.random.default_rng(first + len(out))))
+    # --- max_pool1d, avg_pool1d after a conv1d: Keras's pooling of a sequence (the 2D pools over one row)
+    for comp, opts, kw, steps in [("max_pool1d", "pool: 2", {"pool": (1, 2), "strides": (1, 2)}, 3),
+                                  ("avg_pool1d", "pool: 3, strides: 2, padding: same", {"pool": (1, 3), "strides": (1, 2), "padding": "same"}, 3)]:
+        p = {"c/kernel": w(2, 3, 4, gen=late), **head(steps * 4, gen=late)}
+
+        def f(P, X, S, t, c, s, comp=comp, kw=kw):
+            h = K.conv1d(X["x"], P["c/kernel"]).unsqueeze(1)
+            pooled = (K.max_pool2d if comp == "max_pool1d" else K.avg_pool2d)(h, **kw)
+            return logits(P, pooled.squeeze(1))
+
+        out.append(Case(comp, opts, ["{name: c, type: conv1d, filters: 4, kernel: 2, use_bias: false}",
+                                     f"{{name: p, type: {comp}, {opts}}}"] + HEAD, p, f, inputs={"x": ("vector", [7, 3])},
+                        gen=np.random.default_rng(first + len(out))))
+    # --- reshape: a dense's 12 values as the image [2, 3, 2] a conv2d reads, then a sequence [3, 2]
+    p = {"d/kernel": w(5, 12, gen=late), "d/bias": w(12, scale=0.5, gen=late), "c/kernel": w(2, 2, 2, 3, gen=late),
+         **head(6, gen=late)}
+
+    def f_reshape(P, X, S, t, c, s):
+        h = K.dense(X["x"], P["d/kernel"], P["d/bias"]).reshape(-1, 2, 3, 2)  # NHWC, as Keras's Reshape
+        return logits(P, K.conv2d(h, P["c/kernel"]).reshape(-1, 2, 3))
+
+    out.append(Case("reshape", "flat -> image -> sequence", ["{name: d, type: dense, units: 12}",
+                                                             "{name: r, type: reshape, target_shape: [2, 3, 2]}",
+                                                             "{name: c, type: conv2d, filters: 3, kernel: 2, use_bias: false}",
+                                                             "{name: s, type: reshape, target_shape: [-1, 3]}"] + HEAD, p,
+                    f_reshape, inputs={"x": ("vector", [5])}, gen=np.random.default_rng(first + len(out))))
+    # --- up_sampling2d (nearest): each pixel repeated 2 x 3 times between two convolutions
+    p = {"a/kernel": w(3, 3, 3, 2, gen=late), "b/kernel": w(2, 2, 2, 3, gen=late), **head(2 * 3 * 3, gen=late)}
+
+    def f_up(P, X, S, t, c, s):
+        h = K.conv2d(X["x"], P["a/kernel"], strides=(2, 2))  # [2, 3, 2] from [6, 7, 3]
+        h = h.repeat_interleave(2, dim=1).repeat_interleave(3, dim=2)  # keras.layers.UpSampling2D((2, 3))
+        return logits(P, K.conv2d(h, P["b/kernel"], strides=(2, 3)))
+
+    out.append(Case("up_sampling2d", "size [2, 3], nearest",
+                    ["{name: a, type: conv2d, filters: 2, kernel: 3, strides: 2, use_bias: false}",
+                     "{name: up, type: up_sampling2d, size: [2, 3]}",
+                     "{name: b, type: conv2d, filters: 3, kernel: 2, strides: [2, 3], use_bias: false}"] + HEAD, p, f_up,
+                    gen=np.random.default_rng(first + len(out))))
+    # --- separable_conv2d: depthwise 3x3 'same' stride 2 (multiplier 2), then the pointwise 1x1 with the bias
+    p = {"s/depthwise_kernel": w(3, 3, 3, 2, gen=late), "s/pointwise_kernel": w(1, 1, 6, 4, gen=late),
+         "s/bias": w(4, scale=0.5, gen=late), **head(3 * 4 * 4, gen=late)}
+
+    def f_sep(P, X, S, t, c, s):
+        h = K.depthwise_conv2d(X["x"], P["s/depthwise_kernel"], strides=(2, 2), padding="same")
+        return logits(P, K.conv2d(h, P["s/pointwise_kernel"], P["s/bias"]))
+
+    out.append(Case("separable_conv2d", "3x3 'same' stride 2, multiplier 2",
+                    ["{name: s, type: separable_conv2d, filters: 4, kernel: 3, strides: 2, padding: same, depth_multiplier: 2}"]
+                    + HEAD, p, f_sep, gen=np.random.default_rng(first + len(out))))
+    # --- cropping2d: [[1, 0], [2, 1]] of a 'same' convolution's [6, 7, 3] output
+    p = {"c/kernel": w(3, 3, 3, 3, gen=late), **head(5 * 4 * 3, gen=late)}
+
+    def f_crop(P, X, S, t, c, s):
+        return logits(P, K.conv2d(X["x"], P["c/kernel"], padding="same")[:, 1:, 2:-1, :])  # keras.layers.Cropping2D
+
+    out.append(Case("cropping2d", "[[1, 0], [2, 1]]", ["{name: c, type: conv2d, filters: 3, kernel: 3, padding: same, use_bias: false}",
+                                                      "{name: crop, type: cropping2d, cropping: [[1, 0], [2, 1]]}"] + HEAD,
+                    p, f_crop, gen=np.random.default_rng(first + len(out))))
+    # --- gru (Keras's reset_after form): every step, then the last; its control applies the reset gate before
+    # the recurrent projection (Keras 1's reset_after=False)
+    for seq in (True, False):
+        p = {"gru/kernel": w(3, 12, gen=late), "gru/recurrent_kernel": w(4, 12, gen=late),
+             "gru/bias": w(2, 12, scale=0.3, gen=late), **head(5 * 4 if seq else 4, gen=late)}
+
+        def f_gru(P, X, S, t, c, s, seq=seq):
+            return logits(P, K.gru(X["x"], P["gru/kernel"], P["gru/recurrent_kernel"], P["gru/bias"], seq,
+                                   reset_after=c != "reset before the recurrent projection"))
+
+        out.append(Case("gru", "return_sequences" if seq else "last state",
+                        [f"{{name: gru, type: gru, units: 4, return_sequences: {str(seq).lower()}}}"] + (HEAD if seq else HEAD[1:]),
+                        p, f_gru, inputs={"x": ("vector", [5, 3])}, gen=np.random.default_rng(first + len(out)),
+                        controls=() if seq else ("reset before the recurrent projection",)))
+    return out

@@ -310,14 +310,13 @@ void add_activation_layers(std::vector<LayerDef>& defs, std::string& output) {
   std::map<std::string, std::string> activated;  // layer -> its activation layer
   std::vector<LayerDef> out;
   for (LayerDef& d : defs) {
+    const cfg::Node& c = d.config.defined() ? d.config : d.node;
     // Keras's Activation("softmax"): an activation layer whose function is softmax is a softmax layer.
-    const cfg::Node& own = d.config.defined() ? d.config : d.node;
-    if (d.type == "activation" && own.is_map())
+    if (d.type == "activation" && c.is_map())
       for (const char* key : {"function", "activation"})
-        if (own.has(key) && own.child(key).is_scalar() && own.child(key).as<std::string>() == "softmax") d.type = "softmax";
+        if (c.has(key) && c.child(key).is_scalar() && c.child(key).as<std::string>() == "softmax") d.type = "softmax";
     out.push_back(d);
     const LayerInfo* info = find_layer(d.type);
-    const cfg::Node& c = d.config.defined() ? d.config : d.node;
     if (!info || !info->takes_activation || !c.is_map() || !c.has("activation")) continue;
     const cfg::Node act = c.child("activation");
     const std::string f = act.as<std::string>();

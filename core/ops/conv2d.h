@@ -59,11 +59,12 @@ inline void check_conv_forward(const shape_checks::Checks& ck, const ConvGeometr
   if (bias) ck.shape("b", b, {g.oc});
   ck.like("y", y, x, {g.n, g.oh, g.ow, g.oc});
 }
+// dw may be undefined where `dw_optional` (conv2d's input gradient alone); db is checked where there is a bias.
 inline void check_conv_backward(const shape_checks::Checks& ck, const ConvGeometry& g, const Tensor& x,
                                 const Tensor& w, const Tensor& dy, const Tensor& dx, const Tensor& dw, const Tensor& db,
-                                bool bias) {
+                                bool bias, bool dw_optional = false) {
   ck.like("dy", dy, x, {g.n, g.oh, g.ow, g.oc});
-  ck.shape("dw", dw, w.shape());
+  if (dw.defined() || !dw_optional) ck.shape("dw", dw, w.shape());
   if (bias) ck.shape("db", db, {g.oc});
   if (dx.defined()) ck.like("dx", dx, x, x.shape());
 }
@@ -99,13 +100,23 @@ class Conv2dKernel {
     else
       backward_impl(g, x, w, dy, dx, dw, db);
   }
+  // The input gradient alone, dx (overwritten) from dy: backward's dx, the same bits, without the
+  // weights' gradient (conv2d_transpose's forward). dx's shape is x's; a convolution without bias.
+  void backward_data(const Tensor& w, const Tensor& dy, Tensor& dx) {
+    if (p_.bias) ck_.fail("backward_data takes a convolution without bias");
+    const ConvGeometry g = check(dx, w);
+    check_conv_backward(ck_, g, dx, w, dy, dx, Tensor(), Tensor(), false, true);
+    Tensor none;
+    backward_impl(g, dx, w, dy, dx, none, none);
+  }
 
  protected:
   Conv2dKernel(const OpContext& c, const Params& p) : p_(p), ck_(kName, c.device()) {
     if (p.filters <= 0) ck_.fail("filters must be positive, got ", p.filters);
     check_conv_window(ck_, p.kh, p.kw, p.sh, p.sw, p.dh, p.dw);
   }
-  // Called with checked arguments only; g is conv2d_geometry(x.shape(), p_).
+  // Called with checked arguments only; g is conv2d_geometry(x.shape(), p_). backward_impl's dw is
+  // undefined for backward_data (whose x is dx: its shape and type only, never its values).
   virtual void forward_impl(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) = 0;
   virtual void backward_impl(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
                              Tensor& dw, Tensor& db) = 0;

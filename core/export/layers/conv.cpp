@@ -1,6 +1,7 @@
 // ONNX export of conv2d and depthwise_conv2d: Conv on NCHW with OIHW weights (depthwise: group = C),
 // Keras "same" padding as explicit pads, a following batch norm folded into weights and bias; conv1d
-// as a one-row Conv between Transposes; separable_conv2d as a grouped Conv and a 1x1 one.
+// as a one-row Conv between Transposes; separable_conv2d as a grouped Conv and a 1x1 one;
+// conv2d_transpose as ConvTranspose.
 #include <fmt/format.h>
 
 #include "core/export/layers/one_row.h"
@@ -153,6 +154,40 @@ void export_separable(ExportContext& ctx, size_t i) {
 }
 
 const RegisterExporter separable({"separable_conv2d"}, export_separable);
+
+// conv2d_transpose: ConvTranspose with Keras's kernel [KH, KW, F, C] as ONNX's [C, F, KH, KW], the
+// pads of the convolution it transposes (from the output back to the input), and output_padding
+// for the rows after the last window (Keras's output_padding, or a kernel below its stride).
+void export_conv_transpose(ExportContext& ctx, size_t i) {
+  const Layer& l = *ctx.node(i).layer;
+  const LayerConfig d = l.describe();
+  const Value& x = ctx.input(i, 0);
+  const Window2d k = window_of(d);
+  const int64_t C = x.shape[2], F = d.integer("filters"), OH = ctx.node(i).shape[0], OW = ctx.node(i).shape[1];
+  const std::vector<float> kern = ctx.param(i, "kernel");
+  std::vector<float> w(kern.size());
+  for (int64_t y = 0; y < k.kh; ++y)
+    for (int64_t xx = 0; xx < k.kw; ++xx)
+      for (int64_t f = 0; f < F; ++f)
+        for (int64_t c = 0; c < C; ++c)
+          w[size_t(((c * F + f) * k.kh + y) * k.kw + xx)] = kern[size_t(((y * k.kw + xx) * F + f) * C + c)];
+  std::vector<std::string> inputs{x.name, ctx.add_initializer(ctx.param_entry(i, "kernel").name, {C, F, k.kh, k.kw}, w,
+                                                              "trainer [KH, KW, F, C] (Keras's Conv2DTranspose) as "
+                                                              "ONNX [C, F, KH, KW]")};
+  if (d.flag("use_bias")) inputs.push_back(ctx.add_initializer(ctx.param_entry(i, "bias").name, {F}, ctx.param(i, "bias")));
+  const Window1d wh = window_1d(OH, k.kh, k.sh, k.dh, k.pad), ww = window_1d(OW, k.kw, k.sw, k.dw, k.pad);
+  // ONNX's output: strides·(in - 1) + (k - 1)·dilation + 1 - pads + output_padding.
+  auto extra = [](int64_t out, int64_t in, int kk, int s, int dil, const Window1d& win) {
+    return out - (s * (in - 1) + int64_t(kk - 1) * dil + 1 - win.pad_before - win.pad_after);
+  };
+  onnx::NodeProto* n = ctx.add_node("ConvTranspose", inputs, {ctx.output_name(i)});
+  set_window(n, k, wh, ww);
+  attr_ints(n, "output_padding",
+            {extra(OH, x.shape[0], k.kh, k.sh, k.dh, wh), extra(OW, x.shape[1], k.kw, k.sw, k.dw, ww)});
+  ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
+}
+
+const RegisterExporter conv_transpose({"conv2d_transpose"}, export_conv_transpose);
 
 }  // namespace
 }  // namespace trainer::onnx_export

@@ -175,32 +175,7 @@ class CpuDense final : public DenseKernel {
       if (dx.defined()) cpu::sgemm("dense", 'N', 'T', n, k, u, dy.f32(), u, w.f32(), u, 0.0f, dx.f32(), k);
       cpu::sgemm("dense", 'T', 'N', k, u, n, x.f32(), k, dy.f32(), u, 0.0f, dw.f32(), u);
     }
-    if (p_.bias) bias_grad(n, dy, db);
-  }
-
-  // db = Σ_rows dy in double: fixed blocks of rows summed in parallel, the blocks' sums then added
-  // in block order (the blocks depend on n alone: the same bits at any thread count).
-  void bias_grad(int64_t n, const Tensor& dy, Tensor& db) {
-    const int64_t u = p_.units, per = std::max<int64_t>(64, (n + 255) / 256), blocks = (n + per - 1) / per;
-    double* part = partials_.as<double>(c_, size_t(blocks * u));
-    cpu::dispatch_float("dense", "dy", dy, [&](auto t) {
-      const auto* g = static_cast<const decltype(t)*>(dy.data());
-#pragma omp parallel for schedule(static) if (n * u > cpu::kParallelGrain)
-      for (int64_t b = 0; b < blocks; ++b) {
-        double* acc = part + b * u;
-        std::fill(acc, acc + u, 0.0);
-        for (int64_t i = b * per; i < std::min(n, (b + 1) * per); ++i)
-#pragma omp simd
-          for (int64_t j = 0; j < u; ++j) acc[j] += double(cpu::to_f32(g[i * u + j]));
-      }
-    });
-    float* out = db.f32();
-#pragma omp parallel for schedule(static) if (blocks * u > cpu::kParallelGrain)
-    for (int64_t j = 0; j < u; ++j) {
-      double s = 0;
-      for (int64_t b = 0; b < blocks; ++b) s += part[b * u + j];
-      out[j] = float(s);
-    }
+    if (p_.bias) cpu::column_sums("dense", dy, n, u, db.f32());
   }
 
   Bf16Dense& bf16(int64_t n, int64_t k, bool low) {
@@ -210,7 +185,6 @@ class CpuDense final : public DenseKernel {
   CpuContext& c_;
   const bool transpose_;              // FastPath::DenseWgrad, where the CPU has AVX-512
   cpu::ShapeCache<Bf16Dense> plans_;  // bf16 only: one per [rows, K]
-  Scratch partials_;                  // the bias gradient's blocks of rows
 };
 
 static RegisterKernel<DenseKernel, CpuDense> reg(DeviceKind::CPU);

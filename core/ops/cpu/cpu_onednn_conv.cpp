@@ -92,7 +92,7 @@ void OnednnConv::backward(const ConvGeometry& g, const Tensor& x, const Tensor& 
   if (add_dx && (cfg_.depthwise || cfg_.kh != 1 || cfg_.kw != 1 || cfg_.sh != 1 || cfg_.sw != 1))
     throw std::logic_error("OnednnConv: adding into dx takes a plain 1x1 convolution at stride 1");
   if (empty_output(g)) {  // no output: every gradient is zero
-    std::memset(dw.data(), 0, dw.bytes());
+    if (dw.defined()) std::memset(dw.data(), 0, dw.bytes());
     if (cfg_.bias) std::memset(db.data(), 0, db.bytes());
     if (dx.defined() && !add_dx) std::memset(dx.data(), 0, dx.bytes());
     return;
@@ -100,7 +100,7 @@ void OnednnConv::backward(const ConvGeometry& g, const Tensor& x, const Tensor& 
   Plan& pl = plan(x, g);
   if (dx.defined() && !add_dx && !pl.have_bwd_data && !pl.gemm_1x1) make_bwd_data(pl, g);
   if ((add_dx || (dx.defined() && pl.dx_by_add)) && !pl.have_bwd_add && !pl.gemm_1x1) make_bwd_add(pl);
-  if (!pl.have_bwd_weights) make_bwd_weights(pl, g);
+  if (dw.defined() && !pl.have_bwd_weights) make_bwd_weights(pl, g);
   auto& eng = c_.engine();
   auto& s = c_.stream();
   memory ddst = mem(pl.dst_md, eng, dy.data());
@@ -134,6 +134,10 @@ void OnednnConv::backward(const ConvGeometry& g, const Tensor& x, const Tensor& 
                             {DNNL_ARG_SCRATCHPAD, scratchpad(pl.bwd_data_pd, eng)}});
   }
 
+  if (!dw.defined()) {  // the input gradient alone (Conv2dKernel::backward_data)
+    s.wait();
+    return;
+  }
   if (pl.own_bwd_w) {
     s.wait();  // dx's primitive, before the kernel's own OpenMP team
     pl.own_bwd_w->run(x, dy, dw, cfg_.bias ? &db : nullptr);

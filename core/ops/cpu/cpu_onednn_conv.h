@@ -51,7 +51,7 @@ class OnednnConv {
   // y = conv(x, w) (+ b); nothing to do when the output is empty.
   void forward(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
   // dw (and db when the config has a bias, dx when defined) from dy; all zero when the output is
-  // empty. add_dx (a plain 1x1 convolution at stride 1 only): dx += the input gradient, computed as
+  // empty. dw undefined (a config without bias): dx alone, x read for its shape and type only. add_dx (a plain 1x1 convolution at stride 1 only): dx += the input gradient, computed as
   // the forward 1x1 convolution of dy with the transposed weights and a sum post-op.
   void backward(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
                 Tensor& db, bool add_dx = false);

@@ -1,9 +1,13 @@
-// Per-thread grow-only scratch buffers for the CPU kernels, and the f32 GEMMs dense and 1x1 convolutions share.
+// Per-thread grow-only scratch buffers for the CPU kernels, the f32 GEMMs dense and 1x1 convolutions share, and the deterministic column sums of the bias gradients.
 #include "core/ops/cpu/cpu_util.h"
+
+#include <algorithm>
 
 #include <cstdlib>
 #include <cstring>
 #include <new>
+
+#include "core/ops/cpu/cpu_bf16.h"
 
 namespace trainer::cpu {
 
@@ -43,6 +47,33 @@ void linear_forward_f32(const char* who, int64_t n, int64_t k, int64_t u, const 
     for (int64_t i = 0; i < n; ++i) std::memcpy(y + i * u, b, size_t(u) * sizeof(float));
   }
   sgemm(who, 'N', 'N', n, u, k, x, k, w, u, b ? 1.0f : 0.0f, y, u);
+}
+
+void column_sums(const char* op, const Tensor& x, int64_t rows, int64_t cols, float* out) {
+  if (cols <= 0) return;
+  if (rows <= 0) {
+    std::fill(out, out + cols, 0.0f);
+    return;
+  }
+  const int64_t per = std::max<int64_t>(64, (rows + 255) / 256), blocks = (rows + per - 1) / per;
+  double* part = static_cast<double*>(thread_scratch(kScratchReduce, size_t(blocks * cols) * sizeof(double)));
+  dispatch_float(op, "dy", x, [&](auto t) {
+    const auto* g = static_cast<const decltype(t)*>(x.data());
+#pragma omp parallel for schedule(static) if (rows * cols > kParallelGrain)
+    for (int64_t b = 0; b < blocks; ++b) {
+      double* acc = part + b * cols;
+      std::fill(acc, acc + cols, 0.0);
+      for (int64_t i = b * per; i < std::min(rows, (b + 1) * per); ++i)
+#pragma omp simd
+        for (int64_t j = 0; j < cols; ++j) acc[j] += double(to_f32(g[i * cols + j]));
+    }
+  });
+#pragma omp parallel for schedule(static) if (blocks * cols > kParallelGrain)
+  for (int64_t j = 0; j < cols; ++j) {
+    double s = 0;
+    for (int64_t b = 0; b < blocks; ++b) s += part[b * cols + j];
+    out[j] = float(s);
+  }
 }
 
 }  // namespace trainer::cpu

@@ -86,6 +86,12 @@ enum ScratchSlot {
   kScratchSlots = 6
 };
 
+// out[j] = Σ_rows x[row, j] for x [rows, cols] (f32 or bf16, densely stored), in double: fixed
+// blocks of rows summed in parallel, the blocks' sums then added in block order. The blocks depend
+// on rows alone: the same bits at any thread count. The bias gradients of dense and bias_add. The
+// partial sums live in the calling thread's kScratchReduce.
+void column_sums(const char* op, const Tensor& x, int64_t rows, int64_t cols, float* out);
+
 // A oneDNN scratchpad memory for a primitive descriptor (user scratchpad mode).
 inline dnnl::memory scratchpad(const dnnl::primitive_desc_base& pd, dnnl::engine& eng) {
   dnnl::memory::desc md = pd.scratchpad_desc();

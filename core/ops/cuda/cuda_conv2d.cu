@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/ops/conv2d.h"
+#include "core/ops/cuda/cuda_bias.cuh"
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_conv_algo.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
@@ -96,12 +97,6 @@ __global__ void crop_kernel(const T* __restrict__ dxp, T* __restrict__ dx, int64
   CUDA_GRID_LOOP_T(I, i, n * h * w * c) dx[i] = dxp[pad_math::backward_source(s, i)];
 }
 
-// y [rows, c] += b [c] (broadcast over the rows), in float, rounded once.
-template <class T>
-__global__ void add_bias_kernel(T* __restrict__ y, const float* __restrict__ b, int64_t total, int64_t c) {
-  CUDA_GRID_LOOP(i, total) y[i] = cuda::from_f32<T>(cuda::to_f32(y[i]) + b[i % c]);
-}
-
 using TensorDesc = CudnnDesc<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
 using FilterDesc = CudnnDesc<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
 using ConvDesc =
@@ -162,12 +157,12 @@ class CudaConv2d final : public Conv2dKernel {
   void backward_impl(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
                      Tensor& db) override {
     if (g.n == 0 || g.oh == 0 || g.ow == 0) {  // no output: every gradient is zero
-      c_.fill_zero(dw.data(), dw.bytes());
+      if (dw.defined()) c_.fill_zero(dw.data(), dw.bytes());
       if (p_.bias) c_.fill_zero(db.data(), db.bytes());
       if (dx.defined()) c_.fill_zero(dx.data(), dx.bytes());
       return;
     }
-    if (by_gemm(x, dy) && (!dx.defined() || dx.contiguous())) {
+    if (by_gemm(x, dy) && dw.defined() && (!dx.defined() || dx.contiguous())) {
       Tensor dw2 = dw.reshape({g.ic, g.oc});
       gemm_->backward(x, w.reshape({g.ic, g.oc}), dy, dx, dw2, db);
       cuda::count_path(cuda::PathCount::Conv1x1Gemm);
@@ -188,7 +183,7 @@ class CudaConv2d final : public Conv2dKernel {
                                         cudnnConvolutionFwdAlgo_t(pl.fwd->algo), ws, pl.fwd->workspace, &zero, pl.y.d,
                                         y.data()));
     if (p_.bias)
-      TRAINER_LAUNCH(add_bias_kernel<T>, cuda::grid_for(y.numel(), c_), cuda::kBlock, c_.stream(), cuda::ptr<T>(y),
+      TRAINER_LAUNCH(cuda::add_bias_kernel<T>, cuda::grid_for(y.numel(), c_), cuda::kBlock, c_.stream(), cuda::ptr<T>(y),
                      b.f32(), y.numel(), g.oc);
   }
 
@@ -198,11 +193,12 @@ class CudaConv2d final : public Conv2dKernel {
     ConvPlan& pl = plan(x, g);
     if (dx.defined() && !pl.bwd_data)
       pl.bwd_data = choose_conv_algo(c_, pl.descs(ConvPass::BackwardData), ConvPass::BackwardData, pl.type, pl.what());
-    if (!pl.bwd_filter)
+    if (dw.defined() && !pl.bwd_filter)
       pl.bwd_filter =
           choose_conv_algo(c_, pl.descs(ConvPass::BackwardFilter), ConvPass::BackwardFilter, pl.type, pl.what());
     // One workspace request for both calls: a later, larger request could move it.
-    const size_t wsb = std::max(dx.defined() ? pl.bwd_data->workspace : 0, pl.bwd_filter->workspace);
+    const size_t wsb =
+        std::max(dx.defined() ? pl.bwd_data->workspace : 0, dw.defined() ? pl.bwd_filter->workspace : 0);
     void* ws = wsb ? c_.workspace(wsb) : nullptr;
     const float one = 1.0f, zero = 0.0f;
     cudnnHandle_t h = c_.cudnn();
@@ -221,6 +217,7 @@ class CudaConv2d final : public Conv2dKernel {
         });
     }
 
+    if (!dw.defined()) return;  // the input gradient alone (backward_data: x is dx, not read)
     const T* xin = padded_input<T>(pl, x);
     T* dwk = dw_krsc_.as<T>(c_, size_t(w.numel()));
     CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, pl.x.d, xin, pl.y.d, dy.data(),

@@ -121,6 +121,38 @@ def depthwise_conv2d(x, kernel, bias=None, strides=(1, 1), padding="valid", dila
     return q(y.permute(0, 2, 3, 1))
 
 
+def conv_transpose_length(n, k, s, d, padding, output_padding):
+    # keras/src/ops/operation_utils.py compute_conv_transpose_output_shape -> deconv_output_length.
+    eff = (k - 1) * d + 1
+    if output_padding is None:
+        return n * s if padding == "same" else n * s + max(eff - s, 0)
+    return (n - 1) * s + eff - 2 * (eff // 2 if padding == "same" else 0) + output_padding
+
+
+def conv2d_transpose(x, kernel, bias=None, strides=(1, 1), padding="valid", output_padding=(None, None),
+                     dilation=(1, 1)):
+    # keras.layers.Conv2DTranspose: kernel [kh, kw, out, in] (PyTorch's ConvTranspose2d weight is
+    # [in, out, kh, kw]). TensorFlow's conv2d_transpose is the input gradient of the convolution from
+    # the output (Keras's length) back to x with the same padding: PyTorch's unpadded transposed
+    # convolution, [(n - 1)·s + eff] long, cropped by that convolution's 'same' padding before (the
+    # smaller half), and cut or extended with zero rows (no window reaches them) to the length.
+    # Under rounding(), the bias is added to the stored output and stored again (trainer's order).
+    kh, kw, cout, cin = kernel.shape
+    y = F.conv_transpose2d(q(x).permute(0, 3, 1, 2), qw(kernel).permute(3, 2, 0, 1), stride=strides, dilation=dilation)
+    for axis, (k, s, d, op) in enumerate([(kh, strides[0], dilation[0], output_padding[0]),
+                                          (kw, strides[1], dilation[1], output_padding[1])]):
+        n = x.shape[1 + axis]
+        out = conv_transpose_length(n, k, s, d, padding, op)
+        before = same_pads(out, k, s, d)[0] if padding == "same" else 0
+        y = y.narrow(2 + axis, before, min(out, y.shape[2 + axis] - before))
+        if y.shape[2 + axis] < out:
+            pad = [0, 0, 0, 0]
+            pad[(1 - axis) * 2 + 1] = out - y.shape[2 + axis]
+            y = F.pad(y, pad)
+    y = q(y.permute(0, 2, 3, 1))
+    return y if bias is None else q(y + bias)
+
+
 def max_pool2d(x, pool, strides, padding="valid"):
     # keras.layers.MaxPooling2D: 'same' pads as TensorFlow (padding never wins a maximum).
     if padding == "same":

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """The layer peer check's cases added from 2026-12-02 on (layer_cases.py runs them last): Keras 3's
-activations, conv1d, the 1D pools, reshape, up_sampling2d, separable_conv2d, cropping2d and gru. They
-draw their weights and data from streams of their own, so that every earlier case draws the
-weights and data it drew before (the controls of some, e.g. gelu's other form and attention's
+activations, conv1d, the 1D pools, reshape, up_sampling2d, separable_conv2d, cropping2d, gru and
+conv2d_transpose. They draw their weights and data from streams of their own, so that every earlier
+case draws the weights and data it drew before (the controls of some, e.g. gelu's other form and attention's
 unscaled scores, differ from the truth by little more than the bound: a redraw can bring them
 within it)."""
 import numpy as np
 
-import keras_ref as K
+import keras_ref as K  # exits 77 (a skip) when torch cannot be imported
+import torch.nn.functional as F
 from layer_cases import HEAD, Case, head, logits, w
 
 
@@ -101,4 +102,30 @@ def later_cases(first):
                         [f"{{name: gru, type: gru, units: 4, return_sequences: {str(seq).lower()}}}"] + (HEAD if seq else HEAD[1:]),
                         p, f_gru, inputs={"x": ("vector", [5, 3])}, gen=np.random.default_rng(first + len(out)),
                         controls=() if seq else ("reset before the recurrent projection",)))
+    # --- conv2d_transpose: 'same' at stride 2 (TensorFlow's crop: the smaller half before), valid with
+    # output_padding, and a kernel smaller than its stride (rows no window reaches); 3 filters on 3 channels,
+    # so that the controls' other kernel layout has the same shape
+    for variant, opts, kw, shape_out, controls in [
+        ("3x3 'same' stride 2", "kernel: 3, strides: 2, padding: same", {"strides": (2, 2), "padding": "same"},
+         (12, 14, 3), ("cropped as PyTorch's padding=1, output_padding=1", "kernel as [kh, kw, in, out]")),
+        ("[2, 3] valid strides [2, 3], output_padding [1, 0]", "kernel: [2, 3], strides: [2, 3], output_padding: [1, 0]",
+         {"strides": (2, 3), "output_padding": (1, 0)}, (13, 21, 3), ()),
+        ("1x1 valid stride 2 (a kernel below its stride)", "kernel: 1, strides: 2", {"strides": (2, 2)}, (12, 14, 3), ()),
+    ]:
+        kh, kwid = (2, 3) if "[2, 3]" in variant else (1, 1) if "1x1" in variant else (3, 3)
+        p = {"t/kernel": w(kh, kwid, 3, 3, gen=late), "t/bias": w(3, scale=0.5, gen=late),
+             **head(int(np.prod(shape_out)), gen=late)}
+
+        def f_t(P, X, S, t, c, s, kw=kw):
+            k = P["t/kernel"]
+            if c == "kernel as [kh, kw, in, out]":
+                k = k.permute(0, 1, 3, 2)
+            if c == "cropped as PyTorch's padding=1, output_padding=1":  # nn.ConvTranspose2d's usual 2x upsampling
+                h = F.conv_transpose2d(X["x"].permute(0, 3, 1, 2), k.permute(3, 2, 0, 1), P["t/bias"], stride=2,
+                                       padding=1, output_padding=1).permute(0, 2, 3, 1)
+                return logits(P, h)
+            return logits(P, K.conv2d_transpose(X["x"], k, P["t/bias"], **kw))
+
+        out.append(Case("conv2d_transpose", variant, [f"{{name: t, type: conv2d_transpose, filters: 3, {opts}}}"] + HEAD,
+                        p, f_t, gen=np.random.default_rng(first + len(out)), controls=controls))
     return out

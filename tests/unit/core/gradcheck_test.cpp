@@ -296,3 +296,24 @@ model:
   REQUIRE(s.g->params().entries().size() == 7);  // tok/embeddings once, pos, ln (2), head/bias, dense (2)
   check_gradients(s);
 }
+
+// A decoder's upsampling (Keras's Conv2DTranspose): stride 2 'same' with the activation key, then
+// valid with output_padding and a kernel smaller than its stride (rows no input reaches: bias only).
+TEST_CASE("gradcheck: conv2d_transpose (same, valid, output_padding, a kernel below its stride) in a decoder") {
+  const std::string net = R"(
+model:
+  input: [4, 3, 2]
+  layers:
+    - {name: c1, type: conv2d, filters: 3, kernel: 3, padding: same}
+    - {name: up1, type: conv2d_transpose, filters: 4, kernel: 3, strides: 2, padding: same, activation: tanh}
+    - {name: up2, type: conv2d_transpose, filters: 2, kernel: [2, 1], strides: [2, 3], output_padding: [1, 0]}
+    - {name: pool, type: avg_pool2d, pool: 2}
+    - {name: flat, type: flatten}
+    - {name: dense, type: dense, units: 5}
+    - {name: softmax, type: softmax}
+)";
+  Setup s(net, {4, 3, 2});
+  CHECK(s.g->graph().nodes()[size_t(s.g->node_index("up1"))].shape == Shape{8, 6, 4});
+  CHECK(s.g->graph().nodes()[size_t(s.g->node_index("up2"))].shape == Shape{17, 16, 2});  // Keras: (in - 1)·s + k + output_padding
+  check_gradients(s);
+}

@@ -1,10 +1,11 @@
-// Mixed precision on every backend: conv2d, depthwise conv2d and dense on bf16/f16 activations, and dense on f32 tensors in a bf16/fp16 context, against float64.
+// Mixed precision on every backend: conv2d, conv2d_transpose, depthwise conv2d and dense on bf16/f16 activations, and dense on f32 tensors in a bf16/fp16 context, against float64.
 #include <functional>
 #include <memory>
 #include <sstream>
 
 #include "bf16_check.h"
 #include "core/ops/conv2d.h"
+#include "core/ops/conv2d_transpose.h"
 #include "core/ops/dense.h"
 #include "core/ops/depthwise_conv2d.h"
 
@@ -57,6 +58,7 @@ struct Subject {
   bool converts = false;    // a low-precision context makes the kernel round f32 operands (dense)
   bool takes_bf16 = false;  // the kernel takes low-precision activations (conv2d, depthwise)
   bool dw_low_on_gpu = false;  // on a GPU, its weight gradient comes out in the low type (cuDNN conv2d)
+  bool bias_after_store = false;  // the bias is added to y once stored in the low type (conv2d_transpose)
   int64_t terms_y = 0, terms_dx = 0, terms_dw = 0;  // db sums as many terms as dw
   std::function<Run(OpContext&)> make;
   std::function<Refs(const ref::Vec& x, const ref::Vec& w, const ref::Vec* b, const ref::Vec& dy)> reference;
@@ -158,6 +160,8 @@ double exercise(const Low& lo, const Subject& s, Mode m, Drive drive, uint64_t s
   if (m == Mode::kLowContext && s.converts) r_y = r_dx = r_dw = r_db = {2, false, u};
   if (m == Mode::kLowTensors) {
     r_y = r_dx = {1, true, u};
+    // A bias added to the stored y rounds once more: within u·Σ|x·w| more, one more operand's term.
+    if (s.bias_after_store && s.bias) r_y.operands = 2;
     if (!lo.be->is_cpu() && s.dw_low_on_gpu) r_dw = {0, true, u};
   }
   double rel = 0;
@@ -189,6 +193,77 @@ Subject conv(int64_t n, int64_t h, int64_t w, int64_t c, int64_t f, int k, int s
     r.y = ref::conv2d_forward(d, x, wv, b);
     ref::conv2d_backward(d, x, wv, dy, r.dx, r.dw, r.db);
     return r;
+  };
+  return s;
+}
+
+// conv2d_transpose by its definition, in float64: every input element x[n, i, j, c] scatters
+// x·w[a, b, f, c] to y[n, i·s - pt + a·d, j·s - pl + b·d, f] (the taps outside y dropped), with pt, pl
+// the padding of the convolution it transposes; dx, dw and db by the same index map.
+struct TransposeDims {
+  int64_t n, h, w, c, oh, ow, f;
+  int k, s, d, pt, pl;
+};
+Refs transpose_reference(const TransposeDims& t, const ref::Vec& x, const ref::Vec& wv, const ref::Vec* b,
+                         const ref::Vec& dy) {
+  Refs r;
+  r.y.assign(size_t(t.n * t.oh * t.ow * t.f), 0.0);
+  r.dx.assign(x.size(), 0.0);
+  r.dw.assign(wv.size(), 0.0);
+  r.db.assign(size_t(t.f), 0.0);
+  for (int64_t n = 0; n < t.n; ++n)
+    for (int64_t i = 0; i < t.h; ++i)
+      for (int64_t j = 0; j < t.w; ++j)
+        for (int a = 0; a < t.k; ++a)
+          for (int bb = 0; bb < t.k; ++bb) {
+            const int64_t oi = i * t.s - t.pt + int64_t(a) * t.d, oj = j * t.s - t.pl + int64_t(bb) * t.d;
+            if (oi < 0 || oi >= t.oh || oj < 0 || oj >= t.ow) continue;
+            for (int64_t c = 0; c < t.c; ++c) {
+              const size_t xi = size_t(((n * t.h + i) * t.w + j) * t.c + c);
+              for (int64_t f = 0; f < t.f; ++f) {
+                const size_t yi = size_t(((n * t.oh + oi) * t.ow + oj) * t.f + f);
+                const size_t wi = size_t(((int64_t(a) * t.k + bb) * t.f + f) * t.c + c);
+                r.y[yi] += x[xi] * wv[wi];
+                r.dx[xi] += dy[yi] * wv[wi];
+                r.dw[wi] += x[xi] * dy[yi];
+              }
+            }
+          }
+  for (size_t i = 0; i < dy.size(); ++i) {
+    r.db[i % size_t(t.f)] += dy[i];
+    if (b) r.y[i] += (*b)[i % size_t(t.f)];
+  }
+  return r;
+}
+
+// conv2d_transpose on x [n, h, w, c] with f filters k x k (Keras's output_padding: -1 for None).
+Subject conv_transpose(int64_t n, int64_t h, int64_t w, int64_t c, int64_t f, int k, int stride, int dil = 1,
+                       Padding pad = Padding::Same, int out_pad = -1, bool bias = true, bool want_dx = true) {
+  Conv2dTransposeParams p;
+  p.filters = f, p.kh = p.kw = k, p.sh = p.sw = stride, p.dh = p.dw = dil, p.padding = pad, p.bias = bias;
+  p.out_pad_h = p.out_pad_w = out_pad;
+  const Shape o = conv2d_transpose_output_shape({h, w, c}, p);
+  const ConvGeometry g = conv2d_geometry({n, o[0], o[1], f}, conv2d_transpose_conv(p, c));  // from y to x
+  REQUIRE(conv2d_transpose_fits({h, w, c}, p));
+  const TransposeDims t{n, h, w, c, o[0], o[1], f, k, stride, dil, g.pt, g.pl};
+  std::ostringstream name;
+  name << "conv2d_transpose x " << n << "x" << h << "x" << w << "x" << c << ", " << f << " filters " << k << "x" << k
+       << ", stride " << stride << ", dilation " << dil << ", " << padding_name(pad) << ", output_padding " << out_pad
+       << (bias ? "" : ", no bias") << (want_dx ? "" : ", no dx");
+  Subject s = subject(name.str(), {n, h, w, c}, {k, k, f, c}, {n, o[0], o[1], f}, bias, want_dx, k * k * c, k * k * f,
+                      n * o[0] * o[1]);
+  s.make = [p, c](OpContext& ctx) {
+    auto op = std::make_shared<Conv2dTranspose>(ctx, p, c);
+    return Run([op](Outputs& out, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& dy, bool backward) {
+      if (!backward) return op->forward(x, w, b, out.y);
+      op->backward(x, w, dy, out.dx, out.dw, out.db);
+    });
+  };
+  s.takes_bf16 = true;
+  s.dw_low_on_gpu = true;
+  s.bias_after_store = true;
+  s.reference = [t](const ref::Vec& x, const ref::Vec& wv, const ref::Vec* b, const ref::Vec& dy) {
+    return transpose_reference(t, x, wv, b, dy);
   };
   return s;
 }
@@ -250,6 +325,12 @@ std::vector<Subject> subjects() {
       conv(2, 9, 8, 3, 6, 5, 2),          // 5x5 stride 2
       conv(2, 9, 10, 3, 4, 3, 1, 2),      // dilation 2
       conv(3, 6, 6, 5, 7, 3, 1, 1, S, false),  // no bias
+      conv_transpose(2, 6, 6, 32, 16, 3, 2),           // a decoder's 2x upsampling, 'same'
+      conv_transpose(2, 5, 4, 8, 6, 3, 2, 1, V),       // valid: (in - 1)·2 + 3
+      conv_transpose(1, 3, 5, 1, 3, 4, 2, 1, S, 1),    // batch 1, one channel, output_padding 1
+      conv_transpose(2, 4, 3, 5, 2, 1, 3, 1, V),       // a kernel smaller than its stride: zero rows
+      conv_transpose(2, 5, 5, 4, 7, 3, 1, 2, S, -1, false),  // dilation 2, no bias
+      conv_transpose(2, 4, 4, 6, 5, 2, 2, 1, V, 1, true, false),  // no dx, valid with output_padding
       depthwise(2, 9, 9, 16, 1, 3),
       depthwise(2, 10, 10, 24, 1, 3, 2),
       depthwise(2, 7, 7, 8, 2, 3, 1, V),  // multiplier 2
@@ -269,7 +350,7 @@ std::vector<Mode> low_modes(const Subject& s) {
 
 }  // namespace
 
-TEST_CASE("mixed precision: conv2d, depthwise conv2d and dense on low tensors, and dense in a low context, match float64 within the bound", "[backends]") {
+TEST_CASE("mixed precision: conv2d, conv2d_transpose, depthwise conv2d and dense on low tensors, and dense in a low context, match float64 within the bound", "[backends]") {
   for (const Low& lo : b16::lows()) SECTION(lo.name()) {
     for (const Subject& s : subjects()) {
       double rel_fp32 = exercise(lo, s, Mode::kFp32, Drive::kOneStep, 11);

@@ -75,6 +75,14 @@ void check_case(const Backend& be, const ConvCase& k, std::mt19937_64& rng, Conv
   if (k.want_dx) be.check("dx", dx, rdx);
   be.check("dw", dw, rdw);
   if (k.bias) be.check("db", db, rdb);
+  if (k.want_dx) {  // backward_data (conv2d_transpose's forward): the same dx, bit for bit, without dw
+    Conv2dParams nb = p;
+    nb.bias = false;
+    auto kd = make_kernel<Conv2dKernel>(be.ctx(), nb);
+    Tensor dx2 = be.nan(xs);
+    kd->backward_data(w, dy, dx2);
+    CHECK(to_vec(be.download(dx2)) == to_vec(be.download(dx)));
+  }
 }
 
 // A 1x1 convolution at stride 1 (its backward can add the input gradient into dx where the
@@ -273,6 +281,15 @@ TEST_CASE("conv2d handles an empty batch and rejects mismatched shapes", "[backe
     CHECK_THROWS_AS(k->forward(x, w, Tensor(), y), std::invalid_argument);
     Tensor x3 = be.upload(random_tensor({5, 5, 2}, rng));
     CHECK_THROWS_AS(k->forward(x3, w, b, y), std::invalid_argument);
+    // backward_data: a convolution without bias, dy of the output's shape.
+    Tensor dy = be.upload(random_tensor({1, 5, 5, 4}, rng)), dx = be.empty({1, 5, 5, 2});
+    CHECK_THROWS_WITH(k->backward_data(w, dy, dx), Catch::Contains("without bias"));
+    Conv2dParams nb = p;
+    nb.bias = false;
+    auto kd = make_kernel<Conv2dKernel>(be.ctx(), nb);
+    Tensor bad_dy = be.upload(random_tensor({1, 5, 4, 4}, rng));
+    CHECK_THROWS_WITH(kd->backward_data(w, bad_dy, dx), Catch::Contains("dy"));
+    REQUIRE_NOTHROW(kd->backward_data(w, y0, dx0));  // an empty batch
   }
 }
 

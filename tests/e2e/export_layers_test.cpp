@@ -1,0 +1,105 @@
+// `trainer export --onnx` of the layers that ONNX has no node of the same shape for (conv1d and the
+// 1-D pools over one row, reshape between layouts, GRU, ConvTranspose's pads), checked as
+// export_test.cpp's models are: OpenCV runs the ONNX model to trainer predict's probabilities within 1e-4.
+#include "export_util.h"
+
+using namespace e2e_export;
+
+// conv1d (valid; same with a stride; causal with a dilation), max_pool1d and avg_pool1d ('same':
+// the average excludes the padding) as one-row Conv and pooling nodes between Transposes;
+// wide logits, so that a wrong pad or weight order moves the probabilities by more than 1e-4.
+TEST_CASE("e2e export: conv1d (valid, same with strides, causal with dilation), max_pool1d and avg_pool1d over one row: OpenCV equals trainer predict within 1e-4",
+          "[export]") {
+  if (skip_without_python_deps()) return;
+  const std::string dir = e2e::temp_dir("export_conv1d");
+  write_sequence_set(dir, 13);
+  e2e::write_file(dir + "/conv1d.yaml", npy_model("conv1d_sequence", "[7, 5]", R"(    - {name: a, type: conv1d, filters: 6, kernel: 3, padding: causal, dilation: 2, activation: tanh}
+    - {name: mp, type: max_pool1d, pool: 2, strides: 1, padding: same}
+    - {name: b, type: conv1d, filters: 6, kernel: 2, strides: 2, padding: same, activation: relu}
+    - {name: c, type: conv1d, filters: 4, kernel: 2, use_bias: false}
+    - {name: ap, type: avg_pool1d, pool: 2, padding: same}
+    - {name: flat, type: flatten}
+    - {name: logits, type: dense, units: 3, kernel_initializer: {type: random_normal, stddev: 2.0}}
+    - {name: out, type: softmax}
+)"));
+  train(dir, dir + "/conv1d.yaml", "");
+  check_opencv_agrees(dir, "x.npy", "", "sequence: ");
+}
+
+// reshape between a flat vector, an image (NCHW in ONNX: taken to NHWC and back) and a sequence;
+// up_sampling2d (Resize, nearest) and cropping2d (Slice) between them.
+TEST_CASE("e2e export: reshape (flat -> image -> sequence) as Reshape with Transposes around images, up_sampling2d as Resize, cropping2d as Slice: OpenCV equals trainer predict within 1e-4",
+          "[export]") {
+  if (skip_without_python_deps()) return;
+  const std::string dir = e2e::temp_dir("export_reshape");
+  write_sequence_set(dir, 17);
+  e2e::write_file(dir + "/reshape.yaml", npy_model("reshape_export", "[7, 5]", R"(    - {name: flat, type: reshape, target_shape: [-1]}
+    - {name: d, type: dense, units: 32, activation: tanh}
+    - {name: img, type: reshape, target_shape: [4, 4, 2]}
+    - {name: c, type: conv2d, filters: 3, kernel: 2, activation: relu}
+    - {name: up, type: up_sampling2d, size: [2, 2]}
+    - {name: crop, type: cropping2d, cropping: [[1, 2], [0, 0]]}
+    - {name: seq, type: reshape, target_shape: [-1, 3]}
+    - {name: c1, type: conv1d, filters: 4, kernel: 2}
+    - {name: out_flat, type: flatten}
+    - {name: logits, type: dense, units: 3, kernel_initializer: {type: random_normal, stddev: 2.0}}
+    - {name: out, type: softmax}
+)"));
+  train(dir, dir + "/reshape.yaml", "");
+  check_opencv_agrees(dir, "x.npy", "", "sequence: ");
+}
+
+// gru: ONNX GRU (linear_before_reset, Keras's reset_after) over every step, then over the last.
+TEST_CASE("e2e export: gru layers (return_sequences, then the last step) as ONNX GRU with linear_before_reset: OpenCV equals trainer predict within 1e-4",
+          "[export]") {
+  if (skip_without_python_deps()) return;
+  const std::string dir = e2e::temp_dir("export_gru");
+  write_sequence_set(dir, 19);
+  e2e::write_file(dir + "/gru.yaml", npy_model("gru_export", "[7, 5]", R"(    - {name: g1, type: gru, units: 6, return_sequences: true}
+    - {name: g2, type: gru, units: 5, bias_initializer: {type: random_normal, stddev: 0.5}}
+    - {name: logits, type: dense, units: 3, kernel_initializer: {type: random_normal, stddev: 2.0}}
+    - {name: out, type: softmax}
+)"));
+  train(dir, dir + "/gru.yaml", "");
+  predict(dir, "x.npy", "p.npy");
+  nlohmann::json j = export_and_compare(dir, "", "x.npy", "p.npy", "", "sequence: ");
+  CHECK(j.value("opencv", "") == "ok");
+  CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
+  // OpenCV 4.6 runs every GRU as linear_before_reset = 1 whatever the attribute: checked on the model.
+  CHECK(j["gru_linear_before_reset"] == nlohmann::json::array({1, 1}));
+}
+
+// conv2d_transpose as ConvTranspose: 'same' at stride 2 (pads from the convolution it transposes,
+// the smaller half before), valid with output_padding, and a kernel smaller than its stride (the
+// rows no window reaches: output_padding); wide weights, so that a wrong pad, flip or weight order
+// moves the probabilities by more than 1e-4.
+TEST_CASE("e2e export: conv2d_transpose ('same' at stride 2, valid with output_padding, a kernel below its stride) as ConvTranspose: OpenCV equals trainer predict within 1e-4",
+          "[export]") {
+  if (skip_without_python_deps()) return;
+  const std::string dir = e2e::temp_dir("export_conv_transpose");
+  e2e::write_file(dir + "/up.yaml", R"(name: conv_transpose_export
+seed: 4
+model:
+  input: [12, 12, 3]
+  layers:
+    - {name: down, type: conv2d, filters: 6, kernel: 3, strides: 2, padding: same, activation: relu}
+    - {name: up1, type: conv2d_transpose, filters: 5, kernel: 4, strides: 2, padding: same, activation: tanh, kernel_initializer: &wide {type: random_normal, stddev: 0.5}}
+    - {name: up2, type: conv2d_transpose, filters: 4, kernel: [3, 2], strides: 2, output_padding: [1, 0], kernel_initializer: *wide}
+    - {name: up3, type: conv2d_transpose, filters: 3, kernel: 1, strides: [2, 3], bias_initializer: {type: random_normal, stddev: 0.5}}
+    - {name: pool, type: max_pool2d, pool: 4}
+    - {name: flat, type: flatten}
+    - {name: out, type: dense, units: 10, activation: softmax, kernel_initializer: {type: random_normal, stddev: 0.5}}
+data:
+  train: {type: synthetic, size: 32, image_size: 12, seed: 1}
+  val: {type: synthetic, size: 8, image_size: 12, seed: 2}
+  augment: {mean: per_channel}
+train: {epochs: 1, batch_size: 8}
+optimizer: {type: sgd, lr: 0.001}
+)");
+  train(dir, dir + "/up.yaml", "");
+  write_pixels(dir + "/x.npy", 5, 12, 12);
+  predict(dir, "x.npy", "p.npy");
+  nlohmann::json j = export_and_compare(dir, "", "x.npy", "p.npy", "--stats run/norm_stats.npy");
+  CHECK(j.value("opencv", "") == "ok");
+  CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
+}

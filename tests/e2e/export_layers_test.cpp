@@ -27,8 +27,8 @@ TEST_CASE("e2e export: conv1d (valid, same with strides, causal with dilation), 
 }
 
 // reshape between a flat vector, an image (NCHW in ONNX: taken to NHWC and back) and a sequence;
-// up_sampling2d (Resize, nearest) and cropping2d (Slice) between them.
-TEST_CASE("e2e export: reshape (flat -> image -> sequence) as Reshape with Transposes around images, up_sampling2d as Resize, cropping2d as Slice: OpenCV equals trainer predict within 1e-4",
+// up_sampling2d (Resize, nearest; linear with half-pixel coordinates) and cropping2d (Slice) between them.
+TEST_CASE("e2e export: reshape (flat -> image -> sequence) as Reshape with Transposes around images, up_sampling2d as Resize (nearest and bilinear), cropping2d as Slice: OpenCV equals trainer predict within 1e-4",
           "[export]") {
   if (skip_without_python_deps()) return;
   const std::string dir = e2e::temp_dir("export_reshape");
@@ -39,6 +39,7 @@ TEST_CASE("e2e export: reshape (flat -> image -> sequence) as Reshape with Trans
     - {name: c, type: conv2d, filters: 3, kernel: 2, activation: relu}
     - {name: up, type: up_sampling2d, size: [2, 2]}
     - {name: crop, type: cropping2d, cropping: [[1, 2], [0, 0]]}
+    - {name: up2, type: up_sampling2d, size: [2, 3], interpolation: bilinear}
     - {name: seq, type: reshape, target_shape: [-1, 3]}
     - {name: c1, type: conv1d, filters: 4, kernel: 2}
     - {name: out_flat, type: flatten}

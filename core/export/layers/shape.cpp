@@ -1,5 +1,5 @@
 // ONNX export of the layers that move or join values: flatten and reshape (the trainer's H, W, C
-// order kept: Transpose to NHWC first, and back for an image result), up_sampling2d (Resize, nearest),
+// order kept: Transpose to NHWC first, and back for an image result), up_sampling2d (Resize, nearest or linear),
 // cropping2d (Slice), dropout (left out: inference), zero_pad2d (Pad), concat (the channel
 // axis), add (Add), multiply (Mul).
 #include <fmt/format.h>
@@ -46,8 +46,9 @@ void export_reshape(ExportContext& ctx, size_t i) {
   ctx.set_output(i, {ctx.output_name(i), out});
 }
 
-// up_sampling2d: Resize, nearest, each output pixel (i, j) reading (floor(i / sh), floor(j / sw))
-// (asymmetric coordinates, floor), the scales [1, 1, sh, sw] on NCHW.
+// up_sampling2d: Resize, the scales [1, 1, sh, sw] on NCHW. Nearest: each output pixel (i, j) reading
+// (floor(i / sh), floor(j / sw)) (asymmetric coordinates, floor). Bilinear: linear with half-pixel
+// coordinates (TensorFlow's tf.image.resize, the edges clamped).
 void export_up_sampling(ExportContext& ctx, size_t i) {
   const LayerConfig d = ctx.node(i).layer->describe();
   const std::string name = ctx.node(i).layer->name();
@@ -55,9 +56,14 @@ void export_up_sampling(ExportContext& ctx, size_t i) {
   const std::string scales =
       ctx.add_initializer(name + "/scales", {4}, {1.0f, 1.0f, float(d.integer("size_h")), float(d.integer("size_w"))});
   onnx::NodeProto* n = ctx.add_node("Resize", {ctx.input(i, 0).name, roi, scales}, {ctx.output_name(i)});
-  attr_string(n, "mode", "nearest");
-  attr_string(n, "coordinate_transformation_mode", "asymmetric");
-  attr_string(n, "nearest_mode", "floor");
+  if (d.text("interpolation") == "bilinear") {
+    attr_string(n, "mode", "linear");
+    attr_string(n, "coordinate_transformation_mode", "half_pixel");
+  } else {
+    attr_string(n, "mode", "nearest");
+    attr_string(n, "coordinate_transformation_mode", "asymmetric");
+    attr_string(n, "nearest_mode", "floor");
+  }
   ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
 }
 

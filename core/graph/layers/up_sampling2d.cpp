@@ -1,4 +1,4 @@
-// up_sampling2d layer (Keras UpSampling2D): each pixel repeated size_h x size_w times (nearest neighbour), and its gradient summed back.
+// up_sampling2d layer (Keras UpSampling2D): each pixel repeated size_h x size_w times (nearest neighbour) or interpolated (bilinear), and its gradient summed back.
 #include <fmt/format.h>
 
 #include "core/graph/layers/common.h"
@@ -14,8 +14,8 @@ class UpSampling2d final : public Layer {
     std::tie(p_.sh, p_.sw) = r.get_pair("size", std::pair{2, 2});
     if (p_.sh < 1 || p_.sw < 1 || p_.sh > 1024 || p_.sw > 1024)
       r.required("size").fail("'size' must be between 1 and 1024 (an int or [rows, columns])");
-    // Keras's bilinear, bicubic, lanczos... interpolate; only its default, nearest, is here.
-    r.get_choice("interpolation", {"nearest"}, "nearest");
+    // Keras's default nearest, and bilinear; its bicubic, lanczos3, lanczos5 and area are not here.
+    p_.bilinear = r.get_choice("interpolation", {"nearest", "bilinear"}, "nearest") == "bilinear";
   }
   Shape infer(const std::vector<Shape>& in) override {
     const Shape& x = in[0];
@@ -23,9 +23,10 @@ class UpSampling2d final : public Layer {
     out_ = Shape{x[0] * p_.sh, x[1] * p_.sw, x[2]};
     return out_;
   }
-  int64_t flops() const override { return out_.numel(); }
+  int64_t flops() const override { return (p_.bilinear ? 8 : 1) * out_.numel(); }
   LayerConfig describe() const override {
-    return LayerConfig().put_int("size_h", p_.sh).put_int("size_w", p_.sw).put_text("interpolation", "nearest");
+    return LayerConfig().put_int("size_h", p_.sh).put_int("size_w", p_.sw).put_text("interpolation",
+                                                                                     p_.bilinear ? "bilinear" : "nearest");
   }
   MixedPrecision mixed_precision() const override { return MixedPrecision::Follow; }
   bool output_reusable() const override { return true; }  // backward reads neither x nor y

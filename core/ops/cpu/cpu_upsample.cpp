@@ -1,4 +1,4 @@
-// CPU upsample: nearest-neighbour upsampling by integer factors and its gradient (block sums in f32, in order), f32 or bf16 (upsample_math.h's index arithmetic).
+// CPU upsample: nearest-neighbour or bilinear upsampling by integer factors and its gradient (sums in f32, in order), f32 or bf16 (upsample_math.h's arithmetic).
 #include "core/ops/cpu/cpu_bf16.h"
 #include "core/ops/cpu/cpu_context.h"
 #include "core/ops/cpu/cpu_util.h"
@@ -22,6 +22,12 @@ class CpuUpsample final : public UpsampleKernel {
       using T = decltype(tag);
       const T* xp = x.as<T>();
       T* yp = y.as<T>();
+      if (p_.bilinear) {
+#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain / 8)
+        for (int64_t o = 0; o < n; ++o)
+          yp[o] = cpu::from_f32<T>(upsample::bilinear_value(d, o, [xp](int64_t i) { return cpu::to_f32(xp[i]); }));
+        return;
+      }
 #pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
       for (int64_t o = 0; o < n; ++o) yp[o] = xp[upsample::source(d, o)];  // a copy: no rounding
     });
@@ -34,6 +40,12 @@ class CpuUpsample final : public UpsampleKernel {
       using T = decltype(tag);
       const T* g = dy.as<T>();
       T* out = dx.as<T>();
+      if (p_.bilinear) {
+#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain / 32)
+        for (int64_t k = 0; k < n; ++k)
+          out[k] = cpu::from_f32<T>(upsample::bilinear_grad(d, k, [g](int64_t i) { return cpu::to_f32(g[i]); }));
+        return;
+      }
 #pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
       for (int64_t k = 0; k < n; ++k)
         out[k] = cpu::from_f32<T>(upsample::block_sum(d, k, [g](int64_t i) { return cpu::to_f32(g[i]); }));

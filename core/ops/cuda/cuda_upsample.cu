@@ -1,4 +1,4 @@
-// CUDA upsample: nearest-neighbour upsampling by integer factors and its gradient (a thread per input element summing its block in order, in f32), any float type (upsample_math.h's index arithmetic, the CPU's).
+// CUDA upsample: nearest-neighbour or bilinear upsampling by integer factors and its gradient (a thread per input element summing its outputs in order, in f32), any float type (upsample_math.h's arithmetic, the CPU's).
 #include "core/ops/cuda/cuda_context.h"
 #include "core/ops/cuda/cuda_dtype.cuh"
 #include "core/ops/math/upsample_math.h"
@@ -23,6 +23,16 @@ __global__ void upsample_grad_kernel(const T* dy, T* dx, upsample::Dims d, int64
   CUDA_GRID_LOOP(k, n) { dx[k] = cuda::from_f32<T>(upsample::block_sum(d, k, LoadF32<T>{dy})); }
 }
 
+template <class T>
+__global__ void bilinear_kernel(const T* x, T* y, upsample::Dims d, int64_t n) {
+  CUDA_GRID_LOOP(o, n) { y[o] = cuda::from_f32<T>(upsample::bilinear_value(d, o, LoadF32<T>{x})); }
+}
+
+template <class T>
+__global__ void bilinear_grad_kernel(const T* dy, T* dx, upsample::Dims d, int64_t n) {
+  CUDA_GRID_LOOP(k, n) { dx[k] = cuda::from_f32<T>(upsample::bilinear_grad(d, k, LoadF32<T>{dy})); }
+}
+
 class CudaUpsample final : public UpsampleKernel {
  public:
   CudaUpsample(OpContext& ctx, const UpsampleParams& p) : UpsampleKernel(ctx, p), c_(cuda_context(ctx)) {}
@@ -35,8 +45,12 @@ class CudaUpsample final : public UpsampleKernel {
     if (n == 0) return;
     cuda::dispatch_float(kName, "x", x, [&](auto tag) {
       using T = decltype(tag);
-      TRAINER_LAUNCH(upsample_kernel<T>, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), cuda::ptr<const T>(x),
-                     cuda::ptr<T>(y), dims(x), n);
+      if (p_.bilinear)
+        TRAINER_LAUNCH(bilinear_kernel<T>, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), cuda::ptr<const T>(x),
+                       cuda::ptr<T>(y), dims(x), n);
+      else
+        TRAINER_LAUNCH(upsample_kernel<T>, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), cuda::ptr<const T>(x),
+                       cuda::ptr<T>(y), dims(x), n);
     });
   }
 
@@ -45,8 +59,12 @@ class CudaUpsample final : public UpsampleKernel {
     if (n == 0) return;
     cuda::dispatch_float(kName, "dx", dx, [&](auto tag) {
       using T = decltype(tag);
-      TRAINER_LAUNCH(upsample_grad_kernel<T>, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), cuda::ptr<const T>(dy),
-                     cuda::ptr<T>(dx), dims(dx), n);
+      if (p_.bilinear)
+        TRAINER_LAUNCH(bilinear_grad_kernel<T>, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(),
+                       cuda::ptr<const T>(dy), cuda::ptr<T>(dx), dims(dx), n);
+      else
+        TRAINER_LAUNCH(upsample_grad_kernel<T>, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(),
+                       cuda::ptr<const T>(dy), cuda::ptr<T>(dx), dims(dx), n);
     });
   }
 

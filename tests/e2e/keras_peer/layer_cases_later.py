@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The layer peer check's cases added from 2026-12-02 on (layer_cases.py runs them last): Keras 3's
-activations, conv1d, the 1D pools, reshape, up_sampling2d, separable_conv2d, cropping2d, gru and
-conv2d_transpose. They draw their weights and data from streams of their own, so that every earlier
-case draws the weights and data it drew before (the controls of some, e.g. gelu's other form and attention's
-unscaled scores, differ from the truth by little more than the bound: a redraw can bring them
-within it)."""
+activations, conv1d, the 1D pools, reshape, up_sampling2d (nearest and bilinear), separable_conv2d,
+cropping2d, gru and conv2d_transpose. They draw their weights and data from streams of their own,
+so that every earlier case draws the weights and data it drew before (the controls of some, e.g.
+gelu's other form and attention's unscaled scores, differ from the truth by little more than the
+bound: a redraw can bring them within it)."""
 import numpy as np
 
 import keras_ref as K  # exits 77 (a skip) when torch cannot be imported
@@ -128,4 +128,18 @@ def later_cases(first):
 
         out.append(Case("conv2d_transpose", variant, [f"{{name: t, type: conv2d_transpose, filters: 3, {opts}}}"] + HEAD,
                         p, f_t, gen=np.random.default_rng(first + len(out)), controls=controls))
+    # --- up_sampling2d, bilinear (tf.image.resize's half-pixel centres: PyTorch's align_corners=False)
+    p = {"a/kernel": w(3, 3, 3, 2, gen=late), "b/kernel": w(2, 2, 2, 3, gen=late), **head(2 * 3 * 3, gen=late)}
+
+    def f_bilinear(P, X, S, t, c, s):
+        h = K.conv2d(X["x"], P["a/kernel"], strides=(2, 2))  # [2, 3, 2] from [6, 7, 3]
+        h = K.q(F.interpolate(h.permute(0, 3, 1, 2), scale_factor=(2, 3), mode="bilinear",
+                              align_corners=c == "align_corners=True").permute(0, 2, 3, 1))
+        return logits(P, K.conv2d(h, P["b/kernel"], strides=(2, 3)))
+
+    out.append(Case("up_sampling2d", "size [2, 3], bilinear",
+                    ["{name: a, type: conv2d, filters: 2, kernel: 3, strides: 2, use_bias: false}",
+                     "{name: up, type: up_sampling2d, size: [2, 3], interpolation: bilinear}",
+                     "{name: b, type: conv2d, filters: 3, kernel: 2, strides: [2, 3], use_bias: false}"] + HEAD, p,
+                    f_bilinear, gen=np.random.default_rng(first + len(out)), controls=("align_corners=True",)))
     return out

@@ -317,3 +317,21 @@ model:
   CHECK(s.g->graph().nodes()[size_t(s.g->node_index("up2"))].shape == Shape{17, 16, 2});  // Keras: (in - 1)·s + k + output_padding
   check_gradients(s);
 }
+
+TEST_CASE("gradcheck: up_sampling2d, bilinear (a factor of 2 and of 3, one row input)") {
+  const std::string net = R"(
+model:
+  input: [4, 3, 2]
+  layers:
+    - {name: c1, type: conv2d, filters: 3, kernel: 2, padding: same, activation: tanh}
+    - {name: up, type: up_sampling2d, size: [2, 3], interpolation: bilinear}
+    - {name: c2, type: conv2d, filters: 2, kernel: 3, strides: 2}
+    - {name: c3, type: conv2d, filters: 6, kernel: 1, activation: tanh}
+    - {name: flat, type: flatten}
+    - {name: dense, type: dense, units: 5}
+    - {name: softmax, type: softmax}
+)";
+  Setup s(net, {4, 3, 2});
+  CHECK(s.g->graph().nodes()[size_t(s.g->node_index("up"))].shape == Shape{8, 9, 3});
+  check_gradients(s);
+}

@@ -1,4 +1,4 @@
-// up_sampling2d layer (Keras UpSampling2D, nearest): output shapes, config errors, and in a graph each pixel's block and the summed gradient.
+// up_sampling2d layer (Keras UpSampling2D, nearest; bilinear's values: tests/unit/ops/upsample_test.cpp): output shapes, config errors, and in a graph each pixel's block and the summed gradient.
 #include <catch2/catch.hpp>
 
 #include <random>
@@ -10,14 +10,15 @@ using namespace trainer;
 using trainer::test::build;
 using trainer::test::error_of;
 
-TEST_CASE("up_sampling2d: Keras's size (an int or [rows, columns]), nearest only, an image input") {
+TEST_CASE("up_sampling2d: Keras's size (an int or [rows, columns]), nearest or bilinear, an image input") {
   const std::string in = "model:\n  input: [3, 5, 2]\n  layers:\n    - {type: up_sampling2d";
   CHECK(build(in + "}\n").output_shape() == Shape{6, 10, 2});  // Keras's default size (2, 2)
   CHECK(build(in + ", size: 3}\n").output_shape() == Shape{9, 15, 2});
   CHECK(build(in + ", size: [1, 4], interpolation: nearest}\n").output_shape() == Shape{3, 20, 2});
   CHECK(find_layer("up_sampling2d")->keras_name == "UpSampling2D");
-  CHECK_THAT(error_of(in + ", interpolation: bilinear}\n"),
-             Catch::StartsWith("test.yaml:4:44:") && Catch::Contains("'bilinear' is not a valid interpolation"));
+  CHECK(build(in + ", size: 2, interpolation: bilinear}\n").output_shape() == Shape{6, 10, 2});
+  CHECK_THAT(error_of(in + ", interpolation: bicubic}\n"),
+             Catch::StartsWith("test.yaml:4:44:") && Catch::Contains("'bicubic' is not a valid interpolation"));
   CHECK_THAT(error_of(in + ", size: 0}\n"), Catch::StartsWith("test.yaml:4:35:") && Catch::Contains("must be positive"));
   CHECK_THAT(error_of(in + ", size: [2, 2000]}\n"), Catch::StartsWith("test.yaml:4:35:") && Catch::Contains("between 1 and 1024"));
   CHECK_THAT(error_of("model:\n  input: [6, 4]\n  layers:\n    - {type: up_sampling2d}\n"),

@@ -6,9 +6,10 @@
 using namespace e2e_export;
 
 // conv1d (valid; same with a stride; causal with a dilation), max_pool1d and avg_pool1d ('same':
-// the average excludes the padding) as one-row Conv and pooling nodes between Transposes;
+// the average excludes the padding) as one-row Conv and pooling nodes between Transposes, and
+// zero_pad1d, up_sampling1d and cropping1d as Pad, Resize and Slice over the same one row;
 // wide logits, so that a wrong pad or weight order moves the probabilities by more than 1e-4.
-TEST_CASE("e2e export: conv1d (valid, same with strides, causal with dilation), max_pool1d and avg_pool1d over one row: OpenCV equals trainer predict within 1e-4",
+TEST_CASE("e2e export: conv1d (valid, same with strides, causal with dilation), max_pool1d, avg_pool1d, zero_pad1d, up_sampling1d and cropping1d over one row: OpenCV equals trainer predict within 1e-4",
           "[export]") {
   if (skip_without_python_deps()) return;
   const std::string dir = e2e::temp_dir("export_conv1d");
@@ -18,6 +19,9 @@ TEST_CASE("e2e export: conv1d (valid, same with strides, causal with dilation), 
     - {name: b, type: conv1d, filters: 6, kernel: 2, strides: 2, padding: same, activation: relu}
     - {name: c, type: conv1d, filters: 4, kernel: 2, use_bias: false}
     - {name: ap, type: avg_pool1d, pool: 2, padding: same}
+    - {name: pad, type: zero_pad1d, padding: [2, 1]}
+    - {name: up, type: up_sampling1d, size: 3}
+    - {name: crop, type: cropping1d, cropping: [1, 3]}
     - {name: flat, type: flatten}
     - {name: logits, type: dense, units: 3, kernel_initializer: {type: random_normal, stddev: 2.0}}
     - {name: out, type: softmax}

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The layer peer check's cases added from 2026-12-02 on (layer_cases.py runs them last): Keras 3's
 activations, conv1d, the 1D pools, reshape, up_sampling2d (nearest and bilinear), separable_conv2d,
-cropping2d, gru and conv2d_transpose. They draw their weights and data from streams of their own,
-so that every earlier case draws the weights and data it drew before (the controls of some, e.g.
-gelu's other form and attention's unscaled scores, differ from the truth by little more than the
-bound: a redraw can bring them within it)."""
+cropping2d, gru, conv2d_transpose, zero_pad1d, cropping1d and up_sampling1d. They draw their weights
+and data from streams of their own, so that every earlier case draws the weights and data it drew
+before (the controls of some, e.g. gelu's other form and attention's unscaled scores, differ from
+the truth by little more than the bound: a redraw can bring them within it)."""
 import numpy as np
 
 import keras_ref as K  # exits 77 (a skip) when torch cannot be imported
@@ -142,4 +142,18 @@ def later_cases(first):
                      "{name: up, type: up_sampling2d, size: [2, 3], interpolation: bilinear}",
                      "{name: b, type: conv2d, filters: 3, kernel: 2, strides: [2, 3], use_bias: false}"] + HEAD, p,
                     f_bilinear, gen=np.random.default_rng(first + len(out)), controls=("align_corners=True",)))
+    # --- zero_pad1d, cropping1d, up_sampling1d after a conv1d over [7, 3] (5 steps of 4 channels)
+    for comp, opts, fn, steps in [
+        ("zero_pad1d", "padding: [2, 1]", lambda h: F.pad(h, (0, 0, 2, 1)), 8),  # keras.layers.ZeroPadding1D((2, 1))
+        ("cropping1d", "cropping: [1, 2]", lambda h: h[:, 1:-2], 2),  # keras.layers.Cropping1D((1, 2))
+        ("up_sampling1d", "size: 3", lambda h: h.repeat_interleave(3, dim=1), 15),  # keras.layers.UpSampling1D(3)
+    ]:
+        p = {"c/kernel": w(3, 3, 4, gen=late), **head(steps * 4, gen=late)}
+
+        def f_seq(P, X, S, t, c, s, fn=fn):
+            return logits(P, fn(K.conv1d(X["x"], P["c/kernel"])))
+
+        out.append(Case(comp, opts, ["{name: c, type: conv1d, filters: 4, kernel: 3, use_bias: false}",
+                                     f"{{name: s, type: {comp}, {opts}}}"] + HEAD, p, f_seq,
+                        inputs={"x": ("vector", [7, 3])}, gen=np.random.default_rng(first + len(out))))
     return out

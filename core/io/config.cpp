@@ -282,7 +282,7 @@ std::string MapReader::get_choice(const std::string& key, const std::vector<std:
   return v;
 }
 
-std::pair<int, int> MapReader::get_pair(const std::string& key, std::optional<std::pair<int, int>> fallback) {
+std::pair<int, int> MapReader::get_pair(const std::string& key, std::optional<std::pair<int, int>> fallback, int min) {
   Node n = fallback ? optional(key) : required(key);
   if (!n.defined()) return *fallback;
   std::pair<int, int> v;
@@ -292,7 +292,8 @@ std::pair<int, int> MapReader::get_pair(const std::string& key, std::optional<st
   } else {
     v.first = v.second = n.as<int>();
   }
-  if (v.first <= 0 || v.second <= 0) n.fail(fmt::format("'{}' must be positive", n.path()));
+  if (v.first < min || v.second < min)
+    n.fail(min == 1 ? fmt::format("'{}' must be positive", n.path()) : fmt::format("'{}' must be at least {}", n.path(), min));
   return v;
 }
 

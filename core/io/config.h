@@ -117,8 +117,8 @@ class MapReader {
   // One of `choices` (did-you-mean on a miss); `fallback` when absent (required when empty).
   std::string get_choice(const std::string& key, const std::vector<std::string>& choices,
                          const std::string& fallback = "");
-  // An int or an [a, b] pair: kernel: 3 -> (3, 3).
-  std::pair<int, int> get_pair(const std::string& key, std::optional<std::pair<int, int>> fallback);
+  // An int or an [a, b] pair: kernel: 3 -> (3, 3); each at least `min`.
+  std::pair<int, int> get_pair(const std::string& key, std::optional<std::pair<int, int>> fallback, int min = 1);
   // Ints and floats with a range check: "must be > 0" etc.
   int64_t get_int(const std::string& key, std::optional<int64_t> fallback, int64_t min, int64_t max);
   double get_float(const std::string& key, std::optional<double> fallback, double min, double max);

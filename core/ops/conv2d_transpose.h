@@ -8,14 +8,9 @@
 
 namespace trainer {
 
-struct Conv2dTransposeParams {
-  int64_t filters = 0;
-  int kh = 1, kw = 1;  // kernel
-  int sh = 1, sw = 1;  // strides
-  int dh = 1, dw = 1;  // dilation
-  Padding padding = Padding::Valid;
-  bool bias = true;
-  int out_pad_h = -1, out_pad_w = -1;  // Keras's output_padding; -1: None (Keras's default)
+// Conv2dParams (filters: the output's channels; no explicit row pads) and Keras's output_padding.
+struct Conv2dTransposeParams : Conv2dParams {
+  int out_pad_h = -1, out_pad_w = -1;  // -1: None (Keras's default)
 };
 
 // The output length along one axis for an input of length `in` (Keras's deconv_output_length).
@@ -36,10 +31,8 @@ inline Shape conv2d_transpose_output_shape(const Shape& hwc, const Conv2dTranspo
 // window and padding (TensorFlow's conv2d_transpose is that convolution's input gradient), no bias.
 // Its HWIO weights [kh, kw, filters, C] are Keras's Conv2DTranspose kernel as stored.
 inline Conv2dParams conv2d_transpose_conv(const Conv2dTransposeParams& p, int64_t in_channels) {
-  Conv2dParams c;
+  Conv2dParams c = p;
   c.filters = in_channels;
-  c.kh = p.kh, c.kw = p.kw, c.sh = p.sh, c.sw = p.sw, c.dh = p.dh, c.dw = p.dw;
-  c.padding = p.padding;
   c.bias = false;
   return c;
 }

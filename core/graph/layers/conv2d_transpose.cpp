@@ -15,16 +15,10 @@ namespace {
 std::pair<int, int> read_output_padding(cfg::MapReader& r, int sh, int sw) {
   const cfg::Node n = r.optional("output_padding");
   if (!n.defined() || (n.is_scalar() && (n.scalar() == "null" || n.scalar() == "~"))) return {-1, -1};
-  std::pair<int, int> v;
-  if (n.is_seq()) {
-    if (n.size() != 2) n.fail(fmt::format("'{}' must be one integer or a list of two", n.path()));
-    v = {n.at(0).as<int>(), n.at(1).as<int>()};
-  } else {
-    v.first = v.second = n.as<int>();
-  }
-  if (v.first < 0 || v.second < 0 || v.first >= sh || v.second >= sw)
-    n.fail(fmt::format("'{}' must be at least 0 and less than the strides {}x{} (as in Keras), not {}x{}", n.path(), sh,
-                       sw, v.first, v.second));
+  const std::pair<int, int> v = r.get_pair("output_padding", std::pair{-1, -1}, 0);
+  if (v.first >= sh || v.second >= sw)
+    n.fail(fmt::format("'{}' must be less than the strides {}x{} (as in Keras), not {}x{}", n.path(), sh, sw, v.first,
+                       v.second));
   return v;
 }
 

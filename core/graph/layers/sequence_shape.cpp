@@ -50,10 +50,13 @@ class SequenceShapeLayer : public Layer {
   int before_ = 0, after_ = 0;
 };
 
-class ZeroPad1d final : public SequenceShapeLayer {
+// Keras's ZeroPadding1D (kCrop false) and Cropping1D (kCrop true): the padding kernel's two halves,
+// swapped for cropping (as cropping2d).
+template <bool kCrop>
+class PadOrCrop1d final : public SequenceShapeLayer {
  public:
-  TRAINER_LAYER_CLONE(ZeroPad1d)
-  explicit ZeroPad1d(cfg::MapReader& r) { std::tie(before_, after_) = read_ends(r, "padding", 1); }
+  TRAINER_LAYER_CLONE(PadOrCrop1d)
+  explicit PadOrCrop1d(cfg::MapReader& r) { std::tie(before_, after_) = read_ends(r, kCrop ? "cropping" : "padding", 1); }
   LayerConfig describe() const override { return LayerConfig().put_int("before", before_).put_int("after", after_); }
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
     Layer::bind(ctx, std::move(params), std::move(grads));
@@ -61,45 +64,20 @@ class ZeroPad1d final : public SequenceShapeLayer {
   }
   void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override {
     Tensor out = as_row(y);
-    k_->forward(as_row(*x[0]), out);
+    if (kCrop) k_->backward(as_row(*x[0]), out);  // the interior
+    else k_->forward(as_row(*x[0]), out);         // zeros around a copy
   }
   void backward(const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     if (!dx[0]->defined()) return;
     Tensor out = as_row(*dx[0]);
-    k_->backward(as_row(dy), out);
+    if (kCrop) k_->forward(as_row(dy), out);
+    else k_->backward(as_row(dy), out);
   }
 
  private:
-  const char* type_name() const override { return "zero_pad1d"; }
-  int64_t steps(int64_t t) const override { return t + before_ + after_; }
-  KernelSlot<Pad2dKernel> k_;
-};
-
-// Keras's Cropping1D: the padding kernel's two halves swapped, as cropping2d.
-class Cropping1d final : public SequenceShapeLayer {
- public:
-  TRAINER_LAYER_CLONE(Cropping1d)
-  explicit Cropping1d(cfg::MapReader& r) { std::tie(before_, after_) = read_ends(r, "cropping", 1); }
-  LayerConfig describe() const override { return LayerConfig().put_int("before", before_).put_int("after", after_); }
-  void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
-    Layer::bind(ctx, std::move(params), std::move(grads));
-    k_ = make_kernel<Pad2dKernel>(ctx, Pad2dParams{0, 0, before_, after_});
-  }
-  void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override {
-    Tensor out = as_row(y);
-    k_->backward(as_row(*x[0]), out);
-  }
-  void backward(const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
-                const std::vector<Tensor*>& dx) override {
-    if (!dx[0]->defined()) return;
-    Tensor out = as_row(*dx[0]);
-    k_->forward(as_row(dy), out);
-  }
-
- private:
-  const char* type_name() const override { return "cropping1d"; }
-  int64_t steps(int64_t t) const override { return t - before_ - after_; }
+  const char* type_name() const override { return kCrop ? "cropping1d" : "zero_pad1d"; }
+  int64_t steps(int64_t t) const override { return kCrop ? t - before_ - after_ : t + before_ + after_; }
   KernelSlot<Pad2dKernel> k_;
 };
 
@@ -131,8 +109,8 @@ class UpSampling1d final : public SequenceShapeLayer {
   KernelSlot<UpsampleKernel> k_;
 };
 
-RegisterLayer<ZeroPad1d> reg_pad("zero_pad1d", "ZeroPadding1D");
-RegisterLayer<Cropping1d> reg_crop("cropping1d", "Cropping1D");
+RegisterLayer<PadOrCrop1d<false>> reg_pad("zero_pad1d", "ZeroPadding1D");
+RegisterLayer<PadOrCrop1d<true>> reg_crop("cropping1d", "Cropping1D");
 RegisterLayer<UpSampling1d> reg_up("up_sampling1d", "UpSampling1D");
 
 }  // namespace

@@ -15,6 +15,24 @@
 #include "core/ops/activation.h"
 
 namespace trainer {
+
+// Names become parameter names ("<layer>/kernel") in checkpoints and JSON: text without control
+// characters or '/', not starting with '$'; at the top level not "optimizer" or "data", the
+// prefixes of a checkpoint's own entries ("optimizer/<slot>/<parameter>", "data/mean"), which a
+// parameter must never collide with.
+std::string name_problem(const std::string& name, bool top_level) {
+  if (name.empty()) return "it is empty";
+  size_t at = 0;
+  if (!valid_utf8(name, &at)) return fmt::format("byte {} is not UTF-8 text", at);
+  for (unsigned char c : name)
+    if (c < 0x20 || c == 0x7f) return "it holds a control character";
+  if (name.find('/') != std::string::npos) return "'/' separates scopes";
+  if (name[0] == '$') return "'$' starts the names of block inputs";
+  if (top_level && (name == "optimizer" || name == "data"))
+    return fmt::format("checkpoints keep their own entries under '{}/'; choose another name", name);
+  return "";
+}
+
 namespace {
 
 constexpr int kMaxBlockDepth = 16;
@@ -29,22 +47,6 @@ struct Ref {
   cfg::Node where;
 };
 
-// Why a layer or input name cannot be used, or "". Names become parameter names ("<layer>/kernel")
-// in checkpoints and JSON: text without control characters or '/', not starting with '$'; at the
-// top level not "optimizer" or "data", the prefixes of a checkpoint's own entries
-// ("optimizer/<slot>/<parameter>", "data/mean"), which a parameter must never collide with.
-std::string name_problem(const std::string& name, bool top_level) {
-  if (name.empty()) return "it is empty";
-  size_t at = 0;
-  if (!valid_utf8(name, &at)) return fmt::format("byte {} is not UTF-8 text", at);
-  for (unsigned char c : name)
-    if (c < 0x20 || c == 0x7f) return "it holds a control character";
-  if (name.find('/') != std::string::npos) return "'/' separates scopes";
-  if (name[0] == '$') return "'$' starts the names of block inputs";
-  if (top_level && (name == "optimizer" || name == "data"))
-    return fmt::format("checkpoints keep their own entries under '{}/'; choose another name", name);
-  return "";
-}
 
 struct Scope {
   std::string prefix;                // "incep1/" ("" at the top level)

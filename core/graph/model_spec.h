@@ -64,4 +64,8 @@ struct ModelSpec {
 // output is. A second use (`share:`) applies it too.
 ModelSpec parse_model(const cfg::Node& model);
 
+// Why a layer or input name cannot be used ("'/' separates scopes"), or "" (`top_level`: a name
+// outside any block, which must not be a checkpoint's own prefix either).
+std::string name_problem(const std::string& name, bool top_level);
+
 }  // namespace trainer

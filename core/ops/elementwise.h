@@ -1,4 +1,4 @@
-// Element-wise op family: sum of tensors, accumulate, scale, channel concat/split, dropout.
+// Element-wise op family: sum of tensors, accumulate, scale, channel concat/split, steps reversed, dropout.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -151,6 +151,18 @@ class ElementwiseKernel {
     if (x.numel() && x.data() == y.data()) ck.fail("x and y share memory");
     transpose_impl(x.dim(0), x.dim(1), x, y);
   }
+  // y = x with its steps in reverse order: y[n, t] = x[n, T - 1 - t] for x [N, T, ...] (rank >= 2,
+  // any float type, y of x's shape and type, no aliasing): Keras's go_backwards, the backward half
+  // of a bidirectional layer. A copy of whole rows: the same bits on every backend.
+  void reverse_steps(const Tensor& x, Tensor& y) {
+    const shape_checks::Checks ck("reverse_steps", dev_);
+    ck.floating("x", x);
+    if (x.shape().rank() < 2) ck.fail("x must have rank >= 2 (batch, steps, ...), got [", x.shape().str(), "]");
+    ck.like("y", y, x, x.shape());
+    if (x.numel() && x.data() == y.data()) ck.fail("x and y share memory");
+    const int64_t n = x.dim(0), t = x.dim(1);
+    reverse_steps_impl(n, t, n * t != 0 ? x.numel() / (n * t) : 0, x, y);
+  }
   // Concatenate along the last axis: y [..., sum C_i] (all of y's float type, equal outside the
   // last axis). An input that is already its columns of y (elementwise::in_place) is not copied.
   void concat(const std::vector<const Tensor*>& xs, Tensor& y) {
@@ -200,6 +212,8 @@ class ElementwiseKernel {
   virtual void convert_impl(const Tensor& x, Tensor& y) = 0;
   virtual void scale_impl(Tensor& y, float a) = 0;
   virtual void transpose_impl(int64_t rows, int64_t cols, const Tensor& x, Tensor& y) = 0;
+  // x, y [n, t, width] (width in elements of x's type).
+  virtual void reverse_steps_impl(int64_t n, int64_t t, int64_t width, const Tensor& x, Tensor& y) = 0;
   // segs: the inputs' places in y's last axis, in order.
   virtual void concat_impl(const std::vector<elementwise::Segment>& segs, Tensor& y) = 0;
   // segs: the defined outputs' places in dy's last axis.

@@ -1,5 +1,5 @@
 // `trainer export --onnx` of the layers that ONNX has no node of the same shape for (conv1d and the
-// 1-D pools over one row, reshape between layouts, GRU, ConvTranspose's pads), checked as
+// 1-D pools over one row, reshape between layouts, GRU, bidirectional recurrent layers, ConvTranspose's pads), checked as
 // export_test.cpp's models are: OpenCV runs the ONNX model to trainer predict's probabilities within 1e-4.
 #include "export_util.h"
 
@@ -72,6 +72,34 @@ TEST_CASE("e2e export: gru layers (return_sequences, then the last step) as ONNX
   CHECK(j.value("max_abs_diff", 1.0) <= 1e-4);
   // OpenCV 4.6 runs every GRU as linear_before_reset = 1 whatever the attribute: checked on the model.
   CHECK(j["gru_linear_before_reset"] == nlohmann::json::array({1, 1}));
+}
+
+// bidirectional: one ONNX LSTM or GRU of direction "bidirectional" per layer, its halves merged
+// (concat, mul, ave, sum) over every step or from each half's last step (the backward half's is
+// step 0); wide logits, so that a half taken from the wrong step or direction moves the
+// probabilities by more than 1e-4.
+TEST_CASE("e2e export: bidirectional lstm and gru (every merge mode, every step and the last) as ONNX LSTM / GRU of direction bidirectional: OpenCV equals trainer predict within 1e-4",
+          "[export]") {
+  if (skip_without_python_deps()) return;
+  const char* models[][2] = {
+      {"steps", R"(    - {name: b1, type: bidirectional, layer: {type: lstm, units: 4, return_sequences: true}}
+    - {name: b2, type: bidirectional, layer: {type: gru, units: 3, return_sequences: true}, merge_mode: mul}
+    - {name: b3, type: bidirectional, layer: {type: lstm, units: 3, return_sequences: true, use_bias: false}, merge_mode: ave}
+    - {name: b4, type: bidirectional, layer: {type: gru, units: 5, name: enc}, merge_mode: sum}
+)"},
+      {"last", R"(    - {name: b1, type: bidirectional, layer: {type: lstm, units: 4, bias_initializer: {type: random_normal, stddev: 0.5}}}
+)"}};
+  for (const auto& m : models) {
+    INFO(m[0]);
+    const std::string sub = e2e::temp_dir(std::string("export_bidirectional_") + m[0]);
+    write_sequence_set(sub, 23);
+    e2e::write_file(sub + "/bi.yaml", npy_model(std::string("bidirectional_") + m[0], "[7, 5]", std::string(m[1]) +
+                                                R"(    - {name: logits, type: dense, units: 3, kernel_initializer: {type: random_normal, stddev: 2.0}}
+    - {name: out, type: softmax}
+)"));
+    train(sub, sub + "/bi.yaml", "");
+    check_opencv_agrees(sub, "x.npy", "", "sequence: ");
+  }
 }
 
 // conv2d_transpose as ConvTranspose: 'same' at stride 2 (pads from the convolution it transposes,

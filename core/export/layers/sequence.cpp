@@ -1,7 +1,10 @@
 // ONNX export of the sequence layers: embedding (Cast of the float ids to int64, then Gather),
 // position_embedding (Add of a constant), lstm (ONNX LSTM, time-major, with Keras' gate order i,
-// f, c, o reordered to ONNX's i, o, f, c) and gru (ONNX GRU, linear_before_reset).
+// f, c, o reordered to ONNX's i, o, f, c), gru (ONNX GRU, linear_before_reset) and bidirectional
+// (either of them with direction "bidirectional", the halves merged).
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "core/export/registry.h"
 
@@ -41,6 +44,79 @@ std::vector<float> gates_transposed(const std::vector<float>& m, int64_t rows, i
   return out;
 }
 
+// One direction's ONNX weights of a recurrent layer (lstm: gates reordered; gru: z, r, h as they
+// are) from node i's parameters under `prefix` ("", or a bidirectional layer's "forward_lstm/"):
+// W [G·U, F], R [G·U, U] and B = [Wb | Rb] [2·G·U] (lstm: its bias as Wb, Rb zeros; gru: its two
+// bias rows), flat; b empty without bias.
+struct RnnWeights {
+  std::vector<float> w, r, b;
+};
+RnnWeights rnn_weights(const ExportContext& ctx, size_t i, const std::string& prefix, bool lstm, int64_t f, int64_t u,
+                       bool bias) {
+  const int gates = lstm ? 4 : 3;
+  const int* order = lstm ? kKerasGate : kGruGate;
+  RnnWeights out{gates_transposed(ctx.param(i, prefix + "kernel"), f, u, gates, order),
+                 gates_transposed(ctx.param(i, prefix + "recurrent_kernel"), u, u, gates, order), {}};
+  if (!bias) return out;
+  const std::vector<float> b = ctx.param(i, prefix + "bias");
+  if (!lstm) {
+    out.b = b;
+    return out;
+  }
+  out.b.assign(size_t(8 * u), 0.0f);
+  for (int g = 0; g < 4; ++g)
+    for (int64_t j = 0; j < u; ++j) out.b[size_t(g * u + j)] = b[size_t(kKerasGate[g] * u + j)];
+  return out;
+}
+
+// Node i's input [N, T, F] as time-major [T, N, F].
+std::string time_major(ExportContext& ctx, size_t i) {
+  const std::string xt = ctx.fresh(ctx.node(i).layer->name() + "/time_major");
+  attr_ints(ctx.add_node("Transpose", {ctx.input(i, 0).name}, {xt}), "perm", {1, 0, 2});
+  return xt;
+}
+
+// The ONNX LSTM or GRU node over `xt` [T, N, F] with the directions' weights (one: forward; two:
+// bidirectional), named `names` (W, R, B). Returns Y [T, directions, N, U] (and Y_h [directions,
+// N, U] for an lstm: yh).
+std::string rnn_node(ExportContext& ctx, size_t i, const std::string& xt, bool lstm, const std::vector<RnnWeights>& dirs,
+                     int64_t f, int64_t u, const std::vector<std::string>& names, std::string* yh = nullptr) {
+  const Layer& l = *ctx.node(i).layer;
+  const LayerConfig d = l.describe();
+  const std::string name = l.name(), op = lstm ? "LSTM" : "GRU";
+  const int64_t g = lstm ? 4 : 3, nd = int64_t(dirs.size());
+  const std::string how = lstm ? "Keras gate order i, f, c, o reordered to ONNX's i, o, f, c" : "gates z, r, h";
+  const std::string dirs_doc = nd == 2 ? "; the forward half, then the backward half" : "";
+  std::vector<float> w, r, b;
+  for (const RnnWeights& k : dirs) {
+    w.insert(w.end(), k.w.begin(), k.w.end());
+    r.insert(r.end(), k.r.begin(), k.r.end());
+    b.insert(b.end(), k.b.begin(), k.b.end());
+  }
+  std::vector<std::string> in{xt,
+                              ctx.add_initializer(names[0], {nd, g * u, f}, w,
+                                                  "ONNX " + op + " W: trainer kernel [F, " + std::to_string(g) + "U] transposed; " + how + dirs_doc),
+                              ctx.add_initializer(names[1], {nd, g * u, u}, r,
+                                                  "ONNX " + op + " R: trainer recurrent_kernel [U, " + std::to_string(g) + "U] transposed; " + how + dirs_doc)};
+  if (d.flag("use_bias"))
+    in.push_back(ctx.add_initializer(names[2], {nd, 2 * g * u}, b,
+                                     lstm ? "ONNX LSTM B = [Wb | Rb]: trainer bias as Wb, Rb zeros; " + how + dirs_doc
+                                          : "ONNX GRU B = [Wb | Rb]: the trainer's bias rows (input, recurrent)" + dirs_doc));
+  if (d.text("recurrent_activation") != "sigmoid" || d.text("activation") != "tanh")
+    l.spec().fail(fmt::format("layer '{}': only the activations sigmoid (gates) and tanh have an ONNX export", name));
+  const std::string y = ctx.fresh(name + "/Y");
+  std::vector<std::string> outs{y};
+  if (yh) outs.push_back(*yh = ctx.fresh(name + "/Y_h"));
+  onnx::NodeProto* n = ctx.add_node(op, in, outs);
+  attr_int(n, "hidden_size", u);
+  if (nd == 2) attr_string(n, "direction", "bidirectional");
+  // Keras's activations are ONNX's defaults; said where there is one direction only: OpenCV 4.6
+  // refuses a list of six (a bidirectional node's) and reads the defaults right.
+  if (lstm && nd == 1) attr_strings(n, "activations", {"Sigmoid", "Tanh", "Tanh"});
+  if (!lstm) attr_int(n, "linear_before_reset", 1);
+  return y;
+}
+
 // The recurrent node's output as the layer's: every step's Y [T, 1, N, U] as [N, T, U], or the
 // last state [N, U]: Y_h [1, N, U] (lstm), or Y's last step sliced (gru: OpenCV 4.6's GRU makes no
 // Y_h; yh empty).
@@ -64,62 +140,97 @@ void recurrent_output(ExportContext& ctx, size_t i, const std::string& y, const 
   ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
 }
 
-void export_lstm(ExportContext& ctx, size_t i) {
-  const Layer& l = *ctx.node(i).layer;
-  const LayerConfig d = l.describe();
+void export_recurrent(ExportContext& ctx, size_t i, bool lstm) {
+  const LayerConfig d = ctx.node(i).layer->describe();
   const Value& x = ctx.input(i, 0);  // [N, T, F]
   const int64_t t = x.shape[0], f = x.shape[1], u = d.integer("units");
-  const std::string name = l.name();
-  const std::string doc = "Keras gate order i, f, c, o reordered to ONNX's i, o, f, c";
-  const std::string w = ctx.add_initializer(ctx.param_entry(i, "kernel").name, {1, 4 * u, f},
-                                            gates_transposed(ctx.param(i, "kernel"), f, u),
-                                            "ONNX LSTM W: trainer kernel [F, 4U] transposed; " + doc);
-  const std::string r = ctx.add_initializer(ctx.param_entry(i, "recurrent_kernel").name, {1, 4 * u, u},
-                                            gates_transposed(ctx.param(i, "recurrent_kernel"), u, u),
-                                            "ONNX LSTM R: trainer recurrent_kernel [U, 4U] transposed; " + doc);
-  std::vector<std::string> in{ctx.fresh(name + "/time_major"), w, r};
-  attr_ints(ctx.add_node("Transpose", {x.name}, {in[0]}), "perm", {1, 0, 2});  // [T, N, F]
-  if (d.flag("use_bias")) {
-    const std::vector<float> b = ctx.param(i, "bias");
-    std::vector<float> wb(size_t(8 * u), 0.0f);  // [Wb | Rb]: the trainer's bias as Wb, Rb zero
-    for (int g = 0; g < 4; ++g)
-      for (int64_t j = 0; j < u; ++j) wb[size_t(g * u + j)] = b[size_t(kKerasGate[g] * u + j)];
-    in.push_back(ctx.add_initializer(ctx.param_entry(i, "bias").name, {1, 8 * u}, wb,
-                                     "ONNX LSTM B = [Wb | Rb]: trainer bias as Wb, Rb zeros; " + doc));
-  }
-  const std::string y = ctx.fresh(name + "/Y"), yh = ctx.fresh(name + "/Y_h");
-  onnx::NodeProto* n = ctx.add_node("LSTM", in, {y, yh});
-  attr_int(n, "hidden_size", u);
-  if (d.text("recurrent_activation") != "sigmoid" || d.text("activation") != "tanh")
-    l.spec().fail(fmt::format("lstm layer '{}': only the activations sigmoid (gates) and tanh have an ONNX export", name));
-  attr_strings(n, "activations", {"Sigmoid", "Tanh", "Tanh"});
+  const std::vector<RnnWeights> dirs{rnn_weights(ctx, i, "", lstm, f, u, d.flag("use_bias"))};
+  const std::vector<std::string> names{ctx.param_entry(i, "kernel").name, ctx.param_entry(i, "recurrent_kernel").name,
+                                       d.flag("use_bias") ? ctx.param_entry(i, "bias").name : ""};
+  std::string yh;
+  const std::string y = rnn_node(ctx, i, time_major(ctx, i), lstm, dirs, f, u, names, lstm ? &yh : nullptr);
   recurrent_output(ctx, i, y, yh, t, u, d.flag("return_sequences"));
 }
 
-// gru: ONNX GRU with linear_before_reset = 1 (Keras's reset_after), time-major; W, R transposed
-// (the gate order z, r, h is ONNX's), B = [Wb | Rb] the trainer's two bias rows.
-void export_gru(ExportContext& ctx, size_t i) {
+void export_lstm(ExportContext& ctx, size_t i) { export_recurrent(ctx, i, true); }
+// gru: ONNX GRU with linear_before_reset = 1 (Keras's reset_after), time-major.
+void export_gru(ExportContext& ctx, size_t i) { export_recurrent(ctx, i, false); }
+
+// bidirectional (an lstm or gru both ways): one ONNX node of direction "bidirectional" (a gru: two,
+// below), whose Y [T, 2, N, U] holds the backward half in x's step order, as Keras's merge takes it. Every step:
+// Y as [N, T, 2, U]; the last state: each half's last step, Y[T - 1, 0] and Y[0, 1], as [1, N, 2, U].
+// concat: the two halves side by side ([.., 2U]); sum, mul: Add, Mul of the halves; ave: Add, then
+// Mul by 0.5.
+void export_bidirectional(ExportContext& ctx, size_t i) {
   const Layer& l = *ctx.node(i).layer;
   const LayerConfig d = l.describe();
-  const Value& x = ctx.input(i, 0);  // [N, T, F]
+  const Value& x = ctx.input(i, 0);
   const int64_t t = x.shape[0], f = x.shape[1], u = d.integer("units");
-  const std::string name = l.name();
-  const std::string w = ctx.add_initializer(ctx.param_entry(i, "kernel").name, {1, 3 * u, f},
-                                            gates_transposed(ctx.param(i, "kernel"), f, u, 3, kGruGate),
-                                            "ONNX GRU W: trainer kernel [F, 3U] transposed (gates z, r, h)");
-  const std::string r = ctx.add_initializer(ctx.param_entry(i, "recurrent_kernel").name, {1, 3 * u, u},
-                                            gates_transposed(ctx.param(i, "recurrent_kernel"), u, u, 3, kGruGate),
-                                            "ONNX GRU R: trainer recurrent_kernel [U, 3U] transposed (gates z, r, h)");
-  std::vector<std::string> in{ctx.fresh(name + "/time_major"), w, r};
-  attr_ints(ctx.add_node("Transpose", {x.name}, {in[0]}), "perm", {1, 0, 2});  // [T, N, F]
-  if (d.flag("use_bias"))
-    in.push_back(ctx.add_initializer(ctx.param_entry(i, "bias").name, {1, 6 * u}, ctx.param(i, "bias"),
-                                     "ONNX GRU B = [Wb | Rb]: the trainer's bias rows (input, recurrent)"));
-  const std::string y = ctx.fresh(name + "/Y");
-  onnx::NodeProto* n = ctx.add_node("GRU", in, {y});
-  attr_int(n, "hidden_size", u);
-  attr_int(n, "linear_before_reset", 1);
-  recurrent_output(ctx, i, y, "", t, u, d.flag("return_sequences"));
+  const bool lstm = d.text("layer") == "lstm", bias = d.flag("use_bias"), seq = d.flag("return_sequences");
+  const std::string name = l.name(), merge = d.text("merge_mode");
+  std::vector<RnnWeights> dirs;
+  for (const char* half : {"forward_", "backward_"})
+    dirs.push_back(rnn_weights(ctx, i, half + d.text("layer_name") + "/", lstm, f, u, bias));
+  const std::string xt = time_major(ctx, i);
+  std::string y;
+  if (lstm) {
+    y = rnn_node(ctx, i, xt, true, dirs, f, u, {name + "/W", name + "/R", name + "/B"});
+  } else {
+    // OpenCV 4.6 cannot run a bidirectional GRU (its GEMM asserts on the second direction's
+    // shapes): the same Y from two forward GRUs, the second over the steps reversed and its output
+    // reversed back, concatenated along the direction axis. A reversal is a Split into the steps
+    // and a Concat of them backwards (OpenCV 4.6's Gather takes one index only).
+    const std::string ones = ctx.add_int64s(name + "/one_step_each", std::vector<int64_t>(static_cast<size_t>(t), 1));
+    const auto reverse = [&](const std::string& v, const std::string& out) {
+      std::vector<std::string> steps;
+      for (int64_t s = 0; s < t; ++s) steps.push_back(ctx.fresh(out + "/step"));
+      attr_int(ctx.add_node("Split", {v, ones}, steps), "axis", 0);
+      std::reverse(steps.begin(), steps.end());
+      attr_int(ctx.add_node("Concat", steps, {out}), "axis", 0);
+      return out;
+    };
+    std::vector<std::string> halves;
+    for (size_t k = 0; k < 2; ++k) {
+      const std::string pre = (k ? "backward_" : "forward_") + d.text("layer_name") + "/";
+      const std::vector<std::string> names{ctx.param_entry(i, pre + "kernel").name, ctx.param_entry(i, pre + "recurrent_kernel").name,
+                                           bias ? ctx.param_entry(i, pre + "bias").name : ""};
+      const std::string in = k ? reverse(xt, ctx.fresh(name + "/time_major_reversed")) : xt;
+      const std::string yk = rnn_node(ctx, i, in, false, {dirs[k]}, f, u, names);
+      halves.push_back(k ? reverse(yk, ctx.fresh(name + "/Y_backward")) : yk);
+    }
+    y = ctx.fresh(name + "/Y_both");
+    attr_int(ctx.add_node("Concat", halves, {y}), "axis", 1);
+  }
+  std::string both = ctx.fresh(name + "/both");  // [N, T, 2, U] or [1, N, 2, U]
+  if (seq) {
+    attr_ints(ctx.add_node("Transpose", {y}, {both}), "perm", {2, 0, 1, 3});
+  } else {
+    const std::string fl = ctx.fresh(name + "/forward_last"), bl = ctx.fresh(name + "/backward_last");
+    const std::string axes = ctx.add_int64s(name + "/time_direction_axes", {0, 1});
+    ctx.add_node("Slice", {y, ctx.add_int64s(name + "/forward_start", {t - 1, 0}), ctx.add_int64s(name + "/forward_end", {t, 1}), axes}, {fl});
+    ctx.add_node("Slice", {y, ctx.add_int64s(name + "/backward_start", {0, 1}), ctx.add_int64s(name + "/backward_end", {1, 2}), axes}, {bl});
+    const std::string cat = ctx.fresh(name + "/last_steps");
+    attr_int(ctx.add_node("Concat", {fl, bl}, {cat}), "axis", 1);  // [1, 2, N, U]
+    attr_ints(ctx.add_node("Transpose", {cat}, {both}), "perm", {0, 2, 1, 3});
+  }
+  const std::vector<int64_t> out_shape = seq ? std::vector<int64_t>{-1, t, merge == "concat" ? 2 * u : u}
+                                             : std::vector<int64_t>{-1, merge == "concat" ? 2 * u : u};
+  std::string merged = both;
+  if (merge != "concat") {
+    const std::string a = ctx.fresh(name + "/forward"), b = ctx.fresh(name + "/backward");
+    const std::string axis = ctx.add_int64s(name + "/direction_axis", {2});
+    ctx.add_node("Slice", {both, ctx.add_int64s(name + "/first", {0}), ctx.add_int64s(name + "/second", {1}), axis}, {a});
+    ctx.add_node("Slice", {both, ctx.add_int64s(name + "/second_start", {1}), ctx.add_int64s(name + "/end", {2}), axis}, {b});
+    merged = ctx.fresh(name + "/" + merge);
+    ctx.add_node(merge == "mul" ? "Mul" : "Add", {a, b}, {merged});
+    if (merge == "ave") {
+      const std::string half = ctx.fresh(name + "/halved");
+      ctx.add_node("Mul", {merged, ctx.add_scalar(name + "/one_half", 0.5f)}, {half});
+      merged = half;
+    }
+  }
+  ctx.add_node("Reshape", {merged, ctx.add_int64s(name + "/shape", out_shape)}, {ctx.output_name(i)});
+  ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
 }
 
 // position_embedding: Add of the table's first T rows, a constant [T, D] broadcast over the batch.
@@ -138,6 +249,7 @@ const RegisterExporter embedding({"embedding"}, export_embedding);
 const RegisterExporter position_embedding({"position_embedding"}, export_position_embedding);
 const RegisterExporter lstm({"lstm"}, export_lstm);
 const RegisterExporter gru({"gru"}, export_gru);
+const RegisterExporter bidirectional({"bidirectional"}, export_bidirectional);
 
 }  // namespace
 }  // namespace trainer::onnx_export

@@ -1,4 +1,4 @@
-// CPU element-wise ops: sum, accumulate, f32/bf16 convert, scale, last-axis concat/split (f32 or bf16), Philox dropout.
+// CPU element-wise ops: sum, accumulate, f32/bf16 convert, scale, last-axis concat/split and steps reversed (f32 or bf16), Philox dropout.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -158,6 +158,19 @@ class CpuElementwise final : public ElementwiseKernel {
       for (int64_t c0 = 0; c0 < C; c0 += kTile)
         for (int64_t r = r0; r < std::min(R, r0 + kTile); ++r)
           for (int64_t c = c0; c < std::min(C, c0 + kTile); ++c) o[c * R + r] = a[r * C + c];
+  }
+
+  // Whole rows moved, by element size: one code path for every type.
+  void reverse_steps_impl(int64_t n, int64_t t, int64_t width, const Tensor& x, Tensor& y) override {
+    cpu::refuse_f16("reverse_steps", "x", x);
+    const size_t row = size_t(width) * dtype_size(x.dtype());
+    const char* __restrict a = static_cast<const char*>(x.data());
+    char* __restrict o = static_cast<char*>(y.data());
+#pragma omp parallel for schedule(static) if (n * t * width > cpu::kParallelGrain)
+    for (int64_t r = 0; r < n * t; ++r) {
+      const int64_t b = r / t, s = r - b * t;
+      std::memcpy(o + size_t(r) * row, a + size_t(b * t + t - 1 - s) * row, row);
+    }
   }
 
   // concat and split move whole elements: one code path for every type, by element size.

@@ -67,6 +67,15 @@ __global__ void copy_cols_kernel(const U* src, int64_t src_ld, U* dst, int64_t d
   }
 }
 
+// y[b, s, j] = x[b, t - 1 - s, j] for rows of `width` units U (an element's bits, or 16 bytes).
+template <class U>
+__global__ void reverse_steps_kernel(const U* x, U* y, int64_t n, int64_t t, int64_t width) {
+  CUDA_GRID_LOOP(i, n * t * width) {
+    const int64_t r = i / width, j = i - r * width, b = r / t, s = r - b * t;
+    y[i] = x[(b * t + t - 1 - s) * width + j];
+  }
+}
+
 struct Identity {
   __device__ float operator()(float v) const { return v; }
 };
@@ -195,6 +204,23 @@ class CudaElementwise final : public ElementwiseKernel {
     const int64_t tiles = ((R + kTile - 1) / kTile) * ((C + kTile - 1) / kTile);
     TRAINER_LAUNCH(transpose_kernel, unsigned(std::min<int64_t>(tiles, int64_t(1) << 20)), unsigned(kTile * kTileRows),
                    c_.stream(), x.f32(), y.f32(), R, C);
+  }
+
+  void reverse_steps_impl(int64_t n, int64_t t, int64_t width, const Tensor& x, Tensor& y) override {
+    const size_t esz = dtype_size(x.dtype());
+    const int64_t bytes = width * int64_t(esz), total = n * t * width;
+    if (total == 0) return;
+    if (bytes % 16 == 0 && cuda::aligned16(x.data()) && cuda::aligned16(y.data()))
+      reverse_as<uint4>(x, y, n, t, bytes / 16);
+    else if (esz == 4)
+      reverse_as<uint32_t>(x, y, n, t, width);
+    else
+      reverse_as<uint16_t>(x, y, n, t, width);
+  }
+  template <class U>
+  void reverse_as(const Tensor& x, Tensor& y, int64_t n, int64_t t, int64_t width) {
+    TRAINER_LAUNCH(reverse_steps_kernel<U>, cuda::grid_for(n * t * width, c_), cuda::kBlock, c_.stream(),
+                   static_cast<const U*>(x.data()), static_cast<U*>(y.data()), n, t, width);
   }
 
   void concat_impl(const std::vector<elementwise::Segment>& segs, Tensor& y) override {

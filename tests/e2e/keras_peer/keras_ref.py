@@ -273,6 +273,26 @@ def gru(x, kernel, recurrent, bias, return_sequences, reset_after=True):
     return torch.stack(out, dim=1) if return_sequences else h
 
 
+def bidirectional(x, forward, backward, merge_mode, return_sequences, control=None):
+    """keras.layers.Bidirectional(layer, merge_mode) (keras/src/layers/rnn/bidirectional.py): `forward`
+    runs over x, `backward` (the layer's copy with weights of its own, go_backwards=True) over x's steps
+    reversed, and its output sequence is reversed back (return_sequences) so that step t of both halves
+    belongs to x's step t; the last-state form takes each half's last step. The halves merged: concat
+    (forward first, last axis), sum, ave ((a + b) / 2) or mul. `control`: "backward sequence not
+    reversed back" or "backward half over the steps in order"."""
+    y = forward(x)
+    yb = backward(x if control == "backward half over the steps in order" else torch.flip(x, dims=[1]))
+    if return_sequences and control != "backward sequence not reversed back":
+        yb = torch.flip(yb, dims=[1])
+    if merge_mode == "concat":
+        return torch.cat([y, yb], dim=-1)
+    if merge_mode == "sum":
+        return y + yb
+    if merge_mode == "ave":
+        return (y + yb) / 2
+    return y * yb
+
+
 def layer_norm(x, gamma, beta, epsilon=1e-3, unbiased=False):
     """keras.layers.LayerNormalization (axis -1): mean and variance over the last axis (ops.moments:
     the biased variance), (x - mean) / sqrt(variance + epsilon) · gamma + beta; gamma / beta None

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The layer peer check's cases added from 2026-12-02 on (layer_cases.py runs them last): Keras 3's
 activations, conv1d, the 1D pools, reshape, up_sampling2d (nearest and bilinear), separable_conv2d,
-cropping2d, gru, conv2d_transpose, zero_pad1d, cropping1d and up_sampling1d. They draw their weights
+cropping2d, gru, conv2d_transpose, zero_pad1d, cropping1d, up_sampling1d and bidirectional. They draw their weights
 and data from streams of their own, so that every earlier case draws the weights and data it drew
 before (the controls of some, e.g. gelu's other form and attention's unscaled scores, differ from
 the truth by little more than the bound: a redraw can bring them within it)."""
@@ -156,4 +156,31 @@ def later_cases(first):
         out.append(Case(comp, opts, ["{name: c, type: conv1d, filters: 4, kernel: 3, use_bias: false}",
                                      f"{{name: s, type: {comp}, {opts}}}"] + HEAD, p, f_seq,
                         inputs={"x": ("vector", [7, 3])}, gen=np.random.default_rng(first + len(out))))
+    # --- bidirectional: lstm and gru, each merge mode and both output forms; the controls leave the backward
+    # half's sequence in its own step order, or run it over the steps in order
+    for kind, merge, seq in (("lstm", "concat", True), ("lstm", "sum", False), ("gru", "ave", True), ("gru", "mul", False)):
+        g = 4 if kind == "lstm" else 3
+        p = {}
+        for half in ("forward", "backward"):
+            p[f"bi/{half}_{kind}/kernel"] = w(3, 4 * g, gen=late)
+            p[f"bi/{half}_{kind}/recurrent_kernel"] = w(4, 4 * g, gen=late)
+            p[f"bi/{half}_{kind}/bias"] = w(4 * g, scale=0.2, gen=late) if kind == "lstm" else w(2, 4 * g, scale=0.2, gen=late)
+        width = 8 if merge == "concat" else 4
+        p.update(head(5 * width if seq else width, gen=late))
+
+        def f_bi(P, X, S, t, c, s, kind=kind, merge=merge, seq=seq):
+            rnn = K.lstm if kind == "lstm" else K.gru
+
+            def half(name):
+                return lambda x: rnn(x, P[f"bi/{name}_{kind}/kernel"], P[f"bi/{name}_{kind}/recurrent_kernel"],
+                                     P[f"bi/{name}_{kind}/bias"], seq)
+
+            return logits(P, K.bidirectional(X["x"], half("forward"), half("backward"), merge, seq,
+                                             control=c if c else None))
+
+        out.append(Case("bidirectional", f"{kind}, merge {merge}, " + ("return_sequences" if seq else "last state"),
+                        [f"{{name: bi, type: bidirectional, layer: {{type: {kind}, units: 4, return_sequences: "
+                         f"{str(seq).lower()}}}, merge_mode: {merge}}}"] + (HEAD if seq else HEAD[1:]),
+                        p, f_bi, inputs={"x": ("vector", [5, 3])}, gen=np.random.default_rng(first + len(out)),
+                        controls=("backward sequence not reversed back",) if seq else ("backward half over the steps in order",)))
     return out

@@ -1,4 +1,4 @@
-// Sequence graphs (embedding, lstm, gru, dense, sigmoid cross-entropy): layer shapes, parameters and Keras
+// Sequence graphs (embedding, lstm, gru, bidirectional, dense, sigmoid cross-entropy): layer shapes, parameters and Keras
 // initialisers, and whole-graph gradients against central finite differences of the loss.
 #include <catch2/catch.hpp>
 
@@ -263,5 +263,42 @@ TEST_CASE("gradcheck: gru layers on a (steps, features) input match finite diffe
   Setup s(spec_of(kGruFeatures, Shape{6, 5}), false);
   auto [checked, large] = gradcheck(s);
   CHECK(checked > 50);
+  CHECK(large > checked / 2);
+}
+
+// Bidirectional layers (each merge mode, both output forms): token ids -> embedding -> gru both
+// ways (every step, mul) -> lstm both ways (last step, concat); features -> gru both ways without
+// bias (every step, ave) -> lstm both ways (last step, sum). The embedding's and the first layer's
+// gradients pass through the second's input gradient (the two halves' summed).
+const char* kBiTokens = R"(
+model:
+  input: [6]
+  layers:
+    - {name: emb, type: embedding, input_dim: 7, output_dim: 3}
+    - {name: seq, type: bidirectional, layer: {type: gru, units: 3, return_sequences: true}, merge_mode: mul}
+    - {name: last, type: bidirectional, layer: {type: lstm, units: 2}}
+    - {name: dense, type: dense, units: 1}
+)";
+const char* kBiFeatures = R"(
+model:
+  input: [5]
+  layers:
+    - {name: seq, type: bidirectional, layer: {type: gru, units: 4, return_sequences: true, use_bias: false}, merge_mode: ave}
+    - {name: last, type: bidirectional, layer: {type: lstm, units: 2}, merge_mode: sum}
+    - {name: dense, type: dense, units: 1}
+)";
+
+TEST_CASE("gradcheck: embedding, bidirectional gru (mul) and lstm (concat) match finite differences") {
+  Setup s(spec_of(kBiTokens, Shape{6}), true);
+  auto [checked, large] = gradcheck(s);
+  INFO(large << " of " << checked << " large");
+  CHECK(checked > 100);
+  CHECK(large > checked / 2);
+}
+
+TEST_CASE("gradcheck: bidirectional gru (ave) and lstm (sum) on a (steps, features) input match finite differences") {
+  Setup s(spec_of(kBiFeatures, Shape{6, 5}), false);
+  auto [checked, large] = gradcheck(s);
+  CHECK(checked > 80);
   CHECK(large > checked / 2);
 }

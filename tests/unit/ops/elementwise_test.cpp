@@ -1,4 +1,4 @@
-// elementwise and dropout tests: add/accumulate/scale, last-axis concat/split, Philox dropout masks.
+// elementwise and dropout tests: add/accumulate/scale, transpose, last-axis concat/split, steps reversed, Philox dropout masks.
 #include "core/ops/elementwise.h"
 
 #include <map>
@@ -74,6 +74,45 @@ TEST_CASE("elementwise transpose moves every element exactly, odd shapes and emp
     }
     Tensor x = be.upload(random_tensor({2, 3}, rng)), wrong = be.nan({2, 3});
     CHECK_THROWS_WITH(k->transpose(x, wrong), Catch::Contains("transpose") && Catch::Contains("y"));
+  }
+}
+
+TEST_CASE("elementwise reverse_steps moves each step's row whole, f32 and bf16, odd widths and empty shapes included", "[backends]") {
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(47);
+    auto k = make_kernel<ElementwiseKernel>(be.ctx(), ElementwiseParams{});
+    // [N, T, F...]: batch 1, one step, one feature, odd widths (no 16-byte rows), an image per step,
+    // empty batches and empty steps.
+    for (Shape s : {Shape{1, 1, 1}, Shape{2, 5, 3}, Shape{3, 7, 8}, Shape{1, 9, 33}, Shape{4, 6}, Shape{2, 3, 4, 5},
+                    Shape{0, 4, 3}, Shape{3, 0, 2}, Shape{5, 2, 0}}) {
+      INFO("x [" << s.str() << "]");
+      const Tensor hx = random_tensor(s, rng);
+      const int64_t N = s[0], T = s[1], W = N * T != 0 ? s.numel() / (N * T) : 0;
+      ref::Vec want(size_t(s.numel()));
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t j = 0; j < W; ++j) want[size_t((n * T + t) * W + j)] = hx.f32()[(n * T + T - 1 - t) * W + j];
+      Tensor y = be.nan(s);
+      k->reverse_steps(be.upload(hx), y);
+      be.check("y", y, want, 0.0);  // a copy: exact
+      // bf16: the same rows of 2-byte elements; reversed twice is the input's bits.
+      Tensor x16 = be.empty(s, DType::BF16), r16 = be.empty(s, DType::BF16), back = be.empty(s, DType::BF16);
+      k->convert(be.upload(hx), x16);
+      k->reverse_steps(x16, r16);
+      k->reverse_steps(r16, back);
+      const Tensor hx16 = be.download(x16), hr16 = be.download(r16), hb16 = be.download(back);
+      for (int64_t i = 0; i < s.numel(); ++i) {
+        const int64_t n = i / std::max<int64_t>(T * W, 1), t = (i / std::max<int64_t>(W, 1)) % std::max<int64_t>(T, 1),
+                      j = i % std::max<int64_t>(W, 1);
+        REQUIRE(hr16.as<uint16_t>()[i] == hx16.as<uint16_t>()[(n * T + T - 1 - t) * W + j]);
+        REQUIRE(hb16.as<uint16_t>()[i] == hx16.as<uint16_t>()[i]);
+      }
+    }
+    Tensor x = be.upload(random_tensor({2, 3, 4}, rng)), wrong = be.nan({2, 4, 3}), flat = be.upload(random_tensor({6}, rng));
+    CHECK_THROWS_WITH(k->reverse_steps(x, wrong), Catch::Contains("reverse_steps") && Catch::Contains("y"));
+    CHECK_THROWS_WITH(k->reverse_steps(x, x), Catch::Contains("share memory"));
+    Tensor flat_y = be.nan({6});
+    CHECK_THROWS_WITH(k->reverse_steps(flat, flat_y), Catch::Contains("rank >= 2"));
   }
 }
 

@@ -78,7 +78,7 @@ TEST_CASE("e2e export: gru layers (return_sequences, then the last step) as ONNX
 // (concat, mul, ave, sum) over every step or from each half's last step (the backward half's is
 // step 0); wide logits, so that a half taken from the wrong step or direction moves the
 // probabilities by more than 1e-4.
-TEST_CASE("e2e export: bidirectional lstm and gru (every merge mode, every step and the last) as ONNX LSTM / GRU of direction bidirectional: OpenCV equals trainer predict within 1e-4",
+TEST_CASE("e2e export: bidirectional lstm and gru (every merge mode, every step and the last) as ONNX LSTM / GRU of direction bidirectional, repeat_vector as Resize: OpenCV equals trainer predict within 1e-4",
           "[export]") {
   if (skip_without_python_deps()) return;
   const char* models[][2] = {
@@ -88,6 +88,12 @@ TEST_CASE("e2e export: bidirectional lstm and gru (every merge mode, every step 
     - {name: b4, type: bidirectional, layer: {type: gru, units: 5, name: enc}, merge_mode: sum}
 )"},
       {"last", R"(    - {name: b1, type: bidirectional, layer: {type: lstm, units: 4, bias_initializer: {type: random_normal, stddev: 0.5}}}
+)"},
+      // a sequence-to-sequence autoencoder's shape: the summary repeated (repeat_vector: Resize of one step)
+      {"repeat", R"(    - {name: b1, type: bidirectional, layer: {type: gru, units: 3}}
+    - {name: rep, type: repeat_vector, n: 4}
+    - {name: dec, type: lstm, units: 3, return_sequences: true}
+    - {name: flat, type: flatten}
 )"}};
   for (const auto& m : models) {
     INFO(m[0]);

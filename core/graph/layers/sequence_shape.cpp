@@ -1,4 +1,4 @@
-// zero_pad1d, cropping1d and up_sampling1d layers (Keras ZeroPadding1D, Cropping1D, UpSampling1D) over a sequence [T, C], run by the 2D layers' kernels on the one-row image [1, T, C].
+// zero_pad1d, cropping1d, up_sampling1d and repeat_vector layers (Keras ZeroPadding1D, Cropping1D, UpSampling1D, RepeatVector) over a sequence [T, C] (a vector [C]: one step), run by the 2D layers' kernels on the one-row image [1, T, C].
 #include <fmt/format.h>
 
 #include <utility>
@@ -25,8 +25,10 @@ std::pair<int, int> read_ends(cfg::MapReader& r, const char* key, int fallback) 
   return {amount(n.at(0)), amount(n.at(1))};
 }
 
-// A sequence [N, T, C] as the one-row image [N, 1, T, C] (a view).
-Tensor as_row(const Tensor& t) { return t.reshape(Shape{t.dim(0), 1, t.dim(1), t.dim(2)}); }
+// A sequence [N, T, C] as the one-row image [N, 1, T, C] (a view); a vector [N, C] as one step.
+Tensor as_row(const Tensor& t) {
+  return t.shape().rank() == 2 ? t.reshape(Shape{t.dim(0), 1, 1, t.dim(1)}) : t.reshape(Shape{t.dim(0), 1, t.dim(1), t.dim(2)});
+}
 
 // What the three share: a sequence input, a kernel made at bind, and no weights.
 class SequenceShapeLayer : public Layer {
@@ -81,12 +83,25 @@ class PadOrCrop1d final : public SequenceShapeLayer {
   KernelSlot<Pad2dKernel> k_;
 };
 
-// Keras's UpSampling1D: each step repeated `size` times (its only interpolation).
+// Keras's UpSampling1D (kRepeat false): each step of a sequence repeated `size` times (its only
+// interpolation); Keras's RepeatVector (kRepeat true): a vector [C] repeated `n` times as the
+// sequence [n, C] (an encoder's summary fed to every step of a decoder) — the same kernel on the
+// vector as one step. Backward sums the copies.
+template <bool kRepeat>
 class UpSampling1d final : public SequenceShapeLayer {
  public:
   TRAINER_LAYER_CLONE(UpSampling1d)
-  explicit UpSampling1d(cfg::MapReader& r) : size_(int(r.get_int("size", 2, 1, 1024))) {}
-  LayerConfig describe() const override { return LayerConfig().put_int("size", size_); }
+  explicit UpSampling1d(cfg::MapReader& r)
+      : size_(int(kRepeat ? r.get_int("n", std::nullopt, 1, 1 << 20) : r.get_int("size", 2, 1, 1024))) {}
+  Shape infer(const std::vector<Shape>& in) override {
+    if (!kRepeat) return SequenceShapeLayer::infer(in);
+    if (in[0].rank() != 1)
+      spec().fail(fmt::format("repeat_vector '{}' needs a vector input (features), got {}; a flatten or a global pool "
+                              "makes one, an lstm or gru without return_sequences gives one",
+                              name(), in[0].str()));
+    return Shape{size_, in[0][0]};
+  }
+  LayerConfig describe() const override { return LayerConfig().put_int(kRepeat ? "n" : "size", size_); }
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
     Layer::bind(ctx, std::move(params), std::move(grads));
     k_ = make_kernel<UpsampleKernel>(ctx, UpsampleParams{1, size_, false});
@@ -103,7 +118,7 @@ class UpSampling1d final : public SequenceShapeLayer {
   }
 
  private:
-  const char* type_name() const override { return "up_sampling1d"; }
+  const char* type_name() const override { return kRepeat ? "repeat_vector" : "up_sampling1d"; }
   int64_t steps(int64_t t) const override { return t * size_; }
   int size_;
   KernelSlot<UpsampleKernel> k_;
@@ -111,7 +126,8 @@ class UpSampling1d final : public SequenceShapeLayer {
 
 RegisterLayer<PadOrCrop1d<false>> reg_pad("zero_pad1d", "ZeroPadding1D");
 RegisterLayer<PadOrCrop1d<true>> reg_crop("cropping1d", "Cropping1D");
-RegisterLayer<UpSampling1d> reg_up("up_sampling1d", "UpSampling1D");
+RegisterLayer<UpSampling1d<false>> reg_up("up_sampling1d", "UpSampling1D");
+RegisterLayer<UpSampling1d<true>> reg_repeat("repeat_vector", "RepeatVector");
 
 }  // namespace
 }  // namespace trainer

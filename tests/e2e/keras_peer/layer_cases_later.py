@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """The layer peer check's cases added from 2026-12-02 on (layer_cases.py runs them last): Keras 3's
 activations, conv1d, the 1D pools, reshape, up_sampling2d (nearest and bilinear), separable_conv2d,
-cropping2d, gru, conv2d_transpose, zero_pad1d, cropping1d, up_sampling1d and bidirectional. They draw their weights
+cropping2d, gru, conv2d_transpose, zero_pad1d, cropping1d, up_sampling1d, bidirectional and repeat_vector. They draw their weights
 and data from streams of their own, so that every earlier case draws the weights and data it drew
 before (the controls of some, e.g. gelu's other form and attention's unscaled scores, differ from
 the truth by little more than the bound: a redraw can bring them within it)."""
 import numpy as np
 
 import keras_ref as K  # exits 77 (a skip) when torch cannot be imported
+import torch
 import torch.nn.functional as F
 from layer_cases import HEAD, Case, head, logits, w
 
@@ -183,4 +184,22 @@ def later_cases(first):
                          f"{str(seq).lower()}}}, merge_mode: {merge}}}"] + (HEAD if seq else HEAD[1:]),
                         p, f_bi, inputs={"x": ("vector", [5, 3])}, gen=np.random.default_rng(first + len(out)),
                         controls=("backward sequence not reversed back",) if seq else ("backward half over the steps in order",)))
+    # --- repeat_vector: an lstm's last state (an encoder's summary) fed to every step of a second lstm
+    # (a sequence-to-sequence decoder); the control feeds the summary to the first step only
+    p = {"enc/kernel": w(3, 16, gen=late), "enc/recurrent_kernel": w(4, 16, gen=late), "enc/bias": w(16, scale=0.2, gen=late),
+         "dec/kernel": w(4, 12, gen=late), "dec/recurrent_kernel": w(3, 12, gen=late), "dec/bias": w(12, scale=0.2, gen=late),
+         **head(4 * 3, gen=late)}
+
+    def f_repeat(P, X, S, t, c, s):
+        h = K.lstm(X["x"], P["enc/kernel"], P["enc/recurrent_kernel"], P["enc/bias"], False)
+        r = h.unsqueeze(1).repeat(1, 4, 1)  # keras.layers.RepeatVector(4)
+        if c == "the summary at the first step only":
+            r = torch.cat([h.unsqueeze(1), torch.zeros_like(r[:, 1:])], dim=1)
+        return logits(P, K.lstm(r, P["dec/kernel"], P["dec/recurrent_kernel"], P["dec/bias"], True))
+
+    out.append(Case("repeat_vector", "n 4, between an encoder lstm and a decoder lstm",
+                    ["{name: enc, type: lstm, units: 4}", "{name: rep, type: repeat_vector, n: 4}",
+                     "{name: dec, type: lstm, units: 3, return_sequences: true}"] + HEAD, p, f_repeat,
+                    inputs={"x": ("vector", [5, 3])}, gen=np.random.default_rng(first + len(out)),
+                    controls=("the summary at the first step only",)))
     return out

@@ -1,4 +1,4 @@
-// zero_pad1d, cropping1d and up_sampling1d layers (Keras ZeroPadding1D, Cropping1D, UpSampling1D): output shapes, config errors at file:line:col, and in a graph each step's value and the gradient that reaches the layer before.
+// zero_pad1d, cropping1d, up_sampling1d and repeat_vector layers (Keras ZeroPadding1D, Cropping1D, UpSampling1D, RepeatVector): output shapes, config errors at file:line:col, and in a graph each step's value and the gradient that reaches the layer before.
 #include <catch2/catch.hpp>
 
 #include "graph_run.h"
@@ -68,4 +68,35 @@ TEST_CASE("zero_pad1d, cropping1d, up_sampling1d: in a graph, each step's value,
           CHECK(p.grad_at[size_t((n * T + s) * C + c)] == want);
         }
   }
+}
+
+TEST_CASE("repeat_vector: Keras's RepeatVector(n) of a vector, errors, and in a graph each copy's value and the summed gradient") {
+  const auto shape = [](const std::string& input, const std::string& layer) {
+    return build("model:\n  input: " + input + "\n  layers:\n    - {" + layer + "}\n").output_shape();
+  };
+  CHECK(shape("[5]", "type: repeat_vector, n: 3") == Shape{3, 5});
+  CHECK(shape("[1]", "type: repeat_vector, n: 1") == Shape{1, 1});
+  CHECK(find_layer("repeat_vector")->keras_name == "RepeatVector");
+  CHECK_THAT(error_of("model:\n  input: [5]\n  layers:\n    - {type: repeat_vector}\n"),
+             Catch::StartsWith("test.yaml:4:7:") && Catch::Contains("'n'"));
+  CHECK_THAT(error_of("model:\n  input: [5]\n  layers:\n    - {type: repeat_vector, n: 0}\n"), Catch::StartsWith("test.yaml:4:32:") && Catch::Contains("between 1 and"));
+  CHECK_THAT(error_of("model:\n  input: [7, 3]\n  layers:\n    - {type: repeat_vector, n: 2}\n"),
+             Catch::StartsWith("test.yaml:4:7:") && Catch::Contains("needs a vector input"));
+  // An encoder's summary (a dense of 3) fed to 4 steps; the gradient reaching it sums the copies'.
+  const int64_t n = 4, C = 3;
+  trainer::test::Probe p("model:\n  input: [5]\n  layers:\n    - {name: d, type: dense, units: 3}\n"
+                         "    - {name: r, type: repeat_vector, n: 4}\n",
+                         Shape{2, 5});
+  const Tensor &dy_ = p.out("d"), &ry = p.out("r");
+  REQUIRE(ry.shape() == Shape{2, n, C});
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t c = 0; c < C; ++c) CHECK(ry.f32()[(b * n + t) * C + c] == dy_.f32()[b * C + c]);
+  p.backward("r", "d");
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t c = 0; c < C; ++c) {
+      float want = 0.0f;
+      for (int64_t t = 0; t < n; ++t) want += p.dy[size_t((b * n + t) * C + c)];
+      CHECK(p.grad_at[size_t(b * C + c)] == want);
+    }
 }

@@ -237,36 +237,39 @@ class DropoutKernel {
 
   // Inverted dropout: y = x * keep / (1 - rate), f32. The keep mask is a pure function of
   // (seed, element index) (counter-based RNG), so backends and runs agree bit for bit; the mask
-  // (u8, x's size) is saved for backward.
+  // (u8) is saved for backward. A mask of x's size drops elements; a mask [N, C] for x [N, ..., C]
+  // drops whole channels (Keras's SpatialDropout1D/2D: channel c of sample n kept or dropped at
+  // every position), each the bit the elements' mask of an [N, C] tensor would have.
   void forward(const Tensor& x, Tensor& y, Tensor& mask, uint64_t seed) { forward(x, y, mask, DropoutSeed{seed, nullptr}); }
   // The same with the seed read where the kernel runs (a recorded step: DropoutSeed::step).
   void forward(const Tensor& x, Tensor& y, Tensor& mask, DropoutSeed seed) {
     ck_.dtype("x", x, DType::F32);
     ck_.shape("y", y, x.shape());
-    check_mask(mask, x.shape());
-    forward_impl(x, y, mask, seed);
+    forward_impl(x, y, mask, seed, channels(mask, x.shape()));
   }
   void backward(const Tensor& dy, const Tensor& mask, Tensor& dx) {
     ck_.dtype("dy", dy, DType::F32);
     ck_.shape("dx", dx, dy.shape());
-    check_mask(mask, dy.shape());
-    backward_impl(dy, mask, dx);
+    backward_impl(dy, mask, dx, channels(mask, dy.shape()));
   }
 
  protected:
   DropoutKernel(const OpContext& c, const Params& p) : p_(p), ck_(kName, c.device()) {
     if (!(p.rate >= 0.0f && p.rate < 1.0f)) ck_.fail("rate must be in [0, 1), got ", p.rate);
   }
-  // Called with checked arguments only.
-  virtual void forward_impl(const Tensor& x, Tensor& y, Tensor& mask, DropoutSeed seed) = 0;
-  virtual void backward_impl(const Tensor& dy, const Tensor& mask, Tensor& dx) = 0;
+  // Called with checked arguments only. `channels`: 0 for a mask of the elements; C for a mask
+  // [N, C] of x [N, P·C] (element i's bit: mask[(i / (P·C))·C + i % C]; P >= 1).
+  virtual void forward_impl(const Tensor& x, Tensor& y, Tensor& mask, DropoutSeed seed, int64_t channels) = 0;
+  virtual void backward_impl(const Tensor& dy, const Tensor& mask, Tensor& dx, int64_t channels) = 0;
 
   const Params p_;
 
  private:
-  void check_mask(const Tensor& mask, const Shape& s) const {
+  int64_t channels(const Tensor& mask, const Shape& s) const {
     ck_.dtype("mask", mask, DType::U8);
-    if (mask.numel() != s.numel()) ck_.fail("mask [", mask.shape().str(), "] does not match x [", s.str(), "]");
+    if (mask.numel() == s.numel() && !(mask.shape().rank() == 2 && s.rank() > 2)) return 0;
+    if (mask.shape().rank() == 2 && s.rank() >= 2 && mask.dim(0) == s[0] && mask.dim(1) == s.back()) return s.back();
+    ck_.fail("mask [", mask.shape().str(), "] is neither x's size nor [N, C] of x [", s.str(), "]");
   }
   shape_checks::Checks ck_;
 };

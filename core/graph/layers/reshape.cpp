@@ -1,4 +1,4 @@
-// Shape-only and regularising layers: flatten, reshape and dropout.
+// Shape-only and regularising layers: flatten, reshape, dropout and spatial_dropout1d/2d.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -72,11 +72,19 @@ struct Flatten final : Reshape {
   LayerConfig describe() const override { return LayerConfig(); }
 };
 
+// Keras's Dropout (kSpatial 0: each element), SpatialDropout1D (1: each channel of a sequence
+// [T, C] at every step) and SpatialDropout2D (2: each channel of an image [H, W, C] at every pixel).
+template <int kSpatial>
 class Dropout final : public Layer {
  public:
   TRAINER_LAYER_CLONE(Dropout)
   explicit Dropout(cfg::MapReader& r) { p_.rate = float(r.get_float("rate", std::nullopt, 0.0, 0.999)); }
-  Shape infer(const std::vector<Shape>& in) override { return in[0]; }
+  Shape infer(const std::vector<Shape>& in) override {
+    if (kSpatial && in[0].rank() != size_t(kSpatial + 1))
+      spec().fail(fmt::format("spatial_dropout{}d '{}' needs {} input, got {}", kSpatial, name(),
+                              kSpatial == 1 ? "a sequence (steps, channels)" : "an image (H, W, C)", in[0].str()));
+    return in[0];
+  }
   LayerConfig describe() const override { return LayerConfig().put_real("rate", p_.rate); }
   void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
     Layer::bind(ctx, std::move(params), std::move(grads));
@@ -96,8 +104,9 @@ class Dropout final : public Layer {
     // The mask's memory grows and is kept (a short batch views the front of it): made again at
     // each batch size, a step recorded as a CUDA graph after another size's launched step would
     // allocate it inside the capture (docs/gpu-runs/2026-11-30-h200.md).
-    if (mask_.shape() != x[0]->shape())
-      mask_ = Tensor::view(mask_mem_.get(ctx(), size_t(x[0]->numel())), x[0]->shape(), DType::U8, ctx().device());
+    const Shape& xs = x[0]->shape();
+    const Shape ms = kSpatial ? Shape{xs[0], xs.back()} : xs;
+    if (mask_.shape() != ms) mask_ = Tensor::view(mask_mem_.get(ctx(), size_t(ms.numel())), ms, DType::U8, ctx().device());
     k_->forward(*x[0], y, mask_, step_ ? DropoutSeed{node_, step_} : DropoutSeed{seed_, nullptr});
   }
   void backward(const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
@@ -120,7 +129,9 @@ class Dropout final : public Layer {
 
 RegisterLayer<Flatten> reg_flatten("flatten", "Flatten");
 RegisterLayer<Reshape> reg_reshape("reshape", "Reshape");
-RegisterLayer<Dropout> reg_dropout("dropout", "Dropout");
+RegisterLayer<Dropout<0>> reg_dropout("dropout", "Dropout");
+RegisterLayer<Dropout<1>> reg_spatial1d("spatial_dropout1d", "SpatialDropout1D");
+RegisterLayer<Dropout<2>> reg_spatial2d("spatial_dropout2d", "SpatialDropout2D");
 
 }  // namespace
 }  // namespace trainer

@@ -1,4 +1,4 @@
-// CPU element-wise ops: sum, accumulate, f32/bf16 convert, scale, last-axis concat/split and steps reversed (f32 or bf16), Philox dropout.
+// CPU element-wise ops: sum, accumulate, f32/bf16 convert, scale, last-axis concat/split and steps reversed (f32 or bf16), Philox dropout (of elements or of whole channels).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -210,41 +210,53 @@ class CpuDropout final : public DropoutKernel {
   CpuDropout(OpContext& ctx, const DropoutParams& p) : DropoutKernel(ctx, p) {}
 
  private:
-  void forward_impl(const Tensor& x, Tensor& y, Tensor& mask, DropoutSeed s) override {
+  void forward_impl(const Tensor& x, Tensor& y, Tensor& mask, DropoutSeed s, int64_t channels) override {
     const uint64_t seed = s.step ? node_seed(s.step->seed(), s.value) : s.value;
-    int64_t n = x.numel();
+    const int64_t n = x.numel(), bits = mask.numel();
     const float* a = x.f32();
     float* o = y.f32();
     uint8_t* m = mask.as<uint8_t>();
     if (p_.rate == 0.0f) {
       if (o != a) std::memcpy(o, a, x.bytes());
-      std::memset(m, 1, size_t(n));
+      std::memset(m, 1, size_t(bits));
       return;
     }
     const uint32_t thr = dropout_threshold(p_.rate);
     const float scale = dropout_scale(p_.rate);
-    int64_t groups = (n + 3) / 4;
-#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain / 4)
+    const int64_t groups = (bits + 3) / 4;
+    // The mask's bits in groups of four words; elements with their bit at once (one per element),
+    // or after every bit is drawn (channels: each bit serves P positions).
+#pragma omp parallel for schedule(static) if (bits > cpu::kParallelGrain / 4)
     for (int64_t gi = 0; gi < groups; ++gi) {
       Philox4 r = dropout_words(uint64_t(gi), seed);
-      int64_t base = gi * 4;
-      int64_t cnt = n - base < 4 ? n - base : 4;
+      const int64_t base = gi * 4, cnt = bits - base < 4 ? bits - base : 4;
       for (int64_t j = 0; j < cnt; ++j) {
         const bool keep = dropout_keep(r.v[j], thr);
         m[base + j] = keep;
-        o[base + j] = dropout_apply(keep, a[base + j], scale);
+        if (!channels) o[base + j] = dropout_apply(keep, a[base + j], scale);
       }
     }
+    if (channels) apply_channels(a, m, o, n, n / std::max<int64_t>(bits / channels, 1), channels, scale);
   }
 
-  void backward_impl(const Tensor& dy, const Tensor& mask, Tensor& dx) override {
-    int64_t n = dy.numel();
+  void backward_impl(const Tensor& dy, const Tensor& mask, Tensor& dx, int64_t channels) override {
+    const int64_t n = dy.numel();
     const float* g = dy.f32();
     const uint8_t* m = mask.as<uint8_t>();
     float* o = dx.f32();
     const float scale = dropout_scale(p_.rate);
+    if (channels) {
+      apply_channels(g, m, o, n, n / std::max<int64_t>(mask.numel() / channels, 1), channels, scale);
+      return;
+    }
 #pragma omp parallel for simd schedule(static) if (n > cpu::kParallelGrain)
     for (int64_t i = 0; i < n; ++i) o[i] = dropout_apply(m[i] != 0, g[i], scale);
+  }
+
+  // o[i] = v[i] kept by its sample's channel bit m[(i / block)·c + i % c] (block = P·C elements a sample).
+  static void apply_channels(const float* v, const uint8_t* m, float* o, int64_t n, int64_t block, int64_t c, float scale) {
+#pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) o[i] = dropout_apply(m[(i / block) * c + i % c] != 0, v[i], scale);
   }
 };
 

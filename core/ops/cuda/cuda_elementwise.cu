@@ -1,4 +1,4 @@
-// CUDA element-wise ops over f32/bf16/f16: sum of tensors, accumulate, convert, scale, last-axis concat/split; Philox dropout (the CPU's masks).
+// CUDA element-wise ops over f32/bf16/f16: sum of tensors, accumulate, convert, scale, last-axis concat/split, steps reversed; Philox dropout of elements or whole channels (the CPU's masks).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -122,6 +122,24 @@ __global__ void dropout_fwd_kernel(const float* x, float* y, uint8_t* m, int64_t
         }
     }
   }
+}
+
+// A channel mask's bits alone (group g of four from philox4x32(g, seed), as dropout_fwd_kernel's),
+// and x (or dy) kept by its sample's channel bit: o[i] = v[i] · m[(i / block)·c + i % c] · scale.
+__global__ void dropout_mask_kernel(uint8_t* m, int64_t bits, uint64_t seed0, const StepScalars* step, uint32_t thr) {
+  const uint64_t seed = step ? node_seed(step->seed(), seed0) : seed0;
+  CUDA_GRID_LOOP(gi, (bits + 3) / 4) {
+    Philox4 r = dropout_words(uint64_t(gi), seed);
+    const int64_t base = gi * 4;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (base + j < bits) m[base + j] = dropout_keep(r.v[j], thr);
+  }
+}
+
+__global__ void dropout_channels_kernel(const float* v, const uint8_t* m, float* o, int64_t n, int64_t block, int64_t c,
+                                        float scale) {
+  CUDA_GRID_LOOP(i, n) o[i] = dropout_apply(m[(i / block) * c + i % c] != 0, v[i], scale);
 }
 
 __global__ void dropout_bwd_kernel(const float* g, const uint8_t* m, float* dx, int64_t n, float scale) {
@@ -298,27 +316,40 @@ class CudaDropout final : public DropoutKernel {
   CudaDropout(OpContext& ctx, const DropoutParams& p) : DropoutKernel(ctx, p), c_(cuda_context(ctx)) {}
 
  private:
-  void forward_impl(const Tensor& x, Tensor& y, Tensor& mask, DropoutSeed s) override {
-    const int64_t n = x.numel();
+  void forward_impl(const Tensor& x, Tensor& y, Tensor& mask, DropoutSeed s, int64_t channels) override {
+    const int64_t n = x.numel(), bits = mask.numel();
     const float* a = x.f32();
     float* o = y.f32();
     uint8_t* m = mask.as<uint8_t>();
     if (p_.rate == 0.0f) {
       if (o != a) c_.copy(o, a, x.bytes());
-      if (n > 0) CUDA_CHECK(cudaMemsetAsync(m, 1, size_t(n), c_.stream()));
+      if (bits > 0) CUDA_CHECK(cudaMemsetAsync(m, 1, size_t(bits), c_.stream()));
       return;
     }
     if (n == 0) return;
     const uint32_t thr = dropout_threshold(p_.rate);
     const float scale = dropout_scale(p_.rate);
+    if (channels) {
+      TRAINER_LAUNCH(dropout_mask_kernel, cuda::grid_for((bits + 3) / 4, c_), cuda::kBlock, c_.stream(), m, bits, s.value,
+                     s.step, thr);
+      TRAINER_LAUNCH(dropout_channels_kernel, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), a, m, o, n,
+                     n / (bits / channels), channels, scale);
+      return;
+    }
     const bool vec = n % 4 == 0 && cuda::aligned16(a) && cuda::aligned16(o) && cuda::aligned4(m);
     TRAINER_LAUNCH(dropout_fwd_kernel, cuda::grid_for((n + 3) / 4, c_), cuda::kBlock, c_.stream(), a, o, m, n, s.value,
                    s.step, thr, scale, vec);
   }
 
-  void backward_impl(const Tensor& dy, const Tensor& mask, Tensor& dx) override {
+  void backward_impl(const Tensor& dy, const Tensor& mask, Tensor& dx, int64_t channels) override {
     const int64_t n = dy.numel();
+    if (n == 0) return;
     const float scale = dropout_scale(p_.rate);
+    if (channels) {
+      TRAINER_LAUNCH(dropout_channels_kernel, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), dy.f32(),
+                     mask.as<const uint8_t>(), dx.f32(), n, n / (mask.numel() / channels), channels, scale);
+      return;
+    }
     TRAINER_LAUNCH(dropout_bwd_kernel, cuda::grid_for(n, c_), cuda::kBlock, c_.stream(), dy.f32(),
                    mask.as<const uint8_t>(), dx.f32(), n, scale);
   }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The layer peer check's cases added from 2026-12-02 on (layer_cases.py runs them last): Keras 3's
 activations, conv1d, the 1D pools, reshape, up_sampling2d (nearest and bilinear), separable_conv2d,
-cropping2d, gru, conv2d_transpose, zero_pad1d, cropping1d, up_sampling1d, bidirectional and repeat_vector. They draw their weights
+cropping2d, gru, conv2d_transpose, zero_pad1d, cropping1d, up_sampling1d, bidirectional, repeat_vector and
+spatial_dropout1d/2d. They draw their weights
 and data from streams of their own, so that every earlier case draws the weights and data it drew
 before (the controls of some, e.g. gelu's other form and attention's unscaled scores, differ from
 the truth by little more than the bound: a redraw can bring them within it)."""
@@ -10,7 +11,7 @@ import numpy as np
 import keras_ref as K  # exits 77 (a skip) when torch cannot be imported
 import torch
 import torch.nn.functional as F
-from layer_cases import HEAD, Case, head, logits, w
+from layer_cases import HEAD, SEED as K_SEED, Case, head, logits, w
 
 
 def later_cases(first):
@@ -202,4 +203,27 @@ def later_cases(first):
                      "{name: dec, type: lstm, units: 3, return_sequences: true}"] + HEAD, p, f_repeat,
                     inputs={"x": ("vector", [5, 3])}, gen=np.random.default_rng(first + len(out)),
                     controls=("the summary at the first step only",)))
+    # --- spatial_dropout1d / 2d after a convolution (node 1), rate 0.5 with trainer's mask: the elements' mask of
+    # an [N, C] tensor, each channel of a sample kept or dropped at every step or pixel; the control drops
+    # elements instead (the mask drawn over every element)
+    for comp, conv, shape, inp in [("spatial_dropout1d", "conv1d", (5, 4), [7, 3]), ("spatial_dropout2d", "conv2d", (4, 5, 4), None)]:
+        k = w(3, 3, 4, gen=late) if conv == "conv1d" else w(3, 3, 3, 4, gen=late)
+        p = {"c/kernel": k, **head(int(np.prod(shape)), gen=late)}
+
+        def f_sd(P, X, S, training, c, step, conv=conv):
+            h = K.conv1d(X["x"], P["c/kernel"]) if conv == "conv1d" else K.conv2d(X["x"], P["c/kernel"])
+            if training:
+                n, ch = h.shape[0], h.shape[-1]
+                if c == "elements dropped, not channels":
+                    mask = K.dropout_mask(h.numel(), K_SEED, step, 1, 0.5).reshape(h.shape)
+                else:
+                    mask = K.dropout_mask(n * ch, K_SEED, step, 1, 0.5).reshape([n] + [1] * (h.dim() - 2) + [ch])
+                h = h * mask * 2.0
+            return logits(P, h)
+
+        out.append(Case(comp, "rate 0.5 (trainer's mask)",
+                        [f"{{name: c, type: {conv}, filters: 4, kernel: 3, use_bias: false}}",
+                         f"{{name: s, type: {comp}, rate: 0.5}}"] + HEAD, p, f_sd,
+                        inputs={"x": ("vector", inp)} if inp else None, gen=np.random.default_rng(first + len(out)),
+                        controls=("elements dropped, not channels",)))
     return out

@@ -13,8 +13,8 @@
 
 namespace trainer::test_fixed {
 
-// Convolution, batch norm with its fused ReLU, dropout, pooling, dense, softmax: every kind of
-// per-step value (the rate, Adam's bias corrections, the loss scale, the dropout seed).
+// Convolution, batch norm with its fused ReLU, dropout, pooling, spatial dropout, dense, softmax:
+// every kind of per-step value (the rate, Adam's bias corrections, the loss scale, the dropout seeds).
 inline const char* kNet = R"(
 name: fixed
 model:
@@ -25,6 +25,7 @@ model:
     - {name: r1, type: relu}
     - {name: drop, type: dropout, rate: 0.25}
     - {name: pool, type: max_pool2d, pool: 2}
+    - {name: sdrop, type: spatial_dropout2d, rate: 0.2}
     - {name: flat, type: flatten}
     - {name: dense, type: dense, units: 5}
     - {name: out, type: softmax}

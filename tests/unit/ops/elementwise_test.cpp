@@ -1,4 +1,4 @@
-// elementwise and dropout tests: add/accumulate/scale, transpose, last-axis concat/split, steps reversed, Philox dropout masks.
+// elementwise and dropout tests: add/accumulate/scale, transpose, last-axis concat/split, steps reversed, Philox dropout masks (of elements and of whole channels).
 #include "core/ops/elementwise.h"
 
 #include <map>
@@ -283,6 +283,54 @@ TEST_CASE("dropout with rate 0 is the identity, bad rates and masks are rejected
     Tensor x0 = be.empty({0, 7}), m0 = be.empty({0, 7}, DType::U8);
     auto k2 = make_kernel<DropoutKernel>(be.ctx(), DropoutParams{0.5f});
     REQUIRE_NOTHROW(k2->forward(x0, x0, m0, 1));
+  }
+}
+
+// Keras's SpatialDropout1D/2D: a mask [N, C] whose bit (n, c) keeps or drops channel c of sample n
+// at every position, the bit an elements' mask of an [N, C] tensor has with that seed (so the same
+// on every backend); forward and backward apply it with the same scale. Batch 1, one channel, one
+// position, odd sizes, an empty batch; a mask of neither form is refused.
+TEST_CASE("dropout of whole channels: mask [N, C] as the elements' mask of [N, C], every position alike", "[backends]") {
+  DropoutParams p;
+  p.rate = 0.4f;
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(45);
+    auto k = make_kernel<DropoutKernel>(be.ctx(), p);
+    for (Shape s : {Shape{6, 9, 5}, Shape{3, 4, 5, 7}, Shape{1, 3, 1}, Shape{2, 1, 3}, Shape{1, 5, 5, 1}, Shape{0, 4, 3},
+                    Shape{64, 33, 17}}) {
+      INFO("x [" << s.str() << "]");
+      const int64_t N = s[0], C = s.back(), P = N * C != 0 ? s.numel() / (N * C) : 0;
+      const Tensor hx = random_tensor(s, rng, 0.5, 1.5), hdy = random_tensor(s, rng);
+      Tensor y = be.nan(s), mask = be.empty({N, C}, DType::U8), dx = be.nan(s);
+      k->forward(be.upload(hx), y, mask, 777);
+      k->backward(be.upload(hdy), mask, dx);
+      // The elements' mask of an [N, C] tensor with the same seed.
+      Tensor flat_y = be.empty({N, C}), flat_m = be.empty({N, C}, DType::U8);
+      k->forward(be.upload(random_tensor({N, C}, rng)), flat_y, flat_m, 777);
+      const Tensor hm = be.download(mask);
+      REQUIRE(std::memcmp(hm.data(), be.download(flat_m).data(), size_t(N * C)) == 0);
+      const uint8_t* m = hm.as<uint8_t>();
+      ref::Vec want_y(size_t(s.numel())), want_dx(size_t(s.numel()));
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t q = 0; q < P; ++q)
+          for (int64_t c = 0; c < C; ++c) {
+            const int64_t i = (n * P + q) * C + c;
+            const float scale = dropout_scale(0.4f);
+            want_y[size_t(i)] = dropout_apply(m[n * C + c] != 0, hx.f32()[i], scale);
+            want_dx[size_t(i)] = dropout_apply(m[n * C + c] != 0, hdy.f32()[i], scale);
+          }
+      be.check("y", y, want_y, 0.0);
+      be.check("dx", dx, want_dx, 0.0);
+      if (s.numel() > 10000) {  // the keep rate over 64·17 channels: binomial std 0.015, 5 sigma
+        int64_t kept = 0;
+        for (int64_t i = 0; i < N * C; ++i) kept += m[i];
+        CHECK(std::fabs(1.0 - double(kept) / double(N * C) - 0.4) < 0.075);
+      }
+    }
+    Tensor x = be.upload(random_tensor({2, 3, 4}, rng)), y = be.nan({2, 3, 4});
+    Tensor wrong = be.empty({2, 3}, DType::U8), wrong2 = be.empty({3, 4}, DType::U8);
+    CHECK_THROWS_WITH(k->forward(x, y, wrong, 1), Catch::Contains("neither x's size nor [N, C]"));
+    CHECK_THROWS_WITH(k->forward(x, y, wrong2, 1), Catch::Contains("neither x's size nor [N, C]"));
   }
 }
 

@@ -163,7 +163,8 @@ const RegisterExporter reshape({"reshape"}, export_reshape);
 const RegisterExporter up_sampling({"up_sampling2d"}, export_up_sampling);
 const RegisterExporter cropping({"cropping2d"}, export_cropping);
 const RegisterExporter multiply({"multiply"}, export_multiply);
-const RegisterExporter dropout({"dropout", "spatial_dropout1d", "spatial_dropout2d"}, export_dropout);
+const RegisterExporter dropout({"dropout", "spatial_dropout1d", "spatial_dropout2d", "gaussian_noise", "gaussian_dropout"},
+                               export_dropout);
 const RegisterExporter zero_pad({"zero_pad2d"}, export_zero_pad);
 const RegisterExporter concat({"concat"}, export_concat);
 const RegisterExporter add({"add"}, export_add);

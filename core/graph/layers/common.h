@@ -41,6 +41,24 @@ class HeldTensor {
   Tensor t_;
 };
 
+// A layer's random seed for one step (dropout, noise): the executor's per-step seed
+// (Layer::set_step_seed), or, in a recorded step, the node's index with the step's memory
+// (Layer::set_step_scalars), where the kernel reads the seed when it runs.
+class StepSeed {
+ public:
+  void set(uint64_t seed) { seed_ = seed; }
+  void set(const StepScalars* step, uint64_t node) {
+    step_ = step;
+    node_ = node;
+  }
+  DropoutSeed get() const { return step_ ? DropoutSeed{node_, step_} : DropoutSeed{seed_, nullptr}; }
+
+ private:
+  uint64_t seed_ = 0;
+  const StepScalars* step_ = nullptr;
+  uint64_t node_ = 0;
+};
+
 // A layer whose op takes (input, kernel weights, optional bias) — conv2d and dense share this
 // runtime; they differ in config, shapes and parameters.
 template <class Kernel>

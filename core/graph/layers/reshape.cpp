@@ -90,11 +90,8 @@ class Dropout final : public Layer {
     Layer::bind(ctx, std::move(params), std::move(grads));
     k_ = make_kernel<DropoutKernel>(ctx, p_);
   }
-  void set_step_seed(uint64_t seed) override { seed_ = seed; }
-  void set_step_scalars(const StepScalars* step, uint64_t node) override {
-    step_ = step;
-    node_ = node;
-  }
+  void set_step_seed(uint64_t seed) override { seed_.set(seed); }
+  void set_step_scalars(const StepScalars* step, uint64_t node) override { seed_.set(step, node); }
   void forward(const std::vector<const Tensor*>& x, Tensor& y, bool training) override {
     training_ = training && p_.rate > 0;
     if (!training_) {
@@ -107,7 +104,7 @@ class Dropout final : public Layer {
     const Shape& xs = x[0]->shape();
     const Shape ms = kSpatial ? Shape{xs[0], xs.back()} : xs;
     if (mask_.shape() != ms) mask_ = Tensor::view(mask_mem_.get(ctx(), size_t(ms.numel())), ms, DType::U8, ctx().device());
-    k_->forward(*x[0], y, mask_, step_ ? DropoutSeed{node_, step_} : DropoutSeed{seed_, nullptr});
+    k_->forward(*x[0], y, mask_, seed_.get());
   }
   void backward(const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
@@ -118,9 +115,7 @@ class Dropout final : public Layer {
 
  private:
   DropoutParams p_;
-  uint64_t seed_ = 0;
-  const StepScalars* step_ = nullptr;  // a recorded step's seed source (set_step_scalars)
-  uint64_t node_ = 0;
+  StepSeed seed_;
   bool training_ = false;
   Tensor mask_;      // a view of mask_mem_ at this batch's shape
   Scratch mask_mem_;

@@ -400,9 +400,13 @@ def _philox(c0, c1, c2, c3, k0, k1):
     return c0, c1, c2, c3
 
 
-def dropout_mask(numel, run_seed, global_step, node, rate, rank=0):
+def _node_seed(run_seed, global_step, node, rank=0):
     step = (((run_seed * 0x9E3779B97F4A7C15 + global_step) & M64) * 0xBF58476D1CE4E5B9 + rank) & M64
-    seed = (step * 1000003 + node) & M64
+    return (step * 1000003 + node) & M64
+
+
+def dropout_mask(numel, run_seed, global_step, node, rate, rank=0):
+    seed = _node_seed(run_seed, global_step, node, rank)
     t = rate * 16777216.0
     threshold = int(t) + (1 if int(t) < t else 0)
     keep = []
@@ -410,3 +414,19 @@ def dropout_mask(numel, run_seed, global_step, node, rate, rank=0):
         w = _philox(g & M32, g >> 32, 0, 0, seed & M32, seed >> 32)
         keep += [(w[j] >> 8) >= threshold for j in range(4)]
     return torch.tensor(keep[:numel], dtype=torch.float64)
+
+
+def gaussian_normal(numel, run_seed, global_step, node, rank=0):
+    """The standard normal values trainer's gaussian_noise / gaussian_dropout draw for a node's tensor of
+    `numel` elements (core/ops/math/gaussian_noise.h): element i takes the words of Philox group i // 4, the
+    pair (w0, w1) for elements 4g and 4g + 1 and (w2, w3) for the others, by Box–Muller: u1 = ((w_even >> 8)
+    + 1) / 2^24, u2 = (w_odd >> 8) / 2^24, sqrt(-2 ln u1)·cos(2π u2) (even) or ·sin (odd)."""
+    seed = _node_seed(run_seed, global_step, node, rank)
+    z = []
+    for g in range((numel + 3) // 4):
+        w = _philox(g & M32, g >> 32, 0, 0, seed & M32, seed >> 32)
+        for a, b in ((w[0], w[1]), (w[2], w[3])):
+            u1, u2 = ((a >> 8) + 1) / 16777216.0, (b >> 8) / 16777216.0
+            r, th = math.sqrt(-2.0 * math.log(u1)), 2.0 * math.pi * u2
+            z += [r * math.cos(th), r * math.sin(th)]
+    return torch.tensor(z[:numel], dtype=torch.float64)

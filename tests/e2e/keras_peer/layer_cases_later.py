@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """The layer peer check's cases added from 2026-12-02 on (layer_cases.py runs them last): Keras 3's
 activations, conv1d, the 1D pools, reshape, up_sampling2d (nearest and bilinear), separable_conv2d,
-cropping2d, gru, conv2d_transpose, zero_pad1d, cropping1d, up_sampling1d, bidirectional, repeat_vector and
-spatial_dropout1d/2d. They draw their weights
+cropping2d, gru, conv2d_transpose, zero_pad1d, cropping1d, up_sampling1d, bidirectional, repeat_vector,
+spatial_dropout1d/2d, gaussian_noise and gaussian_dropout. They draw their weights
 and data from streams of their own, so that every earlier case draws the weights and data it drew
 before (the controls of some, e.g. gelu's other form and attention's unscaled scores, differ from
 the truth by little more than the bound: a redraw can bring them within it)."""
+import math
+
 import numpy as np
 
 import keras_ref as K  # exits 77 (a skip) when torch cannot be imported
@@ -226,4 +228,32 @@ def later_cases(first):
                          f"{{name: s, type: {comp}, rate: 0.5}}"] + HEAD, p, f_sd,
                         inputs={"x": ("vector", inp)} if inp else None, gen=np.random.default_rng(first + len(out)),
                         controls=("elements dropped, not channels",)))
+    # --- gaussian_noise on the input (node 0) and gaussian_dropout after a conv2d (node 1), with trainer's normal
+    # values; the controls take the variance for the stddev (noise) and the rate for it (dropout)
+    p = {"d1/kernel": w(6, 5, gen=late), "d1/bias": w(5, scale=0.1, gen=late), **head(5, gen=late)}
+
+    def f_gn(P, X, S, training, c, step):
+        x = X["x"]
+        if training:
+            sd = 0.3 ** 2 if c == "variance taken for the stddev" else 0.3
+            x = x + sd * K.gaussian_normal(x.numel(), K_SEED, step, 0).reshape(x.shape)
+        return logits(P, torch.relu(K.dense(x, P["d1/kernel"], P["d1/bias"])))
+
+    out.append(Case("gaussian_noise", "stddev 0.3 (trainer's normal values)",
+                    ["{name: g, type: gaussian_noise, stddev: 0.3}", "{name: d1, type: dense, units: 5}",
+                     "{name: relu, type: relu}"] + HEAD[1:], p, f_gn, inputs={"x": ("vector", [6])},
+                    gen=np.random.default_rng(first + len(out)), controls=("variance taken for the stddev",)))
+    p = {"c/kernel": w(3, 3, 3, 4, gen=late), **head(4 * 5 * 4, gen=late)}
+
+    def f_gd(P, X, S, training, c, step):
+        h = K.conv2d(X["x"], P["c/kernel"])
+        if training:
+            sd = 0.2 if c == "rate taken for the stddev" else math.sqrt(0.2 / 0.8)
+            h = h * (1.0 + sd * K.gaussian_normal(h.numel(), K_SEED, step, 1).reshape(h.shape))
+        return logits(P, h)
+
+    out.append(Case("gaussian_dropout", "rate 0.2 (trainer's normal values)",
+                    ["{name: c, type: conv2d, filters: 4, kernel: 3, use_bias: false}",
+                     "{name: g, type: gaussian_dropout, rate: 0.2}"] + HEAD, p, f_gd,
+                    gen=np.random.default_rng(first + len(out)), controls=("rate taken for the stddev",)))
     return out

@@ -104,7 +104,7 @@ TEST_CASE("fixed step: values read from step memory give the ordinary step's bit
   // Binary cross-entropy over a sigmoid output.
   for (const test::TestDevice& d : test::test_devices()) {
     SECTION(d.name + " binary_crossentropy") {
-      const RunSpec e = spec({"model.layers.7.units=1", "model.layers.8.type=sigmoid", "train.loss=binary_crossentropy",
+      const RunSpec e = spec({"model.layers.8.units=1", "model.layers.9.type=sigmoid", "train.loss=binary_crossentropy",
                               "data.train.classes=2"});
       check_same(train(e, d.device, Path::Ordinary, 2), train(e, d.device, Path::Fixed, 2));
     }
@@ -144,7 +144,7 @@ TEST_CASE("fixed step: evaluation as a program gives eval_step's bits (batch siz
   for (const test::TestDevice& d : test::test_devices())
     for (const bool binary : {false, true}) {
       SECTION(d.name + (binary ? " binary_crossentropy" : " cross_entropy")) {
-        const RunSpec e = binary ? spec({"model.layers.7.units=1", "model.layers.8.type=sigmoid",
+        const RunSpec e = binary ? spec({"model.layers.8.units=1", "model.layers.9.type=sigmoid",
                                          "train.loss=binary_crossentropy", "data.train.classes=2", "devices.tf32=false"})
                                  : spec({"devices.tf32=false"});
         const int classes = binary ? 2 : 5;

@@ -13,7 +13,7 @@
 
 namespace trainer::test_fixed {
 
-// Convolution, batch norm with its fused ReLU, dropout, pooling, spatial dropout, dense, softmax:
+// Convolution, batch norm with its fused ReLU, dropout, pooling, spatial and Gaussian dropout, dense, softmax:
 // every kind of per-step value (the rate, Adam's bias corrections, the loss scale, the dropout seeds).
 inline const char* kNet = R"(
 name: fixed
@@ -26,6 +26,7 @@ model:
     - {name: drop, type: dropout, rate: 0.25}
     - {name: pool, type: max_pool2d, pool: 2}
     - {name: sdrop, type: spatial_dropout2d, rate: 0.2}
+    - {name: gdrop, type: gaussian_dropout, rate: 0.1}
     - {name: flat, type: flatten}
     - {name: dense, type: dense, units: 5}
     - {name: out, type: softmax}

@@ -91,7 +91,7 @@ class Bidirectional final : public Layer {
 
   void forward(const std::vector<const Tensor*>& x, Tensor& y, bool training) override {
     const Tensor& in = *x[0];
-    const Shape h = batch(in, half_);
+    const Shape h = half_.with_batch(in.dim(0));
     Tensor& yf = yf_.at(ctx(), h);
     Tensor& yb = yb_.at(ctx(), h);
     Tensor& xr = xr_.at(ctx(), in.shape());
@@ -117,7 +117,7 @@ class Bidirectional final : public Layer {
   void backward(const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     const Tensor& in = *x[0];
-    const Shape h = batch(in, half_);
+    const Shape h = half_.with_batch(in.dim(0));
     const Tensor& yf = yf_.get();
     const Tensor& yb = yb_.get();
     // The halves' gradients: dyf for the forward layer, dyb in x's step order for the backward one.
@@ -162,11 +162,6 @@ class Bidirectional final : public Layer {
   }
 
  private:
-  static Shape batch(const Tensor& x, const Shape& s) {
-    std::vector<int64_t> d{x.dim(0)};
-    for (size_t i = 0; i < s.rank(); ++i) d.push_back(s[i]);
-    return Shape(d);
-  }
   // The backward layer's output in x's step order (kept for mul's backward).
   const Tensor& reversed(const Tensor& yb) {
     Tensor& r = ybr_.at(ctx(), yb.shape());

@@ -57,6 +57,11 @@ inline uint64_t node_seed(uint64_t step_seed, uint64_t node) {
 struct DropoutSeed {
   uint64_t value = 0;
   const StepScalars* step = nullptr;
+  // The seed a kernel draws with, read where it runs (`step` is that device's memory).
+#if defined(__CUDACC__)
+  __host__ __device__
+#endif
+  uint64_t resolve() const { return step ? node_seed(step->seed(), value) : value; }
 };
 
 // A step's loss statistics, added to in memory by the loss kernels; the host reads them once the

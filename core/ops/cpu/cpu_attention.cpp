@@ -194,8 +194,7 @@ void drop_row(const attn::Drop& drop, uint64_t e0, float* row, int64_t n) {
 }
 
 attn::Drop drop_of(const AttentionDims& d) {
-  const uint64_t seed = d.drop.step ? node_seed(d.drop.step->seed(), d.drop.value) : d.drop.value;
-  return attn::make_drop(d.rate, seed);
+  return attn::make_drop(d.rate, d.drop.resolve());
 }
 
 // The block's rows of p (or dp) times their dropout factors: element ((b·H + h)·T + i)·S + j.

@@ -211,7 +211,7 @@ class CpuDropout final : public DropoutKernel {
 
  private:
   void forward_impl(const Tensor& x, Tensor& y, Tensor& mask, DropoutSeed s, int64_t channels) override {
-    const uint64_t seed = s.step ? node_seed(s.step->seed(), s.value) : s.value;
+    const uint64_t seed = s.resolve();
     const int64_t n = x.numel(), bits = mask.numel();
     const float* a = x.f32();
     float* o = y.f32();

@@ -24,7 +24,7 @@ class CpuNoise final : public NoiseKernel {
   }
   // o[i] = v[i] under element i's noise (forward), or v[i]·its factor (the gradient).
   void run(const float* v, float* o, int64_t n, DropoutSeed s, bool gradient) const {
-    const uint64_t seed = s.step ? node_seed(s.step->seed(), s.value) : s.value;
+    const uint64_t seed = s.resolve();
     const float sd = p_.stddev;
     const bool mult = p_.multiplicative;
 #pragma omp parallel for schedule(static) if (n > cpu::kParallelGrain / 16)

@@ -12,8 +12,7 @@ namespace trainer::cuda {
 
 // The dropout draw of a call: its seed read where the kernel runs when it is a recorded step's.
 __device__ __forceinline__ attn::Drop attention_drop(const AttentionDims& d) {
-  const uint64_t seed = d.drop.step ? node_seed(d.drop.step->seed(), d.drop.value) : d.drop.value;
-  return attn::make_drop(d.rate, seed);
+  return attn::make_drop(d.rate, d.drop.resolve());
 }
 
 // fp32 contexts multiply in fp32 (sgemm; TF32 where the context allows it), bf16/fp16 ones round

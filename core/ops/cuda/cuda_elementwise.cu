@@ -92,7 +92,7 @@ struct ScaleF {
 // `step` (device memory, may be null): the seed is node_seed(step's seed, seed0), read here.
 __global__ void dropout_fwd_kernel(const float* x, float* y, uint8_t* m, int64_t n, uint64_t seed0,
                                    const StepScalars* step, uint32_t thr, float scale, bool vec) {
-  const uint64_t seed = step ? node_seed(step->seed(), seed0) : seed0;
+  const uint64_t seed = DropoutSeed{seed0, step}.resolve();
   const int64_t groups = (n + 3) / 4;
   CUDA_GRID_LOOP(gi, groups) {
     Philox4 r = dropout_words(uint64_t(gi), seed);
@@ -127,7 +127,7 @@ __global__ void dropout_fwd_kernel(const float* x, float* y, uint8_t* m, int64_t
 // A channel mask's bits alone (group g of four from philox4x32(g, seed), as dropout_fwd_kernel's),
 // and x (or dy) kept by its sample's channel bit: o[i] = v[i] · m[(i / block)·c + i % c] · scale.
 __global__ void dropout_mask_kernel(uint8_t* m, int64_t bits, uint64_t seed0, const StepScalars* step, uint32_t thr) {
-  const uint64_t seed = step ? node_seed(step->seed(), seed0) : seed0;
+  const uint64_t seed = DropoutSeed{seed0, step}.resolve();
   CUDA_GRID_LOOP(gi, (bits + 3) / 4) {
     Philox4 r = dropout_words(uint64_t(gi), seed);
     const int64_t base = gi * 4;

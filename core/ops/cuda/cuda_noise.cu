@@ -11,7 +11,7 @@ namespace {
 // be null): the seed is node_seed(step's seed, seed0), read here.
 __global__ void noise_kernel(const float* v, float* o, int64_t n, uint64_t seed0, const StepScalars* step, float sd,
                              bool mult, bool gradient) {
-  const uint64_t seed = step ? node_seed(step->seed(), seed0) : seed0;
+  const uint64_t seed = DropoutSeed{seed0, step}.resolve();
   CUDA_GRID_LOOP(g, (n + 3) / 4) {
     const Philox4 r = dropout_words(uint64_t(g), seed);
 #pragma unroll

@@ -139,3 +139,62 @@ optimizer: {type: sgd, lr: 0.001}
   write_pixels(dir + "/x.npy", 5, 12, 12);
   check_opencv_agrees(dir, "x.npy", "--stats run/norm_stats.npy");
 }
+
+// subtract (Sub), average (Sum, Div), maximum (Max) and minimum (Min) over conv branches of an
+// image and dense branches of a vector; prelu one slope per channel (PRelu [C, 1, 1]), Keras's
+// default of a slope per position (Relu − Relu(−x)·alpha in NCHW order), a slope per feature of a
+// vector, and one slope over a sequence.
+TEST_CASE("e2e export: subtract, average, maximum, minimum and prelu (per channel, per position, per feature, one slope) on images, vectors and sequences: OpenCV equals trainer predict within 1e-4",
+          "[export]") {
+  if (skip_without_python_deps()) return;
+  const std::string dir = e2e::temp_dir("export_merge_prelu");
+  e2e::write_file(dir + "/m.yaml", R"(name: merge_prelu_export
+seed: 3
+model:
+  input: [32, 32, 3]
+  layers:
+    - {name: a, type: conv2d, filters: 4, kernel: 3, padding: same}
+    - {name: pa, type: prelu, shared_axes: [1, 2], alpha_initializer: {type: random_uniform, minval: -0.5, maxval: 0.9}}
+    - {name: b, type: conv2d, filters: 4, kernel: 1, inputs: [input]}
+    - {name: pb, type: prelu, alpha_initializer: {type: random_uniform, minval: 0.0, maxval: 0.6}}
+    - {name: c, type: conv2d, filters: 4, kernel: 3, padding: same, inputs: [input]}
+    - {name: pc, type: prelu, shared_axes: [3], alpha_initializer: {type: random_uniform, minval: 0.0, maxval: 0.6}}
+    - {name: diff, type: subtract, inputs: [pa, pb]}
+    - {name: mean, type: average, inputs: [diff, pb, pc]}
+    - {name: hi, type: maximum, inputs: [pa, pb, pc]}
+    - {name: lo, type: minimum, inputs: [mean, hi]}
+    - {name: gap, type: global_avg_pool2d}
+    - {name: d1, type: dense, units: 6}
+    - {name: d2, type: dense, units: 6, inputs: [gap]}
+    - {name: p1, type: prelu, alpha_initializer: {type: constant, value: 0.2}, inputs: [d1]}
+    - {name: dmax, type: maximum, inputs: [p1, d2]}
+    - {name: dsub, type: subtract, inputs: [d2, dmax]}
+    - {name: logits, type: dense, units: 10, kernel_initializer: {type: random_normal, stddev: 2.0}}
+    - {name: softmax, type: softmax}
+data:
+  train: {type: synthetic, size: 32, seed: 1}
+  val: {type: synthetic, size: 8, seed: 2}
+  augment: {mean: per_channel}
+train: {epochs: 1, batch_size: 8}
+optimizer: {type: adam, lr: 0.01}
+)");
+  train(dir, dir + "/m.yaml", "");
+  write_pixels(dir + "/x.npy", 5, 32, 32);
+  check_opencv_agrees(dir, "x.npy", "--stats run/norm_stats.npy");
+  // A sequence: the merges over dense branches per position, prelu with one slope.
+  const std::string sdir = e2e::temp_dir("export_merge_prelu_sequence");
+  write_sequence_set(sdir, 19);
+  e2e::write_file(sdir + "/seq.yaml", npy_model("merge_prelu_sequence", "[7, 5]", R"(    - {name: p, type: dense, units: 6}
+    - {name: q, type: dense, units: 6, inputs: [input]}
+    - {name: pr, type: prelu, shared_axes: [1, 2], alpha_initializer: {type: constant, value: 0.3}}
+    - {name: s, type: subtract, inputs: [p, pr]}
+    - {name: m, type: average, inputs: [s, p, pr]}
+    - {name: hi, type: maximum, inputs: [m, q]}
+    - {name: lo, type: minimum, inputs: [hi, s]}
+    - {name: flat, type: flatten}
+    - {name: logits, type: dense, units: 3}
+    - {name: out, type: softmax}
+)"));
+  train(sdir, sdir + "/seq.yaml", "");
+  check_opencv_agrees(sdir, "x.npy", "", "sequence: ");
+}

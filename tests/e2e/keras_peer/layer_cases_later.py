@@ -2,7 +2,7 @@
 """The layer peer check's cases added from 2026-12-02 on (layer_cases.py runs them last): Keras 3's
 activations, conv1d, the 1D pools, reshape, up_sampling2d (nearest and bilinear), separable_conv2d,
 cropping2d, gru, conv2d_transpose, zero_pad1d, cropping1d, up_sampling1d, bidirectional, repeat_vector,
-spatial_dropout1d/2d, gaussian_noise and gaussian_dropout. They draw their weights
+spatial_dropout1d/2d, gaussian_noise, gaussian_dropout, subtract, average, maximum, minimum and prelu. They draw their weights
 and data from streams of their own, so that every earlier case draws the weights and data it drew
 before (the controls of some, e.g. gelu's other form and attention's unscaled scores, differ from
 the truth by little more than the bound: a redraw can bring them within it)."""
@@ -256,4 +256,57 @@ def later_cases(first):
                     ["{name: c, type: conv2d, filters: 4, kernel: 3, use_bias: false}",
                      "{name: g, type: gaussian_dropout, rate: 0.2}"] + HEAD, p, f_gd,
                     gen=np.random.default_rng(first + len(out)), controls=("rate taken for the stddev",)))
+    # --- subtract, average, maximum, minimum of conv branches [6, 7, 3] (Keras's merges: maximum chained as
+    # Keras chains it; equal values do not occur in these data, so torch.maximum's even split of ties never
+    # meets Keras's first-input rule, which the op's tests check); the controls are the mistakes a user
+    # would make: the operands swapped, the sum for the mean, no gradient to the last input, maximum for minimum.
+    # In bf16 the maximum's choice between values within a rounding of each other is bf16's, so the bound of the
+    # branches' updates is wide there (0.64 of it for the control without e's gradient): the fp32 pass runs that one
+    branch = ["{name: a, type: conv2d, filters: 3, kernel: 3, padding: same, use_bias: false, inputs: [x]}",
+              "{name: b, type: conv2d, filters: 3, kernel: 1, use_bias: false, inputs: [x]}",
+              "{name: e, type: conv2d, filters: 3, kernel: 3, padding: same, use_bias: false, inputs: [x]}"]
+    for comp, ins, control in [("subtract", "[a, b]", "the operands swapped"), ("average", "[a, b, e]", "the sum, not the mean"),
+                               ("maximum", "[a, b, e]", "no gradient to the last input"), ("minimum", "[b, a, e]", "maximum taken")]:
+        p = {"a/kernel": w(3, 3, 3, 3, gen=late), "b/kernel": w(1, 1, 3, 3, gen=late), **head(6 * 7 * 3, gen=late)}
+        if comp != "subtract":
+            p["e/kernel"] = w(3, 3, 3, 3, gen=late)
+
+        def f_merge(P, X, S, t, c, s, comp=comp):
+            a = K.conv2d(X["x"], P["a/kernel"], padding="same")
+            b = K.conv2d(X["x"], P["b/kernel"])
+            e = K.conv2d(X["x"], P["e/kernel"], padding="same") if "e/kernel" in P else None
+            if comp == "subtract":
+                h = b - a if c else a - b
+            elif comp == "average":
+                h = (a + b + e) / (1.0 if c else 3.0)
+            elif comp == "maximum":
+                h = torch.maximum(torch.maximum(a, b), e.detach() if c else e) + (0.0 * e if c else 0.0)
+            else:
+                pick = torch.maximum if c else torch.minimum
+                h = pick(pick(b, a), e)
+            return logits(P, K.q(h))
+
+        out.append(Case(comp, f"conv branches {ins}", branch[:2 if comp == "subtract" else 3] +
+                        [f"{{name: m, type: {comp}, inputs: {ins}}}"] + HEAD, p, f_merge,
+                        inputs={"x": ("image", [6, 7, 3])}, gen=np.random.default_rng(first + len(out)), controls=(control,),
+                        bf16_blind=(control,) if comp == "maximum" else ()))
+    # --- prelu after a conv2d, one slope per channel (shared_axes [1, 2], as nn.PReLU(C)), and after a dense, a
+    # slope per feature; alpha drawn around 0.25 with both signs; the control applies the slope to x > 0
+    for variant, conv in [("shared_axes [1, 2] after a conv2d", True), ("a slope per feature after a dense", False)]:
+        alpha = (w(1, 1, 4, scale=0.4, gen=late) + 0.25) if conv else (w(6, scale=0.4, gen=late) + 0.25)
+        first_layer = {"c/kernel": w(3, 3, 3, 4, gen=late)} if conv else {"d1/kernel": w(5, 6, gen=late), "d1/bias": w(6, gen=late)}
+        p = {**first_layer, "p/alpha": alpha, **head(4 * 5 * 4 if conv else 6, gen=late)}
+
+        def f_prelu(P, X, S, t, c, s, conv=conv):
+            h = K.conv2d(X["x"], P["c/kernel"]) if conv else K.dense(X["x"], P["d1/kernel"], P["d1/bias"])
+            a = P["p/alpha"]
+            h = torch.where(h > 0, a * h, h) if c else torch.where(h > 0, h, a * h)
+            return logits(P, K.q(h))
+
+        layers = ["{name: c, type: conv2d, filters: 4, kernel: 3, use_bias: false}",
+                  "{name: p, type: prelu, shared_axes: [1, 2]}"] if conv else \
+                 ["{name: d1, type: dense, units: 6}", "{name: p, type: prelu}"]
+        out.append(Case("prelu", variant, layers + (HEAD if conv else HEAD[1:]), p, f_prelu,
+                        inputs=None if conv else {"x": ("vector", [5])}, gen=np.random.default_rng(first + len(out)),
+                        controls=("the slope applied to x > 0",)))
     return out

@@ -35,6 +35,7 @@ bf16 kernel on distinct values). Where the CPU has no bf16 (no AVX-512) trainer 
 precision, and the bf16 rows say so.
 Usage: layers.py TRAINER WORKDIR [fp32|bf16] (one pass; both by default). The bf16 pass alone draws
 the fp32 pass's data first, so that its cases see the same data either way.
+PEER_ONLY=prelu,subtract (environment) runs only those components' cases (while developing one).
 Prints a table; exit 0 when every check holds, 1 when one fails, 77 when something needed is missing
 (torch; for the bf16 pass alone, a CPU with bf16), with a line "SKIPPED (<kind>): <reason>".
 """
@@ -223,7 +224,10 @@ def run_case(trainer, work, i, case, precision="fp32"):
 
 def table(trainer, work, precision, tol):
     ok = True
+    only = [c for c in os.environ.get("PEER_ONLY", "").split(",") if c]  # a developer's subset: components
     for i, case in enumerate(cases()):
+        if only and case.component not in only:
+            continue
         if precision == "bf16" and case.component in ("max_pool2d", "max_pool1d"):
             print(f"{case.component:<18} {(case.variant + ', bf16')[-44:]:<44} {'':>12}  skipped: near-equal values "
                   "make the maximum bf16's choice (bf16_window_ops_test checks it on distinct values)")

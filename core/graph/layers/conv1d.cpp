@@ -10,7 +10,8 @@ namespace {
 // The sequence [N, T, C] is the image [N, 1, T, C] and Keras's kernel [k, in, filters] the conv2d
 // kernel [1, k, in, filters] (the same memory): the conv2d kernels of every backend run it, their
 // fast paths included. `causal` (WaveNet's; Keras's padding="causal") pads (k - 1)·dilation zeros
-// before the steps and none after, so output step t sees input steps <= t.
+// before the steps and none after, so output step t sees input steps <= t (on the GPU, zeros put
+// before the steps in a padded copy: cuDNN pads symmetrically, cuda_conv2d.cu).
 class Conv1d final : public KernelBiasLayer<Conv2dKernel> {
  public:
   TRAINER_LAYER_CLONE(Conv1d)
@@ -59,14 +60,6 @@ class Conv1d final : public KernelBiasLayer<Conv2dKernel> {
     return c.put_int("filters", p_.filters).put_int("use_bias", p_.bias);
   }
   MixedPrecision mixed_precision() const override { return MixedPrecision::Low; }
-  void bind(OpContext& ctx, std::vector<Tensor> params, std::vector<Tensor> grads) override {
-    // cuDNN pads symmetrically and the CUDA kernel adds at most one extra zero after: causal's
-    // padding all before the steps is not among its cases (core/ops/cuda/cuda_conv2d.cu).
-    if (causal_ && p_.kw > 1 && ctx.device().kind == DeviceKind::CUDA)
-      spec().fail(fmt::format("conv1d '{}': padding 'causal' runs on the CPU only so far (the GPU convolution pads "
-                              "symmetrically); use 'same' or a CPU device", name()));
-    KernelBiasLayer::bind(ctx, std::move(params), std::move(grads));
-  }
   void forward(const std::vector<const Tensor*>& x, Tensor& y, bool) override {
     Tensor yi = image(y);
     k_->forward(image(*x[0]), weight(params_[0]), p_.bias ? params_[1] : Tensor(), yi);

@@ -28,11 +28,12 @@
 //    accumulation). dW comes out of cuDNN in T, as the gradient of PyTorch autocast's T copy of the
 //    weights does, and is widened to f32.
 //  - CUDNN_CROSS_CORRELATION (no kernel flip), as Keras/TF and the float64 reference.
-//  - Padding: cuDNN pads symmetrically. Keras' 'same' pads total = pb + pt with pt = total / 2, so
-//    pb - pt is 0 or 1 per dimension. cuDNN gets the symmetric pad (pt, pl) and the input gets the
-//    remaining pb - pt zero rows at the bottom and pr - pl zero columns at the right explicitly
-//    (a padded copy; backward data computes the padded gradient and crops it). cuDNN's output
-//    size 1 + (H + (pb - pt) + 2 pt - eff) / s equals Keras' and is checked for every shape.
+//  - Padding: cuDNN pads symmetrically. Each axis's pads (before, after) are split
+//    (pad_math::split_symmetric) into the same pad on both sides, which cuDNN takes, and the rest as
+//    explicit zero rows and columns in a padded copy of the input (backward data computes the padded
+//    gradient and crops it): Keras' 'same' pads total = pb + pt with pt = total / 2, so its rest is
+//    0 or 1 zero after; conv1d's causal padding, (k - 1)·dilation before the steps and none after,
+//    is all rest, before. cuDNN's output size equals Keras' and is checked for every shape.
 //  - Algorithms: once per input shape and type (cuda_conv_algo.h: deterministic, the fastest
 //    heuristic candidate whose workspace fits the context's budget).
 //  - Math: fp32 uses CUDNN_FMA_MATH, or TF32 tensor cores when the context allows them
@@ -77,23 +78,23 @@ __global__ void transpose_kernel(const In* __restrict__ in, Out* __restrict__ ou
   }
 }
 
-// xp [n, hp, wp, c] = x [n, h, w, c] with zero rows h..hp-1 and zero columns w..wp-1 (pad2d's
-// index math, pad_math.h, with the padding after only).
+// xp [n, hp, wp, c] = x [n, h, w, c] at rows top.. and columns left.., zeros around it (pad2d's
+// index math, pad_math.h).
 template <class T, class I>
 __global__ void pad_kernel(const T* __restrict__ x, T* __restrict__ xp, int64_t n, int h, int w, int hp, int wp,
-                           int c) {
-  const pad_math::PadShape s{n, h, w, c, hp, wp, 0, 0};
+                           int c, int top, int left) {
+  const pad_math::PadShape s{n, h, w, c, hp, wp, top, left};
   CUDA_GRID_LOOP_T(I, i, n * hp * wp * c) {
     const I src = pad_math::forward_source(s, i);
     xp[i] = src >= 0 ? x[src] : cuda::from_f32<T>(0.0f);
   }
 }
 
-// dx [n, h, w, c] = the top-left h x w part of dxp [n, hp, wp, c].
+// dx [n, h, w, c] = the h x w part of dxp [n, hp, wp, c] at rows top.. and columns left...
 template <class T, class I>
 __global__ void crop_kernel(const T* __restrict__ dxp, T* __restrict__ dx, int64_t n, int h, int w, int hp, int wp,
-                            int c) {
-  const pad_math::PadShape s{n, h, w, c, hp, wp, 0, 0};
+                            int c, int top, int left) {
+  const pad_math::PadShape s{n, h, w, c, hp, wp, top, left};
   CUDA_GRID_LOOP_T(I, i, n * h * w * c) dx[i] = dxp[pad_math::backward_source(s, i)];
 }
 
@@ -106,7 +107,7 @@ using ConvDesc =
 struct ConvPlan {
   ConvGeometry g{};
   DType type = DType::F32;
-  int eh = 0, ew = 0;  // explicit zero rows (bottom) and columns (right)
+  pad_math::PadSplit rows{}, cols{};  // cuDNN's pad, and the explicit zero rows and columns around x
   TensorDesc x, y;
   FilterDesc w;
   // One convolution descriptor per pass (forward, backward data, backward filter), each keeping the
@@ -116,9 +117,9 @@ struct ConvPlan {
   // fp32 5.4 vs 3.4; MobileNetV2's bf16 1x1 convolutions ~0.3 ms each, timed with the host's part).
   ConvDesc conv[3];
   std::optional<ConvAlgo> fwd, bwd_data, bwd_filter;
-  bool padded() const { return eh > 0 || ew > 0; }
-  int hp() const { return int(g.ih) + eh; }
-  int wp() const { return int(g.iw) + ew; }
+  bool padded() const { return rows.before + rows.after + cols.before + cols.after > 0; }
+  int hp() const { return int(g.ih) + rows.before + rows.after; }
+  int wp() const { return int(g.iw) + cols.before + cols.after; }
   ConvDescs descs(ConvPass p) const { return {x.d, y.d, w.d, conv[int(p)].d}; }
   std::string what() const {
     return cuda::cat(g.n, "x", g.ih, "x", g.iw, "x", g.ic, " -> ", g.n, "x", g.oh, "x", g.ow, "x", g.oc, " ",
@@ -213,7 +214,8 @@ class CudaConv2d final : public Conv2dKernel {
       if (pl.padded())
         cuda::with_index_type({int64_t(g.n) * pl.hp() * pl.wp() * g.ic}, [&](auto index) {
           TRAINER_LAUNCH((crop_kernel<T, decltype(index)>), cuda::grid_for(dx.numel(), c_), cuda::kBlock, c_.stream(),
-                         dxo, cuda::ptr<T>(dx), g.n, int(g.ih), int(g.iw), pl.hp(), pl.wp(), int(g.ic));
+                         dxo, cuda::ptr<T>(dx), g.n, int(g.ih), int(g.iw), pl.hp(), pl.wp(), int(g.ic), pl.rows.before,
+                         pl.cols.before);
         });
     }
 
@@ -247,13 +249,14 @@ class CudaConv2d final : public Conv2dKernel {
     auto pl = std::make_unique<ConvPlan>();
     pl->g = g;
     pl->type = type;
-    pl->eh = g.pb - g.pt;
-    pl->ew = g.pr - g.pl;
-    if (pl->eh < 0 || pl->ew < 0 || pl->eh > 1 || pl->ew > 1)  // window_1d never pads so (internal error)
+    pl->rows = pad_math::split_symmetric(g.pt, g.pb);
+    pl->cols = pad_math::split_symmetric(g.pl, g.pr);
+    if (g.pt < 0 || g.pb < 0 || g.pl < 0 || g.pr < 0)  // window_1d never pads so (internal error)
       cuda::fail(kOp, ": unexpected padding ", g.pt, "/", g.pb, " x ", g.pl, "/", g.pr);
     // Capability: cuDNN's legacy API takes int sizes.
     const int N = to_int(g.n, "batch"), IC = to_int(g.ic, "input channels"), OC = to_int(g.oc, "filters");
-    const int HP = to_int(g.ih + pl->eh, "input height"), WP = to_int(g.iw + pl->ew, "input width");
+    const int HP = to_int(g.ih + pl->rows.before + pl->rows.after, "input height"),
+              WP = to_int(g.iw + pl->cols.before + pl->cols.after, "input width");
     const int OH = to_int(g.oh, "output height"), OW = to_int(g.ow, "output width");
     // cuDNN's legacy tensors index with 32 bits: every tensor must have fewer than 2^31 elements.
     to_int(g.n * HP * WP * g.ic, "input elements");
@@ -264,7 +267,8 @@ class CudaConv2d final : public Conv2dKernel {
     CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->y.d, CUDNN_TENSOR_NHWC, dt, N, OC, OH, OW));
     CUDNN_CHECK(cudnnSetFilter4dDescriptor(pl->w.d, dt, CUDNN_TENSOR_NHWC, OC, IC, p_.kh, p_.kw));
     for (ConvDesc& cd : pl->conv) {
-      CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd.d, g.pt, g.pl, p_.sh, p_.sw, p_.dh, p_.dw, CUDNN_CROSS_CORRELATION,
+      CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd.d, pl->rows.both, pl->cols.both, p_.sh, p_.sw, p_.dh, p_.dw,
+                                                  CUDNN_CROSS_CORRELATION,
                                                   CUDNN_DATA_FLOAT));
       CUDNN_CHECK(cudnnSetConvolutionMathType(cd.d, conv_math(type, c_.tf32())));
     }
@@ -276,7 +280,7 @@ class CudaConv2d final : public Conv2dKernel {
     return pl;
   }
 
-  // x as cuDNN sees it: x itself, or a copy with the extra bottom/right zero padding in xpad_.
+  // x as cuDNN sees it: x itself, or a copy with the explicit zero padding in xpad_.
   template <class T>
   const T* padded_input(const ConvPlan& pl, const Tensor& x) {
     if (!pl.padded()) return cuda::ptr<const T>(x);
@@ -285,7 +289,8 @@ class CudaConv2d final : public Conv2dKernel {
     T* xp = xpad_.as<T>(c_, size_t(total));
     cuda::with_index_type({total}, [&](auto index) {
       TRAINER_LAUNCH((pad_kernel<T, decltype(index)>), cuda::grid_for(total, c_), cuda::kBlock, c_.stream(),
-                     cuda::ptr<const T>(x), xp, g.n, int(g.ih), int(g.iw), pl.hp(), pl.wp(), int(g.ic));
+                     cuda::ptr<const T>(x), xp, g.n, int(g.ih), int(g.iw), pl.hp(), pl.wp(), int(g.ic), pl.rows.before,
+                     pl.cols.before);
     });
     return xp;
   }

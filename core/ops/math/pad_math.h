@@ -1,4 +1,4 @@
-// Zero-padding index math of the GPU kernels (pad2d, and conv2d's explicit bottom/right padding), host- and device-callable.
+// Zero-padding index math of the GPU kernels (pad2d, and conv2d's explicit padding beyond cuDNN's symmetric pad), host- and device-callable.
 #pragma once
 #include <cstdint>
 
@@ -37,6 +37,18 @@ TRAINER_HD_INLINE I backward_source(const PadShape& s, I i) {
   r /= w;
   const I iy = r % h, b = r / h;
   return ((b * I(s.oh) + iy + I(s.top)) * I(s.ow) + ix + I(s.left)) * c + ch;
+}
+
+// A convolution's padding before and after one axis as cuDNN takes it: the same `both` on each side,
+// and the rest as explicit zeros (`before`, `after`) in a padded copy of the input: Keras's 'same'
+// leaves at most one zero after (pads 0/1 give both 0, after 1), conv1d's causal padding all of it
+// before (pads 4/0 give both 0, before 4).
+struct PadSplit {
+  int both, before, after;
+};
+TRAINER_HD_INLINE PadSplit split_symmetric(int pad_before, int pad_after) {
+  const int both = pad_before < pad_after ? pad_before : pad_after;
+  return {both, pad_before - both, pad_after - both};
 }
 
 }  // namespace trainer::pad_math

@@ -193,26 +193,44 @@ TEST_CASE("conv2d forward and backward match float64 reference on random shapes"
 }
 
 // Explicit zeros before and after each row (Conv2dParams::pad_left/pad_right, valid windows): conv1d's
-// causal padding, (k - 1)·dilation before a one-row image's steps, and unequal pads in general. The
-// CPU only: the CUDA kernel pads symmetrically plus at most one zero after (cuda_conv2d.cu), and the
-// conv1d layer refuses causal padding there.
-TEST_CASE("conv2d with explicit row padding (conv1d's causal) matches float64 reference on random shapes, 1-3 threads") {
+// causal padding, (k - 1)·dilation before a one-row image's steps, and unequal pads in general. On
+// the GPU cuDNN takes the smaller pad on both sides and the rest is put around a padded copy of x
+// (cuda_conv2d.cu): the second test runs the same cases on every backend.
+ConvCase explicit_pad_case(std::mt19937_64& rng) {
   const int ks[] = {1, 2, 3, 5};
+  ConvCase c{uniform_int(rng, 1, 3), uniform_int(rng, 0, 2) ? 1 : uniform_int(rng, 2, 4), uniform_int(rng, 1, 17),
+             uniform_int(rng, 1, 7), uniform_int(rng, 1, 9), 1, ks[uniform_int(rng, 0, 3)]};
+  c.sw = int(uniform_int(rng, 1, 3));
+  c.dw = c.sw == 1 && uniform_int(rng, 0, 2) == 0 ? int(uniform_int(rng, 2, 3)) : 1;
+  const bool causal = uniform_int(rng, 0, 2) != 0;
+  c.pl = causal ? (c.kw - 1) * c.dw : int(uniform_int(rng, 0, 4));
+  c.pr = causal ? 0 : int(uniform_int(rng, 0, 4));
+  c.bias = uniform_int(rng, 0, 3) != 0;
+  c.want_dx = uniform_int(rng, 0, 5) != 0;
+  return c;
+}
+
+TEST_CASE("conv2d with explicit row padding (conv1d's causal) matches float64 reference on every backend", "[backends]") {
+  for (const Backend& be : backends()) SECTION(be.name) {
+    std::mt19937_64 rng(307);
+    for (int done = 0; done < 40;) {
+      const ConvCase c = explicit_pad_case(rng);
+      if (conv2d_geometry({c.n, c.h, c.w, c.c}, params_of(c)).ow == 0) continue;
+      check_case(be, c, rng);
+      ++done;
+    }
+  }
+}
+
+TEST_CASE("conv2d with explicit row padding (conv1d's causal) matches float64 reference on random shapes, 1-3 threads") {
   for (int threads : {1, 2, 3}) {
     auto ctx = make_context(Device::cpu(), ContextOptions{threads});
     ctx->bind_thread();
     const Backend be{"cpu", ctx.get(), kCpuTolerance};
     std::mt19937_64 rng(303 + uint64_t(threads));
     for (int done = 0; done < 30;) {
-      ConvCase c{uniform_int(rng, 1, 3), uniform_int(rng, 0, 2) ? 1 : uniform_int(rng, 2, 4), uniform_int(rng, 1, 17),
-                 uniform_int(rng, 1, 7), uniform_int(rng, 1, 9), 1, ks[uniform_int(rng, 0, 3)]};
-      c.sw = int(uniform_int(rng, 1, 3));
-      c.dw = c.sw == 1 && uniform_int(rng, 0, 2) == 0 ? int(uniform_int(rng, 2, 3)) : 1;
-      const bool causal = uniform_int(rng, 0, 2) != 0;
-      c.pl = causal ? (c.kw - 1) * c.dw : int(uniform_int(rng, 0, 4));
-      c.pr = causal ? 0 : int(uniform_int(rng, 0, 4));
-      c.bias = uniform_int(rng, 0, 3) != 0;
-      c.want_dx = uniform_int(rng, 0, 5) != 0;
+      const ConvCase c = explicit_pad_case(rng);
+      const bool causal = c.pr == 0 && c.pl == (c.kw - 1) * c.dw;
       INFO(threads << " threads");
       ConvGeometry g = conv2d_geometry({c.n, c.h, c.w, c.c}, params_of(c));
       if (g.ow == 0) continue;

@@ -1,4 +1,4 @@
-// Kernel math: pad_math.h (pad2d, and conv2d's explicit bottom/right padding) and depthwise_math.h (per-output accumulation, the filter gradient's chunks) against the float64 references.
+// Kernel math: pad_math.h (pad2d, and conv2d's explicit padding beyond cuDNN's symmetric pad) and depthwise_math.h (per-output accumulation, the filter gradient's chunks) against the float64 references.
 #include "core/ops/math/depthwise_math.h"
 
 #include "core/ops/math/pad_math.h"
@@ -84,6 +84,29 @@ TEST_CASE("kernel math: pad2d index math (and conv2d's padding after) equals the
       same32 = same32 && int64_t(pad_math::backward_source(s, i)) == pad_math::backward_source(s, int64_t(i));
     CHECK(same32);
   }
+}
+
+// conv2d's split of each axis's padding into cuDNN's symmetric pad and explicit zeros: the pads
+// are kept (both + before = pad before, both + after = pad after), nothing negative, and cuDNN takes
+// as much as it can (one of the explicit sides is 0): Keras's 'same' (0/1, 1/1, 2/3), conv1d's
+// causal ((k - 1)·d before), and unequal pads either way.
+TEST_CASE("kernel math: conv2d's padding split into cuDNN's symmetric pad and explicit zeros keeps every pad") {
+  struct Pads {
+    int before, after, both, extra_before, extra_after;
+  };
+  for (const Pads& p : {Pads{0, 0, 0, 0, 0}, Pads{0, 1, 0, 0, 1}, Pads{1, 1, 1, 0, 0}, Pads{2, 3, 2, 0, 1},
+                        Pads{4, 0, 0, 4, 0}, Pads{6, 2, 2, 4, 0}, Pads{1, 5, 1, 0, 4}}) {
+    INFO(p.before << "/" << p.after);
+    const pad_math::PadSplit s = pad_math::split_symmetric(p.before, p.after);
+    CHECK(s.both == p.both);
+    CHECK(s.before == p.extra_before);
+    CHECK(s.after == p.extra_after);
+  }
+  for (int b = 0; b < 12; ++b)
+    for (int a = 0; a < 12; ++a) {
+      const pad_math::PadSplit s = pad_math::split_symmetric(b, a);
+      CHECK((s.both + s.before == b && s.both + s.after == a && s.before >= 0 && s.after >= 0 && s.before * s.after == 0));
+    }
 }
 
 // Each output is a chain of fmaf: forward kh·kw taps (+ bias), backward data M·kh·kw, so within

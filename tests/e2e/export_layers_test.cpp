@@ -198,3 +198,48 @@ optimizer: {type: adam, lr: 0.01}
   train(sdir, sdir + "/seq.yaml", "");
   check_opencv_agrees(sdir, "x.npy", "", "sequence: ");
 }
+
+// group_norm as Reshape, InstanceNormalization and Reshape, gamma and beta as BatchNormalization on
+// an image, MatMul by diag(gamma) and Add on a vector and a sequence (transposed so a group is a row).
+TEST_CASE("e2e export: group_norm (image, vector, sequence; with and without gamma/beta) as InstanceNormalization over each group: OpenCV equals trainer predict within 1e-4",
+          "[export]") {
+  if (skip_without_python_deps()) return;
+  const std::string dir = e2e::temp_dir("export_group_norm");
+  e2e::write_file(dir + "/gn.yaml", R"(name: group_norm_export
+seed: 4
+model:
+  input: [32, 32, 3]
+  layers:
+    - {name: c1, type: conv2d, filters: 8, kernel: 3, strides: 2, padding: same}
+    - {name: gn1, type: group_norm, groups: 4, gamma_initializer: {type: random_uniform, minval: 0.5, maxval: 1.5}, beta_initializer: {type: random_normal, stddev: 0.5}}
+    - {name: a1, type: silu}
+    - {name: c2, type: conv2d, filters: 6, kernel: 3, strides: 2}
+    - {name: gn2, type: group_norm, groups: 6, center: false, scale: false}
+    - {name: gap, type: global_avg_pool2d}
+    - {name: d1, type: dense, units: 8}
+    - {name: gn3, type: group_norm, groups: 2, beta_initializer: {type: random_normal, stddev: 0.5}}
+    - {name: dense, type: dense, units: 10, kernel_initializer: {type: random_normal, stddev: 2.0}}
+    - {name: softmax, type: softmax}
+data:
+  train: {type: synthetic, size: 32, seed: 1}
+  val: {type: synthetic, size: 8, seed: 2}
+  augment: {mean: per_channel}
+train: {epochs: 1, batch_size: 8}
+optimizer: {type: adam, lr: 0.01}
+)");
+  train(dir, dir + "/gn.yaml", "");
+  write_pixels(dir + "/x.npy", 5, 32, 32);
+  check_opencv_agrees(dir, "x.npy", "--stats run/norm_stats.npy");
+  const std::string sdir = e2e::temp_dir("export_group_norm_sequence");
+  write_sequence_set(sdir, 23);
+  e2e::write_file(sdir + "/seq.yaml", npy_model("group_norm_sequence", "[7, 5]", R"(    - {name: p, type: dense, units: 6}
+    - {name: gn, type: group_norm, groups: 3, gamma_initializer: {type: random_uniform, minval: 0.5, maxval: 1.5}, beta_initializer: {type: random_normal, stddev: 0.5}}
+    - {name: t, type: tanh}
+    - {name: gn2, type: group_norm, groups: 2, scale: false}
+    - {name: flat, type: flatten}
+    - {name: logits, type: dense, units: 3, kernel_initializer: {type: random_normal, stddev: 2.0}}
+    - {name: out, type: softmax}
+)"));
+  train(sdir, sdir + "/seq.yaml", "");
+  check_opencv_agrees(sdir, "x.npy", "", "sequence: ");
+}

@@ -2,7 +2,7 @@
 """The layer peer check's cases added from 2026-12-02 on (layer_cases.py runs them last): Keras 3's
 activations, conv1d, the 1D pools, reshape, up_sampling2d (nearest and bilinear), separable_conv2d,
 cropping2d, gru, conv2d_transpose, zero_pad1d, cropping1d, up_sampling1d, bidirectional, repeat_vector,
-spatial_dropout1d/2d, gaussian_noise, gaussian_dropout, subtract, average, maximum, minimum and prelu. They draw their weights
+spatial_dropout1d/2d, gaussian_noise, gaussian_dropout, subtract, average, maximum, minimum, prelu and group_norm. They draw their weights
 and data from streams of their own, so that every earlier case draws the weights and data it drew
 before (the controls of some, e.g. gelu's other form and attention's unscaled scores, differ from
 the truth by little more than the bound: a redraw can bring them within it)."""
@@ -309,4 +309,23 @@ def later_cases(first):
         out.append(Case("prelu", variant, layers + (HEAD if conv else HEAD[1:]), p, f_prelu,
                         inputs=None if conv else {"x": ("vector", [5])}, gen=np.random.default_rng(first + len(out)),
                         controls=("the slope applied to x > 0",)))
+    # --- group_norm after a conv2d [4, 5, 6]: 3 groups of 2 consecutive channels, Keras's defaults (epsilon 1e-3,
+    # the biased variance over each group's positions and channels); the control groups the channels interleaved
+    # (channel c in group c % 3), a layout slip between NCHW and NHWC code
+    p = {"c/kernel": w(3, 3, 3, 6, gen=late), "gn/gamma": 1.0 + w(6, scale=0.3, gen=late), "gn/beta": w(6, scale=0.3, gen=late),
+         **head(4 * 5 * 6, gen=late)}
+
+    def f_gn(P, X, S, t, c, s):
+        h = K.conv2d(X["x"], P["c/kernel"])  # [N, 4, 5, 6]
+        n = h.shape[0]
+        g = h.reshape(n, 20, 2, 3).transpose(2, 3) if c else h.reshape(n, 20, 3, 2)  # [N, positions, group, member]
+        mean = g.mean(dim=(1, 3), keepdim=True)
+        var = ((g - mean) ** 2).mean(dim=(1, 3), keepdim=True)
+        z = (g - mean) / torch.sqrt(var + 1e-3)
+        z = z.transpose(2, 3).reshape(h.shape) if c else z.reshape(h.shape)
+        return logits(P, z * P["gn/gamma"] + P["gn/beta"])
+
+    out.append(Case("group_norm", "3 groups after a conv2d, Keras defaults",
+                    ["{name: c, type: conv2d, filters: 6, kernel: 3, use_bias: false}", "{name: gn, type: group_norm, groups: 3}"] + HEAD,
+                    p, f_gn, gen=np.random.default_rng(first + len(out)), controls=("channels grouped interleaved",)))
     return out

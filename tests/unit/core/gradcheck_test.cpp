@@ -376,3 +376,23 @@ model:
   CHECK(s.g->graph().nodes()[size_t(s.g->node_index("p1"))].layer->params()[0].shape == Shape{1, 1, 4});
   check_gradients(s, {2e-3, 4e-4});
 }
+
+TEST_CASE("gradcheck: group_norm on an image (2 channels a group) and on a vector (one group, no beta)") {
+  const std::string net = R"(
+model:
+  input: [9, 9, 3]
+  layers:
+    - {name: c1, type: conv2d, filters: 6, kernel: 3, strides: 2, padding: same}
+    - {name: gn, type: group_norm, groups: 3, gamma_initializer: {type: random_uniform, minval: 0.5, maxval: 1.5}, beta_initializer: {type: random_uniform, minval: -0.5, maxval: 0.5}}
+    - {name: t1, type: tanh}
+    - {name: pool, type: avg_pool2d, pool: 2, padding: same}
+    - {name: flat, type: flatten}
+    - {name: d1, type: dense, units: 8}
+    - {name: gn2, type: group_norm, groups: 1, center: false, gamma_initializer: {type: random_uniform, minval: 0.5, maxval: 1.5}}
+    - {name: t2, type: tanh}
+    - {name: dense, type: dense, units: 5}
+    - {name: softmax, type: softmax}
+)";
+  Setup s(net);
+  check_gradients(s);
+}

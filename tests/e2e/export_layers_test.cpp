@@ -201,7 +201,7 @@ optimizer: {type: adam, lr: 0.01}
 
 // group_norm as Reshape, InstanceNormalization and Reshape, gamma and beta as BatchNormalization on
 // an image, MatMul by diag(gamma) and Add on a vector and a sequence (transposed so a group is a row).
-TEST_CASE("e2e export: group_norm (image, vector, sequence; with and without gamma/beta) as InstanceNormalization over each group: OpenCV equals trainer predict within 1e-4",
+TEST_CASE("e2e export: group_norm (image, vector, sequence, with and without gamma/beta) as InstanceNormalization over each group: OpenCV equals trainer predict within 1e-4",
           "[export]") {
   if (skip_without_python_deps()) return;
   const std::string dir = e2e::temp_dir("export_group_norm");

@@ -1,4 +1,4 @@
-// Sequence graphs (embedding, lstm, gru, bidirectional, dense, sigmoid cross-entropy): layer shapes, parameters and Keras
+// Sequence graphs (embedding, lstm, gru, simple_rnn, bidirectional, dense, sigmoid cross-entropy): layer shapes, parameters and Keras
 // initialisers, and whole-graph gradients against central finite differences of the loss.
 #include <catch2/catch.hpp>
 
@@ -300,5 +300,62 @@ TEST_CASE("gradcheck: bidirectional gru (ave) and lstm (sum) on a (steps, featur
   Setup s(spec_of(kBiFeatures, Shape{6, 5}), false);
   auto [checked, large] = gradcheck(s);
   CHECK(checked > 80);
+  CHECK(large > checked / 2);
+}
+
+// simple_rnn (Keras SimpleRNN): token ids -> embedding -> simple_rnn tanh (every step) -> simple_rnn
+// tanh with a bias (last step) -> one logit; features -> simple_rnn sigmoid without bias (every
+// step) -> simple_rnn linear (last step). relu is left to the op's tests against float64: its kink
+// at 0 lies within these differences' 1e-2 step of some pre-activations (seq/bias[2]: -0.062
+// against backprop's -0.053 with a relu last layer).
+const char* kRnnTokens = R"(
+model:
+  input: [6]
+  layers:
+    - {name: emb, type: embedding, input_dim: 7, output_dim: 3}
+    - {name: seq, type: simple_rnn, units: 4, return_sequences: true}
+    - {name: last, type: simple_rnn, units: 3, bias_initializer: {type: constant, value: 0.3}}
+    - {name: dense, type: dense, units: 1}
+)";
+const char* kRnnFeatures = R"(
+model:
+  input: [5]
+  layers:
+    - {name: seq, type: simple_rnn, units: 5, return_sequences: true, use_bias: false, activation: sigmoid}
+    - {name: last, type: simple_rnn, units: 2, activation: linear}
+    - {name: dense, type: dense, units: 1}
+)";
+
+TEST_CASE("simple_rnn layer: Keras's shapes, weights kernel [F, U], recurrent_kernel [U, U], bias [U], initialisers, errors") {
+  Graph g(spec_of(kRnnTokens, Shape{6}));
+  CHECK(g.nodes()[size_t(g.node_index("seq"))].shape == Shape{6, 4});
+  CHECK(g.nodes()[size_t(g.node_index("last"))].shape == Shape{3});
+  const auto ps = g.nodes()[size_t(g.node_index("seq"))].layer->params();
+  REQUIRE(ps.size() == 3);
+  CHECK((ps[0].name == "kernel" && ps[0].shape == Shape{3, 4} && ps[0].init.kind == InitKind::GlorotUniform));
+  CHECK((ps[1].name == "recurrent_kernel" && ps[1].shape == Shape{4, 4} && ps[1].init.kind == InitKind::Orthogonal));
+  CHECK((ps[2].name == "bias" && ps[2].shape == Shape{4} && ps[2].init.kind == InitKind::Zeros));
+  CHECK(find_layer("simple_rnn")->keras_name == "SimpleRNN");
+  CHECK(g.nodes()[size_t(g.node_index("last"))].layer->describe().text("activation") == "tanh");
+  using trainer::test::error_of;
+  CHECK_THAT(error_of("model:\n  input: [5, 3]\n  layers:\n    - {type: simple_rnn, units: 2, activation: gelu}\n"),
+             Catch::StartsWith("test.yaml:4:48:") && Catch::Contains("tanh, relu, sigmoid, linear"));
+  CHECK_THAT(error_of("model:\n  input: [4, 4, 3]\n  layers:\n    - {type: simple_rnn, units: 2}\n"),
+             Catch::StartsWith("test.yaml:4:7:") && Catch::Contains("needs a (steps, features) input"));
+  CHECK_THAT(error_of("model:\n  input: [5, 3]\n  layers:\n    - {type: simple_rnn}\n"),
+             Catch::StartsWith("test.yaml:4:7:") && Catch::Contains("'units'"));
+}
+
+TEST_CASE("gradcheck: embedding, two simple_rnn layers, dense and sigmoid cross-entropy match finite differences") {
+  Setup s(spec_of(kRnnTokens, Shape{6}), true);
+  auto [checked, large] = gradcheck(s);
+  CHECK(checked > 40);
+  CHECK(large > checked / 2);
+}
+
+TEST_CASE("gradcheck: simple_rnn sigmoid (no bias) and linear on a (steps, features) input match finite differences") {
+  Setup s(spec_of(kRnnFeatures, Shape{6, 5}), false);
+  auto [checked, large] = gradcheck(s);
+  CHECK(checked > 40);
   CHECK(large > checked / 2);
 }

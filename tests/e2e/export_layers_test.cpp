@@ -78,16 +78,19 @@ TEST_CASE("e2e export: gru layers (return_sequences, then the last step) as ONNX
 // (concat, mul, ave, sum) over every step or from each half's last step (the backward half's is
 // step 0); wide logits, so that a half taken from the wrong step or direction moves the
 // probabilities by more than 1e-4.
-TEST_CASE("e2e export: bidirectional lstm and gru (every merge mode, every step and the last) as ONNX LSTM / GRU of direction bidirectional, repeat_vector as Resize: OpenCV equals trainer predict within 1e-4",
+TEST_CASE("e2e export: bidirectional lstm, gru and simple_rnn (every merge mode, every step and the last) as ONNX LSTM / GRU of direction bidirectional, repeat_vector as Resize: OpenCV equals trainer predict within 1e-4",
           "[export]") {
   if (skip_without_python_deps()) return;
   const char* models[][2] = {
       {"steps", R"(    - {name: b1, type: bidirectional, layer: {type: lstm, units: 4, return_sequences: true}}
     - {name: b2, type: bidirectional, layer: {type: gru, units: 3, return_sequences: true}, merge_mode: mul}
     - {name: b3, type: bidirectional, layer: {type: lstm, units: 3, return_sequences: true, use_bias: false}, merge_mode: ave}
+    - {name: b5, type: bidirectional, layer: {type: simple_rnn, units: 4, return_sequences: true, use_bias: false}, merge_mode: concat}
     - {name: b4, type: bidirectional, layer: {type: gru, units: 5, name: enc}, merge_mode: sum}
 )"},
       {"last", R"(    - {name: b1, type: bidirectional, layer: {type: lstm, units: 4, bias_initializer: {type: random_normal, stddev: 0.5}}}
+)"},
+      {"simple_rnn_last", R"(    - {name: b1, type: bidirectional, layer: {type: simple_rnn, units: 4, bias_initializer: {type: random_normal, stddev: 0.5}}, merge_mode: ave}
 )"},
       // a sequence-to-sequence autoencoder's shape: the summary repeated (repeat_vector: Resize of one step)
       {"repeat", R"(    - {name: b1, type: bidirectional, layer: {type: gru, units: 3}}
@@ -242,4 +245,20 @@ optimizer: {type: adam, lr: 0.01}
 )"));
   train(sdir, sdir + "/seq.yaml", "");
   check_opencv_agrees(sdir, "x.npy", "", "sequence: ");
+}
+
+// simple_rnn (tanh) as an ONNX GRU held open (z closed by a bias of -100, r open by +100): every
+// step with a bias, then the last step without one.
+TEST_CASE("e2e export: simple_rnn layers (every step with a bias, the last step without) as ONNX GRU held open: OpenCV equals trainer predict within 1e-4",
+          "[export]") {
+  if (skip_without_python_deps()) return;
+  const std::string dir = e2e::temp_dir("export_simple_rnn");
+  write_sequence_set(dir, 29);
+  e2e::write_file(dir + "/rnn.yaml", npy_model("simple_rnn_export", "[7, 5]", R"(    - {name: r1, type: simple_rnn, units: 6, return_sequences: true, bias_initializer: {type: random_normal, stddev: 0.5}}
+    - {name: r2, type: simple_rnn, units: 4, use_bias: false}
+    - {name: logits, type: dense, units: 3, kernel_initializer: {type: random_normal, stddev: 2.0}}
+    - {name: out, type: softmax}
+)"));
+  train(dir, dir + "/rnn.yaml", "");
+  check_opencv_agrees(dir, "x.npy", "", "sequence: ");
 }

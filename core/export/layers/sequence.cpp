@@ -1,7 +1,8 @@
 // ONNX export of the sequence layers: embedding (Cast of the float ids to int64, then Gather),
 // position_embedding (Add of a constant), lstm (ONNX LSTM, time-major, with Keras' gate order i,
-// f, c, o reordered to ONNX's i, o, f, c), gru (ONNX GRU, linear_before_reset) and bidirectional
-// (either of them with direction "bidirectional", the halves merged).
+// f, c, o reordered to ONNX's i, o, f, c), gru (ONNX GRU, linear_before_reset), simple_rnn (a GRU
+// whose gates are held open) and bidirectional (an lstm or gru with direction "bidirectional", the
+// halves merged).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -82,7 +83,6 @@ std::string time_major(ExportContext& ctx, size_t i) {
 std::string rnn_node(ExportContext& ctx, size_t i, const std::string& xt, bool lstm, const std::vector<RnnWeights>& dirs,
                      int64_t f, int64_t u, const std::vector<std::string>& names, std::string* yh = nullptr) {
   const Layer& l = *ctx.node(i).layer;
-  const LayerConfig d = l.describe();
   const std::string name = l.name(), op = lstm ? "LSTM" : "GRU";
   const int64_t g = lstm ? 4 : 3, nd = int64_t(dirs.size());
   const std::string how = lstm ? "Keras gate order i, f, c, o reordered to ONNX's i, o, f, c" : "gates z, r, h";
@@ -98,12 +98,10 @@ std::string rnn_node(ExportContext& ctx, size_t i, const std::string& xt, bool l
                                                   "ONNX " + op + " W: trainer kernel [F, " + std::to_string(g) + "U] transposed; " + how + dirs_doc),
                               ctx.add_initializer(names[1], {nd, g * u, u}, r,
                                                   "ONNX " + op + " R: trainer recurrent_kernel [U, " + std::to_string(g) + "U] transposed; " + how + dirs_doc)};
-  if (d.flag("use_bias"))
+  if (!b.empty())
     in.push_back(ctx.add_initializer(names[2], {nd, 2 * g * u}, b,
                                      lstm ? "ONNX LSTM B = [Wb | Rb]: trainer bias as Wb, Rb zeros; " + how + dirs_doc
                                           : "ONNX GRU B = [Wb | Rb]: the trainer's bias rows (input, recurrent)" + dirs_doc));
-  if (d.text("recurrent_activation") != "sigmoid" || d.text("activation") != "tanh")
-    l.spec().fail(fmt::format("layer '{}': only the activations sigmoid (gates) and tanh have an ONNX export", name));
   const std::string y = ctx.fresh(name + "/Y");
   std::vector<std::string> outs{y};
   if (yh) outs.push_back(*yh = ctx.fresh(name + "/Y_h"));
@@ -140,7 +138,16 @@ void recurrent_output(ExportContext& ctx, size_t i, const std::string& y, const 
   ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
 }
 
+// Keras's own activations (sigmoid gates, tanh) are the ONNX nodes' defaults; others are refused.
+void check_activations(const ExportContext& ctx, size_t i) {
+  const Layer& l = *ctx.node(i).layer;
+  const LayerConfig d = l.describe();
+  if (d.text("recurrent_activation") != "sigmoid" || d.text("activation") != "tanh")
+    l.spec().fail(fmt::format("layer '{}': only the activations sigmoid (gates) and tanh have an ONNX export", l.name()));
+}
+
 void export_recurrent(ExportContext& ctx, size_t i, bool lstm) {
+  check_activations(ctx, i);
   const LayerConfig d = ctx.node(i).layer->describe();
   const Value& x = ctx.input(i, 0);  // [N, T, F]
   const int64_t t = x.shape[0], f = x.shape[1], u = d.integer("units");
@@ -156,13 +163,52 @@ void export_lstm(ExportContext& ctx, size_t i) { export_recurrent(ctx, i, true);
 // gru: ONNX GRU with linear_before_reset = 1 (Keras's reset_after), time-major.
 void export_gru(ExportContext& ctx, size_t i) { export_recurrent(ctx, i, false); }
 
-// bidirectional (an lstm or gru both ways): one ONNX node of direction "bidirectional" (a gru: two,
+// simple_rnn (tanh) as an ONNX GRU whose gates are held open: OpenCV 4.6 has no RNN node. With
+// z's and r's weights 0 and their input biases -100 and +100, z = σ(-100) (3.7e-44: h_t = hh to
+// float precision) and r = σ(100) = 1, so hh = tanh(x·W + b + h_{t-1}·R) is SimpleRNN's h_t
+// (linear_before_reset: r multiplies h_{t-1}·R). relu, sigmoid and linear have no such form: refused.
+// The weights of node i's simple_rnn parameters under `prefix` as such a GRU's (rnn_weights' layout).
+RnnWeights held_open_gru(const ExportContext& ctx, size_t i, const std::string& prefix, int64_t f, int64_t u, bool bias) {
+  const Layer& l = *ctx.node(i).layer;
+  if (l.describe().text("activation") != "tanh")
+    l.spec().fail(fmt::format("layer '{}': a simple_rnn has an ONNX export (a GRU held open) with activation tanh only, not {}",
+                              l.name(), l.describe().text("activation")));
+  const std::vector<float> w = ctx.param(i, prefix + "kernel"), r = ctx.param(i, prefix + "recurrent_kernel");
+  const std::vector<float> b = bias ? ctx.param(i, prefix + "bias") : std::vector<float>(size_t(u), 0.0f);
+  RnnWeights g{std::vector<float>(size_t(3 * u * f), 0.0f), std::vector<float>(size_t(3 * u * u), 0.0f),
+               std::vector<float>(size_t(6 * u), 0.0f)};
+  for (int64_t j = 0; j < u; ++j) {
+    for (int64_t k = 0; k < f; ++k) g.w[size_t((2 * u + j) * f + k)] = w[size_t(k * u + j)];  // h block: Wᵀ
+    for (int64_t k = 0; k < u; ++k) g.r[size_t((2 * u + j) * u + k)] = r[size_t(k * u + j)];  // h block: Rᵀ
+    g.b[size_t(j)] = -100.0f;     // z closed: h_t = hh
+    g.b[size_t(u + j)] = 100.0f;  // r open: r·(h_{t-1}·R) = h_{t-1}·R
+    g.b[size_t(2 * u + j)] = b[size_t(j)];
+  }
+  return g;
+}
+
+void export_simple_rnn(ExportContext& ctx, size_t i) {
+  const Layer& l = *ctx.node(i).layer;
+  const LayerConfig d = l.describe();
+  const Value& x = ctx.input(i, 0);  // [N, T, F]
+  const int64_t t = x.shape[0], f = x.shape[1], u = d.integer("units");
+  const bool bias = d.flag("use_bias");
+  const RnnWeights g = held_open_gru(ctx, i, "", f, u, bias);
+  const std::vector<std::string> names{ctx.param_entry(i, "kernel").name, ctx.param_entry(i, "recurrent_kernel").name,
+                                       bias ? ctx.param_entry(i, "bias").name : l.name() + "/gate_biases"};
+  const std::string y = rnn_node(ctx, i, time_major(ctx, i), false, {g}, f, u, names);
+  recurrent_output(ctx, i, y, "", t, u, d.flag("return_sequences"));
+}
+
+// bidirectional (an lstm, gru or simple_rnn both ways): one ONNX node of direction "bidirectional" (a gru or simple_rnn: two,
 // below), whose Y [T, 2, N, U] holds the backward half in x's step order, as Keras's merge takes it. Every step:
 // Y as [N, T, 2, U]; the last state: each half's last step, Y[T - 1, 0] and Y[0, 1], as [1, N, 2, U].
 // concat: the two halves side by side ([.., 2U]); sum, mul: Add, Mul of the halves; ave: Add, then
 // Mul by 0.5.
 void export_bidirectional(ExportContext& ctx, size_t i) {
   const Layer& l = *ctx.node(i).layer;
+  const bool simple = l.describe().text("layer") == "simple_rnn";  // two held-open GRUs, as a gru's halves
+  if (!simple) check_activations(ctx, i);
   const LayerConfig d = l.describe();
   const Value& x = ctx.input(i, 0);
   const int64_t t = x.shape[0], f = x.shape[1], u = d.integer("units");
@@ -170,7 +216,8 @@ void export_bidirectional(ExportContext& ctx, size_t i) {
   const std::string name = l.name(), merge = d.text("merge_mode");
   std::vector<RnnWeights> dirs;
   for (const char* half : {"forward_", "backward_"})
-    dirs.push_back(rnn_weights(ctx, i, half + d.text("layer_name") + "/", lstm, f, u, bias));
+    dirs.push_back(simple ? held_open_gru(ctx, i, half + d.text("layer_name") + "/", f, u, bias)
+                          : rnn_weights(ctx, i, half + d.text("layer_name") + "/", lstm, f, u, bias));
   const std::string xt = time_major(ctx, i);
   std::string y;
   if (lstm) {
@@ -193,7 +240,7 @@ void export_bidirectional(ExportContext& ctx, size_t i) {
     for (size_t k = 0; k < 2; ++k) {
       const std::string pre = (k ? "backward_" : "forward_") + d.text("layer_name") + "/";
       const std::vector<std::string> names{ctx.param_entry(i, pre + "kernel").name, ctx.param_entry(i, pre + "recurrent_kernel").name,
-                                           bias ? ctx.param_entry(i, pre + "bias").name : ""};
+                                           bias ? ctx.param_entry(i, pre + "bias").name : name + "/" + pre + "gate_biases"};
       const std::string in = k ? reverse(xt, ctx.fresh(name + "/time_major_reversed")) : xt;
       const std::string yk = rnn_node(ctx, i, in, false, {dirs[k]}, f, u, names);
       halves.push_back(k ? reverse(yk, ctx.fresh(name + "/Y_backward")) : yk);
@@ -249,6 +296,7 @@ const RegisterExporter embedding({"embedding"}, export_embedding);
 const RegisterExporter position_embedding({"position_embedding"}, export_position_embedding);
 const RegisterExporter lstm({"lstm"}, export_lstm);
 const RegisterExporter gru({"gru"}, export_gru);
+const RegisterExporter simple_rnn({"simple_rnn"}, export_simple_rnn);
 const RegisterExporter bidirectional({"bidirectional"}, export_bidirectional);
 
 }  // namespace

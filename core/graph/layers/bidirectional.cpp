@@ -1,4 +1,4 @@
-// bidirectional layer (Keras Bidirectional): an lstm or gru run over the steps and a copy with its own weights run over them backwards, the two outputs merged (concat, sum, ave, mul).
+// bidirectional layer (Keras Bidirectional): an lstm, gru or simple_rnn run over the steps and a copy with its own weights run over them backwards, the two outputs merged (concat, sum, ave, mul).
 #include <fmt/format.h>
 
 #include "core/graph/layers/common.h"
@@ -26,7 +26,7 @@ class Bidirectional final : public Layer {
     const cfg::Node& inner = inner_;
     if (!inner.is_map()) inner.fail("bidirectional: 'layer' must be the recurrent layer it wraps, e.g. {type: lstm, units: 64}");
     cfg::MapReader ir(inner, "the layer bidirectional wraps");
-    inner_type_ = ir.get_choice("type", {"lstm", "gru"});
+    inner_type_ = ir.get_choice("type", {"lstm", "gru", "simple_rnn"});
     const cfg::Node name = ir.optional("name");
     inner_name_ = name.defined() ? name.as<std::string>() : inner_type_;
     if (std::string why = name_problem(inner_name_, false); !why.empty())
@@ -72,7 +72,8 @@ class Bidirectional final : public Layer {
     const LayerConfig d = fwd_->describe();
     LayerConfig c;
     for (const char* k : {"units", "return_sequences", "use_bias"}) c.put_int(k, d.integer(k));
-    for (const char* k : {"activation", "recurrent_activation"}) c.put_text(k, d.text(k));
+    for (const char* k : {"activation", "recurrent_activation"})
+      if (d.has(k)) c.put_text(k, d.text(k));  // simple_rnn has no gates
     return c.put_text("layer", inner_type_).put_text("layer_name", inner_name_).put_text("merge_mode", kMergeNames[int(merge_)]);
   }
   bool output_reusable() const override { return true; }  // backward reads the halves it keeps, not y

@@ -2,7 +2,7 @@
 """The layer peer check's cases added from 2026-12-02 on (layer_cases.py runs them last): Keras 3's
 activations, conv1d, the 1D pools, reshape, up_sampling2d (nearest and bilinear), separable_conv2d,
 cropping2d, gru, conv2d_transpose, zero_pad1d, cropping1d, up_sampling1d, bidirectional, repeat_vector,
-spatial_dropout1d/2d, gaussian_noise, gaussian_dropout, subtract, average, maximum, minimum, prelu and group_norm. They draw their weights
+spatial_dropout1d/2d, gaussian_noise, gaussian_dropout, subtract, average, maximum, minimum, prelu, group_norm and simple_rnn. They draw their weights
 and data from streams of their own, so that every earlier case draws the weights and data it drew
 before (the controls of some, e.g. gelu's other form and attention's unscaled scores, differ from
 the truth by little more than the bound: a redraw can bring them within it)."""
@@ -328,4 +328,25 @@ def later_cases(first):
     out.append(Case("group_norm", "3 groups after a conv2d, Keras defaults",
                     ["{name: c, type: conv2d, filters: 6, kernel: 3, use_bias: false}", "{name: gn, type: group_norm, groups: 3}"] + HEAD,
                     p, f_gn, gen=np.random.default_rng(first + len(out)), controls=("channels grouped interleaved",)))
+    # --- simple_rnn (Keras's SimpleRNN, h_t = act(x_t·W + b + h_{t-1}·R)): tanh every step, relu the last state;
+    # the control takes the recurrent kernel transposed (PyTorch's weight_hh multiplies h from the other side)
+    for seq, act in ((True, "tanh"), (False, "relu")):
+        p = {"rnn/kernel": w(3, 4, gen=late), "rnn/recurrent_kernel": w(4, 4, scale=0.4, gen=late),
+             "rnn/bias": w(4, scale=0.3, gen=late), **head(5 * 4 if seq else 4, gen=late)}
+
+        def f_rnn(P, X, S, t, c, s, seq=seq, act=act):
+            x, r = X["x"], P["rnn/recurrent_kernel"]
+            r = r.T if c else r
+            h = torch.zeros(x.shape[0], 4, dtype=x.dtype)
+            hs = []
+            for step in range(x.shape[1]):
+                v = x[:, step] @ P["rnn/kernel"] + P["rnn/bias"] + h @ r
+                h = torch.tanh(v) if act == "tanh" else torch.relu(v)
+                hs.append(h)
+            return logits(P, torch.stack(hs, dim=1) if seq else h)
+
+        out.append(Case("simple_rnn", ("return_sequences, " if seq else "last state, ") + act,
+                        [f"{{name: rnn, type: simple_rnn, units: 4, activation: {act}, return_sequences: {str(seq).lower()}}}"] +
+                        (HEAD if seq else HEAD[1:]), p, f_rnn, inputs={"x": ("vector", [5, 3])},
+                        gen=np.random.default_rng(first + len(out)), controls=("recurrent kernel transposed",)))
     return out

@@ -88,6 +88,8 @@ TEST_CASE("bidirectional: Keras's output shapes, weights forward_<layer>/... and
                                                            {"bi/backward_enc/kernel", Shape{3, 16}},
                                                            {"bi/backward_enc/recurrent_kernel", Shape{4, 16}},
                                                            {"bi/backward_enc/bias", Shape{16}}});
+  CHECK(bi_graph("layer: {type: simple_rnn, units: 3, return_sequences: true}, merge_mode: concat").output_shape() == Shape{7, 6});
+  CHECK(bi_graph("layer: {type: simple_rnn, units: 3, activation: relu}").params().entries()[3].name == "bi/backward_simple_rnn/kernel");
   const Graph gru = bi_graph("layer: {type: gru, units: 2, use_bias: false}");
   CHECK(gru.params().entries().size() == 4);
   CHECK(gru.params().entries()[2].name == "bi/backward_gru/kernel");
@@ -100,7 +102,7 @@ TEST_CASE("bidirectional: config errors at file:line:col") {
   const std::string head = "model:\n  input: [7, 3]\n  layers:\n    - {name: bi, type: bidirectional";
   CHECK_THAT(error_of(head + "}\n"), Catch::StartsWith("test.yaml:4:7:") && Catch::Contains("'layer'"));
   CHECK_THAT(error_of(head + ", layer: {type: dense, units: 3}}\n"),
-             Catch::StartsWith("test.yaml:4:53:") && Catch::Contains("lstm") && Catch::Contains("gru"));
+             Catch::StartsWith("test.yaml:4:53:") && Catch::Contains("lstm") && Catch::Contains("gru") && Catch::Contains("simple_rnn"));
   CHECK_THAT(error_of(head + ", layer: lstm}\n"), Catch::StartsWith("test.yaml:4:46:") && Catch::Contains("{type: lstm, units: 64}"));
   CHECK_THAT(error_of(head + ", layer: {type: lstm, unit: 3}}\n"), Catch::Contains("unit") && Catch::Contains("units"));
   CHECK_THAT(error_of(head + ", layer: {type: lstm, units: 3}, merge_mode: avg}\n"),
@@ -127,7 +129,7 @@ TEST_CASE("bidirectional: the bits of two plain layers, one over the reversed st
     ctx->bind_thread();
     std::mt19937_64 rng(5);
     int cases = 0;
-    for (const char* type : {"lstm", "gru"})
+    for (const char* type : {"lstm", "gru", "simple_rnn"})
       for (const char* merge : {"concat", "sum", "ave", "mul"})
         for (bool seq : {true, false})
           for (int64_t n : {3, 1, 0}) {
@@ -216,6 +218,6 @@ TEST_CASE("bidirectional: the bits of two plain layers, one over the reversed st
             }
             ++cases;
           }
-    CHECK(cases == 48);
+    CHECK(cases == 72);
   }
 }

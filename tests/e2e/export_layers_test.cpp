@@ -262,3 +262,33 @@ TEST_CASE("e2e export: simple_rnn layers (every step with a bias, the last step 
   train(dir, dir + "/rnn.yaml", "");
   check_opencv_agrees(dir, "x.npy", "", "sequence: ");
 }
+
+// rescaling as the channel affine (BatchNormalization on an image, MatMul by diag(scale) and Add on a
+// vector): one value (Keras's 1/255) and one per channel.
+TEST_CASE("e2e export: rescaling (one value on an image, one per channel on an image and a vector): OpenCV equals trainer predict within 1e-4",
+          "[export]") {
+  if (skip_without_python_deps()) return;
+  const std::string dir = e2e::temp_dir("export_rescaling");
+  e2e::write_file(dir + "/r.yaml", R"(name: rescaling_export
+seed: 5
+model:
+  input: [32, 32, 3]
+  layers:
+    - {name: r0, type: rescaling, scale: 3.0, offset: -0.5}
+    - {name: r1, type: rescaling, scale: [0.5, -1.5, 2.0], offset: [0.1, 0.2, -0.3]}
+    - {name: c1, type: conv2d, filters: 6, kernel: 3, strides: 2, padding: same, activation: relu}
+    - {name: gap, type: global_avg_pool2d}
+    - {name: r2, type: rescaling, scale: [1, 2, 3, -1, -2, 0.5], offset: 0.25}
+    - {name: dense, type: dense, units: 10, kernel_initializer: {type: random_normal, stddev: 2.0}}
+    - {name: softmax, type: softmax}
+data:
+  train: {type: synthetic, size: 32, seed: 1}
+  val: {type: synthetic, size: 8, seed: 2}
+  augment: {mean: per_channel}
+train: {epochs: 1, batch_size: 8}
+optimizer: {type: adam, lr: 0.01}
+)");
+  train(dir, dir + "/r.yaml", "");
+  write_pixels(dir + "/x.npy", 5, 32, 32);
+  check_opencv_agrees(dir, "x.npy", "--stats run/norm_stats.npy");
+}

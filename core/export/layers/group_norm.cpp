@@ -1,5 +1,5 @@
 // ONNX export of group_norm: each group's values reshaped into one row of [N, G, M], InstanceNormalization over it, reshaped back, then gamma and beta per channel (GroupNormalization is opset 18 only; OpenCV 4.6 reads InstanceNormalization).
-#include "core/export/registry.h"
+#include "core/export/layers/channel_affine.h"
 
 namespace trainer::onnx_export {
 namespace {
@@ -7,9 +7,7 @@ namespace {
 // An image [N, C, H, W] (ONNX's layout) groups consecutive channels, so [N, G, Cg·H·W] holds one
 // group per row; a sequence [N, T, C] is transposed to [N, G, T, Cg] first; a vector [N, C] is
 // [N, G, Cg]. InstanceNormalization (scale 1, bias 0, the layer's epsilon) normalises each row with
-// its biased variance, as the layer does. gamma and beta: an image's per-channel affine as
-// BatchNormalization (mean 0, variance 1, epsilon 0); a sequence's or vector's as MatMul by
-// diag(gamma) and Add (OpenCV 4.6 refuses a Mul of a sequence by a constant [C]).
+// its biased variance, as the layer does. Then gamma and beta (channel_affine.h).
 void export_group_norm(ExportContext& ctx, size_t i) {
   const Value& x = ctx.input(i, 0);
   const Layer& l = *ctx.node(i).layer;
@@ -50,24 +48,8 @@ void export_group_norm(ExportContext& ctx, size_t i) {
   v = node("Reshape", {v, ctx.add_int64s(name + "/out_shape", back)}, affine ? "shaped" : "out");
   const std::vector<float> gamma = scale ? ctx.param(i, "gamma") : std::vector<float>(size_t(C), 1.0f);
   const std::vector<float> beta = center ? ctx.param(i, "beta") : std::vector<float>(size_t(C), 0.0f);
-  if (!affine) {
-    ctx.add_node("Identity", {v}, {out});
-  } else if (image) {
-    onnx::NodeProto* bn = ctx.add_node(
-        "BatchNormalization",
-        {v, ctx.add_initializer(name + "/gamma", {C}, gamma), ctx.add_initializer(name + "/beta", {C}, beta),
-         ctx.add_initializer(name + "/mean0", {C}, std::vector<float>(size_t(C), 0.0f), "zeros"),
-         ctx.add_initializer(name + "/var1", {C}, std::vector<float>(size_t(C), 1.0f), "ones")},
-        {out});
-    attr_float(bn, "epsilon", 0.0f);
-  } else {
-    std::vector<float> diag(size_t(C * C), 0.0f);
-    for (int64_t k = 0; k < C; ++k) diag[size_t(k * C + k)] = gamma[size_t(k)];
-    const std::string scaled = ctx.fresh(name + "/scaled");
-    ctx.add_node("MatMul", {v, ctx.add_initializer(name + "/gamma_diag", {C, C}, diag, "diag(gamma)")},
-                 {center ? scaled : out});
-    if (center) ctx.add_node("Add", {scaled, ctx.add_initializer(name + "/beta", {C}, beta)}, {out});
-  }
+  if (!affine) ctx.add_node("Identity", {v}, {out});
+  else channel_affine(ctx, name, v, s, gamma, beta, out);
   ctx.set_output(i, {out, ctx.node(i).shape});
 }
 

@@ -2,7 +2,7 @@
 """The layer peer check's cases added from 2026-12-02 on (layer_cases.py runs them last): Keras 3's
 activations, conv1d, the 1D pools, reshape, up_sampling2d (nearest and bilinear), separable_conv2d,
 cropping2d, gru, conv2d_transpose, zero_pad1d, cropping1d, up_sampling1d, bidirectional, repeat_vector,
-spatial_dropout1d/2d, gaussian_noise, gaussian_dropout, subtract, average, maximum, minimum, prelu, group_norm and simple_rnn. They draw their weights
+spatial_dropout1d/2d, gaussian_noise, gaussian_dropout, subtract, average, maximum, minimum, prelu, group_norm, simple_rnn and rescaling. They draw their weights
 and data from streams of their own, so that every earlier case draws the weights and data it drew
 before (the controls of some, e.g. gelu's other form and attention's unscaled scores, differ from
 the truth by little more than the bound: a redraw can bring them within it)."""
@@ -349,4 +349,18 @@ def later_cases(first):
                         [f"{{name: rnn, type: simple_rnn, units: 4, activation: {act}, return_sequences: {str(seq).lower()}}}"] +
                         (HEAD if seq else HEAD[1:]), p, f_rnn, inputs={"x": ("vector", [5, 3])},
                         gen=np.random.default_rng(first + len(out)), controls=("recurrent kernel transposed",)))
+    # --- rescaling per channel before a conv2d (Keras's Rescaling(scale=[..], offset=[..]): x·scale + offset); the
+    # control adds the offset before scaling, (x + offset)·scale
+    p = {"c/kernel": w(3, 3, 3, 4, gen=late), **head(4 * 5 * 4, gen=late)}
+    scale, offset = [0.5, 2.0, -1.0], [0.1, 0.0, 0.3]
+
+    def f_rescale(P, X, S, t, c, s):
+        sc, of = torch.tensor(scale, dtype=X["x"].dtype), torch.tensor(offset, dtype=X["x"].dtype)
+        h = (X["x"] + of) * sc if c else X["x"] * sc + of
+        return logits(P, K.conv2d(h, P["c/kernel"]))
+
+    out.append(Case("rescaling", "per channel before a conv2d",
+                    [f"{{name: r, type: rescaling, scale: {scale}, offset: {offset}}}",
+                     "{name: c, type: conv2d, filters: 4, kernel: 3, use_bias: false}"] + HEAD, p, f_rescale,
+                    gen=np.random.default_rng(first + len(out)), controls=("offset added before scaling",)))
     return out

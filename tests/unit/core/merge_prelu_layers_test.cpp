@@ -1,4 +1,4 @@
-// subtract, average, maximum, minimum and prelu layers (Keras Subtract, Average, Maximum, Minimum, PReLU): shapes, Keras's names, alpha's shape and initial values, config errors at file:line:col.
+// subtract, average, maximum, minimum, prelu and rescaling layers (Keras Subtract, Average, Maximum, Minimum, PReLU, Rescaling): shapes, Keras's names, alpha's shape and initial values, config errors at file:line:col.
 #include <catch2/catch.hpp>
 
 #include "graph_test_util.h"
@@ -71,4 +71,24 @@ TEST_CASE("prelu: config errors at file:line:col") {
   CHECK_THAT(error_of(head + "shared_axes: [x]}\n"), Catch::StartsWith("test.yaml:4:44:") && Catch::Contains("integer"));
   CHECK_THAT(error_of(head + "alpha_initializer: onez}\n"), Catch::StartsWith("test.yaml:4:") && Catch::Contains("ones"));
   CHECK_THAT(error_of(head + "alpha_regularizer: l2}\n"), Catch::StartsWith("test.yaml:4:") && Catch::Contains("unknown key"));
+}
+
+TEST_CASE("rescaling: Keras's name, no weights, the input's shape; config errors at file:line:col") {
+  const Graph g = build("model:\n  input: [8, 8, 3]\n  layers:\n    - {name: r, type: rescaling, scale: 0.00392156862745098}\n");
+  CHECK(g.output_shape() == Shape{8, 8, 3});
+  CHECK(g.params().entries().empty());
+  CHECK(find_layer("rescaling")->keras_name == "Rescaling");
+  const LayerConfig c = build("model:\n  input: [8, 8, 3]\n  layers:\n    - {name: r, type: rescaling, scale: [1, 2, 3], offset: -1}\n")
+                            .nodes()[0].layer->describe();
+  CHECK(c.integer("channels") == 3);
+  CHECK(c.real("scale_2") == 3.0);
+  CHECK(c.real("offset_1") == -1.0);
+  const std::string head = "model:\n  input: [8, 8, 3]\n  layers:\n    - {name: r, type: rescaling";
+  CHECK_THAT(error_of(head + "}\n"), Catch::StartsWith("test.yaml:4:7:") && Catch::Contains("'scale'"));
+  CHECK_THAT(error_of(head + ", scale: [1, 2]}\n"),
+             Catch::StartsWith("test.yaml:4:41:") && Catch::Contains("2 values per channel, but its input (None, 8, 8, 3) has 3 channels"));
+  CHECK_THAT(error_of(head + ", scale: [1, 2, 3], offset: [1, 2]}\n"),
+             Catch::StartsWith("test.yaml:4:60:") && Catch::Contains("2 offsets for 3 scales"));
+  CHECK_THAT(error_of(head + ", scale: x}\n"), Catch::StartsWith("test.yaml:4:41:") && Catch::Contains("number"));
+  CHECK_THAT(error_of(head + ", scale: 1e39}\n"), Catch::StartsWith("test.yaml:4:41:") && Catch::Contains("finite"));
 }

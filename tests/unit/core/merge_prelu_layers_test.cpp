@@ -73,7 +73,7 @@ TEST_CASE("prelu: config errors at file:line:col") {
   CHECK_THAT(error_of(head + "alpha_regularizer: l2}\n"), Catch::StartsWith("test.yaml:4:") && Catch::Contains("unknown key"));
 }
 
-TEST_CASE("rescaling: Keras's name, no weights, the input's shape; config errors at file:line:col") {
+TEST_CASE("rescaling: Keras's name, no weights, the input's shape, config errors at file:line:col") {
   const Graph g = build("model:\n  input: [8, 8, 3]\n  layers:\n    - {name: r, type: rescaling, scale: 0.00392156862745098}\n");
   CHECK(g.output_shape() == Shape{8, 8, 3});
   CHECK(g.params().entries().empty());

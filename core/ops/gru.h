@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "core/ops/recurrent.h"
 #include "core/ops/registry.h"
 #include "core/ops/shape_checks.h"
 
@@ -21,13 +22,9 @@ struct GruParams {
 
 namespace gru {
 
-struct Dims {
-  int64_t n, t, f, u;
-};
+using Dims = recurrent::Dims;
 
-inline Shape output_shape(const Dims& d, const GruParams& p) {
-  return p.return_sequences ? Shape{d.n, d.t, d.u} : Shape{d.n, d.u};
-}
+inline Shape output_shape(const Dims& d, const GruParams& p) { return recurrent::output_shape(d, p.return_sequences); }
 
 }  // namespace gru
 
@@ -46,12 +43,9 @@ class GruKernel {
     const gru::Dims d = check(x, w, r);
     if (p_.bias) ck_.shape("b", b, {2, 3 * d.u});
     ck_.shape("y", y, gru::output_shape(d, p_));
-    kept_ = false;
+    kept_.forget();
     forward_impl(d, x, w, r, b, y, training);
-    if (training && d.n > 0) {
-      kept_ = true;
-      kept_dims_ = d;
-    }
+    kept_.keep(d, training);
   }
   // Backpropagation through time from dy (the shape of y). Needs the latest forward to have been a
   // training one on this x, w, r, b; throws std::logic_error when none of x's shape is kept. dw,
@@ -64,8 +58,7 @@ class GruKernel {
     ck_.shape("dr", dr, r.shape());
     if (p_.bias) ck_.shape("db", db, {2, 3 * d.u});
     if (dx.defined()) ck_.shape("dx", dx, x.shape());
-    if (d.n > 0 && (!kept_ || kept_dims_.n != d.n || kept_dims_.t != d.t || kept_dims_.f != d.f))
-      throw std::logic_error("gru: backward without a training forward of this input shape [" + x.shape().str() + "]");
+    kept_.require(d, x, kName);
     backward_impl(d, x, w, r, dy, dx, dw, dr, db);
   }
 
@@ -84,17 +77,10 @@ class GruKernel {
 
  private:
   gru::Dims check(const Tensor& x, const Tensor& w, const Tensor& r) const {
-    ck_.dtype("x", x, DType::F32);
-    if (x.shape().rank() != 3) ck_.fail("x must be [batch, steps, features], got [", x.shape().str(), "]");
-    const gru::Dims d{x.dim(0), x.dim(1), x.dim(2), p_.units};
-    if (d.t < 1 || d.f < 1) ck_.fail("x [", x.shape().str(), "] has no steps or no features");
-    ck_.shape("w", w, {d.f, 3 * d.u});
-    ck_.shape("r", r, {d.u, 3 * d.u});
-    return d;
+    return recurrent::check(ck_, x, w, r, p_.units, 3);
   }
   shape_checks::Checks ck_;
-  bool kept_ = false;
-  gru::Dims kept_dims_{};
+  recurrent::Kept kept_;  // the kernel's workspace holds a training forward
 };
 
 }  // namespace trainer

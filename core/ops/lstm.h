@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "core/ops/recurrent.h"
 #include "core/ops/registry.h"
 #include "core/ops/shape_checks.h"
 
@@ -22,13 +23,9 @@ struct LstmParams {
 // Shape logic shared by the backends.
 namespace lstm {
 
-struct Dims {
-  int64_t n, t, f, u;
-};
+using Dims = recurrent::Dims;
 
-inline Shape output_shape(const Dims& d, const LstmParams& p) {
-  return p.return_sequences ? Shape{d.n, d.t, d.u} : Shape{d.n, d.u};
-}
+inline Shape output_shape(const Dims& d, const LstmParams& p) { return recurrent::output_shape(d, p.return_sequences); }
 
 }  // namespace lstm
 
@@ -48,12 +45,9 @@ class LstmKernel {
     const lstm::Dims d = check(x, w, r);
     if (p_.bias) ck_.shape("b", b, {4 * d.u});
     ck_.shape("y", y, lstm::output_shape(d, p_));
-    kept_ = false;
+    kept_.forget();
     forward_impl(d, x, w, r, b, y, training);
-    if (training && d.n > 0) {
-      kept_ = true;
-      kept_dims_ = d;
-    }
+    kept_.keep(d, training);
   }
   // Backpropagation through time from dy (the shape of y: every step's gradient, or the last
   // step's only). Needs the latest forward to have been a training one on this x, w, r, b (and y,
@@ -69,9 +63,7 @@ class LstmKernel {
     ck_.shape("dr", dr, r.shape());
     if (p_.bias) ck_.shape("db", db, {4 * d.u});
     if (dx.defined()) ck_.shape("dx", dx, x.shape());
-    if (d.n > 0 && (!kept_ || kept_dims_.n != d.n || kept_dims_.t != d.t || kept_dims_.f != d.f))
-      throw std::logic_error("lstm: backward without a training forward of this input shape [" + x.shape().str() +
-                             "]");
+    kept_.require(d, x, kName);
     backward_impl(d, x, w, r, y, dy, dx, dw, dr, db);
   }
 
@@ -91,17 +83,10 @@ class LstmKernel {
  private:
   // x [N, T, F] with T, F >= 1, w [F, 4U], r [U, 4U].
   lstm::Dims check(const Tensor& x, const Tensor& w, const Tensor& r) const {
-    ck_.dtype("x", x, DType::F32);
-    if (x.shape().rank() != 3) ck_.fail("x must be [batch, steps, features], got [", x.shape().str(), "]");
-    const lstm::Dims d{x.dim(0), x.dim(1), x.dim(2), p_.units};
-    if (d.t < 1 || d.f < 1) ck_.fail("x [", x.shape().str(), "] has no steps or no features");
-    ck_.shape("w", w, {d.f, 4 * d.u});
-    ck_.shape("r", r, {d.u, 4 * d.u});
-    return d;
+    return recurrent::check(ck_, x, w, r, p_.units, 4);
   }
   shape_checks::Checks ck_;
-  bool kept_ = false;  // the kernel's workspace holds a training forward of kept_dims_
-  lstm::Dims kept_dims_{};
+  recurrent::Kept kept_;  // the kernel's workspace holds a training forward
 };
 
 }  // namespace trainer

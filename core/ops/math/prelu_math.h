@@ -1,5 +1,6 @@
 // Keras's PReLU at one element (forward, input gradient, the alpha gradient's term) and the index map between an input and its broadcast alpha, shared by the CPU and CUDA prelu kernels.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

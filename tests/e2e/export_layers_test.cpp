@@ -292,3 +292,43 @@ optimizer: {type: adam, lr: 0.01}
   write_pixels(dir + "/x.npy", 5, 32, 32);
   check_opencv_agrees(dir, "x.npy", "--stats run/norm_stats.npy");
 }
+
+// permute as one Transpose: on an image (held as NCHW: the perm mapped through it) and on a sequence.
+TEST_CASE("e2e export: permute (an image's axes, a sequence's steps and features) as Transpose: OpenCV equals trainer predict within 1e-4",
+          "[export]") {
+  if (skip_without_python_deps()) return;
+  const std::string dir = e2e::temp_dir("export_permute");
+  e2e::write_file(dir + "/p.yaml", R"(name: permute_export
+seed: 6
+model:
+  input: [32, 32, 3]
+  layers:
+    - {name: c1, type: conv2d, filters: 4, kernel: 3, strides: [2, 4], padding: same, activation: relu}
+    - {name: p1, type: permute, dims: [2, 1, 3]}
+    - {name: c2, type: conv2d, filters: 5, kernel: [3, 2], strides: 2}
+    - {name: p2, type: permute, dims: [3, 1, 2]}
+    - {name: flat, type: flatten}
+    - {name: dense, type: dense, units: 10, kernel_initializer: {type: random_normal, stddev: 2.0}}
+    - {name: softmax, type: softmax}
+data:
+  train: {type: synthetic, size: 32, seed: 1}
+  val: {type: synthetic, size: 8, seed: 2}
+  augment: {mean: per_channel}
+train: {epochs: 1, batch_size: 8}
+optimizer: {type: adam, lr: 0.01}
+)");
+  train(dir, dir + "/p.yaml", "");
+  write_pixels(dir + "/x.npy", 5, 32, 32);
+  check_opencv_agrees(dir, "x.npy", "--stats run/norm_stats.npy");
+  const std::string sdir = e2e::temp_dir("export_permute_sequence");
+  write_sequence_set(sdir, 31);
+  e2e::write_file(sdir + "/seq.yaml", npy_model("permute_sequence", "[7, 5]", R"(    - {name: p, type: permute, dims: [2, 1]}
+    - {name: d, type: dense, units: 4, activation: tanh}
+    - {name: q, type: permute, dims: [2, 1]}
+    - {name: flat, type: flatten}
+    - {name: logits, type: dense, units: 3, kernel_initializer: {type: random_normal, stddev: 2.0}}
+    - {name: out, type: softmax}
+)"));
+  train(sdir, sdir + "/seq.yaml", "");
+  check_opencv_agrees(sdir, "x.npy", "", "sequence: ");
+}

@@ -1,6 +1,6 @@
 // ONNX export of the layers that move or join values: flatten and reshape (the trainer's H, W, C
 // order kept: Transpose to NHWC first, and back for an image result), up_sampling2d (Resize, nearest or linear),
-// cropping2d (Slice), dropout (left out: inference), zero_pad2d (Pad), concat (the channel
+// cropping2d (Slice), permute (Transpose), dropout (left out: inference), zero_pad2d (Pad), concat (the channel
 // axis), add (Add), multiply (Mul).
 #include <fmt/format.h>
 
@@ -44,6 +44,29 @@ void export_reshape(ExportContext& ctx, size_t i) {
   ctx.add_node("Reshape", {in, ctx.add_int64s(name + "/shape", dims)}, {shaped});
   if (out.rank() == 3) attr_ints(ctx.add_node("Transpose", {shaped}, {ctx.output_name(i)}), "perm", {0, 3, 1, 2});
   ctx.set_output(i, {ctx.output_name(i), out});
+}
+
+// permute: one Transpose. An image [H, W, C] is held as NCHW: its trainer axes 1, 2, 3 (H, W, C)
+// are ONNX axes 2, 3, 1, so ONNX output axis 1 (the output's C) takes ONNX axis at(dims[2]), axis
+// 2 at(dims[0]), axis 3 at(dims[1]); a sequence or vector keeps the trainer's order.
+void export_permute(ExportContext& ctx, size_t i) {
+  const Value& x = ctx.input(i, 0);
+  const std::string dims_text = ctx.node(i).layer->describe().text("dims");
+  std::vector<int64_t> dims;
+  for (size_t at = 0; at < dims_text.size();) {
+    const size_t comma = dims_text.find(',', at);
+    dims.push_back(std::stoll(dims_text.substr(at, comma - at)));
+    at = comma == std::string::npos ? dims_text.size() : comma + 1;
+  }
+  std::vector<int64_t> perm{0};
+  if (x.shape.rank() == 3) {
+    const int64_t onnx_axis[4] = {0, 2, 3, 1};  // trainer axis (1-based) -> ONNX axis
+    perm.insert(perm.end(), {onnx_axis[dims[2]], onnx_axis[dims[0]], onnx_axis[dims[1]]});
+  } else {
+    perm.insert(perm.end(), dims.begin(), dims.end());
+  }
+  attr_ints(ctx.add_node("Transpose", {x.name}, {ctx.output_name(i)}), "perm", perm);
+  ctx.set_output(i, {ctx.output_name(i), ctx.node(i).shape});
 }
 
 // up_sampling2d: Resize, the scales [1, 1, sh, sw] on NCHW. Nearest: each output pixel (i, j) reading
@@ -168,6 +191,7 @@ const RegisterExporter dropout({"dropout", "spatial_dropout1d", "spatial_dropout
 const RegisterExporter zero_pad({"zero_pad2d"}, export_zero_pad);
 const RegisterExporter concat({"concat"}, export_concat);
 const RegisterExporter add({"add"}, export_add);
+const RegisterExporter permute({"permute"}, export_permute);
 
 }  // namespace
 }  // namespace trainer::onnx_export

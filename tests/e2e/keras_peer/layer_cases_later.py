@@ -2,7 +2,7 @@
 """The layer peer check's cases added from 2026-12-02 on (layer_cases.py runs them last): Keras 3's
 activations, conv1d, the 1D pools, reshape, up_sampling2d (nearest and bilinear), separable_conv2d,
 cropping2d, gru, conv2d_transpose, zero_pad1d, cropping1d, up_sampling1d, bidirectional, repeat_vector,
-spatial_dropout1d/2d, gaussian_noise, gaussian_dropout, subtract, average, maximum, minimum, prelu, group_norm, simple_rnn and rescaling. They draw their weights
+spatial_dropout1d/2d, gaussian_noise, gaussian_dropout, subtract, average, maximum, minimum, prelu, group_norm, simple_rnn, rescaling and permute. They draw their weights
 and data from streams of their own, so that every earlier case draws the weights and data it drew
 before (the controls of some, e.g. gelu's other form and attention's unscaled scores, differ from
 the truth by little more than the bound: a redraw can bring them within it)."""
@@ -363,4 +363,18 @@ def later_cases(first):
                     [f"{{name: r, type: rescaling, scale: {scale}, offset: {offset}}}",
                      "{name: c, type: conv2d, filters: 4, kernel: 3, use_bias: false}"] + HEAD, p, f_rescale,
                     gen=np.random.default_rng(first + len(out)), controls=("offset added before scaling",)))
+    # --- permute (Keras's Permute((2, 1))) between a conv1d and a dense: the dense then mixes each channel's steps;
+    # the control reshapes instead ([T, C] read as [C, T], the slip Permute is for)
+    p = {"c/kernel": w(3, 3, 4, gen=late), "d/kernel": w(5, 3, gen=late), "d/bias": w(3, scale=0.2, gen=late),
+         **head(4 * 3, gen=late)}
+
+    def f_permute(P, X, S, t, c, s):
+        h = K.conv1d(X["x"], P["c/kernel"])  # [N, 5, 4]
+        h = h.reshape(h.shape[0], 4, 5) if c else h.transpose(1, 2)
+        return logits(P, K.dense(h, P["d/kernel"], P["d/bias"]))
+
+    out.append(Case("permute", "dims [2, 1] between a conv1d and a dense",
+                    ["{name: c, type: conv1d, filters: 4, kernel: 3, use_bias: false}", "{name: pm, type: permute, dims: [2, 1]}",
+                     "{name: d, type: dense, units: 3}"] + HEAD, p, f_permute, inputs={"x": ("vector", [7, 3])},
+                    gen=np.random.default_rng(first + len(out)), controls=("reshaped, not permuted",)))
     return out

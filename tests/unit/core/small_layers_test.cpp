@@ -1,4 +1,4 @@
-// subtract, average, maximum, minimum, prelu and rescaling layers (Keras Subtract, Average, Maximum, Minimum, PReLU, Rescaling): shapes, Keras's names, alpha's shape and initial values, config errors at file:line:col.
+// subtract, average, maximum, minimum, prelu, rescaling and permute layers (Keras Subtract, Average, Maximum, Minimum, PReLU, Rescaling, Permute): shapes, Keras's names, weights, config errors at file:line:col.
 #include <catch2/catch.hpp>
 
 #include "graph_test_util.h"
@@ -91,4 +91,18 @@ TEST_CASE("rescaling: Keras's name, no weights, the input's shape, config errors
              Catch::StartsWith("test.yaml:4:60:") && Catch::Contains("2 offsets for 3 scales"));
   CHECK_THAT(error_of(head + ", scale: x}\n"), Catch::StartsWith("test.yaml:4:41:") && Catch::Contains("number"));
   CHECK_THAT(error_of(head + ", scale: 1e39}\n"), Catch::StartsWith("test.yaml:4:41:") && Catch::Contains("finite"));
+}
+
+TEST_CASE("permute: Keras's dims from 1, the output's shape, no weights, config errors at file:line:col") {
+  CHECK(build("model:\n  input: [7, 3]\n  layers:\n    - {name: p, type: permute, dims: [2, 1]}\n").output_shape() == Shape{3, 7});
+  CHECK(build("model:\n  input: [4, 5, 6]\n  layers:\n    - {name: p, type: permute, dims: [3, 1, 2]}\n").output_shape() ==
+        Shape{6, 4, 5});
+  CHECK(build("model:\n  input: [4, 5, 6]\n  layers:\n    - {name: p, type: permute, dims: [3, 1, 2]}\n").params().entries().empty());
+  CHECK(find_layer("permute")->keras_name == "Permute");
+  const std::string head = "model:\n  input: [7, 3]\n  layers:\n    - {name: p, type: permute";
+  CHECK_THAT(error_of(head + "}\n"), Catch::StartsWith("test.yaml:4:7:") && Catch::Contains("'dims'"));
+  CHECK_THAT(error_of(head + ", dims: [1, 1]}\n"),
+             Catch::StartsWith("test.yaml:4:38:") && Catch::Contains("each axis of its input (None, 7, 3) once, numbered 1 to 2"));
+  CHECK_THAT(error_of(head + ", dims: [0, 1]}\n"), Catch::StartsWith("test.yaml:4:38:") && Catch::Contains("the batch being 0"));
+  CHECK_THAT(error_of(head + ", dims: [2, 1, 3]}\n"), Catch::StartsWith("test.yaml:4:38:"));
 }
